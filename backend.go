@@ -1,0 +1,115 @@
+package distlock
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is a lock service. Each backend package (memlock, filelock,
+// redislock, etcdlock, ...) implements it; the Client consumes it and adds
+// what is the same everywhere: the local deadline, renewal, reentrancy,
+// multi-key locks and retries.
+//
+// A Backend reports facts (a token, a confirmed validity, a loss) and owns no
+// policy. Implementations must be safe for concurrent use.
+type Backend interface {
+	// Acquire asks for key. With opts.Wait it blocks until the key is granted
+	// or ctx ends, waiting on the service's own signal (a watch, a pub/sub
+	// message, a server-side queue) rather than polling, except as a fallback
+	// for silent expiry. Without opts.Wait it tries once and returns an error
+	// matching ErrNotAcquired when the key is held.
+	//
+	// When ctx ends it returns an error matching ctx.Err(). Transient
+	// failures are returned wrapped with ErrUnavailable. Whatever it returns,
+	// an Acquire that fails must not leave a grant behind (a request whose
+	// reply was lost is cleaned up by the backend).
+	//
+	// The key has passed ValidateKey; the backend escapes characters it
+	// cannot store so that distinct keys never share a lock.
+	Acquire(ctx context.Context, key string, opts AcquireOptions) (Lease, error)
+}
+
+// AcquireOptions are what the Client asks of a Backend for one grant.
+type AcquireOptions struct {
+	// TTL is the lease duration asked for. Session backends may round it up
+	// to what the service supports and report the result in Validity.
+	TTL time.Duration
+
+	// Wait selects blocking (true) or a single try (false).
+	Wait bool
+
+	// Owner describes the holder for status listings (e.g. "host:pid").
+	// It is informational only; ownership checks use the backend's own
+	// unguessable identity.
+	Owner string
+
+	// OnLost, when not nil, is called at most once, from any goroutine, when
+	// the service reports that this grant is gone (a session expired, a
+	// connection holding the lock broke). It must not block. Backends that
+	// cannot tell never call it; the Client's local deadline covers them.
+	OnLost func(err error)
+}
+
+// Lease is one grant of a key by a Backend. Its methods are safe for
+// concurrent use.
+type Lease interface {
+	// Token is the fencing token of this grant: unique per grant and
+	// strictly greater than every token granted before it for the same key
+	// by the same deployment. Tokens start at 1.
+	Token() uint64
+
+	// Validity reports what the service confirmed when it granted the lease.
+	Validity() Validity
+
+	// Refresh extends the lease to ttl and reports the new confirmed
+	// validity. It is owner-checked: if the grant is gone (expired, or now
+	// held by another) it changes nothing and returns an error matching
+	// ErrLockLost.
+	Refresh(ctx context.Context, ttl time.Duration) (Validity, error)
+
+	// Release gives the key up. It is owner-checked: if the grant was
+	// already gone it changes nothing and returns an error matching
+	// ErrLockLost, so that a holder learns its lock had lapsed.
+	Release(ctx context.Context) error
+}
+
+// Validity is a confirmation from a lock service: the grant stays valid for
+// at least TTL measured from Sent, a local time (with its monotonic reading)
+// taken before the confirming request was sent. A zero TTL means the grant
+// has no time bound and lasts until the service reports it lost (for example
+// a PostgreSQL session lock).
+type Validity struct {
+	Sent time.Time
+	TTL  time.Duration
+}
+
+// BatchRefresher is implemented by backends that can refresh many leases in
+// one round trip. The Client's watchdog uses it, when present, to renew all
+// due locks at once.
+type BatchRefresher interface {
+	// RefreshAll refreshes leases (all obtained from this backend) to ttl.
+	// The result has one entry per lease, in order.
+	RefreshAll(ctx context.Context, leases []Lease, ttl time.Duration) []RefreshResult
+}
+
+// RefreshResult is the outcome of refreshing one lease in a batch.
+type RefreshResult struct {
+	Validity Validity
+	Err      error
+}
+
+// Lister is implemented by backends that can list current holders, for
+// `distlock status`.
+type Lister interface {
+	// List returns the holders of keys starting with prefix, sorted by key.
+	List(ctx context.Context, prefix string) ([]Holder, error)
+}
+
+// Holder describes the current grant of one key.
+type Holder struct {
+	Key     string
+	Token   uint64
+	Owner   string    // AcquireOptions.Owner of the holder, if the backend stores it
+	Since   time.Time // when it was granted, if known
+	Expires time.Time // when the service will expire it unless refreshed; zero if unbounded or unknown
+}

@@ -1,0 +1,21 @@
+// Package distlocktest is the conformance suite every distlock.Backend must
+// pass. The backends in this repository run it against real servers; a third
+// party can run it against its own backend:
+//
+//	func TestConformance(t *testing.T) {
+//		distlocktest.Run(t, func(t *testing.T) distlock.Backend {
+//			return mybackend.New(connect(t)) // a fresh connection each call
+//		})
+//	}
+//
+// The factory is called once per simulated process: each call must return a
+// Backend with its own connections or session, as a separate host would have.
+// Resources it opens should be closed with t.Cleanup.
+//
+// Each test checks a sentence of the contract in distlock's package
+// documentation, with deadlines on every wait and a goroutine-leak check at
+// the end. Tests use unique keys, so a shared server can be reused.
+//
+// Faulty wraps any Backend with switchable faults; the suite uses it to cut
+// a holder off from the service, and users can use it in their own tests.
+package distlocktest

@@ -1,0 +1,242 @@
+package distlocktest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock"
+)
+
+// Factory returns a fresh Backend, as one more process would have it: its
+// own connections or session. It should close them with t.Cleanup.
+type Factory func(t *testing.T) distlock.Backend
+
+// Option adapts the suite to a backend.
+type Option func(*suite)
+
+// WithTTL sets the short lease TTL the suite uses where it waits for leases
+// to lapse. Default: 1s. Session backends whose service has a minimum lease
+// TTL set at least that.
+func WithTTL(ttl time.Duration) Option { return func(s *suite) { s.ttl = ttl } }
+
+// WithRevoke gives the suite a way to make the service drop the current
+// grant of key, as it does when a lease expires on the server or a session
+// ends. Session backends, whose grants do not lapse while their session
+// lives, must provide it; without it the suite lets TTL grants lapse.
+func WithRevoke(revoke func(t *testing.T, key string)) Option {
+	return func(s *suite) { s.revoke = revoke }
+}
+
+// WithUnreachable gives the suite a Backend whose service cannot be reached,
+// to check that acquiring fails with distlock.ErrUnavailable in bounded time.
+func WithUnreachable(f Factory) Option { return func(s *suite) { s.unreachable = f } }
+
+// WithLeakOptions passes options to the goroutine-leak check run after each
+// test (for example goleak.IgnoreTopFunction for a driver's pool).
+func WithLeakOptions(opts ...goleak.Option) Option {
+	return func(s *suite) { s.leakOpts = append(s.leakOpts, opts...) }
+}
+
+type suite struct {
+	newBackend  Factory
+	ttl         time.Duration
+	revoke      func(t *testing.T, key string)
+	unreachable Factory
+	leakOpts    []goleak.Option
+	run         string // unique per Run, so keys never collide on a reused server
+	seq         atomic.Int64
+}
+
+// Run runs the conformance suite against the backends newBackend returns.
+// The tests run one after another (several wait for leases to lapse), each
+// as a subtest.
+func Run(t *testing.T, newBackend Factory, opts ...Option) {
+	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
+	for _, o := range opts {
+		o(s)
+	}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"MutualExclusion/OneKey", s.testMutexOneKey},
+		{"MutualExclusion/ManyKeys", s.testMutexManyKeys},
+		{"Tokens/IncreaseAcrossReleaseExpiryAndLoss", s.testTokens},
+		{"OwnerChecked/ReleaseAndRefreshAfterExpiry", s.testOwnerChecked},
+		{"OwnerChecked/ClientReleaseAfterLoss", s.testClientReleaseAfterLoss},
+		{"Loss/NoRenewalCancelsBeforeNextGrant", s.testLossNoRenewal},
+		{"Loss/PartitionCancelsBeforeNextGrant", s.testLossPartition},
+		{"Loss/RevokedGrantIsReported", s.testLossRevoked},
+		{"Loss/MaxHold", s.testMaxHold},
+		{"Renewal/KeepsLockPastTTL", s.testRenewal},
+		{"Wait/ReleaseWakesWaiter", s.testReleaseWakesWaiter},
+		{"Wait/TryAcquire", s.testTryAcquire},
+		{"Wait/ContextCancelled", s.testCancelWhileWaiting},
+		{"Reentrancy", s.testReentrancy},
+		{"Reentrancy/Concurrent", s.testReentrancyConcurrent},
+		{"AcquireAll/OppositeOrderTransfers", s.testTransfers},
+		{"AcquireAll/AllOrNothing", s.testAllOrNothing},
+		{"AcquireAll/LostIfAnyPartLost", s.testSetLost},
+		{"Do", s.testDo},
+		{"Close", s.testClose},
+		{"BadInput/Keys", s.testBadKeys},
+		{"BadInput/OddKeysAreDistinct", s.testOddKeys},
+		{"BadInput/Options", s.testBadOptions},
+		{"BadInput/DoubleReleaseAndRefreshAfterEnd", s.testDoubleRelease},
+		{"BadInput/Unreachable", s.testUnreachable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.checkLeaks(t)
+			tc.fn(t)
+		})
+	}
+}
+
+// checkLeaks registers, first, a clean-up that runs last: after the test's
+// clients and backends are closed, no goroutine started by the test remains.
+func (s *suite) checkLeaks(t *testing.T) {
+	opts := append([]goleak.Option{goleak.IgnoreCurrent()}, s.leakOpts...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		if err := goleak.Find(opts...); err != nil {
+			t.Errorf("goroutines leaked: %v", err)
+		}
+	})
+}
+
+// key returns a key unique to this run and test.
+func (s *suite) key(t *testing.T) string {
+	name := strings.ReplaceAll(t.Name(), " ", "_")
+	return fmt.Sprintf("distlocktest/%s/%s/%d", s.run, name, s.seq.Add(1))
+}
+
+// client returns a Client over a fresh backend, closed with the test.
+func (s *suite) client(t *testing.T, opts ...distlock.Option) *distlock.Client {
+	t.Helper()
+	return s.clientOver(t, s.newBackend(t), opts...)
+}
+
+func (s *suite) clientOver(t *testing.T, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+	t.Helper()
+	c, err := distlock.New(b, opts...)
+	if err != nil {
+		t.Fatalf("distlock.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// ctx returns a context bounding a whole test.
+func (s *suite) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lapse is how long the suite allows for a short lease to lapse and the next
+// holder to be served.
+func (s *suite) lapse() time.Duration { return 10*s.ttl + 10*time.Second }
+
+func mustAcquire(t *testing.T, c *distlock.Client, ctx context.Context, key string, opts ...distlock.Option) *distlock.Lock {
+	t.Helper()
+	l, err := c.Acquire(ctx, key, opts...)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	return l
+}
+
+func mustRelease(t *testing.T, l *distlock.Lock) {
+	t.Helper()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release(%q): %v", l.Key(), err)
+	}
+}
+
+// assertHeld checks that key is held by someone: a fresh client cannot get it.
+func (s *suite) assertHeld(t *testing.T, ctx context.Context, key string) {
+	t.Helper()
+	l, err := s.client(t).TryAcquire(ctx, key)
+	if err == nil {
+		l.Release(ctx)
+		t.Fatalf("TryAcquire(%q) by another client succeeded; the key should be held", key)
+	}
+	if !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire(%q): %v; want ErrNotAcquired", key, err)
+	}
+}
+
+// assertFree checks that key can be taken at once by a fresh client.
+func (s *suite) assertFree(t *testing.T, ctx context.Context, key string) {
+	t.Helper()
+	l, err := s.client(t).TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) by another client: %v; the key should be free", key, err)
+	}
+	mustRelease(t, l)
+}
+
+// waitDone waits for a lock's context to end, up to d.
+func waitDone(t *testing.T, done <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: not done after %v", what, d)
+	}
+}
+
+// critical checks that at most one holder at a time is inside a section.
+type critical struct {
+	inside atomic.Int32
+	mu     sync.Mutex
+	tokens []uint64
+}
+
+func (cs *critical) enter(t *testing.T, l *distlock.Lock) {
+	if n := cs.inside.Add(1); n != 1 {
+		t.Errorf("%d holders of %q at once (token %d)", n, l.Key(), l.Token())
+	}
+	cs.mu.Lock()
+	cs.tokens = append(cs.tokens, l.Token())
+	cs.mu.Unlock()
+}
+
+func (cs *critical) leave(t *testing.T, l *distlock.Lock) {
+	if err := l.Err(); err != nil {
+		t.Errorf("lock %q lost inside the critical section: %v", l.Key(), err)
+	}
+	cs.inside.Add(-1)
+}
+
+// checkIncreasing checks tokens were granted in strictly increasing order.
+func checkIncreasing(t *testing.T, what string, tokens []uint64) {
+	t.Helper()
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("%s: token %d granted after %d", what, tokens[i], tokens[i-1])
+			return
+		}
+	}
+	if len(tokens) > 0 && tokens[0] == 0 {
+		t.Errorf("%s: token 0 granted", what)
+	}
+}

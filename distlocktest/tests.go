@@ -1,0 +1,816 @@
+package distlocktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Contract: mutual exclusion while the lease is valid; tokens strictly
+// increase per key (many clients, many goroutines, one key).
+func (s *suite) testMutexOneKey(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	const clients, workers, rounds = 3, 4, 8
+	var cs critical
+	var wg sync.WaitGroup
+	for range clients {
+		c := s.client(t)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					l, err := c.Acquire(ctx, key)
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					cs.enter(t, l)
+					time.Sleep(time.Millisecond) // widen the section
+					cs.leave(t, l)
+					if err := l.Release(ctx); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if got, want := len(cs.tokens), clients*workers*rounds; got != want {
+		t.Errorf("%d grants, want %d", got, want)
+	}
+	checkIncreasing(t, key, cs.tokens)
+}
+
+// Contract: mutual exclusion per key, with many keys at once.
+func (s *suite) testMutexManyKeys(t *testing.T) {
+	ctx := s.ctx(t)
+	const nkeys, clients, workers, rounds = 6, 2, 8, 12
+	keys := make([]string, nkeys)
+	sections := make([]critical, nkeys)
+	for i := range keys {
+		keys[i] = s.key(t)
+	}
+	var wg sync.WaitGroup
+	for range clients {
+		c := s.client(t)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					i := rand.IntN(nkeys)
+					l, err := c.Acquire(ctx, keys[i])
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					sections[i].enter(t, l)
+					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+					sections[i].leave(t, l)
+					if err := l.Release(ctx); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i := range keys {
+		checkIncreasing(t, keys[i], sections[i].tokens)
+	}
+}
+
+// Contract: a token is unique per grant and greater than every earlier one
+// for the key, across release, expiry and loss, whoever the holder.
+func (s *suite) testTokens(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	a, b := s.client(t), s.client(t)
+	var tokens []uint64
+
+	la := mustAcquire(t, a, ctx, key) // released
+	tokens = append(tokens, la.Token())
+	mustRelease(t, la)
+
+	lb := mustAcquire(t, b, ctx, key)
+	tokens = append(tokens, lb.Token())
+	mustRelease(t, lb)
+
+	// Expiry: a holder that does not renew lapses; the next grant is higher.
+	la = mustAcquire(t, a, ctx, key, distlock.WithTTL(s.ttl), distlock.WithoutRenewal())
+	tokens = append(tokens, la.Token())
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	lb = mustAcquire(t, b, wctx, key)
+	tokens = append(tokens, lb.Token())
+	if err := la.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release after expiry: %v, want ErrLockLost", err)
+	}
+
+	// Loss reported by the service.
+	if s.revoke != nil {
+		s.revoke(t, key)
+		waitDone(t, lb.Done(), s.lapse(), "holder after revoke")
+	}
+	mustRelease2(t, lb)
+	la = mustAcquire(t, a, ctx, key)
+	tokens = append(tokens, la.Token())
+	mustRelease(t, la)
+	checkIncreasing(t, key, tokens)
+}
+
+// mustRelease2 releases a lock that may have been lost.
+func mustRelease2(t *testing.T, l *distlock.Lock) {
+	t.Helper()
+	if err := l.Release(context.Background()); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("Release(%q): %v", l.Key(), err)
+	}
+}
+
+// lapseLease makes a raw lease on key lapse at the service: by revoking it,
+// or by waiting (through a blocking acquire by b) for its TTL to pass. It
+// returns the lease b then holds.
+func (s *suite) lapseLease(t *testing.T, ctx context.Context, b distlock.Backend, key string) distlock.Lease {
+	t.Helper()
+	if s.revoke != nil {
+		s.revoke(t, key)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	lb, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	if err != nil {
+		t.Fatalf("second holder's Acquire after the first lapsed: %v", err)
+	}
+	return lb
+}
+
+// Contract: owner-checked release and refresh. The guide's trap: a holder
+// whose lease expired deletes or extends the next holder's lock.
+func (s *suite) testOwnerChecked(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	ba, bb, bc := s.newBackend(t), s.newBackend(t), s.newBackend(t)
+	la, err := ba.Acquire(ctx, key, distlock.AcquireOptions{TTL: s.ttl})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	lb := s.lapseLease(t, ctx, bb, key)
+	if lb.Token() <= la.Token() {
+		t.Errorf("second token %d not above first %d", lb.Token(), la.Token())
+	}
+	if _, err := la.Refresh(ctx, time.Minute); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("expired holder's Refresh: %v, want ErrLockLost", err)
+	}
+	if err := la.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("expired holder's Release: %v, want ErrLockLost", err)
+	}
+	// The second holder still holds: a third cannot get in.
+	if l, err := bc.Acquire(ctx, key, distlock.AcquireOptions{TTL: s.ttl}); !errors.Is(err, distlock.ErrNotAcquired) {
+		if err == nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("third Acquire after the expired holder's release: %v, want ErrNotAcquired", err)
+	}
+	if _, err := lb.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("second holder's Refresh: %v", err)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Errorf("second holder's Release: %v", err)
+	}
+	if err := lb.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("second Release of a released lease: %v, want ErrLockLost", err)
+	}
+}
+
+// Contract: release after expiry reports that the lock had been lost, and
+// does not touch the next holder.
+func (s *suite) testClientReleaseAfterLoss(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	a, b := s.client(t, distlock.WithTTL(s.ttl), distlock.WithoutRenewal()), s.client(t)
+	la := mustAcquire(t, a, ctx, key)
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	lb := mustAcquire(t, b, wctx, key)
+	if err := la.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release of a lapsed lock: %v, want ErrLockLost", err)
+	}
+	s.assertHeld(t, ctx, key)
+	if err := lb.Refresh(ctx); err != nil {
+		t.Errorf("next holder's Refresh: %v", err)
+	}
+	mustRelease(t, lb)
+}
+
+// lossBeforeGrant checks, for rounds of a holder that stops being renewed,
+// that its context ends before the next holder is granted the key.
+func (s *suite) lossBeforeGrant(t *testing.T, holder *distlock.Client, before func(*distlock.Lock)) {
+	ctx, key := s.ctx(t), s.key(t)
+	next := s.client(t)
+	for round := range 3 {
+		la := mustAcquire(t, holder, ctx, key, distlock.WithTTL(s.ttl))
+		if before != nil {
+			before(la)
+		}
+		wctx, cancel := context.WithTimeout(ctx, s.lapse())
+		lb, err := next.Acquire(wctx, key)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: next holder's Acquire: %v", round, err)
+		}
+		select {
+		case <-la.Done():
+		default:
+			t.Fatalf("round %d: key granted to the next holder (token %d) while the first holder's context was live", round, lb.Token())
+		}
+		if err := la.Err(); !errors.Is(err, distlock.ErrLockLost) {
+			t.Errorf("round %d: Err() = %v, want ErrLockLost", round, err)
+		}
+		if lb.Token() <= la.Token() {
+			t.Errorf("round %d: token %d after %d", round, lb.Token(), la.Token())
+		}
+		mustRelease2(t, la)
+		mustRelease(t, lb)
+	}
+}
+
+// Contract: loss is visible and early. A holder that stops renewing has its
+// context cancelled before any other client is granted the key.
+func (s *suite) testLossNoRenewal(t *testing.T) {
+	s.lossBeforeGrant(t, s.client(t, distlock.WithoutRenewal()), nil)
+}
+
+// Contract: loss is visible and early, when the holder cannot reach the
+// service to renew.
+func (s *suite) testLossPartition(t *testing.T) {
+	f := NewFaulty(s.newBackend(t))
+	s.lossBeforeGrant(t, s.clientOver(t, f), func(*distlock.Lock) { f.Partition() })
+	if f.Refused() == 0 {
+		t.Errorf("the partition refused no refresh: the fault did not bite")
+	}
+	f.Heal()
+}
+
+// Contract: when the service drops a grant, the holder's context ends and
+// Err says the lock was lost.
+func (s *suite) testLossRevoked(t *testing.T) {
+	if s.revoke == nil {
+		t.Skip("the backend gave no way to revoke a grant (WithRevoke)")
+	}
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t, distlock.WithTTL(s.ttl))
+	l := mustAcquire(t, c, ctx, key)
+	s.revoke(t, key)
+	waitDone(t, l.Done(), s.lapse(), "holder after revoke")
+	if err := l.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Err() = %v, want ErrLockLost", err)
+	}
+	if err := l.Refresh(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Refresh after loss: %v, want ErrLockLost", err)
+	}
+	mustRelease2(t, l)
+}
+
+// MaxHold ends a lock that is held too long, and frees the key.
+func (s *suite) testMaxHold(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t)
+	l := mustAcquire(t, c, ctx, key, distlock.WithMaxHold(s.ttl/2))
+	waitDone(t, l.Done(), s.lapse(), "lock past MaxHold")
+	if err := l.Err(); !errors.Is(err, distlock.ErrMaxHoldExceeded) || !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Err() = %v, want ErrMaxHoldExceeded", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	mustRelease(t, mustAcquire(t, s.client(t), wctx, key))
+	mustRelease2(t, l)
+}
+
+// Contract: renewal keeps a lock past its TTL, and nobody else gets it.
+func (s *suite) testRenewal(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t, distlock.WithTTL(s.ttl))
+	l := mustAcquire(t, c, ctx, key)
+	end := time.Now().Add(3 * s.ttl)
+	for time.Now().Before(end) {
+		s.assertHeld(t, ctx, key)
+		if err := l.Err(); err != nil {
+			t.Fatalf("renewed lock ended: %v", err)
+		}
+		time.Sleep(s.ttl / 4) // let time pass: renewal has to happen meanwhile
+	}
+	d, ok := l.Deadline()
+	if !ok || !d.After(time.Now()) {
+		t.Errorf("Deadline() = %v, %v; want a time in the future", d, ok)
+	}
+	mustRelease(t, l)
+	s.assertFree(t, ctx, key)
+}
+
+// Contract: waiting is push-based. A release hands the key to a waiter long
+// before the released lease would have expired.
+func (s *suite) testReleaseWakesWaiter(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	const ttl = 2 * time.Minute
+	a, b := s.client(t, distlock.WithTTL(ttl)), s.client(t, distlock.WithTTL(ttl))
+	la := mustAcquire(t, a, ctx, key)
+	got := make(chan *distlock.Lock, 1)
+	wctx, cancel := context.WithTimeout(ctx, ttl/4)
+	defer cancel()
+	go func() {
+		l, err := b.Acquire(wctx, key)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	// The waiter must not be served while the key is held.
+	select {
+	case l := <-got:
+		t.Fatalf("waiter got the key while it was held (lock %v)", l)
+	case <-time.After(100 * time.Millisecond):
+	}
+	mustRelease(t, la)
+	if lb := <-got; lb != nil {
+		if lb.Token() <= la.Token() {
+			t.Errorf("token %d after %d", lb.Token(), la.Token())
+		}
+		mustRelease(t, lb)
+	}
+}
+
+// Contract: TryAcquire tries once.
+func (s *suite) testTryAcquire(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	a, b := s.client(t), s.client(t)
+	la, err := a.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire of a free key: %v", err)
+	}
+	_, err = b.TryAcquire(ctx, key)
+	if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TryAcquire of a held key: %v, want ErrNotAcquired and no context error", err)
+	}
+	if _, err := b.Acquire(ctx, key, distlock.WithWait(false)); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("Acquire(WithWait(false)) of a held key: %v, want ErrNotAcquired", err)
+	}
+	mustRelease(t, la)
+	lb, err := b.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire after release: %v", err)
+	}
+	mustRelease(t, lb)
+}
+
+// Contract: context everywhere. Cancellation while waiting returns an error
+// matching both ErrNotAcquired and ctx.Err(), and leaves nothing behind.
+func (s *suite) testCancelWhileWaiting(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	a, b := s.client(t), s.client(t)
+	la := mustAcquire(t, a, ctx, key)
+
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := b.Acquire(dctx, key)
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire past its deadline: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+
+	cctx, cancel2 := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(cctx, key)
+		errc <- err
+	}()
+	time.AfterFunc(50*time.Millisecond, cancel2)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Acquire: %v, want ErrNotAcquired and Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancelled Acquire did not return")
+	}
+
+	// An already-cancelled context fails at once, even for a free key.
+	done, cancel3 := context.WithCancel(ctx)
+	cancel3()
+	if _, err := b.Acquire(done, s.key(t)); !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire with a cancelled context: %v", err)
+	}
+
+	// The waiters that gave up hold nothing.
+	mustRelease(t, la)
+	s.assertFree(t, ctx, key)
+}
+
+// Reentrancy through the lock's context: same token, hold count, depth
+// limit, outermost release frees the key.
+func (s *suite) testReentrancy(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t, distlock.WithMaxDepth(3))
+	l1 := mustAcquire(t, c, ctx, key)
+	l2, err := c.TryAcquire(l1.Context(), key)
+	if err != nil {
+		t.Fatalf("reentrant TryAcquire: %v", err)
+	}
+	// A context derived from a lock context counts too.
+	dctx, cancel := context.WithCancel(l2.Context())
+	defer cancel()
+	l3 := mustAcquire(t, c, dctx, key)
+	if l2.Token() != l1.Token() || l3.Token() != l1.Token() {
+		t.Errorf("reentrant tokens %d, %d; want %d", l2.Token(), l3.Token(), l1.Token())
+	}
+	if _, err := c.TryAcquire(l3.Context(), key); !errors.Is(err, distlock.ErrTooDeep) {
+		t.Errorf("fourth level with MaxDepth 3: %v, want ErrTooDeep", err)
+	}
+	// Not reentrant: another context of the same client, or another client.
+	if _, err := c.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("same client, unrelated context: %v, want ErrNotAcquired", err)
+	}
+	if _, err := s.client(t).TryAcquire(l1.Context(), key); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("other client, lock context: %v, want ErrNotAcquired", err)
+	}
+	mustRelease(t, l1) // the outer handle first: the grant stays
+	s.assertHeld(t, ctx, key)
+	if l3.Err() != nil {
+		t.Errorf("inner handle ended with an outer release: %v", l3.Err())
+	}
+	mustRelease(t, l3)
+	s.assertHeld(t, ctx, key)
+	mustRelease(t, l2)
+	if !errors.Is(l1.Err(), distlock.ErrReleased) {
+		t.Errorf("Err() after the last release = %v, want ErrReleased", l1.Err())
+	}
+	s.assertFree(t, ctx, key)
+	if _, err := c.TryAcquire(l1.Context(), key); err == nil {
+		t.Errorf("reentrant acquire through a released lock's context succeeded")
+	}
+}
+
+// Reentrancy is goroutine-safe.
+func (s *suite) testReentrancyConcurrent(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t, distlock.WithMaxDepth(1000))
+	outer := mustAcquire(t, c, ctx, key)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for range 10 {
+				l, err := c.Acquire(outer.Context(), key)
+				if err != nil {
+					t.Errorf("reentrant Acquire: %v", err)
+					return
+				}
+				if l.Token() != outer.Token() {
+					t.Errorf("token %d, want %d", l.Token(), outer.Token())
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("reentrant Release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.assertHeld(t, ctx, key)
+	mustRelease(t, outer)
+	s.assertFree(t, ctx, key)
+}
+
+// The guide's transfer example: A->B and B->A at once, many rounds, by
+// several clients: AcquireAll never deadlocks, and balances add up.
+func (s *suite) testTransfers(t *testing.T) {
+	ctx := s.ctx(t)
+	acct := []string{s.key(t) + "/A", s.key(t) + "/B"}
+	balance := map[string]int{acct[0]: 1000, acct[1]: 1000}
+	var mu sync.Mutex // for the race detector only: the locks order the transfers
+	var cs critical
+	var wg sync.WaitGroup
+	const clients, workers, rounds = 2, 4, 10
+	for ci := range clients {
+		c := s.client(t)
+		for w := range workers {
+			from, to := acct[(ci+w)%2], acct[(ci+w+1)%2]
+			wg.Go(func() {
+				for range rounds {
+					set, err := c.AcquireAll(ctx, []string{from, to})
+					if err != nil {
+						t.Errorf("AcquireAll(%s, %s): %v", from, to, err)
+						return
+					}
+					cs.inside.Add(1)
+					if n := cs.inside.Load(); n != 1 {
+						t.Errorf("%d transfers at once", n)
+					}
+					mu.Lock()
+					balance[from]--
+					balance[to]++
+					mu.Unlock()
+					cs.inside.Add(-1)
+					if err := set.Release(ctx); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if sum := balance[acct[0]] + balance[acct[1]]; sum != 2000 {
+		t.Errorf("balances sum to %d, want 2000", sum)
+	}
+}
+
+// AcquireAll is all or nothing: when one key cannot be had, none is kept.
+func (s *suite) testAllOrNothing(t *testing.T) {
+	ctx := s.ctx(t)
+	k1, k2, k3 := s.key(t)+"/1", s.key(t)+"/2", s.key(t)+"/3"
+	other := mustAcquire(t, s.client(t), ctx, k2)
+	c := s.client(t)
+	if _, err := c.AcquireAll(ctx, []string{k3, k1, k2}, distlock.WithWait(false)); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("AcquireAll with one key held: %v, want ErrNotAcquired", err)
+	}
+	s.assertFree(t, ctx, k1)
+	s.assertFree(t, ctx, k3)
+	// With a deadline: the whole call is bounded by ctx.
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.AcquireAll(dctx, []string{k1, k2, k3}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("AcquireAll past its deadline: %v, want DeadlineExceeded", err)
+	}
+	s.assertFree(t, ctx, k1)
+	mustRelease(t, other)
+
+	set, err := c.AcquireAll(ctx, []string{k2, k1, k2, k3, k1})
+	if err != nil {
+		t.Fatalf("AcquireAll: %v", err)
+	}
+	if n := len(set.Locks()); n != 3 {
+		t.Errorf("%d locks for 3 distinct keys", n)
+	}
+	if set.Lock(k2) == nil || set.Lock(k2).Key() != k2 || set.Lock("nope") != nil {
+		t.Errorf("LockSet.Lock lookup is wrong")
+	}
+	// Reentrant through the set's context, on any of its keys.
+	l, err := c.TryAcquire(set.Context(), k1)
+	if err != nil {
+		t.Errorf("reentrant TryAcquire through the set's context: %v", err)
+	} else {
+		mustRelease(t, l)
+	}
+	if err := set.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for _, k := range []string{k1, k2, k3} {
+		s.assertFree(t, ctx, k)
+	}
+	if _, err := c.AcquireAll(ctx, nil); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("AcquireAll of no keys: %v, want ErrInvalidKey", err)
+	}
+	if _, err := c.AcquireAll(ctx, []string{k1, ""}); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("AcquireAll with an empty key: %v, want ErrInvalidKey", err)
+	}
+	s.assertFree(t, ctx, k1)
+}
+
+// A LockSet is lost when any of its locks is lost.
+func (s *suite) testSetLost(t *testing.T) {
+	ctx := s.ctx(t)
+	k1, k2 := s.key(t)+"/1", s.key(t)+"/2"
+	f := NewFaulty(s.newBackend(t))
+	c := s.clientOver(t, f, distlock.WithTTL(s.ttl))
+	set, err := c.AcquireAll(ctx, []string{k1, k2})
+	if err != nil {
+		t.Fatalf("AcquireAll: %v", err)
+	}
+	f.Partition(k1) // the first key only; the second keeps renewing
+	waitDone(t, set.Done(), s.lapse(), "set with a lost part")
+	if err := set.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("set Err() = %v, want ErrLockLost", err)
+	}
+	if set.Lock(k2).Err() == nil {
+		t.Errorf("second lock's context is live after the first was lost")
+	}
+	if err := set.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("set Release: %v, want ErrLockLost", err)
+	}
+	f.Heal()
+	s.assertFree(t, ctx, k2)
+}
+
+// Do runs fn under the lock, releases after, and reports a loss during fn.
+func (s *suite) testDo(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t)
+	boom := errors.New("boom")
+	err := c.Do(ctx, key, func(fctx context.Context) error {
+		s.assertHeld(t, ctx, key)
+		if fctx.Err() != nil {
+			t.Errorf("fn's context is done: %v", fctx.Err())
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("Do: %v, want fn's error", err)
+	}
+	s.assertFree(t, ctx, key)
+
+	f := NewFaulty(s.newBackend(t))
+	cf := s.clientOver(t, f, distlock.WithTTL(s.ttl))
+	err = cf.Do(ctx, key, func(fctx context.Context) error {
+		f.Partition()
+		select {
+		case <-fctx.Done():
+			return nil // fn thinks it finished; Do must still report the loss
+		case <-time.After(s.lapse()):
+			return errors.New("fn's context was not cancelled on loss")
+		}
+	})
+	if !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Do with a loss during fn: %v, want ErrLockLost", err)
+	}
+	f.Heal()
+}
+
+// Close releases what the Client holds and refuses new work.
+func (s *suite) testClose(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c, err := distlock.New(s.newBackend(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquire(t, c, ctx, key)
+	if _, err := c.Acquire(l.Context(), key); err != nil { // reentrant: two handles
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if l.Err() == nil {
+		t.Errorf("lock context live after Close")
+	}
+	s.assertFree(t, ctx, key)
+	if _, err := c.Acquire(ctx, key); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("Release after Close: %v, want ErrNotHeld", err)
+	}
+}
+
+// Bad keys get ErrInvalidKey, from every entry point, and nothing is held.
+func (s *suite) testBadKeys(t *testing.T) {
+	ctx := s.ctx(t)
+	c := s.client(t)
+	bad := map[string]string{
+		"empty":        "",
+		"too long":     strings.Repeat("k", distlock.MaxKeyLen+1),
+		"NUL":          "a\x00b",
+		"newline":      "a\nb",
+		"DEL":          "a\x7fb",
+		"invalid UTF8": "a\xffb",
+	}
+	for name, key := range bad {
+		if _, err := c.Acquire(ctx, key); !errors.Is(err, distlock.ErrInvalidKey) {
+			t.Errorf("Acquire(%s): %v, want ErrInvalidKey", name, err)
+		}
+		if _, err := c.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrInvalidKey) {
+			t.Errorf("TryAcquire(%s): %v, want ErrInvalidKey", name, err)
+		}
+		if err := c.Do(ctx, key, func(context.Context) error { return nil }); !errors.Is(err, distlock.ErrInvalidKey) {
+			t.Errorf("Do(%s): %v, want ErrInvalidKey", name, err)
+		}
+		// A backend called directly refuses them too.
+		if l, err := s.newBackend(t).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Second}); err == nil {
+			l.Release(ctx)
+			t.Errorf("Backend.Acquire(%s) succeeded", name)
+		}
+	}
+}
+
+// Keys with characters some services cannot store are escaped, never merged:
+// holding each at once works, and each is really held.
+func (s *suite) testOddKeys(t *testing.T) {
+	ctx := s.ctx(t)
+	base := s.key(t)
+	odd := []string{
+		"a/b", "a%2Fb", "a%2fb", "a_b", "a:b", "a|b", "a\\b", "a b", "a+b", "a.b",
+		"../../etc/passwd", ".", "..", "/", "//", "a/", "/a", "a//b", "*", "?", "[x]",
+		"{tag}", "%", "%%", "~", "A", "a", "ключ", "🔒", "キー", "\u00e9", "e\u0301",
+		"'quote\"", "$x", "a#b", "lock-0000000001", "-", "_", strings.Repeat("x", distlock.MaxKeyLen-len(base)-1),
+	}
+	holder, other := s.client(t), s.client(t)
+	var held []*distlock.Lock
+	for _, k := range odd {
+		key := base + "/" + k
+		if k == "." || k == ".." || k == "/" {
+			key = base + k
+		}
+		l, err := holder.TryAcquire(ctx, key)
+		if err != nil {
+			t.Errorf("TryAcquire(%q) with the other odd keys held: %v", key, err)
+			continue
+		}
+		held = append(held, l)
+	}
+	for _, l := range held {
+		if _, err := other.TryAcquire(ctx, l.Key()); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Errorf("another client's TryAcquire(%q): %v, want ErrNotAcquired", l.Key(), err)
+		}
+	}
+	for _, l := range held {
+		mustRelease(t, l)
+	}
+	for _, l := range held {
+		s.assertFree(t, ctx, l.Key())
+	}
+}
+
+// Out-of-range options get ErrInvalidOption, from New and per call.
+func (s *suite) testBadOptions(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	b := s.newBackend(t)
+	bad := map[string]distlock.Option{
+		"zero TTL":        distlock.WithTTL(0),
+		"negative TTL":    distlock.WithTTL(-time.Second),
+		"huge TTL":        distlock.WithTTL(distlock.MaxTTL + 1),
+		"TTL < margin":    distlock.WithTTL(time.Millisecond),
+		"drift 1":         distlock.WithDrift(1),
+		"negative drift":  distlock.WithDrift(-0.1),
+		"negative margin": distlock.WithSafetyMargin(-1),
+		"renew > TTL":     distlock.WithRenewEvery(time.Hour),
+		"negative hold":   distlock.WithMaxHold(-1),
+		"depth 0":         distlock.WithMaxDepth(0),
+	}
+	c := s.client(t)
+	for name, o := range bad {
+		if _, err := distlock.New(b, o); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("New(%s): %v, want ErrInvalidOption", name, err)
+		}
+		if _, err := c.Acquire(ctx, key, o); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("Acquire(%s): %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := distlock.New(nil); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("New(nil): %v, want ErrInvalidOption", err)
+	}
+	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 0}); err == nil {
+		t.Errorf("Backend.Acquire with TTL 0 succeeded")
+	}
+	s.assertFree(t, ctx, key)
+}
+
+// Double release and refresh after the end get clear errors.
+func (s *suite) testDoubleRelease(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	c := s.client(t)
+	l := mustAcquire(t, c, ctx, key)
+	mustRelease(t, l)
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("second Release: %v, want ErrNotHeld", err)
+	}
+	if err := l.Refresh(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("Refresh after Release: %v, want ErrNotHeld", err)
+	}
+	if _, ok := l.Deadline(); ok {
+		t.Errorf("Deadline() ok after Release")
+	}
+
+	// After a loss: refresh says lost; release says lost once, then not held.
+	lost := mustAcquire(t, s.client(t, distlock.WithTTL(s.ttl), distlock.WithoutRenewal()), ctx, key)
+	waitDone(t, lost.Done(), s.lapse(), "lock without renewal")
+	if err := lost.Refresh(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Refresh after loss: %v, want ErrLockLost", err)
+	}
+	if err := lost.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release after loss: %v, want ErrLockLost", err)
+	}
+	if err := lost.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("second Release after loss: %v, want ErrNotHeld", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	mustRelease(t, mustAcquire(t, c, wctx, key))
+}
+
+// An unreachable service fails in bounded time with ErrUnavailable.
+func (s *suite) testUnreachable(t *testing.T) {
+	if s.unreachable == nil {
+		t.Skip("the backend gave no unreachable configuration (WithUnreachable)")
+	}
+	ctx, key := s.ctx(t), s.key(t)
+	c, err := distlock.New(s.unreachable(t), distlock.WithRetry(distlock.Limit(distlock.ExponentialBackoff(time.Millisecond, 10*time.Millisecond), 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = c.Acquire(dctx, key)
+	if !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire from an unreachable service: %v, want ErrUnavailable before the deadline", err)
+	}
+	if err != nil && strings.Contains(fmt.Sprint(err), "panic") {
+		t.Errorf("error mentions a panic: %v", err)
+	}
+}

@@ -1,0 +1,250 @@
+package distlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The watchdog is one goroutine per Client that runs while some held lock
+// has a renewal, a deadline or a MaxHold due. Every hold has one entry in a
+// min-heap ordered by its next event, so holding many locks costs a heap
+// entry each, not a goroutine or a timer each. Due renewals are sent
+// together, in one round trip when the backend is a BatchRefresher.
+
+// refreshWorkers bounds the goroutines refreshing one batch on a backend that
+// cannot batch.
+const refreshWorkers = 16
+
+// scheduleLocked (re)computes h's next event and its place in the heap.
+func (c *Client) scheduleLocked(h *hold) {
+	var when time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (when.IsZero() || t.Before(when)) {
+			when = t
+		}
+	}
+	if !h.inflight && !h.cfg.noRenew {
+		earliest(h.nextRenew)
+	}
+	earliest(h.deadline)
+	earliest(h.maxHoldAt)
+	h.when = when
+	switch {
+	case when.IsZero():
+		c.unscheduleLocked(h)
+		return
+	case h.idx < 0:
+		heap.Push(&c.heap, h)
+	default:
+		heap.Fix(&c.heap, h.idx)
+	}
+	if c.heap[0] == h {
+		c.kickLocked()
+	}
+	if !c.running {
+		c.running = true
+		c.wg.Add(1)
+		go c.watch()
+	}
+}
+
+func (c *Client) unscheduleLocked(h *hold) {
+	if h.idx < 0 {
+		return
+	}
+	heap.Remove(&c.heap, h.idx)
+	if len(c.heap) == 0 {
+		// Let an idle watchdog exit now rather than at its next timer.
+		c.kickLocked()
+	}
+}
+
+func (c *Client) kickLocked() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watch is the watchdog loop; it exits when the heap is empty.
+func (c *Client) watch() {
+	defer c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		if len(c.heap) == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		if wait := c.heap[0].when.Sub(now); wait > 0 {
+			c.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-c.kick:
+			}
+			continue
+		}
+		batch, expired, tooLong := c.dueLocked(now)
+		c.mu.Unlock()
+		for _, h := range expired {
+			c.end(h, ErrDeadlinePassed, true)
+		}
+		for _, h := range tooLong {
+			c.end(h, ErrMaxHoldExceeded, true)
+		}
+		if len(batch) > 0 {
+			c.wg.Add(1)
+			go c.refreshBatch(batch)
+		}
+	}
+}
+
+// dueLocked takes the holds whose events are due at now. Renewals due a
+// little later (a quarter of their interval) join the batch, so that locks
+// acquired at different times come to share round trips.
+func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*hold) {
+	var later []*hold
+	horizon := now.Add(c.cfg.renewInterval() / 4)
+	for len(c.heap) > 0 && !c.heap[0].when.After(horizon) {
+		h := heap.Pop(&c.heap).(*hold)
+		switch {
+		case !h.deadline.IsZero() && !h.deadline.After(now):
+			expired = append(expired, h)
+		case !h.maxHoldAt.IsZero() && !h.maxHoldAt.After(now):
+			tooLong = append(tooLong, h)
+		case !h.inflight && !h.cfg.noRenew && !h.nextRenew.After(now.Add(h.cfg.renewInterval()/4)):
+			h.inflight = true
+			batch = append(batch, h)
+			later = append(later, h)
+		default:
+			later = append(later, h)
+		}
+	}
+	for _, h := range later {
+		c.scheduleLocked(h)
+	}
+	return batch, expired, tooLong
+}
+
+// refreshBatch refreshes due holds, in one call when the backend batches.
+func (c *Client) refreshBatch(batch []*hold) {
+	defer c.wg.Done()
+	// The batch is worth trying until the latest deadline in it; holds
+	// whose deadline passes first are ended by the watchdog meanwhile.
+	var deadline time.Time
+	for _, h := range batch {
+		d := h.deadline
+		if d.IsZero() {
+			d = time.Now().Add(h.cfg.renewInterval())
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+
+	if c.batch != nil {
+		// One call per TTL: the backend refreshes to one TTL at a time.
+		byTTL := map[time.Duration][]*hold{}
+		for _, h := range batch {
+			byTTL[h.cfg.ttl] = append(byTTL[h.cfg.ttl], h)
+		}
+		for ttl, hs := range byTTL {
+			leases := make([]Lease, len(hs))
+			for i, h := range hs {
+				leases[i] = h.lease
+			}
+			res := c.batch.RefreshAll(ctx, leases, ttl)
+			for i, h := range hs {
+				r := RefreshResult{Err: errors.New("distlock: backend returned too few refresh results")}
+				if i < len(res) {
+					r = res[i]
+				}
+				c.refreshed(h, r.Validity, r.Err, true)
+			}
+		}
+		return
+	}
+
+	var wg sync.WaitGroup
+	next := make(chan *hold)
+	for range min(refreshWorkers, len(batch)) {
+		wg.Go(func() {
+			for h := range next {
+				v, err := h.lease.Refresh(ctx, h.cfg.ttl)
+				c.refreshed(h, v, err, true)
+			}
+		})
+	}
+	for _, h := range batch {
+		next <- h
+	}
+	close(next)
+	wg.Wait()
+}
+
+// refreshed applies the outcome of a refresh of h; fromWatchdog marks the
+// refresh that the watchdog had in flight.
+func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) {
+	if err != nil && errors.Is(err, ErrLockLost) {
+		c.end(h, err, false)
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fromWatchdog {
+		h.inflight = false
+	}
+	if h.ended {
+		return
+	}
+	if err == nil {
+		if v.TTL > 0 {
+			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(h.deadline) {
+				h.deadline = d
+			}
+		}
+		h.nextRenew = now.Add(h.cfg.renewInterval())
+	} else if fromWatchdog {
+		// Try again soon, but well before the deadline.
+		again := h.cfg.renewInterval()
+		if !h.deadline.IsZero() {
+			again = min(again, max(h.deadline.Sub(now)/3, 5*time.Millisecond))
+		}
+		h.nextRenew = now.Add(again)
+		c.cfg.logger.Warn("distlock: refresh failed", "key", h.key, "token", h.token, "err", err, "retry_in", again)
+	}
+	c.scheduleLocked(h)
+}
+
+// holdHeap orders holds by their next event.
+type holdHeap []*hold
+
+func (q holdHeap) Len() int           { return len(q) }
+func (q holdHeap) Less(i, j int) bool { return q[i].when.Before(q[j].when) }
+func (q holdHeap) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].idx, q[j].idx = i, j
+}
+func (q *holdHeap) Push(x any) {
+	h := x.(*hold)
+	h.idx = len(*q)
+	*q = append(*q, h)
+}
+func (q *holdHeap) Pop() any {
+	old := *q
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.idx = -1
+	*q = old[:len(old)-1]
+	return h
+}
