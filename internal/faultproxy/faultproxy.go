@@ -1,0 +1,216 @@
+// Package faultproxy is a TCP proxy for tests that can stall, delay, or cut
+// the traffic between a client and a server, to cause the network faults a
+// lock service must survive: a client cut off from its server, a slow link,
+// a request whose reply is lost.
+package faultproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy forwards connections accepted on Addr to a target address. Its
+// methods are safe for concurrent use.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu      sync.Mutex
+	mode    mode
+	delay   time.Duration
+	changed chan struct{} // closed and replaced on every change of mode
+	links   map[*link]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+type mode int
+
+const (
+	pass mode = iota
+	blackhole
+	dropReplies
+)
+
+type link struct {
+	client, server net.Conn
+	once           sync.Once
+	done           chan struct{}
+}
+
+func (l *link) close() {
+	l.once.Do(func() {
+		close(l.done)
+		l.client.Close()
+		l.server.Close()
+	})
+}
+
+// Start starts a proxy to target on a free loopback port; it is closed when
+// the test ends.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p, err := New(target)
+	if err != nil {
+		t.Fatalf("faultproxy: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// New starts a proxy to target on a free loopback port.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, changed: make(chan struct{}), links: map[*link]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the address clients should dial instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Blackhole stops all traffic, in both directions and on new connections,
+// without closing anything: like a network partition, the peers see
+// silence. Data sent meanwhile is held back (as TCP would retransmit it) and
+// delivered after Heal.
+func (p *Proxy) Blackhole() { p.set(blackhole, 0) }
+
+// DropReplies lets requests reach the server but loses what the server sends
+// back: at its first byte the client's connection is closed, so the client
+// sees a network error right after its request took effect.
+func (p *Proxy) DropReplies() { p.set(dropReplies, 0) }
+
+// Delay forwards traffic in both directions after d.
+func (p *Proxy) Delay(d time.Duration) { p.set(pass, d) }
+
+// Heal restores normal forwarding.
+func (p *Proxy) Heal() { p.set(pass, 0) }
+
+// Reset closes every current connection; new ones are accepted.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+}
+
+// Close stops the proxy, closes every connection and waits for its
+// goroutines.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.ln.Close()
+	p.Reset()
+	p.wg.Wait()
+}
+
+func (p *Proxy) set(m mode, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode, p.delay = m, d
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Proxy) state() (mode, time.Duration, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode, p.delay, p.changed
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		l := &link{client: c, server: s, done: make(chan struct{})}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			l.close()
+			return
+		}
+		p.links[l] = struct{}{}
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pump(l, c, s, false)
+		go p.pump(l, s, c, true)
+	}
+}
+
+// pump copies src to dst, obeying the proxy's mode for each chunk.
+func (p *Proxy) pump(l *link, src, dst net.Conn, reply bool) {
+	defer p.wg.Done()
+	defer func() {
+		l.close()
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.forward(l, dst, buf[:n], reply) {
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			if tc, ok := dst.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			}
+			return
+		}
+	}
+}
+
+// forward writes chunk to dst once the mode allows; false ends the link.
+func (p *Proxy) forward(l *link, dst net.Conn, chunk []byte, reply bool) bool {
+	for {
+		m, d, changed := p.state()
+		switch {
+		case m == blackhole:
+			select {
+			case <-changed:
+				continue
+			case <-l.done:
+				return false
+			}
+		case m == dropReplies && reply:
+			return false
+		}
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return false
+			}
+		}
+		_, err := dst.Write(chunk)
+		return err == nil
+	}
+}
