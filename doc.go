@@ -1,0 +1,79 @@
+// Package distlock gives one API over distributed lock services (Redis,
+// etcd, a local host, and in-process memory) with the parts that make a lock
+// safe when things go wrong: a fencing token on every grant, loss delivered
+// as a cancelled context before anyone else can hold the key, owner-checked
+// renewal and release, push-based waiting, reentrancy and deadlock-free
+// multi-key locks.
+//
+// # Using it
+//
+// A Client wraps a Backend (see the backend packages: memlock, filelock,
+// redislock, etcdlock). Acquire waits for a key and returns a Lock:
+//
+//	c, _ := distlock.New(redislock.New(rdb))
+//	lock, err := c.Acquire(ctx, "accounts/42")
+//	if err != nil { ... }
+//	defer lock.Release(ctx)
+//	err = store.Write(lock.Context(), data, lock.Token()) // the storage checks the token
+//
+// Do does the same around a function.
+//
+// # What a lock can promise, and what it cannot
+//
+// A lock service grants a lease: the key is ours until the lease's TTL runs
+// out unless we renew it. The Client renews held locks in the background and
+// keeps, for every lock, a local deadline measured on this host's monotonic
+// clock from the moment the last confirmed request was sent:
+//
+//	deadline = sent + TTL*(1-drift) - margin
+//
+// When the deadline passes without a confirmed renewal, or when the service
+// reports the grant gone, the lock's context is cancelled and Err says why
+// (errors.Is(err, ErrLockLost)). Because the deadline starts before the
+// service received the request and allows for clock-rate drift, the context
+// ends before the service can grant the key to anyone else.
+//
+// That is as far as a lease goes. A process can be paused at any moment (a
+// garbage-collection pause, a stopped VM, a swap storm) for longer than the
+// TTL: it checks that its context is live, pauses, and then writes after
+// another holder got the key. No lock service can prevent this; only the
+// storage can, by refusing the late write. Every grant therefore carries a
+// fencing token (Lock.Token) that is larger than every earlier token for the
+// key; pass it with each write and have the storage refuse a token lower
+// than one it has already seen (package fence, and the check-and-write
+// helpers of the backend packages). With fencing, a lock is correct even
+// when leases fail; without it, a lock is an efficiency measure that usually
+// prevents duplicate work.
+//
+// The same reasoning sets the limits of each backend. A service that loses
+// its state (a Redis restarted without fsync, a failover to a replica that
+// missed writes) can grant a key twice and, worse, hand out a token again;
+// each backend's documentation says which failures it survives.
+//
+// # Which backend for which need
+//
+// First ask whether a lock is needed at all: an idempotency key, an atomic
+// conditional update (UPDATE ... WHERE version = ?), or partitioning the work
+// so that each item has one owner often removes the need. If duplicate work
+// is merely wasteful (a cache refresh, a report sent twice), a single Redis
+// (redislock) is fast and enough. If duplicate work is wrong (money, a
+// ledger, one writer per account), use a consensus service (etcdlock, or
+// ZooKeeper) and check the fencing token in the storage. For processes on
+// one host, filelock needs nothing installed; memlock serves tests and
+// single-process programs.
+//
+// # Waiting, reentrancy, several keys
+//
+// Waiting is push-based: each backend waits on its service's own signal (a
+// watch, a pub/sub message, the kernel) and polls only as a fallback for a
+// holder that vanished silently. A Lock's context can be passed back to
+// Acquire to take the same key again (reentrancy, counted, see WithMaxDepth).
+// AcquireAll takes several keys in sorted order, all or nothing, so callers
+// asking for the same keys in any order cannot deadlock.
+//
+// # Cost
+//
+// A Client runs one watchdog goroutine while it holds locks, whatever their
+// number, keeps them in a heap ordered by their next event, and renews the
+// locks that are due together (in one round trip on backends that batch).
+package distlock
