@@ -1,0 +1,264 @@
+package testserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Postgres is a PostgreSQL server started by StartPostgres.
+type Postgres struct {
+	// DSN is "postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable";
+	// authentication is trust.
+	DSN string
+	// Port is the TCP port on 127.0.0.1.
+	Port int
+	// Dir holds the data directory "data" and the log "postgres.log".
+	Dir string
+	// SocketDir is the directory of the server's Unix socket.
+	SocketDir string
+
+	proc *proc
+}
+
+// PostgresBin returns the path of a PostgreSQL program (postgres, initdb,
+// pg_isready, psql, ...): the one in the highest-versioned
+// /usr/lib/postgresql/*/bin, else the one in PATH. It skips or fails the test
+// (see Require) if there is none.
+func PostgresBin(t testing.TB, name string) string {
+	t.Helper()
+	if p := findPostgresBin(name); p != "" {
+		return p
+	}
+	Missing(t, "PostgreSQL program "+name)
+	return ""
+}
+
+func findPostgresBin(name string) string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return pgVersion(dirs[i]) > pgVersion(dirs[j]) })
+	for _, d := range dirs {
+		if p, err := lookBin(filepath.Join(d, name)); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return ""
+}
+
+// pgVersion returns the version in /usr/lib/postgresql/VERSION/bin.
+func pgVersion(binDir string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(binDir)), 64)
+	return v
+}
+
+// pgEnv is the environment of the PostgreSQL programs: the caller's
+// environment without PG* variables, with the C locale.
+func pgEnv(home string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "LC_") || strings.HasPrefix(kv, "LANG=") || strings.HasPrefix(kv, "HOME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LANG=C", "LC_ALL=C", "HOME="+home)
+}
+
+// StartPostgres initialises a cluster in a temporary directory (initdb with
+// trust authentication and superuser postgres), starts postgres on a free
+// port of 127.0.0.1 with fsync off, and waits until it accepts connections.
+// When the test runs as root, initdb and postgres run as the "postgres" user.
+// The server is stopped when the test ends.
+func StartPostgres(t testing.TB) *Postgres {
+	t.Helper()
+	postgres := PostgresBin(t, "postgres")
+	initdb := PostgresBin(t, "initdb")
+	runAs, err := lookupRunAs("postgres")
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+
+	p := &Postgres{Dir: t.TempDir()}
+	// The socket path must stay below ~107 bytes, so it gets a short
+	// directory of its own.
+	sock, err := os.MkdirTemp("", "pgsock")
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sock) })
+	p.SocketDir = sock
+	data := filepath.Join(p.Dir, "data")
+	for _, d := range []string{p.Dir, sock} {
+		if err := giveTo(runAs, d); err != nil {
+			t.Fatalf("testserver: prepare %s for user postgres: %v", d, err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, initdb,
+		"-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	cmd.Dir = p.Dir
+	cmd.Env = pgEnv(p.Dir)
+	cmd.SysProcAttr = sysProcAttr(runAs)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testserver: initdb: %v\n%s", err, out)
+	}
+
+	startWithRetry(t, "postgres", func() ([]*proc, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p.Port = port
+		p.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+		p.proc = &proc{
+			name: "postgres 127.0.0.1:" + strconv.Itoa(port),
+			path: postgres,
+			args: []string{
+				"-D", data,
+				"-p", strconv.Itoa(port),
+				"-k", sock,
+				"-c", "listen_addresses=127.0.0.1",
+				"-c", "fsync=off",
+				"-c", "full_page_writes=off",
+				"-c", "max_connections=200",
+			},
+			dir:     p.Dir,
+			env:     pgEnv(p.Dir),
+			logPath: filepath.Join(p.Dir, "postgres.log"),
+			// SIGINT is the "fast" shutdown; SIGTERM would wait for clients.
+			stopSig: syscall.SIGINT,
+			runAs:   runAs,
+		}
+		t.Cleanup(p.proc.shutdown)
+		if err := p.proc.start(); err != nil {
+			return nil, err
+		}
+		return []*proc{p.proc}, p.waitReady()
+	})
+	return p
+}
+
+func (p *Postgres) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
+
+func (p *Postgres) waitReady() error {
+	isready := findPostgresBin("pg_isready")
+	return waitReady(startTimeout, []*proc{p.proc}, func() error {
+		if err := pgHandshake(p.addr()); err != nil {
+			return err
+		}
+		if isready == "" {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, isready, "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres", "-d", "postgres", "-t", "2")
+		cmd.Env = pgEnv(p.Dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("pg_isready: %v: %s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	})
+}
+
+// pgHandshake connects to addr as user postgres, database postgres, and
+// succeeds once the server sends ReadyForQuery (trust authentication).
+func pgHandshake(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
+		return err
+	}
+	var body bytes.Buffer
+	binary.Write(&body, binary.BigEndian, int32(196608)) // protocol 3.0
+	for _, s := range []string{"user", "postgres", "database", "postgres", ""} {
+		body.WriteString(s)
+		body.WriteByte(0)
+	}
+	msg := binary.BigEndian.AppendUint32(nil, uint32(body.Len()+4))
+	if _, err := c.Write(append(msg, body.Bytes()...)); err != nil {
+		return err
+	}
+	br := bufio.NewReader(c)
+	for {
+		typ, err := br.ReadByte()
+		if err != nil {
+			return err
+		}
+		var n uint32
+		if err := binary.Read(br, binary.BigEndian, &n); err != nil {
+			return err
+		}
+		if n < 4 || n > 1<<20 {
+			return fmt.Errorf("postgres: bad message length %d", n)
+		}
+		payload := make([]byte, n-4)
+		if _, err := io.ReadFull(br, payload); err != nil {
+			return err
+		}
+		switch typ {
+		case 'Z': // ReadyForQuery
+			_, _ = c.Write([]byte{'X', 0, 0, 0, 4}) // Terminate
+			return nil
+		case 'E':
+			return fmt.Errorf("postgres: %s", bytes.ReplaceAll(bytes.TrimRight(payload, "\x00"), []byte{0}, []byte{' '}))
+		case 'R':
+			if len(payload) >= 4 && binary.BigEndian.Uint32(payload) != 0 {
+				return errors.New("postgres: server asks for a password; trust authentication expected")
+			}
+		}
+	}
+}
+
+// Stop shuts the server down with a fast shutdown (SIGINT) and waits for it to
+// exit; it is killed if it does not exit in time.
+func (p *Postgres) Stop() { p.proc.stop(stopTimeout) }
+
+// Kill kills the postmaster and all its backends with SIGKILL, simulating a
+// crash, and waits for the postmaster to exit. Restart then performs crash
+// recovery.
+func (p *Postgres) Kill() { p.proc.kill() }
+
+// Pause freezes the postmaster and its backends with SIGSTOP until Resume.
+func (p *Postgres) Pause() error { return p.proc.pause() }
+
+// Resume continues a server frozen by Pause.
+func (p *Postgres) Resume() error { return p.proc.resume() }
+
+// Running reports whether the postmaster is running.
+func (p *Postgres) Running() bool { return p.proc.running() }
+
+// Restart starts the server again on the same port and data directory
+// (stopping it first if it is running) and waits until it accepts
+// connections.
+func (p *Postgres) Restart(t testing.TB) {
+	t.Helper()
+	p.proc.stop(stopTimeout)
+	if err := p.proc.start(); err != nil {
+		t.Fatal(startFailure(p.proc.name, err, []*proc{p.proc}))
+	}
+	if err := p.waitReady(); err != nil {
+		t.Fatal(startFailure(p.proc.name, err, []*proc{p.proc}))
+	}
+}

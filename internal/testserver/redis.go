@@ -1,0 +1,273 @@
+package testserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Redis is a redis-server started by StartRedis.
+type Redis struct {
+	// Addr is the host:port of the server, on 127.0.0.1.
+	Addr string
+	// Port is the TCP port of the server.
+	Port int
+	// Dir is the server's working directory: redis.conf, redis.log and the
+	// persistence files (appendonlydir, dump.rdb) live here.
+	Dir string
+
+	cfg  redisConfig
+	proc *proc
+}
+
+// RedisOption configures StartRedis.
+type RedisOption func(*redisConfig)
+
+type redisConfig struct {
+	lines   []string
+	primary *Redis
+}
+
+// WithRedisConfig appends lines to the generated redis.conf, for example
+// "appendonly yes" or "save 60 1". They come after the defaults, so they
+// override them.
+func WithRedisConfig(lines ...string) RedisOption {
+	return func(c *redisConfig) { c.lines = append(c.lines, lines...) }
+}
+
+// WithRedisAppendOnly enables the append-only file with fsync on every write
+// ("appendonly yes", "appendfsync always"), so that writes acknowledged before
+// Kill survive Restart.
+func WithRedisAppendOnly() RedisOption {
+	return WithRedisConfig("appendonly yes", "appendfsync always")
+}
+
+// WithRedisReplicaOf starts the server as a replica of primary. StartRedis
+// then also waits until the replica reports master_link_status:up.
+func WithRedisReplicaOf(primary *Redis) RedisOption {
+	return func(c *redisConfig) { c.primary = primary }
+}
+
+// StartRedis starts a redis-server on a free port of 127.0.0.1 in a temporary
+// directory and waits until it answers PING. RDB snapshots are disabled
+// unless configured with WithRedisConfig. The server is stopped when the test
+// ends.
+func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
+	t.Helper()
+	bin := Require(t, "redis-server")
+	r := &Redis{}
+	for _, o := range opts {
+		o(&r.cfg)
+	}
+	startWithRetry(t, "redis", func() ([]*proc, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir := t.TempDir()
+		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		r.Port = port
+		r.Dir = dir
+		conf := filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(conf, []byte(r.config()), 0o644); err != nil {
+			return nil, err
+		}
+		r.proc = &proc{
+			name:    "redis-server " + r.Addr,
+			path:    bin,
+			args:    []string{conf},
+			dir:     dir,
+			logPath: filepath.Join(dir, "redis.log"),
+			stopSig: syscall.SIGTERM,
+		}
+		t.Cleanup(r.proc.shutdown)
+		if err := r.proc.start(); err != nil {
+			return nil, err
+		}
+		return []*proc{r.proc}, r.waitReady(startTimeout)
+	})
+	return r
+}
+
+func (r *Redis) config() string {
+	var b strings.Builder
+	for _, l := range []string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(r.Port),
+		"protected-mode no",
+		"daemonize no",
+		"supervised no",
+		`logfile ""`,
+		"dir " + strconv.Quote(r.Dir),
+		`save ""`,
+		"appendonly no",
+		"databases 16",
+		// Full syncs start at once instead of waiting for more replicas.
+		"repl-diskless-sync-delay 0",
+	} {
+		b.WriteString(l + "\n")
+	}
+	if p := r.cfg.primary; p != nil {
+		fmt.Fprintf(&b, "replicaof 127.0.0.1 %d\n", p.Port)
+	}
+	for _, l := range r.cfg.lines {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
+
+func (r *Redis) waitReady(timeout time.Duration) error {
+	return waitReady(timeout, []*proc{r.proc}, func() error {
+		v, err := r.Do("PING")
+		if err != nil {
+			return err
+		}
+		if v != "PONG" {
+			return fmt.Errorf("PING replied %q", v)
+		}
+		if r.cfg.primary == nil {
+			return nil
+		}
+		info, err := r.Do("INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if s, _ := info.(string); !strings.Contains(s, "master_link_status:up") {
+			return errors.New("replica not in sync with its primary yet")
+		}
+		return nil
+	})
+}
+
+// Do sends one command to the server over a new connection and returns the
+// reply: string for simple and bulk strings, int64 for integers, nil for null
+// replies, []any for arrays, and an error for error replies.
+func (r *Redis) Do(args ...string) (any, error) {
+	return respDo(r.Addr, 5*time.Second, args...)
+}
+
+// Stop shuts the server down gracefully (SIGTERM) and waits for it to exit; it
+// is killed if it does not exit in time.
+func (r *Redis) Stop() { r.proc.stop(stopTimeout) }
+
+// Kill kills the server with SIGKILL, simulating a crash, and waits for it to
+// exit.
+func (r *Redis) Kill() { r.proc.kill() }
+
+// Pause freezes the server with SIGSTOP: connections stay open but nothing is
+// answered until Resume.
+func (r *Redis) Pause() error { return r.proc.pause() }
+
+// Resume continues a server frozen by Pause.
+func (r *Redis) Resume() error { return r.proc.resume() }
+
+// Running reports whether the server process is running.
+func (r *Redis) Running() bool { return r.proc.running() }
+
+// Restart starts the server again on the same port, directory and
+// configuration (stopping it first if it is running) and waits until it
+// answers PING, so data persisted before a Stop or Kill can be read back.
+func (r *Redis) Restart(t testing.TB) {
+	t.Helper()
+	r.proc.stop(stopTimeout)
+	if err := r.proc.start(); err != nil {
+		t.Fatal(startFailure(r.proc.name, err, []*proc{r.proc}))
+	}
+	if err := r.waitReady(startTimeout); err != nil {
+		t.Fatal(startFailure(r.proc.name, err, []*proc{r.proc}))
+	}
+}
+
+// RedisError is an error reply from Redis.
+type RedisError string
+
+// Error implements error.
+func (e RedisError) Error() string { return "redis: " + string(e) }
+
+// respDo dials addr, sends args as a RESP array of bulk strings and reads one
+// reply.
+func respDo(addr string, timeout time.Duration, args ...string) (any, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return nil, err
+	}
+	v, err := readRESP(bufio.NewReader(c))
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := v.(RedisError); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+func readRESP(br *bufio.Reader) (any, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("resp: empty line")
+	}
+	body := line[1:]
+	switch line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return RedisError(body), nil
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		arr := make([]any, n)
+		for i := range arr {
+			if arr[i], err = readRESP(br); err != nil {
+				return nil, err
+			}
+		}
+		return arr, nil
+	default:
+		return nil, fmt.Errorf("resp: unexpected reply %q", line)
+	}
+}

@@ -1,0 +1,440 @@
+package testserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ZooKeeper is a ZooKeeper server or ensemble started by StartZooKeeper or
+// StartZooKeeperEnsemble.
+type ZooKeeper struct {
+	// Servers are the client addresses ("127.0.0.1:PORT") of all members.
+	Servers []string
+	// Members are the servers, in the order of Servers.
+	Members []*ZooKeeperMember
+}
+
+// ZooKeeperMember is one ZooKeeper server.
+type ZooKeeperMember struct {
+	// ID is the server id (myid), starting at 1.
+	ID int
+	// Addr is the client address, "127.0.0.1:PORT".
+	Addr string
+	// Dir holds zoo.cfg, zookeeper.log and the data directory "data".
+	Dir string
+
+	ensemble *ZooKeeper
+	proc     *proc
+}
+
+// zkTickMillis is the ZooKeeper tickTime used by the helpers. Session
+// timeouts may range from 2 ticks to maxSessionTimeout (60s).
+const zkTickMillis = 200
+
+// StartZooKeeper starts a standalone ZooKeeper server and waits until it
+// serves requests. It is stopped when the test ends.
+func StartZooKeeper(t testing.TB) *ZooKeeper {
+	t.Helper()
+	return StartZooKeeperEnsemble(t, 1)
+}
+
+// StartZooKeeperEnsemble starts an ensemble of n ZooKeeper servers on free
+// ports of 127.0.0.1 (n == 1 starts a standalone server) and waits until every
+// member serves requests as leader or follower. Each server is a JVM running
+// QuorumPeerMain with a 256 MB heap, tickTime 200ms, the admin server off
+// and all four-letter words allowed. The ensemble is stopped when the test
+// ends.
+func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("testserver: StartZooKeeperEnsemble: n = %d, want >= 1", n)
+	}
+	java := zkJava(t)
+	cp := zkClasspath()
+	if cp == "" {
+		Missing(t, "ZooKeeper server jar (zookeeper.jar)")
+	}
+	z := &ZooKeeper{}
+	startWithRetry(t, fmt.Sprintf("zookeeper ensemble of %d", n), func() ([]*proc, error) {
+		ports, err := freePorts(3 * n)
+		if err != nil {
+			return nil, err
+		}
+		z.Servers = make([]string, n)
+		z.Members = make([]*ZooKeeperMember, n)
+		var servers []string
+		for i := range n {
+			m := &ZooKeeperMember{
+				ID:       i + 1,
+				Addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])),
+				ensemble: z,
+			}
+			z.Members[i] = m
+			z.Servers[i] = m.Addr
+			servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", m.ID, ports[3*i+1], ports[3*i+2]))
+		}
+		procs := make([]*proc, n)
+		for i, m := range z.Members {
+			m.Dir = t.TempDir()
+			data := filepath.Join(m.Dir, "data")
+			if err := os.MkdirAll(data, 0o755); err != nil {
+				return nil, err
+			}
+			cfg := []string{
+				"tickTime=" + strconv.Itoa(zkTickMillis),
+				"initLimit=25",
+				"syncLimit=10",
+				"dataDir=" + data,
+				"clientPort=" + strconv.Itoa(ports[3*i]),
+				"clientPortAddress=127.0.0.1",
+				"maxClientCnxns=0",
+				"maxSessionTimeout=60000",
+				"admin.enableServer=false",
+				"4lw.commands.whitelist=*",
+				"snapshot.trust.empty=true",
+				"cnxTimeout=1000",
+			}
+			if n > 1 {
+				cfg = append(cfg, servers...)
+				if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(m.ID)+"\n"), 0o644); err != nil {
+					return nil, err
+				}
+			}
+			cfgPath := filepath.Join(m.Dir, "zoo.cfg")
+			if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
+				return nil, err
+			}
+			m.proc = &proc{
+				name: fmt.Sprintf("zookeeper %d %s", m.ID, m.Addr),
+				path: java,
+				args: []string{
+					"-Xmx256m", "-Xms32m", "-Xss512k",
+					"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError",
+					"-Djava.net.preferIPv4Stack=true",
+					"-Djava.awt.headless=true",
+					"-Dzookeeper.admin.enableServer=false",
+					"-Dzookeeper.jmx.log4j.disable=true",
+					"-Dorg.slf4j.simpleLogger.showDateTime=true",
+					"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+					"-cp", cp,
+					"org.apache.zookeeper.server.quorum.QuorumPeerMain",
+					cfgPath,
+				},
+				dir:     m.Dir,
+				env:     zkEnv(),
+				logPath: filepath.Join(m.Dir, "zookeeper.log"),
+				stopSig: syscall.SIGTERM,
+			}
+			procs[i] = m.proc
+			t.Cleanup(m.proc.shutdown)
+		}
+		for _, p := range procs {
+			if err := p.start(); err != nil {
+				return procs, err
+			}
+		}
+		return procs, waitReady(clusterStartTimeout, procs, func() error {
+			for _, m := range z.Members {
+				if _, err := m.serving(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	return z
+}
+
+// zkJava finds the java binary: $JAVA_HOME/bin/java or java in PATH.
+func zkJava(t testing.TB) string {
+	t.Helper()
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		if p, err := lookBin(filepath.Join(home, "bin", "java")); err == nil {
+			return p
+		}
+	}
+	return Require(t, "java")
+}
+
+// zkEnv drops variables that would inject JVM options into the servers.
+func zkEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") || strings.HasPrefix(kv, "_JAVA_OPTIONS=") || strings.HasPrefix(kv, "JDK_JAVA_OPTIONS=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// zkClasspath returns the class path of the ZooKeeper server, or "" if the
+// jars are not installed. $ZOOKEEPER_CLASSPATH wins. Otherwise it uses the jars
+// of the Debian package (/usr/share/java/zookeeper.jar, whose manifest lists
+// its dependencies, plus the CLASSPATH of /etc/zookeeper/conf/environment), or
+// the lib directory of an Apache tarball in $ZOOKEEPER_HOME. An slf4j binding
+// (slf4j-simple) is added when available so the server log is not lost.
+func zkClasspath() string {
+	if cp := os.Getenv("ZOOKEEPER_CLASSPATH"); cp != "" {
+		return cp
+	}
+	var jars []string
+	seen := map[string]bool{}
+	add := func(patterns ...string) {
+		for _, pat := range patterns {
+			matches, _ := filepath.Glob(pat)
+			for _, m := range matches {
+				if st, err := os.Stat(m); err == nil && !st.IsDir() && strings.HasSuffix(m, ".jar") && !seen[m] {
+					seen[m] = true
+					jars = append(jars, m)
+				}
+			}
+		}
+	}
+	if home := os.Getenv("ZOOKEEPER_HOME"); home != "" {
+		add(filepath.Join(home, "zookeeper-*.jar"), filepath.Join(home, "lib", "*.jar"))
+	}
+	add("/usr/share/java/zookeeper.jar")
+	for _, env := range []string{"/etc/zookeeper/conf/environment", "/usr/share/zookeeper/bin/zkEnv.sh"} {
+		add(classpathFromShell(env)...)
+	}
+	if !hasZooKeeperJar(jars) {
+		add("/usr/share/zookeeper/zookeeper*.jar", "/usr/share/zookeeper/lib/*.jar")
+	}
+	if !hasZooKeeperJar(jars) {
+		return ""
+	}
+	if !hasSLF4JBinding(jars) {
+		add("/usr/share/java/slf4j-simple.jar")
+	}
+	return strings.Join(jars, string(os.PathListSeparator))
+}
+
+func hasZooKeeperJar(jars []string) bool {
+	for _, j := range jars {
+		b := filepath.Base(j)
+		if strings.HasPrefix(b, "zookeeper") && !strings.Contains(b, "jute") && !strings.Contains(b, "contrib") && !strings.Contains(b, "recipes") {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSLF4JBinding(jars []string) bool {
+	for _, j := range jars {
+		b := filepath.Base(j)
+		if strings.HasPrefix(b, "logback-classic") || strings.HasPrefix(b, "slf4j-simple") || strings.HasPrefix(b, "slf4j-log4j12") || strings.HasPrefix(b, "slf4j-reload4j") {
+			return true
+		}
+	}
+	return false
+}
+
+// classpathFromShell extracts the jar entries of a CLASSPATH="..." line of a
+// shell environment file.
+func classpathFromShell(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		line = strings.TrimPrefix(line, "export ")
+		v, ok := strings.CutPrefix(line, "CLASSPATH=")
+		if !ok {
+			continue
+		}
+		v = strings.Trim(v, `"'`)
+		for _, e := range strings.Split(v, ":") {
+			if strings.HasSuffix(e, ".jar") && !strings.Contains(e, "$") {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// FourLetterWord sends a ZooKeeper four-letter command (ruok, srvr, stat,
+// mntr, ...) to addr and returns the full reply.
+func FourLetterWord(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
+		return "", err
+	}
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+// Mode returns the member's mode from srvr: "standalone", "leader",
+// "follower" or "observer", or an error if it does not serve requests.
+func (m *ZooKeeperMember) Mode() (string, error) {
+	out, err := FourLetterWord(m.Addr, "srvr")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("zookeeper %d: srvr: %q", m.ID, strings.TrimSpace(out))
+}
+
+// zxid returns the last zxid from srvr.
+func (m *ZooKeeperMember) zxid() uint64 {
+	out, _ := FourLetterWord(m.Addr, "srvr")
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Zxid: "); ok {
+			z, _ := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(v), "0x"), 16, 64)
+			return z
+		}
+	}
+	return 0
+}
+
+func (m *ZooKeeperMember) ruok() error {
+	out, err := FourLetterWord(m.Addr, "ruok")
+	if err != nil {
+		return err
+	}
+	if out != "imok" {
+		return fmt.Errorf("zookeeper %d: ruok: %q", m.ID, out)
+	}
+	return nil
+}
+
+// serving checks ruok == imok and that srvr reports a serving mode.
+func (m *ZooKeeperMember) serving() (string, error) {
+	if err := m.ruok(); err != nil {
+		return "", err
+	}
+	mode, err := m.Mode()
+	if err != nil {
+		return "", err
+	}
+	switch mode {
+	case "standalone", "leader", "follower", "observer":
+		return mode, nil
+	}
+	return "", fmt.Errorf("zookeeper %d: mode %q", m.ID, mode)
+}
+
+func (z *ZooKeeper) procs() []*proc {
+	ps := make([]*proc, len(z.Members))
+	for i, m := range z.Members {
+		ps[i] = m.proc
+	}
+	return ps
+}
+
+// ConnectString returns the comma-separated client addresses, as expected by
+// ZooKeeper clients.
+func (z *ZooKeeper) ConnectString() string { return strings.Join(z.Servers, ",") }
+
+// Leader waits until a running member reports "Mode: leader" (or
+// "standalone") in srvr and returns it; if several do, the one with the
+// highest zxid wins. The test fails if there is no leader in time.
+func (z *ZooKeeper) Leader(t testing.TB) *ZooKeeperMember {
+	t.Helper()
+	var leader *ZooKeeperMember
+	err := waitReady(clusterStartTimeout, nil, func() error {
+		leader = nil
+		var best uint64
+		for _, m := range z.Members {
+			if !m.proc.running() {
+				continue
+			}
+			mode, err := m.Mode()
+			if err != nil || (mode != "leader" && mode != "standalone") {
+				continue
+			}
+			if zx := m.zxid(); leader == nil || zx > best {
+				leader, best = m, zx
+			}
+		}
+		if leader == nil {
+			return errors.New("no member reports Mode: leader")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(startFailure("zookeeper leader", err, z.procs()))
+	}
+	return leader
+}
+
+// WaitReady waits until every running member answers ruok and reports a
+// serving mode in srvr.
+func (z *ZooKeeper) WaitReady(t testing.TB) {
+	t.Helper()
+	err := waitReady(clusterStartTimeout, nil, func() error {
+		for _, m := range z.Members {
+			if !m.proc.running() {
+				continue
+			}
+			if _, err := m.serving(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(startFailure("zookeeper ensemble", err, z.procs()))
+	}
+}
+
+// Stop shuts the server down (SIGTERM) and waits for the JVM to exit; it is
+// killed if it does not exit in time.
+func (m *ZooKeeperMember) Stop() { m.proc.stop(stopTimeout) }
+
+// Kill kills the server with SIGKILL, simulating a crash, and waits for it to
+// exit.
+func (m *ZooKeeperMember) Kill() { m.proc.kill() }
+
+// Pause freezes the server with SIGSTOP until Resume.
+func (m *ZooKeeperMember) Pause() error { return m.proc.pause() }
+
+// Resume continues a server frozen by Pause.
+func (m *ZooKeeperMember) Resume() error { return m.proc.resume() }
+
+// Running reports whether the server process is running.
+func (m *ZooKeeperMember) Running() bool { return m.proc.running() }
+
+// Restart starts the server again with the same ports and data directory
+// (stopping it first if it is running). If a quorum of the ensemble is
+// running it waits until the server serves requests; otherwise it only waits
+// until it answers ruok.
+func (m *ZooKeeperMember) Restart(t testing.TB) {
+	t.Helper()
+	m.proc.stop(stopTimeout)
+	if err := m.proc.start(); err != nil {
+		t.Fatal(startFailure(m.proc.name, err, []*proc{m.proc}))
+	}
+	check := m.ruok
+	if quorum(m.ensemble.procs()) {
+		check = func() error { _, err := m.serving(); return err }
+	}
+	if err := waitReady(clusterStartTimeout, []*proc{m.proc}, check); err != nil {
+		t.Fatal(startFailure(m.proc.name, err, []*proc{m.proc}))
+	}
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Installs the servers that the integration tests start through
+# internal/testserver: redis-server, etcd + etcdctl, ZooKeeper and PostgreSQL
+# (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
+# the tests.
+#
+# The tests start their own server processes on free ports, so the system
+# services that the packages install are stopped and disabled.
+set -euo pipefail
+
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql)
+SERVICES=(redis-server postgresql etcd zookeeper)
+
+log() { printf 'install-test-deps: %s\n' "$*"; }
+
+run() {
+	log "+ $*"
+	"$@"
+}
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO=(sudo)
+	else
+		log "not root and sudo is not available; run this script as root" >&2
+		exit 1
+	fi
+fi
+
+have_postgres() {
+	local p
+	for p in /usr/lib/postgresql/*/bin/postgres; do
+		[ -x "$p" ] && return 0
+	done
+	return 1
+}
+
+have_zookeeper() {
+	local j
+	for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper*.jar /usr/share/zookeeper/lib/zookeeper*.jar; do
+		[ -f "$j" ] && return 0
+	done
+	return 1
+}
+
+missing=()
+for bin in redis-server etcd etcdctl java; do
+	command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
+done
+have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")
+have_zookeeper || missing+=("zookeeper (zookeeper.jar)")
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	log "all test dependencies are already installed"
+else
+	log "missing: ${missing[*]}"
+	if ! command -v apt-get >/dev/null 2>&1; then
+		log "apt-get not found; install these packages by hand: ${PACKAGES[*]}" >&2
+		exit 1
+	fi
+
+	# Keep maintainer scripts from starting the services during the
+	# install (invoke-rc.d honours policy-rc.d exit code 101), unless a
+	# policy is already in place (as in many container images).
+	policy=/usr/sbin/policy-rc.d
+	created_policy=0
+	if [ ! -e "$policy" ]; then
+		log "+ create $policy (deny service starts during install)"
+		printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$policy" >/dev/null
+		"${SUDO[@]}" chmod 755 "$policy"
+		created_policy=1
+	fi
+	remove_policy() {
+		if [ "$created_policy" -eq 1 ]; then
+			log "+ rm -f $policy"
+			"${SUDO[@]}" rm -f "$policy"
+		fi
+	}
+	trap remove_policy EXIT
+
+	run "${SUDO[@]}" apt-get update
+	run "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+
+	remove_policy
+	trap - EXIT
+fi
+
+# Stop and disable the system services so that the tests own their servers
+# and ports. Harmless when a service does not exist or is not running.
+systemd_running=0
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+	systemd_running=1
+fi
+for svc in "${SERVICES[@]}"; do
+	if [ ! -e "/etc/init.d/$svc" ] && [ ! -e "/lib/systemd/system/$svc.service" ] && [ ! -e "/usr/lib/systemd/system/$svc.service" ]; then
+		continue
+	fi
+	if [ "$systemd_running" -eq 1 ]; then
+		run "${SUDO[@]}" systemctl disable --now "$svc" || true
+	else
+		if command -v service >/dev/null 2>&1; then
+			run "${SUDO[@]}" service "$svc" stop || true
+		fi
+		if command -v update-rc.d >/dev/null 2>&1 && [ -e "/etc/init.d/$svc" ]; then
+			run "${SUDO[@]}" update-rc.d "$svc" disable || true
+		fi
+	fi
+done
+
+log "redis-server: $(command -v redis-server)"
+log "etcd:         $(command -v etcd)"
+log "etcdctl:      $(command -v etcdctl)"
+log "java:         $(command -v java)"
+for p in /usr/lib/postgresql/*/bin/postgres; do
+	[ -x "$p" ] && log "postgres:     $p"
+done
+for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper*.jar; do
+	[ -f "$j" ] && log "zookeeper:    $j"
+done
+log "done"
