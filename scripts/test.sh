@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs every server the tests need, then runs every test with the race
+# detector, as CI does. Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-test-deps.sh
+
+# Under CI=true a missing server fails a test instead of skipping it.
+export CI="${CI:-true}"
+
+echo "test.sh: go vet"
+go vet ./...
+echo "test.sh: go test -race (all packages)"
+go test -race -shuffle=on -count=1 -timeout 30m ./...
+
+if [ -f bench/go.mod ]; then
+	echo "test.sh: bench module: vet, tests and a smoke run"
+	(cd bench && go vet ./... && go test -race -count=1 -timeout 15m ./...)
+fi
+echo "test.sh: all tests passed"
