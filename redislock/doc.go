@@ -1,0 +1,136 @@
+// Package redislock is a distlock.Backend over Redis: one server, a
+// Sentinel-managed primary, or a Cluster, through a go-redis client.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	backend := redislock.New(rdb)
+//	defer backend.Close()
+//	client, _ := distlock.New(backend)
+//	err := client.Do(ctx, "reports/daily", func(ctx context.Context) error { ... })
+//
+// Use it where a lock is for efficiency (duplicate work is merely wasteful),
+// or for correctness together with fencing tokens checked by the storage
+// (see Fence), and with the durability described below.
+//
+// # How it works
+//
+// A grant is one round trip: a Lua script sets the lock key with SET PX and
+// a random owner value from crypto/rand (unguessable), and increments the
+// key's fencing counter, atomically; the counter's new value is the token.
+// Refresh and release are owner-checked scripts: a holder whose lease
+// lapsed can neither extend (PEXPIRE) nor delete the next holder's lock.
+// Scripts run with EVALSHA and fall back to EVAL when the server lost its
+// script cache. The Client's watchdog refreshes many leases in one pipeline
+// (RefreshAll).
+//
+// A waiting Acquire subscribes to the key's release channel before it
+// tries, so that a release between the try and the subscription is not
+// missed. A release publishes on the channel; waiters retry at once. The
+// try returns the holder's remaining PTTL, so a waiter also arms a timer
+// for a holder that vanished without releasing (silent expiry): there is
+// no fixed-interval polling. All the waiters of one Backend share one
+// pub/sub connection; a channel is subscribed while at least one waiter
+// waits on it. If that connection breaks, go-redis reconnects and
+// subscribes again, and the waiters retry, since releases published
+// meanwhile are lost.
+//
+// Classic pub/sub (SUBSCRIBE, PUBLISH) is used, not sharded pub/sub: it
+// works on every topology with one connection per Backend. On a Cluster a
+// classic message reaches every node, so a subscription on any node hears
+// releases of keys in every slot, at the price of cluster-bus traffic for
+// each release. Sharded pub/sub would keep messages on one shard but need a
+// connection per shard and re-subscription when slots move.
+//
+// With WithFair, waiters queue in Redis (a sorted set per key, ordered by
+// arrival) and a release publishes the id of the first live waiter, so one
+// release wakes one waiter. A newcomer cannot take a free key while others
+// queue. Waiters refresh their place every third of the liveness
+// (WithWaiterLiveness, default 3s); a waiter whose process died is dropped
+// from the queue once its liveness lapses.
+//
+// A release whose reply was lost can be retried: the release leaves a
+// tombstone of its owner value for TombstoneTTL, so the retry reports
+// success rather than a loss; a lease whose grant had really gone gets
+// distlock.ErrLockLost. An Acquire whose reply was lost (or that failed in
+// any other way after sending) releases with its owner value before
+// returning, and keeps retrying that clean-up in the background until the
+// grant would have lapsed anyway or the Backend is closed. A request that
+// go-redis itself re-sends after a network error finds its own grant and
+// confirms it again.
+//
+// # What it survives, and what it does not
+//
+// It survives: a holder that crashes or pauses (its grant lapses after its
+// TTL; the Client cancels the lock's context before that, by its local
+// clock); a holder whose lease lapsed and that then refreshes or releases
+// (owner-checked: the next holder is untouched, and the late holder learns
+// of the loss); lost replies to acquire and release requests; a pub/sub
+// connection that breaks while clients wait; a waiter that dies in fair mode.
+//
+// It does not survive, and no Redis lock can:
+//
+//   - A crash of a server without fsync on every write. The lock keys and
+//     the fencing counters live in memory; a server restarted from an
+//     older snapshot (or none) has forgotten grants, so a second client can
+//     be granted a key still held, and tokens regress: the counter restarts
+//     below tokens already handed out, so a storage fence that survived the
+//     crash refuses the new holder, and one that did not cannot tell stale
+//     writers from new ones. Measured
+//     on Redis 7.0 in this package's tests: a key granted three times (token
+//     3), the server killed with SIGKILL and restarted on the same directory
+//     grants token 1 with the default configuration (no persistence), and
+//     token 4 with "appendonly yes" and "appendfsync always".
+//   - A failover to a replica. Replication is asynchronous: a grant
+//     acknowledged by the primary may not have reached the replica that is
+//     promoted, which then grants the key again, with a counter that may be
+//     behind. WithWaitReplicas narrows this window (a grant is confirmed
+//     only once n replicas have it) but does not close it: WAIT is not
+//     consensus, and a failover can still promote a replica that missed the
+//     write.
+//   - Clock jumps on the server. Redis expires keys by its wall clock; a
+//     clock stepped forward expires grants early, while their holders still
+//     count on them. Keep server clocks slewed, not stepped.
+//   - Process pauses of the holder longer than its remaining validity (a GC
+//     pause, a stopped VM): the holder wakes up believing it still holds the
+//     lock. Only the storage can stop it: pass Lock.Token to it and let it
+//     refuse stale tokens (Fence for data in Redis, package fence
+//     otherwise).
+//
+// For monotonic tokens a deployment needs "appendonly yes" and "appendfsync
+// always" on the primary, and no failover to a replica that might lag (or
+// none at all). With "appendfsync everysec" up to a second of grants can be
+// lost in a crash. Cluster resharding moves a lock's keys together (they
+// share a slot) and keeps tokens; a failover within the Cluster has the
+// replica hole above.
+//
+// Redis never reports that a grant is gone: OnLost is never called, and a
+// holder learns of a loss from its next refresh or its Client's local
+// deadline.
+//
+// # Key layout
+//
+// Keys are arbitrary UTF-8 (distlock.ValidateKey). Each lock key is
+// written as a Cluster hash tag, HashTag(key): "{" + key + "}" with '%',
+// '{' and '}' percent-escaped (%25, %7B, %7D). The escaping is one-to-one,
+// so distinct keys never share Redis keys, and the tag contains no brace,
+// so every Redis key of one lock hashes to one slot whatever the key
+// contains. With the prefix P (WithPrefix, default "distlock:"):
+//
+//	P{key}:lock               the grant: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
+//	P{key}:token              the fencing counter (INCR per grant, never expires)
+//	P{key}:released:<secret>  tombstone of a release, for TombstoneTTL
+//	P{key}:queue              fair mode: waiter id -> arrival order (sorted set)
+//	P{key}:alive              fair mode: waiter id -> liveness deadline, server ms (sorted set)
+//	P{key}:released           pub/sub channel of releases (payload: "" or the next waiter's id)
+//	distlock:fence{res}:fence a Fence's highest admitted token for resource res
+//
+// Counters are kept forever, one per key ever locked, so that tokens never
+// repeat; delete them only with the knowledge that tokens for that key
+// restart at 1.
+//
+// # Goroutines and connections
+//
+// A Backend is safe for concurrent use. It opens one pub/sub connection,
+// with its go-redis goroutines and one dispatcher, when the first Acquire
+// waits, and keeps it until Close; otherwise it uses the client's pool.
+// A *redis.Ring is not supported (its shards do not share pub/sub).
+package redislock

@@ -1,0 +1,111 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+// scanCount is the COUNT hint of each SCAN call.
+const scanCount = 1000
+
+// List implements distlock.Lister: it SCANs for lock keys whose key starts
+// with prefix (on every primary of a Cluster) and reads their values and
+// PTTLs in one pipeline. Since is the server's clock at the grant; Expires
+// is this host's clock plus the PTTL read. The listing is not a snapshot:
+// locks granted or released during the scan may or may not appear.
+func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}" + suffixLock
+	var (
+		mu    sync.Mutex
+		rkeys []string
+	)
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		it := c.Scan(ctx, 0, pattern, scanCount).Iterator()
+		var found []string
+		for it.Next(ctx) {
+			found = append(found, it.Val())
+		}
+		mu.Lock()
+		rkeys = append(rkeys, found...)
+		mu.Unlock()
+		return it.Err()
+	}
+	var err error
+	if cc, ok := b.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, b.client)
+	}
+	if err != nil {
+		return nil, classify(ctx, "list", err)
+	}
+	slices.Sort(rkeys)
+	rkeys = slices.Compact(rkeys)
+
+	type entry struct {
+		key  string
+		get  *redis.StringCmd
+		pttl *redis.DurationCmd
+	}
+	var entries []entry
+	pipe := b.client.Pipeline()
+	for _, rk := range rkeys {
+		key, ok := decodeLockKey(b.cfg.prefix, rk)
+		if !ok || !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		entries = append(entries, entry{key: key, get: pipe.Get(ctx, rk), pttl: pipe.PTTL(ctx, rk)})
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, classify(ctx, "list", err)
+	}
+	var hs []distlock.Holder
+	for _, e := range entries {
+		v, err := e.get.Result()
+		if err != nil {
+			continue // released meanwhile
+		}
+		h, err := parseValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("redislock: list: %q: %w", e.key, err)
+		}
+		h.Key = e.key
+		if d, err := e.pttl.Result(); err == nil && d > 0 {
+			h.Expires = now.Add(d)
+		}
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(x, y distlock.Holder) int { return strings.Compare(x.Key, y.Key) })
+	return hs, nil
+}
+
+// parseValue decodes a lock value "<secret>|<token>|<since ms>|<owner>",
+// leaving the secret out.
+func parseValue(v string) (distlock.Holder, error) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
+		return distlock.Holder{}, fmt.Errorf("malformed lock value")
+	}
+	token, err1 := strconv.ParseUint(parts[1], 10, 64)
+	since, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return distlock.Holder{}, fmt.Errorf("malformed lock value")
+	}
+	return distlock.Holder{Token: token, Owner: parts[3], Since: time.UnixMilli(since)}, nil
+}

@@ -1,0 +1,54 @@
+-- release.lua: owner-checked release, with a tombstone so that a retried
+-- release can tell "already released by me" from "no longer mine"; also
+-- takes a waiter out of the fair queue, and wakes the next waiter.
+--
+-- KEYS[1] lock key
+-- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
+-- KEYS[3] fair queue (ZSET)
+-- KEYS[4] waiter liveness (ZSET)
+-- ARGV[1] secret of the grant to release
+-- ARGV[2] tombstone lifetime in milliseconds
+-- ARGV[3] pub/sub channel that waiters listen on
+-- ARGV[4] "1" in fair mode: wake only the first live waiter
+-- ARGV[5] waiter id to take out of the queue, or ""
+--
+-- Returns 1 when this call released the grant, 2 when an earlier call did,
+-- 0 when the grant was not held by secret (it expired or was taken over).
+
+local prefix = ARGV[1] .. '|'
+local result = 0
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #prefix) == prefix then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  result = 1
+elseif redis.call('EXISTS', KEYS[2]) == 1 then
+  result = 2
+end
+
+local id = ARGV[5]
+if id ~= '' then
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+
+-- Wake waiters when the lock became free, or when a waiter left a queue
+-- whose lock is free (it may have been first in line).
+if result == 1 or (id ~= '' and v == false) then
+  if ARGV[4] == '1' then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+    for _, d in ipairs(dead) do
+      redis.call('ZREM', KEYS[3], d)
+      redis.call('ZREM', KEYS[4], d)
+    end
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if head then
+      redis.call('PUBLISH', ARGV[3], head)
+    end
+  else
+    redis.call('PUBLISH', ARGV[3], '')
+  end
+end
+return result

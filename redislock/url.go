@@ -1,0 +1,174 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+// OpenURL connects to the Redis named by rawURL, checks it answers PING, and
+// returns a Backend over it whose Close also closes the connection. Forms:
+//
+//	redis://[user:password@]host[:port][/db][?options]
+//	rediss://[user:password@]host[:port][/db][?options]          (TLS)
+//	redis+sentinel://[user:password@]host:port[,host:port...]/master[/db][?options]
+//
+// In the Sentinel form the hosts are Sentinels, master is the monitored
+// primary's name, and the credentials authenticate to the primary (the
+// Sentinels are asked without credentials). The default port is 6379
+// (26379 for Sentinels); the default db is 0.
+//
+// Options are this package's "prefix" (WithPrefix), "fair" (WithFair, a
+// boolean) and "waiter_liveness" (WithWaiterLiveness, a Go duration), and
+// go-redis's own URL options such as "dial_timeout", "read_timeout",
+// "write_timeout", "pool_size" and "max_retries".
+//
+// Errors never contain the password: they show the URL redacted.
+func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error quotes the whole URL, password included: do not wrap it.
+		return nil, fmt.Errorf("%w: redislock: malformed backend URL", distlock.ErrInvalidOption)
+	}
+	shown := u.Redacted()
+	password, _ := u.User.Password()
+	fail := func(sentinel error, what string, err error) error {
+		msg := what
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		if password != "" {
+			msg = strings.ReplaceAll(msg, password, "xxxxx")
+		}
+		return fmt.Errorf("%w: redislock: %s: %s", sentinel, shown, msg)
+	}
+
+	q := u.Query()
+	var opts []Option
+	if q.Has("prefix") {
+		opts = append(opts, WithPrefix(q.Get("prefix")))
+		q.Del("prefix")
+	}
+	if q.Has("fair") {
+		fair, err := strconv.ParseBool(q.Get("fair"))
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "option fair", err)
+		}
+		if fair {
+			opts = append(opts, WithFair())
+		}
+		q.Del("fair")
+	}
+	if q.Has("waiter_liveness") {
+		d, err := time.ParseDuration(q.Get("waiter_liveness"))
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "option waiter_liveness", err)
+		}
+		opts = append(opts, WithWaiterLiveness(d))
+		q.Del("waiter_liveness")
+	}
+	u.RawQuery = q.Encode()
+
+	var client redis.UniversalClient
+	switch u.Scheme {
+	case "redis", "rediss":
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
+		}
+		client = redis.NewClient(o)
+	case "redis+sentinel":
+		fo, err := parseSentinel(u)
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
+		}
+		client = redis.NewFailoverClient(fo)
+	default:
+		return nil, fail(distlock.ErrInvalidOption, "unsupported scheme (want redis, rediss or redis+sentinel)", nil)
+	}
+
+	b := New(client, opts...)
+	b.ownsClient = true
+	if b.err != nil {
+		_ = client.Close()
+		return nil, fail(distlock.ErrInvalidOption, "options", b.err)
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))
+		}
+		return nil, fail(distlock.ErrUnavailable, "PING", err)
+	}
+	return b, nil
+}
+
+// parseSentinel turns a redis+sentinel URL into FailoverOptions, reading the
+// common options through go-redis's own URL parser.
+func parseSentinel(u *url.URL) (*redis.FailoverOptions, error) {
+	var addrs []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return nil, fmt.Errorf("empty Sentinel address")
+		}
+		if _, _, err := splitHostPort(h); err != nil {
+			h += ":26379"
+		}
+		addrs = append(addrs, h)
+	}
+	path := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(path) < 1 || path[0] == "" || len(path) > 2 {
+		return nil, fmt.Errorf("want /master[/db] after the Sentinel addresses")
+	}
+	master, db := path[0], ""
+	if len(path) == 2 {
+		db = "/" + path[1]
+	}
+	// Borrow go-redis's parsing of credentials, db and options.
+	proxy := url.URL{Scheme: "redis", User: u.User, Host: addrs[0], Path: db, RawQuery: u.RawQuery}
+	o, err := redis.ParseURL(proxy.String())
+	if err != nil {
+		return nil, err
+	}
+	return &redis.FailoverOptions{
+		MasterName:      master,
+		SentinelAddrs:   addrs,
+		Username:        o.Username,
+		Password:        o.Password,
+		DB:              o.DB,
+		Protocol:        o.Protocol,
+		ClientName:      o.ClientName,
+		MaxRetries:      o.MaxRetries,
+		MinRetryBackoff: o.MinRetryBackoff,
+		MaxRetryBackoff: o.MaxRetryBackoff,
+		DialTimeout:     o.DialTimeout,
+		ReadTimeout:     o.ReadTimeout,
+		WriteTimeout:    o.WriteTimeout,
+		PoolFIFO:        o.PoolFIFO,
+		PoolSize:        o.PoolSize,
+		PoolTimeout:     o.PoolTimeout,
+		MinIdleConns:    o.MinIdleConns,
+		MaxIdleConns:    o.MaxIdleConns,
+		MaxActiveConns:  o.MaxActiveConns,
+		ConnMaxIdleTime: o.ConnMaxIdleTime,
+		ConnMaxLifetime: o.ConnMaxLifetime,
+	}, nil
+}
+
+func splitHostPort(h string) (string, string, error) {
+	i := strings.LastIndexByte(h, ':')
+	if i < 0 || strings.HasSuffix(h, "]") {
+		return "", "", fmt.Errorf("no port")
+	}
+	if _, err := strconv.Atoi(h[i+1:]); err != nil {
+		return "", "", err
+	}
+	return h[:i], h[i+1:], nil
+}

@@ -1,0 +1,143 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redislock"
+)
+
+func TestOpenURL(t *testing.T) {
+	const password = "s3cret-Pa55word"
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	// Set after start: the readiness probe does not authenticate.
+	if _, err := srv.Do("CONFIG", "SET", "requirepass", password); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := redislock.OpenURL(ctx, fmt.Sprintf("redis://:%s@%s/3?prefix=app:&fair=true&waiter_liveness=2s&dial_timeout=2s", password, srv.Addr))
+	if err != nil {
+		t.Fatalf("OpenURL: %v", err)
+	}
+	l, err := b.Acquire(ctx, "url", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The prefix and db from the URL are used.
+	admin := newClient(t, srv.Addr)
+	if err := admin.Do(ctx, "AUTH", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin.Do(ctx, "SELECT", "3")
+	if hs, err := b.List(ctx, ""); err != nil || len(hs) != 1 || hs[0].Key != "url" {
+		t.Errorf("List = %v, %v", hs, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Close closed the client OpenURL made: the lease cannot reach Redis.
+	if err := l.Release(ctx); err == nil || errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Release through a closed Backend's client: %v, want a closed-client error", err)
+	}
+
+	bad := map[string]string{
+		"wrong password":     fmt.Sprintf("redis://:%s@%s/0", password+"-wrong", srv.Addr),
+		"user and password":  fmt.Sprintf("redis://user:%s@%s/0", password, srv.Addr),
+		"unreachable":        fmt.Sprintf("redis://:%s@%s/0?dial_timeout=1s", password, closedAddr(t)),
+		"malformed":          fmt.Sprintf("redis://:%s@host:port:x/%%zz", password),
+		"scheme":             fmt.Sprintf("mysql://:%s@%s/0", password, srv.Addr),
+		"bad db":             fmt.Sprintf("redis://:%s@%s/x", password, srv.Addr),
+		"bad option":         fmt.Sprintf("redis://:%s@%s/0?nope=1", password, srv.Addr),
+		"bad fair":           fmt.Sprintf("redis://:%s@%s/0?fair=maybe", password, srv.Addr),
+		"bad prefix":         fmt.Sprintf("redis://:%s@%s/0?prefix=a{", password, srv.Addr),
+		"sentinel":           fmt.Sprintf("redis+sentinel://:%s@%s,%s/mymaster/0?dial_timeout=1s", password, closedAddr(t), closedAddr(t)),
+		"sentinel no master": fmt.Sprintf("redis+sentinel://:%s@%s", password, srv.Addr),
+	}
+	for name, u := range bad {
+		b, err := redislock.OpenURL(ctx, u)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: OpenURL succeeded", name)
+			continue
+		}
+		if strings.Contains(err.Error(), password) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), password) {
+			t.Errorf("%s: the error shows the password: %v", name, err)
+		}
+		if !errors.Is(err, distlock.ErrInvalidOption) && !errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("%s: %v, want ErrInvalidOption or ErrUnavailable", name, err)
+		}
+		for e := errors.Unwrap(err); e != nil; e = errors.Unwrap(e) {
+			if strings.Contains(e.Error(), password) {
+				t.Errorf("%s: a wrapped error shows the password: %v", name, e)
+			}
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := redislock.OpenURL(cctx, "redis://"+srv.Addr); !errors.Is(err, context.Canceled) {
+		t.Errorf("OpenURL with a cancelled context: %v", err)
+	}
+}
+
+func TestList(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	b := newBackend(t, srv.Addr)
+	other := newBackend(t, srv.Addr, redislock.WithPrefix("other:"))
+	keys := []string{"jobs/b", "jobs/a", "jobs/{x}*?", "mail/1", "jobs"}
+	var held []distlock.Lease
+	for i, k := range keys {
+		l, err := b.Acquire(ctx, k, distlock.AcquireOptions{TTL: time.Minute, Owner: fmt.Sprintf("host:%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	if l, err := other.Acquire(ctx, "jobs/other-prefix", distlock.AcquireOptions{TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	} else {
+		defer l.Release(ctx)
+	}
+	before := time.Now()
+	hs, err := b.List(ctx, "jobs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range hs {
+		got = append(got, h.Key)
+	}
+	if want := []string{"jobs/a", "jobs/b", "jobs/{x}*?"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("List(jobs/) keys = %q, want %q", got, want)
+	}
+	for _, h := range hs {
+		i := map[string]int{"jobs/b": 0, "jobs/a": 1, "jobs/{x}*?": 2}[h.Key]
+		if h.Token != held[i].Token() || h.Owner != fmt.Sprintf("host:%d", i) {
+			t.Errorf("%s: token %d owner %q, want %d %q", h.Key, h.Token, h.Owner, held[i].Token(), fmt.Sprintf("host:%d", i))
+		}
+		if h.Since.IsZero() || h.Expires.Before(before) || h.Expires.After(before.Add(2*time.Minute)) {
+			t.Errorf("%s: since %v expires %v", h.Key, h.Since, h.Expires)
+		}
+	}
+	if hs, err := b.List(ctx, ""); err != nil || len(hs) != len(keys) {
+		t.Errorf("List(\"\") = %d holders, %v; want %d", len(hs), err, len(keys))
+	}
+	if hs, err := b.List(ctx, "none/"); err != nil || len(hs) != 0 {
+		t.Errorf("List(none/) = %v, %v", hs, err)
+	}
+	for _, l := range held {
+		l.Release(ctx)
+	}
+	if hs, err := b.List(ctx, ""); err != nil || len(hs) != 0 {
+		t.Errorf("List after release = %v, %v", hs, err)
+	}
+}
