@@ -21,13 +21,17 @@ type Client struct {
 	batch BatchRefresher // nil when the backend cannot batch
 	cfg   config
 
+	closing context.Context // cancelled by Close: ends waiting acquires
+	close   context.CancelFunc
+
 	mu      sync.Mutex
 	closed  bool
 	holds   map[*hold]struct{}
 	heap    holdHeap
 	running bool          // the watchdog goroutine is running
-	kick    chan struct{} // wakes the watchdog when an earlier event is added
-	wg      sync.WaitGroup
+	kick    chan struct{} // wakes the watchdog when its next event changes
+	active  int           // acquires in progress and background goroutines
+	idle    chan struct{} // closed when active drops to 0 after Close
 }
 
 // New returns a Client over b. The options set defaults for every lock the
@@ -41,6 +45,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{b: b, cfg: cfg, holds: map[*hold]struct{}{}, kick: make(chan struct{}, 1)}
+	c.closing, c.close = context.WithCancel(context.Background())
 	c.batch, _ = b.(BatchRefresher)
 	return c, nil
 }
@@ -75,49 +80,93 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 }
 
 // Do acquires key, runs fn with a context that ends when the lock is lost or
-// ctx ends, and releases the lock when fn returns. The returned error joins
-// fn's error with an error matching ErrLockLost if the lock was lost before
-// fn returned: in that case fn's work was not fully protected, even if fn
-// itself reported success.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
+// ctx ends, and releases the lock when fn returns (or panics). The returned
+// error joins fn's error with an error matching ErrLockLost if the lock was
+// lost before fn returned: in that case fn's work was not fully protected,
+// even if fn itself reported success.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	l, err := c.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
 	}
 	fctx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	fnErr := fn(fctx)
-	stop()
-	cancel(nil)
-	return errors.Join(fnErr, l.Release(context.WithoutCancel(ctx)))
+	defer func() {
+		stop()
+		cancel(nil)
+		err = errors.Join(err, l.Release(context.WithoutCancel(ctx)))
+	}()
+	return fn(fctx)
 }
 
 // Close releases every lock the Client still holds (outermost handles
-// included) and stops its goroutines. Locks acquired afterwards fail with
-// ErrClosed. Close returns the joined errors of the releases that failed;
-// locks that had been lost are not reported.
+// included), ends acquisitions in progress with ErrClosed, and waits for the
+// Client's goroutines. Later acquisitions fail with ErrClosed. Close returns
+// the joined errors of the releases that failed; locks that had been lost
+// are not reported.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
-	var holds []*hold
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+		if c.active == 0 {
+			close(c.idle)
+		}
+	}
+	holds := make([]*hold, 0, len(c.holds))
 	for h := range c.holds {
 		holds = append(holds, h)
 	}
 	c.mu.Unlock()
+	c.close()
+
 	var errs []error
 	for _, h := range holds {
-		if err := c.releaseHold(ctx, h, true); err != nil && !errors.Is(err, ErrLockLost) {
-			errs = append(errs, err)
+		if err := c.releaseHold(ctx, h, true); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, keyErr("release", h.key, err))
 		}
 	}
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-c.idle:
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
 	return errors.Join(errs...)
+}
+
+// enter counts an acquisition in progress; it fails once the Client is
+// closed.
+func (c *Client) enter() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.active++
+	return nil
+}
+
+// leave ends what enter or goBackground counted.
+func (c *Client) leave() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.active--
+	if c.active == 0 && c.idle != nil {
+		select {
+		case <-c.idle:
+		default:
+			close(c.idle)
+		}
+	}
+}
+
+// goBackgroundLocked runs f in a goroutine that Close waits for.
+func (c *Client) goBackgroundLocked(f func()) {
+	c.active++
+	go func() {
+		defer c.leave()
+		f()
+	}()
 }
 
 // acquire takes key; waitCtx bounds the wait and parent gives the new lock
@@ -126,19 +175,27 @@ func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config
 	if err := ValidateKey(key); err != nil {
 		return nil, keyErr("acquire", key, err)
 	}
+	if waitCtx.Err() != nil {
+		return nil, keyErr("acquire", key, notAcquired(waitCtx, nil))
+	}
 	if n := findHeld(parent, c, key); n != nil {
 		l, err := c.reenter(n.h, cfg.maxDepth)
 		return l, keyErr("acquire", key, err)
 	}
+	if err := c.enter(); err != nil {
+		return nil, keyErr("acquire", key, err)
+	}
+	defer c.leave()
+
+	// Close ends the wait too.
+	ctx, cancel := context.WithCancelCause(waitCtx)
+	defer cancel(nil)
+	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
+	defer stop()
+
 	for failures := 0; ; {
-		if err := c.checkOpen(); err != nil {
-			return nil, keyErr("acquire", key, err)
-		}
-		if err := waitCtx.Err(); err != nil {
-			return nil, keyErr("acquire", key, fmt.Errorf("%w: %w", ErrNotAcquired, context.Cause(waitCtx)))
-		}
 		h := &hold{c: c, key: key, cfg: cfg, idx: -1}
-		lease, err := c.b.Acquire(waitCtx, key, AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: c.cfg.owner, OnLost: h.onLost})
+		lease, err := c.b.Acquire(ctx, key, AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: c.cfg.owner, OnLost: h.onLost})
 		if err == nil {
 			if err = c.start(h, lease, parent); err == nil {
 				return &Lock{h: h}, nil
@@ -146,7 +203,9 @@ func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config
 		}
 		switch {
 		case waitCtx.Err() != nil:
-			return nil, keyErr("acquire", key, fmt.Errorf("%w: %w", ErrNotAcquired, errors.Join(context.Cause(waitCtx), err)))
+			return nil, keyErr("acquire", key, notAcquired(waitCtx, err))
+		case c.closing.Err() != nil:
+			return nil, keyErr("acquire", key, ErrClosed)
 		case !errors.Is(err, ErrUnavailable):
 			return nil, keyErr("acquire", key, err)
 		}
@@ -156,19 +215,26 @@ func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config
 			return nil, keyErr("acquire", key, err)
 		}
 		c.cfg.logger.Debug("distlock: acquire failed, retrying", "key", key, "err", err, "backoff", d)
-		if sleep(waitCtx, d) != nil {
-			return nil, keyErr("acquire", key, fmt.Errorf("%w: %w", ErrNotAcquired, errors.Join(context.Cause(waitCtx), err)))
+		if sleep(ctx, d) != nil {
+			if waitCtx.Err() != nil {
+				return nil, keyErr("acquire", key, notAcquired(waitCtx, err))
+			}
+			return nil, keyErr("acquire", key, ErrClosed)
 		}
 	}
 }
 
-func (c *Client) checkOpen() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
+// notAcquired is the error for an acquisition that ctx ended: it matches
+// ErrNotAcquired, ctx.Err() and, when there is one, the cancellation cause.
+func notAcquired(ctx context.Context, last error) error {
+	why := ctx.Err()
+	if cause := context.Cause(ctx); cause != why {
+		why = errors.Join(why, cause)
 	}
-	return nil
+	if last != nil && !errors.Is(last, ctx.Err()) {
+		why = errors.Join(why, last)
+	}
+	return fmt.Errorf("%w: %w", ErrNotAcquired, why)
 }
 
 // start turns a fresh lease into a held lock, or gives it back and returns
@@ -187,10 +253,14 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 	unusable := !deadline.IsZero() && !deadline.After(now)
 	if early != nil || unusable || c.closed {
 		h.ended = true
+		closed := c.closed
+		if !closed {
+			c.goBackgroundLocked(func() { c.giveBack(h) })
+		}
 		c.mu.Unlock()
-		c.releaseInBackground(h)
 		switch {
-		case c.closed:
+		case closed:
+			c.giveBack(h) // Close may already be waiting: not in the background
 			return ErrClosed
 		case early != nil:
 			return fmt.Errorf("%w: grant lost at once: %w", ErrUnavailable, early)
@@ -201,9 +271,7 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 	node := &heldNode{c: c, key: h.key, h: h, next: nearestHeld(parent)}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, node))
 	h.count, h.started, h.deadline = 1, true, deadline
-	if !h.cfg.noRenew {
-		h.nextRenew = now.Add(h.cfg.renewInterval())
-	}
+	h.nextRenew = h.renewAfterLocked(now)
 	if h.cfg.maxHold > 0 {
 		h.maxHoldAt = now.Add(h.cfg.maxHold)
 	}
@@ -213,8 +281,7 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 
 	// The lock also ends with the lock it was acquired under.
 	if node.next != nil {
-		outer := node.next.h
-		h.stopOuter = context.AfterFunc(outer.ctx, func() { h.cancel(context.Cause(outer.ctx)) })
+		node.next.h.adopt(h)
 	}
 	return nil
 }
@@ -222,36 +289,49 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 func (c *Client) reenter(h *hold, maxDepth int) (*Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var err error
 	switch {
 	case h.ended && h.cause != ErrReleased:
-		return nil, h.cause
+		err = h.cause
 	case h.ended || h.count == 0:
-		return nil, fmt.Errorf("%w: the enclosing lock was released", ErrNotHeld)
+		err = fmt.Errorf("%w: the enclosing lock was released", ErrNotHeld)
 	case h.count >= maxDepth:
-		return nil, fmt.Errorf("%w: depth %d", ErrTooDeep, maxDepth)
+		err = fmt.Errorf("%w: depth %d", ErrTooDeep, maxDepth)
+	default:
+		h.count++
+		return &Lock{h: h}, nil
 	}
-	h.count++
-	return &Lock{h: h}, nil
+	return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }
 
-// end finishes a hold that is lost; with release it also gives the lease
-// back in the background (a local deadline or MaxHold passed, so the service
-// may still think we hold it).
-func (c *Client) end(h *hold, cause error, release bool) {
+// end finishes holds that are lost. With release it also gives their leases
+// back in the background: a local deadline or MaxHold passed, so the service
+// may still think we hold them. Contexts are cancelled before anything else
+// (logging, releasing), all of them at once.
+func (c *Client) end(hs []*hold, cause error, release bool) {
 	if !errors.Is(cause, ErrLockLost) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
 	c.mu.Lock()
-	if h.ended {
-		c.mu.Unlock()
-		return
+	ended := hs[:0:0]
+	for _, h := range hs {
+		if !h.ended {
+			c.endLocked(h, cause)
+			ended = append(ended, h)
+		}
 	}
-	c.endLocked(h, cause)
 	c.mu.Unlock()
-	c.cfg.logger.Warn("distlock: lock lost", "key", h.key, "token", h.token, "cause", cause)
-	h.cancel(cause)
-	if release {
-		c.releaseInBackground(h)
+	for _, h := range ended {
+		h.cancelTree(cause)
+	}
+	if release && len(ended) > 0 {
+		// Only now: the service may grant the key as soon as it is back.
+		c.mu.Lock()
+		c.goBackgroundLocked(func() { c.giveBackAll(ended) })
+		c.mu.Unlock()
+	}
+	for _, h := range ended {
+		c.cfg.logger.Warn("distlock: lock lost", "key", h.key, "token", h.token, "cause", cause)
 	}
 }
 
@@ -261,22 +341,41 @@ func (c *Client) endLocked(h *hold, cause error) {
 	delete(c.holds, h)
 }
 
-// releaseInBackground gives a lease back without anyone waiting for the
-// answer, bounded by the lock's TTL.
-func (c *Client) releaseInBackground(h *hold) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), max(h.cfg.ttl, time.Second))
-		defer cancel()
-		_ = h.releaseLease(ctx)
-	}()
+// giveBack returns a lease that nobody waits for, bounded by its TTL.
+func (c *Client) giveBack(h *hold) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(h.cfg.ttl, time.Second))
+	defer cancel()
+	if err := h.releaseLease(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+		c.cfg.logger.Warn("distlock: release failed; the lease will lapse at its TTL", "key", h.key, "token", h.token, "err", err)
+	}
+}
+
+// giveBackAll returns many leases with a bounded number of goroutines.
+func (c *Client) giveBackAll(hs []*hold) {
+	next := make(chan *hold)
+	var wg sync.WaitGroup
+	for range min(refreshWorkers, len(hs)) {
+		wg.Go(func() {
+			for h := range next {
+				c.giveBack(h)
+			}
+		})
+	}
+	for _, h := range hs {
+		next <- h
+	}
+	close(next)
+	wg.Wait()
 }
 
 // releaseHold drops one handle's hold (or all of them with all) and gives
 // the lease back when none is left.
 func (c *Client) releaseHold(ctx context.Context, h *hold, all bool) error {
 	c.mu.Lock()
+	if h.ended && h.cause == ErrReleased {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: already released", ErrNotHeld)
+	}
 	if all {
 		h.count = 0
 	} else if h.count > 0 {
@@ -287,12 +386,7 @@ func (c *Client) releaseHold(ctx context.Context, h *hold, all bool) error {
 		c.mu.Unlock()
 		return cause
 	}
-	lostCause := h.cause
-	wasEnded := h.ended
-	if wasEnded && lostCause == ErrReleased && !all {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: already released", ErrNotHeld)
-	}
+	lostCause, wasEnded := h.cause, h.ended
 	if !wasEnded {
 		c.endLocked(h, ErrReleased)
 	}
@@ -300,11 +394,9 @@ func (c *Client) releaseHold(ctx context.Context, h *hold, all bool) error {
 
 	if !wasEnded {
 		// Stop the work under the lock before anyone else can get it.
-		h.cancel(ErrReleased)
+		h.cancelTree(ErrReleased)
 	}
-	if h.stopOuter != nil {
-		h.stopOuter()
-	}
+	h.orphan()
 	if ctx.Err() != nil || ctxHolds(ctx, h) {
 		// The caller's context is (or is about to be) cancelled; never leave a
 		// lock behind for want of a context.
@@ -313,7 +405,15 @@ func (c *Client) releaseHold(ctx context.Context, h *hold, all bool) error {
 		defer cancel()
 	}
 	err := h.releaseLease(ctx)
-	if lostCause != nil && lostCause != ErrReleased {
+	if err != nil && !errors.Is(err, ErrLockLost) {
+		// Not confirmed (a timeout, a network error): keep trying without
+		// the caller, so that the key is not held until the TTL runs out.
+		c.mu.Lock()
+		c.goBackgroundLocked(func() { c.giveBack(h) })
+		c.mu.Unlock()
+		err = fmt.Errorf("release not confirmed, retrying in the background: %w", err)
+	}
+	if lostCause != nil {
 		return lostCause
 	}
 	return err

@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -69,19 +70,11 @@ func (l *Lock) Refresh(ctx context.Context) error {
 	if l.released.Load() {
 		return keyErr("refresh", h.key, fmt.Errorf("%w: released", ErrNotHeld))
 	}
-	c := h.c
-	c.mu.Lock()
-	ended, cause := h.ended, h.cause
-	c.mu.Unlock()
-	if ended {
-		if cause == ErrReleased {
-			cause = fmt.Errorf("%w: released", ErrNotHeld)
-		}
-		return keyErr("refresh", h.key, cause)
+	if err := h.endedErr(); err != nil {
+		return keyErr("refresh", h.key, err)
 	}
 	v, err := h.lease.Refresh(ctx, h.cfg.ttl)
-	c.refreshed(h, v, err, false)
-	return keyErr("refresh", h.key, err)
+	return keyErr("refresh", h.key, h.c.refreshed(h, v, err, false))
 }
 
 // Release gives up this handle. When it is the last handle on the grant
@@ -108,9 +101,8 @@ type hold struct {
 	token uint64
 	since time.Time
 
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	stopOuter func() bool // detaches from the enclosing lock's context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	// Guarded by c.mu.
 	started   bool
@@ -125,8 +117,42 @@ type hold struct {
 	when      time.Time
 	idx       int // position in c.heap, -1 when absent
 
-	relOnce sync.Once
+	// Locks acquired under this one, whose contexts end with it. Guarded by
+	// kidsMu, not c.mu: the enclosing lock may belong to another Client.
+	kidsMu   sync.Mutex
+	kids     map[*hold]struct{}
+	kidCause error // set once this lock's context ended
+	parent   *hold
+
+	relMu   sync.Mutex
+	relDone bool // the service answered the release, either way
 	relErr  error
+}
+
+// endedErr reports why the hold ended, or nil while it is held.
+func (h *hold) endedErr() error {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	switch {
+	case !h.ended:
+		return nil
+	case h.cause == ErrReleased:
+		return fmt.Errorf("%w: released", ErrNotHeld)
+	}
+	return h.cause
+}
+
+// renewAfterLocked is when to renew next: after the renewal interval, but
+// never later than halfway to the deadline, so that a grant confirmed late
+// is still renewed in time.
+func (h *hold) renewAfterLocked(now time.Time) time.Time {
+	next := now.Add(h.cfg.renewInterval())
+	if !h.deadline.IsZero() {
+		if half := now.Add(h.deadline.Sub(now) / 2); half.Before(next) {
+			next = half
+		}
+	}
+	return next
 }
 
 // onLost is the AcquireOptions.OnLost callback of this grant.
@@ -141,16 +167,67 @@ func (h *hold) onLost(err error) {
 		return
 	}
 	c.mu.Unlock()
-	c.end(h, err, false)
+	c.end([]*hold{h}, err, false)
 }
 
-// releaseLease returns the lease to the service once, retrying transient
-// failures.
+// adopt makes kid's context end when h's does, at once and in the same
+// goroutine (not one goroutine hop later, as context.AfterFunc would).
+func (h *hold) adopt(kid *hold) {
+	h.kidsMu.Lock()
+	cause := h.kidCause
+	if cause == nil {
+		if h.kids == nil {
+			h.kids = map[*hold]struct{}{}
+		}
+		h.kids[kid] = struct{}{}
+		kid.parent = h
+	}
+	h.kidsMu.Unlock()
+	if cause != nil {
+		kid.cancelTree(cause)
+	}
+}
+
+// orphan detaches h from the lock it was acquired under.
+func (h *hold) orphan() {
+	if p := h.parent; p != nil {
+		p.kidsMu.Lock()
+		delete(p.kids, h)
+		p.kidsMu.Unlock()
+	}
+}
+
+// cancelTree ends h's context and those of the locks acquired under it.
+func (h *hold) cancelTree(cause error) {
+	h.cancel(cause)
+	h.kidsMu.Lock()
+	if h.kidCause != nil {
+		h.kidsMu.Unlock()
+		return
+	}
+	h.kidCause = cause
+	kids := h.kids
+	h.kids = nil
+	h.kidsMu.Unlock()
+	for k := range kids {
+		k.cancelTree(cause)
+	}
+}
+
+// releaseLease returns the lease to the service, retrying transient
+// failures. Once the service has answered (released, or not ours any more)
+// later calls return the same answer without asking again.
 func (h *hold) releaseLease(ctx context.Context) error {
-	h.relOnce.Do(func() {
-		h.relErr = retry(ctx, h.cfg.retry, func() error { return h.lease.Release(ctx) })
-	})
-	return h.relErr
+	h.relMu.Lock()
+	defer h.relMu.Unlock()
+	if h.relDone {
+		return h.relErr
+	}
+	err := retry(ctx, h.cfg.retry, func() error { return h.lease.Release(ctx) })
+	if err == nil || errors.Is(err, ErrLockLost) {
+		h.relDone, h.relErr = true, err
+	}
+	return err
 }
 
 // heldKey is the context key under which lock contexts record their locks.

@@ -15,6 +15,7 @@ const (
 	DefaultMaxDepth      = 32
 	MaxTTL               = 24 * time.Hour
 	maxDrift             = 0.5
+	minRenewInterval     = time.Millisecond
 	defaultRenewFraction = 3 // renew every TTL/3
 )
 
@@ -74,7 +75,7 @@ func WithRetry(s RetryStrategy) Option {
 }
 
 // WithRenewEvery sets how often held locks are refreshed. Default: TTL/3.
-// It must be positive and shorter than the lock's usable validity.
+// It must be at least 1ms and shorter than the lock's usable validity.
 func WithRenewEvery(d time.Duration) Option {
 	return func(c *config) { c.renewEvery, c.noRenew = d, false }
 }
@@ -158,6 +159,8 @@ func (c config) validate() error {
 		return bad("TTL %v leaves no time after drift %v and margin %v", c.ttl, c.drift, c.margin)
 	case c.renewEvery < 0:
 		return bad("renewal interval %v is negative", c.renewEvery)
+	case !c.noRenew && c.renewInterval() < minRenewInterval:
+		return bad("renewal interval %v is shorter than %v", c.renewInterval(), minRenewInterval)
 	case !c.noRenew && c.renewInterval() >= c.usable(c.ttl):
 		return bad("renewal interval %v is not shorter than the usable TTL %v", c.renewInterval(), c.usable(c.ttl))
 	case c.maxHold < 0:

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -46,8 +47,7 @@ func (c *Client) scheduleLocked(h *hold) {
 	}
 	if !c.running {
 		c.running = true
-		c.wg.Add(1)
-		go c.watch()
+		c.goBackgroundLocked(c.watch)
 	}
 }
 
@@ -71,7 +71,6 @@ func (c *Client) kickLocked() {
 
 // watch is the watchdog loop; it exits when the heap is empty.
 func (c *Client) watch() {
-	defer c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -92,16 +91,15 @@ func (c *Client) watch() {
 			continue
 		}
 		batch, expired, tooLong := c.dueLocked(now)
-		c.mu.Unlock()
-		for _, h := range expired {
-			c.end(h, ErrDeadlinePassed, true)
-		}
-		for _, h := range tooLong {
-			c.end(h, ErrMaxHoldExceeded, true)
-		}
 		if len(batch) > 0 {
-			c.wg.Add(1)
-			go c.refreshBatch(batch)
+			c.goBackgroundLocked(func() { c.refreshBatch(batch) })
+		}
+		c.mu.Unlock()
+		if len(expired) > 0 {
+			c.end(expired, ErrDeadlinePassed, true)
+		}
+		if len(tooLong) > 0 {
+			c.end(tooLong, ErrMaxHoldExceeded, true)
 		}
 	}
 }
@@ -135,7 +133,6 @@ func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*hold) {
 
 // refreshBatch refreshes due holds, in one call when the backend batches.
 func (c *Client) refreshBatch(batch []*hold) {
-	defer c.wg.Done()
 	// The batch is worth trying until the latest deadline in it; holds
 	// whose deadline passes first are ended by the watchdog meanwhile.
 	var deadline time.Time
@@ -192,38 +189,48 @@ func (c *Client) refreshBatch(batch []*hold) {
 }
 
 // refreshed applies the outcome of a refresh of h; fromWatchdog marks the
-// refresh that the watchdog had in flight.
-func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) {
+// refresh that the watchdog had in flight. It returns err, or why the lock
+// ended if it ended meanwhile.
+func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) error {
 	if err != nil && errors.Is(err, ErrLockLost) {
-		c.end(h, err, false)
-		return
+		c.end([]*hold{h}, err, false)
+		return err
 	}
 	now := time.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if fromWatchdog {
 		h.inflight = false
 	}
 	if h.ended {
-		return
+		cause := h.cause
+		c.mu.Unlock()
+		if cause == ErrReleased {
+			return fmt.Errorf("%w: released during the refresh", ErrNotHeld)
+		}
+		return cause
 	}
+	var again time.Duration
 	if err == nil {
 		if v.TTL > 0 {
 			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(h.deadline) {
 				h.deadline = d
 			}
 		}
-		h.nextRenew = now.Add(h.cfg.renewInterval())
+		h.nextRenew = h.renewAfterLocked(now)
 	} else if fromWatchdog {
-		// Try again soon, but well before the deadline.
-		again := h.cfg.renewInterval()
+		// Try again soon, and well before the deadline.
+		again = h.cfg.renewInterval()
 		if !h.deadline.IsZero() {
 			again = min(again, max(h.deadline.Sub(now)/3, 5*time.Millisecond))
 		}
 		h.nextRenew = now.Add(again)
-		c.cfg.logger.Warn("distlock: refresh failed", "key", h.key, "token", h.token, "err", err, "retry_in", again)
 	}
 	c.scheduleLocked(h)
+	c.mu.Unlock()
+	if err != nil && fromWatchdog {
+		c.cfg.logger.Warn("distlock: refresh failed", "key", h.key, "token", h.token, "err", err, "retry_in", again)
+	}
+	return err
 }
 
 // holdHeap orders holds by their next event.

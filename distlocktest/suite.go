@@ -54,7 +54,14 @@ type suite struct {
 	leakOpts    []goleak.Option
 	run         string // unique per Run, so keys never collide on a reused server
 	seq         atomic.Int64
+	unbounded   bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
 }
+
+// pushBound is how soon after a release a waiter must be served. Waiting is
+// push-based, so a waiter is normally served within milliseconds; the bound
+// is generous for loaded machines and far below the TTLs the suite uses, so
+// only a backend that waits for expiry or polls slowly fails it.
+const pushBound = 2 * time.Second
 
 // Run runs the conformance suite against the backends newBackend returns.
 // The tests run one after another (several wait for leases to lapse), each
@@ -64,6 +71,7 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.probe(t)
 	tests := []struct {
 		name string
 		fn   func(t *testing.T)
@@ -100,6 +108,47 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 			tc.fn(t)
 		})
 	}
+}
+
+// probe finds out whether the backend's grants are bounded by a TTL.
+func (s *suite) probe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := s.newBackend(t).Acquire(ctx, s.key(t), distlock.AcquireOptions{TTL: s.ttl})
+	if err != nil {
+		t.Fatalf("probe Acquire: %v", err)
+	}
+	s.unbounded = l.Validity().TTL == 0
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("probe Release: %v", err)
+	}
+	if s.unbounded {
+		t.Logf("grants have no TTL: lapses are tested through WithRevoke (given: %v)", s.revoke != nil)
+	}
+}
+
+// canLapse reports whether the suite can make a grant lapse: by its TTL, or
+// by revoking it.
+func (s *suite) canLapse() bool { return !s.unbounded || s.revoke != nil }
+
+// needLapse skips a test that needs grants to lapse when they cannot.
+func (s *suite) needLapse(t *testing.T) {
+	t.Helper()
+	if !s.canLapse() {
+		t.Skip("grants never lapse on this backend and it gave no WithRevoke")
+	}
+}
+
+// lose makes the service drop the grant of key, held through a Client over
+// f: by cutting the holder off so that its TTL runs out, or, for grants
+// without a TTL, by revoking it.
+func (s *suite) lose(t *testing.T, f *Faulty, key string) {
+	t.Helper()
+	if s.unbounded {
+		s.revoke(t, key)
+		return
+	}
+	f.Partition(key)
 }
 
 // checkLeaks registers, first, a clean-up that runs last: after the test's

@@ -150,21 +150,20 @@ func (b *Backend) freeLocked(e *entry, l *lease) bool {
 }
 
 // Revoke drops the current grant of key, as a session service does when the
-// holder's session ends, and tells the holder through its OnLost callback.
-// It reports whether there was a grant to drop.
+// holder's session ends, and tells the holder through its OnLost callback
+// before anyone else can be granted the key. It reports whether there was a
+// grant to drop.
 func (b *Backend) Revoke(key string) bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	e := b.keys[key]
 	if e == nil || e.holder == nil {
-		b.mu.Unlock()
 		return false
 	}
-	l := e.holder
-	b.freeLocked(e, l)
-	b.mu.Unlock()
-	if l.onLost != nil {
+	if l := e.holder; l.onLost != nil {
 		l.onLost(fmt.Errorf("%w: revoked by the service", distlock.ErrLockLost))
 	}
+	b.freeLocked(e, e.holder)
 	return true
 }
 
