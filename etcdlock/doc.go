@@ -1,0 +1,131 @@
+// Package etcdlock is a distlock.Backend over etcd v3, built on the Session
+// and Mutex of go.etcd.io/etcd/client/v3/concurrency.
+//
+//	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
+//	backend, _ := etcdlock.New(cli)
+//	locks, _ := distlock.New(backend, distlock.WithTTL(10*time.Second))
+//	lock, err := locks.Acquire(ctx, "reports/nightly")
+//
+// # Sessions
+//
+// A Backend keeps one concurrency.Session per distinct TTL it is asked for:
+// one etcd lease and one keep-alive stream, shared by every lock with that
+// TTL, so a lock costs no lease of its own. etcd counts lease TTLs in whole
+// seconds: a TTL is rounded up, and etcd raises one below its minimum (1.5
+// times the election timeout, rounded up to a second: 2s for default
+// settings). The TTL etcd granted is the one reported in each Validity.
+// Sessions live until they are lost or the Backend is closed; the ttl given
+// to Refresh does not change a session's TTL.
+//
+// Every lock key is attached to its session's lease. What etcd promises is
+// that such a key exists until it is deleted or the lease ends: revoked, or
+// expired at least a TTL after the last keep-alive the leader acknowledged.
+//
+// # When a lock is lost
+//
+// The etcd client learns that a lease ended only when etcd says so, or after
+// a TTL without any keep-alive answer counted from when the last answer
+// arrived; by then etcd may have expired the lease and granted the lock to
+// someone else. The Backend does not rely on that signal alone. It reports
+// to distlock's Client confirmations timed from before their request was
+// sent: each refresh sends one KeepAliveOnce per session, however many locks
+// it renews (and checks in one transaction that every lock key is still
+// there), and a new grant carries a confirmation no older than a quarter of
+// the TTL, re-confirming first when needed. The Client cancels the lock's
+// context at sent + TTL×(1−drift) − margin unless a newer confirmation
+// comes, which is before etcd can expire the lease when the clocks of this
+// host and the etcd leader run at rates within the drift.
+//
+// A lock is also lost, and its holder told through OnLost, as soon as the
+// Backend learns it: etcd answers that the lease is gone, the session's
+// keep-alive ends, or a refresh finds the key deleted. A session that ends
+// loses all its locks; later acquires use a new session. A waiter whose
+// session ends while it waits gets an error matching
+// distlock.ErrUnavailable and ErrSessionLost, never the lock: the Backend
+// checks the session after Mutex.Lock returns, before reporting a grant
+// (etcd's Mutex itself can report success on a session whose keep-alive has
+// ended).
+//
+// # Fencing tokens
+//
+// A lock's token is the create revision of its etcd key. Revisions are
+// etcd's single counter of changes, strictly increasing, never reused, and
+// part of the replicated log: they survive restarts and leader changes. The
+// Mutex grants a lock name to the key with the lowest create revision under
+// it, and a key created later is granted only after every earlier one is
+// gone, so each grant's token is greater than every token granted before it
+// for the name. This needs the cluster's data to be durable: an etcd
+// restored from an older backup, or a single member whose data directory was
+// lost, can hand out revisions again. `etcdctl lock NAME cmd` gives its
+// command the same token, as ETCD_LOCK_REV.
+//
+// To let storage refuse a holder that lost its lock while paused, pass
+// Lock.Token to it (see package fence), or, for data in the same etcd, use
+// Txn or Fence: a transaction that etcd applies only if the lock key still
+// exists with the lock's token as create revision.
+//
+// # Leader changes
+//
+// Keys, leases and revisions are in the replicated log, so a new leader
+// knows every lock, and it restarts every lease's TTL (plus an election
+// timeout) when it takes over, which only lengthens leases. A leader cut off
+// from the rest of its cluster can go on answering keep-alives until it
+// steps down, for about an election timeout; the new leader's extension
+// normally covers that, and if in doubt, add the election timeout to
+// distlock.WithSafetyMargin.
+//
+// # What is not guaranteed
+//
+//   - Nothing stops a process that pauses for longer than its lock's
+//     usable TTL from acting after the lock was lost: use the fence.
+//   - Clock rates that differ by more than the drift allowed for.
+//   - A lock key deleted by hand (etcdctl del) is noticed at the next
+//     refresh, not at once; until then two holders may coexist.
+//   - A cancelled acquire deletes the key it queued with before returning,
+//     unless etcd does not answer within the request timeout; the key then
+//     goes when the session ends, or when the next acquire of the name
+//     through the Backend deletes it first.
+//   - Fairness: through one Backend, same-key acquires are served in arrival
+//     order; across Backends, etcd's order of key creation applies.
+//
+// # Waiting
+//
+// A waiter watches only the key just before its own (the Mutex recipe),
+// so a release wakes one waiter. Same-key acquires through one Backend wait
+// in this process, first come first served, and only the first of them has
+// a key in etcd: Mutex keys are per session, and two waiters of one session
+// would share a key and both believe they hold the lock.
+//
+// # Key layout and etcdctl
+//
+// The lock name of a key is the Backend's prefix (WithPrefix, default
+// "distlock/") followed by the key with "%" written "%25" and "/" written
+// "%2F" (see LockName), so that no lock's keys fall in another lock's range.
+// The holder's and the waiters' keys are NAME + "/" + their session's lease
+// ID in lowercase hex, with an empty value, as `etcdctl lock NAME` lays them
+// out: an operator's
+//
+//	etcdctl lock 'distlock/reports%2Fnightly'
+//
+// and this package exclude each other. Each session also writes its
+// owner (distlock.WithOwner) to "<prefix>%00/<lease ID in hex>", attached
+// to its lease, for List.
+//
+// # URLs
+//
+// OpenURL opens a Backend with a client of its own from a URL, as the
+// distlock CLI does:
+//
+//	etcd://h1:2379,h2:2379/myapp/locks/
+//	etcds://h1:2379?ca=/etc/etcd/ca.pem&cert=/etc/etcd/client.pem&key=/etc/etcd/client-key.pem
+//	etcd://user:password@h1:2379
+//
+// Errors never show the password.
+//
+// # Goroutines
+//
+// A Backend runs one goroutine per session (besides the etcd client's own
+// keep-alive goroutines), one per waiting Acquire, and short-lived ones for
+// confirmations and clean-ups; Close stops them all. The Backend and its
+// leases are safe for concurrent use.
+package etcdlock

@@ -1,0 +1,530 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/distlock/distlock"
+)
+
+var (
+	_ distlock.Backend        = (*Backend)(nil)
+	_ distlock.BatchRefresher = (*Backend)(nil)
+	_ distlock.Lister         = (*Backend)(nil)
+)
+
+// DefaultRequestTimeout bounds each request the Backend makes of etcd on
+// its own behalf when WithRequestTimeout is not given.
+const DefaultRequestTimeout = 5 * time.Second
+
+// maxPrefixLen bounds the prefix so that lock keys stay far below etcd's
+// request size limit.
+const maxPrefixLen = 1024
+
+// Option configures a Backend.
+type Option func(*config)
+
+type config struct {
+	prefix         string
+	requestTimeout time.Duration
+}
+
+// WithPrefix sets the prefix of every lock name (see LockName). Backends
+// and `etcdctl lock` users contend for the same locks when they use the
+// same prefix. Default: DefaultPrefix ("distlock/"). It must be non-empty
+// valid UTF-8 of at most 1024 bytes.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithRequestTimeout bounds each request the Backend makes of etcd on its
+// own: creating a session, confirming its lease, a single try, a release,
+// a clean-up. An unreachable etcd then fails with distlock.ErrUnavailable
+// after this long, not at the caller's deadline. Waiting for a held lock is
+// bounded by the caller's context only. Default: DefaultRequestTimeout (5s).
+// It must be positive.
+func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
+
+// Backend is a distlock.Backend over etcd, built on the Session and Mutex of
+// go.etcd.io/etcd/client/v3/concurrency. See the package documentation for
+// its safety model and key layout. It is safe for concurrent use.
+//
+// A Backend keeps one session (one etcd lease and its keep-alive) per
+// distinct TTL, in whole seconds, that it is asked for, shared by every
+// lock with that TTL: a lock costs no lease of its own.
+type Backend struct {
+	cli     *clientv3.Client
+	view    *clientv3.Client // cli's services, with a context that ends at Close
+	ownsCli bool
+	cfg     config
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[int64]*session     // the live session of each TTL in seconds
+	pending  map[int64]*sessionCall // sessions being created
+	turns    map[string]*turn       // lock name -> local queue
+	wg       sync.WaitGroup         // goroutines started by the Backend
+}
+
+// turn is the in-process queue of one lock name: at most one acquire of
+// this Backend is in etcd for the name at a time (Mutex keys are per
+// session, so two would share a key), and the others wait here in FIFO
+// order. This also keeps a process's herd out of etcd.
+type turn struct {
+	busy   bool            // an acquire or a held lease has the turn
+	queue  []chan struct{} // waiting acquires, first served first
+	holder *lease          // the lease holding the name, if any
+	stale  string          // an etcd key of ours that may linger; deleted before the next try
+}
+
+// New returns a Backend over cli. The Backend does not own cli: Close
+// leaves it open, and it must stay open until the Backend is closed.
+// A bad option returns an error matching distlock.ErrInvalidOption.
+func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: etcdlock: nil etcd client", distlock.ErrInvalidOption)
+	}
+	cfg := config{prefix: DefaultPrefix, requestTimeout: DefaultRequestTimeout}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	switch {
+	case cfg.prefix == "" || len(cfg.prefix) > maxPrefixLen || !utf8.ValidString(cfg.prefix):
+		return nil, fmt.Errorf("%w: etcdlock: prefix must be 1 to %d bytes of UTF-8", distlock.ErrInvalidOption, maxPrefixLen)
+	case cfg.requestTimeout <= 0:
+		return nil, fmt.Errorf("%w: etcdlock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
+	}
+	b := &Backend{
+		cli:      cli,
+		cfg:      cfg,
+		sessions: map[int64]*session{},
+		pending:  map[int64]*sessionCall{},
+		turns:    map[string]*turn{},
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// Session and Mutex use their client's context for clean-ups that must
+	// outlive the caller's (revoking, deleting a waiting key). Give them
+	// one that ends when the Backend closes rather than with cli, so that
+	// Close never waits on a clean-up that cannot finish.
+	b.view = clientv3.NewCtxClient(b.ctx, clientv3.WithZapLogger(cli.GetLogger()))
+	b.view.KV, b.view.Lease, b.view.Watcher = cli.KV, cli.Lease, cli.Watcher
+	return b, nil
+}
+
+// Client returns the etcd client the Backend uses, for transactions fenced
+// with Fence.
+func (b *Backend) Client() *clientv3.Client { return b.cli }
+
+// Close revokes the Backend's sessions, which frees every lock it holds
+// (their holders are told through OnLost) and ends every acquire in
+// progress with ErrClosed. It closes the etcd client only if OpenURL
+// created it. Close returns the errors of revokes that failed (the leases
+// then expire after their TTL). Calling Close again does nothing.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	sessions := make([]*session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	clear(b.sessions)
+	b.mu.Unlock()
+
+	errs := make([]error, len(sessions))
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			s.cs.Orphan() // stops the keep-alive; the session's watcher reports the loss
+			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+			defer cancel()
+			if _, err := b.cli.Revoke(ctx, s.id); err != nil {
+				errs[i] = fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
+			}
+		})
+	}
+	wg.Wait()
+	b.cancel()
+	b.wg.Wait()
+	if b.ownsCli {
+		if err := b.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Backend) checkOpen() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// goTracked runs f in a goroutine that Close waits for, unless the Backend
+// is closed.
+func (b *Backend) goTracked(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// ttlSeconds converts a lease duration to etcd's whole seconds, rounding up.
+func ttlSeconds(ttl time.Duration) (int64, error) {
+	switch {
+	case ttl <= 0:
+		return 0, fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
+	case ttl > distlock.MaxTTL:
+		return 0, fmt.Errorf("%w: TTL %v is longer than %v", distlock.ErrInvalidOption, ttl, distlock.MaxTTL)
+	}
+	return int64((ttl + time.Second - 1) / time.Second), nil
+}
+
+// Acquire implements distlock.Backend.
+//
+// The lease TTL is opts.TTL rounded up to whole seconds, or etcd's minimum
+// if that is larger (the confirmed TTL is in the lease's Validity). Locks
+// with the same TTL share the session of that TTL.
+//
+// Same-key acquires through one Backend queue in this process, first come
+// first served, and only the first of them is in etcd; across processes
+// etcd's own order applies (the earliest created key holds). A try
+// (opts.Wait false) fails with distlock.ErrNotAcquired when the key is held
+// elsewhere or is being acquired or held through this Backend.
+//
+// A waiter whose session ends while it waits gets an error matching
+// distlock.ErrUnavailable and ErrSessionLost, never the lock; an acquire
+// that fails or is cancelled deletes the key it created in etcd.
+func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	secs, err := ttlSeconds(opts.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := b.LockName(key)
+	t, err := b.takeTurn(ctx, name, opts.Wait)
+	if err != nil {
+		return nil, err
+	}
+	l, err := b.acquireTurn(ctx, t, key, name, secs, opts)
+	if err != nil {
+		return nil, err // acquireTurn passed the turn on
+	}
+	return l, nil
+}
+
+// takeTurn waits for name's turn in this process.
+func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	t := b.turns[name]
+	if t == nil {
+		t = &turn{}
+		b.turns[name] = t
+	}
+	if !t.busy {
+		t.busy = true
+		b.mu.Unlock()
+		return t, nil
+	}
+	if !wait {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%w: etcdlock: held or being acquired through this backend", distlock.ErrNotAcquired)
+	}
+	ch := make(chan struct{}, 1)
+	t.queue = append(t.queue, ch)
+	b.mu.Unlock()
+
+	var err error
+	select {
+	case <-ch:
+		return t, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-b.ctx.Done():
+		err = ErrClosed
+	}
+	b.mu.Lock()
+	if i := slices.Index(t.queue, ch); i >= 0 {
+		t.queue = slices.Delete(t.queue, i, i+1)
+		b.mu.Unlock()
+		return nil, err
+	}
+	b.mu.Unlock()
+	<-ch // the turn came to us while we gave up: pass it on
+	b.passTurn(name, t)
+	return nil, err
+}
+
+// passTurn gives name's turn to the next waiter in this process, or frees it.
+func (b *Backend) passTurn(name string, t *turn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.passTurnLocked(name, t)
+}
+
+func (b *Backend) passTurnLocked(name string, t *turn) {
+	t.holder = nil
+	if len(t.queue) > 0 {
+		ch := t.queue[0]
+		t.queue = slices.Delete(t.queue, 0, 1)
+		ch <- struct{}{} // buffered: never blocks
+		return
+	}
+	t.busy = false
+	if t.stale == "" && b.turns[name] == t {
+		delete(b.turns, name)
+	}
+}
+
+// endTurn ends l's hold on its name's turn, once, recording a key that may
+// linger in etcd.
+func (b *Backend) endTurn(l *lease, stale string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l.turnEnded {
+		return
+	}
+	l.turnEnded = true
+	if stale != "" {
+		l.t.stale = stale
+	}
+	b.passTurnLocked(l.name, l.t)
+}
+
+// acquireTurn makes one acquire of name in etcd, holding the turn. On
+// success the turn belongs to the returned lease; on failure it has been
+// passed on (or will be, by the goroutine still cleaning up).
+func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, secs int64, opts distlock.AcquireOptions) (*lease, error) {
+	if err := b.cleanStale(ctx, t); err != nil {
+		b.passTurn(name, t)
+		return nil, err
+	}
+	s, err := b.session(ctx, secs, opts.Owner)
+	if err != nil {
+		b.passTurn(name, t)
+		return nil, err
+	}
+	m := concurrency.NewMutex(s.cs, name)
+	if !opts.Wait {
+		rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+		err := m.TryLock(rctx)
+		if err != nil && !errors.Is(err, concurrency.ErrLocked) {
+			err = b.sortErr(ctx, rctx, err)
+		}
+		cancel()
+		return b.finish(ctx, t, s, m, key, name, opts, err)
+	}
+
+	// Lock runs in its own goroutine: when it fails it deletes its key
+	// with its client's context, without a deadline, which would hold the
+	// caller past its own context while etcd is unreachable.
+	type result struct {
+		l   *lease
+		err error
+	}
+	done := make(chan result, 1)
+	lctx, cancel := context.WithCancelCause(ctx)
+	// A waiter whose session ends stops waiting: its key is gone with the
+	// lease, and the lock must never be reported to it.
+	stop := context.AfterFunc(s.cs.Ctx(), func() { cancel(ErrSessionLost) })
+	started := b.goTracked(func() {
+		defer cancel(nil)
+		defer stop()
+		err := m.Lock(lctx)
+		if err != nil {
+			err = b.lockErr(ctx, s, err)
+		}
+		l, err := b.finish(lctx, t, s, m, key, name, opts, err)
+		done <- result{l, err}
+	})
+	if !started {
+		stop()
+		cancel(nil)
+		b.passTurn(name, t)
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-done:
+		return r.l, r.err
+	case <-ctx.Done():
+	}
+	// The caller gave up. Wait a bounded time for the attempt to delete its
+	// key, so that nothing of it outlives this call while etcd answers.
+	timer := time.NewTimer(b.cfg.requestTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			b.releaseUnwanted(r.l)
+		}
+	case <-timer.C:
+		b.goTracked(func() {
+			if r := <-done; r.err == nil {
+				b.releaseUnwanted(r.l)
+			}
+		})
+	}
+	return nil, ctx.Err()
+}
+
+// lockErr sorts an error of Mutex.Lock.
+func (b *Backend) lockErr(ctx context.Context, s *session, err error) error {
+	switch {
+	case s.lostErr() != nil || isDone(s.cs.Done()):
+		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, ErrSessionLost)
+	case errors.Is(err, concurrency.ErrSessionExpired):
+		return fmt.Errorf("%w: %w: the waiting key vanished (lease expired or key deleted)", distlock.ErrUnavailable, ErrSessionLost)
+	}
+	return b.sortErr(ctx, nil, err)
+}
+
+// releaseUnwanted gives back a lease granted to an acquire that gave up.
+func (b *Backend) releaseUnwanted(l *lease) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
+	defer cancel()
+	_ = l.Release(ctx)
+}
+
+// finish completes an acquire after the Mutex answered: it checks that the
+// session still lives and that its lease was confirmed recently enough to
+// be usable, and registers the lease. On any failure it deletes our key and
+// passes the turn on.
+func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrency.Mutex, key, name string, opts distlock.AcquireOptions, lockErr error) (*lease, error) {
+	if lockErr != nil {
+		if errors.Is(lockErr, concurrency.ErrLocked) {
+			b.passTurn(name, t) // TryLock deleted its key
+			return nil, fmt.Errorf("%w: etcdlock: held", distlock.ErrNotAcquired)
+		}
+		b.cleanup(t, s.keyOf(name))
+		b.passTurn(name, t)
+		if err := b.checkOpen(); err != nil {
+			return nil, err
+		}
+		switch {
+		case errors.Is(lockErr, errLeaseGone):
+			b.loseSession(s, errLeaseGone)
+		case errors.Is(lockErr, ErrSessionLost) && s.lostErr() == nil:
+			// The waiting key vanished: if the lease went with it, make
+			// sure the next acquire does not use this session.
+			cctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
+			_, _ = s.confirm(cctx, time.Now())
+			cancel()
+		}
+		return nil, lockErr
+	}
+	l := &lease{
+		b: b, s: s, t: t, key: key, name: name, etcdKey: m.Key(),
+		token:  uint64(ownerRevision(m)),
+		onLost: opts.OnLost,
+	}
+	// The issue of a Mutex reporting success on a session that already
+	// ended: whatever Lock said, the session must be live now, and its
+	// lease confirmed recently enough for the Client to use the grant.
+	v, err := s.confirm(ctx, time.Now().Add(-s.freshFor()))
+	if err == nil {
+		l.validity = v
+		b.mu.Lock()
+		t.holder = l // for Fence; cleared when the turn passes on
+		b.mu.Unlock()
+		err = s.add(l)
+	}
+	if err != nil {
+		b.cleanup(t, l.etcdKey)
+		b.passTurn(name, t)
+		if cerr := b.checkOpen(); cerr != nil {
+			return nil, cerr
+		}
+		switch lost := s.lostErr(); {
+		case lost != nil:
+			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", distlock.ErrUnavailable, lost)
+		case isDone(s.cs.Done()):
+			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", distlock.ErrUnavailable, ErrSessionLost)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// ownerRevision is the create revision the Mutex holds its key with.
+func ownerRevision(m *concurrency.Mutex) int64 {
+	cmp := m.IsOwner()
+	return cmp.GetCompare().GetCreateRevision()
+}
+
+// cleanup deletes one of our keys in etcd after a failed or abandoned
+// acquire. Only the holder of a name's turn creates keys under the name, so
+// the key is ours to delete. If etcd cannot be reached the key is recorded
+// as stale and deleted before the next try.
+func (b *Backend) cleanup(t *turn, key string) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
+	defer cancel()
+	if _, err := b.cli.Delete(ctx, key); err != nil {
+		b.mu.Lock()
+		t.stale = key
+		b.mu.Unlock()
+	}
+}
+
+// cleanStale deletes the key a failed release or acquire left behind, before
+// a new try creates one of the same name.
+func (b *Backend) cleanStale(ctx context.Context, t *turn) error {
+	b.mu.Lock()
+	stale := t.stale
+	b.mu.Unlock()
+	if stale == "" {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+	defer cancel()
+	if _, err := b.cli.Delete(rctx, stale); err != nil {
+		return b.sortErr(ctx, rctx, err)
+	}
+	b.mu.Lock()
+	if t.stale == stale {
+		t.stale = ""
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,105 @@
+package etcdlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// A holder whose lease ended while it was paused must not be able to write
+// after the next holder: a plain Put is accepted (the fault), a fenced
+// transaction is refused (the guard).
+func TestFencedTxnRefusesStaleHolder(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	ctx := testCtx(t)
+	const key, resource = "fenced", "resources/fenced"
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, e.Endpoints))
+	ca := newLockClient(t, ba, distlock.WithTTL(3*time.Second))
+	cb := newLockClient(t, bb, distlock.WithTTL(3*time.Second))
+	get := func() string {
+		t.Helper()
+		r, err := admin.Get(ctx, resource)
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("get %s: %v %v", resource, r, err)
+		}
+		return string(r.Kvs[0].Value)
+	}
+
+	la, err := ca.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ba.Txn(ctx, la, clientv3.OpPut(resource, "a1")); err != nil {
+		t.Fatalf("holder's fenced Txn: %v", err)
+	}
+	// A prepares a write, then pauses; meanwhile its lease ends in etcd
+	// (revoked here, as expiry would) and B takes the lock.
+	staleFence, err := ba.Fence(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokeHolder(t, admin, etcdlock.DefaultPrefix, key)
+	lb, err := cb.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d after %d", lb.Token(), la.Token())
+	}
+	if _, err := bb.Txn(ctx, lb, clientv3.OpPut(resource, "b")); err != nil {
+		t.Fatalf("new holder's fenced Txn: %v", err)
+	}
+
+	// A wakes up. Its fenced write is refused by etcd...
+	resp, err := ba.Client().Txn(ctx).If(staleFence).Then(clientv3.OpPut(resource, "a2")).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Succeeded {
+		t.Errorf("stale holder's fenced write was applied")
+	}
+	if v := get(); v != "b" {
+		t.Errorf("resource = %q after the stale fenced write, want %q", v, "b")
+	}
+	// ...and so is one through Txn, once A knows or not.
+	_, err = ba.Txn(ctx, la, clientv3.OpPut(resource, "a3"))
+	var fe *etcdlock.FenceError
+	if !errors.As(err, &fe) || !errors.Is(err, distlock.ErrLockLost) || !errors.Is(err, fence.ErrStaleToken) {
+		t.Errorf("stale holder's Txn: %v; want a FenceError matching ErrLockLost and fence.ErrStaleToken", err)
+	}
+	if v := get(); v != "b" {
+		t.Errorf("resource = %q after the stale Txn, want %q", v, "b")
+	}
+	// Baseline: without the fence, the stale write lands over B's.
+	if _, err := ba.Client().Put(ctx, resource, "a4"); err != nil {
+		t.Fatal(err)
+	}
+	if v := get(); v != "a4" {
+		t.Fatalf("the fault did not bite: a plain Put left %q", v)
+	}
+	t.Logf("baseline: the stale holder's plain Put overwrote the new holder's value")
+
+	// The new holder's fence still holds; a released lock has none.
+	if _, err := bb.Txn(ctx, lb, clientv3.OpPut(resource, "b2")); err != nil {
+		t.Errorf("new holder's fenced Txn: %v", err)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bb.Fence(lb); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Fence of a released lock: %v, want ErrLockLost", err)
+	}
+	if _, err := bb.Fence(la); !errors.Is(err, fence.ErrStaleToken) {
+		t.Errorf("Fence of another backend's lock: %v, want ErrStaleToken", err)
+	}
+	la.Release(ctx)
+}

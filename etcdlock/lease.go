@@ -1,0 +1,243 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock"
+)
+
+// maxTxnOps is the number of operations per transaction the Backend stays
+// under (etcd's --max-txn-ops defaults to 128).
+const maxTxnOps = 128
+
+// lease is one grant: our key under the lock name, attached to the
+// session's etcd lease. Its methods are safe for concurrent use.
+type lease struct {
+	b        *Backend
+	s        *session
+	t        *turn
+	key      string // as given to Acquire
+	name     string // the etcd lock name
+	etcdKey  string // name/<lease ID hex>
+	token    uint64 // the create revision of etcdKey
+	validity distlock.Validity
+	onLost   func(error)
+
+	turnEnded bool // guarded by b.mu
+
+	mu    sync.Mutex
+	state leaseState
+}
+
+type leaseState int
+
+const (
+	held           leaseState = iota
+	releaseUnknown            // a release was sent but its answer never came
+	ended                     // released or lost
+)
+
+var _ distlock.Lease = (*lease)(nil)
+
+// Token is the create revision of the lock's etcd key.
+func (l *lease) Token() uint64 { return l.token }
+
+// Key returns the key the lease was acquired for.
+func (l *lease) Key() string { return l.key }
+
+// Validity is the confirmation of the session's lease that the grant was
+// reported with.
+func (l *lease) Validity() distlock.Validity { return l.validity }
+
+// Refresh confirms the session's lease with one KeepAliveOnce sent after
+// the call began (shared with concurrent refreshes of the same session) and
+// checks that the lock key is still ours. The session's TTL applies: etcd
+// leases keep the TTL they were granted with, so ttl only has to be
+// positive.
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if ttl <= 0 {
+		return distlock.Validity{}, fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
+	}
+	res := l.b.refresh(ctx, l.s, []*lease{l}, time.Now())
+	return res[0].Validity, res[0].Err
+}
+
+// Release deletes the lock key if it is still ours. If it was gone (the
+// session's lease ended, or the key was deleted by someone else) it returns
+// an error matching distlock.ErrLockLost.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	st := l.state
+	l.mu.Unlock()
+	if st == ended {
+		return fmt.Errorf("%w: etcdlock: %q with token %d was already released or lost", distlock.ErrLockLost, l.key, l.token)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+	}
+	b := l.b
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+	defer cancel()
+	resp, err := b.cli.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.etcdKey), "=", int64(l.token))).
+		Then(clientv3.OpDelete(l.etcdKey)).
+		Commit()
+	if err != nil {
+		// The delete may or may not have happened. Let the next acquire
+		// of this name in this process delete the key first, so that the
+		// turn can move on while the caller retries.
+		l.mu.Lock()
+		if l.state == held {
+			l.state = releaseUnknown
+		}
+		l.mu.Unlock()
+		b.endTurn(l, l.etcdKey)
+		return b.sortErr(ctx, rctx, err)
+	}
+	l.mu.Lock()
+	prev := l.state
+	l.state = ended
+	l.mu.Unlock()
+	l.s.remove(l)
+	b.endTurn(l, "")
+	switch {
+	case resp.Succeeded:
+		return nil
+	case prev == releaseUnknown && l.s.lostErr() == nil:
+		return nil // the earlier attempt did delete it
+	case prev == ended:
+		return fmt.Errorf("%w: etcdlock: %q with token %d was lost while releasing", distlock.ErrLockLost, l.key, l.token)
+	}
+	return fmt.Errorf("%w: etcdlock: the key of %q with token %d was gone (its session's lease ended or the key was deleted)", distlock.ErrLockLost, l.key, l.token)
+}
+
+// lose ends the lease because the service no longer holds it, and tells
+// the holder, once.
+func (l *lease) lose(cause error) {
+	l.mu.Lock()
+	if l.state == ended {
+		l.mu.Unlock()
+		return
+	}
+	l.state = ended
+	l.mu.Unlock()
+	l.s.remove(l)
+	l.b.endTurn(l, "")
+	if l.onLost != nil {
+		l.onLost(fmt.Errorf("%w: %w", distlock.ErrLockLost, cause))
+	}
+}
+
+func (l *lease) ended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == ended
+}
+
+// RefreshAll implements distlock.BatchRefresher: one KeepAliveOnce per
+// session and one transaction reading the lock keys, in parallel, whatever
+// the number of leases. As with Refresh, the sessions' TTLs apply.
+func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+	start := time.Now()
+	res := make([]distlock.RefreshResult, len(leases))
+	bySession := map[*session][]int{}
+	for i, dl := range leases {
+		l, ok := dl.(*lease)
+		switch {
+		case !ok || l == nil || l.b != b:
+			res[i].Err = fmt.Errorf("%w: etcdlock: lease %T is not from this backend", distlock.ErrInvalidOption, dl)
+		case ttl <= 0:
+			res[i].Err = fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
+		default:
+			bySession[l.s] = append(bySession[l.s], i)
+		}
+	}
+	var wg sync.WaitGroup
+	for s, idx := range bySession {
+		wg.Go(func() {
+			ls := make([]*lease, len(idx))
+			for j, i := range idx {
+				ls[j] = leases[i].(*lease)
+			}
+			for j, r := range b.refresh(ctx, s, ls, start) {
+				res[idx[j]] = r
+			}
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// refresh confirms s's lease (with a request sent at or after start) and
+// checks that each lease's key is still its own.
+func (b *Backend) refresh(ctx context.Context, s *session, ls []*lease, start time.Time) []distlock.RefreshResult {
+	res := make([]distlock.RefreshResult, len(ls))
+	var live []int
+	for i, l := range ls {
+		if l.ended() {
+			res[i].Err = fmt.Errorf("%w: etcdlock: %q with token %d was released or lost", distlock.ErrLockLost, l.key, l.token)
+			continue
+		}
+		live = append(live, i)
+	}
+	if len(live) == 0 {
+		return res
+	}
+
+	var v distlock.Validity
+	var cerr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, cerr = s.confirm(ctx, start)
+	}()
+	present, kerr := b.readKeys(ctx, ls, live)
+	<-done
+
+	for _, i := range live {
+		l := ls[i]
+		switch {
+		case cerr != nil:
+			res[i].Err = cerr // lost with its session, or unavailable
+		case kerr != nil:
+			res[i].Err = kerr
+		case !present[i]:
+			cause := fmt.Errorf("etcdlock: the key of %q with token %d was deleted while its session lived", l.key, l.token)
+			l.lose(cause)
+			res[i].Err = fmt.Errorf("%w: %w", distlock.ErrLockLost, cause)
+		default:
+			res[i].Validity = v
+		}
+	}
+	return res
+}
+
+// readKeys reports, for each index in idx, whether ls[i]'s key still exists
+// with its token as create revision.
+func (b *Backend) readKeys(ctx context.Context, ls []*lease, idx []int) (map[int]bool, error) {
+	present := make(map[int]bool, len(idx))
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+	defer cancel()
+	for len(idx) > 0 {
+		n := min(len(idx), maxTxnOps)
+		ops := make([]clientv3.Op, n)
+		for j, i := range idx[:n] {
+			ops[j] = clientv3.OpGet(ls[i].etcdKey, clientv3.WithKeysOnly())
+		}
+		resp, err := b.cli.Txn(rctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, b.sortErr(ctx, rctx, err)
+		}
+		for j, i := range idx[:n] {
+			kvs := resp.Responses[j].GetResponseRange().GetKvs()
+			present[i] = len(kvs) == 1 && uint64(kvs[0].CreateRevision) == ls[i].token
+		}
+		idx = idx[n:]
+	}
+	return present, nil
+}

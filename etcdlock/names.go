@@ -1,0 +1,163 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock"
+)
+
+// DefaultPrefix is the prefix of every lock name when WithPrefix is not
+// given.
+const DefaultPrefix = "distlock/"
+
+// ownerDir is the part of the prefix under which sessions record their
+// owner: "<prefix>%00/<lease ID in hex>". No lock name can start with it,
+// since keys never contain NUL and escaping never writes "%00".
+const ownerDir = "%00/"
+
+// LockName returns the etcd lock name of key under prefix: prefix followed
+// by key with every "%" written as "%25" and every "/" as "%2F". It is the
+// NAME to give `etcdctl lock NAME` to contend for the same lock; the keys of
+// the holder and the waiters are NAME + "/" + their lease ID in lowercase
+// hex, the holder being the one created first.
+//
+// Escaping "/" keeps the keys of one lock out of every other lock's range
+// ("a" and "a/b" are "a" and "a%2Fb"), and escaping "%" keeps the mapping
+// one-to-one ("a/b" and "a%2Fb" are "a%2Fb" and "a%252Fb").
+func LockName(prefix, key string) string { return prefix + escapeKey(key) }
+
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%/") {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+var unescaper = strings.NewReplacer("%2F", "/", "%25", "%")
+
+func unescapeKey(name string) string { return unescaper.Replace(name) }
+
+// LockName returns the etcd lock name of key for this Backend:
+// LockName(prefix, key) with the Backend's prefix.
+func (b *Backend) LockName(key string) string { return LockName(b.cfg.prefix, key) }
+
+// Prefix returns the prefix of the Backend's lock names.
+func (b *Backend) Prefix() string { return b.cfg.prefix }
+
+// List implements distlock.Lister: it reads every lock key under the
+// Backend's prefix whose key starts with prefix, and reports for each lock
+// name the key created first (the holder), its create revision as the
+// token, the owner its session recorded, and when its lease expires unless
+// kept alive. Locks taken with `etcdctl lock` under the prefix are listed
+// too, without an owner. Since is not known to etcd and is left zero.
+func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, b.cfg.prefix+escapeKey(prefix), clientv3.WithPrefix())
+	if err != nil {
+		return nil, b.sortErr(ctx, rctx, err)
+	}
+	owners := map[int64]string{}
+	first := map[string]int{} // lock name -> index in resp.Kvs of its first key
+	for i, kv := range resp.Kvs {
+		k := string(kv.Key)[len(b.cfg.prefix):]
+		if rest, ok := strings.CutPrefix(k, ownerDir); ok {
+			if id, err := strconv.ParseInt(rest, 16, 64); err == nil {
+				owners[id] = string(kv.Value)
+			}
+			continue
+		}
+		slash := strings.LastIndexByte(k, '/')
+		if slash <= 0 {
+			continue // not a lock key
+		}
+		name := k[:slash]
+		if j, ok := first[name]; !ok || kv.CreateRevision < resp.Kvs[j].CreateRevision {
+			first[name] = i
+		}
+	}
+	// The owner keys of sessions were outside the range when prefix was
+	// not empty; read those of the holders.
+	if prefix != "" && len(first) > 0 {
+		ors, err := b.cli.Get(rctx, b.cfg.prefix+ownerDir, clientv3.WithPrefix())
+		if err != nil {
+			return nil, b.sortErr(ctx, rctx, err)
+		}
+		for _, kv := range ors.Kvs {
+			if id, err := strconv.ParseInt(string(kv.Key)[len(b.cfg.prefix)+len(ownerDir):], 16, 64); err == nil {
+				owners[id] = string(kv.Value)
+			}
+		}
+	}
+
+	holders := make([]distlock.Holder, 0, len(first))
+	leases := map[int64][]int{} // lease ID -> indexes in holders
+	for name, i := range first {
+		kv := resp.Kvs[i]
+		holders = append(holders, distlock.Holder{
+			Key:   unescapeKey(name),
+			Token: uint64(kv.CreateRevision),
+			Owner: owners[kv.Lease],
+		})
+		if kv.Lease != 0 {
+			leases[kv.Lease] = append(leases[kv.Lease], len(holders)-1)
+		}
+	}
+	b.fillExpiry(rctx, holders, leases)
+	slices.SortFunc(holders, func(a, b distlock.Holder) int { return strings.Compare(a.Key, b.Key) })
+	return holders, nil
+}
+
+// fillExpiry asks etcd how long each holder's lease has left. A lease whose
+// time cannot be read leaves Expires zero: List is informational.
+func (b *Backend) fillExpiry(ctx context.Context, holders []distlock.Holder, leases map[int64][]int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for id, idx := range leases {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sent := time.Now()
+			r, err := b.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+			if err != nil || r.TTL < 0 {
+				return
+			}
+			exp := sent.Add(time.Duration(r.TTL) * time.Second)
+			mu.Lock()
+			for _, i := range idx {
+				holders[i].Expires = exp
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// ownerKey is where a session records its owner.
+func (b *Backend) ownerKey(id clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%s%x", b.cfg.prefix, ownerDir, int64(id))
+}

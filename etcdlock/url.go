@@ -1,0 +1,284 @@
+package etcdlock
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/distlock"
+)
+
+// DefaultDialTimeout bounds how long OpenURL waits for etcd when the URL
+// gives no dial_timeout.
+const DefaultDialTimeout = 5 * time.Second
+
+// defaultPort is etcd's client port.
+const defaultPort = "2379"
+
+// OpenURL opens a Backend on the etcd cluster that rawURL names, with a
+// client of its own that the Backend's Close closes. The forms are:
+//
+//	etcd://HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS]
+//	etcds://...                          the same over TLS
+//	etcd://USER:PASSWORD@HOST...         etcd authentication
+//
+// PORT defaults to 2379; IPv6 hosts are written in brackets. PREFIX is the
+// lock name prefix (WithPrefix), percent-decoded ("@" must be written %40),
+// with a "/" added if it does not end with one; it defaults to
+// DefaultPrefix. USER and PASSWORD are percent-decoded. PARAMS are:
+//
+//	ca=FILE               PEM CA bundle to verify the servers (implies TLS)
+//	cert=FILE&key=FILE    client certificate and key, PEM (imply TLS)
+//	dial_timeout=DURATION how long to wait for etcd (default 5s)
+//	request_timeout=DURATION see WithRequestTimeout (default 5s)
+//
+// Over TLS without ca, the system's roots verify the servers. Unknown
+// parameters are refused. The connection is made lazily, except that with
+// a user name the credentials are checked at once, within the dial timeout
+// (and ctx's deadline, if sooner).
+//
+// Errors never contain the password, nor the URL (which may hold it).
+// A malformed URL returns an error matching distlock.ErrInvalidOption.
+func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < u.dialTimeout {
+		u.dialTimeout = max(time.Until(d), time.Millisecond)
+	}
+	cfg := clientv3.Config{
+		Endpoints:   u.endpoints,
+		DialTimeout: u.dialTimeout,
+		Username:    u.user,
+		Password:    u.password,
+		TLS:         u.tls,
+		Logger:      zap.NewNop(),
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		err = scrub(err, u.password)
+		if permanent(err) {
+			return nil, fmt.Errorf("etcdlock: connect to %s: %w", u.hosts, err)
+		}
+		return nil, fmt.Errorf("%w: etcdlock: connect to %s: %w", distlock.ErrUnavailable, u.hosts, err)
+	}
+	b, err := New(cli, WithPrefix(u.prefix), WithRequestTimeout(u.requestTimeout))
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	b.ownsCli = true
+	return b, nil
+}
+
+type etcdURL struct {
+	hosts          string // for messages: the host list, without credentials
+	endpoints      []string
+	user, password string
+	prefix         string
+	tls            *tls.Config
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
+}
+
+// parseURL parses an etcd URL by hand rather than with net/url, whose
+// errors quote the whole URL, password included, and which does not take
+// a list of hosts.
+func parseURL(raw string) (*etcdURL, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: etcdlock: URL: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, bad("want etcd://HOST[:PORT][,...][/PREFIX] or etcds://...")
+	}
+	u := &etcdURL{dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
+	var useTLS bool
+	switch strings.ToLower(scheme) {
+	case "etcd":
+	case "etcds":
+		useTLS = true
+	default:
+		return nil, bad("scheme must be etcd or etcds")
+	}
+
+	// The authority ends at the first "/" or "?" after the user
+	// information, so that a password with a "/" is not mistaken for a
+	// host (and quoted in an error). A prefix with "@" must write it %40.
+	start := 0
+	if at := strings.LastIndexByte(strings.SplitN(rest, "?", 2)[0], '@'); at >= 0 {
+		start = at + 1
+	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest[start:], "/?"); i >= 0 {
+		authority, tail = rest[:start+i], rest[start+i:]
+	}
+	path, query, _ := strings.Cut(tail, "?")
+
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		info := authority[:at]
+		authority = authority[at+1:]
+		user, pass, hasPass := strings.Cut(info, ":")
+		var err1, err2 error
+		u.user, err1 = url.PathUnescape(user)
+		u.password, err2 = url.PathUnescape(pass)
+		switch {
+		case err1 != nil || err2 != nil:
+			return nil, bad("bad percent-encoding in the user information")
+		case u.user == "":
+			return nil, bad("empty user name")
+		case !hasPass || u.password == "":
+			return nil, bad("user %q has no password", u.user)
+		}
+	}
+
+	if authority == "" {
+		return nil, bad("no host")
+	}
+	scheme = "http://"
+	if useTLS {
+		scheme = "https://"
+	}
+	var hosts []string
+	for _, h := range strings.Split(authority, ",") {
+		hp, err := hostPort(h)
+		if err != nil {
+			return nil, bad("host %q: %v", h, err)
+		}
+		hosts = append(hosts, hp)
+		u.endpoints = append(u.endpoints, scheme+hp)
+	}
+	u.hosts = strings.Join(hosts, ",")
+
+	if p := strings.TrimPrefix(path, "/"); p != "" {
+		p, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, bad("bad percent-encoding in the prefix")
+		}
+		if !strings.HasSuffix(p, "/") {
+			p += "/"
+		}
+		u.prefix = p
+	}
+
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, bad("bad query parameters")
+	}
+	var ca, cert, key string
+	for k, vs := range params {
+		v := vs[len(vs)-1]
+		switch k {
+		case "ca":
+			ca = v
+		case "cert":
+			cert = v
+		case "key":
+			key = v
+		case "dial_timeout", "request_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, bad("%s=%q is not a positive duration", k, v)
+			}
+			if k == "dial_timeout" {
+				u.dialTimeout = d
+			} else {
+				u.requestTimeout = d
+			}
+		default:
+			return nil, bad("unknown parameter %q (known: ca, cert, key, dial_timeout, request_timeout)", k)
+		}
+	}
+	if ca != "" || cert != "" || key != "" {
+		if !useTLS {
+			useTLS = true
+			for i, e := range u.endpoints {
+				u.endpoints[i] = "https://" + strings.TrimPrefix(e, "http://")
+			}
+		}
+	}
+	if useTLS {
+		if u.tls, err = tlsConfig(ca, cert, key); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// hostPort validates "host[:port]" and adds the default port.
+func hostPort(h string) (string, error) {
+	if h == "" {
+		return "", errors.New("empty")
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		// No port: "host", or "[v6]".
+		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defaultPort
+		if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
+			return "", errors.New("write it host:port, with IPv6 addresses in brackets")
+		}
+	}
+	if host == "" {
+		return "", errors.New("empty host name")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return "", fmt.Errorf("bad port %q", port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func tlsConfig(ca, cert, key string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%w: etcdlock: CA file: %w", distlock.ErrInvalidOption, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: etcdlock: CA file %s holds no PEM certificate", distlock.ErrInvalidOption, ca)
+		}
+	}
+	switch {
+	case cert != "" && key != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: etcdlock: client certificate: %w", distlock.ErrInvalidOption, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	case cert != "" || key != "":
+		return nil, fmt.Errorf("%w: etcdlock: URL: cert and key go together", distlock.ErrInvalidOption)
+	}
+	return cfg, nil
+}
+
+// scrub hides secret in err's message, keeping err's chain for errors.Is.
+func scrub(err error, secret string) error {
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &scrubbed{err: err, msg: strings.ReplaceAll(err.Error(), secret, "xxxxx")}
+}
+
+type scrubbed struct {
+	err error
+	msg string
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }

@@ -1,0 +1,149 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+func TestParseURL(t *testing.T) {
+	for raw, want := range map[string]etcdlock.ParsedURL{
+		"etcd://h1":                             {Endpoints: []string{"http://h1:2379"}, Prefix: "distlock/"},
+		"etcd://h1:1234,h2,[::1]:99,[fe80::1]/": {Endpoints: []string{"http://h1:1234", "http://h2:2379", "http://[::1]:99", "http://[fe80::1]:2379"}, Prefix: "distlock/"},
+		"etcd://h1/app/locks":                   {Endpoints: []string{"http://h1:2379"}, Prefix: "app/locks/"},
+		"etcd://h1/a%20b%40c/":                  {Endpoints: []string{"http://h1:2379"}, Prefix: "a b@c/"},
+		"etcds://h1:2379":                       {Endpoints: []string{"https://h1:2379"}, Prefix: "distlock/", TLS: true},
+		"etcd://u%3Ax:p%2Fw@h1":                 {Endpoints: []string{"http://h1:2379"}, Prefix: "distlock/", User: "u:x", Password: "p/w"},
+		"etcd://u:p/w@h1/x":                     {Endpoints: []string{"http://h1:2379"}, Prefix: "x/", User: "u", Password: "p/w"},
+		"etcd://h1?dial_timeout=1s&request_timeout=250ms": {Endpoints: []string{"http://h1:2379"}, Prefix: "distlock/",
+			DialTimeout: time.Second, RequestTimeout: 250 * time.Millisecond},
+	} {
+		got, err := etcdlock.ParseURL(raw)
+		if err != nil {
+			t.Errorf("ParseURL(%q): %v", raw, err)
+			continue
+		}
+		if want.DialTimeout == 0 {
+			want.DialTimeout = etcdlock.DefaultDialTimeout
+		}
+		if want.RequestTimeout == 0 {
+			want.RequestTimeout = etcdlock.DefaultRequestTimeout
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseURL(%q) =\n%+v, want\n%+v", raw, got, want)
+		}
+	}
+}
+
+// Malformed URLs get a clear error matching ErrInvalidOption, and no error
+// ever shows the password.
+func TestOpenURLErrorsHideThePassword(t *testing.T) {
+	const pw = "s3cr3t-Pw"
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
+	ctx := testCtx(t)
+	for _, raw := range []string{
+		"redis://u:" + pw + "@h1",
+		"u:" + pw + "@h1",
+		"etcd://u:" + pw + "@",
+		"etcd://u:" + pw + "@h1:notaport",
+		"etcd://u:" + pw + "@h1:70000",
+		"etcd://u:" + pw + "@h1,,h2",
+		"etcd://u:" + pw + "@::1",
+		"etcd://u:" + pw + "@h1/%zz",
+		"etcd://u:" + pw + "%zz@h1",
+		"etcd://:" + pw + "@h1",
+		"etcd://u:" + pw + "@h1?bogus=1",
+		"etcd://u:" + pw + "@h1?dial_timeout=soon",
+		"etcd://u:" + pw + "@h1?%zz",
+		"etcd://u:" + pw + "@h1?cert=/nonexistent",
+		"etcd://u:" + pw + "@h1?ca=/nonexistent",
+		"etcd://u:" + pw + "@h1?ca=" + notPEM,
+		"etcd://u:" + pw + "/x@h1:bad",
+	} {
+		b, err := etcdlock.OpenURL(ctx, raw)
+		if err == nil {
+			b.Close()
+			t.Errorf("OpenURL(%q) succeeded", raw)
+			continue
+		}
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("OpenURL(%q): %v, want ErrInvalidOption", raw, err)
+		}
+		if strings.Contains(err.Error(), pw) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("OpenURL(%q): the error shows the password: %v", raw, err)
+		}
+	}
+}
+
+// OpenURL against a real etcd with authentication: a wrong password is
+// refused without showing it, the right one works, and the path sets the
+// prefix.
+func TestOpenURLAuth(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	const pw = "r00t-Secret"
+	e.Ctl(t, "user", "add", "root:"+pw)
+	e.Ctl(t, "auth", "enable")
+	ctx := testCtx(t)
+	host := strings.TrimPrefix(e.Endpoints[0], "http://")
+
+	_, err := etcdlock.OpenURL(ctx, "etcd://root:wrong-"+pw+"@"+host+"?dial_timeout=5s")
+	if err == nil {
+		t.Fatal("OpenURL with a wrong password succeeded")
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("error shows the password: %v", err)
+	}
+	if errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("a wrong password is not worth retrying, got %v", err)
+	}
+	t.Logf("wrong password: %v", err)
+
+	b, err := etcdlock.OpenURL(ctx, "etcd://root:"+pw+"@"+host+"/auth-test/locks")
+	if err != nil {
+		t.Fatalf("OpenURL: %v", err)
+	}
+	defer b.Close()
+	if b.Prefix() != "auth-test/locks/" {
+		t.Errorf("prefix %q", b.Prefix())
+	}
+	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	resp, err := b.Client().Get(ctx, "auth-test/locks/k/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("lock key under the URL's prefix: %v, %v", resp, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Error(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := b.Client().Get(ctx, "x"); err == nil {
+		t.Errorf("the client OpenURL created is still open after Close")
+	}
+
+	// Unreachable: fails in bounded time with ErrUnavailable.
+	b2, err := etcdlock.OpenURL(ctx, "etcd://127.0.0.1:"+itoa(testserver.FreePort(t))+"?request_timeout=300ms")
+	if err != nil {
+		t.Fatalf("OpenURL of a closed port: %v (the client dials lazily)", err)
+	}
+	defer b2.Close()
+	if _, err := b2.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire from an unreachable etcd: %v, want ErrUnavailable", err)
+	}
+}
