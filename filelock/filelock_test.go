@@ -1,0 +1,441 @@
+package filelock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/filelock"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		helperMain()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// newBackend returns a Backend over dir.
+func newBackend(t testing.TB, dir string, opts ...filelock.Option) *filelock.Backend {
+	t.Helper()
+	b, err := filelock.New(dir, opts...)
+	if err != nil {
+		t.Fatalf("New(%q): %v", dir, err)
+	}
+	return b
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func acquire(t *testing.T, b distlock.Backend, key string) distlock.Lease {
+	t.Helper()
+	l, err := b.Acquire(ctxFor(t), key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	return l
+}
+
+func tryAcquire(b distlock.Backend, key string) (distlock.Lease, error) {
+	return b.Acquire(context.Background(), key, distlock.AcquireOptions{TTL: time.Minute})
+}
+
+func release(t *testing.T, l distlock.Lease) {
+	t.Helper()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// The conformance suite, every simulated process a Backend of its own on one
+// directory. filelock's grants have no TTL and cannot be revoked (a flock
+// cannot be taken from a live process), so the suite checks that they do
+// not lapse and skips the tests that need a grant to be dropped; crash_test
+// covers a holder's death with real processes.
+func TestConformance(t *testing.T) {
+	dir := t.TempDir()
+	distlocktest.Run(t, func(t *testing.T) distlock.Backend {
+		return newBackend(t, dir)
+	}, distlocktest.WithTTL(time.Second))
+}
+
+// A grant has no time bound: TTL 0, no local deadline, kept without renewal.
+func TestUnboundedGrant(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	l := acquire(t, b, "k")
+	if v := l.Validity(); v.TTL != 0 || v.Sent.IsZero() {
+		t.Errorf("Validity() = %+v, want TTL 0 and a send time", v)
+	}
+	v, err := l.Refresh(context.Background(), time.Second)
+	if err != nil || v.TTL != 0 {
+		t.Errorf("Refresh: %+v, %v; want TTL 0", v, err)
+	}
+	release(t, l)
+
+	c, err := distlock.New(newBackend(t, dir), distlock.WithTTL(50*time.Millisecond), distlock.WithoutRenewal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	lock, err := c.Acquire(ctxFor(t), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := lock.Deadline(); ok {
+		t.Errorf("Deadline() = %v, true; want none for an unbounded grant", d)
+	}
+	if _, err := tryAcquire(newBackend(t, dir), "k"); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("TryAcquire of a key held without renewal: %v, want ErrNotAcquired", err)
+	}
+	if err := lock.Release(context.Background()); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+// flock locks belong to the open file description: two acquisitions in one
+// process exclude each other, through one Backend or two.
+func TestOneProcessTwoAcquisitions(t *testing.T) {
+	dir := t.TempDir()
+	b1, b2 := newBackend(t, dir), newBackend(t, dir)
+	l := acquire(t, b1, "k")
+	if _, err := tryAcquire(b1, "k"); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("same Backend: %v, want ErrNotAcquired", err)
+	}
+	if _, err := tryAcquire(b2, "k"); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("second Backend in the same process: %v, want ErrNotAcquired", err)
+	}
+	// The kernel itself refuses a third open of the file in this process.
+	f, err := os.Open(b1.Path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("flock on another open of the lock file: %v, want EWOULDBLOCK", err)
+	}
+	release(t, l)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Errorf("flock after release: %v", err)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	release(t, acquire(t, b2, "k"))
+}
+
+// Tokens start at 1 and keep increasing across Backends (processes).
+func TestTokensAcrossBackends(t *testing.T) {
+	dir := t.TempDir()
+	for want := uint64(1); want <= 5; want++ {
+		l := acquire(t, newBackend(t, dir), "jobs/nightly")
+		if l.Token() != want {
+			t.Errorf("token %d, want %d", l.Token(), want)
+		}
+		release(t, l)
+	}
+}
+
+// A write torn by a crash concerns a token never handed out; the other slot
+// still has the last one granted.
+func TestTornCounterWrite(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	for range 3 {
+		release(t, acquire(t, b, "k"))
+	}
+	// Token 4 would go to slot 0 (bytes 0-15): tear it.
+	tear(t, b.Path("k"), 0)
+	l := acquire(t, b, "k")
+	if l.Token() != 4 {
+		t.Errorf("token after a torn write of 4: %d, want 4", l.Token())
+	}
+	release(t, l)
+
+	// Both slots unreadable: refused, not guessed, and not retried as transient.
+	tear(t, b.Path("k"), 0)
+	tear(t, b.Path("k"), 16)
+	_, err := tryAcquire(b, "k")
+	if !errors.Is(err, filelock.ErrCorruptCounter) || errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Acquire with a corrupt counter: %v, want ErrCorruptCounter", err)
+	}
+	// Nothing is left held: the gate and the flock were given back.
+	f, err := os.Open(b.Path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Errorf("lock file still locked after the refused acquire: %v", err)
+	}
+}
+
+func tear(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("torn-write-garba"), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Keys map to files inside the directory only, one file per key.
+func TestKeyFileNames(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "locks")
+	b := newBackend(t, dir)
+	long := strings.Repeat("é", distlock.MaxKeyLen/2)
+	names := map[string]string{
+		"jobs/nightly":     "jobs%2Fnightly.lock",
+		"A":                "%41.lock",
+		"a":                "a.lock",
+		"%41":              "%2541.lock",
+		".":                "%2E.lock",
+		"..":               "%2E..lock",
+		".hidden":          "%2Ehidden.lock",
+		"a.b-c_d":          "a.b-c_d.lock",
+		"../../etc/passwd": "%2E.%2F..%2Fetc%2Fpasswd.lock",
+		"x.lock":           "x.lock.lock",
+		"~":                "%7E.lock",
+	}
+	var held []distlock.Lease
+	for key, want := range names {
+		if got := filepath.Base(b.Path(key)); got != want {
+			t.Errorf("file of %q = %q, want %q", key, got, want)
+		}
+		held = append(held, acquire(t, b, key))
+	}
+	if base := filepath.Base(b.Path(long)); !strings.HasPrefix(base, "~sha256-") || len(base) > 255 {
+		t.Errorf("file of a long key = %q, want a hashed name", base)
+	}
+	held = append(held, acquire(t, b, long))
+	hs, err := b.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != len(held) {
+		t.Errorf("List: %d holders, want %d", len(hs), len(held))
+	}
+	found := false
+	for _, h := range hs {
+		found = found || h.Key == long
+	}
+	if !found {
+		t.Errorf("List does not report the long key by its full name: %+v", hs)
+	}
+	for _, l := range held {
+		release(t, l)
+	}
+	// Nothing was created outside the directory, and no subdirectory in it.
+	if es, _ := os.ReadDir(root); len(es) != 1 {
+		t.Errorf("files next to the lock directory: %v", es)
+	}
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".lock") {
+			t.Errorf("unexpected entry %q in the lock directory after release", e.Name())
+		}
+	}
+	if len(es) != len(held) {
+		t.Errorf("%d lock files for %d keys", len(es), len(held))
+	}
+}
+
+// List reports holders with their token and owner, by prefix.
+func TestList(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	before := time.Now()
+	l, err := b.Acquire(ctxFor(t), "jobs/a", distlock.AcquireOptions{TTL: time.Minute, Owner: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, acquire(t, b, "jobs/b")) // held once, not now
+	other := acquire(t, b, "other")
+	hs, err := newBackend(t, dir).List(context.Background(), "jobs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 || hs[0].Key != "jobs/a" || hs[0].Token != l.Token() || hs[0].Owner != "tester" ||
+		hs[0].Since.Before(before.Add(-time.Second)) || !hs[0].Expires.IsZero() {
+		t.Errorf("List(jobs/) = %+v; want jobs/a with token %d, owner tester, no expiry", hs, l.Token())
+	}
+	release(t, l)
+	release(t, other)
+	if hs, err := b.List(context.Background(), ""); err != nil || len(hs) != 0 {
+		t.Errorf("List after release = %+v, %v; want none", hs, err)
+	}
+}
+
+// Removing a held lock file lets another process in (the documented hazard);
+// the holder's next refresh reports the loss, its release leaves the new
+// holder alone, and the Client cancels the lock.
+func TestLockFileRemovedWhileHeld(t *testing.T) {
+	dir := t.TempDir()
+	ba, bb, bc := newBackend(t, dir), newBackend(t, dir), newBackend(t, dir)
+	la := acquire(t, ba, "k")
+	if err := os.Remove(ba.Path("k")); err != nil {
+		t.Fatal(err)
+	}
+	lb := acquire(t, bb, "k") // the fault bites: a second holder
+	if _, err := la.Refresh(context.Background(), time.Minute); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Refresh after the lock file was removed: %v, want ErrLockLost", err)
+	}
+	if err := la.Release(context.Background()); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release after the lock file was removed: %v, want ErrLockLost", err)
+	}
+	if _, err := tryAcquire(bc, "k"); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("third acquire while the new holder holds: %v, want ErrNotAcquired", err)
+	}
+	if hs, _ := bc.List(context.Background(), "k"); len(hs) != 1 || hs[0].Token != lb.Token() {
+		t.Errorf("List = %+v, want the new holder (token %d)", hs, lb.Token())
+	}
+	release(t, lb)
+
+	// Through a Client, which refreshes every TTL/3: the lock ends.
+	c, err := distlock.New(ba, distlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	lock, err := c.Acquire(ctxFor(t), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ba.Path("k")+".new", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(ba.Path("k")+".new", ba.Path("k")); err != nil { // replace it
+		t.Fatal(err)
+	}
+	select {
+	case <-lock.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("lock not cancelled after its lock file was replaced")
+	}
+	if !errors.Is(lock.Err(), distlock.ErrLockLost) {
+		t.Errorf("Err() = %v, want ErrLockLost", lock.Err())
+	}
+	if err := lock.Release(context.Background()); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release of the lost lock: %v, want ErrLockLost", err)
+	}
+	release(t, acquire(t, bb, "k"))
+}
+
+// A waiter whose context ends returns at once, holding nothing.
+func TestCancelledWaiterHoldsNothing(t *testing.T) {
+	dir := t.TempDir()
+	ba, bb := newBackend(t, dir), newBackend(t, dir)
+	la := acquire(t, ba, "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := bb.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		errc <- err
+	}()
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Acquire: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancelled Acquire did not return")
+	}
+	release(t, la)
+	release(t, acquire(t, ba, "k"))
+	release(t, acquire(t, bb, "k"))
+}
+
+func TestNewAndOpenURL(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	for raw, want := range map[string]string{
+		"file://" + dir:                     dir,
+		"file://localhost" + dir:            dir,
+		"file://" + dir + "/with%20space/x": filepath.Join(dir, "with space", "x"),
+	} {
+		b, err := filelock.OpenURL(ctx, raw)
+		if err != nil {
+			t.Errorf("OpenURL(%q): %v", raw, err)
+			continue
+		}
+		if want != "" && b.Dir() != want {
+			t.Errorf("OpenURL(%q).Dir() = %q, want %q", raw, b.Dir(), want)
+		}
+	}
+	t.Chdir(dir)
+	if b, err := filelock.OpenURL(ctx, "file:rel/locks"); err != nil || b.Dir() != filepath.Join(dir, "rel", "locks") {
+		t.Errorf("OpenURL(file:rel/locks) in %s: %v", dir, err)
+	}
+	for _, raw := range []string{
+		"file://otherhost/x", "file:///x?poll=1s", "file:///x#frag", "redis://h", "file://u:pw@/x", "file://%zz/x",
+	} {
+		_, err := filelock.OpenURL(ctx, raw)
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("OpenURL(%q): %v, want ErrInvalidOption", raw, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw") {
+			t.Errorf("OpenURL(%q) error shows the password: %v", raw, err)
+		}
+	}
+
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o600)
+	if _, err := filelock.New(file); err == nil {
+		t.Errorf("New on a regular file succeeded")
+	}
+	if _, err := filelock.New(dir, filelock.WithPollInterval(0)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("New with poll interval 0: %v", err)
+	}
+	if _, err := filelock.New(dir, filelock.WithFileMode(0o400)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("New with file mode 0400: %v", err)
+	}
+}
+
+func TestDefaultDir(t *testing.T) {
+	run := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", run)
+	want := filepath.Join(run, "distlock")
+	if got := filelock.DefaultDir(); got != want {
+		t.Fatalf("DefaultDir() = %q, want %q", got, want)
+	}
+	b, err := filelock.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(want)
+	if err != nil || fi.Mode().Perm() != 0o700 || b.Dir() != want {
+		t.Errorf("default directory %v, %v; want mode 0700 at %s", fi.Mode(), err, want)
+	}
+	release(t, acquire(t, b, "k"))
+	// A default directory others can enter is refused.
+	os.Chmod(want, 0o755)
+	if _, err := filelock.New(""); err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("New with a world-readable default directory: %v", err)
+	}
+	os.Chmod(want, 0o700)
+
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	if got := filelock.DefaultDir(); !strings.HasPrefix(got, os.TempDir()) || !strings.Contains(got, "distlock-") {
+		t.Errorf("DefaultDir() without XDG_RUNTIME_DIR = %q", got)
+	}
+}

@@ -1,0 +1,12 @@
+//go:build darwin || freebsd || netbsd || openbsd || dragonfly
+
+package filelock
+
+// watcher is a no-op where inotify does not exist: waiters poll.
+type watcher struct{}
+
+type subscription struct{ C chan struct{} }
+
+func (w *watcher) subscribe(string) *subscription { return nil }
+
+func (s *subscription) close() {}
