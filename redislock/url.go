@@ -13,6 +13,11 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// OpenTimeout bounds the PING with which OpenURL checks the server, so that
+// an unreachable server (or a Sentinel set that cannot name a master) fails
+// promptly instead of after go-redis's own dial retries.
+const OpenTimeout = 5 * time.Second
+
 // OpenURL connects to the Redis named by rawURL, checks it answers PING, and
 // returns a Backend over it whose Close also closes the connection. Forms:
 //
@@ -100,7 +105,9 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		_ = client.Close()
 		return nil, fail(distlock.ErrInvalidOption, "options", b.err)
 	}
-	if err := client.Ping(ctx).Err(); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, OpenTimeout)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
 		_ = client.Close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))

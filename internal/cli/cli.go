@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time (-ldflags "-X .../internal/cli.version=v1.2.3");
+// otherwise the module version from the build information is used.
+var version string
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// Option configures one Run.
+type Option func(*runner)
+
+// WithStdio sets the standard streams of distlock and of the commands it
+// runs. Default: the process's own.
+func WithStdio(stdin io.Reader, stdout, stderr io.Writer) Option {
+	return func(r *runner) { r.stdin, r.stdout, r.stderr = stdin, stdout, stderr }
+}
+
+// WithGetenv sets how distlock reads its environment (DISTLOCK_BACKEND).
+// Default: os.Getenv. Commands run by `distlock run` get the process's own
+// environment either way.
+func WithGetenv(getenv func(string) string) Option { return func(r *runner) { r.getenv = getenv } }
+
+// WithOpener adds (or replaces) the opener of a URL scheme for one Run, for
+// example to run distlock in-process over a test backend. Default: the
+// schemes wired into this build.
+func WithOpener(scheme string, open Opener) Option {
+	return func(r *runner) { r.openers[scheme] = open }
+}
+
+// runner is one invocation of distlock.
+type runner struct {
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	getenv  func(string) string
+	openers map[string]Opener
+
+	// Global flags.
+	backendURL string
+	verbose    bool
+	log        *slog.Logger
+}
+
+// Run runs the distlock command line args (without the program name) and
+// returns the exit code; see the table at ExitOK. It never calls os.Exit
+// and may be called several times, also concurrently, in one process,
+// although the signals it forwards are the process's.
+func Run(ctx context.Context, args []string, opts ...Option) int {
+	r := &runner{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
+		openers: maps.Clone(registry)}
+	for _, o := range opts {
+		o(r)
+	}
+	root := r.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(r.stdin)
+	root.SetOut(r.stdout)
+	root.SetErr(r.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	code, msg, usage := codeOf(err)
+	if msg != "" {
+		fmt.Fprintf(r.stderr, "distlock: %s\n", strings.TrimPrefix(msg, "distlock: "))
+		if usage && cmd != nil {
+			fmt.Fprintf(r.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+	}
+	return code
+}
+
+func (r *runner) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "distlock",
+		Short: "Run commands under locks that stay safe when things go wrong",
+		Long: `distlock runs a command while holding a lock, on this host (the default,
+file://) or on a lock service, and gives the command the lock's fencing token.
+
+Exit codes: 64 usage, 69 lock service failed, 75 lock not acquired (held or
+timed out), 76 lock lost while the command ran; otherwise the command's own
+status, 126/127 when it cannot be run, 128+n when killed by signal n.`,
+		Version:       versionString(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(r.stderr)
+			cmd.Help()
+			return exitWith(usagef("a command is required (run or status)"))
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("backend") {
+				r.backendURL = r.getenv("DISTLOCK_BACKEND")
+			}
+			level := slog.LevelWarn
+			if r.verbose {
+				level = slog.LevelDebug
+			}
+			r.log = slog.New(slog.NewTextHandler(r.stderr, &slog.HandlerOptions{Level: level}))
+			return nil
+		},
+	}
+	root.SetVersionTemplate("distlock {{.Version}}\n")
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&r.backendURL, "backend", "",
+		"lock service URL (default $DISTLOCK_BACKEND, else file:// in the per-user lock directory)")
+	pf.BoolVarP(&r.verbose, "verbose", "v", false, "log what distlock does to standard error")
+	root.AddCommand(r.runCommand(), r.statusCommand())
+	return root
+}

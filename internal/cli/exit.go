@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock"
+)
+
+// Exit codes of the distlock command. This table is the one place they are
+// defined; the package documentation repeats it for users.
+//
+//	0       success (run: the command exited 0)
+//	1-125   run: the command's own exit status
+//	64      usage: bad flags or arguments, an invalid key or --ttl, an
+//	        unknown, reserved or malformed backend URL, a backend that
+//	        cannot list holders
+//	69      the lock service failed or could not be reached
+//	70      internal error
+//	75      the lock was not acquired: held (--no-wait) or --timeout passed
+//	76      run: the lock was lost while the command ran; the command was
+//	        terminated (SIGTERM, then SIGKILL after --grace)
+//	126     run: the command could not be executed
+//	127     run: the command was not found
+//	128+n   run: the command was killed by signal n, or distlock was
+//	        interrupted by signal n while waiting for the lock
+//
+// A command may itself exit with 64-76; distlock then reports its own
+// failures on standard error, which tells them apart.
+const (
+	ExitOK          = 0
+	ExitUsage       = 64
+	ExitUnavailable = 69
+	ExitSoftware    = 70
+	ExitNotAcquired = 75
+	ExitLockLost    = 76
+	ExitCannotExec  = 126
+	ExitNotFound    = 127
+	ExitSignal      = 128
+)
+
+// exitError carries an exit code chosen by a command. A nil err exits
+// quietly (the child's own status).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks a problem with how distlock was invoked.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// exitWith gives err a code: the one place where errors become exit codes.
+// Errors that reach Run without one come from the command line parser and
+// are usage errors.
+func exitWith(err error) error {
+	var ee *exitError
+	var ue *usageError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		return err
+	case errors.As(err, &ue), errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidOption):
+		return &exitError{ExitUsage, &usageError{err}}
+	case errors.Is(err, distlock.ErrNotAcquired):
+		return &exitError{ExitNotAcquired, err}
+	case errors.Is(err, distlock.ErrLockLost):
+		return &exitError{ExitLockLost, err}
+	case errors.Is(err, distlock.ErrUnavailable):
+		return &exitError{ExitUnavailable, err}
+	case errors.Is(err, errInternal):
+		return &exitError{ExitSoftware, err}
+	}
+	// Any other failure came from the lock service (or its files).
+	return &exitError{ExitUnavailable, err}
+}
+
+var errInternal = errors.New("internal error")
+
+// codeOf returns the exit code and the message to print for the error a
+// command returned (no message for a quiet exit).
+func codeOf(err error) (code int, msg string, usage bool) {
+	if err == nil {
+		return ExitOK, "", false
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		return ExitUsage, err.Error(), true
+	}
+	var ue *usageError
+	usage = errors.As(ee.err, &ue)
+	if ee.err == nil {
+		return ee.code, "", false
+	}
+	return ee.code, ee.err.Error(), usage
+}
