@@ -15,7 +15,8 @@ import (
 // concurrent use.
 //
 // The Client runs one watchdog goroutine while it holds locks that need
-// renewal or a deadline, whatever their number, and none otherwise.
+// renewal or a deadline, whatever their number; it exits within a renewal
+// interval once none is held, or at Close.
 type Client struct {
 	b     Backend
 	batch BatchRefresher // nil when the backend cannot batch
@@ -126,6 +127,9 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, keyErr("release", h.key, err))
 		}
 	}
+	c.mu.Lock()
+	c.kickLocked() // an idle watchdog exits now
+	c.mu.Unlock()
 	select {
 	case <-c.idle:
 	case <-ctx.Done():

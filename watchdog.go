@@ -55,11 +55,10 @@ func (c *Client) unscheduleLocked(h *hold) {
 	if h.idx < 0 {
 		return
 	}
+	// An emptied heap does not wake the watchdog: it exits at its next timer
+	// (at most a renewal interval away) unless a new lock comes first, so
+	// that locks taken back to back reuse one goroutine. Close wakes it.
 	heap.Remove(&c.heap, h.idx)
-	if len(c.heap) == 0 {
-		// Let an idle watchdog exit now rather than at its next timer.
-		c.kickLocked()
-	}
 }
 
 func (c *Client) kickLocked() {
