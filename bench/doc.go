@@ -1,0 +1,44 @@
+// Package bench measures distlock against the lock libraries people use
+// instead, on real servers, in one run, and writes the ratios to
+// RESULTS.md.
+//
+// It is a module of its own (github.com/distlock/distlock/bench), so the
+// peer libraries it measures never become dependencies of distlock.
+//
+// # Running
+//
+//	cd bench
+//	go test ./...                                      # smoke run: seconds, writes to a temporary directory
+//	go test -run TestResults -full -timeout 60m .      # full run: rewrites RESULTS.md and plots/
+//
+// The smoke run takes every measurement with tiny sizes and checks that
+// each one works: every subject completes cycles, no two holders of a key
+// ever overlap, no lock is lost while held, and the report names every
+// subject. It never touches the committed RESULTS.md. Servers come from
+// internal/testserver: a missing redis-server or etcd skips the run, or
+// fails it under CI=true.
+//
+// # What is measured
+//
+// Subjects are the rows: distlock backends through distlock.Client, peer
+// libraries at their documented defaults, a floor of raw commands and one
+// round trip per service (see Subjects). Each measurement runs its subjects
+// in rounds, every subject once per round in a rotating order, so that noise
+// on the shared machine hits all of them alike:
+//
+//  1. uncontended acquire+release latency (p50, p99), with the requests
+//     each cycle sends;
+//  2. throughput: goroutines on distinct keys, cycles per second;
+//  3. hand-off under contention: waiters (each an instance of its own, as
+//     processes would be) on one key, each holding it for a millisecond;
+//     the time a hand-off wastes, fairness, and requests per hand-off;
+//  4. the same with more waiters (the herd);
+//  5. held locks: goroutines, heap and renewal traffic of a Client holding
+//     thousands of locks.
+//
+// Adding a backend or a peer is adding one entry to Subjects. Entries with
+// NotBuilt set are reported as "not built yet".
+//
+// Nothing in this package is safe for concurrent use unless stated; it is
+// driven by one test.
+package bench

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+var (
+	full   = flag.Bool("full", false, "take the full measurements (minutes) and rewrite RESULTS.md and plots/; without it, a smoke run writes to a temporary directory")
+	outDir = flag.String("out", "", "write RESULTS.md, results.json and plots/ to this directory instead (default: . with -full, a temporary directory without)")
+	render = flag.Bool("render", false, "measure nothing: render RESULTS.md and plots/ again from results.json in the output directory (after editing analysis.md)")
+)
+
+// fullCommand is the command that produces the committed RESULTS.md.
+const fullCommand = "cd bench && go test -run TestResults -full -timeout 60m ."
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m,
+		// go-redis probes a server after repeated dial failures; it notices
+		// its client's Close within a second.
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+	)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// TestResults runs every measurement on real servers: with -full, the run
+// behind RESULTS.md; otherwise a smoke run of seconds that checks that each
+// measurement works and that the report is complete.
+func TestResults(t *testing.T) {
+	p, out := SmokeParams, t.TempDir()
+	if *full || *render {
+		p, out = FullParams, "."
+	}
+	if *outDir != "" {
+		out = *outDir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	defer cancel()
+
+	var res *Results
+	if *render {
+		b, err := os.ReadFile(filepath.Join(out, "results.json"))
+		if err != nil {
+			t.Fatalf("-render: %v", err)
+		}
+		res = new(Results)
+		if err := json.Unmarshal(b, res); err != nil {
+			t.Fatalf("-render: results.json: %v", err)
+		}
+	} else {
+		res = NewRunner(t, NewEnv(t), p, Subjects).Run(ctx)
+		if t.Failed() {
+			return
+		}
+		checkResults(t, p, res)
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "results.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := WritePlots(filepath.Join(out, "plots"), Subjects, res); err != nil {
+		t.Fatalf("plots: %v", err)
+	}
+	analysis, err := os.ReadFile("analysis.md")
+	if err != nil {
+		t.Fatalf("read analysis.md: %v", err)
+	}
+	rp := &Report{Command: fullCommand, Subjects: Subjects, Res: res, Analysis: string(analysis), PlotDir: "plots"}
+	if !*full && !*render {
+		rp.Command = "cd bench && go test ./... (smoke run)"
+	}
+	var buf bytes.Buffer
+	if err := rp.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, buf.String())
+	path := filepath.Join(out, "RESULTS.md")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rp.Goals() {
+		t.Logf("goal %d: met=%v judged=%v: %s", g.N, g.Met, g.Judged, g.Measured)
+	}
+	t.Logf("wrote %s", path)
+}
+
+// checkResults fails the test when a measurement did not do what it
+// claims: every subject ran, no two holders overlapped, nothing was lost.
+func checkResults(t *testing.T, p Params, res *Results) {
+	t.Helper()
+	for _, s := range Subjects {
+		if s.Has(Latency) {
+			if lr := res.Latency[s.ID]; lr == nil || len(lr.Samples) != p.Rounds*p.LatencyOps {
+				t.Errorf("%s: latency samples missing", s.Name)
+			} else if s.Kind != KindRoundTrip && s.Counters != nil && lr.Delta.Requests < int64(lr.Counted) {
+				t.Errorf("%s: %d requests counted for %d cycles; the counters miss requests", s.Name, lr.Delta.Requests, lr.Counted)
+			}
+		}
+		if s.Has(Throughput) {
+			if tr := res.Throughput[s.ID]; tr == nil || tr.Cycles < int64(p.ThroughputWorkers*p.Rounds) {
+				t.Errorf("%s: throughput: too few cycles", s.Name)
+			}
+		}
+		if s.Has(Contention) {
+			for _, n := range p.ContentionWaiters {
+				cr := res.Contention[n][s.ID]
+				switch {
+				case cr == nil || cr.Grants < p.ContentionRounds*n*max(1, p.ContentionGrants/n):
+					t.Errorf("%s, %d waiters: not every waiter had its share", s.Name, n)
+				case cr.Incomplete > 0:
+					t.Errorf("%s, %d waiters: %d rounds did not finish within %v", s.Name, n, cr.Incomplete, p.ContentionLimit)
+				case cr.Violations > 0:
+					t.Errorf("%s, %d waiters: two holders overlapped %d times", s.Name, n, cr.Violations)
+				case len(cr.Errors) > 0:
+					t.Errorf("%s, %d waiters: errors: %v", s.Name, n, cr.Errors)
+				}
+			}
+		}
+		if s.Has(Held) {
+			hs := res.Held[s.ID]
+			if len(hs) != len(p.HeldSizes) {
+				t.Errorf("%s: held: %d results for %d sizes", s.Name, len(hs), len(p.HeldSizes))
+			}
+			for _, h := range hs {
+				if h.Lost > 0 {
+					t.Errorf("%s: %d of %d held locks were lost", s.Name, h.Lost, h.Locks)
+				}
+				if h.Renewed == 0 {
+					t.Errorf("%s: no lease renewed in %v with %d locks held", s.Name, h.Window, h.Locks)
+				}
+			}
+		}
+	}
+}
+
+// checkReport fails the test when a row or a goal is missing.
+func checkReport(t *testing.T, md string) {
+	t.Helper()
+	for _, s := range Subjects {
+		if !strings.Contains(md, s.Name) {
+			t.Errorf("report does not name %s", s.Name)
+		}
+		if s.NotBuilt != "" && !strings.Contains(md, "| "+s.Name+" | not built yet") && !strings.Contains(md, "| "+s.Service+" | "+s.Name+" | not built yet") {
+			t.Errorf("report does not say that %s is not built yet", s.Name)
+		}
+	}
+	for n := 1; n <= 5; n++ {
+		if !strings.Contains(md, "\n| "+itoa(n)+" | ") {
+			t.Errorf("report lacks goal %d", n)
+		}
+	}
+}
+
+func itoa(n int) string { return string(rune('0' + n)) }

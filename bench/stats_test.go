@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"bufio"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestQuantile(t *testing.T) {
+	s := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5}, {0.99, 10}, {0.1, 1}, {1, 10}, {0.01, 1}} {
+		if got := quantile(s, tc.q); got != tc.want {
+			t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := quantile(nil, 0.5); got != 0 {
+		t.Errorf("quantile of nothing = %v, want 0", got)
+	}
+}
+
+func TestVersus(t *testing.T) {
+	for _, tc := range []struct {
+		d, o  float64
+		lower bool
+		want  string
+	}{
+		{100, 200, true, "distlock ahead, 2.00x"},
+		{300, 100, true, "other ahead, 3.00x"},
+		{300, 100, false, "distlock ahead, 3.00x"},
+		{50, 100, false, "other ahead, 2.00x"},
+		{0, 100, true, "n/a"},
+	} {
+		if got := versus(tc.d, tc.o, tc.lower); got != tc.want {
+			t.Errorf("versus(%v, %v, %v) = %q, want %q", tc.d, tc.o, tc.lower, got, tc.want)
+		}
+	}
+}
+
+func TestFairness(t *testing.T) {
+	if r, starved := fairness([]int{10, 5, 8}); r != 2 || starved != 0 {
+		t.Errorf("fairness = %v, %d; want 2, 0", r, starved)
+	}
+	if r, starved := fairness([]int{10, 0, 0}); !math.IsInf(r, 1) || starved != 2 {
+		t.Errorf("fairness with starved waiters = %v, %d; want +Inf, 2", r, starved)
+	}
+	if got := fmtFairness([]float64{1.5, -1}, 3); got != "∞ (3 waiters had no grant)" {
+		t.Errorf("fmtFairness = %q", got)
+	}
+}
+
+func TestParseCommandStats(t *testing.T) {
+	info := "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=40,usec_per_call=3.33,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=5,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n"
+	got := parseCommandStats(info)
+	if got["evalsha"] != (cmdStat{12, 40}) || got["config|resetstat"] != (cmdStat{1, 5}) || len(got) != 2 {
+		t.Errorf("parseCommandStats = %v", got)
+	}
+}
+
+func TestParseEtcdMetrics(t *testing.T) {
+	text := `# HELP grpc_server_msg_received_total Total number of RPC stream messages received on the server.
+grpc_server_msg_received_total{grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} 7
+grpc_server_msg_received_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} 2
+etcd_mvcc_range_total 5
+etcd_mvcc_txn_total 3
+etcd_mvcc_put_total 1e+00
+etcd_mvcc_db_total_size_in_bytes 20480
+`
+	s, err := parseEtcdMetrics(bufio.NewScanner(strings.NewReader(text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Requests != 9 || s.Ops != 9 || s.ByName["Range"] != 7 || s.ByName["Watch"] != 2 {
+		t.Errorf("parseEtcdMetrics = %+v", s)
+	}
+}
+
+func TestContentionWaste(t *testing.T) {
+	c := &ContentionResult{Grants: 10, Handoffs: 4, Total: 30 * time.Millisecond, HoldTotal: 10 * time.Millisecond}
+	if got := c.Waste(); got != 5*time.Millisecond {
+		t.Errorf("Waste = %v, want 5ms", got)
+	}
+	if got := c.WastePerGrant(); got != 2*time.Millisecond {
+		t.Errorf("WastePerGrant = %v, want 2ms", got)
+	}
+	if got := (&ContentionResult{}).Waste(); got != 0 {
+		t.Errorf("Waste without hand-offs = %v, want 0", got)
+	}
+}
