@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -56,8 +57,8 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.req
 // its safety model and key layout. It is safe for concurrent use.
 //
 // A Backend keeps one session (one etcd lease and its keep-alive) per
-// distinct TTL, in whole seconds, that it is asked for, shared by every
-// lock with that TTL: a lock costs no lease of its own.
+// distinct TTL, in whole seconds, and owner that it is asked for, shared by
+// every lock with that TTL and owner: a lock costs no lease of its own.
 type Backend struct {
 	cli     *clientv3.Client
 	view    *clientv3.Client // cli's services, with a context that ends at Close
@@ -69,21 +70,23 @@ type Backend struct {
 
 	mu       sync.Mutex
 	closed   bool
-	sessions map[int64]*session     // the live session of each TTL in seconds
-	pending  map[int64]*sessionCall // sessions being created
-	turns    map[string]*turn       // lock name -> local queue
-	wg       sync.WaitGroup         // goroutines started by the Backend
+	sessions map[sessionKey]*session     // the live session of each TTL and owner
+	pending  map[sessionKey]*sessionCall // sessions being created
+	turns    map[string]*turn            // lock name -> local queue
+	wg       sync.WaitGroup              // goroutines started by the Backend
 }
 
 // turn is the in-process queue of one lock name: at most one acquire of
 // this Backend is in etcd for the name at a time (Mutex keys are per
 // session, so two would share a key), and the others wait here in FIFO
 // order. This also keeps a process's herd out of etcd.
+//
+// The turn is busy while an acquire, a held lease, or the deletion of a key
+// of ours that may linger (see dropKey) has it.
 type turn struct {
-	busy   bool            // an acquire or a held lease has the turn
+	busy   bool            // an acquire, a held lease or a clean-up has the turn
 	queue  []chan struct{} // waiting acquires, first served first
 	holder *lease          // the lease holding the name, if any
-	stale  string          // an etcd key of ours that may linger; deleted before the next try
 }
 
 // New returns a Backend over cli. The Backend does not own cli: Close
@@ -108,8 +111,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cli:      cli,
 		cfg:      cfg,
-		sessions: map[int64]*session{},
-		pending:  map[int64]*sessionCall{},
+		sessions: map[sessionKey]*session{},
+		pending:  map[sessionKey]*sessionCall{},
 		turns:    map[string]*turn{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -208,17 +211,19 @@ func ttlSeconds(ttl time.Duration) (int64, error) {
 //
 // The lease TTL is opts.TTL rounded up to whole seconds, or etcd's minimum
 // if that is larger (the confirmed TTL is in the lease's Validity). Locks
-// with the same TTL share the session of that TTL.
+// with the same TTL and opts.Owner share a session.
 //
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in etcd; across processes
 // etcd's own order applies (the earliest created key holds). A try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when the key is held
-// elsewhere or is being acquired or held through this Backend.
+// elsewhere or is being acquired, held or cleaned up through this Backend.
 //
 // A waiter whose session ends while it waits gets an error matching
-// distlock.ErrUnavailable and ErrSessionLost, never the lock; an acquire
-// that fails or is cancelled deletes the key it created in etcd.
+// distlock.ErrUnavailable and ErrSessionLost, never the lock. An acquire
+// that fails or is cancelled deletes the key it may have created in etcd;
+// if etcd does not answer within the request timeout, it returns and a
+// goroutine goes on deleting the key (see the package documentation).
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
 	if err := distlock.ValidateKey(key); err != nil {
 		return nil, err
@@ -261,7 +266,7 @@ func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, 
 	}
 	if !wait {
 		b.mu.Unlock()
-		return nil, fmt.Errorf("%w: etcdlock: held or being acquired through this backend", distlock.ErrNotAcquired)
+		return nil, fmt.Errorf("%w: etcdlock: held, being acquired or being cleaned up through this backend", distlock.ErrNotAcquired)
 	}
 	ch := make(chan struct{}, 1)
 	t.queue = append(t.queue, ch)
@@ -304,34 +309,39 @@ func (b *Backend) passTurnLocked(name string, t *turn) {
 		return
 	}
 	t.busy = false
-	if t.stale == "" && b.turns[name] == t {
+	if b.turns[name] == t {
 		delete(b.turns, name)
 	}
 }
 
-// endTurn ends l's hold on its name's turn, once, recording a key that may
-// linger in etcd.
-func (b *Backend) endTurn(l *lease, stale string) {
+// endTurn ends l's hold on its name's turn, once.
+func (b *Backend) endTurn(l *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if l.turnEnded {
 		return
 	}
 	l.turnEnded = true
-	if stale != "" {
-		l.t.stale = stale
-	}
 	b.passTurnLocked(l.name, l.t)
+}
+
+// takeOverTurn moves l's hold on its name's turn to a clean-up of its key,
+// once: it reports false if l's turn had already ended.
+func (b *Backend) takeOverTurn(l *lease) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l.turnEnded {
+		return false
+	}
+	l.turnEnded = true
+	l.t.holder = nil
+	return true
 }
 
 // acquireTurn makes one acquire of name in etcd, holding the turn. On
 // success the turn belongs to the returned lease; on failure it has been
 // passed on (or will be, by the goroutine still cleaning up).
 func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, secs int64, opts distlock.AcquireOptions) (*lease, error) {
-	if err := b.cleanStale(ctx, t); err != nil {
-		b.passTurn(name, t)
-		return nil, err
-	}
 	s, err := b.session(ctx, secs, opts.Owner)
 	if err != nil {
 		b.passTurn(name, t)
@@ -403,7 +413,7 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 // lockErr sorts an error of Mutex.Lock.
 func (b *Backend) lockErr(ctx context.Context, s *session, err error) error {
 	switch {
-	case s.lostErr() != nil || isDone(s.cs.Done()):
+	case s.lostErr() != nil || s.over():
 		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, ErrSessionLost)
 	case errors.Is(err, concurrency.ErrSessionExpired):
 		return fmt.Errorf("%w: %w: the waiting key vanished (lease expired or key deleted)", distlock.ErrUnavailable, ErrSessionLost)
@@ -428,8 +438,14 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrenc
 			b.passTurn(name, t) // TryLock deleted its key
 			return nil, fmt.Errorf("%w: etcdlock: held", distlock.ErrNotAcquired)
 		}
-		b.cleanup(t, s.keyOf(name))
-		b.passTurn(name, t)
+		// The key may exist: the Txn that creates it may have taken
+		// effect without its reply reaching us. Its create revision is
+		// known if the reply came.
+		key, rev := s.keyOf(name), ownerRevision(m)
+		if m.Key() != key {
+			rev = 0
+		}
+		b.cleanup(t, name, s, key, rev)
 		if err := b.checkOpen(); err != nil {
 			return nil, err
 		}
@@ -462,15 +478,14 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrenc
 		err = s.add(l)
 	}
 	if err != nil {
-		b.cleanup(t, l.etcdKey)
-		b.passTurn(name, t)
+		b.cleanup(t, name, s, l.etcdKey, int64(l.token))
 		if cerr := b.checkOpen(); cerr != nil {
 			return nil, cerr
 		}
 		switch lost := s.lostErr(); {
 		case lost != nil:
 			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", distlock.ErrUnavailable, lost)
-		case isDone(s.cs.Done()):
+		case s.over():
 			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", distlock.ErrUnavailable, ErrSessionLost)
 		}
 		return nil, err
@@ -484,47 +499,86 @@ func ownerRevision(m *concurrency.Mutex) int64 {
 	return cmp.GetCompare().GetCreateRevision()
 }
 
-// cleanup deletes one of our keys in etcd after a failed or abandoned
-// acquire. Only the holder of a name's turn creates keys under the name, so
-// the key is ours to delete. If etcd cannot be reached the key is recorded
-// as stale and deleted before the next try.
-func (b *Backend) cleanup(t *turn, key string) {
+// cleanup deletes one of our keys under name after a failed or abandoned
+// acquire, which holds name's turn, and passes the turn on once etcd has
+// confirmed that the key is gone (see dropKey). Only the holder of a name's
+// turn creates keys under the name, so the key is ours to delete. rev is
+// the key's create revision, or 0 if it is not known.
+func (b *Backend) cleanup(t *turn, name string, s *session, key string, rev int64) {
+	b.mu.Lock()
+	t.holder = nil
+	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
-	defer cancel()
-	if _, err := b.cli.Delete(ctx, key); err != nil {
-		b.mu.Lock()
-		t.stale = key
-		b.mu.Unlock()
+	err := b.deleteKey(ctx, key, rev)
+	cancel()
+	if err == nil {
+		b.passTurn(name, t)
+		return
+	}
+	b.dropKey(t, name, s, key, rev, nil)
+}
+
+// dropKey deletes key, one of ours under name that may linger in etcd, in
+// a goroutine that holds name's turn meanwhile and passes it on at the
+// end. It tries until etcd confirms that the key is gone, pausing between
+// tries, or until s ends (the key then goes with its lease, which nobody
+// keeps alive) or the Backend closes (Close revokes the lease). A key
+// forgotten instead would be kept alive by the session and hold the lock
+// for nobody, for as long as the session lives. Holding the turn keeps this
+// Backend from creating a key at the same path meanwhile; tries of the name
+// through this Backend fail as held.
+//
+// gone, if not nil, runs when etcd has confirmed, before the turn passes on.
+func (b *Backend) dropKey(t *turn, name string, s *session, key string, rev int64, gone func()) {
+	started := b.goTracked(func() {
+		defer b.passTurn(name, t)
+		pause := min(dropRetryMin, b.cfg.requestTimeout)
+		for {
+			timer := time.NewTimer(pause/2 + rand.N(pause/2+1))
+			select {
+			case <-timer.C:
+			case <-s.cs.Ctx().Done():
+				timer.Stop()
+				return
+			case <-b.ctx.Done():
+				timer.Stop()
+				return
+			}
+			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
+			err := b.deleteKey(ctx, key, rev)
+			cancel()
+			if err == nil {
+				if gone != nil {
+					gone()
+				}
+				return
+			}
+			pause = min(2*pause, dropRetryMax)
+		}
+	})
+	if !started {
+		b.passTurn(name, t) // closed: Close revoked the lease
 	}
 }
 
-// cleanStale deletes the key a failed release or acquire left behind, before
-// a new try creates one of the same name.
-func (b *Backend) cleanStale(ctx context.Context, t *turn) error {
-	b.mu.Lock()
-	stale := t.stale
-	b.mu.Unlock()
-	if stale == "" {
-		return nil
-	}
-	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
-	defer cancel()
-	if _, err := b.cli.Delete(rctx, stale); err != nil {
-		return b.sortErr(ctx, rctx, err)
-	}
-	b.mu.Lock()
-	if t.stale == stale {
-		t.stale = ""
-	}
-	b.mu.Unlock()
-	return nil
-}
+// The pauses between the tries of dropKey: the first is about dropRetryMin
+// (or the request timeout if shorter), and each is twice the one before,
+// up to dropRetryMax, with a random half of it left out.
+const (
+	dropRetryMin = 100 * time.Millisecond
+	dropRetryMax = 2 * time.Second
+)
 
-func isDone(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
+// deleteKey deletes key, if its create revision is still rev when rev is
+// not 0: a key that is gone is not an error.
+func (b *Backend) deleteKey(ctx context.Context, key string, rev int64) error {
+	if rev <= 0 {
+		_, err := b.cli.Delete(ctx, key)
+		return err
 	}
+	_, err := b.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return err
 }

@@ -1,12 +1,17 @@
 package etcdlock
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// liveSession returns b's live session for ttl, or nil.
+// liveSession returns a live session of b for ttl (the tests that use it
+// have one owner per Backend), or nil.
 func liveSession(b *Backend, ttl time.Duration) *session {
 	secs, err := ttlSeconds(ttl)
 	if err != nil {
@@ -14,7 +19,12 @@ func liveSession(b *Backend, ttl time.Duration) *session {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.sessions[secs]
+	for k, s := range b.sessions {
+		if k.secs == secs {
+			return s
+		}
+	}
+	return nil
 }
 
 // SessionDone returns the Done channel of b's concurrency.Session for ttl:
@@ -62,4 +72,54 @@ func ParseURL(raw string) (ParsedURL, error) {
 		return ParsedURL{}, err
 	}
 	return ParsedURL{u.endpoints, u.prefix, u.user, u.password, u.tls != nil, u.dialTimeout, u.requestTimeout}, nil
+}
+
+// TryFault loses the reply of a chosen Txn of the Backend's Mutexes: the
+// Txn that creates a lock key (the try of TryLock, and the one Lock makes
+// before it waits) takes effect in etcd, and the acquire sees an error, as
+// when the connection breaks while the reply is on its way.
+type TryFault struct {
+	next atomic.Pointer[func()]
+}
+
+// InterceptTries puts a TryFault on b's Mutexes. Call it before b's first
+// acquire.
+func InterceptTries(b *Backend) *TryFault {
+	f := &TryFault{}
+	b.view.KV = &faultyKV{KV: b.view.KV, f: f}
+	return f
+}
+
+// LoseNextReply makes the next Mutex Txn take effect, then run fault (to cut
+// the network before the acquire cleans up), then fail.
+func (f *TryFault) LoseNextReply(fault func()) { f.next.Store(&fault) }
+
+type faultyKV struct {
+	clientv3.KV
+	f *TryFault
+}
+
+func (k *faultyKV) Txn(ctx context.Context) clientv3.Txn {
+	return &faultyTxn{Txn: k.KV.Txn(ctx), f: k.f}
+}
+
+type faultyTxn struct {
+	clientv3.Txn
+	f *TryFault
+}
+
+func (t *faultyTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *faultyTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *faultyTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *faultyTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if err != nil {
+		return resp, err
+	}
+	if fault := t.f.next.Swap(nil); fault != nil {
+		(*fault)()
+		return nil, status.Error(codes.Unavailable, "test: the reply of the Txn was lost")
+	}
+	return resp, nil
 }

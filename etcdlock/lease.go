@@ -69,7 +69,11 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 
 // Release deletes the lock key if it is still ours. If it was gone (the
 // session's lease ended, or the key was deleted by someone else) it returns
-// an error matching distlock.ErrLockLost.
+// an error matching distlock.ErrLockLost. If etcd does not answer, it
+// returns an error matching distlock.ErrUnavailable and the Backend goes on
+// deleting the key in the background (see the package documentation); a
+// later Release is answered as if the first one had succeeded, once etcd
+// answers and the session lives.
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	st := l.state
@@ -88,15 +92,17 @@ func (l *lease) Release(ctx context.Context) error {
 		Then(clientv3.OpDelete(l.etcdKey)).
 		Commit()
 	if err != nil {
-		// The delete may or may not have happened. Let the next acquire
-		// of this name in this process delete the key first, so that the
-		// turn can move on while the caller retries.
+		// The delete may or may not have happened. Delete the key in the
+		// background, holding the turn, so that it does not linger, kept
+		// alive by the session, if the caller does not retry.
 		l.mu.Lock()
 		if l.state == held {
 			l.state = releaseUnknown
 		}
 		l.mu.Unlock()
-		b.endTurn(l, l.etcdKey)
+		if b.takeOverTurn(l) {
+			b.dropKey(l.t, l.name, l.s, l.etcdKey, int64(l.token), func() { l.s.remove(l) })
+		}
 		return b.sortErr(ctx, rctx, err)
 	}
 	l.mu.Lock()
@@ -104,7 +110,7 @@ func (l *lease) Release(ctx context.Context) error {
 	l.state = ended
 	l.mu.Unlock()
 	l.s.remove(l)
-	b.endTurn(l, "")
+	b.endTurn(l)
 	switch {
 	case resp.Succeeded:
 		return nil
@@ -127,7 +133,7 @@ func (l *lease) lose(cause error) {
 	l.state = ended
 	l.mu.Unlock()
 	l.s.remove(l)
-	l.b.endTurn(l, "")
+	l.b.endTurn(l)
 	if l.onLost != nil {
 		l.onLost(fmt.Errorf("%w: %w", distlock.ErrLockLost, cause))
 	}

@@ -86,3 +86,35 @@ func TestList(t *testing.T) {
 		l.Release(ctx)
 	}
 }
+
+// Clients with different owners that share a Backend and a TTL are each
+// listed with their own owner.
+func TestListOwnerPerClient(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ctx := testCtx(t)
+	b := newBackend(t, newClient(t, e.Endpoints), etcdlock.WithPrefix("owners-test/"))
+	owners := map[string]string{"jobs/a": "host-a:1", "jobs/b": "host-b:2", "jobs/c": "host-a:1"}
+	clients := map[string]*distlock.Client{}
+	for _, o := range []string{"host-a:1", "host-b:2"} {
+		clients[o] = newLockClient(t, b, distlock.WithTTL(5*time.Second), distlock.WithOwner(o))
+	}
+	for _, k := range []string{"jobs/a", "jobs/b", "jobs/c"} {
+		l, err := clients[owners[k]].Acquire(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	hs, err := b.List(ctx, "jobs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 3 {
+		t.Fatalf("List = %+v, want 3 holders", hs)
+	}
+	for _, h := range hs {
+		if h.Owner != owners[h.Key] {
+			t.Errorf("%s: owner %q, want %q", h.Key, h.Owner, owners[h.Key])
+		}
+	}
+}

@@ -14,10 +14,11 @@ import (
 )
 
 // session is one concurrency.Session (an etcd lease and its keep-alive
-// stream) shared by the locks of one TTL, with what the Backend learned
-// about its lease.
+// stream) shared by the locks of one TTL and owner, with what the Backend
+// learned about its lease.
 type session struct {
 	b    *Backend
+	key  sessionKey
 	secs int64 // the TTL asked for, in seconds
 	cs   *concurrency.Session
 	id   clientv3.LeaseID
@@ -38,6 +39,13 @@ type confirmation struct {
 	err  error
 }
 
+// sessionKey identifies the sessions of a Backend: one per TTL and owner,
+// since the owner List shows is recorded per session.
+type sessionKey struct {
+	secs  int64
+	owner string
+}
+
 // sessionCall is the creation of a session, shared by the acquires that
 // need it.
 type sessionCall struct {
@@ -46,24 +54,25 @@ type sessionCall struct {
 	err  error
 }
 
-// session returns the live session for a TTL of secs seconds, creating it
-// if needed. owner is recorded for List when the session is created.
+// session returns the live session for a TTL of secs seconds and owner,
+// creating it if needed; owner is recorded for List.
 func (b *Backend) session(ctx context.Context, secs int64, owner string) (*session, error) {
+	k := sessionKey{secs, owner}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if s := b.sessions[secs]; s != nil {
+	if s := b.sessions[k]; s != nil {
 		b.mu.Unlock()
 		return s, nil
 	}
-	c := b.pending[secs]
+	c := b.pending[k]
 	if c == nil {
 		c = &sessionCall{done: make(chan struct{})}
-		b.pending[secs] = c
+		b.pending[k] = c
 		b.wg.Add(1)
-		go b.createSession(c, secs, owner)
+		go b.createSession(c, k)
 	}
 	b.mu.Unlock()
 	select {
@@ -76,17 +85,17 @@ func (b *Backend) session(ctx context.Context, secs int64, owner string) (*sessi
 
 // createSession creates a session, bounded by the request timeout rather
 // than by the context of whichever acquire asked first.
-func (b *Backend) createSession(c *sessionCall, secs int64, owner string) {
+func (b *Backend) createSession(c *sessionCall, k sessionKey) {
 	defer b.wg.Done()
-	s, err := b.newSession(secs, owner)
+	s, err := b.newSession(k)
 	b.mu.Lock()
-	delete(b.pending, secs)
+	delete(b.pending, k)
 	switch {
 	case err != nil:
 	case b.closed:
 		err = ErrClosed
 	default:
-		b.sessions[secs] = s
+		b.sessions[k] = s
 		b.wg.Add(1)
 		go s.watch()
 	}
@@ -100,7 +109,8 @@ func (b *Backend) createSession(c *sessionCall, secs int64, owner string) {
 	close(c.done)
 }
 
-func (b *Backend) newSession(secs int64, owner string) (*session, error) {
+func (b *Backend) newSession(k sessionKey) (*session, error) {
+	secs, owner := k.secs, k.owner
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
 	defer cancel()
 	sent := time.Now()
@@ -111,7 +121,7 @@ func (b *Backend) newSession(secs int64, owner string) (*session, error) {
 		}
 		return nil, b.sortErr(context.Background(), ctx, err)
 	}
-	s := &session{b: b, secs: secs, id: g.ID, leases: map[*lease]struct{}{},
+	s := &session{b: b, key: k, secs: secs, id: g.ID, leases: map[*lease]struct{}{},
 		last: distlock.Validity{Sent: sent, TTL: time.Duration(g.TTL) * time.Second}}
 	if owner != "" {
 		if _, err := b.cli.Put(ctx, b.ownerKey(g.ID), owner, clientv3.WithLease(g.ID)); err != nil {
@@ -162,8 +172,8 @@ func (b *Backend) loseSession(s *session, cause error) {
 	s.mu.Unlock()
 
 	b.mu.Lock()
-	if b.sessions[s.secs] == s {
-		delete(b.sessions, s.secs)
+	if b.sessions[s.key] == s {
+		delete(b.sessions, s.key)
 	}
 	b.mu.Unlock()
 	for _, l := range leases {
@@ -176,6 +186,12 @@ func (b *Backend) loseSession(s *session, cause error) {
 		b.revoke(s.id)
 	})
 }
+
+// over reports whether the session's keep-alive has stopped, or is
+// stopping: its context ends first, then its Done channel closes once the
+// keep-alive stream has wound down, so a waiter woken by the context's end
+// can find Done still open.
+func (s *session) over() bool { return s.cs.Ctx().Err() != nil }
 
 func (s *session) lostErr() error {
 	s.mu.Lock()
@@ -190,12 +206,16 @@ func (s *session) freshFor() time.Duration { return time.Duration(s.secs) * time
 // keyOf is the key this session's Mutex uses for a lock name.
 func (s *session) keyOf(name string) string { return fmt.Sprintf("%s/%x", name, int64(s.id)) }
 
-// add registers a held lease; it fails once the session has ended.
+// add registers a held lease; it fails once the session has ended or its
+// keep-alive has stopped.
 func (s *session) add(l *lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lost != nil {
+	switch {
+	case s.lost != nil:
 		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, s.lost)
+	case s.over():
+		return fmt.Errorf("%w: %w: keep-alive of lease %x stopped", distlock.ErrUnavailable, ErrSessionLost, int64(s.id))
 	}
 	s.leases[l] = struct{}{}
 	return nil

@@ -34,9 +34,11 @@ const defaultPort = "2379"
 //	etcd://USER:PASSWORD@HOST...         etcd authentication
 //
 // PORT defaults to 2379; IPv6 hosts are written in brackets. PREFIX is the
-// lock name prefix (WithPrefix), percent-decoded ("@" must be written %40),
-// with a "/" added if it does not end with one; it defaults to
-// DefaultPrefix. USER and PASSWORD are percent-decoded. PARAMS are:
+// lock name prefix (WithPrefix), percent-decoded, with a "/" added if it
+// does not end with one; it defaults to DefaultPrefix. USER and PASSWORD
+// are percent-decoded. The user information is everything before the last
+// "@" of the URL, so a PASSWORD may hold any character as it is, while "@"
+// in PREFIX or PARAMS must be written %40. PARAMS are:
 //
 //	ca=FILE               PEM CA bundle to verify the servers (implies TLS)
 //	cert=FILE&key=FILE    client certificate and key, PEM (imply TLS)
@@ -48,7 +50,8 @@ const defaultPort = "2379"
 // a user name the credentials are checked at once, within the dial timeout
 // (and ctx's deadline, if sooner).
 //
-// Errors never contain the password, nor the URL (which may hold it).
+// Errors never contain the password, nor the URL, the user name or the
+// hosts as written (a mistyped URL can put the password in any of them).
 // A malformed URL returns an error matching distlock.ErrInvalidOption.
 func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	u, err := parseURL(rawURL)
@@ -117,22 +120,15 @@ func parseURL(raw string) (*etcdURL, error) {
 		return nil, bad("scheme must be etcd or etcds")
 	}
 
-	// The authority ends at the first "/" or "?" after the user
-	// information, so that a password with a "/" is not mistaken for a
-	// host (and quoted in an error). A prefix with "@" must write it %40.
-	start := 0
-	if at := strings.LastIndexByte(strings.SplitN(rest, "?", 2)[0], '@'); at >= 0 {
-		start = at + 1
-	}
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest[start:], "/?"); i >= 0 {
-		authority, tail = rest[:start+i], rest[start+i:]
-	}
-	path, query, _ := strings.Cut(tail, "?")
-
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		info := authority[:at]
-		authority = authority[at+1:]
+	// The user information is everything before the last "@" of the URL.
+	// A host cannot hold "@", and the prefix and the parameters must write
+	// it %40, so that the password may hold any character ("/", "?", "#"
+	// and "@" included, which RFC 3986 would have percent-encoded) without
+	// any of it being taken for a host, a prefix or a parameter, and shown
+	// in an error. Nothing before that "@" is ever shown.
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		info := rest[:at]
+		rest = rest[at+1:]
 		user, pass, hasPass := strings.Cut(info, ":")
 		var err1, err2 error
 		u.user, err1 = url.PathUnescape(user)
@@ -143,9 +139,16 @@ func parseURL(raw string) (*etcdURL, error) {
 		case u.user == "":
 			return nil, bad("empty user name")
 		case !hasPass || u.password == "":
-			return nil, bad("user %q has no password", u.user)
+			// The user name is not shown: it may be a password whose
+			// colon was encoded, or written without a user name.
+			return nil, bad("no password after the user name (write USER:PASSWORD@HOST)")
 		}
 	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	path, query, _ := strings.Cut(tail, "?")
 
 	if authority == "" {
 		return nil, bad("no host")
@@ -155,10 +158,12 @@ func parseURL(raw string) (*etcdURL, error) {
 		scheme = "https://"
 	}
 	var hosts []string
-	for _, h := range strings.Split(authority, ",") {
+	for i, h := range strings.Split(authority, ",") {
 		hp, err := hostPort(h)
 		if err != nil {
-			return nil, bad("host %q: %v", h, err)
+			// Not quoted: a mistyped URL can put a secret where a host
+			// should be.
+			return nil, bad("host #%d: %v", i+1, err)
 		}
 		hosts = append(hosts, hp)
 		u.endpoints = append(u.endpoints, scheme+hp)
@@ -220,26 +225,45 @@ func parseURL(raw string) (*etcdURL, error) {
 	return u, nil
 }
 
-// hostPort validates "host[:port]" and adds the default port.
+// hostPort validates "host[:port]" and adds the default port. Its errors
+// do not quote h.
 func hostPort(h string) (string, error) {
 	if h == "" {
 		return "", errors.New("empty")
 	}
+	errForm := errors.New("write it host:port, with IPv6 addresses in brackets")
 	host, port, err := net.SplitHostPort(h)
 	if err != nil {
 		// No port: "host", or "[v6]".
-		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defaultPort
-		if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
-			return "", errors.New("write it host:port, with IPv6 addresses in brackets")
+		port = defaultPort
+		switch v6, bracketed := strings.CutPrefix(h, "["); {
+		case !bracketed:
+			host = h
+			if strings.Contains(host, ":") {
+				return "", errForm
+			}
+		case strings.HasSuffix(v6, "]"):
+			host = strings.TrimSuffix(v6, "]")
+		default:
+			return "", errForm
 		}
 	}
 	if host == "" {
 		return "", errors.New("empty host name")
 	}
+	if strings.ContainsFunc(host, notHostChar) {
+		return "", errForm
+	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return "", fmt.Errorf("bad port %q", port)
+		return "", errors.New("bad port (want 1 to 65535)")
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// notHostChar reports whether r cannot be part of a host name or an IP
+// address (with an IPv6 zone).
+func notHostChar(r rune) bool {
+	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune(".-_:%", r))
 }
 
 func tlsConfig(ca, cert, key string) (*tls.Config, error) {

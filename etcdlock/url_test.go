@@ -26,6 +26,11 @@ func TestParseURL(t *testing.T) {
 		"etcds://h1:2379":                       {Endpoints: []string{"https://h1:2379"}, Prefix: "distlock/", TLS: true},
 		"etcd://u%3Ax:p%2Fw@h1":                 {Endpoints: []string{"http://h1:2379"}, Prefix: "distlock/", User: "u:x", Password: "p/w"},
 		"etcd://u:p/w@h1/x":                     {Endpoints: []string{"http://h1:2379"}, Prefix: "x/", User: "u", Password: "p/w"},
+		// The user information ends at the last "@": a password may hold
+		// "?", "#", "/" and "@", which cannot be in a host.
+		"etcd://alice:hunter2?x@h1:2379":    {Endpoints: []string{"http://h1:2379"}, Prefix: "distlock/", User: "alice", Password: "hunter2?x"},
+		"etcd://u:p@s#s/?@h1/x?ca=":         {Endpoints: []string{"http://h1:2379"}, Prefix: "x/", User: "u", Password: "p@s#s/?"},
+		"etcd://u:p?w@h1,h2/x%40y?ca=&key=": {Endpoints: []string{"http://h1:2379", "http://h2:2379"}, Prefix: "x@y/", User: "u", Password: "p?w"},
 		"etcd://h1?dial_timeout=1s&request_timeout=250ms": {Endpoints: []string{"http://h1:2379"}, Prefix: "distlock/",
 			DialTimeout: time.Second, RequestTimeout: 250 * time.Millisecond},
 	} {
@@ -72,6 +77,17 @@ func TestOpenURLErrorsHideThePassword(t *testing.T) {
 		"etcd://u:" + pw + "@h1?ca=/nonexistent",
 		"etcd://u:" + pw + "@h1?ca=" + notPEM,
 		"etcd://u:" + pw + "/x@h1:bad",
+		"etcd://u:" + pw + "?x@h1:2379?bogus=1",
+		"etcd://u:" + pw + "?x@h1:notaport",
+		"etcd://u:" + pw + "?x@",
+		"etcd://u:" + pw + "?@h1:bad/x",
+		"etcd://u:" + pw + "#x@h1,,h2",
+		"etcd://u:" + pw + "/x?y@[h1",
+		"etcd://u:" + pw + "@h1?dial_timeout=1s@h2:bad",
+		"etcd://u%3A" + pw + "@h1",
+		"etcd://" + pw + "@h1",
+		"etcd://u@h1:" + pw,
+		"etcd://h1:" + pw,
 	} {
 		b, err := etcdlock.OpenURL(ctx, raw)
 		if err == nil {
