@@ -20,18 +20,29 @@
 // lapsed can neither extend (PEXPIRE) nor delete the next holder's lock.
 // Scripts run with EVALSHA and fall back to EVAL when the server lost its
 // script cache. The Client's watchdog refreshes many leases in one pipeline
-// (RefreshAll).
+// (RefreshAll): on a single server (or a Sentinel-managed primary) one
+// script call refreshes up to 256 leases; on a Cluster, whose lock keys lie
+// in different slots, each lease is one call. The acquire script also
+// refuses a request whose Acquire already gave up (see below).
 //
-// A waiting Acquire subscribes to the key's release channel before it
-// tries, so that a release between the try and the subscription is not
-// missed. A release publishes on the channel; waiters retry at once. The
-// try returns the holder's remaining PTTL, so a waiter also arms a timer
-// for a holder that vanished without releasing (silent expiry): there is
-// no fixed-interval polling. All the waiters of one Backend share one
-// pub/sub connection; a channel is subscribed while at least one waiter
-// waits on it. If that connection breaks, go-redis reconnects and
-// subscribes again, and the waiters retry, since releases published
-// meanwhile are lost.
+// A waiting Acquire tries first, without subscribing: an uncontended
+// acquire and release are two requests, waiting or not. Only when the key
+// is held does the waiter subscribe to the key's release channel, and once
+// the subscription is confirmed it tries again before sleeping, because a
+// release that landed between its first try and the subscription was
+// published to nobody. A release publishes on the channel; waiters retry
+// at once. The try returns the holder's remaining PTTL, so a waiter also
+// arms a timer for a holder that vanished without releasing (silent
+// expiry): there is no fixed-interval polling. All the waiters of one
+// Backend share one pub/sub connection. A channel stays subscribed while
+// at least one waiter waits on it, and for SubscriptionLinger (1s) after
+// the last one left, so that a chain of hand-offs on one key subscribes
+// once: a waiter that finds its channel subscribed registers before its
+// first try, at no cost. The UNSUBSCRIBE is sent by a timer, not by a
+// returning Acquire. If the pub/sub connection breaks, go-redis reconnects
+// and subscribes again, and the waiters retry, since releases published
+// meanwhile are lost; a SUBSCRIBE whose write failed is sent again, since
+// go-redis's immediate reconnect does not include it.
 //
 // Classic pub/sub (SUBSCRIBE, PUBLISH) is used, not sharded pub/sub: it
 // works on every topology with one connection per Backend. On a Cluster a
@@ -48,14 +59,20 @@
 // from the queue once its liveness lapses.
 //
 // A release whose reply was lost can be retried: the release leaves a
-// tombstone of its owner value for TombstoneTTL, so the retry reports
-// success rather than a loss; a lease whose grant had really gone gets
-// distlock.ErrLockLost. An Acquire whose reply was lost (or that failed in
-// any other way after sending) releases with its owner value before
-// returning, and keeps retrying that clean-up in the background until the
-// grant would have lapsed anyway or the Backend is closed. A request that
-// go-redis itself re-sends after a network error finds its own grant and
-// confirms it again.
+// tombstone of its owner value for TombstoneTTL (10s, enough for a
+// Client's retries), so the retry reports success rather than a loss; a
+// lease whose grant had really gone gets distlock.ErrLockLost, and so does
+// a retry later than TombstoneTTL. An Acquire whose request failed in any
+// way after sending (a lost reply, a timeout, a cancelled context)
+// releases with its owner value before returning, and leaves the
+// tombstone of that owner value whatever it finds, for the longest of the
+// TTL, the waiter liveness and TombstoneTTL. The acquire script refuses to
+// do anything for an owner value with a tombstone, so a request that was
+// delayed in the network rather than lost, and arrives after its clean-up,
+// neither grants the key to nobody nor queues. The clean-up is retried in
+// the background until the grant would have lapsed anyway or the Backend
+// is closed. A request that go-redis itself re-sends after a network error
+// finds its own grant and confirms it again.
 //
 // # What it survives, and what it does not
 //
@@ -68,6 +85,21 @@
 //
 // It does not survive, and no Redis lock can:
 //
+//   - Eviction. A maxmemory-policy other than "noeviction" lets Redis
+//     delete keys when memory runs out: an evicted lock key lets a second
+//     client be granted the key while the first holds it, and an evicted
+//     fencing counter restarts tokens at 1 (measured on Redis 7.0 in this
+//     package's tests with allkeys-lru). The volatile-* policies evict the
+//     lock keys, which have a TTL; the allkeys-* policies the counters too.
+//     Set "maxmemory-policy noeviction": a full server then refuses new
+//     grants instead of breaking held ones. The first Acquire of a Backend
+//     reads the policy with CONFIG GET (on every primary of a Cluster) and
+//     refuses every Acquire with an error matching
+//     distlock.ErrInvalidOption while it is anything else; the check is
+//     skipped, silently, where CONFIG is renamed away or denied by an ACL
+//     (the policy is then the operator's responsibility), and
+//     WithEvictionAllowed accepts the risk. A passed check is not repeated:
+//     a policy changed later goes unnoticed.
 //   - A crash of a server without fsync on every write. The lock keys and
 //     the fencing counters live in memory; a server restarted from an
 //     older snapshot (or none) has forgotten grants, so a second client can
@@ -117,7 +149,7 @@
 //
 //	P{key}:lock               the grant: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
 //	P{key}:token              the fencing counter (INCR per grant, never expires)
-//	P{key}:released:<secret>  tombstone of a release, for TombstoneTTL
+//	P{key}:released:<secret>  tombstone of a release (for TombstoneTTL) or of an abandoned Acquire
 //	P{key}:queue              fair mode: waiter id -> arrival order (sorted set)
 //	P{key}:alive              fair mode: waiter id -> liveness deadline, server ms (sorted set)
 //	P{key}:released           pub/sub channel of releases (payload: "" or the next waiter's id)
@@ -130,7 +162,9 @@
 // # Goroutines and connections
 //
 // A Backend is safe for concurrent use. It opens one pub/sub connection,
-// with its go-redis goroutines and one dispatcher, when the first Acquire
-// waits, and keeps it until Close; otherwise it uses the client's pool.
+// with its go-redis goroutines and one dispatcher, when the first waiting
+// Acquire finds its key held, and keeps it until Close; otherwise it uses
+// the client's pool. A lingering channel holds a timer (no goroutine until
+// it fires). Its first Acquire sends one CONFIG GET besides the script.
 // A *redis.Ring is not supported (its shards do not share pub/sub).
 package redislock

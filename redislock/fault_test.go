@@ -1,8 +1,12 @@
 package redislock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +221,240 @@ func TestPartitionWhileWaiting(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// slowThenDirect returns a client whose connections made while slow is set
+// go through a fault proxy and the others straight to the server, without
+// go-redis's own retries and with a 1s read timeout. A request can then be
+// delayed in the proxy while the clean-up that follows it, on a new
+// connection, goes straight through.
+func slowThenDirect(t *testing.T, addr string) (*faultproxy.Proxy, *redis.Client, *atomic.Bool) {
+	t.Helper()
+	p := faultproxy.Start(t, addr)
+	slow := new(atomic.Bool)
+	slow.Store(true)
+	c := newClient(t, addr, func(o *redis.Options) {
+		o.MaxRetries = -1
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+		o.Dialer = func(ctx context.Context, network, a string) (net.Conn, error) {
+			if slow.Load() {
+				a = p.Addr()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, a)
+		}
+	})
+	return p, c, slow
+}
+
+// An acquire request that is delayed, not lost, past the client's read
+// timeout reaches the server after the clean-up that was meant to undo it.
+// The naive clean-up finds nothing, and the late SET NX then grants the key
+// to nobody for a whole TTL. The Backend's clean-up leaves the attempt's
+// tombstone, and the late acquire does nothing.
+func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	m := startMonitor(t, srv.Addr)
+
+	t.Run("Baseline", func(t *testing.T) {
+		proxy, pc, slow := slowThenDirect(t, srv.Addr)
+		warm(t, pc)
+		slow.Store(false)
+		proxy.Delay(2 * time.Second)
+		key := "naive-delayed"
+		if err := pc.SetNX(ctx, key, "me", time.Minute).Err(); err == nil {
+			t.Fatal("SET NX was not delayed past the read timeout: the fault did not bite")
+		}
+		if n, err := compareDel.Run(ctx, pc, []string{key}, "me").Int(); err != nil || n != 0 {
+			t.Fatalf("clean-up: %d, %v; want 0 (nothing there yet)", n, err)
+		}
+		m.waitFor(t, `"set"`, `"`+key+`"`)
+		if d := admin.PTTL(ctx, key).Val(); d <= 0 {
+			t.Fatalf("the late SET NX left nothing (PTTL %v): the fault did not bite", d)
+		}
+		t.Logf("baseline bites: the late SET NX holds the key for %v after its clean-up", admin.PTTL(ctx, key).Val())
+	})
+
+	for _, mode := range []struct {
+		name string
+		opts []redislock.Option
+		wait bool
+	}{
+		{"Try", nil, false},
+		{"Wait", nil, true},
+		{"FairWait", []redislock.Option{redislock.WithFair()}, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			proxy, pc, slow := slowThenDirect(t, srv.Addr)
+			b := redislock.New(pc, mode.opts...)
+			t.Cleanup(func() { b.Close() })
+			key := "delayed-acquire/" + mode.name
+			l, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			warm(t, pc)
+			slow.Store(false)
+			proxy.Delay(2 * time.Second) // the acquire's bytes wait 2s in the network
+			_, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+			if !errors.Is(err, distlock.ErrUnavailable) {
+				t.Fatalf("Acquire: %v, want ErrUnavailable", err)
+			}
+			tokenKey := redislock.DefaultPrefix + redislock.HashTag(key) + ":token"
+			m.waitFor(t, `"evalsha"`, `"`+tokenKey+`"`) // the late acquire reached the server
+			if pttl := admin.PTTL(ctx, lockKey(key)).Val(); pttl > 0 {
+				t.Errorf("Acquire failed, yet its grant exists at the server for another %v", pttl)
+			}
+			if v := admin.Get(ctx, tokenKey).Val(); v != "" {
+				t.Errorf("the late acquire drew token %s", v)
+			}
+			if n := admin.Exists(ctx, queueKey(key)).Val(); n != 0 {
+				t.Error("the late acquire queued")
+			}
+			l, err = newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("the key is not free after the late acquire: %v", err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// writeFault fails, once armed, the first write to a connection that
+// contains all of its parts: it closes the connection and reports an
+// error, as a connection reset under the writer does. Parts are matched
+// as whole RESP bulk strings.
+type writeFault struct {
+	mu    sync.Mutex
+	parts [][]byte
+	hit   chan struct{} // closed when the fault fired
+}
+
+func (f *writeFault) arm(parts ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.parts = nil
+	for _, p := range parts {
+		f.parts = append(f.parts, []byte("\r\n"+p+"\r\n"))
+	}
+	f.hit = make(chan struct{})
+}
+
+// fires reports whether p is the write to fail, disarming the fault.
+func (f *writeFault) fires(p []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.parts == nil {
+		return false
+	}
+	for _, part := range f.parts {
+		if !bytes.Contains(p, part) {
+			return false
+		}
+	}
+	f.parts = nil
+	close(f.hit)
+	return true
+}
+
+type faultyConn struct {
+	net.Conn
+	f *writeFault
+}
+
+func (c faultyConn) Write(p []byte) (int, error) {
+	if c.f.fires(p) {
+		c.Conn.Close()
+		return 0, errors.New("injected write failure")
+	}
+	return c.Conn.Write(p)
+}
+
+// faultyClient returns a client of addr whose connections fail the writes
+// that f is armed for.
+func faultyClient(t *testing.T, addr string, f *writeFault) *redis.Client {
+	return newClient(t, addr, func(o *redis.Options) {
+		o.Dialer = func(ctx context.Context, network, a string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, a)
+			if err != nil {
+				return nil, err
+			}
+			return faultyConn{Conn: c, f: f}, nil
+		}
+	})
+}
+
+// When the write of a SUBSCRIBE fails, go-redis reconnects at once and
+// resubscribes the channels it knew of, without the new one, which it adds
+// only afterwards: the channel has no subscription, and its waiters hear no
+// release. The Backend subscribes again.
+func TestSubscribeWriteFailure(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	numsub := func(ch string) int64 { return admin.PubSubNumSub(ctx, ch).Val()[ch] }
+
+	t.Run("Baseline", func(t *testing.T) {
+		f := &writeFault{}
+		ps := faultyClient(t, srv.Addr, f).Subscribe(ctx, "other")
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil { // the confirmation of "other"
+			t.Fatal(err)
+		}
+		f.arm("subscribe", "new-channel")
+		if err := ps.Subscribe(ctx, "new-channel"); err == nil {
+			t.Fatal("SUBSCRIBE did not fail: the fault did not bite")
+		}
+		// go-redis has reconnected and resubscribed "other"; once the server
+		// counts it on one connection only, that connection is the new one
+		// and all it was sent has been processed.
+		eventually(t, 10*time.Second, "the new connection subscribed to other", func() bool {
+			return numsub("other") == 1 && pubsubClients(t, admin) == 1
+		})
+		if n := numsub("new-channel"); n != 0 {
+			t.Fatalf("new-channel has %d subscribers: the fault did not bite", n)
+		}
+		t.Log("baseline bites: after a failed SUBSCRIBE write, go-redis's new connection lacks the channel")
+	})
+
+	t.Run("Backend", func(t *testing.T) {
+		f := &writeFault{}
+		b := redislock.New(faultyClient(t, srv.Addr, f))
+		t.Cleanup(func() { b.Close() })
+		key := "sub-write-failure"
+		holder := newBackend(t, srv.Addr)
+		lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.arm("subscribe", channelOf(key))
+		got := make(chan error, 1)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		go func() {
+			l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		select {
+		case <-f.hit:
+		case err := <-got:
+			t.Fatalf("waiter returned before subscribing: %v", err)
+		}
+		eventually(t, 10*time.Second, "the waiter's channel subscribed", func() bool { return numsub(channelOf(key)) == 1 })
+		if err := lh.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v, want a grant well before the holder's 2m TTL", err)
+		}
+	})
 }

@@ -10,28 +10,39 @@ import (
 )
 
 // subscriber multiplexes the waiters of one Backend over one pub/sub
-// connection: a channel is subscribed while at least one waiter waits on it.
-// Messages wake the waiters of their channel (all of them, or the one whose
-// id is the payload in fair mode). A subscription confirmation wakes the
-// channel's waiters that have already tried: it is sent again after go-redis
-// reconnects, and releases published while disconnected are lost.
+// connection: a channel is subscribed while at least one waiter waits on it,
+// and for a linger after the last one left, so that the next waiter on the
+// same key (a chain of hand-offs) finds it subscribed. Messages wake the
+// waiters of their channel (all of them, or the one whose id is the payload
+// in fair mode). A subscription confirmation wakes the channel's waiters
+// that have already tried: it is sent again after go-redis reconnects, and
+// releases published while disconnected are lost.
 type subscriber struct {
-	ps   *redis.PubSub
-	done chan struct{} // closed when the dispatch goroutine exits
+	ps     *redis.PubSub
+	linger time.Duration
+	done   chan struct{} // closed when the dispatch goroutine exits
 
 	// cmdMu orders SUBSCRIBE and UNSUBSCRIBE commands like the state
 	// changes that caused them; it is held while sending, mu is not.
 	cmdMu sync.Mutex
 
-	mu    sync.Mutex
-	chans map[string]*channelState
-	byID  map[string]*waiter // fair-mode waiters by id
+	mu      sync.Mutex
+	closed  bool
+	chans   map[string]*channelState
+	byID    map[string]*waiter // fair-mode waiters by id
+	expires sync.WaitGroup     // linger expiries running
 }
 
 type channelState struct {
 	waiters   map[*waiter]struct{}
 	ready     chan struct{} // closed at the first confirmation
 	confirmed bool
+
+	// With no waiter left, the channel lingers: idleSince is when the last
+	// one left, and expiry (when not nil) is the timer that unsubscribes
+	// once the channel has been idle for the linger.
+	idleSince time.Time
+	expiry    *time.Timer
 }
 
 type waiter struct {
@@ -39,12 +50,12 @@ type waiter struct {
 	ch    string
 	st    *channelState
 	wake  chan struct{} // buffered: a wake-up is never lost or blocking
-	tried atomic.Bool   // the waiter has sent a try since subscribing
+	tried atomic.Bool   // the waiter has sent a try since registering
 }
 
-func newSubscriber(client redis.UniversalClient) *subscriber {
+func newSubscriber(client redis.UniversalClient, linger time.Duration) *subscriber {
 	ps := client.Subscribe(context.Background())
-	s := &subscriber{ps: ps, done: make(chan struct{}),
+	s := &subscriber{ps: ps, linger: linger, done: make(chan struct{}),
 		chans: map[string]*channelState{}, byID: map[string]*waiter{}}
 	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	go s.dispatch(msgs)
@@ -108,8 +119,33 @@ func (w *waiter) notify() {
 	}
 }
 
-// add registers a waiter on ch, subscribing to ch if it is the first.
-func (s *subscriber) add(ch, id string) *waiter {
+// register adds a waiter to st; s.mu is held.
+func (s *subscriber) register(st *channelState, ch, id string) *waiter {
+	w := &waiter{id: id, ch: ch, st: st, wake: make(chan struct{}, 1)}
+	st.waiters[w] = struct{}{}
+	if id != "" {
+		s.byID[id] = w
+	}
+	return w
+}
+
+// addIfSubscribed registers a waiter on ch if ch's subscription is
+// confirmed (other waiters, or a lingering subscription), without any
+// request; it returns nil otherwise.
+func (s *subscriber) addIfSubscribed(ch, id string) *waiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.chans[ch]
+	if s.closed || st == nil || !st.confirmed {
+		return nil
+	}
+	return s.register(st, ch, id)
+}
+
+// add registers a waiter on ch, subscribing to ch unless it is subscribed
+// (or being subscribed) already. It returns the error of a SUBSCRIBE that
+// could not be sent: no confirmation is then on its way.
+func (s *subscriber) add(ch, id string) (*waiter, error) {
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
 	s.mu.Lock()
@@ -119,46 +155,93 @@ func (s *subscriber) add(ch, id string) *waiter {
 		st = &channelState{waiters: map[*waiter]struct{}{}, ready: make(chan struct{})}
 		s.chans[ch] = st
 	}
-	w := &waiter{id: id, ch: ch, st: st, wake: make(chan struct{}, 1)}
-	st.waiters[w] = struct{}{}
-	if id != "" {
-		s.byID[id] = w
-	}
+	w := s.register(st, ch, id)
 	s.mu.Unlock()
 	if first {
 		// An error is not fatal: go-redis subscribes again when it
-		// reconnects, and the waiter's fallback timer covers the gap.
+		// reconnects, and the waiter's fallback timer covers the gap. But
+		// when the SUBSCRIBE itself failed to be written, go-redis has
+		// reconnected at once and resubscribed the channels it knew of,
+		// before adding ch to them: ch has no subscription on the new
+		// connection. Subscribing again sends it there (or, should that
+		// fail too, lets the next reconnect include ch, which go-redis
+		// now knows of).
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		_ = s.ps.Subscribe(ctx, ch)
-		cancel()
+		defer cancel()
+		if err := s.ps.Subscribe(ctx, ch); err != nil {
+			return w, s.ps.Subscribe(ctx, ch)
+		}
 	}
-	return w
+	return w, nil
 }
 
-// remove unregisters w, unsubscribing from its channel if it was the last.
+// remove unregisters w. When it was the channel's last waiter, the channel
+// lingers, and is unsubscribed by a timer once it has been idle for the
+// linger: not on the caller's path.
 func (s *subscriber) remove(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(w.st.waiters, w)
+	if w.id != "" && s.byID[w.id] == w {
+		delete(s.byID, w.id)
+	}
+	st := w.st
+	if len(st.waiters) > 0 || s.chans[w.ch] != st || s.closed {
+		return
+	}
+	st.idleSince = time.Now()
+	if st.expiry == nil {
+		st.expiry = time.AfterFunc(s.linger, func() { s.expire(w.ch, st) })
+	}
+}
+
+// expire unsubscribes from ch if it has been idle for the linger, and
+// otherwise waits again (a waiter came and left meanwhile) or stops (a
+// waiter is there; the next one to leave restarts the timer).
+func (s *subscriber) expire(ch string, st *channelState) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.expires.Add(1)
+	s.mu.Unlock()
+	defer s.expires.Done()
+
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
 	s.mu.Lock()
-	delete(w.st.waiters, w)
-	if w.id != "" {
-		delete(s.byID, w.id)
+	if s.closed || s.chans[ch] != st || len(st.waiters) > 0 {
+		st.expiry = nil
+		s.mu.Unlock()
+		return
 	}
-	last := len(w.st.waiters) == 0 && s.chans[w.ch] == w.st
-	if last {
-		delete(s.chans, w.ch)
+	if left := s.linger - time.Since(st.idleSince); left > 0 {
+		st.expiry = time.AfterFunc(left, func() { s.expire(ch, st) })
+		s.mu.Unlock()
+		return
 	}
+	st.expiry = nil
+	delete(s.chans, ch)
 	s.mu.Unlock()
-	if last {
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		_ = s.ps.Unsubscribe(ctx, w.ch)
-		cancel()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	_ = s.ps.Unsubscribe(ctx, ch)
+	cancel()
 }
 
-// close closes the pub/sub connection and waits for the dispatcher.
+// close closes the pub/sub connection and waits for the dispatcher and the
+// linger timers.
 func (s *subscriber) close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, st := range s.chans {
+		if st.expiry != nil {
+			st.expiry.Stop()
+		}
+	}
+	s.mu.Unlock()
 	err := s.ps.Close()
+	s.expires.Wait()
 	select {
 	case <-s.done:
 	case <-time.After(time.Minute):

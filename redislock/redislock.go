@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,8 +30,17 @@ const (
 	DefaultWaiterLiveness = 3 * time.Second
 
 	// TombstoneTTL is how long a release is remembered, so that a release
-	// retried after a lost reply is reported as done rather than lost.
-	TombstoneTTL = time.Minute
+	// retried after a lost reply is reported as done rather than lost. It
+	// covers a Client's retries of a release (backoff capped at a second);
+	// a release retried later than this after the one that took effect is
+	// reported as lost (distlock.ErrLockLost).
+	TombstoneTTL = 10 * time.Second
+
+	// SubscriptionLinger is how long a release channel stays subscribed
+	// after its last waiter left, so that a chain of hand-offs on one key
+	// (each new waiter arriving while the previous one holds it) does not
+	// subscribe and unsubscribe per waiter.
+	SubscriptionLinger = time.Second
 )
 
 const (
@@ -51,11 +61,12 @@ const (
 type Option func(*config)
 
 type config struct {
-	prefix       string
-	fair         bool
-	liveness     time.Duration
-	waitReplicas int
-	waitTimeout  time.Duration
+	prefix          string
+	fair            bool
+	liveness        time.Duration
+	waitReplicas    int
+	waitTimeout     time.Duration
+	evictionAllowed bool
 }
 
 // WithPrefix sets the prefix of every Redis key and pub/sub channel the
@@ -97,6 +108,18 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) { c.waitReplicas, c.waitTimeout = n, timeout }
 }
 
+// WithEvictionAllowed accepts a server whose maxmemory-policy may evict
+// keys. Default: off; the first Acquire of a Backend reads the policy with
+// CONFIG GET and, unless it is "noeviction", refuses every Acquire with an
+// error matching distlock.ErrInvalidOption.
+//
+// Eviction breaks the lock: an evicted lock key lets a second client be
+// granted the key while the first still holds it, and an evicted fencing
+// counter restarts tokens at 1. The volatile-* policies evict the lock keys
+// (they have a TTL), the allkeys-* policies the counters too. Use this
+// option only where the lock is for efficiency and memory never runs out.
+func WithEvictionAllowed() Option { return func(c *config) { c.evictionAllowed = true } }
+
 // Backend is a distlock.Backend over Redis: a single server, a Sentinel
 // failover client or a Cluster, through a go-redis client. Create it with New;
 // it is safe for concurrent use.
@@ -113,6 +136,25 @@ type Backend struct {
 	done   chan struct{} // closed by Close
 	sub    *subscriber   // created with the first waiter
 	wg     sync.WaitGroup
+
+	// The eviction policy check (see WithEvictionAllowed): policyOK is set
+	// once a check passed or could not be made; policyMu makes concurrent
+	// first calls wait for one check.
+	policyOK atomic.Bool
+	policyMu sync.Mutex
+
+	noBatch atomic.Bool // the server refused a multi-key refresh (cluster mode)
+
+	hooks testHooks
+}
+
+// testHooks let this package's tests force interleavings; all nil/zero
+// outside tests.
+type testHooks struct {
+	afterFirstHeld func()        // a first try found the key held; the waiter is about to subscribe
+	beforeSleep    func()        // the waiter is about to sleep until a message or its timer
+	noRecheck      bool          // skip the try after a new subscription is confirmed
+	linger         time.Duration // replaces SubscriptionLinger when not zero
 }
 
 // New returns a Backend that keeps its locks in the Redis that client talks
@@ -197,9 +239,23 @@ func (b *Backend) subscriber() (*subscriber, error) {
 		return nil, ErrClosed
 	}
 	if b.sub == nil {
-		b.sub = newSubscriber(b.client)
+		linger := SubscriptionLinger
+		if b.hooks.linger > 0 {
+			linger = b.hooks.linger
+		}
+		b.sub = newSubscriber(b.client, linger)
 	}
 	return b.sub, nil
+}
+
+// currentSubscriber returns the Backend's pub/sub multiplexer if it exists.
+func (b *Backend) currentSubscriber() *subscriber {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	return b.sub
 }
 
 func (b *Backend) isClosed() bool {
@@ -212,9 +268,12 @@ func (b *Backend) isClosed() bool {
 }
 
 // Acquire implements distlock.Backend. The try is one round trip (one Lua
-// script sets the lock and increments its fencing counter); a waiting
-// Acquire subscribes to the key's release channel first, then tries, then
-// waits for a release message or for the holder's TTL to run out.
+// script sets the lock and increments its fencing counter). A waiting
+// Acquire whose first try finds the key held subscribes to the key's
+// release channel, tries again once the subscription is confirmed, then
+// waits for a release message or for the holder's TTL to run out. The first
+// Acquire of a Backend also checks the server's eviction policy (see
+// WithEvictionAllowed).
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
 	if b.err != nil {
 		return nil, b.err
@@ -230,6 +289,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	}
 	if b.isClosed() {
 		return nil, ErrClosed
+	}
+	if err := b.checkEviction(ctx); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+		}
+		return nil, err
 	}
 	a := &attempt{b: b, key: key, k: b.keysFor(key), secret: rand.Text(), opts: opts}
 	if b.cfg.fair {
@@ -262,12 +327,7 @@ type attempt struct {
 // how long to wait before trying again when not.
 func (a *attempt) try(ctx context.Context, join bool) (*lease, time.Duration, error) {
 	b := a.b
-	keys := []string{a.k.lock, a.k.token, a.k.queue, a.k.alive}
-	joinArg := "0"
-	if join {
-		joinArg = "1"
-	}
-	args := []any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(b.cfg.liveness), joinArg}
+	keys, args := a.acquireArgs(join)
 
 	sent := time.Now()
 	var (
@@ -315,6 +375,16 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, time.Duration, er
 	}
 }
 
+// acquireArgs are the keys and arguments of acquire.lua for one try.
+func (a *attempt) acquireArgs(join bool) ([]string, []any) {
+	joinArg := "0"
+	if join {
+		joinArg = "1"
+	}
+	return []string{a.k.lock, a.k.token, a.k.queue, a.k.alive, a.k.tomb(a.secret)},
+		[]any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(a.b.cfg.liveness), joinArg}
+}
+
 func parseAcquireReply(res []any) (status, val int64, err error) {
 	if len(res) != 2 {
 		return 0, 0, fmt.Errorf("unexpected reply %v", res)
@@ -350,26 +420,28 @@ func (b *Backend) acquireReplicated(ctx context.Context, keys []string, args []a
 	return res, replicas, waitErr, nil
 }
 
-// wait is a blocking Acquire: subscribe, try, wait for a signal, repeat.
+// wait is a blocking Acquire: try; when held, subscribe to the release
+// channel and try again once subscribed (a release between the first try
+// and the subscription was not heard); then wait for a release message or
+// the holder's expiry, and try again.
+//
+// When the channel is already subscribed (other waiters on the key, or a
+// subscription lingering after the last one), the waiter registers first,
+// which costs no request, and its first try is then covered.
 func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	b := a.b
-	sub, err := b.subscriber()
-	if err != nil {
-		return nil, err
+	var (
+		sub *subscriber
+		w   *waiter
+	)
+	defer func() {
+		if w != nil {
+			sub.remove(w)
+		}
+	}()
+	if sub = b.currentSubscriber(); sub != nil {
+		w = sub.addIfSubscribed(a.k.channel, a.waiter)
 	}
-	w := sub.add(a.k.channel, a.waiter)
-	defer sub.remove(w)
-
-	// Subscribe before the first try, so that a release between the try and
-	// the subscription cannot be missed.
-	ready := time.NewTimer(subscribeWait)
-	select {
-	case <-w.st.ready:
-	case <-ready.C:
-	case <-ctx.Done():
-	case <-b.done:
-	}
-	ready.Stop()
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -377,7 +449,9 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		if err := a.interrupted(ctx); err != nil {
 			return nil, err
 		}
-		w.tried.Store(true)
+		if w != nil {
+			w.tried.Store(true)
+		}
 		l, retryIn, err := a.try(ctx, true)
 		if err != nil || l != nil {
 			if err != nil && ctx.Err() != nil {
@@ -385,9 +459,48 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			}
 			return l, err
 		}
+		if w == nil {
+			if h := b.hooks.afterFirstHeld; h != nil {
+				h()
+			}
+			if sub == nil {
+				if sub, err = b.subscriber(); err != nil {
+					if a.waiter != "" {
+						a.leaveQueue(ctx)
+					}
+					return nil, err
+				}
+			}
+			// Wait for the confirmation, unless no SUBSCRIBE could be
+			// sent (the client is closed, the server unreachable): none is
+			// coming then, so try again at once and rely on the timer. A
+			// fair waiter, queued by its first try, waits no longer than
+			// its place's refresh period.
+			readyWait := subscribeWait
+			if b.cfg.fair {
+				readyWait = min(readyWait, b.cfg.liveness/3)
+			}
+			var subErr error
+			if w, subErr = sub.add(a.k.channel, a.waiter); subErr == nil {
+				ready := time.NewTimer(readyWait)
+				select {
+				case <-w.st.ready:
+				case <-ready.C:
+				case <-ctx.Done():
+				case <-b.done:
+				}
+				ready.Stop()
+			}
+			if !b.hooks.noRecheck {
+				continue
+			}
+		}
 		if b.cfg.fair {
 			// Trying again also refreshes our place in the queue.
 			retryIn = min(retryIn, b.cfg.liveness/3)
+		}
+		if h := b.hooks.beforeSleep; h != nil {
+			h()
 		}
 		timer.Reset(retryIn)
 		select {
@@ -427,17 +540,23 @@ func (a *attempt) interrupted(ctx context.Context) error {
 func (a *attempt) leaveQueue(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 	defer cancel()
-	_, _ = a.b.runRelease(cctx, a.k, a.secret, a.waiter)
+	_, _ = a.b.runRelease(cctx, a.k, a.secret, a.waiter, 0)
 }
 
 // abandon undoes whatever a failed try may have done at the server: a grant
-// whose reply was lost, a place in the queue. It tries at once and, if that
-// fails too, keeps trying in the background until the grant would have
-// lapsed anyway or the Backend is closed.
+// whose reply was lost, a place in the queue. It also leaves the tombstone
+// of the attempt's secret, whatever it finds, so that a try still on its way
+// (delayed in the network, not lost) does nothing when it arrives: without
+// it, that late try would grant the key to nobody for a whole TTL. It tries
+// at once and, if that fails too, keeps trying in the background until the
+// grant would have lapsed anyway or the Backend is closed.
 func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	b := a.b
+	// The tombstone outlives anything the late try could leave: a grant
+	// (TTL), a place in the queue (liveness).
+	keep := max(a.opts.TTL, b.cfg.liveness, TombstoneTTL)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-	_, err := b.runRelease(cctx, a.k, a.secret, a.waiter)
+	_, err := b.runRelease(cctx, a.k, a.secret, a.waiter, keep)
 	cancel()
 	if err == nil {
 		return
@@ -460,7 +579,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 				return
 			}
 			cctx, cancel := context.WithDeadline(context.Background(), until)
-			_, err := b.runRelease(cctx, a.k, a.secret, a.waiter)
+			_, err := b.runRelease(cctx, a.k, a.secret, a.waiter, keep)
 			cancel()
 			if err == nil || !errors.Is(err, distlock.ErrUnavailable) {
 				return
@@ -471,21 +590,38 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 
 // runRelease runs the release script: it releases the grant with secret if
 // held, and takes waiter (if not "") out of the queue. It returns 1 when it
-// released, 2 when an earlier call had, 0 when the grant was not held.
-func (b *Backend) runRelease(ctx context.Context, k lockKeys, secret, waiter string) (int64, error) {
-	fair := "0"
-	if b.cfg.fair {
-		fair = "1"
-	}
-	n, err := releaseScript.Run(ctx, b.client,
-		[]string{k.lock, k.tomb(secret), k.queue, k.alive},
-		secret, ceilMillis(TombstoneTTL), k.channel, fair, waiter).Int64()
+// released, 2 when an earlier call had, 0 when the grant was not held. With
+// abandon > 0 it writes the tombstone of secret in any case, to last that
+// long.
+func (b *Backend) runRelease(ctx context.Context, k lockKeys, secret, waiter string, abandon time.Duration) (int64, error) {
+	keys, args := b.releaseArgs(k, secret, waiter, abandon)
+	n, err := releaseScript.Run(ctx, b.client, keys, args...).Int64()
 	return n, classify(ctx, "release", err)
 }
 
+// releaseArgs are the keys and arguments of release.lua.
+func (b *Backend) releaseArgs(k lockKeys, secret, waiter string, abandon time.Duration) ([]string, []any) {
+	fair, force, keep := "0", "0", TombstoneTTL
+	if b.cfg.fair {
+		fair = "1"
+	}
+	if abandon > 0 {
+		force, keep = "1", abandon
+	}
+	return []string{k.lock, k.tomb(secret), k.queue, k.alive},
+		[]any{secret, ceilMillis(keep), k.channel, fair, waiter, force}
+}
+
+// refreshBatch is the most leases refresh_many.lua refreshes in one call:
+// a call of that size keeps the server busy for about a millisecond.
+const refreshBatch = 256
+
 // RefreshAll implements distlock.BatchRefresher: it refreshes every lease
 // in one pipeline (one round trip on a single server; one per node that
-// holds some of the keys on a Cluster).
+// holds some of the keys on a Cluster). Over a *redis.Client (a single
+// server, or a Sentinel-managed primary) one script call refreshes up to
+// 256 leases; on a Cluster, whose lock keys lie in different slots, each
+// lease is one call.
 func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
 	res := make([]distlock.RefreshResult, len(leases))
 	if err := checkTTL(ttl); err != nil {
@@ -495,6 +631,7 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl t
 		return res
 	}
 	ls := make([]*lease, len(leases))
+	var all []int
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
 		if !ok || l.b != b {
@@ -502,50 +639,110 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl t
 			continue
 		}
 		ls[i] = l
-	}
-	run := func(eval bool, idx []int) []*redis.Cmd {
-		pipe := b.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(ls))
-		for _, i := range idx {
-			keys, args := []string{ls[i].k.lock}, []any{ls[i].secret, ceilMillis(ttl)}
-			if eval {
-				cmds[i] = refreshScript.Eval(ctx, pipe, keys, args...)
-			} else {
-				cmds[i] = refreshScript.EvalSha(ctx, pipe, keys, args...)
-			}
-		}
-		_, _ = pipe.Exec(ctx)
-		return cmds
-	}
-	var all []int
-	for i, l := range ls {
-		if l != nil {
-			all = append(all, i)
-		}
+		all = append(all, i)
 	}
 	if len(all) == 0 {
 		return res
 	}
+	size := 1
+	if _, ok := b.client.(*redis.Client); ok && !b.noBatch.Load() {
+		size = refreshBatch
+	}
+	var groups []*refreshGroup
+	for len(all) > 0 {
+		n := min(size, len(all))
+		groups = append(groups, &refreshGroup{idx: all[:n:n]})
+		all = all[n:]
+	}
 	sent := time.Now()
-	cmds := run(false, all)
-	var again []int
-	for _, i := range all {
-		if isNoScript(cmds[i].Err()) {
-			again = append(again, i)
+	b.runRefresh(ctx, ls, groups, ttl)
+	if size > 1 {
+		// A server in cluster mode refuses keys of different slots in one
+		// call even when it holds them all: refresh those one by one, now
+		// and from now on.
+		var split []*refreshGroup
+		for _, g := range groups {
+			if len(g.idx) > 1 && redis.HasErrorPrefix(g.cmd.Err(), "CROSSSLOT") {
+				b.noBatch.Store(true)
+				for _, i := range g.idx {
+					split = append(split, &refreshGroup{idx: []int{i}})
+				}
+				g.idx = nil
+			}
+		}
+		if len(split) > 0 {
+			b.runRefresh(ctx, ls, split, ttl)
+			groups = append(groups, split...)
+		}
+	}
+	for _, g := range groups {
+		if len(g.idx) == 0 { // split above
+			continue
+		}
+		if len(g.idx) == 1 {
+			n, err := g.cmd.Int64()
+			res[g.idx[0]].Validity, res[g.idx[0]].Err = ls[g.idx[0]].refreshed(ctx, sent, ttl, n, err)
+			continue
+		}
+		vals, err := g.cmd.Int64Slice()
+		if err == nil && len(vals) != len(g.idx) {
+			err = fmt.Errorf("redislock: refresh: %d results for %d leases", len(vals), len(g.idx))
+		}
+		for j, i := range g.idx {
+			var n int64
+			if err == nil {
+				n = vals[j]
+			}
+			res[i].Validity, res[i].Err = ls[i].refreshed(ctx, sent, ttl, n, err)
+		}
+	}
+	return res
+}
+
+// refreshGroup is the leases (indexes) refreshed by one script call.
+type refreshGroup struct {
+	idx []int
+	cmd *redis.Cmd
+}
+
+// runRefresh sends one script call per group in one pipeline, and sends
+// again with EVAL the calls that met a server without the script.
+func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refreshGroup, ttl time.Duration) {
+	send := func(eval bool, gs []*refreshGroup) {
+		pipe := b.client.Pipeline()
+		for _, g := range gs {
+			script := refreshScript
+			var keys []string
+			var args []any
+			if len(g.idx) == 1 {
+				l := ls[g.idx[0]]
+				keys, args = []string{l.k.lock}, []any{l.secret, ceilMillis(ttl)}
+			} else {
+				script = refreshMany
+				keys, args = make([]string, 0, len(g.idx)), make([]any, 0, len(g.idx)+1)
+				for _, i := range g.idx {
+					keys, args = append(keys, ls[i].k.lock), append(args, ls[i].secret)
+				}
+				args = append(args, ceilMillis(ttl))
+			}
+			if eval {
+				g.cmd = script.Eval(ctx, pipe, keys, args...)
+			} else {
+				g.cmd = script.EvalSha(ctx, pipe, keys, args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	send(false, groups)
+	var again []*refreshGroup
+	for _, g := range groups {
+		if isNoScript(g.cmd.Err()) {
+			again = append(again, g)
 		}
 	}
 	if len(again) > 0 {
-		for i, c := range run(true, again) {
-			if c != nil {
-				cmds[i] = c
-			}
-		}
+		send(true, again)
 	}
-	for _, i := range all {
-		n, err := cmds[i].Int64()
-		res[i].Validity, res[i].Err = ls[i].refreshed(ctx, sent, ttl, n, err)
-	}
-	return res
 }
 
 func checkTTL(ttl time.Duration) error {
@@ -605,7 +802,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redislock: token %d of %q was already released", distlock.ErrLockLost, l.token, l.key)
 	}
-	n, err := l.b.runRelease(ctx, l.k, l.secret, "")
+	n, err := l.b.runRelease(ctx, l.k, l.secret, "", 0)
 	if err != nil {
 		return fmt.Errorf("release %q: %w", l.key, err)
 	}

@@ -13,6 +13,8 @@ var (
 	releaseLua string
 	//go:embed scripts/refresh.lua
 	refreshLua string
+	//go:embed scripts/refresh_many.lua
+	refreshManyLua string
 	//go:embed scripts/fence.lua
 	fenceLua string
 
@@ -21,5 +23,6 @@ var (
 	acquireScript = redis.NewScript(acquireLua)
 	releaseScript = redis.NewScript(releaseLua)
 	refreshScript = redis.NewScript(refreshLua)
+	refreshMany   = redis.NewScript(refreshManyLua)
 	fenceScript   = redis.NewScript(fenceLua)
 )

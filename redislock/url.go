@@ -31,7 +31,8 @@ const OpenTimeout = 5 * time.Second
 // (26379 for Sentinels); the default db is 0.
 //
 // Options are this package's "prefix" (WithPrefix), "fair" (WithFair, a
-// boolean) and "waiter_liveness" (WithWaiterLiveness, a Go duration), and
+// boolean), "eviction_allowed" (WithEvictionAllowed, a boolean) and
+// "waiter_liveness" (WithWaiterLiveness, a Go duration), and
 // go-redis's own URL options such as "dial_timeout", "read_timeout",
 // "write_timeout", "pool_size" and "max_retries".
 //
@@ -70,6 +71,16 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 			opts = append(opts, WithFair())
 		}
 		q.Del("fair")
+	}
+	if q.Has("eviction_allowed") {
+		ok, err := strconv.ParseBool(q.Get("eviction_allowed"))
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "option eviction_allowed", err)
+		}
+		if ok {
+			opts = append(opts, WithEvictionAllowed())
+		}
+		q.Del("eviction_allowed")
 	}
 	if q.Has("waiter_liveness") {
 		d, err := time.ParseDuration(q.Get("waiter_liveness"))

@@ -58,6 +58,7 @@ func TestOpenURL(t *testing.T) {
 		"bad db":             fmt.Sprintf("redis://:%s@%s/x", password, srv.Addr),
 		"bad option":         fmt.Sprintf("redis://:%s@%s/0?nope=1", password, srv.Addr),
 		"bad fair":           fmt.Sprintf("redis://:%s@%s/0?fair=maybe", password, srv.Addr),
+		"bad eviction":       fmt.Sprintf("redis://:%s@%s/0?eviction_allowed=perhaps", password, srv.Addr),
 		"bad prefix":         fmt.Sprintf("redis://:%s@%s/0?prefix=a{", password, srv.Addr),
 		"sentinel":           fmt.Sprintf("redis+sentinel://:%s@%s,%s/mymaster/0?dial_timeout=1s", password, closedAddr(t), closedAddr(t)),
 		"sentinel no master": fmt.Sprintf("redis+sentinel://:%s@%s", password, srv.Addr),

@@ -1,6 +1,8 @@
 -- release.lua: owner-checked release, with a tombstone so that a retried
 -- release can tell "already released by me" from "no longer mine"; also
--- takes a waiter out of the fair queue, and wakes the next waiter.
+-- takes a waiter out of the fair queue, and wakes the next waiter. An
+-- Acquire that gave up after a failed request (abandon) calls it to undo
+-- whatever that request did or will do.
 --
 -- KEYS[1] lock key
 -- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
@@ -11,6 +13,8 @@
 -- ARGV[3] pub/sub channel that waiters listen on
 -- ARGV[4] "1" in fair mode: wake only the first live waiter
 -- ARGV[5] waiter id to take out of the queue, or ""
+-- ARGV[6] "1" to write the tombstone even when the grant is not held
+--         (abandon: acquire.lua then refuses a late request with secret)
 --
 -- Returns 1 when this call released the grant, 2 when an earlier call did,
 -- 0 when the grant was not held by secret (it expired or was taken over).
@@ -22,6 +26,8 @@ if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
   result = 1
+elseif ARGV[6] == '1' then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 elseif redis.call('EXISTS', KEYS[2]) == 1 then
   result = 2
 end
@@ -34,10 +40,10 @@ end
 
 -- Wake waiters when the lock became free, or when a waiter left a queue
 -- whose lock is free (it may have been first in line).
-if result == 1 or (id ~= '' and v == false) then
+if result == 1 or (id ~= '' and not v) then
   if ARGV[4] == '1' then
     local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
     local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
     for _, d in ipairs(dead) do
       redis.call('ZREM', KEYS[3], d)

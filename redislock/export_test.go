@@ -1,0 +1,51 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+// Hooks for this package's tests, to force interleavings that the network
+// rarely produces on its own. Set them before b's first Acquire.
+
+// SetWaitHooks makes b's waiting Acquire calls run afterFirstHeld when a
+// first try found the key held, just before subscribing to its channel,
+// and beforeSleep just before sleeping until a release message or the
+// fallback timer. Either may be nil.
+func SetWaitHooks(b *Backend, afterFirstHeld, beforeSleep func()) {
+	b.hooks.afterFirstHeld, b.hooks.beforeSleep = afterFirstHeld, beforeSleep
+}
+
+// SetNoRecheck makes b's waiters skip the try that follows a new
+// subscription, to show the window that try closes.
+func SetNoRecheck(b *Backend) { b.hooks.noRecheck = true }
+
+// SetLinger replaces SubscriptionLinger for b.
+func SetLinger(b *Backend, d time.Duration) { b.hooks.linger = d }
+
+// QueueCycle queues on pipe the requests of an uncontended acquire of key
+// (with ttl) and its release, as b sends them, for measuring the server's
+// share of a cycle without the network's.
+func QueueCycle(ctx context.Context, b *Backend, pipe redis.Pipeliner, key string, ttl time.Duration) {
+	a := &attempt{b: b, key: key, k: b.keysFor(key), secret: rand.Text(), opts: distlock.AcquireOptions{TTL: ttl}}
+	keys, args := a.acquireArgs(false)
+	acquireScript.EvalSha(ctx, pipe, keys, args...)
+	keys, args = b.releaseArgs(a.k, a.secret, "", 0)
+	releaseScript.EvalSha(ctx, pipe, keys, args...)
+}
+
+// LoadScripts loads b's scripts into the server's cache.
+func LoadScripts(ctx context.Context, c redis.Scripter) error {
+	for _, s := range []*redis.Script{acquireScript, releaseScript, refreshScript} {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+-- refresh_many.lua: refresh.lua for many leases at once, on a server that
+-- holds all their keys (not a Cluster: the keys are in different slots).
+--
+-- KEYS[i]        lock key of lease i
+-- ARGV[i]        secret of lease i
+-- ARGV[#KEYS+1]  new TTL in milliseconds
+--
+-- Returns an array: element i is 1 when lease i was extended, 0 when its
+-- grant is gone.
+
+local ttl = ARGV[#KEYS + 1]
+local out = {}
+for i = 1, #KEYS do
+  local prefix = ARGV[i] .. '|'
+  local v = redis.call('GET', KEYS[i])
+  if v and string.sub(v, 1, #prefix) == prefix then
+    redis.call('PEXPIRE', KEYS[i], ttl)
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out

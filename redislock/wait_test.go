@@ -1,0 +1,202 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redislock"
+)
+
+// An uncontended acquire and release is two requests, waiting or not, in
+// either mode: the waiting Acquire subscribes only when its first try finds
+// the key held.
+func TestUncontendedRequests(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	m := startMonitor(t, srv.Addr)
+	for _, mode := range []struct {
+		name string
+		opts []redislock.Option
+		wait bool
+	}{
+		{"Try", nil, false},
+		{"Wait", nil, true},
+		{"FairTry", []redislock.Option{redislock.WithFair()}, false},
+		{"FairWait", []redislock.Option{redislock.WithFair()}, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			b := newBackend(t, srv.Addr, mode.opts...)
+			key := "uncontended/" + mode.name
+			cycle := func(key string) {
+				t.Helper()
+				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The first cycle dials, loads the scripts and checks the
+			// eviction policy.
+			cycle(key + "/warm-up")
+			m.requests(t, admin)
+			cycle(key)
+			if got := m.requests(t, admin); !slices.Equal(got, []string{"evalsha", "evalsha"}) {
+				t.Errorf("requests of an uncontended acquire and release: %v, want [evalsha evalsha]", got)
+			}
+			if n := pubsubClients(t, admin); n != 0 {
+				t.Errorf("%d pub/sub connections after uncontended acquires", n)
+			}
+		})
+	}
+}
+
+// A release that lands after a waiter's first try and before its
+// subscription is published to nobody. Without the try that follows the
+// subscription, the waiter sleeps on its fallback timer (the holder's TTL)
+// although the key is free; with it, the waiter is served at once.
+func TestReleaseBeforeSubscription(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	const ttl = 2 * time.Minute
+	key := "release-before-subscription"
+	holder := newBackend(t, srv.Addr)
+
+	run := func(t *testing.T, recheck bool) (slept bool, res chan error, cancel context.CancelFunc) {
+		lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBackend(t, srv.Addr)
+		if !recheck {
+			redislock.SetNoRecheck(b)
+		}
+		sleeping := make(chan struct{}, 1)
+		redislock.SetWaitHooks(b,
+			func() { // the first try found the key held: release it now
+				if err := lh.Release(ctx); err != nil {
+					t.Errorf("holder's Release: %v", err)
+				}
+			},
+			func() {
+				select {
+				case sleeping <- struct{}{}:
+				default:
+				}
+			})
+		wctx, cancel := context.WithTimeout(ctx, ttl/4)
+		res = make(chan error, 1)
+		go func() {
+			l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			res <- err
+		}()
+		select {
+		case <-sleeping:
+			return true, res, cancel
+		case err := <-res:
+			res <- err
+			return false, res, cancel
+		}
+	}
+
+	t.Run("WithoutRecheck", func(t *testing.T) {
+		slept, res, cancel := run(t, false)
+		defer cancel()
+		if !slept {
+			t.Fatalf("the waiter returned without sleeping: %v", <-res)
+		}
+		// The waiter sleeps until the holder's TTL although the key is free:
+		// the release was published before it subscribed.
+		if n := admin.Exists(ctx, lockKey(key)).Val(); n != 0 {
+			t.Fatal("the key is still held: the release did not happen first")
+		}
+		select {
+		case err := <-res:
+			t.Fatalf("the waiter was served (%v): the fault did not bite", err)
+		case <-time.After(time.Second):
+		}
+		t.Log("fault bites: a waiter without the recheck sleeps on a free key until its fallback timer")
+		cancel()
+		if err := <-res; !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("cancelled waiter: %v", err)
+		}
+	})
+	t.Run("WithRecheck", func(t *testing.T) {
+		slept, res, cancel := run(t, true)
+		defer cancel()
+		if slept {
+			t.Error("the waiter went to sleep on a free key")
+		}
+		if err := <-res; err != nil {
+			t.Fatalf("waiter: %v, want a grant right after its subscription", err)
+		}
+	})
+}
+
+// A chain of hand-offs on one key (each waiter arrives while the previous
+// one holds the key) subscribes once: the channel lingers between waiters.
+func TestHandOffChainSubscribesOnce(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	key := "handoff-chain"
+	holder := newBackend(t, srv.Addr)
+	b := newBackend(t, srv.Addr)
+	// A long linger keeps the test independent of the machine's speed.
+	redislock.SetLinger(b, time.Hour)
+	sleeping := make(chan struct{}, 1)
+	redislock.SetWaitHooks(b, nil, func() {
+		select {
+		case sleeping <- struct{}{}:
+		default:
+		}
+	})
+	m := startMonitor(t, srv.Addr)
+
+	var prev distlock.Lease
+	prev, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.requests(t, admin)
+	const chain = 5
+	for i := range chain {
+		got := make(chan distlock.Lease, 1)
+		go func() {
+			l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			got <- l
+		}()
+		<-sleeping // waiting for the key, which prev holds
+		if err := prev.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if prev = <-got; prev == nil {
+			t.FailNow()
+		}
+	}
+	if err := prev.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range m.requests(t, admin) {
+		count[r]++
+	}
+	if count["subscribe"] != 1 || count["unsubscribe"] != 0 {
+		t.Errorf("a chain of %d hand-offs sent %d SUBSCRIBE and %d UNSUBSCRIBE, want 1 and 0 (requests: %v)",
+			chain, count["subscribe"], count["unsubscribe"], count)
+	}
+	if n := admin.PubSubNumSub(ctx, channelOf(key)).Val()[channelOf(key)]; n != 1 {
+		t.Errorf("the idle channel has %d subscribers during its linger, want 1", n)
+	}
+	t.Logf("requests for %d hand-offs: %v", chain, count)
+}
