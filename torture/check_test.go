@@ -1,0 +1,74 @@
+package torture
+
+import (
+	"testing"
+	"time"
+)
+
+// The counts on a hand-made run: a stale write, a lost update, a proven
+// overlap and a repeated token are each counted once; a hold whose
+// liveness was not proven past the next grant is not an overlap.
+func TestCheckCounts(t *testing.T) {
+	for _, mode := range []Mode{Unfenced, Fenced} {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := NewRun(t, mode)
+			c := &storeClient{addr: r.Store.Addr(), worker: "A"}
+			defer c.close()
+			write := func(worker string, token uint64, value int64) {
+				t.Helper()
+				c.close()
+				c.worker = worker
+				seq, stale, err := c.write("r", token, value, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !stale {
+					r.Hist.Update(seq, func(o *Op) { o.Acked = true })
+				}
+			}
+			grant := func(worker string, token uint64, call, ret, live, end int64) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				g := &grantRec{id: len(r.grants) + 1, worker: worker, key: "k", token: token, acqCall: call, acqReturn: ret, live: live, endAt: end}
+				r.grants = append(r.grants, g)
+				r.Hist.Add(Op{Worker: worker, Kind: KindAcquire, Key: "k", Grant: g.id, Token: token, Call: call, Return: ret, Outcome: OutcomeOK})
+			}
+			// A holds token 5 and is last proven live at 20, before B's
+			// grant: not an overlap.
+			grant("A", 5, 0, 10, 20, 30)
+			grant("B", 6, 15, 100, 200, 210)
+			// C is granted token 6 again while B is proven live: an
+			// overlap and a repeated token.
+			grant("C", 6, 150, 160, 190, 220)
+			write("A", 5, 1)
+			write("B", 6, 2)
+			write("A", 5, 2) // stale: B wrote with 6
+			res := r.Check(&Result{Mode: mode}, "")
+			if res.Overlaps != 1 {
+				t.Errorf("overlaps %d, want 1", res.Overlaps)
+			}
+			if res.TokenRegressions != 1 {
+				t.Errorf("token regressions %d, want 1", res.TokenRegressions)
+			}
+			if res.StaleAttempted != 1 {
+				t.Errorf("stale attempted %d, want 1", res.StaleAttempted)
+			}
+			wantAccepted, wantLost := 1, 1 // unfenced: A's stale write overwrote B's increment
+			if mode == Fenced {
+				wantAccepted, wantLost = 0, 0
+			}
+			if res.StaleAccepted != wantAccepted || res.StaleRefused != 1-wantAccepted {
+				t.Errorf("stale accepted/refused %d/%d, want %d/%d", res.StaleAccepted, res.StaleRefused, wantAccepted, 1-wantAccepted)
+			}
+			if res.LostUpdates != wantLost {
+				t.Errorf("lost updates %d, want %d", res.LostUpdates, wantLost)
+			}
+			if res.Verdicts["mutex"] != "Illegal" || res.Verdicts["tokens"] != "Illegal" {
+				t.Errorf("verdicts %v: want mutex and tokens Illegal", res.Verdicts)
+			}
+			if !res.Bit() {
+				t.Error("Bit() is false")
+			}
+		})
+	}
+}

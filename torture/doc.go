@@ -1,0 +1,67 @@
+// Package torture is distlock's fault-injection harness: it runs lock
+// workloads in real worker processes against real servers (Redis, etcd, a
+// local lock directory), injects the faults a distributed lock must survive,
+// records every operation, and checks the histories with porcupine and with
+// plain counts.
+//
+// # What a run is
+//
+// A Run starts a Store (a register per resource, on loopback TCP) in one of
+// two modes: Unfenced, which accepts every write (the baseline), and
+// Fenced, which refuses a write whose fencing token is below the highest
+// admitted for its resource (fence.Register, atomically with the write).
+// Worker processes (this test binary re-executed with WorkerEnv set; see
+// RunWorkerIfRequested) open a distlock.Client over the backend under test
+// by URL, and execute the harness's commands: acquire, read, write,
+// read-modify-write, release. A Scenario drives the workers and injects its
+// fault: SIGSTOP of a holder between its check and its write, a write
+// delayed in a faultproxy, a holder cut off from the lock service, a server
+// killed with SIGKILL and restarted, a Redis failover to a replica that
+// missed grants, a late release, a lost acquire reply. Every scenario runs
+// once per mode; the unfenced run must show the fault biting, and the
+// fenced run must accept no stale write.
+//
+// # One clock, conservative intervals
+//
+// Every event is stamped by the harness process with one monotonic Clock:
+// the Store stamps its reads and writes when the request arrives and when
+// the reply leaves; commands to workers are stamped when sent and when
+// their answer arrives, so each interval contains the moment the operation
+// took effect. A grant ends (KindEnd) when its holder's lock context is
+// cancelled, as the worker reports; it counts as held only up to the last
+// instant it was proven live: after a store reply, the worker checks that
+// its lock's context is not done and that its local deadline has not
+// passed, and the store's reply time is then a time at which the grant was
+// certainly still held. An overlap reported by the checkers is therefore
+// proven, never inferred from a slow report.
+//
+// # Checkers
+//
+// Porcupine checks three small models, partitioned by lock key or
+// resource: mutex (acquire and end alternate: no two holds overlap), tokens
+// (each grant's token is above the last), and register (a read returns the
+// last admitted write; a write whose token is below the highest admitted
+// must have been refused). Plain counts complete them: proven overlaps,
+// stale writes attempted, refused and accepted, lost updates (acknowledged
+// increments missing from the final value), token regressions, orphaned
+// grants, and loss-detection latency (from the fault to the holder's
+// context being cancelled, on the harness clock).
+//
+// # Running it
+//
+// `go test ./torture/` runs every scenario for one round, in a few minutes,
+// and fails if a baseline does not bite, if a fenced store accepts a stale
+// write, if a guard that should hold does not, or if tokens regress where
+// the backend promises they do not. The full run,
+//
+//	go test ./torture/ -run TestTorture -timeout 60m -args -torture.full
+//
+// runs more rounds and writes REPORT.md and report/ (an HTML page with a
+// timeline of every run and porcupine's visualization of every history).
+// The servers come from internal/testserver; without them the tests skip,
+// or fail under CI=true.
+//
+// The package is a test harness: its API takes a testing.TB, starts
+// processes and servers, and is Linux-only where it stops processes.
+// Runs, Workers and Stores are safe for concurrent use.
+package torture

@@ -1,0 +1,666 @@
+package torture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/faultproxy"
+)
+
+// Run is one execution of a scenario: a Store in one Mode, worker
+// processes, fault proxies, and the History they produce. Create it with
+// NewRun; it is closed when the test ends (or by Close). Its methods are
+// safe for concurrent use.
+type Run struct {
+	t     testing.TB
+	Clock *Clock
+	Hist  *History
+	Store *Store
+
+	ctx    context.Context // ends at Close: bounds every call to a worker
+	cancel context.CancelFunc
+	dir    string
+	exe    string
+
+	mu       sync.Mutex
+	workers  []*Worker
+	grants   []*grantRec
+	proxies  []*faultproxy.Proxy
+	samples  []time.Duration // loss-detection latencies
+	notes    []string
+	closed   bool
+	endAt    int64
+	injected int // rounds in which the fault took effect as designed
+}
+
+// grantRec is the harness's view of one grant.
+type grantRec struct {
+	id        int
+	worker    string
+	key       string
+	token     uint64
+	acqCall   int64
+	acqReturn int64
+	live      int64 // the latest time the grant was proven live
+	endAt     int64 // when its end was reported; 0 while live
+	cause     string
+	lost      bool
+}
+
+// NewRun starts a Store in mode and returns a Run that records into a new
+// History. The test binary must call RunWorkerIfRequested in TestMain.
+func NewRun(t testing.TB, mode Mode) *Run {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("torture: %v", err)
+	}
+	clock, hist := NewClock(), &History{}
+	store, err := StartStore(mode, clock, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{t: t, Clock: clock, Hist: hist, Store: store, dir: t.TempDir(), exe: exe}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Context returns a context that ends when the Run is closed.
+func (r *Run) Context() context.Context { return r.ctx }
+
+// Proxy starts a fault proxy to target, closed with the Run (after its
+// workers exit).
+func (r *Run) Proxy(target string) *faultproxy.Proxy {
+	r.t.Helper()
+	p, err := faultproxy.New(target)
+	if err != nil {
+		r.t.Fatalf("torture: proxy: %v", err)
+	}
+	r.mu.Lock()
+	r.proxies = append(r.proxies, p)
+	r.mu.Unlock()
+	return p
+}
+
+// Fault records a fault or a harness action at the current time, for the
+// timeline. worker may be "" for faults of a server.
+func (r *Run) Fault(worker, note string) int64 {
+	now := r.Clock.Now()
+	if worker == "" {
+		worker = "harness"
+	}
+	r.Hist.Add(Op{Worker: worker, Kind: KindFault, Call: now, Return: now, Outcome: OutcomeOK, Note: note})
+	return now
+}
+
+// MarkFault starts a loss-detection measurement on each worker: the next
+// loss of its lock is measured from now.
+func (r *Run) MarkFault(ws ...*Worker) {
+	now := r.Clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range ws {
+		w.faultAt = now
+	}
+}
+
+// Notef adds a line to the Run's notes (shown in the report).
+func (r *Run) Notef(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// Close asks every worker to exit (releasing what it holds), kills those
+// that do not, closes the proxies and the Store, and ends the History.
+// It is idempotent.
+func (r *Run) Close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	workers := slices.Clone(r.workers)
+	proxies := slices.Clone(r.proxies)
+	r.mu.Unlock()
+	for _, p := range proxies {
+		p.Heal()
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Go(w.exit)
+	}
+	wg.Wait()
+	r.cancel()
+	for _, w := range workers {
+		w.wait()
+	}
+	for _, p := range proxies {
+		p.Close()
+	}
+	r.Store.Close()
+	r.mu.Lock()
+	r.endAt = r.Clock.Now()
+	r.mu.Unlock()
+}
+
+// Worker is the harness's handle on a worker process. Its methods send one
+// command and wait for the answer. They are safe for concurrent use, but
+// the process executes one command at a time: concurrent calls queue.
+type Worker struct {
+	Name string
+	Pid  int
+	run  *Run
+	log  string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	conn   net.Conn
+	encM   sync.Mutex
+	enc    *json.Encoder
+	dead   chan struct{} // the control connection ended
+	readWG sync.WaitGroup
+
+	nextID   atomic.Int64
+	mu       sync.Mutex
+	waiting  map[int64]*call
+	announce chan int64 // receipt times of announce events
+
+	// Guarded by run.mu.
+	grants  map[int]*grantRec // by the worker's own grant number
+	ends    map[int]reply     // end events that came before their grant's reply
+	endTime map[int]int64
+	current *grantRec
+	faultAt int64
+	paused  bool
+}
+
+type call struct {
+	req  request
+	at   int64
+	done chan stamped
+}
+
+type stamped struct {
+	rep reply
+	at  int64
+}
+
+var errWorkerGone = errors.New("torture: worker process is gone")
+
+// Spawn starts a worker process named name (a re-execution of this binary)
+// and waits for it to connect.
+func (r *Run) Spawn(name string) *Worker {
+	r.t.Helper()
+	w, err := r.spawn(name)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return w
+}
+
+// spawn is Spawn without the test: it may run in any goroutine.
+func (r *Run) spawn(name string) (*Worker, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("torture: %w", err)
+	}
+	defer ln.Close()
+	w := &Worker{Name: name, run: r, exited: make(chan struct{}), dead: make(chan struct{}),
+		waiting: map[int64]*call{}, announce: make(chan int64, 1),
+		grants: map[int]*grantRec{}, ends: map[int]reply{}, endTime: map[int]int64{}, faultAt: -1}
+	w.log = filepath.Join(r.dir, "worker-"+name+".log")
+	logf, err := os.Create(w.log)
+	if err != nil {
+		return nil, fmt.Errorf("torture: %w", err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	w.cmd = exec.Command(r.exe)
+	w.cmd.Env = append(os.Environ(), WorkerEnv+"="+ln.Addr().String(), WorkerEnv+"_NAME="+name,
+		// A race-enabled worker would sleep a second at exit.
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	w.cmd.Stdout, w.cmd.Stderr = logf, logf
+	w.cmd.SysProcAttr = workerAttr()
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("torture: start worker %s: %w", name, err)
+	}
+	w.Pid = w.cmd.Process.Pid
+	go func() {
+		_ = w.cmd.Wait()
+		close(w.exited)
+	}()
+	r.mu.Lock()
+	r.workers = append(r.workers, w)
+	r.mu.Unlock()
+
+	// Accept the worker's connection, unless it dies first.
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-w.exited:
+			ln.Close()
+		case <-stop:
+		}
+	}()
+	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))
+	conn, err := ln.Accept()
+	close(stop)
+	if err != nil {
+		_ = w.cmd.Process.Kill()
+		return nil, fmt.Errorf("torture: worker %s did not connect: %w\n%s", name, err, w.LogTail())
+	}
+	w.conn, w.enc = conn, json.NewEncoder(conn)
+	dec := json.NewDecoder(bufio.NewReader(conn))
+	var hello reply
+	if err := dec.Decode(&hello); err != nil || hello.Event != evHello {
+		conn.Close()
+		_ = w.cmd.Process.Kill()
+		return nil, fmt.Errorf("torture: worker %s: bad hello (%v)\n%s", name, err, w.LogTail())
+	}
+	w.readWG.Add(1)
+	go w.read(dec)
+	return w, nil
+}
+
+// LogTail returns the end of the worker's output.
+func (w *Worker) LogTail() string {
+	b, _ := os.ReadFile(w.log)
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return string(b)
+}
+
+// read is the worker's reader goroutine: it stamps every message on
+// arrival and does the bookkeeping before handing replies to callers.
+func (w *Worker) read(dec *json.Decoder) {
+	defer w.readWG.Done()
+	defer close(w.dead)
+	for {
+		var rep reply
+		if err := dec.Decode(&rep); err != nil {
+			return
+		}
+		at := w.run.Clock.Now()
+		switch rep.Event {
+		case evAnnounce:
+			select {
+			case w.announce <- at:
+			default:
+			}
+			continue
+		case evEnd:
+			w.run.ended(w, rep, at)
+			continue
+		}
+		w.mu.Lock()
+		c := w.waiting[rep.ID]
+		delete(w.waiting, rep.ID)
+		w.mu.Unlock()
+		if c == nil {
+			continue
+		}
+		w.run.answered(w, c, rep, at)
+		c.done <- stamped{rep, at}
+	}
+}
+
+// answered records what a reply tells: a grant, proof of liveness, an
+// acknowledged write, a release.
+func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch c.req.Cmd {
+	case cmdAcquire:
+		if rep.Err != "" {
+			return
+		}
+		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: c.req.Key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at}
+		r.grants = append(r.grants, g)
+		w.grants[rep.Grant] = g
+		w.current = g
+		r.Hist.Add(Op{Worker: w.Name, Kind: KindAcquire, Key: g.key, Grant: g.id, Token: g.token, Call: c.at, Return: at, Outcome: OutcomeOK})
+		if e, ok := w.ends[rep.Grant]; ok {
+			delete(w.ends, rep.Grant)
+			r.endLocked(w, g, e, w.endTime[rep.Grant])
+		}
+	case cmdRead, cmdWrite, cmdRMW:
+		seq := rep.ReadSeq
+		if rep.WriteSeq >= 0 {
+			seq = rep.WriteSeq
+			if rep.Outcome == writeOK {
+				r.Hist.Update(rep.WriteSeq, func(o *Op) { o.Acked = true })
+			}
+		}
+		if c.req.NoCheck || c.req.Announce {
+			r.Hist.Update(rep.WriteSeq, func(o *Op) { o.Naive = true })
+		}
+		if g := w.current; g != nil && rep.LiveAfter && seq >= 0 {
+			g.live = max(g.live, r.Hist.Get(seq).Return)
+		}
+	case cmdRelease:
+		op := Op{Worker: w.Name, Kind: KindRelease, Call: c.at, Return: at, Outcome: OutcomeOK}
+		if g := w.current; g != nil {
+			op.Key, op.Grant, op.Token = g.key, g.id, g.token
+		}
+		switch rep.ErrKind {
+		case "":
+		case kindLost:
+			op.Outcome = OutcomeLost
+		default:
+			op.Outcome, op.Note = OutcomeError, rep.Err
+		}
+		r.Hist.Add(op)
+		w.current = nil
+	case cmdNaiveRelease:
+		r.Hist.Add(Op{Worker: w.Name, Kind: KindFault, Key: c.req.Key, Call: c.at, Return: at, Outcome: OutcomeOK, Naive: true,
+			Note: "naive release: unconditional delete of the lock"})
+	}
+}
+
+// ended records the end of a grant's context.
+func (r *Run) ended(w *Worker, e reply, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := w.grants[e.Grant]
+	if g == nil {
+		w.ends[e.Grant], w.endTime[e.Grant] = e, at
+		return
+	}
+	r.endLocked(w, g, e, at)
+}
+
+func (r *Run) endLocked(w *Worker, g *grantRec, e reply, at int64) {
+	g.endAt, g.cause, g.lost = at, e.Cause, e.Lost
+	if e.Lost && w.faultAt >= 0 && at >= w.faultAt {
+		r.samples = append(r.samples, time.Duration(at-w.faultAt))
+		w.faultAt = -1
+	}
+}
+
+// do sends req and waits for the answer. Errors reported by the worker are
+// returned in the reply, not as err.
+func (w *Worker) do(req request) (reply, error) {
+	req.ID = w.nextID.Add(1)
+	c := &call{req: req, done: make(chan stamped, 1)}
+	w.mu.Lock()
+	w.waiting[req.ID] = c
+	w.mu.Unlock()
+	c.at = w.run.Clock.Now()
+	w.encM.Lock()
+	err := w.enc.Encode(req)
+	w.encM.Unlock()
+	if err != nil {
+		return reply{}, fmt.Errorf("%w: %v", errWorkerGone, err)
+	}
+	select {
+	case s := <-c.done:
+		return s.rep, nil
+	case <-w.dead:
+		return reply{}, fmt.Errorf("%w (%s)\n%s", errWorkerGone, w.Name, w.LogTail())
+	case <-w.run.ctx.Done():
+		return reply{}, w.run.ctx.Err()
+	}
+}
+
+// WorkerError is an error a worker reported for a command.
+type WorkerError struct {
+	Worker string
+	Cmd    string
+	Kind   string // not-acquired, lost, unavailable, not-held, not-live, timeout, error
+	Msg    string
+}
+
+// Error implements error.
+func (e *WorkerError) Error() string {
+	return fmt.Sprintf("worker %s: %s: %s", e.Worker, e.Cmd, e.Msg)
+}
+
+// ErrKind returns the kind of a *WorkerError in err's chain, or "".
+func ErrKind(err error) string {
+	var we *WorkerError
+	if errors.As(err, &we) {
+		return we.Kind
+	}
+	return ""
+}
+
+func (w *Worker) must(req request) (reply, error) {
+	rep, err := w.do(req)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Err != "" {
+		return rep, &WorkerError{Worker: w.Name, Cmd: req.Cmd, Kind: rep.ErrKind, Msg: rep.Err}
+	}
+	return rep, nil
+}
+
+// OpenOptions configure a worker's backend and Client.
+type OpenOptions struct {
+	Backend    string        // "redis", "etcd" or "file"
+	URL        string        // opened with the backend package's OpenURL
+	TTL        time.Duration // distlock.WithTTL
+	Drift      float64       // distlock.WithDrift
+	Margin     time.Duration // distlock.WithSafetyMargin
+	RenewEvery time.Duration // distlock.WithRenewEvery; 0 for the default
+}
+
+// Open opens the worker's backend, its Client and its store connection
+// (through storeAddr, which may be a proxy).
+func (w *Worker) Open(o OpenOptions, storeAddr string) error {
+	_, err := w.must(request{Cmd: cmdOpen, Backend: o.Backend, URL: o.URL, StoreAddr: storeAddr,
+		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Timeout: time.Minute})
+	return err
+}
+
+// Acq are the options of one acquisition.
+type Acq struct {
+	Wait    bool          // block until granted (true) or try once
+	NoRetry bool          // do not retry transient failures (distlock.NoRetry)
+	Timeout time.Duration // bounds the acquisition; 0: a minute
+}
+
+// Acquire acquires key; the worker then holds it.
+func (w *Worker) Acquire(key string, a Acq) (uint64, error) {
+	if a.Timeout == 0 {
+		a.Timeout = time.Minute
+	}
+	rep, err := w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout})
+	return rep.Token, err
+}
+
+// AcquireResult is the outcome of AcquireAsync.
+type AcquireResult struct {
+	Token uint64
+	Err   error
+	At    int64 // when the answer came
+}
+
+// AcquireAsync starts Acquire and returns a channel that receives its
+// outcome (it is buffered: nobody has to read it).
+func (w *Worker) AcquireAsync(key string, a Acq) <-chan AcquireResult {
+	ch := make(chan AcquireResult, 1)
+	go func() {
+		tok, err := w.Acquire(key, a)
+		ch <- AcquireResult{Token: tok, Err: err, At: w.run.Clock.Now()}
+	}()
+	return ch
+}
+
+// Read reads resource with the lock's token. With noCheck the worker does
+// not check first that its lock is live.
+func (w *Worker) Read(resource string, noCheck bool) (int64, error) {
+	rep, err := w.must(request{Cmd: cmdRead, Resource: resource, NoCheck: noCheck})
+	return rep.Value, err
+}
+
+// Write writes value to resource with the lock's token and returns the
+// outcome: "ok", "stale" (refused by the fence), "timeout", "error", or
+// "skipped" (the lock was not live; nothing sent).
+func (w *Worker) Write(resource string, value int64, noCheck bool) (string, error) {
+	rep, err := w.must(request{Cmd: cmdWrite, Resource: resource, Value: value, NoCheck: noCheck})
+	return rep.Outcome, err
+}
+
+// RMWOptions configure a read-modify-write.
+type RMWOptions struct {
+	// NoCheck skips the liveness checks (a holder that ignores its lock).
+	NoCheck bool
+	// Announce makes the worker report after its read and wait for Go;
+	// the write then goes out without a second check.
+	Announce bool
+	// StoreTimeout bounds each store request (default 10s); a write that
+	// times out is reported as "timeout" and may still land later.
+	StoreTimeout time.Duration
+}
+
+// RMWResult is the outcome of an RMW.
+type RMWResult struct {
+	Read    int64
+	Outcome string // of the write, as for Write
+	Err     error
+}
+
+// RMW reads resource and writes the value read plus one, as one command.
+func (w *Worker) RMW(resource string, o RMWOptions) RMWResult {
+	rep, err := w.must(request{Cmd: cmdRMW, Resource: resource, NoCheck: o.NoCheck, Announce: o.Announce, StoreTimeout: o.StoreTimeout})
+	return RMWResult{Read: rep.Value, Outcome: rep.Outcome, Err: err}
+}
+
+// RMWAsync starts RMW and returns a channel that receives its outcome.
+func (w *Worker) RMWAsync(resource string, o RMWOptions) <-chan RMWResult {
+	ch := make(chan RMWResult, 1)
+	go func() { ch <- w.RMW(resource, o) }()
+	return ch
+}
+
+// Announced waits for the announce of an RMW with Announce and returns
+// when it arrived.
+func (w *Worker) Announced(timeout time.Duration) (int64, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case at := <-w.announce:
+		return at, nil
+	case <-w.dead:
+		return 0, errWorkerGone
+	case <-t.C:
+		return 0, fmt.Errorf("torture: worker %s did not announce within %v", w.Name, timeout)
+	}
+}
+
+// Go lets a worker continue after its announce.
+func (w *Worker) Go() error {
+	w.encM.Lock()
+	defer w.encM.Unlock()
+	return w.enc.Encode(request{Cmd: cmdGo})
+}
+
+// Release releases the worker's lock. An error matching kind "lost" means
+// the grant had lapsed (the owner check refused the release).
+func (w *Worker) Release() error {
+	_, err := w.must(request{Cmd: cmdRelease, Timeout: time.Minute})
+	return err
+}
+
+// NaiveRelease deletes key's lock whoever holds it, as the guide's release
+// without an owner check does.
+func (w *Worker) NaiveRelease(key string) error {
+	_, err := w.must(request{Cmd: cmdNaiveRelease, Key: key, Timeout: 30 * time.Second})
+	return err
+}
+
+// NaiveAcquire tries Redis SET NX PX once, as the guide's first lock does,
+// with nothing done if the reply is lost.
+func (w *Worker) NaiveAcquire(key string, ttl time.Duration) error {
+	_, err := w.must(request{Cmd: cmdNaiveAcquire, Key: key, TTL: ttl, Timeout: 30 * time.Second})
+	return err
+}
+
+// Pause stops the worker process with SIGSTOP and waits until it is
+// stopped.
+func (w *Worker) Pause() error {
+	if err := stopProcess(w.Pid); err != nil {
+		return err
+	}
+	w.run.mu.Lock()
+	w.paused = true
+	w.run.mu.Unlock()
+	w.run.Fault(w.Name, "SIGSTOP")
+	return nil
+}
+
+// Resume continues a paused worker with SIGCONT.
+func (w *Worker) Resume() error {
+	w.run.mu.Lock()
+	w.paused = false
+	w.run.mu.Unlock()
+	w.run.Fault(w.Name, "SIGCONT")
+	return continueProcess(w.Pid)
+}
+
+// Kill kills the worker process with SIGKILL and waits for it to exit.
+func (w *Worker) Kill() {
+	_ = w.cmd.Process.Kill()
+	<-w.exited
+}
+
+// Holding returns the token of the grant the harness believes the worker
+// holds, 0 if none.
+func (w *Worker) Holding() uint64 {
+	w.run.mu.Lock()
+	defer w.run.mu.Unlock()
+	if w.current == nil {
+		return 0
+	}
+	return w.current.token
+}
+
+// exit asks the worker to exit, and kills it if it does not within 15s.
+func (w *Worker) exit() {
+	w.run.mu.Lock()
+	paused := w.paused
+	w.run.mu.Unlock()
+	if paused {
+		_ = continueProcess(w.Pid)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = w.do(request{Cmd: cmdExit})
+	}()
+	t := time.NewTimer(15 * time.Second)
+	defer t.Stop()
+	select {
+	case <-w.exited:
+	case <-t.C:
+	}
+	_ = w.cmd.Process.Kill()
+	<-w.exited
+	w.conn.Close()
+	<-done
+}
+
+func (w *Worker) wait() {
+	<-w.exited
+	w.readWG.Wait()
+}
+
+// logTail is used in failure messages.
+func (w *Worker) String() string { return w.Name + " (pid " + fmt.Sprint(w.Pid) + ")" }

@@ -1,0 +1,121 @@
+package torture
+
+import (
+	"time"
+)
+
+// The control protocol between the harness and a worker process: JSON
+// objects, one per line, over a TCP connection the worker opens to the
+// harness. The harness sends commands (with an id) and "go" messages; the
+// worker answers each command once (same id) and sends events (no id) as
+// they happen.
+
+// Commands.
+const (
+	cmdOpen         = "open"          // open the backend and the store connection
+	cmdAcquire      = "acquire"       // acquire Key; the worker holds at most one lock
+	cmdRead         = "read"          // read Resource with the lock's token
+	cmdWrite        = "write"         // write Value to Resource with the lock's token
+	cmdRMW          = "rmw"           // read, then write value+1
+	cmdRelease      = "release"       // release the lock
+	cmdNaiveRelease = "naive-release" // delete the lock without checking its owner
+	cmdNaiveAcquire = "naive-acquire" // Redis SET NX PX, one attempt, no clean-up
+	cmdGo           = "go"            // continue after an announce
+	cmdExit         = "exit"          // close everything and exit
+)
+
+// Events.
+const (
+	evHello    = "hello"    // first message: Name, Pid
+	evEnd      = "end"      // the lock's context ended: Grant, Cause, Lost
+	evAnnounce = "announce" // between the read and the write of an rmw with Announce
+)
+
+// Backend kinds.
+const (
+	backendRedis = "redis"
+	backendEtcd  = "etcd"
+	backendFile  = "file"
+)
+
+// request is a message from the harness to a worker.
+type request struct {
+	ID  int64  `json:"id,omitempty"`
+	Cmd string `json:"cmd"`
+
+	// open
+	Backend    string        `json:"backend,omitempty"`
+	URL        string        `json:"url,omitempty"`
+	StoreAddr  string        `json:"store_addr,omitempty"`
+	TTL        time.Duration `json:"ttl,omitempty"`
+	Drift      float64       `json:"drift,omitempty"`
+	Margin     time.Duration `json:"margin,omitempty"`
+	RenewEvery time.Duration `json:"renew_every,omitempty"`
+
+	// acquire
+	Key     string        `json:"key,omitempty"`
+	Wait    bool          `json:"wait,omitempty"`
+	NoRetry bool          `json:"no_retry,omitempty"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+
+	// read, write, rmw
+	Resource string `json:"resource,omitempty"`
+	Value    int64  `json:"value,omitempty"`
+	// NoCheck skips the check that the lock is live before the store
+	// request (for rmw: before the write), as a holder does that ignores
+	// its lock or was paused between its check and its write.
+	NoCheck bool `json:"no_check,omitempty"`
+	// Announce makes an rmw report between its read and its write and wait
+	// for "go".
+	Announce     bool          `json:"announce,omitempty"`
+	StoreTimeout time.Duration `json:"store_timeout,omitempty"`
+}
+
+// reply is a message from a worker to the harness: the answer to a command
+// (ID set) or an event (Event set).
+type reply struct {
+	ID    int64  `json:"id,omitempty"`
+	Event string `json:"event,omitempty"`
+
+	Err     string `json:"err,omitempty"`
+	ErrKind string `json:"err_kind,omitempty"` // see errKind
+
+	Token uint64 `json:"token,omitempty"`
+	Grant int    `json:"grant,omitempty"`
+
+	Value    int64  `json:"value,omitempty"`
+	ReadSeq  int    `json:"read_seq"`
+	WriteSeq int    `json:"write_seq"`
+	Outcome  string `json:"outcome,omitempty"` // write: ok, stale, timeout, error, skipped
+	Detail   string `json:"detail,omitempty"`  // why a write timed out or failed
+	// LiveAfter reports that the lock was live (context not done, local
+	// deadline not passed) after the store's reply arrived: the grant was
+	// held at least until the store answered.
+	LiveAfter bool `json:"live_after,omitempty"`
+
+	Cause string `json:"cause,omitempty"`
+	Lost  bool   `json:"lost,omitempty"`
+
+	Name string `json:"name,omitempty"`
+	Pid  int    `json:"pid,omitempty"`
+}
+
+// Error kinds in replies.
+const (
+	kindNotAcquired = "not-acquired"
+	kindLost        = "lost"
+	kindUnavailable = "unavailable"
+	kindNotHeld     = "not-held"
+	kindNotLive     = "not-live"
+	kindTimeout     = "timeout"
+	kindOther       = "error"
+)
+
+// Write outcomes in replies.
+const (
+	writeOK      = "ok"
+	writeStale   = "stale"
+	writeTimeout = "timeout"
+	writeError   = "error"
+	writeSkipped = "skipped" // the lock was not live: nothing sent
+)

@@ -1,0 +1,463 @@
+package torture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/filelock"
+	"github.com/distlock/distlock/redislock"
+)
+
+// WorkerEnv is the environment variable that turns a process into a
+// worker: its value is the harness's control address. A test binary that
+// runs scenarios calls RunWorkerIfRequested first thing in TestMain.
+const WorkerEnv = "DISTLOCK_TORTURE_WORKER"
+
+// RunWorkerIfRequested runs the worker and exits the process when WorkerEnv
+// is set; otherwise it returns at once. Call it at the start of TestMain,
+// before flag parsing, so that the harness can re-execute the test binary
+// as a worker.
+func RunWorkerIfRequested() {
+	addr := os.Getenv(WorkerEnv)
+	if addr == "" {
+		return
+	}
+	if err := runWorker(addr); err != nil {
+		fmt.Fprintln(os.Stderr, "torture worker:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// worker is the state of a worker process. Its main goroutine executes the
+// harness's commands one at a time; each held lock has a goroutine that
+// reports the end of its context.
+type worker struct {
+	name string
+	out  *json.Encoder
+	outM sync.Mutex
+	in   chan request
+
+	kind    string
+	rawURL  string
+	client  *distlock.Client
+	closer  io.Closer
+	etcd    *etcdlock.Backend // for the naive release
+	raw     *redis.Client     // for naive operations on Redis
+	store   *storeClient
+	lock    *distlock.Lock
+	grant   int
+	watches sync.WaitGroup
+}
+
+func runWorker(addr string) error {
+	redis.SetLogger(quietLogger{})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w := &worker{name: os.Getenv(WorkerEnv + "_NAME"), out: json.NewEncoder(conn), in: make(chan request)}
+	w.send(reply{Event: evHello, Name: w.name, Pid: os.Getpid()})
+	go func() {
+		defer close(w.in)
+		dec := json.NewDecoder(bufio.NewReader(conn))
+		for {
+			var r request
+			if err := dec.Decode(&r); err != nil {
+				return
+			}
+			w.in <- r
+		}
+	}()
+	defer w.close()
+	for r := range w.in {
+		if r.Cmd == cmdExit {
+			w.close()
+			w.send(reply{ID: r.ID})
+			return nil
+		}
+		w.send(w.exec(r))
+	}
+	return nil
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func (w *worker) send(r reply) {
+	w.outM.Lock()
+	defer w.outM.Unlock()
+	_ = w.out.Encode(r)
+}
+
+func (w *worker) close() {
+	if w.client != nil {
+		// Release what is held; give-backs still retried in the background
+		// are not waited for long: the run is over.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = w.client.Close(ctx)
+		cancel()
+		w.client = nil
+	}
+	w.watches.Wait()
+	if w.closer != nil {
+		_ = w.closer.Close()
+		w.closer = nil
+	}
+	if w.raw != nil {
+		_ = w.raw.Close()
+		w.raw = nil
+	}
+	if w.store != nil {
+		w.store.close()
+	}
+}
+
+func (w *worker) exec(r request) reply {
+	ctx := context.Background()
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
+	rep := reply{ID: r.ID, ReadSeq: -1, WriteSeq: -1}
+	fail := func(err error) reply {
+		rep.Err, rep.ErrKind = err.Error(), errKind(err)
+		return rep
+	}
+	switch r.Cmd {
+	case cmdOpen:
+		if err := w.open(ctx, r); err != nil {
+			return fail(err)
+		}
+	case cmdAcquire:
+		if w.lock != nil {
+			return fail(errors.New("already holding a lock"))
+		}
+		opts := []distlock.Option{distlock.WithWait(r.Wait)}
+		if r.NoRetry {
+			opts = append(opts, distlock.WithRetry(distlock.NoRetry))
+		}
+		l, err := w.client.Acquire(ctx, r.Key, opts...)
+		if err != nil {
+			return fail(err)
+		}
+		w.grant++
+		w.lock = l
+		rep.Token, rep.Grant = l.Token(), w.grant
+		grant := w.grant
+		w.watches.Add(1)
+		go func() {
+			defer w.watches.Done()
+			<-l.Done()
+			err := l.Err()
+			w.send(reply{Event: evEnd, Grant: grant, Cause: err.Error(), Lost: errors.Is(err, distlock.ErrLockLost)})
+		}()
+	case cmdRead:
+		if w.lock == nil {
+			return fail(errors.New("no lock held"))
+		}
+		if !r.NoCheck && !live(w.lock) {
+			return fail(errNotLive)
+		}
+		v, seq, err := w.store.read(r.Resource, w.lock.Token(), r.StoreTimeout)
+		if err != nil {
+			return fail(err)
+		}
+		rep.Value, rep.ReadSeq, rep.LiveAfter = v, seq, live(w.lock)
+	case cmdWrite:
+		if w.lock == nil {
+			return fail(errors.New("no lock held"))
+		}
+		w.write(&rep, r, r.Value)
+	case cmdRMW:
+		if w.lock == nil {
+			return fail(errors.New("no lock held"))
+		}
+		if !live(w.lock) && !r.NoCheck {
+			return fail(errNotLive)
+		}
+		v, seq, err := w.store.read(r.Resource, w.lock.Token(), r.StoreTimeout)
+		if err != nil {
+			return fail(err)
+		}
+		rep.Value, rep.ReadSeq = v, seq
+		if r.Announce {
+			// Checked: live. Now report, and wait until the harness has
+			// done what it wanted to do to us (typically: stopped us).
+			w.send(reply{Event: evAnnounce})
+			for m := range w.in {
+				if m.Cmd == cmdGo {
+					break
+				}
+			}
+			// The write goes out without a second check: the pause came
+			// between the check and the write.
+			r.NoCheck = true
+		}
+		w.write(&rep, r, v+1)
+	case cmdRelease:
+		if w.lock == nil {
+			return fail(errors.New("no lock held"))
+		}
+		l := w.lock
+		w.lock = nil
+		if err := l.Release(ctx); err != nil {
+			return fail(err)
+		}
+	case cmdNaiveRelease:
+		if err := w.naiveRelease(ctx, r.Key); err != nil {
+			return fail(err)
+		}
+	case cmdNaiveAcquire:
+		ok, err := w.naiveAcquire(ctx, r.Key, r.TTL)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			return fail(fmt.Errorf("%w: held", distlock.ErrNotAcquired))
+		}
+	default:
+		return fail(fmt.Errorf("unknown command %q", r.Cmd))
+	}
+	return rep
+}
+
+// write sends a write of value with the lock's token and fills rep.
+func (w *worker) write(rep *reply, r request, value int64) {
+	if !r.NoCheck && !live(w.lock) {
+		rep.Outcome = writeSkipped
+		return
+	}
+	seq, stale, err := w.store.write(r.Resource, w.lock.Token(), value, r.StoreTimeout)
+	rep.WriteSeq = seq
+	switch {
+	case err != nil && errKind(err) == kindTimeout:
+		rep.Outcome, rep.Detail = writeTimeout, err.Error()
+	case err != nil:
+		rep.Outcome, rep.Detail = writeError, err.Error()
+	case stale:
+		rep.Outcome = writeStale
+	default:
+		rep.Outcome = writeOK
+	}
+	rep.LiveAfter = live(w.lock)
+}
+
+var errNotLive = errors.New("torture: lock not live")
+
+// live reports whether l is live: its context is not done and its local
+// deadline has not passed. The deadline is checked here too, so that a
+// watchdog that has not run yet (after a pause) does not make a lapsed lock
+// look live.
+func live(l *distlock.Lock) bool {
+	if l == nil || l.Err() != nil {
+		return false
+	}
+	if d, ok := l.Deadline(); ok && !time.Now().Before(d) {
+		return false
+	}
+	return true
+}
+
+func errKind(err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, errNotLive):
+		return kindNotLive
+	case errors.Is(err, distlock.ErrNotAcquired):
+		return kindNotAcquired
+	case errors.Is(err, distlock.ErrLockLost):
+		return kindLost
+	case errors.Is(err, distlock.ErrNotHeld):
+		return kindNotHeld
+	case errors.Is(err, distlock.ErrUnavailable):
+		return kindUnavailable
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return kindTimeout
+	}
+	return kindOther
+}
+
+func (w *worker) open(ctx context.Context, r request) error {
+	var (
+		b   distlock.Backend
+		err error
+	)
+	w.kind, w.rawURL = r.Backend, r.URL
+	switch r.Backend {
+	case backendRedis:
+		var rb *redislock.Backend
+		rb, err = redislock.OpenURL(ctx, r.URL)
+		if err == nil {
+			b, w.closer = rb, rb
+			var o *redis.Options
+			if o, err = redis.ParseURL(r.URL); err == nil {
+				w.raw = redis.NewClient(o)
+			}
+		}
+	case backendEtcd:
+		var eb *etcdlock.Backend
+		eb, err = etcdlock.OpenURL(ctx, r.URL)
+		if err == nil {
+			b, w.closer, w.etcd = eb, eb, eb
+		}
+	case backendFile:
+		b, err = filelock.OpenURL(ctx, r.URL)
+	default:
+		err = fmt.Errorf("unknown backend %q", r.Backend)
+	}
+	if err != nil {
+		return err
+	}
+	opts := []distlock.Option{distlock.WithTTL(r.TTL), distlock.WithDrift(r.Drift), distlock.WithSafetyMargin(r.Margin), distlock.WithOwner(w.name)}
+	if r.RenewEvery > 0 {
+		opts = append(opts, distlock.WithRenewEvery(r.RenewEvery))
+	}
+	if w.client, err = distlock.New(b, opts...); err != nil {
+		return err
+	}
+	w.store = &storeClient{addr: r.StoreAddr, worker: w.name}
+	return nil
+}
+
+// naiveRelease deletes the lock of key whoever holds it: the guide's
+// release without the owner check.
+func (w *worker) naiveRelease(ctx context.Context, key string) error {
+	switch w.kind {
+	case backendRedis:
+		return w.raw.Del(ctx, RedisLockKey(key)).Err()
+	case backendEtcd:
+		_, err := w.etcd.Client().Delete(ctx, w.etcd.LockName(key)+"/", clientv3.WithPrefix())
+		return err
+	}
+	return fmt.Errorf("no naive release for backend %q", w.kind)
+}
+
+// naiveAcquire is the guide's first lock: SET key value NX PX ttl, once,
+// with nothing done when the reply is lost.
+func (w *worker) naiveAcquire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	if w.kind != backendRedis {
+		return false, fmt.Errorf("no naive acquire for backend %q", w.kind)
+	}
+	return w.raw.SetNX(ctx, RedisLockKey(key), w.name+"|naive", ttl).Result()
+}
+
+// RedisLockKey is the Redis key of a lock taken by redislock with the
+// default prefix: redislock.DefaultPrefix + redislock.HashTag(key) + ":lock".
+func RedisLockKey(key string) string {
+	return redislock.DefaultPrefix + redislock.HashTag(key) + ":lock"
+}
+
+// RedisTokenKey is the Redis key of the fencing counter of a lock taken by
+// redislock with the default prefix.
+func RedisTokenKey(key string) string {
+	return redislock.DefaultPrefix + redislock.HashTag(key) + ":token"
+}
+
+// storeClient is a worker's connection to the Store; it reconnects after
+// an error or a timeout (a late reply must not be read as the next one's).
+type storeClient struct {
+	addr, worker string
+	conn         net.Conn
+	r            *bufio.Reader
+}
+
+const defaultStoreTimeout = 10 * time.Second
+
+func (c *storeClient) close() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+}
+
+func (c *storeClient) do(line string, timeout time.Duration) ([]string, error) {
+	if timeout <= 0 {
+		timeout = defaultStoreTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	if c.conn == nil {
+		conn, err := net.DialTimeout("tcp", c.addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		c.conn, c.r = conn, bufio.NewReader(conn)
+		if _, err := c.roundTrip("HELLO "+c.worker, deadline); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	f, err := c.roundTrip(line, deadline)
+	if err != nil {
+		c.close()
+	}
+	return f, err
+}
+
+func (c *storeClient) roundTrip(line string, deadline time.Time) ([]string, error) {
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if _, err := c.conn.Write([]byte(line + "\n")); err != nil {
+		return nil, err
+	}
+	s, err := c.r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(s)
+	if len(f) == 0 || f[0] == "ERR" {
+		return nil, fmt.Errorf("store: %s", strings.TrimSpace(s))
+	}
+	return f, nil
+}
+
+func (c *storeClient) read(resource string, token uint64, timeout time.Duration) (int64, int, error) {
+	f, err := c.do(fmt.Sprintf("R %s %d", resource, token), timeout)
+	if err != nil {
+		return 0, -1, err
+	}
+	if len(f) != 3 || f[0] != "V" {
+		return 0, -1, fmt.Errorf("store: unexpected reply %q", f)
+	}
+	seq, err1 := strconv.Atoi(f[1])
+	v, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, -1, fmt.Errorf("store: unexpected reply %q", f)
+	}
+	return v, seq, nil
+}
+
+func (c *storeClient) write(resource string, token uint64, value int64, timeout time.Duration) (seq int, stale bool, err error) {
+	f, err := c.do(fmt.Sprintf("W %s %d %d", resource, token, value), timeout)
+	if err != nil {
+		return -1, false, err
+	}
+	if len(f) < 2 || (f[0] != "OK" && f[0] != "STALE") {
+		return -1, false, fmt.Errorf("store: unexpected reply %q", f)
+	}
+	if seq, err = strconv.Atoi(f[1]); err != nil {
+		return -1, false, fmt.Errorf("store: unexpected reply %q", f)
+	}
+	return seq, f[0] == "STALE", nil
+}
