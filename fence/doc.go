@@ -11,7 +11,11 @@
 //	holder A wakes and writes with 33: refused with ErrStaleToken
 //
 // A token equal to the highest is admitted, so a holder can write more than
-// once under one grant.
+// once under one grant. This is why a fence is only as good as the lock
+// service's promise that tokens are unique per grant: a service that hands
+// the same token out twice (a Redis failover to a replica that missed a
+// grant, a restart without fsync) defeats it, and a service whose counter
+// went backwards makes the fence refuse the new holder.
 //
 // The check and the write must be one atomic step in the storage, or a pause
 // between them reopens the hole. Register does this for state kept in this
