@@ -1,3 +1,5 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package filelock_test
 
 import (
@@ -8,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +23,9 @@ import (
 const (
 	helperEnv    = "FILELOCK_TEST_HELPER_DIR"
 	helperKeyEnv = "FILELOCK_TEST_HELPER_KEY"
+	// helperPassEnv makes the helper hand the lock file (LeaseFile) to a
+	// child process, `sleep`, and print that child's pid.
+	helperPassEnv = "FILELOCK_TEST_HELPER_PASS"
 )
 
 func helperMain() {
@@ -37,7 +40,23 @@ func helperMain() {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	fmt.Printf("token %d\n", l.Token())
+	child := 0
+	if os.Getenv(helperPassEnv) != "" {
+		f, err := filelock.LeaseFile(l)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		sleep := exec.Command("sleep", "600")
+		sleep.ExtraFiles = []*os.File{f}
+		if err := sleep.Start(); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		f.Close()
+		child = sleep.Process.Pid
+	}
+	fmt.Printf("token %d child %d\n", l.Token(), child)
 	time.Sleep(time.Hour) // until killed
 	os.Exit(3)
 }
@@ -46,14 +65,15 @@ func helperMain() {
 type holder struct {
 	cmd   *exec.Cmd
 	token uint64
+	child int // the pid of the helper's child that has the lock file, if any
 }
 
 // startHolder starts a helper that acquires key in dir and waits until it
 // holds it.
-func startHolder(t *testing.T, dir, key string) *holder {
+func startHolder(t *testing.T, dir, key string, env ...string) *holder {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperKeyEnv+"="+key)
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+dir, helperKeyEnv+"="+key), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -73,12 +93,14 @@ func startHolder(t *testing.T, dir, key string) *holder {
 	}()
 	select {
 	case s := <-line:
-		tok, ok := strings.CutPrefix(strings.TrimSpace(s), "token ")
-		n, err := strconv.ParseUint(tok, 10, 64)
-		if !ok || err != nil {
+		h := &holder{cmd: cmd}
+		if _, err := fmt.Sscanf(s, "token %d child %d\n", &h.token, &h.child); err != nil {
 			t.Fatalf("helper said %q", s)
 		}
-		return &holder{cmd: cmd, token: n}
+		if h.child != 0 {
+			t.Cleanup(func() { syscall.Kill(h.child, syscall.SIGKILL) })
+		}
+		return h
 	case <-time.After(time.Minute):
 		t.Fatal("helper did not acquire in time")
 	}

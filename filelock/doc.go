@@ -40,12 +40,27 @@
 // and a write torn by a crash can only concern a token never handed out.
 // They start at 1.
 //
-// Tokens last as long as the directory does. DefaultDir is under
-// $XDG_RUNTIME_DIR or the temporary directory, which are usually cleared at
-// boot: there, tokens start again at 1 after a reboot. When the storage you
-// fence outlives reboots, give New a directory on persistent storage (for
-// example /var/lib/<app>/locks). An unreadable counter is refused with
+// Tokens last as long as the lock file does. DefaultDir,
+// /var/tmp/distlock-<uid>, depends on the user id only (never on
+// $XDG_RUNTIME_DIR or $TMPDIR, so that a login shell and a cron job of one
+// user share locks) and survives reboots and logouts. /var/tmp is swept by
+// age-based cleaners (systemd-tmpfiles: 30 days): Lease.Refresh touches a
+// held lock file whose times are older than TouchAfter, but the lock file
+// of a key left unused longer than the cleaner's age may be removed, and
+// its tokens start again at 1. When the storage you fence must never see a
+// token again, give New a directory no cleaner visits (for example
+// /var/lib/<app>/locks). An unreadable counter is refused with
 // ErrCorruptCounter rather than guessed.
+//
+// # Handing a grant to a child process
+//
+// LeaseFile returns a descriptor of a lease's lock file. Since the flock
+// belongs to the open file description, a child process that inherits the
+// descriptor keeps the key held after the holder dies, until it exits
+// itself: the distlock command gives it to the supervisor of the command
+// it runs, so that the key is not granted again before that command is
+// gone. Any holder of the description that unlocks it unlocks it for all;
+// Release does so.
 //
 // # Waiting
 //

@@ -80,10 +80,12 @@ func WithPollInterval(d time.Duration) Option { return func(c *config) { c.poll 
 func WithFileMode(perm fs.FileMode) Option { return func(c *config) { c.perm = perm } }
 
 // New returns a Backend over the lock directory dir, creating it (and its
-// parents) if needed. With dir "" it uses DefaultDir, which it checks is a
-// private directory of the current user. The directory should be on a local
-// file system that persists across reboots if tokens must keep increasing
-// across reboots (see the package documentation).
+// parents) if needed. With dir "" it uses DefaultDir, creating it (but not
+// /var/tmp) with mode 0700 if needed, and checks that it is a directory of
+// the current user that others cannot enter, whatever WithFileMode says.
+// The directory should be on a local file system that persists across
+// reboots if tokens must keep increasing across reboots (see the package
+// documentation).
 func New(dir string, opts ...Option) (*Backend, error) {
 	cfg := config{perm: 0o600, poll: DefaultPollInterval}
 	for _, o := range opts {
@@ -105,13 +107,19 @@ func New(dir string, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelock: lock directory %q: %w", dir, err)
 	}
-	if err := makeDir(abs, dirMode(cfg.perm)); err != nil {
-		return nil, err
-	}
 	if private {
+		// Only the last component is ours to create: the base is the system's.
+		if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("filelock: default lock directory %s: %s is not a directory; name a lock directory (file:///path)", abs, filepath.Dir(abs))
+		}
+		if err := makeDir(abs, 0o700); err != nil {
+			return nil, err
+		}
 		if err := checkPrivate(abs); err != nil {
 			return nil, err
 		}
+	} else if err := makeDir(abs, dirMode(cfg.perm)); err != nil {
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	return &Backend{dir: abs, perm: cfg.perm, poll: cfg.poll, host: host, gates: map[string]*gate{}}, nil
@@ -146,7 +154,7 @@ func makeDir(dir string, mode fs.FileMode) error {
 }
 
 // checkPrivate refuses a default directory that another user could have
-// prepared (it lives in a shared place such as /tmp).
+// prepared (it lives in a shared place, /var/tmp).
 func checkPrivate(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -384,18 +392,24 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 
 // sameFile reports whether path still names the file f.
 func sameFile(f *os.File, path string) (bool, error) {
+	_, same, err := statSame(f, path)
+	return same, err
+}
+
+// statSame returns the status of f and whether path still names it.
+func statSame(f *os.File, path string) (fs.FileInfo, bool, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return false, fileErr("stat lock file", err)
+		return nil, false, fileErr("stat lock file", err)
 	}
 	pi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return fi, false, nil
 	}
 	if err != nil {
-		return false, fileErr("stat lock file", err)
+		return nil, false, fileErr("stat lock file", err)
 	}
-	return os.SameFile(fi, pi), nil
+	return fi, os.SameFile(fi, pi), nil
 }
 
 func unlockClose(f *os.File) {
@@ -424,6 +438,13 @@ func (l *lease) Validity() distlock.Validity { return l.validity }
 // Refresh checks that the lease still holds the key: it was not released
 // and its lock file was not removed or replaced. The grant has no time
 // bound, so the result has TTL 0.
+//
+// Refresh also keeps the lock file from age-based cleaners of temporary
+// directories (systemd-tmpfiles, tmpreaper): when the file was last
+// modified more than TouchAfter ago, Refresh sets its times to now
+// (futimens), and those of the holder description. It does not do so on
+// every call because a change of times wakes the key's waiters (inotify
+// reports it with removals).
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
 	if ttl <= 0 || ttl > distlock.MaxTTL {
 		return distlock.Validity{}, fmt.Errorf("%w: TTL %v is not in (0, %v]", distlock.ErrInvalidOption, ttl, distlock.MaxTTL)
@@ -437,26 +458,37 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	if l.f == nil {
 		return distlock.Validity{}, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, l.token, l.key)
 	}
-	if err := l.checkLocked(); err != nil {
+	fi, err := l.checkLocked()
+	if err != nil {
 		if errors.Is(err, distlock.ErrLockLost) {
 			l.dropLocked()
 		}
 		return distlock.Validity{}, err
 	}
+	if now := time.Now(); now.Sub(fi.ModTime()) > TouchAfter {
+		// Best effort: a file that cannot be touched is still held.
+		_ = touch(l.f)
+		_ = os.Chtimes(filepath.Join(l.b.dir, l.name+infoSuffix), now, now)
+	}
 	return distlock.Validity{Sent: sent}, nil
 }
 
-// checkLocked returns an error matching ErrLockLost when the lock file was
-// removed or replaced.
-func (l *lease) checkLocked() error {
-	same, err := sameFile(l.f, l.path)
+// TouchAfter is the age of a held lock file's modification time beyond
+// which Lease.Refresh sets its times to now. Cleaners of temporary
+// directories count in days.
+const TouchAfter = time.Hour
+
+// checkLocked returns the status of the lock file, or an error matching
+// ErrLockLost when the lock file was removed or replaced.
+func (l *lease) checkLocked() (fs.FileInfo, error) {
+	fi, same, err := statSame(l.f, l.path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !same {
-		return fmt.Errorf("%w: the lock file of %q was removed or replaced while token %d held it", distlock.ErrLockLost, l.key, l.token)
+		return nil, fmt.Errorf("%w: the lock file of %q was removed or replaced while token %d held it", distlock.ErrLockLost, l.key, l.token)
 	}
-	return nil
+	return fi, nil
 }
 
 // dropLocked gives up the file and the gate.
@@ -475,7 +507,7 @@ func (l *lease) Release(context.Context) error {
 	if l.f == nil {
 		return fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, l.token, l.key)
 	}
-	err := l.checkLocked()
+	_, err := l.checkLocked()
 	if err == nil {
 		// Still ours: no one else can be writing it.
 		os.Remove(filepath.Join(l.b.dir, l.name+infoSuffix))
@@ -486,4 +518,38 @@ func (l *lease) Release(context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// LeaseFile returns a new descriptor of the lock file of a lease granted
+// by a Backend of this package, on the same open file description as the
+// lease's own. The flock of a grant belongs to that description: it stays
+// held as long as any descriptor of it is open, in any process. Handing
+// the descriptor to a child process (exec.Cmd.ExtraFiles) therefore keeps
+// the key held until the child exits too, even if the holder dies first;
+// the distlock command does that so that the key is not granted again
+// before the command it supervises is gone.
+//
+// The caller owns the returned file and must close it; closing it does not
+// release the key. Do not unlock it (flock LOCK_UN): that would unlock the
+// description, and so the key, for the holder too. Lease.Release unlocks
+// the description whoever still has it open.
+//
+// It returns an error matching distlock.ErrLockLost if the lease is
+// released or was found lost, and distlock.ErrInvalidOption if l is not a
+// lease of this package.
+func LeaseFile(l distlock.Lease) (*os.File, error) {
+	fl, ok := l.(*lease)
+	if !ok {
+		return nil, fmt.Errorf("%w: filelock: %T is not a filelock lease", distlock.ErrInvalidOption, l)
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.f == nil {
+		return nil, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, fl.token, fl.key)
+	}
+	f, err := dupFile(fl.f)
+	if err != nil {
+		return nil, fileErr("duplicate lock file descriptor", err)
+	}
+	return f, nil
 }

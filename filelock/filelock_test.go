@@ -1,11 +1,15 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package filelock_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -411,12 +415,17 @@ func TestNewAndOpenURL(t *testing.T) {
 	}
 }
 
+// The default directory depends on the user only: processes of one user
+// with different environments (a login shell with XDG_RUNTIME_DIR and
+// TMPDIR, a cron job without them) lock the same files.
 func TestDefaultDir(t *testing.T) {
-	run := t.TempDir()
-	t.Setenv("XDG_RUNTIME_DIR", run)
-	want := filepath.Join(run, "distlock")
-	if got := filelock.DefaultDir(); got != want {
-		t.Fatalf("DefaultDir() = %q, want %q", got, want)
+	want := filepath.Join("/var/tmp", fmt.Sprintf("distlock-%d", os.Getuid()))
+	for _, env := range [][2]string{{"", ""}, {t.TempDir(), ""}, {"", t.TempDir()}, {t.TempDir(), t.TempDir()}} {
+		t.Setenv("XDG_RUNTIME_DIR", env[0])
+		t.Setenv("TMPDIR", env[1])
+		if got := filelock.DefaultDir(); got != want {
+			t.Errorf("DefaultDir() with XDG_RUNTIME_DIR=%q TMPDIR=%q = %q, want %q", env[0], env[1], got, want)
+		}
 	}
 	b, err := filelock.New("")
 	if err != nil {
@@ -426,16 +435,97 @@ func TestDefaultDir(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 || b.Dir() != want {
 		t.Errorf("default directory %v, %v; want mode 0700 at %s", fi.Mode(), err, want)
 	}
-	release(t, acquire(t, b, "k"))
-	// A default directory others can enter is refused.
-	os.Chmod(want, 0o755)
-	if _, err := filelock.New(""); err == nil || !strings.Contains(err.Error(), "chmod 700") {
-		t.Errorf("New with a world-readable default directory: %v", err)
-	}
-	os.Chmod(want, 0o700)
+	key := fmt.Sprintf("filelock-test/default-dir/%d-%d", os.Getpid(), time.Now().UnixNano())
+	release(t, acquire(t, b, key))
+	os.Remove(b.Path(key))
+}
 
-	t.Setenv("XDG_RUNTIME_DIR", "")
-	if got := filelock.DefaultDir(); !strings.HasPrefix(got, os.TempDir()) || !strings.Contains(got, "distlock-") {
-		t.Errorf("DefaultDir() without XDG_RUNTIME_DIR = %q", got)
+// The default directory is refused unless it is a private directory of
+// this user: it lives in a place where others can create entries.
+func TestDefaultDirMustBePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := filelock.CheckPrivate(dir); err != nil {
+		t.Errorf("a private directory is refused: %v", err)
+	}
+	// A default directory others can enter is refused.
+	os.Chmod(dir, 0o755)
+	if err := filelock.CheckPrivate(dir); err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("a world-readable default directory: %v", err)
+	}
+	os.Chmod(dir, 0o700)
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(dir, link)
+	if err := filelock.CheckPrivate(link); err == nil {
+		t.Errorf("a symbolic link as the default directory is accepted")
+	}
+	if os.Getuid() == 0 {
+		os.Chown(dir, 65534, 65534)
+		if err := filelock.CheckPrivate(dir); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Errorf("a default directory of another user: %v", err)
+		}
+	}
+}
+
+// A held lock file whose times are old is touched by Refresh, so that
+// age-based cleaners of /var/tmp and /tmp leave it (and its counter) alone.
+func TestRefreshTouchesOldLockFile(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	l := acquire(t, b, "k")
+	defer release(t, l)
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	if err := os.Chtimes(b.Path("k"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Refresh(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(b.Path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := time.Since(fi.ModTime()); age > time.Minute {
+		t.Errorf("lock file last modified %v ago after Refresh, want just now", age.Round(time.Second))
+	}
+	// A fresh file is left as it is: touching wakes waiters.
+	recent := time.Now().Add(-time.Minute).Truncate(time.Second)
+	os.Chtimes(b.Path("k"), recent, recent)
+	l.Refresh(context.Background(), time.Minute)
+	if fi, _ := os.Stat(b.Path("k")); !fi.ModTime().Equal(recent) {
+		t.Errorf("a lock file modified a minute ago was touched: %v", fi.ModTime())
+	}
+}
+
+// LeaseFile: a descriptor handed to another process keeps the key held
+// after the holder is killed, until that process ends too.
+func TestLeaseFileOutlivesHolder(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	if _, err := filelock.LeaseFile(struct{ distlock.Lease }{}); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("LeaseFile of another lease: %v", err)
+	}
+	h := startHolder(t, dir, "k", helperPassEnv+"=1")
+	h.kill(t)
+	// The fault would bite without the inherited descriptor: the holder is
+	// dead. The key stays held by the process that has the descriptor.
+	if _, err := tryAcquire(b, "k"); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire after the holder died, its descriptor still open elsewhere: %v, want ErrNotAcquired", err)
+	}
+	if err := syscall.Kill(h.child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, b, "k") // waits until the descriptor's last holder is gone
+	if l.Token() <= h.token {
+		t.Errorf("token %d after %d", l.Token(), h.token)
+	}
+	if _, err := filelock.LeaseFile(l); err != nil {
+		t.Errorf("LeaseFile of a held lease: %v", err)
+	}
+	release(t, l)
+	if _, err := filelock.LeaseFile(l); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("LeaseFile after Release: %v", err)
 	}
 }

@@ -43,3 +43,23 @@ const (
 	flockUN = unix.LOCK_UN
 	flockNB = unix.LOCK_NB
 )
+
+// dupFile returns a new descriptor (close-on-exec) of f's open file
+// description.
+func dupFile(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	nfd := -1
+	var derr error
+	if err := rc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, &os.PathError{Op: "dup", Path: f.Name(), Err: derr}
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
+}

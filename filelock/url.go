@@ -14,16 +14,25 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// defaultBase is the directory in which DefaultDir lives. Unlike /tmp or
+// $XDG_RUNTIME_DIR, it survives reboots and logouts, so that tokens keep
+// increasing.
+const defaultBase = "/var/tmp"
+
 // DefaultDir returns the per-user lock directory used when none is given:
-// $XDG_RUNTIME_DIR/distlock when XDG_RUNTIME_DIR is set to an absolute
-// path, else distlock-<uid> in os.TempDir(). Both are usually cleared at
-// boot (see the package documentation about tokens across reboots). New
-// creates it with mode 0700.
+// distlock-<uid> in /var/tmp, such as /var/tmp/distlock-1000. It depends
+// on the user id only, never on the environment, so that every process of
+// a user (a login shell, a cron job, a systemd unit) locks the same files.
+// New creates it with mode 0700 and refuses it unless it is a directory of
+// this user that others cannot enter.
+//
+// Age-based cleaners (systemd-tmpfiles removes files in /var/tmp that were
+// not touched for 30 days) may remove the lock file of a key unused for
+// that long: its tokens then start again at 1. Held lock files are kept
+// fresh (see Lease.Refresh); for tokens that must outlive long idle
+// periods, use a directory no cleaner visits, such as /var/lib/<app>/locks.
 func DefaultDir() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "distlock")
-	}
-	return filepath.Join(os.TempDir(), "distlock-"+strconv.Itoa(os.Getuid()))
+	return filepath.Join(defaultBase, "distlock-"+strconv.Itoa(os.Getuid()))
 }
 
 // OpenURL returns a Backend for a file URL:

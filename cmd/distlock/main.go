@@ -2,11 +2,6 @@
 // `distlock --help` and the documentation of internal/cli.
 package main
 
-import (
-	"context"
-	"os"
+import "github.com/distlock/distlock/internal/cli"
 
-	"github.com/distlock/distlock/internal/cli"
-)
-
-func main() { os.Exit(cli.Run(context.Background(), os.Args[1:])) }
+func main() { cli.Main() }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
@@ -53,14 +52,6 @@ func AsOpener[B interface {
 	}
 }
 
-func openFile(ctx context.Context, rawURL string) (distlock.Backend, io.Closer, error) {
-	b, err := filelock.OpenURL(ctx, rawURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, nopCloser{}, nil
-}
-
 type nopCloser struct{}
 
 func (nopCloser) Close() error { return nil }
@@ -98,6 +89,18 @@ func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) 
 		closer = nopCloser{}
 	}
 	return b, closer, nil
+}
+
+// describeBackend names the backend b, opened from rawURL, for messages:
+// the resolved directory of a file:// backend, the redacted URL otherwise.
+func describeBackend(b distlock.Backend, rawURL string) string {
+	if d, ok := b.(interface{ describe() string }); ok {
+		return d.describe()
+	}
+	if rawURL == "" {
+		rawURL = "file://"
+	}
+	return redact(rawURL)
 }
 
 func schemes(openers map[string]Opener) string {

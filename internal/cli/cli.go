@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -66,7 +67,38 @@ type runner struct {
 // returns the exit code; see the table at ExitOK. It never calls os.Exit
 // and may be called several times, also concurrently, in one process,
 // although the signals it forwards are the process's.
+//
+// `distlock run` starts its command through a supervisor, which is this
+// same executable run again with SupervisorCommand as its first argument:
+// a program that calls Run must pass such invocations to Run (as Main
+// does).
 func Run(ctx context.Context, args []string, opts ...Option) int {
+	code, _ := run(ctx, args, opts...)
+	return code
+}
+
+// Main runs distlock with the arguments of the process and ends the
+// process: it exits with the code Run would return, except that, when the
+// command died of SIGHUP, SIGINT, SIGQUIT or SIGTERM (or one of them ended
+// the wait for the lock), it kills the process with that same signal, after
+// the lock was released, where it can (on Linux); see ExitOK.
+func Main() {
+	code, sig := run(context.Background(), os.Args[1:])
+	if sig != 0 {
+		dieOf(sig) // returns if the signal did not end the process
+	}
+	os.Exit(code)
+}
+
+// SupervisorCommand is the hidden first argument with which `distlock run`
+// starts itself as the supervisor of the command it runs. It is not a
+// command for users and does not appear in the help.
+const SupervisorCommand = "__supervise"
+
+func run(ctx context.Context, args []string, opts ...Option) (int, syscall.Signal) {
+	if len(args) > 0 && args[0] == SupervisorCommand {
+		return runSupervisor(args[1:]), 0
+	}
 	r := &runner{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
 		openers: maps.Clone(registry)}
 	for _, o := range opts {
@@ -78,14 +110,14 @@ func Run(ctx context.Context, args []string, opts ...Option) int {
 	root.SetOut(r.stdout)
 	root.SetErr(r.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
-	code, msg, usage := codeOf(err)
+	code, msg, usage, sig := codeOf(err)
 	if msg != "" {
 		fmt.Fprintf(r.stderr, "distlock: %s\n", strings.TrimPrefix(msg, "distlock: "))
 		if usage && cmd != nil {
 			fmt.Fprintf(r.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 	}
-	return code
+	return code, sig
 }
 
 func (r *runner) rootCommand() *cobra.Command {
@@ -93,11 +125,14 @@ func (r *runner) rootCommand() *cobra.Command {
 		Use:   "distlock",
 		Short: "Run commands under locks that stay safe when things go wrong",
 		Long: `distlock runs a command while holding a lock, on this host (the default,
-file://) or on a lock service, and gives the command the lock's fencing token.
+file://` + defaultDirHelp() + `) or on a lock service, and gives the command
+the lock's fencing token.
 
-Exit codes: 64 usage, 69 lock service failed, 75 lock not acquired (held or
-timed out), 76 lock lost while the command ran; otherwise the command's own
-status, 126/127 when it cannot be run, 128+n when killed by signal n.`,
+Exit codes: 64 usage, 69 lock service failed, 70 internal error, 75 lock not
+acquired (held or timed out), 76 lock lost while the command ran; otherwise
+the command's own status, 126/127 when it cannot be run, 128+n when killed
+by signal n (distlock then dies of the same signal, for SIGHUP, SIGINT,
+SIGQUIT and SIGTERM).`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -129,7 +164,7 @@ status, 126/127 when it cannot be run, 128+n when killed by signal n.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&r.backendURL, "backend", "",
-		"lock service URL (default $DISTLOCK_BACKEND, else file:// in the per-user lock directory)")
+		"lock service URL (default $DISTLOCK_BACKEND, else file://"+defaultDirHelp()+")")
 	pf.BoolVarP(&r.verbose, "verbose", "v", false, "log what distlock does to standard error")
 	root.AddCommand(r.runCommand(), r.statusCommand())
 	return root

@@ -1,4 +1,4 @@
-// Package cli implements the distlock command: cmd/distlock calls Run.
+// Package cli implements the distlock command: cmd/distlock calls Main.
 //
 //	distlock [--backend URL] [--verbose] run [--timeout D | --no-wait] [--ttl D] [--grace D] KEY -- COMMAND [ARG...]
 //	distlock [--backend URL] status [--json] [PREFIX]
@@ -7,12 +7,16 @@
 //
 // --backend, or the DISTLOCK_BACKEND environment variable, names the lock
 // service by URL. The default, file://, is the filelock backend in the
-// per-user directory filelock.DefaultDir (file:///dir names another). The
-// schemes redis, rediss, redis+sentinel, redlock, etcd, zk and postgres are
-// reserved for the other backends and report that they are not available
-// until they are wired into the registry (one line each, in backends.go).
-// Passwords in URLs, and password-like query parameters, are never printed:
-// messages and logs show URLs through redact.
+// per-user directory filelock.DefaultDir, /var/tmp/distlock-<uid>: it
+// depends on the user id only, not on the environment ($XDG_RUNTIME_DIR,
+// $TMPDIR), so that a login shell and a cron job of one user take the same
+// locks, and it survives reboots and logouts. file:///dir names another.
+// status --verbose and the help name the directory. The schemes redis,
+// rediss, redis+sentinel, etcd and etcds are wired in; redlock, zk and
+// postgres are reserved for the other backends and report that they are
+// not available until they are wired into the registry (one line each, in
+// backends.go). Passwords in URLs, and password-like query parameters, are
+// never printed: messages and logs show URLs through redact.
 //
 // # run
 //
@@ -22,32 +26,101 @@
 // it every TTL/3 (--ttl, default 15s). When the command ends, the lock is
 // released and distlock exits with the command's status.
 //
-// Loss: if the lock is lost while the command runs, the command gets
-// SIGTERM, then SIGKILL after --grace (default 10s), and distlock exits 76.
-// A command may be stopped only after its lock was lost: let it check
-// DISTLOCK_TOKEN against fenced storage for the writes that matter.
+// The job: the command runs in a process group of its own, so that the job
+// is the group, workers it starts included. When the command exits,
+// whatever is left of its group is killed (SIGKILL), and the lock is
+// released only once the group is gone: no worker of the job outlives the
+// lock. A command should therefore wait for its workers.
 //
-// Signals: SIGINT, SIGTERM and SIGHUP sent to distlock are forwarded to the
-// command, whose status distlock then returns; the lock is released on
-// every path. The command runs in distlock's process group, so a Ctrl-C
-// typed at a terminal reaches it directly as well as through distlock. A
-// signal that arrives while distlock is still waiting ends the wait (exit
-// 128+n) and the command is not started.
+// Loss: if the lock is lost while the command runs, the group gets SIGTERM
+// at once (before distlock writes anything), then SIGKILL after --grace
+// (default 10s), and distlock exits 76. A command may be stopped only
+// after its lock was lost: let it check DISTLOCK_TOKEN against fenced
+// storage for the writes that matter.
 //
-// Death of distlock: on Linux the command is started with a parent-death
-// signal (SIGKILL) from a thread that stays alive until the command exits,
-// so that if distlock is killed, the command, which would go on without a
-// lock (another holder may start at once), is killed too. This reaches the
-// command itself, not processes it started in the background; commands
-// that fork should exec their last step or wait for their children. Other
-// systems have no parent-death signal: there the command survives a killed
-// distlock.
+// Signals: the signals one sends on purpose (SIGHUP, SIGINT, SIGQUIT,
+// SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH and SIGCONT) sent
+// to distlock are forwarded to the command's group, whose status distlock
+// then returns; the lock is released on every path. Not forwarded: SIGKILL
+// and SIGSTOP (they cannot be caught), SIGCHLD, SIGPIPE and SIGURG (about
+// distlock itself, or used by its runtime), the resource and fault signals
+// (distlock's own), and the job control stops (below). A signal that
+// distlock inherits as ignored (SIGHUP under nohup, SIGINT for the
+// background jobs of a shell without job control) stays ignored, by
+// distlock and by the command. A signal that arrives while distlock is
+// still waiting (SIGHUP, SIGINT, SIGQUIT, SIGTERM) ends the wait and the
+// command is not started.
+//
+// Dying of a signal: when the command died of SIGHUP, SIGINT, SIGQUIT or
+// SIGTERM, or one of them ended the wait, the distlock command (Main)
+// releases the lock, then kills itself with the same signal (on Linux;
+// elsewhere it exits 128+n), so that a shell that runs it sees what it
+// would have seen of the command itself: a loop stops on Ctrl-C.
+//
+// Terminal: when one of distlock's standard streams is a terminal whose
+// foreground process group is distlock's, and distlock is alone in its
+// group (an interactive shell runs it as a job of its own), the command's
+// group is made the terminal's foreground group: Ctrl-C and Ctrl-\ reach
+// the job once, from the terminal, and not a second time through distlock,
+// which is not in that group, and full-screen programs work. distlock's
+// group gets the terminal back when the job ends. Ctrl-Z stops the job:
+// distlock, told by the supervisor that the command stopped, takes the
+// terminal back and stops itself with the same signal, so that the shell
+// sees its job stopped; `fg` or `bg` continues distlock, which gives the
+// terminal back (after `fg`) and continues the job. SIGTSTP sent to
+// distlock itself then stops distlock alone, as it would any program.
+//
+// When distlock shares its process group with other processes (a pipeline
+// such as `distlock run k -- make | less`, or a script run by a shell
+// without job control), the terminal stays with that group, so that they
+// keep it: what is typed reaches distlock, which forwards it to the job,
+// once, and Ctrl-Z (SIGTSTP) is relayed to the job, after which distlock
+// stops itself (SIGSTOP) until continued. A command that reads the
+// terminal is then a background job of it, and is stopped by SIGTTIN as
+// such; run it from an interactive shell. Without a terminal the same
+// relay applies to SIGTSTP sent to distlock.
+//
+// While stopped, distlock renews nothing: on a TTL backend a stop longer
+// than the TTL loses the lock, and the job is ended when continued.
+// Members of the job that catch SIGTSTP and go on running go on while
+// distlock is stopped. SIGTTIN and SIGTTOU concern distlock's own use of
+// the terminal: they stop distlock alone (with `stty tostop`, its own
+// messages while the job has the terminal do).
+//
+// Death of distlock: a small supervisor, distlock itself started again
+// with the hidden first argument SupervisorCommand, sits between distlock
+// and the command. It leads no group: it starts the command as the leader
+// of the job's group, waits for it, kills the rest of the group when it
+// exits, and reports to distlock over a pipe. On Linux it has a
+// parent-death signal (SIGTERM, set by the kernel when the distlock thread
+// that started it ends: that thread stays alive, locked, until the
+// supervisor exits) and checks its parent right after catching it; it is
+// a child subreaper, so that it reaps the job's orphans. When distlock
+// dies, however it dies (SIGKILL, the OOM killer, a crash), the supervisor
+// kills the job's group with SIGKILL, waits until none of its processes is
+// alive, and exits. With file:// it holds a descriptor of the lock file
+// (filelock.LeaseFile), so the flock, and the lock, stays held until then:
+// the key is never granted again while the job runs. On TTL backends the
+// lock lapses at its TTL, long after the job is gone. If the supervisor
+// alone dies, distlock kills the group itself and exits 70.
+//
+// What remains uncovered: processes of the job that leave its process
+// group (setsid, setpgid; daemons do) are neither signalled nor killed;
+// processes that run as another user than distlock (a setuid program, or
+// sudo, when distlock is not root) cannot be signalled, and are not
+// waited for; a supervisor killed together with distlock (kill -9 of
+// both, an OOM kill of both) leaves the job running without the lock; a process stuck in the kernel (state D) is
+// waited for. On other Unix systems there is no parent-death signal: the
+// supervisor polls its parent every 100ms, the job's orphans are not
+// reaped by it, and the wait for the group gives up after 10s. On Windows
+// run and the file:// backend are not available.
 //
 // # Exit codes
 //
 // The table is at ExitOK; in short: the command's status, 126/127 when it
-// cannot be started, 128+n for a signal; 64 usage, 69 lock service failed,
-// 70 internal error, 75 not acquired, 76 lock lost.
+// cannot be started, 128+n for a signal (or death by the same signal, see
+// above); 64 usage, 69 lock service failed, 70 internal error (the
+// supervisor failed), 75 not acquired, 76 lock lost.
 //
 // # Status
 //

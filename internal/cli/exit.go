@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/distlock/distlock"
 )
@@ -14,16 +15,24 @@ import (
 //	1-125   run: the command's own exit status
 //	64      usage: bad flags or arguments, an invalid key or --ttl, an
 //	        unknown, reserved or malformed backend URL, a backend that
-//	        cannot list holders
+//	        cannot list holders, a backend or command that this operating
+//	        system does not support
 //	69      the lock service failed or could not be reached
-//	70      internal error
+//	70      internal error; run: the supervisor of the command could not
+//	        start, or died (its process group was then killed)
 //	75      the lock was not acquired: held (--no-wait) or --timeout passed
 //	76      run: the lock was lost while the command ran; the command was
 //	        terminated (SIGTERM, then SIGKILL after --grace)
 //	126     run: the command could not be executed
 //	127     run: the command was not found
 //	128+n   run: the command was killed by signal n, or distlock was
-//	        interrupted by signal n while waiting for the lock
+//	        interrupted by signal n while waiting for the lock. For SIGHUP,
+//	        SIGINT, SIGQUIT and SIGTERM the distlock command (Main), on
+//	        Linux, then kills itself with that same signal once the lock is
+//	        released, so that its caller sees a death by signal (a shell
+//	        loop stops on Ctrl-C) and a shell reports 128+n as usual. It
+//	        exits 128+n instead where it cannot, or when the signal was
+//	        ignored when distlock started.
 //
 // A command may itself exit with 64-76; distlock then reports its own
 // failures on standard error, which tells them apart.
@@ -40,10 +49,12 @@ const (
 )
 
 // exitError carries an exit code chosen by a command. A nil err exits
-// quietly (the child's own status).
+// quietly (the child's own status). A non-zero sig asks Main to die of that
+// signal rather than exit with code.
 type exitError struct {
 	code int
 	err  error
+	sig  syscall.Signal
 }
 
 func (e *exitError) Error() string {
@@ -77,36 +88,37 @@ func exitWith(err error) error {
 	case errors.As(err, &ee):
 		return err
 	case errors.As(err, &ue), errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidOption):
-		return &exitError{ExitUsage, &usageError{err}}
+		return &exitError{code: ExitUsage, err: &usageError{err}}
 	case errors.Is(err, distlock.ErrNotAcquired):
-		return &exitError{ExitNotAcquired, err}
+		return &exitError{code: ExitNotAcquired, err: err}
 	case errors.Is(err, distlock.ErrLockLost):
-		return &exitError{ExitLockLost, err}
+		return &exitError{code: ExitLockLost, err: err}
 	case errors.Is(err, distlock.ErrUnavailable):
-		return &exitError{ExitUnavailable, err}
+		return &exitError{code: ExitUnavailable, err: err}
 	case errors.Is(err, errInternal):
-		return &exitError{ExitSoftware, err}
+		return &exitError{code: ExitSoftware, err: err}
 	}
 	// Any other failure came from the lock service (or its files).
-	return &exitError{ExitUnavailable, err}
+	return &exitError{code: ExitUnavailable, err: err}
 }
 
 var errInternal = errors.New("internal error")
 
 // codeOf returns the exit code and the message to print for the error a
-// command returned (no message for a quiet exit).
-func codeOf(err error) (code int, msg string, usage bool) {
+// command returned (no message for a quiet exit), and the signal to die of
+// instead of exiting, if any.
+func codeOf(err error) (code int, msg string, usage bool, sig syscall.Signal) {
 	if err == nil {
-		return ExitOK, "", false
+		return ExitOK, "", false, 0
 	}
 	var ee *exitError
 	if !errors.As(err, &ee) {
-		return ExitUsage, err.Error(), true
+		return ExitUsage, err.Error(), true, 0
 	}
 	var ue *usageError
 	usage = errors.As(ee.err, &ue)
 	if ee.err == nil {
-		return ee.code, "", false
+		return ee.code, "", false, ee.sig
 	}
-	return ee.code, ee.err.Error(), usage
+	return ee.code, ee.err.Error(), usage, ee.sig
 }

@@ -1,7 +1,10 @@
+//go:build linux
+
 package cli_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,14 +17,20 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock/internal/cli"
 )
 
 // bin is the distlock binary built for the tests.
 var bin string
 
 // TestMain builds the distlock command once (with the race detector when the
-// tests have it), so that the tests run it as real processes.
+// tests have it), so that the tests run it as real processes. Run in this
+// process starts this test binary again as the supervisor of its commands.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == cli.SupervisorCommand {
+		os.Exit(cli.Run(context.Background(), os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "distlock-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -64,8 +73,15 @@ func (e *env) path(name string) string { return filepath.Join(e.tmp, name) }
 // command returns distlock with args, on the test's lock directory.
 func (e *env) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "DISTLOCK_BACKEND=file://"+e.dir)
+	cmd.Env = append(testEnviron(), "DISTLOCK_BACKEND=file://"+e.dir)
 	return cmd
+}
+
+// testEnviron is the environment of the distlock processes: this one's,
+// without the race detector's pause at exit (1s, twice per run with the
+// supervisor).
+func testEnviron() []string {
+	return append(os.Environ(), "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 }
 
 // result is a finished distlock process.
@@ -90,6 +106,9 @@ func (e *env) start(cmd *exec.Cmd) *started {
 	e.t.Helper()
 	s := &started{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	// A process left behind that keeps the output pipes open must fail the
+	// test (it checks for such processes), not hang it.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start %v: %v", cmd.Args, err)
 	}
@@ -184,3 +203,84 @@ func (b *syncBuffer) String() string {
 
 // sh quotes s for a shell.
 func sh(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// procStat returns the state, parent and process group of process pid.
+func procStat(pid int) (state byte, ppid, pgrp int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 3 {
+		return 0, 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	pgrp, _ = strconv.Atoi(f[2])
+	return f[0][0], ppid, pgrp, true
+}
+
+// childOf waits for the child of process ppid whose command name is comm
+// and returns its pid.
+func childOf(t *testing.T, ppid int, comm string) int {
+	t.Helper()
+	var child int
+	waitFor(t, fmt.Sprintf("a child %q of %d", comm, ppid), func() bool {
+		dir, _ := os.ReadDir("/proc")
+		for _, d := range dir {
+			pid, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if _, pp, _, ok := procStat(pid); ok && pp == ppid && strings.TrimSpace(string(name)) == comm {
+				child = pid
+				return true
+			}
+		}
+		return false
+	})
+	return child
+}
+
+// signalMask returns the mask of the signals process pid ignores (SigIgn)
+// or catches (SigCgt).
+func signalMask(t *testing.T, pid int, field string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+func ignores(t *testing.T, pid int, sig syscall.Signal) bool {
+	return signalMask(t, pid, "SigIgn")&(1<<(sig-1)) != 0
+}
+
+// supervisorPid returns the pid of the supervisor from the log of a
+// distlock --verbose run.
+func supervisorPid(t *testing.T, s *started) int {
+	t.Helper()
+	var pid int
+	waitFor(t, "the command to start", func() bool {
+		for _, f := range strings.Fields(s.stderr.String()) {
+			if v, ok := strings.CutPrefix(f, "supervisor="); ok {
+				pid, _ = strconv.Atoi(v)
+				return pid > 0
+			}
+		}
+		return false
+	})
+	return pid
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli_test
 
 import (
@@ -85,4 +87,20 @@ func TestRedisDroppedLockEndsCommand(t *testing.T) {
 		t.Errorf("exit %d, want %d; stderr %q", ra.code, cli.ExitLockLost, ra.stderr)
 	}
 	waitGone(t, childPid) // it ignored SIGTERM: SIGKILL after --grace
+}
+
+// On Redis, where no file keeps the lock, SIGKILL of distlock still ends
+// its whole job at once (its supervisor sees it die), long before the
+// lock's TTL lets another holder in.
+func TestRedisKilledDistlockKillsWholeJob(t *testing.T) {
+	e := newEnv(t)
+	r := testserver.StartRedis(t)
+	backend := "redis://" + r.Addr
+	workerPid := e.path("worker.pid")
+	a := e.start(e.command("--backend", backend, "run", "--ttl", "1m", "k", "--", "sh", "-c", workerScript(workerPid, "")))
+	worker := readInt(t, workerPid)
+	t.Cleanup(func() { syscall.Kill(worker, syscall.SIGKILL) })
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	e.wait(a)
+	waitGone(t, worker)
 }

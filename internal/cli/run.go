@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -39,16 +38,26 @@ func (r *runner) runCommand() *cobra.Command {
 		Long: `Run waits for the lock on KEY (or, with --no-wait, tries once), then runs
 COMMAND with DISTLOCK_KEY and DISTLOCK_TOKEN (the fencing token) in its
 environment, renews the lock while it runs, and releases it when it ends.
+The default lock service is file://` + defaultDirHelp() + `.
 
-If the lock is lost, the command gets SIGTERM, then SIGKILL after --grace,
-and distlock exits 76. SIGINT, SIGTERM and SIGHUP sent to distlock are
-forwarded to the command. On Linux the command is killed if distlock itself
-dies, so that it never runs without the lock (this reaches the command, not
-processes it left running in the background).
+The command runs in a process group of its own, the job, which gets the
+terminal when distlock leads the terminal's foreground job: Ctrl-C and
+Ctrl-Z reach it once. When the command exits, whatever is left of its
+group is killed (SIGKILL) before the lock is released. If the lock is lost,
+the group gets SIGTERM, then SIGKILL after --grace, and distlock exits 76.
+Signals sent to distlock (all but SIGKILL, SIGSTOP, SIGCHLD, SIGPIPE,
+SIGURG, SIGTTIN and SIGTTOU) are forwarded to the group; ignored ones
+(nohup) stay ignored. A supervisor process kills the group if distlock
+itself dies (at once on Linux) and, with file://, keeps the lock until the
+group is gone. Not covered: processes that leave the group (setsid), that
+run as another user than distlock, and a supervisor killed together with
+distlock.
 
-distlock exits with the command's status (128+n if it was killed by signal
+distlock exits with the command's status (dying of the same signal if the
+command died of SIGHUP, SIGINT, SIGQUIT or SIGTERM, else 128+n for signal
 n); 75 when the lock was not acquired (held, with --no-wait, or --timeout
-passed); 64 on usage errors; 69 when the lock service failed.`,
+passed); 64 on usage errors; 69 when the lock service failed; 70 when the
+supervisor failed.`,
 		Example: `  distlock run jobs/nightly -- ./nightly.sh
   distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -93,6 +102,9 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	case f.noWait && f.timeout > 0:
 		return usagef("--no-wait and --timeout exclude each other")
 	}
+	if err := runSupported(); err != nil {
+		return err
+	}
 	b, closer, err := openBackend(ctx, r.backendURL, r.openers)
 	if err != nil {
 		return err
@@ -108,18 +120,29 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 		c.Close(cctx)
 	}()
 
-	// From here on these signals do not kill distlock: they interrupt the
-	// wait, or are forwarded to the command.
-	sigc := make(chan os.Signal, 8)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// From here on the signals that would end distlock interrupt the wait
+	// instead; once the command runs, they and more are forwarded to it.
+	// Signals ignored when distlock started (nohup, or the background jobs
+	// of a shell without job control) stay ignored, for the command too.
+	sigc := make(chan os.Signal, 16)
+	notify(sigc, waitSignals)
 	defer signal.Stop(sigc)
 
 	lock, err := r.acquire(ctx, c, b, key, f, sigc)
 	if err != nil {
 		return err
 	}
-	r.log.Debug("lock acquired", "key", key, "token", lock.Token(), "backend", redact(r.backendOrDefault()))
-	return r.supervise(ctx, lock, argv, f, sigc)
+	r.log.Debug("lock acquired", "key", key, "token", lock.Token(), "backend", describeBackend(b, r.backendURL))
+	return r.supervise(ctx, lock, b, argv, f, sigc)
+}
+
+// notify relays the signals of sigs that are not ignored to c.
+func notify(c chan<- os.Signal, sigs []os.Signal) {
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			signal.Notify(c, s)
+		}
+	}
 }
 
 func (r *runner) backendOrDefault() string {
@@ -147,7 +170,7 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Bac
 		case <-stop:
 		}
 	}()
-	r.log.Debug("acquiring", "key", key, "wait", !f.noWait, "timeout", f.timeout, "backend", redact(r.backendOrDefault()))
+	r.log.Debug("acquiring", "key", key, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
 	lock, err := c.Acquire(wctx, key, distlock.WithWait(!f.noWait))
 	close(stop)
 	<-stopped
@@ -156,13 +179,13 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Bac
 		if lock != nil {
 			lock.Release(context.WithoutCancel(ctx))
 		}
-		return nil, &exitError{ExitSignal + signum(sig), fmt.Errorf("interrupted by %v while waiting for the lock on %q", sig, key)}
+		return nil, &exitError{code: ExitSignal + signum(sig), err: fmt.Errorf("interrupted by %v while waiting for the lock on %q", sig, key), sig: dyingSignal(sig)}
 	case err == nil:
 		return lock, nil
 	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return nil, &exitError{ExitNotAcquired, fmt.Errorf("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))}
+		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))}
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && ctx.Err() == nil:
-		return nil, &exitError{ExitNotAcquired, fmt.Errorf("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))}
+		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))}
 	}
 	return nil, err
 }
@@ -188,111 +211,12 @@ func (r *runner) heldBy(ctx context.Context, b distlock.Backend, key string) str
 	return ""
 }
 
-// supervise runs the command while the lock is held and releases the lock
-// on every path.
-func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, argv []string, f runFlags, sigc <-chan os.Signal) error {
-	key := lock.Key()
-	released := false
-	release := func() error {
-		released = true
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		return lock.Release(rctx)
-	}
-	defer func() {
-		if !released {
-			release()
-		}
-	}()
-
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.stdin, r.stdout, r.stderr
-	cmd.Env = append(os.Environ(), "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10))
-	cmd.SysProcAttr = childAttr()
-	cmd.WaitDelay = time.Second // for pipes that the command's background processes keep open
-	ch, err := startChild(cmd)
-	if err != nil {
-		return execError(argv[0], err)
-	}
-	r.log.Debug("command started", "pid", cmd.Process.Pid, "key", key, "token", lock.Token())
-
-	var (
-		lost     = lock.Done()
-		stopping = ctx.Done()
-		killer   *time.Timer
-		killC    <-chan time.Time
-		lostErr  error
-	)
-	terminate := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if killer == nil {
-			killer = time.NewTimer(f.grace)
-			killC = killer.C
-		}
-	}
-loop:
-	for {
-		select {
-		case <-ch.done:
-			break loop
-		case s := <-sigc:
-			r.log.Debug("forwarding signal", "signal", s, "pid", cmd.Process.Pid)
-			cmd.Process.Signal(s)
-		case <-lost:
-			lost = nil
-			lostErr = lock.Err()
-			fmt.Fprintf(r.stderr, "distlock: lost the lock on %q: %v; terminating the command (SIGTERM, then SIGKILL after %v)\n",
-				key, lostErr, f.grace)
-			terminate()
-		case <-stopping:
-			stopping = nil
-			r.log.Debug("stopping: terminating the command", "pid", cmd.Process.Pid)
-			terminate()
-		case <-killC:
-			killC = nil
-			r.log.Debug("grace period over: killing the command", "pid", cmd.Process.Pid)
-			cmd.Process.Kill()
-		}
-	}
-	if killer != nil {
-		killer.Stop()
-	}
-	status, how := exitStatus(cmd.ProcessState)
-	r.log.Debug("command ended", "pid", cmd.Process.Pid, "status", status, "how", how)
-	if lostErr == nil {
-		lostErr = lock.Err() // lost just as the command ended
-	}
-	if lostErr != nil {
-		release()
-		return &exitError{ExitLockLost, fmt.Errorf("the lock on %q was lost while the command ran (%v); the command %s", key, lostErr, how)}
-	}
-	if err := release(); err != nil {
-		if errors.Is(err, distlock.ErrLockLost) {
-			return &exitError{ExitLockLost, fmt.Errorf("the lock on %q had been lost when the command ended (%v); the command %s", key, err, how)}
-		}
-		fmt.Fprintf(r.stderr, "distlock: warning: releasing the lock on %q: %v\n", key, err)
-	}
-	return &exitError{status, nil}
-}
-
-// exitStatus maps a finished command to distlock's exit code, and says
-// how it ended.
-func exitStatus(ps *os.ProcessState) (int, string) {
-	if ps == nil {
-		return ExitSoftware, "ended in an unknown way"
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ExitSignal + int(ws.Signal()), fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
-	}
-	return ps.ExitCode(), fmt.Sprintf("exited with status %d", ps.ExitCode())
-}
-
 func execError(name string, err error) error {
 	switch {
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, exec.ErrDot), errors.Is(err, fs.ErrNotExist):
-		return &exitError{ExitNotFound, fmt.Errorf("command not found: %w", err)}
+		return &exitError{code: ExitNotFound, err: fmt.Errorf("command not found: %w", err)}
 	default:
-		return &exitError{ExitCannotExec, fmt.Errorf("cannot run %q: %w", name, err)}
+		return &exitError{code: ExitCannotExec, err: fmt.Errorf("cannot run %q: %w", name, err)}
 	}
 }
 
@@ -301,33 +225,4 @@ func signum(s os.Signal) int {
 		return int(n)
 	}
 	return 0
-}
-
-// child is a started command, waited for by the goroutine that started it.
-type child struct {
-	done chan struct{} // closed when the command has exited and been waited for
-}
-
-// startChild starts cmd from a goroutine locked to its OS thread, which
-// stays alive, waiting for the command, until the command exits: the
-// parent-death signal set by childAttr fires when the thread that forked
-// the child exits, not only when the process does.
-func startChild(cmd *exec.Cmd) (*child, error) {
-	ch := &child{done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		lockThread()
-		defer unlockThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		close(ch.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return ch, nil
 }

@@ -23,7 +23,9 @@ func (r *runner) statusCommand() *cobra.Command {
 		Long: `Status lists the current holders of the locks whose key starts with PREFIX
 (all locks without it): key, fencing token, owner, how long it has been
 held, and how long until the lock service expires it unless renewed
-("unbounded" for grants without a time bound, such as file:// locks).`,
+("unbounded" for grants without a time bound, such as file:// locks).
+With --verbose it also names the lock service on standard error: the
+default is file://` + defaultDirHelp() + `.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("want at most one PREFIX, got %d arguments", len(args))
@@ -60,6 +62,7 @@ func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
 		return err
 	}
 	defer closer.Close()
+	r.log.Debug("listing holders", "backend", describeBackend(b, r.backendURL), "prefix", prefix)
 	lister, ok := b.(distlock.Lister)
 	if !ok {
 		return usagef("backend %s cannot list lock holders", redact(r.backendOrDefault()))

@@ -1,0 +1,18 @@
+//go:build !unix
+
+package cli
+
+import (
+	"context"
+	"io"
+	"runtime"
+
+	"github.com/distlock/distlock"
+)
+
+func openFile(context.Context, string) (distlock.Backend, io.Closer, error) {
+	return nil, nil, usagef("the file:// backend is not supported on %s; name a lock service with --backend", runtime.GOOS)
+}
+
+// defaultDirHelp names the default lock directory in the help.
+func defaultDirHelp() string { return " (not supported on " + runtime.GOOS + ")" }

@@ -1,0 +1,460 @@
+//go:build unix
+
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/distlock/distlock"
+)
+
+// waitSignals end the wait for the lock (they would end distlock).
+var waitSignals = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM}
+
+// forwardSignals are passed on to the command's process group while it
+// runs: every signal that someone may send on purpose. Left out: SIGKILL
+// and SIGSTOP (they cannot be caught), SIGCHLD, SIGPIPE and SIGURG (they
+// concern distlock itself, or its runtime), SIGPROF, SIGXCPU, SIGXFSZ and
+// the fault signals (distlock's own), and the job control stops SIGTSTP,
+// SIGTTIN and SIGTTOU. When the command's group has the terminal, those
+// reach it directly and distlock follows the command's stops (suspend);
+// SIGTSTP sent to distlock then stops distlock alone. Otherwise SIGTSTP
+// to distlock (Ctrl-Z, when distlock's group has the terminal) is relayed
+// to the group and stops distlock too; SIGTTIN and SIGTTOU are about
+// distlock's own use of the terminal and stop it alone.
+var forwardSignals = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM,
+	syscall.SIGWINCH, syscall.SIGCONT,
+}
+
+func runSupported() error { return nil }
+
+// dyingSignal returns s if distlock should die of it when it ended the
+// command or the wait: a signal that kills by default and that distlock
+// did not inherit as ignored.
+func dyingSignal(s os.Signal) syscall.Signal {
+	switch s {
+	case syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM:
+		if !signal.Ignored(s) {
+			return s.(syscall.Signal)
+		}
+	}
+	return 0
+}
+
+// supervise runs the command while the lock is held and releases the lock
+// on every path, after the command's process group is gone.
+func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.Backend, argv []string, f runFlags, sigc chan os.Signal) error {
+	key := lock.Key()
+	released := false
+	release := func() error {
+		released = true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		return lock.Release(rctx)
+	}
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+
+	resolved := exec.Command(argv[0], argv[1:]...)
+	if resolved.Err != nil {
+		return execError(argv[0], resolved.Err)
+	}
+	notify(sigc, forwardSignals)
+	spec := jobSpec{
+		path: resolved.Path,
+		argv: argv,
+		env:  append(os.Environ(), "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10)),
+		tty:  foregroundTerminal(r.stdin, r.stdout, r.stderr),
+	}
+	if spec.tty != nil && groupShared(spec.tty.pgrp) {
+		// A pipeline (cmd | less) or a shell without job control (a
+		// script) shares distlock's group: the terminal stays with that
+		// group, which gets what is typed; distlock forwards it.
+		r.log.Debug("the terminal stays with distlock's process group, which other processes share")
+		spec.tty = nil
+	}
+	if spec.tty == nil {
+		// No job control of the command's group through the terminal:
+		// SIGTSTP to distlock suspends the job.
+		notify(sigc, []os.Signal{syscall.SIGTSTP})
+	}
+	if fb, ok := b.(*fileBackend); ok {
+		if lf, err := fb.lockFile(lock); err != nil {
+			r.log.Debug("the lock file stays with distlock alone", "err", err)
+		} else {
+			spec.lockFile = lf
+		}
+	}
+	j, err := r.startJob(spec)
+	if err != nil {
+		return err
+	}
+	r.log.Debug("command started", "pid", j.pid, "supervisor", j.sup.Process.Pid, "key", key, "token", lock.Token(),
+		"terminal", spec.tty != nil, "lock_file_shared", spec.lockFile != nil)
+
+	var (
+		lost     = lock.Done()
+		stopping = ctx.Done()
+		killer   *time.Timer
+		killC    <-chan time.Time
+		lostErr  error
+	)
+	signalGroup := func(s syscall.Signal) {
+		if err := syscall.Kill(-j.pid, s); err != nil {
+			r.log.Debug("signalling the command's process group", "pgid", j.pid, "signal", s, "err", err)
+		}
+	}
+	terminate := func() {
+		signalGroup(syscall.SIGTERM)
+		if killer == nil {
+			killer = time.NewTimer(f.grace)
+			killC = killer.C
+		}
+	}
+loop:
+	for {
+		select {
+		case <-j.done:
+			break loop
+		case s := <-sigc:
+			sig := s.(syscall.Signal)
+			r.log.Debug("forwarding signal", "signal", s, "pgid", j.pid)
+			switch sig {
+			case syscall.SIGCONT:
+				r.resume(j, spec.tty)
+			case syscall.SIGTSTP:
+				// Suspend the job, then distlock (SIGSTOP: distlock catches
+				// SIGTSTP), so that a shell sees the job stopped.
+				signalGroup(sig)
+				if stopSelf(syscall.SIGSTOP) {
+					r.resume(j, spec.tty)
+				}
+			default:
+				signalGroup(sig)
+			}
+		case s := <-j.stops:
+			r.suspend(j, spec.tty, s)
+		case <-lost:
+			lost = nil
+			lostErr = lock.Err()
+			// Stop the command first: every moment it runs it runs unlocked.
+			terminate()
+			fmt.Fprintf(r.stderr, "distlock: lost the lock on %q: %v; terminating the command (SIGTERM, then SIGKILL after %v)\n",
+				key, lostErr, f.grace)
+		case <-stopping:
+			stopping = nil
+			terminate()
+			r.log.Debug("stopping: terminating the command", "pgid", j.pid)
+		case <-killC:
+			killC = nil
+			signalGroup(syscall.SIGKILL)
+			r.log.Debug("grace period over: killing the command's process group", "pgid", j.pid)
+		}
+	}
+	if killer != nil {
+		killer.Stop()
+	}
+	if spec.tty != nil {
+		spec.tty.move(j.pid, spec.tty.pgrp)
+	}
+
+	var (
+		status int
+		how    string
+		die    syscall.Signal
+	)
+	switch st := j.status; {
+	case st == nil:
+		// The supervisor died without saying how the command ended: what it
+		// would have done is done here.
+		killGroup(j.pid, false, r.stderr)
+		status, how = ExitSoftware, fmt.Sprintf("ended in an unknown way (its supervisor %s)", describeState(j.sup.ProcessState))
+	case st.sig != 0:
+		status, die = ExitSignal+int(st.sig), dyingSignal(st.sig)
+		how = fmt.Sprintf("was killed by signal %d (%v)", int(st.sig), st.sig)
+	default:
+		status, how = st.code, fmt.Sprintf("exited with status %d", st.code)
+	}
+	r.log.Debug("command ended", "pid", j.pid, "status", status, "how", how)
+	if lostErr == nil {
+		lostErr = lock.Err() // lost just as the command ended
+	}
+	if lostErr != nil {
+		release()
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q was lost while the command ran (%v); the command %s", key, lostErr, how)}
+	}
+	if err := release(); err != nil {
+		if errors.Is(err, distlock.ErrLockLost) {
+			return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q had been lost when the command ended (%v); the command %s", key, err, how)}
+		}
+		fmt.Fprintf(r.stderr, "distlock: warning: releasing the lock on %q: %v\n", key, err)
+	}
+	if j.status == nil {
+		return &exitError{code: ExitSoftware, err: fmt.Errorf("the command %s; its process group was killed", how)}
+	}
+	return &exitError{code: status, sig: die}
+}
+
+// suspend follows a stop of the command (Ctrl-Z at the terminal, or a read
+// from it in the background) as a shell's job control expects: distlock
+// takes the terminal back and stops with the same signal, so that the
+// shell sees its job stopped; when continued, it gives the terminal back
+// and continues the command (resume). While distlock is stopped it renews
+// nothing: on a TTL backend a stop longer than the TTL loses the lock.
+func (r *runner) suspend(j *job, tty *terminal, sig syscall.Signal) {
+	if tty == nil || !stopped(j.pid) {
+		return // a stop report that a continue overtook
+	}
+	r.log.Debug("the command stopped: stopping too", "signal", sig)
+	tty.move(j.pid, tty.pgrp)
+	if stopSelf(sig) {
+		r.resume(j, tty)
+	}
+}
+
+// resume continues the command's group, giving it the terminal first if
+// distlock has it (after `fg`, not after `bg`).
+func (r *runner) resume(j *job, tty *terminal) {
+	if tty != nil {
+		tty.move(tty.pgrp, j.pid)
+	}
+	syscall.Kill(-j.pid, syscall.SIGCONT)
+}
+
+// jobSpec describes the command to start.
+type jobSpec struct {
+	path     string   // the command, resolved in PATH
+	argv     []string // its arguments, argv[0] included
+	env      []string
+	tty      *terminal // non-nil: the command's group gets the terminal
+	lockFile *os.File  // non-nil: handed to the supervisor, and closed
+}
+
+// job is the command, run by its supervisor in a process group of its own.
+type job struct {
+	sup   *exec.Cmd           // the supervisor
+	pid   int                 // the command's pid, which is its process group id
+	stops chan syscall.Signal // the command was stopped by this signal
+	done  chan struct{}       // closed when the supervisor has exited and been read
+
+	// Set before done is closed.
+	status *cmdStatus // nil if the supervisor did not report the command's end
+	err    error      // the supervisor could not start the command
+}
+
+// cmdStatus is how the command ended: exit code, or the signal that
+// killed it.
+type cmdStatus struct {
+	code int
+	sig  syscall.Signal
+}
+
+// startJob starts the supervisor, which starts the command, and returns
+// once the command runs.
+func (r *runner) startJob(spec jobSpec) (*job, error) {
+	if spec.lockFile != nil {
+		defer spec.lockFile.Close()
+	}
+	failed := func(err error) error {
+		return &exitError{code: ExitSoftware, err: fmt.Errorf("cannot start the supervisor of the command: %w", err)}
+	}
+	exe, err := selfExecutable()
+	if err != nil {
+		return nil, failed(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, failed(err)
+	}
+	mode := []string{"-"}
+	extra := []*os.File{pw} // reportFD
+	if spec.tty != nil {
+		mode = append(mode, modeForeground+strconv.Itoa(spec.tty.stdio))
+	}
+	if spec.lockFile != nil {
+		extra = append(extra, spec.lockFile) // lockFD
+		mode = append(mode, modeLockFile)
+	}
+	args := append([]string{SupervisorCommand, strconv.Itoa(os.Getpid()), strings.Join(mode, ","), spec.path, "--"}, spec.argv...)
+	sup := exec.Command(exe, args...)
+	sup.Args[0] = "distlock"
+	sup.Stdin, sup.Stdout, sup.Stderr = r.stdin, r.stdout, r.stderr
+	sup.Env = spec.env
+	sup.ExtraFiles = extra
+	sup.SysProcAttr = supervisorAttr()
+	sup.WaitDelay = time.Second // for pipes that processes which left the group keep open
+
+	j := &job{sup: sup, stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
+	started, read, startErr := make(chan int, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		// The supervisor's parent-death signal fires when the thread that
+		// started it ends: this goroutine keeps its thread until the
+		// supervisor has exited.
+		lockThread()
+		defer unlockThread()
+		if err := sup.Start(); err != nil {
+			startErr <- err
+			return
+		}
+		startErr <- nil
+		sup.Wait()
+		<-read
+		close(j.done)
+	}()
+	err = <-startErr
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, failed(err)
+	}
+	go j.read(pr, started, read)
+	pid, ok := <-started
+	if !ok {
+		<-j.done
+		if j.err != nil {
+			return nil, j.err
+		}
+		return nil, failed(fmt.Errorf("it %s", describeState(sup.ProcessState)))
+	}
+	j.pid = pid
+	return j, nil
+}
+
+// read takes in the supervisor's reports until it exits.
+func (j *job) read(rd *os.File, started chan<- int, done chan<- struct{}) {
+	defer close(done)
+	defer rd.Close()
+	defer close(started)
+	sc := bufio.NewScanner(rd)
+	for sc.Scan() {
+		verb, arg, _ := strings.Cut(sc.Text(), " ")
+		first, rest, _ := strings.Cut(arg, " ")
+		n, err := strconv.Atoi(first)
+		if err != nil {
+			continue
+		}
+		switch verb {
+		case reportPid:
+			started <- n
+		case reportStop:
+			select {
+			case j.stops <- syscall.Signal(n):
+			default:
+			}
+		case reportExit:
+			j.status = &cmdStatus{code: n}
+		case reportSignal:
+			j.status = &cmdStatus{sig: syscall.Signal(n)}
+		case reportError:
+			j.err = &exitError{code: n, err: errors.New(rest)}
+		}
+	}
+}
+
+func describeState(ps *os.ProcessState) string {
+	if ps == nil {
+		return "was not waited for"
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
+	}
+	return fmt.Sprintf("exited with status %d", ps.ExitCode())
+}
+
+// killGroup kills the process group pgid with SIGKILL and waits until none
+// of its processes that distlock may signal is alive (zombies aside).
+// With reap it also reaps the group's processes that are its children.
+func killGroup(pgid int, reap bool, warn io.Writer) {
+	start := time.Now()
+	delay := time.Millisecond
+	warned := false
+	for {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		if reap {
+			reapGroup(pgid)
+		}
+		if !groupLive(pgid) {
+			return
+		}
+		waited := time.Since(start)
+		if groupWaitLimit > 0 && waited > groupWaitLimit {
+			fmt.Fprintf(warn, "distlock: warning: processes of the command's group %d still exist %v after SIGKILL; going on\n", pgid, groupWaitLimit)
+			return
+		}
+		if !warned && waited > 10*time.Second {
+			warned = true
+			fmt.Fprintf(warn, "distlock: processes of the command's group %d are still alive 10s after SIGKILL; waiting for them to end\n", pgid)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// reapGroup reaps the processes of group pgid that have ended and are
+// children of this process.
+func reapGroup(pgid int) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+	}
+}
+
+// terminal is the controlling terminal of distlock, when distlock's
+// process group is its foreground group: the command's group is then made
+// the foreground group, so that what is typed (Ctrl-C, Ctrl-Z, input)
+// goes to the command, once, and distlock's group gets the terminal back
+// when the command ends.
+type terminal struct {
+	fd    int // a descriptor of it: one of distlock's standard streams
+	stdio int // which one: 0, 1 or 2 (the command's supervisor has it there too)
+	pgrp  int // distlock's process group
+}
+
+// foregroundTerminal returns the terminal of the first of distlock's
+// standard streams that is a terminal whose foreground process group is
+// distlock's, or nil. Streams that are not files (WithStdio) are not
+// looked at.
+func foregroundTerminal(stdio ...any) *terminal {
+	for i, s := range stdio {
+		f, ok := s.(*os.File)
+		if !ok {
+			continue
+		}
+		fd := int(f.Fd())
+		if fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
+			return &terminal{fd: fd, stdio: i, pgrp: fg}
+		}
+	}
+	return nil
+}
+
+// move makes to the foreground group if from is.
+func (t *terminal) move(from, to int) {
+	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err == nil && fg == from {
+		setForeground(t.fd, to)
+	}
+}

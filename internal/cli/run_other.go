@@ -1,0 +1,34 @@
+//go:build !unix
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+
+	"github.com/distlock/distlock"
+)
+
+var waitSignals = []os.Signal{os.Interrupt}
+
+// runSupported refuses `distlock run`: it needs process groups and the
+// signals of Unix systems.
+func runSupported() error {
+	return usagef("distlock run is not supported on %s", runtime.GOOS)
+}
+
+func runSupervisor([]string) int {
+	fmt.Fprintf(os.Stderr, "distlock: %s is not supported on %s\n", SupervisorCommand, runtime.GOOS)
+	return ExitUsage
+}
+
+func (r *runner) supervise(context.Context, *distlock.Lock, distlock.Backend, []string, runFlags, chan os.Signal) error {
+	return runSupported()
+}
+
+func dyingSignal(os.Signal) syscall.Signal { return 0 }
+
+func dieOf(syscall.Signal) {}
