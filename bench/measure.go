@@ -456,6 +456,43 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 	share := max(1, r.p.ContentionGrants/n)
 	runCtx, cancel := context.WithTimeout(ctx, r.p.ContentionLimit)
 	defer cancel()
+	// A process subscribes to a key's release channel when it first finds
+	// the key held (redislock: a pub/sub connection, its SUBSCRIBE and a
+	// try once it is confirmed), and keeps the subscription while the key
+	// stays contended. So every goroutine takes the key once, holding it
+	// for Hold, before the counters are read: like the connections above,
+	// that is paid once per process, not per hand-off. The goroutine
+	// granted first found the key free: it asks once more while another
+	// holds the key (long enough for its first try to find it held).
+	var first atomic.Int32
+	first.Store(-1)
+	err = parallel(n, n, func(i int) error {
+		u, err := lockers[i].Lock(runCtx, key)
+		if err == nil {
+			first.CompareAndSwap(-1, int32(i))
+			time.Sleep(r.p.Hold)
+			err = u(ctx)
+		}
+		return err
+	})
+	if f := int(first.Load()); err == nil && n > 1 {
+		var u Unlock
+		if u, err = lockers[(f+1)%n].Lock(runCtx, key); err == nil {
+			waited := make(chan error, 1)
+			go func() {
+				u, err := lockers[f].Lock(runCtx, key)
+				if err == nil {
+					err = u(ctx)
+				}
+				waited <- err
+			}()
+			time.Sleep(20 * r.p.Hold)
+			err = errors.Join(u(ctx), <-waited)
+		}
+	}
+	if err != nil {
+		r.tb.Fatalf("%s: contended warm-up: %v", s.Name, err)
+	}
 
 	var (
 		mu         sync.Mutex
@@ -581,10 +618,10 @@ func (r *Runner) heldOnce(ctx context.Context, s Subject, n int) *HeldResult {
 		}
 	}()
 	cb := countBackend(b)
+	g0 := settledGoroutines(ctx)
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	g0 := runtime.NumGoroutine()
 
 	c, err := distlock.New(cb, distlock.WithTTL(r.p.HeldTTL))
 	if err != nil {
@@ -642,6 +679,25 @@ func (r *Runner) heldOnce(ctx context.Context, s Subject, n int) *HeldResult {
 		r.tb.Errorf("%s: release %d locks: %v", s.Name, n, err)
 	}
 	return res
+}
+
+// settledGoroutines returns the number of goroutines once it has stopped
+// changing: the instances closed by the measurements before leave
+// goroutines that exit just after their Close returned (go-redis ends a
+// pub/sub's health check asynchronously), which would otherwise be counted
+// in the baseline and make the count of the held locks' goroutines too
+// low. It waits at most 5s.
+func settledGoroutines(ctx context.Context) int {
+	const stable, poll = 200 * time.Millisecond, 20 * time.Millisecond
+	deadline := time.Now().Add(5 * time.Second)
+	n, since := runtime.NumGoroutine(), time.Now()
+	for time.Since(since) < stable && time.Now().Before(deadline) && ctx.Err() == nil {
+		sleepCtx(ctx, poll)
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
 }
 
 // parallel runs f(0..n-1) on workers goroutines and returns the first error.

@@ -195,7 +195,9 @@ func (rp *Report) Goals() []Goal {
 				inRTT := float64(w) / float64(rtt)
 				ok = inRTT < 3
 				g.Met = g.Met && ok
-				p := fmt.Sprintf("%s %s = %s idle RTTs (%s)%s", s.Name, fmtDur(w), sig3(inRTT), fmtDur(rtt), missed(ok))
+				cr := rp.Res.Contention[n][s.ID]
+				p := fmt.Sprintf("%s %s = %s idle RTTs (%s)%s [per grant: %s = %s RTTs, %d hand-offs in %d grants]", s.Name, fmtDur(w), sig3(inRTT), fmtDur(rtt), missed(ok),
+					fmtDur(cr.WastePerGrant()), sig3(float64(cr.WastePerGrant())/float64(rtt)), cr.Handoffs, cr.Grants)
 				for _, peer := range rp.bySvc(svc, Contention, KindPeer) {
 					if !peer.Polls {
 						continue
@@ -210,7 +212,7 @@ func (rp *Report) Goals() []Goal {
 				parts = append(parts, p)
 			}
 		}
-		g.Text += fmt.Sprintf(" (%d waiters)", n)
+		g.Text += fmt.Sprintf(" (%d waiters; judged per hand-off, waste per grant in brackets)", n)
 	}
 	g.Measured = strings.Join(parts, "; ")
 	goals = append(goals, g)
@@ -444,6 +446,7 @@ func (rp *Report) writeContention(pf func(string, ...any), n, section int) {
 	pf("## %d. %s: %d waiters on one key\n\n", section, title, n)
 	pf("%d goroutines, each with an instance of its own (its own clients and connections, as %d processes would), compete for one key until each has been granted it %d times; each holds it for %s, then releases it and asks again at once. %d rounds. ",
 		n, n, max(1, p.ContentionGrants/n), p.Hold, p.ContentionRounds)
+	pf("Before the timing and the counters start, each goroutine has locked a key of its own and then this key once, so that connections, sessions and subscriptions (made once per process) are not counted per hand-off. ")
 	pf("A hand-off is a grant to another waiter than the previous holder; a grant straight back to the goroutine that just released is not one. ")
 	pf("Waste per hand-off is (total time - time held) / hand-offs: the idle time a waiter's turn costs (the formula of goal 3, with hand-offs counted that way); waste per grant divides by every grant instead. ")
 	pf("RTTs: the waste divided by the service's median round trip measured in the same run after %s of idleness, as a hand-off meets it (%s for Redis, %s for etcd; back to back the round trips are %s and %s, section 1). ",
