@@ -29,10 +29,13 @@ type Client struct {
 	closed  bool
 	holds   map[*hold]struct{}
 	heap    holdHeap
-	running bool          // the watchdog goroutine is running
-	kick    chan struct{} // wakes the watchdog when its next event changes
-	active  int           // acquires in progress and background goroutines
-	idle    chan struct{} // closed when active drops to 0 after Close
+	running bool // the watchdog goroutine is running
+	// sleepUntil is when the sleeping watchdog's timer fires (zero while
+	// it is not asleep).
+	sleepUntil time.Time
+	kick       chan struct{} // wakes the watchdog when its next event changes
+	active     int           // acquires in progress and background goroutines
+	idle       chan struct{} // closed when active drops to 0 after Close
 }
 
 // New returns a Client over b. The options set defaults for every lock the

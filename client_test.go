@@ -70,6 +70,58 @@ func TestDeadlineArithmetic(t *testing.T) {
 	})
 }
 
+// The watchdog sleeps until its next event and is woken only for an
+// earlier one. After a long lock is released, its timer is still set for
+// that lock's renewal; a later lock with a shorter lease must still be
+// renewed in time, and so must one with a longer lease.
+func TestWatchdogTimerAfterHeapEmptied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := distlocktest.NewFaulty(memlock.New())
+		c := newClient(t, f, distlock.WithDrift(0), distlock.WithSafetyMargin(0))
+		long, err := c.Acquire(ctx, "a", distlock.WithTTL(30*time.Second)) // renewal due at +10s
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the watchdog sleeps, its timer set for +10s
+		if err := long.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Earlier than the timer: the watchdog must be woken, or the short
+		// lock (renewal due at +1s) would lapse before it looked.
+		short, err := c.Acquire(ctx, "b", distlock.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second)
+		if short.Err() != nil {
+			t.Fatalf("short lock ended: %v", short.Err())
+		}
+		f.Partition()
+		start := time.Now()
+		<-short.Done()
+		if got := time.Since(start); got <= 0 || got > 3*time.Second {
+			t.Errorf("short lock lost %v after the partition, want within its 3s lease", got)
+		}
+		f.Heal()
+
+		// Later than the timer: no wake-up is needed, and the renewals
+		// still happen.
+		l, err := c.Acquire(ctx, "c", distlock.WithTTL(60*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Minute)
+		if l.Err() != nil {
+			t.Fatalf("renewed lock ended: %v", l.Err())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // A loss reported by the service ends the lock at once.
 func TestServiceReportedLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

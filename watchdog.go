@@ -42,7 +42,12 @@ func (c *Client) scheduleLocked(h *hold) {
 	default:
 		heap.Fix(&c.heap, h.idx)
 	}
-	if c.heap[0] == h {
+	// The watchdog needs waking only if this event comes before the one
+	// its timer is set for: a timer that fires early finds nothing due and
+	// is set again. So a lock taken after another was released (the heap
+	// emptied, the timer still set for the old lock's renewal, which is not
+	// later than this one's) costs no wake-up.
+	if c.heap[0] == h && (c.sleepUntil.IsZero() || when.Before(c.sleepUntil)) {
 		c.kickLocked()
 	}
 	if !c.running {
@@ -74,6 +79,7 @@ func (c *Client) watch() {
 	defer timer.Stop()
 	for {
 		c.mu.Lock()
+		c.sleepUntil = time.Time{}
 		if len(c.heap) == 0 {
 			c.running = false
 			c.mu.Unlock()
@@ -81,6 +87,7 @@ func (c *Client) watch() {
 		}
 		now := time.Now()
 		if wait := c.heap[0].when.Sub(now); wait > 0 {
+			c.sleepUntil = c.heap[0].when
 			c.mu.Unlock()
 			timer.Reset(wait)
 			select {
