@@ -271,3 +271,70 @@ func readRESP(br *bufio.Reader) (any, error) {
 		return nil, fmt.Errorf("resp: unexpected reply %q", line)
 	}
 }
+
+// RedisCluster is a Redis Cluster of primaries started by
+// StartRedisCluster, each holding an equal share of the 16384 slots.
+type RedisCluster struct {
+	// Nodes are the cluster's servers; node i holds the i-th share of
+	// the slots.
+	Nodes []*Redis
+}
+
+// Addrs returns the nodes' addresses, for redis.ClusterOptions.Addrs.
+func (c *RedisCluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// StartRedisCluster starts n redis-servers in cluster mode (n >= 1), joins
+// them with CLUSTER MEET, gives each an equal range of slots, and waits
+// until every node reports the cluster ok and knows every other node and
+// every slot. There are no replicas. The servers are stopped when the test
+// ends.
+func StartRedisCluster(t testing.TB, n int, opts ...RedisOption) *RedisCluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("StartRedisCluster: %d nodes, want at least 1", n)
+	}
+	c := &RedisCluster{}
+	for range n {
+		o := append([]RedisOption{WithRedisConfig("cluster-enabled yes", "cluster-node-timeout 5000",
+			"cluster-require-full-coverage yes")}, opts...)
+		c.Nodes = append(c.Nodes, StartRedis(t, o...))
+	}
+	const slots = 16384
+	for i, node := range c.Nodes {
+		if i > 0 {
+			if _, err := c.Nodes[0].Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(node.Port)); err != nil {
+				t.Fatalf("CLUSTER MEET %s: %v", node.Addr, err)
+			}
+		}
+		lo, hi := i*slots/n, (i+1)*slots/n-1
+		if _, err := node.Do("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			t.Fatalf("CLUSTER ADDSLOTSRANGE %d %d on %s: %v", lo, hi, node.Addr, err)
+		}
+	}
+	want := []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:" + strconv.Itoa(n)}
+	deadline := time.Now().Add(startTimeout)
+	for _, node := range c.Nodes {
+		for {
+			v, err := node.Do("CLUSTER", "INFO")
+			info, _ := v.(string)
+			ok := err == nil
+			for _, w := range want {
+				ok = ok && strings.Contains(info, w+"\r\n")
+			}
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redis cluster of %d nodes not ready on %s after %v: %v\n%s", n, node.Addr, startTimeout, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c
+}

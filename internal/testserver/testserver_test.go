@@ -451,3 +451,28 @@ func TestStartWithRetry(t *testing.T) {
 		t.Fatalf("attempts = %d, want 2", attempts)
 	}
 }
+
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := StartRedisCluster(t, 3)
+	if len(c.Addrs()) != 3 {
+		t.Fatalf("Addrs() = %v", c.Addrs())
+	}
+	// Each node serves its own slots and redirects the others.
+	slotOwner := map[string]int{"{a}": -1, "{b}": -1, "{c}": -1}
+	for key := range slotOwner {
+		for i, n := range c.Nodes {
+			if _, err := n.Do("SET", key, "v"); err == nil {
+				if slotOwner[key] >= 0 {
+					t.Fatalf("nodes %d and %d both took %s", slotOwner[key], i, key)
+				}
+				slotOwner[key] = i
+			} else if !strings.HasPrefix(err.Error(), "redis: MOVED ") {
+				t.Fatalf("SET %s on node %d: %v", key, i, err)
+			}
+		}
+		if slotOwner[key] < 0 {
+			t.Fatalf("no node took %s", key)
+		}
+	}
+}
