@@ -124,6 +124,10 @@
 //     lost updates in 5 of 5 rounds with a fenced store). When the replica
 //     missed more than one grant the new token is lower and the fence
 //     refuses the new holder instead, which is safe but stops progress.
+//     What WithWaitReplicas does give is tested against a real Sentinel:
+//     after SENTINEL FAILOVER, a grant the replica confirmed is still held
+//     on the promoted primary, its holder refreshes and releases it there,
+//     and the next token is higher.
 //   - Clock jumps on the server. Redis expires keys by its wall clock; a
 //     clock stepped forward expires grants early, while their holders still
 //     count on them. Keep server clocks slewed, not stepped.

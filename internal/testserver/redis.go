@@ -338,3 +338,79 @@ func StartRedisCluster(t testing.TB, n int, opts ...RedisOption) *RedisCluster {
 	}
 	return c
 }
+
+// StartRedisSentinel starts one Redis Sentinel (redis-server --sentinel) on a
+// free port of 127.0.0.1 that monitors primary under name, with a quorum of
+// 1, a primary considered down after 1s and a failover timeout of 5s. It
+// waits until the Sentinel knows every replica listed in replicas as
+// connected and in sync, so that a failover can promote it. The Sentinel is stopped when the test ends.
+func StartRedisSentinel(t testing.TB, primary *Redis, name string, replicas ...*Redis) *Redis {
+	t.Helper()
+	bin := Require(t, "redis-server")
+	s := &Redis{}
+	startWithRetry(t, "redis sentinel", func() ([]*proc, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir := t.TempDir()
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.Port = port
+		s.Dir = dir
+		conf := filepath.Join(dir, "sentinel.conf")
+		lines := []string{
+			"bind 127.0.0.1",
+			"port " + strconv.Itoa(port),
+			"protected-mode no",
+			"daemonize no",
+			`logfile ""`,
+			"dir " + strconv.Quote(dir),
+			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1", name, primary.Port),
+			fmt.Sprintf("sentinel down-after-milliseconds %s 1000", name),
+			fmt.Sprintf("sentinel failover-timeout %s 5000", name),
+			fmt.Sprintf("sentinel parallel-syncs %s 1", name),
+		}
+		if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+		s.proc = &proc{
+			name:    "redis-sentinel " + s.Addr,
+			path:    bin,
+			args:    []string{conf, "--sentinel"},
+			dir:     dir,
+			logPath: filepath.Join(dir, "sentinel.log"),
+			stopSig: syscall.SIGTERM,
+		}
+		t.Cleanup(s.proc.shutdown)
+		if err := s.proc.start(); err != nil {
+			return nil, err
+		}
+		return []*proc{s.proc}, waitReady(startTimeout, []*proc{s.proc}, func() error {
+			v, err := s.Do("SENTINEL", "REPLICAS", name)
+			if err != nil {
+				return err
+			}
+			known, _ := v.([]any)
+			for _, r := range replicas {
+				// Known, connected, and in sync with the primary: a replica
+				// the Sentinel would promote in a failover.
+				ready := false
+				for _, k := range known {
+					fields, _ := k.([]any)
+					f := map[any]any{}
+					for i := 0; i+1 < len(fields); i += 2 {
+						f[fields[i]] = fields[i+1]
+					}
+					if f["port"] == strconv.Itoa(r.Port) && f["flags"] == "slave" && f["master-link-status"] == "ok" {
+						ready = true
+					}
+				}
+				if !ready {
+					return fmt.Errorf("sentinel does not know replica %s as a promotable replica yet", r.Addr)
+				}
+			}
+			return nil
+		})
+	})
+	return s
+}

@@ -476,3 +476,14 @@ func TestRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+func TestRedisSentinel(t *testing.T) {
+	t.Parallel()
+	primary := StartRedis(t)
+	replica := StartRedis(t, WithRedisReplicaOf(primary))
+	s := StartRedisSentinel(t, primary, "main", replica)
+	v := mustDo(t, s, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "main")
+	if a, _ := v.([]any); len(a) != 2 || a[1] != strconv.Itoa(primary.Port) {
+		t.Fatalf("primary by name = %v, want port %d", v, primary.Port)
+	}
+}
