@@ -48,7 +48,11 @@ const defaultPort = "2379"
 // Over TLS without ca, the system's roots verify the servers. Unknown
 // parameters are refused. The connection is made lazily, except that with
 // a user name the credentials are checked at once, within the dial timeout
-// (and ctx's deadline, if sooner).
+// (and ctx's deadline, if sooner), and that over TLS one TLS handshake is
+// made with the servers, so that a certificate the client cannot verify,
+// or a server refusing the client's certificate (or its absence), is
+// reported by OpenURL rather than as requests timing out. An unreachable
+// cluster is not an OpenURL error.
 //
 // Errors never contain the password, nor the URL, the user name or the
 // hosts as written (a mistyped URL can put the password in any of them).
@@ -63,6 +67,13 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < u.dialTimeout {
 		u.dialTimeout = max(time.Until(d), time.Millisecond)
+	}
+	if u.tls != nil {
+		// The etcd client retries a failed TLS handshake silently until
+		// a request times out; say at once what is wrong instead.
+		if err := checkTLS(ctx, u.endpoints, u.tls, u.dialTimeout); err != nil {
+			return nil, fmt.Errorf("etcdlock: connect to %s: %w", u.hosts, err)
+		}
 	}
 	cfg := clientv3.Config{
 		Endpoints:   u.endpoints,
@@ -306,3 +317,54 @@ type scrubbed struct {
 
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
+
+// checkTLS makes a TLS connection to each endpoint in turn and returns the
+// handshake's error if the server refused it or could not be verified
+// (unknown authority, wrong name, client certificate missing or refused).
+// It returns nil as soon as one endpoint accepts, and also when none can be
+// reached at all: an unreachable cluster is reported by the requests, as
+// ErrUnavailable.
+func checkTLS(ctx context.Context, endpoints []string, cfg *tls.Config, timeout time.Duration) error {
+	var tlsErr error
+	for _, ep := range endpoints {
+		host := ep
+		if i := strings.Index(host, "://"); i >= 0 {
+			host = host[i+3:]
+		}
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		c := cfg.Clone()
+		c.NextProtos = []string{"h2"}
+		conn, err := (&tls.Dialer{Config: c}).DialContext(dctx, "tcp", host)
+		cancel()
+		if err == nil {
+			// With TLS 1.3 a server that refuses the client's certificate
+			// says so after the handshake: read briefly for its alert.
+			tc := conn.(*tls.Conn)
+			_ = tc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			_, err = tc.Read(make([]byte, 1))
+			tc.Close()
+			var ne net.Error
+			if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+				return nil
+			}
+		}
+		if isTLSFailure(err) {
+			tlsErr = fmt.Errorf("TLS with %s: %w", host, err)
+		}
+	}
+	return tlsErr
+}
+
+// isTLSFailure reports whether err comes from TLS itself (verification or
+// an alert from the server) rather than from the network.
+func isTLSFailure(err error) bool {
+	var (
+		alert   tls.AlertError
+		verify  *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+		invalid x509.CertificateInvalidError
+	)
+	return errors.As(err, &alert) || errors.As(err, &verify) || errors.As(err, &unknown) ||
+		errors.As(err, &host) || errors.As(err, &invalid) || strings.Contains(fmt.Sprint(err), "remote error: tls:")
+}

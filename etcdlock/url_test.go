@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,61 @@ func TestOpenURLAuth(t *testing.T) {
 	if _, err := b2.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Acquire from an unreachable etcd: %v, want ErrUnavailable", err)
 	}
+}
+
+// etcds:// with ca, cert and key against a server that requires client
+// certificates; without a client certificate, or without trusting its CA,
+// OpenURL says what is wrong; in plain text the requests time out.
+func TestOpenURLTLS(t *testing.T) {
+	e := testserver.StartEtcd(t, testserver.WithEtcdTLS())
+	ctx := testCtx(t)
+	host := strings.TrimPrefix(e.Endpoints[0], "https://")
+	q := "ca=" + url.QueryEscape(e.TLS.CAFile) + "&cert=" + url.QueryEscape(e.TLS.ClientCertFile) + "&key=" + url.QueryEscape(e.TLS.ClientKeyFile)
+
+	b, err := etcdlock.OpenURL(ctx, "etcds://"+host+"/tls-test?"+q)
+	if err != nil {
+		t.Fatalf("OpenURL over TLS: %v", err)
+	}
+	defer b.Close()
+	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire over TLS: %v", err)
+	}
+	// etcdctl, over TLS too, sees the lock key.
+	if out := e.Ctl(t, "get", "--prefix", "--keys-only", "tls-test/k/"); !strings.Contains(out, "tls-test/k/") {
+		t.Errorf("etcdctl does not see the lock key: %q", out)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Error(err)
+	}
+
+	// A TLS failure is reported by OpenURL at once, and named.
+	for name, raw := range map[string]string{
+		"no client certificate": "etcds://" + host + "?ca=" + url.QueryEscape(e.TLS.CAFile),
+		"not trusting the CA":   "etcds://" + host + "?cert=" + url.QueryEscape(e.TLS.ClientCertFile) + "&key=" + url.QueryEscape(e.TLS.ClientKeyFile),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := etcdlock.OpenURL(ctx, raw)
+			if err == nil {
+				b.Close()
+				t.Fatal("OpenURL succeeded against a server that refuses this TLS client")
+			}
+			if !strings.Contains(err.Error(), "TLS") || errors.Is(err, distlock.ErrUnavailable) {
+				t.Errorf("error %q: want a TLS error that is not ErrUnavailable", err)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	// Plain text to a TLS port: the requests time out (the server cannot
+	// answer gRPC in plain text), as for an unreachable cluster.
+	t.Run("plain text", func(t *testing.T) {
+		b, err := etcdlock.OpenURL(ctx, "etcd://"+host+"?request_timeout=1s&dial_timeout=1s")
+		if err != nil {
+			t.Fatalf("OpenURL: %v (the client dials lazily)", err)
+		}
+		defer b.Close()
+		if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second}); !errors.Is(err, distlock.ErrUnavailable) {
+			t.Fatalf("Acquire in plain text against TLS: %v, want ErrUnavailable", err)
+		}
+	})
 }

@@ -24,17 +24,37 @@ import (
 // Etcd is an etcd cluster started by StartEtcd or StartEtcdCluster.
 type Etcd struct {
 	// Endpoints are the client URLs of all members
-	// ("http://127.0.0.1:PORT"), suitable for clientv3.Config.Endpoints.
+	// ("http://127.0.0.1:PORT", "https://" with WithEtcdTLS), suitable for
+	// clientv3.Config.Endpoints.
 	Endpoints []string
 	// Members are the cluster members, in the order of Endpoints.
 	Members []*EtcdMember
+	// TLS is set when the cluster was started WithEtcdTLS: its clients
+	// must use TLS and present a certificate signed by TLS.CAFile.
+	TLS *TLSFiles
+
+	http *http.Client // for /health and Post
 }
+
+// EtcdOption configures StartEtcd and StartEtcdCluster.
+type EtcdOption func(*etcdConfig)
+
+type etcdConfig struct {
+	tls bool
+}
+
+// WithEtcdTLS serves the client URLs over TLS ("https://") with a server
+// certificate for 127.0.0.1 from a fresh test CA, and requires clients to
+// present a certificate from that CA (--client-cert-auth). Etcd.TLS names
+// the CA and a client certificate. Peers still talk plain HTTP.
+func WithEtcdTLS() EtcdOption { return func(c *etcdConfig) { c.tls = true } }
 
 // EtcdMember is one etcd server of an Etcd cluster.
 type EtcdMember struct {
 	// Name is the member name (--name), "m0", "m1", ...
 	Name string
-	// ClientURL is the client URL, "http://127.0.0.1:PORT".
+	// ClientURL is the client URL, "http://127.0.0.1:PORT" ("https://" with
+	// WithEtcdTLS).
 	ClientURL string
 	// ClientAddr is the client address, "127.0.0.1:PORT".
 	ClientAddr string
@@ -61,9 +81,9 @@ var etcdHTTP = &http.Client{
 
 // StartEtcd starts a single-node etcd and waits until it is healthy. It is
 // stopped when the test ends.
-func StartEtcd(t testing.TB) *Etcd {
+func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	t.Helper()
-	return StartEtcdCluster(t, 1)
+	return StartEtcdCluster(t, 1, opts...)
 }
 
 // StartEtcdCluster starts an n-node etcd cluster (static bootstrap with
@@ -71,13 +91,32 @@ func StartEtcd(t testing.TB) *Etcd {
 // is healthy. Members use short raft timings (50ms heartbeat, 500ms election
 // timeout) so that failover is fast. The cluster is stopped when the test
 // ends.
-func StartEtcdCluster(t testing.TB, n int) *Etcd {
+func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("testserver: StartEtcdCluster: n = %d, want >= 1", n)
 	}
 	bin := Require(t, "etcd")
-	e := &Etcd{}
+	var cfg etcdConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e := &Etcd{http: etcdHTTP}
+	scheme := "http://"
+	var tlsArgs []string
+	if cfg.tls {
+		files, err := writeTestPKI(t.TempDir())
+		if err != nil {
+			t.Fatalf("testserver: etcd TLS files: %v", err)
+		}
+		e.TLS = files
+		if e.http, err = files.httpClient(); err != nil {
+			t.Fatalf("testserver: etcd TLS client: %v", err)
+		}
+		scheme = "https://"
+		tlsArgs = []string{"--cert-file", files.ServerCertFile, "--key-file", files.ServerKeyFile,
+			"--client-cert-auth", "--trusted-ca-file", files.CAFile}
+	}
 	startWithRetry(t, fmt.Sprintf("etcd cluster of %d", n), func() ([]*proc, error) {
 		ports, err := freePorts(2 * n)
 		if err != nil {
@@ -94,7 +133,7 @@ func StartEtcdCluster(t testing.TB, n int) *Etcd {
 				PeerURL:    "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
 				cluster:    e,
 			}
-			m.ClientURL = "http://" + m.ClientAddr
+			m.ClientURL = scheme + m.ClientAddr
 			e.Members[i] = m
 			e.Endpoints[i] = m.ClientURL
 			initial = append(initial, m.Name+"="+m.PeerURL)
@@ -127,6 +166,7 @@ func StartEtcdCluster(t testing.TB, n int) *Etcd {
 				logPath: filepath.Join(base, "etcd.log"),
 				stopSig: syscall.SIGTERM,
 			}
+			m.proc.args = append(m.proc.args, tlsArgs...)
 			procs[i] = m.proc
 			t.Cleanup(m.proc.shutdown)
 		}
@@ -176,7 +216,7 @@ func (e *Etcd) procs() []*proc {
 
 // health checks GET /health on the member.
 func (m *EtcdMember) health() error {
-	resp, err := etcdHTTP.Get(m.ClientURL + "/health")
+	resp, err := m.cluster.http.Get(m.ClientURL + "/health")
 	if err != nil {
 		return err
 	}
@@ -220,7 +260,7 @@ func (m *EtcdMember) Post(path string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	resp, err := etcdHTTP.Post(m.ClientURL+path, "application/json", bytes.NewReader(body))
+	resp, err := m.cluster.http.Post(m.ClientURL+path, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -323,7 +363,11 @@ func (e *Etcd) Ctl(t testing.TB, args ...string) string {
 	bin := EtcdctlPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	full := append([]string{"--endpoints", strings.Join(e.Endpoints, ","), "--dial-timeout", "2s", "--command-timeout", "10s"}, args...)
+	full := []string{"--endpoints", strings.Join(e.Endpoints, ","), "--dial-timeout", "2s", "--command-timeout", "10s"}
+	if e.TLS != nil {
+		full = append(full, "--cacert", e.TLS.CAFile, "--cert", e.TLS.ClientCertFile, "--key", e.TLS.ClientKeyFile)
+	}
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, bin, full...)
 	cmd.Env = append(etcdEnv(), "ETCDCTL_API=3")
 	var stdout, stderr bytes.Buffer

@@ -487,3 +487,15 @@ func TestRedisSentinel(t *testing.T) {
 		t.Fatalf("primary by name = %v, want port %d", v, primary.Port)
 	}
 }
+
+func TestEtcdTLS(t *testing.T) {
+	t.Parallel()
+	e := StartEtcd(t, WithEtcdTLS())
+	if e.TLS == nil || !strings.HasPrefix(e.Endpoints[0], "https://") {
+		t.Fatalf("endpoints %v, TLS %v", e.Endpoints, e.TLS)
+	}
+	e.Ctl(t, "put", "tls-key", "v")
+	if got := e.Ctl(t, "get", "--print-value-only", "tls-key"); strings.TrimSpace(got) != "v" {
+		t.Fatalf("etcdctl get over TLS = %q", got)
+	}
+}
