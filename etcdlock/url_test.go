@@ -3,10 +3,10 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
