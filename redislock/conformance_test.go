@@ -16,37 +16,57 @@ import (
 
 func TestConformance(t *testing.T) {
 	srv := startRedis(t)
-	for _, mode := range []struct {
-		name string
-		opts []redislock.Option
-	}{
-		{"Default", nil},
-		{"Fair", []redislock.Option{redislock.WithFair(), redislock.WithWaiterLiveness(time.Second)}},
-	} {
+	for _, mode := range suiteModes {
 		t.Run(mode.name, func(t *testing.T) {
-			admin := newClient(t, srv.Addr)
 			distlocktest.Run(t,
 				func(t *testing.T) distlock.Backend { return newBackend(t, srv.Addr, mode.opts...) },
-				distlocktest.WithTTL(500*time.Millisecond),
-				distlocktest.WithRevoke(func(t *testing.T, key string) {
-					// The service drops the grant; the holder learns at its
-					// next refresh.
-					lock := "distlock:" + redislock.HashTag(key) + ":lock"
-					if n, err := admin.Del(context.Background(), lock).Result(); err != nil || n != 1 {
-						t.Fatalf("DEL %s: %d, %v", lock, n, err)
-					}
-				}),
-				distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
-					b := redislock.New(newClient(t, closedAddr(t), func(o *redis.Options) {
-						o.DialTimeout, o.DialerRetries = time.Second, 1
-					}), mode.opts...)
-					t.Cleanup(func() { b.Close() })
-					return b
-				}),
-				distlocktest.WithLeakOptions(goRedisDialProbe),
+				suiteOptions(newClient(t, srv.Addr),
+					distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+						b := redislock.New(newClient(t, closedAddr(t), func(o *redis.Options) {
+							o.DialTimeout, o.DialerRetries = time.Second, 1
+						}), mode.opts...)
+						t.Cleanup(func() { b.Close() })
+						return b
+					}))...,
 			)
 		})
 	}
+}
+
+// suiteModes are the modes each topology runs the suite in.
+var suiteModes = []struct {
+	name string
+	opts []redislock.Option
+}{
+	{"Default", nil},
+	{"Fair", []redislock.Option{redislock.WithFair(), redislock.WithWaiterLiveness(time.Second)}},
+}
+
+// suiteOptions are the suite's options for a topology whose keys admin can
+// delete, followed by extra.
+func suiteOptions(admin redis.Cmdable, extra ...distlocktest.Option) []distlocktest.Option {
+	return append([]distlocktest.Option{
+		distlocktest.WithTTL(500 * time.Millisecond),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			// The service drops the grant; the holder learns at its next
+			// refresh.
+			lock := "distlock:" + redislock.HashTag(key) + ":lock"
+			if n, err := admin.Del(context.Background(), lock).Result(); err != nil || n != 1 {
+				t.Fatalf("DEL %s: %d, %v", lock, n, err)
+			}
+		}),
+		distlocktest.WithLeakOptions(goRedisDialProbe),
+	}, extra...)
+}
+
+// closedWithTest has b closed when the test ends, reporting a failed Close.
+func closedWithTest(t testing.TB, b *redislock.Backend) *redislock.Backend {
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Backend.Close: %v", err)
+		}
+	})
+	return b
 }
 
 // closedAddr returns an address where nothing listens.
@@ -71,13 +91,7 @@ func TestConformanceCluster(t *testing.T) {
 		t.Cleanup(func() { cc.Close() })
 		return cc
 	}
-	for _, mode := range []struct {
-		name string
-		opts []redislock.Option
-	}{
-		{"Default", nil},
-		{"Fair", []redislock.Option{redislock.WithFair(), redislock.WithWaiterLiveness(time.Second)}},
-	} {
+	for _, mode := range suiteModes {
 		t.Run(mode.name, func(t *testing.T) {
 			// The admin client connects to every node now: the goroutines
 			// go-redis starts per node connection would otherwise start
@@ -90,22 +104,9 @@ func TestConformanceCluster(t *testing.T) {
 			}
 			distlocktest.Run(t,
 				func(t *testing.T) distlock.Backend {
-					b := redislock.New(newCluster(t), mode.opts...)
-					t.Cleanup(func() {
-						if err := b.Close(); err != nil {
-							t.Errorf("Backend.Close: %v", err)
-						}
-					})
-					return b
+					return closedWithTest(t, redislock.New(newCluster(t), mode.opts...))
 				},
-				distlocktest.WithTTL(500*time.Millisecond),
-				distlocktest.WithRevoke(func(t *testing.T, key string) {
-					lock := "distlock:" + redislock.HashTag(key) + ":lock"
-					if n, err := admin.Del(context.Background(), lock).Result(); err != nil || n != 1 {
-						t.Fatalf("DEL %s: %d, %v", lock, n, err)
-					}
-				}),
-				distlocktest.WithLeakOptions(goRedisDialProbe),
+				suiteOptions(admin)...,
 			)
 		})
 	}

@@ -54,21 +54,9 @@ func TestConformanceSentinel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				if err := b.Close(); err != nil {
-					t.Errorf("Backend.Close: %v", err)
-				}
-			})
-			return b
+			return closedWithTest(t, b)
 		},
-		distlocktest.WithTTL(500*time.Millisecond),
-		distlocktest.WithRevoke(func(t *testing.T, key string) {
-			lock := "distlock:" + redislock.HashTag(key) + ":lock"
-			if n, err := admin.Del(context.Background(), lock).Result(); err != nil || n != 1 {
-				t.Fatalf("DEL %s: %d, %v", lock, n, err)
-			}
-		}),
-		distlocktest.WithLeakOptions(goRedisDialProbe),
+		suiteOptions(admin)...,
 	)
 }
 
