@@ -87,9 +87,11 @@ func (c *Client) watch() {
 		}
 		now := time.Now()
 		if wait := c.heap[0].when.Sub(now); wait > 0 {
+			// The timer is set before unlocking, so that it is never
+			// later than sleepUntil as scheduleLocked sees it.
 			c.sleepUntil = c.heap[0].when
-			c.mu.Unlock()
 			timer.Reset(wait)
+			c.mu.Unlock()
 			select {
 			case <-timer.C:
 			case <-c.kick:
