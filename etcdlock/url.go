@@ -3,12 +3,10 @@ package etcdlock
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
 // DefaultDialTimeout bounds how long OpenURL waits for etcd when the URL
@@ -229,8 +228,8 @@ func parseURL(raw string) (*etcdURL, error) {
 		}
 	}
 	if useTLS {
-		if u.tls, err = tlsConfig(ca, cert, key); err != nil {
-			return nil, err
+		if u.tls, err = tlsfiles.Config(nil, ca, cert, key); err != nil {
+			return nil, fmt.Errorf("%w: etcdlock: URL: %w", distlock.ErrInvalidOption, err)
 		}
 	}
 	return u, nil
@@ -275,31 +274,6 @@ func hostPort(h string) (string, error) {
 // address (with an IPv6 zone).
 func notHostChar(r rune) bool {
 	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune(".-_:%", r))
-}
-
-func tlsConfig(ca, cert, key string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("%w: etcdlock: CA file: %w", distlock.ErrInvalidOption, err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: etcdlock: CA file %s holds no PEM certificate", distlock.ErrInvalidOption, ca)
-		}
-	}
-	switch {
-	case cert != "" && key != "":
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("%w: etcdlock: client certificate: %w", distlock.ErrInvalidOption, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	case cert != "" || key != "":
-		return nil, fmt.Errorf("%w: etcdlock: URL: cert and key go together", distlock.ErrInvalidOption)
-	}
-	return cfg, nil
 }
 
 // scrub hides secret in err's message, keeping err's chain for errors.Is.
@@ -348,23 +322,9 @@ func checkTLS(ctx context.Context, endpoints []string, cfg *tls.Config, timeout 
 				return nil
 			}
 		}
-		if isTLSFailure(err) {
+		if tlsfiles.IsFailure(err) {
 			tlsErr = fmt.Errorf("TLS with %s: %w", host, err)
 		}
 	}
 	return tlsErr
-}
-
-// isTLSFailure reports whether err comes from TLS itself (verification or
-// an alert from the server) rather than from the network.
-func isTLSFailure(err error) bool {
-	var (
-		alert   tls.AlertError
-		verify  *tls.CertificateVerificationError
-		unknown x509.UnknownAuthorityError
-		host    x509.HostnameError
-		invalid x509.CertificateInvalidError
-	)
-	return errors.As(err, &alert) || errors.As(err, &verify) || errors.As(err, &unknown) ||
-		errors.As(err, &host) || errors.As(err, &invalid) || strings.Contains(fmt.Sprint(err), "remote error: tls:")
 }

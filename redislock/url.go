@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
 // OpenTimeout bounds the PING with which OpenURL checks the server, so that
@@ -31,8 +32,11 @@ const OpenTimeout = 5 * time.Second
 // (26379 for Sentinels); the default db is 0.
 //
 // Options are this package's "prefix" (WithPrefix), "fair" (WithFair, a
-// boolean), "eviction_allowed" (WithEvictionAllowed, a boolean) and
-// "waiter_liveness" (WithWaiterLiveness, a Go duration), and
+// boolean), "eviction_allowed" (WithEvictionAllowed, a boolean),
+// "waiter_liveness" (WithWaiterLiveness, a Go duration), and, for
+// rediss:// only, "ca" (a PEM CA bundle verifying the server instead of
+// the system's roots) and "cert" and "key" (a PEM client certificate and
+// its key, together); and
 // go-redis's own URL options such as "dial_timeout", "read_timeout",
 // "write_timeout", "pool_size" and "max_retries".
 //
@@ -48,10 +52,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	fail := func(sentinel error, what string, err error) error {
 		msg := what
 		if err != nil {
-			msg += ": " + err.Error()
-		}
-		if password != "" {
-			msg = strings.ReplaceAll(msg, password, "xxxxx")
+			msg += ": " + scrubbed(err, password)
 		}
 		return fmt.Errorf("%w: redislock: %s: %s", sentinel, shown, msg)
 	}
@@ -90,6 +91,11 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		opts = append(opts, WithWaiterLiveness(d))
 		q.Del("waiter_liveness")
 	}
+	ca, cert, key := q.Get("ca"), q.Get("cert"), q.Get("key")
+	q.Del("ca")
+	q.Del("cert")
+	q.Del("key")
+	withFiles := ca != "" || cert != "" || key != ""
 	u.RawQuery = q.Encode()
 
 	var client redis.UniversalClient
@@ -99,8 +105,19 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
 		}
+		if withFiles {
+			if u.Scheme != "rediss" {
+				return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss://", nil)
+			}
+			if o.TLSConfig, err = tlsfiles.Config(o.TLSConfig, ca, cert, key); err != nil {
+				return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
+			}
+		}
 		client = redis.NewClient(o)
 	case "redis+sentinel":
+		if withFiles {
+			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key are for rediss:// only", nil)
+		}
 		fo, err := parseSentinel(u)
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
@@ -120,6 +137,10 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		_ = client.Close()
+		if tlsfiles.IsFailure(err) {
+			// A certificate problem is not worth retrying.
+			return nil, fmt.Errorf("redislock: %s: TLS: %s", shown, scrubbed(err, password))
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))
 		}
@@ -189,4 +210,13 @@ func splitHostPort(h string) (string, string, error) {
 		return "", "", err
 	}
 	return h[:i], h[i+1:], nil
+}
+
+// scrubbed is err's text with password masked.
+func scrubbed(err error, password string) string {
+	msg := err.Error()
+	if password != "" {
+		msg = strings.ReplaceAll(msg, password, "xxxxx")
+	}
+	return msg
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -140,5 +142,62 @@ func TestList(t *testing.T) {
 	}
 	if hs, err := b.List(ctx, ""); err != nil || len(hs) != 0 {
 		t.Errorf("List after release = %v, %v", hs, err)
+	}
+}
+
+// rediss:// with ca, cert and key against a TLS-only server that requires
+// client certificates; TLS problems are named by OpenURL, and the TLS
+// options are refused where they cannot apply.
+func TestOpenURLTLS(t *testing.T) {
+	srv := startRedis(t, testserver.WithRedisTLS())
+	ctx := testCtx(t)
+	f := srv.TLS
+	files := "ca=" + url.QueryEscape(f.CAFile) + "&cert=" + url.QueryEscape(f.ClientCertFile) + "&key=" + url.QueryEscape(f.ClientKeyFile)
+
+	b, err := redislock.OpenURL(ctx, "rediss://"+srv.Addr+"?"+files)
+	if err != nil {
+		t.Fatalf("OpenURL over TLS: %v", err)
+	}
+	defer b.Close()
+	l, err := b.Acquire(ctx, "tls", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire over TLS: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, raw := range map[string]string{
+		"no client certificate": "rediss://" + srv.Addr + "?ca=" + url.QueryEscape(f.CAFile),
+		"not trusting the CA":   "rediss://" + srv.Addr + "?cert=" + url.QueryEscape(f.ClientCertFile) + "&key=" + url.QueryEscape(f.ClientKeyFile),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := redislock.OpenURL(ctx, raw)
+			if err == nil {
+				b.Close()
+				t.Fatal("OpenURL succeeded against a server that refuses this TLS client")
+			}
+			if !strings.Contains(err.Error(), "TLS") || errors.Is(err, distlock.ErrUnavailable) {
+				t.Errorf("error %q: want a TLS error that is not ErrUnavailable", err)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	for name, raw := range map[string]string{
+		"files with redis://":          "redis://" + srv.Addr + "?" + files,
+		"files with redis+sentinel://": "redis+sentinel://" + srv.Addr + "/main?" + files,
+		"cert without key":             "rediss://" + srv.Addr + "?cert=" + url.QueryEscape(f.ClientCertFile),
+		"missing CA file":              "rediss://" + srv.Addr + "?ca=/nonexistent/ca.pem",
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := redislock.OpenURL(ctx, raw)
+			if err == nil {
+				b.Close()
+				t.Fatal("OpenURL accepted it")
+			}
+			if !errors.Is(err, distlock.ErrInvalidOption) {
+				t.Errorf("error %v, want ErrInvalidOption", err)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +25,14 @@ type Redis struct {
 	// Dir is the server's working directory: redis.conf, redis.log and the
 	// persistence files (appendonlydir, dump.rdb) live here.
 	Dir string
+	// TLS is set when the server was started WithRedisTLS: it then accepts
+	// only TLS connections, from clients presenting a certificate signed
+	// by TLS.CAFile.
+	TLS *TLSFiles
 
-	cfg  redisConfig
-	proc *proc
+	cfg       redisConfig
+	proc      *proc
+	clientTLS *tls.Config // for Do, with TLS
 }
 
 // RedisOption configures StartRedis.
@@ -35,7 +41,15 @@ type RedisOption func(*redisConfig)
 type redisConfig struct {
 	lines   []string
 	primary *Redis
+	tls     bool
 }
+
+// WithRedisTLS serves TLS only (tls-port, no plain port) with a server
+// certificate for 127.0.0.1 from a fresh test CA, and requires clients to
+// present a certificate from that CA (tls-auth-clients yes). Redis.TLS
+// names the CA and a client certificate. It cannot be combined with
+// WithRedisReplicaOf.
+func WithRedisTLS() RedisOption { return func(c *redisConfig) { c.tls = true } }
 
 // WithRedisConfig appends lines to the generated redis.conf, for example
 // "appendonly yes" or "save 60 1". They come after the defaults, so they
@@ -67,6 +81,19 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	r := &Redis{}
 	for _, o := range opts {
 		o(&r.cfg)
+	}
+	if r.cfg.tls {
+		if r.cfg.primary != nil {
+			t.Fatal("testserver: WithRedisTLS with WithRedisReplicaOf is not supported")
+		}
+		files, err := writeTestPKI(t.TempDir())
+		if err != nil {
+			t.Fatalf("testserver: redis TLS files: %v", err)
+		}
+		if r.clientTLS, err = files.ClientTLS(); err != nil {
+			t.Fatalf("testserver: redis TLS client: %v", err)
+		}
+		r.TLS = files
 	}
 	startWithRetry(t, "redis", func() ([]*proc, error) {
 		port, err := freePort()
@@ -102,7 +129,6 @@ func (r *Redis) config() string {
 	var b strings.Builder
 	for _, l := range []string{
 		"bind 127.0.0.1",
-		"port " + strconv.Itoa(r.Port),
 		"protected-mode no",
 		"daemonize no",
 		"supervised no",
@@ -115,6 +141,12 @@ func (r *Redis) config() string {
 		"repl-diskless-sync-delay 0",
 	} {
 		b.WriteString(l + "\n")
+	}
+	if f := r.TLS; f != nil {
+		fmt.Fprintf(&b, "port 0\ntls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients yes\n",
+			r.Port, strconv.Quote(f.ServerCertFile), strconv.Quote(f.ServerKeyFile), strconv.Quote(f.CAFile))
+	} else {
+		fmt.Fprintf(&b, "port %d\n", r.Port)
 	}
 	if p := r.cfg.primary; p != nil {
 		fmt.Fprintf(&b, "replicaof 127.0.0.1 %d\n", p.Port)
@@ -152,7 +184,7 @@ func (r *Redis) waitReady(timeout time.Duration) error {
 // reply: string for simple and bulk strings, int64 for integers, nil for null
 // replies, []any for arrays, and an error for error replies.
 func (r *Redis) Do(args ...string) (any, error) {
-	return respDo(r.Addr, 5*time.Second, args...)
+	return respDo(r.Addr, 5*time.Second, r.clientTLS, args...)
 }
 
 // Stop shuts the server down gracefully (SIGTERM) and waits for it to exit; it
@@ -193,10 +225,16 @@ type RedisError string
 // Error implements error.
 func (e RedisError) Error() string { return "redis: " + string(e) }
 
-// respDo dials addr, sends args as a RESP array of bulk strings and reads one
-// reply.
-func respDo(addr string, timeout time.Duration, args ...string) (any, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+// respDo dials addr (over TLS with tlsCfg, if not nil), sends args as a
+// RESP array of bulk strings and reads one reply.
+func respDo(addr string, timeout time.Duration, tlsCfg *tls.Config, args ...string) (any, error) {
+	var c net.Conn
+	var err error
+	if tlsCfg != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, tlsCfg)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, timeout)
+	}
 	if err != nil {
 		return nil, err
 	}

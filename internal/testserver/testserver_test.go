@@ -50,7 +50,7 @@ func TestRedis(t *testing.T) {
 	if err := r.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := respDo(r.Addr, 300*time.Millisecond, "PING"); err == nil {
+	if _, err := respDo(r.Addr, 300*time.Millisecond, nil, "PING"); err == nil {
 		t.Fatal("paused server answered PING")
 	}
 	if err := r.Resume(); err != nil {
@@ -497,5 +497,16 @@ func TestEtcdTLS(t *testing.T) {
 	e.Ctl(t, "put", "tls-key", "v")
 	if got := e.Ctl(t, "get", "--print-value-only", "tls-key"); strings.TrimSpace(got) != "v" {
 		t.Fatalf("etcdctl get over TLS = %q", got)
+	}
+}
+
+func TestRedisTLS(t *testing.T) {
+	t.Parallel()
+	r := StartRedis(t, WithRedisTLS())
+	if got := mustDo(t, r, "PING"); got != "PONG" {
+		t.Fatalf("PING over TLS = %v", got)
+	}
+	if _, err := respDo(r.Addr, time.Second, nil, "PING"); err == nil {
+		t.Fatal("plain-text PING answered by a TLS-only server")
 	}
 }
