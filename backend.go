@@ -12,6 +12,29 @@ import (
 //
 // A Backend reports facts (a token, a confirmed validity, a loss) and owns no
 // policy. Implementations must be safe for concurrent use.
+//
+// The kinds of lock service map onto it as follows:
+//
+//   - A TTL service (redislock, memlock): Acquire sets the key with the TTL;
+//     Validity is the TTL from the send time of the request; Refresh extends
+//     it. Redis expires grants silently and never calls OnLost (memlock
+//     calls it only when a test revokes a grant).
+//   - A session service (etcdlock; ZooKeeper likewise, with an ephemeral
+//     sequential node): grants live as long as a session, which the backend
+//     keeps alive. Validity is the session's TTL from the send time of the
+//     last keep-alive (or heartbeat) the server confirmed, Refresh reports
+//     that, and OnLost fires when the session is reported expired. Waiting
+//     watches the predecessor in the service's queue.
+//   - A lock with no time bound, held by a connection or a process
+//     (filelock's flock; PostgreSQL's advisory locks, whose Acquire blocks
+//     in the server's own lock queue): Validity.TTL is 0, and the Client
+//     then keeps no local deadline; for PostgreSQL OnLost fires when the
+//     connection holding the lock breaks. The token comes from a durable sequence
+//     incremented in the transaction or statement that takes the lock.
+//   - A quorum of independent services (Redlock): the Lease combines N
+//     leases; Validity is the TTL less the time the quorum took and the
+//     clock drift, from the send time of the first request; the token is
+//     derived from counters read and written on a majority.
 type Backend interface {
 	// Acquire asks for key. With opts.Wait it blocks until the key is granted
 	// or ctx ends, waiting on the service's own signal (a watch, a pub/sub
