@@ -18,9 +18,17 @@ import (
 // is what fencing tokens are for), and when the holder thaws it sees its
 // deadline has passed, terminates its command and exits 76.
 func TestRedisFrozenHolderLosesLock(t *testing.T) {
+	frozenHolderLosesLock(t, "redis://"+testserver.StartRedis(t).Addr)
+}
+
+// The same on etcd: the frozen holder's session stops its keep-alives, the
+// server expires its lease, and the next run is granted the key.
+func TestEtcdFrozenHolderLosesLock(t *testing.T) {
+	frozenHolderLosesLock(t, "etcd://"+testserver.StartEtcd(t).Members[0].ClientAddr)
+}
+
+func frozenHolderLosesLock(t *testing.T, backend string) {
 	e := newEnv(t)
-	r := testserver.StartRedis(t)
-	backend := "redis://" + r.Addr
 	pidFile, tokFile := e.path("a.pid"), e.path("a.token")
 	a := e.start(e.command("--backend", backend, "run", "--ttl", "1s", "--grace", "2s", "k", "--", "sh", "-c",
 		fmt.Sprintf(`echo $DISTLOCK_TOKEN > %s; echo $$ > %s; exec sleep 600`, sh(tokFile), sh(pidFile))))
