@@ -317,8 +317,11 @@ func TestUnreachableService(t *testing.T) {
 // status lists the holder of a key with its token, as a table and as JSON.
 func TestStatus(t *testing.T) {
 	e := newEnv(t)
-	if r := e.run("status"); r.code != 0 || r.stdout != "" {
-		t.Errorf("status with nothing held: exit %d, stdout %q", r.code, r.stdout)
+	if r := e.run("status"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "no lock held on ") {
+		t.Errorf("status with nothing held: exit %d, stdout %q, stderr %q; want nothing on stdout, a note on stderr", r.code, r.stdout, r.stderr)
+	}
+	if r := e.run("status", "jobs/"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, `no lock held under "jobs/"`) {
+		t.Errorf("status jobs/ with nothing held: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	holder, _, tok := e.holdKey("jobs/a", "holder")
 	r := e.run("status")

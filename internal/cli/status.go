@@ -90,6 +90,13 @@ func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
 		return enc.Encode(out)
 	}
 	if len(hs) == 0 {
+		// Said on stderr: stdout stays empty for scripts.
+		where := describeBackend(b, r.backendURL)
+		if prefix != "" {
+			fmt.Fprintf(r.stderr, "distlock: no lock held under %q on %s\n", prefix, where)
+		} else {
+			fmt.Fprintf(r.stderr, "distlock: no lock held on %s\n", where)
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(r.stdout, 0, 4, 2, ' ', 0)
