@@ -30,6 +30,7 @@ type Client struct {
 	holds   map[*hold]struct{}
 	heap    holdHeap
 	running bool // the watchdog goroutine is running
+	starts  int  // watchdog goroutines started, for tests
 	// sleepUntil is when the sleeping watchdog's timer fires (zero while
 	// it is not asleep).
 	sleepUntil time.Time

@@ -42,17 +42,19 @@ func (c *Client) scheduleLocked(h *hold) {
 	default:
 		heap.Fix(&c.heap, h.idx)
 	}
-	// The watchdog needs waking only if this event comes before the one
-	// its timer is set for: a timer that fires early finds nothing due and
-	// is set again. So a lock taken after another was released (the heap
-	// emptied, the timer still set for the old lock's renewal, which is not
-	// later than this one's) costs no wake-up.
-	if c.heap[0] == h && (c.sleepUntil.IsZero() || when.Before(c.sleepUntil)) {
-		c.kickLocked()
-	}
-	if !c.running {
+	// A watchdog started now reads the heap itself. A running one needs
+	// waking only if this event comes before the one its timer is set for:
+	// a timer that fires early finds nothing due and is set again. So a
+	// lock taken after another was released (the heap emptied, the timer
+	// still set for the old lock's renewal or for the watchdog's linger)
+	// costs no wake-up.
+	switch {
+	case !c.running:
 		c.running = true
+		c.starts++
 		c.goBackgroundLocked(c.watch)
+	case c.heap[0] == h && (c.sleepUntil.IsZero() || when.Before(c.sleepUntil)):
+		c.kickLocked()
 	}
 }
 
@@ -60,9 +62,9 @@ func (c *Client) unscheduleLocked(h *hold) {
 	if h.idx < 0 {
 		return
 	}
-	// An emptied heap does not wake the watchdog: it exits at its next timer
-	// (at most a renewal interval away) unless a new lock comes first, so
-	// that locks taken back to back reuse one goroutine. Close wakes it.
+	// An emptied heap does not wake the watchdog: it lingers (see watch),
+	// so that locks taken one after another reuse one goroutine. Close
+	// wakes it.
 	heap.Remove(&c.heap, h.idx)
 }
 
@@ -73,19 +75,40 @@ func (c *Client) kickLocked() {
 	}
 }
 
-// watch is the watchdog loop; it exits when the heap is empty.
+// watchdogLinger is how long the watchdog waits with no lock held before
+// it exits, so that locks taken one after another, a few milliseconds
+// apart, do not start a goroutine each.
+const watchdogLinger = time.Second
+
+// watch is the watchdog loop. It exits when the heap has stayed empty for
+// watchdogLinger, or at once once the Client is closed.
 func (c *Client) watch() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var idleSince time.Time
 	for {
 		c.mu.Lock()
 		c.sleepUntil = time.Time{}
-		if len(c.heap) == 0 {
-			c.running = false
-			c.mu.Unlock()
-			return
-		}
 		now := time.Now()
+		if len(c.heap) == 0 {
+			if idleSince.IsZero() {
+				idleSince = now
+			}
+			if c.closed || now.Sub(idleSince) >= watchdogLinger {
+				c.running = false
+				c.mu.Unlock()
+				return
+			}
+			c.sleepUntil = idleSince.Add(watchdogLinger)
+			timer.Reset(c.sleepUntil.Sub(now))
+			c.mu.Unlock()
+			select {
+			case <-timer.C:
+			case <-c.kick:
+			}
+			continue
+		}
+		idleSince = time.Time{}
 		if wait := c.heap[0].when.Sub(now); wait > 0 {
 			// The timer is set before unlocking, so that it is never
 			// later than sleepUntil as scheduleLocked sees it.
