@@ -74,6 +74,7 @@
 // # Cost
 //
 // A Client runs one watchdog goroutine while it holds locks, whatever their
-// number, keeps them in a heap ordered by their next event, and renews the
-// locks that are due together (in one round trip on backends that batch).
+// number (and for about a second after the last), keeps them in a heap
+// ordered by their next event, and renews the locks that are due together
+// (in one round trip on backends that batch).
 package distlock
