@@ -64,6 +64,16 @@ func watchdogEventsOnTime(t *testing.T, seed uint64) {
 		}
 		var mu sync.Mutex
 		var all, live []*rec
+		// release releases x, noting when unless it had already ended.
+		release := func(x *rec) {
+			mu.Lock()
+			ended := !x.end.IsZero()
+			mu.Unlock()
+			if !ended {
+				x.relAt, x.released = time.Now(), true
+			}
+			x.l.Release(ctx)
+		}
 		for i := range 120 {
 			switch r.IntN(4) {
 			case 0: // same instant
@@ -74,15 +84,8 @@ func watchdogEventsOnTime(t *testing.T, seed uint64) {
 			}
 			if len(live) > 0 && r.IntN(2) == 0 {
 				j := r.IntN(len(live))
-				x := live[j]
+				release(live[j])
 				live = append(live[:j], live[j+1:]...)
-				mu.Lock()
-				ended := !x.end.IsZero()
-				mu.Unlock()
-				if !ended {
-					x.relAt, x.released = time.Now(), true
-				}
-				x.l.Release(ctx)
 				continue
 			}
 			x := &rec{ttl: []time.Duration{3, 6, 9, 12, 30, 60}[r.IntN(6)] * time.Second}
@@ -110,13 +113,7 @@ func watchdogEventsOnTime(t *testing.T, seed uint64) {
 			all, live = append(all, x), append(live, x)
 		}
 		for _, x := range live {
-			mu.Lock()
-			ended := !x.end.IsZero()
-			mu.Unlock()
-			if !ended {
-				x.relAt, x.released = time.Now(), true
-			}
-			x.l.Release(ctx)
+			release(x)
 		}
 		synctest.Wait()
 		mu.Lock()

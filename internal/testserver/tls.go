@@ -9,11 +9,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"testing"
 	"time"
 )
 
@@ -130,4 +134,39 @@ func (f *TLSFiles) httpClient() (*http.Client, error) {
 	tr := etcdHTTP.Transport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg
 	return &http.Client{Timeout: etcdHTTP.Timeout, Transport: tr}, nil
+}
+
+// Query returns URL query parameters naming the CA and the client
+// certificate and key: "ca=...&cert=...&key=...".
+func (f *TLSFiles) Query() string {
+	return "ca=" + url.QueryEscape(f.CAFile) + "&" + f.clientQuery()
+}
+
+func (f *TLSFiles) clientQuery() string {
+	return "cert=" + url.QueryEscape(f.ClientCertFile) + "&key=" + url.QueryEscape(f.ClientKeyFile)
+}
+
+// CheckTLSRefused runs, as subtests, the two ways a TLS client can be
+// refused by a server started with these files: without a client
+// certificate, and without trusting the server's CA. open is given the URL
+// query of each case; it must fail, with an error that says "TLS" and does
+// not match isUnavailable (a certificate problem is not worth retrying).
+func (f *TLSFiles) CheckTLSRefused(t *testing.T, open func(query string) (io.Closer, error), isUnavailable func(error) bool) {
+	t.Helper()
+	for name, query := range map[string]string{
+		"no client certificate": "ca=" + url.QueryEscape(f.CAFile),
+		"not trusting the CA":   f.clientQuery(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := open(query)
+			if err == nil {
+				c.Close()
+				t.Fatal("opened a connection that the server should refuse")
+			}
+			if !strings.Contains(err.Error(), "TLS") || isUnavailable(err) {
+				t.Errorf("error %q: want a TLS error that does not ask for a retry", err)
+			}
+			t.Logf("%v", err)
+		})
+	}
 }
