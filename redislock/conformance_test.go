@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -110,4 +111,41 @@ func TestConformanceCluster(t *testing.T) {
 			)
 		})
 	}
+
+	// List (distlock status) scans every primary, not only one.
+	t.Run("List", func(t *testing.T) {
+		ctx := testCtx(t)
+		admin := newCluster(t)
+		b := closedWithTest(t, redislock.New(newCluster(t)))
+		var want []string
+		primaries := map[int64]bool{}
+		for i := range 30 {
+			key := fmt.Sprintf("list/%02d", i)
+			l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			want = append(want, key)
+			slot, err := admin.ClusterKeySlot(ctx, "distlock:"+redislock.HashTag(key)+":lock").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			primaries[slot*3/16384] = true // StartRedisCluster splits the slots evenly
+		}
+		if len(primaries) < 2 {
+			t.Fatalf("the keys landed on %d primaries; the test needs several", len(primaries))
+		}
+		hs, err := b.List(ctx, "list/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range hs {
+			got = append(got, h.Key)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("List on a Cluster = %q, want %q", got, want)
+		}
+	})
 }
