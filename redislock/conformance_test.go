@@ -112,11 +112,16 @@ func TestConformanceCluster(t *testing.T) {
 		})
 	}
 
-	// List (distlock status) scans every primary, not only one.
+	// List (distlock status) scans every primary, not only one. The
+	// Backend is opened from the CLI's URL form, naming two of the nodes.
 	t.Run("List", func(t *testing.T) {
 		ctx := testCtx(t)
 		admin := newCluster(t)
-		b := closedWithTest(t, redislock.New(newCluster(t)))
+		b, err := redislock.OpenURL(ctx, "redis+cluster://"+cluster.Nodes[1].Addr+","+cluster.Nodes[2].Addr+"?dial_timeout=2s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closedWithTest(t, b)
 		var want []string
 		primaries := map[int64]bool{}
 		for i := range 30 {

@@ -24,21 +24,25 @@ const OpenTimeout = 5 * time.Second
 //
 //	redis://[user:password@]host[:port][/db][?options]
 //	rediss://[user:password@]host[:port][/db][?options]          (TLS)
+//	redis+cluster://[user:password@]host:port[,host:port...][?options]
+//	rediss+cluster://...                                          (TLS)
 //	redis+sentinel://[user:password@]host:port[,host:port...]/master[/db][?options]
 //
-// In the Sentinel form the hosts are Sentinels, master is the monitored
-// primary's name, and the credentials authenticate to the primary (the
-// Sentinels are asked without credentials). The default port is 6379
-// (26379 for Sentinels); the default db is 0.
+// In the Cluster form the hosts are some of the Cluster's nodes, from which
+// the client learns the others. In the Sentinel form the hosts are
+// Sentinels, master is the monitored primary's name, and the credentials
+// authenticate to the primary (the Sentinels are asked without
+// credentials). The default port is 6379 (26379 for Sentinels); the
+// default db is 0 (a Cluster has no other).
 //
 // Options are this package's "prefix" (WithPrefix), "fair" (WithFair, a
-// boolean), "eviction_allowed" (WithEvictionAllowed, a boolean),
-// "waiter_liveness" (WithWaiterLiveness, a Go duration), and, for
-// rediss:// only, "ca" (a PEM CA bundle verifying the server instead of
-// the system's roots) and "cert" and "key" (a PEM client certificate and
-// its key, together); and
-// go-redis's own URL options such as "dial_timeout", "read_timeout",
-// "write_timeout", "pool_size" and "max_retries".
+// boolean), "eviction_allowed" (WithEvictionAllowed, a boolean) and
+// "waiter_liveness" (WithWaiterLiveness, a Go duration); over TLS
+// (rediss:// and rediss+cluster://) "ca" (a PEM CA bundle verifying the
+// server instead of the system's roots) and "cert" and "key" (a PEM client
+// certificate and its key, together); and go-redis's own URL options such
+// as "dial_timeout", "read_timeout", "write_timeout", "pool_size" and
+// "max_retries".
 //
 // Errors never contain the password: they show the URL redacted.
 func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
@@ -107,16 +111,30 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		}
 		if withFiles {
 			if u.Scheme != "rediss" {
-				return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss://", nil)
+				return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss:// or rediss+cluster://", nil)
 			}
 			if o.TLSConfig, err = tlsfiles.Config(o.TLSConfig, ca, cert, key); err != nil {
 				return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
 			}
 		}
 		client = redis.NewClient(o)
+	case "redis+cluster", "rediss+cluster":
+		co, err := parseCluster(u)
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
+		}
+		if withFiles {
+			if u.Scheme != "rediss+cluster" {
+				return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss:// or rediss+cluster://", nil)
+			}
+			if co.TLSConfig, err = tlsfiles.Config(co.TLSConfig, ca, cert, key); err != nil {
+				return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
+			}
+		}
+		client = redis.NewClusterClient(co)
 	case "redis+sentinel":
 		if withFiles {
-			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key are for rediss:// only", nil)
+			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key are for rediss:// and rediss+cluster:// only", nil)
 		}
 		fo, err := parseSentinel(u)
 		if err != nil {
@@ -124,7 +142,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		}
 		client = redis.NewFailoverClient(fo)
 	default:
-		return nil, fail(distlock.ErrInvalidOption, "unsupported scheme (want redis, rediss or redis+sentinel)", nil)
+		return nil, fail(distlock.ErrInvalidOption, "unsupported scheme (want redis, rediss, redis+cluster, rediss+cluster or redis+sentinel)", nil)
 	}
 
 	b := New(client, opts...)
@@ -147,6 +165,33 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		return nil, fail(distlock.ErrUnavailable, "PING", err)
 	}
 	return b, nil
+}
+
+// parseCluster turns a redis+cluster or rediss+cluster URL into
+// ClusterOptions through go-redis's own cluster URL parser, which takes the
+// first node as the host and the others as "addr" parameters.
+func parseCluster(u *url.URL) (*redis.ClusterOptions, error) {
+	hosts := strings.Split(u.Host, ",")
+	for _, h := range hosts {
+		if h == "" {
+			return nil, fmt.Errorf("empty node address")
+		}
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return nil, fmt.Errorf("a Cluster has no database to choose (path %q)", u.Path)
+	}
+	q := u.Query()
+	if q.Has("addr") {
+		return nil, fmt.Errorf("list the nodes before the path, separated by commas, not as addr parameters")
+	}
+	for _, h := range hosts[1:] {
+		if _, _, err := splitHostPort(h); err != nil {
+			h += ":6379"
+		}
+		q.Add("addr", h)
+	}
+	proxy := url.URL{Scheme: strings.TrimSuffix(u.Scheme, "+cluster"), User: u.User, Host: hosts[0], RawQuery: q.Encode()}
+	return redis.ParseClusterURL(proxy.String())
 }
 
 // parseSentinel turns a redis+sentinel URL into FailoverOptions, reading the

@@ -53,18 +53,23 @@ func TestOpenURL(t *testing.T) {
 	}
 
 	bad := map[string]string{
-		"wrong password":     fmt.Sprintf("redis://:%s@%s/0", password+"-wrong", srv.Addr),
-		"user and password":  fmt.Sprintf("redis://user:%s@%s/0", password, srv.Addr),
-		"unreachable":        fmt.Sprintf("redis://:%s@%s/0?dial_timeout=1s", password, closedAddr(t)),
-		"malformed":          fmt.Sprintf("redis://:%s@host:port:x/%%zz", password),
-		"scheme":             fmt.Sprintf("mysql://:%s@%s/0", password, srv.Addr),
-		"bad db":             fmt.Sprintf("redis://:%s@%s/x", password, srv.Addr),
-		"bad option":         fmt.Sprintf("redis://:%s@%s/0?nope=1", password, srv.Addr),
-		"bad fair":           fmt.Sprintf("redis://:%s@%s/0?fair=maybe", password, srv.Addr),
-		"bad eviction":       fmt.Sprintf("redis://:%s@%s/0?eviction_allowed=perhaps", password, srv.Addr),
-		"bad prefix":         fmt.Sprintf("redis://:%s@%s/0?prefix=a{", password, srv.Addr),
-		"sentinel":           fmt.Sprintf("redis+sentinel://:%s@%s,%s/mymaster/0?dial_timeout=1s", password, closedAddr(t), closedAddr(t)),
-		"sentinel no master": fmt.Sprintf("redis+sentinel://:%s@%s", password, srv.Addr),
+		"wrong password":      fmt.Sprintf("redis://:%s@%s/0", password+"-wrong", srv.Addr),
+		"user and password":   fmt.Sprintf("redis://user:%s@%s/0", password, srv.Addr),
+		"unreachable":         fmt.Sprintf("redis://:%s@%s/0?dial_timeout=1s", password, closedAddr(t)),
+		"malformed":           fmt.Sprintf("redis://:%s@host:port:x/%%zz", password),
+		"scheme":              fmt.Sprintf("mysql://:%s@%s/0", password, srv.Addr),
+		"bad db":              fmt.Sprintf("redis://:%s@%s/x", password, srv.Addr),
+		"bad option":          fmt.Sprintf("redis://:%s@%s/0?nope=1", password, srv.Addr),
+		"bad fair":            fmt.Sprintf("redis://:%s@%s/0?fair=maybe", password, srv.Addr),
+		"bad eviction":        fmt.Sprintf("redis://:%s@%s/0?eviction_allowed=perhaps", password, srv.Addr),
+		"bad prefix":          fmt.Sprintf("redis://:%s@%s/0?prefix=a{", password, srv.Addr),
+		"sentinel":            fmt.Sprintf("redis+sentinel://:%s@%s,%s/mymaster/0?dial_timeout=1s", password, closedAddr(t), closedAddr(t)),
+		"sentinel no master":  fmt.Sprintf("redis+sentinel://:%s@%s", password, srv.Addr),
+		"cluster unreachable": fmt.Sprintf("redis+cluster://:%s@%s,%s?dial_timeout=1s", password, closedAddr(t), closedAddr(t)),
+		"cluster with a db":   fmt.Sprintf("redis+cluster://:%s@%s/1", password, srv.Addr),
+		"cluster addr option": fmt.Sprintf("redis+cluster://:%s@%s?addr=%s", password, srv.Addr, srv.Addr),
+		"cluster empty node":  fmt.Sprintf("redis+cluster://:%s@%s,", password, srv.Addr),
+		"cluster not cluster": fmt.Sprintf("redis+cluster://:%s@%s?dial_timeout=1s", password, srv.Addr),
 	}
 	for name, u := range bad {
 		b, err := redislock.OpenURL(ctx, u)

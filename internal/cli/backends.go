@@ -26,6 +26,8 @@ var registry = map[string]Opener{
 	"redis":          AsOpener(redislock.OpenURL),
 	"rediss":         AsOpener(redislock.OpenURL),
 	"redis+sentinel": AsOpener(redislock.OpenURL),
+	"redis+cluster":  AsOpener(redislock.OpenURL),
+	"rediss+cluster": AsOpener(redislock.OpenURL),
 	"etcd":           AsOpener(etcdlock.OpenURL),
 	"etcds":          AsOpener(etcdlock.OpenURL),
 	// Wire more backends here, one line per scheme, as their packages land.

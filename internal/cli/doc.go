@@ -12,7 +12,8 @@
 // $TMPDIR), so that a login shell and a cron job of one user take the same
 // locks, and it survives reboots and logouts. file:///dir names another.
 // status --verbose and the help name the directory. The schemes redis,
-// rediss, redis+sentinel, etcd and etcds are wired in; redlock, zk and
+// rediss, redis+cluster, rediss+cluster, redis+sentinel, etcd and etcds
+// are wired in; redlock, zk and
 // postgres are reserved for the other backends and report that they are
 // not available until they are wired into the registry (one line each, in
 // backends.go). Passwords in URLs, and password-like query parameters, are

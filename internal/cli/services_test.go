@@ -112,3 +112,34 @@ func TestRedisKilledDistlockKillsWholeJob(t *testing.T) {
 	e.wait(a)
 	waitGone(t, worker)
 }
+
+// On a Redis Cluster, named by the redis+cluster:// form: runs get
+// increasing tokens, and status finds a holder whichever node has its key.
+func TestRedisClusterRun(t *testing.T) {
+	e := newEnv(t)
+	c := testserver.StartRedisCluster(t, 3)
+	backend := "redis+cluster://" + strings.Join(c.Addrs(), ",")
+	var last int
+	for i := range 2 {
+		r := e.run("--backend", backend, "run", "jobs/cluster", "--", "sh", "-c", "echo $DISTLOCK_TOKEN")
+		if r.code != 0 {
+			t.Fatalf("run %d on the cluster: exit %d, stderr %q", i, r.code, r.stderr)
+		}
+		var tok int
+		fmt.Sscan(strings.TrimSpace(r.stdout), &tok)
+		if tok <= last {
+			t.Fatalf("run %d: token %d, not above %d", i, tok, last)
+		}
+		last = tok
+	}
+	pidFile := e.path("holder.pid")
+	holder := e.start(e.command("--backend", backend, "run", "jobs/held", "--", "sh", "-c",
+		fmt.Sprintf(`echo $$ > %s; exec sleep 600`, sh(pidFile))))
+	readInt(t, pidFile)
+	r := e.run("--backend", backend, "status", "jobs/")
+	if r.code != 0 || !strings.Contains(r.stdout, "jobs/held") {
+		t.Errorf("status on the cluster: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	holder.cmd.Process.Signal(syscall.SIGTERM)
+	e.wait(holder)
+}
