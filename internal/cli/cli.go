@@ -128,6 +128,8 @@ func (r *runner) rootCommand() *cobra.Command {
 file://` + defaultDirHelp() + `) or on a lock service, and gives the command
 the lock's fencing token.
 
+` + wrap("Lock services (--backend URL): "+schemes(r.openers)+".", 76) + `
+
 Exit codes: 64 usage, 69 lock service failed, 70 internal error, 75 lock not
 acquired (held or timed out), 76 lock lost while the command ran; otherwise
 the command's own status, 126/127 when it cannot be run, 128+n when killed
@@ -168,4 +170,22 @@ SIGQUIT and SIGTERM).`,
 	pf.BoolVarP(&r.verbose, "verbose", "v", false, "log what distlock does to standard error")
 	root.AddCommand(r.runCommand(), r.statusCommand())
 	return root
+}
+
+// wrap breaks text into lines of at most width bytes at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(text) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }

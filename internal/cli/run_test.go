@@ -353,6 +353,9 @@ func TestVersionAndHelp(t *testing.T) {
 	if r := e.run("--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "distlock ") {
 		t.Errorf("--version: exit %d, stdout %q", r.code, r.stdout)
 	}
+	if r := e.run("--help"); r.code != 0 || !strings.Contains(r.stdout, "redis+sentinel://") || !strings.Contains(r.stdout, "etcds://") {
+		t.Errorf("--help does not list the lock services: exit %d, stdout %q", r.code, r.stdout)
+	}
 	if r := e.run("run", "--help"); r.code != 0 || !strings.Contains(r.stdout, "DISTLOCK_TOKEN") {
 		t.Errorf("run --help: exit %d, stdout %q", r.code, r.stdout)
 	}
