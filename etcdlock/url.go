@@ -292,39 +292,55 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-// checkTLS makes a TLS connection to each endpoint in turn and returns the
-// handshake's error if the server refused it or could not be verified
-// (unknown authority, wrong name, client certificate missing or refused).
-// It returns nil as soon as one endpoint accepts, and also when none can be
-// reached at all: an unreachable cluster is reported by the requests, as
-// ErrUnavailable.
+// checkTLS makes a TLS connection to every endpoint at once, all within
+// timeout, and returns a handshake's error if a server refused it or could
+// not be verified (unknown authority, wrong name, client certificate
+// missing or refused) and none accepted. It returns nil as soon as one
+// endpoint accepts, and also when none can be reached at all: an
+// unreachable cluster is reported by the requests, as ErrUnavailable.
 func checkTLS(ctx context.Context, endpoints []string, cfg *tls.Config, timeout time.Duration) error {
-	var tlsErr error
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	results := make(chan error, len(endpoints)) // nil: accepted
 	for _, ep := range endpoints {
-		host := ep
-		if i := strings.Index(host, "://"); i >= 0 {
-			host = host[i+3:]
-		}
-		dctx, cancel := context.WithTimeout(ctx, timeout)
-		c := cfg.Clone()
-		c.NextProtos = []string{"h2"}
-		conn, err := (&tls.Dialer{Config: c}).DialContext(dctx, "tcp", host)
-		cancel()
+		go func() { results <- probeTLS(ctx, ep, cfg) }()
+	}
+	var tlsErr error
+	for range endpoints {
+		err := <-results
 		if err == nil {
-			// With TLS 1.3 a server that refuses the client's certificate
-			// says so after the handshake: read briefly for its alert.
-			tc := conn.(*tls.Conn)
-			_ = tc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			_, err = tc.Read(make([]byte, 1))
-			tc.Close()
-			var ne net.Error
-			if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
-				return nil
-			}
+			return nil
 		}
-		if tlsfiles.IsFailure(err) {
-			tlsErr = fmt.Errorf("TLS with %s: %w", host, err)
+		if tlsfiles.IsFailure(err) && tlsErr == nil {
+			tlsErr = err
 		}
 	}
 	return tlsErr
+}
+
+// probeTLS makes one TLS connection to endpoint and closes it; it returns
+// nil if the server accepted the handshake.
+func probeTLS(ctx context.Context, endpoint string, cfg *tls.Config) error {
+	host := endpoint
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	c := cfg.Clone()
+	c.NextProtos = []string{"h2"}
+	conn, err := (&tls.Dialer{Config: c}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		return fmt.Errorf("TLS with %s: %w", host, err)
+	}
+	defer conn.Close()
+	// With TLS 1.3 a server that refuses the client's certificate says so
+	// after the handshake: read briefly for its alert. A healthy etcd
+	// sends its HTTP/2 settings at once.
+	tc := conn.(*tls.Conn)
+	_ = tc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_, err = tc.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		return nil
+	}
+	return fmt.Errorf("TLS with %s: %w", host, err)
 }

@@ -3,11 +3,14 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,6 +190,58 @@ func TestOpenURLTLS(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Error(err)
+	}
+
+	// Endpoints are checked at once, not one after another: the second is
+	// dialed while the first, which accepts connections but never answers
+	// the handshake, still holds its connection open.
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	note := func(ev string) { mu.Lock(); events = append(events, ev); mu.Unlock() }
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var served sync.WaitGroup
+	served.Go(func() {
+		c, err := silent.Accept()
+		if err != nil {
+			return
+		}
+		note("silent accepted")
+		io.Copy(io.Discard, c) // until the client gives up
+		c.Close()
+		note("silent closed")
+	})
+	served.Go(func() {
+		c, err := other.Accept()
+		if err != nil {
+			return
+		}
+		note("other accepted")
+		c.Close()
+	})
+	b2, err := etcdlock.OpenURL(ctx, "etcds://"+silent.Addr().String()+","+other.Addr().String()+"?dial_timeout=2s&"+e.TLS.Query())
+	if err != nil {
+		t.Fatalf("OpenURL of unreachable endpoints: %v (not a TLS refusal: the requests report it)", err)
+	}
+	b2.Close()
+	silent.Close()
+	other.Close()
+	served.Wait()
+	mu.Lock()
+	got := fmt.Sprint(events)
+	mu.Unlock()
+	if i, j := strings.Index(got, "other accepted"), strings.Index(got, "silent closed"); i < 0 || j < 0 || i > j {
+		t.Errorf("endpoints checked one after another: %s", got)
 	}
 
 	// A TLS failure is reported by OpenURL at once, and named.

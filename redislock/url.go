@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -46,12 +47,18 @@ const OpenTimeout = 5 * time.Second
 //
 // Errors never contain the password: they show the URL redacted.
 func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
+	// The node lists of the Cluster and Sentinel forms are not one URL
+	// host (IPv6 nodes, nodes without a port): take them out first.
+	rawURL, nodes := splitNodes(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error quotes the whole URL, password included: do not wrap it.
 		return nil, fmt.Errorf("%w: redislock: malformed backend URL", distlock.ErrInvalidOption)
 	}
 	shown := u.Redacted()
+	if nodes != nil {
+		shown = strings.Replace(shown, nodesPlaceholder, strings.Join(nodes, ","), 1)
+	}
 	password, _ := u.User.Password()
 	fail := func(sentinel error, what string, err error) error {
 		msg := what
@@ -119,7 +126,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		}
 		client = redis.NewClient(o)
 	case "redis+cluster", "rediss+cluster":
-		co, err := parseCluster(u)
+		co, err := parseCluster(u, nodes)
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
 		}
@@ -136,7 +143,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if withFiles {
 			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key are for rediss:// and rediss+cluster:// only", nil)
 		}
-		fo, err := parseSentinel(u)
+		fo, err := parseSentinel(u, nodes)
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
 		}
@@ -167,15 +174,70 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	return b, nil
 }
 
-// parseCluster turns a redis+cluster or rediss+cluster URL into
-// ClusterOptions through go-redis's own cluster URL parser, which takes the
-// first node as the host and the others as "addr" parameters.
-func parseCluster(u *url.URL) (*redis.ClusterOptions, error) {
-	hosts := strings.Split(u.Host, ",")
-	for _, h := range hosts {
+// nodesPlaceholder stands for the node list of a Cluster or Sentinel URL
+// while the rest of it is parsed as a URL.
+const nodesPlaceholder = "distlock-nodes"
+
+// splitNodes returns a redis+cluster, rediss+cluster or redis+sentinel URL
+// with its comma-separated node list replaced by nodesPlaceholder, and the
+// nodes; other URLs are returned as they are, with nil. The user
+// information is everything before the last "@" of the URL, as url.Parse
+// reads it.
+func splitNodes(raw string) (string, []string) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	switch {
+	case !ok:
+		return raw, nil
+	case scheme != "redis+cluster" && scheme != "rediss+cluster" && scheme != "redis+sentinel":
+		return raw, nil
+	}
+	start := 0
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		start = at + 1
+	}
+	end := len(rest)
+	if i := strings.IndexAny(rest[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	return scheme + "://" + rest[:start] + nodesPlaceholder + rest[end:], strings.Split(rest[start:end], ",")
+}
+
+// nodeAddrs checks nodes ("host", "host:port", "[v6]" or "[v6]:port") and
+// returns them as host:port, with defaultPort where none is given.
+func nodeAddrs(nodes []string, defaultPort string) ([]string, error) {
+	var addrs []string
+	for _, h := range nodes {
 		if h == "" {
 			return nil, fmt.Errorf("empty node address")
 		}
+		if strings.HasSuffix(h, "]") || !strings.Contains(h, ":") {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultPort)
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("node %q is not host:port", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("node %q: port not in 1-65535", h)
+		}
+		addrs = append(addrs, h)
+	}
+	return addrs, nil
+}
+
+// proxyURL is u without its user information (so that no error of
+// go-redis's parsers can quote the password), with scheme, host, path and
+// query as given, for borrowing go-redis's parsing of the common options.
+func proxyURL(scheme, host, path string, q url.Values) string {
+	return (&url.URL{Scheme: scheme, Host: host, Path: path, RawQuery: q.Encode()}).String()
+}
+
+// parseCluster turns a redis+cluster or rediss+cluster URL into
+// ClusterOptions through go-redis's own cluster URL parser.
+func parseCluster(u *url.URL, nodes []string) (*redis.ClusterOptions, error) {
+	addrs, err := nodeAddrs(nodes, "6379")
+	if err != nil {
+		return nil, err
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		return nil, fmt.Errorf("a Cluster has no database to choose (path %q)", u.Path)
@@ -184,28 +246,24 @@ func parseCluster(u *url.URL) (*redis.ClusterOptions, error) {
 	if q.Has("addr") {
 		return nil, fmt.Errorf("list the nodes before the path, separated by commas, not as addr parameters")
 	}
-	for _, h := range hosts[1:] {
-		if _, _, err := splitHostPort(h); err != nil {
-			h += ":6379"
-		}
-		q.Add("addr", h)
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
 	}
-	proxy := url.URL{Scheme: strings.TrimSuffix(u.Scheme, "+cluster"), User: u.User, Host: hosts[0], RawQuery: q.Encode()}
-	return redis.ParseClusterURL(proxy.String())
+	co, err := redis.ParseClusterURL(proxyURL(strings.TrimSuffix(u.Scheme, "+cluster"), addrs[0], "", q))
+	if err != nil {
+		return nil, err
+	}
+	co.Username = u.User.Username()
+	co.Password, _ = u.User.Password()
+	return co, nil
 }
 
 // parseSentinel turns a redis+sentinel URL into FailoverOptions, reading the
 // common options through go-redis's own URL parser.
-func parseSentinel(u *url.URL) (*redis.FailoverOptions, error) {
-	var addrs []string
-	for _, h := range strings.Split(u.Host, ",") {
-		if h == "" {
-			return nil, fmt.Errorf("empty Sentinel address")
-		}
-		if _, _, err := splitHostPort(h); err != nil {
-			h += ":26379"
-		}
-		addrs = append(addrs, h)
+func parseSentinel(u *url.URL, nodes []string) (*redis.FailoverOptions, error) {
+	addrs, err := nodeAddrs(nodes, "26379")
+	if err != nil {
+		return nil, err
 	}
 	path := strings.Split(strings.Trim(u.Path, "/"), "/")
 	if len(path) < 1 || path[0] == "" || len(path) > 2 {
@@ -215,17 +273,17 @@ func parseSentinel(u *url.URL) (*redis.FailoverOptions, error) {
 	if len(path) == 2 {
 		db = "/" + path[1]
 	}
-	// Borrow go-redis's parsing of credentials, db and options.
-	proxy := url.URL{Scheme: "redis", User: u.User, Host: addrs[0], Path: db, RawQuery: u.RawQuery}
-	o, err := redis.ParseURL(proxy.String())
+	// Borrow go-redis's parsing of db and options.
+	o, err := redis.ParseURL(proxyURL("redis", addrs[0], db, u.Query()))
 	if err != nil {
 		return nil, err
 	}
+	password, _ := u.User.Password()
 	return &redis.FailoverOptions{
 		MasterName:      master,
 		SentinelAddrs:   addrs,
-		Username:        o.Username,
-		Password:        o.Password,
+		Username:        u.User.Username(),
+		Password:        password,
 		DB:              o.DB,
 		Protocol:        o.Protocol,
 		ClientName:      o.ClientName,
@@ -244,17 +302,6 @@ func parseSentinel(u *url.URL) (*redis.FailoverOptions, error) {
 		ConnMaxIdleTime: o.ConnMaxIdleTime,
 		ConnMaxLifetime: o.ConnMaxLifetime,
 	}, nil
-}
-
-func splitHostPort(h string) (string, string, error) {
-	i := strings.LastIndexByte(h, ':')
-	if i < 0 || strings.HasSuffix(h, "]") {
-		return "", "", fmt.Errorf("no port")
-	}
-	if _, err := strconv.Atoi(h[i+1:]); err != nil {
-		return "", "", err
-	}
-	return h[:i], h[i+1:], nil
 }
 
 // scrubbed is err's text with password masked.

@@ -70,6 +70,11 @@ func TestOpenURL(t *testing.T) {
 		"cluster addr option": fmt.Sprintf("redis+cluster://:%s@%s?addr=%s", password, srv.Addr, srv.Addr),
 		"cluster empty node":  fmt.Sprintf("redis+cluster://:%s@%s,", password, srv.Addr),
 		"cluster not cluster": fmt.Sprintf("redis+cluster://:%s@%s?dial_timeout=1s", password, srv.Addr),
+		"cluster bad port":    fmt.Sprintf("redis+cluster://:%s@127.0.0.1:abc,127.0.0.1:7001", password),
+		"cluster port range":  fmt.Sprintf("redis+cluster://:%s@127.0.0.1:99999", password),
+		"sentinel bad port":   fmt.Sprintf("redis+sentinel://:%s@127.0.0.1:abc/main", password),
+		// The password as the URL writes it (escaped) must not show either.
+		"cluster escaped password": "redis+cluster://:" + url.PathEscape(password+"/@;") + "@127.0.0.1:abc,127.0.0.1:7001",
 	}
 	for name, u := range bad {
 		b, err := redislock.OpenURL(ctx, u)

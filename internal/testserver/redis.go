@@ -330,12 +330,21 @@ func (c *RedisCluster) Addrs() []string {
 // StartRedisCluster starts n redis-servers in cluster mode (n >= 1), joins
 // them with CLUSTER MEET, gives each an equal range of slots, and waits
 // until every node reports the cluster ok and knows every other node and
-// every slot. There are no replicas. The servers are stopped when the test
-// ends.
+// every slot. There are no replicas, and no TLS (WithRedisTLS is refused).
+// The servers are stopped when the test ends.
 func StartRedisCluster(t testing.TB, n int, opts ...RedisOption) *RedisCluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("StartRedisCluster: %d nodes, want at least 1", n)
+	}
+	var probe redisConfig
+	for _, o := range opts {
+		o(&probe)
+	}
+	if probe.tls {
+		// It would need one CA for all nodes, tls-cluster and a cluster
+		// bus port of its own per node.
+		t.Fatal("testserver: StartRedisCluster with WithRedisTLS is not supported")
 	}
 	c := &RedisCluster{}
 	for range n {
