@@ -171,6 +171,10 @@ func secrets(rawURL string, u *url.URL) []string {
 	}
 	if p, ok := u.User.Password(); ok {
 		add(p)
+		// As a URL rebuilt from it writes it (url.URL.String).
+		if _, escaped, ok := strings.Cut(url.UserPassword("", p).String(), ":"); ok && escaped != p {
+			s = append(s, escaped)
+		}
 		if _, rest, ok := strings.Cut(rawURL, "://"); ok {
 			authority, _, _ := strings.Cut(rest, "/")
 			if i := strings.LastIndex(authority, "@"); i >= 0 {
