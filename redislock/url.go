@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -109,6 +110,22 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	withFiles := ca != "" || cert != "" || key != ""
 	u.RawQuery = q.Encode()
 
+	// withTLSFiles completes the TLS settings of a tlsScheme URL with the
+	// ca, cert and key files; other schemes must not name them.
+	withTLSFiles := func(tlsScheme string, base *tls.Config) (*tls.Config, error) {
+		if !withFiles {
+			return base, nil
+		}
+		if u.Scheme != tlsScheme {
+			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss:// or rediss+cluster://", nil)
+		}
+		cfg, err := tlsfiles.Config(base, ca, cert, key)
+		if err != nil {
+			return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
+		}
+		return cfg, nil
+	}
+
 	var client redis.UniversalClient
 	switch u.Scheme {
 	case "redis", "rediss":
@@ -116,13 +133,8 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
 		}
-		if withFiles {
-			if u.Scheme != "rediss" {
-				return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss:// or rediss+cluster://", nil)
-			}
-			if o.TLSConfig, err = tlsfiles.Config(o.TLSConfig, ca, cert, key); err != nil {
-				return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
-			}
+		if o.TLSConfig, err = withTLSFiles("rediss", o.TLSConfig); err != nil {
+			return nil, err
 		}
 		client = redis.NewClient(o)
 	case "redis+cluster", "rediss+cluster":
@@ -130,13 +142,8 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
 		}
-		if withFiles {
-			if u.Scheme != "rediss+cluster" {
-				return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss:// or rediss+cluster://", nil)
-			}
-			if co.TLSConfig, err = tlsfiles.Config(co.TLSConfig, ca, cert, key); err != nil {
-				return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
-			}
+		if co.TLSConfig, err = withTLSFiles("rediss+cluster", co.TLSConfig); err != nil {
+			return nil, err
 		}
 		client = redis.NewClusterClient(co)
 	case "redis+sentinel":
