@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,8 +52,9 @@ const defaultPort = "2379"
 // (and ctx's deadline, if sooner), and that over TLS one TLS handshake is
 // made with the servers, so that a certificate the client cannot verify,
 // or a server refusing the client's certificate (or its absence), is
-// reported by OpenURL rather than as requests timing out. An unreachable
-// cluster is not an OpenURL error.
+// reported by OpenURL rather than as requests timing out; without TLS, a
+// cluster whose every reachable endpoint expects TLS is reported the same
+// way, naming etcds://. An unreachable cluster is not an OpenURL error.
 //
 // Errors never contain the password, nor the URL, the user name or the
 // hosts as written (a mistyped URL can put the password in any of them).
@@ -73,6 +76,9 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if err := checkTLS(ctx, u.endpoints, u.tls, u.dialTimeout); err != nil {
 			return nil, fmt.Errorf("etcdlock: connect to %s: %w", u.hosts, err)
 		}
+	} else if err := checkPlain(ctx, u.endpoints, u.dialTimeout); err != nil {
+		// Likewise for plain text sent to a server that expects TLS.
+		return nil, fmt.Errorf("%w: etcdlock: connect to %s: %w", distlock.ErrInvalidOption, u.hosts, err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:   u.endpoints,
@@ -343,4 +349,72 @@ func probeTLS(ctx context.Context, endpoint string, cfg *tls.Config) error {
 		return nil
 	}
 	return fmt.Errorf("TLS with %s: %w", host, err)
+}
+
+// http2Preface starts every HTTP/2 (gRPC) connection; a plain-text etcd
+// answers it with its settings, a TLS one closes the connection.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// checkPlain returns an error naming etcds:// when every endpoint that
+// answers speaks TLS: it sends the HTTP/2 preface to each endpoint at once,
+// and where the server closes the connection without a word, offers a TLS
+// handshake (without verifying anything: it only asks whether the server
+// speaks TLS). It returns nil as soon as an endpoint answers in plain text,
+// and when none can be reached (the requests report that).
+func checkPlain(ctx context.Context, endpoints []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type verdict struct {
+		host  string
+		isTLS bool
+	}
+	results := make(chan verdict, len(endpoints))
+	for _, ep := range endpoints {
+		go func() {
+			host := ep
+			if i := strings.Index(host, "://"); i >= 0 {
+				host = host[i+3:]
+			}
+			results <- verdict{host, speaksTLS(ctx, host)}
+		}()
+	}
+	var tlsHost string
+	for range endpoints {
+		v := <-results
+		if !v.isTLS {
+			return nil
+		}
+		tlsHost = v.host
+	}
+	return fmt.Errorf("the server at %s expects TLS: use etcds:// (with ca, cert and key as it needs)", tlsHost)
+}
+
+// speaksTLS reports whether the server at host closes a plain HTTP/2
+// connection at once and accepts a TLS handshake. An unreachable host, or
+// one that answers in plain text, does not.
+func speaksTLS(ctx context.Context, host string) bool {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return false
+	}
+	deadline := time.Now().Add(500 * time.Millisecond)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = conn.SetDeadline(deadline)
+	_, err = io.WriteString(conn, http2Preface)
+	if err == nil {
+		_, err = conn.Read(make([]byte, 1))
+	}
+	conn.Close()
+	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		return false // it answered in plain text, or said nothing in time
+	}
+	tc, err := (&tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}).DialContext(ctx, "tcp", host)
+	if err == nil {
+		tc.Close()
+		return true
+	}
+	return tlsfiles.IsFailure(err)
 }
