@@ -76,8 +76,10 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if err := checkTLS(ctx, u.endpoints, u.tls, u.dialTimeout); err != nil {
 			return nil, fmt.Errorf("etcdlock: connect to %s: %w", u.hosts, err)
 		}
-	} else if err := checkPlain(ctx, u.endpoints, u.dialTimeout); err != nil {
-		// Likewise for plain text sent to a server that expects TLS.
+	} else if err := checkPlain(ctx, u.endpoints, min(u.dialTimeout, time.Second)); err != nil {
+		// Likewise for plain text sent to a server that expects TLS. The
+		// check gives up within a second: an unreachable cluster is the
+		// requests' to report.
 		return nil, fmt.Errorf("%w: etcdlock: connect to %s: %w", distlock.ErrInvalidOption, u.hosts, err)
 	}
 	cfg := clientv3.Config{
