@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -410,13 +409,8 @@ func speaksTLS(ctx context.Context, host string) bool {
 		_, err = conn.Read(make([]byte, 1))
 	}
 	conn.Close()
-	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+	if !tlsfiles.ClosedAtOnce(err) {
 		return false // it answered in plain text, or said nothing in time
 	}
-	tc, err := (&tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}).DialContext(ctx, "tcp", host)
-	if err == nil {
-		tc.Close()
-		return true
-	}
-	return tlsfiles.IsFailure(err)
+	return tlsfiles.SpeaksTLS(ctx, host, []string{"h2"})
 }

@@ -127,6 +127,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	}
 
 	var client redis.UniversalClient
+	var plainAddr string // the first server, when spoken to in plain text
 	switch u.Scheme {
 	case "redis", "rediss":
 		o, err := redis.ParseURL(u.String())
@@ -136,6 +137,9 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if o.TLSConfig, err = withTLSFiles("rediss", o.TLSConfig); err != nil {
 			return nil, err
 		}
+		if o.TLSConfig == nil {
+			plainAddr = o.Addr
+		}
 		client = redis.NewClient(o)
 	case "redis+cluster", "rediss+cluster":
 		co, err := parseCluster(u, nodes)
@@ -144,6 +148,9 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		}
 		if co.TLSConfig, err = withTLSFiles("rediss+cluster", co.TLSConfig); err != nil {
 			return nil, err
+		}
+		if co.TLSConfig == nil {
+			plainAddr = co.Addrs[0]
 		}
 		client = redis.NewClusterClient(co)
 	case "redis+sentinel":
@@ -172,6 +179,15 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		if tlsfiles.IsFailure(err) {
 			// A certificate problem is not worth retrying.
 			return nil, fmt.Errorf("redislock: %s: TLS: %s", shown, scrubbed(err, password))
+		}
+		if plainAddr != "" && tlsfiles.ClosedAtOnce(err) {
+			// A TLS server hangs up on plain text: say so rather than EOF.
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			isTLS := tlsfiles.SpeaksTLS(tctx, plainAddr, nil)
+			cancel()
+			if isTLS {
+				return nil, fail(distlock.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
+			}
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))

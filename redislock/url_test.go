@@ -178,6 +178,13 @@ func TestOpenURLTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Plain text to the TLS port: OpenURL says to use rediss://.
+	if b, err := redislock.OpenURL(ctx, "redis://"+srv.Addr+"?dial_timeout=1s"); err == nil {
+		b.Close()
+		t.Error("OpenURL in plain text against a TLS-only server succeeded")
+	} else if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "rediss://") {
+		t.Errorf("plain text against TLS: %v, want ErrInvalidOption naming rediss://", err)
+	}
 	f.CheckTLSRefused(t, func(query string) (io.Closer, error) {
 		return redislock.OpenURL(ctx, "rediss://"+srv.Addr+"?"+query)
 	}, func(err error) bool { return errors.Is(err, distlock.ErrUnavailable) })

@@ -1,12 +1,15 @@
 package tlsfiles
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // Config returns a client TLS configuration (TLS 1.2 or later) that
@@ -66,4 +69,28 @@ func IsFailure(err error) bool {
 	return errors.As(err, &alert) || errors.As(err, &verify) || errors.As(err, &unknown) ||
 		errors.As(err, &host) || errors.As(err, &invalid) || errors.As(err, &rec) ||
 		strings.Contains(err.Error(), "remote error: tls:")
+}
+
+// SpeaksTLS reports whether the server at host (host:port) accepts a TLS
+// handshake, or refuses it with a TLS alert. It verifies nothing and sends
+// no data: it only tells a TLS server from one that is not, for a clearer
+// message when a client spoke plain text to it. nextProtos is offered
+// through ALPN (nil for none).
+func SpeaksTLS(ctx context.Context, host string, nextProtos []string) bool {
+	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: nextProtos}}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	// A reply that is not a TLS record (say an HTTP 400) means the
+	// opposite; IsFailure counts it, as a TLS client's failure.
+	var rec tls.RecordHeaderError
+	return IsFailure(err) && !errors.As(err, &rec)
+}
+
+// ClosedAtOnce reports whether err means that the peer closed the
+// connection without answering: what a TLS server does with plain text.
+func ClosedAtOnce(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -1,11 +1,15 @@
 package tlsfiles
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,5 +53,31 @@ func TestIsFailure(t *testing.T) {
 		if got := IsFailure(c.err); got != c.want {
 			t.Errorf("IsFailure(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+func TestSpeaksTLS(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	if !SpeaksTLS(ctx, srv.Listener.Addr().String(), nil) {
+		t.Error("a TLS server is not recognised")
+	}
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	if SpeaksTLS(ctx, plain.Listener.Addr().String(), nil) {
+		t.Error("a plain HTTP server is taken for a TLS one")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if SpeaksTLS(ctx, addr, nil) {
+		t.Error("a closed port is taken for a TLS server")
+	}
+	if !ClosedAtOnce(fmt.Errorf("read: %w", io.EOF)) || ClosedAtOnce(errors.New("timeout")) {
+		t.Error("ClosedAtOnce")
 	}
 }
