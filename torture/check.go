@@ -205,7 +205,7 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 			}
 		}
 		info.AddAnnotations(notes)
-		if err := porcupine.VisualizePath(model, info, visPath); err == nil {
+		if err := writeVisualization(model, info, visPath); err == nil {
 			res.Visualization = visPath
 		} else {
 			res.Notes = append(res.Notes, "visualization failed: "+err.Error())

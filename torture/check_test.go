@@ -1,8 +1,11 @@
 package torture
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // The counts on a hand-made run: a stale write, a lost update, a proven
@@ -70,5 +73,38 @@ func TestCheckCounts(t *testing.T) {
 				t.Error("Bit() is false")
 			}
 		})
+	}
+}
+
+// A visualization page keeps its data and loads the shared viewer, which
+// holds porcupine's script (its render function) and style.
+func TestSplitVisualization(t *testing.T) {
+	model := porcupine.Model{
+		Init:  func() any { return 0 },
+		Step:  func(state, input, output any) (bool, any) { return true, state },
+		Equal: func(a, b any) bool { return a == b },
+	}
+	_, info := porcupine.CheckOperationsVerbose(model, []porcupine.Operation{{ClientId: 0, Input: 1, Call: 0, Output: 1, Return: 1}}, 0)
+	var page strings.Builder
+	if err := porcupine.Visualize(model, info, &page); err != nil {
+		t.Fatal(err)
+	}
+	style, script, slim, err := splitVisualization(page.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(script, "function render") || !strings.Contains(style, "{") {
+		t.Errorf("the shared viewer lacks porcupine's render function or style")
+	}
+	for _, want := range []string{`src="` + vizScript + `"`, `href="` + vizStyle + `"`, "const data = ", "render(data)", `id="canvas"`} {
+		if !strings.Contains(slim, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if len(slim) > len(page.String())/4 {
+		t.Errorf("the page is %d bytes of porcupine's %d", len(slim), len(page.String()))
+	}
+	if _, _, _, err := splitVisualization("<html>no viewer</html>"); err == nil {
+		t.Error("a page of another shape was split")
 	}
 }
