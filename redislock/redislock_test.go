@@ -302,16 +302,8 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 // contains: checked on a real one-node Redis Cluster, which refuses
 // cross-slot scripts, and with CLUSTER KEYSLOT.
 func TestKeysShareOneSlot(t *testing.T) {
-	srv := startRedis(t, testserver.WithRedisConfig("cluster-enabled yes"))
+	srv := testserver.StartRedisCluster(t, 1).Nodes[0]
 	ctx := testCtx(t)
-	if _, err := srv.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "cluster state ok", func() bool {
-		v, err := srv.Do("CLUSTER", "INFO")
-		s, _ := v.(string)
-		return err == nil && strings.Contains(s, "cluster_state:ok")
-	})
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 	t.Cleanup(func() { cc.Close() })
 	opts := []redislock.Option{redislock.WithFair()}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -78,16 +77,8 @@ func TestRefreshAllBatches(t *testing.T) {
 // every slot) cannot send keys of different slots in one call: RefreshAll
 // falls back to one call per lease.
 func TestRefreshAllClusterModeServer(t *testing.T) {
-	srv := startRedis(t, testserver.WithRedisConfig("cluster-enabled yes"))
+	srv := testserver.StartRedisCluster(t, 1).Nodes[0]
 	ctx := testCtx(t)
-	if _, err := srv.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "cluster state ok", func() bool {
-		v, err := srv.Do("CLUSTER", "INFO")
-		s, _ := v.(string)
-		return err == nil && strings.Contains(s, "cluster_state:ok")
-	})
 	c := newClient(t, srv.Addr)
 	b := redislock.New(c)
 	t.Cleanup(func() { b.Close() })
