@@ -371,15 +371,9 @@ func partitionScenario(f *Fixture) error {
 	ws := f.Workers(map[string]WorkerConfig{"A": {LockVia: pl}, "B": {}})
 	a, b := ws["A"], ws["B"]
 	for round := range f.rounds() {
-		if err := f.Warm(a, b); err != nil {
-			return err
-		}
-		ta, err := a.Acquire(f.Key, Acq{Wait: true})
+		ta, err := f.warmThenHold(a, b)
 		if err != nil {
 			return err
-		}
-		if res := a.RMW(f.Res, RMWOptions{}); res.Err != nil {
-			return res.Err
 		}
 		bc := b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: 2 * time.Minute})
 		pl.Blackhole()
@@ -442,15 +436,9 @@ func holderKillScenario(f *Fixture) error {
 	b := f.Worker("B", WorkerConfig{})
 	for round := range f.rounds() {
 		a := f.Worker(fmt.Sprintf("A%d", round+1), WorkerConfig{})
-		if err := f.Warm(a, b); err != nil {
-			return err
-		}
-		ta, err := a.Acquire(f.Key, Acq{Wait: true})
+		ta, err := f.warmThenHold(a, b)
 		if err != nil {
 			return err
-		}
-		if res := a.RMW(f.Res, RMWOptions{}); res.Err != nil {
-			return res.Err
 		}
 		bc := b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: 2 * time.Minute})
 		a.Kill()
@@ -581,15 +569,9 @@ func leaderKillScenario(f *Fixture) error {
 	ws := f.Workers(map[string]WorkerConfig{"A": {TTL: ttl}, "B": {TTL: ttl}})
 	a, b := ws["A"], ws["B"]
 	for round := range f.rounds() {
-		if err := f.Warm(a, b); err != nil {
-			return err
-		}
-		ta, err := a.Acquire(f.Key, Acq{Wait: true})
+		ta, err := f.warmThenHold(a, b)
 		if err != nil {
 			return err
-		}
-		if res := a.RMW(f.Res, RMWOptions{}); res.Err != nil {
-			return res.Err
 		}
 		bc := b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: 2 * time.Minute})
 		leader := e.Leader(f.T)

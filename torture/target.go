@@ -157,6 +157,22 @@ func (f *Fixture) open(name string, c WorkerConfig) (*Worker, error) {
 
 // Warm runs the steady workload: each worker loops acquire, increment,
 // release, concurrently, n times.
+// warmThenHold warms holder and others, then has holder take the key and
+// write the resource once with its token, which it returns.
+func (f *Fixture) warmThenHold(holder *Worker, others ...*Worker) (uint64, error) {
+	if err := f.Warm(append([]*Worker{holder}, others...)...); err != nil {
+		return 0, err
+	}
+	tok, err := holder.Acquire(f.Key, Acq{Wait: true})
+	if err != nil {
+		return 0, err
+	}
+	if res := holder.RMW(f.Res, RMWOptions{}); res.Err != nil {
+		return 0, res.Err
+	}
+	return tok, nil
+}
+
 func (f *Fixture) Warm(ws ...*Worker) error {
 	errs := make(chan error, len(ws))
 	for _, w := range ws {
