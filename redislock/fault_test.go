@@ -141,31 +141,15 @@ func TestLostAcquireReply(t *testing.T) {
 	}
 	t.Log("baseline bites: SET NX whose reply was lost leaves an orphan lock for its whole TTL")
 
-	for _, mode := range []struct {
-		name string
-		opts []redislock.Option
-		wait bool
-	}{
-		{"Try", nil, false},
-		{"Wait", nil, true},
-		{"FairWait", []redislock.Option{redislock.WithFair()}, true},
-	} {
+	for _, mode := range acquireModes {
 		t.Run(mode.name, func(t *testing.T) {
 			b := redislock.New(pc, mode.opts...)
 			t.Cleanup(func() { b.Close() })
 			key := "lost-acquire/" + mode.name
-			// Load the scripts first: the faulty request must be the
-			// acquire itself, not a NOSCRIPT reply.
-			l, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			loadScripts(t, ctx, b, key)
 			warm(t, pc)
 			proxy.DropReplies()
-			_, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+			_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 			proxy.Heal()
 			if !errors.Is(err, distlock.ErrUnavailable) {
 				t.Fatalf("Acquire with its reply lost: %v, want ErrUnavailable", err)
@@ -179,7 +163,7 @@ func TestLostAcquireReply(t *testing.T) {
 			eventually(t, 30*time.Second, "orphan grant removed", func() bool {
 				return admin.Exists(ctx, lockKey(key), queueKey(key)).Val() == 0
 			})
-			l, err = newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			l, err := newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("the key is not free after a lost acquire: %v", err)
 			}
@@ -276,31 +260,17 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 		t.Logf("baseline bites: the late SET NX holds the key for %v after its clean-up", admin.PTTL(ctx, key).Val())
 	})
 
-	for _, mode := range []struct {
-		name string
-		opts []redislock.Option
-		wait bool
-	}{
-		{"Try", nil, false},
-		{"Wait", nil, true},
-		{"FairWait", []redislock.Option{redislock.WithFair()}, true},
-	} {
+	for _, mode := range acquireModes {
 		t.Run(mode.name, func(t *testing.T) {
 			proxy, pc, slow := slowThenDirect(t, srv.Addr)
 			b := redislock.New(pc, mode.opts...)
 			t.Cleanup(func() { b.Close() })
 			key := "delayed-acquire/" + mode.name
-			l, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			loadScripts(t, ctx, b, key)
 			warm(t, pc)
 			slow.Store(false)
 			proxy.Delay(2 * time.Second) // the acquire's bytes wait 2s in the network
-			_, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+			_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 			if !errors.Is(err, distlock.ErrUnavailable) {
 				t.Fatalf("Acquire: %v, want ErrUnavailable", err)
 			}
@@ -315,7 +285,7 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 			if n := admin.Exists(ctx, queueKey(key)).Val(); n != 0 {
 				t.Error("the late acquire queued")
 			}
-			l, err = newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			l, err := newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("the key is not free after the late acquire: %v", err)
 			}
@@ -457,4 +427,28 @@ func TestSubscribeWriteFailure(t *testing.T) {
 			t.Fatalf("waiter: %v, want a grant well before the holder's 2m TTL", err)
 		}
 	})
+}
+
+// acquireModes are the ways of acquiring that the fault tests go through.
+var acquireModes = []struct {
+	name string
+	opts []redislock.Option
+	wait bool
+}{
+	{"Try", nil, false},
+	{"Wait", nil, true},
+	{"FairWait", []redislock.Option{redislock.WithFair()}, true},
+}
+
+// loadScripts acquires and releases a key next to key, so that a faulty
+// request that follows is the acquire itself, not a NOSCRIPT reply.
+func loadScripts(t *testing.T, ctx context.Context, b *redislock.Backend, key string) {
+	t.Helper()
+	l, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
