@@ -284,13 +284,16 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 	if h.cfg.maxHold > 0 {
 		h.maxHoldAt = now.Add(h.cfg.maxHold)
 	}
-	c.holds[h] = struct{}{}
+	if node.next != nil {
+		h.parent = node.next.h
+	}
+	c.holds[h] = struct{}{} // published: Close may release it from here on
 	c.scheduleLocked(h)
 	c.mu.Unlock()
 
 	// The lock also ends with the lock it was acquired under.
-	if node.next != nil {
-		node.next.h.adopt(h)
+	if h.parent != nil {
+		h.parent.adopt(h)
 	}
 	return nil
 }

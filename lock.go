@@ -122,7 +122,11 @@ type hold struct {
 	kidsMu   sync.Mutex
 	kids     map[*hold]struct{}
 	kidCause error // set once this lock's context ended
-	parent   *hold
+	orphaned bool  // released: not to be adopted; guarded by parent.kidsMu
+
+	// The lock this one was acquired under, or nil. Set in Client.start
+	// before the hold is published, never changed after.
+	parent *hold
 
 	relMu   sync.Mutex
 	relDone bool // the service answered the release, either way
@@ -172,15 +176,20 @@ func (h *hold) onLost(err error) {
 
 // adopt makes kid's context end when h's does, at once and in the same
 // goroutine (not one goroutine hop later, as context.AfterFunc would).
+// A kid released before it was adopted (Close can release it as soon as
+// it is published) is left alone.
 func (h *hold) adopt(kid *hold) {
 	h.kidsMu.Lock()
+	if kid.orphaned {
+		h.kidsMu.Unlock()
+		return
+	}
 	cause := h.kidCause
 	if cause == nil {
 		if h.kids == nil {
 			h.kids = map[*hold]struct{}{}
 		}
 		h.kids[kid] = struct{}{}
-		kid.parent = h
 	}
 	h.kidsMu.Unlock()
 	if cause != nil {
@@ -188,11 +197,12 @@ func (h *hold) adopt(kid *hold) {
 	}
 }
 
-// orphan detaches h from the lock it was acquired under.
+// orphan detaches h from the lock it was acquired under, for good.
 func (h *hold) orphan() {
 	if p := h.parent; p != nil {
 		p.kidsMu.Lock()
 		delete(p.kids, h)
+		h.orphaned = true
 		p.kidsMu.Unlock()
 	}
 }
