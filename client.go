@@ -35,6 +35,9 @@ type Client struct {
 	// sleepUntil is when the sleeping watchdog's timer fires (zero while
 	// it is not asleep).
 	sleepUntil time.Time
+	// emptySince is when the heap last became empty: the watchdog exits
+	// watchdogLinger after it (or later, when its timer was set for later).
+	emptySince time.Time
 	kick       chan struct{} // wakes the watchdog when its next event changes
 	active     int           // acquires in progress and background goroutines
 	idle       chan struct{} // closed when active drops to 0 after Close

@@ -25,13 +25,14 @@ func (l plainLease) Refresh(ctx context.Context, ttl time.Duration) (Validity, e
 }
 func (l plainLease) Release(ctx context.Context) error { return nil }
 
-// Locks taken one after another, milliseconds apart, reuse the lingering
-// watchdog goroutine; after a second with no lock it exits, and Close ends
-// it at once.
+// Locks taken one after another, 15ms apart for 1.5s, reuse the lingering
+// watchdog goroutine; it exits exactly watchdogLinger after the last lock
+// is released (its renewal timer, 100ms, being earlier), whichever
+// goroutine ran first, and Close ends it at once.
 func TestWatchdogLingers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := New(&oneAtATime{})
+		c, err := New(&oneAtATime{}, WithRenewEvery(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,6 +40,12 @@ func TestWatchdogLingers(t *testing.T) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return c.starts
+		}
+		running := func() bool {
+			synctest.Wait()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.running
 		}
 		for range 100 {
 			l, err := c.Acquire(ctx, "k")
@@ -48,17 +55,17 @@ func TestWatchdogLingers(t *testing.T) {
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(15 * time.Millisecond)
 		}
 		if n := starts(); n != 1 {
-			t.Errorf("%d watchdog goroutines started for 100 locks 2ms apart, want 1", n)
+			t.Errorf("%d watchdog goroutines started for 100 locks 15ms apart, want 1", n)
 		}
-		time.Sleep(watchdogLinger + time.Millisecond)
-		synctest.Wait()
-		c.mu.Lock()
-		running := c.running
-		c.mu.Unlock()
-		if running {
+		time.Sleep(watchdogLinger - 15*time.Millisecond - time.Millisecond)
+		if !running() {
+			t.Errorf("the watchdog stopped before %v had passed since the last lock", watchdogLinger)
+		}
+		time.Sleep(time.Millisecond)
+		if running() {
 			t.Errorf("the watchdog still runs %v after the last lock", watchdogLinger)
 		}
 		l, err := c.Acquire(ctx, "k")

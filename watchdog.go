@@ -66,6 +66,9 @@ func (c *Client) unscheduleLocked(h *hold) {
 	// so that locks taken one after another reuse one goroutine. Close
 	// wakes it.
 	heap.Remove(&c.heap, h.idx)
+	if len(c.heap) == 0 {
+		c.emptySince = time.Now()
+	}
 }
 
 func (c *Client) kickLocked() {
@@ -81,26 +84,29 @@ func (c *Client) kickLocked() {
 const watchdogLinger = time.Second
 
 // watch is the watchdog loop. It exits when the heap has stayed empty for
-// watchdogLinger, or at once once the Client is closed.
+// watchdogLinger, or at once once the Client is closed. An emptied heap
+// does not wake it, so a watchdog asleep until a released lock's renewal
+// time notices the empty heap only then, and exits at the later of that
+// time and watchdogLinger after the heap emptied.
 func (c *Client) watch() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var idleSince time.Time
 	for {
 		c.mu.Lock()
 		c.sleepUntil = time.Time{}
 		now := time.Now()
 		if len(c.heap) == 0 {
-			if idleSince.IsZero() {
-				idleSince = now
+			if c.emptySince.IsZero() {
+				c.emptySince = now
 			}
-			if c.closed || now.Sub(idleSince) >= watchdogLinger {
+			idleAt := c.emptySince.Add(watchdogLinger)
+			if c.closed || !now.Before(idleAt) {
 				c.running = false
 				c.mu.Unlock()
 				return
 			}
-			c.sleepUntil = idleSince.Add(watchdogLinger)
-			timer.Reset(c.sleepUntil.Sub(now))
+			c.sleepUntil = idleAt
+			timer.Reset(idleAt.Sub(now))
 			c.mu.Unlock()
 			select {
 			case <-timer.C:
@@ -108,7 +114,6 @@ func (c *Client) watch() {
 			}
 			continue
 		}
-		idleSince = time.Time{}
 		if wait := c.heap[0].when.Sub(now); wait > 0 {
 			// The timer is set before unlocking, so that it is never
 			// later than sleepUntil as scheduleLocked sees it.
@@ -122,6 +127,9 @@ func (c *Client) watch() {
 			continue
 		}
 		batch, expired, tooLong := c.dueLocked(now)
+		if len(c.heap) == 0 {
+			c.emptySince = now // the due holds all ended
+		}
 		if len(batch) > 0 {
 			c.goBackgroundLocked(func() { c.refreshBatch(batch) })
 		}
