@@ -253,6 +253,7 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 			// afterwards, at a common instant.
 			if j > i && max(g.acqReturn, h.acqReturn) < min(g.live, h.live) {
 				res.Overlaps++
+				res.Notes = append(res.Notes, fmt.Sprintf("overlap: %s and %s", g, h))
 			}
 		}
 		if regressed {

@@ -60,6 +60,17 @@ type grantRec struct {
 	lost      bool
 }
 
+// String describes the grant for a note, times in ms of the run's clock.
+func (g *grantRec) String() string {
+	ms := func(t int64) string { return fmt.Sprintf("%.1f", float64(t)/1e6) }
+	end := "none"
+	if g.endAt > 0 {
+		end = ms(g.endAt) + " (" + g.cause + ")"
+	}
+	return fmt.Sprintf("grant %d (%s, token %d: acquire %s-%s, proven live at %s, end %s)",
+		g.id, g.worker, g.token, ms(g.acqCall), ms(g.acqReturn), ms(g.live), end)
+}
+
 // NewRun starts a Store in mode and returns a Run that records into a new
 // History. The test binary must call RunWorkerIfRequested in TestMain.
 func NewRun(t testing.TB, mode Mode) *Run {
