@@ -282,7 +282,8 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 	}
 	node := &heldNode{c: c, key: h.key, h: h, next: nearestHeld(parent)}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, node))
-	h.count, h.started, h.deadline = 1, true, deadline
+	h.count, h.started = 1, true
+	h.setDeadlineLocked(deadline)
 	h.nextRenew = h.renewAfterLocked(now)
 	if h.cfg.maxHold > 0 {
 		h.maxHoldAt = now.Add(h.cfg.maxHold)
@@ -352,6 +353,7 @@ func (c *Client) end(hs []*hold, cause error, release bool) {
 
 func (c *Client) endLocked(h *hold, cause error) {
 	h.ended, h.cause = true, cause
+	h.over.Store(&cause)
 	c.unscheduleLocked(h)
 	delete(c.holds, h)
 }

@@ -31,7 +31,11 @@
 // reports the grant gone, the lock's context is cancelled and Err says why
 // (errors.Is(err, ErrLockLost)). Because the deadline starts before the
 // service received the request and allows for clock-rate drift, the context
-// ends before the service can grant the key to anyone else.
+// ends before the service can grant the key to anyone else. A context is
+// cancelled by a goroutine, which a paused process cannot run on time; Lock.Err
+// is exact when called: it reports the lock lost from the instant the
+// deadline passes, whether or not the context has been cancelled yet. Check
+// Err just before acting on the lock.
 //
 // That is as far as a lease goes. A process can be paused at any moment (a
 // garbage-collection pause, a stopped VM, a swap storm) for longer than the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,14 +39,29 @@ func (l *Lock) Context() context.Context { return l.h.ctx }
 // Done returns a channel that is closed when the lock's context ends.
 func (l *Lock) Done() <-chan struct{} { return l.h.ctx.Done() }
 
-// Err returns nil while the lock's context is live; afterwards the reason it
-// ended: an error matching ErrLockLost, ErrReleased, or the reason of an
-// enclosing lock.
+// Err returns nil while the lock is held; afterwards the reason it ended:
+// an error matching ErrLockLost, ErrReleased, or the reason of an enclosing
+// lock.
+//
+// Err is exact at the instant it is called, which the context cannot be:
+// once the local deadline has passed it returns ErrDeadlinePassed, even if
+// the watchdog has not yet run to cancel the context (after a process
+// pause, say, the caller may well run first); and it returns the reason as
+// soon as the Client has ended the lock, before the context's cancellation
+// has been delivered. Check Err just before acting on the lock; the fencing
+// token covers a pause after the check.
 func (l *Lock) Err() error {
-	if l.h.ctx.Err() == nil {
-		return nil
+	h := l.h
+	if h.ctx.Err() != nil {
+		return context.Cause(h.ctx)
 	}
-	return context.Cause(l.h.ctx)
+	if p := h.over.Load(); p != nil {
+		return *p
+	}
+	if time.Since(epoch).Nanoseconds() >= h.until.Load() {
+		return ErrDeadlinePassed
+	}
+	return nil
 }
 
 // Deadline returns the local time at which the lock's context will be
@@ -104,6 +120,12 @@ type hold struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// For Err, which takes no lock: the cause once the hold ended, and the
+	// local deadline (nil while there is none). Written under c.mu with
+	// ended and deadline.
+	over  atomic.Pointer[error]
+	until atomic.Int64 // the deadline in ns since epoch; noDeadline if none
+
 	// Guarded by c.mu.
 	started   bool
 	lostEarly error // loss reported before the grant was started
@@ -144,6 +166,21 @@ func (h *hold) endedErr() error {
 		return fmt.Errorf("%w: released", ErrNotHeld)
 	}
 	return h.cause
+}
+
+// epoch is the origin of hold.until, read on the monotonic clock.
+var epoch = time.Now()
+
+const noDeadline = math.MaxInt64
+
+// setDeadlineLocked sets the local deadline (zero: none).
+func (h *hold) setDeadlineLocked(d time.Time) {
+	h.deadline = d
+	if d.IsZero() {
+		h.until.Store(noDeadline)
+	} else {
+		h.until.Store(d.Sub(epoch).Nanoseconds())
+	}
 }
 
 // renewAfterLocked is when to renew next: after the renewal interval, but

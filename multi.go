@@ -79,9 +79,20 @@ func (s *LockSet) Context() context.Context { return s.last().Context() }
 // Done returns a channel closed when the set's context ends.
 func (s *LockSet) Done() <-chan struct{} { return s.last().Done() }
 
-// Err returns nil while every lock is held, and otherwise why the set's
-// context ended.
-func (s *LockSet) Err() error { return s.last().Err() }
+// Err returns nil while every lock is held, and otherwise why the set
+// ended. Like Lock.Err it is exact when called, before the set's context
+// has been cancelled.
+func (s *LockSet) Err() error {
+	if err := s.last().Err(); err != nil {
+		return err // the set's context ended, or the last lock did
+	}
+	for _, l := range s.locks[:len(s.locks)-1] {
+		if err := l.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Release releases every lock of the set, the last acquired first, and
 // returns their joined errors.

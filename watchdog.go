@@ -248,11 +248,19 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		}
 		return cause
 	}
+	if !h.deadline.IsZero() && !now.Before(h.deadline) {
+		// Confirmed too late: Err has been reporting the lock lost since
+		// the deadline, and the watchdog is about to end it. A lock never
+		// comes back.
+		c.mu.Unlock()
+		c.end([]*hold{h}, ErrDeadlinePassed, true)
+		return ErrDeadlinePassed
+	}
 	var again time.Duration
 	if err == nil {
 		if v.TTL > 0 {
 			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(h.deadline) {
-				h.deadline = d
+				h.setDeadlineLocked(d)
 			}
 		}
 		h.nextRenew = h.renewAfterLocked(now)

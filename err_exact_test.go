@@ -1,0 +1,135 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Err reports a lock whose local deadline has passed, even while the
+// watchdog has not run to cancel its context (as after a process pause,
+// when the holder's goroutine may run first).
+func TestErrAtDeadlineBeforeWatchdog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, err := New(&oneAtATime{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		l, err := c.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatalf("fresh lock: Err %v", err)
+		}
+		// The deadline passes; the watchdog's timer is still set for the
+		// renewal, seconds away, and no time passes in the bubble.
+		c.mu.Lock()
+		l.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
+		c.mu.Unlock()
+		if l.Context().Err() != nil {
+			t.Fatal("the watchdog ran: the test shows nothing")
+		}
+		if err := l.Err(); !errors.Is(err, ErrDeadlinePassed) || !errors.Is(err, ErrLockLost) {
+			t.Errorf("deadline passed, context not yet cancelled: Err %v, want ErrDeadlinePassed", err)
+		}
+		l.Release(ctx)
+	})
+}
+
+// Err reports a lock the Client has ended from that instant, before the
+// cancellation of its context has been delivered.
+func TestErrOnceEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, err := New(&oneAtATime{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		l, err := c.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first half of Client.end: the hold is ended under c.mu; its
+		// context is cancelled after c.mu is released.
+		cause := errors.Join(ErrLockLost, errors.New("reported by the service"))
+		c.mu.Lock()
+		c.endLocked(l.h, cause)
+		c.mu.Unlock()
+		if l.Context().Err() != nil {
+			t.Fatal("the context is already cancelled: the test shows nothing")
+		}
+		if err := l.Err(); !errors.Is(err, ErrLockLost) {
+			t.Errorf("ended, context not yet cancelled: Err %v, want the loss", err)
+		}
+		if _, ok := l.Deadline(); ok {
+			t.Errorf("ended lock: Deadline ok")
+		}
+		l.h.cancelTree(cause)
+		if err := l.Err(); !errors.Is(err, ErrLockLost) {
+			t.Errorf("after the cancellation: Err %v, want the loss", err)
+		}
+	})
+}
+
+// A refresh confirmed after the local deadline does not bring the lock
+// back: Err has been reporting it lost since the deadline.
+func TestRefreshConfirmedTooLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, err := New(&oneAtATime{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		l, err := c.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		l.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
+		c.mu.Unlock()
+		if err := c.refreshed(l.h, Validity{Sent: time.Now(), TTL: time.Minute}, nil, false); !errors.Is(err, ErrDeadlinePassed) {
+			t.Errorf("refresh confirmed after the deadline: %v, want ErrDeadlinePassed", err)
+		}
+		if l.Context().Err() == nil {
+			t.Error("the lock's context is live after a refresh confirmed too late")
+		}
+		if err := l.Err(); !errors.Is(err, ErrDeadlinePassed) {
+			t.Errorf("Err %v, want ErrDeadlinePassed", err)
+		}
+	})
+}
+
+// A set's Err reports a part whose deadline passed, before any context of
+// the set has been cancelled.
+func TestSetErrExact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, err := New(&oneAtATime{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		set, err := c.AcquireAll(ctx, []string{"a", "b", "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := set.Lock("a")
+		c.mu.Lock()
+		first.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
+		c.mu.Unlock()
+		if set.Context().Err() != nil {
+			t.Fatal("the set's context already ended: the test shows nothing")
+		}
+		if err := set.Err(); !errors.Is(err, ErrDeadlinePassed) {
+			t.Errorf("a part's deadline passed: set Err %v, want ErrDeadlinePassed", err)
+		}
+		set.Release(ctx)
+	})
+}
