@@ -15,9 +15,10 @@ import (
 // concurrent use.
 //
 // The Client runs one watchdog goroutine while it holds locks that need
-// renewal or a deadline, whatever their number; it exits at most about a
-// second after the last is released (so that locks taken one after
-// another share it), or at once at Close.
+// renewal or a deadline, whatever their number. It exits a second after the
+// last is released (so that locks taken one after another share it), or
+// later if it was asleep until a renewal of that lock due later (at most a
+// renewal interval), or at once at Close.
 type Client struct {
 	b     Backend
 	batch BatchRefresher // nil when the backend cannot batch

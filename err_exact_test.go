@@ -133,3 +133,109 @@ func TestSetErrExact(t *testing.T) {
 		set.Release(ctx)
 	})
 }
+
+// Err never goes from lost back to nil: a confirmation that waited for the
+// Client's lock while the deadline passed (and Err reported it) does not
+// extend the deadline. (From review.)
+func TestErrNeverComesBack(t *testing.T) {
+	ctx := context.Background()
+	c, err := New(&oneAtATime{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	l.h.setDeadlineLocked(time.Now().Add(30 * time.Millisecond))
+	// c.mu stays held: the confirmation below waits for it.
+	done := make(chan error, 1)
+	go func() { done <- c.refreshed(l.h, Validity{Sent: time.Now(), TTL: time.Minute}, nil, false) }()
+	time.Sleep(60 * time.Millisecond) // past the deadline: not a timing assumption
+	before := l.Err()
+	c.mu.Unlock()
+	rerr := <-done
+	if before == nil {
+		t.Fatal("Err nil after the deadline")
+	}
+	if after := l.Err(); after == nil {
+		t.Errorf("Err went from %v back to nil (refresh: %v)", before, rerr)
+	}
+}
+
+// A lock acquired under another reports the enclosing lock's passed
+// deadline and its end before its own context has been cancelled. (From
+// review.)
+func TestNestedErrExact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, err := New(&oneAtATime{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		p, _ := c.Acquire(ctx, "p")
+		k, err := c.Acquire(p.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		p.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
+		c.mu.Unlock()
+		if err := k.Err(); !errors.Is(err, ErrDeadlinePassed) {
+			t.Errorf("enclosing lock's deadline passed: Err %v, want ErrDeadlinePassed", err)
+		}
+		c.mu.Lock()
+		c.endLocked(p.h, ErrMaxHoldExceeded)
+		c.mu.Unlock()
+		if k.Context().Err() != nil {
+			t.Fatal("the context is already cancelled: the test shows nothing")
+		}
+		if err := k.Err(); !errors.Is(err, ErrLockLost) {
+			t.Errorf("enclosing lock ended: Err %v, want the loss", err)
+		}
+		p.h.cancelTree(ErrMaxHoldExceeded)
+	})
+}
+
+// slowLease's watchdog refreshes (those with a deadline) take 100ms.
+type slowLease struct{ plainLease }
+
+func (slowLease) Validity() Validity { return Validity{Sent: time.Now(), TTL: DefaultTTL} }
+
+type slowBackend struct{}
+
+func (slowBackend) Acquire(ctx context.Context, key string, o AcquireOptions) (Lease, error) {
+	return slowLease{plainLease{1}}, nil
+}
+
+func (slowLease) Refresh(ctx context.Context, ttl time.Duration) (Validity, error) {
+	sent := time.Now()
+	if _, ok := ctx.Deadline(); ok {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return Validity{Sent: sent, TTL: ttl}, nil
+}
+
+// Lock.Refresh while the watchdog's refresh of the same lock is under way:
+// no data race on the deadline (-race). (From review.)
+func TestRefreshDuringWatchdogRefresh(t *testing.T) {
+	ctx := context.Background()
+	c, err := New(slowBackend{}, WithRenewEvery(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the watchdog's refresh is usually under way
+	if err := l.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	l.Release(ctx)
+}

@@ -55,11 +55,13 @@ func (l *Lock) Err() error {
 	if h.ctx.Err() != nil {
 		return context.Cause(h.ctx)
 	}
-	if p := h.over.Load(); p != nil {
-		return *p
-	}
-	if time.Since(epoch).Nanoseconds() >= h.until.Load() {
-		return ErrDeadlinePassed
+	// This lock, then those it was acquired under, whose ends reach its
+	// context one step later.
+	now := time.Since(epoch).Nanoseconds()
+	for p := h; p != nil; p = p.parent {
+		if err := p.errAt(now); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -124,7 +126,7 @@ type hold struct {
 	// local deadline (nil while there is none). Written under c.mu with
 	// ended and deadline.
 	over  atomic.Pointer[error]
-	until atomic.Int64 // the deadline in ns since epoch; noDeadline if none
+	until atomic.Int64 // the deadline in ns since epoch, noDeadline or deadlinePassed
 
 	// Guarded by c.mu.
 	started   bool
@@ -171,15 +173,65 @@ func (h *hold) endedErr() error {
 // epoch is the origin of hold.until, read on the monotonic clock.
 var epoch = time.Now()
 
-const noDeadline = math.MaxInt64
+// Values of hold.until besides a deadline.
+const (
+	noDeadline     = math.MaxInt64
+	deadlinePassed = math.MinInt64 // Err saw the deadline pass: for good
+)
 
-// setDeadlineLocked sets the local deadline (zero: none).
+func untilOf(d time.Time) int64 {
+	if d.IsZero() {
+		return noDeadline
+	}
+	return d.Sub(epoch).Nanoseconds()
+}
+
+// setDeadlineLocked sets the local deadline (zero: none) of a hold being
+// started.
 func (h *hold) setDeadlineLocked(d time.Time) {
 	h.deadline = d
-	if d.IsZero() {
-		h.until.Store(noDeadline)
-	} else {
-		h.until.Store(d.Sub(epoch).Nanoseconds())
+	h.until.Store(untilOf(d))
+}
+
+// extendDeadlineLocked moves the deadline to d, unless Err has already
+// reported the current one passed; it reports whether it did.
+func (h *hold) extendDeadlineLocked(d time.Time) bool {
+	if !h.until.CompareAndSwap(untilOf(h.deadline), untilOf(d)) {
+		return false
+	}
+	h.deadline = d
+	return true
+}
+
+// deadlineNow returns the local deadline without c.mu; ok is false when
+// there is none.
+func (h *hold) deadlineNow() (d time.Time, ok bool) {
+	switch u := h.until.Load(); u {
+	case noDeadline:
+		return time.Time{}, false
+	case deadlinePassed:
+		return epoch, true
+	default:
+		return epoch.Add(time.Duration(u)), true
+	}
+}
+
+// errAt is why h ended, or ErrDeadlinePassed if its deadline is passed at
+// now (ns since epoch), or nil. Once it has reported the deadline passed,
+// the deadline cannot be extended any more: the lock is lost for good.
+func (h *hold) errAt(now int64) error {
+	if p := h.over.Load(); p != nil {
+		return *p
+	}
+	for {
+		switch u := h.until.Load(); {
+		case u == deadlinePassed:
+			return ErrDeadlinePassed
+		case now < u:
+			return nil
+		case h.until.CompareAndSwap(u, deadlinePassed):
+			return ErrDeadlinePassed
+		}
 	}
 }
 

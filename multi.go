@@ -82,17 +82,7 @@ func (s *LockSet) Done() <-chan struct{} { return s.last().Done() }
 // Err returns nil while every lock is held, and otherwise why the set
 // ended. Like Lock.Err it is exact when called, before the set's context
 // has been cancelled.
-func (s *LockSet) Err() error {
-	if err := s.last().Err(); err != nil {
-		return err // the set's context ended, or the last lock did
-	}
-	for _, l := range s.locks[:len(s.locks)-1] {
-		if err := l.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s *LockSet) Err() error { return s.last().Err() } // acquired under all the others
 
 // Release releases every lock of the set, the last acquired first, and
 // returns their joined errors.

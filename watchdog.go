@@ -176,8 +176,8 @@ func (c *Client) refreshBatch(batch []*hold) {
 	// whose deadline passes first are ended by the watchdog meanwhile.
 	var deadline time.Time
 	for _, h := range batch {
-		d := h.deadline
-		if d.IsZero() {
+		d, ok := h.deadlineNow() // c.mu is not held here
+		if !ok {
 			d = time.Now().Add(h.cfg.renewInterval())
 		}
 		if d.After(deadline) {
@@ -235,8 +235,8 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		c.end([]*hold{h}, err, false)
 		return err
 	}
-	now := time.Now()
 	c.mu.Lock()
+	now := time.Now() // under c.mu: no Err call reads a later clock first
 	if fromWatchdog {
 		h.inflight = false
 	}
@@ -248,7 +248,7 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		}
 		return cause
 	}
-	if !h.deadline.IsZero() && !now.Before(h.deadline) {
+	tooLate := func() error {
 		// Confirmed too late: Err has been reporting the lock lost since
 		// the deadline, and the watchdog is about to end it. A lock never
 		// comes back.
@@ -256,11 +256,14 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		c.end([]*hold{h}, ErrDeadlinePassed, true)
 		return ErrDeadlinePassed
 	}
+	if !h.deadline.IsZero() && !now.Before(h.deadline) {
+		return tooLate()
+	}
 	var again time.Duration
 	if err == nil {
 		if v.TTL > 0 {
-			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(h.deadline) {
-				h.setDeadlineLocked(d)
+			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(h.deadline) && !h.extendDeadlineLocked(d) {
+				return tooLate() // Err saw the deadline pass since now was read
 			}
 		}
 		h.nextRenew = h.renewAfterLocked(now)
