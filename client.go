@@ -281,7 +281,7 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 			return fmt.Errorf("%w: grant confirmed after its usable validity (%v of %v)", ErrUnavailable, now.Sub(v.Sent), v.TTL)
 		}
 	}
-	node := &heldNode{c: c, key: h.key, h: h, next: nearestHeld(parent)}
+	node := &heldNode{c: c, key: h.key, h: h, scope: h, next: nearestHeld(parent)}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, node))
 	h.count, h.started = 1, true
 	h.setDeadlineLocked(deadline)
@@ -290,7 +290,7 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 		h.maxHoldAt = now.Add(h.cfg.maxHold)
 	}
 	if node.next != nil {
-		h.parent = node.next.h
+		h.parent = node.next.scope
 	}
 	c.holds[h] = struct{}{} // published: Close may release it from here on
 	c.scheduleLocked(h)

@@ -55,12 +55,20 @@ func (l *Lock) Err() error {
 	if h.ctx.Err() != nil {
 		return context.Cause(h.ctx)
 	}
-	// This lock, then those it was acquired under, whose ends reach its
-	// context one step later.
-	now := time.Since(epoch).Nanoseconds()
+	return h.errChain(time.Since(epoch).Nanoseconds())
+}
+
+// errChain is errAt of h and of the locks whose ends reach h's context one
+// step later: those it was acquired under and, for a set, its parts.
+func (h *hold) errChain(now int64) error {
 	for p := h; p != nil; p = p.parent {
 		if err := p.errAt(now); err != nil {
 			return err
+		}
+		for _, q := range p.parts {
+			if err := q.errChain(now); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -121,6 +129,10 @@ type hold struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+
+	// The parts of a LockSet's hold (see AcquireAll): a hold with parts
+	// has no lease of its own, only a context that ends with any of them.
+	parts []*hold
 
 	// For Err, which takes no lock: the cause once the hold ended, and the
 	// local deadline (nil while there is none). Written under c.mu with
@@ -334,10 +346,14 @@ type heldKey struct{}
 
 // heldNode links the locks a context was derived from, innermost first.
 type heldNode struct {
-	c    *Client
-	key  string
-	h    *hold
-	next *heldNode
+	c   *Client
+	key string
+	h   *hold // the lock, for reentrant acquisition
+	// scope is the hold whose end ends the context: h, or the hold of the
+	// LockSet whose context it is. Locks acquired under the context are
+	// adopted by it.
+	scope *hold
+	next  *heldNode
 }
 
 func nearestHeld(ctx context.Context) *heldNode {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 )
 
 // AcquireAll acquires every key, all or nothing, and returns them as one
@@ -43,13 +44,33 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 		s.locks = append(s.locks, l)
 		parent = l.Context()
 	}
+	s.bind(ctx)
 	return s, nil
+}
+
+// bind gives the set its own context, ending with any of its locks. The
+// last lock's context would not do: a key that ctx already held is
+// reentered, and that lock was not acquired under the others.
+func (s *LockSet) bind(ctx context.Context) {
+	sh := &hold{idx: -1}
+	sh.until.Store(noDeadline)
+	next := nearestHeld(ctx)
+	for _, l := range s.locks {
+		sh.parts = append(sh.parts, l.h)
+		next = &heldNode{c: l.h.c, key: l.h.key, h: l.h, scope: sh, next: next}
+	}
+	sh.ctx, sh.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), heldKey{}, next))
+	s.h = sh
+	for _, p := range sh.parts {
+		p.adopt(sh) // cancels sh at once if p has already ended
+	}
 }
 
 // A LockSet is a group of locks acquired together by AcquireAll. It is lost
 // when any of its locks is lost. Its methods are safe for concurrent use.
 type LockSet struct {
 	locks []*Lock // sorted by key
+	h     *hold   // the set's context, with the locks' holds as parts
 }
 
 // Locks returns the locks, sorted by key.
@@ -72,21 +93,36 @@ func (s *LockSet) Lock(key string) *Lock {
 	return s.locks[i]
 }
 
-// Context returns a context that ends when any lock of the set ends. It
-// carries every lock of the set, for reentrant acquisition.
-func (s *LockSet) Context() context.Context { return s.last().Context() }
+// Context returns a context that ends when any lock of the set ends, or
+// when the set is released. It carries every lock of the set, for
+// reentrant acquisition; locks acquired under it end with the set.
+func (s *LockSet) Context() context.Context { return s.h.ctx }
 
 // Done returns a channel closed when the set's context ends.
-func (s *LockSet) Done() <-chan struct{} { return s.last().Done() }
+func (s *LockSet) Done() <-chan struct{} { return s.h.ctx.Done() }
 
 // Err returns nil while every lock is held, and otherwise why the set
 // ended. Like Lock.Err it is exact when called, before the set's context
 // has been cancelled.
-func (s *LockSet) Err() error { return s.last().Err() } // acquired under all the others
+func (s *LockSet) Err() error {
+	if s.h.ctx.Err() != nil {
+		return context.Cause(s.h.ctx)
+	}
+	return s.h.errChain(time.Since(epoch).Nanoseconds())
+}
 
-// Release releases every lock of the set, the last acquired first, and
-// returns their joined errors.
+// Release ends the set's context, then releases every lock of the set, the
+// last acquired first, and returns their joined errors.
 func (s *LockSet) Release(ctx context.Context) error {
+	if sh := s.h; sh != nil { // nil while AcquireAll gives up
+		sh.over.CompareAndSwap(nil, &errReleased)
+		sh.cancelTree(ErrReleased)
+		for _, p := range sh.parts {
+			p.kidsMu.Lock()
+			delete(p.kids, sh)
+			p.kidsMu.Unlock()
+		}
+	}
 	var errs []error
 	for _, l := range slices.Backward(s.locks) {
 		errs = append(errs, l.Release(ctx))
@@ -94,4 +130,4 @@ func (s *LockSet) Release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *LockSet) last() *Lock { return s.locks[len(s.locks)-1] }
+var errReleased error = ErrReleased

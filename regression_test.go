@@ -299,3 +299,79 @@ func TestTinyRenewIntervalRefused(t *testing.T) {
 		t.Errorf("WithRenewEvery(1ns): %v, want ErrInvalidOption", err)
 	}
 }
+
+// A set with a key the caller already held (reentered, so not acquired
+// under the set's other locks): the set's context still ends with every
+// part, and carries every part for reentrant acquisition.
+func TestSetWithHeldKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		srv := memlock.New()
+		c := newClient(t, srv)
+		b, err := c.Acquire(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := c.AcquireAll(b.Context(), []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2, err := c.TryAcquire(set.Context(), "a")
+		if err != nil {
+			t.Fatalf("reentrant TryAcquire of a through the set's context: %v", err)
+		}
+		if a2.Token() != set.Lock("a").Token() {
+			t.Errorf("reentrant handle has token %d, the set's lock %d", a2.Token(), set.Lock("a").Token())
+		}
+		a2.Release(ctx)
+		inner, err := c.Acquire(set.Context(), "z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Revoke("a")
+		select {
+		case <-set.Done():
+		default:
+			t.Fatal("key a lost but the set's context is live")
+		}
+		if err := set.Err(); !errors.Is(err, distlock.ErrLockLost) {
+			t.Errorf("set Err %v, want ErrLockLost", err)
+		}
+		if inner.Context().Err() == nil {
+			t.Error("a lock acquired under the set outlived the set")
+		}
+		inner.Release(ctx)
+		set.Release(ctx)
+		if err := b.Err(); err != nil {
+			t.Errorf("the caller's own hold on b ended with the set: %v", err)
+		}
+		b.Release(ctx)
+		if hs, _ := srv.List(ctx, ""); len(hs) != 0 {
+			t.Errorf("left behind: %+v", hs)
+		}
+	})
+}
+
+// Releasing a set ends its context before its locks are released, and
+// detaches it from a lock the caller still holds.
+func TestSetReleaseEndsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newClient(t, memlock.New())
+		b, _ := c.Acquire(ctx, "b")
+		set, err := c.AcquireAll(b.Context(), []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := set.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := set.Err(); !errors.Is(err, distlock.ErrReleased) {
+			t.Errorf("released set: Err %v, want ErrReleased", err)
+		}
+		if b.Err() != nil {
+			t.Errorf("b ended with the set: %v", b.Err())
+		}
+		b.Release(ctx)
+	})
+}
