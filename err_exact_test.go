@@ -8,29 +8,57 @@ import (
 	"time"
 )
 
+// oneClient returns a Client over oneAtATime, closed when the test ends.
+func oneClient(t *testing.T) *Client {
+	t.Helper()
+	c, err := New(&oneAtATime{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// oneLock returns oneClient and a lock on "k" from it.
+func oneLock(t *testing.T) (*Client, *Lock) {
+	t.Helper()
+	c := oneClient(t)
+	l, err := c.Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, l
+}
+
+// passDeadline moves h's deadline into the past without telling the
+// watchdog, as if the process had been paused.
+func passDeadline(c *Client, h *hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
+}
+
+// endOnly is the first half of Client.end: the hold is ended under c.mu;
+// its context would be cancelled after c.mu is released.
+func endOnly(c *Client, h *hold, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endLocked(h, cause)
+}
+
 // Err reports a lock whose local deadline has passed, even while the
 // watchdog has not run to cancel its context (as after a process pause,
 // when the holder's goroutine may run first).
 func TestErrAtDeadlineBeforeWatchdog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := New(&oneAtATime{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		l, err := c.Acquire(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, l := oneLock(t)
 		if err := l.Err(); err != nil {
 			t.Fatalf("fresh lock: Err %v", err)
 		}
 		// The deadline passes; the watchdog's timer is still set for the
 		// renewal, seconds away, and no time passes in the bubble.
-		c.mu.Lock()
-		l.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
-		c.mu.Unlock()
+		passDeadline(c, l.h)
 		if l.Context().Err() != nil {
 			t.Fatal("the watchdog ran: the test shows nothing")
 		}
@@ -45,22 +73,9 @@ func TestErrAtDeadlineBeforeWatchdog(t *testing.T) {
 // cancellation of its context has been delivered.
 func TestErrOnceEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		c, err := New(&oneAtATime{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		l, err := c.Acquire(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The first half of Client.end: the hold is ended under c.mu; its
-		// context is cancelled after c.mu is released.
+		c, l := oneLock(t)
 		cause := errors.Join(ErrLockLost, errors.New("reported by the service"))
-		c.mu.Lock()
-		c.endLocked(l.h, cause)
-		c.mu.Unlock()
+		endOnly(c, l.h, cause)
 		if l.Context().Err() != nil {
 			t.Fatal("the context is already cancelled: the test shows nothing")
 		}
@@ -81,19 +96,8 @@ func TestErrOnceEnded(t *testing.T) {
 // back: Err has been reporting it lost since the deadline.
 func TestRefreshConfirmedTooLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		c, err := New(&oneAtATime{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
-		l, err := c.Acquire(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.mu.Lock()
-		l.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
-		c.mu.Unlock()
+		c, l := oneLock(t)
+		passDeadline(c, l.h)
 		if err := c.refreshed(l.h, Validity{Sent: time.Now(), TTL: time.Minute}, nil, false); !errors.Is(err, ErrDeadlinePassed) {
 			t.Errorf("refresh confirmed after the deadline: %v, want ErrDeadlinePassed", err)
 		}
@@ -111,19 +115,13 @@ func TestRefreshConfirmedTooLate(t *testing.T) {
 func TestSetErrExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := New(&oneAtATime{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
+		c := oneClient(t)
 		set, err := c.AcquireAll(ctx, []string{"a", "b", "c"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		first := set.Lock("a")
-		c.mu.Lock()
-		first.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
-		c.mu.Unlock()
+		passDeadline(c, first.h)
 		if set.Context().Err() != nil {
 			t.Fatal("the set's context already ended: the test shows nothing")
 		}
@@ -138,16 +136,7 @@ func TestSetErrExact(t *testing.T) {
 // Client's lock while the deadline passed (and Err reported it) does not
 // extend the deadline. (From review.)
 func TestErrNeverComesBack(t *testing.T) {
-	ctx := context.Background()
-	c, err := New(&oneAtATime{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	l, err := c.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, l := oneLock(t)
 	c.mu.Lock()
 	l.h.setDeadlineLocked(time.Now().Add(30 * time.Millisecond))
 	// c.mu stays held: the confirmation below waits for it.
@@ -171,25 +160,17 @@ func TestErrNeverComesBack(t *testing.T) {
 func TestNestedErrExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := New(&oneAtATime{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close(ctx)
+		c := oneClient(t)
 		p, _ := c.Acquire(ctx, "p")
 		k, err := c.Acquire(p.Context(), "k")
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.mu.Lock()
-		p.h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
-		c.mu.Unlock()
+		passDeadline(c, p.h)
 		if err := k.Err(); !errors.Is(err, ErrDeadlinePassed) {
 			t.Errorf("enclosing lock's deadline passed: Err %v, want ErrDeadlinePassed", err)
 		}
-		c.mu.Lock()
-		c.endLocked(p.h, ErrMaxHoldExceeded)
-		c.mu.Unlock()
+		endOnly(c, p.h, ErrMaxHoldExceeded)
 		if k.Context().Err() != nil {
 			t.Fatal("the context is already cancelled: the test shows nothing")
 		}
