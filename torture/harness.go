@@ -269,23 +269,43 @@ func (r *Run) spawn(name string) (*Worker, error) {
 		}
 	}()
 	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))
-	conn, err := ln.Accept()
+	conn, dec, err := acceptHello(ln, w.Pid)
 	close(stop)
 	if err != nil {
 		_ = w.cmd.Process.Kill()
 		return nil, fmt.Errorf("torture: worker %s did not connect: %w\n%s", name, err, w.LogTail())
 	}
 	w.conn, w.enc = conn, json.NewEncoder(conn)
-	dec := json.NewDecoder(bufio.NewReader(conn))
-	var hello reply
-	if err := dec.Decode(&hello); err != nil || hello.Event != evHello {
-		conn.Close()
-		_ = w.cmd.Process.Kill()
-		return nil, fmt.Errorf("torture: worker %s: bad hello (%v)\n%s", name, err, w.LogTail())
-	}
 	w.readWG.Add(1)
 	go w.read(dec)
 	return w, nil
+}
+
+// acceptHello accepts connections on ln until one says hello from pid. The
+// port is an ephemeral one on a machine where other tests run, and one of
+// them may dial it (a test that expects a just-closed port to refuse, say):
+// such a stranger is dropped, not taken for the worker.
+func acceptHello(ln net.Listener, pid int) (net.Conn, *json.Decoder, error) {
+	var strangers []string
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if len(strangers) > 0 {
+				err = fmt.Errorf("%w (dropped: %s)", err, strings.Join(strangers, "; "))
+			}
+			return nil, nil, err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		dec := json.NewDecoder(bufio.NewReader(conn))
+		var hello reply
+		err = dec.Decode(&hello)
+		if err == nil && hello.Event == evHello && hello.Pid == pid {
+			_ = conn.SetReadDeadline(time.Time{})
+			return conn, dec, nil
+		}
+		strangers = append(strangers, fmt.Sprintf("%s: hello %+v, %v", conn.RemoteAddr(), hello, err))
+		conn.Close()
+	}
 }
 
 // LogTail returns the end of the worker's output.
