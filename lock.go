@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,8 +66,10 @@ func (h *hold) errChain(now int64) error {
 		if err := p.errAt(now); err != nil {
 			return err
 		}
+		// The parts' own enclosing locks are parts too, or enclose the
+		// set: errAt is enough for them.
 		for _, q := range p.parts {
-			if err := q.errChain(now); err != nil {
+			if err := q.errAt(now); err != nil {
 				return err
 			}
 		}
@@ -322,6 +325,28 @@ func (h *hold) cancelTree(cause error) {
 	h.kidsMu.Unlock()
 	for k := range kids {
 		k.cancelTree(cause)
+	}
+	if h.parts != nil {
+		h.leave()
+	}
+}
+
+// enders are the holds whose end ends a set's hold h: its parts and the
+// lock it was acquired under.
+func (h *hold) enders() []*hold {
+	es := slices.Clip(h.parts)
+	if h.parent != nil {
+		es = append(es, h.parent)
+	}
+	return es
+}
+
+// leave takes a set's ended hold h out of its enders' kids.
+func (h *hold) leave() {
+	for _, p := range h.enders() {
+		p.kidsMu.Lock()
+		delete(p.kids, h)
+		p.kidsMu.Unlock()
 	}
 }
 

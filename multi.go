@@ -42,7 +42,9 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 			return nil, errors.Join(err, s.Release(context.WithoutCancel(ctx)))
 		}
 		s.locks = append(s.locks, l)
-		parent = l.Context()
+		if !ctxHolds(parent, l.h) { // a key parent held keeps parent's chain
+			parent = l.Context()
+		}
 	}
 	s.bind(ctx)
 	return s, nil
@@ -61,7 +63,10 @@ func (s *LockSet) bind(ctx context.Context) {
 	}
 	sh.ctx, sh.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), heldKey{}, next))
 	s.h = sh
-	for _, p := range sh.parts {
+	if n := nearestHeld(ctx); n != nil {
+		sh.parent = n.scope // the set also ends with the lock ctx came from
+	}
+	for _, p := range sh.enders() {
 		p.adopt(sh) // cancels sh at once if p has already ended
 	}
 }
@@ -117,11 +122,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 	if sh := s.h; sh != nil { // nil while AcquireAll gives up
 		sh.over.CompareAndSwap(nil, &errReleased)
 		sh.cancelTree(ErrReleased)
-		for _, p := range sh.parts {
-			p.kidsMu.Lock()
-			delete(p.kids, sh)
-			p.kidsMu.Unlock()
-		}
+		sh.leave() // again: a part may have adopted sh after it ended
 	}
 	var errs []error
 	for _, l := range slices.Backward(s.locks) {

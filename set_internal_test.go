@@ -1,0 +1,63 @@
+package distlock
+
+// A set's hold does not stay behind in the locks that end it (from review).
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+)
+
+// kidsLen is the number of locks acquired under h that h still ends.
+func kidsLen(h *hold) int { h.kidsMu.Lock(); defer h.kidsMu.Unlock(); return len(h.kids) }
+
+// The set's parts released one by one (Locks()), not via
+// LockSet.Release: sh stays in the kids map of a caller's lock.
+func TestSetLeavesPartsReleasedAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, _ := New(&oneAtATime{})
+		defer c.Close(ctx)
+		b, _ := c.Acquire(ctx, "b")
+		set, err := c.AcquireAll(b.Context(), []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range set.Locks() {
+			l.Release(ctx)
+		}
+		if n := kidsLen(b.h); n != 0 {
+			t.Errorf("b.kids has %d entries after the set's locks were released", n)
+		}
+		set.Release(ctx)
+		if n := kidsLen(b.h); n != 0 {
+			t.Errorf("after set.Release: b.kids has %d", n)
+		}
+		b.Release(ctx)
+	})
+}
+
+// Many sets under the caller's long-lived lock, each ended by a part loss
+// and released: nothing left in b.kids.
+func TestSetLeavesAfterLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, _ := New(&oneAtATime{})
+		defer c.Close(ctx)
+		b, _ := c.Acquire(ctx, "b")
+		for range 10 {
+			set, err := c.AcquireAll(b.Context(), []string{"a", "b", "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, _ := c.Acquire(set.Context(), "k")
+			set.Lock("a").h.onLost(ErrLockLost)
+			k.Release(ctx)
+			set.Release(ctx)
+		}
+		if n := kidsLen(b.h); n != 0 {
+			t.Errorf("b.kids has %d", n)
+		}
+		b.Release(ctx)
+	})
+}
