@@ -326,8 +326,12 @@ func (h *hold) cancelTree(cause error) {
 	for k := range kids {
 		k.cancelTree(cause)
 	}
+	// Ended, h need not be ended by anyone any more (a lost lock may never
+	// be released).
 	if h.parts != nil {
 		h.leave()
+	} else {
+		h.orphan()
 	}
 }
 

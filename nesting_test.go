@@ -1,0 +1,261 @@
+package distlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"testing/synctest"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/memlock"
+)
+
+// Random locks and sets taken under one another's contexts, by two Clients
+// of one service, with reentered keys, releases and losses. After every
+// step the lock contexts and Err agree with a model: a hold or set has
+// ended exactly when it was released, lost, or when one of the locks or
+// sets it was taken under ended. The service holds exactly the model's
+// live grants, and no held lock keeps an ended one among those it ends.
+func TestRandomNesting(t *testing.T) {
+	for seed := range uint64(300) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomNesting(t, seed) })
+	}
+}
+
+// mnode is a modelled hold (a grant, shared by its reentrant handles) or
+// set.
+type mnode struct {
+	name    string
+	key     string // holds
+	token   uint64 // holds
+	client  int    // holds
+	enders  []*mnode
+	handles int  // holds: handles not yet released
+	lost    bool // holds: revoked by the service
+	set     *distlock.LockSet
+	parts   []*mnode // sets
+	freed   bool     // sets: released
+	first   *distlock.Lock
+}
+
+func (n *mnode) ended() bool {
+	if n.lost || n.freed || (n.set == nil && n.handles == 0) {
+		return true
+	}
+	for _, e := range n.enders {
+		if e.ended() {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *mnode) ctx() context.Context {
+	if n.set != nil {
+		return n.set.Context()
+	}
+	return n.first.Context()
+}
+
+func (n *mnode) err() error {
+	if n.set != nil {
+		return n.set.Err()
+	}
+	return n.first.Err()
+}
+
+// handle is one Lock handle (or set) the test may release once.
+type handle struct {
+	node *mnode
+	lock *distlock.Lock
+	done bool
+}
+
+func randomNesting(t *testing.T, seed uint64) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		r := rand.New(rand.NewPCG(seed, 1))
+		srv := memlock.New()
+		clients := []*distlock.Client{newClient(t, srv), newClient(t, srv)}
+		keys := []string{"a", "b", "c", "d", "e"}
+		var nodes []*mnode
+		var handles []*handle
+		holdOf := func(c int, l *distlock.Lock) *mnode {
+			for _, n := range nodes {
+				if n.set == nil && n.client == c && n.key == l.Key() && n.token == l.Token() {
+					return n
+				}
+			}
+			return nil
+		}
+		// under picks the context of a random node, or the root (nil).
+		under := func() (context.Context, *mnode) {
+			if len(nodes) == 0 || r.IntN(3) == 0 {
+				return ctx, nil
+			}
+			n := nodes[r.IntN(len(nodes))]
+			return n.ctx(), n
+		}
+		enders := func(p *mnode) []*mnode {
+			if p == nil {
+				return nil
+			}
+			return []*mnode{p}
+		}
+		// grant records a lock handle from client c taken under p (its
+		// first ender if it is a new grant) and returns its node.
+		grant := func(c int, l *distlock.Lock, p *mnode, what string) *mnode {
+			n := holdOf(c, l)
+			if n == nil {
+				n = &mnode{name: what, key: l.Key(), token: l.Token(), client: c, enders: enders(p), first: l}
+				nodes = append(nodes, n)
+			}
+			n.handles++
+			return n
+		}
+		var log []string
+		for step := range 40 {
+			c := r.IntN(len(clients))
+			switch op := r.IntN(10); {
+			case op < 4:
+				pctx, p := under()
+				key := keys[r.IntN(len(keys))]
+				l, err := clients[c].TryAcquire(pctx, key)
+				log = append(log, fmt.Sprintf("%d: c%d TryAcquire %s under %v: %v", step, c, key, name(p), err))
+				if err == nil {
+					handles = append(handles, &handle{node: grant(c, l, p, fmt.Sprintf("c%d:%s@%d", c, key, l.Token())), lock: l})
+				}
+			case op < 6:
+				pctx, p := under()
+				ks := slices.Clone(keys)
+				r.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+				ks = ks[:1+r.IntN(3)]
+				set, err := clients[c].AcquireAll(pctx, ks, distlock.WithWait(false))
+				log = append(log, fmt.Sprintf("%d: c%d AcquireAll %v under %v: %v", step, c, ks, name(p), err))
+				if err != nil {
+					break
+				}
+				sn := &mnode{name: fmt.Sprintf("set%d", step), set: set, enders: enders(p)}
+				last := p // the context each fresh part is taken under
+				for _, l := range set.Locks() {
+					fresh := holdOf(c, l) == nil
+					part := grant(c, l, last, fmt.Sprintf("c%d:%s@%d", c, l.Key(), l.Token()))
+					if fresh {
+						last = part
+					}
+					sn.parts = append(sn.parts, part)
+					sn.enders = append(sn.enders, part)
+				}
+				nodes = append(nodes, sn)
+				handles = append(handles, &handle{node: sn})
+			case op < 9:
+				var open []*handle
+				for _, h := range handles {
+					if !h.done {
+						open = append(open, h)
+					}
+				}
+				if len(open) == 0 {
+					break
+				}
+				h := open[r.IntN(len(open))]
+				h.done = true
+				if h.lock != nil {
+					err := h.lock.Release(ctx)
+					h.node.handles--
+					log = append(log, fmt.Sprintf("%d: release %s: %v", step, h.node.name, err))
+				} else {
+					err := h.node.set.Release(ctx)
+					h.node.freed = true
+					for _, p := range h.node.parts {
+						p.handles--
+					}
+					log = append(log, fmt.Sprintf("%d: release %s: %v", step, h.node.name, err))
+				}
+			default:
+				key := keys[r.IntN(len(keys))]
+				ok := srv.Revoke(key)
+				for _, n := range nodes {
+					if ok && n.set == nil && n.key == key && n.handles > 0 && !n.lost {
+						n.lost = true
+					}
+				}
+				log = append(log, fmt.Sprintf("%d: revoke %s: %v", step, key, ok))
+			}
+			synctest.Wait()
+			if msg := checkNesting(nodes, srv); msg != "" {
+				t.Fatalf("after step %d: %s\n%s", step, msg, joinLines(log))
+			}
+		}
+		for _, h := range handles {
+			if !h.done {
+				if h.lock != nil {
+					h.lock.Release(ctx)
+				} else {
+					h.node.set.Release(ctx)
+				}
+			}
+		}
+		if hs, _ := srv.List(ctx, ""); len(hs) != 0 {
+			t.Errorf("left behind: %+v\n%s", hs, joinLines(log))
+		}
+	})
+}
+
+// checkNesting compares the Clients with the model.
+func checkNesting(nodes []*mnode, srv *memlock.Backend) string {
+	held := map[string]uint64{}
+	for _, n := range nodes {
+		want := n.ended()
+		if got := n.err() != nil; got != want {
+			return fmt.Sprintf("%s: Err %v, the model says ended=%v", n.name, n.err(), want)
+		}
+		if got := n.ctx().Err() != nil; got != want {
+			return fmt.Sprintf("%s: context ended=%v, the model says %v", n.name, got, want)
+		}
+		if n.set == nil && n.handles > 0 && !n.lost {
+			if t, ok := held[n.key]; ok {
+				return fmt.Sprintf("%s: key also held with token %d", n.name, t)
+			}
+			held[n.key] = n.token
+		}
+		if !want {
+			stale := 0
+			if n.set != nil {
+				stale = distlock.SetStaleKids(n.set)
+			} else {
+				stale = distlock.StaleKids(n.first)
+			}
+			if stale > 0 {
+				return fmt.Sprintf("%s: keeps %d ended locks or sets to end", n.name, stale)
+			}
+		}
+	}
+	hs, _ := srv.List(context.Background(), "")
+	if len(hs) != len(held) {
+		return fmt.Sprintf("the service holds %+v, the model %v", hs, held)
+	}
+	for _, h := range hs {
+		if held[h.Key] != h.Token {
+			return fmt.Sprintf("the service holds %+v, the model %v", hs, held)
+		}
+	}
+	return ""
+}
+
+func name(n *mnode) string {
+	if n == nil {
+		return "root"
+	}
+	return n.name
+}
+
+func joinLines(ls []string) string {
+	out := ""
+	for _, l := range ls {
+		out += "  " + l + "\n"
+	}
+	return out
+}
