@@ -98,8 +98,9 @@ func (s *LockSet) Lock(key string) *Lock {
 	return s.locks[i]
 }
 
-// Context returns a context that ends when any lock of the set ends, or
-// when the set is released. It carries every lock of the set, for
+// Context returns a context that ends when any lock of the set ends, when
+// a lock that AcquireAll's context came from ends, or when the set is
+// released. It carries every lock of the set, for
 // reentrant acquisition; locks acquired under it end with the set.
 func (s *LockSet) Context() context.Context { return s.h.ctx }
 
