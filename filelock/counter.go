@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"time"
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
@@ -21,10 +22,17 @@ import (
 //	[16, 32)  slot 1: the same
 //	[32, ...) the key, written at the key's first grant
 //
-// Token n is written to slot n%2 and made durable (fdatasync) before the
-// grant is returned, so the other slot always holds n-1. A crash in the
-// middle of a write can tear at most the slot being written, whose token
-// was therefore never granted; the counter is the larger valid slot.
+// A new token is written to the slot that does not hold the last one and
+// made durable (fdatasync) before the grant is returned, so the other slot
+// always holds the token granted before it. A crash in the middle of a
+// write can tear at most the slot being written, whose token was therefore
+// never granted; the counter is the larger valid slot.
+//
+// A new token is the last one plus one, or the wall clock in microseconds
+// since 1970 if that is larger (see floorNow): a lock file removed while
+// nobody held its key (an age-based cleaner of /var/tmp) then costs
+// nothing, since the next token still exceeds every earlier one, unless
+// the wall clock was set back meanwhile.
 const (
 	slotSize  = 16
 	keyOffset = 2 * slotSize
@@ -60,27 +68,37 @@ func decodeSlot(b []byte) (n uint64, valid, zero bool) {
 // readCounter returns the last token granted from the lock file f (0 for a
 // key never granted). It fails with ErrCorruptCounter rather than guess.
 func readCounter(f *os.File) (uint64, error) {
+	last, _, err := readSlots(f)
+	return last, err
+}
+
+// readSlots is readCounter that also returns the slot holding the last
+// token (0 when none does).
+func readSlots(f *os.File) (last uint64, slot int, err error) {
 	buf := make([]byte, keyOffset)
 	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return 0, fmt.Errorf("%w: read token counter of %s: %w", distlock.ErrUnavailable, f.Name(), err)
+		return 0, 0, fmt.Errorf("%w: read token counter of %s: %w", distlock.ErrUnavailable, f.Name(), err)
 	}
 	a, aok, azero := decodeSlot(buf[:slotSize])
 	b, bok, bzero := decodeSlot(buf[slotSize:])
 	switch {
-	case aok || bok:
-		return max(a, b), nil
+	case bok && (!aok || b > a):
+		return b, 1, nil
+	case aok:
+		return a, 0, nil
 	case azero || bzero:
 		// Never written, or the first write was torn: nothing was granted.
-		return 0, nil
+		return 0, 0, nil
 	}
-	return 0, fmt.Errorf("%w: %s", ErrCorruptCounter, f.Name())
+	return 0, 0, fmt.Errorf("%w: %s", ErrCorruptCounter, f.Name())
 }
 
-// writeCounter makes n the counter of the lock file f, durably. At a key's
-// first grant it also records the key and makes the file's directory entry
-// durable, so that the counter cannot vanish with an unsynced directory.
-func writeCounter(f *os.File, n uint64, key string, dir string) error {
-	if n == 1 {
+// writeCounter makes n the counter of the lock file f, durably, in slot.
+// At a key's first grant it also records the key and makes the file's
+// directory entry durable, so that the counter cannot vanish with an
+// unsynced directory.
+func writeCounter(f *os.File, n uint64, slot int, first bool, key string, dir string) error {
+	if first {
 		if _, err := f.WriteAt([]byte(key), keyOffset); err != nil {
 			return fmt.Errorf("%w: write key to %s: %w", distlock.ErrUnavailable, f.Name(), err)
 		}
@@ -88,7 +106,7 @@ func writeCounter(f *os.File, n uint64, key string, dir string) error {
 			return err
 		}
 	}
-	if _, err := f.WriteAt(encodeSlot(n), int64(n%2)*slotSize); err != nil {
+	if _, err := f.WriteAt(encodeSlot(n), int64(slot)*slotSize); err != nil {
 		return fmt.Errorf("%w: write token counter to %s: %w", distlock.ErrUnavailable, f.Name(), err)
 	}
 	if err := datasync(f); err != nil {
@@ -97,19 +115,25 @@ func writeCounter(f *os.File, n uint64, key string, dir string) error {
 	return nil
 }
 
+// floorNow is the least next token: the wall clock in microseconds since
+// 1970 (a variable for the tests).
+var floorNow = func() uint64 { return uint64(max(time.Now().UnixMicro(), 0)) }
+
 // nextToken reads the counter of f, writes the next token and returns it.
 func nextToken(f *os.File, key, dir string) (uint64, error) {
-	last, err := readCounter(f)
+	last, slot, err := readSlots(f)
 	if err != nil {
 		return 0, err
 	}
 	if last == math.MaxUint64 {
 		return 0, fmt.Errorf("%w: %s: token counter exhausted", ErrCorruptCounter, f.Name())
 	}
-	if err := writeCounter(f, last+1, key, dir); err != nil {
+	next := max(last+1, floorNow())
+	// The other slot: the last token must survive a torn write of next.
+	if err := writeCounter(f, next, 1-slot, last == 0, key, dir); err != nil {
 		return 0, err
 	}
-	return last + 1, nil
+	return next, nil
 }
 
 // readKey returns the key recorded in the lock file f, if any.

@@ -38,17 +38,21 @@
 // directory entry is synced at the key's first grant) before Acquire
 // returns. Tokens therefore increase across releases, crashes and reboots,
 // and a write torn by a crash can only concern a token never handed out.
-// They start at 1.
 //
-// Tokens last as long as the lock file does. DefaultDir,
-// /var/tmp/distlock-<uid>, depends on the user id only (never on
-// $XDG_RUNTIME_DIR or $TMPDIR, so that a login shell and a cron job of one
-// user share locks) and survives reboots and logouts. /var/tmp is swept by
+// A new token is the last one plus one, or the wall clock in microseconds
+// since 1970 if that is larger: tokens look like 1764500000000000. The
+// clock is a floor for the counter, not a replacement: it is what keeps
+// tokens increasing when the lock file is lost while nobody holds the key,
+// unless the wall clock was set back meanwhile.
+//
+// DefaultDir, /var/tmp/distlock-<uid>, depends on the user id only (never
+// on $XDG_RUNTIME_DIR or $TMPDIR, so that a login shell and a cron job of
+// one user share locks) and survives reboots and logouts. /var/tmp is swept by
 // age-based cleaners (systemd-tmpfiles: 30 days): Lease.Refresh touches a
 // held lock file whose times are older than TouchAfter, but the lock file
-// of a key left unused longer than the cleaner's age may be removed, and
-// its tokens start again at 1. When the storage you fence must never see a
-// token again, give New a directory no cleaner visits (for example
+// of a key left unused longer than the cleaner's age may be removed; its
+// next token then comes from the clock floor. To depend on the wall clock
+// for nothing, give New a directory no cleaner visits (for example
 // /var/lib/<app>/locks). An unreadable counter is refused with
 // ErrCorruptCounter rather than guessed.
 //

@@ -26,7 +26,8 @@ var (
 	// ErrCorruptCounter means the token counter of a key cannot be read
 	// back. The key is refused rather than risk granting a token twice;
 	// an operator who knows the last token handed out may remove the lock
-	// file (tokens then restart at 1, which fenced storage will refuse).
+	// file (the next token then comes from the wall clock: see the
+	// package documentation).
 	ErrCorruptCounter = errors.New("filelock: token counter is corrupt")
 )
 
@@ -177,8 +178,9 @@ func (b *Backend) Dir() string { return b.dir }
 
 // Path returns the path of the lock file of a valid key, which exists once
 // the key has been acquired. Removing or replacing it while the key is held
-// makes the holder lose the lock (its next Refresh fails) and restarts the
-// key's tokens at 1: it is meant for inspection, not for unlocking.
+// makes the holder lose the lock (its next Refresh fails) and leaves the
+// key's next token to the wall clock: it is meant for inspection, not for
+// unlocking.
 func (b *Backend) Path(key string) string {
 	return filepath.Join(b.dir, fileName(key)+lockSuffix)
 }

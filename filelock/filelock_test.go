@@ -140,21 +140,86 @@ func TestOneProcessTwoAcquisitions(t *testing.T) {
 	release(t, acquire(t, b2, "k"))
 }
 
-// Tokens start at 1 and keep increasing across Backends (processes).
+// Tokens keep increasing across Backends (processes); as plain counters
+// (no clock floor) they go 1, 2, 3...
 func TestTokensAcrossBackends(t *testing.T) {
 	dir := t.TempDir()
-	for want := uint64(1); want <= 5; want++ {
+	var last uint64
+	for range 5 {
 		l := acquire(t, newBackend(t, dir), "jobs/nightly")
+		if l.Token() <= last {
+			t.Errorf("token %d after %d", l.Token(), last)
+		}
+		last = l.Token()
+		release(t, l)
+	}
+	filelock.SetFloor(t, 0)
+	for want := uint64(1); want <= 3; want++ {
+		l := acquire(t, newBackend(t, dir), "jobs/counted")
 		if l.Token() != want {
-			t.Errorf("token %d, want %d", l.Token(), want)
+			t.Errorf("counter-only token %d, want %d", l.Token(), want)
 		}
 		release(t, l)
+	}
+}
+
+// A lock file removed while its key is not held (as an age-based cleaner
+// of /var/tmp does) does not make tokens go back: the next one is at least
+// the wall clock in microseconds. Without that floor, the fault bites:
+// tokens restart at 1.
+func TestTokensSurviveLockFileRemoval(t *testing.T) {
+	for _, floor := range []bool{false, true} {
+		t.Run(map[bool]string{false: "counter-only", true: "clock-floor"}[floor], func(t *testing.T) {
+			if !floor {
+				filelock.SetFloor(t, 0)
+			}
+			b := newBackend(t, t.TempDir())
+			var last uint64
+			for range 3 {
+				l := acquire(t, b, "jobs/monthly")
+				last = l.Token()
+				release(t, l)
+			}
+			if err := os.Remove(b.Path("jobs/monthly")); err != nil {
+				t.Fatal(err)
+			}
+			l := acquire(t, b, "jobs/monthly")
+			defer release(t, l)
+			switch {
+			case floor && l.Token() <= last:
+				t.Errorf("token %d after the lock file was removed, earlier %d", l.Token(), last)
+			case !floor && l.Token() > last:
+				t.Errorf("without the floor the token went on (%d after %d): the test shows nothing", l.Token(), last)
+			}
+		})
+	}
+}
+
+// A token that jumps to the clock floor goes to the slot that does not
+// hold the last token, whatever its parity, so that a torn write of it
+// leaves the last token readable.
+func TestTokenJumpKeepsLastSlot(t *testing.T) {
+	filelock.SetFloor(t, 0)
+	b := newBackend(t, t.TempDir())
+	for range 3 {
+		release(t, acquire(t, b, "k"))
+	}
+	filelock.SetFloor(t, 1001) // odd, like 3
+	l := acquire(t, b, "k")
+	release(t, l)
+	s0, s1, err := filelock.Slots(b.Path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() != 1001 || s0+s1 != 1001+3 || min(s0, s1) != 3 {
+		t.Errorf("token %d, slots %d and %d; want 1001 beside 3", l.Token(), s0, s1)
 	}
 }
 
 // A write torn by a crash concerns a token never handed out; the other slot
 // still has the last one granted.
 func TestTornCounterWrite(t *testing.T) {
+	filelock.SetFloor(t, 0) // plain counters: token n in slot n%2
 	dir := t.TempDir()
 	b := newBackend(t, dir)
 	for range 3 {

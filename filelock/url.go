@@ -28,9 +28,10 @@ const defaultBase = "/var/tmp"
 //
 // Age-based cleaners (systemd-tmpfiles removes files in /var/tmp that were
 // not touched for 30 days) may remove the lock file of a key unused for
-// that long: its tokens then start again at 1. Held lock files are kept
-// fresh (see Lease.Refresh); for tokens that must outlive long idle
-// periods, use a directory no cleaner visits, such as /var/lib/<app>/locks.
+// that long: its next token then comes from the wall clock (see the package
+// documentation). Held lock files are kept fresh (see Lease.Refresh); for
+// tokens that must not depend on the wall clock, use a directory no
+// cleaner visits, such as /var/lib/<app>/locks.
 func DefaultDir() string {
 	return filepath.Join(defaultBase, "distlock-"+strconv.Itoa(os.Getuid()))
 }
