@@ -27,9 +27,10 @@ func acq(t *testing.T, c *distlock.Client, ctx context.Context, k string) *distl
 // isDone reports whether ctx has ended.
 func isDone(ctx context.Context) bool { return ctx.Err() != nil }
 
-// a set taken under another set's context whose first (sorted) key is a
-// part of the outer set: the inner set and the locks under it outlive the
-// outer set.
+// A set taken under another set's context, whose first (sorted) key is a
+// part of the outer set, ends with the outer set, and so do the locks
+// taken under it. (The first key was reentered, and the set used to end
+// only with its freshly acquired parts.)
 func TestSetUnderSetFirstKeyReentered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -58,8 +59,8 @@ func TestSetUnderSetFirstKeyReentered(t *testing.T) {
 	})
 }
 
-// same with a plain enclosing lock: set {x, z} taken under y (itself
-// under x) does not end with y.
+// The same with a plain enclosing lock: set {x, z} taken under y (itself
+// taken under x) ends with y.
 func TestSetUnderLockFirstKeyReentered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -84,7 +85,8 @@ func TestSetUnderLockFirstKeyReentered(t *testing.T) {
 	})
 }
 
-// every key reentered.
+// A set whose every key was reentered still ends with the set it was
+// taken under.
 func TestSetUnderSetAllReentered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -105,8 +107,9 @@ func TestSetUnderSetAllReentered(t *testing.T) {
 	})
 }
 
-// a key held by the caller's context, after a reentered one, is not
-// found: AcquireAll waits for itself.
+// AcquireAll of two keys the caller's context holds reenters both. (After
+// reentering the first, it used to lose the caller's chain, and waited for
+// itself on the second.)
 func TestSetOfTwoHeldKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
