@@ -78,7 +78,8 @@ type AcquireOptions struct {
 type Lease interface {
 	// Token is the fencing token of this grant: unique per grant and
 	// strictly greater than every token granted before it for the same key
-	// by the same deployment. Tokens start at 1.
+	// by the same deployment, and never 0 (tokens need not start at 1 nor be
+	// consecutive).
 	Token() uint64
 
 	// Validity reports what the service confirmed when it granted the lease.

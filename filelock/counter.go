@@ -22,9 +22,11 @@ import (
 //	[16, 32)  slot 1: the same
 //	[32, ...) the key, written at the key's first grant
 //
-// A new token is written to the slot that does not hold the last one and
-// made durable (fdatasync) before the grant is returned, so the other slot
-// always holds the token granted before it. A crash in the middle of a
+// Token n is written to slot n%2 and made durable (fdatasync) before the
+// grant is returned; a new token never has the parity of the last one (see
+// nextToken), so the other slot always holds the token granted before it.
+// (Every version of this package keeps to slot n%2, so that two of them
+// may share a lock file.) A crash in the middle of a
 // write can tear at most the slot being written, whose token was therefore
 // never granted; the counter is the larger valid slot.
 //
@@ -129,8 +131,15 @@ func nextToken(f *os.File, key, dir string) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s: token counter exhausted", ErrCorruptCounter, f.Name())
 	}
 	next := max(last+1, floorNow())
-	// The other slot: the last token must survive a torn write of next.
-	if err := writeCounter(f, next, 1-slot, last == 0, key, dir); err != nil {
+	if last > 0 && int(next%2) == slot {
+		// A jump to the floor with the last token's parity: one more, so
+		// that slot n%2 is not the last token's and survives a torn write.
+		if next == math.MaxUint64 {
+			return 0, fmt.Errorf("%w: %s: token counter exhausted", ErrCorruptCounter, f.Name())
+		}
+		next++
+	}
+	if err := writeCounter(f, next, int(next%2), last == 0, key, dir); err != nil {
 		return 0, err
 	}
 	return next, nil

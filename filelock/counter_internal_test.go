@@ -1,0 +1,140 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package filelock
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// counterFile returns a fresh lock file and its directory.
+func counterFile(t *testing.T) (*os.File, string) {
+	dir := t.TempDir()
+	f, err := os.OpenFile(filepath.Join(dir, "k.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, dir
+}
+
+// oldNextToken is an older version's rule: token n to slot n%2, no
+// floor; with tornAt it crashes in the middle of the write.
+func oldNextToken(f *os.File, key, dir string, tornAt bool) (uint64, error) {
+	last, err := readCounter(f)
+	if err != nil {
+		return 0, err
+	}
+	n := last + 1
+	if tornAt {
+		_, err := f.WriteAt([]byte("torn-write-garba"), int64(n%2)*slotSize)
+		return 0, err
+	}
+	return n, writeCounter(f, n, int(n%2), n == 1, key, dir)
+}
+
+// An older binary sharing the directory (token n to slot n%2, no floor)
+// after a jump to the floor: its torn write must not tear the slot holding
+// the last token. (From review: with the jump written to the other slot
+// whatever its parity, the old code granted 4 after 1001.)
+func TestMixedVersionTornWrite(t *testing.T) {
+	f, dir := counterFile(t)
+	SetFloor(t, 0)
+	for range 3 {
+		if _, err := nextToken(f, "k", dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	SetFloor(t, 1001)
+	jump, _ := nextToken(f, "k", dir) // 1002 into slot 0, beside 3
+	// The old code writes 1003 to slot 1, holding 3, and tears it.
+	if _, err := oldNextToken(f, "k", dir, true); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := oldNextToken(f, "k", dir, false)
+	if n <= jump {
+		t.Errorf("old code granted %d after %d was granted", n, jump)
+	}
+}
+
+// Random grants, crashed grants (the slot being written torn, zeroed or
+// cut short) and a floor that never goes back: tokens strictly increase
+// and the counter never falls below the last grant. (From review.)
+func TestRandomTornWrites(t *testing.T) {
+	old := floorNow
+	defer func() { floorNow = old }()
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		f, dir := counterFile(t)
+		var floor, granted uint64
+		floorNow = func() uint64 { return floor }
+		for range 60 {
+			if r.IntN(3) == 0 {
+				floor += uint64(r.IntN(5))
+			}
+			last, slot, err := readSlots(f)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if last < granted {
+				t.Fatalf("seed %d: counter %d below granted %d", seed, last, granted)
+			}
+			switch r.IntN(4) {
+			case 0: // crash mid-write
+				junk := []byte("torn-write-garba")
+				if r.IntN(2) == 0 {
+					junk = make([]byte, slotSize)
+				}
+				f.WriteAt(junk[:1+r.IntN(slotSize)], int64(1-slot)*slotSize)
+			default:
+				n, err := nextToken(f, "k", dir)
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				if n <= granted {
+					t.Fatalf("seed %d: token %d after %d", seed, n, granted)
+				}
+				granted = n
+			}
+		}
+		f.Close()
+	}
+}
+
+// A file of the old layout, a clock set back with the file intact, and
+// the end of the counter. (From review.)
+func TestCounterOldFileAndEdges(t *testing.T) {
+	f, dir := counterFile(t)
+	SetFloor(t, 0)
+	// old file: 4 in slot 0, 3 in slot 1
+	f.WriteAt(encodeSlot(4), 0)
+	f.WriteAt(encodeSlot(3), slotSize)
+	if n, _ := nextToken(f, "k", dir); n != 5 {
+		t.Errorf("got %d", n)
+	}
+	if a, b, _ := Slots(f.Name()); a != 4 || b != 5 {
+		t.Errorf("slots %d %d", a, b)
+	}
+	// clock back, intact file
+	SetFloor(t, 1<<50)
+	big, _ := nextToken(f, "k", dir)
+	SetFloor(t, 7)
+	if n, _ := nextToken(f, "k", dir); n != big+1 {
+		t.Errorf("clock back: %d after %d", n, big)
+	}
+	// near max
+	f.WriteAt(encodeSlot(math.MaxUint64-1), 0)
+	f.WriteAt(encodeSlot(math.MaxUint64-2), slotSize)
+	if n, err := nextToken(f, "k", dir); n != math.MaxUint64 || err != nil {
+		t.Errorf("near max: %d %v", n, err)
+	}
+	if _, err := nextToken(f, "k", dir); err == nil {
+		t.Errorf("no exhaustion error")
+	}
+	if a, b, _ := Slots(f.Name()); a != math.MaxUint64-1 || b != math.MaxUint64 {
+		t.Errorf("slots after exhaustion %d %d", a, b)
+	}
+}
