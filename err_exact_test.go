@@ -220,3 +220,26 @@ func TestRefreshDuringWatchdogRefresh(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	l.Release(ctx)
 }
+
+// A released reentrant handle reports ErrReleased, while the handle still
+// held reports nil.
+func TestReleasedHandleErr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, outer := oneLock(t)
+		inner, err := c.Acquire(outer.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inner.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := inner.Err(); !errors.Is(err, ErrReleased) {
+			t.Errorf("released handle: Err %v, want ErrReleased", err)
+		}
+		if err := outer.Err(); err != nil {
+			t.Errorf("the handle still held: Err %v", err)
+		}
+		outer.Release(ctx)
+	})
+}

@@ -42,7 +42,9 @@ func (l *Lock) Done() <-chan struct{} { return l.h.ctx.Done() }
 
 // Err returns nil while the lock is held; afterwards the reason it ended:
 // an error matching ErrLockLost, ErrReleased, or the reason of an enclosing
-// lock.
+// lock. A reentrant handle that was released reports ErrReleased although
+// the other handles still hold the grant (and the context, the grant's,
+// lives on).
 //
 // Err is exact at the instant it is called, which the context cannot be:
 // once the local deadline has passed it returns ErrDeadlinePassed, even if
@@ -55,6 +57,9 @@ func (l *Lock) Err() error {
 	h := l.h
 	if h.ctx.Err() != nil {
 		return context.Cause(h.ctx)
+	}
+	if l.released.Load() {
+		return ErrReleased
 	}
 	return h.errChain(time.Since(epoch).Nanoseconds())
 }

@@ -38,6 +38,13 @@ type mnode struct {
 	parts   []*mnode // sets
 	freed   bool     // sets: released
 	first   *distlock.Lock
+	open    []*distlock.Lock // holds: the handles not yet released
+}
+
+// drop notes that handle l of hold n was released.
+func (n *mnode) drop(l *distlock.Lock) {
+	n.handles--
+	n.open = slices.DeleteFunc(n.open, func(o *distlock.Lock) bool { return o == l })
 }
 
 func (n *mnode) ended() bool {
@@ -62,6 +69,9 @@ func (n *mnode) ctx() context.Context {
 func (n *mnode) err() error {
 	if n.set != nil {
 		return n.set.Err()
+	}
+	if len(n.open) > 0 {
+		return n.open[0].Err() // a released handle reports ErrReleased
 	}
 	return n.first.Err()
 }
@@ -113,6 +123,7 @@ func randomNesting(t *testing.T, seed uint64) {
 				nodes = append(nodes, n)
 			}
 			n.handles++
+			n.open = append(n.open, l)
 			return n
 		}
 		var log []string
@@ -164,13 +175,13 @@ func randomNesting(t *testing.T, seed uint64) {
 				h.done = true
 				if h.lock != nil {
 					err := h.lock.Release(ctx)
-					h.node.handles--
+					h.node.drop(h.lock)
 					log = append(log, fmt.Sprintf("%d: release %s: %v", step, h.node.name, err))
 				} else {
 					err := h.node.set.Release(ctx)
 					h.node.freed = true
-					for _, p := range h.node.parts {
-						p.handles--
+					for i, p := range h.node.parts {
+						p.drop(h.node.set.Locks()[i])
 					}
 					log = append(log, fmt.Sprintf("%d: release %s: %v", step, h.node.name, err))
 				}
