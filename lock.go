@@ -143,8 +143,8 @@ type hold struct {
 	parts []*hold
 
 	// For Err, which takes no lock: the cause once the hold ended, and the
-	// local deadline (nil while there is none). Written under c.mu with
-	// ended and deadline.
+	// local deadline. Written under c.mu with ended and deadline (until
+	// also by Err, to mark the deadline passed).
 	over  atomic.Pointer[error]
 	until atomic.Int64 // the deadline in ns since epoch, noDeadline or deadlinePassed
 
@@ -166,7 +166,7 @@ type hold struct {
 	kidsMu   sync.Mutex
 	kids     map[*hold]struct{}
 	kidCause error // set once this lock's context ended
-	orphaned bool  // released: not to be adopted; guarded by parent.kidsMu
+	orphaned bool  // ended or released: not to be adopted; guarded by parent.kidsMu
 
 	// The lock this one was acquired under, or nil. Set in Client.start
 	// before the hold is published, never changed after.
@@ -285,11 +285,12 @@ func (h *hold) onLost(err error) {
 
 // adopt makes kid's context end when h's does, at once and in the same
 // goroutine (not one goroutine hop later, as context.AfterFunc would).
-// A kid released before it was adopted (Close can release it as soon as
-// it is published) is left alone.
+// A kid that ended or was released before it was adopted (Close can
+// release it as soon as it is published; a set's part can end while the
+// set is being bound) is left alone: nothing would take it out again.
 func (h *hold) adopt(kid *hold) {
 	h.kidsMu.Lock()
-	if kid.orphaned {
+	if kid.orphaned || kid.ctx.Err() != nil {
 		h.kidsMu.Unlock()
 		return
 	}

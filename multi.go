@@ -100,8 +100,8 @@ func (s *LockSet) Lock(key string) *Lock {
 
 // Context returns a context that ends when any lock of the set ends, when
 // a lock that AcquireAll's context came from ends, or when the set is
-// released. It carries every lock of the set, for
-// reentrant acquisition; locks acquired under it end with the set.
+// released. It carries every lock of the set, for reentrant acquisition;
+// locks acquired under it end with the set.
 func (s *LockSet) Context() context.Context { return s.h.ctx }
 
 // Done returns a channel closed when the set's context ends.
@@ -123,7 +123,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 	if sh := s.h; sh != nil { // nil while AcquireAll gives up
 		sh.over.CompareAndSwap(nil, &errReleased)
 		sh.cancelTree(ErrReleased)
-		sh.leave() // again: a part may have adopted sh after it ended
+		sh.leave()
 	}
 	var errs []error
 	for _, l := range slices.Backward(s.locks) {

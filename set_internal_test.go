@@ -61,3 +61,25 @@ func TestSetLeavesAfterLoss(t *testing.T) {
 		b.Release(ctx)
 	})
 }
+
+// A part that has ended before the set is bound ends the set at once, and
+// the parts after it do not keep the ended set among those they end.
+func TestSetBoundWithEndedPart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := oneClient(t)
+		la, _ := c.Acquire(ctx, "a")
+		lb, _ := c.Acquire(ctx, "b")
+		endOnly(c, la.h, ErrMaxHoldExceeded)
+		la.h.cancelTree(ErrMaxHoldExceeded)
+		s := &LockSet{locks: []*Lock{la, lb}}
+		s.bind(ctx)
+		if s.Context().Err() == nil {
+			t.Error("a set with an ended part is live")
+		}
+		if n := lb.h.staleKids(); n != 0 {
+			t.Errorf("b keeps %d ended sets to end", n)
+		}
+		s.Release(ctx)
+	})
+}
