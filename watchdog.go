@@ -236,7 +236,7 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		return err
 	}
 	c.mu.Lock()
-	now := time.Now() // under c.mu: no Err call reads a later clock first
+	now := time.Now() // under c.mu; an Err that sees the deadline pass after this is caught by extendDeadlineLocked
 	if fromWatchdog {
 		h.inflight = false
 	}
