@@ -74,7 +74,10 @@ func (c *Client) Backend() Backend { return c.b }
 //
 // The lock's context carries ctx's values but not its cancellation: ctx
 // bounds the wait, not the hold. The lock's context ends when the lock is
-// lost or released, or when a lock whose context ctx came from ends.
+// lost or released, or when a lock whose context ctx came from ends. In
+// that last case the lock itself is still held (and renewed) until it is
+// released or the Client is closed: release it as any other, or the key
+// stays held.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	cfg, err := c.cfg.with(opts)
 	if err != nil {
@@ -288,6 +291,7 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 	h.nextRenew = h.renewAfterLocked(now)
 	if h.cfg.maxHold > 0 {
 		h.maxHoldAt = now.Add(h.cfg.maxHold)
+		h.maxUntil.Store(max(h.maxHoldAt.Sub(epoch).Nanoseconds(), 1))
 	}
 	if node.next != nil {
 		h.parent = node.next.scope
@@ -312,6 +316,13 @@ func (c *Client) reenter(h *hold, maxDepth int) (*Lock, error) {
 		err = h.cause
 	case h.ended || h.count == 0:
 		err = fmt.Errorf("%w: the enclosing lock was released", ErrNotHeld)
+	case h.ctx.Err() != nil:
+		err = context.Cause(h.ctx) // a lock it was acquired under ended
+	default:
+		err = h.errChain(time.Since(epoch).Nanoseconds()) // what Err would say
+	}
+	switch {
+	case err != nil:
 	case h.count >= maxDepth:
 		err = fmt.Errorf("%w: depth %d", ErrTooDeep, maxDepth)
 	default:

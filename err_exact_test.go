@@ -243,3 +243,48 @@ func TestReleasedHandleErr(t *testing.T) {
 		outer.Release(ctx)
 	})
 }
+
+// After a pause past MaxHold, Err reports the lock lost before the
+// watchdog has run, as for a passed deadline; Deadline agrees. (From
+// review.)
+func TestErrAtMaxHoldBeforeWatchdog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := oneClient(t)
+		l, err := c.Acquire(context.Background(), "k", WithMaxHold(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		l.h.maxHoldAt = time.Now().Add(-time.Nanosecond) // the pause
+		l.h.maxUntil.Store(l.h.maxHoldAt.Sub(epoch).Nanoseconds())
+		c.mu.Unlock()
+		if l.Context().Err() != nil {
+			t.Fatal("the watchdog ran: the test shows nothing")
+		}
+		if err := l.Err(); !errors.Is(err, ErrMaxHoldExceeded) || !errors.Is(err, ErrLockLost) {
+			t.Errorf("MaxHold passed, watchdog not yet run: Err %v, want ErrMaxHoldExceeded", err)
+		}
+		if _, ok := l.Deadline(); ok {
+			t.Error("Deadline ok for a lock Err reports lost")
+		}
+		l.Release(context.Background())
+	})
+}
+
+// A reentrant Acquire of a lock that Err reports lost (its deadline passed,
+// the watchdog not yet run) fails instead of handing out a dead handle.
+// (From review.)
+func TestReenterAfterDeadlinePassed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, l := oneLock(t)
+		passDeadline(c, l.h)
+		l2, err := c.Acquire(l.Context(), "k")
+		if err == nil {
+			t.Errorf("reentrant Acquire of a lock Err reports lost succeeded (its Err: %v)", l2.Err())
+			l2.Release(context.Background())
+		} else if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, ErrDeadlinePassed) {
+			t.Errorf("reentrant Acquire: %v, want ErrNotAcquired and ErrDeadlinePassed", err)
+		}
+		l.Release(context.Background())
+	})
+}

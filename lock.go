@@ -87,6 +87,9 @@ func (h *hold) errChain(now int64) error {
 // time left. ok is false when the grant has no time bound (it ends only when
 // the service reports it lost) or the lock has ended.
 func (l *Lock) Deadline() (deadline time.Time, ok bool) {
+	if l.Err() != nil {
+		return time.Time{}, false
+	}
 	c := l.h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -145,8 +148,9 @@ type hold struct {
 	// For Err, which takes no lock: the cause once the hold ended, and the
 	// local deadline. Written under c.mu with ended and deadline (until
 	// also by Err, to mark the deadline passed).
-	over  atomic.Pointer[error]
-	until atomic.Int64 // the deadline in ns since epoch, noDeadline or deadlinePassed
+	over     atomic.Pointer[error]
+	until    atomic.Int64 // the deadline in ns since epoch, noDeadline or deadlinePassed
+	maxUntil atomic.Int64 // MaxHold's end in ns since epoch, 0 if none
 
 	// Guarded by c.mu.
 	started   bool
@@ -236,12 +240,15 @@ func (h *hold) deadlineNow() (d time.Time, ok bool) {
 	}
 }
 
-// errAt is why h ended, or ErrDeadlinePassed if its deadline is passed at
-// now (ns since epoch), or nil. Once it has reported the deadline passed,
+// errAt is why h ended, or ErrMaxHoldExceeded or ErrDeadlinePassed if
+// MaxHold or its deadline is passed at now (ns since epoch), or nil. Once it has reported the deadline passed,
 // the deadline cannot be extended any more: the lock is lost for good.
 func (h *hold) errAt(now int64) error {
 	if p := h.over.Load(); p != nil {
 		return *p
+	}
+	if m := h.maxUntil.Load(); m != 0 && now >= m {
+		return ErrMaxHoldExceeded
 	}
 	for {
 		switch u := h.until.Load(); {
