@@ -16,8 +16,7 @@ func kidsLen(h *hold) int { h.kidsMu.Lock(); defer h.kidsMu.Unlock(); return len
 func TestSetLeavesPartsReleasedAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, _ := New(&oneAtATime{})
-		defer c.Close(ctx)
+		c := oneClient(t)
 		b, _ := c.Acquire(ctx, "b")
 		set, err := c.AcquireAll(b.Context(), []string{"a", "b"})
 		if err != nil {
@@ -42,8 +41,7 @@ func TestSetLeavesPartsReleasedAlone(t *testing.T) {
 func TestSetLeavesAfterLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, _ := New(&oneAtATime{})
-		defer c.Close(ctx)
+		c := oneClient(t)
 		b, _ := c.Acquire(ctx, "b")
 		for range 10 {
 			set, err := c.AcquireAll(b.Context(), []string{"a", "b", "c"})
