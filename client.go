@@ -287,12 +287,12 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 	node := &heldNode{c: c, key: h.key, h: h, scope: h, next: nearestHeld(parent)}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, node))
 	h.count, h.started = 1, true
-	h.setDeadlineLocked(deadline)
-	h.nextRenew = h.renewAfterLocked(now)
+	var maxHoldAt time.Time
 	if h.cfg.maxHold > 0 {
-		h.maxHoldAt = now.Add(h.cfg.maxHold)
-		h.maxUntil.Store(max(h.maxHoldAt.Sub(epoch).Nanoseconds(), 1))
+		maxHoldAt = now.Add(h.cfg.maxHold)
 	}
+	h.setLimitsLocked(deadline, maxHoldAt)
+	h.nextRenew = h.renewAfterLocked(now)
 	if node.next != nil {
 		h.parent = node.next.scope
 	}

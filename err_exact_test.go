@@ -35,7 +35,7 @@ func oneLock(t *testing.T) (*Client, *Lock) {
 func passDeadline(c *Client, h *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h.setDeadlineLocked(time.Now().Add(-time.Nanosecond))
+	h.until.Store(untilOf(time.Now().Add(-time.Nanosecond)))
 }
 
 // endOnly is the first half of Client.end: the hold is ended under c.mu;
@@ -138,7 +138,7 @@ func TestSetErrExact(t *testing.T) {
 func TestErrNeverComesBack(t *testing.T) {
 	c, l := oneLock(t)
 	c.mu.Lock()
-	l.h.setDeadlineLocked(time.Now().Add(30 * time.Millisecond))
+	l.h.until.Store(untilOf(time.Now().Add(30 * time.Millisecond)))
 	// c.mu stays held: the confirmation below waits for it.
 	done := make(chan error, 1)
 	go func() { done <- c.refreshed(l.h, Validity{Sent: time.Now(), TTL: time.Minute}, nil, false) }()
@@ -255,8 +255,7 @@ func TestErrAtMaxHoldBeforeWatchdog(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.mu.Lock()
-		l.h.maxHoldAt = time.Now().Add(-time.Nanosecond) // the pause
-		l.h.maxUntil.Store(l.h.maxHoldAt.Sub(epoch).Nanoseconds())
+		l.h.maxUntil.Store(untilOf(time.Now().Add(-time.Nanosecond))) // the pause
 		c.mu.Unlock()
 		if l.Context().Err() != nil {
 			t.Fatal("the watchdog ran: the test shows nothing")
@@ -284,6 +283,27 @@ func TestReenterAfterDeadlinePassed(t *testing.T) {
 			l2.Release(context.Background())
 		} else if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, ErrDeadlinePassed) {
 			t.Errorf("reentrant Acquire: %v, want ErrNotAcquired and ErrDeadlinePassed", err)
+		}
+		l.Release(context.Background())
+	})
+}
+
+// The end of MaxHold that Acquire records is the one Err checks, inside a
+// testing/synctest bubble too (whose clock reads before the package's
+// epoch): an hour after the grant, Err reports it.
+func TestMaxHoldRecordedForErr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := oneClient(t)
+		l, err := c.Acquire(context.Background(), "k", WithMaxHold(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Hour + time.Nanosecond).Sub(epoch).Nanoseconds()
+		if err := l.h.errAt(later); !errors.Is(err, ErrMaxHoldExceeded) {
+			t.Errorf("an hour after the grant: %v, want ErrMaxHoldExceeded", err)
+		}
+		if err := l.Err(); err != nil {
+			t.Errorf("now: %v", err)
 		}
 		l.Release(context.Background())
 	})

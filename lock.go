@@ -93,10 +93,10 @@ func (l *Lock) Deadline() (deadline time.Time, ok bool) {
 	c := l.h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.h.ended || l.h.deadline.IsZero() {
+	if l.h.ended || l.h.deadline().IsZero() {
 		return time.Time{}, false
 	}
-	return l.h.deadline, true
+	return l.h.deadline(), true
 }
 
 // Refresh extends the lease now, without waiting for the watchdog. It returns
@@ -145,12 +145,12 @@ type hold struct {
 	// has no lease of its own, only a context that ends with any of them.
 	parts []*hold
 
-	// For Err, which takes no lock: the cause once the hold ended, and the
-	// local deadline. Written under c.mu with ended and deadline (until
+	// Read by Err, which takes no lock: the cause once the hold ended, the
+	// local deadline and the end of MaxHold. Written under c.mu (until
 	// also by Err, to mark the deadline passed).
 	over     atomic.Pointer[error]
 	until    atomic.Int64 // the deadline in ns since epoch, noDeadline or deadlinePassed
-	maxUntil atomic.Int64 // MaxHold's end in ns since epoch, 0 if none
+	maxUntil atomic.Int64 // MaxHold's end in ns since epoch, or noDeadline
 
 	// Guarded by c.mu.
 	started   bool
@@ -158,8 +158,6 @@ type hold struct {
 	count     int   // live handles
 	ended     bool  // lost or released: the context is (being) cancelled
 	cause     error // why it ended
-	deadline  time.Time
-	maxHoldAt time.Time
 	nextRenew time.Time
 	inflight  bool // a refresh is under way
 	when      time.Time
@@ -210,35 +208,37 @@ func untilOf(d time.Time) int64 {
 	return d.Sub(epoch).Nanoseconds()
 }
 
-// setDeadlineLocked sets the local deadline (zero: none) of a hold being
-// started.
-func (h *hold) setDeadlineLocked(d time.Time) {
-	h.deadline = d
-	h.until.Store(untilOf(d))
+func timeOf(u int64) time.Time {
+	switch u {
+	case noDeadline:
+		return time.Time{}
+	case deadlinePassed:
+		return epoch // long past
+	}
+	return epoch.Add(time.Duration(u))
+}
+
+// setLimitsLocked sets the local deadline and the end of MaxHold (zero:
+// none) of a hold being started.
+func (h *hold) setLimitsLocked(deadline, maxHoldAt time.Time) {
+	h.until.Store(untilOf(deadline))
+	h.maxUntil.Store(untilOf(maxHoldAt))
 }
 
 // extendDeadlineLocked moves the deadline to d, unless Err has already
-// reported the current one passed; it reports whether it did.
+// reported the current one passed (the only change c.mu does not
+// exclude); it reports whether it did.
 func (h *hold) extendDeadlineLocked(d time.Time) bool {
-	if !h.until.CompareAndSwap(untilOf(h.deadline), untilOf(d)) {
-		return false
-	}
-	h.deadline = d
-	return true
+	u := h.until.Load()
+	return u != deadlinePassed && h.until.CompareAndSwap(u, untilOf(d))
 }
 
-// deadlineNow returns the local deadline without c.mu; ok is false when
-// there is none.
-func (h *hold) deadlineNow() (d time.Time, ok bool) {
-	switch u := h.until.Load(); u {
-	case noDeadline:
-		return time.Time{}, false
-	case deadlinePassed:
-		return epoch, true
-	default:
-		return epoch.Add(time.Duration(u)), true
-	}
-}
+// deadline is the local deadline, zero if none; long past once Err has
+// seen it pass. It takes no lock.
+func (h *hold) deadline() time.Time { return timeOf(h.until.Load()) }
+
+// maxHoldAt is the end of MaxHold, zero if none.
+func (h *hold) maxHoldAt() time.Time { return timeOf(h.maxUntil.Load()) }
 
 // errAt is why h ended, or ErrMaxHoldExceeded or ErrDeadlinePassed if
 // MaxHold or its deadline is passed at now (ns since epoch), or nil. Once it has reported the deadline passed,
@@ -247,7 +247,7 @@ func (h *hold) errAt(now int64) error {
 	if p := h.over.Load(); p != nil {
 		return *p
 	}
-	if m := h.maxUntil.Load(); m != 0 && now >= m {
+	if now >= h.maxUntil.Load() {
 		return ErrMaxHoldExceeded
 	}
 	for {
@@ -267,8 +267,8 @@ func (h *hold) errAt(now int64) error {
 // is still renewed in time.
 func (h *hold) renewAfterLocked(now time.Time) time.Time {
 	next := now.Add(h.cfg.renewInterval())
-	if !h.deadline.IsZero() {
-		if half := now.Add(h.deadline.Sub(now) / 2); half.Before(next) {
+	if d := h.deadline(); !d.IsZero() {
+		if half := now.Add(d.Sub(now) / 2); half.Before(next) {
 			next = half
 		}
 	}

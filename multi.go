@@ -55,7 +55,7 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 // reentered, and that lock was not acquired under the others.
 func (s *LockSet) bind(ctx context.Context) {
 	sh := &hold{idx: -1}
-	sh.until.Store(noDeadline)
+	sh.setLimitsLocked(time.Time{}, time.Time{}) // none: it ends with its enders
 	next := nearestHeld(ctx)
 	for _, l := range s.locks {
 		sh.parts = append(sh.parts, l.h)

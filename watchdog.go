@@ -30,8 +30,8 @@ func (c *Client) scheduleLocked(h *hold) {
 	if !h.inflight && !h.cfg.noRenew {
 		earliest(h.nextRenew)
 	}
-	earliest(h.deadline)
-	earliest(h.maxHoldAt)
+	earliest(h.deadline())
+	earliest(h.maxHoldAt())
 	h.when = when
 	switch {
 	case when.IsZero():
@@ -152,9 +152,9 @@ func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*hold) {
 	for len(c.heap) > 0 && !c.heap[0].when.After(horizon) {
 		h := heap.Pop(&c.heap).(*hold)
 		switch {
-		case !h.deadline.IsZero() && !h.deadline.After(now):
+		case !h.deadline().IsZero() && !h.deadline().After(now):
 			expired = append(expired, h)
-		case !h.maxHoldAt.IsZero() && !h.maxHoldAt.After(now):
+		case !h.maxHoldAt().IsZero() && !h.maxHoldAt().After(now):
 			tooLong = append(tooLong, h)
 		case !h.inflight && !h.cfg.noRenew && !h.nextRenew.After(now.Add(h.cfg.renewInterval()/4)):
 			h.inflight = true
@@ -176,8 +176,8 @@ func (c *Client) refreshBatch(batch []*hold) {
 	// whose deadline passes first are ended by the watchdog meanwhile.
 	var deadline time.Time
 	for _, h := range batch {
-		d, ok := h.deadlineNow() // c.mu is not held here
-		if !ok {
+		d := h.deadline() // c.mu is not held here
+		if d.IsZero() {
 			d = time.Now().Add(h.cfg.renewInterval())
 		}
 		if d.After(deadline) {
@@ -256,13 +256,14 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		c.end([]*hold{h}, ErrDeadlinePassed, true)
 		return ErrDeadlinePassed
 	}
-	if !h.deadline.IsZero() && !now.Before(h.deadline) {
+	deadline := h.deadline()
+	if !deadline.IsZero() && !now.Before(deadline) {
 		return tooLate()
 	}
 	var again time.Duration
 	if err == nil {
 		if v.TTL > 0 {
-			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(h.deadline) && !h.extendDeadlineLocked(d) {
+			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(deadline) && !h.extendDeadlineLocked(d) {
 				return tooLate() // Err saw the deadline pass since now was read
 			}
 		}
@@ -270,8 +271,8 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 	} else if fromWatchdog {
 		// Try again soon, and well before the deadline.
 		again = h.cfg.renewInterval()
-		if !h.deadline.IsZero() {
-			again = min(again, max(h.deadline.Sub(now)/3, 5*time.Millisecond))
+		if !deadline.IsZero() {
+			again = min(again, max(deadline.Sub(now)/3, 5*time.Millisecond))
 		}
 		h.nextRenew = now.Add(again)
 	}
