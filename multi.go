@@ -122,8 +122,7 @@ func (s *LockSet) Err() error {
 func (s *LockSet) Release(ctx context.Context) error {
 	if sh := s.h; sh != nil { // nil while AcquireAll gives up
 		sh.over.CompareAndSwap(nil, &errReleased)
-		sh.cancelTree(ErrReleased)
-		sh.leave()
+		sh.cancelTree(ErrReleased) // which also takes sh out of its enders' kids
 	}
 	var errs []error
 	for _, l := range slices.Backward(s.locks) {
