@@ -26,9 +26,9 @@ import (
 // grant is returned; a new token never has the parity of the last one (see
 // nextToken), so the other slot always holds the token granted before it.
 // (Every version of this package keeps to slot n%2, so that two of them
-// may share a lock file.) A crash in the middle of a
-// write can tear at most the slot being written, whose token was therefore
-// never granted; the counter is the larger valid slot.
+// may share a lock file.) A crash in the middle of a write can tear at
+// most the slot being written, whose token was therefore never granted;
+// the counter is the larger valid slot.
 //
 // A new token is the last one plus one, or the wall clock in microseconds
 // since 1970 if that is larger (see floorNow): a lock file removed while
@@ -70,36 +70,27 @@ func decodeSlot(b []byte) (n uint64, valid, zero bool) {
 // readCounter returns the last token granted from the lock file f (0 for a
 // key never granted). It fails with ErrCorruptCounter rather than guess.
 func readCounter(f *os.File) (uint64, error) {
-	last, _, err := readSlots(f)
-	return last, err
-}
-
-// readSlots is readCounter that also returns the slot holding the last
-// token (0 when none does).
-func readSlots(f *os.File) (last uint64, slot int, err error) {
 	buf := make([]byte, keyOffset)
 	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return 0, 0, fmt.Errorf("%w: read token counter of %s: %w", distlock.ErrUnavailable, f.Name(), err)
+		return 0, fmt.Errorf("%w: read token counter of %s: %w", distlock.ErrUnavailable, f.Name(), err)
 	}
 	a, aok, azero := decodeSlot(buf[:slotSize])
 	b, bok, bzero := decodeSlot(buf[slotSize:])
 	switch {
-	case bok && (!aok || b > a):
-		return b, 1, nil
-	case aok:
-		return a, 0, nil
+	case aok || bok:
+		return max(a, b), nil
 	case azero || bzero:
 		// Never written, or the first write was torn: nothing was granted.
-		return 0, 0, nil
+		return 0, nil
 	}
-	return 0, 0, fmt.Errorf("%w: %s", ErrCorruptCounter, f.Name())
+	return 0, fmt.Errorf("%w: %s", ErrCorruptCounter, f.Name())
 }
 
-// writeCounter makes n the counter of the lock file f, durably, in slot.
-// At a key's first grant it also records the key and makes the file's
-// directory entry durable, so that the counter cannot vanish with an
-// unsynced directory.
-func writeCounter(f *os.File, n uint64, slot int, first bool, key string, dir string) error {
+// writeCounter makes n the counter of the lock file f, durably, in slot
+// n%2. At a key's first grant it also records the key and makes the
+// file's directory entry durable, so that the counter cannot vanish with
+// an unsynced directory.
+func writeCounter(f *os.File, n uint64, first bool, key string, dir string) error {
 	if first {
 		if _, err := f.WriteAt([]byte(key), keyOffset); err != nil {
 			return fmt.Errorf("%w: write key to %s: %w", distlock.ErrUnavailable, f.Name(), err)
@@ -108,7 +99,7 @@ func writeCounter(f *os.File, n uint64, slot int, first bool, key string, dir st
 			return err
 		}
 	}
-	if _, err := f.WriteAt(encodeSlot(n), int64(slot)*slotSize); err != nil {
+	if _, err := f.WriteAt(encodeSlot(n), int64(n%2)*slotSize); err != nil {
 		return fmt.Errorf("%w: write token counter to %s: %w", distlock.ErrUnavailable, f.Name(), err)
 	}
 	if err := datasync(f); err != nil {
@@ -123,7 +114,7 @@ var floorNow = func() uint64 { return uint64(max(time.Now().UnixMicro(), 0)) }
 
 // nextToken reads the counter of f, writes the next token and returns it.
 func nextToken(f *os.File, key, dir string) (uint64, error) {
-	last, slot, err := readSlots(f)
+	last, err := readCounter(f)
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +122,7 @@ func nextToken(f *os.File, key, dir string) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s: token counter exhausted", ErrCorruptCounter, f.Name())
 	}
 	next := max(last+1, floorNow())
-	if last > 0 && int(next%2) == slot {
+	if last > 0 && next%2 == last%2 {
 		// A jump to the floor with the last token's parity: one more, so
 		// that slot n%2 is not the last token's and survives a torn write.
 		if next == math.MaxUint64 {
@@ -139,7 +130,7 @@ func nextToken(f *os.File, key, dir string) (uint64, error) {
 		}
 		next++
 	}
-	if err := writeCounter(f, next, int(next%2), last == 0, key, dir); err != nil {
+	if err := writeCounter(f, next, last == 0, key, dir); err != nil {
 		return 0, err
 	}
 	return next, nil

@@ -214,6 +214,15 @@ func TestTokenJumpKeepsLastSlot(t *testing.T) {
 	if l.Token() != 1002 || s0 != 1002 || s1 != 3 {
 		t.Errorf("token %d, slots %d and %d; want 1002 in slot 0 beside 3", l.Token(), s0, s1)
 	}
+	// Had the jump's write been torn by a crash (so it was never granted),
+	// the next token must still be above 3, the last one granted.
+	tear(t, b.Path("k"), int64(l.Token()%2)*16)
+	filelock.SetFloor(t, 0)
+	next := acquire(t, b, "k")
+	defer release(t, next)
+	if next.Token() <= 3 {
+		t.Errorf("after a torn write of the jump: token %d, want above 3", next.Token())
+	}
 }
 
 // A write torn by a crash concerns a token never handed out; the other slot
