@@ -246,7 +246,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 			t.Fatalf("NoRetry: %v, want ErrUnavailable", err)
 		}
 		f.n.Store(100)
-		_, err = c.Acquire(ctx, "k3", distlock.WithRetry(distlock.Limit(distlock.LinearBackoff(time.Second, time.Second), 5)))
+		_, err = c.Acquire(ctx, "k3", distlock.WithRetry(distlock.Limit(distlock.ExponentialBackoff(time.Second, time.Second), 5)))
 		if !errors.Is(err, distlock.ErrUnavailable) || f.n.Load() != 100-6 {
 			t.Fatalf("Limit(5): %v after %d attempts, want ErrUnavailable after 6", err, 100-f.n.Load())
 		}
@@ -282,24 +282,45 @@ func TestLateGrantIsGivenBack(t *testing.T) {
 
 // A lock acquired under another lock's context ends with it.
 func TestNestedLockEndsWithOuter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		srv := memlock.New()
-		c := newClient(t, srv)
-		outer, _ := c.Acquire(ctx, "a")
-		inner, _ := c.Acquire(outer.Context(), "b")
-		srv.Revoke("a")
-		synctest.Wait()
-		if !errors.Is(inner.Err(), distlock.ErrLockLost) {
-			t.Fatalf("inner Err() = %v after the outer lock was lost", inner.Err())
-		}
-		if err := inner.Release(ctx); err != nil {
-			t.Errorf("inner Release: %v", err)
-		}
-		if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); err != nil {
-			t.Errorf("inner key not freed: %v", err)
-		}
-	})
+	for _, end := range []string{"lost", "released"} {
+		t.Run(end, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				srv := memlock.New()
+				c := newClient(t, srv)
+				outer, _ := c.Acquire(ctx, "a")
+				inner, _ := c.Acquire(outer.Context(), "b")
+				if end == "lost" {
+					srv.Revoke("a")
+				} else {
+					outer.Release(ctx)
+				}
+				synctest.Wait()
+				if inner.Context().Err() == nil {
+					t.Fatal("inner context live after the outer lock ended")
+				}
+				// The inner lock is still held: its Err says why its
+				// context ended, not that it was lost or released.
+				err := inner.Err()
+				e, ok := errors.AsType[*distlock.EnclosingError](err)
+				if !ok || e.Key != "a" || errors.Is(err, distlock.ErrLockLost) || errors.Is(err, distlock.ErrReleased) {
+					t.Fatalf("inner Err() = %v after the outer lock was %s, want an EnclosingError naming a", err, end)
+				}
+				if cause := context.Cause(inner.Context()); cause != err {
+					t.Errorf("inner context's cause %v, Err %v", cause, err)
+				}
+				if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrNotAcquired) {
+					t.Fatalf("inner key free while its lock is not released: %v", err)
+				}
+				if err := inner.Release(ctx); err != nil {
+					t.Errorf("inner Release: %v", err)
+				}
+				if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); err != nil {
+					t.Errorf("inner key not freed: %v", err)
+				}
+			})
+		})
+	}
 }
 
 // Releasing with the lock's own context (cancelled by the release itself)
@@ -351,13 +372,7 @@ func TestRetryStrategies(t *testing.T) {
 			t.Fatalf("exponential Backoff(%d) = %v, %v; want (0, %v]", n, d, ok, ceiling)
 		}
 	}
-	lin := distlock.LinearBackoff(100*time.Millisecond, 250*time.Millisecond)
-	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 250 * time.Millisecond, 1 << 40: 250 * time.Millisecond} {
-		if d, ok := lin.Backoff(n); !ok || d != want {
-			t.Errorf("linear Backoff(%d) = %v, %v; want %v", n, d, ok, want)
-		}
-	}
-	lim := distlock.Limit(lin, 2)
+	lim := distlock.Limit(exp, 2)
 	if _, ok := lim.Backoff(2); !ok {
 		t.Error("Limit(2) stopped at the 2nd retry")
 	}

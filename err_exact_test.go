@@ -32,7 +32,7 @@ func oneLock(t *testing.T) (*Client, *Lock) {
 
 // passDeadline moves h's deadline into the past without telling the
 // watchdog, as if the process had been paused.
-func passDeadline(c *Client, h *hold) {
+func passDeadline(c *Client, h *grant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.until.Store(untilOf(time.Now().Add(-time.Nanosecond)))
@@ -40,7 +40,7 @@ func passDeadline(c *Client, h *hold) {
 
 // endOnly is the first half of Client.end: the hold is ended under c.mu;
 // its context would be cancelled after c.mu is released.
-func endOnly(c *Client, h *hold, cause error) {
+func endOnly(c *Client, h *grant, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endLocked(h, cause)
@@ -58,7 +58,7 @@ func TestErrAtDeadlineBeforeWatchdog(t *testing.T) {
 		}
 		// The deadline passes; the watchdog's timer is still set for the
 		// renewal, seconds away, and no time passes in the bubble.
-		passDeadline(c, l.h)
+		passDeadline(c, l.g)
 		if l.Context().Err() != nil {
 			t.Fatal("the watchdog ran: the test shows nothing")
 		}
@@ -75,7 +75,7 @@ func TestErrOnceEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l := oneLock(t)
 		cause := errors.Join(ErrLockLost, errors.New("reported by the service"))
-		endOnly(c, l.h, cause)
+		endOnly(c, l.g, cause)
 		if l.Context().Err() != nil {
 			t.Fatal("the context is already cancelled: the test shows nothing")
 		}
@@ -85,7 +85,7 @@ func TestErrOnceEnded(t *testing.T) {
 		if _, ok := l.Deadline(); ok {
 			t.Errorf("ended lock: Deadline ok")
 		}
-		l.h.cancelTree(cause)
+		l.g.scope.end(cause)
 		if err := l.Err(); !errors.Is(err, ErrLockLost) {
 			t.Errorf("after the cancellation: Err %v, want the loss", err)
 		}
@@ -97,8 +97,8 @@ func TestErrOnceEnded(t *testing.T) {
 func TestRefreshConfirmedTooLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l := oneLock(t)
-		passDeadline(c, l.h)
-		if err := c.refreshed(l.h, Validity{Sent: time.Now(), TTL: time.Minute}, nil, false); !errors.Is(err, ErrDeadlinePassed) {
+		passDeadline(c, l.g)
+		if err := c.applyRefresh(l.g, Validity{Sent: time.Now(), TTL: time.Minute}, nil, byHolder); !errors.Is(err, ErrDeadlinePassed) {
 			t.Errorf("refresh confirmed after the deadline: %v, want ErrDeadlinePassed", err)
 		}
 		if l.Context().Err() == nil {
@@ -121,7 +121,7 @@ func TestSetErrExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := set.Lock("a")
-		passDeadline(c, first.h)
+		passDeadline(c, first.g)
 		if set.Context().Err() != nil {
 			t.Fatal("the set's context already ended: the test shows nothing")
 		}
@@ -138,10 +138,10 @@ func TestSetErrExact(t *testing.T) {
 func TestErrNeverComesBack(t *testing.T) {
 	c, l := oneLock(t)
 	c.mu.Lock()
-	l.h.until.Store(untilOf(time.Now().Add(30 * time.Millisecond)))
+	l.g.until.Store(untilOf(time.Now().Add(30 * time.Millisecond)))
 	// c.mu stays held: the confirmation below waits for it.
 	done := make(chan error, 1)
-	go func() { done <- c.refreshed(l.h, Validity{Sent: time.Now(), TTL: time.Minute}, nil, false) }()
+	go func() { done <- c.applyRefresh(l.g, Validity{Sent: time.Now(), TTL: time.Minute}, nil, byHolder) }()
 	time.Sleep(60 * time.Millisecond) // past the deadline: not a timing assumption
 	before := l.Err()
 	c.mu.Unlock()
@@ -166,18 +166,22 @@ func TestNestedErrExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		passDeadline(c, p.h)
-		if err := k.Err(); !errors.Is(err, ErrDeadlinePassed) {
-			t.Errorf("enclosing lock's deadline passed: Err %v, want ErrDeadlinePassed", err)
+		enclosedBy := func(err, want error) bool {
+			e, ok := errors.AsType[*EnclosingError](err)
+			return ok && e.Key == "p" && errors.Is(e.Err, want) && !errors.Is(err, ErrLockLost)
 		}
-		endOnly(c, p.h, ErrMaxHoldExceeded)
+		passDeadline(c, p.g)
+		if err := k.Err(); !enclosedBy(err, ErrDeadlinePassed) {
+			t.Errorf("enclosing lock's deadline passed: Err %v, want an EnclosingError for p's ErrDeadlinePassed", err)
+		}
+		endOnly(c, p.g, ErrMaxHoldExceeded)
 		if k.Context().Err() != nil {
 			t.Fatal("the context is already cancelled: the test shows nothing")
 		}
-		if err := k.Err(); !errors.Is(err, ErrLockLost) {
-			t.Errorf("enclosing lock ended: Err %v, want the loss", err)
+		if err := k.Err(); !enclosedBy(err, ErrLockLost) {
+			t.Errorf("enclosing lock ended: Err %v, want an EnclosingError for p's loss", err)
 		}
-		p.h.cancelTree(ErrMaxHoldExceeded)
+		p.g.scope.end(ErrMaxHoldExceeded)
 	})
 }
 
@@ -255,7 +259,7 @@ func TestErrAtMaxHoldBeforeWatchdog(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.mu.Lock()
-		l.h.maxUntil.Store(untilOf(time.Now().Add(-time.Nanosecond))) // the pause
+		l.g.maxUntil.Store(untilOf(time.Now().Add(-time.Nanosecond))) // the pause
 		c.mu.Unlock()
 		if l.Context().Err() != nil {
 			t.Fatal("the watchdog ran: the test shows nothing")
@@ -276,7 +280,7 @@ func TestErrAtMaxHoldBeforeWatchdog(t *testing.T) {
 func TestReenterAfterDeadlinePassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l := oneLock(t)
-		passDeadline(c, l.h)
+		passDeadline(c, l.g)
 		l2, err := c.Acquire(l.Context(), "k")
 		if err == nil {
 			t.Errorf("reentrant Acquire of a lock Err reports lost succeeded (its Err: %v)", l2.Err())
@@ -299,7 +303,7 @@ func TestMaxHoldRecordedForErr(t *testing.T) {
 			t.Fatal(err)
 		}
 		later := time.Now().Add(time.Hour + time.Nanosecond).Sub(epoch).Nanoseconds()
-		if err := l.h.errAt(later); !errors.Is(err, ErrMaxHoldExceeded) {
+		if err := l.g.errAt(later); !errors.Is(err, ErrMaxHoldExceeded) {
 			t.Errorf("an hour after the grant: %v, want ErrMaxHoldExceeded", err)
 		}
 		if err := l.Err(); err != nil {

@@ -39,13 +39,13 @@ func TestWatchdogLingers(t *testing.T) {
 		starts := func() int {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.starts
+			return c.wd.starts
 		}
 		running := func() bool {
 			synctest.Wait()
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.running
+			return c.wd.running
 		}
 		for range 100 {
 			l, err := c.Acquire(ctx, "k")

@@ -2,6 +2,7 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -149,13 +150,10 @@ func randomNesting(t *testing.T, seed uint64) {
 					break
 				}
 				sn := &mnode{name: fmt.Sprintf("set%d", step), set: set, enders: enders(p)}
-				last := p // the context each fresh part is taken under
 				for _, l := range set.Locks() {
-					fresh := holdOf(c, l) == nil
-					part := grant(c, l, last, fmt.Sprintf("c%d:%s@%d", c, l.Key(), l.Token()))
-					if fresh {
-						last = part
-					}
+					// Each fresh part is taken under the set's context,
+					// not under another part.
+					part := grant(c, l, p, fmt.Sprintf("c%d:%s@%d", c, l.Key(), l.Token()))
 					sn.parts = append(sn.parts, part)
 					sn.enders = append(sn.enders, part)
 				}
@@ -215,6 +213,47 @@ func randomNesting(t *testing.T, seed uint64) {
 	})
 }
 
+// gone reports whether the grant of hold n is gone (lost or released),
+// as opposed to its context having ended with an enclosing lock.
+func (n *mnode) gone() bool { return n.lost || n.handles == 0 }
+
+// errKind checks that err says what the model says of n: a lock's Err
+// describes that lock (lost, released, or held with an enclosing lock
+// ended), a set's names its part.
+func (n *mnode) errKind(err error) string {
+	isLost, isReleased := errors.Is(err, distlock.ErrLockLost), errors.Is(err, distlock.ErrReleased)
+	isEnclosing := errors.Is(err, distlock.ErrEnclosingEnded)
+	var ke *distlock.KeyError
+	isPart := errors.As(err, &ke) && ke.Op == "hold"
+	switch {
+	case n.set == nil && n.handles == 0: // every handle released: each says so
+		if !isReleased || isEnclosing {
+			return "want ErrReleased"
+		}
+	case n.set == nil && n.lost:
+		if !isLost {
+			return "want ErrLockLost"
+		}
+	case n.set == nil:
+		if !isEnclosing || isLost || isReleased {
+			return "want an EnclosingError only"
+		}
+	case n.freed:
+		if err != distlock.ErrReleased {
+			return "want ErrReleased"
+		}
+	case slices.ContainsFunc(n.parts, (*mnode).gone):
+		if !isPart {
+			return "want a KeyError naming a part"
+		}
+	default:
+		if !isEnclosing || isLost || isReleased {
+			return "want an EnclosingError only"
+		}
+	}
+	return ""
+}
+
 // checkNesting compares the Clients with the model.
 func checkNesting(nodes []*mnode, srv *memlock.Backend) string {
 	held := map[string]uint64{}
@@ -222,6 +261,11 @@ func checkNesting(nodes []*mnode, srv *memlock.Backend) string {
 		want := n.ended()
 		if got := n.err() != nil; got != want {
 			return fmt.Sprintf("%s: Err %v, the model says ended=%v", n.name, n.err(), want)
+		}
+		if want {
+			if msg := n.errKind(n.err()); msg != "" {
+				return fmt.Sprintf("%s: Err %v: %s", n.name, n.err(), msg)
+			}
 		}
 		if got := n.ctx().Err() != nil; got != want {
 			return fmt.Sprintf("%s: context ended=%v, the model says %v", n.name, got, want)

@@ -284,7 +284,7 @@ func TestCauseKeepsContextError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &flaky{Backend: memlock.New()}
 		f.n.Store(1000)
-		c2 := newClient(t, f, distlock.WithRetry(distlock.LinearBackoff(time.Second, time.Second)))
+		c2 := newClient(t, f, distlock.WithRetry(distlock.ExponentialBackoff(time.Second, time.Second)))
 		dctx, cancel2 := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, shutdown)
 		defer cancel2()
 		_, err = c2.Acquire(dctx, "k")

@@ -9,7 +9,7 @@ import (
 )
 
 // kidsLen is the number of locks acquired under h that h still ends.
-func kidsLen(h *hold) int { h.kidsMu.Lock(); defer h.kidsMu.Unlock(); return len(h.kids) }
+func kidsLen(s *scope) int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.kids) }
 
 // The set's parts released one by one (Locks()), not via
 // LockSet.Release: sh stays in the kids map of a caller's lock.
@@ -25,11 +25,11 @@ func TestSetLeavesPartsReleasedAlone(t *testing.T) {
 		for _, l := range set.Locks() {
 			l.Release(ctx)
 		}
-		if n := kidsLen(b.h); n != 0 {
+		if n := kidsLen(b.g.scope); n != 0 {
 			t.Errorf("b.kids has %d entries after the set's locks were released", n)
 		}
 		set.Release(ctx)
-		if n := kidsLen(b.h); n != 0 {
+		if n := kidsLen(b.g.scope); n != 0 {
 			t.Errorf("after set.Release: b.kids has %d", n)
 		}
 		b.Release(ctx)
@@ -49,11 +49,11 @@ func TestSetLeavesAfterLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			k, _ := c.Acquire(set.Context(), "k")
-			set.Lock("a").h.onLost(ErrLockLost)
+			set.Lock("a").g.onLost(ErrLockLost)
 			k.Release(ctx)
 			set.Release(ctx)
 		}
-		if n := kidsLen(b.h); n != 0 {
+		if n := kidsLen(b.g.scope); n != 0 {
 			t.Errorf("b.kids has %d", n)
 		}
 		b.Release(ctx)
@@ -68,14 +68,14 @@ func TestSetBoundWithEndedPart(t *testing.T) {
 		c := oneClient(t)
 		la, _ := c.Acquire(ctx, "a")
 		lb, _ := c.Acquire(ctx, "b")
-		endOnly(c, la.h, ErrMaxHoldExceeded)
-		la.h.cancelTree(ErrMaxHoldExceeded)
+		endOnly(c, la.g, ErrMaxHoldExceeded)
+		la.g.scope.end(ErrMaxHoldExceeded)
 		s := &LockSet{locks: []*Lock{la, lb}}
 		s.bind(ctx)
 		if s.Context().Err() == nil {
 			t.Error("a set with an ended part is live")
 		}
-		if n := lb.h.staleKids(); n != 0 {
+		if n := lb.g.scope.staleKids(); n != 0 {
 			t.Errorf("b keeps %d ended sets to end", n)
 		}
 		s.Release(ctx)

@@ -4,26 +4,35 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 )
 
 // AcquireAll acquires every key, all or nothing, and returns them as one
 // LockSet. Keys are de-duplicated and taken in sorted order, so two callers
 // asking for the same keys in different orders cannot deadlock each other.
 // ctx bounds the whole acquisition. On failure the keys already taken are
-// released and the error says which key failed.
+// released, and the error (a *KeyError) names the key that failed.
+//
+// Each key is acquired as Acquire would under ctx: a key that ctx already
+// holds is reentered, and every lock's context ends with ctx's lock, if
+// any, and with its own grant, not with the other parts. The set's own
+// context ends when any part ends (its Err then names the part), when the
+// lock ctx came from ends, or when the set is released.
 //
 // The sorted order protects only against other AcquireAll calls and single
 // Acquires: a caller that already holds a key and then asks for a smaller
 // one can still deadlock with someone doing the opposite.
 func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) (*LockSet, error) {
-	cfg, err := c.cfg.with(opts)
-	if err != nil {
-		return nil, err
-	}
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
+	first := ""
+	if len(sorted) > 0 {
+		first = sorted[0]
+	}
+	cfg, err := c.lockConfig(opts)
+	if err != nil {
+		return nil, keyErr("acquire", first, err)
+	}
 	if len(sorted) == 0 {
 		return nil, keyErr("acquire", "", ErrInvalidKey)
 	}
@@ -33,41 +42,35 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 		}
 	}
 	s := &LockSet{locks: make([]*Lock, 0, len(sorted))}
-	parent := ctx
 	for _, k := range sorted {
-		// Each lock is acquired under the previous one, so the last lock's
-		// context ends when any of them ends.
-		l, err := c.acquire(ctx, parent, k, cfg)
+		l, err := c.acquire(ctx, ctx, k, cfg)
 		if err != nil {
-			return nil, errors.Join(err, s.Release(context.WithoutCancel(ctx)))
+			return nil, errors.Join(keyErr("acquire", k, err), s.releaseLocks(context.WithoutCancel(ctx)))
 		}
 		s.locks = append(s.locks, l)
-		if !ctxHolds(parent, l.h) { // a key parent held keeps parent's chain
-			parent = l.Context()
-		}
 	}
 	s.bind(ctx)
 	return s, nil
 }
 
-// bind gives the set its own context, ending with any of its locks. The
-// last lock's context would not do: a key that ctx already held is
-// reentered, and that lock was not acquired under the others.
+// bind gives the set its scope: a context that ends with any of its parts
+// and with the scope ctx came from, and that carries every part for
+// reentrant acquisition.
 func (s *LockSet) bind(ctx context.Context) {
-	sh := &hold{idx: -1}
-	sh.setLimitsLocked(time.Time{}, time.Time{}) // none: it ends with its enders
 	next := nearestHeld(ctx)
-	for _, l := range s.locks {
-		sh.parts = append(sh.parts, l.h)
-		next = &heldNode{c: l.h.c, key: l.h.key, h: l.h, scope: sh, next: next}
+	parts := make([]*grant, len(s.locks))
+	for i, l := range s.locks {
+		parts[i] = l.g
+		next = &heldNode{c: l.g.c, key: l.g.key, g: l.g, next: next}
 	}
-	sh.ctx, sh.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), heldKey{}, next))
-	s.h = sh
-	if n := nearestHeld(ctx); n != nil {
-		sh.parent = n.scope // the set also ends with the lock ctx came from
+	sc := newScope(ctx, next)
+	sc.parts = parts
+	for n := next; n != nil && n.scope == nil; n = n.next {
+		n.scope = sc
 	}
-	for _, p := range sh.enders() {
-		p.adopt(sh) // cancels sh at once if p has already ended
+	s.scope = sc
+	for _, e := range sc.enders() {
+		e.adopt(sc) // ends sc at once if e has already ended
 	}
 }
 
@@ -75,7 +78,7 @@ func (s *LockSet) bind(ctx context.Context) {
 // when any of its locks is lost. Its methods are safe for concurrent use.
 type LockSet struct {
 	locks []*Lock // sorted by key
-	h     *hold   // the set's context, with the locks' holds as parts
+	scope *scope
 }
 
 // Locks returns the locks, sorted by key.
@@ -102,33 +105,32 @@ func (s *LockSet) Lock(key string) *Lock {
 // a lock that AcquireAll's context came from ends, or when the set is
 // released. It carries every lock of the set, for reentrant acquisition;
 // locks acquired under it end with the set.
-func (s *LockSet) Context() context.Context { return s.h.ctx }
+func (s *LockSet) Context() context.Context { return s.scope.ctx }
 
 // Done returns a channel closed when the set's context ends.
-func (s *LockSet) Done() <-chan struct{} { return s.h.ctx.Done() }
+func (s *LockSet) Done() <-chan struct{} { return s.scope.ctx.Done() }
 
-// Err returns nil while every lock is held, and otherwise why the set
-// ended. Like Lock.Err it is exact when called, before the set's context
-// has been cancelled.
-func (s *LockSet) Err() error {
-	if s.h.ctx.Err() != nil {
-		return context.Cause(s.h.ctx)
-	}
-	return s.h.errChain(time.Since(epoch).Nanoseconds())
-}
+// Err returns nil while every lock is held and the set's context has not
+// ended, and otherwise why: ErrReleased once the set was released; a
+// *KeyError with Op "hold" naming the first part (in key order) that ended,
+// wrapping why (an error matching ErrLockLost, or ErrReleased for a part
+// released on its own); or an *EnclosingError when the lock AcquireAll's
+// context came from ended. Like Lock.Err it is exact when called, before
+// the set's context has been cancelled.
+func (s *LockSet) Err() error { return s.scope.why(nowNanos()) }
 
 // Release ends the set's context, then releases every lock of the set, the
 // last acquired first, and returns their joined errors.
 func (s *LockSet) Release(ctx context.Context) error {
-	if sh := s.h; sh != nil { // nil while AcquireAll gives up
-		sh.over.CompareAndSwap(nil, &errReleased)
-		sh.cancelTree(ErrReleased) // which also takes sh out of its enders' kids
-	}
+	s.scope.freed.Store(true)
+	s.scope.end(ErrReleased)
+	return s.releaseLocks(ctx)
+}
+
+func (s *LockSet) releaseLocks(ctx context.Context) error {
 	var errs []error
 	for _, l := range slices.Backward(s.locks) {
 		errs = append(errs, l.Release(ctx))
 	}
 	return errors.Join(errs...)
 }
-
-var errReleased error = ErrReleased
