@@ -1,6 +1,6 @@
 package distlock
 
-// A set's hold does not stay behind in the locks that end it (from review).
+// A set's scope does not stay behind in the scopes that end it.
 
 import (
 	"context"
