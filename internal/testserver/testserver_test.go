@@ -427,7 +427,7 @@ func TestFreePortUnique(t *testing.T) {
 func TestStartWithRetry(t *testing.T) {
 	sh := Require(t, "sh")
 	attempts := 0
-	startWithRetry(t, "fake", func() ([]*proc, error) {
+	startWithRetry(t, "fake", func() ([]*Process, error) {
 		attempts++
 		dir := t.TempDir()
 		var script string
@@ -436,16 +436,15 @@ func TestStartWithRetry(t *testing.T) {
 		} else {
 			script = "exec sleep 60"
 		}
-		p := &proc{name: "fake", path: sh, args: []string{"-c", script}, dir: dir,
+		p := &Process{name: "fake", path: sh, args: []string{"-c", script}, dir: dir,
 			logPath: dir + "/fake.log", stopSig: syscall.SIGTERM}
-		t.Cleanup(p.shutdown)
-		if err := p.start(); err != nil {
+		if attempts == 1 {
+			p.ready = func() error { return errors.New("never ready") }
+		}
+		if err := p.launch(t); err != nil {
 			return nil, err
 		}
-		if attempts == 1 {
-			return []*proc{p}, waitReady(5*time.Second, []*proc{p}, func() error { return errors.New("never ready") })
-		}
-		return []*proc{p}, nil
+		return []*Process{p}, p.awaitReady(time.Now().Add(5 * time.Second))
 	})
 	if attempts != 2 {
 		t.Fatalf("attempts = %d, want 2", attempts)
