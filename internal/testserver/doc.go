@@ -1,5 +1,5 @@
-// Package testserver starts real Redis, etcd, ZooKeeper and PostgreSQL
-// servers for Go tests.
+// Package testserver starts real Redis, etcd, ZooKeeper, PostgreSQL and
+// PgBouncer servers for Go tests.
 //
 // Every server runs as a child process of the test binary, listens only on
 // 127.0.0.1 on free ports, keeps its data and log files in directories from
@@ -22,14 +22,15 @@
 //
 // The server binaries come from the operating system. On Debian/Ubuntu they
 // are installed by scripts/install-test-deps.sh (packages redis-server,
-// etcd-server, etcd-client, zookeeper, postgresql). When a binary is missing
-// the test is skipped, or fails when the environment variable CI=true is set,
-// so that CI cannot silently skip the integration tests. PostgreSQL refuses
-// to run as root: a test running as root runs it as the "postgres" user.
+// etcd-server, etcd-client, zookeeper, postgresql, pgbouncer). When a binary
+// is missing the test is skipped, or fails when the environment variable
+// CI=true is set, so that CI cannot silently skip the integration tests.
+// PostgreSQL and PgBouncer refuse to run as root: a test running as root
+// runs them as the "postgres" user.
 //
 // Each Start function waits until the server answers its protocol (RESP PING,
-// etcd /health, ZooKeeper ruok/srvr, the PostgreSQL startup handshake) and
-// fails the test with the tail of the server log if it
+// etcd /health, ZooKeeper ruok/srvr, the PostgreSQL startup handshake, also
+// through PgBouncer) and fails the test with the tail of the server log if it
 // does not become ready in time. A start that fails because a port was taken
 // by another process is retried with new ports.
 //

@@ -49,6 +49,7 @@ func TestOrphanChild(t *testing.T) {
 		StartEtcd(t).Members[0].Process,
 		StartZooKeeper(t).Members[0].Process,
 		pg.Process,
+		StartPgBouncer(t, pg).Process,
 	}
 	// A backend of the postmaster, a grandchild of this process.
 	hold := exec.Command(PostgresBin(t, "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port),
@@ -123,9 +124,9 @@ func TestServersDieWithTestBinary(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, out)
 	_ = child.Wait()
-	// Four servers, each a child of the test binary, plus at least the
+	// Five servers, each a child of the test binary, plus at least the
 	// PostgreSQL backend.
-	if len(pids) < 5 {
+	if len(pids) < 6 {
 		t.Fatalf("the child reported pids %v; its output:\n%s", pids, log.String())
 	}
 	deadline := time.Now().Add(20 * time.Second)
