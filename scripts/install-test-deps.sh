@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs the servers that the integration tests start through
-# internal/testserver: redis-server, etcd + etcdctl, ZooKeeper and PostgreSQL
-# (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
+# internal/testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
+# PgBouncer (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
 # the tests.
 #
 # The tests start their own server processes on free ports, so the system
 # services that the packages install are stopped and disabled.
 set -euo pipefail
 
-PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql)
-SERVICES=(redis-server postgresql etcd zookeeper)
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer)
+SERVICES=(redis-server postgresql etcd zookeeper pgbouncer)
 
 log() { printf 'install-test-deps: %s\n' "$*"; }
 
@@ -36,6 +36,11 @@ have_postgres() {
 	return 1
 }
 
+# Debian installs pgbouncer in /usr/sbin, which a non-root PATH may lack.
+have_pgbouncer() {
+	command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]
+}
+
 have_zookeeper() {
 	local j
 	for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper*.jar /usr/share/zookeeper/lib/zookeeper*.jar; do
@@ -50,6 +55,7 @@ for bin in redis-server etcd etcdctl java; do
 done
 have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")
 have_zookeeper || missing+=("zookeeper (zookeeper.jar)")
+have_pgbouncer || missing+=("pgbouncer")
 
 if [ "${#missing[@]}" -eq 0 ]; then
 	log "all test dependencies are already installed"
@@ -118,4 +124,5 @@ done
 for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper*.jar; do
 	[ -f "$j" ] && log "zookeeper:    $j"
 done
+log "pgbouncer:    $(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
 log "done"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 var (
@@ -31,3 +32,5 @@ func signalGroup(p *os.Process, sig os.Signal) error {
 func lookupRunAs(string) (*runAsUser, error) { return nil, nil }
 
 func giveTo(*runAsUser, string) error { return nil }
+
+func waitStopped(int, time.Time) error { return nil }

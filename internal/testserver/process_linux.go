@@ -1,10 +1,12 @@
 package testserver
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // setPdeathsig makes the kernel SIGKILL the child when the test binary dies.
@@ -74,4 +76,24 @@ func procParent(pid int) (int, bool) {
 func procGone(pid int) bool {
 	state, _, ok := procStat(pid)
 	return !ok || state == 'Z' || state == 'X'
+}
+
+// waitStopped waits until pid and its descendants are stopped (or gone):
+// a SIGSTOP is delivered asynchronously, and a server that still runs for
+// a moment after Pause returned could answer a request the test expects to
+// hang.
+func waitStopped(pid int, deadline time.Time) error {
+	for _, p := range append([]int{pid}, descendants(pid)...) {
+		for {
+			state, _, ok := procStat(p)
+			if !ok || state == 'T' || state == 't' || state == 'Z' || state == 'X' {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d not stopped (state %c)", p, state)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
 }

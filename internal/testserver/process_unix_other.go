@@ -2,7 +2,10 @@
 
 package testserver
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // setPdeathsig is a no-op: parent-death signals exist only on Linux.
 func setPdeathsig(*syscall.SysProcAttr) {}
@@ -12,3 +15,7 @@ func setPdeathsig(*syscall.SysProcAttr) {}
 func descendants(int) []int { return nil }
 
 func procGone(pid int) bool { return syscall.Kill(pid, 0) != nil }
+
+// waitStopped does not wait: without /proc the state of a process is not
+// visible.
+func waitStopped(int, time.Time) error { return nil }
