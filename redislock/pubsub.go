@@ -1,5 +1,18 @@
 package redislock
 
+// The pub/sub connection that the waiters of one Backend share.
+//
+// Subscription linger. A channel stays subscribed while at least one
+// waiter waits on it, and for subscriptionLinger after the last one left,
+// so that a chain of hand-offs on one key (each new waiter arriving while
+// the previous one holds it) subscribes once rather than once per waiter:
+// a waiter that finds its channel subscribed registers before its first
+// try, at no cost. The UNSUBSCRIBE is sent by a timer, not by a returning
+// Acquire. If the connection breaks, go-redis reconnects and subscribes
+// again, and the waiters retry, since releases published meanwhile are
+// lost; a SUBSCRIBE whose write failed is sent again, since go-redis's
+// immediate reconnect does not include it.
+
 import (
 	"context"
 	"sync"
@@ -8,6 +21,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+// subscriptionLinger is how long a release channel stays subscribed after
+// its last waiter left.
+const subscriptionLinger = time.Second
 
 // subscriber multiplexes the waiters of one Backend over one pub/sub
 // connection: a channel is subscribed while at least one waiter waits on it,

@@ -252,7 +252,7 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 	// The first waiter's process dies: its connection closes under it, so
 	// it cannot leave the queue.
 	deadClient := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	dead := redislock.New(deadClient, opts...)
+	dead := mustNew(t, deadClient, opts...)
 	deadErr := make(chan error, 1)
 	go func() {
 		_, err := dead.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
@@ -307,7 +307,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 	t.Cleanup(func() { cc.Close() })
 	opts := []redislock.Option{redislock.WithFair()}
-	holderB, waiterB := redislock.New(cc, opts...), redislock.New(cc, opts...)
+	holderB, waiterB := mustNew(t, cc, opts...), mustNew(t, cc, opts...)
 	t.Cleanup(func() { holderB.Close(); waiterB.Close() })
 	f := redislock.NewFence(cc)
 
@@ -472,36 +472,33 @@ func TestWaitReplicas(t *testing.T) {
 		l.Release(ctx)
 	}
 
-	// Misconfigurations are reported, not ignored.
-	for name, o := range map[string]redislock.Option{
-		"negative n":   redislock.WithWaitReplicas(-1, time.Second),
-		"zero timeout": redislock.WithWaitReplicas(1, 0),
-	} {
-		if _, err := newBackend(t, primary.Addr, o).Acquire(ctx, "x", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
-		}
-	}
 }
 
+// New refuses a bad configuration at once, with an error that says what is
+// wrong, rather than a Backend that fails every call.
 func TestBadConfiguration(t *testing.T) {
-	ctx := testCtx(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": closedAddr(t)}})
 	t.Cleanup(func() { ring.Close() })
-	cases := map[string]*redislock.Backend{
-		"nil client":     redislock.New(nil),
-		"brace prefix":   redislock.New(newClient(t, closedAddr(t)), redislock.WithPrefix("a{b}:")),
-		"short liveness": redislock.New(newClient(t, closedAddr(t)), redislock.WithWaiterLiveness(time.Millisecond)),
-		"ring":           redislock.New(ring),
-	}
-	for name, b := range cases {
-		if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: Acquire: %v, want ErrInvalidOption", name, err)
-		}
-		if _, err := b.List(ctx, ""); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: List: %v, want ErrInvalidOption", name, err)
-		}
-		if err := b.Close(); err != nil {
-			t.Errorf("%s: Close: %v", name, err)
+	// A client of another type (a wrapper, say) has no single node to WAIT on.
+	var other redis.UniversalClient = struct{ redis.UniversalClient }{newClient(t, closedAddr(t))}
+	c := newClient(t, closedAddr(t))
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		opt    redislock.Option
+		want   string
+	}{
+		{"nil client", nil, nil, "distlock: invalid option: redislock: nil redis client"},
+		{"brace prefix", c, redislock.WithPrefix("a{b}:"), `distlock: invalid option: redislock: prefix "a{b}:" contains a brace`},
+		{"short liveness", c, redislock.WithWaiterLiveness(time.Millisecond), "distlock: invalid option: redislock: waiter liveness 1ms is shorter than 30ms"},
+		{"ring", ring, nil, "distlock: invalid option: redislock: *redis.Ring is not supported (its shards do not share pub/sub); use one Backend per shard"},
+		{"negative replicas", c, redislock.WithWaitReplicas(-1, time.Second), "distlock: invalid option: redislock: negative replica count -1"},
+		{"zero replica timeout", c, redislock.WithWaitReplicas(1, 0), "distlock: invalid option: redislock: replica wait timeout 0s is not positive"},
+		{"replicas without a node client", other, redislock.WithWaitReplicas(1, time.Second), "distlock: invalid option: redislock: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, not struct { redis.UniversalClient }"},
+	} {
+		b, err := redislock.New(tc.client, tc.opt)
+		if b != nil || !errors.Is(err, distlock.ErrInvalidOption) || err.Error() != tc.want {
+			t.Errorf("%s: New = %v, %v; want nil, %q", tc.name, b, err, tc.want)
 		}
 	}
 }
