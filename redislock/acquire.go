@@ -67,7 +67,6 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 // attempt is one Acquire call.
 type attempt struct {
 	b      *Backend
-	key    string
 	k      lockKeys
 	secret string // the grant's owner value, unguessable
 	waiter string // fair mode: the waiter's id in the queue
@@ -75,7 +74,7 @@ type attempt struct {
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
-	a := &attempt{b: b, key: key, k: b.keysFor(key), secret: rand.Text(), opts: opts}
+	a := &attempt{b: b, k: b.keysFor(key), secret: rand.Text(), opts: opts}
 	if b.cfg.fair {
 		a.waiter = rand.Text()
 	}

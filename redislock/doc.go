@@ -154,7 +154,9 @@
 // A Backend is safe for concurrent use. It opens one pub/sub connection,
 // with its go-redis goroutines and one dispatcher, when the first waiting
 // Acquire finds its key held, and keeps it until Close; otherwise it uses
-// the client's pool. A lingering channel holds a timer (no goroutine until
-// it fires). Its first Acquire sends one CONFIG GET besides the script.
+// the client's pool. A key's release channel stays subscribed for a second
+// after its last waiter left, so that a chain of hand-offs subscribes once;
+// meanwhile it holds a timer (no goroutine until it fires). The first
+// Acquire of a Backend sends one CONFIG GET besides the script.
 // A *redis.Ring is not supported (its shards do not share pub/sub).
 package redislock

@@ -27,9 +27,7 @@ import (
 const subscriptionLinger = time.Second
 
 // subscriber multiplexes the waiters of one Backend over one pub/sub
-// connection: a channel is subscribed while at least one waiter waits on it,
-// and for a linger after the last one left, so that the next waiter on the
-// same key (a chain of hand-offs) finds it subscribed. Messages wake the
+// connection, each channel lingering as described above. Messages wake the
 // waiters of their channel (all of them, or the one whose id is the payload
 // in fair mode). A subscription confirmation wakes the channel's waiters
 // that have already tried: it is sent again after go-redis reconnects, and
@@ -40,9 +38,12 @@ type subscriber struct {
 	done   chan struct{} // closed when the dispatch goroutine exits
 
 	// cmdMu orders SUBSCRIBE and UNSUBSCRIBE commands like the state
-	// changes that caused them; it is held while sending, mu is not.
+	// changes that caused them; it is held while sending, mu is not. Lock
+	// order: cmdMu, then mu.
 	cmdMu sync.Mutex
 
+	// mu guards the fields below and every channelState and its waiters
+	// map (a waiter's tried is atomic: its own goroutine sets it).
 	mu      sync.Mutex
 	closed  bool
 	chans   map[string]*channelState
