@@ -22,4 +22,7 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("Revoke(%q): no grant to revoke", key)
 			}
 		}))
+	if n := memlock.Queued(srv); n != 0 {
+		t.Errorf("%d keys still queued after the suite", n)
+	}
 }
