@@ -310,13 +310,17 @@ func fileErr(what string, err error) error {
 
 // grab takes the flock of key's lock file, then its next token.
 //
-// Waiting: the waiter keeps its file open and tries LOCK_EX|LOCK_NB each
+// Waiting: a blocking flock cannot be cancelled, and a goroutine blocked
+// in it (with the lock it might get later) would outlive the caller's
+// context. So the waiter keeps its file open and tries LOCK_EX|LOCK_NB each
 // time inotify reports that the file was closed (a holder releasing or
 // exiting closes it) or renamed or removed. The kernel reports a close just
 // before it drops the closed file's lock, so a try that fails right after a
-// wake-up is repeated a few times over a short, growing delay (up to
-// maxBurst) before the waiter sleeps again. A slow poll covers wake-ups that
-// never come (an inotify queue overflow, or no inotify at all).
+// wake-up is repeated burstTries times over short, growing, jittered pauses
+// (up to maxBurst) before the waiter sleeps again; the jitter spreads the
+// waiting Backends of other processes that woke together. A slow poll
+// covers wake-ups that never come (an inotify queue overflow, or no inotify
+// at all).
 func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.AcquireOptions) (*lease, error) {
 	path := filepath.Join(b.dir, name+lockSuffix)
 	f, err := b.openLock(path)
