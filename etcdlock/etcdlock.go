@@ -296,6 +296,15 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 		return b.finish(ctx, t, s, m, key, name, opts, err)
 	}
 
+	// Hand-offs have a latency tail from etcd: Mutex.Lock reads the key
+	// before its own, then opens its watch at the revision of that read
+	// (waitDelete). etcd serves a watch that starts at or before its
+	// current revision from its "unsynced" watcher group, which a server
+	// loop catches up every 100ms, so a predecessor that releases before
+	// the catch-up is seen up to 100ms late. The concurrency package offers
+	// no way to open the watch after the read's revision, and this package
+	// does not re-implement the Mutex.
+	//
 	// Lock runs in its own goroutine: when it fails it deletes its key
 	// with its client's context, without a deadline, which would hold the
 	// caller past its own context while etcd is unreachable.
