@@ -132,3 +132,7 @@ func (t *faultyTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	return resp, nil
 }
+
+// Waiting returns the number of acquirers of key waiting for its turn,
+// besides the one that has it.
+func Waiting(b *Backend, key string) int { return b.queue.Waiting(LockName(b.cfg.prefix, key)) }

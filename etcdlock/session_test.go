@@ -534,3 +534,54 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("client unusable after the Backend's Close: %v", err)
 	}
 }
+
+// Acquirers of a key through one Backend are granted it in arrival order,
+// and no lock name stays queued once they are done.
+func TestFIFOWithinBackend(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ctx := testCtx(t)
+	b := newBackend(t, newClient(t, e.Endpoints))
+	opts := distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true}
+	holder, err := b.Acquire(ctx, "fifo", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	granted := make(chan int, n)
+	leases := make([]distlock.Lease, n)
+	for i := range n {
+		go func() {
+			l, err := b.Acquire(ctx, "fifo", opts)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		for etcdlock.Waiting(b, "fifo") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range n {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			if err := leases[i].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	if n := etcdlock.Queued(b); n != 0 {
+		t.Errorf("%d lock names still queued", n)
+	}
+}

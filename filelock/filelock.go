@@ -88,7 +88,8 @@ func WithFileMode(perm fs.FileMode) Option { return func(c *config) { c.perm = p
 // the current user that others cannot enter, whatever WithFileMode says.
 // The directory should be on a local file system that persists across
 // reboots if tokens must keep increasing across reboots (see the package
-// documentation).
+// documentation). A bad option returns an error matching
+// distlock.ErrInvalidOption.
 func New(dir string, opts ...Option) (*Backend, error) {
 	cfg := config{perm: 0o600, poll: DefaultPollInterval}
 	for _, o := range opts {

@@ -667,3 +667,45 @@ func TestFileLookup(t *testing.T) {
 		t.Errorf("%d keys still queued after every release", n)
 	}
 }
+
+// Acquirers of a key through one Backend are granted it in arrival order,
+// and nothing stays queued.
+func TestFIFOWithinBackend(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	ctx := ctxFor(t)
+	holder := acquire(t, b, "k")
+	const n = 5
+	granted := make(chan int, n)
+	leases := make([]distlock.Lease, n)
+	for i := range n {
+		go func() {
+			l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		for filelock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	release(t, holder)
+	for want := range n {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			release(t, leases[i])
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	if n := filelock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued", n)
+	}
+}

@@ -1,6 +1,8 @@
 package memlock_test
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -24,5 +26,58 @@ func TestConformance(t *testing.T) {
 		}))
 	if n := memlock.Queued(srv); n != 0 {
 		t.Errorf("%d keys still queued after the suite", n)
+	}
+}
+
+// Waiters of a key are granted it in arrival order, each as the one before
+// releases, and nothing stays queued.
+func TestFIFO(t *testing.T) {
+	b := memlock.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	holder, err := b.Acquire(ctx, "k", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	granted := make(chan int, n)
+	leases := make([]distlock.Lease, n)
+	for i := range n {
+		go func() {
+			l, err := b.Acquire(ctx, "k", opts)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		// The first waiter has the key's turn and waits for the holder;
+		// the others wait for the turn.
+		for memlock.Queued(b)+memlock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			runtime.Gosched()
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range n {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			if err := leases[i].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	if n := memlock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued", n)
 	}
 }
