@@ -91,6 +91,7 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Wait/ContextCancelled", s.testCancelWhileWaiting},
 		{"Reentrancy", s.testReentrancy},
 		{"Reentrancy/Concurrent", s.testReentrancyConcurrent},
+		{"Nesting/EnclosingEndsContextNotGrant", s.testNesting},
 		{"AcquireAll/OppositeOrderTransfers", s.testTransfers},
 		{"AcquireAll/AllOrNothing", s.testAllOrNothing},
 		{"AcquireAll/LostIfAnyPartLost", s.testSetLost},
