@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,4 +366,47 @@ func TestLateGrantIsRenewedInTime(t *testing.T) {
 			t.Errorf("lock lost after %d refreshes: %v", b.refreshes.Load(), l.Err())
 		}
 	})
+}
+
+// recordHandler keeps the messages of the records it is given, by level.
+type recordHandler struct {
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.msgs = append(*h.msgs, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// At Debug the Client logs what happens to a healthy lock: its grant, its
+// renewals and its release; a loss is a warning.
+func TestLogsLockLife(t *testing.T) {
+	var mu sync.Mutex
+	var msgs []string
+	log := slog.New(recordHandler{&mu, &msgs})
+	inBubble(t, func(t *testing.T, srv *memlock.Backend, c *distlock.Client) {
+		ctx := context.Background()
+		l, err := c.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(distlock.DefaultTTL / 2) // one renewal at TTL/3
+		l.Release(ctx)
+		l2, _ := c.Acquire(ctx, "k2")
+		srv.Revoke("k2")
+		synctest.Wait()
+		l2.Release(ctx)
+	}, distlock.WithLogger(log))
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"DEBUG distlock: acquired", "DEBUG distlock: renewed", "DEBUG distlock: released", "DEBUG distlock: acquired", "WARN distlock: lock lost"}
+	if !slices.Equal(msgs, want) {
+		t.Errorf("logged %q, want %q", msgs, want)
+	}
 }
