@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,10 +25,12 @@ const (
 )
 
 type runFlags struct {
-	timeout time.Duration
-	noWait  bool
-	ttl     time.Duration
-	grace   time.Duration
+	timeout  time.Duration
+	noWait   bool
+	ttl      time.Duration
+	grace    time.Duration
+	heldExit int  // exit code when the lock is not acquired
+	quiet    bool // say nothing when the lock is not acquired
 }
 
 func (r *runner) runCommand() *cobra.Command {
@@ -81,10 +84,12 @@ supervisor failed.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting for the lock after this long, exit 75 (0: wait forever)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting for the lock after this long, exit 75; one try is always made (0: wait forever)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "try once; if the lock is held, exit 75 at once")
+	fl.IntVar(&f.heldExit, "held-exit", ExitNotAcquired, "exit status when the lock is not acquired (held with --no-wait, or --timeout passed)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing when the lock is not acquired")
 	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service; the lock is renewed every TTL/3")
-	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command")
+	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command (at most TTL/3 when the lock's deadline nears without a renewal)")
 	return cmd
 }
 
@@ -101,6 +106,8 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 		return usagef("--grace %v is negative", f.grace)
 	case f.noWait && f.timeout > 0:
 		return usagef("--no-wait and --timeout exclude each other")
+	case f.heldExit < 0 || f.heldExit > 255:
+		return usagef("--held-exit %d is not in [0, 255]", f.heldExit)
 	}
 	if err := runSupported(); err != nil {
 		return err
@@ -110,7 +117,7 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 		return err
 	}
 	defer closer.Close()
-	c, err := distlock.New(b, distlock.WithTTL(f.ttl), distlock.WithLogger(r.log))
+	c, err := distlock.New(b, distlock.WithTTL(f.ttl), distlock.WithLogger(r.clientLog()))
 	if err != nil {
 		return fmt.Errorf("--ttl %v: %w", f.ttl, err)
 	}
@@ -152,14 +159,15 @@ func (r *runner) backendOrDefault() string {
 	return r.backendURL
 }
 
+// minTry is how long the first try of `run --timeout D` may take when D
+// is shorter: a timeout bounds the wait for a held lock, and one try is
+// always made, as with --no-wait.
+const minTry = 5 * time.Second
+
 // acquire waits for the lock, until the timeout or a signal.
 func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Backend, key string, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
-	wctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if f.timeout > 0 {
-		wctx, cancel = context.WithTimeout(wctx, f.timeout)
-		defer cancel()
-	}
 	var sig os.Signal
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -171,9 +179,23 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Bac
 		}
 	}()
 	r.log.Debug("acquiring", "key", key, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
-	lock, err := c.Acquire(wctx, key, distlock.WithWait(!f.noWait))
+	var (
+		lock *distlock.Lock
+		err  error
+	)
+	if f.timeout > 0 {
+		lock, err = tryThenWait(sctx, c, key, f.timeout)
+	} else {
+		lock, err = c.Acquire(sctx, key, distlock.WithWait(!f.noWait))
+	}
 	close(stop)
 	<-stopped
+	notAcquired := func(format string, args ...any) error {
+		if f.quiet {
+			return &exitError{code: f.heldExit}
+		}
+		return &exitError{code: f.heldExit, err: fmt.Errorf(format, args...)}
+	}
 	switch {
 	case sig != nil:
 		if lock != nil {
@@ -182,12 +204,42 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Bac
 		return nil, &exitError{code: ExitSignal + signum(sig), err: fmt.Errorf("interrupted by %v while waiting for the lock on %q", sig, key), sig: dyingSignal(sig)}
 	case err == nil:
 		return lock, nil
-	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))}
-	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && ctx.Err() == nil:
-		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))}
+	case ctx.Err() != nil:
+	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && errors.Is(err, distlock.ErrUnavailable):
+		// Not "held": the service did not answer. Said even with --quiet.
+		return nil, &exitError{code: ExitUnavailable, err: fmt.Errorf("the lock service did not answer within --timeout %v: %w", f.timeout, err)}
+	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded):
+		return nil, notAcquired("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))
+	case f.noWait && errors.Is(err, distlock.ErrNotAcquired):
+		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))
 	}
 	return nil, err
+}
+
+// tryThenWait makes one try for key, given at least minTry whatever the
+// timeout, then waits for a held key until the timeout, counted from the
+// start, has passed.
+func tryThenWait(ctx context.Context, c *distlock.Client, key string, timeout time.Duration) (*distlock.Lock, error) {
+	end := time.Now().Add(timeout)
+	tctx, cancel := context.WithDeadline(ctx, time.Now().Add(max(timeout, minTry)))
+	lock, err := c.Acquire(tctx, key, distlock.WithWait(false))
+	cancel()
+	if err == nil || !errors.Is(err, distlock.ErrNotAcquired) || tctx.Err() != nil {
+		return lock, err // granted, failed, or the try itself used up its time
+	}
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	return c.Acquire(wctx, key)
+}
+
+// clientLog is the Client's logger: distlock's own with --verbose (renewal
+// failures, losses, and so on as they happen); otherwise none, since
+// distlock reports the outcome itself, once.
+func (r *runner) clientLog() *slog.Logger {
+	if r.verbose {
+		return r.log
+	}
+	return nil
 }
 
 // heldBy describes the holder of key, when the backend can tell.
@@ -203,7 +255,7 @@ func (r *runner) heldBy(ctx context.Context, b distlock.Backend, key string) str
 	for _, h := range hs {
 		if h.Key == key {
 			if h.Owner != "" {
-				return fmt.Sprintf(" by %s (token %d)", h.Owner, h.Token)
+				return fmt.Sprintf(" by %s (token %d)", printable(h.Owner), h.Token)
 			}
 			return fmt.Sprintf(" (token %d)", h.Token)
 		}
