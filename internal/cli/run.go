@@ -223,8 +223,9 @@ func tryThenWait(ctx context.Context, c *distlock.Client, key string, timeout ti
 	end := time.Now().Add(timeout)
 	tctx, cancel := context.WithDeadline(ctx, time.Now().Add(max(timeout, minTry)))
 	lock, err := c.Acquire(tctx, key, distlock.WithWait(false))
+	tried := tctx.Err()
 	cancel()
-	if err == nil || !errors.Is(err, distlock.ErrNotAcquired) || tctx.Err() != nil {
+	if err == nil || !errors.Is(err, distlock.ErrNotAcquired) || tried != nil {
 		return lock, err // granted, failed, or the try itself used up its time
 	}
 	wctx, cancel := context.WithDeadline(ctx, end)
