@@ -41,28 +41,38 @@ func (r *runner) runCommand() *cobra.Command {
 		Long: `Run waits for the lock on KEY (or, with --no-wait, tries once), then runs
 COMMAND with DISTLOCK_KEY and DISTLOCK_TOKEN (the fencing token) in its
 environment, renews the lock while it runs, and releases it when it ends.
-The default lock service is file://` + defaultDirHelp() + `.
+--timeout bounds the wait; one try is always made. The default lock service
+is file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND with its
+password removed.
 
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and
 Ctrl-Z reach it once. When the command exits, whatever is left of its
 group is killed (SIGKILL) before the lock is released. If the lock is lost,
 the group gets SIGTERM, then SIGKILL after --grace, and distlock exits 76.
-Signals sent to distlock (all but SIGKILL, SIGSTOP, SIGCHLD, SIGPIPE,
-SIGURG, SIGTTIN and SIGTTOU) are forwarded to the group; ignored ones
-(nohup) stay ignored. A supervisor process kills the group if distlock
-itself dies (at once on Linux) and, with file://, keeps the lock until the
-group is gone. Not covered: processes that leave the group (setsid), that
-run as another user than distlock, and a supervisor killed together with
-distlock.
+A supervisor process between distlock and the command keeps the lock's
+deadline too: if it nears without a confirmed renewal (distlock stopped or
+starved), the supervisor sends the group SIGTERM --grace before the
+deadline (at most TTL/3 before it) and SIGKILL at it, so that the job is
+gone before the lease can lapse. Signals sent to distlock (all but SIGKILL,
+SIGSTOP, SIGCHLD, SIGPIPE, SIGURG, SIGTTIN and SIGTTOU) are forwarded to
+the group; ignored ones (nohup) stay ignored. The supervisor kills the
+group if distlock itself dies (at once on Linux) and, with file://, keeps
+the lock until the group is gone. Not covered: processes that leave the
+group (setsid), that run as another user than distlock, and distlock and
+its supervisor killed or paused together.
 
 distlock exits with the command's status (dying of the same signal if the
 command died of SIGHUP, SIGINT, SIGQUIT or SIGTERM, else 128+n for signal
 n); 75 when the lock was not acquired (held, with --no-wait, or --timeout
-passed); 64 on usage errors; 69 when the lock service failed; 70 when the
-supervisor failed.`,
+passed; --held-exit changes it, --quiet silences it); 64 on usage errors;
+69 when the lock service failed; 70 when the supervisor failed; 76 when
+the lock was lost or its deadline neared while the command ran.`,
 		Example: `  distlock run jobs/nightly -- ./nightly.sh
-  distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'`,
+  distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'
+
+  # crontab: skip a run while the previous one still holds the lock, silently
+  */5 * * * * distlock run --no-wait --quiet --held-exit 0 jobs/sync -- /usr/local/bin/sync`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			switch {
