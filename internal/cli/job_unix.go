@@ -315,7 +315,7 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	}
 	// The first deadline waits in the pipe: the supervisor reads it
 	// before it starts the command.
-	if _, err := io.WriteString(dw, spec.limit.String()); err != nil {
+	if _, err := io.WriteString(dw, spec.limit.line()); err != nil {
 		pr.Close()
 		pw.Close()
 		dr.Close()
@@ -567,7 +567,7 @@ func (r *runner) sendDeadlines(lock *distlock.Lock, j *job, first deadline, f ru
 				continue
 			}
 			last = d
-			if _, err := io.WriteString(j.limits, limitAt(now, d, f).String()); err != nil {
+			if _, err := io.WriteString(j.limits, limitAt(now, d, f).line()); err != nil {
 				r.log.Debug("telling the supervisor the lock's deadline", "err", err)
 				return
 			}

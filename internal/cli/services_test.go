@@ -99,6 +99,17 @@ func stoppedDistlockCommandEndsInTime(t *testing.T, backend, key, trap, grace st
 	}
 }
 
+// While distlock renews the lock, the supervisor hears of each renewal and
+// leaves the command alone, for many TTLs.
+func TestRedisRenewedLockKeepsCommand(t *testing.T) {
+	e := newEnv(t)
+	backend := "redis://" + testserver.StartRedis(t).Addr
+	r := e.run("--backend", backend, "run", "--ttl", "600ms", "--grace", "1h", "k", "--", "sleep", "3")
+	if r.code != 0 || r.stderr != "" {
+		t.Errorf("a command running 5 TTLs: exit %d, stderr %q; want 0 and nothing said", r.code, r.stderr)
+	}
+}
+
 // On Redis too, a lock the service drops while the command runs ends the
 // command: here the lock key is deleted behind the holder's back, and the
 // holder learns it at its next renewal.

@@ -251,8 +251,8 @@ const (
 	unboundedLine = "none"
 )
 
-// String is the line distlock writes for d.
-func (d deadline) String() string {
+// line is what distlock writes on the deadline pipe for d.
+func (d deadline) line() string {
 	if !d.bounded() {
 		return unboundedLine + "\n"
 	}
