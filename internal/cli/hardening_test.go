@@ -122,6 +122,14 @@ func TestStatusEscapesServerData(t *testing.T) {
 	if f[0] != `"jobs/\x1b[2J\x1b]0;pwned\a"` || f[1] != "7" || f[2] != `"evil\nforged/key` {
 		t.Errorf("row %q; want the key and owner quoted with escapes", lines[1])
 	}
+	// The owner named by run when the lock is held is escaped too.
+	if _, err := r.Do("SET", "distlock:{jobs/x}:lock", value, "PX", "60000"); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.run("--backend", backend, "run", "--no-wait", "jobs/x", "--", "true"); res.code != cli.ExitNotAcquired ||
+		strings.Count(res.stderr, "\n") != 1 || !strings.Contains(res.stderr, `"evil\nforged/key`) {
+		t.Errorf("run on a key held by a forged owner: exit %d, stderr %q; want %d, one line, the owner escaped", res.code, res.stderr, cli.ExitNotAcquired)
+	}
 	span := regexp.MustCompile(`^[0-9]+\.[0-9]s$`)
 	if held, left := f[len(f)-2], f[len(f)-1]; !span.MatchString(held) || !span.MatchString(left) {
 		t.Errorf("held for %q, time left %q; want both in tenths of a second", held, left)
