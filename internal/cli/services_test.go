@@ -190,3 +190,18 @@ func TestRedisClusterRun(t *testing.T) {
 	holder.cmd.Process.Signal(syscall.SIGTERM)
 	e.wait(holder)
 }
+
+// A Redis that may evict keys is a setting of the server, not a usage
+// error: exit 69, naming the URL option that accepts the risk.
+func TestRedisEvictionPolicyRefused(t *testing.T) {
+	e := newEnv(t)
+	r := testserver.StartRedis(t, testserver.WithRedisConfig("maxmemory-policy allkeys-lru"))
+	res := e.run("--backend", "redis://"+r.Addr, "run", "k", "--", "true")
+	if res.code != cli.ExitUnavailable || !strings.Contains(res.stderr, "?eviction_allowed=true") ||
+		strings.Contains(res.stderr, "WithEvictionAllowed") || strings.Contains(res.stderr, "--help") {
+		t.Errorf("evicting Redis: exit %d, stderr %q; want %d naming ?eviction_allowed=true, not the Go option or the usage", res.code, res.stderr, cli.ExitUnavailable)
+	}
+	if res := e.run("--backend", "redis://"+r.Addr+"?eviction_allowed=true", "run", "k", "--", "true"); res.code != 0 {
+		t.Errorf("with ?eviction_allowed=true: exit %d, stderr %q", res.code, res.stderr)
+	}
+}
