@@ -104,9 +104,9 @@ func stoppedDistlockCommandEndsInTime(t *testing.T, backend, key, trap, grace st
 func TestRedisRenewedLockKeepsCommand(t *testing.T) {
 	e := newEnv(t)
 	backend := "redis://" + testserver.StartRedis(t).Addr
-	r := e.run("--backend", backend, "run", "--ttl", "600ms", "--grace", "1h", "k", "--", "sleep", "3")
+	r := e.run("--backend", backend, "run", "--ttl", "1s", "--grace", "1h", "k", "--", "sleep", "4")
 	if r.code != 0 || r.stderr != "" {
-		t.Errorf("a command running 5 TTLs: exit %d, stderr %q; want 0 and nothing said", r.code, r.stderr)
+		t.Errorf("a command running 4 TTLs: exit %d, stderr %q; want 0 and nothing said", r.code, r.stderr)
 	}
 }
 
