@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -27,21 +28,14 @@ type Client struct {
 	closing context.Context // cancelled by Close: ends waiting acquires
 	close   context.CancelFunc
 
-	mu      sync.Mutex
-	closed  bool
-	holds   map[*hold]struct{}
-	heap    holdHeap
-	running bool // the watchdog goroutine is running
-	starts  int  // watchdog goroutines started, for tests
-	// sleepUntil is when the sleeping watchdog's timer fires (zero while
-	// it is not asleep).
-	sleepUntil time.Time
-	// emptySince is when the heap last became empty: the watchdog exits
-	// watchdogLinger after it (or later, when its timer was set for later).
-	emptySince time.Time
-	kick       chan struct{} // wakes the watchdog when its next event changes
-	active     int           // acquires in progress and background goroutines
-	idle       chan struct{} // closed when active drops to 0 after Close
+	// mu guards the fields below, the watchdog's and the grants' fields
+	// that grant's comment lists.
+	mu     sync.Mutex
+	closed bool
+	grants map[*grant]struct{} // held: what Close releases
+	active int                 // acquires in progress and background goroutines
+	idle   chan struct{}       // closed when active drops to 0 after Close
+	wd     watchdog
 }
 
 // New returns a Client over b. The options set defaults for every lock the
@@ -54,36 +48,37 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{b: b, cfg: cfg, holds: map[*hold]struct{}{}, kick: make(chan struct{}, 1)}
+	c := &Client{b: b, cfg: cfg, grants: map[*grant]struct{}{}, wd: newWatchdog()}
 	c.closing, c.close = context.WithCancel(context.Background())
 	c.batch, _ = b.(BatchRefresher)
 	return c, nil
 }
 
-// Backend returns the backend the Client was created with.
-func (c *Client) Backend() Backend { return c.b }
-
 // Acquire waits until key is granted (or, with WithWait(false), tries once)
 // and returns the Lock. If ctx ends first the error matches both
-// ErrNotAcquired and ctx.Err().
+// ErrNotAcquired and ctx.Err(). Every error it returns is a *KeyError.
 //
-// If ctx comes from a Lock of this Client on the same key (its Context, or
-// a context derived from it), Acquire is reentrant: it returns at once a new
-// handle on the same grant (same token), and the grant is released when
-// every handle has been released. See WithMaxDepth.
+// If ctx comes from a Lock of this Client on the same key (its Context, a
+// context derived from it, or the Context of a LockSet holding the key),
+// Acquire is reentrant: it returns at once a new handle on the same grant
+// (same token), and the grant is released when every handle has been
+// released. See WithMaxDepth.
 //
 // The lock's context carries ctx's values but not its cancellation: ctx
 // bounds the wait, not the hold. The lock's context ends when the lock is
-// lost or released, or when a lock whose context ctx came from ends. In
-// that last case the lock itself is still held (and renewed) until it is
-// released or the Client is closed: release it as any other, or the key
-// stays held.
+// lost or released, or when a lock (or lock set) whose context ctx came
+// from ends. In that last case the lock is still held, and renewed, until
+// its holder releases it: its Err, and its context's cause, is then an
+// *EnclosingError (matching ErrEnclosingEnded, not ErrLockLost nor
+// ErrReleased) that says which enclosing lock ended and why. Release it as
+// any other, or the key stays held.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	cfg, err := c.cfg.with(opts)
+	cfg, err := c.lockConfig(opts)
 	if err != nil {
 		return nil, keyErr("acquire", key, err)
 	}
-	return c.acquire(ctx, ctx, key, cfg)
+	l, err := c.acquire(ctx, ctx, key, cfg)
+	return l, keyErr("acquire", key, err)
 }
 
 // TryAcquire is Acquire with WithWait(false): when key is held it returns at
@@ -126,21 +121,21 @@ func (c *Client) Close(ctx context.Context) error {
 			close(c.idle)
 		}
 	}
-	holds := make([]*hold, 0, len(c.holds))
-	for h := range c.holds {
-		holds = append(holds, h)
+	gs := make([]*grant, 0, len(c.grants))
+	for g := range c.grants {
+		gs = append(gs, g)
 	}
 	c.mu.Unlock()
 	c.close()
 
 	var errs []error
-	for _, h := range holds {
-		if err := c.releaseHold(ctx, h, true); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
-			errs = append(errs, keyErr("release", h.key, err))
+	for _, g := range gs {
+		if err := c.releaseAll(ctx, g); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, keyErr("release", g.key, err))
 		}
 	}
 	c.mu.Lock()
-	c.kickLocked() // an idle watchdog exits now
+	c.wd.kickLocked() // an idle watchdog exits now
 	c.mu.Unlock()
 	select {
 	case <-c.idle:
@@ -148,6 +143,17 @@ func (c *Client) Close(ctx context.Context) error {
 		errs = append(errs, ctx.Err())
 	}
 	return errors.Join(errs...)
+}
+
+// lockConfig is the Client's configuration with one acquisition's options.
+func (c *Client) lockConfig(opts []Option) (config, error) {
+	base := c.cfg
+	base.clientOnly = ""
+	cfg, err := base.with(opts)
+	if err == nil && cfg.clientOnly != "" {
+		err = fmt.Errorf("%w: %s applies to a Client: pass it to New", ErrInvalidOption, cfg.clientOnly)
+	}
+	return cfg, err
 }
 
 // enter counts an acquisition in progress; it fails once the Client is
@@ -162,7 +168,7 @@ func (c *Client) enter() error {
 	return nil
 }
 
-// leave ends what enter or goBackground counted.
+// leave ends what enter or goBackgroundLocked counted.
 func (c *Client) leave() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -186,20 +192,20 @@ func (c *Client) goBackgroundLocked(f func()) {
 }
 
 // acquire takes key; waitCtx bounds the wait and parent gives the new lock
-// its values and its enclosing locks.
+// its values and the scope it is created in. Its errors are not yet
+// KeyErrors.
 func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config) (*Lock, error) {
 	if err := ValidateKey(key); err != nil {
-		return nil, keyErr("acquire", key, err)
-	}
-	if waitCtx.Err() != nil {
-		return nil, keyErr("acquire", key, notAcquired(waitCtx, nil))
+		return nil, err
 	}
 	if n := findHeld(parent, c, key); n != nil {
-		l, err := c.reenter(n.h, cfg.maxDepth)
-		return l, keyErr("acquire", key, err)
+		return c.reenter(waitCtx, n, cfg.maxDepth)
+	}
+	if waitCtx.Err() != nil {
+		return nil, notAcquired(waitCtx, nil)
 	}
 	if err := c.enter(); err != nil {
-		return nil, keyErr("acquire", key, err)
+		return nil, err
 	}
 	defer c.leave()
 
@@ -210,73 +216,86 @@ func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config
 	defer stop()
 
 	for failures := 0; ; {
-		h := &hold{c: c, key: key, cfg: cfg, idx: -1}
-		lease, err := c.b.Acquire(ctx, key, AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: c.cfg.owner, OnLost: h.onLost})
+		g := newGrant(c, key, cfg)
+		lease, err := c.b.Acquire(ctx, key, AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: c.cfg.owner, OnLost: g.onLost})
 		if err == nil {
-			if err = c.start(h, lease, parent); err == nil {
-				return &Lock{h: h}, nil
+			if err = c.start(g, lease, parent); err == nil {
+				if c.debug() {
+					c.cfg.logger.Debug("distlock: acquired", "key", shortKey(key), "token", g.token)
+				}
+				return &Lock{g: g}, nil
 			}
 		}
 		switch {
 		case waitCtx.Err() != nil:
-			return nil, keyErr("acquire", key, notAcquired(waitCtx, err))
+			return nil, notAcquired(waitCtx, err)
 		case c.closing.Err() != nil:
-			return nil, keyErr("acquire", key, ErrClosed)
+			return nil, ErrClosed
 		case !errors.Is(err, ErrUnavailable):
-			return nil, keyErr("acquire", key, err)
+			return nil, err
 		}
 		failures++
 		d, ok := cfg.retry.Backoff(failures)
 		if !ok {
-			return nil, keyErr("acquire", key, err)
+			return nil, err
 		}
-		c.cfg.logger.Debug("distlock: acquire failed, retrying", "key", key, "err", err, "backoff", d)
+		if c.debug() {
+			c.cfg.logger.Debug("distlock: acquire failed, retrying", "key", shortKey(key), "err", err, "backoff", d)
+		}
 		if sleep(ctx, d) != nil {
 			if waitCtx.Err() != nil {
-				return nil, keyErr("acquire", key, notAcquired(waitCtx, err))
+				return nil, notAcquired(waitCtx, err)
 			}
-			return nil, keyErr("acquire", key, ErrClosed)
+			return nil, ErrClosed
 		}
 	}
 }
 
+// debug reports whether the Client logs at Debug level, so that what is
+// not logged costs nothing.
+func (c *Client) debug() bool {
+	return c.cfg.logger.Enabled(context.Background(), slog.LevelDebug)
+}
+
 // notAcquired is the error for an acquisition that ctx ended: it matches
-// ErrNotAcquired, ctx.Err() and, when there is one, the cancellation cause.
+// ErrNotAcquired, ctx.Err() and, when there is one, the cancellation cause
+// and the last error from the backend.
 func notAcquired(ctx context.Context, last error) error {
-	why := ctx.Err()
-	if cause := context.Cause(ctx); cause != why {
-		why = errors.Join(why, cause)
+	err := fmt.Errorf("%w: %w", ErrNotAcquired, ctx.Err())
+	if cause := context.Cause(ctx); cause != ctx.Err() {
+		err = fmt.Errorf("%w: %w", err, cause)
 	}
 	if last != nil && !errors.Is(last, ctx.Err()) {
-		why = errors.Join(why, last)
+		err = fmt.Errorf("%w (last error: %w)", err, last)
 	}
-	return fmt.Errorf("%w: %w", ErrNotAcquired, why)
+	return err
 }
 
 // start turns a fresh lease into a held lock, or gives it back and returns
 // a retryable error when it cannot be used.
-func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
+func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 	now := time.Now()
 	v := lease.Validity()
-	h.lease, h.token, h.since = lease, lease.Token(), now
+	g.lease, g.token, g.since = lease, lease.Token(), now
 	var deadline time.Time
 	if v.TTL > 0 {
-		deadline = v.Sent.Add(h.cfg.usable(v.TTL))
+		deadline = v.Sent.Add(g.cfg.usable(v.TTL))
 	}
 
 	c.mu.Lock()
-	early := h.lostEarly
+	early := g.lostEarly
 	unusable := !deadline.IsZero() && !deadline.After(now)
 	if early != nil || unusable || c.closed {
-		h.ended = true
+		var gone error = ErrReleased
+		g.end.Store(&gone)
 		closed := c.closed
 		if !closed {
-			c.goBackgroundLocked(func() { c.giveBack(h) })
+			c.goBackgroundLocked(func() { c.giveBack(g) })
 		}
 		c.mu.Unlock()
 		switch {
 		case closed:
-			c.giveBack(h) // Close may already be waiting: not in the background
+			c.giveBack(g) // Close may already be waiting: not in the background
 			return ErrClosed
 		case early != nil:
 			return fmt.Errorf("%w: grant lost at once: %w", ErrUnavailable, early)
@@ -284,166 +303,183 @@ func (c *Client) start(h *hold, lease Lease, parent context.Context) error {
 			return fmt.Errorf("%w: grant confirmed after its usable validity (%v of %v)", ErrUnavailable, now.Sub(v.Sent), v.TTL)
 		}
 	}
-	node := &heldNode{c: c, key: h.key, h: h, scope: h, next: nearestHeld(parent)}
-	h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, node))
-	h.count, h.started = 1, true
+	node := &heldNode{c: c, key: g.key, g: g, next: nearestHeld(parent)}
+	g.scope = newScope(parent, node)
+	g.scope.g = g
+	node.scope = g.scope
+	g.handles, g.started = 1, true
 	var maxHoldAt time.Time
-	if h.cfg.maxHold > 0 {
-		maxHoldAt = now.Add(h.cfg.maxHold)
+	if g.cfg.maxHold > 0 {
+		maxHoldAt = now.Add(g.cfg.maxHold)
 	}
-	h.setLimitsLocked(deadline, maxHoldAt)
-	h.nextRenew = h.renewAfterLocked(now)
-	if node.next != nil {
-		h.parent = node.next.scope
-	}
-	c.holds[h] = struct{}{} // published: Close may release it from here on
-	c.scheduleLocked(h)
+	g.setLimits(deadline, maxHoldAt)
+	g.nextRenew = g.renewAfterLocked(now)
+	c.grants[g] = struct{}{} // published: Close may release it from here on
+	c.scheduleLocked(g)
 	c.mu.Unlock()
 
-	// The lock also ends with the lock it was acquired under.
-	if h.parent != nil {
-		h.parent.adopt(h)
+	// The lock's context also ends with the scope it was acquired in.
+	if p := g.scope.parent; p != nil {
+		p.adopt(g.scope)
 	}
 	return nil
 }
 
-func (c *Client) reenter(h *hold, maxDepth int) (*Lock, error) {
+// reenter returns a new handle on the grant of n, reached from waitCtx.
+func (c *Client) reenter(waitCtx context.Context, n *heldNode, maxDepth int) (*Lock, error) {
+	if waitCtx.Err() != nil {
+		return nil, notAcquired(waitCtx, nil)
+	}
+	g := n.g
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var err error
+	err := n.scope.why(nowNanos())
 	switch {
-	case h.ended && h.cause != ErrReleased:
-		err = h.cause
-	case h.ended || h.count == 0:
+	case err == ErrReleased:
 		err = fmt.Errorf("%w: the enclosing lock was released", ErrNotHeld)
-	case h.ctx.Err() != nil:
-		err = context.Cause(h.ctx) // a lock it was acquired under ended
-	default:
-		err = h.errChain(time.Since(epoch).Nanoseconds()) // what Err would say
-	}
-	switch {
 	case err != nil:
-	case h.count >= maxDepth:
+	case g.handles >= maxDepth:
 		err = fmt.Errorf("%w: depth %d", ErrTooDeep, maxDepth)
 	default:
-		h.count++
-		return &Lock{h: h}, nil
+		g.handles++
+		return &Lock{g: g}, nil
 	}
 	return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }
 
-// end finishes holds that are lost. With release it also gives their leases
-// back in the background: a local deadline or MaxHold passed, so the service
-// may still think we hold them. Contexts are cancelled before anything else
-// (logging, releasing), all of them at once.
-func (c *Client) end(hs []*hold, cause error, release bool) {
-	if !errors.Is(cause, ErrLockLost) {
-		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
-	}
-	c.mu.Lock()
-	ended := hs[:0:0]
-	for _, h := range hs {
-		if !h.ended {
-			c.endLocked(h, cause)
-			ended = append(ended, h)
-		}
-	}
-	c.mu.Unlock()
-	for _, h := range ended {
-		h.cancelTree(cause)
-	}
-	if release && len(ended) > 0 {
+// lose ends grants that the service or a refresh reported gone.
+func (c *Client) lose(gs []*grant, cause error) {
+	c.endGrants(gs, cause)
+}
+
+// expire ends grants whose local deadline or MaxHold passed, and gives
+// their leases back in the background: the service may still think we hold
+// them.
+func (c *Client) expire(gs []*grant, cause error) {
+	if ended := c.endGrants(gs, cause); len(ended) > 0 {
 		// Only now: the service may grant the key as soon as it is back.
 		c.mu.Lock()
 		c.goBackgroundLocked(func() { c.giveBackAll(ended) })
 		c.mu.Unlock()
 	}
-	for _, h := range ended {
-		c.cfg.logger.Warn("distlock: lock lost", "key", h.key, "token", h.token, "cause", cause)
-	}
 }
 
-func (c *Client) endLocked(h *hold, cause error) {
-	h.ended, h.cause = true, cause
-	h.over.Store(&cause)
-	c.unscheduleLocked(h)
-	delete(c.holds, h)
+// endGrants ends those of gs still held with cause (made to match
+// ErrLockLost) and returns them. Their contexts are cancelled before
+// anything else (logging, releasing), all of them at once.
+func (c *Client) endGrants(gs []*grant, cause error) []*grant {
+	if !errors.Is(cause, ErrLockLost) {
+		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
+	}
+	c.mu.Lock()
+	ended := gs[:0:0]
+	for _, g := range gs {
+		if !g.endedLocked() {
+			c.endLocked(g, cause)
+			ended = append(ended, g)
+		}
+	}
+	c.mu.Unlock()
+	for _, g := range ended {
+		g.scope.end(cause)
+	}
+	for _, g := range ended {
+		c.cfg.logger.Warn("distlock: lock lost", "key", shortKey(g.key), "token", g.token, "cause", cause)
+	}
+	return ended
+}
+
+// endLocked records g's end, for good, and takes it out of the Client.
+func (c *Client) endLocked(g *grant, cause error) {
+	g.end.Store(&cause)
+	c.unscheduleLocked(g)
+	delete(c.grants, g)
 }
 
 // giveBack returns a lease that nobody waits for, bounded by its TTL.
-func (c *Client) giveBack(h *hold) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(h.cfg.ttl, time.Second))
+func (c *Client) giveBack(g *grant) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(g.cfg.ttl, time.Second))
 	defer cancel()
-	if err := h.releaseLease(ctx); err != nil && !errors.Is(err, ErrLockLost) {
-		c.cfg.logger.Warn("distlock: release failed; the lease will lapse at its TTL", "key", h.key, "token", h.token, "err", err)
+	if err := g.releaseLease(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+		c.cfg.logger.Warn("distlock: release failed; the lease will lapse at its TTL", "key", shortKey(g.key), "token", g.token, "err", err)
 	}
 }
 
 // giveBackAll returns many leases with a bounded number of goroutines.
-func (c *Client) giveBackAll(hs []*hold) {
-	next := make(chan *hold)
+func (c *Client) giveBackAll(gs []*grant) {
+	next := make(chan *grant)
 	var wg sync.WaitGroup
-	for range min(refreshWorkers, len(hs)) {
+	for range min(refreshWorkers, len(gs)) {
 		wg.Go(func() {
-			for h := range next {
-				c.giveBack(h)
+			for g := range next {
+				c.giveBack(g)
 			}
 		})
 	}
-	for _, h := range hs {
-		next <- h
+	for _, g := range gs {
+		next <- g
 	}
 	close(next)
 	wg.Wait()
 }
 
-// releaseHold drops one handle's hold (or all of them with all) and gives
-// the lease back when none is left.
-func (c *Client) releaseHold(ctx context.Context, h *hold, all bool) error {
+// releaseHandle drops one handle on g and gives the lease back when it was
+// the last.
+func (c *Client) releaseHandle(ctx context.Context, g *grant) error {
+	return c.release(ctx, g, false)
+}
+
+// releaseAll drops every handle on g and gives the lease back (Close).
+func (c *Client) releaseAll(ctx context.Context, g *grant) error {
+	return c.release(ctx, g, true)
+}
+
+func (c *Client) release(ctx context.Context, g *grant, all bool) error {
 	c.mu.Lock()
-	if h.ended && h.cause == ErrReleased {
+	if g.cause() == ErrReleased {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: already released", ErrNotHeld)
 	}
 	if all {
-		h.count = 0
-	} else if h.count > 0 {
-		h.count--
+		g.handles = 0
+	} else if g.handles > 0 {
+		g.handles--
 	}
-	if h.count > 0 {
-		cause := h.cause
+	if g.handles > 0 {
+		cause := g.cause()
 		c.mu.Unlock()
 		return cause
 	}
-	lostCause, wasEnded := h.cause, h.ended
-	if !wasEnded {
-		c.endLocked(h, ErrReleased)
+	lostCause := g.cause()
+	if lostCause == nil {
+		c.endLocked(g, ErrReleased)
 	}
 	c.mu.Unlock()
 
-	if !wasEnded {
-		// Stop the work under the lock before anyone else can get it.
-		h.cancelTree(ErrReleased)
-	}
-	h.orphan()
-	if ctx.Err() != nil || ctxHolds(ctx, h) {
+	// Stop the work under the lock before anyone else can get it. (A lost
+	// grant's scope has ended already.)
+	g.scope.end(ErrReleased)
+	if ctx.Err() != nil || ctxHolds(ctx, g) {
 		// The caller's context is (or is about to be) cancelled; never leave a
 		// lock behind for want of a context.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), max(h.cfg.ttl, time.Second))
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), max(g.cfg.ttl, time.Second))
 		defer cancel()
 	}
-	err := h.releaseLease(ctx)
+	err := g.releaseLease(ctx)
 	if err != nil && !errors.Is(err, ErrLockLost) {
 		// Not confirmed (a timeout, a network error): keep trying without
 		// the caller, so that the key is not held until the TTL runs out.
 		c.mu.Lock()
-		c.goBackgroundLocked(func() { c.giveBack(h) })
+		c.goBackgroundLocked(func() { c.giveBack(g) })
 		c.mu.Unlock()
-		err = fmt.Errorf("release not confirmed, retrying in the background: %w", err)
+		err = fmt.Errorf("not confirmed, retrying in the background: %w", err)
 	}
 	if lostCause != nil {
 		return lostCause
+	}
+	if err == nil && c.debug() {
+		c.cfg.logger.Debug("distlock: released", "key", shortKey(g.key), "token", g.token)
 	}
 	return err
 }

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/memlock"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,6 +26,16 @@ func newClient(t *testing.T, b distlock.Backend, opts ...distlock.Option) *distl
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
+}
+
+// inBubble runs f in a synctest bubble (a fake clock) with an in-memory
+// service and a Client over it, closed when f returns.
+func inBubble(t *testing.T, f func(t *testing.T, srv *memlock.Backend, c *distlock.Client), opts ...distlock.Option) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		srv := memlock.New()
+		f(t, srv, newClient(t, srv, opts...))
+	})
 }
 
 // The local deadline is sent + TTL*(1-drift) - margin, on the monotonic
@@ -70,64 +78,10 @@ func TestDeadlineArithmetic(t *testing.T) {
 	})
 }
 
-// The watchdog sleeps until its next event and is woken only for an
-// earlier one. After a long lock is released, its timer is still set for
-// that lock's renewal; a later lock with a shorter lease must still be
-// renewed in time, and so must one with a longer lease.
-func TestWatchdogTimerAfterHeapEmptied(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		f := distlocktest.NewFaulty(memlock.New())
-		c := newClient(t, f, distlock.WithDrift(0), distlock.WithSafetyMargin(0))
-		long, err := c.Acquire(ctx, "a", distlock.WithTTL(30*time.Second)) // renewal due at +10s
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait() // the watchdog sleeps, its timer set for +10s
-		if err := long.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-
-		// Earlier than the timer: the watchdog must be woken, or the short
-		// lock (renewal due at +1s) would lapse before it looked.
-		short, err := c.Acquire(ctx, "b", distlock.WithTTL(3*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Second)
-		if short.Err() != nil {
-			t.Fatalf("short lock ended: %v", short.Err())
-		}
-		f.Partition()
-		start := time.Now()
-		<-short.Done()
-		if got := time.Since(start); got <= 0 || got > 3*time.Second {
-			t.Errorf("short lock lost %v after the partition, want within its 3s lease", got)
-		}
-		f.Heal()
-
-		// Later than the timer: no wake-up is needed, and the renewals
-		// still happen.
-		l, err := c.Acquire(ctx, "c", distlock.WithTTL(60*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(3 * time.Minute)
-		if l.Err() != nil {
-			t.Fatalf("renewed lock ended: %v", l.Err())
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
-
 // A loss reported by the service ends the lock at once.
 func TestServiceReportedLoss(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T, srv *memlock.Backend, c *distlock.Client) {
 		ctx := context.Background()
-		srv := memlock.New()
-		c := newClient(t, srv)
 		l, _ := c.Acquire(ctx, "k")
 		srv.Revoke("k")
 		synctest.Wait()
@@ -164,60 +118,6 @@ func TestMaxHold(t *testing.T) {
 	})
 }
 
-// countingBackend counts batched refreshes; it adds nothing else.
-type countingBackend struct {
-	*memlock.Backend
-	calls, leases atomic.Int64
-}
-
-func (b *countingBackend) RefreshAll(ctx context.Context, ls []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
-	b.calls.Add(1)
-	b.leases.Add(int64(len(ls)))
-	return b.Backend.RefreshAll(ctx, ls, ttl)
-}
-
-// Holding 10,000 locks costs one goroutine, and renewals are batched.
-func TestManyLocksOneWatchdog(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		b := &countingBackend{Backend: memlock.New()}
-		c := newClient(t, b, distlock.WithTTL(15*time.Second))
-		before := runtime.NumGoroutine()
-		const n = 10_000
-		locks := make([]*distlock.Lock, n)
-		for i := range locks {
-			l, err := c.Acquire(ctx, fmt.Sprintf("k/%d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			locks[i] = l
-			if i%1000 == 0 {
-				time.Sleep(100 * time.Millisecond) // acquired over a second, not at one instant
-			}
-		}
-		if g := runtime.NumGoroutine() - before; g > 2 {
-			t.Errorf("%d goroutines for %d held locks", g, n)
-		}
-		time.Sleep(time.Minute)
-		for _, l := range locks {
-			if l.Err() != nil {
-				t.Fatalf("lock %s lost: %v", l.Key(), l.Err())
-			}
-		}
-		rounds := int64(time.Minute / 5 / time.Second)
-		if got := b.leases.Load(); got < rounds*n*9/10 {
-			t.Errorf("%d lease refreshes in a minute, want about %d", got, rounds*n)
-		}
-		if got := b.calls.Load(); got > rounds*3 {
-			t.Errorf("%d refresh calls for %d rounds: renewals are not batched", got, rounds)
-		}
-		t.Logf("%d RefreshAll calls refreshed %d leases", b.calls.Load(), b.leases.Load())
-		for _, l := range locks {
-			l.Release(ctx)
-		}
-	})
-}
-
 // flaky fails the first n acquires with a transient error.
 type flaky struct {
 	distlock.Backend
@@ -246,7 +146,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 			t.Fatalf("NoRetry: %v, want ErrUnavailable", err)
 		}
 		f.n.Store(100)
-		_, err = c.Acquire(ctx, "k3", distlock.WithRetry(distlock.Limit(distlock.LinearBackoff(time.Second, time.Second), 5)))
+		_, err = c.Acquire(ctx, "k3", distlock.WithRetry(distlock.Limit(distlock.ExponentialBackoff(time.Second, time.Second), 5)))
 		if !errors.Is(err, distlock.ErrUnavailable) || f.n.Load() != 100-6 {
 			t.Fatalf("Limit(5): %v after %d attempts, want ErrUnavailable after 6", err, 100-f.n.Load())
 		}
@@ -280,43 +180,6 @@ func TestLateGrantIsGivenBack(t *testing.T) {
 	})
 }
 
-// A lock acquired under another lock's context ends with it.
-func TestNestedLockEndsWithOuter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		srv := memlock.New()
-		c := newClient(t, srv)
-		outer, _ := c.Acquire(ctx, "a")
-		inner, _ := c.Acquire(outer.Context(), "b")
-		srv.Revoke("a")
-		synctest.Wait()
-		if !errors.Is(inner.Err(), distlock.ErrLockLost) {
-			t.Fatalf("inner Err() = %v after the outer lock was lost", inner.Err())
-		}
-		if err := inner.Release(ctx); err != nil {
-			t.Errorf("inner Release: %v", err)
-		}
-		if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); err != nil {
-			t.Errorf("inner key not freed: %v", err)
-		}
-	})
-}
-
-// Releasing with the lock's own context (cancelled by the release itself)
-// still gives the key back.
-func TestReleaseWithOwnContext(t *testing.T) {
-	ctx := context.Background()
-	srv := memlock.New()
-	c := newClient(t, srv)
-	l, _ := c.Acquire(ctx, "k")
-	if err := l.Release(l.Context()); err != nil {
-		t.Fatalf("Release(l.Context()): %v", err)
-	}
-	if _, err := srv.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); err != nil {
-		t.Fatalf("key not freed: %v", err)
-	}
-}
-
 // Users can test their own expiry handling without sleeping: memlock and
 // the Client run on synctest's fake clock.
 func TestExpiryUnderSynctest(t *testing.T) {
@@ -339,6 +202,61 @@ func TestExpiryUnderSynctest(t *testing.T) {
 	})
 }
 
+// Close ends an Acquire that is waiting, and waits for it.
+func TestCloseEndsWaitingAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		srv := memlock.New()
+		a := newClient(t, srv)
+		b, _ := distlock.New(srv)
+		la, _ := a.Acquire(ctx, "k")
+		errc := make(chan error, 1)
+		go func() { _, err := b.Acquire(ctx, "k"); errc <- err }()
+		synctest.Wait()
+		if err := b.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			if !errors.Is(err, distlock.ErrClosed) {
+				t.Errorf("waiting Acquire ended with %v, want ErrClosed", err)
+			}
+		default:
+			t.Fatal("Close returned while an Acquire was still waiting")
+		}
+		la.Release(ctx)
+	})
+}
+
+// Cancellation causes do not hide ctx.Err().
+func TestCauseKeepsContextError(t *testing.T) {
+	c := newClient(t, memlock.New())
+	shutdown := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(shutdown)
+	_, err := c.Acquire(ctx, "k")
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) || !errors.Is(err, shutdown) {
+		t.Errorf("cancelled with a cause: %v", err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &flaky{Backend: memlock.New()}
+		f.n.Store(1000)
+		c2 := newClient(t, f, distlock.WithRetry(distlock.ExponentialBackoff(time.Second, time.Second)))
+		dctx, cancel2 := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, shutdown)
+		defer cancel2()
+		_, err = c2.Acquire(dctx, "k")
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Errorf("deadline with a cause while backing off: %v", err)
+		}
+	})
+}
+
+func TestTinyRenewIntervalRefused(t *testing.T) {
+	if _, err := distlock.New(memlock.New(), distlock.WithRenewEvery(time.Nanosecond)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("WithRenewEvery(1ns): %v, want ErrInvalidOption", err)
+	}
+}
+
 func TestRetryStrategies(t *testing.T) {
 	exp := distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 	for n := 1; n < 200; n++ {
@@ -351,13 +269,7 @@ func TestRetryStrategies(t *testing.T) {
 			t.Fatalf("exponential Backoff(%d) = %v, %v; want (0, %v]", n, d, ok, ceiling)
 		}
 	}
-	lin := distlock.LinearBackoff(100*time.Millisecond, 250*time.Millisecond)
-	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 250 * time.Millisecond, 1 << 40: 250 * time.Millisecond} {
-		if d, ok := lin.Backoff(n); !ok || d != want {
-			t.Errorf("linear Backoff(%d) = %v, %v; want %v", n, d, ok, want)
-		}
-	}
-	lim := distlock.Limit(lin, 2)
+	lim := distlock.Limit(exp, 2)
 	if _, ok := lim.Backoff(2); !ok {
 		t.Error("Limit(2) stopped at the 2nd retry")
 	}

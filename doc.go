@@ -10,11 +10,15 @@
 // A Client wraps a Backend (see the backend packages: memlock, filelock,
 // redislock, etcdlock). Acquire waits for a key and returns a Lock:
 //
-//	c, _ := distlock.New(redislock.New(rdb))
+//	b, err := redislock.New(rdb)
+//	if err != nil { ... }
+//	c, err := distlock.New(b)
+//	if err != nil { ... }
+//	defer c.Close(ctx)
 //	lock, err := c.Acquire(ctx, "accounts/42")
 //	if err != nil { ... }
-//	defer lock.Release(ctx)
 //	err = store.Write(lock.Context(), data, lock.Token()) // the storage checks the token
+//	if rerr := lock.Release(ctx); rerr != nil { ... } // ErrLockLost: the write may not have been protected
 //
 // Do does the same around a function.
 //
@@ -61,8 +65,8 @@
 // so that each item has one owner often removes the need. If duplicate work
 // is merely wasteful (a cache refresh, a report sent twice), a single Redis
 // (redislock) is fast and enough. If duplicate work is wrong (money, a
-// ledger, one writer per account), use a consensus service (etcdlock, or
-// ZooKeeper) and check the fencing token in the storage. For processes on
+// ledger, one writer per account), use a consensus service (etcdlock) and
+// check the fencing token in the storage. For processes on
 // one host, filelock needs nothing installed; memlock serves tests and
 // single-process programs.
 //
@@ -74,6 +78,15 @@
 // Acquire to take the same key again (reentrancy, counted, see WithMaxDepth).
 // AcquireAll takes several keys in sorted order, all or nothing, so callers
 // asking for the same keys in any order cannot deadlock.
+//
+// A lock acquired under another lock's context (or a lock set's) is nested
+// in it: its context ends when the enclosing lock ends, so that work under
+// both stops, but the nested lock itself stays held, and renewed, until its
+// holder releases it. Its Err is then an *EnclosingError saying which
+// enclosing lock ended and why; it never reports a lock lost or released
+// that the service still holds for this Client. The parts of a lock set
+// are side by side: one part lost ends the set (its Err names the part),
+// not the other parts.
 //
 // # Cost
 //

@@ -3,6 +3,8 @@ package distlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Errors returned by this package and by every Backend. Compare them with
@@ -26,6 +28,11 @@ var (
 	// ErrReleased is the cause of a lock context that ended because the lock
 	// was released by its holder.
 	ErrReleased = errors.New("distlock: lock released")
+
+	// ErrEnclosingEnded is matched by an *EnclosingError: the lock (or lock
+	// set) is still held, but a lock whose context it was acquired under
+	// ended, and so did its context.
+	ErrEnclosingEnded = errors.New("distlock: enclosing lock ended")
 
 	// ErrInvalidKey means a key is empty, too long, not valid UTF-8, or has
 	// control characters. See ValidateKey.
@@ -60,20 +67,74 @@ var (
 	ErrMaxHoldExceeded = fmt.Errorf("%w: held longer than MaxHold", ErrLockLost)
 )
 
-// KeyError reports which key an operation was about.
+// KeyError reports which key an operation was about. Every error that
+// Acquire, TryAcquire, Do, AcquireAll, Lock.Refresh and Lock.Release return
+// is a *KeyError (for AcquireAll, naming the key that failed, or the first
+// key when the failure concerns none in particular), and so is a LockSet's
+// Err, with Op "hold", naming the part that ended.
 type KeyError struct {
 	Key string
-	Op  string // "acquire", "refresh", "release"
+	Op  string // "acquire", "refresh", "release", "hold"
 	Err error
 }
 
-// Error implements error.
+// Error implements error. A long key is shortened, with its length.
 func (e *KeyError) Error() string {
-	return fmt.Sprintf("%s %q: %v", e.Op, e.Key, e.Err)
+	return fmt.Sprintf("%s %s: %v", e.Op, quoteKey(e.Key), e.Err)
 }
 
 // Unwrap returns the underlying error.
 func (e *KeyError) Unwrap() error { return e.Err }
+
+// EnclosingError is why a lock's (or a lock set's) context ended when the
+// lock is still held but a lock whose context it was acquired under ended:
+// Key is that enclosing lock's key (for a lock set, its part that ended, or
+// "" when the set was released) and Err why it ended. It matches
+// ErrEnclosingEnded, and not Err's own sentinels: the lock it describes
+// is neither lost nor released, and must still be released by its holder.
+type EnclosingError struct {
+	Key string
+	Err error
+}
+
+// Error implements error.
+func (e *EnclosingError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("%v: %v", ErrEnclosingEnded, e.Err)
+	}
+	return fmt.Sprintf("distlock: enclosing lock %s ended: %v", quoteKey(e.Key), e.Err)
+}
+
+// Unwrap returns ErrEnclosingEnded.
+func (e *EnclosingError) Unwrap() error { return ErrEnclosingEnded }
+
+// maxQuotedKey is how much of a key messages and log lines show.
+const maxQuotedKey = 64
+
+// quoteKey quotes key for an error message or a log line: as %q does, but a
+// key longer than maxQuotedKey bytes is cut there, with its length added.
+func quoteKey(key string) string {
+	if len(key) <= maxQuotedKey {
+		return strconv.Quote(key)
+	}
+	cut := maxQuotedKey
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(key[:cut]), len(key))
+}
+
+// shortKey is key for a log line, cut as quoteKey cuts it.
+func shortKey(key string) string {
+	if len(key) <= maxQuotedKey {
+		return key
+	}
+	cut := maxQuotedKey
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", key[:cut], len(key))
+}
 
 func keyErr(op, key string, err error) error {
 	if err == nil {

@@ -1,17 +1,17 @@
 package distlock
 
-// StaleKids counts the holds that l's lock would end with it although they
-// have ended already: each one is a leak for as long as l is held.
-func StaleKids(l *Lock) int { return l.h.staleKids() }
+// StaleKids counts the scopes that l's context would end with it although
+// they have ended already: each one is a leak for as long as l is held.
+func StaleKids(l *Lock) int { return l.g.scope.staleKids() }
 
-// SetStaleKids is StaleKids for a set's own hold.
-func SetStaleKids(s *LockSet) int { return s.h.staleKids() }
+// SetStaleKids is StaleKids for a set's own scope.
+func SetStaleKids(s *LockSet) int { return s.scope.staleKids() }
 
-func (h *hold) staleKids() int {
-	h.kidsMu.Lock()
-	defer h.kidsMu.Unlock()
+func (s *scope) staleKids() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := 0
-	for k := range h.kids {
+	for k := range s.kids {
 		if k.ctx.Err() != nil {
 			n++
 		}

@@ -2,11 +2,14 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memlock"
@@ -149,13 +152,10 @@ func randomNesting(t *testing.T, seed uint64) {
 					break
 				}
 				sn := &mnode{name: fmt.Sprintf("set%d", step), set: set, enders: enders(p)}
-				last := p // the context each fresh part is taken under
 				for _, l := range set.Locks() {
-					fresh := holdOf(c, l) == nil
-					part := grant(c, l, last, fmt.Sprintf("c%d:%s@%d", c, l.Key(), l.Token()))
-					if fresh {
-						last = part
-					}
+					// Each fresh part is taken under the set's context,
+					// not under another part.
+					part := grant(c, l, p, fmt.Sprintf("c%d:%s@%d", c, l.Key(), l.Token()))
 					sn.parts = append(sn.parts, part)
 					sn.enders = append(sn.enders, part)
 				}
@@ -215,6 +215,47 @@ func randomNesting(t *testing.T, seed uint64) {
 	})
 }
 
+// gone reports whether the grant of hold n is gone (lost or released),
+// as opposed to its context having ended with an enclosing lock.
+func (n *mnode) gone() bool { return n.lost || n.handles == 0 }
+
+// errKind checks that err says what the model says of n: a lock's Err
+// describes that lock (lost, released, or held with an enclosing lock
+// ended), a set's names its part.
+func (n *mnode) errKind(err error) string {
+	isLost, isReleased := errors.Is(err, distlock.ErrLockLost), errors.Is(err, distlock.ErrReleased)
+	isEnclosing := errors.Is(err, distlock.ErrEnclosingEnded)
+	var ke *distlock.KeyError
+	isPart := errors.As(err, &ke) && ke.Op == "hold"
+	switch {
+	case n.set == nil && n.handles == 0: // every handle released: each says so
+		if !isReleased || isEnclosing {
+			return "want ErrReleased"
+		}
+	case n.set == nil && n.lost:
+		if !isLost {
+			return "want ErrLockLost"
+		}
+	case n.set == nil:
+		if !isEnclosing || isLost || isReleased {
+			return "want an EnclosingError only"
+		}
+	case n.freed:
+		if err != distlock.ErrReleased {
+			return "want ErrReleased"
+		}
+	case slices.ContainsFunc(n.parts, (*mnode).gone):
+		if !isPart {
+			return "want a KeyError naming a part"
+		}
+	default:
+		if !isEnclosing || isLost || isReleased {
+			return "want an EnclosingError only"
+		}
+	}
+	return ""
+}
+
 // checkNesting compares the Clients with the model.
 func checkNesting(nodes []*mnode, srv *memlock.Backend) string {
 	held := map[string]uint64{}
@@ -222,6 +263,11 @@ func checkNesting(nodes []*mnode, srv *memlock.Backend) string {
 		want := n.ended()
 		if got := n.err() != nil; got != want {
 			return fmt.Sprintf("%s: Err %v, the model says ended=%v", n.name, n.err(), want)
+		}
+		if want {
+			if msg := n.errKind(n.err()); msg != "" {
+				return fmt.Sprintf("%s: Err %v: %s", n.name, n.err(), msg)
+			}
 		}
 		if got := n.ctx().Err() != nil; got != want {
 			return fmt.Sprintf("%s: context ended=%v, the model says %v", n.name, got, want)
@@ -269,4 +315,94 @@ func joinLines(ls []string) string {
 		out += "  " + l + "\n"
 	}
 	return out
+}
+
+// A lock acquired under another lock's context ends with it.
+func TestNestedLockEndsWithOuter(t *testing.T) {
+	for _, end := range []string{"lost", "released"} {
+		t.Run(end, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, srv *memlock.Backend, c *distlock.Client) {
+				ctx := context.Background()
+				outer, _ := c.Acquire(ctx, "a")
+				inner, _ := c.Acquire(outer.Context(), "b")
+				if end == "lost" {
+					srv.Revoke("a")
+				} else {
+					outer.Release(ctx)
+				}
+				synctest.Wait()
+				if inner.Context().Err() == nil {
+					t.Fatal("inner context live after the outer lock ended")
+				}
+				// The inner lock is still held: its Err says why its
+				// context ended, not that it was lost or released.
+				err := inner.Err()
+				e, ok := errors.AsType[*distlock.EnclosingError](err)
+				if !ok || e.Key != "a" || errors.Is(err, distlock.ErrLockLost) || errors.Is(err, distlock.ErrReleased) {
+					t.Fatalf("inner Err() = %v after the outer lock was %s, want an EnclosingError naming a", err, end)
+				}
+				if cause := context.Cause(inner.Context()); cause != err {
+					t.Errorf("inner context's cause %v, Err %v", cause, err)
+				}
+				if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrNotAcquired) {
+					t.Fatalf("inner key free while its lock is not released: %v", err)
+				}
+				if err := inner.Release(ctx); err != nil {
+					t.Errorf("inner Release: %v", err)
+				}
+				if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); err != nil {
+					t.Errorf("inner key not freed: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// Close racing a nested Acquire: no data race, nothing left behind.
+func TestCloseRacesNestedAcquire(t *testing.T) {
+	ctx := context.Background()
+	for i := range 200 {
+		srv := memlock.New()
+		c, _ := distlock.New(srv)
+		outer, err := c.Acquire(ctx, "outer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if l, err := c.Acquire(outer.Context(), "inner"); err == nil {
+				l.Release(ctx)
+			}
+		})
+		wg.Go(func() {
+			for range i % 7 {
+				_ = outer.Token()
+			}
+			c.Close(ctx)
+		})
+		wg.Wait()
+		c.Close(ctx)
+		if hs, _ := srv.List(ctx, ""); len(hs) != 0 {
+			t.Fatalf("round %d: left behind: %+v", i, hs)
+		}
+	}
+}
+
+// Acquire through a cancelled context fails, reentrant or not, with an
+// error matching ErrNotAcquired and ctx.Err().
+func TestReentrantAcquireHonoursContext(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, memlock.New())
+	l, _ := c.Acquire(ctx, "k")
+	dctx, cancel := context.WithCancel(l.Context())
+	cancel()
+	if l2, err := c.Acquire(dctx, "k"); err == nil {
+		t.Errorf("reentrant Acquire with a cancelled context succeeded (token %d)", l2.Token())
+		l2.Release(ctx)
+	}
+	l.Release(ctx)
+	_, err := c.Acquire(l.Context(), "k")
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire through a released lock's context: %v", err)
+	}
 }

@@ -21,7 +21,8 @@ const (
 
 // Option configures a Client (given to New) or one acquisition (given to
 // Acquire, TryAcquire, Do or AcquireAll, where it overrides the Client's
-// setting for that lock). WithLogger and WithOwner apply to the Client only.
+// setting for that lock). WithLogger and WithOwner apply to a Client only:
+// an acquisition given one fails with ErrInvalidOption.
 type Option func(*config)
 
 type config struct {
@@ -36,6 +37,7 @@ type config struct {
 	maxDepth   int
 	owner      string
 	logger     *slog.Logger
+	clientOnly string // the last Client-only option applied, by name
 }
 
 func defaultConfig() config {
@@ -108,16 +110,19 @@ func WithMaxDepth(n int) Option { return func(c *config) { c.maxDepth = n } }
 
 // WithOwner sets the description of this Client stored with its locks where
 // the backend keeps one (see Lister). Default: "hostname:pid". Client only.
-func WithOwner(owner string) Option { return func(c *config) { c.owner = owner } }
+func WithOwner(owner string) Option {
+	return func(c *config) { c.owner, c.clientOnly = owner, "WithOwner" }
+}
 
-// WithLogger sets where the Client logs renewal failures and losses.
+// WithLogger sets where the Client logs: losses and renewal failures at
+// Warn; acquisitions, renewals, releases and retried failures at Debug.
 // Default: nothing is logged. Client only.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
 			l = slog.New(slog.DiscardHandler)
 		}
-		c.logger = l
+		c.logger, c.clientOnly = l, "WithLogger"
 	}
 }
 

@@ -56,23 +56,6 @@ func (e exponential) Backoff(n int) (time.Duration, bool) {
 	return rand.N(d) + 1, true
 }
 
-// LinearBackoff waits n*step after the n-th failure, capped at max.
-func LinearBackoff(step, max time.Duration) RetryStrategy {
-	return linear{step: max1(step), max: max1(max)}
-}
-
-type linear struct{ step, max time.Duration }
-
-func (l linear) Backoff(n int) (time.Duration, bool) {
-	if n < 1 {
-		n = 1
-	}
-	if int64(n) > int64(l.max/l.step) {
-		return l.max, true
-	}
-	return time.Duration(n) * l.step, true
-}
-
 // Limit stops s after n retries.
 func Limit(s RetryStrategy, n int) RetryStrategy { return limit{s: s, n: n} }
 

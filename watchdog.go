@@ -9,38 +9,57 @@ import (
 	"time"
 )
 
-// The watchdog is one goroutine per Client that runs while some held lock
-// has a renewal, a deadline or a MaxHold due. Every hold has one entry in a
-// min-heap ordered by its next event, so holding many locks costs a heap
-// entry each, not a goroutine or a timer each. Due renewals are sent
+// The watchdog is one goroutine per Client that runs while some held grant
+// has a renewal, a deadline or a MaxHold due. Every such grant has one entry
+// in a min-heap ordered by its next event, so holding many locks costs a
+// heap entry each, not a goroutine or a timer each. Due renewals are sent
 // together, in one round trip when the backend is a BatchRefresher.
+//
+// Its states: stopped (running false); running, asleep until sleepUntil or
+// a kick; running, handling due events. All its fields, and the grants'
+// watchdog bookkeeping, are guarded by the Client's mu.
+type watchdog struct {
+	heap    grantHeap
+	running bool
+	starts  int // goroutines started, for tests
+	// sleepUntil is when the sleeping watchdog's timer fires (zero while
+	// it is not asleep).
+	sleepUntil time.Time
+	// emptySince is when the heap last became empty: the watchdog exits
+	// watchdogLinger after it (or later, when its timer was set for later).
+	emptySince time.Time
+	kick       chan struct{} // wakes the watchdog when its next event changes
+}
+
+func newWatchdog() watchdog { return watchdog{kick: make(chan struct{}, 1)} }
 
 // refreshWorkers bounds the goroutines refreshing one batch on a backend that
 // cannot batch.
 const refreshWorkers = 16
 
-// scheduleLocked (re)computes h's next event and its place in the heap.
-func (c *Client) scheduleLocked(h *hold) {
+// scheduleLocked (re)computes g's next event and its place in the heap.
+func (c *Client) scheduleLocked(g *grant) {
 	var when time.Time
 	earliest := func(t time.Time) {
 		if !t.IsZero() && (when.IsZero() || t.Before(when)) {
 			when = t
 		}
 	}
-	if !h.inflight && !h.cfg.noRenew {
-		earliest(h.nextRenew)
+	if !g.inflight && !g.cfg.noRenew {
+		earliest(g.nextRenew)
 	}
-	earliest(h.deadline())
-	earliest(h.maxHoldAt())
-	h.when = when
+	earliest(g.deadline())
+	earliest(g.maxHoldAt())
+	g.when = when
+	wd := &c.wd
 	switch {
 	case when.IsZero():
-		c.unscheduleLocked(h)
+		c.unscheduleLocked(g)
 		return
-	case h.idx < 0:
-		heap.Push(&c.heap, h)
+	case g.idx < 0:
+		heap.Push(&wd.heap, g)
 	default:
-		heap.Fix(&c.heap, h.idx)
+		heap.Fix(&wd.heap, g.idx)
 	}
 	// A watchdog started now reads the heap itself. A running one needs
 	// waking only if this event comes before the one its timer is set for:
@@ -49,31 +68,31 @@ func (c *Client) scheduleLocked(h *hold) {
 	// still set for the old lock's renewal or for the watchdog's linger)
 	// costs no wake-up.
 	switch {
-	case !c.running:
-		c.running = true
-		c.starts++
+	case !wd.running:
+		wd.running = true
+		wd.starts++
 		c.goBackgroundLocked(c.watch)
-	case c.heap[0] == h && (c.sleepUntil.IsZero() || when.Before(c.sleepUntil)):
-		c.kickLocked()
+	case wd.heap[0] == g && (wd.sleepUntil.IsZero() || when.Before(wd.sleepUntil)):
+		wd.kickLocked()
 	}
 }
 
-func (c *Client) unscheduleLocked(h *hold) {
-	if h.idx < 0 {
+func (c *Client) unscheduleLocked(g *grant) {
+	if g.idx < 0 {
 		return
 	}
 	// An emptied heap does not wake the watchdog: it lingers (see watch),
 	// so that locks taken one after another reuse one goroutine. Close
 	// wakes it.
-	heap.Remove(&c.heap, h.idx)
-	if len(c.heap) == 0 {
-		c.emptySince = time.Now()
+	heap.Remove(&c.wd.heap, g.idx)
+	if len(c.wd.heap) == 0 {
+		c.wd.emptySince = time.Now()
 	}
 }
 
-func (c *Client) kickLocked() {
+func (wd *watchdog) kickLocked() {
 	select {
-	case c.kick <- struct{}{}:
+	case wd.kick <- struct{}{}:
 	default:
 	}
 }
@@ -89,68 +108,69 @@ const watchdogLinger = time.Second
 // time notices the empty heap only then, and exits at the later of that
 // time and watchdogLinger after the heap emptied.
 func (c *Client) watch() {
+	wd := &c.wd
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		c.mu.Lock()
-		c.sleepUntil = time.Time{}
+		wd.sleepUntil = time.Time{}
 		now := time.Now()
-		if len(c.heap) == 0 {
-			if c.emptySince.IsZero() {
-				c.emptySince = now
+		if len(wd.heap) == 0 {
+			if wd.emptySince.IsZero() {
+				wd.emptySince = now
 			}
-			idleAt := c.emptySince.Add(watchdogLinger)
+			idleAt := wd.emptySince.Add(watchdogLinger)
 			if c.closed || !now.Before(idleAt) {
-				c.running = false
+				wd.running = false
 				c.mu.Unlock()
 				return
 			}
-			c.sleepUntil = idleAt
+			wd.sleepUntil = idleAt
 			timer.Reset(idleAt.Sub(now))
 			c.mu.Unlock()
 			select {
 			case <-timer.C:
-			case <-c.kick:
+			case <-wd.kick:
 			}
 			continue
 		}
-		if wait := c.heap[0].when.Sub(now); wait > 0 {
+		if wait := wd.heap[0].when.Sub(now); wait > 0 {
 			// The timer is set before unlocking, so that it is never
 			// later than sleepUntil as scheduleLocked sees it.
-			c.sleepUntil = c.heap[0].when
+			wd.sleepUntil = wd.heap[0].when
 			timer.Reset(wait)
 			c.mu.Unlock()
 			select {
 			case <-timer.C:
-			case <-c.kick:
+			case <-wd.kick:
 			}
 			continue
 		}
 		batch, expired, tooLong := c.dueLocked(now)
-		if len(c.heap) == 0 {
-			c.emptySince = now // the due holds all ended
+		if len(wd.heap) == 0 {
+			wd.emptySince = now // the due grants all ended
 		}
 		if len(batch) > 0 {
 			c.goBackgroundLocked(func() { c.refreshBatch(batch) })
 		}
 		c.mu.Unlock()
 		if len(expired) > 0 {
-			c.end(expired, ErrDeadlinePassed, true)
+			c.expire(expired, ErrDeadlinePassed)
 		}
 		if len(tooLong) > 0 {
-			c.end(tooLong, ErrMaxHoldExceeded, true)
+			c.expire(tooLong, ErrMaxHoldExceeded)
 		}
 	}
 }
 
-// dueLocked takes the holds whose events are due at now. Renewals due a
+// dueLocked takes the grants whose events are due at now. Renewals due a
 // little later (a quarter of their interval) join the batch, so that locks
 // acquired at different times come to share round trips.
-func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*hold) {
-	var later []*hold
+func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*grant) {
+	var later []*grant
 	horizon := now.Add(c.cfg.renewInterval() / 4)
-	for len(c.heap) > 0 && !c.heap[0].when.After(horizon) {
-		h := heap.Pop(&c.heap).(*hold)
+	for len(c.wd.heap) > 0 && !c.wd.heap[0].when.After(horizon) {
+		h := heap.Pop(&c.wd.heap).(*grant)
 		switch {
 		case !h.deadline().IsZero() && !h.deadline().After(now):
 			expired = append(expired, h)
@@ -170,9 +190,9 @@ func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*hold) {
 	return batch, expired, tooLong
 }
 
-// refreshBatch refreshes due holds, in one call when the backend batches.
-func (c *Client) refreshBatch(batch []*hold) {
-	// The batch is worth trying until the latest deadline in it; holds
+// refreshBatch refreshes due grants, in one call when the backend batches.
+func (c *Client) refreshBatch(batch []*grant) {
+	// The batch is worth trying until the latest deadline in it; grants
 	// whose deadline passes first are ended by the watchdog meanwhile.
 	var deadline time.Time
 	for _, h := range batch {
@@ -189,7 +209,7 @@ func (c *Client) refreshBatch(batch []*hold) {
 
 	if c.batch != nil {
 		// One call per TTL: the backend refreshes to one TTL at a time.
-		byTTL := map[time.Duration][]*hold{}
+		byTTL := map[time.Duration][]*grant{}
 		for _, h := range batch {
 			byTTL[h.cfg.ttl] = append(byTTL[h.cfg.ttl], h)
 		}
@@ -204,19 +224,19 @@ func (c *Client) refreshBatch(batch []*hold) {
 				if i < len(res) {
 					r = res[i]
 				}
-				c.refreshed(h, r.Validity, r.Err, true)
+				c.applyRefresh(h, r.Validity, r.Err, byWatchdog)
 			}
 		}
 		return
 	}
 
 	var wg sync.WaitGroup
-	next := make(chan *hold)
+	next := make(chan *grant)
 	for range min(refreshWorkers, len(batch)) {
 		wg.Go(func() {
 			for h := range next {
 				v, err := h.lease.Refresh(ctx, h.cfg.ttl)
-				c.refreshed(h, v, err, true)
+				c.applyRefresh(h, v, err, byWatchdog)
 			}
 		})
 	}
@@ -227,21 +247,28 @@ func (c *Client) refreshBatch(batch []*hold) {
 	wg.Wait()
 }
 
-// refreshed applies the outcome of a refresh of h; fromWatchdog marks the
-// refresh that the watchdog had in flight. It returns err, or why the lock
-// ended if it ended meanwhile.
-func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) error {
+// refresher says who asked for a refresh: the holder (Lock.Refresh) or the
+// watchdog, whose refresh in flight keeps the grant from being sent again.
+type refresher int
+
+const (
+	byHolder refresher = iota
+	byWatchdog
+)
+
+// applyRefresh applies the outcome of a refresh of g. It returns err, or
+// why the grant ended if it ended meanwhile.
+func (c *Client) applyRefresh(g *grant, v Validity, err error, by refresher) error {
 	if err != nil && errors.Is(err, ErrLockLost) {
-		c.end([]*hold{h}, err, false)
+		c.lose([]*grant{g}, err)
 		return err
 	}
 	c.mu.Lock()
 	now := time.Now() // under c.mu; an Err that sees the deadline pass after this is caught by extendDeadlineLocked
-	if fromWatchdog {
-		h.inflight = false
+	if by == byWatchdog {
+		g.inflight = false
 	}
-	if h.ended {
-		cause := h.cause
+	if cause := g.cause(); cause != nil {
 		c.mu.Unlock()
 		if cause == ErrReleased {
 			return fmt.Errorf("%w: released during the refresh", ErrNotHeld)
@@ -253,52 +280,55 @@ func (c *Client) refreshed(h *hold, v Validity, err error, fromWatchdog bool) er
 		// the deadline, and the watchdog is about to end it. A lock never
 		// comes back.
 		c.mu.Unlock()
-		c.end([]*hold{h}, ErrDeadlinePassed, true)
+		c.expire([]*grant{g}, ErrDeadlinePassed)
 		return ErrDeadlinePassed
 	}
-	deadline := h.deadline()
+	deadline := g.deadline()
 	if !deadline.IsZero() && !now.Before(deadline) {
 		return tooLate()
 	}
 	var again time.Duration
 	if err == nil {
 		if v.TTL > 0 {
-			if d := v.Sent.Add(h.cfg.usable(v.TTL)); d.After(deadline) && !h.extendDeadlineLocked(d) {
+			if d := v.Sent.Add(g.cfg.usable(v.TTL)); d.After(deadline) && !g.extendDeadlineLocked(d) {
 				return tooLate() // Err saw the deadline pass since now was read
 			}
 		}
-		h.nextRenew = h.renewAfterLocked(now)
-	} else if fromWatchdog {
+		g.nextRenew = g.renewAfterLocked(now)
+	} else if by == byWatchdog {
 		// Try again soon, and well before the deadline.
-		again = h.cfg.renewInterval()
+		again = g.cfg.renewInterval()
 		if !deadline.IsZero() {
 			again = min(again, max(deadline.Sub(now)/3, 5*time.Millisecond))
 		}
-		h.nextRenew = now.Add(again)
+		g.nextRenew = now.Add(again)
 	}
-	c.scheduleLocked(h)
+	c.scheduleLocked(g)
 	c.mu.Unlock()
-	if err != nil && fromWatchdog {
-		c.cfg.logger.Warn("distlock: refresh failed", "key", h.key, "token", h.token, "err", err, "retry_in", again)
+	switch {
+	case err != nil && by == byWatchdog:
+		c.cfg.logger.Warn("distlock: refresh failed", "key", shortKey(g.key), "token", g.token, "err", err, "retry_in", again)
+	case err == nil && c.debug():
+		c.cfg.logger.Debug("distlock: renewed", "key", shortKey(g.key), "token", g.token, "valid_for", time.Until(g.deadline()).Round(time.Millisecond))
 	}
 	return err
 }
 
-// holdHeap orders holds by their next event.
-type holdHeap []*hold
+// grantHeap orders grants by their next event.
+type grantHeap []*grant
 
-func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].when.Before(q[j].when) }
-func (q holdHeap) Swap(i, j int) {
+func (q grantHeap) Len() int           { return len(q) }
+func (q grantHeap) Less(i, j int) bool { return q[i].when.Before(q[j].when) }
+func (q grantHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].idx, q[j].idx = i, j
 }
-func (q *holdHeap) Push(x any) {
-	h := x.(*hold)
+func (q *grantHeap) Push(x any) {
+	h := x.(*grant)
 	h.idx = len(*q)
 	*q = append(*q, h)
 }
-func (q *holdHeap) Pop() any {
+func (q *grantHeap) Pop() any {
 	old := *q
 	h := old[len(old)-1]
 	old[len(old)-1] = nil

@@ -3,13 +3,18 @@ package distlock_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -149,6 +154,215 @@ func watchdogEventsOnTime(t *testing.T, seed uint64) {
 				}
 				last = rt
 			}
+		}
+	})
+}
+
+// The watchdog sleeps until its next event and is woken only for an
+// earlier one. After a long lock is released, its timer is still set for
+// that lock's renewal; a later lock with a shorter lease must still be
+// renewed in time, and so must one with a longer lease.
+func TestWatchdogTimerAfterHeapEmptied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := distlocktest.NewFaulty(memlock.New())
+		c := newClient(t, f, distlock.WithDrift(0), distlock.WithSafetyMargin(0))
+		long, err := c.Acquire(ctx, "a", distlock.WithTTL(30*time.Second)) // renewal due at +10s
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the watchdog sleeps, its timer set for +10s
+		if err := long.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Earlier than the timer: the watchdog must be woken, or the short
+		// lock (renewal due at +1s) would lapse before it looked.
+		short, err := c.Acquire(ctx, "b", distlock.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second)
+		if short.Err() != nil {
+			t.Fatalf("short lock ended: %v", short.Err())
+		}
+		f.Partition()
+		start := time.Now()
+		<-short.Done()
+		if got := time.Since(start); got <= 0 || got > 3*time.Second {
+			t.Errorf("short lock lost %v after the partition, want within its 3s lease", got)
+		}
+		f.Heal()
+
+		// Later than the timer: no wake-up is needed, and the renewals
+		// still happen.
+		l, err := c.Acquire(ctx, "c", distlock.WithTTL(60*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Minute)
+		if l.Err() != nil {
+			t.Fatalf("renewed lock ended: %v", l.Err())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// countingBackend counts batched refreshes; it adds nothing else.
+type countingBackend struct {
+	*memlock.Backend
+	calls, leases atomic.Int64
+}
+
+func (b *countingBackend) RefreshAll(ctx context.Context, ls []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+	b.calls.Add(1)
+	b.leases.Add(int64(len(ls)))
+	return b.Backend.RefreshAll(ctx, ls, ttl)
+}
+
+// Holding 10,000 locks costs one goroutine, and renewals are batched.
+func TestManyLocksOneWatchdog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := &countingBackend{Backend: memlock.New()}
+		c := newClient(t, b, distlock.WithTTL(15*time.Second))
+		before := runtime.NumGoroutine()
+		const n = 10_000
+		locks := make([]*distlock.Lock, n)
+		for i := range locks {
+			l, err := c.Acquire(ctx, fmt.Sprintf("k/%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			locks[i] = l
+			if i%1000 == 0 {
+				time.Sleep(100 * time.Millisecond) // acquired over a second, not at one instant
+			}
+		}
+		if g := runtime.NumGoroutine() - before; g > 2 {
+			t.Errorf("%d goroutines for %d held locks", g, n)
+		}
+		time.Sleep(time.Minute)
+		for _, l := range locks {
+			if l.Err() != nil {
+				t.Fatalf("lock %s lost: %v", l.Key(), l.Err())
+			}
+		}
+		rounds := int64(time.Minute / 5 / time.Second)
+		if got := b.leases.Load(); got < rounds*n*9/10 {
+			t.Errorf("%d lease refreshes in a minute, want about %d", got, rounds*n)
+		}
+		if got := b.calls.Load(); got > rounds*3 {
+			t.Errorf("%d refresh calls for %d rounds: renewals are not batched", got, rounds)
+		}
+		t.Logf("%d RefreshAll calls refreshed %d leases", b.calls.Load(), b.leases.Load())
+		for _, l := range locks {
+			l.Release(ctx)
+		}
+	})
+}
+
+// slowHandler takes d to write a record whose message contains match.
+type slowHandler struct {
+	match string
+	d     time.Duration
+}
+
+func (h slowHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h slowHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		time.Sleep(h.d)
+	}
+	return nil
+}
+
+func (h slowHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h slowHandler) WithGroup(string) slog.Handler { return h }
+
+// A slow log handler must not delay the loss notice: contexts are cancelled
+// before anything is logged.
+func TestSlowLoggerDoesNotDelayLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		srv := memlock.New()
+		a := newClient(t, srv, distlock.WithTTL(time.Second), distlock.WithoutRenewal(),
+			distlock.WithLogger(slog.New(slowHandler{"lock lost", 5 * time.Second})))
+		b := newClient(t, srv)
+		la, _ := a.Acquire(ctx, "k")
+		lb, err := b.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lb.Release(ctx)
+		select {
+		case <-la.Done():
+		default:
+			t.Fatal("key granted to B while A's context is live")
+		}
+	})
+}
+
+// A slow log handler must not block the watchdog: refresh failures are
+// logged outside the Client's lock.
+func TestSlowLoggerDoesNotBlockWatchdog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		srv := memlock.New()
+		f := distlocktest.NewFaulty(srv)
+		a := newClient(t, f, distlock.WithTTL(300*time.Millisecond),
+			distlock.WithLogger(slog.New(slowHandler{"refresh failed", time.Hour})))
+		b := newClient(t, srv)
+		la, _ := a.Acquire(ctx, "k")
+		f.Partition()
+		lb, err := b.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lb.Release(ctx)
+		select {
+		case <-la.Done():
+		default:
+			t.Fatal("key granted to B while A's context is live: the watchdog was blocked")
+		}
+	})
+}
+
+// slowGrant confirms grants late and counts refreshes.
+type slowGrant struct {
+	*memlock.Backend
+	d         time.Duration
+	refreshes atomic.Int64
+}
+
+func (s *slowGrant) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+	l, err := s.Backend.Acquire(ctx, key, o)
+	time.Sleep(s.d)
+	return l, err
+}
+
+func (s *slowGrant) RefreshAll(ctx context.Context, ls []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+	s.refreshes.Add(int64(len(ls)))
+	return s.Backend.RefreshAll(ctx, ls, ttl)
+}
+
+// A grant confirmed late is renewed before its deadline, not one full
+// interval later.
+func TestLateGrantIsRenewedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := &slowGrant{Backend: memlock.New(), d: 2200 * time.Millisecond}
+		c := newClient(t, b, distlock.WithTTL(3*time.Second))
+		l, err := c.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		if l.Err() != nil {
+			t.Errorf("lock lost after %d refreshes: %v", b.refreshes.Load(), l.Err())
 		}
 	})
 }

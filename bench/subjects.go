@@ -148,7 +148,10 @@ var Subjects = []Subject{
 		Counters: redisCounters(1),
 		Backend: func(e *Env) (distlock.Backend, func() error, error) {
 			c := e.RedisClient(e.Redis(1)[0])
-			b := redislock.New(c)
+			b, err := redislock.New(c)
+			if err != nil {
+				return nil, nil, errors.Join(err, c.Close())
+			}
 			return b, func() error { return errors.Join(b.Close(), c.Close()) }, nil
 		},
 	},
@@ -180,14 +183,14 @@ var Subjects = []Subject{
 		ID: "redislock-try", Name: "redislock.Backend alone, one try (no Client)", Service: SvcRedis, Kind: KindDistlock,
 		Settings: "diagnostic: Backend.Acquire with Wait false and Lease.Release, without distlock.Client (no watchdog, no lock context)",
 		Measures: Latency,
-		Open:     func(e *Env) (Locker, error) { return newRedislockBackend(e, false), nil },
+		Open:     func(e *Env) (Locker, error) { return newRedislockBackend(e, false) },
 		Counters: redisCounters(1),
 	},
 	{
 		ID: "redislock-wait", Name: "redislock.Backend alone, waiting (no Client)", Service: SvcRedis, Kind: KindDistlock,
 		Settings: "diagnostic: Backend.Acquire with Wait true and Lease.Release, without distlock.Client",
 		Measures: Latency,
-		Open:     func(e *Env) (Locker, error) { return newRedislockBackend(e, true), nil },
+		Open:     func(e *Env) (Locker, error) { return newRedislockBackend(e, true) },
 		Counters: redisCounters(1),
 	},
 	{
@@ -430,7 +433,10 @@ func newDistlockRedis(e *Env, fair, try bool) (Locker, error) {
 	if fair {
 		opts = append(opts, redislock.WithFair())
 	}
-	b := redislock.New(c, opts...)
+	b, err := redislock.New(c, opts...)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
 	return newDistlockLocker(b, try, func() error { return errors.Join(b.Close(), c.Close()) })
 }
 
@@ -482,9 +488,13 @@ type backendLocker struct {
 	wait bool
 }
 
-func newRedislockBackend(e *Env, wait bool) *backendLocker {
+func newRedislockBackend(e *Env, wait bool) (*backendLocker, error) {
 	c := e.RedisClient(e.Redis(1)[0])
-	return &backendLocker{c: c, b: redislock.New(c), wait: wait}
+	b, err := redislock.New(c)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return &backendLocker{c: c, b: b, wait: wait}, nil
 }
 
 func (b *backendLocker) Lock(ctx context.Context, key string) (Unlock, error) {

@@ -49,7 +49,7 @@ func ghost(t *testing.T, p *faultproxy.Proxy, admin *clientv3.Client, ba *etcdlo
 	// reaches etcd.
 	p.Reset()
 	id := etcdlock.SessionLease(ba, ghostTTL)
-	kvs := keysUnder(t, admin, ba.LockName(key))
+	kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key))
 	if len(kvs) != 1 || clientv3.LeaseID(kvs[0].Lease) != id {
 		p.Heal()
 		t.Fatalf("the fault did not bite: %q has keys %v, want one of A's session (lease %x)", key, kvs, int64(id))
@@ -80,7 +80,7 @@ func noGhost(t *testing.T, admin *clientv3.Client, ba, bc *etcdlock.Backend, key
 			t.Fatal(err)
 		}
 		if time.Now().After(end) {
-			kvs := keysUnder(t, admin, ba.LockName(key))
+			kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key))
 			t.Fatalf("A's acquire failed, yet %v later %q is still held by %d key(s) of A's live session (lease %x)",
 				2*ghostTTL, key, len(kvs), kvs[0].Lease)
 		}
@@ -166,7 +166,7 @@ func TestPendingCleanupEndsWithClose(t *testing.T) {
 		t.Fatal("Close did not return while a clean-up was pending")
 	}
 	p.Heal()
-	if kvs := keysUnder(t, admin, ba.LockName(key)); len(kvs) > 1 {
+	if kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key)); len(kvs) > 1 {
 		t.Errorf("%d keys under %q", len(kvs), key)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -52,7 +53,7 @@ func TestLeaderKilledWhileHeld(t *testing.T) {
 					s.enter(t, l)
 					if grants.Add(1) == killAt {
 						killOne.Do(func() {
-							queued = len(keysUnder(t, admin, b.LockName(key))) - 1
+							queued = len(keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key))) - 1
 							leader := e.Leader(t)
 							leader.Kill()
 							t.Logf("killed leader %s holding token %d with %d waiters queued in etcd", leader.Name, l.Token(), queued)

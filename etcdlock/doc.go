@@ -6,24 +6,13 @@
 //	locks, _ := distlock.New(backend, distlock.WithTTL(10*time.Second))
 //	lock, err := locks.Acquire(ctx, "reports/nightly")
 //
-// # Sessions
+// # Guarantees
 //
-// A Backend keeps one concurrency.Session per distinct TTL and owner
-// (distlock.WithOwner) it is asked for: one etcd lease and one keep-alive
-// stream, shared by every lock with that TTL and owner, so a lock costs no
-// lease of its own. A Client has one owner, so a Backend shared by a few
-// Clients keeps a few sessions per TTL. etcd counts lease TTLs in whole
-// seconds: a TTL is rounded up, and etcd raises one below its minimum (1.5
-// times the election timeout, rounded up to a second: 2s for default
-// settings). The TTL etcd granted is the one reported in each Validity.
-// Sessions live until they are lost or the Backend is closed; the ttl given
-// to Refresh does not change a session's TTL.
-//
-// Every lock key is attached to its session's lease. What etcd promises is
-// that such a key exists until it is deleted or the lease ends: revoked, or
-// expired at least a TTL after the last keep-alive the leader acknowledged.
-//
-// # When a lock is lost
+// Every lock key is attached to the etcd lease of a session (see Sessions).
+// What etcd promises is that such a key exists until it is deleted or the
+// lease ends: revoked, or expired at least a TTL after the last keep-alive
+// the leader acknowledged. The Mutex grants a lock name to the key created
+// first under it, so while the key exists nobody else holds the lock.
 //
 // The etcd client learns that a lease ended only when etcd says so, or after
 // a TTL without any keep-alive answer counted from when the last answer
@@ -43,58 +32,41 @@
 // keep-alive ends, or a refresh finds the key deleted. A session that ends
 // loses all its locks; later acquires use a new session. A waiter whose
 // session ends while it waits gets an error matching
-// distlock.ErrUnavailable and ErrSessionLost, never the lock: the Backend
-// checks the session after Mutex.Lock returns, before reporting a grant
-// (etcd's Mutex itself can report success on a session whose keep-alive has
-// ended).
-//
-// # Fencing tokens
-//
-// A lock's token is the create revision of its etcd key. Revisions are
-// etcd's single counter of changes, strictly increasing, never reused, and
-// part of the replicated log: they survive restarts and leader changes. The
-// Mutex grants a lock name to the key with the lowest create revision under
-// it, and a key created later is granted only after every earlier one is
-// gone, so each grant's token is greater than every token granted before it
-// for the name. This needs the cluster's data to be durable: an etcd
-// restored from an older backup, or a single member whose data directory was
-// lost, can hand out revisions again. `etcdctl lock NAME cmd` gives its
-// command the same token, as ETCD_LOCK_REV.
-//
-// To let storage refuse a holder that lost its lock while paused, pass
-// Lock.Token to it (see package fence), or, for data in the same etcd, use
-// Txn or Fence: a transaction that etcd applies only if the lock key still
-// exists with the lock's token as create revision.
-//
-// # Leader changes
+// distlock.ErrUnavailable and ErrSessionLost, never the lock.
 //
 // Keys, leases and revisions are in the replicated log, so a new leader
 // knows every lock, and it restarts every lease's TTL (plus an election
-// timeout) when it takes over, which only lengthens leases. A leader cut off
-// from the rest of its cluster can go on answering keep-alives until it
-// steps down, for about an election timeout; the new leader's extension
-// normally covers that, and if in doubt, add the election timeout to
-// distlock.WithSafetyMargin.
+// timeout) when it takes over, which only lengthens leases.
 //
-// # What is not guaranteed
+// # Not guaranteed
 //
 //   - Nothing stops a process that pauses for longer than its lock's
 //     usable TTL from acting after the lock was lost: use the fence.
 //   - Clock rates that differ by more than the drift allowed for.
+//   - A leader cut off from the rest of its cluster can go on answering
+//     keep-alives until it steps down, for about an election timeout; the
+//     new leader's extension normally covers that, and if in doubt, add
+//     the election timeout to distlock.WithSafetyMargin.
 //   - A lock key deleted by hand (etcdctl del) is noticed at the next
 //     refresh, not at once; until then two holders may coexist.
 //   - A failed or cancelled acquire deletes the key it may have created
 //     (its Txn may have taken effect with its reply lost) before returning,
 //     and a release deletes its key, unless etcd does not answer within the
 //     request timeout. A goroutine then goes on deleting the key, with
-//     pauses growing from 100ms to 2s, until etcd confirms it gone, the
-//     session ends (nobody keeps its lease alive any more: the key expires
-//     with it) or the Backend is closed. Until then the key may hold the
-//     lock for nobody, acquires of the name through this Backend wait, and
-//     tries fail with distlock.ErrNotAcquired. A forgotten key would be kept
-//     alive by its session for as long as the session lives.
-//   - Fairness: through one Backend, same-key acquires are served in arrival
-//     order; across Backends, etcd's order of key creation applies.
+//     random pauses of up to 100ms, doubling up to 2s, until etcd confirms
+//     it gone, the session ends (nobody keeps its lease alive any more: the
+//     key expires with it) or the Backend is closed. Until then the key may
+//     hold the lock for nobody, acquires of the name through this Backend
+//     wait, and tries fail with distlock.ErrNotAcquired. A forgotten key
+//     would be kept alive by its session for as long as the session lives.
+//   - Fairness between Backends: etcd's order of key creation applies.
+//
+// # Durability
+//
+// Tokens and exclusion both rest on the cluster's replicated log: it must
+// be durable. An etcd restored from an older backup, or a single member
+// whose data directory was lost, forgets keys and can hand out revisions
+// (tokens) again.
 //
 // # Waiting
 //
@@ -104,18 +76,39 @@
 // a key in etcd: Mutex keys are per session, and two waiters of one session
 // would share a key and both believe they hold the lock.
 //
-// Hand-offs have a latency tail that comes from etcd, not from this
-// package: Mutex.Lock reads the key before its own, then opens its watch at
-// the revision of that read (go.etcd.io/etcd/client/v3 concurrency,
-// waitDelete). etcd serves a watch that starts at or before its current
-// revision from its "unsynced" watcher group, which a server loop catches
-// up every 100ms, so a predecessor that releases before the catch-up is
-// seen up to 100ms late. Measured with 16 waiters taking turns on one key,
-// on one local etcd 3.4 (bench/RESULTS.md): from a release to the next
-// grant, median 4.6ms, p99 25ms, max 82ms, as with etcd's own Mutex (4.1ms,
-// 28ms, 149ms); the waste per hand-off averages 5.85ms. The concurrency
-// package offers no way to open the watch after the read's revision, and
-// this package does not re-implement the Mutex.
+// Hand-offs have a latency tail that comes from etcd's watches (up to about
+// 100ms; see the comment in acquireTurn). Measured with 16 waiters taking
+// turns on one key, on one local etcd 3.4 (bench/RESULTS.md): from a release
+// to the next grant, median 4.6ms, p99 25ms, max 82ms, as with etcd's own
+// Mutex (4.1ms, 28ms, 149ms).
+//
+// # Fencing
+//
+// A lock's token is the create revision of its etcd key. Revisions are
+// etcd's single counter of changes, strictly increasing, never reused, and
+// part of the replicated log: they survive restarts and leader changes. A
+// key created later under a lock name is granted only after every earlier
+// one is gone, so each grant's token is greater than every token granted
+// before it for the name. `etcdctl lock NAME cmd` gives its command the
+// same token, as ETCD_LOCK_REV.
+//
+// To let storage refuse a holder that lost its lock while paused, pass
+// Lock.Token to it (see package fence), or, for data in the same etcd, use
+// Txn or Fence: a transaction that etcd applies only if the lock key still
+// exists with the lock's token as create revision.
+//
+// # Sessions
+//
+// A Backend keeps one concurrency.Session per distinct TTL and owner
+// (distlock.WithOwner) it is asked for: one etcd lease and one keep-alive
+// stream, shared by every lock with that TTL and owner, so a lock costs no
+// lease of its own. A Client has one owner, so a Backend shared by a few
+// Clients keeps a few sessions per TTL. etcd counts lease TTLs in whole
+// seconds: a TTL is rounded up, and etcd raises one below its minimum (1.5
+// times the election timeout, rounded up to a second: 2s for default
+// settings). The TTL etcd granted is the one reported in each Validity.
+// Sessions live until they are lost or the Backend is closed; the ttl given
+// to Refresh does not change a session's TTL.
 //
 // # Key layout and etcdctl
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // Errors of this package, for errors.Is. The errors actually returned wrap
@@ -23,8 +24,9 @@ var (
 	// lock of the session is lost with it.
 	ErrSessionLost = errors.New("etcdlock: session lost")
 
-	// ErrClosed means the Backend was closed.
-	ErrClosed = errors.New("etcdlock: backend closed")
+	// ErrClosed means the Backend was closed. It matches
+	// distlock.ErrClosed.
+	ErrClosed = backend.ClosedError("etcdlock")
 )
 
 // errLeaseGone is the cause when etcd answers that the session's lease does

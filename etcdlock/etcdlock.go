@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -14,6 +12,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/keyqueue"
 )
 
 var (
@@ -68,26 +68,22 @@ type Backend struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 
+	// queue holds the acquires of each lock name: at most one acquire of
+	// this Backend is in etcd for a name at a time (Mutex keys are per
+	// session, so two would share a key). A name's turn is kept by an
+	// acquire, then by the lease it grants (the turn's holder, for Fence),
+	// or by the deletion of a key of ours that may linger (see dropKey).
+	queue keyqueue.Queue[*lease]
+
 	mu       sync.Mutex
 	closed   bool
 	sessions map[sessionKey]*session     // the live session of each TTL and owner
 	pending  map[sessionKey]*sessionCall // sessions being created
-	turns    map[string]*turn            // lock name -> local queue
 	wg       sync.WaitGroup              // goroutines started by the Backend
 }
 
-// turn is the in-process queue of one lock name: at most one acquire of
-// this Backend is in etcd for the name at a time (Mutex keys are per
-// session, so two would share a key), and the others wait here in FIFO
-// order. This also keeps a process's herd out of etcd.
-//
-// The turn is busy while an acquire, a held lease, or the deletion of a key
-// of ours that may linger (see dropKey) has it.
-type turn struct {
-	busy   bool            // an acquire, a held lease or a clean-up has the turn
-	queue  []chan struct{} // waiting acquires, first served first
-	holder *lease          // the lease holding the name, if any
-}
+// turn is a lock name's turn in the Backend's queue.
+type turn = keyqueue.Turn[*lease]
 
 // New returns a Backend over cli. The Backend does not own cli: Close
 // leaves it open, and it must stay open until the Backend is closed.
@@ -113,7 +109,6 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 		cfg:      cfg,
 		sessions: map[sessionKey]*session{},
 		pending:  map[sessionKey]*sessionCall{},
-		turns:    map[string]*turn{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Session and Mutex use their client's context for clean-ups that must
@@ -196,16 +191,9 @@ func (b *Backend) goTracked(f func()) bool {
 	return true
 }
 
-// ttlSeconds converts a lease duration to etcd's whole seconds, rounding up.
-func ttlSeconds(ttl time.Duration) (int64, error) {
-	switch {
-	case ttl <= 0:
-		return 0, fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
-	case ttl > distlock.MaxTTL:
-		return 0, fmt.Errorf("%w: TTL %v is longer than %v", distlock.ErrInvalidOption, ttl, distlock.MaxTTL)
-	}
-	return int64((ttl + time.Second - 1) / time.Second), nil
-}
+// ttlSeconds converts a lease duration, checked with backend.CheckTTL, to
+// etcd's whole seconds, rounding up.
+func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) / time.Second) }
 
 // Acquire implements distlock.Backend.
 //
@@ -225,117 +213,64 @@ func ttlSeconds(ttl time.Duration) (int64, error) {
 // if etcd does not answer within the request timeout, it returns and a
 // goroutine goes on deleting the key (see the package documentation).
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key); err != nil {
+	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	secs, err := ttlSeconds(opts.TTL)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	name := b.LockName(key)
+	name := LockName(b.cfg.prefix, key)
 	t, err := b.takeTurn(ctx, name, opts.Wait)
 	if err != nil {
 		return nil, err
 	}
-	l, err := b.acquireTurn(ctx, t, key, name, secs, opts)
+	l, err := b.acquireTurn(ctx, t, key, name, ttlSeconds(opts.TTL), opts)
 	if err != nil {
 		return nil, err // acquireTurn passed the turn on
 	}
 	return l, nil
 }
 
-// takeTurn waits for name's turn in this process.
+// takeTurn waits for name's turn in this process, or, for a try, takes it
+// if it is free.
 func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, ErrClosed
-	}
-	t := b.turns[name]
-	if t == nil {
-		t = &turn{}
-		b.turns[name] = t
-	}
-	if !t.busy {
-		t.busy = true
-		b.mu.Unlock()
-		return t, nil
-	}
-	if !wait {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("%w: etcdlock: held, being acquired or being cleaned up through this backend", distlock.ErrNotAcquired)
-	}
-	ch := make(chan struct{}, 1)
-	t.queue = append(t.queue, ch)
-	b.mu.Unlock()
-
-	var err error
-	select {
-	case <-ch:
-		return t, nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-b.ctx.Done():
-		err = ErrClosed
-	}
-	b.mu.Lock()
-	if i := slices.Index(t.queue, ch); i >= 0 {
-		t.queue = slices.Delete(t.queue, i, i+1)
-		b.mu.Unlock()
+	if err := b.checkOpen(); err != nil {
 		return nil, err
 	}
-	b.mu.Unlock()
-	<-ch // the turn came to us while we gave up: pass it on
-	b.passTurn(name, t)
-	return nil, err
-}
-
-// passTurn gives name's turn to the next waiter in this process, or frees it.
-func (b *Backend) passTurn(name string, t *turn) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.passTurnLocked(name, t)
-}
-
-func (b *Backend) passTurnLocked(name string, t *turn) {
-	t.holder = nil
-	if len(t.queue) > 0 {
-		ch := t.queue[0]
-		t.queue = slices.Delete(t.queue, 0, 1)
-		ch <- struct{}{} // buffered: never blocks
-		return
+	if !wait {
+		t, ok := b.queue.Try(name)
+		if !ok {
+			return nil, fmt.Errorf("%w: etcdlock: held, being acquired or being cleaned up through this backend", distlock.ErrNotAcquired)
+		}
+		return t, nil
 	}
-	t.busy = false
-	if b.turns[name] == t {
-		delete(b.turns, name)
+	// Close ends the wait too.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.ctx, cancel)
+	defer stop()
+	t, err := b.queue.Wait(wctx, name)
+	switch {
+	case err == nil:
+		return t, nil
+	case ctx.Err() != nil:
+		return nil, backend.Canceled(ctx)
 	}
+	return nil, ErrClosed
 }
 
 // endTurn ends l's hold on its name's turn, once.
 func (b *Backend) endTurn(l *lease) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l.turnEnded {
-		return
+	if t := l.turn.Swap(nil); t != nil {
+		t.Done()
 	}
-	l.turnEnded = true
-	b.passTurnLocked(l.name, l.t)
 }
 
 // takeOverTurn moves l's hold on its name's turn to a clean-up of its key,
-// once: it reports false if l's turn had already ended.
-func (b *Backend) takeOverTurn(l *lease) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l.turnEnded {
-		return false
+// once: it returns nil if l's turn had already ended.
+func (b *Backend) takeOverTurn(l *lease) *turn {
+	t := l.turn.Swap(nil)
+	if t != nil {
+		t.Set(nil) // the lease no longer holds the name for Fence
 	}
-	l.turnEnded = true
-	l.t.holder = nil
-	return true
+	return t
 }
 
 // acquireTurn makes one acquire of name in etcd, holding the turn. On
@@ -344,7 +279,10 @@ func (b *Backend) takeOverTurn(l *lease) bool {
 func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, secs int64, opts distlock.AcquireOptions) (*lease, error) {
 	s, err := b.session(ctx, secs, opts.Owner)
 	if err != nil {
-		b.passTurn(name, t)
+		t.Done()
+		if ctx.Err() != nil {
+			return nil, backend.Canceled(ctx)
+		}
 		return nil, err
 	}
 	m := concurrency.NewMutex(s.cs, name)
@@ -358,6 +296,15 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 		return b.finish(ctx, t, s, m, key, name, opts, err)
 	}
 
+	// Hand-offs have a latency tail from etcd: Mutex.Lock reads the key
+	// before its own, then opens its watch at the revision of that read
+	// (waitDelete). etcd serves a watch that starts at or before its
+	// current revision from its "unsynced" watcher group, which a server
+	// loop catches up every 100ms, so a predecessor that releases before
+	// the catch-up is seen up to 100ms late. The concurrency package offers
+	// no way to open the watch after the read's revision, and this package
+	// does not re-implement the Mutex.
+	//
 	// Lock runs in its own goroutine: when it fails it deletes its key
 	// with its client's context, without a deadline, which would hold the
 	// caller past its own context while etcd is unreachable.
@@ -383,7 +330,7 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 	if !started {
 		stop()
 		cancel(nil)
-		b.passTurn(name, t)
+		t.Done()
 		return nil, ErrClosed
 	}
 	select {
@@ -407,7 +354,7 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 			}
 		})
 	}
-	return nil, ctx.Err()
+	return nil, backend.Canceled(ctx)
 }
 
 // lockErr sorts an error of Mutex.Lock.
@@ -435,7 +382,7 @@ func (b *Backend) releaseUnwanted(l *lease) {
 func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrency.Mutex, key, name string, opts distlock.AcquireOptions, lockErr error) (*lease, error) {
 	if lockErr != nil {
 		if errors.Is(lockErr, concurrency.ErrLocked) {
-			b.passTurn(name, t) // TryLock deleted its key
+			t.Done() // TryLock deleted its key
 			return nil, fmt.Errorf("%w: etcdlock: held", distlock.ErrNotAcquired)
 		}
 		// The key may exist: the Txn that creates it may have taken
@@ -445,7 +392,7 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrenc
 		if m.Key() != key {
 			rev = 0
 		}
-		b.cleanup(t, name, s, key, rev)
+		b.cleanup(t, s, key, rev)
 		if err := b.checkOpen(); err != nil {
 			return nil, err
 		}
@@ -462,23 +409,22 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrenc
 		return nil, lockErr
 	}
 	l := &lease{
-		b: b, s: s, t: t, key: key, name: name, etcdKey: m.Key(),
+		b: b, s: s, key: key, etcdKey: m.Key(),
 		token:  uint64(ownerRevision(m)),
 		onLost: opts.OnLost,
 	}
+	l.turn.Store(t)
 	// The issue of a Mutex reporting success on a session that already
 	// ended: whatever Lock said, the session must be live now, and its
 	// lease confirmed recently enough for the Client to use the grant.
 	v, err := s.confirm(ctx, time.Now().Add(-s.freshFor()))
 	if err == nil {
 		l.validity = v
-		b.mu.Lock()
-		t.holder = l // for Fence; cleared when the turn passes on
-		b.mu.Unlock()
+		t.Set(l) // for Fence; cleared when the turn passes on
 		err = s.add(l)
 	}
 	if err != nil {
-		b.cleanup(t, name, s, l.etcdKey, int64(l.token))
+		b.cleanup(t, s, l.etcdKey, int64(l.token))
 		if cerr := b.checkOpen(); cerr != nil {
 			return nil, cerr
 		}
@@ -504,66 +450,54 @@ func ownerRevision(m *concurrency.Mutex) int64 {
 // confirmed that the key is gone (see dropKey). Only the holder of a name's
 // turn creates keys under the name, so the key is ours to delete. rev is
 // the key's create revision, or 0 if it is not known.
-func (b *Backend) cleanup(t *turn, name string, s *session, key string, rev int64) {
-	b.mu.Lock()
-	t.holder = nil
-	b.mu.Unlock()
+func (b *Backend) cleanup(t *turn, s *session, key string, rev int64) {
+	t.Set(nil)
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
 	err := b.deleteKey(ctx, key, rev)
 	cancel()
 	if err == nil {
-		b.passTurn(name, t)
+		t.Done()
 		return
 	}
-	b.dropKey(t, name, s, key, rev, nil)
+	b.dropKey(t, s, key, rev, nil)
 }
 
-// dropKey deletes key, one of ours under name that may linger in etcd, in
-// a goroutine that holds name's turn meanwhile and passes it on at the
+// dropKey deletes key, one of ours that may linger in etcd, in a goroutine
+// that holds the key's lock name's turn t meanwhile and passes it on at the
 // end. It tries until etcd confirms that the key is gone, pausing between
-// tries, or until s ends (the key then goes with its lease, which nobody
-// keeps alive) or the Backend closes (Close revokes the lease). A key
-// forgotten instead would be kept alive by the session and hold the lock
-// for nobody, for as long as the session lives. Holding the turn keeps this
-// Backend from creating a key at the same path meanwhile; tries of the name
-// through this Backend fail as held.
+// tries (distlock.ExponentialBackoff from dropRetryMin, or the request
+// timeout if shorter, to dropRetryMax), or until s ends (the key then goes
+// with its lease, which nobody keeps alive) or the Backend closes (Close
+// revokes the lease). A key forgotten instead would be kept alive by the
+// session and hold the lock for nobody, for as long as the session lives.
+// Holding the turn keeps this Backend from creating a key at the same path
+// meanwhile; tries of the name through this Backend fail as held.
 //
 // gone, if not nil, runs when etcd has confirmed, before the turn passes on.
-func (b *Backend) dropKey(t *turn, name string, s *session, key string, rev int64, gone func()) {
+func (b *Backend) dropKey(t *turn, s *session, key string, rev int64, gone func()) {
 	started := b.goTracked(func() {
-		defer b.passTurn(name, t)
-		pause := min(dropRetryMin, b.cfg.requestTimeout)
-		for {
-			timer := time.NewTimer(pause/2 + rand.N(pause/2+1))
-			select {
-			case <-timer.C:
-			case <-s.cs.Ctx().Done():
-				timer.Stop()
-				return
-			case <-b.ctx.Done():
-				timer.Stop()
-				return
-			}
-			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
-			err := b.deleteKey(ctx, key, rev)
-			cancel()
-			if err == nil {
-				if gone != nil {
-					gone()
-				}
-				return
-			}
-			pause = min(2*pause, dropRetryMax)
+		defer t.Done()
+		ctx, cancel := context.WithCancel(b.ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.cs.Ctx(), cancel)
+		defer stop()
+		pauses := distlock.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
+		err := backend.Retry(ctx, pauses, func(ctx context.Context) error {
+			rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+			defer cancel()
+			return b.deleteKey(rctx, key, rev)
+		})
+		if err == nil && gone != nil {
+			gone()
 		}
 	})
 	if !started {
-		b.passTurn(name, t) // closed: Close revoked the lease
+		t.Done() // closed: Close revoked the lease
 	}
 }
 
-// The pauses between the tries of dropKey: the first is about dropRetryMin
-// (or the request timeout if shorter), and each is twice the one before,
-// up to dropRetryMax, with a random half of it left out.
+// The pauses between the tries of dropKey: after the n-th failure, a random
+// time up to dropRetryMin×2^(n-1), capped at dropRetryMax.
 const (
 	dropRetryMin = 100 * time.Millisecond
 	dropRetryMax = 2 * time.Second

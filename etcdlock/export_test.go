@@ -8,15 +8,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // liveSession returns a live session of b for ttl (the tests that use it
 // have one owner per Backend), or nil.
 func liveSession(b *Backend, ttl time.Duration) *session {
-	secs, err := ttlSeconds(ttl)
-	if err != nil {
+	if backend.CheckTTL(ttl) != nil {
 		return nil
 	}
+	secs := ttlSeconds(ttl)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, s := range b.sessions {
@@ -26,6 +28,13 @@ func liveSession(b *Backend, ttl time.Duration) *session {
 	}
 	return nil
 }
+
+// Prefix returns the prefix of b's lock names.
+func (b *Backend) Prefix() string { return b.cfg.prefix }
+
+// Queued returns the number of lock names whose turn an acquire, a lease
+// or a clean-up of b has or awaits.
+func Queued(b *Backend) int { return b.queue.Len() }
 
 // SessionDone returns the Done channel of b's concurrency.Session for ttl:
 // etcd's own signal that the session ended. Nil if there is none.
@@ -123,3 +132,7 @@ func (t *faultyTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	return resp, nil
 }
+
+// Waiting returns the number of acquirers of key waiting for its turn,
+// besides the one that has it.
+func Waiting(b *Backend, key string) int { return b.queue.Waiting(LockName(b.cfg.prefix, key)) }

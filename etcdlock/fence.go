@@ -31,13 +31,7 @@ func (b *Backend) Fence(lock Held) (clientv3.Cmp, error) {
 	if isNil(lock) {
 		return clientv3.Cmp{}, fmt.Errorf("%w: etcdlock: nil lock", distlock.ErrInvalidOption)
 	}
-	name := b.LockName(lock.Key())
-	b.mu.Lock()
-	var l *lease
-	if t := b.turns[name]; t != nil {
-		l = t.holder
-	}
-	b.mu.Unlock()
+	l := b.queue.Holder(LockName(b.cfg.prefix, lock.Key()))
 	if l == nil || l.token != lock.Token() || l.ended() {
 		return clientv3.Cmp{}, &FenceError{Key: lock.Key(), Token: lock.Token()}
 	}

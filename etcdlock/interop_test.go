@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -99,7 +100,7 @@ func TestEtcdctlInterop(t *testing.T) {
 	b := newBackend(t, newClient(t, e.Endpoints))
 	c := newLockClient(t, b)
 	const key = "jobs/nightly report" // a "/" and a space: escaped in the name
-	name := b.LockName(key)
+	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
 
 	t.Run("EtcdctlHolds", func(t *testing.T) {
 		lines, stop := etcdctlLock(t, e, name)

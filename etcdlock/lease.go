@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // maxTxnOps is the number of operations per transaction the Backend stays
@@ -20,15 +22,12 @@ const maxTxnOps = 128
 type lease struct {
 	b        *Backend
 	s        *session
-	t        *turn
-	key      string // as given to Acquire
-	name     string // the etcd lock name
-	etcdKey  string // name/<lease ID hex>
-	token    uint64 // the create revision of etcdKey
+	turn     atomic.Pointer[turn] // the name's turn while the lease has it
+	key      string               // as given to Acquire
+	etcdKey  string               // name/<lease ID hex>
+	token    uint64               // the create revision of etcdKey
 	validity distlock.Validity
 	onLost   func(error)
-
-	turnEnded bool // guarded by b.mu
 
 	mu    sync.Mutex
 	state leaseState
@@ -60,8 +59,8 @@ func (l *lease) Validity() distlock.Validity { return l.validity }
 // leases keep the TTL they were granted with, so ttl only has to be
 // positive.
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if ttl <= 0 {
-		return distlock.Validity{}, fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
+	if err := backend.CheckTTL(ttl); err != nil {
+		return distlock.Validity{}, err
 	}
 	res := l.b.refresh(ctx, l.s, []*lease{l}, time.Now())
 	return res[0].Validity, res[0].Err
@@ -100,8 +99,8 @@ func (l *lease) Release(ctx context.Context) error {
 			l.state = releaseUnknown
 		}
 		l.mu.Unlock()
-		if b.takeOverTurn(l) {
-			b.dropKey(l.t, l.name, l.s, l.etcdKey, int64(l.token), func() { l.s.remove(l) })
+		if t := b.takeOverTurn(l); t != nil {
+			b.dropKey(t, l.s, l.etcdKey, int64(l.token), func() { l.s.remove(l) })
 		}
 		return b.sortErr(ctx, rctx, err)
 	}
@@ -151,14 +150,15 @@ func (l *lease) ended() bool {
 func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
 	start := time.Now()
 	res := make([]distlock.RefreshResult, len(leases))
+	ttlErr := backend.CheckTTL(ttl)
 	bySession := map[*session][]int{}
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
 		switch {
 		case !ok || l == nil || l.b != b:
 			res[i].Err = fmt.Errorf("%w: etcdlock: lease %T is not from this backend", distlock.ErrInvalidOption, dl)
-		case ttl <= 0:
-			res[i].Err = fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
+		case ttlErr != nil:
+			res[i].Err = ttlErr
 		default:
 			bySession[l.s] = append(bySession[l.s], i)
 		}

@@ -57,13 +57,6 @@ var unescaper = strings.NewReplacer("%2F", "/", "%25", "%")
 
 func unescapeKey(name string) string { return unescaper.Replace(name) }
 
-// LockName returns the etcd lock name of key for this Backend:
-// LockName(prefix, key) with the Backend's prefix.
-func (b *Backend) LockName(key string) string { return LockName(b.cfg.prefix, key) }
-
-// Prefix returns the prefix of the Backend's lock names.
-func (b *Backend) Prefix() string { return b.cfg.prefix }
-
 // List implements distlock.Lister: it reads every lock key under the
 // Backend's prefix whose key starts with prefix, and reports for each lock
 // name the key created first (the holder), its create revision as the

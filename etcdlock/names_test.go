@@ -55,7 +55,7 @@ func TestList(t *testing.T) {
 	}
 	// A waiter is not a holder.
 	go other.Acquire(ctx, "jobs/a", distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true, Owner: "host-b:2"})
-	waitKeys(t, adminClient(t, e.Endpoints), b.LockName("jobs/a"), 2)
+	waitKeys(t, adminClient(t, e.Endpoints), etcdlock.LockName("list-test/", "jobs/a"), 2)
 
 	hs, err := b.List(ctx, "jobs/")
 	if err != nil {

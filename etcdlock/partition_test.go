@@ -123,7 +123,7 @@ func TestPartitionedHolderStopsBeforeExpiry(t *testing.T) {
 	if err := g.l.Refresh(ctx); err != nil {
 		t.Errorf("B's Refresh after A came back: %v", err)
 	}
-	if kvs := keysUnder(t, admin, ba.LockName(key)); len(kvs) != 1 || uint64(kvs[0].CreateRevision) != g.l.Token() {
+	if kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key)); len(kvs) != 1 || uint64(kvs[0].CreateRevision) != g.l.Token() {
 		t.Errorf("after A came back, the lock keys are %v; want B's alone", kvs)
 	}
 	if err := la.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {

@@ -83,7 +83,7 @@ func TestWaiterWhoseSessionEndsGetsAnError(t *testing.T) {
 			l, err := bw.Acquire(ctx, key, opts)
 			res <- acquired{l, err}
 		}()
-		kvs := waitKeys(t, admin, bh.LockName(key), 2)
+		kvs := waitKeys(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key), 2)
 		return bw, lh, res, string(kvs[1].Key)
 	}
 	check := func(t *testing.T, res <-chan acquired, bw *etcdlock.Backend, key string) {
@@ -100,7 +100,7 @@ func TestWaiterWhoseSessionEndsGetsAnError(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the waiter's Acquire did not return")
 		}
-		if kvs := keysUnder(t, admin, bw.LockName(key)); len(kvs) != 0 {
+		if kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key)); len(kvs) != 0 {
 			t.Errorf("%d keys left under the lock name", len(kvs))
 		}
 		// The Backend goes on with a new session.
@@ -116,7 +116,7 @@ func TestWaiterWhoseSessionEndsGetsAnError(t *testing.T) {
 	t.Run("Revoked", func(t *testing.T) {
 		key := "revoked-while-queued"
 		bw, lh, res, wkey := queue(t, key)
-		kvs := keysUnder(t, admin, bw.LockName(key))
+		kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key))
 		if string(kvs[1].Key) != wkey {
 			t.Fatal("waiter key moved")
 		}
@@ -192,7 +192,7 @@ func TestSameBackendSameKey(t *testing.T) {
 			t.Fatalf("second acquire through the same backend got the key while it was held (token %d)", l.Token())
 		case <-time.After(300 * time.Millisecond):
 		}
-		if kvs := keysUnder(t, admin, b.LockName(key)); len(kvs) != 1 {
+		if kvs := keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key)); len(kvs) != 1 {
 			t.Errorf("%d keys in etcd; the second acquire should wait in this process", len(kvs))
 		}
 		if _, err := c2.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
@@ -258,7 +258,7 @@ func TestGivingUpLeavesNoKey(t *testing.T) {
 	key := "give-up"
 	bh := newBackend(t, newClient(t, e.Endpoints))
 	bw := newBackend(t, newClient(t, e.Endpoints))
-	name := bh.LockName(key)
+	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
 	lh, err := bh.Acquire(ctx, key, distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true})
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +326,9 @@ func TestSessions(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBackend(t, newClient(t, e.Endpoints))
 	c := newLockClient(t, b, distlock.WithTTL(3*time.Second))
-	leaseOf := func(key string) int64 { return keysUnder(t, admin, b.LockName(key))[0].Lease }
+	leaseOf := func(key string) int64 {
+		return keysUnder(t, admin, etcdlock.LockName(etcdlock.DefaultPrefix, key))[0].Lease
+	}
 
 	l1, err := c.Acquire(ctx, "s/1")
 	if err != nil {
@@ -449,7 +451,7 @@ func TestRefreshNoticesDeletedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Delete(ctx, b.LockName("deleted")+"/", clientv3.WithPrefix()); err != nil {
+	if _, err := admin.Delete(ctx, etcdlock.LockName(etcdlock.DefaultPrefix, "deleted")+"/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Refresh(ctx, 3*time.Second); !errors.Is(err, distlock.ErrLockLost) {
@@ -515,8 +517,11 @@ func TestBadInput(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second}); !errors.Is(err, etcdlock.ErrClosed) {
-		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second}); !errors.Is(err, etcdlock.ErrClosed) || !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want etcdlock.ErrClosed matching distlock.ErrClosed", err)
+	}
+	if n := etcdlock.Queued(b); n != 0 {
+		t.Errorf("%d lock names still queued after Close", n)
 	}
 	if err := l.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Release after Close: %v, want ErrLockLost (Close revoked the session)", err)
@@ -527,5 +532,56 @@ func TestBadInput(t *testing.T) {
 	// The user's client stays open.
 	if _, err := cli.Get(ctx, "k"); err != nil {
 		t.Errorf("client unusable after the Backend's Close: %v", err)
+	}
+}
+
+// Acquirers of a key through one Backend are granted it in arrival order,
+// and no lock name stays queued once they are done.
+func TestFIFOWithinBackend(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ctx := testCtx(t)
+	b := newBackend(t, newClient(t, e.Endpoints))
+	opts := distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true}
+	holder, err := b.Acquire(ctx, "fifo", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	granted := make(chan int, n)
+	leases := make([]distlock.Lease, n)
+	for i := range n {
+		go func() {
+			l, err := b.Acquire(ctx, "fifo", opts)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		for etcdlock.Waiting(b, "fifo") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range n {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			if err := leases[i].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	if n := etcdlock.Queued(b); n != 0 {
+		t.Errorf("%d lock names still queued", n)
 	}
 }

@@ -23,7 +23,7 @@ import (
 const (
 	helperEnv    = "FILELOCK_TEST_HELPER_DIR"
 	helperKeyEnv = "FILELOCK_TEST_HELPER_KEY"
-	// helperPassEnv makes the helper hand the lock file (LeaseFile) to a
+	// helperPassEnv makes the helper hand the lock file (Backend.File) to a
 	// child process, `sleep`, and print that child's pid.
 	helperPassEnv = "FILELOCK_TEST_HELPER_PASS"
 )
@@ -42,7 +42,7 @@ func helperMain() {
 	}
 	child := 0
 	if os.Getenv(helperPassEnv) != "" {
-		f, err := filelock.LeaseFile(l)
+		f, err := b.File(grant{os.Getenv(helperKeyEnv), l.Token()})
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)

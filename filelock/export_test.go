@@ -33,3 +33,11 @@ func Slots(path string) (a, b uint64, err error) {
 	b, _, _ = decodeSlot(buf[slotSize:keyOffset])
 	return a, b, nil
 }
+
+// Queued returns the number of keys whose turn an acquirer of b has or
+// awaits.
+func Queued(b *Backend) int { return b.queue.Len() }
+
+// Waiting returns the number of acquirers of key waiting for its turn,
+// besides the one that has it.
+func Waiting(b *Backend, key string) int { return b.queue.Waiting(fileName(key)) }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/keyqueue"
 )
 
 var (
@@ -34,8 +36,12 @@ var (
 // DefaultPollInterval is the default of WithPollInterval.
 const DefaultPollInterval = time.Second
 
-// maxBurst bounds the quick retries after a wake-up; see Backend.grab.
-const maxBurst = 64 * time.Millisecond
+// After a wake-up, a waiter tries again burstTries times over pauses of
+// up to 1ms, 2ms, ... maxBurst (full jitter); see Backend.grab.
+const (
+	maxBurst   = 64 * time.Millisecond
+	burstTries = 7
+)
 
 // Backend is a lock service over one directory of lock files on the local
 // host. Every Backend, in this or any other process, that uses the same
@@ -49,15 +55,11 @@ type Backend struct {
 	host string
 	w    watcher
 
-	mu    sync.Mutex
-	gates map[string]*gate // by file name
-}
-
-// gate queues the acquirers of one key within a Backend: only the one that
-// holds it touches the lock file, and it keeps it while it holds the lease.
-type gate struct {
-	ch   chan struct{} // capacity 1: full while taken
-	refs int
+	// queue holds the acquirers of each key (by file name) within the
+	// Backend: only the one that has the turn touches the lock file, and
+	// it keeps the turn while it holds the lease, which is the turn's
+	// holder (for File).
+	queue keyqueue.Queue[*lease]
 }
 
 // Option configures a Backend.
@@ -86,7 +88,8 @@ func WithFileMode(perm fs.FileMode) Option { return func(c *config) { c.perm = p
 // the current user that others cannot enter, whatever WithFileMode says.
 // The directory should be on a local file system that persists across
 // reboots if tokens must keep increasing across reboots (see the package
-// documentation).
+// documentation). A bad option returns an error matching
+// distlock.ErrInvalidOption.
 func New(dir string, opts ...Option) (*Backend, error) {
 	cfg := config{perm: 0o600, poll: DefaultPollInterval}
 	for _, o := range opts {
@@ -123,7 +126,7 @@ func New(dir string, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &Backend{dir: abs, perm: cfg.perm, poll: cfg.poll, host: host, gates: map[string]*gate{}}, nil
+	return &Backend{dir: abs, perm: cfg.perm, poll: cfg.poll, host: host}, nil
 }
 
 // dirMode adds search bits where perm has read bits.
@@ -194,60 +197,91 @@ func (b *Backend) Path(key string) string {
 // Release or the end of the process (Validity.TTL is 0). opts.OnLost is
 // never called.
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key); err != nil {
-		return nil, err
-	}
-	if opts.TTL <= 0 || opts.TTL > distlock.MaxTTL {
-		return nil, fmt.Errorf("%w: TTL %v is not in (0, %v]", distlock.ErrInvalidOption, opts.TTL, distlock.MaxTTL)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	name := fileName(key)
-	g := b.enter(name)
+	var turn *keyqueue.Turn[*lease]
 	if opts.Wait {
-		select {
-		case g.ch <- struct{}{}:
-		case <-ctx.Done():
-			b.leave(name, g)
-			return nil, ctx.Err()
+		t, err := b.queue.Wait(ctx, name)
+		if err != nil {
+			return nil, backend.Canceled(ctx)
 		}
+		turn = t
+	} else if t, ok := b.queue.Try(name); ok {
+		turn = t
 	} else {
-		select {
-		case g.ch <- struct{}{}:
-		default:
-			b.leave(name, g)
-			return nil, fmt.Errorf("%w: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
-		}
+		return nil, fmt.Errorf("%w: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
 	}
 	l, err := b.grab(ctx, key, name, opts)
 	if err != nil {
-		<-g.ch
-		b.leave(name, g)
+		turn.Done()
 		return nil, err
 	}
-	l.g = g
+	l.turn = turn
+	turn.Set(l)
 	return l, nil
 }
 
-func (b *Backend) enter(name string) *gate {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	g := b.gates[name]
-	if g == nil {
-		g = &gate{ch: make(chan struct{}, 1)}
-		b.gates[name] = g
-	}
-	g.refs++
-	return g
+// Held is a grant to look up with File. *distlock.Lock satisfies it, as do
+// the leases this Backend returns.
+type Held interface {
+	Key() string
+	Token() uint64
 }
 
-func (b *Backend) leave(name string, g *gate) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if g.refs--; g.refs == 0 {
-		delete(b.gates, name)
+// File returns a new descriptor of the lock file that holds lock, a grant
+// of this Backend, on the same open file description as the grant's own.
+// The flock of a grant belongs to that description: it stays held as long
+// as any descriptor of it is open, in any process. Handing the descriptor
+// to a child process (exec.Cmd.ExtraFiles) therefore keeps the key held
+// until the child exits too, even if the holder dies first; the distlock
+// command does that so that the key is not granted again before the command
+// it supervises is gone.
+//
+// The caller owns the returned file and must close it; closing it does not
+// release the key. Do not unlock it (flock LOCK_UN): that would unlock the
+// description, and so the key, for the holder too. Releasing the lock
+// unlocks the description whoever still has it open.
+//
+// It returns an error matching distlock.ErrLockLost if lock is not held
+// through this Backend (never granted by it, released, or found lost), and
+// distlock.ErrInvalidOption if lock is nil. File is safe for concurrent use.
+func (b *Backend) File(lock Held) (*os.File, error) {
+	if isNil(lock) {
+		return nil, fmt.Errorf("%w: filelock: nil lock", distlock.ErrInvalidOption)
 	}
+	key, token := lock.Key(), lock.Token()
+	l := b.queue.Holder(fileName(key))
+	if l == nil || l.token != token {
+		return nil, fmt.Errorf("%w: token %d of %q is not held through this Backend", distlock.ErrLockLost, token, key)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, token, key)
+	}
+	f, err := dupFile(l.f)
+	if err != nil {
+		return nil, fileErr("duplicate lock file descriptor", err)
+	}
+	return f, nil
+}
+
+var _ Held = (*distlock.Lock)(nil)
+
+// isNil reports whether h is nil or a nil pointer of a type that holds a
+// grant.
+func isNil(h Held) bool {
+	switch v := h.(type) {
+	case nil:
+		return true
+	case *distlock.Lock:
+		return v == nil
+	case *lease:
+		return v == nil
+	}
+	return false
 }
 
 // openLock opens (creating if needed) the lock file at path, on its own
@@ -277,13 +311,17 @@ func fileErr(what string, err error) error {
 
 // grab takes the flock of key's lock file, then its next token.
 //
-// Waiting: the waiter keeps its file open and tries LOCK_EX|LOCK_NB each
+// Waiting: a blocking flock cannot be cancelled, and a goroutine blocked
+// in it (with the lock it might get later) would outlive the caller's
+// context. So the waiter keeps its file open and tries LOCK_EX|LOCK_NB each
 // time inotify reports that the file was closed (a holder releasing or
 // exiting closes it) or renamed or removed. The kernel reports a close just
 // before it drops the closed file's lock, so a try that fails right after a
-// wake-up is repeated a few times over a short, growing delay (up to
-// maxBurst) before the waiter sleeps again. A slow poll covers wake-ups that
-// never come (an inotify queue overflow, or no inotify at all).
+// wake-up is repeated burstTries times over short, growing, jittered pauses
+// (up to maxBurst) before the waiter sleeps again; the jitter spreads the
+// waiting Backends of other processes that woke together. A slow poll
+// covers wake-ups that never come (an inotify queue overflow, or no inotify
+// at all).
 func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.AcquireOptions) (*lease, error) {
 	path := filepath.Join(b.dir, name+lockSuffix)
 	f, err := b.openLock(path)
@@ -298,7 +336,9 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 			timer.Stop()
 		}
 	}()
-	burst := time.Duration(0) // next quick retry after a wake-up; 0: none
+	quick := distlock.ExponentialBackoff(time.Millisecond, maxBurst) // after a wake-up
+	slow := distlock.ExponentialBackoff(time.Millisecond, b.poll)    // with no wake-ups to wait for
+	burst, polls := 0, 0                                             // failed tries since the last wake-up (0: none since), and without wake-ups
 	for {
 		ok, err := flock(f, flockEX|flockNB)
 		if err != nil {
@@ -335,19 +375,15 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 		}
 		var delay time.Duration
 		switch {
-		case burst > 0:
-			delay, burst = burst, 2*burst
-			switch {
-			case sub == nil:
-				burst = min(burst, b.poll)
-			case burst > maxBurst:
-				burst = 0 // back to waiting for wake-ups
-			}
 		case sub == nil:
 			// No wake-ups to wait for: poll, backing off up to the poll interval.
-			delay, burst = time.Millisecond, 2*time.Millisecond
+			polls++
+			delay, _ = slow.Backoff(polls)
+		case burst > 0 && burst <= burstTries:
+			delay, _ = quick.Backoff(burst)
+			burst++
 		default:
-			delay = b.poll
+			burst, delay = 0, b.poll // back to waiting for wake-ups
 		}
 		delay = min(delay, b.poll)
 		if timer == nil {
@@ -362,9 +398,9 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, ctx.Err()
+			return nil, backend.Canceled(ctx)
 		case <-woke:
-			burst = time.Millisecond
+			burst = 1
 		case <-timer.C:
 		}
 		if same, err := sameFile(f, path); err == nil && !same {
@@ -428,7 +464,7 @@ type lease struct {
 	token    uint64
 	since    time.Time
 	validity distlock.Validity
-	g        *gate
+	turn     *keyqueue.Turn[*lease] // the key's turn, kept while held
 
 	mu sync.Mutex
 	f  *os.File // nil once released or found lost
@@ -437,19 +473,22 @@ type lease struct {
 func (l *lease) Token() uint64               { return l.token }
 func (l *lease) Validity() distlock.Validity { return l.validity }
 
+// Key returns the key the lease was acquired for.
+func (l *lease) Key() string { return l.key }
+
 // Refresh checks that the lease still holds the key: it was not released
 // and its lock file was not removed or replaced. The grant has no time
 // bound, so the result has TTL 0.
 //
 // Refresh also keeps the lock file from age-based cleaners of temporary
 // directories (systemd-tmpfiles, tmpreaper): when the file was last
-// modified more than TouchAfter ago, Refresh sets its times to now
+// modified more than touchAfter ago, Refresh sets its times to now
 // (futimens), and those of the holder description. It does not do so on
 // every call because a change of times wakes the key's waiters (inotify
 // reports it with removals).
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if ttl <= 0 || ttl > distlock.MaxTTL {
-		return distlock.Validity{}, fmt.Errorf("%w: TTL %v is not in (0, %v]", distlock.ErrInvalidOption, ttl, distlock.MaxTTL)
+	if err := backend.CheckTTL(ttl); err != nil {
+		return distlock.Validity{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
@@ -467,7 +506,7 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 		}
 		return distlock.Validity{}, err
 	}
-	if now := time.Now(); now.Sub(fi.ModTime()) > TouchAfter {
+	if now := time.Now(); now.Sub(fi.ModTime()) > touchAfter {
 		// Best effort: a file that cannot be touched is still held.
 		_ = touch(l.f)
 		_ = os.Chtimes(filepath.Join(l.b.dir, l.name+infoSuffix), now, now)
@@ -475,10 +514,10 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	return distlock.Validity{Sent: sent}, nil
 }
 
-// TouchAfter is the age of a held lock file's modification time beyond
+// touchAfter is the age of a held lock file's modification time beyond
 // which Lease.Refresh sets its times to now. Cleaners of temporary
 // directories count in days.
-const TouchAfter = time.Hour
+const touchAfter = time.Hour
 
 // checkLocked returns the status of the lock file, or an error matching
 // ErrLockLost when the lock file was removed or replaced.
@@ -493,12 +532,11 @@ func (l *lease) checkLocked() (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// dropLocked gives up the file and the gate.
+// dropLocked gives up the file and the key's turn.
 func (l *lease) dropLocked() {
 	unlockClose(l.f)
 	l.f = nil
-	<-l.g.ch
-	l.b.leave(l.name, l.g)
+	l.turn.Done()
 }
 
 // Release gives the key up: it removes the holder description, unlocks and
@@ -520,38 +558,4 @@ func (l *lease) Release(context.Context) error {
 		return nil
 	}
 	return err
-}
-
-// LeaseFile returns a new descriptor of the lock file of a lease granted
-// by a Backend of this package, on the same open file description as the
-// lease's own. The flock of a grant belongs to that description: it stays
-// held as long as any descriptor of it is open, in any process. Handing
-// the descriptor to a child process (exec.Cmd.ExtraFiles) therefore keeps
-// the key held until the child exits too, even if the holder dies first;
-// the distlock command does that so that the key is not granted again
-// before the command it supervises is gone.
-//
-// The caller owns the returned file and must close it; closing it does not
-// release the key. Do not unlock it (flock LOCK_UN): that would unlock the
-// description, and so the key, for the holder too. Lease.Release unlocks
-// the description whoever still has it open.
-//
-// It returns an error matching distlock.ErrLockLost if the lease is
-// released or was found lost, and distlock.ErrInvalidOption if l is not a
-// lease of this package.
-func LeaseFile(l distlock.Lease) (*os.File, error) {
-	fl, ok := l.(*lease)
-	if !ok {
-		return nil, fmt.Errorf("%w: filelock: %T is not a filelock lease", distlock.ErrInvalidOption, l)
-	}
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if fl.f == nil {
-		return nil, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, fl.token, fl.key)
-	}
-	f, err := dupFile(fl.f)
-	if err != nil {
-		return nil, fileErr("duplicate lock file descriptor", err)
-	}
-	return f, nil
 }

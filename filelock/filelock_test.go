@@ -258,6 +258,9 @@ func TestTornCounterWrite(t *testing.T) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Errorf("lock file still locked after the refused acquire: %v", err)
 	}
+	if n := filelock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued after the refused acquire", n)
+	}
 }
 
 func tear(t *testing.T, path string, off int64) {
@@ -573,14 +576,21 @@ func TestRefreshTouchesOldLockFile(t *testing.T) {
 	}
 }
 
-// LeaseFile: a descriptor handed to another process keeps the key held
-// after the holder is killed, until that process ends too.
-func TestLeaseFileOutlivesHolder(t *testing.T) {
+// grant names a grant by key and token, as a distlock.Lock does.
+type grant struct {
+	key   string
+	token uint64
+}
+
+func (g grant) Key() string                      { return g.key }
+func (g grant) Token() uint64                    { return g.token }
+func grantOf(key string, l distlock.Lease) grant { return grant{key, l.Token()} }
+
+// File: a descriptor handed to another process keeps the key held after
+// the holder is killed, until that process ends too.
+func TestFileOutlivesHolder(t *testing.T) {
 	dir := t.TempDir()
 	b := newBackend(t, dir)
-	if _, err := filelock.LeaseFile(struct{ distlock.Lease }{}); !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Errorf("LeaseFile of another lease: %v", err)
-	}
 	h := startHolder(t, dir, "k", helperPassEnv+"=1")
 	h.kill(t)
 	// The fault would bite without the inherited descriptor: the holder is
@@ -595,11 +605,107 @@ func TestLeaseFileOutlivesHolder(t *testing.T) {
 	if l.Token() <= h.token {
 		t.Errorf("token %d after %d", l.Token(), h.token)
 	}
-	if _, err := filelock.LeaseFile(l); err != nil {
-		t.Errorf("LeaseFile of a held lease: %v", err)
+	f, err := b.File(grantOf("k", l))
+	if err != nil {
+		t.Fatalf("File of a held lease: %v", err)
 	}
+	f.Close()
 	release(t, l)
-	if _, err := filelock.LeaseFile(l); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("LeaseFile after Release: %v", err)
+	if _, err := b.File(grantOf("k", l)); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File after Release: %v", err)
+	}
+}
+
+// File finds a grant by key and token among this Backend's held leases
+// only, and the descriptor it returns shares the grant's flock.
+func TestFileLookup(t *testing.T) {
+	dir := t.TempDir()
+	b, other := newBackend(t, dir), newBackend(t, dir)
+	if _, err := b.File(nil); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("File(nil): %v, want ErrInvalidOption", err)
+	}
+	if _, err := b.File((*distlock.Lock)(nil)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("File of a nil *distlock.Lock: %v, want ErrInvalidOption", err)
+	}
+	if _, err := b.File(grant{"never", 1}); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File of a key never acquired: %v, want ErrLockLost", err)
+	}
+
+	// Through a Client, as the distlock command does.
+	c, err := distlock.New(b, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	lock, err := c.Acquire(ctxFor(t), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.File(lock); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File through another Backend: %v, want ErrLockLost", err)
+	}
+	if _, err := b.File(grant{"k", lock.Token() - 1}); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File with an older token: %v, want ErrLockLost", err)
+	}
+	f, err := b.File(lock)
+	if err != nil {
+		t.Fatalf("File of a held lock: %v", err)
+	}
+	defer f.Close()
+	// The descriptor is on the grant's description: its flock is the
+	// grant's, so locking it again succeeds (a new open would be refused).
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Errorf("flock on File's descriptor: %v, want the grant's own lock", err)
+	}
+	if err := lock.Release(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.File(lock); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File after Release: %v, want ErrLockLost", err)
+	}
+	if n := filelock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued after every release", n)
+	}
+}
+
+// Acquirers of a key through one Backend are granted it in arrival order,
+// and nothing stays queued.
+func TestFIFOWithinBackend(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	ctx := ctxFor(t)
+	holder := acquire(t, b, "k")
+	const n = 5
+	granted := make(chan int, n)
+	leases := make([]distlock.Lease, n)
+	for i := range n {
+		go func() {
+			l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		for filelock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	release(t, holder)
+	for want := range n {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			release(t, leases[i])
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	if n := filelock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued", n)
 	}
 }

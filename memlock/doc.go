@@ -1,19 +1,53 @@
-// Package memlock is an in-process lock service with the full semantics of
-// a distributed one: leases that expire unless refreshed, fencing tokens
-// that increase per key, owner-checked refresh and release, FIFO waiting
-// with push hand-off, and loss reports.
+// Package memlock is an in-process lock service with the semantics of a
+// distributed one: leases that expire unless refreshed, fencing tokens,
+// owner-checked refresh and release, FIFO waiting and loss reports. It is
+// meant for users' unit tests and for code that needs the distlock API
+// inside one process.
 //
-// It is meant for users' unit tests and for code that needs the distlock
-// API inside one process. It keeps every key's token counter for the life of
-// the Backend (tokens never repeat), so memory grows with the number of
-// distinct keys ever locked.
+//	locks, _ := distlock.New(memlock.New(), distlock.WithTTL(time.Second))
+//
+// # Guarantees
+//
+// A grant excludes every other grant of its key until it is released or its
+// TTL, counted from the grant or the last refresh, runs out. Refresh and
+// Release are owner-checked: once a grant has expired they change nothing
+// and report distlock.ErrLockLost. Expiry is silent, as on a TTL service
+// such as Redis: the holder learns of it from its Client's local deadline
+// or from a failed refresh. Revoke drops a grant the way a session service
+// does when a session ends: the holder's OnLost is called before anyone
+// else can be granted the key.
+//
+// # Not guaranteed
+//
+// Exclusion holds within one Backend, which lives in one process: it
+// protects nothing shared with another process. Each key's token counter is
+// kept for the life of the Backend (tokens never repeat), so memory grows
+// with the number of distinct keys ever locked.
+//
+// # Durability
+//
+// None: the Backend's state is its memory. A new Backend starts every key's
+// tokens again from 1.
+//
+// # Waiting
+//
+// Waiters of a key are served in arrival order. The first waits for the
+// holder to go, and a release, an expiry or a revocation hands it the key
+// at once, without polling. A try (distlock.TryAcquire) fails while the key
+// is held or awaited.
+//
+// # Fencing
+//
+// Tokens are a counter per key, starting at 1 and incremented at each grant.
+// Storage guarded with package fence refuses a holder whose lease expired
+// once the next holder has written with its larger token.
+//
+// # Testing with fake time
 //
 // Time is the standard library's, so tests can make leases expire without
 // sleeping by running inside a testing/synctest bubble (create the Backend
 // and the Client inside the bubble).
 //
-// Expiry is silent, as on a TTL service such as Redis: the holder is not
-// told, and learns of it from its Client's local deadline or from a failed
-// refresh. Revoke drops a grant the way a session service does when a
-// session ends: the holder's OnLost callback is called.
+// A Backend and its leases are safe for concurrent use; a Backend starts a
+// timer per held key and no goroutine.
 package memlock

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/keyqueue"
 )
 
 var (
@@ -20,6 +22,8 @@ var (
 // Backend is the in-process lock service. The zero value is not usable; call
 // New. It is safe for concurrent use.
 type Backend struct {
+	queue keyqueue.Queue[struct{}] // acquirers of each key, first come first served
+
 	mu   sync.Mutex
 	keys map[string]*entry
 }
@@ -29,61 +33,53 @@ type entry struct {
 	token   uint64 // last token granted; never reset
 	holder  *lease // nil when free
 	expires time.Time
-	timer   *time.Timer // fires at expires, to hand the key to a waiter
-	waiters []*waiter   // FIFO
-}
-
-type waiter struct {
-	opts    distlock.AcquireOptions
-	granted chan *lease // buffered: the hand-off never blocks
+	timer   *time.Timer   // fires at expires, to free the key
+	freed   chan struct{} // closed when the holder goes; a new one per grant
 }
 
 // New returns an empty lock service.
 func New() *Backend { return &Backend{keys: map[string]*entry{}} }
 
-// Acquire implements distlock.Backend. Waiters are served in arrival order;
-// a release or an expiry hands the key straight to the first one.
+// Acquire implements distlock.Backend. Waiters are served in arrival order:
+// they queue for the key's turn, and the one that has it waits for the
+// holder to go (a release, an expiry or a revocation wakes it at once).
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key); err != nil {
+	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	if opts.TTL <= 0 {
-		return nil, fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, opts.TTL)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	e := b.entryLocked(key)
-	b.expireLocked(e, time.Now())
-	if e.holder == nil && len(e.waiters) == 0 {
-		l := b.grantLocked(e, opts)
-		b.mu.Unlock()
-		return l, nil
-	}
-	if !opts.Wait {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("%w: held", distlock.ErrNotAcquired)
-	}
-	w := &waiter{opts: opts, granted: make(chan *lease, 1)}
-	e.waiters = append(e.waiters, w)
-	b.mu.Unlock()
-
-	select {
-	case l := <-w.granted:
-		return l, nil
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if i := slices.Index(e.waiters, w); i >= 0 {
-		e.waiters = slices.Delete(e.waiters, i, i+1)
+	var turn *keyqueue.Turn[struct{}]
+	if opts.Wait {
+		t, err := b.queue.Wait(ctx, key)
+		if err != nil {
+			return nil, backend.Canceled(ctx)
+		}
+		turn = t
+	} else if t, ok := b.queue.Try(key); ok {
+		turn = t
 	} else {
-		// Granted while we gave up: pass it on.
-		l := <-w.granted
-		b.freeLocked(e, l)
+		return nil, fmt.Errorf("%w: memlock: held (or awaited)", distlock.ErrNotAcquired)
 	}
-	return nil, ctx.Err()
+	defer turn.Done()
+	for {
+		b.mu.Lock()
+		e := b.entryLocked(key)
+		b.expireLocked(e, time.Now())
+		if e.holder == nil {
+			l := b.grantLocked(e, opts)
+			b.mu.Unlock()
+			return l, nil
+		}
+		freed := e.freed
+		b.mu.Unlock()
+		if !opts.Wait {
+			return nil, fmt.Errorf("%w: memlock: held", distlock.ErrNotAcquired)
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, backend.Canceled(ctx)
+		}
+	}
 }
 
 func (b *Backend) entryLocked(key string) *entry {
@@ -102,6 +98,7 @@ func (b *Backend) grantLocked(e *entry, opts distlock.AcquireOptions) *lease {
 	l := &lease{b: b, e: e, token: e.token, owner: opts.Owner, onLost: opts.OnLost,
 		since: now, validity: distlock.Validity{Sent: now, TTL: opts.TTL}}
 	e.holder = l
+	e.freed = make(chan struct{})
 	b.armLocked(e, now, opts.TTL)
 	return l
 }
@@ -126,26 +123,22 @@ func (b *Backend) onTimer(e *entry) {
 	b.expireLocked(e, time.Now())
 }
 
-// expireLocked drops an expired holder silently and serves the waiters.
+// expireLocked drops an expired holder silently, waking the next waiter.
 func (b *Backend) expireLocked(e *entry, now time.Time) {
 	if e.holder != nil && !now.Before(e.expires) {
 		b.freeLocked(e, e.holder)
 	}
 }
 
-// freeLocked removes l as holder of e, if it is, and hands e to the first
-// waiter.
+// freeLocked removes l as holder of e, if it is, and wakes the waiter that
+// has e's turn.
 func (b *Backend) freeLocked(e *entry, l *lease) bool {
 	if e.holder != l {
 		return false
 	}
 	e.holder = nil
 	e.timer.Stop()
-	if len(e.waiters) > 0 {
-		w := e.waiters[0]
-		e.waiters = slices.Delete(e.waiters, 0, 1)
-		w.granted <- b.grantLocked(e, w.opts)
-	}
+	close(e.freed)
 	return true
 }
 
@@ -223,8 +216,8 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 }
 
 func (l *lease) refreshLocked(ttl time.Duration) (distlock.Validity, error) {
-	if ttl <= 0 {
-		return distlock.Validity{}, fmt.Errorf("%w: TTL %v is not positive", distlock.ErrInvalidOption, ttl)
+	if err := backend.CheckTTL(ttl); err != nil {
+		return distlock.Validity{}, err
 	}
 	now := time.Now()
 	l.b.expireLocked(l.e, now)

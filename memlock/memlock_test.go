@@ -1,6 +1,9 @@
 package memlock_test
 
 import (
+	"context"
+	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -22,4 +25,119 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("Revoke(%q): no grant to revoke", key)
 			}
 		}))
+	if n := memlock.Queued(srv); n != 0 {
+		t.Errorf("%d keys still queued after the suite", n)
+	}
+}
+
+// Waiters of a key are granted it in arrival order, each as the one before
+// releases, and nothing stays queued.
+func TestFIFO(t *testing.T) {
+	b := memlock.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	holder, err := b.Acquire(ctx, "k", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	granted := make(chan int, n)
+	leases := make([]distlock.Lease, n)
+	for i := range n {
+		go func() {
+			l, err := b.Acquire(ctx, "k", opts)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		// The first waiter has the key's turn and waits for the holder;
+		// the others wait for the turn.
+		for memlock.Queued(b)+memlock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			runtime.Gosched()
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range n {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			if err := leases[i].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	if n := memlock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued", n)
+	}
+}
+
+// A first waiter that gives up while it waits for the holder passes the
+// key's turn on: the next waiter gets the key at the release.
+func TestFirstWaiterGivesUp(t *testing.T) {
+	b := memlock.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	holder, err := b.Acquire(ctx, "k", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstCtx, giveUp := context.WithCancel(ctx)
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(firstCtx, "k", opts)
+		firstErr <- err
+	}()
+	for memlock.Queued(b) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the first waiter did not queue")
+		}
+		runtime.Gosched()
+	}
+	second := make(chan distlock.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, "k", opts)
+		if err != nil {
+			t.Errorf("second waiter: %v", err)
+		}
+		second <- l
+	}()
+	for memlock.Waiting(b, "k") != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the second waiter did not queue")
+		}
+		runtime.Gosched()
+	}
+	giveUp()
+	if err := <-firstErr; !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("first waiter: %v, want ErrNotAcquired and context.Canceled", err)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-second:
+		if l != nil {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	case <-ctx.Done():
+		t.Fatal("the second waiter never got the key")
+	}
+	if n := memlock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued", n)
+	}
 }

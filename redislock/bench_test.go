@@ -36,7 +36,7 @@ func benchAcquireRelease(b *testing.B, wait bool) {
 	ctx := context.Background()
 	c := newClient(b, srv.Addr)
 	admin := newClient(b, srv.Addr)
-	bk := redislock.New(c)
+	bk := mustNew(b, c)
 	b.Cleanup(func() { bk.Close() })
 	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: wait}
 
@@ -110,7 +110,7 @@ func BenchmarkHandOff(b *testing.B) {
 
 func benchHandOff(b *testing.B, waiters int, opts ...redislock.Option) {
 	srv := startRedis(b)
-	bk := redislock.New(newClient(b, srv.Addr), opts...)
+	bk := mustNew(b, newClient(b, srv.Addr), opts...)
 	b.Cleanup(func() { bk.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -179,7 +179,7 @@ func BenchmarkServerTime(b *testing.B) {
 	ctx := context.Background()
 	lib, floor := startRedis(b), startRedis(b)
 	lc, fc := newClient(b, lib.Addr), newClient(b, floor.Addr)
-	bk := redislock.New(lc)
+	bk := mustNew(b, lc)
 	b.Cleanup(func() { bk.Close() })
 	if err := redislock.LoadScripts(ctx, lc); err != nil {
 		b.Fatal(err)
@@ -235,7 +235,7 @@ func BenchmarkRefreshAll(b *testing.B) {
 	srv := startRedis(b)
 	ctx := context.Background()
 	c, admin := newClient(b, srv.Addr), newClient(b, srv.Addr)
-	bk := redislock.New(c)
+	bk := mustNew(b, c)
 	b.Cleanup(func() { bk.Close() })
 	const n = 10000
 	leases := make([]distlock.Lease, n)

@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 				func(t *testing.T) distlock.Backend { return newBackend(t, srv.Addr, mode.opts...) },
 				suiteOptions(newClient(t, srv.Addr),
 					distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
-						b := redislock.New(newClient(t, closedAddr(t), func(o *redis.Options) {
+						b := mustNew(t, newClient(t, closedAddr(t), func(o *redis.Options) {
 							o.DialTimeout, o.DialerRetries = time.Second, 1
 						}), mode.opts...)
 						t.Cleanup(func() { b.Close() })
@@ -105,7 +105,7 @@ func TestConformanceCluster(t *testing.T) {
 			}
 			distlocktest.Run(t,
 				func(t *testing.T) distlock.Backend {
-					return closedWithTest(t, redislock.New(newCluster(t), mode.opts...))
+					return closedWithTest(t, mustNew(t, newCluster(t), mode.opts...))
 				},
 				suiteOptions(admin)...,
 			)

@@ -2,47 +2,43 @@
 // Sentinel-managed primary, or a Cluster, through a go-redis client.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	backend := redislock.New(rdb)
+//	backend, err := redislock.New(rdb)
+//	...
 //	defer backend.Close()
 //	client, _ := distlock.New(backend)
-//	err := client.Do(ctx, "reports/daily", func(ctx context.Context) error { ... })
+//	err = client.Do(ctx, "reports/daily", func(ctx context.Context) error { ... })
 //
 // Use it where a lock is for efficiency (duplicate work is merely wasteful),
 // or for correctness together with fencing tokens checked by the storage
 // (see Fence), and with the durability described below.
 //
-// # How it works
+// # Grants and tokens
 //
 // A grant is one round trip: a Lua script sets the lock key with SET PX and
 // a random owner value from crypto/rand (unguessable), and increments the
-// key's fencing counter, atomically; the counter's new value is the token.
-// Refresh and release are owner-checked scripts: a holder whose lease
-// lapsed can neither extend (PEXPIRE) nor delete the next holder's lock.
-// Scripts run with EVALSHA and fall back to EVAL when the server lost its
-// script cache. The Client's watchdog refreshes many leases in one pipeline
-// (RefreshAll): on a single server (or a Sentinel-managed primary) one
-// script call refreshes up to 256 leases; on a Cluster, whose lock keys lie
-// in different slots, each lease is one call. The acquire script also
-// refuses a request whose Acquire already gave up (see below).
+// key's fencing counter, atomically; the counter's new value is the token,
+// higher for every grant of the key. Refresh and release are owner-checked
+// scripts: a holder whose lease lapsed can neither extend nor delete the
+// next holder's lock. The Client's watchdog refreshes many leases in one
+// pipeline (RefreshAll). A Fence checks tokens next to data kept in Redis.
+//
+// A lost reply does no harm: a release retried after a lost reply reports
+// success if it had taken effect (for 10s; later, or if the grant had
+// really gone, it reports distlock.ErrLockLost), and an Acquire whose
+// request failed after sending undoes what the request may have done
+// before returning, so that neither a lost reply nor a request delayed in
+// the network leaves a grant to nobody.
+//
+// # How it waits
 //
 // A waiting Acquire tries first, without subscribing: an uncontended
-// acquire and release are two requests, waiting or not. Only when the key
-// is held does the waiter subscribe to the key's release channel, and once
-// the subscription is confirmed it tries again before sleeping, because a
-// release that landed between its first try and the subscription was
-// published to nobody. A release publishes on the channel; waiters retry
-// at once. The try returns the holder's remaining PTTL, so a waiter also
-// arms a timer for a holder that vanished without releasing (silent
-// expiry): there is no fixed-interval polling. All the waiters of one
-// Backend share one pub/sub connection. A channel stays subscribed while
-// at least one waiter waits on it, and for SubscriptionLinger (1s) after
-// the last one left, so that a chain of hand-offs on one key subscribes
-// once: a waiter that finds its channel subscribed registers before its
-// first try, at no cost. The UNSUBSCRIBE is sent by a timer, not by a
-// returning Acquire. If the pub/sub connection breaks, go-redis reconnects
-// and subscribes again, and the waiters retry, since releases published
-// meanwhile are lost; a SUBSCRIBE whose write failed is sent again, since
-// go-redis's immediate reconnect does not include it.
+// acquire and release are two requests, waiting or not. When the key is
+// held the waiter subscribes to the key's release channel and tries again;
+// a release publishes on the channel, and waiters retry at once. A waiter
+// also arms a timer for the holder's remaining TTL, for a holder that
+// vanished without releasing: there is no fixed-interval polling. All the
+// waiters of one Backend share one pub/sub connection, which survives
+// reconnects (releases published while it was down are covered by a retry).
 //
 // Classic pub/sub (SUBSCRIBE, PUBLISH) is used, not sharded pub/sub: it
 // works on every topology with one connection per Backend. On a Cluster a
@@ -57,22 +53,6 @@
 // queue. Waiters refresh their place every third of the liveness
 // (WithWaiterLiveness, default 3s); a waiter whose process died is dropped
 // from the queue once its liveness lapses.
-//
-// A release whose reply was lost can be retried: the release leaves a
-// tombstone of its owner value for TombstoneTTL (10s, enough for a
-// Client's retries), so the retry reports success rather than a loss; a
-// lease whose grant had really gone gets distlock.ErrLockLost, and so does
-// a retry later than TombstoneTTL. An Acquire whose request failed in any
-// way after sending (a lost reply, a timeout, a cancelled context)
-// releases with its owner value before returning, and leaves the
-// tombstone of that owner value whatever it finds, for the longest of the
-// TTL, the waiter liveness and TombstoneTTL. The acquire script refuses to
-// do anything for an owner value with a tombstone, so a request that was
-// delayed in the network rather than lost, and arrives after its clean-up,
-// neither grants the key to nobody nor queues. The clean-up is retried in
-// the background until the grant would have lapsed anyway or the Backend
-// is closed. A request that go-redis itself re-sends after a network error
-// finds its own grant and confirms it again.
 //
 // # What it survives, and what it does not
 //
@@ -159,7 +139,7 @@
 //
 //	P{key}:lock               the grant: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
 //	P{key}:token              the fencing counter (INCR per grant, never expires)
-//	P{key}:released:<secret>  tombstone of a release (for TombstoneTTL) or of an abandoned Acquire
+//	P{key}:released:<secret>  tombstone of a release (for 10s) or of an Acquire that gave up
 //	P{key}:queue              fair mode: waiter id -> arrival order (sorted set)
 //	P{key}:alive              fair mode: waiter id -> liveness deadline, server ms (sorted set)
 //	P{key}:released           pub/sub channel of releases (payload: "" or the next waiter's id)
@@ -174,7 +154,9 @@
 // A Backend is safe for concurrent use. It opens one pub/sub connection,
 // with its go-redis goroutines and one dispatcher, when the first waiting
 // Acquire finds its key held, and keeps it until Close; otherwise it uses
-// the client's pool. A lingering channel holds a timer (no goroutine until
-// it fires). Its first Acquire sends one CONFIG GET besides the script.
+// the client's pool. A key's release channel stays subscribed for a second
+// after its last waiter left, so that a chain of hand-offs subscribes once;
+// meanwhile it holds a timer (no goroutine until it fires). The first
+// Acquire of a Backend sends one CONFIG GET besides the script.
 // A *redis.Ring is not supported (its shards do not share pub/sub).
 package redislock

@@ -1,5 +1,8 @@
 package redislock
 
+// The package's errors, and how go-redis errors are sorted into the
+// distlock contract.
+
 import (
 	"context"
 	"errors"
@@ -15,7 +18,8 @@ import (
 // wrap the distlock sentinels instead (distlock.ErrUnavailable,
 // distlock.ErrLockLost, distlock.ErrNotAcquired, distlock.ErrInvalidOption).
 var (
-	// ErrClosed is returned by a Backend after Close.
+	// ErrClosed is returned by a Backend after Close. It matches
+	// distlock.ErrClosed.
 	ErrClosed = fmt.Errorf("redislock: backend closed: %w", distlock.ErrClosed)
 
 	// ErrWrongSlot means a Fence data key does not carry the hash tag of its
@@ -31,28 +35,36 @@ var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDO
 
 // classify turns a go-redis error into this package's error contract: the
 // context's error when ctx ended; distlock.ErrUnavailable for transport
-// failures and transient server replies; the server's reply otherwise.
+// failures and transient server replies; the server's reply otherwise. op
+// names the operation, for the errors that nothing else names it in (a
+// Fence's, List's, the eviction check's); it is "" for the errors of
+// Acquire and of a lease, which the Client's distlock.KeyError names with
+// the key.
 func classify(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	at := "redislock: "
+	if op != "" {
+		at += op + ": "
+	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("redislock: %s: %w", op, errors.Join(context.Cause(ctx), err))
+		return fmt.Errorf("%s%w: %w", at, context.Cause(ctx), err)
 	}
 	if errors.Is(err, redis.ErrClosed) {
-		return fmt.Errorf("redislock: %s: the redis client is closed: %w", op, err)
+		return fmt.Errorf("%s%w", at, err)
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := strings.TrimPrefix(rerr.Error(), "ERR ")
 		for _, p := range transientPrefixes {
 			if strings.HasPrefix(msg, p) {
-				return fmt.Errorf("%w: redislock: %s: %w", distlock.ErrUnavailable, op, err)
+				return fmt.Errorf("%w: %s%w", distlock.ErrUnavailable, at, err)
 			}
 		}
-		return fmt.Errorf("redislock: %s: %w", op, err)
+		return fmt.Errorf("%s%w", at, err)
 	}
-	return fmt.Errorf("%w: redislock: %s: %w", distlock.ErrUnavailable, op, err)
+	return fmt.Errorf("%w: %s%w", distlock.ErrUnavailable, at, err)
 }
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }

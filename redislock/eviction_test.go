@@ -125,7 +125,7 @@ func TestEvictionPolicy(t *testing.T) {
 		if err := c.ConfigGet(ctx, "maxmemory-policy").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
 			t.Fatalf("CONFIG GET as a user without CONFIG: %v, want NOPERM", err)
 		}
-		b := redislock.New(c)
+		b := mustNew(t, c)
 		t.Cleanup(func() { b.Close() })
 		l, err := b.Acquire(ctx, key, opts)
 		if err != nil {

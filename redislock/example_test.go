@@ -17,7 +17,11 @@ func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	backend := redislock.New(rdb, redislock.WithFair())
+	backend, err := redislock.New(rdb, redislock.WithFair())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer backend.Close()
 	client, err := distlock.New(backend)
 	if err != nil {

@@ -2,8 +2,6 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
-
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,14 +24,14 @@ func SetWaitHooks(b *Backend, afterFirstHeld, beforeSleep func()) {
 // subscription, to show the window that try closes.
 func SetNoRecheck(b *Backend) { b.hooks.noRecheck = true }
 
-// SetLinger replaces SubscriptionLinger for b.
+// SetLinger replaces subscriptionLinger for b.
 func SetLinger(b *Backend, d time.Duration) { b.hooks.linger = d }
 
 // QueueCycle queues on pipe the requests of an uncontended acquire of key
 // (with ttl) and its release, as b sends them, for measuring the server's
 // share of a cycle without the network's.
 func QueueCycle(ctx context.Context, b *Backend, pipe redis.Pipeliner, key string, ttl time.Duration) {
-	a := &attempt{b: b, key: key, k: b.keysFor(key), secret: rand.Text(), opts: distlock.AcquireOptions{TTL: ttl}}
+	a := b.newAttempt(key, distlock.AcquireOptions{TTL: ttl})
 	keys, args := a.acquireArgs(false)
 	acquireScript.EvalSha(ctx, pipe, keys, args...)
 	keys, args = b.releaseArgs(a.k, a.secret, "", 0)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,7 @@ func TestLostReleaseReply(t *testing.T) {
 	t.Log("baseline bites: the retried compare-and-delete reports 0 (not held) after its own lost release")
 
 	// Guard.
-	b := redislock.New(pc)
+	b := mustNew(t, pc)
 	t.Cleanup(func() { b.Close() })
 	key := "lost-release"
 	// A first round loads the scripts into the server's cache, so that the
@@ -143,7 +144,7 @@ func TestLostAcquireReply(t *testing.T) {
 
 	for _, mode := range acquireModes {
 		t.Run(mode.name, func(t *testing.T) {
-			b := redislock.New(pc, mode.opts...)
+			b := mustNew(t, pc, mode.opts...)
 			t.Cleanup(func() { b.Close() })
 			key := "lost-acquire/" + mode.name
 			loadScripts(t, ctx, b, key)
@@ -180,7 +181,7 @@ func TestPartitionWhileWaiting(t *testing.T) {
 	srv := startRedis(t)
 	ctx := testCtx(t)
 	proxy, pc := proxied(t, srv.Addr)
-	b := redislock.New(pc)
+	b := mustNew(t, pc)
 	t.Cleanup(func() { b.Close() })
 	key := "partition"
 	holder := newBackend(t, srv.Addr)
@@ -263,7 +264,7 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 	for _, mode := range acquireModes {
 		t.Run(mode.name, func(t *testing.T) {
 			proxy, pc, slow := slowThenDirect(t, srv.Addr)
-			b := redislock.New(pc, mode.opts...)
+			b := mustNew(t, pc, mode.opts...)
 			t.Cleanup(func() { b.Close() })
 			key := "delayed-acquire/" + mode.name
 			loadScripts(t, ctx, b, key)
@@ -347,9 +348,9 @@ func (c faultyConn) Write(p []byte) (int, error) {
 }
 
 // faultyClient returns a client of addr whose connections fail the writes
-// that f is armed for.
-func faultyClient(t *testing.T, addr string, f *writeFault) *redis.Client {
-	return newClient(t, addr, func(o *redis.Options) {
+// that f is armed for; mod changes its options further.
+func faultyClient(t *testing.T, addr string, f *writeFault, mod ...func(*redis.Options)) *redis.Client {
+	return newClient(t, addr, append([]func(*redis.Options){func(o *redis.Options) {
 		o.Dialer = func(ctx context.Context, network, a string) (net.Conn, error) {
 			var d net.Dialer
 			c, err := d.DialContext(ctx, network, a)
@@ -358,7 +359,46 @@ func faultyClient(t *testing.T, addr string, f *writeFault) *redis.Client {
 			}
 			return faultyConn{Conn: c, f: f}, nil
 		}
-	})
+	}}, mod...)...)
+}
+
+// A failed release says each thing once: the backend gives the cause and
+// the distlock sentinel, and leaves the operation and the key to the
+// Client's distlock.KeyError.
+func TestReleaseErrorText(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	f := &writeFault{}
+	b := mustNew(t, faultyClient(t, srv.Addr, f, func(o *redis.Options) { o.MaxRetries = -1 }))
+	t.Cleanup(func() { b.Close() })
+	key := "release-error-text"
+
+	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.arm("evalsha") // the release's request
+	err = l.Release(ctx)
+	if want := "distlock: service unavailable: redislock: injected write failure"; err == nil || err.Error() != want {
+		t.Errorf("Release with a failed write: %v, want %q", err, want)
+	}
+	if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Release with a failed write: %v, want a match for ErrUnavailable", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("retried Release: %v", err)
+	}
+
+	l, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Del(ctx, lockKey(key)) // the service drops the grant
+	err = l.Release(ctx)
+	want := fmt.Sprintf("distlock: lock lost: redislock: the grant of token %d is gone (it expired or was taken over)", l.Token())
+	if err == nil || err.Error() != want || !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release of a dropped grant: %v, want %q", err, want)
+	}
 }
 
 // When the write of a SUBSCRIBE fails, go-redis reconnects at once and
@@ -395,7 +435,7 @@ func TestSubscribeWriteFailure(t *testing.T) {
 
 	t.Run("Backend", func(t *testing.T) {
 		f := &writeFault{}
-		b := redislock.New(faultyClient(t, srv.Addr, f))
+		b := mustNew(t, faultyClient(t, srv.Addr, f))
 		t.Cleanup(func() { b.Close() })
 		key := "sub-write-failure"
 		holder := newBackend(t, srv.Addr)

@@ -1,5 +1,7 @@
 package redislock
 
+// Fence: writes to data in Redis admitted by fencing token, in one script.
+
 import (
 	"context"
 	"fmt"
@@ -59,9 +61,9 @@ func NewFence(client redis.Scripter, opts ...FenceOption) *Fence {
 	return f
 }
 
-// Key returns the Redis key that holds the highest token admitted for
+// key returns the Redis key that holds the highest token admitted for
 // resource.
-func (f *Fence) Key(resource string) string { return f.prefix + HashTag(resource) + suffixFence }
+func (f *Fence) key(resource string) string { return f.prefix + HashTag(resource) + suffixFence }
 
 // Set admits token for resource and then sets key to value, with ttl (0:
 // no expiry). A token lower than the highest admitted is refused with a
@@ -104,7 +106,7 @@ func (f *Fence) Highest(ctx context.Context, resource string) (uint64, error) {
 	if !ok {
 		return 0, fmt.Errorf("redislock: fence: client %T cannot GET", f.client)
 	}
-	v, err := c.Get(ctx, f.Key(resource)).Result()
+	v, err := c.Get(ctx, f.key(resource)).Result()
 	if err == redis.Nil {
 		return 0, nil
 	}
@@ -129,14 +131,14 @@ func (f *Fence) run(ctx context.Context, resource string, token uint64, key, op 
 		return &fence.StaleTokenError{Resource: resource, Token: 0}
 	}
 	all := append([]any{strconv.FormatUint(token, 10), op}, args...)
-	res, err := fenceScript.Run(ctx, f.client, []string{f.Key(resource), key}, all...).Slice()
+	res, err := fenceScript.Run(ctx, f.client, []string{f.key(resource), key}, all...).Slice()
 	if err != nil {
 		return classify(ctx, "fence "+strconv.Quote(resource), err)
 	}
-	if len(res) >= 1 && res[0] == int64(1) {
+	if len(res) == 1 && res[0] == int64(fenceAdmitted) {
 		return nil
 	}
-	if len(res) == 2 && res[0] == int64(0) {
+	if len(res) == 2 && res[0] == int64(fenceRefused) {
 		if s, ok := res[1].(string); ok {
 			highest, _ := strconv.ParseUint(s, 10, 64)
 			return &fence.StaleTokenError{Resource: resource, Token: token, Highest: highest}

@@ -1,5 +1,7 @@
 package redislock
 
+// The Redis names of a lock's keys and channel, and their hash tag.
+
 import (
 	"strings"
 )

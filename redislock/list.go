@@ -1,5 +1,7 @@
 package redislock
 
+// List: the locks held under a prefix, for distlock status.
+
 import (
 	"context"
 	"fmt"
@@ -23,9 +25,6 @@ const scanCount = 1000
 // is this host's clock plus the PTTL read. The listing is not a snapshot:
 // locks granted or released during the scan may or may not appear.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
-	if b.err != nil {
-		return nil, b.err
-	}
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}" + suffixLock
 	var (
 		mu    sync.Mutex

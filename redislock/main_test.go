@@ -43,12 +43,22 @@ func newClient(t testing.TB, addr string, mod ...func(*redis.Options)) *redis.Cl
 // with the test.
 func newBackend(t testing.TB, addr string, opts ...redislock.Option) *redislock.Backend {
 	t.Helper()
-	b := redislock.New(newClient(t, addr), opts...)
+	b := mustNew(t, newClient(t, addr), opts...)
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
 			t.Errorf("Backend.Close: %v", err)
 		}
 	})
+	return b
+}
+
+// mustNew returns a Backend over client, or ends the test.
+func mustNew(t testing.TB, client redis.UniversalClient, opts ...redislock.Option) *redislock.Backend {
+	t.Helper()
+	b, err := redislock.New(client, opts...)
+	if err != nil {
+		t.Fatalf("redislock.New: %v", err)
+	}
 	return b
 }
 

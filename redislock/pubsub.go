@@ -1,5 +1,18 @@
 package redislock
 
+// The pub/sub connection that the waiters of one Backend share.
+//
+// Subscription linger. A channel stays subscribed while at least one
+// waiter waits on it, and for subscriptionLinger after the last one left,
+// so that a chain of hand-offs on one key (each new waiter arriving while
+// the previous one holds it) subscribes once rather than once per waiter:
+// a waiter that finds its channel subscribed registers before its first
+// try, at no cost. The UNSUBSCRIBE is sent by a timer, not by a returning
+// Acquire. If the connection breaks, go-redis reconnects and subscribes
+// again, and the waiters retry, since releases published meanwhile are
+// lost; a SUBSCRIBE whose write failed is sent again, since go-redis's
+// immediate reconnect does not include it.
+
 import (
 	"context"
 	"sync"
@@ -9,10 +22,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// subscriptionLinger is how long a release channel stays subscribed after
+// its last waiter left.
+const subscriptionLinger = time.Second
+
 // subscriber multiplexes the waiters of one Backend over one pub/sub
-// connection: a channel is subscribed while at least one waiter waits on it,
-// and for a linger after the last one left, so that the next waiter on the
-// same key (a chain of hand-offs) finds it subscribed. Messages wake the
+// connection, each channel lingering as described above. Messages wake the
 // waiters of their channel (all of them, or the one whose id is the payload
 // in fair mode). A subscription confirmation wakes the channel's waiters
 // that have already tried: it is sent again after go-redis reconnects, and
@@ -23,9 +38,12 @@ type subscriber struct {
 	done   chan struct{} // closed when the dispatch goroutine exits
 
 	// cmdMu orders SUBSCRIBE and UNSUBSCRIBE commands like the state
-	// changes that caused them; it is held while sending, mu is not.
+	// changes that caused them; it is held while sending, mu is not. Lock
+	// order: cmdMu, then mu.
 	cmdMu sync.Mutex
 
+	// mu guards the fields below and every channelState and its waiters
+	// map (a waiter's tried is atomic: its own goroutine sets it).
 	mu      sync.Mutex
 	closed  bool
 	chans   map[string]*channelState

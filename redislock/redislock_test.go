@@ -252,7 +252,7 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 	// The first waiter's process dies: its connection closes under it, so
 	// it cannot leave the queue.
 	deadClient := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	dead := redislock.New(deadClient, opts...)
+	dead := mustNew(t, deadClient, opts...)
 	deadErr := make(chan error, 1)
 	go func() {
 		_, err := dead.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
@@ -307,7 +307,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 	t.Cleanup(func() { cc.Close() })
 	opts := []redislock.Option{redislock.WithFair()}
-	holderB, waiterB := redislock.New(cc, opts...), redislock.New(cc, opts...)
+	holderB, waiterB := mustNew(t, cc, opts...), mustNew(t, cc, opts...)
 	t.Cleanup(func() { holderB.Close(); waiterB.Close() })
 	f := redislock.NewFence(cc)
 
@@ -472,36 +472,76 @@ func TestWaitReplicas(t *testing.T) {
 		l.Release(ctx)
 	}
 
-	// Misconfigurations are reported, not ignored.
-	for name, o := range map[string]redislock.Option{
-		"negative n":   redislock.WithWaitReplicas(-1, time.Second),
-		"zero timeout": redislock.WithWaitReplicas(1, 0),
+}
+
+// New refuses a bad configuration at once, with an error that says what is
+// wrong, rather than a Backend that fails every call.
+func TestBadConfiguration(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": closedAddr(t)}})
+	t.Cleanup(func() { ring.Close() })
+	// A client of another type (a wrapper, say) has no single node to WAIT on.
+	var other redis.UniversalClient = struct{ redis.UniversalClient }{newClient(t, closedAddr(t))}
+	c := newClient(t, closedAddr(t))
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		opt    redislock.Option
+		want   string
+	}{
+		{"nil client", nil, nil, "distlock: invalid option: redislock: nil redis client"},
+		{"brace prefix", c, redislock.WithPrefix("a{b}:"), `distlock: invalid option: redislock: prefix "a{b}:" contains a brace`},
+		{"short liveness", c, redislock.WithWaiterLiveness(time.Millisecond), "distlock: invalid option: redislock: waiter liveness 1ms is shorter than 30ms"},
+		{"ring", ring, nil, "distlock: invalid option: redislock: *redis.Ring is not supported (its shards do not share pub/sub); use one Backend per shard"},
+		{"negative replicas", c, redislock.WithWaitReplicas(-1, time.Second), "distlock: invalid option: redislock: negative replica count -1"},
+		{"zero replica timeout", c, redislock.WithWaitReplicas(1, 0), "distlock: invalid option: redislock: replica wait timeout 0s is not positive"},
+		{"replicas without a node client", other, redislock.WithWaitReplicas(1, time.Second), "distlock: invalid option: redislock: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, not struct { redis.UniversalClient }"},
 	} {
-		if _, err := newBackend(t, primary.Addr, o).Acquire(ctx, "x", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		b, err := redislock.New(tc.client, tc.opt)
+		if b != nil || !errors.Is(err, distlock.ErrInvalidOption) || err.Error() != tc.want {
+			t.Errorf("%s: New = %v, %v; want nil, %q", tc.name, b, err, tc.want)
 		}
 	}
 }
 
-func TestBadConfiguration(t *testing.T) {
-	ctx := testCtx(t)
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": closedAddr(t)}})
-	t.Cleanup(func() { ring.Close() })
-	cases := map[string]*redislock.Backend{
-		"nil client":     redislock.New(nil),
-		"brace prefix":   redislock.New(newClient(t, closedAddr(t)), redislock.WithPrefix("a{b}:")),
-		"short liveness": redislock.New(newClient(t, closedAddr(t)), redislock.WithWaiterLiveness(time.Millisecond)),
-		"ring":           redislock.New(ring),
+// A closed Backend refuses Acquire, and wakes a waiting Acquire, with an
+// error matching distlock.ErrClosed as every backend's does; its leases
+// still release.
+func TestClosedBackend(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	key := "closed-backend"
+	lh, err := newBackend(t, srv.Addr).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, b := range cases {
-		if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: Acquire: %v, want ErrInvalidOption", name, err)
+	b := newBackend(t, srv.Addr)
+	own, err := b.Acquire(ctx, key+"/own", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		waiting <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter subscribed", func() bool {
+		return admin.PubSubNumSub(ctx, channelOf(key)).Val()[channelOf(key)] == 1
+	})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; !errors.Is(err, distlock.ErrClosed) || !errors.Is(err, redislock.ErrClosed) {
+		t.Errorf("waiting Acquire at Close: %v, want a match for distlock.ErrClosed and redislock.ErrClosed", err)
+	}
+	for _, wait := range []bool{false, true} {
+		if _, err := b.Acquire(ctx, key+"/after", distlock.AcquireOptions{TTL: time.Minute, Wait: wait}); !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("Acquire (wait %v) after Close: %v, want a match for distlock.ErrClosed", wait, err)
 		}
-		if _, err := b.List(ctx, ""); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: List: %v, want ErrInvalidOption", name, err)
-		}
-		if err := b.Close(); err != nil {
-			t.Errorf("%s: Close: %v", name, err)
-		}
+	}
+	if err := own.Release(ctx); err != nil {
+		t.Errorf("Release of a lease after its Backend closed: %v", err)
+	}
+	if err := lh.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testserver"
-	"github.com/distlock/distlock/redislock"
 )
 
 // RefreshAll over a single server refreshes up to 256 leases per script
@@ -80,7 +79,7 @@ func TestRefreshAllClusterModeServer(t *testing.T) {
 	srv := testserver.StartRedisCluster(t, 1).Nodes[0]
 	ctx := testCtx(t)
 	c := newClient(t, srv.Addr)
-	b := redislock.New(c)
+	b := mustNew(t, c)
 	t.Cleanup(func() { b.Close() })
 	var leases []distlock.Lease
 	for i := range 10 {

@@ -1,12 +1,19 @@
 package redislock
 
+// The Lua scripts, embedded, and the codes they return. Each script's
+// header (scripts/*.lua) lists its KEYS, ARGV and replies under the names
+// of the constants below.
+
 import (
 	_ "embed"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 var (
+	//go:embed scripts/queue.lua
+	queueLua string
 	//go:embed scripts/acquire.lua
 	acquireLua string
 	//go:embed scripts/release.lua
@@ -19,10 +26,46 @@ var (
 	fenceLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
-	// does not have them (after a restart or SCRIPT FLUSH).
-	acquireScript = redis.NewScript(acquireLua)
-	releaseScript = redis.NewScript(releaseLua)
+	// does not have them (after a restart or SCRIPT FLUSH). The fair queue's
+	// sweep (queue.lua) is written once and prepended to the two scripts
+	// that walk the queue.
+	acquireScript = redis.NewScript(queueLua + acquireLua)
+	releaseScript = redis.NewScript(queueLua + releaseLua)
 	refreshScript = redis.NewScript(refreshLua)
 	refreshMany   = redis.NewScript(refreshManyLua)
 	fenceScript   = redis.NewScript(fenceLua)
 )
+
+// Statuses of acquire.lua, the first element of its reply {status, value}.
+const (
+	acquireHeld     = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
+	acquireGranted  = 1 // GRANTED: value is the token
+	acquireNotFirst = 2 // NOT_FIRST: free, another waiter first; value is ms to its liveness deadline
+	acquireTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
+)
+
+// Replies of release.lua.
+const (
+	releaseNotHeld         = 0 // NOT_HELD
+	releaseReleased        = 1 // RELEASED
+	releaseAlreadyReleased = 2 // ALREADY_RELEASED
+)
+
+// Replies of refresh.lua, and of refresh_many.lua per lease.
+const (
+	refreshGone     = 0 // GONE
+	refreshExtended = 1 // EXTENDED
+)
+
+// Statuses of fence.lua, the first element of its reply.
+const (
+	fenceRefused  = 0 // REFUSED: {0, highest}
+	fenceAdmitted = 1 // ADMITTED: {1}
+)
+
+// ceilMillis rounds d up to whole milliseconds, the unit of the scripts'
+// durations (PX, PEXPIRE): the server then keeps a grant at least as long
+// as the holder counts on.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

@@ -67,7 +67,7 @@ func TestConformanceSentinel(t *testing.T) {
 func TestSentinelFailoverKeepsReplicatedGrant(t *testing.T) {
 	s := startSentinelSet(t)
 	ctx := testCtx(t)
-	holder := redislock.New(s.failoverClient(t), redislock.WithWaitReplicas(1, 5*time.Second))
+	holder := mustNew(t, s.failoverClient(t), redislock.WithWaitReplicas(1, 5*time.Second))
 	t.Cleanup(func() { holder.Close() })
 	other, err := redislock.OpenURL(ctx, s.url())
 	if err != nil {

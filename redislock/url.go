@@ -166,12 +166,12 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		return nil, fail(distlock.ErrInvalidOption, "unsupported scheme (want redis, rediss, redis+cluster, rediss+cluster or redis+sentinel)", nil)
 	}
 
-	b := New(client, opts...)
-	b.ownsClient = true
-	if b.err != nil {
+	b, err := New(client, opts...)
+	if err != nil {
 		_ = client.Close()
-		return nil, fail(distlock.ErrInvalidOption, "options", b.err)
+		return nil, fail(distlock.ErrInvalidOption, "options", err)
 	}
+	b.ownsClient = true
 	pctx, cancel := context.WithTimeout(ctx, OpenTimeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {

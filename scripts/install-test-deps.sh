@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the servers that the integration tests start through
-# internal/testserver: redis-server, etcd + etcdctl, ZooKeeper and PostgreSQL
-# (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
+# internal/testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
+# PgBouncer (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
 # the tests.
 #
 # What it changes on the machine, and only when something is missing (it
@@ -13,8 +13,8 @@
 # alone. When nothing is missing it changes nothing.
 set -euo pipefail
 
-PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql)
-SERVICES=(redis-server postgresql etcd zookeeper)
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer)
+SERVICES=(redis-server postgresql etcd zookeeper pgbouncer)
 
 log() { printf 'install-test-deps: %s\n' "$*"; }
 
@@ -57,6 +57,11 @@ have_postgres() {
 	return 1
 }
 
+# Debian installs pgbouncer in /usr/sbin, which a non-root PATH may lack.
+have_pgbouncer() {
+	command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]
+}
+
 have_zookeeper() {
 	local j
 	for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper*.jar /usr/share/zookeeper/lib/zookeeper*.jar; do
@@ -71,6 +76,7 @@ for bin in redis-server etcd etcdctl java; do
 done
 have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")
 have_zookeeper || missing+=("zookeeper (zookeeper.jar)")
+have_pgbouncer || missing+=("pgbouncer")
 
 new_packages=()
 if [ "${#missing[@]}" -eq 0 ]; then
@@ -155,4 +161,5 @@ done
 for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper*.jar; do
 	[ -f "$j" ] && log "zookeeper:    $j"
 done
+log "pgbouncer:    $(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
 log "done"

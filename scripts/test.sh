@@ -22,4 +22,9 @@ if [ -f bench/go.mod ]; then
 	echo "test.sh: bench module: vet, tests and a smoke run"
 	(cd bench && go vet ./... && go test -race -count=1 -timeout 15m ./...)
 fi
+if [ -f torture/go.mod ]; then
+	# The short run: one fault round per scenario and store mode.
+	echo "test.sh: torture module: vet and the short run"
+	(cd torture && go vet ./... && go test -race -shuffle=on -count=1 -timeout 20m ./...)
+fi
 echo "test.sh: all tests passed"

@@ -49,15 +49,22 @@
 //
 // # Running it
 //
-// `go test ./torture/` runs every scenario for one round, in a few minutes,
-// and fails if a baseline does not bite, if a fenced store accepts a stale
-// write, if a guard that should hold does not, or if tokens regress where
-// the backend promises they do not. The full run,
+// The package is a module of its own (github.com/distlock/distlock/torture,
+// with a replace directive to the repository root), so that porcupine and
+// the harness are no dependency of the library. From the repository root,
 //
-//	go test ./torture/ -run TestTorture -timeout 60m -args -torture.full
+//	cd torture && go test .
 //
-// runs more rounds and writes REPORT.md and report/ (an HTML page with a
-// timeline of every run and porcupine's visualization of every history).
+// runs every scenario for one round, in a few minutes (scripts/test.sh runs
+// it, with go vet, under -race), and fails if a baseline does not bite, if a
+// fenced store accepts a stale write, if a guard that should hold does not,
+// or if tokens regress where the backend promises they do not. The full run,
+//
+//	cd torture && go test . -run TestTorture -timeout 60m -args -torture.full
+//
+// runs more rounds and writes REPORT.md and report/index.html (a timeline
+// of every run), which are committed, and report/histories/ (porcupine's
+// visualization of every history, megabytes), which is not.
 // The servers come from internal/testserver; without them the tests skip,
 // or fail under CI=true.
 //

@@ -96,8 +96,8 @@ func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) 
 // describeBackend names the backend b, opened from rawURL, for messages:
 // the resolved directory of a file:// backend, the redacted URL otherwise.
 func describeBackend(b distlock.Backend, rawURL string) string {
-	if d, ok := b.(interface{ describe() string }); ok {
-		return d.describe()
+	if d, ok := describeFile(b); ok {
+		return d
 	}
 	if rawURL == "" {
 		rawURL = "file://"

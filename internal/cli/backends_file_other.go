@@ -14,5 +14,8 @@ func openFile(context.Context, string) (distlock.Backend, io.Closer, error) {
 	return nil, nil, usagef("the file:// backend is not supported on %s; name a lock service with --backend", runtime.GOOS)
 }
 
+// describeFile names a file backend; there is none here.
+func describeFile(distlock.Backend) (string, bool) { return "", false }
+
 // defaultDirHelp names the default lock directory in the help.
 func defaultDirHelp() string { return " (not supported on " + runtime.GOOS + ")" }

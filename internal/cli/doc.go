@@ -131,7 +131,7 @@
 // dies, however it dies (SIGKILL, the OOM killer, a crash), the supervisor
 // kills the job's group with SIGKILL, waits until none of its processes is
 // alive, and exits. With file:// it holds a descriptor of the lock file
-// (filelock.LeaseFile), so the flock, and the lock, stays held until then:
+// (filelock.Backend.File), so the flock, and the lock, stays held until then:
 // the key is never granted again while the job runs. On TTL backends the
 // lock lapses at its TTL, long after the job is gone. If the supervisor
 // alone dies, distlock kills the group itself and exits 70.

@@ -96,12 +96,10 @@ func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.
 		// SIGTSTP to distlock suspends the job.
 		notify(sigc, []os.Signal{syscall.SIGTSTP})
 	}
-	if fb, ok := b.(*fileBackend); ok {
-		if lf, err := fb.lockFile(lock); err != nil {
-			r.log.Debug("the lock file stays with distlock alone", "err", err)
-		} else {
-			spec.lockFile = lf
-		}
+	if lf, err := lockFile(b, lock); err != nil {
+		r.log.Debug("the lock file stays with distlock alone", "err", err)
+	} else {
+		spec.lockFile = lf
 	}
 	spec.limit = supervisorDeadline(lock, f)
 	j, err := r.startJob(spec)

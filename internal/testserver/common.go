@@ -134,7 +134,7 @@ func tcpReady(addr string) error {
 
 // exitedError reports that a server process exited while we waited for it.
 type exitedError struct {
-	p   *proc
+	p   *Process
 	err error
 }
 
@@ -142,10 +142,9 @@ func (e *exitedError) Error() string {
 	return fmt.Sprintf("%s exited during startup: %v", e.p.name, e.err)
 }
 
-// waitReady polls check every pollInterval until it succeeds, one of procs
-// exits (an *exitedError) or timeout elapses.
-func waitReady(timeout time.Duration, procs []*proc, check func() error) error {
-	deadline := time.Now().Add(timeout)
+// waitUntil polls check every pollInterval until it succeeds, one of procs
+// exits (an *exitedError) or deadline passes.
+func waitUntil(deadline time.Time, procs []*Process, check func() error) error {
 	for {
 		for _, p := range procs {
 			if exited, err := p.exitStatus(); exited {
@@ -157,16 +156,28 @@ func waitReady(timeout time.Duration, procs []*proc, check func() error) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %v: %w", timeout, err)
+			return fmt.Errorf("not ready in time: %w", err)
 		}
 		time.Sleep(pollInterval)
 	}
 }
 
+// awaitAll waits until each of procs passes its readiness probe, all before
+// deadline. A cluster's members are all started first and probed
+// afterwards, as none of them can serve before a quorum runs.
+func awaitAll(deadline time.Time, procs []*Process) error {
+	for _, p := range procs {
+		if err := p.awaitReady(deadline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // retryable reports whether a failed start should be retried with new ports:
 // a process exited early (typically a port taken by another process) or a log
 // reports a bind failure.
-func retryable(err error, procs []*proc) bool {
+func retryable(err error, procs []*Process) bool {
 	var ee *exitedError
 	if errors.As(err, &ee) {
 		return true
@@ -180,7 +191,7 @@ func retryable(err error, procs []*proc) bool {
 }
 
 // startFailure formats a start error with the log tails of procs.
-func startFailure(what string, err error, procs []*proc) string {
+func startFailure(what string, err error, procs []*Process) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "testserver: %s did not start: %v", what, err)
 	for _, p := range procs {
@@ -189,11 +200,12 @@ func startFailure(what string, err error, procs []*proc) string {
 	return b.String()
 }
 
-// startWithRetry calls attempt up to startAttempts times. attempt returns the
-// processes it started and an error; on a retryable error those processes are
-// shut down and attempt is called again (it must pick new ports). On a final
-// error the test fails with the servers' log tails.
-func startWithRetry(t testing.TB, what string, attempt func() ([]*proc, error)) {
+// startWithRetry calls attempt up to startAttempts times. attempt launches
+// its processes (Process.launch, which registers their cleanup) and returns
+// them with an error; on a retryable error those processes are stopped and
+// attempt is called again (it must pick new ports). On a final error the
+// test fails with the servers' log tails.
+func startWithRetry(t testing.TB, what string, attempt func() ([]*Process, error)) {
 	t.Helper()
 	for i := 1; ; i++ {
 		procs, err := attempt()
@@ -203,7 +215,7 @@ func startWithRetry(t testing.TB, what string, attempt func() ([]*proc, error)) 
 		if i < startAttempts && retryable(err, procs) {
 			t.Logf("testserver: %s start attempt %d failed, retrying with new ports: %v", what, i, err)
 			for _, p := range procs {
-				p.shutdown()
+				p.Stop()
 			}
 			continue
 		}
@@ -212,10 +224,10 @@ func startWithRetry(t testing.TB, what string, attempt func() ([]*proc, error)) 
 }
 
 // quorum reports whether more than half of procs are running.
-func quorum(procs []*proc) bool {
+func quorum(procs []*Process) bool {
 	n := 0
 	for _, p := range procs {
-		if p.running() {
+		if p.Running() {
 			n++
 		}
 	}

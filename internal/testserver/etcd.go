@@ -63,9 +63,13 @@ type EtcdMember struct {
 	// Dir is the member's data directory (--data-dir); etcd.log is next to
 	// it, in filepath.Dir(Dir).
 	Dir string
+	// Process is the member's process: Stop (SIGTERM), Kill, Pause,
+	// Resume, Restart (same name, ports and data directory; it waits
+	// until the member reports /health true, or, while the cluster has no
+	// running quorum, until its client port accepts connections).
+	*Process
 
 	cluster *Etcd
-	proc    *proc
 }
 
 // etcdHTTP is used for /health and the JSON gateway. Keep-alives are off so
@@ -117,7 +121,7 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 		tlsArgs = []string{"--cert-file", files.ServerCertFile, "--key-file", files.ServerKeyFile,
 			"--client-cert-auth", "--trusted-ca-file", files.CAFile}
 	}
-	startWithRetry(t, fmt.Sprintf("etcd cluster of %d", n), func() ([]*proc, error) {
+	startWithRetry(t, fmt.Sprintf("etcd cluster of %d", n), func() ([]*Process, error) {
 		ports, err := freePorts(2 * n)
 		if err != nil {
 			return nil, err
@@ -138,11 +142,11 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 			e.Endpoints[i] = m.ClientURL
 			initial = append(initial, m.Name+"="+m.PeerURL)
 		}
-		procs := make([]*proc, n)
+		procs := make([]*Process, n)
 		for i, m := range e.Members {
 			base := t.TempDir()
 			m.Dir = filepath.Join(base, "data")
-			m.proc = &proc{
+			m.Process = &Process{
 				name: "etcd " + m.Name + " " + m.ClientAddr,
 				path: bin,
 				args: []string{
@@ -161,28 +165,22 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 					"--log-outputs", "stderr",
 					"--log-level", "warn",
 				},
-				dir:     base,
-				env:     etcdEnv(),
-				logPath: filepath.Join(base, "etcd.log"),
-				stopSig: syscall.SIGTERM,
+				dir:          base,
+				env:          etcdEnv(),
+				logPath:      filepath.Join(base, "etcd.log"),
+				stopSig:      syscall.SIGTERM,
+				ready:        m.probe,
+				readyTimeout: startTimeout,
 			}
-			m.proc.args = append(m.proc.args, tlsArgs...)
-			procs[i] = m.proc
-			t.Cleanup(m.proc.shutdown)
+			m.args = append(m.args, tlsArgs...)
+			procs[i] = m.Process
 		}
 		for _, p := range procs {
-			if err := p.start(); err != nil {
+			if err := p.launch(t); err != nil {
 				return procs, err
 			}
 		}
-		return procs, waitReady(startTimeout, procs, func() error {
-			for _, m := range e.Members {
-				if err := m.health(); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		return procs, awaitAll(time.Now().Add(startTimeout), procs)
 	})
 	return e
 }
@@ -206,12 +204,22 @@ func etcdEnv() []string {
 	return env
 }
 
-func (e *Etcd) procs() []*proc {
-	ps := make([]*proc, len(e.Members))
+func (e *Etcd) procs() []*Process {
+	ps := make([]*Process, len(e.Members))
 	for i, m := range e.Members {
-		ps[i] = m.proc
+		ps[i] = m.Process
 	}
 	return ps
+}
+
+// probe is the member's readiness probe: /health true, or, while the
+// cluster has no running quorum (a member restarted after a full crash), a
+// client port that accepts connections, as health needs a quorum.
+func (m *EtcdMember) probe() error {
+	if !quorum(m.cluster.procs()) {
+		return tcpReady(m.ClientAddr)
+	}
+	return m.health()
 }
 
 // health checks GET /health on the member.
@@ -303,11 +311,11 @@ func (m *EtcdMember) ID(t testing.TB) uint64 {
 func (e *Etcd) Leader(t testing.TB) *EtcdMember {
 	t.Helper()
 	var leader *EtcdMember
-	err := waitReady(startTimeout, nil, func() error {
+	err := waitUntil(time.Now().Add(startTimeout), nil, func() error {
 		var best *etcdStatus
 		leader = nil
 		for _, m := range e.Members {
-			if !m.proc.running() {
+			if !m.Running() {
 				continue
 			}
 			st, err := m.status()
@@ -332,9 +340,9 @@ func (e *Etcd) Leader(t testing.TB) *EtcdMember {
 // WaitHealthy waits until every running member reports /health true.
 func (e *Etcd) WaitHealthy(t testing.TB) {
 	t.Helper()
-	err := waitReady(startTimeout, nil, func() error {
+	err := waitUntil(time.Now().Add(startTimeout), nil, func() error {
 		for _, m := range e.Members {
-			if !m.proc.running() {
+			if !m.Running() {
 				continue
 			}
 			if err := m.health(); err != nil {
@@ -376,41 +384,4 @@ func (e *Etcd) Ctl(t testing.TB, args ...string) string {
 		t.Fatalf("testserver: etcdctl %s: %v\nstdout: %s\nstderr: %s", strings.Join(full, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
-}
-
-// Stop shuts the member down gracefully (SIGTERM) and waits for it to exit; it
-// is killed if it does not exit in time.
-func (m *EtcdMember) Stop() { m.proc.stop(stopTimeout) }
-
-// Kill kills the member with SIGKILL, simulating a crash, and waits for it to
-// exit.
-func (m *EtcdMember) Kill() { m.proc.kill() }
-
-// Pause freezes the member with SIGSTOP until Resume.
-func (m *EtcdMember) Pause() error { return m.proc.pause() }
-
-// Resume continues a member frozen by Pause.
-func (m *EtcdMember) Resume() error { return m.proc.resume() }
-
-// Running reports whether the member process is running.
-func (m *EtcdMember) Running() bool { return m.proc.running() }
-
-// Restart starts the member again with the same name, ports and data
-// directory (stopping it first if it is running). If a quorum of the cluster
-// is running it waits until the member reports /health true; otherwise (the
-// cluster cannot be healthy yet) it only waits until the client port accepts
-// connections.
-func (m *EtcdMember) Restart(t testing.TB) {
-	t.Helper()
-	m.proc.stop(stopTimeout)
-	if err := m.proc.start(); err != nil {
-		t.Fatal(startFailure(m.proc.name, err, []*proc{m.proc}))
-	}
-	check := func() error { return tcpReady(m.ClientAddr) }
-	if quorum(m.cluster.procs()) {
-		check = m.health
-	}
-	if err := waitReady(startTimeout, []*proc{m.proc}, check); err != nil {
-		t.Fatal(startFailure(m.proc.name, err, []*proc{m.proc}))
-	}
 }

@@ -31,8 +31,13 @@ type Postgres struct {
 	Dir string
 	// SocketDir is the directory of the server's Unix socket.
 	SocketDir string
+	// Process is the postmaster: Stop (SIGINT, the fast shutdown), Kill
+	// (the postmaster and all its backends; Restart then performs crash
+	// recovery), Pause, Resume, Restart (same port and data directory; it
+	// waits until the server accepts sessions).
+	*Process
 
-	proc *proc
+	runAs *runAsUser // nil: the current user
 }
 
 // PostgresBin returns the path of a PostgreSQL program (postgres, initdb,
@@ -95,7 +100,7 @@ func StartPostgres(t testing.TB) *Postgres {
 		t.Fatalf("testserver: %v", err)
 	}
 
-	p := &Postgres{Dir: t.TempDir()}
+	p := &Postgres{Dir: t.TempDir(), runAs: runAs}
 	// The socket path must stay below ~107 bytes, so it gets a short
 	// directory of its own.
 	sock, err := os.MkdirTemp("", "pgsock")
@@ -122,14 +127,14 @@ func StartPostgres(t testing.TB) *Postgres {
 		t.Fatalf("testserver: initdb: %v\n%s", err, out)
 	}
 
-	startWithRetry(t, "postgres", func() ([]*proc, error) {
+	startWithRetry(t, "postgres", func() ([]*Process, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
 		p.Port = port
 		p.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		p.proc = &proc{
+		p.Process = &Process{
 			name: "postgres 127.0.0.1:" + strconv.Itoa(port),
 			path: postgres,
 			args: []string{
@@ -145,38 +150,40 @@ func StartPostgres(t testing.TB) *Postgres {
 			env:     pgEnv(p.Dir),
 			logPath: filepath.Join(p.Dir, "postgres.log"),
 			// SIGINT is the "fast" shutdown; SIGTERM would wait for clients.
-			stopSig: syscall.SIGINT,
-			runAs:   runAs,
+			stopSig:      syscall.SIGINT,
+			runAs:        runAs,
+			ready:        p.probe,
+			readyTimeout: startTimeout,
 		}
-		t.Cleanup(p.proc.shutdown)
-		if err := p.proc.start(); err != nil {
-			return nil, err
+		procs := []*Process{p.Process}
+		if err := p.launch(t); err != nil {
+			return procs, err
 		}
-		return []*proc{p.proc}, p.waitReady()
+		return procs, awaitAll(time.Now().Add(startTimeout), procs)
 	})
 	return p
 }
 
 func (p *Postgres) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
 
-func (p *Postgres) waitReady() error {
+// probe is the readiness probe: a session is accepted (the startup
+// handshake reaches ReadyForQuery), and pg_isready, where installed, agrees.
+func (p *Postgres) probe() error {
+	if err := pgHandshake(p.addr()); err != nil {
+		return err
+	}
 	isready := findPostgresBin("pg_isready")
-	return waitReady(startTimeout, []*proc{p.proc}, func() error {
-		if err := pgHandshake(p.addr()); err != nil {
-			return err
-		}
-		if isready == "" {
-			return nil
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, isready, "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres", "-d", "postgres", "-t", "2")
-		cmd.Env = pgEnv(p.Dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("pg_isready: %v: %s", err, bytes.TrimSpace(out))
-		}
+	if isready == "" {
 		return nil
-	})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, isready, "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres", "-d", "postgres", "-t", "2")
+	cmd.Env = pgEnv(p.Dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_isready: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // pgHandshake connects to addr as user postgres, database postgres, and
@@ -228,37 +235,5 @@ func pgHandshake(addr string) error {
 				return errors.New("postgres: server asks for a password; trust authentication expected")
 			}
 		}
-	}
-}
-
-// Stop shuts the server down with a fast shutdown (SIGINT) and waits for it to
-// exit; it is killed if it does not exit in time.
-func (p *Postgres) Stop() { p.proc.stop(stopTimeout) }
-
-// Kill kills the postmaster and all its backends with SIGKILL, simulating a
-// crash, and waits for the postmaster to exit. Restart then performs crash
-// recovery.
-func (p *Postgres) Kill() { p.proc.kill() }
-
-// Pause freezes the postmaster and its backends with SIGSTOP until Resume.
-func (p *Postgres) Pause() error { return p.proc.pause() }
-
-// Resume continues a server frozen by Pause.
-func (p *Postgres) Resume() error { return p.proc.resume() }
-
-// Running reports whether the postmaster is running.
-func (p *Postgres) Running() bool { return p.proc.running() }
-
-// Restart starts the server again on the same port and data directory
-// (stopping it first if it is running) and waits until it accepts
-// connections.
-func (p *Postgres) Restart(t testing.TB) {
-	t.Helper()
-	p.proc.stop(stopTimeout)
-	if err := p.proc.start(); err != nil {
-		t.Fatal(startFailure(p.proc.name, err, []*proc{p.proc}))
-	}
-	if err := p.waitReady(); err != nil {
-		t.Fatal(startFailure(p.proc.name, err, []*proc{p.proc}))
 	}
 }

@@ -29,9 +29,12 @@ type Redis struct {
 	// only TLS connections, from clients presenting a certificate signed
 	// by TLS.CAFile.
 	TLS *TLSFiles
+	// Process is the server process: Stop (SIGTERM), Kill, Pause, Resume,
+	// Restart (same port, directory and configuration; it waits until the
+	// server answers PING, and a replica until it is in sync again).
+	*Process
 
 	cfg       redisConfig
-	proc      *proc
 	clientTLS *tls.Config // for Do, with TLS
 }
 
@@ -95,7 +98,7 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 		}
 		r.TLS = files
 	}
-	startWithRetry(t, "redis", func() ([]*proc, error) {
+	startWithRetry(t, "redis", func() ([]*Process, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -108,19 +111,21 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 		if err := os.WriteFile(conf, []byte(r.config()), 0o644); err != nil {
 			return nil, err
 		}
-		r.proc = &proc{
-			name:    "redis-server " + r.Addr,
-			path:    bin,
-			args:    []string{conf},
-			dir:     dir,
-			logPath: filepath.Join(dir, "redis.log"),
-			stopSig: syscall.SIGTERM,
+		r.Process = &Process{
+			name:         "redis-server " + r.Addr,
+			path:         bin,
+			args:         []string{conf},
+			dir:          dir,
+			logPath:      filepath.Join(dir, "redis.log"),
+			stopSig:      syscall.SIGTERM,
+			ready:        r.probe,
+			readyTimeout: startTimeout,
 		}
-		t.Cleanup(r.proc.shutdown)
-		if err := r.proc.start(); err != nil {
-			return nil, err
+		procs := []*Process{r.Process}
+		if err := r.launch(t); err != nil {
+			return procs, err
 		}
-		return []*proc{r.proc}, r.waitReady(startTimeout)
+		return procs, awaitAll(time.Now().Add(startTimeout), procs)
 	})
 	return r
 }
@@ -157,27 +162,27 @@ func (r *Redis) config() string {
 	return b.String()
 }
 
-func (r *Redis) waitReady(timeout time.Duration) error {
-	return waitReady(timeout, []*proc{r.proc}, func() error {
-		v, err := r.Do("PING")
-		if err != nil {
-			return err
-		}
-		if v != "PONG" {
-			return fmt.Errorf("PING replied %q", v)
-		}
-		if r.cfg.primary == nil {
-			return nil
-		}
-		info, err := r.Do("INFO", "replication")
-		if err != nil {
-			return err
-		}
-		if s, _ := info.(string); !strings.Contains(s, "master_link_status:up") {
-			return errors.New("replica not in sync with its primary yet")
-		}
+// probe is the readiness probe: PING, and for a replica the link to its
+// primary up.
+func (r *Redis) probe() error {
+	v, err := r.Do("PING")
+	if err != nil {
+		return err
+	}
+	if v != "PONG" {
+		return fmt.Errorf("PING replied %q", v)
+	}
+	if r.cfg.primary == nil {
 		return nil
-	})
+	}
+	info, err := r.Do("INFO", "replication")
+	if err != nil {
+		return err
+	}
+	if s, _ := info.(string); !strings.Contains(s, "master_link_status:up") {
+		return errors.New("replica not in sync with its primary yet")
+	}
+	return nil
 }
 
 // Do sends one command to the server over a new connection and returns the
@@ -185,38 +190,6 @@ func (r *Redis) waitReady(timeout time.Duration) error {
 // replies, []any for arrays, and an error for error replies.
 func (r *Redis) Do(args ...string) (any, error) {
 	return respDo(r.Addr, 5*time.Second, r.clientTLS, args...)
-}
-
-// Stop shuts the server down gracefully (SIGTERM) and waits for it to exit; it
-// is killed if it does not exit in time.
-func (r *Redis) Stop() { r.proc.stop(stopTimeout) }
-
-// Kill kills the server with SIGKILL, simulating a crash, and waits for it to
-// exit.
-func (r *Redis) Kill() { r.proc.kill() }
-
-// Pause freezes the server with SIGSTOP: connections stay open but nothing is
-// answered until Resume.
-func (r *Redis) Pause() error { return r.proc.pause() }
-
-// Resume continues a server frozen by Pause.
-func (r *Redis) Resume() error { return r.proc.resume() }
-
-// Running reports whether the server process is running.
-func (r *Redis) Running() bool { return r.proc.running() }
-
-// Restart starts the server again on the same port, directory and
-// configuration (stopping it first if it is running) and waits until it
-// answers PING, so data persisted before a Stop or Kill can be read back.
-func (r *Redis) Restart(t testing.TB) {
-	t.Helper()
-	r.proc.stop(stopTimeout)
-	if err := r.proc.start(); err != nil {
-		t.Fatal(startFailure(r.proc.name, err, []*proc{r.proc}))
-	}
-	if err := r.waitReady(startTimeout); err != nil {
-		t.Fatal(startFailure(r.proc.name, err, []*proc{r.proc}))
-	}
 }
 
 // RedisError is an error reply from Redis.
@@ -395,7 +368,7 @@ func StartRedisSentinel(t testing.TB, primary *Redis, name string, replicas ...*
 	t.Helper()
 	bin := Require(t, "redis-server")
 	s := &Redis{}
-	startWithRetry(t, "redis sentinel", func() ([]*proc, error) {
+	startWithRetry(t, "redis sentinel", func() ([]*Process, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -420,19 +393,27 @@ func StartRedisSentinel(t testing.TB, primary *Redis, name string, replicas ...*
 		if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			return nil, err
 		}
-		s.proc = &proc{
+		s.Process = &Process{
 			name:    "redis-sentinel " + s.Addr,
 			path:    bin,
 			args:    []string{conf, "--sentinel"},
 			dir:     dir,
 			logPath: filepath.Join(dir, "sentinel.log"),
 			stopSig: syscall.SIGTERM,
+			// After a Restart, answering PING is enough: the replicas
+			// the Sentinel knew may have been promoted since.
+			ready:        s.probe,
+			readyTimeout: startTimeout,
 		}
-		t.Cleanup(s.proc.shutdown)
-		if err := s.proc.start(); err != nil {
-			return nil, err
+		procs := []*Process{s.Process}
+		if err := s.launch(t); err != nil {
+			return procs, err
 		}
-		return []*proc{s.proc}, waitReady(startTimeout, []*proc{s.proc}, func() error {
+		deadline := time.Now().Add(startTimeout)
+		if err := awaitAll(deadline, procs); err != nil {
+			return procs, err
+		}
+		return procs, waitUntil(deadline, procs, func() error {
 			v, err := s.Do("SENTINEL", "REPLICAS", name)
 			if err != nil {
 				return err

@@ -427,7 +427,7 @@ func TestFreePortUnique(t *testing.T) {
 func TestStartWithRetry(t *testing.T) {
 	sh := Require(t, "sh")
 	attempts := 0
-	startWithRetry(t, "fake", func() ([]*proc, error) {
+	startWithRetry(t, "fake", func() ([]*Process, error) {
 		attempts++
 		dir := t.TempDir()
 		var script string
@@ -436,16 +436,15 @@ func TestStartWithRetry(t *testing.T) {
 		} else {
 			script = "exec sleep 60"
 		}
-		p := &proc{name: "fake", path: sh, args: []string{"-c", script}, dir: dir,
+		p := &Process{name: "fake", path: sh, args: []string{"-c", script}, dir: dir,
 			logPath: dir + "/fake.log", stopSig: syscall.SIGTERM}
-		t.Cleanup(p.shutdown)
-		if err := p.start(); err != nil {
+		if attempts == 1 {
+			p.ready = func() error { return errors.New("never ready") }
+		}
+		if err := p.launch(t); err != nil {
 			return nil, err
 		}
-		if attempts == 1 {
-			return []*proc{p}, waitReady(5*time.Second, []*proc{p}, func() error { return errors.New("never ready") })
-		}
-		return []*proc{p}, nil
+		return []*Process{p}, p.awaitReady(time.Now().Add(5 * time.Second))
 	})
 	if attempts != 2 {
 		t.Fatalf("attempts = %d, want 2", attempts)
@@ -508,5 +507,56 @@ func TestRedisTLS(t *testing.T) {
 	}
 	if _, err := respDo(r.Addr, time.Second, nil, "PING"); err == nil {
 		t.Fatal("plain-text PING answered by a TLS-only server")
+	}
+}
+
+// psqlAt runs sql with psql against 127.0.0.1:port, database db, as user
+// postgres, and returns its unaligned output.
+func psqlAt(t *testing.T, port int, db, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, PostgresBin(t, "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(port),
+		"-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-XAtq", "-c", sql)
+	cmd.Env = pgEnv(t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql -p %d %s %q: %v\n%s", port, db, sql, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestPgBouncer(t *testing.T) {
+	t.Parallel()
+	p := StartPostgres(t)
+	b := StartPgBouncer(t, p)
+	if b.Port == p.Port || !strings.Contains(b.DSN, "127.0.0.1:"+strconv.Itoa(b.Port)) {
+		t.Fatalf("bouncer DSN %q, port %d; server port %d", b.DSN, b.Port, p.Port)
+	}
+	psql(t, p, "create table t(v text); insert into t values ('through')")
+	if got := psqlAt(t, b.Port, "postgres", "select v from t"); got != "through" {
+		t.Fatalf("select through the bouncer = %q", got)
+	}
+	// The admin console reports the pool mode the helper promises.
+	if got := psqlAt(t, b.Port, "pgbouncer", "SHOW CONFIG"); !strings.Contains(got, "\npool_mode|transaction|") {
+		t.Fatalf("SHOW CONFIG has no pool_mode transaction:\n%s", got)
+	}
+
+	if err := b.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgHandshake(b.addr()); err == nil {
+		t.Fatal("paused bouncer accepted a session")
+	}
+	if err := b.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	b.Kill()
+	if b.Running() {
+		t.Fatal("running after Kill")
+	}
+	b.Restart(t)
+	if got := psqlAt(t, b.Port, "postgres", "select v from t"); got != "through" {
+		t.Fatalf("select through the restarted bouncer = %q", got)
 	}
 }

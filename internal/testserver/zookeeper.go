@@ -32,9 +32,13 @@ type ZooKeeperMember struct {
 	Addr string
 	// Dir holds zoo.cfg, zookeeper.log and the data directory "data".
 	Dir string
+	// Process is the server's JVM: Stop (SIGTERM), Kill, Pause, Resume,
+	// Restart (same ports and data directory; it waits until the server
+	// serves requests, or, while the ensemble has no running quorum, until
+	// it answers ruok).
+	*Process
 
 	ensemble *ZooKeeper
-	proc     *proc
 }
 
 // zkTickMillis is the ZooKeeper tickTime used by the helpers. Session
@@ -65,7 +69,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 		Missing(t, "ZooKeeper server jar (zookeeper.jar)")
 	}
 	z := &ZooKeeper{}
-	startWithRetry(t, fmt.Sprintf("zookeeper ensemble of %d", n), func() ([]*proc, error) {
+	startWithRetry(t, fmt.Sprintf("zookeeper ensemble of %d", n), func() ([]*Process, error) {
 		ports, err := freePorts(3 * n)
 		if err != nil {
 			return nil, err
@@ -83,7 +87,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 			z.Servers[i] = m.Addr
 			servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", m.ID, ports[3*i+1], ports[3*i+2]))
 		}
-		procs := make([]*proc, n)
+		procs := make([]*Process, n)
 		for i, m := range z.Members {
 			m.Dir = t.TempDir()
 			data := filepath.Join(m.Dir, "data")
@@ -114,7 +118,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 			if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
 				return nil, err
 			}
-			m.proc = &proc{
+			m.Process = &Process{
 				name: fmt.Sprintf("zookeeper %d %s", m.ID, m.Addr),
 				path: java,
 				args: []string{
@@ -130,27 +134,21 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 					"org.apache.zookeeper.server.quorum.QuorumPeerMain",
 					cfgPath,
 				},
-				dir:     m.Dir,
-				env:     zkEnv(),
-				logPath: filepath.Join(m.Dir, "zookeeper.log"),
-				stopSig: syscall.SIGTERM,
+				dir:          m.Dir,
+				env:          zkEnv(),
+				logPath:      filepath.Join(m.Dir, "zookeeper.log"),
+				stopSig:      syscall.SIGTERM,
+				ready:        m.probe,
+				readyTimeout: clusterStartTimeout,
 			}
-			procs[i] = m.proc
-			t.Cleanup(m.proc.shutdown)
+			procs[i] = m.Process
 		}
 		for _, p := range procs {
-			if err := p.start(); err != nil {
+			if err := p.launch(t); err != nil {
 				return procs, err
 			}
 		}
-		return procs, waitReady(clusterStartTimeout, procs, func() error {
-			for _, m := range z.Members {
-				if _, err := m.serving(); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		return procs, awaitAll(time.Now().Add(clusterStartTimeout), procs)
 	})
 	return z
 }
@@ -339,12 +337,23 @@ func (m *ZooKeeperMember) serving() (string, error) {
 	return "", fmt.Errorf("zookeeper %d: mode %q", m.ID, mode)
 }
 
-func (z *ZooKeeper) procs() []*proc {
-	ps := make([]*proc, len(z.Members))
+func (z *ZooKeeper) procs() []*Process {
+	ps := make([]*Process, len(z.Members))
 	for i, m := range z.Members {
-		ps[i] = m.proc
+		ps[i] = m.Process
 	}
 	return ps
+}
+
+// probe is the server's readiness probe: serving requests, or, while the
+// ensemble has no running quorum (a server restarted after a full crash),
+// answering ruok, as no server of it can serve before a quorum runs.
+func (m *ZooKeeperMember) probe() error {
+	if !quorum(m.ensemble.procs()) {
+		return m.ruok()
+	}
+	_, err := m.serving()
+	return err
 }
 
 // ConnectString returns the comma-separated client addresses, as expected by
@@ -357,11 +366,11 @@ func (z *ZooKeeper) ConnectString() string { return strings.Join(z.Servers, ",")
 func (z *ZooKeeper) Leader(t testing.TB) *ZooKeeperMember {
 	t.Helper()
 	var leader *ZooKeeperMember
-	err := waitReady(clusterStartTimeout, nil, func() error {
+	err := waitUntil(time.Now().Add(clusterStartTimeout), nil, func() error {
 		leader = nil
 		var best uint64
 		for _, m := range z.Members {
-			if !m.proc.running() {
+			if !m.Running() {
 				continue
 			}
 			mode, err := m.Mode()
@@ -387,9 +396,9 @@ func (z *ZooKeeper) Leader(t testing.TB) *ZooKeeperMember {
 // serving mode in srvr.
 func (z *ZooKeeper) WaitReady(t testing.TB) {
 	t.Helper()
-	err := waitReady(clusterStartTimeout, nil, func() error {
+	err := waitUntil(time.Now().Add(clusterStartTimeout), nil, func() error {
 		for _, m := range z.Members {
-			if !m.proc.running() {
+			if !m.Running() {
 				continue
 			}
 			if _, err := m.serving(); err != nil {
@@ -400,41 +409,5 @@ func (z *ZooKeeper) WaitReady(t testing.TB) {
 	})
 	if err != nil {
 		t.Fatal(startFailure("zookeeper ensemble", err, z.procs()))
-	}
-}
-
-// Stop shuts the server down (SIGTERM) and waits for the JVM to exit; it is
-// killed if it does not exit in time.
-func (m *ZooKeeperMember) Stop() { m.proc.stop(stopTimeout) }
-
-// Kill kills the server with SIGKILL, simulating a crash, and waits for it to
-// exit.
-func (m *ZooKeeperMember) Kill() { m.proc.kill() }
-
-// Pause freezes the server with SIGSTOP until Resume.
-func (m *ZooKeeperMember) Pause() error { return m.proc.pause() }
-
-// Resume continues a server frozen by Pause.
-func (m *ZooKeeperMember) Resume() error { return m.proc.resume() }
-
-// Running reports whether the server process is running.
-func (m *ZooKeeperMember) Running() bool { return m.proc.running() }
-
-// Restart starts the server again with the same ports and data directory
-// (stopping it first if it is running). If a quorum of the ensemble is
-// running it waits until the server serves requests; otherwise it only waits
-// until it answers ruok.
-func (m *ZooKeeperMember) Restart(t testing.TB) {
-	t.Helper()
-	m.proc.stop(stopTimeout)
-	if err := m.proc.start(); err != nil {
-		t.Fatal(startFailure(m.proc.name, err, []*proc{m.proc}))
-	}
-	check := m.ruok
-	if quorum(m.ensemble.procs()) {
-		check = func() error { _, err := m.serving(); return err }
-	}
-	if err := waitReady(clusterStartTimeout, []*proc{m.proc}, check); err != nil {
-		t.Fatal(startFailure(m.proc.name, err, []*proc{m.proc}))
 	}
 }

@@ -13,35 +13,42 @@
 -- ARGV[5] waiter liveness in milliseconds (fair mode)
 -- ARGV[6] "1" to join the queue when not granted (fair mode, waiting)
 --
--- Returns {1, token} when granted; {0, pttl} when held (pttl is -1 for a
--- lock without expiry); {2, ms} when the lock is free but another waiter is
--- first in line (ms: time left to that waiter's liveness deadline); {3, 0}
--- when the tombstone exists: a request that arrives after its sender gave
--- up (delayed in the network) does nothing.
+-- Returns {status, value} (the names are those of scripts.go):
+--   {GRANTED 1, token}   granted (or granted again to a re-sent request)
+--   {HELD 0, pttl}       held by another grant; pttl is -1 for a lock
+--                        without expiry
+--   {NOT_FIRST 2, ms}    free, but another waiter is first in line (fair
+--                        mode); ms: time left to that waiter's liveness
+--   {TOO_LATE 3, 0}      the tombstone exists: the request was delayed in
+--                        the network (or re-sent) and arrived after its
+--                        Acquire gave up and cleaned up, or after the grant
+--                        it asked for was released; it does nothing
 --
--- Written for the common case, a free key outside fair mode: one EXISTS,
--- INCR, TIME and SET, no closure and no string.format.
+-- first_live comes from queue.lua. Written for the common case, a free key
+-- outside fair mode: one EXISTS, INCR, TIME and SET, no string.format.
+
+local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
 
 local id = ARGV[4]
 local pttl = -2
 if redis.call('EXISTS', KEYS[1], KEYS[5]) ~= 0 then
   local v = redis.call('GET', KEYS[1])
   if not v then
-    return {3, 0}
+    return {TOO_LATE, 0}
   end
   -- A re-sent request (the client retried after a lost reply) finds its
   -- own grant: confirm it again with a full TTL.
   local prefix = ARGV[1] .. '|'
   if string.sub(v, 1, #prefix) == prefix then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
+    return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
   end
   if redis.call('EXISTS', KEYS[5]) == 1 then
-    return {3, 0}
+    return {TOO_LATE, 0}
   end
   pttl = redis.call('PTTL', KEYS[1])
   if id == '' then
-    return {0, pttl}
+    return {HELD, pttl}
   end
 end
 
@@ -51,16 +58,7 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 if id ~= '' then
   local live = tonumber(ARGV[5])
   -- Skip waiters whose process stopped refreshing its liveness.
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-  for _, d in ipairs(dead) do
-    redis.call('ZREM', KEYS[3], d)
-    redis.call('ZREM', KEYS[4], d)
-  end
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  while head and head ~= id and not redis.call('ZSCORE', KEYS[4], head) do
-    redis.call('ZREM', KEYS[3], head)
-    head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  end
+  local head = first_live(KEYS[3], KEYS[4], now, id)
   if pttl ~= -2 or (head and head ~= id) then
     if ARGV[6] == '1' then
       if not redis.call('ZSCORE', KEYS[3], id) then
@@ -75,10 +73,10 @@ if id ~= '' then
       redis.call('PEXPIRE', KEYS[4], 2 * live)
     end
     if pttl ~= -2 then
-      return {0, pttl}
+      return {HELD, pttl}
     end
     local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
-    return {2, math.max(1, deadline - now)}
+    return {NOT_FIRST, math.max(1, deadline - now)}
   end
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
@@ -88,4 +86,4 @@ end
 -- 14 significant digits of Lua's number-to-string conversion.
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. now .. '|' .. ARGV[3], 'PX', ARGV[2])
-return {1, token}
+return {GRANTED, token}

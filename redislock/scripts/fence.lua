@@ -9,7 +9,12 @@
 -- ARGV[3..] for "set": value, TTL in milliseconds ("0": none);
 --           for "hset": field, value, field, value, ...
 --
--- Returns {1} when admitted and written, {0, highest} when refused.
+-- Returns (the names are those of scripts.go):
+--   {ADMITTED 1}         admitted and written
+--   {REFUSED 0, highest} refused, nothing written; highest is the highest
+--                        token admitted (decimal string)
+
+local REFUSED, ADMITTED = 0, 1
 
 local function less(a, b) -- decimal strings without leading zeros
   if #a ~= #b then return #a < #b end
@@ -23,7 +28,7 @@ end
 
 local highest = redis.call('GET', KEYS[1]) or '0'
 if less(ARGV[1], highest) then
-  return {0, highest}
+  return {REFUSED, highest}
 end
 redis.call('SET', KEYS[1], ARGV[1])
 
@@ -38,4 +43,4 @@ elseif op == 'hset' then
 else
   redis.call('DEL', KEYS[2])
 end
-return {1}
+return {ADMITTED}

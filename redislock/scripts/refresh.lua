@@ -6,12 +6,16 @@
 -- ARGV[1] secret of the grant
 -- ARGV[2] new TTL in milliseconds
 --
--- Returns 1 when extended, 0 when the grant is gone.
+-- Returns (the names are those of scripts.go):
+--   EXTENDED 1  the grant was extended
+--   GONE 0      the grant is gone: it expired or was taken over
+
+local GONE, EXTENDED = 0, 1
 
 local prefix = ARGV[1] .. '|'
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+  return EXTENDED
 end
-return 0
+return GONE

@@ -5,8 +5,10 @@
 -- ARGV[i]        secret of lease i
 -- ARGV[#KEYS+1]  new TTL in milliseconds
 --
--- Returns an array: element i is 1 when lease i was extended, 0 when its
--- grant is gone.
+-- Returns an array: element i is refresh.lua's reply for lease i,
+-- EXTENDED 1 or GONE 0.
+
+local GONE, EXTENDED = 0, 1
 
 local ttl = ARGV[#KEYS + 1]
 local out = {}
@@ -15,9 +17,9 @@ for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
   if v and string.sub(v, 1, #prefix) == prefix then
     redis.call('PEXPIRE', KEYS[i], ttl)
-    out[i] = 1
+    out[i] = EXTENDED
   else
-    out[i] = 0
+    out[i] = GONE
   end
 end
 return out

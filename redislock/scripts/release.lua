@@ -16,20 +16,27 @@
 -- ARGV[6] "1" to write the tombstone even when the grant is not held
 --         (abandon: acquire.lua then refuses a late request with secret)
 --
--- Returns 1 when this call released the grant, 2 when an earlier call did,
--- 0 when the grant was not held by secret (it expired or was taken over).
+-- Returns (the names are those of scripts.go):
+--   RELEASED 1          this call released the grant
+--   ALREADY_RELEASED 2  an earlier call did (its tombstone is there)
+--   NOT_HELD 0          the grant is not held by secret: it expired or was
+--                       taken over (or, with ARGV[6], never existed)
+--
+-- first_live comes from queue.lua.
+
+local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
 local prefix = ARGV[1] .. '|'
-local result = 0
+local result = NOT_HELD
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  result = 1
+  result = RELEASED
 elseif ARGV[6] == '1' then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 elseif redis.call('EXISTS', KEYS[2]) == 1 then
-  result = 2
+  result = ALREADY_RELEASED
 end
 
 local id = ARGV[5]
@@ -40,16 +47,11 @@ end
 
 -- Wake waiters when the lock became free, or when a waiter left a queue
 -- whose lock is free (it may have been first in line).
-if result == 1 or (id ~= '' and not v) then
+if result == RELEASED or (id ~= '' and not v) then
   if ARGV[4] == '1' then
     local t = redis.call('TIME')
     local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-    for _, d in ipairs(dead) do
-      redis.call('ZREM', KEYS[3], d)
-      redis.call('ZREM', KEYS[4], d)
-    end
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head = first_live(KEYS[3], KEYS[4], now, nil)
     if head then
       redis.call('PUBLISH', ARGV[3], head)
     end

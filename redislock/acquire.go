@@ -1,0 +1,319 @@
+package redislock
+
+// Acquire: one try of the acquire script, and the waiting loop around it
+// (subscribe to the key's release channel, try again, sleep until a
+// release message or the holder's expiry).
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+const (
+	// subscribeWait bounds how long a waiter waits for its channel
+	// subscription to be confirmed before trying anyway.
+	subscribeWait = 2 * time.Second
+	// noExpiryPoll is the fallback re-check interval while the lock key has
+	// no expiry (set by something else than this package).
+	noExpiryPoll = time.Second
+)
+
+// Acquire implements distlock.Backend. The try is one round trip (one Lua
+// script sets the lock and increments its fencing counter). A waiting
+// Acquire whose first try finds the key held subscribes to the key's
+// release channel, tries again once the subscription is confirmed, then
+// waits for a release message or for the holder's TTL to run out. The first
+// Acquire of a Backend also checks the server's eviction policy (see
+// WithEvictionAllowed).
+func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(opts.TTL); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", distlock.ErrNotAcquired, context.Cause(ctx))
+	}
+	if b.isClosed() {
+		return nil, ErrClosed
+	}
+	if err := b.checkEviction(ctx); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+		}
+		return nil, err
+	}
+	a := b.newAttempt(key, opts)
+	if opts.Wait {
+		return a.wait(ctx)
+	}
+	l, r, err := a.try(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: redislock: %s", distlock.ErrNotAcquired, r.why)
+	}
+	return l, nil
+}
+
+// attempt is one Acquire call.
+type attempt struct {
+	b      *Backend
+	k      lockKeys
+	secret string // the grant's owner value, unguessable
+	waiter string // fair mode: the waiter's id in the queue
+	opts   distlock.AcquireOptions
+}
+
+func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
+	a := &attempt{b: b, k: b.keysFor(key), secret: rand.Text(), opts: opts}
+	if b.cfg.fair {
+		a.waiter = rand.Text()
+	}
+	return a
+}
+
+// refusal is why a try was not granted, and when to try again.
+type refusal struct {
+	why     string
+	retryIn time.Duration
+}
+
+// try runs the acquire script once; join queues a fair waiter that is not
+// granted. It returns the lease when granted, and otherwise why not and
+// when to try again.
+func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
+	keys, args := a.acquireArgs(join)
+	sent := time.Now()
+	res, err := a.send(ctx, keys, args)
+	if err != nil {
+		// The script may have run although its reply was lost, or granted
+		// what too few replicas confirmed: leave no grant (and no place in
+		// the queue) behind.
+		a.abandon(ctx, sent)
+		return nil, refusal{}, err
+	}
+	status, val, ok := parseAcquireReply(res)
+	if !ok {
+		a.abandon(ctx, sent)
+		return nil, refusal{}, fmt.Errorf("redislock: unexpected acquire reply %v", res)
+	}
+	switch status {
+	case acquireGranted:
+		return &lease{b: a.b, k: a.k, secret: a.secret, token: uint64(val),
+			validity: distlock.Validity{Sent: sent, TTL: a.opts.TTL}}, refusal{}, nil
+	case acquireHeld:
+		if val < 0 {
+			return nil, refusal{"held", noExpiryPoll}, nil
+		}
+		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond}, nil
+	case acquireNotFirst:
+		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond}, nil
+	default: // acquireTooLate
+		// Only a clean-up of this attempt (abandon) or the release of its
+		// grant writes its tombstone; both end the attempt, so this reply
+		// can come only from a request sent again after that. The script
+		// did nothing: there is nothing to undo, and a new attempt, with a
+		// new secret, is not concerned.
+		return nil, refusal{}, errTooLate
+	}
+}
+
+// errTooLate is the acquire script's TOO_LATE read by the attempt itself.
+var errTooLate = fmt.Errorf("%w: redislock: the server had already released or cleaned up this acquire's grant", distlock.ErrUnavailable)
+
+// acquireArgs are the keys and arguments of acquire.lua for one try.
+func (a *attempt) acquireArgs(join bool) ([]string, []any) {
+	joinArg := "0"
+	if join {
+		joinArg = "1"
+	}
+	return []string{a.k.lock, a.k.token, a.k.queue, a.k.alive, a.k.tomb(a.secret)},
+		[]any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(a.b.cfg.liveness), joinArg}
+}
+
+// parseAcquireReply checks acquire.lua's reply {status, value}.
+func parseAcquireReply(res []any) (status, val int64, ok bool) {
+	if len(res) != 2 {
+		return 0, 0, false
+	}
+	s, ok1 := res[0].(int64)
+	v, ok2 := res[1].(int64)
+	switch {
+	case !ok1 || !ok2:
+		return 0, 0, false
+	case s == acquireGranted:
+		ok = v > 0 // tokens start at 1
+	case s == acquireHeld, s == acquireNotFirst, s == acquireTooLate:
+		ok = true
+	}
+	return s, v, ok
+}
+
+// send runs the acquire script, and with WithWaitReplicas the WAIT that
+// confirms a grant.
+func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, error) {
+	b := a.b
+	if b.cfg.waitReplicas == 0 {
+		res, err := acquireScript.Run(ctx, b.client, keys, args...).Slice()
+		return res, classify(ctx, "", err)
+	}
+	// The script and WAIT go over one connection to the key's primary:
+	// WAIT counts the replicas that have this connection's writes.
+	var node *redis.Client
+	switch c := b.client.(type) {
+	case *redis.Client:
+		node = c
+	case *redis.ClusterClient:
+		var err error
+		if node, err = c.MasterForKey(ctx, keys[0]); err != nil {
+			return nil, classify(ctx, "", err)
+		}
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	res, err := acquireScript.Run(ctx, conn, keys, args...).Slice()
+	if err != nil {
+		return nil, classify(ctx, "", err)
+	}
+	if len(res) == 0 || res[0] != int64(acquireGranted) {
+		return res, nil
+	}
+	n, err := conn.Wait(ctx, b.cfg.waitReplicas, b.cfg.waitTimeout).Result()
+	if err != nil {
+		return nil, classify(ctx, "WAIT", err)
+	}
+	if n < int64(b.cfg.waitReplicas) {
+		return nil, fmt.Errorf("%w: redislock: %d of %d replicas acknowledged the grant within %v; released it",
+			distlock.ErrUnavailable, n, b.cfg.waitReplicas, b.cfg.waitTimeout)
+	}
+	return res, nil
+}
+
+// wait is a blocking Acquire: try; when held, subscribe to the release
+// channel and try again once subscribed (a release between the first try
+// and the subscription was published to nobody); then wait for a release
+// message or the holder's expiry, and try again. An uncontended waiting
+// Acquire thus costs no more requests than a single try.
+//
+// When the channel is already subscribed (other waiters on the key, or a
+// subscription lingering after the last one), the waiter registers first,
+// which costs no request, and its first try is then covered.
+func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
+	b := a.b
+	var (
+		sub *subscriber
+		w   *waiter
+	)
+	defer func() {
+		if w != nil {
+			sub.remove(w)
+		}
+	}()
+	if sub = b.currentSubscriber(); sub != nil {
+		w = sub.addIfSubscribed(a.k.channel, a.waiter)
+	}
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if err := a.interrupted(ctx); err != nil {
+			return nil, err
+		}
+		if w != nil {
+			w.tried.Store(true)
+		}
+		l, r, err := a.try(ctx, true)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+			}
+			return nil, err
+		}
+		if l != nil {
+			return l, nil
+		}
+		if w == nil {
+			if h := b.hooks.afterFirstHeld; h != nil {
+				h()
+			}
+			if sub == nil {
+				if sub, err = b.subscriber(); err != nil {
+					if a.waiter != "" {
+						a.leaveQueue(ctx)
+					}
+					return nil, err
+				}
+			}
+			// Wait for the confirmation, unless no SUBSCRIBE could be
+			// sent (the client is closed, the server unreachable): none is
+			// coming then, so try again at once and rely on the timer. A
+			// fair waiter, queued by its first try, waits no longer than
+			// its place's refresh period.
+			readyWait := subscribeWait
+			if b.cfg.fair {
+				readyWait = min(readyWait, b.cfg.liveness/3)
+			}
+			var subErr error
+			if w, subErr = sub.add(a.k.channel, a.waiter); subErr == nil {
+				ready := time.NewTimer(readyWait)
+				select {
+				case <-w.st.ready:
+				case <-ready.C:
+				case <-ctx.Done():
+				case <-b.done:
+				}
+				ready.Stop()
+			}
+			if !b.hooks.noRecheck {
+				continue
+			}
+		}
+		retryIn := r.retryIn
+		if b.cfg.fair {
+			// Trying again also refreshes our place in the queue.
+			retryIn = min(retryIn, b.cfg.liveness/3)
+		}
+		if h := b.hooks.beforeSleep; h != nil {
+			h()
+		}
+		timer.Reset(retryIn)
+		select {
+		case <-w.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-b.done:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// interrupted reports the end of ctx or of the Backend, leaving the queue.
+func (a *attempt) interrupted(ctx context.Context) error {
+	var err error
+	switch {
+	case ctx.Err() != nil:
+		err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, context.Cause(ctx))
+	case a.b.isClosed():
+		err = ErrClosed
+	default:
+		return nil
+	}
+	if a.waiter != "" {
+		a.leaveQueue(ctx)
+	}
+	return err
+}

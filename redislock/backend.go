@@ -1,0 +1,136 @@
+package redislock
+
+// The Backend: what it holds, New and Close.
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+var (
+	_ distlock.Backend        = (*Backend)(nil)
+	_ distlock.BatchRefresher = (*Backend)(nil)
+	_ distlock.Lister         = (*Backend)(nil)
+	_ distlock.Lease          = (*lease)(nil)
+)
+
+// Backend is a distlock.Backend over Redis: a single server, a Sentinel
+// failover client or a Cluster, through a go-redis client. Create it with New;
+// it is safe for concurrent use.
+//
+// See the package documentation for what it guarantees and what it does not.
+type Backend struct {
+	client     redis.UniversalClient
+	cfg        config
+	ownsClient bool // Close also closes client (OpenURL)
+
+	// mu guards closed and sub; done is closed with closed set, and wg
+	// counts the clean-ups retried in the background (see abandon).
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+	sub    *subscriber // created with the first waiter that needs it
+	wg     sync.WaitGroup
+
+	// The eviction policy check (see WithEvictionAllowed): policyOK is set
+	// once a check passed or could not be made; policyMu makes concurrent
+	// first calls wait for one check.
+	policyOK atomic.Bool
+	policyMu sync.Mutex
+
+	noBatch atomic.Bool // the server refused a multi-key refresh (cluster mode)
+
+	hooks testHooks
+}
+
+// testHooks let this package's tests force interleavings; all nil/zero
+// outside tests.
+type testHooks struct {
+	afterFirstHeld func()        // a first try found the key held; the waiter is about to subscribe
+	beforeSleep    func()        // the waiter is about to sleep until a message or its timer
+	noRecheck      bool          // skip the try after a new subscription is confirmed
+	linger         time.Duration // replaces subscriptionLinger when not zero
+}
+
+// New returns a Backend that keeps its locks in the Redis that client talks
+// to. The client stays the caller's: Close does not close it.
+//
+// New does no I/O. A nil client, a *redis.Ring (its shards do not share
+// pub/sub) or an invalid option gets an error matching
+// distlock.ErrInvalidOption.
+func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
+	cfg, err := newConfig(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{client: client, cfg: cfg, done: make(chan struct{})}, nil
+}
+
+// Close stops what the Backend started: its pub/sub connection, its
+// goroutines and any clean-up still being retried (a lock whose clean-up is
+// abandoned that way lapses by its TTL). Waiting Acquire calls return an
+// error matching ErrClosed. Leases keep working: they can still be refreshed
+// and released. Close does not close the redis client given to New; a
+// Backend from OpenURL closes the client it created. Close is idempotent.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.done)
+	sub := b.sub
+	b.mu.Unlock()
+	var err error
+	if sub != nil {
+		err = sub.close()
+	}
+	b.wg.Wait()
+	if b.ownsClient {
+		err = errors.Join(err, b.client.Close())
+	}
+	return err
+}
+
+func (b *Backend) isClosed() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// subscriber returns the Backend's pub/sub multiplexer, creating it.
+func (b *Backend) subscriber() (*subscriber, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if b.sub == nil {
+		linger := subscriptionLinger
+		if b.hooks.linger > 0 {
+			linger = b.hooks.linger
+		}
+		b.sub = newSubscriber(b.client, linger)
+	}
+	return b.sub, nil
+}
+
+// currentSubscriber returns the Backend's pub/sub multiplexer if it exists.
+func (b *Backend) currentSubscriber() *subscriber {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	return b.sub
+}

@@ -1,0 +1,87 @@
+package redislock
+
+// The lease of one grant: its token, its validity, and its owner-checked
+// refresh and release.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// lease is one grant. Its errors do not name the key or the operation: the
+// Client's distlock.KeyError does.
+type lease struct {
+	b        *Backend
+	k        lockKeys
+	secret   string
+	token    uint64
+	validity distlock.Validity
+
+	mu       sync.Mutex
+	released bool // a release was confirmed
+}
+
+// Token implements distlock.Lease.
+func (l *lease) Token() uint64 { return l.token }
+
+// Validity implements distlock.Lease.
+func (l *lease) Validity() distlock.Validity { return l.validity }
+
+// Refresh implements distlock.Lease: refresh.lua extends the grant only if
+// it still holds the lease's secret, so that a holder whose lease lapsed
+// cannot extend the next holder's.
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if err := checkTTL(ttl); err != nil {
+		return distlock.Validity{}, err
+	}
+	sent := time.Now()
+	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, l.secret, ceilMillis(ttl)).Int64()
+	return l.refreshed(ctx, sent, ttl, n, err)
+}
+
+// refreshed turns refresh.lua's reply n (or the error of its call) into a
+// Refresh result.
+func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration, n int64, err error) (distlock.Validity, error) {
+	if err != nil {
+		return distlock.Validity{}, classify(ctx, "", err)
+	}
+	switch n {
+	case refreshExtended:
+		return distlock.Validity{Sent: sent, TTL: ttl}, nil
+	case refreshGone:
+		return distlock.Validity{}, l.gone()
+	}
+	return distlock.Validity{}, fmt.Errorf("redislock: unexpected refresh reply %d", n)
+}
+
+// Release implements distlock.Lease. A release whose reply was lost can be
+// retried: the tombstone left by the first attempt makes the retry report
+// success, not a loss.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return fmt.Errorf("%w: redislock: token %d was already released", distlock.ErrLockLost, l.token)
+	}
+	n, err := l.b.runRelease(ctx, l.k, l.secret, "", 0)
+	if err != nil {
+		return err
+	}
+	switch n {
+	case releaseReleased, releaseAlreadyReleased:
+		l.released = true
+		return nil
+	case releaseNotHeld:
+		return l.gone()
+	}
+	return fmt.Errorf("redislock: unexpected release reply %d", n)
+}
+
+// gone is the error of a lease whose grant the server no longer has.
+func (l *lease) gone() error {
+	return fmt.Errorf("%w: redislock: the grant of token %d is gone (it expired or was taken over)", distlock.ErrLockLost, l.token)
+}

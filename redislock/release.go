@@ -1,0 +1,127 @@
+package redislock
+
+// The release script's callers: a lease's release (see lease.go), a fair
+// waiter leaving the queue, and the clean-up of an Acquire that gave up
+// after a failed request, retried in the background.
+//
+// Tombstones. A release whose reply was lost can be retried: the release
+// leaves a tombstone of its secret for tombstoneTTL, so that the retry
+// reports success rather than a loss, while a lease whose grant had really
+// gone gets distlock.ErrLockLost (and so does a retry later than
+// tombstoneTTL). The clean-up of an Acquire whose request failed after
+// sending (a lost reply, a timeout, a cancelled context) releases with the
+// attempt's secret and leaves its tombstone whatever it finds, for the
+// longest of the TTL, the waiter liveness and tombstoneTTL: the acquire
+// script does nothing for a secret with a tombstone, so a request that was
+// delayed in the network rather than lost, and arrives after its clean-up,
+// neither grants the key to nobody nor queues. A request that go-redis
+// itself re-sends after a network error, before the clean-up, finds its own
+// grant and confirms it again.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+const (
+	// tombstoneTTL is how long a release is remembered. It covers a
+	// Client's retries of a release (backoff capped at a second).
+	tombstoneTTL = 10 * time.Second
+
+	// commandTimeout bounds the clean-up commands sent on a caller's behalf
+	// after its own context ended.
+	commandTimeout = 2 * time.Second
+)
+
+// cleanupRetry paces the background retries of a clean-up: from 10ms,
+// doubling, up to a second, with full jitter.
+var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
+
+// runRelease runs the release script: it releases the grant with secret if
+// held, and takes waiter (if not "") out of the queue. It returns
+// releaseReleased, releaseAlreadyReleased or releaseNotHeld. With
+// abandon > 0 it writes the tombstone of secret in any case, to last that
+// long.
+func (b *Backend) runRelease(ctx context.Context, k lockKeys, secret, waiter string, abandon time.Duration) (int64, error) {
+	keys, args := b.releaseArgs(k, secret, waiter, abandon)
+	n, err := releaseScript.Run(ctx, b.client, keys, args...).Int64()
+	return n, classify(ctx, "", err)
+}
+
+// releaseArgs are the keys and arguments of release.lua.
+func (b *Backend) releaseArgs(k lockKeys, secret, waiter string, abandon time.Duration) ([]string, []any) {
+	fair, force, keep := "0", "0", tombstoneTTL
+	if b.cfg.fair {
+		fair = "1"
+	}
+	if abandon > 0 {
+		force, keep = "1", abandon
+	}
+	return []string{k.lock, k.tomb(secret), k.queue, k.alive},
+		[]any{secret, ceilMillis(keep), k.channel, fair, waiter, force}
+}
+
+// leaveQueue takes a fair waiter out of the queue (waking the next waiter
+// if it was first and the lock is free). If that fails, its liveness lapses.
+func (a *attempt) leaveQueue(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+	defer cancel()
+	_, _ = a.b.runRelease(cctx, a.k, a.secret, a.waiter, 0)
+}
+
+// abandon undoes whatever a failed try may have done at the server (a grant
+// whose reply was lost, a place in the queue) and leaves the attempt's
+// tombstone, so that a try still on its way does nothing when it arrives.
+// It tries at once and, if that fails too, keeps trying in the background
+// until the grant would have lapsed anyway or the Backend is closed.
+func (a *attempt) abandon(ctx context.Context, sent time.Time) {
+	b := a.b
+	// The tombstone outlives anything the late try could leave: a grant
+	// (TTL), a place in the queue (liveness).
+	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
+	cleanUp := func(ctx context.Context) error {
+		_, err := b.runRelease(ctx, a.k, a.secret, a.waiter, keep)
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+	err := cleanUp(cctx)
+	cancel()
+	if err == nil {
+		return
+	}
+	until := sent.Add(max(a.opts.TTL, b.cfg.liveness))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.retryUntil(until, cleanUp)
+	}()
+}
+
+// retryUntil runs op again, after cleanupRetry's pauses, while it fails
+// with distlock.ErrUnavailable, until the deadline or Close.
+func (b *Backend) retryUntil(until time.Time, op func(context.Context) error) {
+	for failures := 1; time.Now().Before(until); failures++ {
+		pause, _ := cleanupRetry.Backoff(failures)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-b.done:
+			t.Stop()
+			return
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), until)
+		err := op(ctx)
+		cancel()
+		if !errors.Is(err, distlock.ErrUnavailable) {
+			return
+		}
+	}
+}

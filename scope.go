@@ -1,0 +1,220 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// A scope is the context of a lock or of a lock set, and its place in the
+// tree of contexts. A lock's scope stands for its grant; a set's scope
+// stands for the grants of its parts. A scope ends when what it stands for
+// ends (the grant ends; a part ends, or the set is released) or when the
+// scope it was created under (its parent: the scope of the context passed
+// to Acquire or AcquireAll) ends. It ends the scopes created under it (its
+// kids) at once, in the same goroutine, before anything else happens.
+//
+// A scope that ends only because its parent ended leaves its grants held:
+// their holder still has to release them, and until then they are renewed
+// as usual. Its cause is then an *EnclosingError, never a lost or released
+// lock's error.
+//
+// States: live, then ended (over holds the cause, and ctx is cancelled with
+// it), for good.
+//
+// Who guards what: ctx, cancel, parent, g, parts and set are set before the
+// scope is published and never change; over and freed are atomics, each set
+// once; mu (a leaf in the lock order, see grant) guards kids and closed.
+type scope struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	parent *scope
+
+	g     *grant   // a lock's scope: the grant
+	parts []*grant // a set's scope: the parts' grants, sorted by key
+	freed atomic.Bool
+
+	over atomic.Pointer[error]
+
+	mu     sync.Mutex
+	kids   map[*scope]struct{} // scopes that end when this one ends
+	closed bool                // ended: adopts no more kids
+}
+
+// ownErr is why what s stands for ended, at now (ns since epoch): for a
+// lock, its grant's end, deadline or MaxHold; for a set, its release or its
+// first part that ended (a *KeyError with Op "hold" naming it).
+func (s *scope) ownErr(now int64) error {
+	if s.g != nil {
+		return s.g.errAt(now)
+	}
+	if s.freed.Load() {
+		return ErrReleased
+	}
+	for _, g := range s.parts {
+		if err := g.errAt(now); err != nil {
+			return &KeyError{Op: "hold", Key: g.key, Err: err}
+		}
+	}
+	return nil
+}
+
+// why decides whether s has ended at now (ns since epoch), and why: it is
+// the one answer behind Err, Done (through the cancellation it leads to),
+// Deadline and reentry. What s stands for comes first, so a lock's Err
+// describes that lock; then the recorded end; then the scopes above s,
+// whose ends reach s's context an instant later.
+func (s *scope) why(now int64) error {
+	if err := s.ownErr(now); err != nil {
+		return err
+	}
+	if p := s.over.Load(); p != nil {
+		return *p
+	}
+	for p := s.parent; p != nil; p = p.parent {
+		if err := p.ownErr(now); err != nil {
+			return p.enclosing(err)
+		}
+		if o := p.over.Load(); o != nil {
+			return p.enclosing(*o)
+		}
+	}
+	return nil
+}
+
+// enclosing is the cause of a kid of s that ends because s ended with
+// cause: the first enclosing lock's end, passed down unchanged.
+func (s *scope) enclosing(cause error) error {
+	if e, ok := errors.AsType[*EnclosingError](cause); ok {
+		return e
+	}
+	if s.g != nil {
+		return &EnclosingError{Key: s.g.key, Err: cause}
+	}
+	if ke, ok := cause.(*KeyError); ok { // a set's part ended
+		return &EnclosingError{Key: ke.Key, Err: ke.Err}
+	}
+	return &EnclosingError{Err: cause} // the set was released
+}
+
+// causeFor is the cause of kid when s ends with cause: a set ended by one
+// of its parts names the part; any other kid was created under s.
+func (s *scope) causeFor(kid *scope, cause error) error {
+	if kid.parts != nil && kid.parent != s && s.g != nil {
+		if _, ok := errors.AsType[*EnclosingError](cause); !ok {
+			return &KeyError{Op: "hold", Key: s.g.key, Err: cause}
+		}
+	}
+	return s.enclosing(cause)
+}
+
+// end ends s with cause, then its kids, and takes s out of the scopes that
+// would end it. Ending an ended scope does nothing.
+func (s *scope) end(cause error) {
+	if !s.over.CompareAndSwap(nil, &cause) {
+		return
+	}
+	s.cancel(cause)
+	s.mu.Lock()
+	kids := s.kids
+	s.kids, s.closed = nil, true
+	s.mu.Unlock()
+	for k := range kids {
+		k.end(s.causeFor(k, cause))
+	}
+	for _, e := range s.enders() {
+		e.mu.Lock()
+		delete(e.kids, s)
+		e.mu.Unlock()
+	}
+}
+
+// enders are the scopes whose end ends s: its parent and, for a set, its
+// parts' scopes.
+func (s *scope) enders() []*scope {
+	var es []*scope
+	if s.parent != nil {
+		es = append(es, s.parent)
+	}
+	for _, g := range s.parts {
+		es = append(es, g.scope)
+	}
+	return es
+}
+
+// adopt makes kid end when s ends. A kid that has ended already is left
+// alone (nothing would take it out of kids again); if s has ended, kid ends
+// now.
+func (s *scope) adopt(kid *scope) {
+	s.mu.Lock()
+	if kid.over.Load() != nil {
+		s.mu.Unlock()
+		return
+	}
+	if !s.closed {
+		if s.kids == nil {
+			s.kids = map[*scope]struct{}{}
+		}
+		s.kids[kid] = struct{}{}
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	kid.end(s.causeFor(kid, *s.over.Load()))
+}
+
+// heldKey is the context key under which scope contexts record their locks.
+type heldKey struct{}
+
+// heldNode links the locks a context was derived from, innermost first.
+type heldNode struct {
+	c     *Client
+	key   string
+	g     *grant // the lock, for reentrant acquisition
+	scope *scope // the scope whose context it is: g's, or its set's
+	next  *heldNode
+}
+
+func nearestHeld(ctx context.Context) *heldNode {
+	n, _ := ctx.Value(heldKey{}).(*heldNode)
+	return n
+}
+
+// parentScope is the scope that locks acquired under ctx are created in,
+// or nil.
+func parentScope(ctx context.Context) *scope {
+	if n := nearestHeld(ctx); n != nil {
+		return n.scope
+	}
+	return nil
+}
+
+// findHeld returns the node of c's lock on key among ctx's locks.
+func findHeld(ctx context.Context, c *Client, key string) *heldNode {
+	for n := nearestHeld(ctx); n != nil; n = n.next {
+		if n.c == c && n.key == key {
+			return n
+		}
+	}
+	return nil
+}
+
+// ctxHolds reports whether ctx was derived from g's context, or from the
+// context of a set g is part of.
+func ctxHolds(ctx context.Context, g *grant) bool {
+	for n := nearestHeld(ctx); n != nil; n = n.next {
+		if n.g == g {
+			return true
+		}
+	}
+	return false
+}
+
+// newScope makes the scope of the context derived from parent (its values,
+// not its cancellation) that records nodes as its locks.
+func newScope(parent context.Context, nodes *heldNode) *scope {
+	s := &scope{parent: parentScope(parent)}
+	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, nodes))
+	return s
+}
