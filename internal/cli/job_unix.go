@@ -160,7 +160,7 @@ loop:
 			// What happened is said once, when the command has ended.
 			terminate()
 			sent = "SIGTERM"
-			r.log.Debug("lock lost: terminating the command", "key", key, "err", lostErr, "pgid", j.pid, "grace", f.grace)
+			r.log.Debug("terminating the command: the lock was lost", "pgid", j.pid, "grace", f.grace) // the Client logged why
 		case <-stopping:
 			stopping = nil
 			terminate()

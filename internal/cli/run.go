@@ -149,7 +149,7 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	if err != nil {
 		return err
 	}
-	r.log.Debug("lock acquired", "key", key, "token", lock.Token(), "backend", describeBackend(b, r.backendURL))
+	// The Client logs the grant (with --verbose): said once.
 	return r.supervise(ctx, lock, b, argv, f, sigc)
 }
 

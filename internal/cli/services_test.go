@@ -110,6 +110,25 @@ func TestRedisRenewedLockKeepsCommand(t *testing.T) {
 	}
 }
 
+// --verbose logs each event once: the grant, the renewals, the release.
+func TestRedisVerboseLogsEachEventOnce(t *testing.T) {
+	e := newEnv(t)
+	backend := "redis://" + testserver.StartRedis(t).Addr
+	r := e.run("--verbose", "--backend", backend, "run", "--ttl", "1s", "k", "--", "sleep", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Messages ending so, whoever logs them (distlock or its Client).
+	for _, end := range []string{`acquired"`, `released"`, `command started"`, `command ended"`} {
+		if n := strings.Count(r.stderr, end); n != 1 {
+			t.Errorf("messages ending %s logged %d times, want once: %s", end, n, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, `msg="distlock: renewed"`) {
+		t.Errorf("no renewal logged: %s", r.stderr)
+	}
+}
+
 // On Redis too, a lock the service drops while the command runs ends the
 // command: here the lock key is deleted behind the holder's back, and the
 // holder learns it at its next renewal.
