@@ -207,11 +207,11 @@ loop:
 	case j.expired != 0 && lostErr == nil:
 		release()
 		return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q came within %v of its deadline without a confirmed renewal: the supervisor sent the command SIGTERM, then SIGKILL at the deadline; the command %s",
-			key, j.expired, how)}
+			key, j.expired.Round(time.Millisecond), how)}
 	case j.expired != 0:
 		release()
 		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the supervisor sent the command SIGTERM %v before the lock's deadline, then SIGKILL at it; the command %s",
-			key, lostErr, j.expired, how)}
+			key, lostErr, j.expired.Round(time.Millisecond), how)}
 	case lostErr != nil && sent != "":
 		release()
 		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the command was sent %s and %s", key, lostErr, sent, how)}
