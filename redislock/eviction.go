@@ -15,6 +15,25 @@ import (
 // evictionSetting is the server setting an evicting deployment gets wrong.
 const evictionSetting = "maxmemory-policy"
 
+// EvictionError is the error of Acquire on a server whose maxmemory-policy
+// may evict keys: evicting a lock key or its token counter breaks mutual
+// exclusion and tokens. It is a setting of the server, not a failure of
+// it; it matches distlock.ErrInvalidOption, since WithEvictionAllowed (in
+// a URL, eviction_allowed=true) accepts the risk.
+type EvictionError struct {
+	Addr   string // the server (a Cluster primary), or "the server"
+	Policy string // its maxmemory-policy
+}
+
+// Error implements error.
+func (e *EvictionError) Error() string {
+	return fmt.Sprintf("redislock: %s is %q on %s: evicting lock keys or fencing counters breaks mutual exclusion and tokens; set %s noeviction, or accept the risk with WithEvictionAllowed",
+		evictionSetting, e.Policy, e.Addr, evictionSetting)
+}
+
+// Unwrap returns distlock.ErrInvalidOption.
+func (e *EvictionError) Unwrap() error { return distlock.ErrInvalidOption }
+
 // checkEviction refuses a server whose maxmemory-policy may evict keys,
 // unless WithEvictionAllowed. The check runs at the first Acquire and is
 // remembered once it passed; a refusal is not remembered, so that a server
@@ -40,8 +59,7 @@ func (b *Backend) checkEviction(ctx context.Context) error {
 	}
 	for addr, p := range policies {
 		if p != "noeviction" {
-			return fmt.Errorf("%w: redislock: %s is %q on %s: evicting lock keys or fencing counters breaks mutual exclusion and tokens; set %s noeviction, or accept the risk with WithEvictionAllowed",
-				distlock.ErrInvalidOption, evictionSetting, p, addr, evictionSetting)
+			return &EvictionError{Addr: addr, Policy: p}
 		}
 	}
 	b.policyOK.Store(true)

@@ -4,8 +4,13 @@
 # PgBouncer (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
 # the tests.
 #
-# The tests start their own server processes on free ports, so the system
-# services that the packages install are stopped and disabled.
+# What it changes on the machine, and only when something is missing (it
+# then needs root, or sudo): it installs the missing packages with apt-get
+# (never upgrading one already installed), with /usr/sbin/policy-rc.d
+# denying service starts for the time of the install, and it stops and
+# disables the services of the packages it installed, since the tests start
+# their own servers on free ports. Services that were there before are left
+# alone. When nothing is missing it changes nothing.
 set -euo pipefail
 
 PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer)
@@ -18,15 +23,31 @@ run() {
 	"$@"
 }
 
+# need_root sets SUDO for the commands that change the machine.
 SUDO=()
-if [ "$(id -u)" -ne 0 ]; then
-	if command -v sudo >/dev/null 2>&1; then
-		SUDO=(sudo)
-	else
-		log "not root and sudo is not available; run this script as root" >&2
-		exit 1
+need_root() {
+	if [ "$(id -u)" -ne 0 ]; then
+		if command -v sudo >/dev/null 2>&1; then
+			SUDO=(sudo)
+		else
+			log "not root and sudo is not available; run this script as root" >&2
+			exit 1
+		fi
 	fi
-fi
+}
+
+# installed reports whether the Debian package $1 is installed.
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+# service_package names the package that brings service $1.
+service_package() {
+	case "$1" in
+	etcd) echo etcd-server ;;
+	*) echo "$1" ;;
+	esac
+}
 
 have_postgres() {
 	local p
@@ -57,14 +78,23 @@ have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")
 have_zookeeper || missing+=("zookeeper (zookeeper.jar)")
 have_pgbouncer || missing+=("pgbouncer")
 
+new_packages=()
 if [ "${#missing[@]}" -eq 0 ]; then
-	log "all test dependencies are already installed"
+	log "all test dependencies are already installed; nothing changed"
 else
 	log "missing: ${missing[*]}"
 	if ! command -v apt-get >/dev/null 2>&1; then
 		log "apt-get not found; install these packages by hand: ${PACKAGES[*]}" >&2
 		exit 1
 	fi
+	for pkg in "${PACKAGES[@]}"; do
+		installed "$pkg" || new_packages+=("$pkg")
+	done
+	if [ "${#new_packages[@]}" -eq 0 ]; then
+		log "every package is installed but something is missing: check ${PACKAGES[*]}" >&2
+		exit 1
+	fi
+	need_root
 
 	# Keep maintainer scripts from starting the services during the
 	# install (invoke-rc.d honours policy-rc.d exit code 101), unless a
@@ -86,19 +116,26 @@ else
 	trap remove_policy EXIT
 
 	run "${SUDO[@]}" apt-get update
-	run "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+	run "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${new_packages[@]}"
 
 	remove_policy
 	trap - EXIT
 fi
 
-# Stop and disable the system services so that the tests own their servers
-# and ports. Harmless when a service does not exist or is not running.
+# Stop and disable the services of the packages installed above (the
+# policy kept them from starting, unless one was already in place that
+# allows it), so that they do not start at boot. Services that were there
+# before are not touched.
 systemd_running=0
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 	systemd_running=1
 fi
 for svc in "${SERVICES[@]}"; do
+	pkg="$(service_package "$svc")"
+	case " ${new_packages[*]} " in
+	*" $pkg "*) ;;
+	*) continue ;;
+	esac
 	if [ ! -e "/etc/init.d/$svc" ] && [ ! -e "/lib/systemd/system/$svc.service" ] && [ ! -e "/usr/lib/systemd/system/$svc.service" ]; then
 		continue
 	fi

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs every server the tests need, then runs every test with the race
 # detector, as CI does. Usage: scripts/test.sh
+#
+# The install changes the machine only when something is missing, and then
+# needs root or sudo: see scripts/install-test-deps.sh for what it does.
+# The tests themselves start their own servers on free ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,6 +1,6 @@
 // Package cli implements the distlock command: cmd/distlock calls Main.
 //
-//	distlock [--backend URL] [--verbose] run [--timeout D | --no-wait] [--ttl D] [--grace D] KEY -- COMMAND [ARG...]
+//	distlock [--backend URL] [--verbose] run [--timeout D | --no-wait] [--held-exit N] [--quiet] [--ttl D] [--grace D] KEY -- COMMAND [ARG...]
 //	distlock [--backend URL] status [--json] [PREFIX]
 //
 // # Backends
@@ -17,7 +17,9 @@
 // postgres are reserved for the other backends and report that they are
 // not available until they are wired into the registry (one line each, in
 // backends.go). Passwords in URLs, and password-like query parameters, are
-// never printed: messages and logs show URLs through redact.
+// never printed: messages and logs show URLs through redact. A password
+// given with --backend shows in the process list (ps) to every user of the
+// host; in DISTLOCK_BACKEND it is readable only by the user and root.
 //
 // # run
 //
@@ -27,6 +29,21 @@
 // it every TTL/3 (--ttl, default 15s). When the command ends, the lock is
 // released and distlock exits with the command's status.
 //
+// --timeout bounds the wait for a held lock, not the first try: one try is
+// always made (given up to 5s, however short the timeout). When the lock
+// is not acquired, distlock exits 75, or the status chosen with
+// --held-exit, and says so unless --quiet; a lock service that does not
+// answer is still reported, with 69. For cron, where every output is
+// mailed:
+//
+//	*/5 * * * * distlock run --no-wait --quiet --held-exit 0 jobs/sync -- /usr/local/bin/sync
+//
+// The command's environment: DISTLOCK_BACKEND, if set, is passed on with
+// the password of its URL and its password-like query parameters removed
+// (one that cannot be parsed is left out): the command is other code,
+// which may print or report its environment. A distlock run inside it
+// reaches the same lock service and must be given the password itself.
+//
 // The job: the command runs in a process group of its own, so that the job
 // is the group, workers it starts included. When the command exits,
 // whatever is left of its group is killed (SIGKILL), and the lock is
@@ -35,9 +52,22 @@
 //
 // Loss: if the lock is lost while the command runs, the group gets SIGTERM
 // at once (before distlock writes anything), then SIGKILL after --grace
-// (default 10s), and distlock exits 76. A command may be stopped only
-// after its lock was lost: let it check DISTLOCK_TOKEN against fenced
-// storage for the writes that matter.
+// (default 10s), and distlock exits 76, saying so once when the command
+// has ended. A command may be stopped only after its lock was lost: let it
+// check DISTLOCK_TOKEN against fenced storage for the writes that matter.
+//
+// The deadline: the supervisor (below) keeps the lock's local deadline
+// itself. distlock tells it the deadline before the command starts and
+// after each confirmed renewal (within TTL/30, at most 500ms); when the
+// deadline comes within the grace without a newer one, the supervisor
+// sends the group SIGTERM (and SIGCONT, for a stopped job), then SIGKILL
+// at the deadline, whatever distlock is doing: stopped alone (SIGSTOP, a
+// debugger, a freezer of its pid), or starved. The grace counts against
+// the deadline, so that the job is gone before the lease can lapse, and
+// for this it is cut to TTL/3: the lock is renewed every TTL/3, and a
+// SIGTERM further ahead would come before a renewal is even late. distlock
+// then exits 76, also if a renewal came in after all. Only a pause of both
+// distlock and the supervisor remains, which fencing covers.
 //
 // Signals: the signals one sends on purpose (SIGHUP, SIGINT, SIGQUIT,
 // SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH and SIGCONT) sent
@@ -82,11 +112,12 @@
 // relay applies to SIGTSTP sent to distlock.
 //
 // While stopped, distlock renews nothing: on a TTL backend a stop longer
-// than the TTL loses the lock, and the job is ended when continued.
-// Members of the job that catch SIGTSTP and go on running go on while
-// distlock is stopped. SIGTTIN and SIGTTOU concern distlock's own use of
-// the terminal: they stop distlock alone (with `stty tostop`, its own
-// messages while the job has the terminal do).
+// than the TTL loses the lock, and the supervisor ends the job at the
+// lock's deadline, stopped or not. Members of the job that catch SIGTSTP
+// and go on running go on while distlock is stopped, until then. SIGTTIN
+// and SIGTTOU concern distlock's own use of the terminal: they stop
+// distlock alone (with `stty tostop`, its own messages while the job has
+// the terminal do).
 //
 // Death of distlock: a small supervisor, distlock itself started again
 // with the hidden first argument SupervisorCommand, sits between distlock
@@ -110,8 +141,10 @@
 // processes that run as another user than distlock (a setuid program, or
 // sudo, when distlock is not root) cannot be signalled, and are not
 // waited for; a supervisor killed together with distlock (kill -9 of
-// both, an OOM kill of both) leaves the job running without the lock; a process stuck in the kernel (state D) is
-// waited for. On other Unix systems there is no parent-death signal: the
+// both, an OOM kill of both) leaves the job running without the lock, and
+// one paused together with it (SIGSTOP of both, or of the whole host) past
+// the TTL leaves it running unprotected; a process stuck in the kernel
+// (state D) is waited for. Tests show each of these limits. On other Unix systems there is no parent-death signal: the
 // supervisor polls its parent every 100ms, the job's orphans are not
 // reaped by it, and the wait for the group gives up after 10s. On Windows
 // run and the file:// backend are not available.
@@ -120,14 +153,25 @@
 //
 // The table is at ExitOK; in short: the command's status, 126/127 when it
 // cannot be started, 128+n for a signal (or death by the same signal, see
-// above); 64 usage, 69 lock service failed, 70 internal error (the
-// supervisor failed), 75 not acquired, 76 lock lost.
+// above); 64 usage, 69 lock service failed or set up unsafely (a Redis
+// that may evict keys: accept the risk with ?eviction_allowed=true), 70
+// internal error (the supervisor failed), 75 not acquired (or
+// --held-exit), 76 lock lost.
 //
 // # Status
 //
 // status lists holders through distlock.Lister: key, token, owner, how long
 // held and the time left before the service expires the grant unless
-// renewed ("unbounded" when it has no time bound, as with file://).
+// renewed ("unbounded" when it has no time bound, as with file://), both
+// in tenths of a second below a minute and in whole seconds above. Keys
+// and owners are what anyone with access to the service wrote: the table
+// shows one with a character that does not print (control characters,
+// invalid UTF-8) Go-quoted, with escapes; --json escapes them as JSON
+// does.
+//
+// Logging: without --verbose distlock reports each outcome once, on
+// standard error; with it, it and the Client log what they do (renewals,
+// refresh failures, losses, the release) as they happen.
 //
 // Run is safe for concurrent use; each call parses its own flags.
 package cli

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redislock"
 )
 
 // Exit codes of the distlock command. This table is the one place they are
@@ -17,12 +18,15 @@ import (
 //	        unknown, reserved or malformed backend URL, a backend that
 //	        cannot list holders, a backend or command that this operating
 //	        system does not support
-//	69      the lock service failed or could not be reached
+//	69      the lock service failed or could not be reached, or is set
+//	        up unsafely (a Redis that may evict keys)
 //	70      internal error; run: the supervisor of the command could not
 //	        start, or died (its process group was then killed)
-//	75      the lock was not acquired: held (--no-wait) or --timeout passed
-//	76      run: the lock was lost while the command ran; the command was
-//	        terminated (SIGTERM, then SIGKILL after --grace)
+//	75      the lock was not acquired: held (--no-wait) or --timeout
+//	        passed; --held-exit chooses another code
+//	76      run: the lock was lost while the command ran, or its deadline
+//	        neared without a confirmed renewal; the command was terminated
+//	        (SIGTERM, then SIGKILL)
 //	126     run: the command could not be executed
 //	127     run: the command was not found
 //	128+n   run: the command was killed by signal n, or distlock was
@@ -82,11 +86,17 @@ func usagef(format string, args ...any) error {
 func exitWith(err error) error {
 	var ee *exitError
 	var ue *usageError
+	var ev *redislock.EvictionError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ee):
 		return err
+	case errors.As(err, &ev):
+		// A setting of the server, not of distlock's invocation; said in
+		// the terms of the command line.
+		return &exitError{code: ExitUnavailable, err: fmt.Errorf("the Redis server %s has maxmemory-policy %q, which may evict lock keys and token counters, breaking mutual exclusion and fencing tokens: set maxmemory-policy noeviction on the server, or accept the risk with ?eviction_allowed=true in the backend URL",
+			ev.Addr, ev.Policy)}
 	case errors.As(err, &ue), errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidOption):
 		return &exitError{code: ExitUsage, err: &usageError{err}}
 	case errors.Is(err, distlock.ErrNotAcquired):

@@ -81,7 +81,7 @@ func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.
 	spec := jobSpec{
 		path: resolved.Path,
 		argv: argv,
-		env:  append(os.Environ(), "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10)),
+		env:  commandEnv(os.Environ(), key, lock.Token()),
 		tty:  foregroundTerminal(r.stdin, r.stdout, r.stderr),
 	}
 	if spec.tty != nil && groupShared(spec.tty.pgrp) {
@@ -101,10 +101,12 @@ func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.
 	} else {
 		spec.lockFile = lf
 	}
+	spec.limit = supervisorDeadline(lock, f)
 	j, err := r.startJob(spec)
 	if err != nil {
 		return err
 	}
+	stopDeadlines := r.sendDeadlines(lock, j, spec.limit, f)
 	r.log.Debug("command started", "pid", j.pid, "supervisor", j.sup.Process.Pid, "key", key, "token", lock.Token(),
 		"terminal", spec.tty != nil, "lock_file_shared", spec.lockFile != nil)
 
@@ -114,6 +116,7 @@ func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.
 		killer   *time.Timer
 		killC    <-chan time.Time
 		lostErr  error
+		sent     string // the signals distlock sent the group because the lock was lost
 	)
 	signalGroup := func(s syscall.Signal) {
 		if err := syscall.Kill(-j.pid, s); err != nil {
@@ -154,9 +157,10 @@ loop:
 			lost = nil
 			lostErr = lock.Err()
 			// Stop the command first: every moment it runs it runs unlocked.
+			// What happened is said once, when the command has ended.
 			terminate()
-			fmt.Fprintf(r.stderr, "distlock: lost the lock on %q: %v; terminating the command (SIGTERM, then SIGKILL after %v)\n",
-				key, lostErr, f.grace)
+			sent = "SIGTERM"
+			r.log.Debug("terminating the command: the lock was lost", "pgid", j.pid, "grace", f.grace) // the Client logged why
 		case <-stopping:
 			stopping = nil
 			terminate()
@@ -164,9 +168,13 @@ loop:
 		case <-killC:
 			killC = nil
 			signalGroup(syscall.SIGKILL)
+			if sent != "" {
+				sent = fmt.Sprintf("SIGTERM, then SIGKILL after --grace %v", f.grace)
+			}
 			r.log.Debug("grace period over: killing the command's process group", "pgid", j.pid)
 		}
 	}
+	stopDeadlines()
 	if killer != nil {
 		killer.Stop()
 	}
@@ -193,11 +201,23 @@ loop:
 	}
 	r.log.Debug("command ended", "pid", j.pid, "status", status, "how", how)
 	if lostErr == nil {
-		lostErr = lock.Err() // lost just as the command ended
+		lostErr = lock.Err() // lost just as the command ended, or while distlock was stopped
 	}
-	if lostErr != nil {
+	switch {
+	case j.expired != 0 && lostErr == nil:
 		release()
-		return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q was lost while the command ran (%v); the command %s", key, lostErr, how)}
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q came within %v of its deadline without a confirmed renewal: the supervisor sent the command SIGTERM, then SIGKILL at the deadline; the command %s",
+			key, j.expired.Round(time.Millisecond), how)}
+	case j.expired != 0:
+		release()
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the supervisor sent the command SIGTERM %v before the lock's deadline, then SIGKILL at it; the command %s",
+			key, lostErr, j.expired.Round(time.Millisecond), how)}
+	case lostErr != nil && sent != "":
+		release()
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the command was sent %s and %s", key, lostErr, sent, how)}
+	case lostErr != nil:
+		release()
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the command %s", key, lostErr, how)}
 	}
 	if err := release(); err != nil {
 		if errors.Is(err, distlock.ErrLockLost) {
@@ -244,18 +264,21 @@ type jobSpec struct {
 	env      []string
 	tty      *terminal // non-nil: the command's group gets the terminal
 	lockFile *os.File  // non-nil: handed to the supervisor, and closed
+	limit    deadline  // the supervisor's first deadline
 }
 
 // job is the command, run by its supervisor in a process group of its own.
 type job struct {
-	sup   *exec.Cmd           // the supervisor
-	pid   int                 // the command's pid, which is its process group id
-	stops chan syscall.Signal // the command was stopped by this signal
-	done  chan struct{}       // closed when the supervisor has exited and been read
+	sup    *exec.Cmd           // the supervisor
+	pid    int                 // the command's pid, which is its process group id
+	stops  chan syscall.Signal // the command was stopped by this signal
+	done   chan struct{}       // closed when the supervisor has exited and been read
+	limits *os.File            // the write end of the supervisor's deadline pipe
 
 	// Set before done is closed.
-	status *cmdStatus // nil if the supervisor did not report the command's end
-	err    error      // the supervisor could not start the command
+	status  *cmdStatus    // nil if the supervisor did not report the command's end
+	err     error         // the supervisor could not start the command
+	expired time.Duration // non-zero: the supervisor ended the command this long before the lock's deadline
 }
 
 // cmdStatus is how the command ended: exit code, or the signal that
@@ -282,8 +305,23 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	if err != nil {
 		return nil, failed(err)
 	}
+	dr, dw, err := os.Pipe()
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, failed(err)
+	}
+	// The first deadline waits in the pipe: the supervisor reads it
+	// before it starts the command.
+	if _, err := io.WriteString(dw, spec.limit.line()); err != nil {
+		pr.Close()
+		pw.Close()
+		dr.Close()
+		dw.Close()
+		return nil, failed(err)
+	}
 	mode := []string{"-"}
-	extra := []*os.File{pw} // reportFD
+	extra := []*os.File{pw, dr} // reportFD, deadlineFD
 	if spec.tty != nil {
 		mode = append(mode, modeForeground+strconv.Itoa(spec.tty.stdio))
 	}
@@ -300,7 +338,7 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	sup.SysProcAttr = supervisorAttr()
 	sup.WaitDelay = time.Second // for pipes that processes which left the group keep open
 
-	j := &job{sup: sup, stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
+	j := &job{sup: sup, stops: make(chan syscall.Signal, 1), done: make(chan struct{}), limits: dw}
 	started, read, startErr := make(chan int, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
 		// The supervisor's parent-death signal fires when the thread that
@@ -319,14 +357,17 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	}()
 	err = <-startErr
 	pw.Close()
+	dr.Close()
 	if err != nil {
 		pr.Close()
+		dw.Close()
 		return nil, failed(err)
 	}
 	go j.read(pr, started, read)
 	pid, ok := <-started
 	if !ok {
 		<-j.done
+		dw.Close()
 		if j.err != nil {
 			return nil, j.err
 		}
@@ -357,6 +398,8 @@ func (j *job) read(rd *os.File, started chan<- int, done chan<- struct{}) {
 			case j.stops <- syscall.Signal(n):
 			default:
 			}
+		case reportExpiry:
+			j.expired = max(time.Duration(n), time.Nanosecond)
 		case reportExit:
 			j.status = &cmdStatus{code: n}
 		case reportSignal:
@@ -454,5 +497,83 @@ func foregroundTerminal(stdio ...any) *terminal {
 func (t *terminal) move(from, to int) {
 	if fg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err == nil && fg == from {
 		setForeground(t.fd, to)
+	}
+}
+
+// supervisorGrace is the part of --grace that the supervisor's own
+// enforcement of the deadline uses: SIGTERM that long before the lock's
+// deadline, SIGKILL at it, so that the group is gone before the lease can
+// lapse. It is cut to a third of the TTL: the lock is renewed every TTL/3,
+// and a SIGTERM further ahead of the deadline would come before a renewal
+// is even late.
+func supervisorGrace(f runFlags) time.Duration { return min(f.grace, f.ttl/3) }
+
+// supervisorDeadline is what the supervisor is told of lock now: its
+// local deadline, with SIGTERM supervisorGrace before it, or no bound.
+func supervisorDeadline(lock *distlock.Lock, f runFlags) deadline {
+	now := monoNow()
+	d, ok := lock.Deadline()
+	if !ok {
+		if lock.Err() != nil {
+			return deadline{term: now, kill: now} // ended already
+		}
+		return deadline{}
+	}
+	return limitAt(now, d, f)
+}
+
+// limitAt converts d, read from the lock after now (monoNow), to the
+// supervisor's clock. A pause between the two readings only moves the
+// result earlier.
+func limitAt(now int64, d time.Time, f runFlags) deadline {
+	kill := now + int64(time.Until(d))
+	return deadline{term: kill - int64(supervisorGrace(f)), kill: kill}
+}
+
+// deadlinePoll is how often distlock looks for a renewed deadline to pass
+// on to the supervisor: often enough that the supervisor's copy lags the
+// lock's by a small part of the TTL.
+func deadlinePoll(ttl time.Duration) time.Duration {
+	return min(max(ttl/30, 10*time.Millisecond), 500*time.Millisecond)
+}
+
+// sendDeadlines passes each renewed deadline of lock on to j's supervisor
+// until the returned stop is called, which also closes the pipe.
+func (r *runner) sendDeadlines(lock *distlock.Lock, j *job, first deadline, f runFlags) (stop func()) {
+	if !first.bounded() {
+		j.limits.Close()
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(deadlinePoll(f.ttl))
+		defer t.Stop()
+		var last time.Time // the first tick resends the first deadline, or a renewed one
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			now := monoNow()
+			d, ok := lock.Deadline()
+			if !ok {
+				return // ended: the supervisor keeps the last deadline, and distlock ends the job
+			}
+			if d.Equal(last) {
+				continue
+			}
+			last = d
+			if _, err := io.WriteString(j.limits, limitAt(now, d, f).line()); err != nil {
+				r.log.Debug("telling the supervisor the lock's deadline", "err", err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		j.limits.Close() // also ends a write blocked on a full pipe
+		<-done
 	}
 }

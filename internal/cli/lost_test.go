@@ -75,6 +75,9 @@ func TestLostLockTerminatesCommand(t *testing.T) {
 					t.Errorf("stderr %q does not say %q", msg, want)
 				}
 			}
+			if n := strings.Count("\n"+msg, "\ndistlock:"); n != 1 { // the command's shell may say "Terminated"
+				t.Errorf("stderr has %d lines, want the loss said once: %q", n, msg)
+			}
 			if b, _ := os.ReadFile(mark); string(b) != "TERM\n" {
 				t.Errorf("the command's record of signals: %q, want SIGTERM first", b)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -24,10 +25,12 @@ const (
 )
 
 type runFlags struct {
-	timeout time.Duration
-	noWait  bool
-	ttl     time.Duration
-	grace   time.Duration
+	timeout  time.Duration
+	noWait   bool
+	ttl      time.Duration
+	grace    time.Duration
+	heldExit int  // exit code when the lock is not acquired
+	quiet    bool // say nothing when the lock is not acquired
 }
 
 func (r *runner) runCommand() *cobra.Command {
@@ -38,28 +41,38 @@ func (r *runner) runCommand() *cobra.Command {
 		Long: `Run waits for the lock on KEY (or, with --no-wait, tries once), then runs
 COMMAND with DISTLOCK_KEY and DISTLOCK_TOKEN (the fencing token) in its
 environment, renews the lock while it runs, and releases it when it ends.
-The default lock service is file://` + defaultDirHelp() + `.
+--timeout bounds the wait; one try is always made. The default lock service
+is file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND with its
+password removed.
 
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and
 Ctrl-Z reach it once. When the command exits, whatever is left of its
 group is killed (SIGKILL) before the lock is released. If the lock is lost,
 the group gets SIGTERM, then SIGKILL after --grace, and distlock exits 76.
-Signals sent to distlock (all but SIGKILL, SIGSTOP, SIGCHLD, SIGPIPE,
-SIGURG, SIGTTIN and SIGTTOU) are forwarded to the group; ignored ones
-(nohup) stay ignored. A supervisor process kills the group if distlock
-itself dies (at once on Linux) and, with file://, keeps the lock until the
-group is gone. Not covered: processes that leave the group (setsid), that
-run as another user than distlock, and a supervisor killed together with
-distlock.
+A supervisor process between distlock and the command keeps the lock's
+deadline too: if it nears without a confirmed renewal (distlock stopped or
+starved), the supervisor sends the group SIGTERM --grace before the
+deadline (at most TTL/3 before it) and SIGKILL at it, so that the job is
+gone before the lease can lapse. Signals sent to distlock (all but SIGKILL,
+SIGSTOP, SIGCHLD, SIGPIPE, SIGURG, SIGTTIN and SIGTTOU) are forwarded to
+the group; ignored ones (nohup) stay ignored. The supervisor kills the
+group if distlock itself dies (at once on Linux) and, with file://, keeps
+the lock until the group is gone. Not covered: processes that leave the
+group (setsid), that run as another user than distlock, and distlock and
+its supervisor killed or paused together.
 
 distlock exits with the command's status (dying of the same signal if the
 command died of SIGHUP, SIGINT, SIGQUIT or SIGTERM, else 128+n for signal
 n); 75 when the lock was not acquired (held, with --no-wait, or --timeout
-passed); 64 on usage errors; 69 when the lock service failed; 70 when the
-supervisor failed.`,
+passed; --held-exit changes it, --quiet silences it); 64 on usage errors;
+69 when the lock service failed; 70 when the supervisor failed; 76 when
+the lock was lost or its deadline neared while the command ran.`,
 		Example: `  distlock run jobs/nightly -- ./nightly.sh
-  distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'`,
+  distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'
+
+  # crontab: skip a run while the previous one still holds the lock, silently
+  */5 * * * * distlock run --no-wait --quiet --held-exit 0 jobs/sync -- /usr/local/bin/sync`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			switch {
@@ -81,10 +94,12 @@ supervisor failed.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting for the lock after this long, exit 75 (0: wait forever)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting for the lock after this long, exit 75; one try is always made (0: wait forever)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "try once; if the lock is held, exit 75 at once")
+	fl.IntVar(&f.heldExit, "held-exit", ExitNotAcquired, "exit status when the lock is not acquired (held with --no-wait, or --timeout passed)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing when the lock is not acquired")
 	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service; the lock is renewed every TTL/3")
-	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command")
+	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command (at most TTL/3 when the lock's deadline nears without a renewal)")
 	return cmd
 }
 
@@ -101,6 +116,8 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 		return usagef("--grace %v is negative", f.grace)
 	case f.noWait && f.timeout > 0:
 		return usagef("--no-wait and --timeout exclude each other")
+	case f.heldExit < 0 || f.heldExit > 255:
+		return usagef("--held-exit %d is not in [0, 255]", f.heldExit)
 	}
 	if err := runSupported(); err != nil {
 		return err
@@ -110,7 +127,7 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 		return err
 	}
 	defer closer.Close()
-	c, err := distlock.New(b, distlock.WithTTL(f.ttl), distlock.WithLogger(r.log))
+	c, err := distlock.New(b, distlock.WithTTL(f.ttl), distlock.WithLogger(r.clientLog()))
 	if err != nil {
 		return fmt.Errorf("--ttl %v: %w", f.ttl, err)
 	}
@@ -132,7 +149,7 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	if err != nil {
 		return err
 	}
-	r.log.Debug("lock acquired", "key", key, "token", lock.Token(), "backend", describeBackend(b, r.backendURL))
+	// The Client logs the grant (with --verbose): said once.
 	return r.supervise(ctx, lock, b, argv, f, sigc)
 }
 
@@ -152,14 +169,15 @@ func (r *runner) backendOrDefault() string {
 	return r.backendURL
 }
 
+// minTry is how long the first try of `run --timeout D` may take when D
+// is shorter: a timeout bounds the wait for a held lock, and one try is
+// always made, as with --no-wait.
+const minTry = 5 * time.Second
+
 // acquire waits for the lock, until the timeout or a signal.
 func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Backend, key string, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
-	wctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if f.timeout > 0 {
-		wctx, cancel = context.WithTimeout(wctx, f.timeout)
-		defer cancel()
-	}
 	var sig os.Signal
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -171,9 +189,23 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Bac
 		}
 	}()
 	r.log.Debug("acquiring", "key", key, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
-	lock, err := c.Acquire(wctx, key, distlock.WithWait(!f.noWait))
+	var (
+		lock *distlock.Lock
+		err  error
+	)
+	if f.timeout > 0 {
+		lock, err = tryThenWait(sctx, c, key, f.timeout)
+	} else {
+		lock, err = c.Acquire(sctx, key, distlock.WithWait(!f.noWait))
+	}
 	close(stop)
 	<-stopped
+	notAcquired := func(format string, args ...any) error {
+		if f.quiet {
+			return &exitError{code: f.heldExit}
+		}
+		return &exitError{code: f.heldExit, err: fmt.Errorf(format, args...)}
+	}
 	switch {
 	case sig != nil:
 		if lock != nil {
@@ -182,12 +214,43 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Bac
 		return nil, &exitError{code: ExitSignal + signum(sig), err: fmt.Errorf("interrupted by %v while waiting for the lock on %q", sig, key), sig: dyingSignal(sig)}
 	case err == nil:
 		return lock, nil
-	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))}
-	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && ctx.Err() == nil:
-		return nil, &exitError{code: ExitNotAcquired, err: fmt.Errorf("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))}
+	case ctx.Err() != nil:
+	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && errors.Is(err, distlock.ErrUnavailable):
+		// Not "held": the service did not answer. Said even with --quiet.
+		return nil, &exitError{code: ExitUnavailable, err: fmt.Errorf("the lock service did not answer within --timeout %v: %w", f.timeout, err)}
+	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded):
+		return nil, notAcquired("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))
+	case f.noWait && errors.Is(err, distlock.ErrNotAcquired):
+		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))
 	}
 	return nil, err
+}
+
+// tryThenWait makes one try for key, given at least minTry whatever the
+// timeout, then waits for a held key until the timeout, counted from the
+// start, has passed.
+func tryThenWait(ctx context.Context, c *distlock.Client, key string, timeout time.Duration) (*distlock.Lock, error) {
+	end := time.Now().Add(timeout)
+	tctx, cancel := context.WithDeadline(ctx, time.Now().Add(max(timeout, minTry)))
+	lock, err := c.Acquire(tctx, key, distlock.WithWait(false))
+	tried := tctx.Err()
+	cancel()
+	if err == nil || !errors.Is(err, distlock.ErrNotAcquired) || tried != nil {
+		return lock, err // granted, failed, or the try itself used up its time
+	}
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	return c.Acquire(wctx, key)
+}
+
+// clientLog is the Client's logger: distlock's own with --verbose (renewal
+// failures, losses, and so on as they happen); otherwise none, since
+// distlock reports the outcome itself, once.
+func (r *runner) clientLog() *slog.Logger {
+	if r.verbose {
+		return r.log
+	}
+	return nil
 }
 
 // heldBy describes the holder of key, when the backend can tell.
@@ -203,7 +266,7 @@ func (r *runner) heldBy(ctx context.Context, b distlock.Backend, key string) str
 	for _, h := range hs {
 		if h.Key == key {
 			if h.Owner != "" {
-				return fmt.Sprintf(" by %s (token %d)", h.Owner, h.Token)
+				return fmt.Sprintf(" by %s (token %d)", printable(h.Owner), h.Token)
 			}
 			return fmt.Sprintf(" (token %d)", h.Token)
 		}

@@ -113,7 +113,7 @@ func TestKilledDistlockFreesLockAndKillsCommand(t *testing.T) {
 	}
 	e.wait(a)
 	rb := e.wait(b)
-	if at, ok := logTime(rb.stderr, "lock acquired"); ok {
+	if at, ok := logTime(rb.stderr, "distlock: acquired"); ok {
 		t.Logf("waiting run acquired the lock %v after SIGKILL of the holder", at.Sub(killed).Round(time.Millisecond))
 	}
 	if rb.code != 0 {

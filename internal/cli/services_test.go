@@ -4,63 +4,129 @@ package cli_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock/internal/cli"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
-// On Redis, a holder frozen with SIGSTOP past its TTL loses the lock: the
-// next run is granted the key with a higher token while the holder is
-// frozen (the fault bites: its command is still running, unprotected, which
-// is what fencing tokens are for), and when the holder thaws it sees its
-// deadline has passed, terminates its command and exits 76.
-func TestRedisFrozenHolderLosesLock(t *testing.T) {
-	frozenHolderLosesLock(t, "redis://"+testserver.StartRedis(t).Addr)
+// On Redis, with distlock alone stopped (SIGSTOP of its pid only, as a
+// debugger or a freezer of one process would), its supervisor still ends
+// the command before the lease can lapse: no write of the command lands
+// after the next holder's grant, whether the command obeys SIGTERM or
+// only dies of the SIGKILL at the deadline (--grace longer than the TTL
+// allows is cut to TTL/3). When distlock is continued it exits 76.
+func TestRedisStoppedDistlockCommandEndsInTime(t *testing.T) {
+	backend := "redis://" + testserver.StartRedis(t).Addr
+	t.Run("ObeysSIGTERM", func(t *testing.T) { stoppedDistlockCommandEndsInTime(t, backend, "k1", "", "10s") })
+	t.Run("IgnoresSIGTERM", func(t *testing.T) { stoppedDistlockCommandEndsInTime(t, backend, "k2", "trap '' TERM;", "1h") })
 }
 
-// The same on etcd: the frozen holder's session stops its keep-alives, the
-// server expires its lease, and the next run is granted the key.
-func TestEtcdFrozenHolderLosesLock(t *testing.T) {
-	frozenHolderLosesLock(t, "etcd://"+testserver.StartEtcd(t).Members[0].ClientAddr)
+// The same on etcd: the stopped distlock sends no keep-alives, the server
+// expires the session's lease, and the command is gone by then.
+func TestEtcdStoppedDistlockCommandEndsInTime(t *testing.T) {
+	stoppedDistlockCommandEndsInTime(t, "etcd://"+testserver.StartEtcd(t).Members[0].ClientAddr, "k", "trap '' TERM;", "1h")
 }
 
-func frozenHolderLosesLock(t *testing.T, backend string) {
+func stoppedDistlockCommandEndsInTime(t *testing.T, backend, key, trap, grace string) {
 	e := newEnv(t)
-	pidFile, tokFile := e.path("a.pid"), e.path("a.token")
-	a := e.start(e.command("--backend", backend, "run", "--ttl", "1s", "--grace", "2s", "k", "--", "sh", "-c",
-		fmt.Sprintf(`echo $DISTLOCK_TOKEN > %s; echo $$ > %s; exec sleep 600`, sh(tokFile), sh(pidFile))))
-	childPid, tokA := readInt(t, pidFile), readInt(t, tokFile)
+	log, pidFile := e.path("log"), e.path("a.pid")
+	// The holder's command appends a line every few milliseconds; the next
+	// holder's appends one when it is granted the key, and holds it a
+	// while, for a late write to show. O_APPEND orders the lines as they
+	// landed.
+	a := e.start(e.command("--backend", backend, "run", "--ttl", "2s", "--grace", grace, key, "--", "sh", "-c",
+		fmt.Sprintf(`%s echo $$ > %s; while :; do echo "a $DISTLOCK_TOKEN" >> %s; sleep 0.005; done`, trap, sh(pidFile), sh(log))))
+	childPid := readInt(t, pidFile)
+	waitFor(t, "the holder's command to write", func() bool { b, _ := os.ReadFile(log); return len(b) > 0 })
 
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	rb := e.run("--backend", backend, "run", "--timeout", "30s", "k", "--", "sh", "-c", "echo $DISTLOCK_TOKEN")
+	stopped := time.Now()
+	rb := e.run("--backend", backend, "run", "--timeout", "30s", key, "--", "sh", "-c",
+		fmt.Sprintf(`echo "b $DISTLOCK_TOKEN" >> %s; sleep 0.3`, sh(log)))
 	if rb.code != 0 {
-		t.Fatalf("second run while the holder is frozen: exit %d, stderr %q", rb.code, rb.stderr)
+		t.Fatalf("second run while the holder's distlock is stopped: exit %d, stderr %q", rb.code, rb.stderr)
 	}
-	var tokB int
-	fmt.Sscan(strings.TrimSpace(rb.stdout), &tokB)
-	if tokB <= tokA {
-		t.Errorf("second holder's token %d is not above the frozen holder's %d", tokB, tokA)
-	}
-	if !alive(childPid) {
-		t.Fatalf("the frozen holder's command ended before the thaw: the fault did not bite")
-	}
-
+	t.Logf("next holder done %v after the stop", time.Since(stopped).Round(time.Millisecond))
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	ra := e.wait(a)
-	if ra.code != cli.ExitLockLost {
-		t.Errorf("thawed holder: exit %d, want %d; stderr %q", ra.code, cli.ExitLockLost, ra.stderr)
-	}
-	if !strings.Contains(ra.stderr, "lost") {
-		t.Errorf("thawed holder's message does not say the lock was lost: %q", ra.stderr)
-	}
 	waitGone(t, childPid)
+
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var grant, after, before int
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "b "):
+			grant = i + 1
+		case grant > 0:
+			after++
+		default:
+			before++
+		}
+	}
+	if grant == 0 {
+		t.Fatalf("the next holder's line is missing from %q", lines)
+	}
+	if before == 0 {
+		t.Fatalf("the holder's command wrote nothing before the next grant")
+	}
+	if after > 0 {
+		t.Errorf("%d writes of the stopped distlock's command landed after the next holder's grant (%d before)", after, before)
+	}
+	var tokA, tokB int
+	fmt.Sscanf(lines[0], "a %d", &tokA)
+	fmt.Sscanf(lines[grant-1], "b %d", &tokB)
+	if tokB <= tokA {
+		t.Errorf("next holder's token %d is not above %d", tokB, tokA)
+	}
+	if ra.code != cli.ExitLockLost || !strings.Contains(ra.stderr, "lost the lock") || !strings.Contains(ra.stderr, "supervisor") {
+		t.Errorf("continued holder: exit %d, stderr %q; want %d, saying the lock was lost and the supervisor ended the command", ra.code, ra.stderr, cli.ExitLockLost)
+	}
+	if n := strings.Count(ra.stderr, "\n"); n != 1 {
+		t.Errorf("continued holder wrote %d lines, want one message: %q", n, ra.stderr)
+	}
+}
+
+// While distlock renews the lock, the supervisor hears of each renewal and
+// leaves the command alone, for many TTLs.
+func TestRedisRenewedLockKeepsCommand(t *testing.T) {
+	e := newEnv(t)
+	backend := "redis://" + testserver.StartRedis(t).Addr
+	r := e.run("--backend", backend, "run", "--ttl", "1s", "--grace", "1h", "k", "--", "sleep", "4")
+	if r.code != 0 || r.stderr != "" {
+		t.Errorf("a command running 4 TTLs: exit %d, stderr %q; want 0 and nothing said", r.code, r.stderr)
+	}
+}
+
+// --verbose logs each event once: the grant, the renewals, the release.
+func TestRedisVerboseLogsEachEventOnce(t *testing.T) {
+	e := newEnv(t)
+	backend := "redis://" + testserver.StartRedis(t).Addr
+	r := e.run("--verbose", "--backend", backend, "run", "--ttl", "1s", "k", "--", "sleep", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Messages ending so, whoever logs them (distlock or its Client).
+	for _, end := range []string{`acquired"`, `released"`, `command started"`, `command ended"`} {
+		if n := strings.Count(r.stderr, end); n != 1 {
+			t.Errorf("messages ending %s logged %d times, want once: %s", end, n, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, `msg="distlock: renewed"`) {
+		t.Errorf("no renewal logged: %s", r.stderr)
+	}
 }
 
 // On Redis too, a lock the service drops while the command runs ends the
@@ -142,4 +208,19 @@ func TestRedisClusterRun(t *testing.T) {
 	}
 	holder.cmd.Process.Signal(syscall.SIGTERM)
 	e.wait(holder)
+}
+
+// A Redis that may evict keys is a setting of the server, not a usage
+// error: exit 69, naming the URL option that accepts the risk.
+func TestRedisEvictionPolicyRefused(t *testing.T) {
+	e := newEnv(t)
+	r := testserver.StartRedis(t, testserver.WithRedisConfig("maxmemory-policy allkeys-lru"))
+	res := e.run("--backend", "redis://"+r.Addr, "run", "k", "--", "true")
+	if res.code != cli.ExitUnavailable || !strings.Contains(res.stderr, "?eviction_allowed=true") ||
+		strings.Contains(res.stderr, "WithEvictionAllowed") || strings.Contains(res.stderr, "--help") {
+		t.Errorf("evicting Redis: exit %d, stderr %q; want %d naming ?eviction_allowed=true, not the Go option or the usage", res.code, res.stderr, cli.ExitUnavailable)
+	}
+	if res := e.run("--backend", "redis://"+r.Addr+"?eviction_allowed=true", "run", "k", "--", "true"); res.code != 0 {
+		t.Errorf("with ?eviction_allowed=true: exit %d, stderr %q", res.code, res.stderr)
+	}
 }

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -102,17 +106,40 @@ func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
 	tw := tabwriter.NewWriter(r.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
 	for _, h := range hs {
-		owner, held, left := h.Owner, "-", "unbounded"
+		owner, held, left := printable(h.Owner), "-", "unbounded"
 		if owner == "" {
 			owner = "-"
 		}
 		if !h.Since.IsZero() {
-			held = now.Sub(h.Since).Round(time.Second).String()
+			held = span(now.Sub(h.Since))
 		}
 		if !h.Expires.IsZero() {
-			left = max(h.Expires.Sub(now), 0).Round(time.Millisecond).String()
+			left = span(h.Expires.Sub(now))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", h.Key, h.Token, owner, held, left)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", printable(h.Key), h.Token, owner, held, left)
 	}
 	return tw.Flush()
+}
+
+// printable returns s for a terminal: as it is if every character prints
+// (and it does not begin with a double quote), else Go-quoted, with its
+// control characters, invalid UTF-8 and invisible format characters
+// escaped. Keys and owners come from the lock service, where anyone with
+// access may have written escape sequences or a newline that would forge a
+// row.
+func printable(s string) string {
+	if strings.HasPrefix(s, `"`) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == utf8.RuneError }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// span shows a duration in the status table: tenths of a second below a
+// minute, whole seconds from then on; never negative.
+func span(d time.Duration) string {
+	d = max(d, 0)
+	if d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	}
+	return d.Round(time.Second).String()
 }

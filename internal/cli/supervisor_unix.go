@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The supervisor is distlock run again as
@@ -17,16 +21,33 @@ import (
 //	distlock __supervise PPID MODE PATH -- ARGV...
 //
 // by `distlock run` (PPID), with the write end of a pipe as descriptor
-// reportFD and, if MODE has "lock", a descriptor of the file:// lock file
-// as lockFD. It starts the command (PATH, ARGV) as the leader of a new
-// process group, made the foreground group of the terminal on its standard
-// stream N if MODE has "fgN", and reports on the pipe, one line each:
+// reportFD, the read end of another as deadlineFD and, if MODE has "lock",
+// a descriptor of the file:// lock file as lockFD. It starts the command
+// (PATH, ARGV) as the leader of a new process group, made the foreground
+// group of the terminal on its standard stream N if MODE has "fgN", and
+// reports on the pipe, one line each:
 //
 //	pid N           the command runs, as process (and group) N
 //	stop SIG        the command was stopped by SIG (with "fgN" only)
+//	expired GRACE   the lock's deadline came within GRACE (ns) without a
+//	                newer one: the group got SIGTERM, and SIGKILL follows
+//	                at the deadline
 //	exit CODE       the command exited with CODE
 //	signal SIG      the command was killed by SIG
 //	error CODE MSG  the command could not be started; exit with CODE
+//
+// distlock writes on the deadline pipe, before the supervisor starts and
+// then after each renewal, one line each:
+//
+//	deadline TERM KILL  the lock's local deadline: send the group SIGTERM
+//	                    at TERM and SIGKILL at KILL unless a later line
+//	                    comes first (ns on the monotonic clock, which
+//	                    both processes share)
+//	none                the lock has no time bound (first line only)
+//
+// The supervisor keeps the deadline itself, so that the command ends in
+// time even when distlock alone is stopped or starved. Once it has sent
+// SIGTERM it goes on to SIGKILL at that deadline whatever distlock says.
 //
 // It reports the end of the command only after it has killed (SIGKILL)
 // what was left of the command's group and seen it gone. If distlock dies
@@ -35,14 +56,16 @@ import (
 // itself while distlock lives (send them to distlock, which forwards them
 // to the command's group).
 const (
-	reportFD = 3
-	lockFD   = 4
+	reportFD   = 3
+	deadlineFD = 4
+	lockFD     = 5
 
 	modeForeground = "fg"
 	modeLockFile   = "lock"
 
 	reportPid    = "pid"
 	reportStop   = "stop"
+	reportExpiry = "expired"
 	reportExit   = "exit"
 	reportSignal = "signal"
 	reportError  = "error"
@@ -55,9 +78,7 @@ func runSupervisor(args []string) int {
 	if len(args) >= 5 && args[3] == "--" {
 		ppid, err = strconv.Atoi(args[0])
 	}
-	var st syscall.Stat_t
-	if len(args) < 5 || args[3] != "--" || err != nil || ppid < 1 ||
-		syscall.Fstat(reportFD, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+	if len(args) < 5 || args[3] != "--" || err != nil || ppid < 1 || !isPipe(reportFD) || !isPipe(deadlineFD) {
 		fmt.Fprintf(os.Stderr, "distlock: %s is started by distlock run, not by hand\n", SupervisorCommand)
 		return ExitUsage
 	}
@@ -73,10 +94,21 @@ func runSupervisor(args []string) int {
 	// Neither descriptor goes to the command. The lock file's is never
 	// touched: it only has to stay open until this process exits.
 	syscall.CloseOnExec(reportFD)
+	syscall.CloseOnExec(deadlineFD)
 	if hasLock {
 		syscall.CloseOnExec(lockFD)
 	}
 	report := os.NewFile(reportFD, "report")
+	deadlines := bufio.NewScanner(os.NewFile(deadlineFD, "deadlines"))
+	limit, ok := nextDeadline(deadlines)
+	if !ok {
+		fmt.Fprintf(report, "%s %d the supervisor got no deadline from distlock\n", reportError, ExitSoftware)
+		return 0
+	}
+	if limit.bounded() && monoNow() >= limit.kill {
+		fmt.Fprintf(report, "%s %d the lock's deadline passed before the command started\n", reportError, ExitLockLost)
+		return 0
+	}
 
 	parentGone := watchParent(ppid)
 	if os.Getppid() != ppid {
@@ -125,8 +157,63 @@ func runSupervisor(args []string) int {
 			return
 		}
 	}()
+	updates := make(chan deadline)
+	go func() {
+		defer close(updates)
+		for {
+			d, ok := nextDeadline(deadlines)
+			if !ok {
+				return // distlock closed its end, or died: keep the last deadline
+			}
+			updates <- d
+		}
+	}()
+	var (
+		timer       *time.Timer
+		fire        <-chan time.Time
+		terminating bool
+	)
+	// arm sets the timer to the next step of the deadline: SIGTERM, or,
+	// once that was sent, SIGKILL.
+	arm := func() {
+		if timer != nil {
+			timer.Stop()
+			fire = nil
+		}
+		if !limit.bounded() {
+			return
+		}
+		at := limit.term
+		if terminating {
+			at = limit.kill
+		}
+		timer = time.NewTimer(time.Duration(at - monoNow()))
+		fire = timer.C
+	}
+	arm()
 	for {
 		select {
+		case d, ok := <-updates:
+			switch {
+			case !ok:
+				updates = nil
+			case !terminating:
+				limit = d
+				arm()
+			}
+		case <-fire:
+			fire = nil
+			if !terminating {
+				// The renewal is overdue: end the group before the lease
+				// can lapse. SIGCONT lets a stopped job handle SIGTERM.
+				terminating = true
+				syscall.Kill(-pid, syscall.SIGTERM)
+				syscall.Kill(-pid, syscall.SIGCONT)
+				fmt.Fprintf(report, "%s %d\n", reportExpiry, limit.kill-limit.term)
+				arm()
+			} else {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
 		case <-parentGone:
 			killGroup(pid, true, io.Discard)
 			return 1
@@ -144,4 +231,58 @@ func runSupervisor(args []string) int {
 			return 0
 		}
 	}
+}
+
+// isPipe reports whether descriptor fd is a pipe.
+func isPipe(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
+}
+
+// deadline is when the supervisor ends the command unless it hears of a
+// later one: SIGTERM at term, SIGKILL at kill (monoNow's clock). Zero
+// kill: no bound.
+type deadline struct{ term, kill int64 }
+
+func (d deadline) bounded() bool { return d.kill != 0 }
+
+const (
+	deadlineLine  = "deadline"
+	unboundedLine = "none"
+)
+
+// line is what distlock writes on the deadline pipe for d.
+func (d deadline) line() string {
+	if !d.bounded() {
+		return unboundedLine + "\n"
+	}
+	return fmt.Sprintf("%s %d %d\n", deadlineLine, d.term, d.kill)
+}
+
+// nextDeadline reads the next well-formed line of the deadline pipe; false
+// at its end.
+func nextDeadline(sc *bufio.Scanner) (deadline, bool) {
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 1 && f[0] == unboundedLine {
+			return deadline{}, true
+		}
+		if len(f) != 3 || f[0] != deadlineLine {
+			continue
+		}
+		term, err1 := strconv.ParseInt(f[1], 10, 64)
+		kill, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil && kill > 0 && term <= kill {
+			return deadline{term, kill}, true
+		}
+	}
+	return deadline{}, false
+}
+
+// monoNow reads the monotonic clock, in ns; unlike the monotonic reading
+// of a time.Time, it means the same in distlock and in its supervisor.
+func monoNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
