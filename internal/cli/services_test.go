@@ -165,13 +165,14 @@ func TestRedisDroppedLockEndsCommand(t *testing.T) {
 
 // On Redis, where no file keeps the lock, SIGKILL of distlock still ends
 // its whole job at once (its supervisor sees it die), long before the
-// lock's TTL lets another holder in.
+// lock's TTL lets another holder in: the TTL (10m) is far longer than the
+// wait for the job to end (1m), so a job ended only by the deadline fails.
 func TestRedisKilledDistlockKillsWholeJob(t *testing.T) {
 	e := newEnv(t)
 	r := testserver.StartRedis(t)
 	backend := "redis://" + r.Addr
 	workerPid := e.path("worker.pid")
-	a := e.start(e.command("--backend", backend, "run", "--ttl", "1m", "k", "--", "sh", "-c", workerScript(workerPid, "")))
+	a := e.start(e.command("--backend", backend, "run", "--ttl", "10m", "k", "--", "sh", "-c", workerScript(workerPid, "")))
 	worker := readInt(t, workerPid)
 	t.Cleanup(func() { syscall.Kill(worker, syscall.SIGKILL) })
 	a.cmd.Process.Signal(syscall.SIGKILL)
