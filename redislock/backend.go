@@ -3,6 +3,7 @@ package redislock
 // The Backend: what it holds, New and Close.
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -30,13 +31,14 @@ type Backend struct {
 	cfg        config
 	ownsClient bool // Close also closes client (OpenURL)
 
-	// mu guards closed and sub; done is closed with closed set, and wg
-	// counts the clean-ups retried in the background (see abandon).
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{}
-	sub    *subscriber // created with the first waiter that needs it
-	wg     sync.WaitGroup
+	// mu guards closed and sub; closing is cancelled with closed set, and
+	// wg counts the clean-ups retried in the background (see abandon).
+	mu      sync.Mutex
+	closed  bool
+	closing context.Context
+	close   context.CancelFunc
+	sub     *subscriber // created with the first waiter that needs it
+	wg      sync.WaitGroup
 
 	// The eviction policy check (see WithEvictionAllowed): policyOK is set
 	// once a check passed or could not be made; policyMu makes concurrent
@@ -69,7 +71,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{client: client, cfg: cfg, done: make(chan struct{})}, nil
+	b := &Backend{client: client, cfg: cfg}
+	b.closing, b.close = context.WithCancel(context.Background())
+	return b, nil
 }
 
 // Close stops what the Backend started: its pub/sub connection, its
@@ -85,7 +89,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	close(b.done)
+	b.close()
 	sub := b.sub
 	b.mu.Unlock()
 	var err error
@@ -99,14 +103,7 @@ func (b *Backend) Close() error {
 	return err
 }
 
-func (b *Backend) isClosed() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Backend) isClosed() bool { return b.closing.Err() != nil }
 
 // subscriber returns the Backend's pub/sub multiplexer, creating it.
 func (b *Backend) subscriber() (*subscriber, error) {
