@@ -58,6 +58,7 @@ type testHooks struct {
 	beforeSleep    func()        // the waiter is about to sleep until a message or its timer
 	noRecheck      bool          // skip the try after a new subscription is confirmed
 	linger         time.Duration // replaces subscriptionLinger when not zero
+	beforeAbandon  func()        // a try failed; its clean-up is about to be sent
 }
 
 // New returns a Backend that keeps its locks in the Redis that client talks

@@ -89,6 +89,9 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 		_, err := b.runRelease(ctx, a.k, a.secret, a.waiter, keep)
 		return err
 	}
+	if h := b.hooks.beforeAbandon; h != nil {
+		h()
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 	err := cleanUp(cctx)
 	cancel()
