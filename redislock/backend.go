@@ -36,8 +36,8 @@ type Backend struct {
 	mu      sync.Mutex
 	closed  bool
 	closing context.Context
-	close   context.CancelFunc
-	sub     *subscriber // created with the first waiter that needs it
+	stop    context.CancelFunc // cancels closing
+	sub     *subscriber        // created with the first waiter that needs it
 	wg      sync.WaitGroup
 
 	// The eviction policy check (see WithEvictionAllowed): policyOK is set
@@ -73,7 +73,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{client: client, cfg: cfg}
-	b.closing, b.close = context.WithCancel(context.Background())
+	b.closing, b.stop = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -90,7 +90,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	b.close()
+	b.stop()
 	sub := b.sub
 	b.mu.Unlock()
 	var err error

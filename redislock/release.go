@@ -76,9 +76,9 @@ func (a *attempt) leaveQueue(ctx context.Context) {
 // abandon undoes whatever a failed try may have done at the server (a grant
 // whose reply was lost, a place in the queue) and leaves the attempt's
 // tombstone, so that a try still on its way does nothing when it arrives.
-// It tries at once and, if that fails with distlock.ErrUnavailable, keeps
-// trying in the background (backend.Retry, paced by cleanupRetry) until it
-// succeeds, fails otherwise, the grant would have lapsed anyway, or the
+// It tries at once and, if that fails, goes on in the background
+// (backend.Retry, paced by cleanupRetry) while it fails with
+// distlock.ErrUnavailable, until the grant would have lapsed anyway or the
 // Backend is closed.
 func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	b := a.b
