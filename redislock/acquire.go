@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 const (
@@ -32,21 +33,15 @@ const (
 // Acquire of a Backend also checks the server's eviction policy (see
 // WithEvictionAllowed).
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key); err != nil {
+	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
-	}
-	if err := checkTTL(opts.TTL); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", distlock.ErrNotAcquired, context.Cause(ctx))
 	}
 	if b.isClosed() {
 		return nil, ErrClosed
 	}
 	if err := b.checkEviction(ctx); err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+			return nil, backend.Canceled(ctx)
 		}
 		return nil, err
 	}
@@ -56,6 +51,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	}
 	l, r, err := a.try(ctx, false)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, backend.Canceled(ctx)
+		}
 		return nil, err
 	}
 	if l == nil {
@@ -234,7 +232,9 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		l, r, err := a.try(ctx, true)
 		if err != nil {
 			if ctx.Err() != nil {
-				err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+				// The try cleaned up after itself (abandon): what counts
+				// is that ctx ended, as in interrupted.
+				err = backend.Canceled(ctx)
 			}
 			return nil, err
 		}
@@ -269,7 +269,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 				case <-w.st.ready:
 				case <-ready.C:
 				case <-ctx.Done():
-				case <-b.done:
+				case <-b.closing.Done():
 				}
 				ready.Stop()
 			}
@@ -290,7 +290,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		case <-w.wake:
 		case <-timer.C:
 		case <-ctx.Done():
-		case <-b.done:
+		case <-b.closing.Done():
 		}
 		if !timer.Stop() {
 			select {
@@ -301,12 +301,13 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	}
 }
 
-// interrupted reports the end of ctx or of the Backend, leaving the queue.
+// interrupted reports the end of ctx (backend.Canceled: it matches
+// ctx.Err() and its cause) or of the Backend, leaving the queue.
 func (a *attempt) interrupted(ctx context.Context) error {
 	var err error
 	switch {
 	case ctx.Err() != nil:
-		err = fmt.Errorf("%w: %w", distlock.ErrNotAcquired, context.Cause(ctx))
+		err = backend.Canceled(ctx)
 	case a.b.isClosed():
 		err = ErrClosed
 	default:

@@ -3,6 +3,7 @@ package redislock
 // The Backend: what it holds, New and Close.
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -30,13 +31,14 @@ type Backend struct {
 	cfg        config
 	ownsClient bool // Close also closes client (OpenURL)
 
-	// mu guards closed and sub; done is closed with closed set, and wg
-	// counts the clean-ups retried in the background (see abandon).
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{}
-	sub    *subscriber // created with the first waiter that needs it
-	wg     sync.WaitGroup
+	// mu guards closed and sub; closing is cancelled with closed set, and
+	// wg counts the clean-ups retried in the background (see abandon).
+	mu      sync.Mutex
+	closed  bool
+	closing context.Context
+	stop    context.CancelFunc // cancels closing
+	sub     *subscriber        // created with the first waiter that needs it
+	wg      sync.WaitGroup
 
 	// The eviction policy check (see WithEvictionAllowed): policyOK is set
 	// once a check passed or could not be made; policyMu makes concurrent
@@ -56,6 +58,7 @@ type testHooks struct {
 	beforeSleep    func()        // the waiter is about to sleep until a message or its timer
 	noRecheck      bool          // skip the try after a new subscription is confirmed
 	linger         time.Duration // replaces subscriptionLinger when not zero
+	beforeAbandon  func()        // a try failed; its clean-up is about to be sent
 }
 
 // New returns a Backend that keeps its locks in the Redis that client talks
@@ -69,7 +72,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{client: client, cfg: cfg, done: make(chan struct{})}, nil
+	b := &Backend{client: client, cfg: cfg}
+	b.closing, b.stop = context.WithCancel(context.Background())
+	return b, nil
 }
 
 // Close stops what the Backend started: its pub/sub connection, its
@@ -85,7 +90,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	close(b.done)
+	b.stop()
 	sub := b.sub
 	b.mu.Unlock()
 	var err error
@@ -99,14 +104,7 @@ func (b *Backend) Close() error {
 	return err
 }
 
-func (b *Backend) isClosed() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Backend) isClosed() bool { return b.closing.Err() != nil }
 
 // subscriber returns the Backend's pub/sub multiplexer, creating it.
 func (b *Backend) subscriber() (*subscriber, error) {

@@ -1,5 +1,8 @@
 // Package redislock is a distlock.Backend over Redis: one server, a
-// Sentinel-managed primary, or a Cluster, through a go-redis client.
+// Sentinel-managed primary, or a Cluster, through a go-redis client. Use it
+// where a lock is for efficiency (duplicate work is merely wasteful), or for
+// correctness together with fencing tokens checked by the storage (see
+// Fencing), on a server kept as Durability describes.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	backend, err := redislock.New(rdb)
@@ -8,63 +11,49 @@
 //	client, _ := distlock.New(backend)
 //	err = client.Do(ctx, "reports/daily", func(ctx context.Context) error { ... })
 //
-// Use it where a lock is for efficiency (duplicate work is merely wasteful),
-// or for correctness together with fencing tokens checked by the storage
-// (see Fence), and with the durability described below.
-//
-// # Grants and tokens
+// # Guarantees
 //
 // A grant is one round trip: a Lua script sets the lock key with SET PX and
 // a random owner value from crypto/rand (unguessable), and increments the
-// key's fencing counter, atomically; the counter's new value is the token,
-// higher for every grant of the key. Refresh and release are owner-checked
-// scripts: a holder whose lease lapsed can neither extend nor delete the
-// next holder's lock. The Client's watchdog refreshes many leases in one
-// pipeline (RefreshAll). A Fence checks tokens next to data kept in Redis.
+// key's fencing counter, atomically. While the lock key holds that value,
+// nobody else is granted the key; Redis deletes it once its TTL, counted by
+// the server from when the script (or the last refresh) ran, has passed.
+// Each Validity is timed from before its request was sent, so the Client's
+// deadline for a lock comes before the server's expiry when the clocks of
+// this host and the server run at rates within the drift.
+//
+// Refresh and release are owner-checked scripts: a holder whose lease lapsed
+// can neither extend nor delete the next holder's lock, and learns of the
+// loss (distlock.ErrLockLost). The Client's watchdog refreshes many leases
+// in one pipeline (RefreshAll).
 //
 // A lost reply does no harm: a release retried after a lost reply reports
 // success if it had taken effect (for 10s; later, or if the grant had
 // really gone, it reports distlock.ErrLockLost), and an Acquire whose
 // request failed after sending undoes what the request may have done
 // before returning, so that neither a lost reply nor a request delayed in
-// the network leaves a grant to nobody.
+// the network leaves a grant to nobody. When that clean-up fails too, the
+// Backend goes on with it in the background until it succeeds, the grant
+// would have lapsed anyway, or the Backend is closed.
 //
-// # How it waits
+// Redis never reports that a grant is gone: OnLost is never called, and a
+// holder learns of a loss from its next refresh or its Client's local
+// deadline.
 //
-// A waiting Acquire tries first, without subscribing: an uncontended
-// acquire and release are two requests, waiting or not. When the key is
-// held the waiter subscribes to the key's release channel and tries again;
-// a release publishes on the channel, and waiters retry at once. A waiter
-// also arms a timer for the holder's remaining TTL, for a holder that
-// vanished without releasing: there is no fixed-interval polling. All the
-// waiters of one Backend share one pub/sub connection, which survives
-// reconnects (releases published while it was down are covered by a retry).
+// Besides a holder that crashes or pauses (its grant lapses after its TTL;
+// the Client cancels the lock's context before that, by its local clock)
+// and lost replies, it survives a pub/sub connection that breaks while
+// clients wait (see Waiting) and a waiter that dies in fair mode.
 //
-// Classic pub/sub (SUBSCRIBE, PUBLISH) is used, not sharded pub/sub: it
-// works on every topology with one connection per Backend. On a Cluster a
-// classic message reaches every node, so a subscription on any node hears
-// releases of keys in every slot, at the price of cluster-bus traffic for
-// each release. Sharded pub/sub would keep messages on one shard but need a
-// connection per shard and re-subscription when slots move.
+// # Not guaranteed
 //
-// With WithFair, waiters queue in Redis (a sorted set per key, ordered by
-// arrival) and a release publishes the id of the first live waiter, so one
-// release wakes one waiter. A newcomer cannot take a free key while others
-// queue. Waiters refresh their place every third of the liveness
-// (WithWaiterLiveness, default 3s); a waiter whose process died is dropped
-// from the queue once its liveness lapses.
-//
-// # What it survives, and what it does not
-//
-// It survives: a holder that crashes or pauses (its grant lapses after its
-// TTL; the Client cancels the lock's context before that, by its local
-// clock); a holder whose lease lapsed and that then refreshes or releases
-// (owner-checked: the next holder is untouched, and the late holder learns
-// of the loss); lost replies to acquire and release requests; a pub/sub
-// connection that breaks while clients wait; a waiter that dies in fair mode.
-//
-// It does not survive, and no Redis lock can:
-//
+//   - Process pauses of the holder longer than its remaining validity (a GC
+//     pause, a stopped VM): the holder wakes up believing it still holds the
+//     lock. Only the storage can stop it (see Fencing).
+//   - Clock jumps on the server. Redis expires keys by its wall clock; a
+//     clock stepped forward expires grants early, while their holders still
+//     count on them. Keep server clocks slewed, not stepped; clock rates
+//     that differ by more than the drift allowed for are not covered either.
 //   - Eviction. A maxmemory-policy other than "noeviction" lets Redis
 //     delete keys when memory runs out: an evicted lock key lets a second
 //     client be granted the key while the first holds it, and an evicted
@@ -80,53 +69,96 @@
 //     (the policy is then the operator's responsibility), and
 //     WithEvictionAllowed accepts the risk. A passed check is not repeated:
 //     a policy changed later goes unnoticed.
-//   - A crash of a server without fsync on every write. The lock keys and
-//     the fencing counters live in memory; a server restarted from an
-//     older snapshot (or none) has forgotten grants, so a second client can
-//     be granted a key still held, and tokens regress: the counter restarts
-//     below tokens already handed out, so a storage fence that survived the
-//     crash refuses the new holder, and one that did not cannot tell stale
-//     writers from new ones. Measured
-//     on Redis 7.0 in this package's tests: a key granted three times (token
-//     3), the server killed with SIGKILL and restarted on the same directory
-//     grants token 1 with the default configuration (no persistence), and
-//     token 4 with "appendonly yes" and "appendfsync always".
-//   - A failover to a replica. Replication is asynchronous: a grant
-//     acknowledged by the primary may not have reached the replica that is
-//     promoted, which then grants the key again, with a counter that may be
-//     behind. WithWaitReplicas narrows this window (a grant is confirmed
-//     only once n replicas have it) but does not close it: WAIT is not
-//     consensus, and a failover can still promote a replica that missed the
-//     write. Fencing does not save this case: a replica that missed exactly
-//     one grant hands out the same token again, and a storage fence admits a
-//     token equal to the highest it has seen (so that a holder can write
-//     twice), so both holders' writes are admitted (measured in torture:
-//     lost updates in 5 of 5 rounds with a fenced store). When the replica
-//     missed more than one grant the new token is lower and the fence
-//     refuses the new holder instead, which is safe but stops progress.
-//     What WithWaitReplicas does give is tested against a real Sentinel:
-//     after SENTINEL FAILOVER, a grant the replica confirmed is still held
-//     on the promoted primary, its holder refreshes and releases it there,
-//     and the next token is higher.
-//   - Clock jumps on the server. Redis expires keys by its wall clock; a
-//     clock stepped forward expires grants early, while their holders still
-//     count on them. Keep server clocks slewed, not stepped.
-//   - Process pauses of the holder longer than its remaining validity (a GC
-//     pause, a stopped VM): the holder wakes up believing it still holds the
-//     lock. Only the storage can stop it: pass Lock.Token to it and let it
-//     refuse stale tokens (Fence for data in Redis, package fence
-//     otherwise).
+//   - Keys changed by something else than this package. A lock key deleted
+//     by hand (DEL, FLUSHALL) lets a second client be granted the key; the
+//     holder learns of the loss at its next refresh. Deleted counters
+//     restart tokens at 1.
+//   - Fairness between processes in the default mode (see Waiting).
 //
-// For monotonic tokens a deployment needs "appendonly yes" and "appendfsync
-// always" on the primary, and no failover to a replica that might lag (or
-// none at all). With "appendfsync everysec" up to a second of grants can be
-// lost in a crash. Cluster resharding moves a lock's keys together (they
-// share a slot) and keeps tokens; a failover within the Cluster has the
-// replica hole above.
+// # Durability
 //
-// Redis never reports that a grant is gone: OnLost is never called, and a
-// holder learns of a loss from its next refresh or its Client's local
-// deadline.
+// The lock keys and the fencing counters live in the server's memory. A
+// server restarted from an older snapshot (or none) has forgotten grants,
+// so a second client can be granted a key still held, and tokens regress:
+// the counter restarts below tokens already handed out, so a storage fence
+// that survived the crash refuses the new holder, and one that did not
+// cannot tell stale writers from new ones. Measured on Redis 7.0 in this
+// package's tests: a key granted three times (token 3), the server killed
+// with SIGKILL and restarted on the same directory grants token 1 with the
+// default configuration (no persistence), and token 4 with "appendonly yes"
+// and "appendfsync always". With "appendfsync everysec" up to a second of
+// grants can be lost in a crash.
+//
+// Replication is asynchronous: a grant acknowledged by the primary may not
+// have reached the replica that a failover promotes, which then grants the
+// key again, with a counter that may be behind. WithWaitReplicas narrows
+// this window (a grant is confirmed only once n replicas have it) but does
+// not close it: WAIT is not consensus, and a failover can still promote a
+// replica that missed the write. Fencing does not save this case: a replica
+// that missed exactly one grant hands out the same token again, and a
+// storage fence admits a token equal to the highest it has seen (so that a
+// holder can write twice), so both holders' writes are admitted (measured
+// in torture: lost updates in 5 of 5 rounds with a fenced store). When the
+// replica missed more than one grant the new token is lower and the fence
+// refuses the new holder instead, which is safe but stops progress. What
+// WithWaitReplicas does give is tested against a real Sentinel: after
+// SENTINEL FAILOVER, a grant the replica confirmed is still held on the
+// promoted primary, its holder refreshes and releases it there, and the
+// next token is higher.
+//
+// For exclusive grants and monotonic tokens a deployment therefore needs
+// "appendonly yes" and "appendfsync always" on the primary, and no failover
+// to a replica that might lag (or none at all). Cluster resharding moves a
+// lock's keys together (they share a slot) and keeps tokens; a failover
+// within the Cluster has the replica hole above.
+//
+// # Waiting
+//
+// A waiting Acquire tries first, without subscribing: an uncontended
+// acquire and release are two requests, waiting or not. When the key is
+// held the waiter subscribes to the key's release channel and tries again;
+// a release publishes on the channel, and waiters retry at once. A waiter
+// also arms a timer for the holder's remaining TTL, for a holder that
+// vanished without releasing, so there is no fixed-interval polling (except
+// every second while the lock key has no expiry, which only something else
+// than this package can leave). All the waiters of one Backend share one
+// pub/sub connection, which survives reconnects (releases published while
+// it was down are covered by a retry).
+//
+// Classic pub/sub (SUBSCRIBE, PUBLISH) is used, not sharded pub/sub: it
+// works on every topology with one connection per Backend. On a Cluster a
+// classic message reaches every node, so a subscription on any node hears
+// releases of keys in every slot, at the price of cluster-bus traffic for
+// each release. Sharded pub/sub would keep messages on one shard but need a
+// connection per shard and re-subscription when slots move.
+//
+// In the default mode waiters are served in no particular order, within a
+// process as between processes: a release wakes every waiter of the key,
+// and they race for it.
+//
+// With WithFair, waiters queue in Redis (a sorted set per key, ordered by
+// arrival) and a release publishes the id of the first live waiter, so one
+// release wakes one waiter and waiters are served in arrival order, from
+// every process alike. A newcomer cannot take a free key while others
+// queue. Waiters refresh their place every third of the liveness
+// (WithWaiterLiveness, default 3s); a waiter whose process died is dropped
+// from the queue once its liveness lapses, and one that gives up leaves it.
+//
+// A waiting Acquire whose context ends returns an error matching
+// distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
+// Close interrupts, an error matching ErrClosed.
+//
+// # Fencing
+//
+// A grant's token is the new value of the key's counter, incremented (INCR)
+// by the script that grants the key, so each token is higher than every
+// token granted before it for the key, as long as the counter is kept (see
+// Durability and Eviction above). Counters never expire: one is kept per
+// key ever locked.
+//
+// Pass Lock.Token to the storage and let it refuse stale tokens: through
+// package fence, or, for data kept in Redis, through a Fence, which checks
+// the token and writes the data in one script, atomically.
 //
 // # Key layout
 //
@@ -145,9 +177,8 @@
 //	P{key}:released           pub/sub channel of releases (payload: "" or the next waiter's id)
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
 //
-// Counters are kept forever, one per key ever locked, so that tokens never
-// repeat; delete them only with the knowledge that tokens for that key
-// restart at 1.
+// Delete a counter only with the knowledge that tokens for that key restart
+// at 1.
 //
 // # Goroutines and connections
 //
@@ -156,7 +187,9 @@
 // Acquire finds its key held, and keeps it until Close; otherwise it uses
 // the client's pool. A key's release channel stays subscribed for a second
 // after its last waiter left, so that a chain of hand-offs subscribes once;
-// meanwhile it holds a timer (no goroutine until it fires). The first
-// Acquire of a Backend sends one CONFIG GET besides the script.
-// A *redis.Ring is not supported (its shards do not share pub/sub).
+// meanwhile it holds a timer (no goroutine until it fires). An Acquire
+// whose clean-up failed (see Guarantees) leaves one goroutine retrying it,
+// which Close stops. The first Acquire of a Backend sends one CONFIG GET
+// besides the script. A *redis.Ring is not supported (its shards do not
+// share pub/sub).
 package redislock

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // Errors of this package, for errors.Is. Errors about the service itself
@@ -20,7 +21,7 @@ import (
 var (
 	// ErrClosed is returned by a Backend after Close. It matches
 	// distlock.ErrClosed.
-	ErrClosed = fmt.Errorf("redislock: backend closed: %w", distlock.ErrClosed)
+	ErrClosed = backend.ClosedError("redislock")
 
 	// ErrWrongSlot means a Fence data key does not carry the hash tag of its
 	// resource (see HashTag), so that the fence and the data could live on

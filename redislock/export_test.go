@@ -24,6 +24,10 @@ func SetWaitHooks(b *Backend, afterFirstHeld, beforeSleep func()) {
 // subscription, to show the window that try closes.
 func SetNoRecheck(b *Backend) { b.hooks.noRecheck = true }
 
+// SetAbandonHook makes b run h when a try has failed, just before its
+// clean-up is sent.
+func SetAbandonHook(b *Backend, h func()) { b.hooks.beforeAbandon = h }
+
 // SetLinger replaces subscriptionLinger for b.
 func SetLinger(b *Backend, d time.Duration) { b.hooks.linger = d }
 

@@ -492,3 +492,55 @@ func loadScripts(t *testing.T, ctx context.Context, b *redislock.Backend, key st
 		t.Fatal(err)
 	}
 }
+
+// An Acquire whose request and then clean-up both fail leaves the clean-up
+// to a goroutine, which retries it until the server answers again; Close
+// stops it (the orphan grant then lapses by its TTL).
+func TestCleanupRetriedInBackground(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	for _, heal := range []bool{true, false} {
+		name := "Closed"
+		if heal {
+			name = "Healed"
+		}
+		t.Run(name, func(t *testing.T) {
+			proxy, pc := proxied(t, srv.Addr)
+			b := mustNew(t, pc)
+			t.Cleanup(func() { b.Close() })
+			key := "background-cleanup/" + name
+			loadScripts(t, ctx, b, key)
+			// The acquire's reply is lost, then the clean-up's request.
+			redislock.SetAbandonHook(b, proxy.Blackhole)
+			warm(t, pc)
+			proxy.DropReplies()
+			if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
+				t.Fatalf("Acquire with its reply lost: %v, want ErrUnavailable", err)
+			}
+			if admin.Exists(ctx, lockKey(key)).Val() != 1 {
+				t.Fatal("no orphan grant after the Acquire: the fault did not bite")
+			}
+			if heal {
+				proxy.Heal()
+				eventually(t, 30*time.Second, "orphan grant removed by the background clean-up", func() bool {
+					return admin.Exists(ctx, lockKey(key)).Val() == 0
+				})
+				return
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- b.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close did not stop the clean-up being retried")
+			}
+			if admin.Exists(ctx, lockKey(key)).Val() != 1 {
+				t.Error("the orphan grant is gone although the server was cut off until Close")
+			}
+			proxy.Heal()
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // lease is one grant. Its errors do not name the key or the operation: the
@@ -35,7 +36,7 @@ func (l *lease) Validity() distlock.Validity { return l.validity }
 // it still holds the lease's secret, so that a holder whose lease lapsed
 // cannot extend the next holder's.
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := checkTTL(ttl); err != nil {
+	if err := backend.CheckTTL(ttl); err != nil {
 		return distlock.Validity{}, err
 	}
 	sent := time.Now()

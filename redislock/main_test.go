@@ -85,3 +85,14 @@ func startRedis(t testing.TB, opts ...testserver.RedisOption) *testserver.Redis 
 	t.Helper()
 	return testserver.StartRedis(t, opts...)
 }
+
+// lockKey is the Redis key of the lock on key, per the documented layout.
+func lockKey(key string) string { return redislock.DefaultPrefix + redislock.HashTag(key) + ":lock" }
+
+// queueKey is the fair-mode queue of key, per the documented layout.
+func queueKey(key string) string { return redislock.DefaultPrefix + redislock.HashTag(key) + ":queue" }
+
+// channelOf is the release channel of key, per the documented layout.
+func channelOf(key string) string {
+	return redislock.DefaultPrefix + redislock.HashTag(key) + ":released"
+}

@@ -117,11 +117,3 @@ func newConfig(client redis.UniversalClient, opts []Option) (config, error) {
 	}
 	return c, nil
 }
-
-// checkTTL refuses a TTL the scripts cannot honour.
-func checkTTL(ttl time.Duration) error {
-	if ttl <= 0 || ttl > distlock.MaxTTL {
-		return fmt.Errorf("%w: redislock: TTL %v is not in (0, %v]", distlock.ErrInvalidOption, ttl, distlock.MaxTTL)
-	}
-	return nil
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // refreshBatch is the most leases refresh_many.lua refreshes in one call:
@@ -25,7 +26,7 @@ const refreshBatch = 256
 // lease is one call.
 func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
 	res := make([]distlock.RefreshResult, len(leases))
-	if err := checkTTL(ttl); err != nil {
+	if err := backend.CheckTTL(ttl); err != nil {
 		for i := range res {
 			res[i].Err = err
 		}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 const (
@@ -75,8 +76,10 @@ func (a *attempt) leaveQueue(ctx context.Context) {
 // abandon undoes whatever a failed try may have done at the server (a grant
 // whose reply was lost, a place in the queue) and leaves the attempt's
 // tombstone, so that a try still on its way does nothing when it arrives.
-// It tries at once and, if that fails too, keeps trying in the background
-// until the grant would have lapsed anyway or the Backend is closed.
+// It tries at once and, if that fails, goes on in the background
+// (backend.Retry, paced by cleanupRetry) while it fails with
+// distlock.ErrUnavailable, until the grant would have lapsed anyway or the
+// Backend is closed.
 func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	b := a.b
 	// The tombstone outlives anything the late try could leave: a grant
@@ -86,12 +89,16 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 		_, err := b.runRelease(ctx, a.k, a.secret, a.waiter, keep)
 		return err
 	}
+	if h := b.hooks.beforeAbandon; h != nil {
+		h()
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 	err := cleanUp(cctx)
 	cancel()
 	if err == nil {
 		return
 	}
+	// Past until the grant and the place in the queue have lapsed anyway.
 	until := sent.Add(max(a.opts.TTL, b.cfg.liveness))
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -101,27 +108,14 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		b.retryUntil(until, cleanUp)
+		ctx, cancel := context.WithDeadline(b.closing, until)
+		defer cancel()
+		_ = backend.Retry(ctx, cleanupRetry, func(ctx context.Context) error {
+			if err := cleanUp(ctx); errors.Is(err, distlock.ErrUnavailable) {
+				return err
+			}
+			// Done, or refused in a way that trying again cannot change.
+			return nil
+		})
 	}()
-}
-
-// retryUntil runs op again, after cleanupRetry's pauses, while it fails
-// with distlock.ErrUnavailable, until the deadline or Close.
-func (b *Backend) retryUntil(until time.Time, op func(context.Context) error) {
-	for failures := 1; time.Now().Before(until); failures++ {
-		pause, _ := cleanupRetry.Backoff(failures)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-b.done:
-			t.Stop()
-			return
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), until)
-		err := op(ctx)
-		cancel()
-		if !errors.Is(err, distlock.ErrUnavailable) {
-			return
-		}
-	}
 }

@@ -200,3 +200,75 @@ func TestHandOffChainSubscribesOnce(t *testing.T) {
 	}
 	t.Logf("requests for %d hand-offs: %v", chain, count)
 }
+
+// An Acquire whose context ends, before it starts or while it waits, fails
+// with an error matching distlock.ErrNotAcquired, ctx.Err() and the
+// context's cause: a Client that cancels its acquisitions with
+// distlock.ErrClosed on Close gets an error that still says the context
+// ended. A fair waiter leaves the queue on the way out.
+func TestCanceledAcquireMatchesContext(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	key := "canceled-acquire"
+	lh, err := newBackend(t, srv.Addr).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Release(ctx)
+
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		for _, want := range []error{distlock.ErrNotAcquired, context.Canceled, distlock.ErrClosed} {
+			if !errors.Is(err, want) {
+				t.Errorf("Acquire: %v, want a match of %v", err, want)
+			}
+		}
+		if errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("Acquire: %v matches ErrUnavailable: a Client would retry it", err)
+		}
+	}
+	for _, mode := range []struct {
+		name string
+		opts []redislock.Option
+	}{{"Default", nil}, {"Fair", []redislock.Option{redislock.WithFair()}}} {
+		t.Run(mode.name+"/Before", func(t *testing.T) {
+			b := newBackend(t, srv.Addr, mode.opts...)
+			ended, cancel := context.WithCancelCause(ctx)
+			cancel(distlock.ErrClosed)
+			for _, wait := range []bool{false, true} {
+				_, err := b.Acquire(ended, key, distlock.AcquireOptions{TTL: time.Minute, Wait: wait})
+				check(t, err)
+			}
+		})
+		t.Run(mode.name+"/Waiting", func(t *testing.T) {
+			b := newBackend(t, srv.Addr, mode.opts...)
+			sleeping := make(chan struct{}, 1)
+			redislock.SetWaitHooks(b, nil, func() {
+				select {
+				case sleeping <- struct{}{}:
+				default:
+				}
+			})
+			wctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			res := make(chan error, 1)
+			go func() {
+				l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+				if err == nil {
+					l.Release(ctx)
+				}
+				res <- err
+			}()
+			select {
+			case <-sleeping:
+			case err := <-res:
+				t.Fatalf("the waiter returned without waiting: %v", err)
+			}
+			cancel(distlock.ErrClosed)
+			check(t, <-res)
+			if n := admin.ZCard(ctx, queueKey(key)).Val(); n != 0 {
+				t.Errorf("%d waiters queued after the only one gave up", n)
+			}
+		})
+	}
+}

@@ -1,0 +1,101 @@
+package redislock_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/redislock"
+)
+
+// Tokens survive a crash (kill -9) only with appendonly yes and appendfsync
+// always; without persistence they regress.
+func TestTokensAcrossServerCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    []testserver.RedisOption
+		durable bool
+	}{
+		{"NoPersistence", nil, false},
+		{"AppendFsyncAlways", []testserver.RedisOption{testserver.WithRedisAppendOnly()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRedis(t, tc.opts...)
+			ctx := testCtx(t)
+			b := newBackend(t, srv.Addr)
+			key := "crash"
+			var before uint64
+			for range 3 {
+				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				before = l.Token()
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv.Kill()
+			srv.Restart(t)
+			var after uint64
+			eventually(t, 30*time.Second, "acquire after restart", func() bool {
+				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+				if err != nil {
+					return false
+				}
+				after = l.Token()
+				return l.Release(ctx) == nil
+			})
+			if tc.durable && after <= before {
+				t.Errorf("token %d after the crash, not above %d before it", after, before)
+			}
+			if !tc.durable && after > before {
+				t.Errorf("token %d after a crash without persistence is above %d: expected the counter to be lost", after, before)
+			}
+			t.Logf("token before the crash %d, after %d", before, after)
+		})
+	}
+}
+
+// WithWaitReplicas: a grant is confirmed by a replica, or released and
+// reported unavailable.
+func TestWaitReplicas(t *testing.T) {
+	primary := startRedis(t)
+	replica := startRedis(t, testserver.WithRedisReplicaOf(primary))
+	ctx := testCtx(t)
+	rc := newClient(t, replica.Addr)
+	admin := newClient(t, primary.Addr)
+
+	ok := newBackend(t, primary.Addr, redislock.WithWaitReplicas(1, 10*time.Second))
+	l, err := ok.Acquire(ctx, "replicated", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire with 1 replica: %v", err)
+	}
+	if v := rc.Get(ctx, lockKey("replicated")).Val(); !strings.Contains(v, fmt.Sprintf("|%d|", l.Token())) {
+		t.Errorf("the replica has %q for the lock, want the grant of token %d", v, l.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	tooMany := newBackend(t, primary.Addr, redislock.WithWaitReplicas(2, 200*time.Millisecond))
+	if l, err := tooMany.Acquire(ctx, "unreplicated", distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
+		if err == nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("Acquire waiting for 2 replicas with 1: %v, want ErrUnavailable", err)
+	}
+	if n := admin.Exists(ctx, lockKey("unreplicated")).Val(); n != 0 {
+		t.Errorf("a failed replicated acquire left its lock behind")
+	}
+	if l, err := newBackend(t, primary.Addr).Acquire(ctx, "unreplicated", distlock.AcquireOptions{TTL: time.Minute}); err != nil {
+		t.Errorf("the key is not free after a failed replicated acquire: %v", err)
+	} else {
+		l.Release(ctx)
+	}
+
+}
