@@ -21,9 +21,10 @@ import (
 // later if it was asleep until a renewal of that lock due later (at most a
 // renewal interval), or at once at Close.
 type Client struct {
-	b     Backend
-	batch BatchRefresher // nil when the backend cannot batch
-	cfg   config
+	b       Backend
+	batch   BatchRefresher // nil when the backend cannot batch
+	cfg     config
+	metrics *metrics
 
 	closing context.Context // cancelled by Close: ends waiting acquires
 	close   context.CancelFunc
@@ -48,7 +49,11 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{b: b, cfg: cfg, grants: map[*grant]struct{}{}, wd: newWatchdog()}
+	ms, err := newMetrics(cfg.meters, backendName(b), cfg.keyLabel)
+	if err != nil {
+		return nil, fmt.Errorf("distlock: metrics: %w", err)
+	}
+	c := &Client{b: b, cfg: cfg, metrics: ms, grants: map[*grant]struct{}{}, wd: newWatchdog()}
 	c.closing, c.close = context.WithCancel(context.Background())
 	c.batch, _ = b.(BatchRefresher)
 	return c, nil
@@ -195,6 +200,13 @@ func (c *Client) goBackgroundLocked(f func()) {
 // its values and the scope it is created in. Its errors are not yet
 // KeyErrors.
 func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config) (*Lock, error) {
+	start := time.Now()
+	l, err := c.take(waitCtx, parent, key, cfg)
+	c.metrics.acquired(key, acquireOutcomeOf(waitCtx, err), time.Since(start))
+	return l, err
+}
+
+func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (*Lock, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
@@ -208,6 +220,10 @@ func (c *Client) acquire(waitCtx, parent context.Context, key string, cfg config
 		return nil, err
 	}
 	defer c.leave()
+	if cfg.wait {
+		c.metrics.waiting(key, 1)
+		defer c.metrics.waiting(key, -1)
+	}
 
 	// Close ends the wait too.
 	ctx, cancel := context.WithCancelCause(waitCtx)
@@ -286,8 +302,7 @@ func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 	early := g.lostEarly
 	unusable := !deadline.IsZero() && !deadline.After(now)
 	if early != nil || unusable || c.closed {
-		var gone error = ErrReleased
-		g.end.Store(&gone)
+		g.end.Store(errPtr(ErrReleased))
 		closed := c.closed
 		if !closed {
 			c.goBackgroundLocked(func() { c.giveBack(g) })
@@ -318,6 +333,7 @@ func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 	c.scheduleLocked(g)
 	c.mu.Unlock()
 
+	c.metrics.started(g.key)
 	// The lock's context also ends with the scope it was acquired in.
 	if p := g.scope.parent; p != nil {
 		p.adopt(g.scope)
@@ -347,16 +363,16 @@ func (c *Client) reenter(waitCtx context.Context, n *heldNode, maxDepth int) (*L
 	return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }
 
-// lose ends grants that the service or a refresh reported gone.
-func (c *Client) lose(gs []*grant, cause error) {
-	c.endGrants(gs, cause)
+// lose ends grants that the service (OnLost) or a refresh reported gone.
+func (c *Client) lose(gs []*grant, cause error, reported lossReason) {
+	c.endGrants(gs, cause, reported)
 }
 
 // expire ends grants whose local deadline or MaxHold passed, and gives
 // their leases back in the background: the service may still think we hold
 // them.
 func (c *Client) expire(gs []*grant, cause error) {
-	if ended := c.endGrants(gs, cause); len(ended) > 0 {
+	if ended := c.endGrants(gs, cause, lossDeadline); len(ended) > 0 {
 		// Only now: the service may grant the key as soon as it is back.
 		c.mu.Lock()
 		c.goBackgroundLocked(func() { c.giveBackAll(ended) })
@@ -366,8 +382,9 @@ func (c *Client) expire(gs []*grant, cause error) {
 
 // endGrants ends those of gs still held with cause (made to match
 // ErrLockLost) and returns them. Their contexts are cancelled before
-// anything else (logging, releasing), all of them at once.
-func (c *Client) endGrants(gs []*grant, cause error) []*grant {
+// anything else (logging, releasing), all of them at once. reported is the
+// loss's reason unless the cause says the deadline or MaxHold passed.
+func (c *Client) endGrants(gs []*grant, cause error, reported lossReason) []*grant {
 	if !errors.Is(cause, ErrLockLost) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
@@ -383,15 +400,18 @@ func (c *Client) endGrants(gs []*grant, cause error) []*grant {
 	for _, g := range ended {
 		g.scope.end(cause)
 	}
+	reason := lossReasonOf(cause, reported)
 	for _, g := range ended {
-		c.cfg.logger.Warn("distlock: lock lost", "key", shortKey(g.key), "token", g.token, "cause", cause)
+		c.metrics.ended(g.key, holdOutcomeOf(cause, false), time.Since(g.since))
+		c.metrics.lost(g.key, reason)
+		c.cfg.logger.Warn("distlock: lock lost", "key", shortKey(g.key), "token", g.token, "backend", c.metrics.backend.Value.AsString(), "reason", lossReasonNames[reason], "cause", cause)
 	}
 	return ended
 }
 
 // endLocked records g's end, for good, and takes it out of the Client.
 func (c *Client) endLocked(g *grant, cause error) {
-	g.end.Store(&cause)
+	g.end.Store(errPtr(cause))
 	c.unscheduleLocked(g)
 	delete(c.grants, g)
 }
@@ -459,6 +479,9 @@ func (c *Client) release(ctx context.Context, g *grant, all bool) error {
 	// Stop the work under the lock before anyone else can get it. (A lost
 	// grant's scope has ended already.)
 	g.scope.end(ErrReleased)
+	if lostCause == nil {
+		c.metrics.ended(g.key, holdOutcomeOf(ErrReleased, all), time.Since(g.since))
+	}
 	if ctx.Err() != nil || ctxHolds(ctx, g) {
 		// The caller's context is (or is about to be) cancelled; never leave a
 		// lock behind for want of a context.

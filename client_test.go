@@ -216,6 +216,7 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 		if err := b.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // the Acquire returns (its goroutine is the caller's, not the Client's)
 		select {
 		case err := <-errc:
 			if !errors.Is(err, distlock.ErrClosed) {

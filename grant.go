@@ -26,8 +26,8 @@ import (
 //   - atomics, read without a lock (by Err): end, written only under c.mu;
 //     until (the local deadline), written under c.mu, except for Err's one
 //     move to deadlinePassed; maxUntil, written once before publication;
-//   - c.mu: started, lostEarly, handles, and the watchdog's bookkeeping
-//     (nextRenew, inflight, when, idx);
+//   - c.mu: started, lostEarly, handles, atRisk, riskFired, and the
+//     watchdog's bookkeeping (nextRenew, inflight, when, idx);
 //   - relMu: the release's outcome. It is held while the Backend is asked,
 //     with no other lock held.
 //
@@ -51,6 +51,8 @@ type grant struct {
 	started   bool
 	lostEarly error
 	handles   int
+	atRisk    chan struct{} // made by Lock.AtRisk, or closedChan
+	riskFired bool          // atRisk is (to be) closed: re-armed by a renewal
 	nextRenew time.Time
 	inflight  bool      // the watchdog's refresh is under way
 	when      time.Time // the next event, the heap's order
@@ -64,6 +66,19 @@ type grant struct {
 func newGrant(c *Client, key string, cfg config) *grant {
 	return &grant{c: c, key: key, cfg: cfg, idx: -1}
 }
+
+// errPtr returns a pointer to err for an atomic.Pointer[error], without
+// allocating for ErrReleased, the end of most locks.
+func errPtr(err error) *error {
+	if err == ErrReleased {
+		return &errReleased
+	}
+	p := new(error) // (not &err: err would be moved to the heap on every call)
+	*p = err
+	return p
+}
+
+var errReleased = ErrReleased
 
 // endedLocked reports whether g ended.
 func (g *grant) endedLocked() bool { return g.end.Load() != nil }
@@ -163,6 +178,46 @@ func (g *grant) renewAfterLocked(now time.Time) time.Time {
 	return next
 }
 
+// closedChan is a closed channel, for an at-risk signal that fired before
+// anyone asked for it.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// riskAtLocked is when g becomes at risk unless a renewal is confirmed
+// first; zero when it has no deadline or is at risk already.
+func (g *grant) riskAtLocked() time.Time {
+	d := g.deadline()
+	if g.riskFired || d.IsZero() {
+		return time.Time{}
+	}
+	return d.Add(-g.cfg.atRiskWindow())
+}
+
+// fireRiskLocked closes the at-risk channel.
+func (g *grant) fireRiskLocked() {
+	g.riskFired = true
+	if g.atRisk == nil {
+		g.atRisk = closedChan
+	} else if g.atRisk != closedChan {
+		close(g.atRisk)
+	}
+}
+
+// rearmRiskLocked opens a new at-risk channel after a renewal moved the
+// deadline out of the window.
+func (g *grant) rearmRiskLocked(now time.Time) {
+	if g.riskFired && g.deadline().Sub(now) > g.cfg.atRiskWindow() {
+		g.riskFired, g.atRisk = false, nil
+	}
+}
+
+// atRiskLocked returns the at-risk channel, making it if need be.
+func (g *grant) atRiskLocked() <-chan struct{} {
+	if g.atRisk == nil {
+		g.atRisk = make(chan struct{})
+	}
+	return g.atRisk
+}
+
 // onLost is the AcquireOptions.OnLost callback of this grant.
 func (g *grant) onLost(err error) {
 	c := g.c
@@ -175,7 +230,7 @@ func (g *grant) onLost(err error) {
 		return
 	}
 	c.mu.Unlock()
-	c.lose([]*grant{g}, err)
+	c.lose([]*grant{g}, err, lossServiceReported)
 }
 
 // releaseLease returns the lease to the service, retrying transient

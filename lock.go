@@ -63,6 +63,22 @@ func (l *Lock) Err() error {
 	return l.g.scope.why(nowNanos())
 }
 
+// AtRisk returns a channel that is closed when the lock is at risk: its
+// local deadline is within the at-risk window (WithAtRiskWindow) because no
+// renewal has been confirmed in time (renewals failing or hanging, or a
+// lock WithoutRenewal not refreshed by its holder). It closes before the
+// lock's context is cancelled for that deadline, so that the holder can
+// checkpoint or stop in an orderly way. A healthy lock is never at risk. A
+// renewal confirmed afterwards re-arms it: later calls return a new,
+// open channel. A lock that ends for another reason (released, or reported
+// lost by the service) may end without it closing: watch Done as well.
+func (l *Lock) AtRisk() <-chan struct{} {
+	c := l.g.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return l.g.atRiskLocked()
+}
+
 // Deadline returns the local time at which the lock's context will be
 // cancelled unless a refresh is confirmed first; time.Until of it is the
 // time left. ok is false when the grant has no time bound (it ends only when

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Defaults of the options. Each option's comment repeats its default.
@@ -35,8 +37,11 @@ type config struct {
 	drift      float64
 	margin     time.Duration
 	maxDepth   int
+	atRisk     time.Duration // 0: the default window
 	owner      string
 	logger     *slog.Logger
+	meters     metric.MeterProvider // nil: the global provider
+	keyLabel   func(key string) string
 	clientOnly string // the last Client-only option applied, by name
 }
 
@@ -126,6 +131,30 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithMeterProvider sets where the Client's metrics go (see the
+// instruments listed in the package's metrics documentation). Default: the
+// global provider (otel.GetMeterProvider), a no-op until the application
+// installs one. Client only.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.meters, c.clientOnly = mp, "WithMeterProvider" }
+}
+
+// WithKeyLabel adds to every measurement of a lock the attribute
+// distlock.key.label, label(key). The label must take few values (the
+// first segment of a key, say), or the metrics grow without bound; keys
+// themselves are never attributes. Default: no label. Client only.
+func WithKeyLabel(label func(key string) string) Option {
+	return func(c *config) { c.keyLabel, c.clientOnly = label, "WithKeyLabel" }
+}
+
+// WithAtRiskWindow sets how close to its local deadline a lock whose
+// renewals have not been confirmed in time is reported at risk (see
+// Lock.AtRisk). Default: a third of the TTL, or less when the renewal
+// interval leaves less room (half the time between a renewal's deadline
+// and the next renewal), so that a healthy lock is never at risk. It must
+// be positive and shorter than the usable TTL.
+func WithAtRiskWindow(d time.Duration) Option { return func(c *config) { c.atRisk = d } }
+
 func (c config) with(opts []Option) (config, error) {
 	for _, o := range opts {
 		if o != nil {
@@ -138,6 +167,18 @@ func (c config) with(opts []Option) (config, error) {
 // usable is the part of a TTL the holder can count on.
 func (c config) usable(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*(1-c.drift)) - c.margin
+}
+
+// atRiskWindow is how long before the deadline a lock is at risk.
+func (c config) atRiskWindow() time.Duration {
+	if c.atRisk > 0 {
+		return c.atRisk
+	}
+	w := c.ttl / defaultRenewFraction
+	if !c.noRenew {
+		w = min(w, (c.usable(c.ttl)-c.renewInterval())/2)
+	}
+	return max(w, 0)
 }
 
 func (c config) renewInterval() time.Duration {
@@ -172,6 +213,8 @@ func (c config) validate() error {
 		return bad("MaxHold %v is negative", c.maxHold)
 	case c.maxDepth < 1:
 		return bad("max depth %d is less than 1", c.maxDepth)
+	case c.atRisk < 0 || c.atRisk >= c.usable(c.ttl):
+		return bad("at-risk window %v is not in [0, the usable TTL %v)", c.atRisk, c.usable(c.ttl))
 	}
 	return nil
 }

@@ -112,7 +112,7 @@ func (s *scope) causeFor(kid *scope, cause error) error {
 // end ends s with cause, then its kids, and takes s out of the scopes that
 // would end it. Ending an ended scope does nothing.
 func (s *scope) end(cause error) {
-	if !s.over.CompareAndSwap(nil, &cause) {
+	if !s.over.CompareAndSwap(nil, errPtr(cause)) {
 		return
 	}
 	s.cancel(cause)

@@ -50,6 +50,7 @@ func (c *Client) scheduleLocked(g *grant) {
 	}
 	earliest(g.deadline())
 	earliest(g.maxHoldAt())
+	earliest(g.riskAtLocked())
 	g.when = when
 	wd := &c.wd
 	switch {
@@ -146,7 +147,7 @@ func (c *Client) watch() {
 			}
 			continue
 		}
-		batch, expired, tooLong := c.dueLocked(now)
+		batch, expired, tooLong, risky := c.dueLocked(now)
 		if len(wd.heap) == 0 {
 			wd.emptySince = now // the due grants all ended
 		}
@@ -154,6 +155,10 @@ func (c *Client) watch() {
 			c.goBackgroundLocked(func() { c.refreshBatch(batch) })
 		}
 		c.mu.Unlock()
+		for _, g := range risky {
+			c.cfg.logger.Warn("distlock: lock at risk", "key", shortKey(g.key), "token", g.token, "backend", c.metrics.backend.Value.AsString(),
+				"time_left", time.Until(g.deadline()).Round(time.Millisecond))
+		}
 		if len(expired) > 0 {
 			c.expire(expired, ErrDeadlinePassed)
 		}
@@ -166,28 +171,35 @@ func (c *Client) watch() {
 // dueLocked takes the grants whose events are due at now. Renewals due a
 // little later (a quarter of their interval) join the batch, so that locks
 // acquired at different times come to share round trips.
-func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong []*grant) {
+func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong, risky []*grant) {
 	var later []*grant
 	horizon := now.Add(c.cfg.renewInterval() / 4)
 	for len(c.wd.heap) > 0 && !c.wd.heap[0].when.After(horizon) {
-		h := heap.Pop(&c.wd.heap).(*grant)
+		g := heap.Pop(&c.wd.heap).(*grant)
 		switch {
-		case !h.deadline().IsZero() && !h.deadline().After(now):
-			expired = append(expired, h)
-		case !h.maxHoldAt().IsZero() && !h.maxHoldAt().After(now):
-			tooLong = append(tooLong, h)
-		case !h.inflight && !h.cfg.noRenew && !h.nextRenew.After(now.Add(h.cfg.renewInterval()/4)):
-			h.inflight = true
-			batch = append(batch, h)
-			later = append(later, h)
+		case !g.deadline().IsZero() && !g.deadline().After(now):
+			if !g.riskFired { // the watchdog is late: the lock was at risk
+				g.fireRiskLocked()
+			}
+			expired = append(expired, g)
+		case !g.maxHoldAt().IsZero() && !g.maxHoldAt().After(now):
+			tooLong = append(tooLong, g)
 		default:
-			later = append(later, h)
+			if r := g.riskAtLocked(); !r.IsZero() && !r.After(now) {
+				g.fireRiskLocked()
+				risky = append(risky, g)
+			}
+			if !g.inflight && !g.cfg.noRenew && !g.nextRenew.After(now.Add(g.cfg.renewInterval()/4)) {
+				g.inflight = true
+				batch = append(batch, g)
+			}
+			later = append(later, g)
 		}
 	}
-	for _, h := range later {
-		c.scheduleLocked(h)
+	for _, g := range later {
+		c.scheduleLocked(g)
 	}
-	return batch, expired, tooLong
+	return batch, expired, tooLong, risky
 }
 
 // refreshBatch refreshes due grants, in one call when the backend batches.
@@ -260,7 +272,8 @@ const (
 // why the grant ended if it ended meanwhile.
 func (c *Client) applyRefresh(g *grant, v Validity, err error, by refresher) error {
 	if err != nil && errors.Is(err, ErrLockLost) {
-		c.lose([]*grant{g}, err)
+		c.metrics.renewed(g.key, renewalLost, 0)
+		c.lose([]*grant{g}, err, lossRevoked)
 		return err
 	}
 	c.mu.Lock()
@@ -288,6 +301,7 @@ func (c *Client) applyRefresh(g *grant, v Validity, err error, by refresher) err
 		return tooLate()
 	}
 	var again time.Duration
+	headroom := deadline.Sub(now)
 	if err == nil {
 		if v.TTL > 0 {
 			if d := v.Sent.Add(g.cfg.usable(v.TTL)); d.After(deadline) && !g.extendDeadlineLocked(d) {
@@ -295,6 +309,7 @@ func (c *Client) applyRefresh(g *grant, v Validity, err error, by refresher) err
 			}
 		}
 		g.nextRenew = g.renewAfterLocked(now)
+		g.rearmRiskLocked(now)
 	} else if by == byWatchdog {
 		// Try again soon, and well before the deadline.
 		again = g.cfg.renewInterval()
@@ -305,9 +320,14 @@ func (c *Client) applyRefresh(g *grant, v Validity, err error, by refresher) err
 	}
 	c.scheduleLocked(g)
 	c.mu.Unlock()
+	if err == nil {
+		c.metrics.renewed(g.key, renewedOK, headroom) // (none recorded for a grant without a deadline)
+	} else {
+		c.metrics.renewed(g.key, renewalFailed, 0)
+	}
 	switch {
 	case err != nil && by == byWatchdog:
-		c.cfg.logger.Warn("distlock: refresh failed", "key", shortKey(g.key), "token", g.token, "err", err, "retry_in", again)
+		c.cfg.logger.Warn("distlock: refresh failed", "key", shortKey(g.key), "token", g.token, "backend", c.metrics.backend.Value.AsString(), "err", err, "retry_in", again)
 	case err == nil && c.debug():
 		c.cfg.logger.Debug("distlock: renewed", "key", shortKey(g.key), "token", g.token, "valid_for", time.Until(g.deadline()).Round(time.Millisecond))
 	}

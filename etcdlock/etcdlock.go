@@ -10,9 +10,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/fencecount"
 	"github.com/distlock/distlock/internal/keyqueue"
 )
 
@@ -36,6 +38,7 @@ type Option func(*config)
 type config struct {
 	prefix         string
 	requestTimeout time.Duration
+	meters         metric.MeterProvider
 }
 
 // WithPrefix sets the prefix of every lock name (see LockName). Backends
@@ -52,6 +55,11 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 // It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
+// WithMeterProvider sets where the writes that Txn refuses are counted
+// (distlock.fence.rejections, distlock.guard "etcdlock.Txn"). Default: the
+// global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
+
 // Backend is a distlock.Backend over etcd, built on the Session and Mutex of
 // go.etcd.io/etcd/client/v3/concurrency. See the package documentation for
 // its safety model and key layout. It is safe for concurrent use.
@@ -60,10 +68,11 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.req
 // distinct TTL, in whole seconds, and owner that it is asked for, shared by
 // every lock with that TTL and owner: a lock costs no lease of its own.
 type Backend struct {
-	cli     *clientv3.Client
-	view    *clientv3.Client // cli's services, with a context that ends at Close
-	ownsCli bool
-	cfg     config
+	cli      *clientv3.Client
+	view     *clientv3.Client // cli's services, with a context that ends at Close
+	ownsCli  bool
+	cfg      config
+	rejected *fencecount.Counter
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -107,6 +116,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cli:      cli,
 		cfg:      cfg,
+		rejected: fencecount.New(cfg.meters, "etcdlock.Txn"),
 		sessions: map[sessionKey]*session{},
 		pending:  map[sessionKey]*sessionCall{},
 	}

@@ -48,6 +48,9 @@ func (b *Backend) Fence(lock Held) (clientv3.Cmp, error) {
 func (b *Backend) Txn(ctx context.Context, lock Held, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	cmp, err := b.Fence(lock)
 	if err != nil {
+		if _, ok := err.(*FenceError); ok {
+			b.rejected.Rejected(ctx)
+		}
 		return nil, err
 	}
 	resp, err := b.cli.Txn(ctx).If(cmp).Then(ops...).Commit()
@@ -55,6 +58,7 @@ func (b *Backend) Txn(ctx context.Context, lock Held, ops ...clientv3.Op) (*clie
 		return nil, b.sortErr(ctx, nil, err)
 	}
 	if !resp.Succeeded {
+		b.rejected.Rejected(ctx)
 		return resp, &FenceError{Key: lock.Key(), Token: lock.Token()}
 	}
 	return resp, nil

@@ -1,9 +1,14 @@
 package fence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/distlock/distlock/internal/fencecount"
 )
 
 // ErrStaleToken means a write carried a token lower than one the resource
@@ -29,8 +34,14 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // Register remembers, per resource, the highest token admitted. It is safe
 // for concurrent use; the zero value is ready to use.
 type Register struct {
-	mu      sync.Mutex
-	highest map[string]uint64
+	// Meters is where refused writes are counted (distlock.fence.rejections,
+	// distlock.guard "fence.Register"). Default (nil): the global provider.
+	// Set it before the first use.
+	Meters metric.MeterProvider
+
+	mu       sync.Mutex
+	highest  map[string]uint64
+	rejected *fencecount.Counter
 }
 
 // Admit admits token for resource if it is at least the highest admitted so
@@ -64,6 +75,10 @@ func (r *Register) Highest(resource string) uint64 {
 func (r *Register) admitLocked(resource string, token uint64) error {
 	h := r.highest[resource]
 	if token == 0 || token < h {
+		if r.rejected == nil {
+			r.rejected = fencecount.New(r.Meters, "fence.Register")
+		}
+		r.rejected.Rejected(context.Background())
 		return &StaleTokenError{Resource: resource, Token: token, Highest: h}
 	}
 	if r.highest == nil {

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/fencecount"
 )
 
 // DefaultFencePrefix is the prefix of fence keys, unless set with
@@ -26,6 +28,13 @@ type FenceOption func(*Fence)
 // WithFencePrefix sets the prefix of the fence keys. Default:
 // DefaultFencePrefix ("distlock:fence"). It must not contain '{' or '}'.
 func WithFencePrefix(prefix string) FenceOption { return func(f *Fence) { f.prefix = prefix } }
+
+// WithFenceMeterProvider sets where refused writes are counted
+// (distlock.fence.rejections, distlock.guard "redislock.Fence"). Default:
+// the global provider.
+func WithFenceMeterProvider(mp metric.MeterProvider) FenceOption {
+	return func(f *Fence) { f.meters = mp }
+}
 
 // Fence guards data kept in Redis with fencing tokens: each write carries
 // the writer's token, and one Lua script compares it with the highest token
@@ -44,8 +53,10 @@ func WithFencePrefix(prefix string) FenceOption { return func(f *Fence) { f.pref
 // What a Fence does not do: protect writes that bypass it, or order writes
 // of one token among themselves. Its methods are safe for concurrent use.
 type Fence struct {
-	client redis.Scripter
-	prefix string
+	client   redis.Scripter
+	prefix   string
+	meters   metric.MeterProvider
+	rejected *fencecount.Counter
 }
 
 // NewFence returns a Fence writing through client (any go-redis client,
@@ -58,6 +69,7 @@ func NewFence(client redis.Scripter, opts ...FenceOption) *Fence {
 			o(f)
 		}
 	}
+	f.rejected = fencecount.New(f.meters, "redislock.Fence")
 	return f
 }
 
@@ -128,6 +140,7 @@ func (f *Fence) run(ctx context.Context, resource string, token uint64, key, op 
 		return fmt.Errorf("%w: key %q, resource %q: the key must contain %s", ErrWrongSlot, key, resource, HashTag(resource))
 	case token == 0:
 		// No grant has token 0: refuse it without touching the server.
+		f.rejected.Rejected(ctx)
 		return &fence.StaleTokenError{Resource: resource, Token: 0}
 	}
 	all := append([]any{strconv.FormatUint(token, 10), op}, args...)
@@ -141,6 +154,7 @@ func (f *Fence) run(ctx context.Context, resource string, token uint64, key, op 
 	if len(res) == 2 && res[0] == int64(fenceRefused) {
 		if s, ok := res[1].(string); ok {
 			highest, _ := strconv.ParseUint(s, 10, 64)
+			f.rejected.Rejected(ctx)
 			return &fence.StaleTokenError{Resource: resource, Token: token, Highest: highest}
 		}
 	}

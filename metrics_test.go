@@ -1,0 +1,148 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/memlock"
+)
+
+// counts flattens collected metrics to "name{attr=value,...}" -> count (a
+// histogram's number of measurements, a sum's value).
+func counts(rm metricdata.ResourceMetrics) map[string]int64 {
+	out := map[string]int64{}
+	name := func(m string, s attribute.Set) string {
+		var kv []string
+		for _, a := range s.ToSlice() {
+			kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.Emit()))
+		}
+		slices.Sort(kv)
+		return m + "{" + strings.Join(kv, ",") + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[name(m.Name, p.Attributes)] += int64(p.Count)
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[name(m.Name, p.Attributes)] += p.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+// A scripted life of locks gives exactly the expected measurements: grants,
+// a contended try, a timeout, a renewal, a loss reported by the service, a
+// loss at the deadline, a release, and a stale write refused.
+func TestMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		defer mp.Shutdown(ctx)
+		srv := memlock.New()
+		c := newClient(t, srv, distlock.WithMeterProvider(mp), distlock.WithTTL(3*time.Second))
+		other := newClient(t, srv)
+
+		a, err := c.Acquire(ctx, "a") // acquired
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, _ := other.Acquire(ctx, "b")
+		if _, err := c.TryAcquire(ctx, "b"); !errors.Is(err, distlock.ErrNotAcquired) { // not_acquired
+			t.Fatalf("TryAcquire of a held key: %v", err)
+		}
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		if _, err := c.Acquire(tctx, "b"); !errors.Is(err, context.DeadlineExceeded) { // timeout
+			t.Fatalf("Acquire with a timeout: %v", err)
+		}
+		cancel()
+		held.Release(ctx)
+		time.Sleep(1200 * time.Millisecond) // a's renewal at TTL/3
+		srv.Revoke("a")                     // lost: service_reported
+		synctest.Wait()
+		a.Release(ctx)
+		l, _ := c.Acquire(ctx, "c", distlock.WithoutRenewal()) // acquired
+		time.Sleep(3 * time.Second)                            // lost: deadline
+		synctest.Wait()
+		l.Release(ctx)
+		d, _ := c.Acquire(ctx, "d") // acquired
+		d.Release(ctx)              // released
+		reg := &fence.Register{Meters: mp}
+		reg.Admit("r", 5)
+		if err := reg.Admit("r", 4); !errors.Is(err, fence.ErrStaleToken) { // a rejection
+			t.Fatalf("stale Admit: %v", err)
+		}
+
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		got := counts(rm)
+		be := "distlock.backend=memlock"
+		want := map[string]int64{
+			"distlock.acquire.duration{" + be + ",outcome=acquired}":     3,
+			"distlock.acquire.duration{" + be + ",outcome=not_acquired}": 1,
+			"distlock.acquire.duration{" + be + ",outcome=timeout}":      1,
+			"distlock.hold.duration{" + be + ",outcome=lost}":            2,
+			"distlock.hold.duration{" + be + ",outcome=released}":        1,
+			"distlock.locks.held{" + be + "}":                            0,
+			"distlock.waiters{" + be + "}":                               0,
+			"distlock.renewals{" + be + ",outcome=ok}":                   1,
+			"distlock.lease.headroom{" + be + "}":                        1,
+			"distlock.losses{" + be + ",reason=service_reported}":        1,
+			"distlock.losses{" + be + ",reason=deadline}":                1,
+			"distlock.fence.rejections{distlock.guard=fence.Register}":   1,
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %d, want %d", k, got[k], v)
+			}
+		}
+		for k, v := range got {
+			if _, ok := want[k]; !ok && v != 0 {
+				t.Errorf("unexpected %s = %d", k, v)
+			}
+		}
+	})
+}
+
+// Without a provider of its own, a Client costs no allocation for its
+// metrics: an acquire and release allocate as much as with a no-op
+// provider given explicitly.
+func TestMetricsCostNothingByDefault(t *testing.T) {
+	ctx := context.Background()
+	cycle := func(c *distlock.Client) func() {
+		return func() {
+			l, err := c.Acquire(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Release(ctx)
+		}
+	}
+	byDefault := newClient(t, memlock.New())
+	noMetrics := newClient(t, memlock.New(), distlock.WithMeterProvider(noop.NewMeterProvider()))
+	a, b := testing.AllocsPerRun(200, cycle(byDefault)), testing.AllocsPerRun(200, cycle(noMetrics))
+	if a > b {
+		t.Errorf("an acquire and release allocate %v times with the global provider, %v with a no-op one", a, b)
+	}
+}
