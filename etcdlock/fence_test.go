@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/metrictest"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -21,7 +22,8 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	admin := adminClient(t, e.Endpoints)
 	ctx := testCtx(t)
 	const key, resource = "fenced", "resources/fenced"
-	ba := newBackend(t, newClient(t, e.Endpoints))
+	reader, mp := metrictest.Reader()
+	ba := newBackend(t, newClient(t, e.Endpoints), etcdlock.WithMeterProvider(mp))
 	bb := newBackend(t, newClient(t, e.Endpoints))
 	ca := newLockClient(t, ba, distlock.WithTTL(3*time.Second))
 	cb := newLockClient(t, bb, distlock.WithTTL(3*time.Second))
@@ -78,6 +80,9 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	}
 	if v := get(); v != "b" {
 		t.Errorf("resource = %q after the stale Txn, want %q", v, "b")
+	}
+	if n := metrictest.Rejections(t, reader, "etcdlock.Txn"); n != 1 {
+		t.Errorf("distlock.fence.rejections %d after one refused Txn, want 1", n)
 	}
 	// Baseline: without the fence, the stale write lands over B's.
 	if _, err := ba.Client().Put(ctx, resource, "a4"); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/metrictest"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -15,7 +16,8 @@ import (
 func TestFence(t *testing.T) {
 	srv := startRedis(t)
 	ctx, c := testCtx(t), newClient(t, srv.Addr)
-	f := redislock.NewFence(c)
+	reader, mp := metrictest.Reader()
+	f := redislock.NewFence(c, redislock.WithFenceMeterProvider(mp))
 	const res = "acct/42"
 	key := "balance:" + redislock.HashTag(res)
 
@@ -32,6 +34,9 @@ func TestFence(t *testing.T) {
 	}
 	if v := c.Get(ctx, key).Val(); v != "200" {
 		t.Errorf("after a refused write the value is %q, want 200", v)
+	}
+	if n := metrictest.Rejections(t, reader, "redislock.Fence"); n != 1 {
+		t.Errorf("distlock.fence.rejections %d after one refused write, want 1", n)
 	}
 	if err := f.Set(ctx, res, 34, key, "201", time.Minute); err != nil {
 		t.Errorf("second write with the same token: %v", err)
