@@ -402,7 +402,7 @@ func (c *Client) endGrants(gs []*grant, cause error, reported lossReason) []*gra
 	}
 	reason := lossReasonOf(cause, reported)
 	for _, g := range ended {
-		c.metrics.ended(g.key, holdOutcomeOf(cause, false), time.Since(g.since))
+		c.metrics.ended(g.key, lossOutcome(cause), time.Since(g.since))
 		c.metrics.lost(g.key, reason)
 		c.cfg.logger.Warn("distlock: lock lost", "key", shortKey(g.key), "token", g.token, "backend", c.metrics.backend.Value.AsString(), "reason", lossReasonNames[reason], "cause", cause)
 	}
@@ -480,7 +480,11 @@ func (c *Client) release(ctx context.Context, g *grant, all bool) error {
 	// grant's scope has ended already.)
 	g.scope.end(ErrReleased)
 	if lostCause == nil {
-		c.metrics.ended(g.key, holdOutcomeOf(ErrReleased, all), time.Since(g.since))
+		outcome := released
+		if all {
+			outcome = closedByClient
+		}
+		c.metrics.ended(g.key, outcome, time.Since(g.since))
 	}
 	if ctx.Err() != nil || ctxHolds(ctx, g) {
 		// The caller's context is (or is about to be) cancelled; never leave a

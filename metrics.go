@@ -256,14 +256,9 @@ func acquireOutcomeOf(ctx context.Context, err error) acquireOutcome {
 	return acquireFailed
 }
 
-// holdOutcomeOf sorts why a grant ended.
-func holdOutcomeOf(cause error, closing bool) holdOutcome {
-	switch {
-	case cause == ErrReleased && closing:
-		return closedByClient
-	case cause == ErrReleased:
-		return released
-	case errors.Is(cause, ErrMaxHoldExceeded):
+// lossOutcome sorts why a lost grant ended.
+func lossOutcome(cause error) holdOutcome {
+	if errors.Is(cause, ErrMaxHoldExceeded) {
 		return maxHold
 	}
 	return lost
