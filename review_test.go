@@ -1,0 +1,257 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/memlock"
+)
+
+// Findings of a review of the lock-state rewrite. Each test fails on the
+// code it was written against.
+
+// hung wraps a service whose Release (and, with refreshes set, Refresh)
+// hangs until its context ends or unblock is closed: a service that
+// stopped answering, with a client library that waits on the context.
+type hung struct {
+	srv       *memlock.Backend // not embedded: its RefreshAll would take hung's leases for its own
+	releases  atomic.Bool
+	refreshes atomic.Bool
+	unblock   chan struct{}
+}
+
+func newHung() *hung { return &hung{srv: memlock.New(), unblock: make(chan struct{})} }
+
+type hungLease struct {
+	distlock.Lease
+	h *hung
+}
+
+func (h *hung) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+	l, err := h.srv.Acquire(ctx, key, o)
+	if err != nil {
+		return nil, err
+	}
+	return hungLease{l, h}, nil
+}
+
+func (h *hung) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return errors.Join(distlock.ErrUnavailable, ctx.Err())
+	case <-h.unblock:
+		return nil
+	}
+}
+
+func (l hungLease) Release(ctx context.Context) error {
+	if l.h.releases.Load() {
+		if err := l.h.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return l.Lease.Release(ctx)
+}
+
+func (l hungLease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if l.h.refreshes.Load() {
+		if err := l.h.wait(ctx); err != nil {
+			return distlock.Validity{}, err
+		}
+	}
+	return l.Lease.Refresh(ctx, ttl)
+}
+
+// A set whose part is a key its caller's lock already held (reentered):
+// when that lock is lost, the set's Err names the part (a KeyError, Op
+// "hold"), and its context's cause must say the same.
+func TestSetCauseAgreesWithErrForReenteredPart(t *testing.T) {
+	inBubble(t, func(t *testing.T, srv *memlock.Backend, c *distlock.Client) {
+		ctx := context.Background()
+		a := acq(t, c, ctx, "a")
+		set, err := c.AcquireAll(a.Context(), []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Revoke("a")
+		synctest.Wait()
+		err, cause := set.Err(), context.Cause(set.Context())
+		ke, ok := errors.AsType[*distlock.KeyError](err)
+		if !ok || ke.Op != "hold" || ke.Key != "a" || !errors.Is(err, distlock.ErrLockLost) {
+			t.Fatalf("set Err %v, want a KeyError hold a matching ErrLockLost", err)
+		}
+		if kc, ok := errors.AsType[*distlock.KeyError](cause); !ok || kc.Key != "a" || !errors.Is(cause, distlock.ErrLockLost) {
+			t.Errorf("set's context cause %v (%T), but its Err %v", cause, cause, err)
+		}
+		set.Release(ctx)
+		a.Release(ctx)
+	})
+}
+
+// A set taken under another set's context, reentering the outer set's
+// part: when that part is lost, the inner set's cause depends on which of
+// its two enders ends it first (map order): sometimes a KeyError naming
+// the part, sometimes an EnclosingError. Its Err is always the KeyError.
+func TestNestedSetCauseIsDeterministic(t *testing.T) {
+	kinds := map[string]int{}
+	for range 40 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			srv := memlock.New()
+			c := newClient(t, srv)
+			outer, err := c.AcquireAll(ctx, []string{"a", "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner, err := c.AcquireAll(outer.Context(), []string{"a", "y"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Revoke("a")
+			synctest.Wait()
+			cause := context.Cause(inner.Context())
+			if _, ok := errors.AsType[*distlock.EnclosingError](cause); ok {
+				kinds["enclosing"]++
+			} else {
+				kinds["keyerror"]++
+			}
+			if _, ok := errors.AsType[*distlock.KeyError](inner.Err()); !ok {
+				t.Errorf("inner Err %v, want a KeyError", inner.Err())
+			}
+			inner.Release(ctx)
+			outer.Release(ctx)
+		})
+	}
+	if len(kinds) > 1 {
+		t.Errorf("one scenario, two causes for the inner set's context: %v", kinds)
+	}
+}
+
+// Releasing a set's lock on its own ends the set (its Err names the part,
+// wrapping ErrReleased), whether the part was freshly acquired or
+// reentered from the caller's lock.
+func TestSetEndsWhenReenteredPartReleased(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memlock.Backend, c *distlock.Client) {
+		ctx := context.Background()
+		a := acq(t, c, ctx, "a")
+		set, err := c.AcquireAll(a.Context(), []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := set.Lock("a").Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if set.Lock("a").Err() == nil {
+			t.Fatal("released part reports no error")
+		}
+		if err := set.Err(); !errors.Is(err, distlock.ErrReleased) {
+			t.Errorf("set Err %v after its lock on a was released, want a KeyError hold a wrapping ErrReleased", err)
+		}
+		if set.Context().Err() == nil {
+			t.Error("set's context live after its lock on a was released")
+		}
+		set.Release(ctx)
+		a.Release(ctx)
+	})
+}
+
+// Every error AcquireAll returns is a *KeyError (not merely wrapping one).
+func TestAcquireAllErrorIsKeyError(t *testing.T) {
+	inBubble(t, func(t *testing.T, srv *memlock.Backend, c *distlock.Client) {
+		ctx := context.Background()
+		other := newClient(t, srv)
+		b := acq(t, other, ctx, "b")
+		_, err := c.AcquireAll(ctx, []string{"a", "b"}, distlock.WithWait(false))
+		if !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("AcquireAll: %v, want ErrNotAcquired", err)
+		}
+		if ke, ok := err.(*distlock.KeyError); !ok || ke.Key != "b" {
+			t.Errorf("AcquireAll error is a %T (%v), want a *KeyError naming b", err, err)
+		}
+		b.Release(ctx)
+	})
+}
+
+// AcquireAll gives back what it took when a later key fails; a service
+// that does not answer must not keep it past the bound that a Release
+// through a done context has (the TTL).
+func TestAcquireAllFailureReleaseBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHung()
+		c := newClient(t, h, distlock.WithTTL(time.Second), distlock.WithRetry(distlock.NoRetry))
+		other := newClient(t, h.srv)
+		b := acq(t, other, ctx, "b")
+		h.releases.Store(true)
+		var done atomic.Bool
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			c.AcquireAll(wctx, []string{"a", "b"}, distlock.WithWait(false))
+			done.Store(true)
+		}()
+		time.Sleep(time.Minute)
+		if !done.Load() {
+			t.Error("AcquireAll still giving back a after a minute (ctx 1s, TTL 1s)")
+		}
+		close(h.unblock)
+		synctest.Wait()
+		b.Release(ctx)
+	})
+}
+
+// Do releases its lock when fn returns; a service that does not answer
+// must not keep Do past the TTL bound once its ctx is done.
+func TestDoReleaseBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHung()
+		c := newClient(t, h, distlock.WithTTL(time.Second), distlock.WithRetry(distlock.NoRetry))
+		var done atomic.Bool
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c.Do(ctx, "a", func(ctx context.Context) error {
+				h.releases.Store(true)
+				<-ctx.Done() // fn runs out the caller's time
+				return ctx.Err()
+			})
+			done.Store(true)
+		}()
+		time.Sleep(time.Minute)
+		if !done.Load() {
+			t.Error("Do still releasing a minute after its ctx ended (ctx 5s, TTL 1s)")
+		}
+		close(h.unblock)
+		synctest.Wait()
+	})
+}
+
+// Close ends what the Client does in the background; a renewal in flight
+// to a service that does not answer must not hold Close up until the
+// lock's deadline.
+func TestCloseEndsRefreshInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHung()
+		c, err := distlock.New(h, distlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Acquire(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		h.refreshes.Store(true)
+		time.Sleep(25 * time.Second) // the renewal at 20s hangs
+		start := time.Now()
+		c.Close(ctx)
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Close took %v: it waited for the renewal in flight", d)
+		}
+		close(h.unblock)
+	})
+}
