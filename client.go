@@ -107,7 +107,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		stop()
 		cancel(nil)
-		err = errors.Join(err, l.Release(context.WithoutCancel(ctx)))
+		err = errors.Join(err, l.Release(ctx)) // a done ctx gets a fresh one, bounded by the TTL
 	}()
 	return fn(fctx)
 }

@@ -45,7 +45,11 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 	for _, k := range sorted {
 		l, err := c.acquire(ctx, ctx, k, cfg)
 		if err != nil {
-			return nil, errors.Join(keyErr("acquire", k, err), s.releaseLocks(context.WithoutCancel(ctx)))
+			// A done ctx gets a fresh one, bounded by the TTL, in release.
+			if rerr := s.releaseLocks(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return nil, keyErr("acquire", k, err)
 		}
 		s.locks = append(s.locks, l)
 	}

@@ -98,13 +98,13 @@ func (s *scope) enclosing(cause error) error {
 	return &EnclosingError{Err: cause} // the set was released
 }
 
-// causeFor is the cause of kid when s ends with cause: a set ended by one
-// of its parts names the part; any other kid was created under s.
+// causeFor is the cause of kid when s ends with cause: what kid stands
+// for, if that ended (a set ended by one of its parts names the part, as
+// its Err does, whichever of its enders reaches it first); otherwise the
+// end of s, which kid was created under.
 func (s *scope) causeFor(kid *scope, cause error) error {
-	if kid.parts != nil && kid.parent != s && s.g != nil {
-		if _, ok := errors.AsType[*EnclosingError](cause); !ok {
-			return &KeyError{Op: "hold", Key: s.g.key, Err: cause}
-		}
+	if err := kid.ownErr(nowNanos()); err != nil {
+		return err
 	}
 	return s.enclosing(cause)
 }
