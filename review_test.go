@@ -255,3 +255,43 @@ func TestCloseEndsRefreshInFlight(t *testing.T) {
 		close(h.unblock)
 	})
 }
+
+// A lock lost while its holder releases it: the lock's context ends with
+// the loss (as its Err and Release say), never with ErrReleased. The loss
+// is recorded under the Client's lock and the context ended after it; a
+// Release in between must not end the context first with its own cause.
+func TestReleaseRacingLossKeepsLostCause(t *testing.T) {
+	const n = 64
+	bad := 0
+	for range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			c := newClient(t, memlock.New(), distlock.WithTTL(time.Second), distlock.WithoutRenewal())
+			var ls []*distlock.Lock
+			for i := range n {
+				ls = append(ls, acq(t, c, ctx, string(rune('a'+i%26))+string(rune('a'+i/26))))
+			}
+			d, _ := ls[0].Deadline()
+			errs := make([]error, n)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				time.Sleep(time.Until(d)) // wakes with the watchdog, which ends all n at once
+				for i := n - 1; i >= 0; i-- {
+					errs[i] = ls[i].Release(ctx)
+				}
+			}()
+			<-done
+			for i, l := range ls {
+				if errors.Is(errs[i], distlock.ErrLockLost) && !errors.Is(context.Cause(l.Context()), distlock.ErrLockLost) {
+					if bad++; bad == 1 {
+						t.Logf("lock %d: Release %v, but its context's cause %v", i, errs[i], context.Cause(l.Context()))
+					}
+				}
+			}
+		})
+	}
+	if bad > 0 {
+		t.Errorf("%d lost locks whose context ended as released", bad)
+	}
+}
