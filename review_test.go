@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -293,5 +294,44 @@ func TestReleaseRacingLossKeepsLostCause(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d lost locks whose context ended as released", bad)
+	}
+}
+
+// Releasing a lock whose enclosing lock ends at the same moment: when
+// Release returns (the key is back with the service, another client may
+// hold it), the lock's context has ended. Ending a scope that another
+// goroutine is ending must not return before its context is cancelled.
+func TestReleaseRacingEnclosingEndCancelsFirst(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, memlock.New())
+	live := 0
+	for i := range 2000 {
+		a := acq(t, c, ctx, "a")
+		var bs []*distlock.Lock
+		for j := range 8 {
+			bs = append(bs, acq(t, c, a.Context(), fmt.Sprint("b", j)))
+		}
+		ready := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			<-ready
+			a.Release(ctx)
+		}()
+		close(ready)
+		for _, b := range bs {
+			if err := b.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if b.Context().Err() == nil {
+				if live++; live == 1 {
+					t.Logf("round %d: %s released, its context still live", i, b.Key())
+				}
+			}
+		}
+		<-done
+	}
+	if live > 0 {
+		t.Errorf("%d released locks whose context was still live when Release returned", live)
 	}
 }
