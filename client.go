@@ -476,9 +476,13 @@ func (c *Client) release(ctx context.Context, g *grant, all bool) error {
 	}
 	c.mu.Unlock()
 
-	// Stop the work under the lock before anyone else can get it. (A lost
-	// grant's scope has ended already.)
-	g.scope.end(ErrReleased)
+	// Stop the work under the lock before anyone else can get it. A lost
+	// grant's scope has ended, or is ending, with the loss: say that too.
+	if lostCause != nil {
+		g.scope.end(lostCause)
+	} else {
+		g.scope.end(ErrReleased)
+	}
 	if lostCause == nil {
 		outcome := released
 		if all {

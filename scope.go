@@ -110,9 +110,12 @@ func (s *scope) causeFor(kid *scope, cause error) error {
 }
 
 // end ends s with cause, then its kids, and takes s out of the scopes that
-// would end it. Ending an ended scope does nothing.
+// would end it. Ending an ended scope only makes sure that its context is
+// cancelled (with its first cause) before end returns: a release gives the
+// lease back next, and another goroutine may still be ending s.
 func (s *scope) end(cause error) {
 	if !s.over.CompareAndSwap(nil, errPtr(cause)) {
+		s.cancel(*s.over.Load())
 		return
 	}
 	s.cancel(cause)
