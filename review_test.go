@@ -335,3 +335,41 @@ func TestReleaseRacingEnclosingEndCancelsFirst(t *testing.T) {
 		t.Errorf("%d released locks whose context was still live when Release returned", live)
 	}
 }
+
+// The same, one level down: when Release of b returns, a lock taken under
+// b's context has seen its context end too (work under both stops before
+// b is back with the service).
+func TestReleaseRacingEnclosingEndEndsKids(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, memlock.New())
+	live := 0
+	for range 2000 {
+		a := acq(t, c, ctx, "a")
+		var bs, ks []*distlock.Lock
+		for j := range 8 {
+			b := acq(t, c, a.Context(), fmt.Sprint("b", j))
+			bs = append(bs, b)
+			ks = append(ks, acq(t, c, b.Context(), fmt.Sprint("k", j)))
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a.Release(ctx)
+		}()
+		for j, b := range bs {
+			if err := b.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ks[j].Context().Err() == nil {
+				live++
+			}
+		}
+		<-done
+		for _, k := range ks {
+			k.Release(ctx)
+		}
+	}
+	if live > 0 {
+		t.Errorf("%d times a lock's context was live after the lock it was taken under was released", live)
+	}
+}
