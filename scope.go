@@ -23,9 +23,10 @@ import (
 // States: live, then ended (over holds the cause, and ctx is cancelled with
 // it), for good.
 //
-// Who guards what: ctx, cancel, parent, g, parts and set are set before the
-// scope is published and never change; over and freed are atomics, each set
-// once; mu (a leaf in the lock order, see grant) guards kids and closed.
+// Who guards what: ctx, cancel, parent, g, parts, set and ended are set
+// before the scope is published and never change; over and freed are
+// atomics, each set once; mu (a leaf in the lock order, see grant) guards
+// kids and closed.
 type scope struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -35,7 +36,8 @@ type scope struct {
 	parts []*grant // a set's scope: the parts' grants, sorted by key
 	freed atomic.Bool
 
-	over atomic.Pointer[error]
+	over  atomic.Pointer[error]
+	ended chan struct{} // closed once s and its kids have ended
 
 	mu     sync.Mutex
 	kids   map[*scope]struct{} // scopes that end when this one ends
@@ -110,12 +112,12 @@ func (s *scope) causeFor(kid *scope, cause error) error {
 }
 
 // end ends s with cause, then its kids, and takes s out of the scopes that
-// would end it. Ending an ended scope only makes sure that its context is
-// cancelled (with its first cause) before end returns: a release gives the
-// lease back next, and another goroutine may still be ending s.
+// would end it. Ending an ended scope waits until s and its kids have
+// ended, as another goroutine may still be ending them: a release gives
+// the lease back next.
 func (s *scope) end(cause error) {
 	if !s.over.CompareAndSwap(nil, errPtr(cause)) {
-		s.cancel(*s.over.Load())
+		<-s.ended
 		return
 	}
 	s.cancel(cause)
@@ -126,6 +128,7 @@ func (s *scope) end(cause error) {
 	for k := range kids {
 		k.end(s.causeFor(k, cause))
 	}
+	close(s.ended) // the scopes are a DAG: no end waits for its own caller
 	for _, e := range s.enders() {
 		e.mu.Lock()
 		delete(e.kids, s)
@@ -217,7 +220,7 @@ func ctxHolds(ctx context.Context, g *grant) bool {
 // newScope makes the scope of the context derived from parent (its values,
 // not its cancellation) that records nodes as its locks.
 func newScope(parent context.Context, nodes *heldNode) *scope {
-	s := &scope{parent: parentScope(parent)}
+	s := &scope{parent: parentScope(parent), ended: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, nodes))
 	return s
 }
