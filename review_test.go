@@ -373,3 +373,22 @@ func TestReleaseRacingEnclosingEndEndsKids(t *testing.T) {
 		t.Errorf("%d times a lock's context was live after the lock it was taken under was released", live)
 	}
 }
+
+// Do's error, when fn succeeded but the lock was lost under it, is the
+// *KeyError that Release returned (KeyError's doc: every error Do returns
+// is one), not a join of it.
+func TestDoLostErrorIsKeyError(t *testing.T) {
+	inBubble(t, func(t *testing.T, srv *memlock.Backend, c *distlock.Client) {
+		err := c.Do(context.Background(), "a", func(ctx context.Context) error {
+			srv.Revoke("a")
+			<-ctx.Done()
+			return nil
+		})
+		if !errors.Is(err, distlock.ErrLockLost) {
+			t.Fatalf("Do: %v, want ErrLockLost", err)
+		}
+		if ke, ok := err.(*distlock.KeyError); !ok || ke.Key != "a" {
+			t.Errorf("Do's error is a %T (%v), want a *KeyError naming a", err, err)
+		}
+	})
+}
