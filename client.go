@@ -107,7 +107,12 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		stop()
 		cancel(nil)
-		err = errors.Join(err, l.Release(ctx)) // a done ctx gets a fresh one, bounded by the TTL
+		// A done ctx gets a fresh one, bounded by the TTL.
+		if rerr := l.Release(ctx); err == nil {
+			err = rerr
+		} else if rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 	}()
 	return fn(fctx)
 }
