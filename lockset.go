@@ -68,7 +68,10 @@ func (s *LockSet) bind(ctx context.Context) {
 		next = &heldNode{c: l.g.c, key: l.g.key, g: l.g, next: next}
 	}
 	sc := newScope(ctx, next)
-	sc.parts = parts
+	sc.parts, sc.locks = parts, s.locks
+	for _, l := range s.locks {
+		l.set = sc
+	}
 	for n := next; n != nil && n.scope == nil; n = n.next {
 		n.scope = sc
 	}

@@ -23,7 +23,7 @@ import (
 // States: live, then ended (over holds the cause, and ctx is cancelled with
 // it), for good.
 //
-// Who guards what: ctx, cancel, parent, g, parts, set and ended are set
+// Who guards what: ctx, cancel, parent, g, parts, locks and ended are set
 // before the scope is published and never change; over and freed are
 // atomics, each set once; mu (a leaf in the lock order, see grant) guards
 // kids and closed.
@@ -34,6 +34,7 @@ type scope struct {
 
 	g     *grant   // a lock's scope: the grant
 	parts []*grant // a set's scope: the parts' grants, sorted by key
+	locks []*Lock  // a set's scope: its handles on them, in the same order
 	freed atomic.Bool
 
 	over  atomic.Pointer[error]
@@ -54,7 +55,10 @@ func (s *scope) ownErr(now int64) error {
 	if s.freed.Load() {
 		return ErrReleased
 	}
-	for _, g := range s.parts {
+	for i, g := range s.parts {
+		if s.locks[i].released.Load() { // a reentered part's grant lives on
+			return &KeyError{Op: "hold", Key: g.key, Err: ErrReleased}
+		}
 		if err := g.errAt(now); err != nil {
 			return &KeyError{Op: "hold", Key: g.key, Err: err}
 		}
