@@ -13,8 +13,8 @@ import (
 	"github.com/distlock/distlock/memlock"
 )
 
-// Findings of a review of the lock-state rewrite. Each test fails on the
-// code it was written against.
+// How locks and sets end: the cause their contexts end with, ends racing
+// one another, and releases that a silent service cannot hold up.
 
 // hung wraps a service whose Release (and, with refreshes set, Refresh)
 // hangs until its context ends or unblock is closed: a service that
