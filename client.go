@@ -216,7 +216,7 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 		return nil, err
 	}
 	if n := findHeld(parent, c, key); n != nil {
-		return c.reenter(waitCtx, n, cfg.maxDepth)
+		return c.reenter(waitCtx, parentScope(parent), n, cfg.maxDepth)
 	}
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
@@ -346,15 +346,20 @@ func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 	return nil
 }
 
-// reenter returns a new handle on the grant of n, reached from waitCtx.
-func (c *Client) reenter(waitCtx context.Context, n *heldNode, maxDepth int) (*Lock, error) {
+// reenter returns a new handle on the grant of n, reached from waitCtx,
+// whose innermost scope is inner (n's scope or one under it: its why covers
+// n's too).
+func (c *Client) reenter(waitCtx context.Context, inner *scope, n *heldNode, maxDepth int) (*Lock, error) {
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
 	}
 	g := n.g
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := n.scope.why(nowNanos())
+	if c.closed {
+		return nil, ErrClosed // Close is releasing every grant
+	}
+	err := inner.why(nowNanos())
 	switch {
 	case err == ErrReleased:
 		err = fmt.Errorf("%w: the enclosing lock was released", ErrNotHeld)
