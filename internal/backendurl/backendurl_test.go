@@ -13,17 +13,17 @@ import (
 
 func TestRedact(t *testing.T) {
 	for raw, want := range map[string]string{
-		"redis://h:6379/0":                          "redis://h:6379/0",
-		"redis://u:PW@h:6379/0":                     "redis://xxxxx@h:6379/0",
-		"redis://PW@h":                              "redis://xxxxx@h",
+		"redis://h:6379/0":                           "redis://h:6379/0",
+		"redis://u:PW@h:6379/0":                      "redis://xxxxx@h:6379/0",
+		"redis://PW@h":                               "redis://xxxxx@h",
 		"rediss://:PW@[::1]:6380,h2?dial_timeout=1s": "rediss://xxxxx@[::1]:6380,h2?dial_timeout=1s",
-		"etcd://u:p/w?x@h1":                         "etcd://(redacted)",
-		"etcd://u:p/w@h1/prefix":                    "etcd://xxxxx@h1/prefix",
-		"file://":                                   "file://",
-		"file:///var/lib/locks":                     "file:///var/lib/locks",
-		"file:rel/dir":                              "file:rel/dir",
-		"/var/locks":                                "/var/locks",
-		"://nohost":                                 "(redacted) URL",
+		"etcd://u:p/w?x@h1":                          "etcd://(redacted)",
+		"etcd://u:p/w@h1/prefix":                     "etcd://xxxxx@h1/prefix",
+		"file://":                                    "file://",
+		"file:///var/lib/locks":                      "file:///var/lib/locks",
+		"file:rel/dir":                               "file:rel/dir",
+		"/var/locks":                                 "/var/locks",
+		"://nohost":                                  "(redacted) URL",
 		// Forms without "//" that hold user information.
 		"redis:default:PW@10.0.0.5:6380/0":   "redis:(redacted)",
 		"rediss:default:PW@10.0.0.5:6380/0":  "rediss:(redacted)",
@@ -33,14 +33,14 @@ func TestRedact(t *testing.T) {
 		"redis:///u:PW@h:p":                  "redis://(redacted)",
 		"redis:default:PW":                   "redis:(redacted)",
 		// Hosts that are not hosts may be pieces of a password.
-		"redis://default:PW/0":         "redis://(redacted)",
-		"etcd://h1:PW":                 "etcd://(redacted)",
-		"redis://user:PW@ho st:6379":   "redis://(redacted)",
-		"redis://h/?password=a@PW":     "redis://(redacted)",
-		"redis://h/0#frag":             "redis://h/0",
-		"redis://h/0\nPW":              "redis:(redacted)",
-		"postgres://u@h/db?password=PW": "postgres://xxxxx@h/db?password=xxxxx",
-		"pg://h/db?sslmode=require&Pass%77ord=PW;x=1&a%zz=PW": "pg://h/db?sslmode=require&Pass%77ord=xxxxx;x=1&xxxxx=xxxxx",
+		"redis://default:PW/0":                                       "redis://(redacted)",
+		"etcd://h1:PW":                                               "etcd://(redacted)",
+		"redis://user:PW@ho st:6379":                                 "redis://(redacted)",
+		"redis://h/?password=a@PW":                                   "redis://(redacted)",
+		"redis://h/0#frag":                                           "redis://h/0",
+		"redis://h/0\nPW":                                            "redis:(redacted)",
+		"postgres://u@h/db?password=PW":                              "postgres://xxxxx@h/db?password=xxxxx",
+		"pg://h/db?sslmode=require&Pass%77ord=PW;x=1&a%zz=PW":        "pg://h/db?sslmode=require&Pass%77ord=xxxxx;x=1&xxxxx=xxxxx",
 		"x://h?auth_token=PW&api_key=PW&client_secret=PW&key=/k.pem": "x://h?auth_token=xxxxx&api_key=xxxxx&client_secret=xxxxx&key=/k.pem",
 	} {
 		if got := backendurl.Redact(raw); got != want {
@@ -51,10 +51,10 @@ func TestRedact(t *testing.T) {
 
 func TestParse(t *testing.T) {
 	for raw, want := range map[string]backendurl.URL{
-		"Redis://h":                  {Scheme: "redis", Hosts: []string{"h"}, Query: url.Values{}},
+		"Redis://h":                   {Scheme: "redis", Hosts: []string{"h"}, Query: url.Values{}},
 		"redis://u:p%40w@h1,h2/0?a=1": {Scheme: "redis", User: "u", Password: "p@w", HasUser: true, HasPassword: true, Hosts: []string{"h1", "h2"}, Path: "/0", Query: url.Values{"a": {"1"}}},
-		"etcd://u:p@s/?@h/x":         {Scheme: "etcd", User: "u", Password: "p@s/?", HasUser: true, HasPassword: true, Hosts: []string{"h"}, Path: "/x", Query: url.Values{}},
-		"redis://PW@h?x":             {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}},
+		"etcd://u:p@s/?@h/x":          {Scheme: "etcd", User: "u", Password: "p@s/?", HasUser: true, HasPassword: true, Hosts: []string{"h"}, Path: "/x", Query: url.Values{}},
+		"redis://PW@h?x":              {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}},
 	} {
 		got, err := backendurl.Parse(raw)
 		if err != nil || !reflect.DeepEqual(*got, want) {

@@ -12,17 +12,18 @@ import (
 // rot changes every ASCII letter and digit of s, and nothing else, so
 // that a URL with rot(password) in place of password has the same shape.
 func rot(s string) string {
-	return strings.Map(func(r rune) rune {
+	b := []byte(s) // bytes, not runes: invalid UTF-8 stays as it is
+	for i, c := range b {
 		switch {
-		case 'a' <= r && r <= 'z':
-			return 'a' + (r-'a'+13)%26
-		case 'A' <= r && r <= 'Z':
-			return 'A' + (r-'A'+13)%26
-		case '0' <= r && r <= '9':
-			return '0' + (r-'0'+5)%10
+		case 'a' <= c && c <= 'z':
+			b[i] = 'a' + (c-'a'+13)%26
+		case 'A' <= c && c <= 'Z':
+			b[i] = 'A' + (c-'A'+13)%26
+		case '0' <= c && c <= '9':
+			b[i] = '0' + (c-'0'+5)%10
 		}
-		return r
-	}, s)
+	}
+	return string(b)
 }
 
 // checkPrintable fails when shown could break a log line.
