@@ -29,8 +29,13 @@ const defaultPort = "2379"
 // Schemes are the URL schemes OpenURL takes.
 var Schemes = []string{"etcd", "etcds"}
 
-// urlForm names the form of the URLs OpenURL takes, for errors.
-const urlForm = "want etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS] or etcds://..."
+// urlForm names the form of a URL of scheme, for errors.
+func urlForm(scheme string) string {
+	if scheme != "etcds" {
+		scheme = "etcd"
+	}
+	return "want " + scheme + "://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS]"
+}
 
 // OpenURL opens a Backend on the etcd cluster that rawURL names, with a
 // client of its own that the Backend's Close closes. The forms are:
@@ -139,11 +144,12 @@ type etcdURL struct {
 func parseURL(raw string) (*etcdURL, error) {
 	u := &etcdURL{shown: backendurl.Redact(raw), dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: etcdlock: malformed backend URL %s: %s", distlock.ErrInvalidOption, u.shown, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: etcdlock: malformed backend URL %q: %s", distlock.ErrInvalidOption, u.shown, fmt.Sprintf(format, args...))
 	}
 	p, err := backendurl.Parse(raw)
 	if err != nil {
-		return nil, bad("%v; %s", err, urlForm)
+		scheme, _, _ := backendurl.Scheme(raw)
+		return nil, bad("%v; %s", err, urlForm(scheme))
 	}
 	var useTLS bool
 	switch p.Scheme {
@@ -151,7 +157,7 @@ func parseURL(raw string) (*etcdURL, error) {
 	case "etcds":
 		useTLS = true
 	default:
-		return nil, bad("scheme must be etcd or etcds")
+		return nil, bad("scheme must be etcd or etcds; %s", urlForm(""))
 	}
 	if p.HasUser {
 		switch {

@@ -25,10 +25,18 @@ const OpenTimeout = 5 * time.Second
 // Schemes are the URL schemes OpenURL takes.
 var Schemes = []string{"redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel"}
 
-// urlForms names the forms of the URLs OpenURL takes, for errors.
-const urlForms = "want redis://[user:password@]host[:port][/db][?options], rediss://..., " +
-	"redis+cluster://[user:password@]host:port[,host:port...][?options], rediss+cluster://... " +
-	"or redis+sentinel://[user:password@]host:port[,host:port...]/master[/db][?options]"
+// urlForm names the form of a URL of scheme, for errors.
+func urlForm(scheme string) string {
+	switch scheme {
+	case "redis", "rediss":
+		return "want " + scheme + "://[user:password@]host[:port][/db][?options]"
+	case "redis+cluster", "rediss+cluster":
+		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...][?options]"
+	case "redis+sentinel":
+		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...]/master[/db][?options]"
+	}
+	return "want one of " + strings.Join(Schemes, ", ") + ", such as redis://host:6379/0"
+}
 
 // OpenURL connects to the Redis named by rawURL, checks it answers PING, and
 // returns a Backend over it whose Close also closes the connection. Forms:
@@ -90,14 +98,15 @@ type redisURL struct {
 func parseURL(raw string) (*redisURL, error) {
 	r := &redisURL{raw: raw, shown: backendurl.Redact(raw)}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redislock: malformed backend URL %s: %s", distlock.ErrInvalidOption, r.shown, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: redislock: malformed backend URL %q: %s", distlock.ErrInvalidOption, r.shown, fmt.Sprintf(format, args...))
 	}
 	u, err := backendurl.Parse(raw)
 	if err != nil {
-		return nil, bad("%v; %s", err, urlForms)
+		scheme, _, _ := backendurl.Scheme(raw)
+		return nil, bad("%v; %s", err, urlForm(scheme))
 	}
 	if !isScheme(u.Scheme) {
-		return nil, bad("unsupported scheme; %s", urlForms)
+		return nil, bad("unsupported scheme; %s", urlForm(""))
 	}
 	q := u.Query
 	if err := r.ourOptions(q); err != nil {
