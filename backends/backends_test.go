@@ -139,11 +139,19 @@ func TestRegister(t *testing.T) {
 	}
 
 	for name, register := range map[string]func(){
-		"twice":      func() { backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "test+mem") },
-		"built-in":   func() { backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "redis") },
-		"upper case": func() { backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "Test") },
-		"with colon": func() { backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "test://") },
-		"nil":        func() { backends.Register(nil, "test+nil") },
+		"twice": func() {
+			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "test+mem")
+		},
+		"built-in": func() {
+			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "redis")
+		},
+		"upper case": func() {
+			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "Test")
+		},
+		"with colon": func() {
+			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "test://")
+		},
+		"nil": func() { backends.Register(nil, "test+nil") },
 	} {
 		func() {
 			defer func() {
