@@ -49,7 +49,8 @@ type URL struct {
 //
 //	SCHEME://[USERINFO@]HOST[,HOST...][/PATH][?QUERY]
 //
-// It checks the form and the percent-encoding of the user information and
+// A URL without "//", or with a third "/" right after it, has no host. It
+// checks the form and the percent-encoding of the user information and
 // the query, not the hosts (see HostPort). A "#" after the user
 // information is refused: it would start a fragment in other URL parsers,
 // which then disagree about what follows. Errors never quote raw.
@@ -59,7 +60,8 @@ func Parse(raw string) (*URL, error) {
 		return nil, ErrNoScheme
 	}
 	rest, ok = strings.CutPrefix(rest, "//")
-	if !ok {
+	if !ok || strings.HasPrefix(rest, "/") {
+		// "scheme:///..." has no host, whatever an "@" further on says.
 		return nil, ErrNoHost
 	}
 	u := &URL{Scheme: scheme}

@@ -23,7 +23,7 @@ func TestRedact(t *testing.T) {
 		"file:///var/lib/locks":                      "file:///var/lib/locks",
 		"file:rel/dir":                               "file:rel/dir",
 		"/var/locks":                                 "/var/locks",
-		"://nohost":                                  "(redacted) URL",
+		"://nohost":                                  "(redacted)",
 		// Forms without "//" that hold user information.
 		"redis:default:PW@10.0.0.5:6380/0":   "redis:(redacted)",
 		"rediss:default:PW@10.0.0.5:6380/0":  "rediss:(redacted)",
@@ -67,6 +67,7 @@ func TestParse(t *testing.T) {
 		"redis://":                         backendurl.ErrNoHost,
 		"redis://:PW@/0":                   backendurl.ErrNoHost,
 		"redis+cluster:":                   backendurl.ErrNoHost,
+		"redis:///u:PW@h:1":                backendurl.ErrNoHost,
 		"://h":                             backendurl.ErrNoScheme,
 		"1x://h":                           backendurl.ErrNoScheme,
 		"redis://u:%zz@h":                  nil,

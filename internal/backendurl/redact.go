@@ -32,12 +32,12 @@ func Redact(raw string) string {
 		if scheme, _, ok := Scheme(raw); ok {
 			return scheme + ":" + hidden
 		}
-		return hidden + " URL"
+		return hidden
 	}
 	scheme, rest, ok := Scheme(raw)
 	if !ok {
 		if strings.ContainsAny(raw, "@:?#") {
-			return hidden + " URL"
+			return hidden
 		}
 		return raw
 	}

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/distlock/distlock/internal/backendurl"
 )
 
 // backendEnv is the environment variable that names the lock service.
@@ -54,7 +56,7 @@ func withoutSecrets(rawURL string) (string, bool) {
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k := range q {
-			if isSensitive(k) {
+			if backendurl.IsSecretParam(k) {
 				q.Del(k)
 			}
 		}
