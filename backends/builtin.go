@@ -8,6 +8,6 @@ import (
 // The network backends. A new backend adds itself here (or in a file of
 // its own) with one line: its OpenURL and its schemes.
 func init() {
-	Register(adapt(redislock.OpenURL), redislock.Schemes...)
-	Register(adapt(etcdlock.OpenURL), etcdlock.Schemes...)
+	Register(adapt(redislock.OpenURL), redislock.Schemes()...)
+	Register(adapt(etcdlock.OpenURL), etcdlock.Schemes()...)
 }

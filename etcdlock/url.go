@@ -26,8 +26,8 @@ const DefaultDialTimeout = 5 * time.Second
 // defaultPort is etcd's client port.
 const defaultPort = "2379"
 
-// Schemes are the URL schemes OpenURL takes.
-var Schemes = []string{"etcd", "etcds"}
+// Schemes returns the URL schemes OpenURL takes.
+func Schemes() []string { return []string{"etcd", "etcds"} }
 
 // urlForm names the form of a URL of scheme, for errors.
 func urlForm(scheme string) string {

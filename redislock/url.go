@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +23,10 @@ import (
 // promptly instead of after go-redis's own dial retries.
 const OpenTimeout = 5 * time.Second
 
-// Schemes are the URL schemes OpenURL takes.
-var Schemes = []string{"redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel"}
+// Schemes returns the URL schemes OpenURL takes.
+func Schemes() []string {
+	return []string{"redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel"}
+}
 
 // urlForm names the form of a URL of scheme, for errors.
 func urlForm(scheme string) string {
@@ -35,7 +38,7 @@ func urlForm(scheme string) string {
 	case "redis+sentinel":
 		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...]/master[/db][?options]"
 	}
-	return "want one of " + strings.Join(Schemes, ", ") + ", such as redis://host:6379/0"
+	return "want one of " + strings.Join(Schemes(), ", ") + ", such as redis://host:6379/0"
 }
 
 // OpenURL connects to the Redis named by rawURL, checks it answers PING, and
@@ -105,7 +108,7 @@ func parseURL(raw string) (*redisURL, error) {
 		scheme, _, _ := backendurl.Scheme(raw)
 		return nil, bad("%v; %s", err, urlForm(scheme))
 	}
-	if !isScheme(u.Scheme) {
+	if !slices.Contains(Schemes(), u.Scheme) {
 		return nil, bad("unsupported scheme; %s", urlForm(""))
 	}
 	q := u.Query
@@ -204,15 +207,6 @@ func parseURL(raw string) (*redisURL, error) {
 // newBackend is New with the options in a slice.
 func newBackend(client redis.UniversalClient, opts []Option) (*Backend, error) {
 	return New(client, opts...)
-}
-
-func isScheme(s string) bool {
-	for _, k := range Schemes {
-		if s == k {
-			return true
-		}
-	}
-	return false
 }
 
 // ourOptions takes this package's options out of q.
