@@ -135,8 +135,8 @@ func parseURL(raw string) (*redisURL, error) {
 		return nil, bad("list the hosts before the path, separated by commas, not as addr parameters")
 	}
 	// go-redis parses the common options and the db. It is given a URL
-	// without user information, so that none of its errors can quote the
-	// password.
+	// without user information, and has no secret options, so that none
+	// of its errors can quote a secret.
 	proxy := func(scheme, path string) string {
 		return (&url.URL{Scheme: scheme, Host: addrs[0], Path: path, RawQuery: q.Encode()}).String()
 	}
@@ -147,7 +147,7 @@ func parseURL(raw string) (*redisURL, error) {
 		}
 		o, err := redis.ParseURL(proxy(u.Scheme, u.Path))
 		if err != nil {
-			return nil, bad("%v", backendurl.Scrub(err, raw))
+			return nil, bad("%v", err)
 		}
 		o.Username, o.Password = u.User, u.Password
 		r.single = o
@@ -160,7 +160,7 @@ func parseURL(raw string) (*redisURL, error) {
 		}
 		o, err := redis.ParseClusterURL(proxy(strings.TrimSuffix(u.Scheme, "+cluster"), ""))
 		if err != nil {
-			return nil, bad("%v", backendurl.Scrub(err, raw))
+			return nil, bad("%v", err)
 		}
 		o.Username, o.Password = u.User, u.Password
 		r.cluster = o
@@ -175,7 +175,7 @@ func parseURL(raw string) (*redisURL, error) {
 		}
 		o, err := redis.ParseURL(proxy("redis", db))
 		if err != nil {
-			return nil, bad("%v", backendurl.Scrub(err, raw))
+			return nil, bad("%v", err)
 		}
 		r.failover = &redis.FailoverOptions{
 			MasterName:      master,

@@ -13,6 +13,7 @@ package backendurl
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -141,6 +142,11 @@ func HostPort(h, defaultPort string) (string, error) {
 	}
 	if host == "" {
 		return "", errors.New("empty host name")
+	}
+	if strings.HasPrefix(h, "[") {
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return "", errors.New("not an IPv6 address in brackets")
+		}
 	}
 	if strings.ContainsFunc(host, func(r rune) bool { return !hostChar(r) }) {
 		return "", errForm

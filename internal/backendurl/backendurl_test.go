@@ -90,7 +90,7 @@ func TestHostPort(t *testing.T) {
 			t.Errorf("HostPort(%q) = %q, %v; want %q", h, got, err, want)
 		}
 	}
-	for _, h := range []string{"", ":1", "h:0", "h:65536", "h:+1", "h:PW", "::1", "[::1", "ho st", "h/x"} {
+	for _, h := range []string{"", ":1", "h:0", "h:65536", "h:+1", "h:PW", "::1", "[::1", "ho st", "h/x", "[:0]:1", "[1.2.3.4]", "[h]"} {
 		if got, err := backendurl.HostPort(h, "1"); err == nil {
 			t.Errorf("HostPort(%q) = %q, want an error", h, got)
 		} else if h != "" && strings.Contains(err.Error(), h) {
