@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -185,7 +187,9 @@ func parseURL(raw string) (*etcdURL, error) {
 		}
 		u.prefix = prefix
 	}
-	for k, vs := range p.Query {
+	// In order, so that the same URL always gets the same error.
+	for _, k := range slices.Sorted(maps.Keys(p.Query)) {
+		vs := p.Query[k]
 		v := vs[len(vs)-1]
 		switch k {
 		case "ca":
