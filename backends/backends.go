@@ -50,7 +50,8 @@ import (
 // Client over it, is no longer used. The value is the backend package's
 // own type where it has a Close (*redislock.Backend, *etcdlock.Backend),
 // so that its optional interfaces (distlock.Lister, distlock.BatchRefresher)
-// and its own methods stay reachable.
+// and its own methods stay reachable; a file:// Backend embeds a
+// *filelock.Backend, with a Close that does nothing.
 type Backend interface {
 	distlock.Backend
 	io.Closer
