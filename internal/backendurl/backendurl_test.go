@@ -120,3 +120,24 @@ func TestScrub(t *testing.T) {
 		t.Errorf("an error without secrets was replaced")
 	}
 }
+
+func TestWithoutSecrets(t *testing.T) {
+	for raw, want := range map[string]string{
+		"":                       "",
+		"file:///var/locks":      "file:///var/locks",
+		"redis://alice:PW@h:1/0": "redis://alice@h:1/0",
+		"redis://:PW@h":          "redis://h",
+		"redis://PW@h":           "redis://h",
+		"etcd://u:p/w@h1,h2/x?ca=/c.pem&password=PW;token=PW#f": "etcd://u@h1,h2/x?ca=/c.pem",
+		"pg://h/db?%zz=PW&sslmode=require":                      "pg://h/db?sslmode=require",
+	} {
+		if got, ok := backendurl.WithoutSecrets(raw); !ok || got != want {
+			t.Errorf("WithoutSecrets(%q) = %q, %v; want %q", raw, got, ok, want)
+		}
+	}
+	for _, raw := range []string{"redis:default:PW@h", "redis://h:PW", "redis://u:PW?x@h", "redis://h/0\nPW", "://u:PW@h"} {
+		if got, ok := backendurl.WithoutSecrets(raw); ok {
+			t.Errorf("WithoutSecrets(%q) = %q, true; want false", raw, got)
+		}
+	}
+}

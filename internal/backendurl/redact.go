@@ -251,3 +251,53 @@ func (e *scrubbed) As(target any) bool   { return errors.As(e.err, target) }
 
 // Format prints the masked message whatever the verb, %#v included.
 func (e *scrubbed) Format(s fmt.State, _ rune) { io.WriteString(s, e.msg) }
+
+// WithoutSecrets returns raw without its secrets, for handing a URL on to
+// a program that should reach the same service without the credentials:
+// the password is taken out of the user information (a user name before
+// a ":" stays; user information without ":" may be a password alone and
+// goes), secret query parameters and those whose name is not well encoded
+// go, and so does a fragment. ok is false when raw cannot be cleaned with
+// certainty, in the cases where Redact shows the scheme only.
+func WithoutSecrets(raw string) (clean string, ok bool) {
+	if raw == "" {
+		return "", true
+	}
+	if Redact(raw) != raw && strings.HasSuffix(Redact(raw), hidden) {
+		return "", false
+	}
+	scheme, rest, ok := Scheme(raw)
+	if !ok {
+		return raw, true // Redact showed it: no "@", ":", "?" nor "#"
+	}
+	scheme = raw[:len(scheme)]
+	rest, ok = strings.CutPrefix(rest, "//")
+	if !ok {
+		return raw, true // likewise
+	}
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass && user != "" {
+			b.WriteString(user + "@")
+		}
+		rest = rest[at+1:]
+	}
+	rest, _, _ = strings.Cut(rest, "#")
+	head, query, hasQuery := strings.Cut(rest, "?")
+	b.WriteString(head)
+	if !hasQuery {
+		return b.String(), true
+	}
+	var kept []string
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, _, _ := strings.Cut(pair, "=")
+		if name, err := url.QueryUnescape(k); err == nil && !IsSecretParam(name) {
+			kept = append(kept, pair)
+		}
+	}
+	if len(kept) > 0 {
+		b.WriteString("?" + strings.Join(kept, "&"))
+	}
+	return b.String(), true
+}

@@ -60,6 +60,11 @@ func FuzzRedactUserinfo(f *testing.F) {
 		if again := backendurl.Redact(prefix + user + ":" + other + "@" + suffix); again != shown {
 			t.Fatalf("Redact shows the password:\n%q -> %q\n%q -> %q", raw, shown, prefix+user+":"+other+"@"+suffix, again)
 		}
+		clean, ok := backendurl.WithoutSecrets(raw)
+		clean2, ok2 := backendurl.WithoutSecrets(prefix + user + ":" + other + "@" + suffix)
+		if clean != clean2 || ok != ok2 {
+			t.Fatalf("WithoutSecrets keeps the password:\n%q -> %q %v\n%q -> %q %v", raw, clean, ok, prefix+user+":"+other+"@"+suffix, clean2, ok2)
+		}
 	})
 }
 
@@ -84,6 +89,11 @@ func FuzzRedactQuery(f *testing.F) {
 		if other := rot(value); other != value {
 			if again := backendurl.Redact(prefix + sep + name + "=" + other); again != shown {
 				t.Fatalf("Redact shows the value of %s:\n%q -> %q\n%q", name, raw, shown, again)
+			}
+			clean, ok := backendurl.WithoutSecrets(raw)
+			clean2, ok2 := backendurl.WithoutSecrets(prefix + sep + name + "=" + other)
+			if clean != clean2 || ok != ok2 {
+				t.Fatalf("WithoutSecrets keeps the value of %s:\n%q -> %q\n%q", name, raw, clean, clean2)
 			}
 		}
 	})

@@ -186,3 +186,23 @@ func TestHelpListsSchemes(t *testing.T) {
 		}
 	}
 }
+
+// The command's DISTLOCK_BACKEND has no secret query parameter, whatever
+// its name's case or decoration (client_secret, auth_token), nor the
+// password.
+func TestCommandEnvironmentHasNoSecrets(t *testing.T) {
+	const secret = "S3cret-x"
+	t.Setenv("DISTLOCK_BACKEND", "test://u:"+secret+"@h/?client_secret="+secret+"&Auth_Token="+secret+"&x=1")
+	srv := memlock.New()
+	open := func(context.Context, string) (distlock.Backend, io.Closer, error) { return srv, nopCloser{}, nil }
+	var stdout, stderr strings.Builder
+	code := cli.Run(context.Background(), []string{"run", "k", "--", "sh", "-c", `echo "$DISTLOCK_BACKEND"`},
+		cli.WithOpener("test", open), cli.WithStdio(strings.NewReader(""), &stdout, &stderr))
+	if want := "test://u@h/?x=1\n"; code != 0 || stdout.String() != want {
+		t.Errorf("exit %d (stderr %q), the command sees %q; want %q", code, stderr.String(), stdout.String(), want)
+	}
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
