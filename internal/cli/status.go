@@ -61,7 +61,7 @@ type holderJSON struct {
 func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, closer, err := openBackend(ctx, r.backendURL, r.openers)
+	b, closer, err := openToList(ctx, r.backendURL, r.openers)
 	if err != nil {
 		return err
 	}
