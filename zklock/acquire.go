@@ -268,7 +268,6 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		cancel()
 		select {
 		case <-ch:
-			b.wakeups.Add(1)
 		case <-ctx.Done():
 			return nil, backend.Canceled(ctx)
 		case <-n.sess.done:

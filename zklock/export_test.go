@@ -6,5 +6,7 @@ func SortNodes(children []string) []string {
 	return children
 }
 
-// Wakeups returns how many watch events have woken a waiter of b.
-func (b *Backend) Wakeups() int64 { return b.wakeups.Load() }
+// WatchEvents returns how many node watch events b's session has received.
+// The zk client hands them over, in order, before the replies that follow
+// them, so after a reply the count includes every event sent before it.
+func (b *Backend) WatchEvents() int64 { return b.watchEvents.Load() }

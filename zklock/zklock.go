@@ -101,7 +101,7 @@ type Backend struct {
 
 	handshake    atomic.Pointer[handshake] // the latest connect reply
 	noContainers atomic.Bool               // the ensemble refused a container node
-	wakeups      atomic.Int64              // watch events that woke a waiter
+	watchEvents  atomic.Int64              // node watch events the session received
 
 	mu      sync.Mutex
 	closed  bool
@@ -328,6 +328,9 @@ func (b *Backend) liveSession(id int64) *session {
 // connection comes back (with the session) in time.
 func (b *Backend) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
+		if ev.Type != zk.EventNotWatching {
+			b.watchEvents.Add(1)
+		}
 		return
 	}
 	switch ev.State {

@@ -98,3 +98,20 @@ func testCtx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// waitNodes waits until key's lock has n nodes and returns them in queue
+// order.
+func waitNodes(t testing.TB, admin *zk.Conn, key string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nodes := nodesOf(t, admin, key)
+		if len(nodes) == n {
+			return nodes
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q has nodes %q after 30s, want %d", key, nodes, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
