@@ -76,12 +76,19 @@ func (a *acquire) data() []byte {
 // by a goroutine that goes on trying.
 func (a *acquire) create(ctx context.Context) (*node, error) {
 	b := a.b
-	rctx, cancel := b.request(ctx)
+	// The create and its checks are bounded by the request timeout, not by
+	// ctx: a caller that gives up meanwhile waits for the outcome, so that
+	// the node is gone when Acquire returns, as long as ZooKeeper answers.
+	rctx, cancel := b.request(b.ctx)
 	defer cancel()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stop := context.AfterFunc(rctx, scancel)
+	defer stop()
 	target := a.dir + "/" + nodePrefix(a.uuid)
 	data := a.data()
 	orphan := func(p string, err error) {
-		// The acquire gave up before the reply came.
+		// No answer within the request timeout; this one came later.
 		switch {
 		case err == nil:
 			b.dropNode(p, nil)
@@ -93,11 +100,14 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 		if maybeCreated {
 			b.dropProtected(a.dir, a.uuid)
 		}
+		if ctx.Err() != nil {
+			return nil, backend.Canceled(ctx)
+		}
 		return nil, b.sortErr(ctx, rctx, err)
 	}
 	for range maxCreates {
-		if _, err := b.currentSession(rctx); err != nil {
-			return nil, err
+		if _, err := b.currentSession(sctx); err != nil {
+			return fail(err, false)
 		}
 		p, err := call(rctx, b, func() (string, error) {
 			return b.conn.Create(target, data, zk.FlagEphemeralSequential, b.cfg.acl)
@@ -105,7 +115,7 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 		switch {
 		case err == nil:
 		case rctx.Err() != nil:
-			return nil, b.sortErr(ctx, rctx, err) // orphan owns the outcome
+			return fail(err, false) // orphan owns the outcome
 		case errors.Is(err, zk.ErrNoNode):
 			if err := b.makeParents(rctx, a.dir); err != nil {
 				return fail(err, false)
@@ -128,6 +138,9 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			return fail(err, true)
 		case redo:
 			continue
+		case ctx.Err() != nil:
+			b.dropNode(n.path, n.sess)
+			return nil, backend.Canceled(ctx)
 		}
 		return n, nil
 	}

@@ -115,3 +115,10 @@ func waitNodes(t testing.TB, admin *zk.Conn, key string, n int) []string {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// newBackendTimeout returns a Backend on servers with the given session
+// timeout, closed when the test ends.
+func newBackendTimeout(t testing.TB, servers []string, timeout time.Duration, opts ...zklock.Option) *zklock.Backend {
+	t.Helper()
+	return newBackend(t, servers, append([]zklock.Option{zklock.WithSessionTimeout(timeout)}, opts...)...)
+}
