@@ -122,3 +122,7 @@ func newBackendTimeout(t testing.TB, servers []string, timeout time.Duration, op
 	t.Helper()
 	return newBackend(t, servers, append([]zklock.Option{zklock.WithSessionTimeout(timeout)}, opts...)...)
 }
+
+func testCtxFor(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
