@@ -10,3 +10,11 @@ func SortNodes(children []string) []string {
 // The zk client hands them over, in order, before the replies that follow
 // them, so after a reply the count includes every event sent before it.
 func (b *Backend) WatchEvents() int64 { return b.watchEvents.Load() }
+
+// Exported for tests.
+var (
+	NewUUID     = newUUID
+	UnescapeKey = unescapeKey
+	ProtectedID = protectedID
+	NodePrefix  = nodePrefix
+)
