@@ -18,3 +18,12 @@ var (
 	ProtectedID = protectedID
 	NodePrefix  = nodePrefix
 )
+
+// URLServers returns the server addresses of a zk:// URL.
+func URLServers(raw string) ([]string, error) {
+	u, err := parseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	return u.servers, nil
+}

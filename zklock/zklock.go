@@ -74,14 +74,17 @@ func WithRequestTimeout(d time.Duration) Option {
 }
 
 // WithDigestAuth authenticates the session with ZooKeeper's digest scheme
-// and creates lock nodes and their parents readable and writable by that
-// user only (plus readable by anyone, so that List works for operators
-// with other credentials only where the ACLs allow). Default: no
-// authentication, and open ACLs (world:anyone:cdrwa).
+// as user and creates lock nodes and their parents with that user allowed
+// everything and anyone allowed to read (so that List works for operators
+// with other credentials). ZooKeeper accepts any digest credentials: they
+// name the identity the ACLs check, and a wrong password shows as
+// zk.ErrNoAuth on nodes made with the right one. Default: no
+// authentication, and open ACLs (world:anyone:cdrwa, as Curator's
+// default).
 func WithDigestAuth(user, password string) Option {
 	return func(c *config) {
 		c.auth = append(c.auth, authInfo{"digest", []byte(user + ":" + password)})
-		c.acl = zk.DigestACL(zk.PermAll, user, password)
+		c.acl = append(zk.DigestACL(zk.PermAll, user, password), zk.WorldACL(zk.PermRead)...)
 	}
 }
 
