@@ -234,13 +234,14 @@ func unsupported(err error) bool {
 // node just before it, so that a release wakes one waiter.
 func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 	b := a.b
+	wctx := ctx // bounds the whole wait: ctx, or a try's request timeout
 	if !a.opts.Wait {
 		var cancel context.CancelFunc
-		ctx, cancel = b.request(ctx)
+		wctx, cancel = b.request(ctx)
 		defer cancel()
 	}
 	for {
-		rctx, cancel := b.request(ctx)
+		rctx, cancel := b.request(wctx)
 		children, err := call(rctx, b, func() ([]string, error) {
 			c, _, err := b.conn.Children(a.dir)
 			return c, err
@@ -262,7 +263,7 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 			return nil, fmt.Errorf("%w: zklock: held", distlock.ErrNotAcquired)
 		}
 		pred := a.dir + "/" + children[i-1]
-		rctx, cancel = b.request(ctx)
+		rctx, cancel = b.request(wctx)
 		// GetW, not ExistsW: on a node that is gone ExistsW leaves a watch
 		// for its creation behind, which nothing would ever fire.
 		ch, err := call(rctx, b, func() (<-chan zk.Event, error) {

@@ -110,3 +110,43 @@ func newClient(t testing.TB, b distlock.Backend, opts ...distlock.Option) *distl
 	})
 	return c
 }
+
+// A waiter cut off until its session expires gets an error matching
+// distlock.ErrUnavailable and ErrSessionLost once its connection is back,
+// never the lock, although the holder released while it was away (its node
+// was then first, until the ensemble expired the session).
+func TestWaiterSessionExpiry(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "session/" + t.Name()
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	p := faultproxy.Start(t, z.Servers[0])
+	wb := newBackend(t, []string{p.Addr()})
+	done := make(chan error, 1)
+	go func() {
+		l, err := wb.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			l.Release(ctx)
+		}
+		done <- err
+	}()
+	waitNodes(t, admin, key, 2)
+	p.Blackhole()
+	if err := hl.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	waitNodes(t, admin, key, 0) // the waiter's session expired
+	p.Heal()
+	select {
+	case err := <-done:
+		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, zklock.ErrSessionLost) {
+			t.Fatalf("waiter Acquire: %v, want ErrUnavailable and ErrSessionLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not return after its session expired")
+	}
+}
