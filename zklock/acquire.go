@@ -263,6 +263,9 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 			return nil, fmt.Errorf("%w: zklock: held", distlock.ErrNotAcquired)
 		}
 		pred := a.dir + "/" + children[i-1]
+		if b.beforeWatch != nil {
+			b.beforeWatch(pred)
+		}
 		rctx, cancel = b.request(wctx)
 		// GetW, not ExistsW: on a node that is gone ExistsW leaves a watch
 		// for its creation behind, which nothing would ever fire.

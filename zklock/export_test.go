@@ -27,3 +27,7 @@ func URLServers(raw string) ([]string, error) {
 	}
 	return u.servers, nil
 }
+
+// SetBeforeWatch makes f run between a waiter's listing and its watch on
+// its predecessor. Call it before the Backend's first Acquire.
+func (b *Backend) SetBeforeWatch(f func(pred string)) { b.beforeWatch = f }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +120,93 @@ func watchTotal(wchs string) int {
 	var conns, paths, total int
 	fmt.Sscanf(wchs, "%d connections watching %d paths\nTotal watches:%d", &conns, &paths, &total)
 	return total
+}
+
+// Churn leaves no watch behind: once every lock is released, the server
+// holds no watch, including for predecessors that were gone before their
+// watcher could watch them (a watch set on a missing node would wait for
+// its creation forever).
+func TestNoWatchLeftAfterChurn(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	ctx := testCtx(t)
+	key := "churn/" + t.Name()
+	const backends, rounds = 8, 25
+	done := make(chan error, backends)
+	for range backends {
+		b := newBackend(t, z.Servers)
+		go func() {
+			for range rounds {
+				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+				if err != nil {
+					done <- err
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range backends {
+		if err := <-done; err != nil {
+			t.Fatalf("churn: %v", err)
+		}
+	}
+	out, err := testserver.FourLetterWord(z.Servers[0], "wchs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := watchTotal(out); n != 0 {
+		wchp, _ := testserver.FourLetterWord(z.Servers[0], "wchp")
+		t.Errorf("%d watches left after every release:\n%s", n, wchp)
+	}
+}
+
+// A predecessor that goes between the waiter's listing and its watch is
+// seen at once (the waiter lists again and is granted), and the watch
+// attempt leaves nothing on the server.
+func TestPredecessorGoneBeforeWatch(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "vanish/" + t.Name()
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	w := newBackend(t, z.Servers)
+	var once sync.Once
+	w.SetBeforeWatch(func(pred string) {
+		once.Do(func() {
+			if err := admin.Delete(pred, -1); err != nil {
+				t.Errorf("delete the predecessor: %v", err)
+			}
+		})
+	})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	l, err := w.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	if err != nil {
+		t.Fatalf("waiter Acquire after its predecessor went: %v", err)
+	}
+	if l.Token() <= hl.Token() {
+		t.Errorf("token %d after %d", l.Token(), hl.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := testserver.FourLetterWord(z.Servers[0], "wchs")
+		if err == nil && watchTotal(out) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			wchp, _ := testserver.FourLetterWord(z.Servers[0], "wchp")
+			t.Fatalf("watches left after every node went:\n%s", wchp)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

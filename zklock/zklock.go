@@ -106,6 +106,10 @@ type Backend struct {
 	noContainers atomic.Bool               // the ensemble refused a container node
 	watchEvents  atomic.Int64              // node watch events the session received
 
+	// beforeWatch, if set (by tests), runs between a waiter's listing and
+	// its watch on pred.
+	beforeWatch func(pred string)
+
 	mu      sync.Mutex
 	closed  bool
 	sess    *session      // the current session; nil before the first and after an expiry
