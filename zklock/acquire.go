@@ -240,6 +240,7 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		wctx, cancel = b.request(ctx)
 		defer cancel()
 	}
+	failures := 0 // transient failures in a row
 	for {
 		rctx, cancel := b.request(wctx)
 		children, err := call(rctx, b, func() ([]string, error) {
@@ -249,9 +250,13 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		if err != nil {
 			err = b.sortErr(ctx, rctx, err)
 			cancel()
+			if err = a.pause(ctx, n, err, &failures); err == nil {
+				continue
+			}
 			return nil, err
 		}
 		cancel()
+		failures = 0
 		sortNodes(children)
 		i := slices.Index(children, n.name)
 		switch {
@@ -280,6 +285,9 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		if err != nil {
 			err = b.sortErr(ctx, rctx, err)
 			cancel()
+			if err = a.pause(ctx, n, err, &failures); err == nil {
+				continue
+			}
 			return nil, err
 		}
 		cancel()
@@ -293,6 +301,38 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 			return nil, ErrClosed
 		}
 	}
+}
+
+// pause waits before a waiter's next try after a transient failure (the
+// connection broke, ZooKeeper did not answer in time): the node keeps its
+// place in the queue as long as the session lives, so a waiter goes on
+// until the session ends or ctx does. It returns nil to go on, or the error
+// to give up with: err itself for a try or an error a retry cannot fix, and
+// otherwise what ended the wait (the session, ctx, the Backend).
+func (a *acquire) pause(ctx context.Context, n *node, err error, failures *int) error {
+	b := a.b
+	if !a.opts.Wait || !errors.Is(err, distlock.ErrUnavailable) {
+		return err
+	}
+	*failures++
+	d, _ := distlock.ExponentialBackoff(dropRetryMin, dropRetryMax).Backoff(*failures)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-n.sess.done:
+	case <-b.ctx.Done():
+	}
+	switch {
+	case b.ctx.Err() != nil:
+		return ErrClosed
+	case b.sessionErr(n.sess) != nil:
+		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, b.sessionErr(n.sess))
+	case ctx.Err() != nil:
+		return backend.Canceled(ctx)
+	}
+	return nil
 }
 
 // vanished is the error of an acquire whose node is gone while it waited.

@@ -97,9 +97,8 @@
 // starts again at 0 when the parent container is deleted and recreated.
 //
 // To let storage refuse a holder that lost its lock while paused, pass
-// Lock.Token to it (see package fence). For data in the same ensemble, a
-// multi-operation that checks the lock node (its path is the lease's, and
-// its version is 0) makes the write conditional on the lock.
+// Lock.Token to it (see package fence). The package offers no check inside
+// ZooKeeper itself.
 //
 // # Sessions
 //
@@ -130,6 +129,17 @@
 //
 // and Curator's InterProcessMutex on the path "/distlock/reports%2Fnightly"
 // excludes this package's locks and is excluded by them.
+//
+// # URLs
+//
+// OpenURL opens a Backend from a URL, as the distlock CLI does:
+//
+//	zk://h1:2181,h2:2181,h3:2181/myapp/locks
+//	zk://user:password@h1:2181?session_timeout=15s
+//
+// The user information runs to the last "@" of the URL, so a password is
+// written as it is, and "@" in the prefix or the parameters as %40. Errors
+// never show the password, the user name or the hosts as written.
 //
 // # Goroutines
 //

@@ -210,3 +210,19 @@ func TestPredecessorGoneBeforeWatch(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// waitWatches waits until the server holds n watches in all.
+func waitWatches(t testing.TB, z *testserver.ZooKeeper, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := testserver.FourLetterWord(z.Servers[0], "wchs")
+		if err == nil && watchTotal(out) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server does not hold %d watches: wchs %q (%v)", n, out, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -135,6 +135,7 @@ func TestWaiterSessionExpiry(t *testing.T) {
 		done <- err
 	}()
 	waitNodes(t, admin, key, 2)
+	waitWatches(t, z, 2) // the holder's on its node, the waiter's on the holder's
 	p.Blackhole()
 	if err := hl.Release(ctx); err != nil {
 		t.Fatalf("holder Release: %v", err)

@@ -209,6 +209,8 @@ func (b *Backend) Close() error {
 	b.closed = true
 	s := b.sess
 	b.sess = nil
+	close(b.changed) // acquires waiting for a session see the close
+	b.changed = make(chan struct{})
 	b.mu.Unlock()
 	b.cancel()
 	if s != nil {
