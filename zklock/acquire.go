@@ -1,0 +1,436 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+)
+
+// maxCreates bounds the creates of one acquire: a create is redone when its
+// node turns out to belong to an earlier session, or when the parent was
+// reaped between creating it and creating the node.
+const maxCreates = 8
+
+// acquire is one Acquire call.
+type acquire struct {
+	b    *Backend
+	key  string
+	dir  string // the lock's path, parent of the nodes
+	opts distlock.AcquireOptions
+	uuid string // of our node's protected name
+}
+
+// node is our lock node, known to exist in a live session.
+type node struct {
+	path  string
+	name  string
+	czxid int64
+	sess  *session
+}
+
+func errorsIsClosed(err error) bool { return errors.Is(err, ErrClosed) }
+
+func (a *acquire) run(ctx context.Context) (*lease, error) {
+	uuid, err := newUUID()
+	if err != nil {
+		return nil, fmt.Errorf("%w: zklock: random UUID: %w", distlock.ErrUnavailable, err)
+	}
+	a.uuid = uuid
+	n, err := a.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := a.wait(ctx, n)
+	if err != nil {
+		// Whatever went wrong, our node must not stay to block the queue.
+		a.b.dropNode(n.path, n.sess)
+		return nil, err
+	}
+	return l, nil
+}
+
+// data is what our node holds: the owner, as text (Curator writes the
+// host's address by default; either is a plain byte string to it).
+func (a *acquire) data() []byte {
+	if a.opts.Owner != "" {
+		return []byte(a.opts.Owner)
+	}
+	h, _ := os.Hostname()
+	return []byte(h)
+}
+
+// create creates our protected ephemeral sequential node, within the
+// request timeout. A create whose reply was lost is looked for by its
+// protected name; a node found in an earlier session (its reply lost, then
+// the session expired and a new one began) is deleted and the create
+// redone. On failure nothing of ours is left: the node is deleted, now or
+// by a goroutine that goes on trying.
+func (a *acquire) create(ctx context.Context) (*node, error) {
+	b := a.b
+	// The create and its checks are bounded by the request timeout, not by
+	// ctx: a caller that gives up meanwhile waits for the outcome, so that
+	// the node is gone when Acquire returns, as long as ZooKeeper answers.
+	rctx, cancel := b.request(b.ctx)
+	defer cancel()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stop := context.AfterFunc(rctx, scancel)
+	defer stop()
+	target := a.dir + "/" + nodePrefix(a.uuid)
+	data := a.data()
+	orphan := func(p string, err error) {
+		// No answer within the request timeout; this one came later.
+		switch {
+		case err == nil:
+			b.dropNode(p, nil)
+		case lostReply(err):
+			b.dropProtected(a.dir, a.uuid)
+		}
+	}
+	fail := func(err error, maybeCreated bool) (*node, error) {
+		if maybeCreated {
+			b.dropProtected(a.dir, a.uuid)
+		}
+		if ctx.Err() != nil {
+			return nil, backend.Canceled(ctx)
+		}
+		return nil, b.sortErr(ctx, rctx, err)
+	}
+	for range maxCreates {
+		if _, err := b.currentSession(sctx); err != nil {
+			return fail(err, false)
+		}
+		p, err := call(rctx, b, func() (string, error) {
+			return b.conn.Create(target, data, zk.FlagEphemeralSequential, b.cfg.acl)
+		}, orphan)
+		switch {
+		case err == nil:
+		case rctx.Err() != nil:
+			return fail(err, false) // orphan owns the outcome
+		case errors.Is(err, zk.ErrNoNode):
+			if err := b.makeParents(rctx, a.dir); err != nil {
+				return fail(err, false)
+			}
+			continue
+		case lostReply(err):
+			var found bool
+			if p, found, err = a.find(rctx); err != nil {
+				return fail(err, true)
+			}
+			if !found {
+				continue // not applied: create again
+			}
+		default:
+			return fail(err, false)
+		}
+		n, redo, err := a.adopt(rctx, p)
+		switch {
+		case err != nil:
+			return fail(err, true)
+		case redo:
+			continue
+		case ctx.Err() != nil:
+			b.dropNode(n.path, n.sess)
+			return nil, backend.Canceled(ctx)
+		}
+		return n, nil
+	}
+	return fail(fmt.Errorf("zklock: no node created in a live session after %d creates", maxCreates), true)
+}
+
+// find looks for our node by its protected name.
+func (a *acquire) find(ctx context.Context) (string, bool, error) {
+	children, err := call(ctx, a.b, func() ([]string, error) {
+		c, _, err := a.b.conn.Children(a.dir)
+		return c, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	for _, c := range children {
+		if id, ok := protectedID(c); ok && id == a.uuid {
+			return a.dir + "/" + c, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// adopt reads our node's stat: a node owned by the current session is
+// ours to wait with; one of an earlier session is deleted and the create
+// redone (the old session's end would delete it, but not necessarily
+// before it is granted a lock nobody holds); one that is gone is created
+// again.
+func (a *acquire) adopt(ctx context.Context, p string) (*node, bool, error) {
+	b := a.b
+	st, err := call(ctx, b, func() (*zk.Stat, error) { return b.stat(p) }, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if s := b.liveSession(st.EphemeralOwner); s != nil {
+		return &node{path: p, name: p[len(a.dir)+1:], czxid: st.Czxid, sess: s}, false, nil
+	}
+	_, err = call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, false, err
+	}
+	return nil, true, nil
+}
+
+// stat returns p's stat, or zk.ErrNoNode.
+func (b *Backend) stat(p string) (*zk.Stat, error) {
+	ok, st, err := b.conn.Exists(p)
+	if err == nil && !ok {
+		return nil, zk.ErrNoNode
+	}
+	return st, err
+}
+
+// makeParents creates the lock's path and its parents, as container nodes
+// (which the ensemble deletes once their last child is gone) where the
+// ensemble supports them, persistent nodes otherwise.
+func (b *Backend) makeParents(ctx context.Context, dir string) error {
+	parts := strings.Split(dir[1:], "/")
+	for i := range parts {
+		p := "/" + strings.Join(parts[:i+1], "/")
+		_, err := call(ctx, b, func() (string, error) {
+			if !b.noContainers.Load() {
+				r, err := b.conn.CreateContainer(p, nil, zk.FlagContainer, b.cfg.acl)
+				if !unsupported(err) {
+					return r, err
+				}
+				b.noContainers.Store(true)
+			}
+			return b.conn.Create(p, nil, 0, b.cfg.acl)
+		}, nil)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// unsupported reports whether a create was refused as an unknown operation,
+// the answer of a server older than 3.5 to a container create.
+func unsupported(err error) bool {
+	return err != nil && (errors.Is(err, zk.ErrUnknown) || strings.HasPrefix(err.Error(), "unknown error"))
+}
+
+// wait waits until our node is first of the lock's nodes, watching only the
+// node just before it, so that a release wakes one waiter.
+func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
+	b := a.b
+	wctx := ctx // bounds the whole wait: ctx, or a try's request timeout
+	if !a.opts.Wait {
+		var cancel context.CancelFunc
+		wctx, cancel = b.request(ctx)
+		defer cancel()
+	}
+	failures := 0 // transient failures in a row
+	for {
+		rctx, cancel := b.request(wctx)
+		children, err := call(rctx, b, func() ([]string, error) {
+			c, _, err := b.conn.Children(a.dir)
+			return c, err
+		}, nil)
+		if err != nil {
+			err = b.sortErr(ctx, rctx, err)
+			cancel()
+			if err = a.pause(ctx, n, err, &failures); err == nil {
+				continue
+			}
+			return nil, err
+		}
+		cancel()
+		failures = 0
+		sortNodes(children)
+		i := slices.Index(children, n.name)
+		switch {
+		case i < 0:
+			return nil, a.vanished(n)
+		case i == 0:
+			return a.grant(ctx, n)
+		case !a.opts.Wait:
+			return nil, fmt.Errorf("%w: zklock: held", distlock.ErrNotAcquired)
+		}
+		pred := a.dir + "/" + children[i-1]
+		if b.beforeWatch != nil {
+			b.beforeWatch(pred)
+		}
+		rctx, cancel = b.request(wctx)
+		// GetW, not ExistsW: on a node that is gone ExistsW leaves a watch
+		// for its creation behind, which nothing would ever fire.
+		ch, err := call(rctx, b, func() (<-chan zk.Event, error) {
+			_, _, ch, err := b.conn.GetW(pred)
+			return ch, err
+		}, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			cancel()
+			continue // the predecessor went between listing and watching
+		}
+		if err != nil {
+			err = b.sortErr(ctx, rctx, err)
+			cancel()
+			if err = a.pause(ctx, n, err, &failures); err == nil {
+				continue
+			}
+			return nil, err
+		}
+		cancel()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, backend.Canceled(ctx)
+		case <-n.sess.done:
+			return nil, fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, b.sessionErr(n.sess))
+		case <-b.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// pause waits before a waiter's next try after a transient failure (the
+// connection broke, ZooKeeper did not answer in time): the node keeps its
+// place in the queue as long as the session lives, so a waiter goes on
+// until the session ends or ctx does. It returns nil to go on, or the error
+// to give up with: err itself for a try or an error a retry cannot fix, and
+// otherwise what ended the wait (the session, ctx, the Backend).
+func (a *acquire) pause(ctx context.Context, n *node, err error, failures *int) error {
+	b := a.b
+	if !a.opts.Wait || !errors.Is(err, distlock.ErrUnavailable) {
+		return err
+	}
+	*failures++
+	d, _ := distlock.ExponentialBackoff(dropRetryMin, dropRetryMax).Backoff(*failures)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-n.sess.done:
+	case <-b.ctx.Done():
+	}
+	switch {
+	case b.ctx.Err() != nil:
+		return ErrClosed
+	case b.sessionErr(n.sess) != nil:
+		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, b.sessionErr(n.sess))
+	case ctx.Err() != nil:
+		return backend.Canceled(ctx)
+	}
+	return nil
+}
+
+// vanished is the error of an acquire whose node is gone while it waited.
+func (a *acquire) vanished(n *node) error {
+	if err := a.b.sessionErr(n.sess); err != nil {
+		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: %w: the waiting node %s was deleted", distlock.ErrUnavailable, ErrSessionLost, n.path)
+}
+
+// grant checks, before reporting the grant, that our node still belongs to
+// the current session: a node of a session that expired meanwhile would be
+// a lock held by nobody, and granted to the next in line.
+func (a *acquire) grant(ctx context.Context, n *node) (*lease, error) {
+	b := a.b
+	rctx, cancel := b.request(ctx)
+	defer cancel()
+	sent := time.Now()
+	st, err := call(rctx, b, func() (*zk.Stat, error) { return b.stat(n.path) }, nil)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, a.vanished(n)
+	case err != nil:
+		return nil, b.sortErr(ctx, rctx, err)
+	case st.EphemeralOwner != n.sess.id || st.Czxid != n.czxid || b.liveSession(n.sess.id) == nil:
+		return nil, fmt.Errorf("%w: %w: node %s granted after its session ended", distlock.ErrUnavailable, ErrSessionLost, n.path)
+	}
+	l := &lease{
+		b: b, sess: n.sess, key: a.key, path: n.path,
+		token:    uint64(n.czxid),
+		validity: distlock.Validity{Sent: sent, TTL: n.sess.timeout},
+		onLost:   a.opts.OnLost,
+		done:     make(chan struct{}),
+	}
+	if err := b.register(l); err != nil {
+		return nil, err
+	}
+	if !b.goTracked(l.watch) {
+		b.unregister(l)
+		return nil, ErrClosed
+	}
+	return l, nil
+}
+
+// dropNode deletes p, one of our nodes that may linger, now or, if
+// ZooKeeper does not answer within the request timeout, in a goroutine
+// that tries until it is gone, its session (sess, if known) has ended or
+// the Backend is closed: either end deletes the node with the session.
+func (b *Backend) dropNode(p string, sess *session) {
+	b.dropLater(func(ctx context.Context) error {
+		if sess != nil && b.sessionErr(sess) != nil {
+			return nil
+		}
+		_, err := call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+}
+
+// dropProtected deletes our node of uuid under dir, if it exists, as
+// dropNode does: it is the clean-up of a create whose reply was lost.
+func (b *Backend) dropProtected(dir, uuid string) {
+	a := &acquire{b: b, dir: dir, uuid: uuid}
+	b.dropLater(func(ctx context.Context) error {
+		p, found, err := a.find(ctx)
+		if err != nil || !found {
+			return err
+		}
+		_, err = call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+}
+
+// The pauses between the tries of a clean-up: after the n-th failure, a
+// random time up to dropRetryMin×2^(n-1), capped at dropRetryMax.
+const (
+	dropRetryMin = 100 * time.Millisecond
+	dropRetryMax = 2 * time.Second
+)
+
+// dropLater runs op once, bounded by the request timeout, and, if it
+// fails, again in a goroutine until it succeeds or the Backend is closed.
+func (b *Backend) dropLater(op func(ctx context.Context) error) {
+	try := func(ctx context.Context) error {
+		rctx, cancel := b.request(ctx)
+		defer cancel()
+		return op(rctx)
+	}
+	if try(b.ctx) == nil {
+		return
+	}
+	b.goTracked(func() {
+		pauses := distlock.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
+		_ = backend.Retry(b.ctx, pauses, try)
+	})
+}

@@ -1,0 +1,151 @@
+// Package zklock is a distlock.Backend over ZooKeeper, with the lock recipe
+// and node layout of Apache Curator's InterProcessMutex, so that this
+// package and Curator's locks exclude each other on the same paths.
+//
+//	backend, _ := zklock.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"})
+//	defer backend.Close()
+//	locks, _ := distlock.New(backend)
+//	lock, err := locks.Acquire(ctx, "reports/nightly")
+//
+// # Guarantees
+//
+// An acquire creates an ephemeral sequential node under the lock's path;
+// the lock belongs to the first node in sequence order. What ZooKeeper
+// promises is that an ephemeral node exists until it is deleted or its
+// session ends, and that a session ends only after the ensemble heard
+// nothing from its client for the session timeout. So while our node exists
+// nobody else holds the lock.
+//
+// The Backend reports to distlock's Client confirmations timed from before
+// their request was sent: a grant's Validity is the session timeout the
+// ensemble granted, from the send time of the request that found our node
+// first and owned by the current session; a Refresh sends one read of the
+// node and reports the same from its send time. The ensemble cannot expire
+// the session before that time plus the session timeout, since it heard
+// from the client after it. When the connection breaks (Curator's
+// SUSPENDED state), refreshes fail, and the Client cancels the lock's
+// context at the last confirmation plus the session timeout×(1−drift) −
+// margin, a safe window shorter than the session timeout, unless the
+// connection came back, with the session, within it. The zk client keeps
+// the session alive with pings meanwhile: refreshes only confirm it.
+//
+// distlock's TTL does not set the lease: the session timeout does, once per
+// Backend (WithSessionTimeout), and Refresh's ttl is only checked. The TTL
+// in each Validity is the timeout the ensemble granted, which may be less
+// than was asked for (servers clamp it to between 2 and 20 ticks unless
+// configured otherwise).
+//
+// A lock is also lost, and its holder told through OnLost, as soon as the
+// Backend learns it: the ensemble reports the session expired (Curator's
+// LOST state), a new session begins, or the node is deleted (each held node
+// is watched). A session that ends loses all its locks; later acquires use
+// the next session, which the zk client opens by itself. Before reporting a
+// grant the Backend checks that the node's ephemeral owner is the current
+// session, so that a node of a session that expired while the acquire
+// waited is never reported held. A waiter whose session ends gets an error
+// matching distlock.ErrUnavailable and ErrSessionLost, never the lock.
+//
+// # Not guaranteed
+//
+//   - Nothing stops a process that pauses for longer than its lock's
+//     usable validity from acting after the lock was lost: use the fence.
+//   - Clock rates that differ by more than the drift allowed for.
+//   - A node deleted by an operator ends the lock for this holder only when
+//     the watch on it fires, a round trip later; meanwhile the next in line
+//     may already hold it.
+//   - A failed or cancelled acquire deletes the node it created, or may
+//     have created (a create whose reply was lost is found by its protected
+//     name), before returning, and a release deletes its node, unless
+//     ZooKeeper does not answer within the request timeout. A goroutine
+//     then goes on deleting the node, with random pauses of up to 100ms,
+//     doubling up to 2s, until ZooKeeper confirms it gone, its session ends
+//     or the Backend is closed. Until then the node may hold the lock for
+//     nobody.
+//   - A watch set on a predecessor by an acquire that gave up stays in the
+//     server until that node goes: the zk client cannot remove watches.
+//   - Fairness between acquires: ZooKeeper's order of node creation
+//     applies, within a process as between processes.
+//
+// # Durability
+//
+// Exclusion and tokens rest on the ensemble's transaction log: it must be
+// written to disk before it is acknowledged (ZooKeeper's default,
+// forceSync=yes), and a server must never come back with an older data
+// directory. An ensemble restored from a backup forgets nodes and can hand
+// out zxids (tokens) again.
+//
+// # Waiting
+//
+// A waiter watches only the node just before its own, with a data watch
+// set by a read (getData), which ZooKeeper does not set on a node that is
+// gone: a predecessor that went between the listing and the watch is seen
+// at once, and the waiter lists again. A release therefore wakes exactly
+// one waiter, however many wait. No polling is needed: ZooKeeper delivers
+// every watch event of a live session, and a session's end is reported. The
+// order is the order of the nodes' sequence numbers, the same for acquires
+// of one Backend as for acquires of different processes.
+//
+// # Fencing
+//
+// A lock's token is the czxid of its node: the zxid of the transaction that
+// created it. Zxids number every change the ensemble makes, in one total
+// order, 64 bits wide (the leader's epoch, then a counter), and they
+// survive restarts and leader changes. A node is first in its lock's queue
+// only after every node created before it is gone, so each grant's token is
+// greater than every token granted before it for the lock. The node's
+// sequence number would not do: it is 32 bits, counted per parent, and
+// starts again at 0 when the parent container is deleted and recreated.
+//
+// To let storage refuse a holder that lost its lock while paused, pass
+// Lock.Token to it (see package fence). The package offers no check inside
+// ZooKeeper itself.
+//
+// # Sessions
+//
+// A Backend has one ZooKeeper session, shared by all its locks: a lock costs
+// one node, no session of its own. The session timeout is asked for with
+// WithSessionTimeout (default 10s). Close ends the session, which deletes
+// every node it has.
+//
+// # Node layout and zkCli.sh
+//
+// The lock of a key is the path LockPath(prefix, key): the prefix
+// (WithPrefix, default "/distlock"), "/", then the key with "%", "/", a
+// leading "." and the characters ZooKeeper refuses in paths percent-escaped,
+// so that distinct keys never share a path and no key reaches outside the
+// prefix. The prefix and the lock paths are created as container nodes,
+// which the ensemble deletes when their last child is gone, or as
+// persistent nodes on servers older than 3.5.
+//
+// Under a lock's path each acquire creates a protected ephemeral sequential
+// node named "_c_<uuid>-lock-<sequence>", as Curator names them: the UUID
+// is a random one in its canonical 36-character form, which lets a create
+// whose reply was lost be found again. Nodes are ordered by the text after
+// the last "lock-", as Curator orders them; a node's data is the holder's
+// owner (distlock.WithOwner), or the host name. An operator sees the queue
+// with
+//
+//	zkCli.sh -server zk1:2181 ls /distlock/reports%2Fnightly
+//
+// and Curator's InterProcessMutex on the path "/distlock/reports%2Fnightly"
+// excludes this package's locks and is excluded by them.
+//
+// # URLs
+//
+// OpenURL opens a Backend from a URL, as the distlock CLI does:
+//
+//	zk://h1:2181,h2:2181,h3:2181/myapp/locks
+//	zk://user:password@h1:2181?session_timeout=15s
+//
+// The user information runs to the last "@" of the URL, so a password is
+// written as it is, and "@" in the prefix or the parameters as %40. Errors
+// never show the password, the user name or the hosts as written.
+//
+// # Goroutines
+//
+// A Backend runs the zk client's goroutines, one goroutine per held lock
+// (the watch on its node), one per request in flight (the zk client's calls
+// take no context), and one per node it is still deleting (see above);
+// Close stops them all. The Backend and its leases are safe for concurrent
+// use.
+package zklock

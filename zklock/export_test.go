@@ -1,0 +1,33 @@
+package zklock
+
+// SortNodes sorts lock node names into queue order, for tests.
+func SortNodes(children []string) []string {
+	sortNodes(children)
+	return children
+}
+
+// WatchEvents returns how many node watch events b's session has received.
+// The zk client hands them over, in order, before the replies that follow
+// them, so after a reply the count includes every event sent before it.
+func (b *Backend) WatchEvents() int64 { return b.watchEvents.Load() }
+
+// Exported for tests.
+var (
+	NewUUID     = newUUID
+	UnescapeKey = unescapeKey
+	ProtectedID = protectedID
+	NodePrefix  = nodePrefix
+)
+
+// URLServers returns the server addresses of a zk:// URL.
+func URLServers(raw string) ([]string, error) {
+	u, err := parseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	return u.servers, nil
+}
+
+// SetBeforeWatch makes f run between a waiter's listing and its watch on
+// its predecessor. Call it before the Backend's first Acquire.
+func (b *Backend) SetBeforeWatch(f func(pred string)) { b.beforeWatch = f }

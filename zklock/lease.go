@@ -1,0 +1,234 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+)
+
+// lease is one grant: our lock node, first of the lock's nodes, ephemeral
+// in sess. Its methods are safe for concurrent use.
+type lease struct {
+	b        *Backend
+	sess     *session
+	key      string // as given to Acquire
+	path     string // of our node
+	token    uint64 // the node's czxid
+	validity distlock.Validity
+	onLost   func(error)
+	done     chan struct{} // closed when the lease ends
+
+	mu    sync.Mutex
+	state leaseState
+}
+
+type leaseState int
+
+const (
+	held           leaseState = iota
+	releasing                 // a release is under way
+	releaseUnknown            // a release was sent but its answer never came
+	ended                     // released or lost
+)
+
+var _ distlock.Lease = (*lease)(nil)
+
+// Token is the czxid of the lock node: the zxid of the transaction that
+// created it.
+func (l *lease) Token() uint64 { return l.token }
+
+// Key returns the key the lease was acquired for.
+func (l *lease) Key() string { return l.key }
+
+// Path returns the ZooKeeper path of the lease's lock node.
+func (l *lease) Path() string { return l.path }
+
+// Validity is the confirmation the grant was reported with: the session
+// timeout, from the send time of the request that found our node first.
+func (l *lease) Validity() distlock.Validity { return l.validity }
+
+// Refresh reads the lock node's stat, one request whatever ttl is: the
+// session timeout applies, from the send time of that request, once the
+// reply shows the node still there, created for this grant and owned by the
+// live session. The session itself is kept alive by the zk client's pings.
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if err := backend.CheckTTL(ttl); err != nil {
+		return distlock.Validity{}, err
+	}
+	if l.state0() != held {
+		return distlock.Validity{}, l.gone()
+	}
+	b := l.b
+	rctx, cancel := b.request(ctx)
+	defer cancel()
+	sent := time.Now()
+	st, err := call(rctx, b, func() (*zk.Stat, error) { return b.stat(l.path) }, nil)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		cause := fmt.Errorf("zklock: the node of %q with token %d was deleted", l.key, l.token)
+		if serr := b.sessionErr(l.sess); serr != nil {
+			cause = serr
+		}
+		l.lose(cause)
+		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, cause)
+	case err != nil:
+		return distlock.Validity{}, b.sortErr(ctx, rctx, err)
+	case st.EphemeralOwner != l.sess.id || uint64(st.Czxid) != l.token:
+		cause := fmt.Errorf("zklock: the node of %q with token %d belongs to another grant", l.key, l.token)
+		l.lose(cause)
+		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, cause)
+	}
+	if serr := b.sessionErr(l.sess); serr != nil {
+		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, serr)
+	}
+	if l.state0() == ended {
+		return distlock.Validity{}, l.gone()
+	}
+	return distlock.Validity{Sent: sent, TTL: l.sess.timeout}, nil
+}
+
+// Release deletes the lock node. If it was gone (the session expired, or
+// the node was deleted by someone else) it returns an error matching
+// distlock.ErrLockLost. If ZooKeeper does not answer, it returns an error
+// matching distlock.ErrUnavailable and the Backend goes on deleting the
+// node in the background; a later Release then tries again, and succeeds
+// if the node is gone while the session lives.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	prev := l.state
+	if prev == ended || prev == releasing {
+		l.mu.Unlock()
+		return l.gone()
+	}
+	l.state = releasing
+	l.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		l.setState(prev)
+		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+	}
+	b := l.b
+	rctx, cancel := b.request(ctx)
+	defer cancel()
+	_, err := call(rctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(l.path, -1) }, nil)
+	switch {
+	case err == nil:
+		l.end()
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		l.end()
+		if prev == releaseUnknown && b.sessionErr(l.sess) == nil {
+			return nil // the earlier attempt, or its clean-up, deleted it
+		}
+		return fmt.Errorf("%w: zklock: the node of %q with token %d was gone (its session expired or it was deleted)", distlock.ErrLockLost, l.key, l.token)
+	}
+	l.setState(releaseUnknown)
+	b.goTracked(func() { b.dropNode(l.path, l.sess) })
+	return b.sortErr(ctx, rctx, err)
+}
+
+func (l *lease) state0() leaseState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+func (l *lease) setState(s leaseState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != ended {
+		l.state = s
+	}
+}
+
+func (l *lease) gone() error {
+	return fmt.Errorf("%w: zklock: %q with token %d was already released or lost", distlock.ErrLockLost, l.key, l.token)
+}
+
+// end marks the lease released.
+func (l *lease) end() {
+	l.mu.Lock()
+	if l.state == ended {
+		l.mu.Unlock()
+		return
+	}
+	l.state = ended
+	close(l.done)
+	l.mu.Unlock()
+	l.b.unregister(l)
+}
+
+// lose ends a held lease because the service no longer holds it, and tells
+// the holder, once. A lease being released is left to its release.
+func (l *lease) lose(cause error) {
+	l.mu.Lock()
+	if l.state != held {
+		l.mu.Unlock()
+		return
+	}
+	l.state = ended
+	close(l.done)
+	l.mu.Unlock()
+	l.b.unregister(l)
+	if l.onLost != nil {
+		l.onLost(fmt.Errorf("%w: %w", distlock.ErrLockLost, cause))
+	}
+}
+
+// watch watches the lock node while the lease is held, so that a node
+// deleted by someone else (an operator) is reported at once rather than at
+// the next refresh. The session's end is reported by the Backend.
+func (l *lease) watch() {
+	b := l.b
+	pauses := distlock.ExponentialBackoff(dropRetryMin, dropRetryMax)
+	for failures := 0; ; {
+		rctx, cancel := b.request(b.ctx)
+		ch, err := call(rctx, b, func() (<-chan zk.Event, error) {
+			_, _, ch, err := b.conn.GetW(l.path)
+			return ch, err
+		}, nil)
+		cancel()
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			l.lose(fmt.Errorf("zklock: the node of %q with token %d was deleted", l.key, l.token))
+			return
+		case err != nil:
+			failures++
+			d, _ := pauses.Backoff(failures)
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-l.done:
+			case <-b.ctx.Done():
+			}
+			t.Stop()
+			if l.state0() == ended || b.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		failures = 0
+		select {
+		case ev := <-ch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				l.lose(fmt.Errorf("zklock: the node of %q with token %d was deleted", l.key, l.token))
+				return
+			case zk.EventNotWatching:
+				return // the session ended
+			}
+		case <-l.done:
+			return
+		case <-b.ctx.Done():
+			return
+		case <-l.sess.done:
+			return
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package zklock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/zklock"
+)
+
+// A holder cut off from the ensemble until its session expires: its lock's
+// context ends (at the end of the safe window, before the session timeout)
+// before the waiter is granted the lock, which happens when the ensemble
+// expires the session. Once the holder's connection comes back, the expiry
+// is reported through OnLost, and a new session serves the next acquire.
+func TestSessionExpiryEndsHolderFirst(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	ctx := testCtx(t)
+	key := "session/" + t.Name()
+	p := faultproxy.Start(t, z.Servers[0])
+	hb := newBackend(t, []string{p.Addr()})
+	holder := newClient(t, hb, distlock.WithTTL(sessionTimeout), distlock.WithSafetyMargin(sessionTimeout/10))
+	la, err := holder.Acquire(ctx, key)
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	lost := make(chan error, 1)
+	raw, err := hb.Acquire(ctx, key+"/raw", distlock.AcquireOptions{TTL: sessionTimeout, OnLost: func(err error) { lost <- err }})
+	if err != nil {
+		t.Fatalf("raw Acquire: %v", err)
+	}
+	sid := hb.Conn().SessionID()
+
+	waiter := newClient(t, newBackend(t, z.Servers))
+	type result struct {
+		l   *distlock.Lock
+		err error
+	}
+	granted := make(chan result, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key)
+		granted <- result{l, err}
+	}()
+	waitNodes(t, adminConn(t, z.Servers), key, 2)
+
+	p.Blackhole()
+	cut := time.Now()
+	var r result
+	select {
+	case r = <-granted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter was not granted the lock after the holder's session expired")
+	}
+	if r.err != nil {
+		t.Fatalf("waiter Acquire: %v", r.err)
+	}
+	select {
+	case <-la.Done():
+	default:
+		t.Fatalf("the waiter was granted the lock %v after the cut while the holder's context was live", time.Since(cut))
+	}
+	if err := la.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("holder Err() = %v, want ErrLockLost", err)
+	}
+	if r.l.Token() <= la.Token() {
+		t.Errorf("token %d granted after %d", r.l.Token(), la.Token())
+	}
+
+	p.Heal()
+	select {
+	case err := <-lost:
+		if !errors.Is(err, distlock.ErrLockLost) || !errors.Is(err, zklock.ErrSessionLost) {
+			t.Errorf("OnLost(%v), want ErrLockLost and ErrSessionLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session's expiry was not reported through OnLost")
+	}
+	if _, err := raw.Refresh(ctx, sessionTimeout); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Refresh after the expiry: %v, want ErrLockLost", err)
+	}
+	l2, err := holder.Acquire(ctx, key+"/next")
+	if err != nil {
+		t.Fatalf("Acquire after the expiry: %v", err)
+	}
+	if got := hb.Conn().SessionID(); got == sid {
+		t.Errorf("still session %#x after its expiry", sid)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Errorf("waiter Release: %v", err)
+	}
+}
+
+// newClient returns a distlock Client over b, closed when the test ends.
+func newClient(t testing.TB, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+	t.Helper()
+	c, err := distlock.New(b, opts...)
+	if err != nil {
+		t.Fatalf("distlock.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := testCtxFor(30 * time.Second)
+		defer cancel()
+		c.Close(ctx)
+	})
+	return c
+}
+
+// A waiter cut off until its session expires gets an error matching
+// distlock.ErrUnavailable and ErrSessionLost once its connection is back,
+// never the lock, although the holder released while it was away (its node
+// was then first, until the ensemble expired the session).
+func TestWaiterSessionExpiry(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "session/" + t.Name()
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	p := faultproxy.Start(t, z.Servers[0])
+	wb := newBackend(t, []string{p.Addr()})
+	done := make(chan error, 1)
+	go func() {
+		l, err := wb.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			l.Release(ctx)
+		}
+		done <- err
+	}()
+	waitNodes(t, admin, key, 2)
+	waitWatches(t, z, 2) // the holder's on its node, the waiter's on the holder's
+	p.Blackhole()
+	if err := hl.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	waitNodes(t, admin, key, 0) // the waiter's session expired
+	p.Heal()
+	select {
+	case err := <-done:
+		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, zklock.ErrSessionLost) {
+			t.Fatalf("waiter Acquire: %v, want ErrUnavailable and ErrSessionLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not return after its session expired")
+	}
+}

@@ -1,0 +1,128 @@
+package zklock_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/zklock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sessionTimeout is the session timeout of the tests' Backends: short, so
+// that expiries take little time (the test servers' tick is 200ms).
+const sessionTimeout = 2 * time.Second
+
+// newBackend returns a Backend on servers, closed when the test ends.
+func newBackend(t testing.TB, servers []string, opts ...zklock.Option) *zklock.Backend {
+	t.Helper()
+	opts = append([]zklock.Option{zklock.WithSessionTimeout(sessionTimeout)}, opts...)
+	b, err := zklock.New(servers, opts...)
+	if err != nil {
+		t.Fatalf("zklock.New: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// adminConn returns a plain zk connection with its session made, for
+// looking at and changing the tree behind the Backends' backs.
+func adminConn(t testing.TB, servers []string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatalf("zk.Connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	if _, _, err := c.Exists("/"); err != nil {
+		t.Fatalf("admin connection: %v", err)
+	}
+	return c
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// nodesOf returns the lock nodes of key, in queue order.
+func nodesOf(t testing.TB, admin *zk.Conn, key string) []string {
+	t.Helper()
+	children, _, err := admin.Children(zklock.LockPath(zklock.DefaultPrefix, key))
+	if err == zk.ErrNoNode {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("children of %q: %v", key, err)
+	}
+	return zklock.SortNodes(children)
+}
+
+// deleteHolder deletes the first node of key's lock, as an operator would.
+func deleteHolder(t testing.TB, admin *zk.Conn, key string) {
+	t.Helper()
+	nodes := nodesOf(t, admin, key)
+	if len(nodes) == 0 {
+		t.Fatalf("no holder of %q", key)
+	}
+	if err := admin.Delete(zklock.LockPath(zklock.DefaultPrefix, key)+"/"+nodes[0], -1); err != nil {
+		t.Fatalf("delete the holder of %q: %v", key, err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	distlocktest.Run(t,
+		func(t *testing.T) distlock.Backend { return newBackend(t, z.Servers) },
+		distlocktest.WithTTL(sessionTimeout),
+		distlocktest.WithRevoke(func(t *testing.T, key string) { deleteHolder(t, admin, key) }),
+		distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+			// Nothing listens on the port: the zk client fails queued
+			// requests with ErrNoServer once it has tried every address.
+			return newBackend(t, []string{"127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))}, zklock.WithRequestTimeout(time.Second))
+		}),
+	)
+}
+
+// testCtx returns a context that bounds a whole test.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitNodes waits until key's lock has n nodes and returns them in queue
+// order.
+func waitNodes(t testing.TB, admin *zk.Conn, key string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nodes := nodesOf(t, admin, key)
+		if len(nodes) == n {
+			return nodes
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q has nodes %q after 30s, want %d", key, nodes, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// newBackendTimeout returns a Backend on servers with the given session
+// timeout, closed when the test ends.
+func newBackendTimeout(t testing.TB, servers []string, timeout time.Duration, opts ...zklock.Option) *zklock.Backend {
+	t.Helper()
+	return newBackend(t, servers, append([]zklock.Option{zklock.WithSessionTimeout(timeout)}, opts...)...)
+}
+
+func testCtxFor(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
