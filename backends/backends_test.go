@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,20 +111,34 @@ func TestOpenNeedsAHost(t *testing.T) {
 
 // A registered backend is opened by its scheme; whatever its errors
 // quote of the URL, Open masks the secrets.
+// (The test schemes are registered once per test binary: -count runs the
+// test again.)
+var (
+	registerOnce sync.Once
+	registerSrv  = memlock.New()
+	registerGot  atomic.Pointer[string]
+)
+
 func TestRegister(t *testing.T) {
-	srv := memlock.New()
-	var got string
-	backends.Register(func(_ context.Context, raw string) (backends.Backend, error) {
-		got = raw
-		if strings.Contains(raw, "fail") {
-			return nil, fmt.Errorf("%w: cannot reach %s (password %s)", distlock.ErrUnavailable, raw, pw)
+	registerOnce.Do(func() {
+		backends.Register(func(_ context.Context, raw string) (backends.Backend, error) {
+			registerGot.Store(&raw)
+			if strings.Contains(raw, "fail") {
+				return nil, fmt.Errorf("%w: cannot reach %s (password %s)", distlock.ErrUnavailable, raw, pw)
+			}
+			return memBackend{registerSrv}, nil
+		}, "test+mem", "test+mem2")
+	})
+	got := func() string {
+		if p := registerGot.Load(); p != nil {
+			return *p
 		}
-		return memBackend{srv}, nil
-	}, "test+mem", "test+mem2")
+		return ""
+	}
 	ctx := context.Background()
 	b, err := backends.Open(ctx, "TEST+MEM://somewhere")
-	if err != nil || got != "TEST+MEM://somewhere" {
-		t.Fatalf("Open: %v (opener given %q)", err, got)
+	if err != nil || got() != "TEST+MEM://somewhere" {
+		t.Fatalf("Open: %v (opener given %q)", err, got())
 	}
 	if _, ok := b.(memBackend); !ok {
 		t.Errorf("Open returned a %T, not the opener's own backend", b)
