@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/distlock/distlock"
+)
+
+// Terminal sequences (ANSI) of the watch's redraw. The screen is cleared
+// once; later frames overwrite the last one line by line, each line's
+// rest erased, and then the screen below it, so that it does not flicker.
+const (
+	cursorHome  = "\x1b[H"
+	clearScreen = "\x1b[2J"
+	eraseLine   = "\x1b[K"
+	eraseBelow  = "\x1b[J"
+)
+
+// watch lists the holders under prefix every f.interval until ctx ends,
+// which is the normal end of a watch (Ctrl-C): it then returns nil.
+func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefix string, f statusFlags) error {
+	tty := !f.json && r.getenv("TERM") != "dumb" && isTerminal(r.stdout)
+	title := "distlock status"
+	if prefix != "" {
+		title += " " + printable(prefix)
+	}
+	title += " on " + printable(where) + ", every " + f.interval.String()
+	tick := time.NewTicker(f.interval)
+	defer tick.Stop()
+	var frame bytes.Buffer
+	for n := 0; ; n++ {
+		hs, err := lister.List(ctx, prefix)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && n == 0 {
+			return err // a service that cannot be listed at all fails as without --watch
+		}
+		now := time.Now()
+		frame.Reset()
+		switch {
+		case f.json && err != nil:
+			fmt.Fprintf(r.stderr, "distlock: %v; trying again in %v\n", err, f.interval)
+		case f.json:
+			// One line per listing, so that line-oriented tools can follow.
+			if err := json.NewEncoder(&frame).Encode(holdersJSON(hs, now)); err != nil {
+				return err
+			}
+		case err != nil && !tty:
+			fmt.Fprintf(r.stderr, "distlock: %v; trying again in %v\n", err, f.interval)
+		default:
+			fmt.Fprintf(&frame, "%s: %s\n\n", title, now.Format(time.DateTime))
+			switch {
+			case err != nil:
+				fmt.Fprintf(&frame, "%s; trying again in %v\n", printable(err.Error()), f.interval)
+			case len(hs) == 0 && prefix != "":
+				fmt.Fprintf(&frame, "no lock held under %q\n", prefix)
+			case len(hs) == 0:
+				frame.WriteString("no lock held\n")
+			default:
+				writeTable(&frame, hs, now)
+			}
+			if tty {
+				rows, cols, _ := terminalSize(r.stdout)
+				b := redraw(frame.Bytes(), rows, cols, n == 0)
+				frame.Reset()
+				frame.Write(b)
+			} else {
+				frame.WriteByte('\n')
+			}
+		}
+		// One write per frame: a terminal shows it whole.
+		if _, err := r.stdout.Write(frame.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// redraw returns the terminal bytes that draw text, a frame of lines, in
+// place of the last one on a screen of rows by cols (0: unknown), the
+// screen cleared first if first. Lines are cut to the width, and the table
+// to the height, with the number of rows left out said on its last line,
+// so that the screen never scrolls and the next frame's cursor-home
+// overwrites this one.
+func redraw(text []byte, rows, cols int, first bool) []byte {
+	lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+	if rows > 1 && len(lines) > rows-1 {
+		// The last row stays empty: a newline there would scroll.
+		keep := max(rows-2, 0)
+		more := len(lines) - keep
+		lines = append(lines[:keep:keep], fmt.Sprintf("... and %d more (a taller terminal, or a PREFIX, shows them)", more))
+	}
+	var b bytes.Buffer
+	b.WriteString(cursorHome)
+	if first {
+		b.WriteString(clearScreen)
+	}
+	for _, l := range lines {
+		b.WriteString(cut(l, cols))
+		b.WriteString(eraseLine)
+		b.WriteByte('\n')
+	}
+	b.WriteString(eraseBelow)
+	return b.Bytes()
+}
+
+// cut returns s cut to at most cols runes (no limit for 0), so that a long
+// line does not wrap onto the next row.
+func cut(s string, cols int) string {
+	if cols <= 0 || utf8.RuneCountInString(s) <= cols {
+		return s
+	}
+	i, n := 0, 0
+	for i = range s {
+		if n == cols {
+			break
+		}
+		n++
+	}
+	return s[:i]
+}
