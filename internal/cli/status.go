@@ -20,12 +20,12 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// Defaults and bounds of the status command's flags.
-const (
-	DefaultInterval = time.Second
-	// minInterval keeps a watch from hammering the lock service.
-	minInterval = 100 * time.Millisecond
-)
+// DefaultInterval is the default time between the listings of
+// `status --watch` (--interval).
+const DefaultInterval = time.Second
+
+// minInterval keeps a watch from hammering the lock service.
+const minInterval = 100 * time.Millisecond
 
 type statusFlags struct {
 	json     bool
@@ -36,7 +36,7 @@ type statusFlags struct {
 func (r *runner) statusCommand() *cobra.Command {
 	var f statusFlags
 	cmd := &cobra.Command{
-		Use:   "status [--json] [--watch [--interval D]] [PREFIX]",
+		Use:   "status [PREFIX]",
 		Short: "List the held locks whose key starts with PREFIX",
 		Long: `Status lists the current holders of the locks whose key starts with PREFIX
 (all locks without it): key, fencing token, owner, how long it has been
@@ -46,7 +46,7 @@ With --verbose it also names the lock service on standard error: the
 default is file://` + defaultDirHelp() + `.
 
 With --watch it lists them again every --interval until interrupted
-(Ctrl-C, SIGINT or SIGTERM), which ends it with status 0. On a terminal
+(Ctrl-C or SIGTERM), which ends it with status 0. On a terminal
 the table is redrawn in place, under a line naming the lock service and
 the time, and cut to the terminal's height; otherwise (a pipe, a file,
 TERM=dumb) each listing is printed after the last, the same line first
@@ -123,18 +123,14 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 	}
 	if len(hs) == 0 {
 		// Said on stderr: stdout stays empty for scripts.
-		fmt.Fprintf(r.stderr, "distlock: %s\n", noneHeld(prefix, where))
+		if prefix != "" {
+			fmt.Fprintf(r.stderr, "distlock: no lock held under %q on %s\n", prefix, where)
+		} else {
+			fmt.Fprintf(r.stderr, "distlock: no lock held on %s\n", where)
+		}
 		return nil
 	}
 	return writeTable(r.stdout, hs, now)
-}
-
-// noneHeld says that no lock is held under prefix on the backend where.
-func noneHeld(prefix, where string) string {
-	if prefix != "" {
-		return fmt.Sprintf("no lock held under %q on %s", prefix, where)
-	}
-	return "no lock held on " + where
 }
 
 // holdersJSON is the document of `distlock status --json` for hs at now.

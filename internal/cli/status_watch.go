@@ -45,20 +45,18 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 		now := time.Now()
 		frame.Reset()
 		switch {
-		case f.json && err != nil:
-			fmt.Fprintf(r.stderr, "distlock: %v; trying again in %v\n", err, f.interval)
+		case err != nil && (f.json || !tty):
+			fmt.Fprintln(r.stderr, retrying(err, f.interval))
 		case f.json:
 			// One line per listing, so that line-oriented tools can follow.
 			if err := json.NewEncoder(&frame).Encode(holdersJSON(hs, now)); err != nil {
 				return err
 			}
-		case err != nil && !tty:
-			fmt.Fprintf(r.stderr, "distlock: %v; trying again in %v\n", err, f.interval)
 		default:
 			fmt.Fprintf(&frame, "%s: %s\n\n", title, now.Format(time.DateTime))
 			switch {
 			case err != nil:
-				fmt.Fprintf(&frame, "%s; trying again in %v\n", printable(err.Error()), f.interval)
+				fmt.Fprintln(&frame, printable(retrying(err, f.interval)))
 			case len(hs) == 0 && prefix != "":
 				fmt.Fprintf(&frame, "no lock held under %q\n", prefix)
 			case len(hs) == 0:
@@ -85,6 +83,11 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 		case <-tick.C:
 		}
 	}
+}
+
+// retrying says that a listing failed with err and when the next is.
+func retrying(err error, interval time.Duration) string {
+	return fmt.Sprintf("distlock: %s; trying again in %v", strings.TrimPrefix(err.Error(), "distlock: "), interval)
 }
 
 // redraw returns the terminal bytes that draw text, a frame of lines, in

@@ -63,12 +63,7 @@ type tmux struct {
 
 func startTmux(t *testing.T, e *env) *tmux {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("tmux is not installed (scripts/install-test-deps.sh installs it): %v", err)
-		}
-		t.Skipf("tmux is not installed: %v", err)
-	}
+	testserver.Require(t, "tmux") // under CI=true, a missing tmux fails the test
 	tm := &tmux{t: t, sock: filepath.Join(e.tmp, "tmux.sock"),
 		env: append(e.command().Env, "DL="+bin, "PS1=$ ", "ENV=", "HOME="+e.tmp)}
 	tm.run("-f", "/dev/null", "new-session", "-d", "-s", "watch", "-x", "120", "-y", "30", "sh")
@@ -293,6 +288,48 @@ func TestStatusWatchEscapesServerData(t *testing.T) {
 	}
 	if !quoted {
 		t.Errorf("no row with the key and owner quoted: %q", rest)
+	}
+}
+
+// A terminal that cannot move the cursor (TERM=dumb) gets the plain
+// listings.
+func TestStatusWatchDumbTerminal(t *testing.T) {
+	e := newEnv(t)
+	p := e.startPty("sh", `TERM=dumb exec "$DL" status --watch --interval 100ms`)
+	waitFor(t, "two listings", func() bool { return strings.Count(p.out.String(), "distlock status on ") >= 2 })
+	p.shell.Process.Signal(os.Interrupt)
+	p.wait(t) // exit 0
+	if out := p.out.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, "\r\n\r\nno lock held\r\n\r\n") {
+		t.Errorf("on a dumb terminal: %q; want plain listings", out)
+	}
+}
+
+// A watch outlives the lock service's failures: each is said, and the next
+// listing tries again. A service that fails the first listing ends the
+// watch as it ends a one-off status.
+func TestStatusWatchOutlivesFailures(t *testing.T) {
+	e := newEnv(t)
+	if res := e.run("--backend", fmt.Sprintf("redis://127.0.0.1:%d", testserver.FreePort(t)), "status", "--watch"); res.code != cli.ExitUnavailable {
+		t.Errorf("status --watch on a service that is down: exit %d, stderr %q; want %d", res.code, res.stderr, cli.ExitUnavailable)
+	}
+	r := testserver.StartRedis(t)
+	if _, err := r.Do("SET", "distlock:{jobs/r}:lock", fmt.Sprintf("secret|7|%d|me", time.Now().UnixMilli()), "PX", "60000"); err != nil {
+		t.Fatal(err)
+	}
+	s := e.start(e.command("--backend", "redis://"+r.Addr, "status", "--watch", "--interval", "100ms"))
+	waitFor(t, "a listing of jobs/r", func() bool {
+		f := row(s.stdout.String(), "jobs/r")
+		return len(f) == 5 && f[1] == "7" && f[2] == "me"
+	})
+	r.Kill()
+	waitFor(t, "the failure said", func() bool { return strings.Contains(s.stderr.String(), "; trying again in 100ms\n") })
+	r.Restart(t) // without the key: the server keeps nothing on disk
+	waitFor(t, "a listing after the restart", func() bool { return strings.HasSuffix(s.stdout.String(), "\n\nno lock held\n\n") })
+	s.cmd.Process.Signal(os.Interrupt)
+	res := e.wait(s)
+	if res.code != 0 || strings.Count(res.stderr, "\n") != strings.Count(res.stderr, "; trying again in 100ms\n") ||
+		strings.Count(res.stderr, "distlock: ") != strings.Count(res.stderr, "\n") {
+		t.Errorf("exit %d, stderr %q; want 0, and the failures, one line each, said once each", res.code, res.stderr)
 	}
 }
 
