@@ -107,7 +107,12 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		stop()
 		cancel(nil)
-		err = errors.Join(err, l.Release(context.WithoutCancel(ctx)))
+		// A done ctx gets a fresh one, bounded by the TTL.
+		if rerr := l.Release(ctx); err == nil {
+			err = rerr
+		} else if rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 	}()
 	return fn(fctx)
 }
@@ -211,7 +216,7 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 		return nil, err
 	}
 	if n := findHeld(parent, c, key); n != nil {
-		return c.reenter(waitCtx, n, cfg.maxDepth)
+		return c.reenter(waitCtx, parentScope(parent), n, cfg.maxDepth)
 	}
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
@@ -341,15 +346,20 @@ func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 	return nil
 }
 
-// reenter returns a new handle on the grant of n, reached from waitCtx.
-func (c *Client) reenter(waitCtx context.Context, n *heldNode, maxDepth int) (*Lock, error) {
+// reenter returns a new handle on the grant of n, reached from waitCtx,
+// whose innermost scope is inner (n's scope or one under it: its why covers
+// n's too).
+func (c *Client) reenter(waitCtx context.Context, inner *scope, n *heldNode, maxDepth int) (*Lock, error) {
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
 	}
 	g := n.g
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := n.scope.why(nowNanos())
+	if c.closed {
+		return nil, ErrClosed // Close is releasing every grant
+	}
+	err := inner.why(nowNanos())
 	switch {
 	case err == ErrReleased:
 		err = fmt.Errorf("%w: the enclosing lock was released", ErrNotHeld)
@@ -476,9 +486,13 @@ func (c *Client) release(ctx context.Context, g *grant, all bool) error {
 	}
 	c.mu.Unlock()
 
-	// Stop the work under the lock before anyone else can get it. (A lost
-	// grant's scope has ended already.)
-	g.scope.end(ErrReleased)
+	// Stop the work under the lock before anyone else can get it. A lost
+	// grant's scope has ended, or is ending, with the loss: say that too.
+	if lostCause != nil {
+		g.scope.end(lostCause)
+	} else {
+		g.scope.end(ErrReleased)
+	}
 	if lostCause == nil {
 		outcome := released
 		if all {

@@ -312,3 +312,29 @@ func TestMaxHoldRecordedForErr(t *testing.T) {
 		l.Release(context.Background())
 	})
 }
+
+// A key is not reentered through the context of a lock whose deadline has
+// passed, even before the watchdog has cancelled that context.
+func TestNoReentryThroughEndedLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := oneClient(t)
+		a, _ := c.Acquire(ctx, "a")
+		b, err := c.Acquire(a.Context(), "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		passDeadline(c, b.g)
+		if b.Context().Err() != nil {
+			t.Fatal("the watchdog ran: the test shows nothing")
+		}
+		if l, err := c.Acquire(b.Context(), "a"); !errors.Is(err, ErrDeadlinePassed) {
+			t.Errorf("reentry of a through b, whose deadline passed: %v, want ErrDeadlinePassed", err)
+			if l != nil {
+				l.Release(ctx)
+			}
+		}
+		a.Release(ctx)
+		b.Release(ctx)
+	})
+}

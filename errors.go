@@ -70,8 +70,9 @@ var (
 // KeyError reports which key an operation was about. Every error that
 // Acquire, TryAcquire, Do, AcquireAll, Lock.Refresh and Lock.Release return
 // is a *KeyError (for AcquireAll, naming the key that failed, or the first
-// key when the failure concerns none in particular), and so is a LockSet's
-// Err, with Op "hold", naming the part that ended.
+// key when the failure concerns none in particular; for Do, unless fn
+// failed: then fn's error, joined with Release's if that failed too), and so
+// is a LockSet's Err, with Op "hold", naming the part that ended.
 type KeyError struct {
 	Key string
 	Op  string // "acquire", "refresh", "release", "hold"

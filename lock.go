@@ -19,6 +19,7 @@ import (
 type Lock struct {
 	g        *grant
 	released atomic.Bool // this handle
+	set      *scope      // the scope of the set this is a part of, or nil
 }
 
 // Key returns the locked key.
@@ -122,6 +123,11 @@ func (l *Lock) Refresh(ctx context.Context) error {
 func (l *Lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return keyErr("release", l.g.key, fmt.Errorf("%w: released twice", ErrNotHeld))
+	}
+	if s := l.set; s != nil {
+		// A part released on its own ends its set first, even when the
+		// grant lives on in other handles.
+		s.end(s.ownErr(nowNanos()))
 	}
 	return keyErr("release", l.g.key, l.g.c.releaseHandle(ctx, l.g))
 }

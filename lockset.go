@@ -45,7 +45,11 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) 
 	for _, k := range sorted {
 		l, err := c.acquire(ctx, ctx, k, cfg)
 		if err != nil {
-			return nil, errors.Join(keyErr("acquire", k, err), s.releaseLocks(context.WithoutCancel(ctx)))
+			// A done ctx gets a fresh one, bounded by the TTL, in release.
+			if rerr := s.releaseLocks(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return nil, keyErr("acquire", k, err)
 		}
 		s.locks = append(s.locks, l)
 	}
@@ -64,7 +68,10 @@ func (s *LockSet) bind(ctx context.Context) {
 		next = &heldNode{c: l.g.c, key: l.g.key, g: l.g, next: next}
 	}
 	sc := newScope(ctx, next)
-	sc.parts = parts
+	sc.parts, sc.locks = parts, s.locks
+	for _, l := range s.locks {
+		l.set = sc
+	}
 	for n := next; n != nil && n.scope == nil; n = n.next {
 		n.scope = sc
 	}

@@ -23,9 +23,10 @@ import (
 // States: live, then ended (over holds the cause, and ctx is cancelled with
 // it), for good.
 //
-// Who guards what: ctx, cancel, parent, g, parts and set are set before the
-// scope is published and never change; over and freed are atomics, each set
-// once; mu (a leaf in the lock order, see grant) guards kids and closed.
+// Who guards what: ctx, cancel, parent, g, parts, locks and ended are set
+// before the scope is published and never change; over and freed are
+// atomics, each set once; mu (a leaf in the lock order, see grant) guards
+// kids and closed.
 type scope struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -33,9 +34,11 @@ type scope struct {
 
 	g     *grant   // a lock's scope: the grant
 	parts []*grant // a set's scope: the parts' grants, sorted by key
+	locks []*Lock  // a set's scope: its handles on them, in the same order
 	freed atomic.Bool
 
-	over atomic.Pointer[error]
+	over  atomic.Pointer[error]
+	ended chan struct{} // closed once s and its kids have ended
 
 	mu     sync.Mutex
 	kids   map[*scope]struct{} // scopes that end when this one ends
@@ -52,7 +55,10 @@ func (s *scope) ownErr(now int64) error {
 	if s.freed.Load() {
 		return ErrReleased
 	}
-	for _, g := range s.parts {
+	for i, g := range s.parts {
+		if s.locks[i].released.Load() { // a reentered part's grant lives on
+			return &KeyError{Op: "hold", Key: g.key, Err: ErrReleased}
+		}
 		if err := g.errAt(now); err != nil {
 			return &KeyError{Op: "hold", Key: g.key, Err: err}
 		}
@@ -98,21 +104,24 @@ func (s *scope) enclosing(cause error) error {
 	return &EnclosingError{Err: cause} // the set was released
 }
 
-// causeFor is the cause of kid when s ends with cause: a set ended by one
-// of its parts names the part; any other kid was created under s.
+// causeFor is the cause of kid when s ends with cause: what kid stands
+// for, if that ended (a set ended by one of its parts names the part, as
+// its Err does, whichever of its enders reaches it first); otherwise the
+// end of s, which kid was created under.
 func (s *scope) causeFor(kid *scope, cause error) error {
-	if kid.parts != nil && kid.parent != s && s.g != nil {
-		if _, ok := errors.AsType[*EnclosingError](cause); !ok {
-			return &KeyError{Op: "hold", Key: s.g.key, Err: cause}
-		}
+	if err := kid.ownErr(nowNanos()); err != nil {
+		return err
 	}
 	return s.enclosing(cause)
 }
 
 // end ends s with cause, then its kids, and takes s out of the scopes that
-// would end it. Ending an ended scope does nothing.
+// would end it. Ending an ended scope waits until s and its kids have
+// ended, as another goroutine may still be ending them: a release gives
+// the lease back next.
 func (s *scope) end(cause error) {
 	if !s.over.CompareAndSwap(nil, errPtr(cause)) {
+		<-s.ended
 		return
 	}
 	s.cancel(cause)
@@ -123,6 +132,7 @@ func (s *scope) end(cause error) {
 	for k := range kids {
 		k.end(s.causeFor(k, cause))
 	}
+	close(s.ended) // the scopes are a DAG: no end waits for its own caller
 	for _, e := range s.enders() {
 		e.mu.Lock()
 		delete(e.kids, s)
@@ -214,7 +224,7 @@ func ctxHolds(ctx context.Context, g *grant) bool {
 // newScope makes the scope of the context derived from parent (its values,
 // not its cancellation) that records nodes as its locks.
 func newScope(parent context.Context, nodes *heldNode) *scope {
-	s := &scope{parent: parentScope(parent)}
+	s := &scope{parent: parentScope(parent), ended: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, nodes))
 	return s
 }

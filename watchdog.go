@@ -216,7 +216,7 @@ func (c *Client) refreshBatch(batch []*grant) {
 			deadline = d
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(c.closing, deadline) // Close releases the grants: stop
 	defer cancel()
 
 	if c.batch != nil {

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendurl"
 	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
@@ -26,6 +28,17 @@ const DefaultDialTimeout = 5 * time.Second
 // defaultPort is etcd's client port.
 const defaultPort = "2379"
 
+// Schemes returns the URL schemes OpenURL takes.
+func Schemes() []string { return []string{"etcd", "etcds"} }
+
+// urlForm names the form of a URL of scheme, for errors.
+func urlForm(scheme string) string {
+	if scheme != "etcds" {
+		scheme = "etcd"
+	}
+	return "want " + scheme + "://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS]"
+}
+
 // OpenURL opens a Backend on the etcd cluster that rawURL names, with a
 // client of its own that the Backend's Close closes. The forms are:
 //
@@ -33,12 +46,14 @@ const defaultPort = "2379"
 //	etcds://...                          the same over TLS
 //	etcd://USER:PASSWORD@HOST...         etcd authentication
 //
-// PORT defaults to 2379; IPv6 hosts are written in brackets. PREFIX is the
-// lock name prefix (WithPrefix), percent-decoded, with a "/" added if it
-// does not end with one; it defaults to DefaultPrefix. USER and PASSWORD
-// are percent-decoded. The user information is everything before the last
-// "@" of the URL, so a PASSWORD may hold any character as it is, while "@"
-// in PREFIX or PARAMS must be written %40. PARAMS are:
+// PORT defaults to 2379; IPv6 hosts are written in brackets. A URL
+// without "//", or without a host, is refused. PREFIX is the lock name
+// prefix (WithPrefix), percent-decoded, with a "/" added if it does not
+// end with one; it defaults to DefaultPrefix. USER and PASSWORD are
+// percent-decoded. The user information is everything before the last
+// "@" of the URL, so a PASSWORD may hold any character as it is, while
+// "@" in PREFIX or PARAMS must be written %40 (and "#" anywhere after the
+// user information %23). PARAMS are:
 //
 //	ca=FILE               PEM CA bundle to verify the servers (implies TLS)
 //	cert=FILE&key=FILE    client certificate and key, PEM (imply TLS)
@@ -46,25 +61,33 @@ const defaultPort = "2379"
 //	request_timeout=DURATION see WithRequestTimeout (default 5s)
 //
 // Over TLS without ca, the system's roots verify the servers. Unknown
-// parameters are refused. The connection is made lazily, except that with
-// a user name the credentials are checked at once, within the dial timeout
-// (and ctx's deadline, if sooner), and that over TLS one TLS handshake is
-// made with the servers, so that a certificate the client cannot verify,
-// or a server refusing the client's certificate (or its absence), is
-// reported by OpenURL rather than as requests timing out; without TLS, a
-// cluster whose every reachable endpoint expects TLS is reported the same
-// way, naming etcds://. An unreachable cluster is not an OpenURL error.
+// parameters are refused. opts are applied after the URL's prefix and
+// request timeout, so they win. The connection is made lazily, except
+// that with a user name the credentials are checked at once, within the
+// dial timeout (and ctx's deadline, if sooner), and that over TLS one TLS
+// handshake is made with the servers, so that a certificate the client
+// cannot verify, or a server refusing the client's certificate (or its
+// absence), is reported by OpenURL rather than as requests timing out;
+// without TLS, a cluster whose every reachable endpoint expects TLS is
+// reported the same way, naming etcds://. An unreachable cluster is not an
+// OpenURL error.
 //
-// Errors never contain the password, nor the URL, the user name or the
-// hosts as written (a mistyped URL can put the password in any of them).
-// A malformed URL returns an error matching distlock.ErrInvalidOption.
-func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
+// Errors never contain the password: they show the URL redacted (see the
+// backends package), which hides the user information and, when the
+// hosts are not host names, all but the scheme. A malformed URL returns
+// an error matching distlock.ErrInvalidOption.
+func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if u.tls != nil {
+		if u.tls, err = tlsfiles.Config(u.tls, u.ca, u.cert, u.key); err != nil {
+			return nil, fmt.Errorf("%w: etcdlock: %s: TLS options: %w", distlock.ErrInvalidOption, u.shown, err)
+		}
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < u.dialTimeout {
 		u.dialTimeout = max(time.Until(d), time.Millisecond)
@@ -73,13 +96,13 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		// The etcd client retries a failed TLS handshake silently until
 		// a request times out; say at once what is wrong instead.
 		if err := checkTLS(ctx, u.endpoints, u.tls, u.dialTimeout); err != nil {
-			return nil, fmt.Errorf("etcdlock: connect to %s: %w", u.hosts, err)
+			return nil, fmt.Errorf("etcdlock: %s: %w", u.shown, err)
 		}
 	} else if err := checkPlain(ctx, u.endpoints, min(u.dialTimeout, time.Second)); err != nil {
 		// Likewise for plain text sent to a server that expects TLS. The
 		// check gives up within a second: an unreachable cluster is the
 		// requests' to report.
-		return nil, fmt.Errorf("%w: etcdlock: connect to %s: %w", distlock.ErrInvalidOption, u.hosts, err)
+		return nil, fmt.Errorf("%w: etcdlock: %s: %w", distlock.ErrInvalidOption, u.shown, err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:   u.endpoints,
@@ -91,13 +114,13 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		err = scrub(err, u.password)
+		err = backendurl.Scrub(err, rawURL)
 		if permanent(err) {
-			return nil, fmt.Errorf("etcdlock: connect to %s: %w", u.hosts, err)
+			return nil, fmt.Errorf("etcdlock: %s: connect: %w", u.shown, err)
 		}
-		return nil, fmt.Errorf("%w: etcdlock: connect to %s: %w", distlock.ErrUnavailable, u.hosts, err)
+		return nil, fmt.Errorf("%w: etcdlock: %s: connect: %w", distlock.ErrUnavailable, u.shown, err)
 	}
-	b, err := New(cli, WithPrefix(u.prefix), WithRequestTimeout(u.requestTimeout))
+	b, err := New(cli, append([]Option{WithPrefix(u.prefix), WithRequestTimeout(u.requestTimeout)}, opts...)...)
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -106,116 +129,79 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 	return b, nil
 }
 
+// etcdURL is what an etcd URL says, read without I/O.
 type etcdURL struct {
-	hosts          string // for messages: the host list, without credentials
+	shown          string // for messages: the URL redacted
 	endpoints      []string
 	user, password string
 	prefix         string
-	tls            *tls.Config
+	tls            *tls.Config // nil: plain text; else completed with ca, cert and key when opening
+	ca, cert, key  string
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
 }
 
-// parseURL parses an etcd URL by hand rather than with net/url, whose
-// errors quote the whole URL, password included, and which does not take
-// a list of hosts.
+// parseURL reads an etcd URL without I/O. Its errors match
+// distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*etcdURL, error) {
+	u := &etcdURL{shown: backendurl.Redact(raw), dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: etcdlock: URL: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+		return fmt.Errorf("%w: etcdlock: malformed backend URL %q: %s", distlock.ErrInvalidOption, u.shown, fmt.Sprintf(format, args...))
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return nil, bad("want etcd://HOST[:PORT][,...][/PREFIX] or etcds://...")
+	p, err := backendurl.Parse(raw)
+	if err != nil {
+		scheme, _, _ := backendurl.Scheme(raw)
+		return nil, bad("%v; %s", err, urlForm(scheme))
 	}
-	u := &etcdURL{dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
 	var useTLS bool
-	switch strings.ToLower(scheme) {
+	switch p.Scheme {
 	case "etcd":
 	case "etcds":
 		useTLS = true
 	default:
-		return nil, bad("scheme must be etcd or etcds")
+		return nil, bad("scheme must be etcd or etcds; %s", urlForm(""))
 	}
-
-	// The user information is everything before the last "@" of the URL.
-	// A host cannot hold "@", and the prefix and the parameters must write
-	// it %40, so that the password may hold any character ("/", "?", "#"
-	// and "@" included, which RFC 3986 would have percent-encoded) without
-	// any of it being taken for a host, a prefix or a parameter, and shown
-	// in an error. Nothing before that "@" is ever shown.
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		info := rest[:at]
-		rest = rest[at+1:]
-		user, pass, hasPass := strings.Cut(info, ":")
-		var err1, err2 error
-		u.user, err1 = url.PathUnescape(user)
-		u.password, err2 = url.PathUnescape(pass)
+	if p.HasUser {
 		switch {
-		case err1 != nil || err2 != nil:
-			return nil, bad("bad percent-encoding in the user information")
-		case u.user == "":
+		case p.User == "":
 			return nil, bad("empty user name")
-		case !hasPass || u.password == "":
-			// The user name is not shown: it may be a password whose
-			// colon was encoded, or written without a user name.
+		case !p.HasPassword || p.Password == "":
 			return nil, bad("no password after the user name (write USER:PASSWORD@HOST)")
 		}
+		u.user, u.password = p.User, p.Password
 	}
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
-	}
-	path, query, _ := strings.Cut(tail, "?")
-
-	if authority == "" {
-		return nil, bad("no host")
-	}
-	scheme = "http://"
-	if useTLS {
-		scheme = "https://"
-	}
-	var hosts []string
-	for i, h := range strings.Split(authority, ",") {
-		hp, err := hostPort(h)
+	for i, h := range p.Hosts {
+		hp, err := backendurl.HostPort(h, defaultPort)
 		if err != nil {
-			// Not quoted: a mistyped URL can put a secret where a host
-			// should be.
 			return nil, bad("host #%d: %v", i+1, err)
 		}
-		hosts = append(hosts, hp)
-		u.endpoints = append(u.endpoints, scheme+hp)
+		u.endpoints = append(u.endpoints, hp)
 	}
-	u.hosts = strings.Join(hosts, ",")
-
-	if p := strings.TrimPrefix(path, "/"); p != "" {
-		p, err := url.PathUnescape(p)
+	if prefix := strings.TrimPrefix(p.Path, "/"); prefix != "" {
+		prefix, err := url.PathUnescape(prefix)
 		if err != nil {
 			return nil, bad("bad percent-encoding in the prefix")
 		}
-		if !strings.HasSuffix(p, "/") {
-			p += "/"
+		if !strings.HasSuffix(prefix, "/") {
+			prefix += "/"
 		}
-		u.prefix = p
+		u.prefix = prefix
 	}
-
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		return nil, bad("bad query parameters")
-	}
-	var ca, cert, key string
-	for k, vs := range params {
+	// In order, so that the same URL always gets the same error.
+	for _, k := range slices.Sorted(maps.Keys(p.Query)) {
+		vs := p.Query[k]
 		v := vs[len(vs)-1]
 		switch k {
 		case "ca":
-			ca = v
+			u.ca = v
 		case "cert":
-			cert = v
+			u.cert = v
 		case "key":
-			key = v
+			u.key = v
 		case "dial_timeout", "request_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
-				return nil, bad("%s=%q is not a positive duration", k, v)
+				return nil, bad("%s is not a positive duration", k)
 			}
 			if k == "dial_timeout" {
 				u.dialTimeout = d
@@ -226,78 +212,22 @@ func parseURL(raw string) (*etcdURL, error) {
 			return nil, bad("unknown parameter %q (known: ca, cert, key, dial_timeout, request_timeout)", k)
 		}
 	}
-	if ca != "" || cert != "" || key != "" {
-		if !useTLS {
-			useTLS = true
-			for i, e := range u.endpoints {
-				u.endpoints[i] = "https://" + strings.TrimPrefix(e, "http://")
-			}
-		}
+	if u.ca != "" || u.cert != "" || u.key != "" {
+		useTLS = true
 	}
+	if (u.cert == "") != (u.key == "") {
+		return nil, bad("cert and key go together")
+	}
+	scheme := "http://"
 	if useTLS {
-		if u.tls, err = tlsfiles.Config(nil, ca, cert, key); err != nil {
-			return nil, fmt.Errorf("%w: etcdlock: URL: %w", distlock.ErrInvalidOption, err)
-		}
+		scheme = "https://"
+		u.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	for i, e := range u.endpoints {
+		u.endpoints[i] = scheme + e
 	}
 	return u, nil
 }
-
-// hostPort validates "host[:port]" and adds the default port. Its errors
-// do not quote h.
-func hostPort(h string) (string, error) {
-	if h == "" {
-		return "", errors.New("empty")
-	}
-	errForm := errors.New("write it host:port, with IPv6 addresses in brackets")
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		// No port: "host", or "[v6]".
-		port = defaultPort
-		switch v6, bracketed := strings.CutPrefix(h, "["); {
-		case !bracketed:
-			host = h
-			if strings.Contains(host, ":") {
-				return "", errForm
-			}
-		case strings.HasSuffix(v6, "]"):
-			host = strings.TrimSuffix(v6, "]")
-		default:
-			return "", errForm
-		}
-	}
-	if host == "" {
-		return "", errors.New("empty host name")
-	}
-	if strings.ContainsFunc(host, notHostChar) {
-		return "", errForm
-	}
-	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return "", errors.New("bad port (want 1 to 65535)")
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-// notHostChar reports whether r cannot be part of a host name or an IP
-// address (with an IPv6 zone).
-func notHostChar(r rune) bool {
-	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune(".-_:%", r))
-}
-
-// scrub hides secret in err's message, keeping err's chain for errors.Is.
-func scrub(err error, secret string) error {
-	if secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
-	}
-	return &scrubbed{err: err, msg: strings.ReplaceAll(err.Error(), secret, "xxxxx")}
-}
-
-type scrubbed struct {
-	err error
-	msg string
-}
-
-func (e *scrubbed) Error() string { return e.msg }
-func (e *scrubbed) Unwrap() error { return e.err }
 
 // checkTLS makes a TLS connection to every endpoint at once, all within
 // timeout, and returns a handshake's error if a server refused it or could

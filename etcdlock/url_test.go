@@ -261,3 +261,21 @@ func TestOpenURLTLS(t *testing.T) {
 		t.Logf("%v", err)
 	})
 }
+
+// Options given to OpenURL apply after the URL's.
+func TestOpenURLOptions(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ctx := testCtx(t)
+	host := strings.TrimPrefix(e.Endpoints[0], "http://")
+	b, err := etcdlock.OpenURL(ctx, "etcd://"+host+"/from-url", etcdlock.WithPrefix("from-option/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Prefix() != "from-option/" {
+		t.Errorf("prefix %q, want the option's", b.Prefix())
+	}
+	if _, err := etcdlock.OpenURL(ctx, "etcd://"+host, etcdlock.WithRequestTimeout(-time.Second)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("a bad option given to OpenURL: %v, want ErrInvalidOption", err)
+	}
+}

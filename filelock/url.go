@@ -4,14 +4,15 @@ package filelock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendurl"
 )
 
 // defaultBase is the directory in which DefaultDir lives. Unlike /tmp or
@@ -43,41 +44,53 @@ func DefaultDir() string {
 //	file://localhost/dir     the same, with the host named
 //	file:relative/dir        a directory relative to the working directory
 //
-// Other hosts, queries and fragments are refused with an error matching
+// Other hosts, user information (an "@" in a directory name must be
+// written %40), queries and fragments are refused with an error matching
 // distlock.ErrInvalidOption. ctx is checked once; opening does not block.
+// opts are passed to New.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	dir, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return New(dir, opts...)
+}
+
+// ParseURL returns the lock directory that a file URL names, as OpenURL
+// would use it ("" for DefaultDir), without touching the file system.
+func ParseURL(rawURL string) (dir string, err error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: filelock: backend URL %q: %s", distlock.ErrInvalidOption, backendurl.Redact(rawURL), why)
+	}
+	if strings.Contains(rawURL, "@") {
+		// Any "@" would be user information to the other backends, and
+		// so it is hidden in messages: refuse it rather than lock a
+		// directory no message can name.
+		return "", bad("a file URL takes no user information (write \"@\" in a directory name as %40)")
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// Not url.Error itself: it would repeat the URL, password included.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: filelock: malformed URL: %w", distlock.ErrInvalidOption, err)
-	}
-	bad := func(why string) error {
-		return fmt.Errorf("%w: filelock: URL %s: %s", distlock.ErrInvalidOption, u.Redacted(), why)
+		// Not err: url.Error repeats the URL, and its reasons quote parts.
+		return "", bad("malformed URL; want file:///DIR or file:DIR")
 	}
 	switch {
 	case u.Scheme != "file":
-		return nil, bad("the scheme must be file")
-	case u.User != nil:
-		return nil, bad("a file URL takes no user")
+		return "", bad("the scheme must be file")
 	case u.Host != "" && u.Host != "localhost":
-		return nil, bad(fmt.Sprintf("host %q is not this host; a lock directory is local (use file:///path)", u.Host))
+		return "", bad("the host is not this host; a lock directory is local (use file:///path)")
 	case u.RawQuery != "" || u.ForceQuery:
-		return nil, bad("a file URL takes no query")
-	case u.Fragment != "":
-		return nil, bad("a file URL takes no fragment")
+		return "", bad("a file URL takes no query")
+	case u.Fragment != "" || strings.Contains(rawURL, "#"):
+		return "", bad("a file URL takes no fragment")
 	}
-	dir := u.Path
+	dir = u.Path
 	if u.Opaque != "" {
 		if dir, err = url.PathUnescape(u.Opaque); err != nil {
-			return nil, bad("malformed path")
+			return "", bad("malformed path")
 		}
 	}
-	return New(dir, opts...)
+	return dir, nil
 }

@@ -3,9 +3,10 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
-	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendurl"
 	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
@@ -20,6 +22,24 @@ import (
 // an unreachable server (or a Sentinel set that cannot name a master) fails
 // promptly instead of after go-redis's own dial retries.
 const OpenTimeout = 5 * time.Second
+
+// Schemes returns the URL schemes OpenURL takes.
+func Schemes() []string {
+	return []string{"redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel"}
+}
+
+// urlForm names the form of a URL of scheme, for errors.
+func urlForm(scheme string) string {
+	switch scheme {
+	case "redis", "rediss":
+		return "want " + scheme + "://[user:password@]host[:port][/db][?options]"
+	case "redis+cluster", "rediss+cluster":
+		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...][?options]"
+	case "redis+sentinel":
+		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...]/master[/db][?options]"
+	}
+	return "want one of " + strings.Join(Schemes(), ", ") + ", such as redis://host:6379/0"
+}
 
 // OpenURL connects to the Redis named by rawURL, checks it answers PING, and
 // returns a Backend over it whose Close also closes the connection. Forms:
@@ -30,12 +50,16 @@ const OpenTimeout = 5 * time.Second
 //	rediss+cluster://...                                          (TLS)
 //	redis+sentinel://[user:password@]host:port[,host:port...]/master[/db][?options]
 //
-// In the Cluster form the hosts are some of the Cluster's nodes, from which
-// the client learns the others. In the Sentinel form the hosts are
-// Sentinels, master is the monitored primary's name, and the credentials
-// authenticate to the primary (the Sentinels are asked without
-// credentials). The default port is 6379 (26379 for Sentinels); the
-// default db is 0 (a Cluster has no other).
+// Every form names its hosts: a URL without "//", or without a host, is
+// refused. In the Cluster form the hosts are some of the Cluster's nodes,
+// from which the client learns the others. In the Sentinel form the hosts
+// are Sentinels, master is the monitored primary's name, and the
+// credentials authenticate to the primary (the Sentinels are asked without
+// credentials). The default port is 6379 (26379 for Sentinels); IPv6
+// hosts are written in brackets; the default db is 0 (a Cluster has no
+// other). The user information is everything before the last "@" of the
+// URL, percent-decoded: a password may hold any character as it is, and
+// "@" in the path or the options must be written %40.
 //
 // Options are this package's "prefix" (WithPrefix), "fair" (WithFair, a
 // boolean), "eviction_allowed" (WithEvictionAllowed, a boolean) and
@@ -44,141 +68,258 @@ const OpenTimeout = 5 * time.Second
 // server instead of the system's roots) and "cert" and "key" (a PEM client
 // certificate and its key, together); and go-redis's own URL options such
 // as "dial_timeout", "read_timeout", "write_timeout", "pool_size" and
-// "max_retries".
+// "max_retries". opts are applied after the URL's options, so they win.
 //
-// Errors never contain the password: they show the URL redacted.
-func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
-	// The node lists of the Cluster and Sentinel forms are not one URL
-	// host (IPv6 nodes, nodes without a port): take them out first.
-	rawURL, nodes := splitNodes(rawURL)
-	u, err := url.Parse(rawURL)
+// Errors never contain the password: they show the URL redacted (see
+// the backends package). A malformed URL gives an error matching
+// distlock.ErrInvalidOption, an unreachable server one matching
+// distlock.ErrUnavailable.
+func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
+	u, err := parseURL(rawURL)
 	if err != nil {
-		// url.Error quotes the whole URL, password included: do not wrap it.
-		return nil, fmt.Errorf("%w: redislock: malformed backend URL", distlock.ErrInvalidOption)
+		return nil, err
 	}
-	shown := u.Redacted()
-	if nodes != nil {
-		shown = strings.Replace(shown, nodesPlaceholder, strings.Join(nodes, ","), 1)
-	}
-	password, _ := u.User.Password()
-	fail := func(sentinel error, what string, err error) error {
-		msg := what
-		if err != nil {
-			msg += ": " + scrubbed(err, password)
-		}
-		return fmt.Errorf("%w: redislock: %s: %s", sentinel, shown, msg)
-	}
+	return u.open(ctx, opts)
+}
 
-	q := u.Query()
-	var opts []Option
+// redisURL is what a Redis URL says, read without I/O.
+type redisURL struct {
+	raw   string // for scrubbing the errors of go-redis
+	shown string // the URL redacted, for messages
+	opts  []Option
+
+	ca, cert, key string // TLS files, read when opening
+
+	// One of these is set.
+	single   *redis.Options
+	cluster  *redis.ClusterOptions
+	failover *redis.FailoverOptions
+}
+
+// parseURL reads a Redis URL without I/O. Its errors match
+// distlock.ErrInvalidOption and show the URL redacted.
+func parseURL(raw string) (*redisURL, error) {
+	r := &redisURL{raw: raw, shown: backendurl.Redact(raw)}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: redislock: malformed backend URL %q: %s", distlock.ErrInvalidOption, r.shown, fmt.Sprintf(format, args...))
+	}
+	u, err := backendurl.Parse(raw)
+	if err != nil {
+		scheme, _, _ := backendurl.Scheme(raw)
+		return nil, bad("%v; %s", err, urlForm(scheme))
+	}
+	if !slices.Contains(Schemes(), u.Scheme) {
+		return nil, bad("unsupported scheme; %s", urlForm(""))
+	}
+	q := u.Query
+	if err := r.ourOptions(q); err != nil {
+		return nil, bad("%v", err)
+	}
+	tlsScheme := u.Scheme == "rediss" || u.Scheme == "rediss+cluster"
+	if (r.ca != "" || r.cert != "" || r.key != "") && !tlsScheme {
+		return nil, bad("options ca, cert and key need rediss:// or rediss+cluster://")
+	}
+	defaultPort := "6379"
+	if u.Scheme == "redis+sentinel" {
+		defaultPort = "26379"
+	}
+	var addrs []string
+	for i, h := range u.Hosts {
+		a, err := backendurl.HostPort(h, defaultPort)
+		if err != nil {
+			return nil, bad("host #%d: %v", i+1, err)
+		}
+		addrs = append(addrs, a)
+	}
+	if q.Has("addr") {
+		return nil, bad("list the hosts before the path, separated by commas, not as addr parameters")
+	}
+	// go-redis parses the common options and the db. It is given a URL
+	// without user information, and has no secret options, so that none
+	// of its errors can quote a secret.
+	proxy := func(scheme, path string) string {
+		return (&url.URL{Scheme: scheme, Host: addrs[0], Path: path, RawQuery: q.Encode()}).String()
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if len(addrs) > 1 {
+			return nil, bad("%s:// takes one host; for several use redis+cluster:// or redis+sentinel://", u.Scheme)
+		}
+		o, err := redis.ParseURL(proxy(u.Scheme, u.Path))
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		o.Username, o.Password = u.User, u.Password
+		r.single = o
+	case "redis+cluster", "rediss+cluster":
+		if p := strings.Trim(u.Path, "/"); p != "" {
+			return nil, bad("a Cluster has no database to choose")
+		}
+		for _, a := range addrs[1:] {
+			q.Add("addr", a)
+		}
+		o, err := redis.ParseClusterURL(proxy(strings.TrimSuffix(u.Scheme, "+cluster"), ""))
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		o.Username, o.Password = u.User, u.Password
+		r.cluster = o
+	case "redis+sentinel":
+		path := strings.Split(strings.Trim(u.Path, "/"), "/")
+		if path[0] == "" || len(path) > 2 {
+			return nil, bad("want /master[/db] after the Sentinel addresses")
+		}
+		master, db := path[0], ""
+		if len(path) == 2 {
+			db = "/" + path[1]
+		}
+		o, err := redis.ParseURL(proxy("redis", db))
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		r.failover = &redis.FailoverOptions{
+			MasterName:      master,
+			SentinelAddrs:   addrs,
+			Username:        u.User,
+			Password:        u.Password,
+			DB:              o.DB,
+			Protocol:        o.Protocol,
+			ClientName:      o.ClientName,
+			MaxRetries:      o.MaxRetries,
+			MinRetryBackoff: o.MinRetryBackoff,
+			MaxRetryBackoff: o.MaxRetryBackoff,
+			DialTimeout:     o.DialTimeout,
+			ReadTimeout:     o.ReadTimeout,
+			WriteTimeout:    o.WriteTimeout,
+			PoolFIFO:        o.PoolFIFO,
+			PoolSize:        o.PoolSize,
+			PoolTimeout:     o.PoolTimeout,
+			MinIdleConns:    o.MinIdleConns,
+			MaxIdleConns:    o.MaxIdleConns,
+			MaxActiveConns:  o.MaxActiveConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime,
+			ConnMaxLifetime: o.ConnMaxLifetime,
+		}
+	}
+	return r, nil
+}
+
+// newBackend is New with the options in a slice.
+func newBackend(client redis.UniversalClient, opts []Option) (*Backend, error) {
+	return New(client, opts...)
+}
+
+// ourOptions takes this package's options out of q.
+func (r *redisURL) ourOptions(q url.Values) error {
+	boolOpt := func(name string, opt Option) error {
+		if !q.Has(name) {
+			return nil
+		}
+		on, err := strconv.ParseBool(q.Get(name))
+		if err != nil {
+			return fmt.Errorf("option %s: not a boolean", name)
+		}
+		if on {
+			r.opts = append(r.opts, opt)
+		}
+		q.Del(name)
+		return nil
+	}
 	if q.Has("prefix") {
-		opts = append(opts, WithPrefix(q.Get("prefix")))
+		r.opts = append(r.opts, WithPrefix(q.Get("prefix")))
 		q.Del("prefix")
 	}
-	if q.Has("fair") {
-		fair, err := strconv.ParseBool(q.Get("fair"))
-		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "option fair", err)
-		}
-		if fair {
-			opts = append(opts, WithFair())
-		}
-		q.Del("fair")
+	if err := boolOpt("fair", WithFair()); err != nil {
+		return err
 	}
-	if q.Has("eviction_allowed") {
-		ok, err := strconv.ParseBool(q.Get("eviction_allowed"))
-		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "option eviction_allowed", err)
-		}
-		if ok {
-			opts = append(opts, WithEvictionAllowed())
-		}
-		q.Del("eviction_allowed")
+	if err := boolOpt("eviction_allowed", WithEvictionAllowed()); err != nil {
+		return err
 	}
 	if q.Has("waiter_liveness") {
 		d, err := time.ParseDuration(q.Get("waiter_liveness"))
 		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "option waiter_liveness", err)
+			return errors.New("option waiter_liveness: not a duration")
 		}
-		opts = append(opts, WithWaiterLiveness(d))
+		r.opts = append(r.opts, WithWaiterLiveness(d))
 		q.Del("waiter_liveness")
 	}
-	ca, cert, key := q.Get("ca"), q.Get("cert"), q.Get("key")
+	r.ca, r.cert, r.key = q.Get("ca"), q.Get("cert"), q.Get("key")
 	q.Del("ca")
 	q.Del("cert")
 	q.Del("key")
-	withFiles := ca != "" || cert != "" || key != ""
-	u.RawQuery = q.Encode()
+	return nil
+}
 
-	// withTLSFiles completes the TLS settings of a tlsScheme URL with the
-	// ca, cert and key files; other schemes must not name them.
-	withTLSFiles := func(tlsScheme string, base *tls.Config) (*tls.Config, error) {
-		if !withFiles {
+// open makes the client, the Backend with the URL's options and then opts,
+// and checks that the server answers.
+func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
+	// fail describes a failure; a nil sentinel for one that is neither the
+	// caller's mistake nor worth retrying (a certificate refused).
+	fail := func(sentinel error, what string, err error) error {
+		msg := "redislock: " + r.shown + ": " + what
+		switch {
+		case sentinel == nil:
+			return fmt.Errorf("%s: %w", msg, backendurl.Scrub(err, r.raw))
+		case err != nil:
+			return fmt.Errorf("%w: %s: %w", sentinel, msg, backendurl.Scrub(err, r.raw))
+		}
+		return fmt.Errorf("%w: %s", sentinel, msg)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	withFiles := func(base *tls.Config) (*tls.Config, error) {
+		if r.ca == "" && r.cert == "" && r.key == "" {
 			return base, nil
 		}
-		if u.Scheme != tlsScheme {
-			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key need rediss:// or rediss+cluster://", nil)
-		}
-		cfg, err := tlsfiles.Config(base, ca, cert, key)
+		cfg, err := tlsfiles.Config(base, r.ca, r.cert, r.key)
 		if err != nil {
 			return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
 		}
 		return cfg, nil
 	}
-
 	var client redis.UniversalClient
 	var plainAddr string // the first server, when spoken to in plain text
-	switch u.Scheme {
-	case "redis", "rediss":
-		o, err := redis.ParseURL(u.String())
-		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
-		}
-		if o.TLSConfig, err = withTLSFiles("rediss", o.TLSConfig); err != nil {
+	switch {
+	case r.single != nil:
+		o := *r.single
+		var err error
+		if o.TLSConfig, err = withFiles(o.TLSConfig); err != nil {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
 			plainAddr = o.Addr
 		}
-		client = redis.NewClient(o)
-	case "redis+cluster", "rediss+cluster":
-		co, err := parseCluster(u, nodes)
-		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
-		}
-		if co.TLSConfig, err = withTLSFiles("rediss+cluster", co.TLSConfig); err != nil {
+		client = redis.NewClient(&o)
+	case r.cluster != nil:
+		o := *r.cluster
+		var err error
+		if o.TLSConfig, err = withFiles(o.TLSConfig); err != nil {
 			return nil, err
 		}
-		if co.TLSConfig == nil {
-			plainAddr = co.Addrs[0]
+		if o.TLSConfig == nil {
+			plainAddr = o.Addrs[0]
 		}
-		client = redis.NewClusterClient(co)
-	case "redis+sentinel":
-		if withFiles {
-			return nil, fail(distlock.ErrInvalidOption, "options ca, cert and key are for rediss:// and rediss+cluster:// only", nil)
-		}
-		fo, err := parseSentinel(u, nodes)
-		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "invalid URL", err)
-		}
-		client = redis.NewFailoverClient(fo)
+		client = redis.NewClusterClient(&o)
 	default:
-		return nil, fail(distlock.ErrInvalidOption, "unsupported scheme (want redis, rediss, redis+cluster, rediss+cluster or redis+sentinel)", nil)
+		o := *r.failover
+		client = redis.NewFailoverClient(&o)
 	}
 
-	b, err := New(client, opts...)
+	b, err := newBackend(client, append(r.opts, opts...))
 	if err != nil {
 		_ = client.Close()
 		return nil, fail(distlock.ErrInvalidOption, "options", err)
 	}
 	b.ownsClient = true
+
 	pctx, cancel := context.WithTimeout(ctx, OpenTimeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
-		_ = client.Close()
+		_ = b.Close()
 		if tlsfiles.IsFailure(err) {
 			// A certificate problem is not worth retrying.
-			return nil, fmt.Errorf("redislock: %s: TLS: %s", shown, scrubbed(err, password))
+			return nil, fail(nil, "TLS", err)
 		}
 		if plainAddr != "" && tlsfiles.ClosedAtOnce(err) {
 			// A TLS server hangs up on plain text: say so rather than EOF.
@@ -195,143 +336,4 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		return nil, fail(distlock.ErrUnavailable, "PING", err)
 	}
 	return b, nil
-}
-
-// nodesPlaceholder stands for the node list of a Cluster or Sentinel URL
-// while the rest of it is parsed as a URL.
-const nodesPlaceholder = "distlock-nodes"
-
-// splitNodes returns a redis+cluster, rediss+cluster or redis+sentinel URL
-// with its comma-separated node list replaced by nodesPlaceholder, and the
-// nodes; other URLs are returned as they are, with nil. The user
-// information is everything before the last "@" of the URL, as url.Parse
-// reads it.
-func splitNodes(raw string) (string, []string) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	switch {
-	case !ok:
-		return raw, nil
-	case scheme != "redis+cluster" && scheme != "rediss+cluster" && scheme != "redis+sentinel":
-		return raw, nil
-	}
-	start := 0
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		start = at + 1
-	}
-	end := len(rest)
-	if i := strings.IndexAny(rest[start:], "/?#"); i >= 0 {
-		end = start + i
-	}
-	return scheme + "://" + rest[:start] + nodesPlaceholder + rest[end:], strings.Split(rest[start:end], ",")
-}
-
-// nodeAddrs checks nodes ("host", "host:port", "[v6]" or "[v6]:port") and
-// returns them as host:port, with defaultPort where none is given.
-func nodeAddrs(nodes []string, defaultPort string) ([]string, error) {
-	var addrs []string
-	for _, h := range nodes {
-		if h == "" {
-			return nil, fmt.Errorf("empty node address")
-		}
-		if strings.HasSuffix(h, "]") || !strings.Contains(h, ":") {
-			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultPort)
-		}
-		host, port, err := net.SplitHostPort(h)
-		if err != nil || host == "" {
-			return nil, fmt.Errorf("node %q is not host:port", h)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("node %q: port not in 1-65535", h)
-		}
-		addrs = append(addrs, h)
-	}
-	return addrs, nil
-}
-
-// proxyURL is u without its user information (so that no error of
-// go-redis's parsers can quote the password), with scheme, host, path and
-// query as given, for borrowing go-redis's parsing of the common options.
-func proxyURL(scheme, host, path string, q url.Values) string {
-	return (&url.URL{Scheme: scheme, Host: host, Path: path, RawQuery: q.Encode()}).String()
-}
-
-// parseCluster turns a redis+cluster or rediss+cluster URL into
-// ClusterOptions through go-redis's own cluster URL parser.
-func parseCluster(u *url.URL, nodes []string) (*redis.ClusterOptions, error) {
-	addrs, err := nodeAddrs(nodes, "6379")
-	if err != nil {
-		return nil, err
-	}
-	if p := strings.Trim(u.Path, "/"); p != "" {
-		return nil, fmt.Errorf("a Cluster has no database to choose (path %q)", u.Path)
-	}
-	q := u.Query()
-	if q.Has("addr") {
-		return nil, fmt.Errorf("list the nodes before the path, separated by commas, not as addr parameters")
-	}
-	for _, a := range addrs[1:] {
-		q.Add("addr", a)
-	}
-	co, err := redis.ParseClusterURL(proxyURL(strings.TrimSuffix(u.Scheme, "+cluster"), addrs[0], "", q))
-	if err != nil {
-		return nil, err
-	}
-	co.Username = u.User.Username()
-	co.Password, _ = u.User.Password()
-	return co, nil
-}
-
-// parseSentinel turns a redis+sentinel URL into FailoverOptions, reading the
-// common options through go-redis's own URL parser.
-func parseSentinel(u *url.URL, nodes []string) (*redis.FailoverOptions, error) {
-	addrs, err := nodeAddrs(nodes, "26379")
-	if err != nil {
-		return nil, err
-	}
-	path := strings.Split(strings.Trim(u.Path, "/"), "/")
-	if len(path) < 1 || path[0] == "" || len(path) > 2 {
-		return nil, fmt.Errorf("want /master[/db] after the Sentinel addresses")
-	}
-	master, db := path[0], ""
-	if len(path) == 2 {
-		db = "/" + path[1]
-	}
-	// Borrow go-redis's parsing of db and options.
-	o, err := redis.ParseURL(proxyURL("redis", addrs[0], db, u.Query()))
-	if err != nil {
-		return nil, err
-	}
-	password, _ := u.User.Password()
-	return &redis.FailoverOptions{
-		MasterName:      master,
-		SentinelAddrs:   addrs,
-		Username:        u.User.Username(),
-		Password:        password,
-		DB:              o.DB,
-		Protocol:        o.Protocol,
-		ClientName:      o.ClientName,
-		MaxRetries:      o.MaxRetries,
-		MinRetryBackoff: o.MinRetryBackoff,
-		MaxRetryBackoff: o.MaxRetryBackoff,
-		DialTimeout:     o.DialTimeout,
-		ReadTimeout:     o.ReadTimeout,
-		WriteTimeout:    o.WriteTimeout,
-		PoolFIFO:        o.PoolFIFO,
-		PoolSize:        o.PoolSize,
-		PoolTimeout:     o.PoolTimeout,
-		MinIdleConns:    o.MinIdleConns,
-		MaxIdleConns:    o.MaxIdleConns,
-		MaxActiveConns:  o.MaxActiveConns,
-		ConnMaxIdleTime: o.ConnMaxIdleTime,
-		ConnMaxLifetime: o.ConnMaxLifetime,
-	}, nil
-}
-
-// scrubbed is err's text with password masked.
-func scrubbed(err error, password string) string {
-	msg := err.Error()
-	if password != "" {
-		msg = strings.ReplaceAll(msg, password, "xxxxx")
-	}
-	return msg
 }

@@ -1,68 +1,108 @@
 package redislock
 
 import (
+	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/distlock/distlock"
 )
 
-// Node lists of the Cluster and Sentinel forms: IPv6 nodes, nodes without
-// a port, user information with "@" and "/" in the password.
-func TestNodeLists(t *testing.T) {
-	for _, c := range []struct {
-		raw, defPort string
-		want         []string
-	}{
-		{"redis+cluster://h1:7000,h2", "6379", []string{"h1:7000", "h2:6379"}},
-		{"redis+cluster://[::1]:7000,[::1],[fe80::1]:7002?dial_timeout=1s", "6379", []string{"[::1]:7000", "[::1]:6379", "[fe80::1]:7002"}},
-		{"rediss+cluster://u:p%40ss%2Fw@h1,h2:1", "6379", []string{"h1:6379", "h2:1"}},
-		{"redis+sentinel://:pw@s1,[::1]:26380/main/2", "26379", []string{"s1:26379", "[::1]:26380"}},
+// The forms of a Redis URL, read without I/O: node lists with IPv6 nodes
+// and nodes without a port, user information with "@" and "/" in the
+// password, and go-redis's options.
+func TestParseURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://h":                          "single h:6379 db 0 user \"\" password \"\"",
+		"redis://:p%40ss@[::1]:7000/3":       "single [::1]:7000 db 3 user \"\" password \"p@ss\"",
+		"rediss://u:p/w@h:1?dial_timeout=3s": "single h:1 db 0 user \"u\" password \"p/w\" tls dial 3s",
+		"redis+cluster://h1:7000,h2":         "cluster [h1:7000 h2:6379] user \"\" password \"\"",
+		"redis+cluster://[::1]:7000,[::1],[fe80::1]:7002?dial_timeout=1s":       "cluster [[::1]:7000 [::1]:6379 [fe80::1]:7002] user \"\" password \"\" dial 1s",
+		"rediss+cluster://u:p%40ss%2Fw@h1,h2:1":                                 "cluster [h1:6379 h2:1] user \"u\" password \"p@ss/w\" tls",
+		"redis+sentinel://:pw@s1,[::1]:26380/main/2":                            "sentinel [s1:26379 [::1]:26380] main db 2 user \"\" password \"pw\"",
+		"redis+sentinel://user:p%40ss@s1/main/3?pool_size=5":                    "sentinel [s1:26379] main db 3 user \"user\" password \"p@ss\" pool 5",
+		"redis+cluster://user:p@ss@h1:7000,h2:7001?dial_timeout=3s&pool_size=7": "cluster [h1:7000 h2:7001] user \"user\" password \"p@ss\" dial 3s pool 7",
 	} {
-		rest, nodes := splitNodes(c.raw)
-		u, err := url.Parse(rest)
+		u, err := parseURL(raw)
 		if err != nil {
-			t.Errorf("%s: the rest %q does not parse: %v", c.raw, rest, err)
+			t.Errorf("parseURL(%q): %v", raw, err)
 			continue
 		}
-		if u.Host != nodesPlaceholder {
-			t.Errorf("%s: host %q, want the placeholder", c.raw, u.Host)
-		}
-		addrs, err := nodeAddrs(nodes, c.defPort)
-		if err != nil || fmt.Sprint(addrs) != fmt.Sprint(c.want) {
-			t.Errorf("%s: nodes %q, %v; want %q", c.raw, addrs, err, c.want)
+		if got := describeParsed(u); got != want {
+			t.Errorf("parseURL(%q) = %s\nwant %s", raw, got, want)
 		}
 	}
-	if rest, nodes := splitNodes("redis://h:1/0"); rest != "redis://h:1/0" || nodes != nil {
-		t.Errorf("a plain URL was split: %q %q", rest, nodes)
-	}
-	for _, bad := range [][]string{{""}, {"h:abc"}, {"h:0"}, {"h:65536"}, {":7000"}, {"[::1"}} {
-		if _, err := nodeAddrs(bad, "6379"); err == nil {
-			t.Errorf("nodes %q accepted", bad)
-		}
-	}
+}
 
-	// The options reach go-redis, the credentials do not pass through its
-	// URL parser.
-	rest, nodes := splitNodes("redis+cluster://user:p%40ss@h1:7000,h2:7001?dial_timeout=3s&pool_size=7")
-	u, _ := url.Parse(rest)
-	co, err := parseCluster(u, nodes)
-	if err != nil {
-		t.Fatal(err)
+func describeParsed(u *redisURL) string {
+	var s string
+	tls, dial, pool := false, "", 0
+	switch {
+	case u.single != nil:
+		o := u.single
+		s = fmt.Sprintf("single %s db %d user %q password %q", o.Addr, o.DB, o.Username, o.Password)
+		tls, dial, pool = o.TLSConfig != nil, o.DialTimeout.String(), o.PoolSize
+	case u.cluster != nil:
+		o := u.cluster
+		s = fmt.Sprintf("cluster %v user %q password %q", o.Addrs, o.Username, o.Password)
+		tls, dial, pool = o.TLSConfig != nil, o.DialTimeout.String(), o.PoolSize
+	default:
+		o := u.failover
+		s = fmt.Sprintf("sentinel %v %s db %d user %q password %q", o.SentinelAddrs, o.MasterName, o.DB, o.Username, o.Password)
+		dial, pool = o.DialTimeout.String(), o.PoolSize
 	}
-	if fmt.Sprint(co.Addrs) != "[h1:7000 h2:7001]" || co.Username != "user" || co.Password != "p@ss" || co.PoolSize != 7 || co.DialTimeout.String() != "3s" {
-		t.Errorf("ClusterOptions: addrs %v user %q password %q pool %d dial %v", co.Addrs, co.Username, co.Password, co.PoolSize, co.DialTimeout)
+	if tls {
+		s += " tls"
 	}
-	rest, nodes = splitNodes("redis+sentinel://user:p%40ss@s1/main/3?pool_size=5")
-	u, _ = url.Parse(rest)
-	fo, err := parseSentinel(u, nodes)
-	if err != nil {
-		t.Fatal(err)
+	if dial != "0s" && dial != "5s" {
+		s += " dial " + dial
 	}
-	if fmt.Sprint(fo.SentinelAddrs) != "[s1:26379]" || fo.MasterName != "main" || fo.DB != 3 || fo.Username != "user" || fo.Password != "p@ss" || fo.PoolSize != 5 {
-		t.Errorf("FailoverOptions: %v %q db %d user %q password %q pool %d", fo.SentinelAddrs, fo.MasterName, fo.DB, fo.Username, fo.Password, fo.PoolSize)
+	if pool != 0 {
+		s += fmt.Sprintf(" pool %d", pool)
 	}
-	if _, err := parseCluster(u, []string{"h:abc"}); err == nil || strings.Contains(err.Error(), "p@ss") {
-		t.Errorf("bad node: %v", err)
+	return s
+}
+
+// Every form needs "//" and a host: a URL without them used to reach
+// localhost:6379 (the opaque forms), panic (redis+cluster:), or quote the
+// password in its error.
+func TestParseURLNeedsAHost(t *testing.T) {
+	const pw = "PA55w0rd"
+	for _, raw := range []string{
+		"redis:default:" + pw + "@10.0.0.5:6380/0",
+		"rediss:default:" + pw + "@10.0.0.5:6380/0",
+		"redis+sentinel:default:" + pw + "@10.0.0.5:26379/main",
+		"redis+cluster:",
+		"rediss+cluster:",
+		"redis+cluster:u:" + pw + "@h:1",
+		"redis+cluster://",
+		"redis+cluster://u:" + pw + "@",
+		"redis+sentinel://u:" + pw + "@/main",
+		"redis:/u:" + pw + "@h:1",
+		"redis:///u:" + pw + "@h:p",
+		"redis:///0",
+		"redis://",
+		"redis://:" + pw + "@/0",
+	} {
+		_, err := parseURL(raw)
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("parseURL(%q): %v, want ErrInvalidOption", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("parseURL(%q) shows the password: %v", raw, err)
+		}
+		scheme, _, _ := strings.Cut(raw, ":")
+		if !strings.Contains(err.Error(), "no host; want "+scheme+"://") && !strings.Contains(err.Error(), "bad port") {
+			t.Errorf("parseURL(%q): %v; want it to name the expected form", raw, err)
+		}
+	}
+	for _, bad := range []string{"redis+cluster://h:abc", "redis+cluster://h:0", "redis+cluster://h:65536", "redis+cluster://:7000",
+		"redis+cluster://[::1", "redis+cluster://h1,", "redis://h1,h2", "redis+sentinel://h", "redis+sentinel://h/m/1/2",
+		"redis+cluster://h/1", "redis+cluster://h?addr=h2", "redis://h#x", "redis://h/0?fair=maybe"} {
+		if _, err := parseURL(bad); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("parseURL(%q): %v, want ErrInvalidOption", bad, err)
+		}
 	}
 }

@@ -206,3 +206,67 @@ func TestOpenURLTLS(t *testing.T) {
 		})
 	}
 }
+
+// Every form needs "//" and a host. Without them a URL used to reach
+// localhost:6379 (the forms without "//"), panic (redis+cluster:), or
+// quote the password in its error; now it is refused, naming the forms.
+func TestOpenURLNeedsAHost(t *testing.T) {
+	const pw = "PA55w0rd"
+	for _, raw := range []string{
+		"redis:default:" + pw + "@10.0.0.5:6380/0",
+		"rediss:default:" + pw + "@10.0.0.5:6380/0",
+		"redis+sentinel:default:" + pw + "@10.0.0.5:26379/main",
+		"redis+cluster:",
+		"rediss+cluster:",
+		"redis+cluster:u:" + pw + "@h:1",
+		"redis:/u:" + pw + "@h:1",
+		"redis:///u:" + pw + "@h:p",
+		"redis://",
+		"redis://:" + pw + "@/0",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				var b *redislock.Backend
+				if b, err = redislock.OpenURL(ctx, raw); err == nil {
+					b.Close()
+				}
+			}()
+			if !errors.Is(err, distlock.ErrInvalidOption) {
+				t.Errorf("OpenURL: %v, want ErrInvalidOption", err)
+			}
+			if err != nil && strings.Contains(err.Error(), pw) {
+				t.Errorf("OpenURL shows the password: %v", err)
+			}
+		})
+	}
+}
+
+// Options given to OpenURL apply after the URL's.
+func TestOpenURLOptions(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	b, err := redislock.OpenURL(ctx, "redis://"+srv.Addr+"/0?prefix=from-url:", redislock.WithPrefix("from-option:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if keys, err := newClient(t, srv.Addr).Keys(ctx, "from-option:*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("no key under the option's prefix: %q, %v", keys, err)
+	}
+	if _, err := redislock.OpenURL(ctx, "redis://"+srv.Addr, redislock.WithWaiterLiveness(time.Nanosecond)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("a bad option given to OpenURL: %v, want ErrInvalidOption", err)
+	}
+}

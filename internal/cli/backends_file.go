@@ -4,8 +4,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/filelock"
@@ -39,3 +42,22 @@ func describeFile(b distlock.Backend) (string, bool) {
 
 // defaultDirHelp names the default lock directory in the help.
 func defaultDirHelp() string { return filelock.DefaultDir() }
+
+// missingLockDir returns the lock directory of a file URL, and whether it
+// does not exist. A URL that does not parse is not missing: opening it
+// reports what is wrong.
+func missingLockDir(rawURL string) (string, bool) {
+	dir, err := filelock.ParseURL(rawURL)
+	if err != nil {
+		return "", false
+	}
+	if dir == "" {
+		dir = filelock.DefaultDir()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	_, err = os.Stat(abs)
+	return abs, errors.Is(err, fs.ErrNotExist)
+}

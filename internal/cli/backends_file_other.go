@@ -19,3 +19,6 @@ func describeFile(distlock.Backend) (string, bool) { return "", false }
 
 // defaultDirHelp names the default lock directory in the help.
 func defaultDirHelp() string { return " (not supported on " + runtime.GOOS + ")" }
+
+// missingLockDir: there are no lock directories here.
+func missingLockDir(string) (string, bool) { return "", false }

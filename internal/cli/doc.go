@@ -11,15 +11,18 @@
 // depends on the user id only, not on the environment ($XDG_RUNTIME_DIR,
 // $TMPDIR), so that a login shell and a cron job of one user take the same
 // locks, and it survives reboots and logouts. file:///dir names another.
-// status --verbose and the help name the directory. The schemes redis,
-// rediss, redis+cluster, rediss+cluster, redis+sentinel, etcd and etcds
-// are wired in; redlock, zk and
-// postgres are reserved for the other backends and report that they are
-// not available until they are wired into the registry (one line each, in
-// backends.go). Passwords in URLs, and password-like query parameters, are
-// never printed: messages and logs show URLs through redact. A password
-// given with --backend shows in the process list (ps) to every user of the
-// host; in DISTLOCK_BACKEND it is readable only by the user and root.
+// status --verbose and the help name the directory; status on a directory
+// that does not exist says that no lock is held, and creates nothing. The
+// other schemes are those of package backends, which opens every URL but
+// file:// for the command, as it does for Go programs: redis, rediss,
+// redis+cluster, rediss+cluster, redis+sentinel, etcd and etcds; redlock,
+// zk and postgres are reserved for the other backends and report that they
+// are not available until they register with it. A URL without a host is
+// refused (exit 64). Passwords in URLs, and password-like query
+// parameters, are never printed: messages and logs show URLs as
+// backends.Redact does. A password given with --backend shows in the
+// process list (ps) to every user of the host; in DISTLOCK_BACKEND it is
+// readable only by the user and root.
 //
 // # run
 //

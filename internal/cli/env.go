@@ -1,9 +1,10 @@
 package cli
 
 import (
-	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/distlock/distlock/internal/backendurl"
 )
 
 // backendEnv is the environment variable that names the lock service.
@@ -34,31 +35,7 @@ func commandEnv(environ []string, key string, token uint64) []string {
 }
 
 // withoutSecrets returns rawURL without the password of its user and
-// without its password-like query parameters; false if rawURL cannot be
-// parsed.
-func withoutSecrets(rawURL string) (string, bool) {
-	if rawURL == "" {
-		return "", true
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "", false
-	}
-	if _, ok := u.User.Password(); ok {
-		if name := u.User.Username(); name != "" {
-			u.User = url.User(name)
-		} else {
-			u.User = nil
-		}
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			if isSensitive(k) {
-				q.Del(k)
-			}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String(), true
-}
+// without its password-like query parameters (see
+// backendurl.WithoutSecrets); false if that cannot be done with
+// certainty.
+func withoutSecrets(rawURL string) (string, bool) { return backendurl.WithoutSecrets(rawURL) }

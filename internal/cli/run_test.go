@@ -263,7 +263,7 @@ func TestBadInput(t *testing.T) {
 		{args: []string{"--backend", "postgres://u:" + secret + "@h/db", "--verbose", "status"}, want: "not available yet"},
 		{args: []string{"--backend", "postgres://u@h/db?password=" + secret, "status"}, want: "password=xxxxx"},
 		{args: []string{"--backend", "redis://user:" + secret + "@ho st:6379", "status"}, want: "malformed backend URL"},
-		{args: []string{"--backend", "redis://user:" + secret[:3] + "/" + secret[3:] + "@host", "status"}, want: "malformed backend URL"},
+		{args: []string{"--backend", "redis://user:" + secret[:3] + "/" + secret[3:] + "@host:port", "status"}, want: "malformed backend URL"},
 		{args: []string{"--backend", "file://u:" + secret + "@/x", "status"}, want: "takes no user"},
 	} {
 		cmd := e.command(tc.args...)

@@ -97,7 +97,7 @@ type holderJSON struct {
 func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, closer, err := openBackend(ctx, r.backendURL, r.openers)
+	b, closer, err := openToList(ctx, r.backendURL, r.openers)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,13 @@
+package backends
+
+import (
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/redislock"
+)
+
+// The network backends. A new backend adds itself here (or in a file of
+// its own) with one line: its OpenURL and its schemes.
+func init() {
+	Register(adapt(redislock.OpenURL), redislock.Schemes()...)
+	Register(adapt(etcdlock.OpenURL), etcdlock.Schemes()...)
+}
