@@ -109,7 +109,9 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 		return usagef("backend %s cannot list lock holders", redact(r.backendOrDefault()))
 	}
 	if f.watch {
-		return r.watch(ctx, lister, where, prefix, f)
+		wl := &watchLister{r: r, lister: lister}
+		defer wl.Close()
+		return r.watch(ctx, wl, where, prefix, f)
 	}
 	hs, err := lister.List(ctx, prefix)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -83,6 +84,39 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 		case <-tick.C:
 		}
 	}
+}
+
+// watchLister lists for a watch. A file:// lock directory that does not
+// exist (which status does not create) is looked for again at each
+// listing, so that the watch shows the first lock taken there.
+type watchLister struct {
+	r      *runner
+	lister distlock.Lister
+	opened io.Closer // of the backend opened here, if any
+}
+
+func (w *watchLister) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	if _, missing := w.lister.(emptyDir); missing {
+		b, closer, err := openToList(ctx, w.r.backendURL, w.r.openers)
+		if err != nil {
+			return nil, err
+		}
+		l, ok := b.(distlock.Lister)
+		if !ok {
+			closer.Close()
+			return nil, usagef("backend %s cannot list lock holders", redact(w.r.backendOrDefault()))
+		}
+		w.lister, w.opened = l, closer
+	}
+	return w.lister.List(ctx, prefix)
+}
+
+// Close closes the backend opened by List.
+func (w *watchLister) Close() error {
+	if w.opened != nil {
+		return w.opened.Close()
+	}
+	return nil
 }
 
 // retrying says that a listing failed with err and when the next is.
