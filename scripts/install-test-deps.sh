@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers that the integration tests start through
 # internal/testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
-# PgBouncer (Debian/Ubuntu packages). Idempotent and non-interactive. It does not run
+# PgBouncer (Debian/Ubuntu packages), and tmux, which the CLI's terminal
+# tests drive. Idempotent and non-interactive. It does not run
 # the tests.
 #
 # What it changes on the machine, and only when something is missing (it
@@ -13,7 +14,7 @@
 # alone. When nothing is missing it changes nothing.
 set -euo pipefail
 
-PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer)
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux)
 SERVICES=(redis-server postgresql etcd zookeeper pgbouncer)
 
 log() { printf 'install-test-deps: %s\n' "$*"; }
@@ -71,7 +72,7 @@ have_zookeeper() {
 }
 
 missing=()
-for bin in redis-server etcd etcdctl java; do
+for bin in redis-server etcd etcdctl java tmux; do
 	command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
 have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")
@@ -155,6 +156,7 @@ log "redis-server: $(command -v redis-server)"
 log "etcd:         $(command -v etcd)"
 log "etcdctl:      $(command -v etcdctl)"
 log "java:         $(command -v java)"
+log "tmux:         $(command -v tmux)"
 for p in /usr/lib/postgresql/*/bin/postgres; do
 	[ -x "$p" ] && log "postgres:     $p"
 done

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,8 +20,21 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// DefaultInterval is the default time between the listings of
+// `status --watch` (--interval).
+const DefaultInterval = time.Second
+
+// minInterval keeps a watch from hammering the lock service.
+const minInterval = 100 * time.Millisecond
+
+type statusFlags struct {
+	json     bool
+	watch    bool
+	interval time.Duration
+}
+
 func (r *runner) statusCommand() *cobra.Command {
-	var asJSON bool
+	var f statusFlags
 	cmd := &cobra.Command{
 		Use:   "status [PREFIX]",
 		Short: "List the held locks whose key starts with PREFIX",
@@ -29,7 +43,20 @@ func (r *runner) statusCommand() *cobra.Command {
 held, and how long until the lock service expires it unless renewed
 ("unbounded" for grants without a time bound, such as file:// locks).
 With --verbose it also names the lock service on standard error: the
-default is file://` + defaultDirHelp() + `.`,
+default is file://` + defaultDirHelp() + `.
+
+With --watch it lists them again every --interval until interrupted
+(Ctrl-C or SIGTERM), which ends it with status 0. On a terminal
+the table is redrawn in place, under a line naming the lock service and
+the time, and cut to the terminal's height; otherwise (a pipe, a file,
+TERM=dumb) each listing is printed after the last, the same line first
+and an empty line after. With --json each listing is one JSON array on
+a line of its own. If the first listing fails, status exits as without
+--watch; a later failure is shown in its place (on standard error when
+not on a terminal) and the next listing tries again.`,
+		Example: `  distlock status jobs/
+  distlock status --watch
+  distlock status --watch --interval 5s --json jobs/ | jq -c 'length'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("want at most one PREFIX, got %d arguments", len(args))
@@ -41,10 +68,19 @@ default is file://` + defaultDirHelp() + `.`,
 			if len(args) == 1 {
 				prefix = args[0]
 			}
-			return exitWith(r.status(cmd.Context(), prefix, asJSON))
+			switch {
+			case cmd.Flags().Changed("interval") && !f.watch:
+				return exitWith(usagef("--interval needs --watch"))
+			case f.interval < minInterval:
+				return exitWith(usagef("--interval %v is below the minimum, %v", f.interval, minInterval))
+			}
+			return exitWith(r.status(cmd.Context(), prefix, f))
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table (with --watch, one per line)")
+	fl.BoolVarP(&f.watch, "watch", "w", false, "list again every --interval until interrupted, in place on a terminal")
+	fl.DurationVar(&f.interval, "interval", DefaultInterval, "with --watch, time between listings (at least "+minInterval.String()+")")
 	return cmd
 }
 
@@ -58,7 +94,7 @@ type holderJSON struct {
 	TimeLeftSeconds *float64   `json:"time_left_seconds,omitempty"` // absent: no time bound
 }
 
-func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
+func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, closer, err := openToList(ctx, r.backendURL, r.openers)
@@ -66,36 +102,29 @@ func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
 		return err
 	}
 	defer closer.Close()
-	r.log.Debug("listing holders", "backend", describeBackend(b, r.backendURL), "prefix", prefix)
+	where := describeBackend(b, r.backendURL)
+	r.log.Debug("listing holders", "backend", where, "prefix", prefix)
 	lister, ok := b.(distlock.Lister)
 	if !ok {
 		return usagef("backend %s cannot list lock holders", redact(r.backendOrDefault()))
+	}
+	if f.watch {
+		wl := &watchLister{r: r, lister: lister}
+		defer wl.Close()
+		return r.watch(ctx, wl, where, prefix, f)
 	}
 	hs, err := lister.List(ctx, prefix)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	if asJSON {
-		out := make([]holderJSON, 0, len(hs))
-		for _, h := range hs {
-			j := holderJSON{Key: h.Key, Token: h.Token, Owner: h.Owner}
-			if !h.Since.IsZero() {
-				j.Since = &h.Since
-			}
-			if !h.Expires.IsZero() {
-				left := max(h.Expires.Sub(now), 0).Seconds()
-				j.Expires, j.TimeLeftSeconds = &h.Expires, &left
-			}
-			out = append(out, j)
-		}
+	if f.json {
 		enc := json.NewEncoder(r.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return enc.Encode(holdersJSON(hs, now))
 	}
 	if len(hs) == 0 {
 		// Said on stderr: stdout stays empty for scripts.
-		where := describeBackend(b, r.backendURL)
 		if prefix != "" {
 			fmt.Fprintf(r.stderr, "distlock: no lock held under %q on %s\n", prefix, where)
 		} else {
@@ -103,7 +132,30 @@ func (r *runner) status(ctx context.Context, prefix string, asJSON bool) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(r.stdout, 0, 4, 2, ' ', 0)
+	return writeTable(r.stdout, hs, now)
+}
+
+// holdersJSON is the document of `distlock status --json` for hs at now.
+func holdersJSON(hs []distlock.Holder, now time.Time) []holderJSON {
+	out := make([]holderJSON, 0, len(hs))
+	for _, h := range hs {
+		j := holderJSON{Key: h.Key, Token: h.Token, Owner: h.Owner}
+		if !h.Since.IsZero() {
+			j.Since = &h.Since
+		}
+		if !h.Expires.IsZero() {
+			left := max(h.Expires.Sub(now), 0).Seconds()
+			j.Expires, j.TimeLeftSeconds = &h.Expires, &left
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// writeTable writes the status table of hs at now, keys and owners
+// escaped for a terminal.
+func writeTable(w io.Writer, hs []distlock.Holder, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
 	for _, h := range hs {
 		owner, held, left := printable(h.Owner), "-", "unbounded"
