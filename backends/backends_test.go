@@ -50,7 +50,6 @@ func TestOpenUnknown(t *testing.T) {
 	for raw, want := range map[string]string{
 		"foo://u:" + pw + "@h":             `unknown scheme "foo"`,
 		"redlock://u:" + pw + "@h1,h2,h3":  "redlock:// backend is not available yet",
-		"zk://h1,h2/locks":                 "zk:// backend is not available yet",
 		"postgres://u@h/db?password=" + pw: "password=xxxxx",
 		"postgresql:u:" + pw + "@h/db":     "postgresql:(redacted)",
 		"://u:" + pw + "@h":                "no scheme",

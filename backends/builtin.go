@@ -3,6 +3,7 @@ package backends
 import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/zklock"
 )
 
 // The network backends. A new backend adds itself here (or in a file of
@@ -10,4 +11,5 @@ import (
 func init() {
 	Register(adapt(redislock.OpenURL), redislock.Schemes()...)
 	Register(adapt(etcdlock.OpenURL), etcdlock.Schemes()...)
+	Register(adapt(zklock.OpenURL), "zk")
 }

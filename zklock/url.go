@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendurl"
 )
 
 // defaultPort is ZooKeeper's client port.
@@ -40,7 +42,7 @@ const defaultPort = "2181"
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: zklock: URL: %w", distlock.ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: zklock: malformed backend URL %q: %w", distlock.ErrInvalidOption, backendurl.Redact(rawURL), err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -53,77 +55,60 @@ type zkURL struct {
 	opts    []Option
 }
 
-// parseURL parses a zk:// URL by hand rather than with net/url, whose
-// errors quote the whole URL, password included, and which takes neither
-// a list of hosts nor a password holding "/" or "@". Its errors name what
-// is wrong without quoting the input.
+// urlForm is the form of a zk:// URL, for error messages.
+const urlForm = "want zk://[user:password@]host[:port][,host[:port]...][/prefix][?session_timeout=D&request_timeout=D]"
+
+// parseURL reads a zk:// URL through backendurl, the one reading of backend
+// URLs (user information up to the last "@"). Its errors never quote the
+// input: a mistyped URL can put the password anywhere.
 func parseURL(raw string) (*zkURL, error) {
-	rest, ok := strings.CutPrefix(raw, "zk://")
-	if !ok {
-		return nil, errors.New("the scheme is not zk://")
+	p, err := backendurl.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%v; %s", err, urlForm)
+	}
+	if p.Scheme != "zk" {
+		return nil, fmt.Errorf("the scheme is not zk; %s", urlForm)
 	}
 	u := &zkURL{}
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		user, password, ok := strings.Cut(rest[:i], ":")
-		if !ok {
-			return nil, errors.New("the user information has no password (USER:PASSWORD@)")
+	if p.HasUser {
+		if !p.HasPassword || p.User == "" {
+			return nil, errors.New("the user information is not USER:PASSWORD@")
 		}
-		var err1, err2 error
-		user, err1 = url.PathUnescape(user)
-		password, err2 = url.PathUnescape(password)
-		if err1 != nil || err2 != nil || user == "" {
-			return nil, errors.New("the user name or password is empty or badly percent-encoded")
-		}
-		u.opts = append(u.opts, WithDigestAuth(user, password))
-		rest = rest[i+1:]
+		u.opts = append(u.opts, WithDigestAuth(p.User, p.Password))
 	}
-	hosts, query, _ := strings.Cut(rest, "?")
-	hosts, prefix, hasPath := strings.Cut(hosts, "/")
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return nil, errors.New("empty host")
-		}
-		host, port, err := net.SplitHostPort(h)
+	for i, h := range p.Hosts {
+		hp, err := backendurl.HostPort(h, defaultPort)
 		if err != nil {
-			// No port, or a bracketed IPv6 address without one.
-			host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defaultPort
-			if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
-				return nil, errors.New("a host is malformed (IPv6 addresses go in brackets)")
-			}
+			return nil, fmt.Errorf("host #%d: %v", i+1, err)
 		}
-		if host == "" || port == "" || strings.ContainsAny(host, " /") {
-			return nil, errors.New("a host is malformed")
-		}
-		u.servers = append(u.servers, net.JoinHostPort(host, port))
+		u.servers = append(u.servers, hp)
 	}
-	if hasPath && strings.Trim(prefix, "/") != "" {
-		p, err := url.PathUnescape(prefix)
+	if prefix := strings.Trim(p.Path, "/"); prefix != "" {
+		dec, err := url.PathUnescape(prefix)
 		if err != nil {
 			return nil, errors.New("the prefix is badly percent-encoded")
 		}
-		u.opts = append(u.opts, WithPrefix("/"+strings.TrimSuffix(p, "/")))
+		u.opts = append(u.opts, WithPrefix("/"+dec))
 	}
-	if query != "" {
-		q, err := url.ParseQuery(query)
-		if err != nil {
-			return nil, errors.New("the parameters are malformed")
+	// In order, so that the same URL always gets the same error.
+	for _, k := range slices.Sorted(maps.Keys(p.Query)) {
+		vs := p.Query[k]
+		if len(vs) != 1 {
+			return nil, fmt.Errorf("parameter %s given %d times", safeName(k), len(vs))
 		}
-		for k, vs := range q {
-			if len(vs) != 1 {
-				return nil, fmt.Errorf("parameter %s given %d times", safeName(k), len(vs))
-			}
+		switch k {
+		case "session_timeout", "request_timeout":
 			d, err := time.ParseDuration(vs[0])
-			if err != nil && (k == "session_timeout" || k == "request_timeout") {
+			if err != nil {
 				return nil, fmt.Errorf("parameter %s is not a duration", k)
 			}
-			switch k {
-			case "session_timeout":
+			if k == "session_timeout" {
 				u.opts = append(u.opts, WithSessionTimeout(d))
-			case "request_timeout":
+			} else {
 				u.opts = append(u.opts, WithRequestTimeout(d))
-			default:
-				return nil, fmt.Errorf("unknown parameter %s", safeName(k))
 			}
+		default:
+			return nil, fmt.Errorf("unknown parameter %s", safeName(k))
 		}
 	}
 	return u, nil

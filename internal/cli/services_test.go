@@ -183,14 +183,26 @@ func TestRedisKilledDistlockKillsWholeJob(t *testing.T) {
 // On a Redis Cluster, named by the redis+cluster:// form: runs get
 // increasing tokens, and status finds a holder whichever node has its key.
 func TestRedisClusterRun(t *testing.T) {
-	e := newEnv(t)
 	c := testserver.StartRedisCluster(t, 3)
-	backend := "redis+cluster://" + strings.Join(c.Addrs(), ",")
+	runAndStatus(t, newEnv(t), "redis+cluster://"+strings.Join(c.Addrs(), ","))
+}
+
+// On ZooKeeper (zk://, every server of the ensemble): runs get increasing
+// tokens, and status lists a holder under the URL's prefix.
+func TestZooKeeperRun(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	runAndStatus(t, newEnv(t), "zk://"+z.ConnectString()+"/apps/locks")
+}
+
+// runAndStatus runs two commands one after the other on backend, which
+// must see increasing tokens, then holds a lock while status lists it.
+func runAndStatus(t *testing.T, e *env, backend string) {
+	t.Helper()
 	var last int
 	for i := range 2 {
-		r := e.run("--backend", backend, "run", "jobs/cluster", "--", "sh", "-c", "echo $DISTLOCK_TOKEN")
+		r := e.run("--backend", backend, "run", "jobs/one", "--", "sh", "-c", "echo $DISTLOCK_TOKEN")
 		if r.code != 0 {
-			t.Fatalf("run %d on the cluster: exit %d, stderr %q", i, r.code, r.stderr)
+			t.Fatalf("run %d on %s: exit %d, stderr %q", i, backend, r.code, r.stderr)
 		}
 		var tok int
 		fmt.Sscan(strings.TrimSpace(r.stdout), &tok)
@@ -205,7 +217,7 @@ func TestRedisClusterRun(t *testing.T) {
 	readInt(t, pidFile)
 	r := e.run("--backend", backend, "status", "jobs/")
 	if r.code != 0 || !strings.Contains(r.stdout, "jobs/held") {
-		t.Errorf("status on the cluster: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		t.Errorf("status on %s: exit %d, stdout %q, stderr %q", backend, r.code, r.stdout, r.stderr)
 	}
 	holder.cmd.Process.Signal(syscall.SIGTERM)
 	e.wait(holder)

@@ -1,0 +1,33 @@
+package zklock_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/distlock/distlock/zklock"
+)
+
+// The parse step of OpenURL never panics, its errors never quote what
+// they are about (a mistyped URL can put the password anywhere), and they
+// read the same whatever the password.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"zk://", "zk:", "zk:///", "zk://h1:2181,h2/", "ZK://[::1]:2181/p?session_timeout=", ""} {
+		f.Add(s, "u", "PASS", "h1:2181/locks?request_timeout=1s")
+		f.Add(s, "", "p/w?x#y@", ",,h:1/x?y=%zz")
+	}
+	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
+		raw := prefix + user + ":" + password + "@" + suffix
+		err := zklock.ParseURL(raw)
+		other := strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' {
+				return 'a' + (r-'a'+7)%26
+			}
+			return r
+		}, password)
+		err2 := zklock.ParseURL(prefix + user + ":" + other + "@" + suffix)
+		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
+			t.Fatalf("the outcome depends on the password:\n%q: %v\n%q: %v", password, err, other, err2)
+		}
+		zklock.ParseURL(prefix + suffix)
+	})
+}
