@@ -34,6 +34,12 @@ import (
 
 const instrumentationName = "github.com/distlock/distlock"
 
+// secondsBuckets are the histograms' default buckets, in seconds: the
+// SDK's own defaults are meant for milliseconds, and every measurement
+// would fall in their first bucket.
+var secondsBuckets = metric.WithExplicitBucketBoundaries(
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
 // Attribute values of the instruments.
 type (
 	acquireOutcome int
@@ -130,10 +136,10 @@ func newMetrics(mp metric.MeterProvider, backend string, keyLabel func(string) s
 	ms := &metrics{backend: attribute.String("distlock.backend", backend), keyLabel: keyLabel}
 	var err error
 	ms.acquire, err = m.Float64Histogram("distlock.acquire.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time an acquisition took, granted or not."))
+		metric.WithDescription("Time an acquisition took, granted or not."), secondsBuckets)
 	add(err)
 	ms.hold, err = m.Float64Histogram("distlock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time a lock was held, from its grant to its end."))
+		metric.WithDescription("Time a lock was held, from its grant to its end."), secondsBuckets)
 	add(err)
 	ms.held, err = m.Int64UpDownCounter("distlock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks held by the Client."))
@@ -145,7 +151,7 @@ func newMetrics(mp metric.MeterProvider, backend string, keyLabel func(string) s
 		metric.WithDescription("Lease renewals, by outcome."))
 	add(err)
 	ms.headroom, err = m.Float64Histogram("distlock.lease.headroom", metric.WithUnit("s"),
-		metric.WithDescription("Time left before the local deadline when a renewal was confirmed."))
+		metric.WithDescription("Time left before the local deadline when a renewal was confirmed."), secondsBuckets)
 	add(err)
 	ms.losses, err = m.Int64Counter("distlock.losses", metric.WithUnit("{loss}"),
 		metric.WithDescription("Locks lost, by reason."))
