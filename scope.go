@@ -38,7 +38,7 @@ type scope struct {
 	freed atomic.Bool
 
 	over  atomic.Pointer[error]
-	ended chan struct{} // closed once s and its kids have ended
+	ended sync.WaitGroup // done once s and its kids have ended (Add(1) at creation)
 
 	mu     sync.Mutex
 	kids   map[*scope]struct{} // scopes that end when this one ends
@@ -121,7 +121,7 @@ func (s *scope) causeFor(kid *scope, cause error) error {
 // the lease back next.
 func (s *scope) end(cause error) {
 	if !s.over.CompareAndSwap(nil, errPtr(cause)) {
-		<-s.ended
+		s.ended.Wait()
 		return
 	}
 	s.cancel(cause)
@@ -132,7 +132,7 @@ func (s *scope) end(cause error) {
 	for k := range kids {
 		k.end(s.causeFor(k, cause))
 	}
-	close(s.ended) // the scopes are a DAG: no end waits for its own caller
+	s.ended.Done() // the scopes are a DAG: no end waits for its own caller
 	for _, e := range s.enders() {
 		e.mu.Lock()
 		delete(e.kids, s)
@@ -224,7 +224,8 @@ func ctxHolds(ctx context.Context, g *grant) bool {
 // newScope makes the scope of the context derived from parent (its values,
 // not its cancellation) that records nodes as its locks.
 func newScope(parent context.Context, nodes *heldNode) *scope {
-	s := &scope{parent: parentScope(parent), ended: make(chan struct{})}
+	s := &scope{parent: parentScope(parent)}
+	s.ended.Add(1)
 	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, nodes))
 	return s
 }
