@@ -23,7 +23,7 @@ type lease struct {
 	key    string
 	token  uint64
 	onLost func(error)
-	turn   *keyqueue.Turn[*lease] // set by Acquire before the lease is returned
+	turn   *keyqueue.Turn[*lease] // the key's turn in the Backend's queue, passed on when the grant ends
 
 	// mu guards the fields below and every use of conn: the watcher reads
 	// from conn until it is stopped, and nothing else may use conn
@@ -189,12 +189,14 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	return unbounded, nil
 }
 
-// unlockSQL releases the lock; it reports false if the session did not
-// hold it.
-const unlockSQL = `SELECT pg_advisory_unlock(hashtextextended($1, 0))`
+// releaseSQL marks the grant released and unlocks the lock; it reports
+// false if the session did not hold it (see schema.sql).
+const releaseSQL = `SELECT distlock_release($1, $2)`
 
 // Release implements distlock.Lease: pg_advisory_unlock on the holding
-// connection, which then goes back to the pool. If the grant was lost it
+// connection, which then goes back to the pool. The grant is marked
+// released in the same statement, so the next grant of the key need not
+// wait for WithLossGrace. If the grant was lost it
 // returns an error matching distlock.ErrLockLost. If the unlock fails
 // (ctx ends, the network breaks) the connection is closed instead, which
 // the server treats as an unlock of everything the session held, and
@@ -209,7 +211,7 @@ func (l *lease) Release(ctx context.Context) error {
 		return l.loseLocked(err)
 	}
 	var unlocked bool
-	if err := l.conn.QueryRow(ctx, unlockSQL, l.key).Scan(&unlocked); err != nil {
+	if err := l.conn.QueryRow(ctx, releaseSQL, l.key, int64(l.token)).Scan(&unlocked); err != nil {
 		if ctx.Err() == nil && l.conn.Conn().IsClosed() {
 			return l.loseLocked(err) // the server may have ended the session first
 		}

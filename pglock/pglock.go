@@ -19,15 +19,29 @@ var (
 	_ distlock.Lister  = (*Backend)(nil)
 )
 
-// DefaultRequestTimeout is the default of WithRequestTimeout.
-const DefaultRequestTimeout = 5 * time.Second
+// Defaults of the options.
+const (
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultLossGrace      = time.Second
+)
 
 // Option configures a Backend.
 type Option func(*config)
 
 type config struct {
 	requestTimeout time.Duration
+	lossGrace      time.Duration
 }
+
+// WithLossGrace sets how long the server waits, holding the lock, before
+// it grants a key whose previous grant was lost rather than released (its
+// session was terminated, crashed or broke). The server tells a holder that
+// it ends its session as it releases the lock, and the holder's context is
+// cancelled when that news arrives; the grace lets it arrive, and the
+// holder stop, before the next holder can act. A holder paused for longer
+// than the grace is not covered: fence its writes. Default:
+// DefaultLossGrace (1s). It must not be negative; 0 grants at once.
+func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrace = d } }
 
 // WithRequestTimeout bounds what the Backend does on its own behalf, with no
 // caller's context to bound it: cancelling a wait in the server (the cancel
@@ -73,14 +87,17 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pglock: nil pool", distlock.ErrInvalidOption)
 	}
-	cfg := config{requestTimeout: DefaultRequestTimeout}
+	cfg := config{requestTimeout: DefaultRequestTimeout, lossGrace: DefaultLossGrace}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
 		}
 	}
-	if cfg.requestTimeout <= 0 {
+	switch {
+	case cfg.requestTimeout <= 0:
 		return nil, fmt.Errorf("%w: pglock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
+	case cfg.lossGrace < 0 || cfg.lossGrace > distlock.MaxTTL:
+		return nil, fmt.Errorf("%w: pglock: loss grace %v is not in [0, %v]", distlock.ErrInvalidOption, cfg.lossGrace, distlock.MaxTTL)
 	}
 	b := &Backend{pool: pool, cfg: cfg, leases: map[*lease]struct{}{}}
 	b.schema.init()
@@ -154,7 +171,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	} else {
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
 	}
-	l, err := b.grab(actx, key, opts)
+	l, err := b.grab(actx, turn, key, opts)
 	if err != nil {
 		turn.Done()
 		if actx.Err() != nil {
@@ -162,8 +179,6 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 		}
 		return nil, err
 	}
-	l.turn = turn
-	turn.Set(l)
 	return l, nil
 }
 
@@ -185,8 +200,9 @@ func (b *Backend) checkOpen() error {
 	return nil
 }
 
-// grab takes a connection, the lock and a token, holding key's turn.
-func (b *Backend) grab(ctx context.Context, key string, opts distlock.AcquireOptions) (*lease, error) {
+// grab takes a connection, the lock and a token, holding key's turn, which
+// the lease keeps if it succeeds.
+func (b *Backend) grab(ctx context.Context, turn *keyqueue.Turn[*lease], key string, opts distlock.AcquireOptions) (*lease, error) {
 	conn, err := b.conn(ctx, opts.Wait)
 	if err != nil {
 		return nil, err
@@ -203,7 +219,8 @@ func (b *Backend) grab(ctx context.Context, key string, opts distlock.AcquireOpt
 		conn.Release()
 		return nil, fmt.Errorf("%w: pglock: %q is held", distlock.ErrNotAcquired, key)
 	}
-	l := &lease{b: b, key: key, token: token, onLost: opts.OnLost, conn: conn}
+	l := &lease{b: b, key: key, token: token, onLost: opts.OnLost, conn: conn, turn: turn}
+	turn.Set(l)
 	if !b.register(l) {
 		b.discard(conn)
 		return nil, ErrClosed
@@ -233,7 +250,7 @@ func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
 }
 
 // acquireSQL takes the lock and then increments the token (see schema.sql).
-const acquireSQL = `SELECT distlock_acquire($1, $2, $3)`
+const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
 
 // lock runs distlock_acquire on conn and returns the new token, or 0 when a
 // try found the lock held. It runs the statement with a context of its own
@@ -265,7 +282,7 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts
 		}
 	})
 	var token pgtype.Int8
-	err := conn.QueryRow(qctx, acquireSQL, key, opts.Wait, opts.Owner).Scan(&token)
+	err := conn.QueryRow(qctx, acquireSQL, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
 	close(finished)
 	if !stop() {
 		<-fired

@@ -10,7 +10,8 @@ import (
 )
 
 // Schema is the SQL that creates the package's tables and functions
-// (distlock_fence, distlock_resource, distlock_acquire, distlock_admit). It
+// (distlock_fence, distlock_resource, distlock_acquire, distlock_release,
+// distlock_admit). It
 // is idempotent. A Backend runs it on first use when they are missing;
 // Migrate runs it explicitly, and an operator can run it with psql instead
 // (it is the file schema.sql of this package), for example to let the
@@ -23,7 +24,8 @@ var Schema string
 // through the connection's search_path.
 const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
 	AND to_regclass('distlock_resource') IS NOT NULL
-	AND to_regprocedure('distlock_acquire(text, boolean, text)') IS NOT NULL
+	AND to_regprocedure('distlock_acquire(text, boolean, text, interval)') IS NOT NULL
+	AND to_regprocedure('distlock_release(text, bigint)') IS NOT NULL
 	AND to_regprocedure('distlock_admit(text, bigint)') IS NOT NULL`
 
 // migrationLock serialises migrations (concurrent CREATE OR REPLACE

@@ -8,7 +8,10 @@
 --
 -- distlock_fence: one row per lock key ever granted, with the key's last
 -- token. It is a logged table so that tokens survive a crash and restart.
--- owner and granted_at describe the last grant, for listings.
+-- owner and granted_at describe the last grant, for listings; held is true
+-- from a grant until its release through distlock_release, so that it is
+-- still true when a grant ended otherwise (its session was terminated or
+-- broke).
 --
 -- distlock_resource: one row per resource fenced with distlock_admit, with
 -- the highest token admitted for it.
@@ -17,7 +20,8 @@ CREATE TABLE IF NOT EXISTS distlock_fence (
     key        text PRIMARY KEY,
     token      bigint NOT NULL CHECK (token > 0),
     owner      text NOT NULL DEFAULT '',
-    granted_at timestamptz NOT NULL DEFAULT now()
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    held       boolean NOT NULL DEFAULT false
 );
 
 CREATE TABLE IF NOT EXISTS distlock_resource (
@@ -34,12 +38,19 @@ CREATE TABLE IF NOT EXISTS distlock_resource (
 -- lock. The lock is a session lock: it outlives the statement and is kept
 -- even if the transaction fails, so a caller that gets an error must
 -- unlock or close the session.
-CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text)
+--
+-- If the key's previous grant was not released (its session ended while
+-- it held the lock), it waits loss_grace before granting, with the lock
+-- held: the server released the lock as it told the previous holder that
+-- its session was ending, and the grace lets that holder act on the news
+-- before anyone else can write with a newer token.
+CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
 DECLARE
     granted bigint;
+    lost    boolean;
 BEGIN
     IF wait THEN
         PERFORM pg_advisory_lock(hashtextextended(lock_key, 0));
@@ -51,12 +62,37 @@ BEGIN
     IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
-    INSERT INTO distlock_fence AS f (key, token, owner, granted_at)
-    VALUES (lock_key, 1, coalesce(lock_owner, ''), now())
+    SELECT f.held INTO lost FROM distlock_fence f WHERE f.key = lock_key;
+    IF lost AND loss_grace > interval '0' THEN
+        PERFORM pg_sleep(extract(epoch FROM loss_grace));
+    END IF;
+    INSERT INTO distlock_fence AS f (key, token, owner, granted_at, held)
+    VALUES (lock_key, 1, coalesce(lock_owner, ''), clock_timestamp(), true)
     ON CONFLICT (key) DO UPDATE
-        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at
+        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true
     RETURNING f.token INTO granted;
     RETURN granted;
+END
+$$;
+
+-- distlock_release marks the grant with lock_token released and unlocks
+-- lock_key's advisory lock. It returns false, and changes nothing, if this
+-- session did not hold the lock.
+CREATE OR REPLACE FUNCTION distlock_release(lock_key text, lock_token bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_locks
+        WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+            AND mode = 'ExclusiveLock' AND objsubid = 1
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND ((classid::int8 << 32) | objid::int8) = hashtextextended(lock_key, 0)) THEN
+        RETURN false;
+    END IF;
+    UPDATE distlock_fence SET held = false WHERE key = lock_key AND token = lock_token;
+    RETURN pg_advisory_unlock(hashtextextended(lock_key, 0));
 END
 $$;
 
