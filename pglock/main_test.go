@@ -47,6 +47,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "pglock: start PostgreSQL:", tb.failed)
 		return 1
 	}
+	os.Setenv("DATABASE_URL", server.DSN) // for the examples
 	code := m.Run()
 	tb.cleanup() // stops the server, and its goroutines with it
 	if code == 0 {
