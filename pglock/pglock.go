@@ -56,8 +56,9 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.req
 // Each held lock, and each key that an Acquire of this Backend is waiting
 // for, takes one connection of the pool for as long as it lasts.
 type Backend struct {
-	pool *pgxpool.Pool
-	cfg  config
+	pool     *pgxpool.Pool
+	ownsPool bool // OpenURL made it: Close closes it
+	cfg      config
 
 	// queue holds the acquirers of each key within the Backend: only the one
 	// that has the turn asks the server, and it keeps the turn while it
@@ -110,8 +111,8 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 
 // Close ends every Acquire in progress with ErrClosed and gives up every
 // lock the Backend holds by closing its connection (their holders are told
-// through OnLost, with an error matching distlock.ErrLockLost). It does not
-// close the pool. Calling Close again does nothing.
+// through OnLost, with an error matching distlock.ErrLockLost). It closes
+// the pool only if OpenURL opened it. Calling Close again does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -129,6 +130,9 @@ func (b *Backend) Close() error {
 		l.lose(ErrClosed)
 	}
 	b.wg.Wait()
+	if b.ownsPool {
+		b.pool.Close()
+	}
 	return nil
 }
 

@@ -404,3 +404,40 @@ func TestReleaseSkipsLossGrace(t *testing.T) {
 		t.Fatal("the waiter was not granted the key after a release: it waited for the loss grace")
 	}
 }
+
+// OpenURL opens a working Backend from the URL form, takes this package's
+// own options out of it, and never shows the password in an error.
+func TestOpenURL(t *testing.T) {
+	ctx := testCtx(t)
+	b, err := pglock.OpenURL(ctx, strings.Replace(server.DSN, "postgres@", "postgres:s3cret%2Fpw@", 1)+"&loss_grace=0s&request_timeout=2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, b, ctx, "url/"+t.Name(), distlock.AcquireOptions{})
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		url  string
+		want error
+	}{
+		{"postgres://u:s3cret%2Fpw@" + closedAddr(t) + "/db?connect_timeout=2", distlock.ErrUnavailable},
+		{"postgres://u:s3cret%2Fpw@127.0.0.1/db?loss_grace=soon", distlock.ErrInvalidOption},
+		{"postgres://u:s3cret%2Fpw@127.0.0.1/db?sslmode=bogus", distlock.ErrInvalidOption},
+		{"postgres://u:s3cret%2Fpw@127.0.0.1/db?loss_grace=-1s", distlock.ErrInvalidOption},
+		{"redis://u:s3cret%2Fpw@127.0.0.1/", distlock.ErrInvalidOption},
+		{"postgres://u:s3cret/pw@[::1/db", distlock.ErrInvalidOption},
+	} {
+		_, err := pglock.OpenURL(ctx, tc.url)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("OpenURL(%s): %v, want %v", tc.url, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "pw@")) {
+			t.Errorf("OpenURL(%s): the error shows the password: %v", tc.url, err)
+		}
+	}
+}
