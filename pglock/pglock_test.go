@@ -441,3 +441,78 @@ func TestOpenURL(t *testing.T) {
 		}
 	}
 }
+
+// Release gives the connection back to the pool: a pool of one connection
+// serves one grant after another.
+func TestReleaseReturnsConnection(t *testing.T) {
+	ctx := testCtx(t)
+	b, err := pglock.New(newPool(t, server, "pool_max_conns=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := range 5 {
+		l := acquire(t, b, ctx, "pool/"+t.Name(), distlock.AcquireOptions{})
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	if n := b.Pool().Stat().TotalConns(); n != 1 {
+		t.Errorf("%d connections, want the one, reused", n)
+	}
+}
+
+// Close gives up the locks held, telling their holders, and ends a waiting
+// Acquire with ErrClosed.
+func TestClose(t *testing.T) {
+	ctx, key := testCtx(t), "close/"+t.Name()
+	admin := newPool(t, server)
+	holder := newBackend(t, server)
+	lost := make(chan error, 1)
+	acquire(t, holder, ctx, key, distlock.AcquireOptions{OnLost: func(err error) { lost <- err }})
+
+	b := newBackend(t, server)
+	other := acquire(t, b, ctx, key+"/other", distlock.AcquireOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "the Acquire waits in the server", func() bool { return count(t, admin, waitingSQL, key) == 1 })
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("Acquire ended by Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end a waiting Acquire")
+	}
+	if err := other.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release after Close: %v, want ErrLockLost", err)
+	}
+	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+	eventually(t, 10*time.Second, "the closed Backend's lock is free", func() bool {
+		var got bool
+		if err := admin.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AND pg_advisory_unlock(hashtextextended($1, 0))`, key+"/other").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	})
+
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lost:
+		if !errors.Is(err, distlock.ErrLockLost) {
+			t.Errorf("OnLost(%v) at Close, want ErrLockLost", err)
+		}
+	default:
+		t.Error("Close returned before telling the holder")
+	}
+}
