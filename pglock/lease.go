@@ -189,14 +189,14 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	return unbounded, nil
 }
 
-// releaseSQL marks the grant released and unlocks the lock; it reports
-// false if the session did not hold it (see schema.sql).
-const releaseSQL = `SELECT distlock_release($1, $2)`
+// releaseSQL marks the grant released, commits, and unlocks the lock; it
+// reports false if the session did not hold it (see schema.sql).
+const releaseSQL = `CALL distlock_release($1, $2)`
 
 // Release implements distlock.Lease: pg_advisory_unlock on the holding
 // connection, which then goes back to the pool. The grant is marked
-// released in the same statement, so the next grant of the key need not
-// wait for WithLossGrace. If the grant was lost it
+// released, and that committed, in the same round trip before the unlock,
+// so the next grant of the key does not wait for WithLossGrace. If the grant was lost it
 // returns an error matching distlock.ErrLockLost. If the unlock fails
 // (ctx ends, the network breaks) the connection is closed instead, which
 // the server treats as an unlock of everything the session held, and

@@ -40,7 +40,8 @@ type config struct {
 // cancelled when that news arrives; the grace lets it arrive, and the
 // holder stop, before the next holder can act. A holder paused for longer
 // than the grace is not covered: fence its writes. Default:
-// DefaultLossGrace (1s). It must not be negative; 0 grants at once.
+// DefaultLossGrace (1s). A try (distlock.TryAcquire) of such a key waits
+// the grace too. It must not be negative; 0 grants at once.
 func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrace = d } }
 
 // WithRequestTimeout bounds what the Backend does on its own behalf, with no

@@ -25,7 +25,7 @@ var Schema string
 const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
 	AND to_regclass('distlock_resource') IS NOT NULL
 	AND to_regprocedure('distlock_acquire(text, boolean, text, interval)') IS NOT NULL
-	AND to_regprocedure('distlock_release(text, bigint)') IS NOT NULL
+	AND to_regprocedure('distlock_release(text, bigint, boolean)') IS NOT NULL
 	AND to_regprocedure('distlock_admit(text, bigint)') IS NOT NULL`
 
 // migrationLock serialises migrations (concurrent CREATE OR REPLACE

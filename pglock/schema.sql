@@ -75,11 +75,13 @@ BEGIN
 END
 $$;
 
--- distlock_release marks the grant with lock_token released and unlocks
--- lock_key's advisory lock. It returns false, and changes nothing, if this
--- session did not hold the lock.
-CREATE OR REPLACE FUNCTION distlock_release(lock_key text, lock_token bigint)
-RETURNS boolean
+-- distlock_release marks the grant with lock_token released, commits
+-- that, and then unlocks lock_key's advisory lock, so that the next holder
+-- sees the grant released and does not wait for the loss grace. It sets
+-- released to false, and changes nothing, if this session did not hold
+-- the lock. It is a procedure (CALL distlock_release(key, token)), for its
+-- COMMIT: it must not be called inside a transaction block.
+CREATE OR REPLACE PROCEDURE distlock_release(lock_key text, lock_token bigint, INOUT released boolean DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -89,10 +91,12 @@ BEGIN
             AND mode = 'ExclusiveLock' AND objsubid = 1
             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
             AND ((classid::int8 << 32) | objid::int8) = hashtextextended(lock_key, 0)) THEN
-        RETURN false;
+        released := false;
+        RETURN;
     END IF;
     UPDATE distlock_fence SET held = false WHERE key = lock_key AND token = lock_token;
-    RETURN pg_advisory_unlock(hashtextextended(lock_key, 0));
+    COMMIT;
+    released := pg_advisory_unlock(hashtextextended(lock_key, 0));
 END
 $$;
 
