@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os/exec"
 	"strings"
@@ -268,7 +269,7 @@ func TestFence(t *testing.T) {
 	if err := pglock.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	resource := "fence/" + t.Name()
+	resource := "fence/" + t.Name() + "/" + rand.Text()[:8] // unique on a shared server
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS fenced_accounts (id text PRIMARY KEY, balance int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
