@@ -9,6 +9,9 @@
 //	locks, _ := distlock.New(backend)
 //	lock, err := locks.Acquire(ctx, "reports/nightly")
 //
+// It needs PostgreSQL 11 or later (hashtextextended, and procedures that
+// commit); it is tested on PostgreSQL 15.
+//
 // # Guarantees
 //
 // A grant is pg_advisory_lock(hashtextextended(key, 0)) held by one
