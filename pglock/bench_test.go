@@ -1,0 +1,103 @@
+package pglock_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Uncontended acquire and release: distlock's Client over pglock (a pool
+// connection, distlock_acquire with its token, distlock_release) against
+// raw pg_advisory_lock/pg_advisory_unlock on one dedicated connection,
+// interleaved in one loop so that both see the same server. Reported per
+// pair of operations, with their ratio.
+func BenchmarkUncontended(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newBackend(b, server))
+	raw := rawConn(b, server)
+
+	var dist, direct time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		l, err := c.Acquire(ctx, "bench/distlock")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('bench/raw', 0))`); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('bench/raw', 0))`); err != nil {
+			b.Fatal(err)
+		}
+		dist, direct = dist+t1.Sub(t0), direct+time.Since(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(dist.Nanoseconds())/n, "distlock-ns/op")
+	b.ReportMetric(float64(direct.Nanoseconds())/n, "raw-ns/op")
+	b.ReportMetric(float64(dist)/float64(direct), "ratio")
+}
+
+// Hand-off latency: 5 contenders, each through its own Backend (one
+// process each), all waiting in the server's queue but the holder; the
+// time from a holder's Release call to the next holder's Acquire
+// returning. Reported as median, p99 and max.
+func BenchmarkHandoff4(b *testing.B) {
+	ctx := context.Background()
+	const contenders = 5
+	clients := make([]*distlock.Client, contenders)
+	for i := range clients {
+		clients[i] = newClient(b, newBackend(b, server))
+	}
+	var (
+		mu       sync.Mutex
+		released time.Time
+		gaps     []time.Duration
+		turns    = b.N
+	)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for {
+				l, err := c.Acquire(ctx, "bench/handoff")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				if !released.IsZero() {
+					gaps = append(gaps, time.Since(released))
+				}
+				done := turns <= 0
+				turns--
+				released = time.Now()
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				if done {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if len(gaps) == 0 {
+		return
+	}
+	slices.Sort(gaps)
+	q := func(p float64) float64 { return float64(gaps[int(p*float64(len(gaps)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.5), "median-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(q(1), "max-ms")
+}

@@ -1,0 +1,178 @@
+// Package pglock is a distlock.Backend over PostgreSQL session advisory
+// locks, on a pgx v5 connection pool: for applications that already keep
+// their data in PostgreSQL and want locks, and fencing of the writes made
+// under them, from the same server.
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://app@db.internal/app")
+//	backend, _ := pglock.New(pool)
+//	defer backend.Close() // before pool.Close
+//	locks, _ := distlock.New(backend)
+//	lock, err := locks.Acquire(ctx, "reports/nightly")
+//
+// It needs PostgreSQL 11 or later (hashtextextended, and procedures that
+// commit); it is tested on PostgreSQL 15.
+//
+// # Guarantees
+//
+// A grant is pg_advisory_lock(hashtextextended(key, 0)) held by one
+// session: a pool connection that the grant keeps for its whole life and
+// uses for nothing else. PostgreSQL grants an advisory lock id to one
+// session at a time and keeps it until that session unlocks it or ends, so
+// while the connection lives nobody else holds the key: not through this
+// package, nor from psql, where an operator takes the same lock with
+//
+//	SELECT pg_advisory_lock(hashtextextended('reports/nightly', 0));
+//
+// A grant has no time bound: its Validity has TTL 0, and distlock's Client
+// keeps no deadline for it. It ends when it is released or when its
+// session ends. The Backend watches the idle connection, and the grant is
+// lost, with its holder told through OnLost (which cancels the lock's
+// context), as soon as the server says it ends the session
+// (pg_terminate_backend, a shutdown, a crash of the server or of the
+// session's backend, idle_session_timeout) or the connection breaks. The
+// server sends that notice just before it releases the lock; so that the
+// notice is acted on before anyone else can act on the key, the next grant
+// of a key whose previous grant was lost rather than released waits a
+// grace period in the server, holding the lock (WithLossGrace, 1s by
+// default). Release and Refresh are owner-checked on the holding session:
+// after a loss they report an error matching distlock.ErrLockLost and
+// change nothing. Refresh checks that the connection is alive and that the
+// server still lists the lock as held by it in pg_locks; any failure of
+// that check, its context included, ends the grant.
+//
+// # Not guaranteed
+//
+//   - A holder paused (or starved) for longer than the loss grace after its
+//     session ended: it resumes with a cancelled context, but whatever it
+//     does before looking is unguarded. Fence its writes.
+//   - A network partition that the server notices before the holder does:
+//     the server ends a session whose client it cannot reach after its TCP
+//     keepalive (tcp_keepalives_idle, _interval, _count) or tcp_user_timeout
+//     settings, and releases the lock, while the holder learns of the break
+//     at its next Refresh (the Client's renewal interval: TTL/3, 5s by
+//     default) or when its connection reports it. Keep the server's
+//     keepalive timeout well above the Client's refresh interval (the
+//     Linux default is over two hours).
+//   - Locks across databases: advisory locks belong to one database of one
+//     server, and every party must connect to the same database. They are
+//     not replicated: a standby knows none of them, and a failover ends
+//     every session, and with it every grant.
+//   - Keys are distinct, ids may not be: two keys whose hashtextextended
+//     values collide share one lock id and exclude each other. That is
+//     never unsafe, only slower; with 64-bit ids it is rare (around one
+//     pair in 10^10 among a million keys). Each key keeps its own tokens.
+//   - A single queue across processes: only the first of a Backend's
+//     acquirers of a key waits in the server; the others join the
+//     server's queue when that one's grant ends (see Waiting).
+//   - Poolers in transaction or statement mode (PgBouncer's pool_mode =
+//     transaction): they give the session that holds the lock to other
+//     clients between statements. Connect directly or in session mode.
+//
+// # Durability
+//
+// Exclusion needs nothing durable: it lives in the server's memory and
+// ends with the sessions. Tokens need the server to keep committed
+// transactions: fsync on, and synchronous_commit at least on, which
+// distlock_acquire sets for its own transaction when the session has it
+// lower; with replicas, fail over only to a synchronous standby, or a
+// promoted standby may hand out tokens again. distlock_fence and
+// distlock_resource are ordinary logged tables: do not make them UNLOGGED,
+// and do not restore them from a backup older than the newest tokens (a
+// token counter that goes back defeats fencing; raising it is harmless).
+//
+// # Waiting
+//
+// A waiting Acquire waits in the server's own lock queue,
+// pg_advisory_lock, and is woken by the server when the lock is released:
+// no polling. When its context ends, the Backend sends the server a cancel
+// request, so that the server's wait ends too, and closes the connection
+// (a late cancel could otherwise hit the connection's next statement).
+// Acquires of one key through one Backend queue in this process, first
+// come first served, and only the first of them holds a connection and
+// waits in the server; the next takes its turn when the grant ends. The
+// server hands a released lock to the session that has waited longest.
+//
+// # Fencing
+//
+// A key's token counter is its row in the table distlock_fence, created on
+// first use (see Schema). distlock_acquire, one PL/pgSQL function and one
+// round trip, takes the advisory lock and only then increments the counter
+// in the same transaction, so a session that does not hold the lock never
+// takes a token, and each grant's token is greater than every earlier
+// one's. Tokens survive restarts and crashes (see Durability).
+//
+// Fence(ctx, tx, resource, token) checks a token in the transaction that
+// writes the resource, atomically with those writes: it admits a token at
+// least as high as any admitted before for the resource, records it in
+// distlock_resource, and keeps the resource's row locked until the
+// transaction ends; a lower token is refused with fence.ErrStaleToken and
+// the transaction aborted. The same check is the SQL function
+// distlock_admit(resource, token), which raises SQLSTATE DL001 for a stale
+// token, for clients in any language and for triggers:
+//
+//	CREATE FUNCTION orders_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+//	BEGIN
+//	    PERFORM distlock_admit('orders/' || NEW.id, NEW.fence_token);
+//	    RETURN NEW;
+//	END $$;
+//	CREATE TRIGGER orders_fence BEFORE INSERT OR UPDATE ON orders
+//	    FOR EACH ROW EXECUTE FUNCTION orders_fence();
+//
+// Call Fence first in the transaction: fenced writers of one resource then
+// queue on its row before they touch anything else, and cannot deadlock
+// with each other.
+//
+// # When not to take a lock
+//
+// Many jobs the guide gives a distributed lock are done by PostgreSQL
+// alone, with less to go wrong; the examples show each.
+//
+//   - SELECT ... FOR UPDATE when the work is a read-modify-write of rows in
+//     one transaction: the row lock ends with the transaction, so a client
+//     that dies cannot keep it.
+//   - An optimistic version column (UPDATE ... WHERE id = $1 AND version =
+//     $2; 0 rows is a conflict, so read again) when conflicts are rare and
+//     the work between read and write must not hold a lock.
+//   - A conditional UPDATE (UPDATE inventory SET quantity = quantity - 1
+//     WHERE product_id = $1 AND quantity > 0) when the rule is a condition
+//     on the row itself: the check and the change are one statement.
+//   - An idempotency key claimed with INSERT ... ON CONFLICT DO NOTHING in
+//     the transaction of the effect, when the danger is doing the same
+//     thing twice; checking first and setting after lets two workers both
+//     pass, and setting before the effect loses it if the worker dies in
+//     between.
+//
+// A lock is the right tool when the work is outside the database (a file,
+// a call to another service, a long computation) or spans many
+// transactions; then fence what it writes.
+//
+// # Schema and cost
+//
+// The Backend creates its tables and functions on first use, in the first
+// schema of its connections' search_path, if they are missing; Migrate
+// does it on demand, and Schema (the file schema.sql) is the same SQL for
+// an operator to run with psql, when the application's role may use but
+// not create them. distlock_fence keeps one row per key ever locked (key,
+// token, and the last grant's owner, time and whether it was released), so
+// it grows with the number of distinct keys.
+//
+// Each held lock takes an entry of the server's shared lock table, which
+// holds max_locks_per_transaction × (max_connections +
+// max_prepared_transactions) locks of all kinds for the whole server; when
+// it is full, any session that needs a lock fails with "out of shared
+// memory". Each held lock, and each key awaited through a Backend, also
+// takes a connection of the pool, and so of the server's max_connections:
+// size the pool (pool_max_conns) for the locks held at once plus the
+// application's own queries. A try that finds no free connection within
+// the request timeout fails with distlock.ErrUnavailable; a waiting
+// Acquire waits for one.
+//
+// List reports the keys in distlock_fence whose lock is held, with the
+// token and owner of their last grant (pg_locks shows lock ids, not keys).
+//
+// # Goroutines
+//
+// A Backend runs one goroutine per held lock, reading its idle connection,
+// and one per waiting Acquire while its context is being cancelled; Close
+// ends them. The Backend and its leases are safe for concurrent use.
+package pglock

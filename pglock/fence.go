@@ -1,0 +1,61 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fence"
+)
+
+// admitSQL admits a token for a resource (see distlock_admit in Schema).
+const admitSQL = `SELECT distlock_admit($1, $2)`
+
+// Fence admits token for resource inside tx, the transaction that writes
+// the resource: it succeeds if token is at least the highest token admitted
+// for resource so far, and records it. Otherwise it returns a
+// *fence.StaleTokenError, which matches fence.ErrStaleToken, and tx is
+// aborted: it can only be rolled back, so none of its writes take effect.
+//
+// The resource's row in distlock_resource stays locked until tx ends, so
+// the check and the writes are one atomic step whether Fence comes before
+// or after them: a holder that lost its lock while paused cannot commit
+// after the next holder has admitted its larger token, and two transactions
+// with the same token (one holder writing twice) both commit.
+//
+// Fence works with any lock's token (a distlock.Lock's Token, from any
+// backend), on any database where Migrate has been run. The same check is
+// available without Go as the SQL function distlock_admit(resource, token),
+// which raises SQLSTATE DL001 for a stale token: call it in the writing
+// transaction from any language, or from a trigger (see the package
+// documentation).
+func Fence(ctx context.Context, tx pgx.Tx, resource string, token uint64) error {
+	if tx == nil {
+		return fmt.Errorf("%w: pglock: fence: nil transaction", distlock.ErrInvalidOption)
+	}
+	if token == 0 {
+		return &fence.StaleTokenError{Resource: resource, Token: 0}
+	}
+	if token > math.MaxInt64 {
+		return fmt.Errorf("%w: pglock: fence: token %d is beyond PostgreSQL's bigint", distlock.ErrInvalidOption, token)
+	}
+	var highest int64
+	err := tx.QueryRow(ctx, admitSQL, resource, int64(token)).Scan(&highest)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pgErr) && pgErr.Code == staleState:
+		h, _ := strconv.ParseUint(pgErr.Detail, 10, 64)
+		return &fence.StaleTokenError{Resource: resource, Token: token, Highest: h}
+	case errors.As(err, &pgErr) && pgErr.Code == "42883": // undefined_function
+		return fmt.Errorf("pglock: fence %q: distlock_admit is missing: run pglock.Migrate (or pglock.Schema) on this database: %w", resource, err)
+	}
+	return sortErr(fmt.Sprintf("fence %q", resource), err)
+}

@@ -1,0 +1,228 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/keyqueue"
+)
+
+// lease is one grant: a session advisory lock held by conn.
+type lease struct {
+	b      *Backend
+	key    string
+	token  uint64
+	onLost func(error)
+	turn   *keyqueue.Turn[*lease] // the key's turn in the Backend's queue, passed on when the grant ends
+
+	// mu guards the fields below and every use of conn: the watcher reads
+	// from conn until it is stopped, and nothing else may use conn
+	// meanwhile.
+	mu   sync.Mutex
+	conn *pgxpool.Conn // nil once the grant has ended
+	w    *watch        // the running watcher, nil when stopped
+	end  error         // why the grant ended, once conn is nil
+}
+
+var unbounded = distlock.Validity{} // TTL 0: no time bound
+
+func (l *lease) Token() uint64 { return l.token }
+
+// Validity implements distlock.Lease: TTL 0, the grant lasts until released
+// or lost.
+func (l *lease) Validity() distlock.Validity { return unbounded }
+
+// watch reads from an idle holding connection, where nothing is expected:
+// what comes is the server's notice that it ends the session (a FATAL
+// error, then the end of the stream), or a read error when the network
+// breaks. Either way the server has released, or will release, the lock.
+type watch struct {
+	done     chan struct{} // closed when the read ended; err is set then
+	err      error
+	stopping atomic.Bool // the read was interrupted on purpose
+}
+
+// watchLocked starts the watcher of l's connection.
+func (l *lease) watchLocked() {
+	pg := l.conn.Conn().PgConn()
+	w := &watch{done: make(chan struct{})}
+	l.w = w
+	l.b.wg.Add(1)
+	go func() {
+		defer l.b.wg.Done()
+		var err error
+		for err == nil {
+			// With context.Background, pgconn arms no context watcher of
+			// its own: only stopWatchLocked's read deadline interrupts it.
+			err = pg.WaitForNotification(context.Background())
+		}
+		w.err = err
+		close(w.done)
+		if !w.stopping.Load() {
+			l.lose(err)
+		}
+	}()
+}
+
+// stopWatchLocked interrupts the watcher with a read deadline and waits for
+// it. It returns nil if the connection is still usable, and otherwise the
+// error that ended the watch.
+func (l *lease) stopWatchLocked() error {
+	w := l.w
+	if w == nil {
+		return nil
+	}
+	l.w = nil
+	pg := l.conn.Conn().PgConn()
+	w.stopping.Store(true)
+	nc := pg.Conn()
+	_ = nc.SetReadDeadline(time.Now())
+	<-w.done
+	_ = nc.SetReadDeadline(time.Time{})
+	var ne net.Error
+	if errors.As(w.err, &ne) && ne.Timeout() && !pg.IsClosed() {
+		return nil
+	}
+	return w.err
+}
+
+// lose ends the grant because its connection broke or the Backend closed.
+func (l *lease) lose(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loseLocked(cause)
+}
+
+// loseLocked ends the grant as lost, if it has not ended, and returns the
+// error that says so: the holder is told (OnLost), then the connection is
+// closed, which releases the lock if the server still holds it.
+func (l *lease) loseLocked(cause error) error {
+	if l.conn == nil {
+		return l.end
+	}
+	l.end = fmt.Errorf("%w: pglock: %q (token %d): %s", distlock.ErrLockLost, l.key, l.token, lossReason(cause))
+	if l.onLost != nil {
+		l.onLost(l.end)
+	}
+	_ = l.stopWatchLocked()
+	l.b.discard(l.conn)
+	l.endLocked()
+	return l.end
+}
+
+// endLocked drops the connection and passes the key's turn on.
+func (l *lease) endLocked() {
+	l.conn = nil
+	l.b.forget(l)
+	l.turn.Done()
+}
+
+// lossReason describes why a connection that held a lock is gone.
+func lossReason(cause error) string {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(cause, ErrClosed):
+		return "the Backend was closed"
+	case errors.As(cause, &pgErr):
+		return fmt.Sprintf("the server ended the session that held the lock (%s, SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	}
+	return fmt.Sprintf("the connection that held the lock broke (%v)", cause)
+}
+
+// endedLocked is the error of a call on a grant that has ended.
+func (l *lease) endedLocked() error {
+	if l.end != nil {
+		return l.end
+	}
+	return fmt.Errorf("%w: pglock: %q (token %d) was released", distlock.ErrLockLost, l.key, l.token)
+}
+
+// heldSQL checks that this session holds the advisory lock of $1. pg_locks
+// shows a bigint advisory lock as classid (the high 32 bits), objid (the
+// low 32 bits) and objsubid 1.
+const heldSQL = `SELECT EXISTS (
+	SELECT 1 FROM pg_locks
+	WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+		AND mode = 'ExclusiveLock' AND objsubid = 1
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND ((classid::int8 << 32) | objid::int8) = hashtextextended($1, 0))`
+
+// Refresh implements distlock.Lease. It checks that the connection is alive
+// and that the server still holds the lock on it; there is no TTL to
+// extend, and the Validity it returns has TTL 0. A check that fails for any
+// reason, ctx included, ends the grant: a connection that cannot be
+// confirmed may be one the server is about to drop, and closing it keeps
+// the holder from going on after the server has released the lock.
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if err := backend.CheckTTL(ttl); err != nil {
+		return distlock.Validity{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return distlock.Validity{}, l.endedLocked()
+	}
+	if err := l.stopWatchLocked(); err != nil {
+		return distlock.Validity{}, l.loseLocked(err)
+	}
+	var held bool
+	if err := l.conn.QueryRow(ctx, heldSQL, l.key).Scan(&held); err != nil {
+		return distlock.Validity{}, l.loseLocked(fmt.Errorf("refresh: %w", err))
+	}
+	if !held {
+		return distlock.Validity{}, l.loseLocked(errors.New("the server no longer holds it on this session"))
+	}
+	l.watchLocked()
+	return unbounded, nil
+}
+
+// releaseSQL marks the grant released, commits, and unlocks the lock; it
+// reports false if the session did not hold it (see schema.sql).
+const releaseSQL = `CALL distlock_release($1, $2)`
+
+// Release implements distlock.Lease: pg_advisory_unlock on the holding
+// connection, which then goes back to the pool. The grant is marked
+// released, and that committed, in the same round trip before the unlock,
+// so the next grant of the key does not wait for WithLossGrace. If the grant was lost it
+// returns an error matching distlock.ErrLockLost. If the unlock fails
+// (ctx ends, the network breaks) the connection is closed instead, which
+// the server treats as an unlock of everything the session held, and
+// Release returns nil: the key is given up either way.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return l.endedLocked()
+	}
+	if err := l.stopWatchLocked(); err != nil {
+		return l.loseLocked(err)
+	}
+	var unlocked bool
+	if err := l.conn.QueryRow(ctx, releaseSQL, l.key, int64(l.token)).Scan(&unlocked); err != nil {
+		if ctx.Err() == nil && l.conn.Conn().IsClosed() {
+			return l.loseLocked(err) // the server may have ended the session first
+		}
+		l.b.discard(l.conn)
+		l.endLocked()
+		return nil
+	}
+	if !unlocked {
+		return l.loseLocked(errors.New("the server did not hold it on this session"))
+	}
+	l.conn.Release()
+	l.endLocked()
+	return nil
+}

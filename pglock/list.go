@@ -1,0 +1,64 @@
+package pglock
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// listSQL lists the keys of the fence table whose advisory lock is held in
+// this database, with the token, owner and time of their last grant.
+const listSQL = `SELECT f.key, f.token, f.owner, f.granted_at
+FROM distlock_fence f
+WHERE starts_with(f.key, $1) AND EXISTS (
+	SELECT 1 FROM pg_locks l
+	WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 1
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended(f.key, 0))
+ORDER BY f.key COLLATE "C"`
+
+// List implements distlock.Lister: the keys starting with prefix whose
+// lock is held in the server, sorted by key, with the token, owner and
+// grant time of the key's last grant through this package. pg_locks knows
+// only lock ids, so the keys come from the fence table, and a listing can
+// be wrong in two ways: a key whose lock is held by a session outside this
+// package (psql's pg_advisory_lock) is listed with the token of its last
+// grant here, or not at all if it never had one; and a key whose id
+// collides with a held key's is listed as held too. Expires is always
+// zero: grants have no time bound.
+func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, sortErr("connect", err)
+	}
+	defer conn.Release()
+	if err := b.schema.ensure(ctx, conn); err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, listSQL, prefix)
+	if err != nil {
+		return nil, sortErr("list", err)
+	}
+	defer rows.Close()
+	var hs []distlock.Holder
+	for rows.Next() {
+		var (
+			h     distlock.Holder
+			token int64
+			since time.Time
+		)
+		if err := rows.Scan(&h.Key, &token, &h.Owner, &since); err != nil {
+			return nil, sortErr("list", err)
+		}
+		h.Token, h.Since = uint64(token), since
+		hs = append(hs, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sortErr("list", err)
+	}
+	return hs, nil
+}

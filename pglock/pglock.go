@@ -1,0 +1,339 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/keyqueue"
+)
+
+var (
+	_ distlock.Backend = (*Backend)(nil)
+	_ distlock.Lister  = (*Backend)(nil)
+)
+
+// Defaults of the options.
+const (
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultLossGrace      = time.Second
+)
+
+// Option configures a Backend.
+type Option func(*config)
+
+type config struct {
+	requestTimeout time.Duration
+	lossGrace      time.Duration
+}
+
+// WithLossGrace sets how long the server waits, holding the lock, before
+// it grants a key whose previous grant was lost rather than released (its
+// session was terminated, crashed or broke). The server tells a holder that
+// it ends its session as it releases the lock, and the holder's context is
+// cancelled when that news arrives; the grace lets it arrive, and the
+// holder stop, before the next holder can act. A holder paused for longer
+// than the grace is not covered: fence its writes. Default:
+// DefaultLossGrace (1s). A try (distlock.TryAcquire) of such a key waits
+// the grace too. It must not be negative; 0 grants at once.
+func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrace = d } }
+
+// WithRequestTimeout bounds what the Backend does on its own behalf, with no
+// caller's context to bound it: cancelling a wait in the server (the cancel
+// request, then the wait's end), closing a connection. Default:
+// DefaultRequestTimeout (5s). It must be positive.
+func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
+
+// Backend is a distlock.Backend over PostgreSQL session advisory locks. See
+// the package documentation for its safety model. It is safe for concurrent
+// use.
+//
+// Each held lock, and each key that an Acquire of this Backend is waiting
+// for, takes one connection of the pool for as long as it lasts.
+type Backend struct {
+	pool     *pgxpool.Pool
+	ownsPool bool // OpenURL made it: Close closes it
+	cfg      config
+
+	// queue holds the acquirers of each key within the Backend: only the one
+	// that has the turn asks the server, and it keeps the turn while it
+	// holds the lease (the turn's holder). Acquirers of one process are
+	// thus served first come first served with one connection per key.
+	queue keyqueue.Queue[*lease]
+
+	schema schemaState
+
+	ctx    context.Context // ends at Close, ending acquires in progress
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	leases map[*lease]struct{} // held leases; guarded by mu
+	wg     sync.WaitGroup      // the watchers of held leases
+}
+
+// New returns a Backend over pool. The Backend does not own pool: Close
+// leaves it open, and pool must stay open until the Backend is closed (and
+// pgxpool's Close waits for the connections that held locks to come back).
+// The pool's connections must be direct sessions with the server, or
+// through a pooler in session mode: a pooler in transaction mode would
+// hand the session that holds a lock to another client. A bad option
+// returns an error matching distlock.ErrInvalidOption.
+func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pglock: nil pool", distlock.ErrInvalidOption)
+	}
+	cfg := config{requestTimeout: DefaultRequestTimeout, lossGrace: DefaultLossGrace}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	switch {
+	case cfg.requestTimeout <= 0:
+		return nil, fmt.Errorf("%w: pglock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
+	case cfg.lossGrace < 0 || cfg.lossGrace > distlock.MaxTTL:
+		return nil, fmt.Errorf("%w: pglock: loss grace %v is not in [0, %v]", distlock.ErrInvalidOption, cfg.lossGrace, distlock.MaxTTL)
+	}
+	b := &Backend{pool: pool, cfg: cfg, leases: map[*lease]struct{}{}}
+	b.schema.init()
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Pool returns the pool the Backend uses.
+func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
+
+// Close ends every Acquire in progress with ErrClosed and gives up every
+// lock the Backend holds by closing its connection (their holders are told
+// through OnLost, with an error matching distlock.ErrLockLost). It closes
+// the pool only if OpenURL opened it. Calling Close again does nothing.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	held := make([]*lease, 0, len(b.leases))
+	for l := range b.leases {
+		held = append(held, l)
+	}
+	b.mu.Unlock()
+	b.cancel()
+	for _, l := range held {
+		l.lose(ErrClosed)
+	}
+	b.wg.Wait()
+	if b.ownsPool {
+		b.pool.Close()
+	}
+	return nil
+}
+
+// Acquire implements distlock.Backend.
+//
+// The lock is pg_advisory_lock(hashtextextended(key, 0)) on a connection
+// taken from the pool and kept for the lock's life; a waiting Acquire waits
+// in the server's lock queue, and when ctx ends the server is asked to
+// cancel the wait (its connection is then closed, not returned to the
+// pool). The token is incremented in the same statement, once the lock is
+// held. opts.TTL is checked but the grant has no time bound: its Validity
+// has TTL 0. opts.OnLost is called when the connection breaks.
+//
+// Same-key acquires through one Backend queue in this process, first come
+// first served, and only the first of them is in the server; a try
+// (opts.Wait false) fails with distlock.ErrNotAcquired when the key is
+// held or awaited through this Backend, or held in the server.
+func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+		return nil, err
+	}
+	if err := b.checkOpen(); err != nil {
+		return nil, err
+	}
+	// actx ends with ctx or at Close.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.ctx, cancel)
+	defer stop()
+
+	var turn *keyqueue.Turn[*lease]
+	if opts.Wait {
+		t, err := b.queue.Wait(actx, key)
+		if err != nil {
+			return nil, b.endedErr(ctx)
+		}
+		turn = t
+	} else if t, ok := b.queue.Try(key); ok {
+		turn = t
+	} else {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
+	}
+	l, err := b.grab(actx, turn, key, opts)
+	if err != nil {
+		turn.Done()
+		if actx.Err() != nil {
+			return nil, b.endedErr(ctx)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// endedErr is the error of an acquire whose context, ctx or the Backend's,
+// ended.
+func (b *Backend) endedErr(ctx context.Context) error {
+	if ctx.Err() == nil && b.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return backend.Canceled(ctx)
+}
+
+func (b *Backend) checkOpen() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// grab takes a connection, the lock and a token, holding key's turn, which
+// the lease keeps if it succeeds.
+func (b *Backend) grab(ctx context.Context, turn *keyqueue.Turn[*lease], key string, opts distlock.AcquireOptions) (*lease, error) {
+	conn, err := b.conn(ctx, opts.Wait)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.schema.ensure(ctx, conn); err != nil {
+		conn.Release()
+		return nil, err
+	}
+	token, err := b.lock(ctx, conn, key, opts)
+	if err != nil {
+		return nil, err // lock discarded the connection
+	}
+	if token == 0 {
+		conn.Release()
+		return nil, fmt.Errorf("%w: pglock: %q is held", distlock.ErrNotAcquired, key)
+	}
+	l := &lease{b: b, key: key, token: token, onLost: opts.OnLost, conn: conn, turn: turn}
+	turn.Set(l)
+	if !b.register(l) {
+		b.discard(conn)
+		return nil, ErrClosed
+	}
+	return l, nil
+}
+
+// conn takes a connection from the pool. A try waits for one (a free one,
+// or a new one connected) only up to the request timeout: a pool whose
+// connections all hold locks would otherwise keep it until ctx ends.
+func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
+	pctx := ctx
+	if !wait {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(ctx, b.cfg.requestTimeout)
+		defer cancel()
+	}
+	conn, err := b.pool.Acquire(pctx)
+	if err == nil {
+		return conn, nil
+	}
+	if ctx.Err() == nil && pctx.Err() != nil {
+		return nil, fmt.Errorf("%w: pglock: no connection from the pool within %v (each held lock keeps one; the pool has at most %d)",
+			distlock.ErrUnavailable, b.cfg.requestTimeout, b.pool.Config().MaxConns)
+	}
+	return nil, sortErr("connect", err)
+}
+
+// acquireSQL takes the lock and then increments the token (see schema.sql).
+const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
+
+// lock runs distlock_acquire on conn and returns the new token, or 0 when a
+// try found the lock held. It runs the statement with a context of its own
+// and, when ctx ends first, sends the server a cancel request, so that the
+// server stops waiting too (a connection merely closed would go on waiting
+// in the server until it next tried to answer). A statement that failed or
+// was cancelled may leave the session lock held (a session lock outlives
+// the failed transaction that took it) and a cancel request may arrive late
+// and hit a later statement: lock then closes the connection rather than
+// return it to the pool.
+func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts distlock.AcquireOptions) (uint64, error) {
+	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer qcancel()
+	pg := conn.Conn().PgConn()
+	finished := make(chan struct{})
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		cctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+		defer cancel()
+		if pg.CancelRequest(cctx) != nil {
+			qcancel() // breaks the connection; the server then ends the session
+			return
+		}
+		select {
+		case <-finished:
+		case <-cctx.Done():
+			qcancel()
+		}
+	})
+	var token pgtype.Int8
+	err := conn.QueryRow(qctx, acquireSQL, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
+	close(finished)
+	if !stop() {
+		<-fired
+		b.discard(conn)
+		return 0, b.endedErr(ctx)
+	}
+	switch {
+	case err != nil:
+		b.discard(conn)
+		return 0, sortErr("acquire", err)
+	case !token.Valid:
+		return 0, nil
+	case token.Int64 <= 0:
+		b.discard(conn)
+		return 0, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
+	}
+	return uint64(token.Int64), nil
+}
+
+// discard closes conn, taking it out of the pool: the server ends its
+// session, which releases every lock the session holds.
+func (b *Backend) discard(conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+	defer cancel()
+	_ = c.Close(ctx) // the socket is closed whatever the error
+}
+
+// register records a new lease and starts watching its connection, unless
+// the Backend is closed.
+func (b *Backend) register(l *lease) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.leases[l] = struct{}{}
+	l.mu.Lock()
+	l.watchLocked()
+	l.mu.Unlock()
+	return true
+}
+
+// forget removes an ended lease.
+func (b *Backend) forget(l *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.leases, l)
+}

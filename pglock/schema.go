@@ -1,0 +1,99 @@
+package pglock
+
+import (
+	"context"
+	_ "embed" // Schema
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Schema is the SQL that creates the package's tables and functions
+// (distlock_fence, distlock_resource, distlock_acquire, distlock_release,
+// distlock_admit). It
+// is idempotent. A Backend runs it on first use when they are missing;
+// Migrate runs it explicitly, and an operator can run it with psql instead
+// (it is the file schema.sql of this package), for example to let the
+// Backend's role use the objects without the right to create them.
+//
+//go:embed schema.sql
+var Schema string
+
+// schemaCheckSQL reports whether the objects of Schema exist, as seen
+// through the connection's search_path.
+const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
+	AND to_regclass('distlock_resource') IS NOT NULL
+	AND to_regprocedure('distlock_acquire(text, boolean, text, interval)') IS NOT NULL
+	AND to_regprocedure('distlock_release(text, bigint, boolean)') IS NOT NULL
+	AND to_regprocedure('distlock_admit(text, bigint)') IS NOT NULL`
+
+// migrationLock serialises migrations (concurrent CREATE OR REPLACE
+// FUNCTION statements can fail). It is an advisory lock of the two-int4
+// form, a space of its own that no key's lock (the bigint form) can share.
+const migrationLock = `SELECT pg_advisory_xact_lock(1685086060, 1)`
+
+// Migrate creates the package's tables and functions in the database of
+// pool if they are missing (see Schema).
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if pool == nil {
+		return fmt.Errorf("pglock: migrate: nil pool")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return sortErr("connect", err)
+	}
+	defer conn.Release()
+	return migrate(ctx, conn.Conn())
+}
+
+func migrate(ctx context.Context, conn *pgx.Conn) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, migrationLock); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, Schema)
+		return err
+	})
+	if err != nil {
+		return sortErr("create schema (see pglock.Schema)", err)
+	}
+	return nil
+}
+
+// schemaState runs the migration once per Backend, when the schema is
+// missing.
+type schemaState struct {
+	turn chan struct{} // a token: whoever holds it checks; closed once done
+	done chan struct{}
+}
+
+func (s *schemaState) init() {
+	s.turn = make(chan struct{}, 1)
+	s.turn <- struct{}{}
+	s.done = make(chan struct{})
+}
+
+// ensure makes sure the schema exists, using conn.
+func (s *schemaState) ensure(ctx context.Context, conn *pgxpool.Conn) error {
+	select {
+	case <-s.done:
+		return nil
+	case <-s.turn:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var ok bool
+	err := conn.QueryRow(ctx, schemaCheckSQL).Scan(&ok)
+	if err == nil && !ok {
+		err = migrate(ctx, conn.Conn())
+	} else if err != nil {
+		err = sortErr("check schema", err)
+	}
+	if err != nil {
+		s.turn <- struct{}{}
+		return err
+	}
+	close(s.done)
+	return nil
+}
