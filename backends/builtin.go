@@ -2,6 +2,7 @@ package backends
 
 import (
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/zklock"
 )
@@ -12,4 +13,5 @@ func init() {
 	Register(adapt(redislock.OpenURL), redislock.Schemes()...)
 	Register(adapt(etcdlock.OpenURL), etcdlock.Schemes()...)
 	Register(adapt(zklock.OpenURL), "zk")
+	Register(adapt(pglock.OpenURL), "postgres", "postgresql")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendurl"
 )
 
 // OpenTimeout bounds the ping with which OpenURL checks the server.
@@ -30,6 +31,23 @@ const OpenTimeout = 5 * time.Second
 //
 // Errors never contain the password: they show the URL redacted.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
+	// First the reading every backend URL gets (backendurl): "//" and a
+	// host are required, so that a mistyped URL never reaches libpq's
+	// default (the local server) and the password is never shown.
+	bu, err := backendurl.Parse(rawURL)
+	if err != nil {
+		scheme, _, _ := backendurl.Scheme(rawURL)
+		if scheme != "postgresql" {
+			scheme = "postgres"
+		}
+		return nil, fmt.Errorf("%w: pglock: malformed backend URL %q: %v; want %s://[user[:password]@]host[:port][,host[:port]...]/database[?options]",
+			distlock.ErrInvalidOption, backendurl.Redact(rawURL), err, scheme)
+	}
+	for i, h := range bu.Hosts {
+		if _, err := backendurl.HostPort(h, "5432"); err != nil {
+			return nil, fmt.Errorf("%w: pglock: malformed backend URL %q: host #%d: %v", distlock.ErrInvalidOption, backendurl.Redact(rawURL), i+1, err)
+		}
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error quotes the whole URL, password included: do not wrap it.

@@ -194,6 +194,12 @@ func TestZooKeeperRun(t *testing.T) {
 	runAndStatus(t, newEnv(t), "zk://"+z.ConnectString()+"/apps/locks")
 }
 
+// On PostgreSQL (postgres://, advisory locks on a held connection): the
+// same.
+func TestPostgresRun(t *testing.T) {
+	runAndStatus(t, newEnv(t), testserver.StartPostgres(t).DSN)
+}
+
 // runAndStatus runs two commands one after the other on backend, which
 // must see increasing tokens, then holds a lock while status lists it.
 func runAndStatus(t *testing.T, e *env, backend string) {
