@@ -4,28 +4,8 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/backendurl"
 )
-
-// rot changes the letters and digits of s within their classes, keeping
-// percent-escapes valid or invalid as they were.
-func rot(s string) string {
-	b := []byte(s) // bytes, not runes: invalid UTF-8 stays as it is
-	for i, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			b[i] = '0' + (c-'0'+5)%10
-		case 'a' <= c && c <= 'f':
-			b[i] = 'a' + (c-'a'+3)%6
-		case 'A' <= c && c <= 'F':
-			b[i] = 'A' + (c-'A'+3)%6
-		case 'g' <= c && c <= 'z':
-			b[i] = 'g' + (c-'g'+10)%20
-		case 'G' <= c && c <= 'Z':
-			b[i] = 'G' + (c-'G'+10)%20
-		}
-	}
-	return string(b)
-}
 
 // The parse step of OpenURL never panics, and its errors do not depend on
 // the password: with its letters and digits changed, the error reads the
@@ -39,12 +19,12 @@ func FuzzParseURL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
 		raw := prefix + user + ":" + password + "@" + suffix
 		_, err := etcdlock.ParseURL(raw)
-		_, err2 := etcdlock.ParseURL(prefix + user + ":" + rot(password) + "@" + suffix)
+		_, err2 := etcdlock.ParseURL(prefix + user + ":" + backendurl.OtherSecret(password) + "@" + suffix)
 		if (err == nil) != (err2 == nil) {
 			t.Fatalf("the password decides whether %q parses: %v / %v", raw, err, err2)
 		}
 		if err != nil && err2 != nil && err.Error() != err2.Error() {
-			t.Fatalf("the error shows the password:\n%q: %v\n%q: %v", raw, err, rot(password), err2)
+			t.Fatalf("the error shows the password:\n%q: %v\n%q: %v", raw, err, backendurl.OtherSecret(password), err2)
 		}
 		etcdlock.ParseURL(prefix + suffix)
 	})

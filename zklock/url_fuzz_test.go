@@ -1,9 +1,9 @@
 package zklock_test
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/distlock/distlock/internal/backendurl"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -18,12 +18,7 @@ func FuzzParseURL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
 		raw := prefix + user + ":" + password + "@" + suffix
 		err := zklock.ParseURL(raw)
-		other := strings.Map(func(r rune) rune {
-			if r >= 'a' && r <= 'z' {
-				return 'a' + (r-'a'+7)%26
-			}
-			return r
-		}, password)
+		other := backendurl.OtherSecret(password)
 		err2 := zklock.ParseURL(prefix + user + ":" + other + "@" + suffix)
 		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
 			t.Fatalf("the outcome depends on the password:\n%q: %v\n%q: %v", password, err, other, err2)
