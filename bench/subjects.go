@@ -284,19 +284,19 @@ var Subjects = []Subject{
 	},
 	{
 		ID: "zk-lock", Name: "go-zookeeper zk.Lock", Service: SvcZK, Kind: KindPeer,
-		NotBuilt: "not built yet: its harness comes with package zklock",
+		NotBuilt: "not built yet: its harness comes with the zklock bench rows",
 	},
 	{
 		ID: "distlock-zk", Name: "distlock ZooKeeper", Service: SvcZK, Kind: KindDistlock,
-		NotBuilt: "package zklock not built yet",
+		NotBuilt: "package zklock exists; its bench rows are not written yet",
 	},
 	{
 		ID: "pg-advisory", Name: "raw pg_advisory_lock / pg_advisory_unlock", Service: SvcPG, Kind: KindPeer,
-		NotBuilt: "not built yet: its harness comes with package pglock",
+		NotBuilt: "not built yet: its harness comes with the pglock bench rows",
 	},
 	{
 		ID: "distlock-pg", Name: "distlock PostgreSQL", Service: SvcPG, Kind: KindDistlock,
-		NotBuilt: "package pglock not built yet",
+		NotBuilt: "package pglock exists; its bench rows are not written yet",
 	},
 }
 
