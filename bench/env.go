@@ -29,10 +29,15 @@ type Env struct {
 	tb     testing.TB
 	redis  []*testserver.Redis // redis[0] alone serves the single-node subjects
 	etcd   *testserver.Etcd
+	zk     *testserver.ZooKeeper
+	pg     *testserver.Postgres
 	admins map[string]*redis.Client // uncounted clients for INFO, by address
 
 	sent   atomic.Int64 // commands sent by counted Redis clients
 	sentBy sync.Map     // command name -> *atomic.Int64
+
+	pgSent   atomic.Int64 // statements sent by counted PostgreSQL pools
+	pgSentBy sync.Map     // statement name -> *atomic.Int64
 }
 
 // NewEnv returns an Env whose servers live as long as tb.
@@ -128,18 +133,21 @@ func (h counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // Snapshot is a reading of a service's request counters.
 type Snapshot struct {
 	// Requests counts what clients sent: Redis commands (a script call is
-	// one, pipelined commands count one each) or etcd gRPC messages (unary
+	// one, pipelined commands count one each), etcd gRPC messages (unary
 	// requests and stream messages such as watch creations and lease
-	// keep-alives).
+	// keep-alives), ZooKeeper packets (pings included) or PostgreSQL
+	// statements.
 	Requests int64
 	// Ops counts the work the server did: every Redis command executed,
-	// those run inside scripts included (INFO excluded), or etcd's MVCC
-	// range, put, delete and txn operations.
+	// those run inside scripts included (INFO excluded), etcd's MVCC
+	// range, put, delete and txn operations, or ZooKeeper's reads and
+	// writes; 0 for PostgreSQL.
 	Ops int64
-	// ByName breaks Ops down by command (Redis) or Requests by gRPC method
-	// (etcd).
+	// ByName breaks Ops down by command (Redis), into reads and writes
+	// (ZooKeeper), or Requests by gRPC method (etcd).
 	ByName map[string]int64
-	// RequestsByName breaks Requests down by command (Redis only).
+	// RequestsByName breaks Requests down by command (Redis) or statement
+	// (PostgreSQL).
 	RequestsByName map[string]int64
 	// ServerMicros is the time Redis spent executing commands (INFO
 	// commandstats usec, scripts included); 0 for etcd.
@@ -324,6 +332,8 @@ func (e *Env) Versions(ctx context.Context) map[string]string {
 			}
 		}
 	}
+	e.zkVersion(out)
+	e.pgVersion(ctx, out)
 	return out
 }
 

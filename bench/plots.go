@@ -19,7 +19,8 @@ type series struct {
 }
 
 // WritePlots draws the latency and hand-off distributions into dir as PNG
-// files: latency-redis.png, latency-etcd.png and handoff-N.png.
+// files: latency-SERVICE.png (Redis, etcd, ZooKeeper, PostgreSQL) and
+// handoff-N.png.
 func WritePlots(dir string, subjects []Subject, res *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -27,6 +28,8 @@ func WritePlots(dir string, subjects []Subject, res *Results) error {
 	for _, g := range []struct{ file, title, service string }{
 		{"latency-redis.png", "Uncontended acquire + release, Redis", SvcRedis},
 		{"latency-etcd.png", "Uncontended acquire + release, etcd", SvcEtcd},
+		{"latency-zookeeper.png", "Uncontended acquire + release, ZooKeeper", SvcZK},
+		{"latency-postgresql.png", "Uncontended acquire + release, PostgreSQL", SvcPG},
 	} {
 		var ss []series
 		for _, s := range subjects {

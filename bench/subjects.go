@@ -282,22 +282,15 @@ var Subjects = []Subject{
 			return newDistlockLocker(memlock.New(), false, func() error { return nil })
 		},
 	},
-	{
-		ID: "zk-lock", Name: "go-zookeeper zk.Lock", Service: SvcZK, Kind: KindPeer,
-		NotBuilt: "not built yet: its harness comes with the zklock bench rows",
-	},
-	{
-		ID: "distlock-zk", Name: "distlock ZooKeeper", Service: SvcZK, Kind: KindDistlock,
-		NotBuilt: "package zklock exists; its bench rows are not written yet",
-	},
-	{
-		ID: "pg-advisory", Name: "raw pg_advisory_lock / pg_advisory_unlock", Service: SvcPG, Kind: KindPeer,
-		NotBuilt: "not built yet: its harness comes with the pglock bench rows",
-	},
-	{
-		ID: "distlock-pg", Name: "distlock PostgreSQL", Service: SvcPG, Kind: KindDistlock,
-		NotBuilt: "package pglock exists; its bench rows are not written yet",
-	},
+	zkExistsSubject,
+	zkSetSubject,
+	zkFloorSubject,
+	zkLockSubject,
+	distlockZKSubject,
+	pgSelectSubject,
+	pgAdvisorySubject,
+	distlockPGSubject,
+	distlockPGLeaseSubject,
 }
 
 func redisCounters(n int) func(context.Context, *Env) (Snapshot, error) {

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// Postgres returns the DSN of a PostgreSQL server, starting it if needed
+// (as the postgres user when the test runs as root).
+func (e *Env) Postgres() string {
+	e.tb.Helper()
+	if e.pg == nil {
+		e.pg = testserver.StartPostgres(e.tb)
+	}
+	return e.pg.DSN
+}
+
+// PostgresPool returns a pgx pool of the server with at most maxConns
+// connections, whose statements are counted. The caller closes it.
+func (e *Env) PostgresPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(e.Postgres())
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = maxConns
+	cfg.ConnConfig.Tracer = pgCounter{n: &e.pgSent, by: &e.pgSentBy}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// pgCounter is a pgx tracer that counts the statements a pool sends
+// (Exec, Query, QueryRow), by the name of the function they call.
+// Statements pgx sends by itself (the Prepare of a statement's first use
+// on a connection, the pool's liveness pings) are not counted: a
+// connection pays for them once, or only after a second of idleness.
+type pgCounter struct {
+	n  *atomic.Int64
+	by *sync.Map
+}
+
+func (c pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	name := statementName(d.SQL)
+	v, ok := c.by.Load(name)
+	if !ok {
+		v, _ = c.by.LoadOrStore(name, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+	return ctx
+}
+
+func (pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// statementName names a statement by the function it calls:
+// "SELECT pg_advisory_lock(hashtextextended($1, 0))" is pg_advisory_lock,
+// "CALL distlock_release($1, $2)" is distlock_release; others by their
+// first words.
+func statementName(sql string) string {
+	s := strings.TrimSpace(sql)
+	for _, verb := range []string{"SELECT ", "CALL "} {
+		if rest, ok := strings.CutPrefix(s, verb); ok {
+			if name, _, ok := strings.Cut(rest, "("); ok && !strings.ContainsAny(name, " \n\t") {
+				return name
+			}
+		}
+	}
+	if len(s) > 24 {
+		s = s[:24]
+	}
+	return s
+}
+
+// PostgresSnapshot reads the count of statements sent by counted pools.
+// PostgreSQL's own statistics (pg_stat_database) are flushed by each
+// session up to a second late, so the server side is not read: Ops stays 0.
+func (e *Env) PostgresSnapshot(context.Context) (Snapshot, error) {
+	s := Snapshot{Requests: e.pgSent.Load(), ByName: map[string]int64{}, RequestsByName: map[string]int64{}}
+	e.pgSentBy.Range(func(k, v any) bool {
+		s.RequestsByName[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return s, nil
+}
+
+// pgVersion adds the PostgreSQL server's version.
+func (e *Env) pgVersion(ctx context.Context, out map[string]string) {
+	if e.pg == nil {
+		return
+	}
+	conn, err := pgx.Connect(ctx, e.pg.DSN)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	var v string
+	if conn.QueryRow(ctx, "SHOW server_version").Scan(&v) == nil {
+		v, _, _ = strings.Cut(v, " ") // "15.8 (Debian 15.8-0+deb12u1)"
+		out["PostgreSQL"] = v
+	}
+}
