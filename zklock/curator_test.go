@@ -18,6 +18,11 @@ import (
 	"github.com/distlock/distlock/zklock"
 )
 
+// holdTimeout is the session timeout, and the TTL, of the locks that tests
+// hold while other processes start and run: long, so that a busy machine
+// does not end them.
+const holdTimeout = 15 * time.Second
+
 // curatorJars are the class path of testdata/CuratorMutex.java as Debian's
 // packages install it (libcurator-recipes-java, libcurator-framework-java,
 // libzookeeper-java and their dependencies).
@@ -175,8 +180,9 @@ func (b *lockedBuffer) String() string {
 // other on the same path, both ways: while Curator holds, distlock's try
 // fails and its acquire waits until Curator releases; while distlock holds,
 // Curator's timed acquire times out and its acquire waits until distlock
-// releases. Curator's nodes have the same form as ours, and List reports
-// Curator's holder.
+// releases; in a queue of both, each release wakes the next in line.
+// Curator's nodes have the same form as ours, and List reports Curator's
+// holder.
 func TestCuratorInterop(t *testing.T) {
 	java, classpath := buildCurator(t)
 	z := testserver.StartZooKeeper(t)
@@ -184,8 +190,8 @@ func TestCuratorInterop(t *testing.T) {
 	ctx := testCtx(t)
 	key := "curator/orders"
 	dir := zklock.LockPath(zklock.DefaultPrefix, key)
-	b := newBackend(t, z.Servers)
-	locks := newClient(t, b, distlock.WithOwner("go-service"))
+	b := newBackendTimeout(t, z.Servers, holdTimeout)
+	locks := newClient(t, b, distlock.WithOwner("go-service"), distlock.WithTTL(holdTimeout))
 	cur := startCurator(t, java, classpath, z.ConnectString(), dir)
 
 	// checkHolder checks that List reports the holder of node.
@@ -287,5 +293,59 @@ func TestCuratorInterop(t *testing.T) {
 			t.Errorf("TryAcquire while Curator holds: %v, want ErrNotAcquired", err)
 		}
 		cur.do(t, "release", "released")
+	})
+
+	// One queue, in node order: distlock holds, Curator waits, another
+	// distlock Client waits behind it; each release wakes the next in line,
+	// not the one after it.
+	t.Run("mixed queue", func(t *testing.T) {
+		first, err := locks.Acquire(ctx, key)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		cur.send(t, "acquire")
+		waitNodes(t, admin, key, 2)
+		other := newClient(t, newBackendTimeout(t, z.Servers, holdTimeout), distlock.WithTTL(holdTimeout))
+		type result struct {
+			l   *distlock.Lock
+			err error
+		}
+		granted := make(chan result, 1)
+		go func() {
+			l, err := other.Acquire(ctx, key)
+			granted <- result{l, err}
+		}()
+		nodes := waitNodes(t, admin, key, 3)
+		_, cst, err := admin.Get(dir + "/" + nodes[1])
+		if err != nil || cst.EphemeralOwner != cur.session {
+			t.Fatalf("second node %s: %+v, %v; want Curator's", nodes[1], cst, err)
+		}
+		if err := first.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if got := cur.next(t, 30*time.Second); got != "held" {
+			t.Fatalf("Curator's acquire after the first release: %q, want held", got)
+		}
+		select {
+		case r := <-granted:
+			t.Fatalf("the third in line returned (%v) while Curator holds", r.err)
+		default:
+		}
+		cur.do(t, "release", "released")
+		var r result
+		select {
+		case r = <-granted:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the third in line not granted 30s after Curator released")
+		}
+		if r.err != nil {
+			t.Fatalf("third in line: %v", r.err)
+		}
+		if r.l.Token() <= uint64(cst.Czxid) {
+			t.Errorf("token %d after Curator's %d", r.l.Token(), cst.Czxid)
+		}
+		if err := r.l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
 	})
 }

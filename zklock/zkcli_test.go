@@ -58,8 +58,8 @@ func TestZkCliSeesLayout(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	ctx := testCtx(t)
 	key := "reports/nightly"
-	b := newBackend(t, z.Servers)
-	locks := newClient(t, b, distlock.WithOwner("host-a:123"))
+	b := newBackendTimeout(t, z.Servers, holdTimeout)
+	locks := newClient(t, b, distlock.WithOwner("host-a:123"), distlock.WithTTL(holdTimeout))
 	l, err := locks.Acquire(ctx, key)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
