@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the servers that the integration tests start through
 # internal/testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
-# PgBouncer (Debian/Ubuntu packages), and tmux, which the CLI's terminal
-# tests drive. Idempotent and non-interactive. It does not run
-# the tests.
+# PgBouncer (Debian/Ubuntu packages), tmux, which the CLI's terminal
+# tests drive, and Apache Curator with a JDK, with which the ZooKeeper
+# interop tests build a Curator client. Idempotent and non-interactive. It
+# does not run the tests.
 #
 # What it changes on the machine, and only when something is missing (it
 # then needs root, or sudo): it installs the missing packages with apt-get
@@ -14,7 +15,7 @@
 # alone. When nothing is missing it changes nothing.
 set -euo pipefail
 
-PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux)
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux libcurator-recipes-java libcurator-framework-java default-jdk-headless)
 SERVICES=(redis-server postgresql etcd zookeeper pgbouncer)
 
 log() { printf 'install-test-deps: %s\n' "$*"; }
@@ -72,11 +73,12 @@ have_zookeeper() {
 }
 
 missing=()
-for bin in redis-server etcd etcdctl java tmux; do
+for bin in redis-server etcd etcdctl java javac tmux; do
 	command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
 have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")
 have_zookeeper || missing+=("zookeeper (zookeeper.jar)")
+[ -f /usr/share/java/curator-recipes.jar ] || missing+=("curator (curator-recipes.jar)")
 have_pgbouncer || missing+=("pgbouncer")
 
 new_packages=()

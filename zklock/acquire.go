@@ -40,7 +40,11 @@ type node struct {
 func errorsIsClosed(err error) bool { return errors.Is(err, ErrClosed) }
 
 func (a *acquire) run(ctx context.Context) (*lease, error) {
-	uuid, err := newUUID()
+	newID := newUUID
+	if a.b.uuid != nil {
+		newID = a.b.uuid
+	}
+	uuid, err := newID()
 	if err != nil {
 		return nil, fmt.Errorf("%w: zklock: random UUID: %w", distlock.ErrUnavailable, err)
 	}
@@ -122,13 +126,17 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			}
 			continue
 		case lostReply(err):
-			var found bool
-			if p, found, err = a.find(rctx); err != nil {
+			n, err := a.claim(rctx)
+			switch {
+			case err != nil:
 				return fail(err, true)
+			case n == nil:
+				continue // not applied, or not in this session: create again
+			case ctx.Err() != nil:
+				b.dropNode(n.path, n.sess)
+				return nil, backend.Canceled(ctx)
 			}
-			if !found {
-				continue // not applied: create again
-			}
+			return n, nil
 		default:
 			return fail(err, false)
 		}
@@ -147,24 +155,60 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 	return fail(fmt.Errorf("zklock: no node created in a live session after %d creates", maxCreates), true)
 }
 
-// find looks for our node by its protected name.
-func (a *acquire) find(ctx context.Context) (string, bool, error) {
+// find returns the paths of the nodes with our protected name, in queue
+// order.
+func (a *acquire) find(ctx context.Context) ([]string, error) {
 	children, err := call(ctx, a.b, func() ([]string, error) {
 		c, _, err := a.b.conn.Children(a.dir)
 		return c, err
 	}, nil)
 	if errors.Is(err, zk.ErrNoNode) {
-		return "", false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
+	sortNodes(children)
+	var found []string
 	for _, c := range children {
 		if id, ok := protectedID(c); ok && id == a.uuid {
-			return a.dir + "/" + c, true, nil
+			found = append(found, a.dir+"/"+c)
 		}
 	}
-	return "", false, nil
+	return found, nil
+}
+
+// claim looks, after a create whose reply was lost, for the nodes with our
+// protected name. The first that the current session owns is ours; every
+// other one is deleted: one of an earlier session (its create's reply lost
+// too, then the session ended, and a server still shows the node) must not
+// be taken for ours, since the ensemble deletes it with its session,
+// perhaps after it was granted; and it must not stay ahead of ours in the
+// queue while a server shows it. It returns nil, with nothing of ours
+// left, when the create must be redone.
+func (a *acquire) claim(ctx context.Context) (*node, error) {
+	found, err := a.find(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ours *node
+	for _, p := range found {
+		if ours == nil {
+			n, redo, err := a.adopt(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			if !redo {
+				ours = n
+			}
+			continue
+		}
+		if err := a.b.deleteNode(ctx, p); err != nil {
+			a.b.dropNode(ours.path, ours.sess)
+			return nil, err
+		}
+	}
+	return ours, nil
 }
 
 // adopt reads our node's stat: a node owned by the current session is
@@ -184,11 +228,19 @@ func (a *acquire) adopt(ctx context.Context, p string) (*node, bool, error) {
 	if s := b.liveSession(st.EphemeralOwner); s != nil {
 		return &node{path: p, name: p[len(a.dir)+1:], czxid: st.Czxid, sess: s}, false, nil
 	}
-	_, err = call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := b.deleteNode(ctx, p); err != nil {
 		return nil, false, err
 	}
 	return nil, true, nil
+}
+
+// deleteNode deletes p; a node already gone is no error.
+func (b *Backend) deleteNode(ctx context.Context, p string) error {
+	_, err := call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
 }
 
 // stat returns p's stat, or zk.ErrNoNode.
@@ -348,6 +400,9 @@ func (a *acquire) vanished(n *node) error {
 // a lock held by nobody, and granted to the next in line.
 func (a *acquire) grant(ctx context.Context, n *node) (*lease, error) {
 	b := a.b
+	if b.beforeGrant != nil {
+		b.beforeGrant(n.path)
+	}
 	rctx, cancel := b.request(ctx)
 	defer cancel()
 	sent := time.Now()
@@ -386,11 +441,7 @@ func (b *Backend) dropNode(p string, sess *session) {
 		if sess != nil && b.sessionErr(sess) != nil {
 			return nil
 		}
-		_, err := call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		return err
+		return b.deleteNode(ctx, p)
 	})
 }
 
@@ -399,15 +450,16 @@ func (b *Backend) dropNode(p string, sess *session) {
 func (b *Backend) dropProtected(dir, uuid string) {
 	a := &acquire{b: b, dir: dir, uuid: uuid}
 	b.dropLater(func(ctx context.Context) error {
-		p, found, err := a.find(ctx)
-		if err != nil || !found {
+		found, err := a.find(ctx)
+		if err != nil {
 			return err
 		}
-		_, err = call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
+		for _, p := range found {
+			if err := b.deleteNode(ctx, p); err != nil {
+				return err
+			}
 		}
-		return err
+		return nil
 	})
 }
 

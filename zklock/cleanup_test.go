@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/zklock"
 )
 
 // Failed tries and cancelled waits leave no node behind: only the holder's
@@ -120,5 +123,108 @@ func TestLostCreateReplyIsFoundByName(t *testing.T) {
 	}
 	if err := r.l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
+	}
+}
+
+// A create whose reply is lost, when a node of another session has the
+// protected name it looks for (as a server may still show the node of an
+// earlier session of ours whose create's reply was lost too): that node is
+// deleted, never taken for ours, and the acquire goes on with a node of its
+// own session, the one whose reply was lost if it is there, or one it
+// creates again. Taken for ours, the node would be granted while it belongs
+// to a session that is not ours (here the grant's check refuses it); left
+// alone, it would stay ahead of ours in the queue.
+func TestOrphanOfAnotherSessionIsDeleted(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	for _, tc := range []struct {
+		name     string
+		oursGone bool // our node is gone too: the create must be redone
+	}{
+		{"ours found too", false},
+		{"only the orphan", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			key := "orphan/" + t.Name()
+			dir := zklock.LockPath(zklock.DefaultPrefix, key)
+			uuid, err := zklock.NewUUID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := faultproxy.Start(t, z.Servers[0])
+			// A long session timeout: pings are rare, so the reply dropped
+			// is the create's.
+			b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second)
+			b.SetUUID(func() (string, error) { return uuid, nil })
+			warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("warm-up Acquire: %v", err)
+			}
+			if err := warm.Release(ctx); err != nil {
+				t.Fatalf("warm-up Release: %v", err)
+			}
+			sid := b.Conn().SessionID()
+			for _, p := range []string{zklock.DefaultPrefix, dir} {
+				if _, err := admin.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+					t.Fatalf("create %s: %v", p, err)
+				}
+			}
+			orphan, err := admin.Create(dir+"/"+zklock.NodePrefix(uuid), []byte("earlier"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+			if err != nil {
+				t.Fatalf("create the orphan: %v", err)
+			}
+
+			p.DropReplies()
+			type result struct {
+				l   distlock.Lease
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+				done <- result{l, err}
+			}()
+			nodes := waitNodes(t, admin, key, 2) // the orphan, then ours
+			ours := dir + "/" + nodes[1]
+			if dir+"/"+nodes[0] != orphan {
+				t.Fatalf("nodes %q, want the orphan %s first", nodes, orphan)
+			}
+			if tc.oursGone {
+				if err := admin.Delete(ours, -1); err != nil {
+					t.Fatalf("delete %s: %v", ours, err)
+				}
+			}
+			p.Heal()
+
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("not granted 30s after the heal; nodes now %q", nodesOf(t, admin, key))
+			}
+			if r.err != nil {
+				t.Fatalf("Acquire: %v", r.err)
+			}
+			defer r.l.Release(ctx)
+			if got := b.Conn().SessionID(); got != sid {
+				t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
+			}
+			got := r.l.(interface{ Path() string }).Path()
+			switch {
+			case got == orphan:
+				t.Fatalf("granted with the orphan %s", got)
+			case !tc.oursGone && got != ours:
+				t.Errorf("granted with %s, want the node whose reply was lost, %s", got, ours)
+			case tc.oursGone && got == ours:
+				t.Errorf("granted with %s, which was deleted", got)
+			}
+			if _, st, err := admin.Get(got); err != nil || st.EphemeralOwner != sid {
+				t.Errorf("granted node %s: owner %v, %v; want the session %#x", got, st, err, sid)
+			}
+			if nodes := nodesOf(t, admin, key); len(nodes) != 1 || dir+"/"+nodes[0] != got {
+				t.Errorf("nodes %q, want only the granted one", nodes)
+			}
+		})
 	}
 }

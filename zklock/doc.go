@@ -42,7 +42,11 @@
 // the next session, which the zk client opens by itself. Before reporting a
 // grant the Backend checks that the node's ephemeral owner is the current
 // session, so that a node of a session that expired while the acquire
-// waited is never reported held. A waiter whose session ends gets an error
+// waited is never reported held. Likewise a create whose reply was lost is
+// looked for by its node's protected name: only a node the current session
+// owns is taken for ours, and any other with that name (one of an earlier
+// session, which a server may still show) is deleted, and the create
+// redone if none is ours. A waiter whose session ends gets an error
 // matching distlock.ErrUnavailable and ErrSessionLost, never the lock.
 //
 // # Not guaranteed

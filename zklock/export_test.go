@@ -37,3 +37,12 @@ func ParseURL(raw string) error {
 	_, err := parseURL(raw)
 	return err
 }
+
+// SetUUID makes f give the UUIDs of the protected names of b's nodes. Call
+// it before the Backend's first Acquire.
+func (b *Backend) SetUUID(f func() (string, error)) { b.uuid = f }
+
+// SetBeforeGrant makes f run between the listing that shows an acquire's
+// node first and the check that the node is still its own. Call it before
+// the Backend's first Acquire.
+func (b *Backend) SetBeforeGrant(f func(node string)) { b.beforeGrant = f }

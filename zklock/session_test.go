@@ -2,8 +2,12 @@ package zklock_test
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
@@ -149,5 +153,60 @@ func TestWaiterSessionExpiry(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiter did not return after its session expired")
+	}
+}
+
+// Before reporting a grant, the Backend checks that the node the listing
+// showed first is the one it created, owned by its session: a session that
+// ended while the acquire waited leaves the path to a node that is not ours
+// (here the node is replaced, between that listing and the check, by one of
+// another session at the same path). The acquire fails with ErrSessionLost,
+// and is never granted a lock whose node another session owns.
+func TestGrantChecksTheNodeIsOurs(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "session/" + t.Name()
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	b := newBackend(t, z.Servers)
+	var replaced atomic.Bool
+	b.SetBeforeGrant(func(node string) {
+		if replaced.Swap(true) {
+			return
+		}
+		if err := admin.Delete(node, -1); err != nil {
+			t.Errorf("delete %s: %v", node, err)
+			return
+		}
+		if _, err := admin.Create(node, []byte("another session"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Errorf("create %s: %v", node, err)
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			err = fmt.Errorf("granted with the node %s, owned by another session", l.(interface{ Path() string }).Path())
+			l.Release(ctx)
+		}
+		done <- err
+	}()
+	waitNodes(t, admin, key, 2)
+	if err := hl.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, zklock.ErrSessionLost) {
+			t.Fatalf("Acquire: %v, want ErrUnavailable and ErrSessionLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the acquire did not return")
+	}
+	if !replaced.Load() {
+		t.Fatal("the grant was not checked")
 	}
 }

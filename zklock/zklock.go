@@ -106,9 +106,13 @@ type Backend struct {
 	noContainers atomic.Bool               // the ensemble refused a container node
 	watchEvents  atomic.Int64              // node watch events the session received
 
-	// beforeWatch, if set (by tests), runs between a waiter's listing and
-	// its watch on pred.
+	// Set by tests only, before the first Acquire: beforeWatch runs between
+	// a waiter's listing and its watch on pred, beforeGrant between the
+	// listing that shows our node first and the check of its owner, and
+	// uuid, if not nil, replaces newUUID.
 	beforeWatch func(pred string)
+	beforeGrant func(node string)
+	uuid        func() (string, error)
 
 	mu      sync.Mutex
 	closed  bool
