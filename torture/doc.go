@@ -1,24 +1,28 @@
 // Package torture is distlock's fault-injection harness: it runs lock
-// workloads in real worker processes against real servers (Redis, etcd, a
-// local lock directory), injects the faults a distributed lock must survive,
+// workloads in real worker processes against real servers (Redis, etcd,
+// ZooKeeper, PostgreSQL, a local lock directory), injects the faults a distributed lock must survive,
 // records every operation, and checks the histories with porcupine and with
 // plain counts.
 //
 // # What a run is
 //
 // A Run starts a Store (a register per resource, on loopback TCP) in one of
-// two modes: Unfenced, which accepts every write (the baseline), and
-// Fenced, which refuses a write whose fencing token is below the highest
-// admitted for its resource (fence.Register, atomically with the write).
+// its modes: Unfenced, which accepts every write (the baseline), Fenced,
+// which refuses a write whose fencing token is below the highest admitted
+// for its resource (fence.Register, atomically with the write), and, on
+// PostgreSQL, PGFenced, which keeps the registers in PostgreSQL and makes
+// each write a transaction fenced by pglock.Fence.
 // Worker processes (this test binary re-executed with WorkerEnv set; see
 // RunWorkerIfRequested) open a distlock.Client over the backend under test
 // by URL, and execute the harness's commands: acquire, read, write,
 // read-modify-write, release. A Scenario drives the workers and injects its
 // fault: SIGSTOP of a holder between its check and its write, a write
-// delayed in a faultproxy, a holder cut off from the lock service, a server
-// killed with SIGKILL and restarted, a Redis failover to a replica that
-// missed grants, a late release, a lost acquire reply. Every scenario runs
-// once per mode; the unfenced run must show the fault biting, and the
+// delayed in a faultproxy, a holder cut off from the lock service (on
+// ZooKeeper until its session expires), a server killed with SIGKILL and
+// restarted, a ZooKeeper or etcd leader killed, a PostgreSQL session ended
+// by pg_terminate_backend, a Redis failover to a replica that missed
+// grants, a late release, a lost acquire reply. Every scenario runs once
+// per mode; the unfenced run must show the fault biting, and the
 // fenced run must accept no stale write.
 //
 // # One clock, conservative intervals

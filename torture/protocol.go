@@ -36,6 +36,8 @@ const (
 	backendRedis = "redis"
 	backendEtcd  = "etcd"
 	backendFile  = "file"
+	backendZK    = "zookeeper"
+	backendPG    = "postgres"
 )
 
 // request is a message from the harness to a worker.

@@ -18,10 +18,20 @@ func RunScenario(t testing.TB, sc Scenario, target Target, mode Mode, p Params, 
 		Expect: sc.Expect[target.Kind], Why: sc.Why[target.Kind], Rounds: p.Rounds}
 	n := runs.Add(1)
 	r := NewRun(t, mode)
+	if mode == PGFenced {
+		if err := r.Store.usePostgres(target.Data); err != nil {
+			r.Close()
+			t.Fatal(err)
+		}
+	}
 	f := &Fixture{T: t, Run: r, Target: target, P: p, Res0: res,
 		Key: fmt.Sprintf("torture/%s/%s/%d", sc.ID(), mode, n),
 		Res: fmt.Sprintf("res-%s-%s-%d", sc.Name, mode, n)}
-	if err := sc.Run(f); err != nil {
+	run := sc.Run
+	if on := sc.RunOn[target.Kind]; on != nil {
+		run = on
+	}
+	if err := run(f); err != nil {
 		r.Close()
 		t.Fatalf("torture: %s on %s (%s): %v", sc.ID(), target.Kind, mode, err)
 	}

@@ -29,6 +29,8 @@ type Scenario struct {
 	// increasing tokens (outside the deployment it documents as needed).
 	BreaksTokens bool
 	Run          func(f *Fixture) error
+	// RunOn overrides Run for the backend kinds it names.
+	RunOn map[string]func(f *Fixture) error
 }
 
 // ID is Name, or Name/Variant.
@@ -143,8 +145,6 @@ var Scenarios = []Scenario{
 var NotRun = []struct{ Backend, Scenario, Why string }{
 	{"redlock", "clock-jump", "not run: backend not built (a libfaketime clock jump on one Redis of the quorum)"},
 	{"redlock", "all", "not run: backend not built"},
-	{"zookeeper", "all", "not run: backend not built"},
-	{"postgresql", "all", "not run: backend not built"},
 }
 
 func pauseScenario(f *Fixture) error {
@@ -172,10 +172,11 @@ func pauseScenario(f *Fixture) error {
 		if err := a.Go(); err != nil {
 			return err
 		}
-		// Past the TTL: until B is granted (and then writes). flock never
-		// grants B while A lives: give up after a few TTLs there.
+		// Past the TTL: until B is granted (and then writes). flock, and
+		// a PostgreSQL session with no idle timeout, never grant B while
+		// A lives: give up after a few TTLs there.
 		wait := 2 * time.Minute
-		if f.Target.Kind == backendFile {
+		if f.Target.holdsWhilePaused() {
 			wait = 2 * f.P.TTL
 		}
 		bres, granted, err := waitGrant(bc, wait)
@@ -190,7 +191,7 @@ func pauseScenario(f *Fixture) error {
 			}
 			r.Injected()
 		} else {
-			r.Notef("round %d: B was not granted while A was stopped for %v (flock has no TTL)", round, wait)
+			r.Notef("round %d: B was not granted while A was stopped for %v (the grant has no TTL)", round, wait)
 		}
 		if err := a.Resume(); err != nil {
 			return err

@@ -23,12 +23,18 @@ const (
 	// Fenced refuses a write whose token is below the highest token
 	// admitted for its resource (fence.Register).
 	Fenced
+	// PGFenced keeps the registers in PostgreSQL and makes each write a
+	// transaction fenced by pglock.Fence (see pgStore).
+	PGFenced
 )
 
-// String returns "unfenced" or "fenced".
+// String returns "unfenced", "fenced" or "pg-fenced".
 func (m Mode) String() string {
-	if m == Fenced {
+	switch m {
+	case Fenced:
 		return "fenced"
+	case PGFenced:
+		return "pg-fenced"
 	}
 	return "unfenced"
 }
@@ -59,6 +65,7 @@ type Store struct {
 	values map[string]int64
 	fence  fence.Register // Fenced: the guard; Unfenced: the shadow
 	conns  map[net.Conn]struct{}
+	pg     *pgStore // PGFenced: where the registers are kept
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -107,6 +114,9 @@ func (s *Store) Close() {
 		c.Close()
 	}
 	s.wg.Wait()
+	if s.pg != nil {
+		s.pg.close()
+	}
 }
 
 func (s *Store) accept() {
@@ -172,6 +182,13 @@ func (s *Store) handle(worker *string, f []string, call int64) (string, error) {
 		}
 		s.mu.Lock()
 		v := s.values[f[1]]
+		if s.pg != nil {
+			var err error
+			if v, err = s.pg.read(f[1]); err != nil {
+				s.mu.Unlock()
+				return "", err
+			}
+		}
 		seq := s.hist.Add(Op{Worker: *worker, Kind: KindRead, Key: f[1], Token: token, Value: v, Call: call, Return: s.clock.Now(), Outcome: OutcomeOK})
 		s.mu.Unlock()
 		return fmt.Sprintf("V %d %d", seq, v), nil
@@ -186,7 +203,18 @@ func (s *Store) handle(worker *string, f []string, call int64) (string, error) {
 		defer s.mu.Unlock()
 		op := Op{Worker: *worker, Kind: KindWrite, Key: res, Token: token, Value: v, Call: call, Outcome: OutcomeOK}
 		var highest uint64
-		if s.mode == Fenced {
+		if s.pg != nil {
+			stale, h, err := s.pg.write(res, token, v)
+			if err != nil {
+				return "", err
+			}
+			if stale {
+				op.Outcome, op.Stale, highest = OutcomeStale, true, h
+			} else {
+				s.values[res] = v
+				_ = s.fence.Admit(res, token) // Highest, as in the other modes
+			}
+		} else if s.mode == Fenced {
 			err := s.fence.Do(res, token, func() error { s.values[res] = v; return nil })
 			var se *fence.StaleTokenError
 			if errors.As(err, &se) {

@@ -17,10 +17,18 @@ import (
 
 // Target is the lock service a scenario runs against.
 type Target struct {
-	Kind  string            // "redis", "etcd" or "file"
-	Redis *testserver.Redis // redis: the server
-	Etcd  *testserver.Etcd  // etcd: the cluster
-	Dir   string            // file: the lock directory
+	Kind  string                // "redis", "etcd", "file", "zookeeper" or "postgres"
+	Redis *testserver.Redis     // redis: the server
+	Etcd  *testserver.Etcd      // etcd: the cluster
+	Dir   string                // file: the lock directory
+	ZK    *testserver.ZooKeeper // zookeeper: the ensemble
+	PG    *testserver.Postgres  // postgres: the lock server
+	// PGSession are settings of the workers' PostgreSQL sessions
+	// ("name=value&...", in the URL).
+	PGSession string
+	// Data is the PostgreSQL server that keeps the data of a store fenced
+	// by pglock.Fence; it stays up when a scenario restarts PG.
+	Data *testserver.Postgres
 }
 
 // addrs returns the client addresses of the lock service.
@@ -34,6 +42,10 @@ func (tg Target) addrs() []string {
 			a = append(a, m.ClientAddr)
 		}
 		return a
+	case backendZK:
+		return tg.ZK.Servers
+	case backendPG:
+		return []string{fmt.Sprintf("127.0.0.1:%d", tg.PG.Port)}
 	}
 	return nil
 }
@@ -51,6 +63,10 @@ func (tg Target) URL(addrs ...string) string {
 		return "etcd://" + strings.Join(addrs, ",") + "?dial_timeout=2s&request_timeout=2s"
 	case backendFile:
 		return (&url.URL{Scheme: "file", Path: tg.Dir}).String()
+	case backendZK:
+		return zkURL(addrs)
+	case backendPG:
+		return pgURL(addrs[0], tg.PGSession)
 	}
 	return ""
 }

@@ -319,6 +319,10 @@ func (w *worker) open(ctx context.Context, r request) error {
 		}
 	case backendFile:
 		b, err = filelock.OpenURL(ctx, r.URL)
+	case backendZK:
+		b, w.closer, err = openZK(ctx, r)
+	case backendPG:
+		b, w.closer, err = openPG(ctx, r)
 	default:
 		err = fmt.Errorf("unknown backend %q", r.Backend)
 	}

@@ -86,12 +86,28 @@ func pgEnv(home string) []string {
 	return append(env, "LANG=C", "LC_ALL=C", "HOME="+home)
 }
 
+// PostgresOption configures StartPostgres.
+type PostgresOption func(*[]string)
+
+// WithPostgresSettings passes settings ("name=value", as postgres -c takes
+// them) after the defaults, so that they override them: "fsync=on" makes
+// committed transactions survive a crash of the machine, not only of the
+// server.
+func WithPostgresSettings(settings ...string) PostgresOption {
+	return func(args *[]string) {
+		for _, s := range settings {
+			*args = append(*args, "-c", s)
+		}
+	}
+}
+
 // StartPostgres initialises a cluster in a temporary directory (initdb with
 // trust authentication and superuser postgres), starts postgres on a free
-// port of 127.0.0.1 with fsync off, and waits until it accepts connections.
-// When the test runs as root, initdb and postgres run as the "postgres" user.
-// The server is stopped when the test ends.
-func StartPostgres(t testing.TB) *Postgres {
+// port of 127.0.0.1 with fsync off (unless opts say otherwise), and waits
+// until it accepts connections. When the test runs as root, initdb and
+// postgres run as the "postgres" user. The server is stopped when the test
+// ends.
+func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 	t.Helper()
 	postgres := PostgresBin(t, "postgres")
 	initdb := PostgresBin(t, "initdb")
@@ -134,18 +150,22 @@ func StartPostgres(t testing.TB) *Postgres {
 		}
 		p.Port = port
 		p.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+		args := []string{
+			"-D", data,
+			"-p", strconv.Itoa(port),
+			"-k", sock,
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "fsync=off",
+			"-c", "full_page_writes=off",
+			"-c", "max_connections=200",
+		}
+		for _, o := range opts {
+			o(&args)
+		}
 		p.Process = &Process{
 			name: "postgres 127.0.0.1:" + strconv.Itoa(port),
 			path: postgres,
-			args: []string{
-				"-D", data,
-				"-p", strconv.Itoa(port),
-				"-k", sock,
-				"-c", "listen_addresses=127.0.0.1",
-				"-c", "fsync=off",
-				"-c", "full_page_writes=off",
-				"-c", "max_connections=200",
-			},
+			args: args,
 			dir:     p.Dir,
 			env:     pgEnv(p.Dir),
 			logPath: filepath.Join(p.Dir, "postgres.log"),
