@@ -19,7 +19,7 @@ import (
 // postgres, trust authentication), with session settings ("name=value&...",
 // sent by pgx when it connects) added.
 func pgURL(addr, session string) string {
-	u := "postgres://postgres@" + addr + "/postgres?sslmode=disable&request_timeout=2s&connect_timeout=2"
+	u := "postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=5"
 	if session != "" {
 		u += "&" + session
 	}
