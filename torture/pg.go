@@ -264,9 +264,11 @@ func pgServerKillScenario(settings ...string) func(f *Fixture) error {
 		r := f.Run
 		srv := testserver.StartPostgres(f.T, testserver.WithPostgresSettings(settings...))
 		f.Target.PG = srv
-		if err := pgPrepare(srv); err != nil {
+		shown, err := pgPrepare(srv)
+		if err != nil {
 			return err
 		}
+		r.Notef("server: %s", shown)
 		ws := f.Workers(map[string]WorkerConfig{"A": {}, "B": {}})
 		a, b := ws["A"], ws["B"]
 		for round := range f.rounds() {
@@ -308,20 +310,27 @@ func pgServerKillScenario(settings ...string) func(f *Fixture) error {
 
 // pgPrepare creates pglock's schema on srv and checkpoints, so that a
 // server that loses its latest commits in a kill still has the schema (the
-// scenario is about tokens, not about DDL).
-func pgPrepare(srv *testserver.Postgres) error {
+// scenario is about tokens, not about DDL). It returns the server's
+// durability settings, as the server reports them.
+func pgPrepare(srv *testserver.Postgres) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, srv.DSN)
 	if err != nil {
-		return fmt.Errorf("torture: %w", err)
+		return "", fmt.Errorf("torture: %w", err)
 	}
 	defer pool.Close()
 	if err := pglock.Migrate(ctx, pool); err != nil {
-		return fmt.Errorf("torture: %w", err)
+		return "", fmt.Errorf("torture: %w", err)
 	}
 	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
-		return fmt.Errorf("torture: checkpoint: %w", err)
+		return "", fmt.Errorf("torture: checkpoint: %w", err)
 	}
-	return nil
+	var shown string
+	err = pool.QueryRow(ctx, `SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ' ' ORDER BY name) FROM pg_settings
+		WHERE name IN ('fsync', 'synchronous_commit', 'wal_writer_delay')`).Scan(&shown)
+	if err != nil {
+		return "", fmt.Errorf("torture: settings: %w", err)
+	}
+	return shown, nil
 }

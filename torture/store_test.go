@@ -8,13 +8,16 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/distlock/distlock/internal/testserver"
 )
 
-// The store's two modes: fenced refuses a token below the highest admitted
-// (and admits an equal one), unfenced accepts it and marks it stale; both
-// record every operation.
+// The store's modes: fenced and pg-fenced refuse a token below the highest
+// admitted (and admit an equal one), unfenced accepts it and marks it
+// stale; all record every operation. The pg-fenced store keeps the value in
+// PostgreSQL.
 func TestStore(t *testing.T) {
-	for _, mode := range []Mode{Unfenced, Fenced} {
+	for _, mode := range []Mode{Unfenced, Fenced, PGFenced} {
 		t.Run(mode.String(), func(t *testing.T) {
 			clock, hist := NewClock(), &History{}
 			s, err := StartStore(mode, clock, hist)
@@ -22,6 +25,11 @@ func TestStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			if mode == PGFenced {
+				if err := s.usePostgres(testserver.StartPostgres(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			c := &storeClient{addr: s.Addr(), worker: "A"}
 			defer c.close()
 			steps := []struct {
@@ -40,7 +48,7 @@ func TestStore(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
-				if want := st.wantStale && mode == Fenced; stale != want {
+				if want := st.wantStale && mode != Unfenced; stale != want {
 					t.Errorf("step %d: refused %v, want %v", i, stale, want)
 				}
 			}
@@ -48,9 +56,14 @@ func TestStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := map[Mode]int64{Fenced: 3, Unfenced: 5}[mode]
+			want := map[Mode]int64{Fenced: 3, PGFenced: 3, Unfenced: 5}[mode]
 			if v != want || s.Value("r") != want {
 				t.Errorf("value %d (store %d), want %d", v, s.Value("r"), want)
+			}
+			if mode == PGFenced {
+				if v, err := s.pg.read("r"); err != nil || v != want {
+					t.Errorf("value in PostgreSQL: %d, %v; want %d", v, err, want)
+				}
 			}
 			var writes, stale int
 			for _, op := range hist.Ops() {
@@ -68,7 +81,7 @@ func TestStore(t *testing.T) {
 				t.Errorf("%d writes recorded, %d stale; want %d and 2", writes, stale, len(steps))
 			}
 			res := operations(hist.Ops(), []modelKind{modelRegister}, map[string]int{"A": 0})
-			wantVerdict := map[Mode]porcupine.CheckResult{Fenced: porcupine.Ok, Unfenced: porcupine.Illegal}[mode]
+			wantVerdict := map[Mode]porcupine.CheckResult{Fenced: porcupine.Ok, PGFenced: porcupine.Ok, Unfenced: porcupine.Illegal}[mode]
 			if got := porcupine.CheckOperationsTimeout(model, res, 10*time.Second); got != wantVerdict {
 				t.Errorf("register model: %s, want %s", got, wantVerdict)
 			}
