@@ -163,9 +163,9 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 			o(&args)
 		}
 		p.Process = &Process{
-			name: "postgres 127.0.0.1:" + strconv.Itoa(port),
-			path: postgres,
-			args: args,
+			name:    "postgres 127.0.0.1:" + strconv.Itoa(port),
+			path:    postgres,
+			args:    args,
 			dir:     p.Dir,
 			env:     pgEnv(p.Dir),
 			logPath: filepath.Join(p.Dir, "postgres.log"),
