@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 1.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 2.
 --
 -- A Backend runs this on first use if the objects are missing (Migrate does
 -- it explicitly); an operator can run it instead with
@@ -34,16 +34,21 @@ CREATE TABLE IF NOT EXISTS distlock_resource (
 -- lock queue when wait is true, or trying once), then, and only then,
 -- increments the key's token and returns it. It returns NULL when a try
 -- finds the lock held. The statements of a PL/pgSQL function run in order,
--- so the token is never incremented by a session that does not hold the
--- lock. The lock is a session lock: it outlives the statement and is kept
--- even if the transaction fails, so a caller that gets an error must
--- unlock or close the session.
+-- each with a snapshot taken when it starts, so the token is never
+-- incremented by a session that does not hold the lock, and it is read
+-- after the previous holder's release. The lock is a session lock: it
+-- outlives the statement and is kept even if the transaction fails, so a
+-- caller that gets an error must unlock or close the session.
 --
 -- If the key's previous grant was not released (its session ended while
 -- it held the lock), it waits loss_grace before granting, with the lock
 -- held: the server released the lock as it told the previous holder that
 -- its session was ending, and the grace lets that holder act on the news
--- before anyone else can write with a newer token.
+-- before anyone else can write with a newer token. The release (releaseSQL
+-- in the Go code) marks the row released and unlocks in one transaction
+-- that commits after the unlock; the row lock its UPDATE holds until then
+-- makes the SELECT ... FOR UPDATE below wait for that commit, so that a
+-- released grant is never mistaken for a lost one.
 CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -62,7 +67,16 @@ BEGIN
     IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
-    SELECT f.held INTO lost FROM distlock_fence f WHERE f.key = lock_key;
+    -- The common case, a key whose last grant was released: one UPDATE.
+    UPDATE distlock_fence f
+    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = clock_timestamp(), held = true
+    WHERE f.key = lock_key AND NOT f.held
+    RETURNING f.token INTO granted;
+    IF FOUND THEN
+        RETURN granted;
+    END IF;
+    -- A new key, a lost grant, or a release not yet committed.
+    SELECT f.held INTO lost FROM distlock_fence f WHERE f.key = lock_key FOR UPDATE;
     IF lost AND loss_grace > interval '0' THEN
         PERFORM pg_sleep(extract(epoch FROM loss_grace));
     END IF;
@@ -75,9 +89,12 @@ BEGIN
 END
 $$;
 
--- distlock_release marks the grant with lock_token released, commits
--- that, and then unlocks lock_key's advisory lock, so that the next holder
--- sees the grant released and does not wait for the loss grace. It sets
+-- distlock_release is the release of the schema's first version, which
+-- took two commits; it is kept so that Backends of that version keep
+-- working on a database migrated by a later one. It marks the grant with
+-- lock_token released, commits that, and then unlocks lock_key's advisory
+-- lock, so that the next holder sees the grant released and does not wait
+-- for the loss grace. It sets
 -- released to false, and changes nothing, if this session did not hold
 -- the lock. It is a procedure (CALL distlock_release(key, token)), for its
 -- COMMIT: it must not be called inside a transaction block.
