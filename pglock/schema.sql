@@ -15,6 +15,14 @@
 --
 -- distlock_resource: one row per resource fenced with distlock_admit, with
 -- the highest token admitted for it.
+--
+-- distlock_lease: the locks of lease-table mode, one row per key ever
+-- granted in that mode. grant_id is the current grant's unguessable id
+-- (NULL once released), which every refresh and release must name;
+-- expires is when the grant ends unless refreshed, by the server's clock
+-- ('-infinity' once released). token is the grant's token, taken from the
+-- key's row in distlock_fence, so that a key's tokens increase across both
+-- modes.
 
 CREATE TABLE IF NOT EXISTS distlock_fence (
     key        text PRIMARY KEY,
@@ -27,6 +35,15 @@ CREATE TABLE IF NOT EXISTS distlock_fence (
 CREATE TABLE IF NOT EXISTS distlock_resource (
     resource text PRIMARY KEY,
     token    bigint NOT NULL CHECK (token > 0)
+);
+
+CREATE TABLE IF NOT EXISTS distlock_lease (
+    key        text PRIMARY KEY,
+    token      bigint NOT NULL CHECK (token > 0),
+    grant_id   text,
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    expires    timestamptz NOT NULL
 );
 
 -- distlock_acquire takes the session advisory lock of lock_key
@@ -114,6 +131,68 @@ BEGIN
     UPDATE distlock_fence SET held = false WHERE key = lock_key AND token = lock_token;
     COMMIT;
     released := pg_advisory_unlock(hashtextextended(lock_key, 0));
+END
+$$;
+
+-- distlock_lease_acquire grants lock_key in lease-table mode to the grant
+-- lock_grant if the key's row is free (released, or expired by the
+-- server's clock: expires <= now(), the start of this transaction), for
+-- ttl_ms milliseconds from now(), and returns its token, taken from the
+-- key's counter in distlock_fence once the row is won. Otherwise it
+-- returns a NULL token and, in retry_ms, the milliseconds until the
+-- current grant expires unless refreshed (at least 1). Two acquirers of
+-- one key queue on its row lock; the second then sees the first's grant
+-- and is refused.
+CREATE OR REPLACE FUNCTION distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+    OUT granted bigint, OUT retry_ms bigint)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF lock_grant IS NULL OR ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease acquire: a grant id and a positive TTL are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO distlock_lease AS l (key, token, grant_id, owner, granted_at, expires)
+    VALUES (lock_key, 1, lock_grant, coalesce(lock_owner, ''), now(), now() + ttl_ms * interval '1 millisecond')
+    ON CONFLICT (key) DO UPDATE
+        SET grant_id = EXCLUDED.grant_id, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, expires = EXCLUDED.expires
+        WHERE l.expires <= now();
+    IF NOT FOUND THEN
+        SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
+        INTO retry_ms FROM distlock_lease l WHERE l.key = lock_key;
+        RETURN;
+    END IF;
+    -- A token must be durable before it is handed out.
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    INSERT INTO distlock_fence AS f (key, token) VALUES (lock_key, 1)
+    ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+    RETURNING f.token INTO granted;
+    UPDATE distlock_lease l SET token = granted WHERE l.key = lock_key;
+END
+$$;
+
+-- distlock_lease_refresh extends the grant lock_grant of lock_key to
+-- ttl_ms milliseconds from now() if it has not expired, and reports
+-- whether it did. The extension is committed durably (synchronous_commit
+-- at least on), since a holder counts on it: an extension lost in a crash
+-- would let the server grant the key while its holder goes on.
+CREATE OR REPLACE FUNCTION distlock_lease_refresh(lock_key text, lock_grant text, ttl_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease refresh: a positive TTL is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    UPDATE distlock_lease l SET expires = now() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
+    RETURN FOUND;
 END
 $$;
 
