@@ -22,8 +22,8 @@ type listener struct {
 	cfg *pgx.ConnConfig
 
 	mu      sync.Mutex
-	live    bool                                   // LISTEN is in effect
-	changed chan struct{}                          // closed, and replaced, when live changes
+	live    bool                                  // LISTEN is in effect
+	changed chan struct{}                         // closed, and replaced, when live changes
 	subs    map[string]map[*subscription]struct{} // waiters by key
 }
 
