@@ -231,6 +231,7 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 	poll := b.cfg.pollInterval
 	if sub.live() {
 		poll *= listenPollFactor
+		b.livePauses.Add(1)
 	}
 	d := poll/2 + mathrand.N(poll+1)
 	if e := expires + mathrand.N(b.cfg.pollInterval/10+1); e < d {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,7 +79,8 @@ type Backend struct {
 	queue    keyqueue.Queue[*lease]
 	rowQueue keyqueue.Queue[struct{}]
 
-	listen *listener // LeaseMode with WithListen; nil otherwise
+	listen     *listener    // LeaseMode with WithListen; nil otherwise
+	livePauses atomic.Int64 // pauses of waiters told of releases by listen, for tests
 
 	schema schemaState
 
