@@ -103,34 +103,40 @@ func leaseRow(t testing.TB, pool *pgxpool.Pool, key string) (grant *string, expi
 	return grant, expires
 }
 
-// A holder whose grant expired and was taken by another cannot refresh nor
-// release the newer holder's row: both report ErrLockLost and the row's
-// grant and expiry stay as the newer holder set them.
+// Holders whose grants expired, the newest one now held by another,
+// cannot release nor refresh the newer holder's row: both report
+// ErrLockLost and the row's grant and expiry stay as the newer holder set
+// them. (Each stale lease makes one call, so that both reach the server:
+// a lease found lost answers the next call itself.)
 func TestLeaseStaleOwner(t *testing.T) {
 	ctx, key := testCtx(t), "lease/stale/"+t.Name()
 	admin := newPool(t, server)
-	a, b := newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN)
+	a, b, c := newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN)
 	la := acquire(t, a, ctx, key, distlock.AcquireOptions{TTL: 200 * time.Millisecond})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	lb, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	lb, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: 200 * time.Millisecond, Wait: true})
 	if err != nil {
 		t.Fatalf("second holder after the first expired: %v", err)
 	}
-	defer lb.Release(ctx)
+	lc, err := c.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	if err != nil {
+		t.Fatalf("third holder after the second expired: %v", err)
+	}
+	defer lc.Release(ctx)
 	grant, expires := leaseRow(t, admin, key)
 
-	if _, err := la.Refresh(ctx, time.Hour); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("stale Refresh: %v, want ErrLockLost", err)
-	}
 	if err := la.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("stale Release: %v, want ErrLockLost", err)
 	}
+	if _, err := lb.Refresh(ctx, time.Hour); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("stale Refresh: %v, want ErrLockLost", err)
+	}
 	g, e := leaseRow(t, admin, key)
 	if g == nil || grant == nil || *g != *grant || !e.Equal(expires) {
-		t.Fatalf("the stale holder changed the newer grant's row: grant %v, expires %v; was %v, %v", g, e, grant, expires)
+		t.Fatalf("a stale holder changed the newer grant's row: grant %v, expires %v; was %v, %v", g, e, grant, expires)
 	}
-	if _, err := lb.Refresh(ctx, time.Minute); err != nil {
+	if _, err := lc.Refresh(ctx, time.Minute); err != nil {
 		t.Errorf("newer holder's Refresh: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ func FuzzOpenURL(f *testing.F) {
 		f.Add(s, "", "p/w?x#y@", "h1,h2:6432/app?mode=lease&listen_host=h3:5432&poll_interval=50ms")
 		f.Add(s, "u", "pw", "[::1]/db?mode=bogus&loss_grace=1s&request_timeout=x")
 		f.Add(s, "u", "s3cret%2F", "h/db?mode=session&listen_host=h2&pool_max_conns=4")
+		f.Add(s, "u", "pw", "h/db?mode=table")
 	}
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
 		raw := prefix + user + ":" + password + "@" + suffix
