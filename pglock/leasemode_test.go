@@ -239,3 +239,30 @@ func TestOpenURLLease(t *testing.T) {
 
 // addrOf returns the host:port of a test server.
 func addrOf(p *testserver.Postgres) string { return fmt.Sprintf("127.0.0.1:%d", p.Port) }
+
+// Close releases a LeaseMode Backend's rows, telling their holders, so
+// that the keys are free at once rather than when the grants expire.
+func TestLeaseClose(t *testing.T) {
+	ctx, key := testCtx(t), "lease/close/"+t.Name()
+	b := newLeaseBackend(t, server.DSN)
+	lost := make(chan error, 1)
+	l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Hour, OnLost: func(err error) { lost <- err }})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lost:
+		if !errors.Is(err, distlock.ErrLockLost) {
+			t.Errorf("OnLost(%v) at Close, want ErrLockLost", err)
+		}
+	default:
+		t.Error("Close returned before telling the holder")
+	}
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release after Close: %v, want ErrLockLost", err)
+	}
+	other := acquire(t, newLeaseBackend(t, server.DSN), ctx, key, distlock.AcquireOptions{})
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
