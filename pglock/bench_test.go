@@ -18,17 +18,20 @@ import (
 // the statement once and then sends only Bind and Execute, as pglock's
 // statements are sent), the "ratio" baseline, and with the key written
 // into the SQL text and no parameter (pgx's simple protocol), the
-// "ratio-simple" baseline. Reported per pair of operations.
+// "ratio-simple" baseline. The Backend alone, without the Client, is
+// measured too ("backend-ns/op", "backend-ratio"). Reported per pair of
+// operations.
 func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
-	c := newClient(b, newBackend(b, server))
+	be := newBackend(b, server)
+	c := newClient(b, be)
 	raw, err := newPool(b, server).Acquire(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer raw.Release()
 
-	var dist, direct, simple time.Duration
+	var dist, direct, simple, bare time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		l, err := c.Acquire(ctx, "bench/distlock")
@@ -52,7 +55,15 @@ func BenchmarkUncontended(b *testing.B) {
 		if _, err := raw.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('bench/raw', 0))`); err != nil {
 			b.Fatal(err)
 		}
-		dist, direct, simple = dist+t1.Sub(t0), direct+t2.Sub(t1), simple+time.Since(t2)
+		t3 := time.Now()
+		l2, err := be.Acquire(ctx, "bench/backend", distlock.AcquireOptions{TTL: distlock.DefaultTTL, Wait: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l2.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		dist, direct, simple, bare = dist+t1.Sub(t0), direct+t2.Sub(t1), simple+t3.Sub(t2), bare+time.Since(t3)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(dist.Nanoseconds())/n, "distlock-ns/op")
@@ -60,6 +71,8 @@ func BenchmarkUncontended(b *testing.B) {
 	b.ReportMetric(float64(simple.Nanoseconds())/n, "raw-simple-ns/op")
 	b.ReportMetric(float64(dist)/float64(direct), "ratio")
 	b.ReportMetric(float64(dist)/float64(simple), "ratio-simple")
+	b.ReportMetric(float64(bare.Nanoseconds())/n, "backend-ns/op")
+	b.ReportMetric(float64(bare)/float64(direct), "backend-ratio")
 }
 
 // Hand-off latency: 5 contenders, each through its own Backend (one
