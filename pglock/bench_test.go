@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/pglock"
 )
 
 // Uncontended acquire and release: distlock's Client over pglock (a pool
@@ -75,16 +76,62 @@ func BenchmarkUncontended(b *testing.B) {
 	b.ReportMetric(float64(bare)/float64(direct), "backend-ratio")
 }
 
+// Uncontended acquire and release in lease mode (directly, with LISTEN),
+// against the parameterised raw advisory lock pair as in
+// BenchmarkUncontended.
+func BenchmarkLeaseUncontended(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newLeaseBackend(b, server.DSN, pglock.WithListen(server.DSN)))
+	raw, err := newPool(b, server).Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Release()
+	var dist, direct time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		l, err := c.Acquire(ctx, "bench/lease")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, "bench/raw"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, "bench/raw"); err != nil {
+			b.Fatal(err)
+		}
+		dist, direct = dist+t1.Sub(t0), direct+time.Since(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(dist.Nanoseconds())/n, "distlock-ns/op")
+	b.ReportMetric(float64(direct.Nanoseconds())/n, "raw-ns/op")
+	b.ReportMetric(float64(dist)/float64(direct), "ratio")
+}
+
 // Hand-off latency: 5 contenders, each through its own Backend (one
 // process each), all waiting in the server's queue but the holder; the
 // time from a holder's Release call to the next holder's Acquire
 // returning. Reported as median, p99 and max.
 func BenchmarkHandoff4(b *testing.B) {
+	handoff(b, func() distlock.Backend { return newBackend(b, server) })
+}
+
+// Hand-off latency in lease mode, each contender woken by NOTIFY on its
+// own LISTEN session.
+func BenchmarkLeaseHandoff4(b *testing.B) {
+	handoff(b, func() distlock.Backend { return newLeaseBackend(b, server.DSN, pglock.WithListen(server.DSN)) })
+}
+
+func handoff(b *testing.B, newB func() distlock.Backend) {
 	ctx := context.Background()
 	const contenders = 5
 	clients := make([]*distlock.Client, contenders)
 	for i := range clients {
-		clients[i] = newClient(b, newBackend(b, server))
+		clients[i] = newClient(b, newB())
 	}
 	var (
 		mu       sync.Mutex
