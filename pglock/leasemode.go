@@ -91,21 +91,15 @@ const (
 	rowRefreshSQL = `SELECT distlock_lease_refresh($1, $2, $3)`
 
 	// rowReleaseSQL frees the grant $2 of key $1 if it has not expired,
-	// and notifies the waiters listening on the channel distlock_lease,
-	// with the key as the payload, when it did. It reports 1 if it freed
-	// the grant, 0 otherwise. The release is committed without waiting
-	// for its WAL flush: lost in a crash, it leaves the grant to expire.
-	rowReleaseSQL = `WITH released AS (
-	UPDATE distlock_lease SET grant_id = NULL, expires = '-infinity'
-	WHERE key = $1 AND grant_id = $2 AND expires > now()
-	RETURNING key)
-SELECT count(*) FROM released, pg_notify('distlock_lease', released.key) n,
-	set_config('synchronous_commit', 'off', true) s`
+	// and notifies the waiters (see distlock_lease_release in schema.sql).
+	rowReleaseSQL = `SELECT distlock_lease_release($1, $2)`
 
-	// rowListSQL lists the unexpired grants of keys starting with $1.
-	rowListSQL = `SELECT key, token, owner, granted_at, expires FROM distlock_lease
-WHERE starts_with(key, $1) AND grant_id IS NOT NULL AND expires > now()
-ORDER BY key COLLATE "C"`
+	// rowListSQL lists the unexpired grants of keys starting with $1,
+	// with the key's latest token.
+	rowListSQL = `SELECT l.key, f.token, l.owner, l.granted_at, l.expires
+FROM distlock_lease l JOIN distlock_fence f ON f.key = l.key
+WHERE starts_with(l.key, $1) AND l.grant_id IS NOT NULL AND l.expires > now()
+ORDER BY l.key COLLATE "C"`
 )
 
 // leaseChannel is the LISTEN/NOTIFY channel of releases.
@@ -350,9 +344,9 @@ func (l *rowLease) Release(ctx context.Context) error {
 var errReleased = errors.New("pglock: released")
 
 func (l *rowLease) releaseLocked(ctx context.Context) (bool, error) {
-	var n int64
-	err := l.b.pool.QueryRow(ctx, rowReleaseSQL, pgx.QueryExecModeExec, l.key, l.grant).Scan(&n)
-	return n == 1, err
+	var released bool
+	err := l.b.pool.QueryRow(ctx, rowReleaseSQL, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
+	return released, err
 }
 
 // releaseRow frees the row of a grant that was never handed out.

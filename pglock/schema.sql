@@ -20,8 +20,8 @@
 -- granted in that mode. grant_id is the current grant's unguessable id
 -- (NULL once released), which every refresh and release must name;
 -- expires is when the grant ends unless refreshed, by the server's clock
--- ('-infinity' once released). token is the grant's token, taken from the
--- key's row in distlock_fence, so that a key's tokens increase across both
+-- ('-infinity' once released). A grant's token is taken from the key's
+-- row in distlock_fence, so that a key's tokens increase across both
 -- modes.
 
 CREATE TABLE IF NOT EXISTS distlock_fence (
@@ -39,7 +39,6 @@ CREATE TABLE IF NOT EXISTS distlock_resource (
 
 CREATE TABLE IF NOT EXISTS distlock_lease (
     key        text PRIMARY KEY,
-    token      bigint NOT NULL CHECK (token > 0),
     grant_id   text,
     owner      text NOT NULL DEFAULT '',
     granted_at timestamptz NOT NULL DEFAULT now(),
@@ -147,29 +146,42 @@ CREATE OR REPLACE FUNCTION distlock_lease_acquire(lock_key text, lock_grant text
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
 AS $$
+DECLARE
+    current_expiry timestamptz;
 BEGIN
     IF lock_grant IS NULL OR ttl_ms IS NULL OR ttl_ms <= 0 THEN
         RAISE EXCEPTION 'distlock: lease acquire: a grant id and a positive TTL are required'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO distlock_lease AS l (key, token, grant_id, owner, granted_at, expires)
-    VALUES (lock_key, 1, lock_grant, coalesce(lock_owner, ''), now(), now() + ttl_ms * interval '1 millisecond')
-    ON CONFLICT (key) DO UPDATE
-        SET grant_id = EXCLUDED.grant_id, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, expires = EXCLUDED.expires
-        WHERE l.expires <= now();
+    -- The common case, a key granted before: one UPDATE, which waits for
+    -- a concurrent acquirer's transaction and then sees its grant.
+    UPDATE distlock_lease l
+    SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = now(),
+        expires = now() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.expires <= now();
     IF NOT FOUND THEN
-        SELECT greatest(1, ceil(extract(epoch FROM l.expires - clock_timestamp()) * 1000))::bigint
-        INTO retry_ms FROM distlock_lease l WHERE l.key = lock_key;
-        RETURN;
+        INSERT INTO distlock_lease (key, grant_id, owner, granted_at, expires)
+        VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), now(), now() + ttl_ms * interval '1 millisecond')
+        ON CONFLICT (key) DO NOTHING;
+        IF NOT FOUND THEN
+            -- Released meanwhile ('-infinity') or expired: 1ms.
+            SELECT l.expires INTO current_expiry FROM distlock_lease l WHERE l.key = lock_key;
+            retry_ms := CASE WHEN current_expiry IS NULL OR current_expiry <= clock_timestamp() THEN 1
+                ELSE greatest(1, ceil(extract(epoch FROM current_expiry - clock_timestamp()) * 1000))::bigint END;
+            RETURN;
+        END IF;
     END IF;
     -- A token must be durable before it is handed out.
     IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
-    INSERT INTO distlock_fence AS f (key, token) VALUES (lock_key, 1)
-    ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+    UPDATE distlock_fence f SET token = f.token + 1 WHERE f.key = lock_key
     RETURNING f.token INTO granted;
-    UPDATE distlock_lease l SET token = granted WHERE l.key = lock_key;
+    IF NOT FOUND THEN
+        INSERT INTO distlock_fence AS f (key, token) VALUES (lock_key, 1)
+        ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+        RETURNING f.token INTO granted;
+    END IF;
 END
 $$;
 
@@ -193,6 +205,27 @@ BEGIN
     UPDATE distlock_lease l SET expires = now() + ttl_ms * interval '1 millisecond'
     WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
     RETURN FOUND;
+END
+$$;
+
+-- distlock_lease_release frees the grant lock_grant of lock_key if it has
+-- not expired, notifies the waiters listening on the channel
+-- distlock_lease, with the key as the payload, and reports whether it
+-- freed it. The release is committed without waiting for its WAL flush:
+-- lost in a crash, it leaves the grant to expire.
+CREATE OR REPLACE FUNCTION distlock_lease_release(lock_key text, lock_grant text)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    UPDATE distlock_lease l SET grant_id = NULL, expires = '-infinity'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_notify('distlock_lease', lock_key);
+    PERFORM set_config('synchronous_commit', 'off', true);
+    RETURN true;
 END
 $$;
 
