@@ -245,8 +245,12 @@
 // In session mode an uncontended Acquire and Release cost one pool
 // checkout and two statements (distlock_acquire; the release, one
 // statement that marks and unlocks), each one round trip with a prepared
-// statement that pgx caches per connection. In lease mode they cost two
-// statements too, each with its own checkout and round trip.
+// statement that pgx caches per connection, and two row writes: the token,
+// committed durably, and the release mark, committed without waiting for
+// the flush. That, not round trips, is most of what they cost above a bare
+// pg_advisory_lock and pg_advisory_unlock, which write nothing. In lease
+// mode they cost two statements too, each with its own checkout and round
+// trip, and three row writes (the lease row and the token; the release).
 //
 // List reports the keys in distlock_fence whose lock is held, with the
 // token and owner of their last grant (pg_locks shows lock ids, not keys).
