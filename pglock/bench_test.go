@@ -8,19 +8,31 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/pglock"
 )
 
 // Uncontended acquire and release: distlock's Client over pglock (a pool
-// connection, distlock_acquire with its token, distlock_release) against
-// raw pg_advisory_lock/pg_advisory_unlock on one dedicated connection,
-// interleaved in one loop so that both see the same server. Reported per
-// pair of operations, with their ratio.
+// connection, distlock_acquire with its token, the release statement)
+// against raw pg_advisory_lock/pg_advisory_unlock on one connection taken
+// from a pool, interleaved in one loop so that both see the same server.
+// The raw pair is run twice: with the key as a parameter (pgx prepares
+// the statement once and then sends only Bind and Execute, as pglock's
+// statements are sent), the "ratio" baseline, and with the key written
+// into the SQL text and no parameter (pgx's simple protocol), the
+// "ratio-simple" baseline. The Backend alone, without the Client, is
+// measured too ("backend-ns/op", "backend-ratio"). Reported per pair of
+// operations.
 func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
-	c := newClient(b, newBackend(b, server))
-	raw := rawConn(b, server)
+	be := newBackend(b, server)
+	c := newClient(b, be)
+	raw, err := newPool(b, server).Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Release()
 
-	var dist, direct time.Duration
+	var dist, direct, simple, bare time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		l, err := c.Acquire(ctx, "bench/distlock")
@@ -31,10 +43,65 @@ func BenchmarkUncontended(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, "bench/raw"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, "bench/raw"); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
 		if _, err := raw.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('bench/raw', 0))`); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := raw.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('bench/raw', 0))`); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		l2, err := be.Acquire(ctx, "bench/backend", distlock.AcquireOptions{TTL: distlock.DefaultTTL, Wait: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l2.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		dist, direct, simple, bare = dist+t1.Sub(t0), direct+t2.Sub(t1), simple+t3.Sub(t2), bare+time.Since(t3)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(dist.Nanoseconds())/n, "distlock-ns/op")
+	b.ReportMetric(float64(direct.Nanoseconds())/n, "raw-ns/op")
+	b.ReportMetric(float64(simple.Nanoseconds())/n, "raw-simple-ns/op")
+	b.ReportMetric(float64(dist)/float64(direct), "ratio")
+	b.ReportMetric(float64(dist)/float64(simple), "ratio-simple")
+	b.ReportMetric(float64(bare.Nanoseconds())/n, "backend-ns/op")
+	b.ReportMetric(float64(bare)/float64(direct), "backend-ratio")
+}
+
+// Uncontended acquire and release in lease mode (directly, with LISTEN),
+// against the parameterised raw advisory lock pair as in
+// BenchmarkUncontended.
+func BenchmarkLeaseUncontended(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newLeaseBackend(b, server.DSN, pglock.WithListen(server.DSN)))
+	raw, err := newPool(b, server).Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Release()
+	var dist, direct time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		l, err := c.Acquire(ctx, "bench/lease")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, "bench/raw"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := raw.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, "bench/raw"); err != nil {
 			b.Fatal(err)
 		}
 		dist, direct = dist+t1.Sub(t0), direct+time.Since(t1)
@@ -50,11 +117,21 @@ func BenchmarkUncontended(b *testing.B) {
 // time from a holder's Release call to the next holder's Acquire
 // returning. Reported as median, p99 and max.
 func BenchmarkHandoff4(b *testing.B) {
+	handoff(b, func() distlock.Backend { return newBackend(b, server) })
+}
+
+// Hand-off latency in lease mode, each contender woken by NOTIFY on its
+// own LISTEN session.
+func BenchmarkLeaseHandoff4(b *testing.B) {
+	handoff(b, func() distlock.Backend { return newLeaseBackend(b, server.DSN, pglock.WithListen(server.DSN)) })
+}
+
+func handoff(b *testing.B, newB func() distlock.Backend) {
 	ctx := context.Background()
 	const contenders = 5
 	clients := make([]*distlock.Client, contenders)
 	for i := range clients {
-		clients[i] = newClient(b, newBackend(b, server))
+		clients[i] = newClient(b, newB())
 	}
 	var (
 		mu       sync.Mutex

@@ -1,20 +1,40 @@
-// Package pglock is a distlock.Backend over PostgreSQL session advisory
-// locks, on a pgx v5 connection pool: for applications that already keep
-// their data in PostgreSQL and want locks, and fencing of the writes made
-// under them, from the same server.
+// Package pglock is a distlock.Backend over PostgreSQL, on a pgx v5
+// connection pool: for applications that already keep their data in
+// PostgreSQL and want locks, and fencing of the writes made under them,
+// from the same server. It has two modes:
 //
 //	pool, _ := pgxpool.New(ctx, "postgres://app@db.internal/app")
-//	backend, _ := pglock.New(pool)
-//	defer backend.Close() // before pool.Close
+//	backend, _ := pglock.New(pool) // session mode
+//	defer backend.Close()          // before pool.Close
 //	locks, _ := distlock.New(backend)
 //	lock, err := locks.Acquire(ctx, "reports/nightly")
 //
+//	// Through PgBouncer in transaction mode, with LISTEN on a direct session:
+//	pool, _ = pgxpool.New(ctx, "postgres://app@pgbouncer.internal:6432/app")
+//	backend, _ = pglock.New(pool, pglock.WithMode(pglock.LeaseMode),
+//		pglock.WithListen("postgres://app@db.internal/app"))
+//
+// Session mode (the default) holds a session advisory lock on a
+// connection kept for the lock's life: no time bound, loss seen the moment
+// the connection breaks, waiting in the server's own queue, and an
+// operator can take the same lock from psql. Use it whenever the
+// application reaches the server directly or through a pooler in session
+// mode. Lease mode (WithMode(LeaseMode), or mode=lease in OpenURL) holds a
+// row of a lease table with an expiry, renewed by the Client's watchdog,
+// and keeps no connection: use it through a pooler in transaction or
+// statement mode (PgBouncer's pool_mode = transaction), where a session
+// advisory lock would be handed to another client with the connection,
+// or to hold more locks than the pool has connections. Give it a direct
+// session for LISTEN (WithListen) when one is available, so that waiters
+// are woken by a release instead of polling.
+//
 // It needs PostgreSQL 11 or later (hashtextextended, and procedures that
-// commit); it is tested on PostgreSQL 15.
+// commit); it is tested on PostgreSQL 15, and lease mode through PgBouncer
+// 1.18 in transaction mode.
 //
 // # Guarantees
 //
-// A grant is pg_advisory_lock(hashtextextended(key, 0)) held by one
+// Session mode: a grant is pg_advisory_lock(hashtextextended(key, 0)) held by one
 // session: a pool connection that the grant keeps for its whole life and
 // uses for nothing else. PostgreSQL grants an advisory lock id to one
 // session at a time and keeps it until that session unlocks it or ends, so
@@ -40,6 +60,21 @@
 // server still lists the lock as held by it in pg_locks; any failure of
 // that check, its context included, ends the grant.
 //
+// Lease mode: a grant is the key's row of the table distlock_lease, won
+// by one statement when the row is free or expired, and naming the
+// grant's unguessable id and an expiry of now() + TTL: the server's clock
+// at the start of that statement, never the client's. Its Validity is the
+// TTL (in whole milliseconds) from before the statement was sent, which
+// the server's expiry cannot precede, so distlock's Client cancels the
+// lock's context, at sent + TTL×(1-drift) - margin unless a refresh
+// succeeded, before the server can grant the key to anyone else. Refresh
+// and Release are single statements guarded by the grant id and the
+// expiry: once a grant has expired they change nothing, whoever holds the
+// key now, and report an error matching distlock.ErrLockLost. The server
+// never reports a loss (OnLost is called only at Close): the Client's
+// deadline does. Grants survive a restart of the server, and keep
+// expiring by its clock.
+//
 // # Not guaranteed
 //
 //   - A holder paused (or starved) for longer than the loss grace after its
@@ -64,19 +99,33 @@
 //   - A single queue across processes: only the first of a Backend's
 //     acquirers of a key waits in the server; the others join the
 //     server's queue when that one's grant ends (see Waiting).
-//   - Poolers in transaction or statement mode (PgBouncer's pool_mode =
-//     transaction): they give the session that holds the lock to other
-//     clients between statements. Connect directly or in session mode.
+//   - Session mode through poolers in transaction or statement mode
+//     (PgBouncer's pool_mode = transaction): they give the session that
+//     holds the lock to other clients between statements. Use lease mode
+//     there.
+//   - Lease mode: a holder paused for longer than its usable TTL, and a
+//     server whose clock jumps forward (its now() decides expiry: keep it
+//     slewed, not stepped), or that runs faster than the Client's drift
+//     allows. Fence the writes.
+//   - Exclusion between the modes: a session-mode grant and a lease-mode
+//     grant of one key do not exclude each other. Use one mode per key
+//     space (their tokens do increase together, see Fencing).
 //
 // # Durability
 //
-// Exclusion needs nothing durable: it lives in the server's memory and
-// ends with the sessions. Tokens need the server to keep committed
-// transactions: fsync on, and synchronous_commit at least on, which
-// distlock_acquire sets for its own transaction when the session has it
-// lower; with replicas, fail over only to a synchronous standby, or a
-// promoted standby may hand out tokens again. distlock_fence and
-// distlock_resource are ordinary logged tables: do not make them UNLOGGED,
+// In session mode exclusion needs nothing durable: it lives in the
+// server's memory and ends with the sessions. In lease mode the grants
+// are rows: they must survive a crash, as tokens must. Both need the
+// server to keep committed transactions: fsync on, and synchronous_commit
+// at least on, which the statements that hand out a token or extend a
+// grant set for their own transaction when the session has it lower;
+// with replicas, fail over only to a synchronous standby, or a promoted
+// standby may hand out tokens, and lease-mode grants, again. Releases are
+// committed without waiting for their WAL flush: a release lost in a
+// crash makes the next grant wait, for the loss grace in session mode and
+// until the grant expires in lease mode, and is never unsafe.
+// distlock_fence, distlock_lease and distlock_resource are ordinary logged
+// tables: do not make them UNLOGGED,
 // and do not restore them from a backup older than the newest tokens (a
 // token counter that goes back defeats fencing; raising it is harmless).
 //
@@ -92,6 +141,22 @@
 // waits in the server; the next takes its turn when the grant ends. The
 // server hands a released lock to the session that has waited longest.
 //
+// In lease mode a release sends NOTIFY distlock_lease with the key, through
+// whatever connection the pool has. A Backend given WithListen keeps
+// LISTEN distlock_lease on its own direct session, reconnecting when it
+// breaks, and a waiter tries again as soon as its key's release is
+// notified. Expiry sends nothing, so a waiter also tries again when the
+// current grant expires unless refreshed, as the server reported it with
+// the failed try (plus a random tenth of the poll interval at most). A
+// waiter polls besides: every poll interval (WithPollInterval, 100ms by
+// default) while no LISTEN is live, every ten with one; each pause is
+// drawn at random between half and one and a half times that, so that
+// the waiters of several processes spread out. Acquires of one key
+// through one Backend queue in this process as in session mode, the first
+// one trying; the next takes its turn when the grant ends or its validity
+// does. Between processes there is no order: the first try after a
+// release wins.
+//
 // # Fencing
 //
 // A key's token counter is its row in the table distlock_fence, created on
@@ -100,6 +165,12 @@
 // in the same transaction, so a session that does not hold the lock never
 // takes a token, and each grant's token is greater than every earlier
 // one's. Tokens survive restarts and crashes (see Durability).
+//
+// In lease mode, distlock_lease_acquire, one statement, takes the key's
+// row and only then increments the same counter, in the same transaction,
+// so a key's tokens increase across both modes (a deployment can move
+// from one mode to the other and keep its fenced data) and a try that
+// finds the key held takes none.
 //
 // Fence(ctx, tx, resource, token) checks a token in the transaction that
 // writes the resource, atomically with those writes: it admits a token at
@@ -154,9 +225,10 @@
 // an operator to run with psql, when the application's role may use but
 // not create them. distlock_fence keeps one row per key ever locked (key,
 // token, and the last grant's owner, time and whether it was released), so
-// it grows with the number of distinct keys.
+// it grows with the number of distinct keys; so does distlock_lease in
+// lease mode (one row per key, kept after release so that its token stays).
 //
-// Each held lock takes an entry of the server's shared lock table, which
+// In session mode each held lock takes an entry of the server's shared lock table, which
 // holds max_locks_per_transaction × (max_connections +
 // max_prepared_transactions) locks of all kinds for the whole server; when
 // it is full, any session that needs a lock fails with "out of shared
@@ -165,14 +237,37 @@
 // size the pool (pool_max_conns) for the locks held at once plus the
 // application's own queries. A try that finds no free connection within
 // the request timeout fails with distlock.ErrUnavailable; a waiting
-// Acquire waits for one.
+// Acquire waits for one. In lease mode a lock takes no connection between
+// statements, and a lock's cost is its row and the watchdog's refresh, one
+// statement every TTL/3 by default; a Backend given WithListen keeps one
+// connection of its own, outside the pool.
+//
+// In session mode an uncontended Acquire and Release cost one pool
+// checkout and two statements (distlock_acquire; the release, one
+// statement that marks and unlocks), each one round trip with a prepared
+// statement that pgx caches per connection, and two row writes: the token,
+// committed durably, and the release mark, committed without waiting for
+// the flush. That, not round trips, is most of what they cost above a bare
+// pg_advisory_lock and pg_advisory_unlock, which write nothing. In lease
+// mode they cost two statements too, each with its own checkout and round
+// trip, and three row writes (the lease row and the token; the release).
 //
 // List reports the keys in distlock_fence whose lock is held, with the
 // token and owner of their last grant (pg_locks shows lock ids, not keys).
 //
 // # Goroutines
 //
-// A Backend runs one goroutine per held lock, reading its idle connection,
-// and one per waiting Acquire while its context is being cancelled; Close
-// ends them. The Backend and its leases are safe for concurrent use.
+// In session mode a Backend runs one goroutine per held lock, reading its
+// idle connection, and one per waiting Acquire while its context is being
+// cancelled. In lease mode it runs one for LISTEN when given WithListen,
+// and one, briefly, to free the row of an Acquire whose statement failed
+// (its reply may have been lost after the row was won). Close ends them.
+// The Backend and its leases are safe for concurrent use.
+//
+// # URLs
+//
+// OpenURL takes libpq's URL with this package's parameters added:
+//
+//	postgres://app@db.internal/app?sslmode=verify-full
+//	postgres://app@pgbouncer.internal:6432/app?mode=lease&listen_host=db.internal:5432
 package pglock

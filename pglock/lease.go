@@ -189,14 +189,24 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	return unbounded, nil
 }
 
-// releaseSQL marks the grant released, commits, and unlocks the lock; it
-// reports false if the session did not hold it (see schema.sql).
-const releaseSQL = `CALL distlock_release($1, $2)`
+// releaseSQL marks the grant released and unlocks the key's lock in one
+// statement, one round trip and one transaction. The UPDATE runs first
+// (the aggregate reads all of it before the unlock is evaluated), and the
+// row lock it holds until the commit, just after the unlock, makes the
+// next holder, granted the lock in between, wait for the mark before it
+// reads it (see distlock_acquire in schema.sql). The mark is committed
+// without waiting for its WAL flush: lost in a crash, it only makes the
+// next grant wait the loss grace. The statement reports false if the
+// session did not hold the lock.
+const releaseSQL = `WITH released AS (
+	UPDATE distlock_fence SET held = false WHERE key = $1 AND token = $2 RETURNING 1)
+SELECT pg_advisory_unlock(hashtextextended($1, 0))
+FROM (SELECT count(*) FROM released) r, set_config('synchronous_commit', 'off', true) s`
 
 // Release implements distlock.Lease: pg_advisory_unlock on the holding
 // connection, which then goes back to the pool. The grant is marked
-// released, and that committed, in the same round trip before the unlock,
-// so the next grant of the key does not wait for WithLossGrace. If the grant was lost it
+// released in the same statement, so the next grant of the key does not
+// wait for WithLossGrace. If the grant was lost it
 // returns an error matching distlock.ErrLockLost. If the unlock fails
 // (ctx ends, the network breaks) the connection is closed instead, which
 // the server treats as an unlock of everything the session held, and

@@ -27,9 +27,15 @@ ORDER BY f.key COLLATE "C"`
 // grant here, or not at all if it never had one; and a key whose id
 // collides with a held key's is listed as held too. Expires is always
 // zero: grants have no time bound.
+//
+// In LeaseMode it lists the unexpired grants of distlock_lease, with
+// Expires by the server's clock.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
 	if err := b.checkOpen(); err != nil {
 		return nil, err
+	}
+	if b.cfg.mode == LeaseMode {
+		return b.listRows(ctx, prefix)
 	}
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {

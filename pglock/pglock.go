@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/backendurl"
 	"github.com/distlock/distlock/internal/keyqueue"
 )
 
@@ -31,6 +34,9 @@ type Option func(*config)
 type config struct {
 	requestTimeout time.Duration
 	lossGrace      time.Duration
+	mode           Mode
+	listen         string // WithListen's connection string
+	pollInterval   time.Duration
 }
 
 // WithLossGrace sets how long the server waits, holding the lock, before
@@ -50,12 +56,15 @@ func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrac
 // DefaultRequestTimeout (5s). It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
-// Backend is a distlock.Backend over PostgreSQL session advisory locks. See
-// the package documentation for its safety model. It is safe for concurrent
+// Backend is a distlock.Backend over PostgreSQL: session advisory locks
+// (SessionMode, the default) or rows of a lease table (LeaseMode). See the
+// package documentation for its safety model. It is safe for concurrent
 // use.
 //
-// Each held lock, and each key that an Acquire of this Backend is waiting
-// for, takes one connection of the pool for as long as it lasts.
+// In SessionMode each held lock, and each key that an Acquire of this
+// Backend is waiting for, takes one connection of the pool for as long as
+// it lasts. In LeaseMode connections are taken for one statement at a
+// time.
 type Backend struct {
 	pool     *pgxpool.Pool
 	ownsPool bool // OpenURL made it: Close closes it
@@ -65,7 +74,13 @@ type Backend struct {
 	// that has the turn asks the server, and it keeps the turn while it
 	// holds the lease (the turn's holder). Acquirers of one process are
 	// thus served first come first served with one connection per key.
-	queue keyqueue.Queue[*lease]
+	// rowQueue does the same in LeaseMode, where a grant also passes the
+	// turn on when its validity ends.
+	queue    keyqueue.Queue[*lease]
+	rowQueue keyqueue.Queue[struct{}]
+
+	listen     *listener    // LeaseMode with WithListen; nil otherwise
+	livePauses atomic.Int64 // pauses of waiters told of releases by listen, for tests
 
 	schema schemaState
 
@@ -74,22 +89,25 @@ type Backend struct {
 
 	mu     sync.Mutex
 	closed bool
-	leases map[*lease]struct{} // held leases; guarded by mu
-	wg     sync.WaitGroup      // the watchers of held leases
+	leases map[*lease]struct{}    // held leases; guarded by mu
+	rows   map[*rowLease]struct{} // held LeaseMode grants; guarded by mu
+	wg     sync.WaitGroup         // the watchers of held leases, the listener, clean-ups
 }
 
 // New returns a Backend over pool. The Backend does not own pool: Close
 // leaves it open, and pool must stay open until the Backend is closed (and
 // pgxpool's Close waits for the connections that held locks to come back).
-// The pool's connections must be direct sessions with the server, or
-// through a pooler in session mode: a pooler in transaction mode would
-// hand the session that holds a lock to another client. A bad option
-// returns an error matching distlock.ErrInvalidOption.
+// In SessionMode, the default, the pool's connections must be direct
+// sessions with the server, or through a pooler in session mode: a pooler
+// in transaction mode would hand the session that holds a lock to another
+// client. For a pool through a pooler in transaction mode, use
+// WithMode(LeaseMode). A bad option returns an error matching
+// distlock.ErrInvalidOption.
 func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pglock: nil pool", distlock.ErrInvalidOption)
 	}
-	cfg := config{requestTimeout: DefaultRequestTimeout, lossGrace: DefaultLossGrace}
+	cfg := config{requestTimeout: DefaultRequestTimeout, lossGrace: DefaultLossGrace, pollInterval: DefaultPollInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -100,10 +118,26 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: pglock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
 	case cfg.lossGrace < 0 || cfg.lossGrace > distlock.MaxTTL:
 		return nil, fmt.Errorf("%w: pglock: loss grace %v is not in [0, %v]", distlock.ErrInvalidOption, cfg.lossGrace, distlock.MaxTTL)
+	case cfg.mode != SessionMode && cfg.mode != LeaseMode:
+		return nil, fmt.Errorf("%w: pglock: unknown mode %v", distlock.ErrInvalidOption, cfg.mode)
+	case cfg.pollInterval <= 0 || cfg.pollInterval > distlock.MaxTTL:
+		return nil, fmt.Errorf("%w: pglock: poll interval %v is not in (0, %v]", distlock.ErrInvalidOption, cfg.pollInterval, distlock.MaxTTL)
+	case cfg.listen != "" && cfg.mode != LeaseMode:
+		return nil, fmt.Errorf("%w: pglock: a listen connection is for LeaseMode only", distlock.ErrInvalidOption)
 	}
-	b := &Backend{pool: pool, cfg: cfg, leases: map[*lease]struct{}{}}
+	b := &Backend{pool: pool, cfg: cfg, leases: map[*lease]struct{}{}, rows: map[*rowLease]struct{}{}}
+	if cfg.listen != "" {
+		lc, err := pgx.ParseConfig(cfg.listen)
+		if err != nil {
+			return nil, fmt.Errorf("%w: pglock: listen connection: %w", distlock.ErrInvalidOption, backendurl.Scrub(err, cfg.listen))
+		}
+		b.listen = newListener(lc)
+	}
 	b.schema.init()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if b.listen != nil {
+		b.wg.Go(func() { b.listen.run(b.ctx, b.cfg.requestTimeout) })
+	}
 	return b, nil
 }
 
@@ -111,8 +145,10 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 
 // Close ends every Acquire in progress with ErrClosed and gives up every
-// lock the Backend holds by closing its connection (their holders are told
-// through OnLost, with an error matching distlock.ErrLockLost). It closes
+// lock the Backend holds, by closing its connection in SessionMode and by
+// releasing its row in LeaseMode (bounded by the request timeout; a row
+// not released expires); their holders are told through OnLost, with an
+// error matching distlock.ErrLockLost. It closes
 // the pool only if OpenURL opened it. Calling Close again does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
@@ -125,10 +161,21 @@ func (b *Backend) Close() error {
 	for l := range b.leases {
 		held = append(held, l)
 	}
+	rows := make([]*rowLease, 0, len(b.rows))
+	for l := range b.rows {
+		rows = append(rows, l)
+	}
 	b.mu.Unlock()
 	b.cancel()
 	for _, l := range held {
 		l.lose(ErrClosed)
+	}
+	if len(rows) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+		for _, l := range rows {
+			l.closeRow(ctx)
+		}
+		cancel()
 	}
 	b.wg.Wait()
 	if b.ownsPool {
@@ -138,6 +185,12 @@ func (b *Backend) Close() error {
 }
 
 // Acquire implements distlock.Backend.
+//
+// In LeaseMode the lock is the key's row of distlock_lease, granted for
+// opts.TTL (in whole milliseconds) from the server's now() by one
+// statement, and a waiting Acquire tries again when a release is notified,
+// when the current grant expires, or at the next poll (see
+// WithPollInterval); the rest of this comment is about SessionMode.
 //
 // The lock is pg_advisory_lock(hashtextextended(key, 0)) on a connection
 // taken from the pool and kept for the lock's life; a waiting Acquire waits
@@ -157,6 +210,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	}
 	if err := b.checkOpen(); err != nil {
 		return nil, err
+	}
+	if b.cfg.mode == LeaseMode {
+		return b.acquireRow(ctx, key, opts)
 	}
 	// actx ends with ctx or at Close.
 	actx, cancel := context.WithCancel(ctx)

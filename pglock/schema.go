@@ -10,12 +10,13 @@ import (
 )
 
 // Schema is the SQL that creates the package's tables and functions
-// (distlock_fence, distlock_resource, distlock_acquire, distlock_release,
-// distlock_admit). It
-// is idempotent. A Backend runs it on first use when they are missing;
-// Migrate runs it explicitly, and an operator can run it with psql instead
-// (it is the file schema.sql of this package), for example to let the
-// Backend's role use the objects without the right to create them.
+// (distlock_fence, distlock_resource, distlock_lease, distlock_acquire,
+// distlock_lease_acquire, distlock_lease_refresh, distlock_lease_release,
+// distlock_release, distlock_admit). It is idempotent. A Backend runs it on first use when
+// they are missing; Migrate runs it explicitly, and an operator can run it
+// with psql instead (it is the file schema.sql of this package), for
+// example to let the Backend's role use the objects without the right to
+// create them.
 //
 //go:embed schema.sql
 var Schema string
@@ -24,6 +25,10 @@ var Schema string
 // through the connection's search_path.
 const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
 	AND to_regclass('distlock_resource') IS NOT NULL
+	AND to_regclass('distlock_lease') IS NOT NULL
+	AND to_regprocedure('distlock_lease_acquire(text, text, text, bigint)') IS NOT NULL
+	AND to_regprocedure('distlock_lease_refresh(text, text, bigint)') IS NOT NULL
+	AND to_regprocedure('distlock_lease_release(text, text)') IS NOT NULL
 	AND to_regprocedure('distlock_acquire(text, boolean, text, interval)') IS NOT NULL
 	AND to_regprocedure('distlock_release(text, bigint, boolean)') IS NOT NULL
 	AND to_regprocedure('distlock_admit(text, bigint)') IS NOT NULL`
@@ -39,16 +44,20 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if pool == nil {
 		return fmt.Errorf("pglock: migrate: nil pool")
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return sortErr("connect", err)
-	}
-	defer conn.Release()
-	return migrate(ctx, conn.Conn())
+	return migrate(ctx, pool)
 }
 
-func migrate(ctx context.Context, conn *pgx.Conn) error {
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+// schemaDB is what checking and creating the schema needs: a pool, or a
+// connection of one. Both work through a pooler in transaction mode: the
+// check is one statement without a named prepared statement, and the
+// migration one transaction.
+type schemaDB interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+func migrate(ctx context.Context, db schemaDB) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, migrationLock); err != nil {
 			return err
 		}
@@ -74,8 +83,8 @@ func (s *schemaState) init() {
 	s.done = make(chan struct{})
 }
 
-// ensure makes sure the schema exists, using conn.
-func (s *schemaState) ensure(ctx context.Context, conn *pgxpool.Conn) error {
+// ensure makes sure the schema exists, using db.
+func (s *schemaState) ensure(ctx context.Context, db schemaDB) error {
 	select {
 	case <-s.done:
 		return nil
@@ -84,9 +93,9 @@ func (s *schemaState) ensure(ctx context.Context, conn *pgxpool.Conn) error {
 		return ctx.Err()
 	}
 	var ok bool
-	err := conn.QueryRow(ctx, schemaCheckSQL).Scan(&ok)
+	err := db.QueryRow(ctx, schemaCheckSQL, pgx.QueryExecModeExec).Scan(&ok)
 	if err == nil && !ok {
-		err = migrate(ctx, conn.Conn())
+		err = migrate(ctx, db)
 	} else if err != nil {
 		err = sortErr("check schema", err)
 	}

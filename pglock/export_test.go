@@ -1,0 +1,12 @@
+package pglock
+
+// ParseURL is OpenURL's parse step, which does no I/O, for the fuzz test.
+func ParseURL(raw string) error {
+	_, _, err := parseURL(raw)
+	return err
+}
+
+// LivePauses returns how many pauses of LeaseMode waiters have begun while
+// the listener was live: a waiter counted has tried, found the key held,
+// and waits for a notification.
+func (b *Backend) LivePauses() int64 { return b.livePauses.Load() }

@@ -1,0 +1,446 @@
+package pglock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/keyqueue"
+)
+
+// Mode is how a Backend holds its locks; see the package documentation
+// for which to use when.
+type Mode int
+
+const (
+	// SessionMode, the default, holds a lock as a session advisory lock on
+	// a pool connection kept for the lock's life. It needs direct sessions
+	// with the server (or a pooler in session mode).
+	SessionMode Mode = iota
+	// LeaseMode holds a lock as a row of the table distlock_lease with an
+	// expiry by the server's clock, which the Client's watchdog renews.
+	// Every call is one statement in its own transaction, so it works
+	// through a pooler in transaction mode (PgBouncer's pool_mode =
+	// transaction), and no connection is kept per lock.
+	LeaseMode
+)
+
+// String returns "session" or "lease", the names OpenURL's "mode" takes.
+func (m Mode) String() string {
+	switch m {
+	case SessionMode:
+		return "session"
+	case LeaseMode:
+		return "lease"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// DefaultPollInterval is the default of WithPollInterval.
+const DefaultPollInterval = 100 * time.Millisecond
+
+// listenPollFactor stretches the poll interval while a waiter is told of
+// releases by LISTEN: polls then only cover releases that sent no
+// notification (a row changed by hand).
+const listenPollFactor = 10
+
+// WithMode selects how the Backend holds its locks. Default: SessionMode.
+func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
+
+// WithListen gives a LeaseMode Backend a direct session with the server,
+// connString (a URL or libpq's keyword/value form, read by pgx), on which
+// it runs LISTEN so that a waiter is woken as soon as the key is released.
+// It must reach the same database as the pool, and not through a pooler in
+// transaction mode (which does not keep a LISTEN). The Backend keeps this
+// one connection open until Close, and reconnects when it breaks; until it
+// is back, waiters poll. Default: none, and waiters poll (see
+// WithPollInterval).
+func WithListen(connString string) Option { return func(c *config) { c.listen = connString } }
+
+// WithPollInterval sets how often a waiting Acquire of a LeaseMode Backend
+// tries again when nothing tells it of a release: every interval without
+// WithListen (or while its connection is down), every ten intervals with
+// it; each pause is drawn at random between half and one and a half times
+// that, so that waiters of several processes do not retry together. A
+// waiter also tries again when the current grant expires unless
+// refreshed, as the server reported it (plus a random tenth of the
+// interval at most). Default: DefaultPollInterval (100ms). It must be
+// positive.
+func WithPollInterval(d time.Duration) Option { return func(c *config) { c.pollInterval = d } }
+
+// The statements of lease-table mode. Each is one statement and one
+// transaction, sent without a named prepared statement
+// (pgx.QueryExecModeExec), so that a pooler in transaction mode may run
+// each on a different server connection.
+const (
+	// rowAcquireSQL grants the key's row or reports when its grant
+	// expires (see distlock_lease_acquire in schema.sql).
+	rowAcquireSQL = `SELECT granted, retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)`
+
+	// rowRefreshSQL extends the grant $2 of key $1 to $3 ms from the
+	// server's now(), if it has not expired.
+	rowRefreshSQL = `SELECT distlock_lease_refresh($1, $2, $3)`
+
+	// rowReleaseSQL frees the grant $2 of key $1 if it has not expired,
+	// and notifies the waiters (see distlock_lease_release in schema.sql).
+	rowReleaseSQL = `SELECT distlock_lease_release($1, $2)`
+
+	// rowListSQL lists the unexpired grants of keys starting with $1,
+	// with the key's latest token.
+	rowListSQL = `SELECT l.key, f.token, l.owner, l.granted_at, l.expires
+FROM distlock_lease l JOIN distlock_fence f ON f.key = l.key
+WHERE starts_with(l.key, $1) AND l.grant_id IS NOT NULL AND l.expires > now()
+ORDER BY l.key COLLATE "C"`
+)
+
+// leaseChannel is the LISTEN/NOTIFY channel of releases.
+const leaseChannel = "distlock_lease"
+
+// rowLease is one grant of lease-table mode: the key's row names grant.
+type rowLease struct {
+	b      *Backend
+	key    string
+	grant  string // the unguessable id every refresh and release names
+	token  uint64
+	onLost func(error)
+	turn   *keyqueue.Turn[struct{}] // the key's turn in the Backend, passed on when the grant ends or its validity does
+
+	// mu guards the fields below, and is held across each statement, so
+	// that a lease's Refresh and Release run one at a time.
+	mu       sync.Mutex
+	validity distlock.Validity
+	expiry   *time.Timer // passes the turn on at the local end of validity
+	end      error       // why the grant ended; nil while it may be held
+}
+
+var (
+	_ distlock.Lease = (*rowLease)(nil)
+	_ distlock.Lease = (*lease)(nil)
+)
+
+// ttlMillis is the TTL asked of the server, in whole milliseconds, and
+// the validity it gives: the TTL rounded down, or 1ms for less.
+func ttlMillis(ttl time.Duration) (int64, time.Duration) {
+	ms := max(1, ttl.Milliseconds())
+	return ms, time.Duration(ms) * time.Millisecond
+}
+
+// acquireRow is Acquire in lease-table mode.
+func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+	// actx ends with ctx or at Close.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.ctx, cancel)
+	defer stop()
+
+	var turn *keyqueue.Turn[struct{}]
+	if opts.Wait {
+		t, err := b.rowQueue.Wait(actx, key)
+		if err != nil {
+			return nil, b.endedErr(ctx)
+		}
+		turn = t
+	} else if t, ok := b.rowQueue.Try(key); ok {
+		turn = t
+	} else {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
+	}
+	l, err := b.grabRow(actx, key, opts)
+	if err != nil {
+		turn.Done()
+		if actx.Err() != nil {
+			return nil, b.endedErr(ctx)
+		}
+		return nil, err
+	}
+	l.turn = turn
+	if !b.registerRow(l) {
+		rctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+		l.releaseRow(rctx)
+		cancel()
+		turn.Done()
+		return nil, ErrClosed
+	}
+	return l, nil
+}
+
+// grabRow tries for key's row until it is granted, or once without
+// opts.Wait, pausing between tries until a release is notified, the
+// current grant expires or a poll is due.
+func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.AcquireOptions) (*rowLease, error) {
+	if err := b.schema.ensure(ctx, b.pool); err != nil {
+		return nil, err
+	}
+	ms, ttl := ttlMillis(opts.TTL)
+	grant := rand.Text()
+	for {
+		var sub *subscription
+		if opts.Wait && b.listen != nil {
+			sub = b.listen.subscribe(key)
+		}
+		sent := time.Now()
+		var token, retry pgtype.Int8
+		err := b.pool.QueryRow(ctx, rowAcquireSQL, pgx.QueryExecModeExec, key, grant, opts.Owner, ms).Scan(&token, &retry)
+		switch {
+		case err != nil:
+			sub.cancel()
+			// The grant may have been made and its reply lost: free it,
+			// or it stays until it expires.
+			b.background(func(ctx context.Context) {
+				_, _ = b.pool.Exec(ctx, rowReleaseSQL, pgx.QueryExecModeExec, key, grant)
+			})
+			return nil, sortErr("acquire", err)
+		case token.Valid && token.Int64 > 0:
+			sub.cancel()
+			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost,
+				validity: distlock.Validity{Sent: sent, TTL: ttl}}
+			return l, nil
+		case token.Valid:
+			sub.cancel()
+			return nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
+		case !opts.Wait:
+			return nil, fmt.Errorf("%w: pglock: %q is held", distlock.ErrNotAcquired, key)
+		}
+		err = b.pause(ctx, sub, time.Duration(retry.Int64)*time.Millisecond)
+		sub.cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// pause waits before a waiter's next try: for a notified release, a change
+// of the listener's state, the current grant's expiry (expires from now,
+// as the server reported it) or the next poll, whichever comes first.
+func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Duration) error {
+	poll := b.cfg.pollInterval
+	if sub.live() {
+		poll *= listenPollFactor
+		b.livePauses.Add(1)
+	}
+	d := poll/2 + mathrand.N(poll+1)
+	if e := expires + mathrand.N(b.cfg.pollInterval/10+1); e < d {
+		d = e
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-sub.notified():
+	case <-sub.changed():
+	case <-timer.C:
+	}
+	return nil
+}
+
+// background runs f in a goroutine that Close waits for, with a context
+// bounded by the request timeout, unless the Backend is closed.
+func (b *Backend) background(f func(ctx context.Context)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+// registerRow records a new lease-table grant and arms its expiry,
+// unless the Backend is closed.
+func (b *Backend) registerRow(l *rowLease) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.rows[l] = struct{}{}
+	l.mu.Lock()
+	l.expiry = time.AfterFunc(time.Until(l.validity.Sent.Add(l.validity.TTL)), l.turn.Done)
+	l.mu.Unlock()
+	return true
+}
+
+func (l *rowLease) Token() uint64 { return l.token }
+
+// Validity implements distlock.Lease: the TTL, in whole milliseconds, from
+// before the statement that granted or last refreshed it was sent. The
+// server's expiry is its own now() at that statement plus the TTL, which
+// is no earlier.
+func (l *rowLease) Validity() distlock.Validity {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validity
+}
+
+// Refresh implements distlock.Lease: one statement that extends the row to
+// ttl from the server's now() if it still names this grant and has not
+// expired. Otherwise the grant is over, and Refresh returns an error
+// matching distlock.ErrLockLost. A failure to reach the server changes
+// nothing here (the error matches distlock.ErrUnavailable): the Client's
+// deadline decides when the grant must be taken for lost.
+func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if err := checkRefresh(ctx, ttl); err != nil {
+		return distlock.Validity{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return distlock.Validity{}, l.end
+	}
+	ms, v := ttlMillis(ttl)
+	sent := time.Now()
+	var ok bool
+	if err := l.b.pool.QueryRow(ctx, rowRefreshSQL, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
+		return distlock.Validity{}, sortErr("refresh", err)
+	}
+	if !ok {
+		return distlock.Validity{}, l.endLocked(l.lostErr("it had expired, or was taken after it expired"))
+	}
+	l.validity = distlock.Validity{Sent: sent, TTL: v}
+	l.expiry.Reset(time.Until(sent.Add(v)))
+	return l.validity, nil
+}
+
+// Release implements distlock.Lease: one statement that frees the row if
+// it still names this grant and has not expired, and notifies the
+// waiters. If it had expired (taken by another or not) Release returns an
+// error matching distlock.ErrLockLost and changes nothing. If the server
+// cannot be reached the error matches distlock.ErrUnavailable, and the
+// grant is given up all the same: it ends when it expires.
+func (l *rowLease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return l.endedLocked()
+	}
+	released, err := l.releaseLocked(ctx)
+	switch {
+	case err != nil:
+		l.endLocked(l.lostErr("its release did not reach the server, and it ends when it expires"))
+		return sortErr("release", err)
+	case !released:
+		return l.endLocked(l.lostErr("it had expired, or was taken after it expired"))
+	}
+	l.endLocked(errReleased)
+	return nil
+}
+
+// errReleased is the end of a grant released by its holder.
+var errReleased = errors.New("pglock: released")
+
+func (l *rowLease) releaseLocked(ctx context.Context) (bool, error) {
+	var released bool
+	err := l.b.pool.QueryRow(ctx, rowReleaseSQL, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
+	return released, err
+}
+
+// releaseRow frees the row of a grant that was never handed out.
+func (l *rowLease) releaseRow(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.releaseLocked(ctx)
+}
+
+// checkRefresh checks the arguments of a Refresh.
+func checkRefresh(ctx context.Context, ttl time.Duration) error {
+	if err := backend.CheckTTL(ttl); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// lostErr is the error of a grant found to be over.
+func (l *rowLease) lostErr(why string) error {
+	return fmt.Errorf("%w: pglock: %q (token %d): %s", distlock.ErrLockLost, l.key, l.token, why)
+}
+
+// endLocked ends the grant with err, passes the key's turn on and returns
+// err.
+func (l *rowLease) endLocked(err error) error {
+	if l.end == nil {
+		l.end = err
+		if l.expiry != nil {
+			l.expiry.Stop()
+		}
+		l.b.forgetRow(l)
+		if l.turn != nil {
+			l.turn.Done()
+		}
+	}
+	return err
+}
+
+// endedLocked is the error of a call on a grant that has ended.
+func (l *rowLease) endedLocked() error {
+	if l.end == errReleased {
+		return fmt.Errorf("%w: pglock: %q (token %d) was released", distlock.ErrLockLost, l.key, l.token)
+	}
+	return l.end
+}
+
+// closeRow gives the grant up as the Backend closes, telling its holder.
+func (l *rowLease) closeRow(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return
+	}
+	_, _ = l.releaseLocked(ctx)
+	err := l.endLocked(l.lostErr("the Backend was closed"))
+	if l.onLost != nil {
+		l.onLost(err)
+	}
+}
+
+// forgetRow removes an ended lease-table grant.
+func (b *Backend) forgetRow(l *rowLease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.rows, l)
+}
+
+// listRows is List in lease-table mode.
+func (b *Backend) listRows(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	if err := b.schema.ensure(ctx, b.pool); err != nil {
+		return nil, err
+	}
+	rows, err := b.pool.Query(ctx, rowListSQL, pgx.QueryExecModeExec, prefix)
+	if err != nil {
+		return nil, sortErr("list", err)
+	}
+	defer rows.Close()
+	var hs []distlock.Holder
+	for rows.Next() {
+		var (
+			h     distlock.Holder
+			token int64
+		)
+		if err := rows.Scan(&h.Key, &token, &h.Owner, &h.Since, &h.Expires); err != nil {
+			return nil, sortErr("list", err)
+		}
+		h.Token = uint64(token)
+		hs = append(hs, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sortErr("list", err)
+	}
+	return hs, nil
+}
