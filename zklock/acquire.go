@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -68,9 +69,15 @@ func (a *acquire) data() []byte {
 	if a.opts.Owner != "" {
 		return []byte(a.opts.Owner)
 	}
-	h, _ := os.Hostname()
-	return []byte(h)
+	return []byte(hostname())
 }
+
+// hostname is the host's name, read once: it costs system calls, and
+// every acquire writes it.
+var hostname = sync.OnceValue(func() string {
+	h, _ := os.Hostname()
+	return h
+})
 
 // create creates our protected ephemeral sequential node, within the
 // request timeout. A create whose reply was lost is looked for by its
