@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -68,9 +69,15 @@ func (a *acquire) data() []byte {
 	if a.opts.Owner != "" {
 		return []byte(a.opts.Owner)
 	}
-	h, _ := os.Hostname()
-	return []byte(h)
+	return []byte(hostname())
 }
+
+// hostname is the host's name, read once: it costs system calls, and
+// every acquire writes it.
+var hostname = sync.OnceValue(func() string {
+	h, _ := os.Hostname()
+	return h
+})
 
 // create creates our protected ephemeral sequential node, within the
 // request timeout. A create whose reply was lost is looked for by its
@@ -109,8 +116,11 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 		}
 		return nil, b.sortErr(ctx, rctx, err)
 	}
+	b.created.expect(target)
+	defer b.created.forget(target)
 	for range maxCreates {
-		if _, err := b.currentSession(sctx); err != nil {
+		s, err := b.currentSession(sctx)
+		if err != nil {
 			return fail(err, false)
 		}
 		p, err := call(rctx, b, func() (string, error) {
@@ -139,6 +149,13 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			return n, nil
 		default:
 			return fail(err, false)
+		}
+		if n := a.known(s, p); n != nil {
+			if ctx.Err() != nil {
+				b.dropNode(n.path, n.sess)
+				return nil, backend.Canceled(ctx)
+			}
+			return n, nil
 		}
 		n, redo, err := a.adopt(rctx, p)
 		switch {
@@ -234,6 +251,21 @@ func (a *acquire) adopt(ctx context.Context, p string) (*node, bool, error) {
 	return nil, true, nil
 }
 
+// known returns our node at p, created in s, without reading it, when the
+// create's reply showed its czxid and s is still the current session. The
+// create was sent after s became current (the zk client starts a
+// session's connection only after reporting the session), so it ran in s
+// unless s ended meanwhile; sessions do not come back, so s current now
+// means current throughout, and s is the node's ephemeral owner. It
+// returns nil when that is not known: adopt reads the node.
+func (a *acquire) known(s *session, p string) *node {
+	czxid, ok := a.b.created.take(a.dir+"/"+nodePrefix(a.uuid), p)
+	if !ok || a.b.liveSession(s.id) != s {
+		return nil
+	}
+	return &node{path: p, name: p[len(a.dir)+1:], czxid: czxid, sess: s}
+}
+
 // deleteNode deletes p; a node already gone is no error.
 func (b *Backend) deleteNode(ctx context.Context, p string) error {
 	_, err := call(ctx, b, func() (struct{}, error) { return struct{}{}, b.conn.Delete(p, -1) }, nil)
@@ -295,6 +327,7 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 	failures := 0 // transient failures in a row
 	for {
 		rctx, cancel := b.request(wctx)
+		sent := time.Now()
 		children, err := call(rctx, b, func() ([]string, error) {
 			c, _, err := b.conn.Children(a.dir)
 			return c, err
@@ -315,7 +348,7 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		case i < 0:
 			return nil, a.vanished(n)
 		case i == 0:
-			return a.grant(ctx, n)
+			return a.grant(n, sent)
 		case !a.opts.Wait:
 			return nil, fmt.Errorf("%w: zklock: held", distlock.ErrNotAcquired)
 		}
@@ -395,25 +428,22 @@ func (a *acquire) vanished(n *node) error {
 	return fmt.Errorf("%w: %w: the waiting node %s was deleted", distlock.ErrUnavailable, ErrSessionLost, n.path)
 }
 
-// grant checks, before reporting the grant, that our node still belongs to
-// the current session: a node of a session that expired meanwhile would be
-// a lock held by nobody, and granted to the next in line.
-func (a *acquire) grant(ctx context.Context, n *node) (*lease, error) {
+// grant reports the grant once a listing sent at sent showed our node
+// first, after checking that the node's session, its ephemeral owner (read
+// from the node, or known from the create, see known), is still the
+// current one: a node of a session that ended meanwhile would be a lock
+// held by nobody, and granted to the next in line. The listing needs no
+// read of the node to follow it: our protected name is ours alone, and
+// with the session current since the node was created, the listing ran
+// in that session, on a server that still had the node, so the session
+// was alive when it was sent.
+func (a *acquire) grant(n *node, sent time.Time) (*lease, error) {
 	b := a.b
 	if b.beforeGrant != nil {
 		b.beforeGrant(n.path)
 	}
-	rctx, cancel := b.request(ctx)
-	defer cancel()
-	sent := time.Now()
-	st, err := call(rctx, b, func() (*zk.Stat, error) { return b.stat(n.path) }, nil)
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
+	if b.liveSession(n.sess.id) != n.sess {
 		return nil, a.vanished(n)
-	case err != nil:
-		return nil, b.sortErr(ctx, rctx, err)
-	case st.EphemeralOwner != n.sess.id || st.Czxid != n.czxid || b.liveSession(n.sess.id) == nil:
-		return nil, fmt.Errorf("%w: %w: node %s granted after its session ended", distlock.ErrUnavailable, ErrSessionLost, n.path)
 	}
 	l := &lease{
 		b: b, sess: n.sess, key: a.key, path: n.path,
@@ -424,10 +454,6 @@ func (a *acquire) grant(ctx context.Context, n *node) (*lease, error) {
 	}
 	if err := b.register(l); err != nil {
 		return nil, err
-	}
-	if !b.goTracked(l.watch) {
-		b.unregister(l)
-		return nil, ErrClosed
 	}
 	return l, nil
 }

@@ -18,9 +18,9 @@
 //
 // The Backend reports to distlock's Client confirmations timed from before
 // their request was sent: a grant's Validity is the session timeout the
-// ensemble granted, from the send time of the request that found our node
-// first and owned by the current session; a Refresh sends one read of the
-// node and reports the same from its send time. The ensemble cannot expire
+// ensemble granted, from the send time of the listing that found our node
+// first while the session that owns it was current; a Refresh sends one
+// read of the node and reports the same from its send time. The ensemble cannot expire
 // the session before that time plus the session timeout, since it heard
 // from the client after it. When the connection breaks (Curator's
 // SUSPENDED state), refreshes fail, and the Client cancels the lock's
@@ -37,12 +37,14 @@
 //
 // A lock is also lost, and its holder told through OnLost, as soon as the
 // Backend learns it: the ensemble reports the session expired (Curator's
-// LOST state), a new session begins, or the node is deleted (each held node
-// is watched). A session that ends loses all its locks; later acquires use
+// LOST state), a new session begins, or a Refresh finds the node deleted or
+// another's. A session that ends loses all its locks; later acquires use
 // the next session, which the zk client opens by itself. Before reporting a
 // grant the Backend checks that the node's ephemeral owner is the current
 // session, so that a node of a session that expired while the acquire
-// waited is never reported held. Likewise a create whose reply was lost is
+// waited is never reported held. The owner needs no read: the create was
+// sent while that session was current and answered while it still was,
+// and sessions never come back, so it ran in that session. Likewise a create whose reply was lost is
 // looked for by its node's protected name: only a node the current session
 // owns is taken for ours, and any other with that name (one of an earlier
 // session, which a server may still show) is deleted, and the create
@@ -54,9 +56,10 @@
 //   - Nothing stops a process that pauses for longer than its lock's
 //     usable validity from acting after the lock was lost: use the fence.
 //   - Clock rates that differ by more than the drift allowed for.
-//   - A node deleted by an operator ends the lock for this holder only when
-//     the watch on it fires, a round trip later; meanwhile the next in line
-//     may already hold it.
+//   - A node deleted by an operator ends the lock for this holder only at
+//     its next Refresh (the Client's renewals); meanwhile the next in line
+//     may already hold it. Held nodes are not watched, so that a lock costs
+//     the ensemble what Curator's does: a create, a listing and a delete.
 //   - A failed or cancelled acquire deletes the node it created, or may
 //     have created (a create whose reply was lost is found by its protected
 //     name), before returning, and a release deletes its node, unless
@@ -92,7 +95,9 @@
 // # Fencing
 //
 // A lock's token is the czxid of its node: the zxid of the transaction that
-// created it. Zxids number every change the ensemble makes, in one total
+// created it, which ZooKeeper puts in the header of the create's reply (the
+// Backend reads it there, as the reply goes by, and reads the node only
+// when it could not). Zxids number every change the ensemble makes, in one total
 // order, 64 bits wide (the leader's epoch, then a counter), and they
 // survive restarts and leader changes. A node is first in its lock's queue
 // only after every node created before it is gone, so each grant's token is
@@ -147,9 +152,8 @@
 //
 // # Goroutines
 //
-// A Backend runs the zk client's goroutines, one goroutine per held lock
-// (the watch on its node), one per request in flight (the zk client's calls
-// take no context), and one per node it is still deleting (see above);
-// Close stops them all. The Backend and its leases are safe for concurrent
-// use.
+// A Backend runs the zk client's goroutines, one goroutine per request in
+// flight (the zk client's calls take no context), and one per node it is
+// still deleting (see above); Close stops them all. The Backend and its
+// leases are safe for concurrent use.
 package zklock

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
@@ -25,14 +23,14 @@ func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 	ctx := testCtx(t)
 	key := "session/" + t.Name()
 	p := faultproxy.Start(t, z.Servers[0])
-	hb := newBackend(t, []string{p.Addr()})
-	holder := newClient(t, hb, distlock.WithTTL(sessionTimeout), distlock.WithSafetyMargin(sessionTimeout/10))
+	hb := newBackendTimeout(t, []string{p.Addr()}, shortSession)
+	holder := newClient(t, hb, distlock.WithTTL(shortSession), distlock.WithSafetyMargin(shortSession/10))
 	la, err := holder.Acquire(ctx, key)
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
 	lost := make(chan error, 1)
-	raw, err := hb.Acquire(ctx, key+"/raw", distlock.AcquireOptions{TTL: sessionTimeout, OnLost: func(err error) { lost <- err }})
+	raw, err := hb.Acquire(ctx, key+"/raw", distlock.AcquireOptions{TTL: shortSession, OnLost: func(err error) { lost <- err }})
 	if err != nil {
 		t.Fatalf("raw Acquire: %v", err)
 	}
@@ -82,7 +80,7 @@ func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the session's expiry was not reported through OnLost")
 	}
-	if _, err := raw.Refresh(ctx, sessionTimeout); !errors.Is(err, distlock.ErrLockLost) {
+	if _, err := raw.Refresh(ctx, shortSession); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Refresh after the expiry: %v, want ErrLockLost", err)
 	}
 	l2, err := holder.Acquire(ctx, key+"/next")
@@ -129,7 +127,7 @@ func TestWaiterSessionExpiry(t *testing.T) {
 		t.Fatalf("holder Acquire: %v", err)
 	}
 	p := faultproxy.Start(t, z.Servers[0])
-	wb := newBackend(t, []string{p.Addr()})
+	wb := newBackendTimeout(t, []string{p.Addr()}, shortSession)
 	done := make(chan error, 1)
 	go func() {
 		l, err := wb.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
@@ -139,7 +137,7 @@ func TestWaiterSessionExpiry(t *testing.T) {
 		done <- err
 	}()
 	waitNodes(t, admin, key, 2)
-	waitWatches(t, z, 2) // the holder's on its node, the waiter's on the holder's
+	waitWatches(t, z, 1) // the waiter's on the holder's node
 	p.Blackhole()
 	if err := hl.Release(ctx); err != nil {
 		t.Fatalf("holder Release: %v", err)
@@ -157,11 +155,12 @@ func TestWaiterSessionExpiry(t *testing.T) {
 }
 
 // Before reporting a grant, the Backend checks that the node the listing
-// showed first is the one it created, owned by its session: a session that
-// ended while the acquire waited leaves the path to a node that is not ours
-// (here the node is replaced, between that listing and the check, by one of
-// another session at the same path). The acquire fails with ErrSessionLost,
-// and is never granted a lock whose node another session owns.
+// showed first is owned by its current session: a session that ended
+// between the listing and the grant (here the waiter is cut off, between
+// them, until the ensemble expires its session and deletes the node, then
+// reconnects with a new session) leaves a node that holds nothing. The
+// acquire fails with ErrSessionLost, and is never granted a lock whose
+// node is gone or another session's.
 func TestGrantChecksTheNodeIsOurs(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	admin := adminConn(t, z.Servers)
@@ -171,25 +170,42 @@ func TestGrantChecksTheNodeIsOurs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
-	b := newBackend(t, z.Servers)
-	var replaced atomic.Bool
+	p := faultproxy.Start(t, z.Servers[0])
+	b := newBackendTimeout(t, []string{p.Addr()}, shortSession)
+	var expired atomic.Bool
 	b.SetBeforeGrant(func(node string) {
-		if replaced.Swap(true) {
+		if expired.Swap(true) {
 			return
 		}
-		if err := admin.Delete(node, -1); err != nil {
-			t.Errorf("delete %s: %v", node, err)
-			return
+		sid := b.Conn().SessionID()
+		p.Blackhole()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ok, _, err := admin.Exists(node)
+			if err == nil && !ok {
+				break // the ensemble expired the session
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s still there a minute after its session was cut off", node)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if _, err := admin.Create(node, []byte("another session"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Errorf("create %s: %v", node, err)
+		p.Heal()
+		// The zk client reports the expiry before it has a new session id.
+		for id := b.Conn().SessionID(); id == sid || id == 0; id = b.Conn().SessionID() {
+			if time.Now().After(deadline) {
+				t.Errorf("no new session after the expiry of %#x", sid)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	done := make(chan error, 1)
 	go func() {
 		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
-			err = fmt.Errorf("granted with the node %s, owned by another session", l.(interface{ Path() string }).Path())
+			err = fmt.Errorf("granted with the node %s of an expired session", l.(interface{ Path() string }).Path())
 			l.Release(ctx)
 		}
 		done <- err
@@ -203,10 +219,10 @@ func TestGrantChecksTheNodeIsOurs(t *testing.T) {
 		if !errors.Is(err, distlock.ErrUnavailable) || !errors.Is(err, zklock.ErrSessionLost) {
 			t.Fatalf("Acquire: %v, want ErrUnavailable and ErrSessionLost", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the acquire did not return")
 	}
-	if !replaced.Load() {
+	if !expired.Load() {
 		t.Fatal("the grant was not checked")
 	}
 }

@@ -105,6 +105,7 @@ type Backend struct {
 	handshake    atomic.Pointer[handshake] // the latest connect reply
 	noContainers atomic.Bool               // the ensemble refused a container node
 	watchEvents  atomic.Int64              // node watch events the session received
+	created      created                   // czxids of our creates, from their replies
 
 	// Set by tests only, before the first Acquire: beforeWatch runs between
 	// a waiter's listing and its watch on pred, beforeGrant between the

@@ -17,9 +17,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// sessionTimeout is the session timeout of the tests' Backends: short, so
-// that expiries take little time (the test servers' tick is 200ms).
-const sessionTimeout = 2 * time.Second
+// The session timeouts of the tests' Backends. sessionTimeout, long, is
+// for tests that need no expiry: a loaded machine then does not lose a
+// lock to a refresh that came late. shortSession is for the Backends whose
+// session a test makes expire, so that expiries take little time (the test
+// servers' tick is 200ms); conformanceSession for the suite, whose lapses
+// and partitions wait for a few session timeouts.
+const (
+	sessionTimeout     = 15 * time.Second
+	shortSession       = 2 * time.Second
+	conformanceSession = 5 * time.Second
+)
 
 // newBackend returns a Backend on servers, closed when the test ends.
 func newBackend(t testing.TB, servers []string, opts ...zklock.Option) *zklock.Backend {
@@ -81,13 +89,13 @@ func TestConformance(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	admin := adminConn(t, z.Servers)
 	distlocktest.Run(t,
-		func(t *testing.T) distlock.Backend { return newBackend(t, z.Servers) },
-		distlocktest.WithTTL(sessionTimeout),
+		func(t *testing.T) distlock.Backend { return newBackendTimeout(t, z.Servers, conformanceSession) },
+		distlocktest.WithTTL(conformanceSession),
 		distlocktest.WithRevoke(func(t *testing.T, key string) { deleteHolder(t, admin, key) }),
 		distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
 			// Nothing listens on the port: the zk client fails queued
 			// requests with ErrNoServer once it has tried every address.
-			return newBackend(t, []string{"127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))}, zklock.WithRequestTimeout(time.Second))
+			return newBackendTimeout(t, []string{"127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))}, conformanceSession, zklock.WithRequestTimeout(time.Second))
 		}),
 	)
 }

@@ -1,0 +1,285 @@
+package zklock_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/zklock"
+)
+
+// ZooKeeper's opcodes of the requests a lock cycle may send.
+var opNames = map[int32]string{
+	1: "create", 2: "delete", 3: "exists", 4: "getData", 5: "setData",
+	8: "getChildren", 9: "sync", 11: "ping", 12: "getChildren2", 14: "multi",
+	19: "createContainer", 100: "auth", 101: "setWatches",
+}
+
+// countingProxy forwards connections to a ZooKeeper server and counts the
+// requests that clients send through it, by opcode, from their frames on
+// the wire (a count of what the server is asked, independent of the
+// client).
+type countingProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	counts map[int32]int
+	conns  []net.Conn
+}
+
+func startCountingProxy(t testing.TB, target string) *countingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{ln: ln, target: target, counts: map[int32]int{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *countingProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() {
+			defer p.wg.Done()
+			io.Copy(c, s)
+			c.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			p.count(c, s)
+			s.Close()
+		}()
+	}
+}
+
+// count forwards the frames from client to server, counting the opcodes
+// of all but the first (the connect request, which has no header).
+func (p *countingProxy) count(c, s net.Conn) {
+	var size [4]byte
+	for first := true; ; first = false {
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(c, body); err != nil {
+			return
+		}
+		if !first && len(body) >= 8 {
+			p.mu.Lock()
+			p.counts[int32(binary.BigEndian.Uint32(body[4:]))]++
+			p.mu.Unlock()
+		}
+		if _, err := s.Write(append(size[:], body...)); err != nil {
+			return
+		}
+	}
+}
+
+// take returns the requests counted since the last take, pings left out
+// (the zk client sends them on a timer).
+func (p *countingProxy) take() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for op, n := range p.counts {
+		if op == 11 {
+			continue
+		}
+		name := opNames[op]
+		if name == "" {
+			name = fmt.Sprint(op)
+		}
+		out[name] += n
+	}
+	clear(p.counts)
+	return out
+}
+
+func (p *countingProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func showCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// makeLockPath creates key's lock path as persistent nodes, so that the
+// ensemble never reaps it between cycles (a reaped path costs an acquire
+// its parents' creates, which this count is not about).
+func makeLockPath(t testing.TB, admin *zk.Conn, key string) {
+	t.Helper()
+	dir := zklock.LockPath(zklock.DefaultPrefix, key)
+	parts := strings.Split(dir[1:], "/")
+	for i := range parts {
+		p := "/" + strings.Join(parts[:i+1], "/")
+		if _, err := admin.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+}
+
+// An uncontended acquire and release ask the server three things: the
+// create of our node (whose reply gives its czxid, the token, and shows
+// it in the current session), one listing (which shows it first) and the
+// delete; a hand-off costs the waiter two listings and one watch more.
+// Counted on the wire, so that a read added to the grant or the hold
+// shows here.
+func TestRequestsPerCycle(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "requests/" + t.Name()
+	makeLockPath(t, admin, key)
+	p := startCountingProxy(t, z.Servers[0])
+	b := newBackend(t, []string{p.addr()})
+	cycle := func(wait bool) distlock.Lease {
+		t.Helper()
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: wait})
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		return l
+	}
+	// The session, and its authentication and watches, before counting.
+	if err := cycle(true).Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.take()
+
+	const cycles = 20
+	for i := range cycles {
+		l := cycle(i%2 == 0) // a blocking acquire and a try cost the same
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	got := p.take()
+	want := map[string]int{"create": cycles, "getChildren2": cycles, "delete": cycles}
+	if !maps.Equal(got, want) {
+		t.Errorf("%d uncontended cycles sent %s; want %s (3 a cycle)", cycles, showCounts(got), showCounts(want))
+	}
+
+	// A hand-off: the waiter (through the proxy) lists, watches the
+	// holder's node, is woken by its release, lists again and is granted.
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	granted := make(chan distlock.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiter Acquire: %v", err)
+		}
+		granted <- l
+	}()
+	waitWatches(t, z, 1)
+	if err := hl.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	l := <-granted
+	if l == nil {
+		return
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("waiter Release: %v", err)
+	}
+	got = p.take()
+	want = map[string]int{"create": 1, "getChildren2": 2, "getData": 1, "delete": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("a hand-off sent %s from the waiter; want %s", showCounts(got), showCounts(want))
+	}
+}
+
+// The token read from the create's reply is the node's czxid, with other
+// sessions writing to the ensemble meanwhile (their transactions take the
+// zxids around ours).
+func TestTokenIsCzxidUnderWrites(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	writer := adminConn(t, z.Servers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Bounded: it ends with the test, or after 100,000 writes.
+		for i := 0; i < 100000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := writer.Create("/writes-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+			if err != nil {
+				return
+			}
+			writer.Delete(p, -1)
+		}
+	}()
+	defer wg.Wait()
+	defer close(stop)
+	b := newBackend(t, z.Servers)
+	for i := range 40 {
+		key := fmt.Sprintf("token/%d", i%4)
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		path := l.(interface{ Path() string }).Path()
+		_, st, err := admin.Exists(path)
+		if err != nil {
+			t.Fatalf("exists %s: %v", path, err)
+		}
+		if uint64(st.Czxid) != l.Token() || st.EphemeralOwner != b.Conn().SessionID() {
+			t.Errorf("node %s: czxid %d, owner %#x; the lease's token %d, session %#x", path, st.Czxid, st.EphemeralOwner, l.Token(), b.Conn().SessionID())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+}
