@@ -313,54 +313,25 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 
 	// The wait is this package's own (session.lock), not Mutex.Lock, whose
 	// watch etcd serves late (see the package documentation). It runs in
-	// its own goroutine so that the caller can leave at its context's end
-	// while the clean-up of a failed wait goes on, bounded by the request
-	// timeout.
-	type result struct {
-		l   *lease
-		err error
-	}
-	done := make(chan result, 1)
+	// the caller's goroutine: it returns at the caller's context's end, and
+	// finish's clean-up of a failed wait is bounded by the request timeout
+	// (a goroutine goes on with it after that).
 	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	// A waiter whose session ends stops waiting: its key is gone with the
 	// lease, and the lock must never be reported to it.
 	stop := context.AfterFunc(s.cs.Ctx(), func() { cancel(ErrSessionLost) })
-	started := b.goTracked(func() {
-		defer cancel(nil)
-		defer stop()
-		rev, err := s.lock(lctx, name)
-		if err != nil {
-			err = b.lockErr(ctx, s, err)
-		}
-		l, err := b.finish(lctx, t, s, key, name, rev, opts, err)
-		done <- result{l, err}
-	})
-	if !started {
-		stop()
-		cancel(nil)
-		t.Done()
-		return nil, ErrClosed
+	defer stop()
+	rev, err := s.lock(lctx, name)
+	if err != nil {
+		err = b.lockErr(ctx, s, err)
 	}
-	select {
-	case r := <-done:
-		return r.l, r.err
-	case <-ctx.Done():
-	}
-	// The caller gave up. Wait a bounded time for the attempt to delete its
-	// key, so that nothing of it outlives this call while etcd answers.
-	timer := time.NewTimer(b.cfg.requestTimeout)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		if r.err == nil {
-			b.releaseUnwanted(r.l)
-		}
-	case <-timer.C:
-		b.goTracked(func() {
-			if r := <-done; r.err == nil {
-				b.releaseUnwanted(r.l)
-			}
-		})
+	l, err := b.finish(lctx, t, s, key, name, rev, opts, err)
+	switch {
+	case ctx.Err() == nil:
+		return l, err
+	case err == nil:
+		b.releaseUnwanted(l) // granted as the caller gave up
 	}
 	return nil, backend.Canceled(ctx)
 }
