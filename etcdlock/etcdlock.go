@@ -252,6 +252,12 @@ func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, 
 		}
 		return t, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, backend.Canceled(ctx)
+	}
+	if t, ok := b.queue.Try(name); ok {
+		return t, nil // nobody has it or waits for it here
+	}
 	// Close ends the wait too.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
