@@ -259,6 +259,7 @@ var Subjects = []Subject{
 			return b, func() error { return errors.Join(b.Close(), cli.Close()) }, nil
 		},
 	},
+	fileFloor, fileTokenFloor, distlockFile, // subjects_file.go
 	{
 		ID: "memlock-backend", Name: "memlock.Backend alone (no Client)", Service: SvcInProcess, Kind: KindFloor,
 		Settings: "diagnostic: the in-process reference backend, Backend.Acquire and Lease.Release; no network, so the row below minus this one is the Client's own cost",

@@ -60,9 +60,10 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.req
 // global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
 
-// Backend is a distlock.Backend over etcd, built on the Session and Mutex of
-// go.etcd.io/etcd/client/v3/concurrency. See the package documentation for
-// its safety model and key layout. It is safe for concurrent use.
+// Backend is a distlock.Backend over etcd, built on the Session and the
+// Mutex recipe of go.etcd.io/etcd/client/v3/concurrency. See the package
+// documentation for its safety model, key layout and way of waiting. It is
+// safe for concurrent use.
 //
 // A Backend keeps one session (one etcd lease and its keep-alive) per
 // distinct TTL, in whole seconds, and owner that it is asked for, shared by
@@ -251,6 +252,12 @@ func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, 
 		}
 		return t, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, backend.Canceled(ctx)
+	}
+	if t, ok := b.queue.Try(name); ok {
+		return t, nil // nobody has it or waits for it here
+	}
 	// Close ends the wait too.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -295,84 +302,52 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 		}
 		return nil, err
 	}
-	m := concurrency.NewMutex(s.cs, name)
 	if !opts.Wait {
+		m := concurrency.NewMutex(s.cs, name)
 		rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
 		err := m.TryLock(rctx)
 		if err != nil && !errors.Is(err, concurrency.ErrLocked) {
 			err = b.sortErr(ctx, rctx, err)
 		}
 		cancel()
-		return b.finish(ctx, t, s, m, key, name, opts, err)
+		rev := ownerRevision(m)
+		if m.Key() != s.keyOf(name) {
+			rev = 0 // the Txn's answer never came
+		}
+		return b.finish(ctx, t, s, key, name, rev, opts, err)
 	}
 
-	// Hand-offs have a latency tail from etcd: Mutex.Lock reads the key
-	// before its own, then opens its watch at the revision of that read
-	// (waitDelete). etcd serves a watch that starts at or before its
-	// current revision from its "unsynced" watcher group, which a server
-	// loop catches up every 100ms, so a predecessor that releases before
-	// the catch-up is seen up to 100ms late. The concurrency package offers
-	// no way to open the watch after the read's revision, and this package
-	// does not re-implement the Mutex.
-	//
-	// Lock runs in its own goroutine: when it fails it deletes its key
-	// with its client's context, without a deadline, which would hold the
-	// caller past its own context while etcd is unreachable.
-	type result struct {
-		l   *lease
-		err error
-	}
-	done := make(chan result, 1)
+	// The wait is this package's own (session.lock), not Mutex.Lock, whose
+	// watch etcd serves late (see the package documentation). It runs in
+	// the caller's goroutine: it returns at the caller's context's end, and
+	// finish's clean-up of a failed wait is bounded by the request timeout
+	// (a goroutine goes on with it after that).
 	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	// A waiter whose session ends stops waiting: its key is gone with the
 	// lease, and the lock must never be reported to it.
 	stop := context.AfterFunc(s.cs.Ctx(), func() { cancel(ErrSessionLost) })
-	started := b.goTracked(func() {
-		defer cancel(nil)
-		defer stop()
-		err := m.Lock(lctx)
-		if err != nil {
-			err = b.lockErr(ctx, s, err)
-		}
-		l, err := b.finish(lctx, t, s, m, key, name, opts, err)
-		done <- result{l, err}
-	})
-	if !started {
-		stop()
-		cancel(nil)
-		t.Done()
-		return nil, ErrClosed
+	defer stop()
+	rev, err := s.lock(lctx, name)
+	if err != nil {
+		err = b.lockErr(ctx, s, err)
 	}
-	select {
-	case r := <-done:
-		return r.l, r.err
-	case <-ctx.Done():
-	}
-	// The caller gave up. Wait a bounded time for the attempt to delete its
-	// key, so that nothing of it outlives this call while etcd answers.
-	timer := time.NewTimer(b.cfg.requestTimeout)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		if r.err == nil {
-			b.releaseUnwanted(r.l)
-		}
-	case <-timer.C:
-		b.goTracked(func() {
-			if r := <-done; r.err == nil {
-				b.releaseUnwanted(r.l)
-			}
-		})
+	l, err := b.finish(lctx, t, s, key, name, rev, opts, err)
+	switch {
+	case ctx.Err() == nil:
+		return l, err
+	case err == nil:
+		b.releaseUnwanted(l) // granted as the caller gave up
 	}
 	return nil, backend.Canceled(ctx)
 }
 
-// lockErr sorts an error of Mutex.Lock.
+// lockErr sorts an error of session.lock.
 func (b *Backend) lockErr(ctx context.Context, s *session, err error) error {
 	switch {
 	case s.lostErr() != nil || s.over():
 		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, ErrSessionLost)
-	case errors.Is(err, concurrency.ErrSessionExpired):
+	case errors.Is(err, errKeyVanished):
 		return fmt.Errorf("%w: %w: the waiting key vanished (lease expired or key deleted)", distlock.ErrUnavailable, ErrSessionLost)
 	}
 	return b.sortErr(ctx, nil, err)
@@ -385,11 +360,13 @@ func (b *Backend) releaseUnwanted(l *lease) {
 	_ = l.Release(ctx)
 }
 
-// finish completes an acquire after the Mutex answered: it checks that the
+// finish completes an acquire after the try or the wait answered, with the
+// create revision of our key under name (0 if unknown): it checks that the
 // session still lives and that its lease was confirmed recently enough to
 // be usable, and registers the lease. On any failure it deletes our key and
 // passes the turn on.
-func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrency.Mutex, key, name string, opts distlock.AcquireOptions, lockErr error) (*lease, error) {
+func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name string, rev int64, opts distlock.AcquireOptions, lockErr error) (*lease, error) {
+	etcdKey := s.keyOf(name)
 	if lockErr != nil {
 		if errors.Is(lockErr, concurrency.ErrLocked) {
 			t.Done() // TryLock deleted its key
@@ -398,11 +375,7 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrenc
 		// The key may exist: the Txn that creates it may have taken
 		// effect without its reply reaching us. Its create revision is
 		// known if the reply came.
-		key, rev := s.keyOf(name), ownerRevision(m)
-		if m.Key() != key {
-			rev = 0
-		}
-		b.cleanup(t, s, key, rev)
+		b.cleanup(t, s, etcdKey, rev)
 		if err := b.checkOpen(); err != nil {
 			return nil, err
 		}
@@ -419,13 +392,14 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, m *concurrenc
 		return nil, lockErr
 	}
 	l := &lease{
-		b: b, s: s, key: key, etcdKey: m.Key(),
-		token:  uint64(ownerRevision(m)),
+		b: b, s: s, key: key, etcdKey: etcdKey,
+		token:  uint64(rev),
 		onLost: opts.OnLost,
 	}
 	l.turn.Store(t)
-	// The issue of a Mutex reporting success on a session that already
-	// ended: whatever Lock said, the session must be live now, and its
+	// A wait can end in success on a session that already ended (its
+	// key's read came before etcd expired the lease): whatever the try or
+	// the wait said, the session must be live now, and its
 	// lease confirmed recently enough for the Client to use the grant.
 	v, err := s.confirm(ctx, time.Now().Add(-s.freshFor()))
 	if err == nil {

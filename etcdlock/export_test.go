@@ -83,23 +83,24 @@ func ParseURL(raw string) (ParsedURL, error) {
 	return ParsedURL{u.endpoints, u.prefix, u.user, u.password, u.tls != nil, u.dialTimeout, u.requestTimeout}, nil
 }
 
-// TryFault loses the reply of a chosen Txn of the Backend's Mutexes: the
-// Txn that creates a lock key (the try of TryLock, and the one Lock makes
-// before it waits) takes effect in etcd, and the acquire sees an error, as
-// when the connection breaks while the reply is on its way.
+// TryFault loses the reply of a chosen Txn that the Backend sends through
+// its view of the client: the Txn that creates a lock key (the try of
+// Mutex.TryLock, and the one a blocking acquire makes before it waits)
+// takes effect in etcd, and the acquire sees an error, as when the
+// connection breaks while the reply is on its way.
 type TryFault struct {
 	next atomic.Pointer[func()]
 }
 
-// InterceptTries puts a TryFault on b's Mutexes. Call it before b's first
-// acquire.
+// InterceptTries puts a TryFault on b's view of its client. Call it before
+// b's first acquire.
 func InterceptTries(b *Backend) *TryFault {
 	f := &TryFault{}
 	b.view.KV = &faultyKV{KV: b.view.KV, f: f}
 	return f
 }
 
-// LoseNextReply makes the next Mutex Txn take effect, then run fault (to cut
+// LoseNextReply makes the next such Txn take effect, then run fault (to cut
 // the network before the acquire cleans up), then fail.
 func (f *TryFault) LoseNextReply(fault func()) { f.next.Store(&fault) }
 
@@ -136,3 +137,55 @@ func (t *faultyTxn) Commit() (*clientv3.TxnResponse, error) {
 // Waiting returns the number of acquirers of key waiting for its turn,
 // besides the one that has it.
 func Waiting(b *Backend, key string) int { return b.queue.Waiting(LockName(b.cfg.prefix, key)) }
+
+// WatchLog records the start revisions of the watches a Backend opens
+// through its view of the client.
+type WatchLog struct {
+	revs   chan int64
+	before atomic.Pointer[func()]
+}
+
+// BeforeEach makes f run before each watch is opened, after its start
+// revision was recorded.
+func (w *WatchLog) BeforeEach(f func()) { w.before.Store(&f) }
+
+// InterceptWatches puts a WatchLog on b's view of its client. Call it
+// before b's first acquire.
+func InterceptWatches(b *Backend) *WatchLog {
+	w := &WatchLog{revs: make(chan int64, 64)}
+	b.view.Watcher = &loggedWatcher{Watcher: b.view.Watcher, log: w}
+	return w
+}
+
+// Next returns the start revision of the next watch opened (0: from the
+// current revision), or false if none is opened before ctx ends.
+func (w *WatchLog) Next(ctx context.Context) (int64, bool) {
+	select {
+	case rev := <-w.revs:
+		return rev, true
+	case <-ctx.Done():
+		return 0, false
+	}
+}
+
+// Pending returns the number of watches opened that Next has not returned.
+func (w *WatchLog) Pending() int { return len(w.revs) }
+
+type loggedWatcher struct {
+	clientv3.Watcher
+	log *WatchLog
+}
+
+func (w *loggedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	select {
+	case w.log.revs <- clientv3.OpGet(key, opts...).Rev():
+	default:
+	}
+	if f := w.log.before.Load(); f != nil {
+		(*f)()
+	}
+	return w.Watcher.Watch(ctx, key, opts...)
+}
+
+// MaxResyncs is maxResyncs, for tests.
+const MaxResyncs = maxResyncs

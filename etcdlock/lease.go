@@ -86,10 +86,33 @@ func (l *lease) Release(ctx context.Context) error {
 	b := l.b
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
 	defer cancel()
-	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.etcdKey), "=", int64(l.token))).
-		Then(clientv3.OpDelete(l.etcdKey)).
-		Commit()
+	// Only this lease's session writes keys at its path, and only while it
+	// holds the name's turn in this Backend. While the lease holds the turn,
+	// the key there is this grant's, and a plain delete is safe: etcd
+	// applies it for less than a transaction that compares first (in etcd
+	// 3.4 a transaction with writes also opens a read view, which copies the
+	// pending writes). Taking the turn before the delete keeps a loss
+	// reported meanwhile from passing it on while the delete is in flight.
+	// Without the turn (a clean-up of an earlier attempt has or had it),
+	// the delete compares the create revision.
+	t := b.takeOverTurn(l)
+	var gone bool // the key was this grant's, and is deleted
+	var err error
+	if t != nil {
+		var resp *clientv3.DeleteResponse
+		if resp, err = b.cli.Delete(rctx, l.etcdKey); err == nil {
+			gone = resp.Deleted == 1
+		}
+	} else {
+		var resp *clientv3.TxnResponse
+		resp, err = b.cli.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(l.etcdKey), "=", int64(l.token))).
+			Then(clientv3.OpDelete(l.etcdKey)).
+			Commit()
+		if err == nil {
+			gone = resp.Succeeded
+		}
+	}
 	if err != nil {
 		// The delete may or may not have happened. Delete the key in the
 		// background, holding the turn, so that it does not linger, kept
@@ -99,7 +122,7 @@ func (l *lease) Release(ctx context.Context) error {
 			l.state = releaseUnknown
 		}
 		l.mu.Unlock()
-		if t := b.takeOverTurn(l); t != nil {
+		if t != nil {
 			b.dropKey(t, l.s, l.etcdKey, int64(l.token), func() { l.s.remove(l) })
 		}
 		return b.sortErr(ctx, rctx, err)
@@ -109,9 +132,11 @@ func (l *lease) Release(ctx context.Context) error {
 	l.state = ended
 	l.mu.Unlock()
 	l.s.remove(l)
-	b.endTurn(l)
+	if t != nil {
+		t.Done()
+	}
 	switch {
-	case resp.Succeeded:
+	case gone:
 		return nil
 	case prev == releaseUnknown && l.s.lostErr() == nil:
 		return nil // the earlier attempt did delete it

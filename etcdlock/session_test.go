@@ -470,6 +470,38 @@ func TestRefreshNoticesDeletedKey(t *testing.T) {
 	}
 }
 
+// A release whose key someone else deleted says the lock was lost, and
+// leaves the key created afterwards by the next holder (another Backend).
+func TestReleaseOfDeletedKeyIsLost(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	ctx := testCtx(t)
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, e.Endpoints))
+	opts := distlock.AcquireOptions{TTL: 3 * time.Second, Wait: true}
+	la, err := ba.Acquire(ctx, "deleted-release", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := etcdlock.LockName(etcdlock.DefaultPrefix, "deleted-release")
+	if _, err := admin.Delete(ctx, name+"/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := bb.Acquire(ctx, "deleted-release", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release after the key was deleted: %v, want ErrLockLost", err)
+	}
+	if kvs := keysUnder(t, admin, name); len(kvs) != 1 || uint64(kvs[0].CreateRevision) != lb.Token() {
+		t.Errorf("after A's release, %q has keys %v, want B's alone (token %d)", name, kvs, lb.Token())
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
 // Bad input gets a clear error, and a closed Backend refuses work.
 func TestBadInput(t *testing.T) {
 	e := testserver.StartEtcd(t)

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"os"
@@ -41,12 +40,28 @@ const (
 	slotMagic = "dlt1"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// crc32c is the CRC-32C (Castagnoli) of b, as crc32.Checksum with the
+// Castagnoli table computes it, bit by bit. A slot's 8 bytes take
+// nanoseconds this way, whereas crc32.MakeTable(crc32.Castagnoli) fills
+// tables over 1.5 MB of input on CPUs with SSE4.2: a fifth of a
+// millisecond at the start of every program that links this package (the
+// distlock command and its supervisor).
+func crc32c(b []byte) uint32 {
+	const poly = 0x82f63b78 // crc32.Castagnoli, reversed
+	c := ^uint32(0)
+	for _, x := range b {
+		c ^= uint32(x)
+		for range 8 {
+			c = c>>1 ^ poly&-(c&1)
+		}
+	}
+	return ^c
+}
 
 func encodeSlot(n uint64) []byte {
 	b := make([]byte, slotSize)
 	binary.BigEndian.PutUint64(b, n)
-	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[:8], castagnoli))
+	binary.BigEndian.PutUint32(b[8:], crc32c(b[:8]))
 	copy(b[12:], slotMagic)
 	return b
 }
@@ -61,7 +76,7 @@ func decodeSlot(b []byte) (n uint64, valid, zero bool) {
 			break
 		}
 	}
-	if string(b[12:]) != slotMagic || binary.BigEndian.Uint32(b[8:]) != crc32.Checksum(b[:8], castagnoli) {
+	if string(b[12:]) != slotMagic || binary.BigEndian.Uint32(b[8:]) != crc32c(b[:8]) {
 		return 0, false, zero
 	}
 	return binary.BigEndian.Uint64(b), true, zero

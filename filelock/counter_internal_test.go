@@ -3,6 +3,7 @@
 package filelock
 
 import (
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -137,5 +138,21 @@ func TestCounterOldFileAndEdges(t *testing.T) {
 	}
 	if a, b, _ := Slots(f.Name()); a != math.MaxUint64-1 || b != math.MaxUint64 {
 		t.Errorf("slots after exhaustion %d %d", a, b)
+	}
+}
+
+// The slots' checksum is CRC-32C as hash/crc32 computes it, so that lock
+// files written by earlier versions (which used hash/crc32) stay valid.
+func TestCRC32CMatchesHashCRC32(t *testing.T) {
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 64 {
+		b := make([]byte, n%17)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		if got, want := crc32c(b), crc32.Checksum(b, tab); got != want {
+			t.Fatalf("crc32c(%x) = %08x, want %08x", b, got, want)
+		}
 	}
 }
