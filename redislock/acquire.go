@@ -67,14 +67,14 @@ type attempt struct {
 	b      *Backend
 	k      lockKeys
 	secret string // the grant's owner value, unguessable
-	waiter string // fair mode: the waiter's id in the queue
+	waiter string // the waiter's id in the queue ("" with WithUnordered)
 	opts   distlock.AcquireOptions
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
 	a := &attempt{b: b, k: b.keysFor(key), secret: rand.Text(), opts: opts}
-	if b.cfg.fair {
-		a.waiter = rand.Text()
+	if !b.cfg.unordered {
+		a.waiter = b.id + ":" + rand.Text()
 	}
 	return a
 }
@@ -85,8 +85,8 @@ type refusal struct {
 	retryIn time.Duration
 }
 
-// try runs the acquire script once; join queues a fair waiter that is not
-// granted. It returns the lease when granted, and otherwise why not and
+// try runs the acquire script once; join, for a waiting try, queues a
+// waiter that is not granted and marks a held lock as waited for. It returns the lease when granted, and otherwise why not and
 // when to try again.
 func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	keys, args := a.acquireArgs(join)
@@ -134,8 +134,10 @@ func (a *attempt) acquireArgs(join bool) ([]string, []any) {
 	if join {
 		joinArg = "1"
 	}
+	b := a.b
 	return []string{a.k.lock, a.k.token, a.k.queue, a.k.alive, a.k.tomb(a.secret)},
-		[]any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(a.b.cfg.liveness), joinArg}
+		[]any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(b.cfg.liveness), joinArg,
+			time.Now().UnixMilli(), b.wakePrefix, b.counted}
 }
 
 // parseAcquireReply checks acquire.lua's reply {status, value}.
@@ -196,13 +198,18 @@ func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, e
 	return res, nil
 }
 
-// wait is a blocking Acquire: try; when held, subscribe to the release
-// channel and try again once subscribed (a release between the first try
-// and the subscription was published to nobody); then wait for a release
-// message or the holder's expiry, and try again. An uncontended waiting
-// Acquire thus costs no more requests than a single try.
+// wait is a blocking Acquire: try; when held, subscribe and try again once
+// subscribed (a release between the first try and the subscription was
+// published to nobody); then wait for a wake-up or the holder's expiry,
+// and try again. An uncontended waiting Acquire thus costs no more
+// requests than a single try.
 //
-// When the channel is already subscribed (other waiters on the key, or a
+// With the queue the subscription is to the Backend's wake channel, and a
+// waiter joins the queue only once subscribed: a release skips a queued
+// waiter that nobody hears on its channel. With WithUnordered it is to the
+// key's release channel.
+//
+// When the channel is already subscribed (other waiters, or a
 // subscription lingering after the last one), the waiter registers first,
 // which costs no request, and its first try is then covered.
 func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
@@ -216,8 +223,12 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			sub.remove(w)
 		}
 	}()
+	ch := b.wakeChannel
+	if b.cfg.unordered {
+		ch = a.k.channel
+	}
 	if sub = b.currentSubscriber(); sub != nil {
-		w = sub.addIfSubscribed(a.k.channel, a.waiter)
+		w = sub.addIfSubscribed(ch, a.waiter)
 	}
 
 	timer := time.NewTimer(time.Hour)
@@ -229,7 +240,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		if w != nil {
 			w.tried.Store(true)
 		}
-		l, r, err := a.try(ctx, true)
+		l, r, err := a.try(ctx, w != nil || b.cfg.unordered)
 		if err != nil {
 			if ctx.Err() != nil {
 				// The try cleaned up after itself (abandon): what counts
@@ -255,16 +266,10 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			}
 			// Wait for the confirmation, unless no SUBSCRIBE could be
 			// sent (the client is closed, the server unreachable): none is
-			// coming then, so try again at once and rely on the timer. A
-			// fair waiter, queued by its first try, waits no longer than
-			// its place's refresh period.
-			readyWait := subscribeWait
-			if b.cfg.fair {
-				readyWait = min(readyWait, b.cfg.liveness/3)
-			}
+			// coming then, so try again at once and rely on the timer.
 			var subErr error
-			if w, subErr = sub.add(a.k.channel, a.waiter); subErr == nil {
-				ready := time.NewTimer(readyWait)
+			if w, subErr = sub.add(ch, a.waiter); subErr == nil {
+				ready := time.NewTimer(subscribeWait)
 				select {
 				case <-w.st.ready:
 				case <-ready.C:
@@ -278,7 +283,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			}
 		}
 		retryIn := r.retryIn
-		if b.cfg.fair {
+		if !b.cfg.unordered {
 			// Trying again also refreshes our place in the queue.
 			retryIn = min(retryIn, b.cfg.liveness/3)
 		}

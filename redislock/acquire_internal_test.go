@@ -28,7 +28,7 @@ func TestTryAfterTombstone(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts []Option
-	}{{"Default", nil}, {"Fair", []Option{WithFair()}}} {
+	}{{"Default", nil}, {"Unordered", []Option{WithUnordered()}}} {
 		b, err := New(c, mode.opts...)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,16 @@ type Backend struct {
 	client     redis.UniversalClient
 	cfg        config
 	ownsClient bool // Close also closes client (OpenURL)
+
+	// The queue's wake-ups: a release publishes a waiter's id on the
+	// channel of the waiter's Backend, wakePrefix + id. Every waiter id of
+	// this Backend starts with id + ":". counted is "1" when PUBLISH's
+	// reply counts every subscriber (a single server, not a Cluster), so
+	// that a release can skip a waiter whose Backend nobody hears.
+	id          string
+	wakePrefix  string
+	wakeChannel string
+	counted     string
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
 	// wg counts the clean-ups retried in the background (see abandon).
@@ -72,7 +83,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{client: client, cfg: cfg}
+	b := &Backend{client: client, cfg: cfg, id: rand.Text(), wakePrefix: cfg.prefix + wakeSuffix, counted: "0"}
+	b.wakeChannel = b.wakePrefix + b.id
+	if _, ok := client.(*redis.Client); ok {
+		b.counted = "1"
+	}
 	b.closing, b.stop = context.WithCancel(context.Background())
 	return b, nil
 }

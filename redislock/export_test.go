@@ -51,3 +51,6 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 	}
 	return nil
 }
+
+// WakeChannel is the pub/sub channel on which b's queued waiters are woken.
+func WakeChannel(b *Backend) string { return b.wakeChannel }

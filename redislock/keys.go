@@ -20,6 +20,10 @@ const (
 	suffixAlive   = ":alive"
 	suffixChannel = ":released"
 	suffixFence   = ":fence"
+
+	// wakeSuffix follows the prefix in the name of a Backend's wake
+	// channel: prefix + "waiters:" + the Backend's id.
+	wakeSuffix = "waiters:"
 )
 
 // tagEscaper escapes the characters that would let a user key end the hash

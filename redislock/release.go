@@ -54,15 +54,15 @@ func (b *Backend) runRelease(ctx context.Context, k lockKeys, secret, waiter str
 
 // releaseArgs are the keys and arguments of release.lua.
 func (b *Backend) releaseArgs(k lockKeys, secret, waiter string, abandon time.Duration) ([]string, []any) {
-	fair, force, keep := "0", "0", tombstoneTTL
-	if b.cfg.fair {
-		fair = "1"
+	queue, force, keep := "1", "0", tombstoneTTL
+	if b.cfg.unordered {
+		queue = "0"
 	}
 	if abandon > 0 {
 		force, keep = "1", abandon
 	}
 	return []string{k.lock, k.tomb(secret), k.queue, k.alive},
-		[]any{secret, ceilMillis(keep), k.channel, fair, waiter, force}
+		[]any{secret, ceilMillis(keep), k.channel, queue, waiter, force, b.wakePrefix, b.counted}
 }
 
 // leaveQueue takes a fair waiter out of the queue (waking the next waiter

@@ -1,20 +1,24 @@
 -- release.lua: owner-checked release, with a tombstone so that a retried
 -- release can tell "already released by me" from "no longer mine"; also
--- takes a waiter out of the fair queue, and wakes the next waiter. An
--- Acquire that gave up after a failed request (abandon) calls it to undo
--- whatever that request did or will do.
+-- takes a waiter out of the queue, and wakes the next waiter. An Acquire
+-- that gave up after a failed request (abandon) calls it to undo whatever
+-- that request did or will do.
 --
 -- KEYS[1] lock key
 -- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
--- KEYS[3] fair queue (ZSET)
+-- KEYS[3] waiter queue (ZSET)
 -- KEYS[4] waiter liveness (ZSET)
 -- ARGV[1] secret of the grant to release
--- ARGV[2] tombstone lifetime in milliseconds
--- ARGV[3] pub/sub channel that waiters listen on
--- ARGV[4] "1" in fair mode: wake only the first live waiter
+-- ARGV[2] tombstone lifetime in milliseconds, with ARGV[6] (a release
+--         renames the lock key to its tombstone, which keeps the grant's
+--         remaining TTL)
+-- ARGV[3] pub/sub channel that waiters listen on without the queue
+-- ARGV[4] "1" with the queue: wake only the first live waiter
 -- ARGV[5] waiter id to take out of the queue, or ""
 -- ARGV[6] "1" to write the tombstone even when the grant is not held
 --         (abandon: acquire.lua then refuses a late request with secret)
+-- ARGV[7] wake channel prefix (queue; see queue.lua)
+-- ARGV[8] "1" when PUBLISH counts every subscriber (a single server)
 --
 -- Returns (the names are those of scripts.go):
 --   RELEASED 1          this call released the grant
@@ -22,17 +26,24 @@
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
 --                       taken over (or, with ARGV[6], never existed)
 --
--- first_live comes from queue.lua.
+-- first_live comes from queue.lua. Written for the common case, a lock
+-- that nobody waited for: one GET and one RENAME.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
 local prefix = ARGV[1] .. '|'
 local result = NOT_HELD
+local waited = false
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #prefix) == prefix then
-  redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  if ARGV[6] == '1' then
+    redis.call('DEL', KEYS[1])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  else
+    redis.call('RENAME', KEYS[1], KEYS[2])
+  end
   result = RELEASED
+  waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
 elseif ARGV[6] == '1' then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 elseif redis.call('EXISTS', KEYS[2]) == 1 then
@@ -45,16 +56,14 @@ if id ~= '' then
   redis.call('ZREM', KEYS[4], id)
 end
 
--- Wake waiters when the lock became free, or when a waiter left a queue
--- whose lock is free (it may have been first in line).
-if result == RELEASED or (id ~= '' and not v) then
+-- Wake waiters when the lock became free and someone waited for it, or
+-- when a waiter left a queue whose lock is free (it may have been first in
+-- line).
+if (result == RELEASED and waited) or (id ~= '' and not v) then
   if ARGV[4] == '1' then
     local t = redis.call('TIME')
     local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    local head = first_live(KEYS[3], KEYS[4], now, nil)
-    if head then
-      redis.call('PUBLISH', ARGV[3], head)
-    end
+    first_live(KEYS[3], KEYS[4], now, nil, ARGV[7], ARGV[8])
   else
     redis.call('PUBLISH', ARGV[3], '')
   end
