@@ -66,17 +66,27 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 type attempt struct {
 	b      *Backend
 	k      lockKeys
+	args   scriptArgs
 	secret string // the grant's owner value, unguessable
-	waiter string // the waiter's id in the queue ("" with WithUnordered)
+	// waiter is the waiter's id in the queue, given when it first waits
+	// (never with WithUnordered).
+	waiter string
 	opts   distlock.AcquireOptions
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
-	a := &attempt{b: b, k: b.keysFor(key), secret: rand.Text(), opts: opts}
-	if !b.cfg.unordered {
-		a.waiter = b.id + ":" + rand.Text()
-	}
+	secret := rand.Text()
+	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
+	a.args = boxArgs(&a.k, secret)
 	return a
+}
+
+// giveWaiterID gives a an id for the queue, if it has none yet: the
+// Backend's id, ':', and a random part.
+func (a *attempt) giveWaiterID() {
+	if a.waiter == "" && !a.b.cfg.unordered {
+		a.waiter = a.b.id + ":" + rand.Text()
+	}
 }
 
 // refusal is why a try was not granted, and when to try again.
@@ -89,9 +99,9 @@ type refusal struct {
 // waiter that is not granted and marks a held lock as waited for. It returns the lease when granted, and otherwise why not and
 // when to try again.
 func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
-	keys, args := a.acquireArgs(join)
+	args := a.acquireArgs(join)
 	sent := time.Now()
-	res, err := a.send(ctx, keys, args)
+	res, err := a.send(ctx, args)
 	if err != nil {
 		// The script may have run although its reply was lost, or granted
 		// what too few replicas confirmed: leave no grant (and no place in
@@ -106,7 +116,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	}
 	switch status {
 	case acquireGranted:
-		return &lease{b: a.b, k: a.k, secret: a.secret, token: uint64(val),
+		return &lease{b: a.b, k: a.k, args: a.args, secret: a.secret, token: uint64(val),
 			validity: distlock.Validity{Sent: sent, TTL: a.opts.TTL}}, refusal{}, nil
 	case acquireHeld:
 		if val < 0 {
@@ -128,17 +138,28 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 // errTooLate is the acquire script's TOO_LATE read by the attempt itself.
 var errTooLate = fmt.Errorf("%w: redislock: the server had already released or cleaned up this acquire's grant", distlock.ErrUnavailable)
 
-// acquireArgs are the keys and arguments of acquire.lua for one try.
-func (a *attempt) acquireArgs(join bool) ([]string, []any) {
-	joinArg := "0"
-	if join {
+// acquireArgs are the arguments of acquire.lua for one try, as runScript
+// takes them.
+func (a *attempt) acquireArgs(join bool) []any {
+	b := a.b
+	var waiter, joinArg any = "", "0"
+	switch {
+	case a.waiter != "":
+		waiter = a.waiter
+	case !b.cfg.unordered:
+		waiter = noWaiterYet
+	}
+	if join && (a.waiter != "" || b.cfg.unordered) {
 		joinArg = "1"
 	}
-	b := a.b
-	return []string{a.k.lock, a.k.token, a.k.queue, a.k.alive, a.k.tomb(a.secret)},
-		[]any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(b.cfg.liveness), joinArg,
-			time.Now().UnixMilli(), b.wakePrefix, b.counted}
+	return []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
+		a.args.secret, b.millisArg(a.opts.TTL), b.ownerArg(a.opts.Owner), waiter, b.livenessArg, joinArg,
+		time.Now().UnixMilli(), b.wakePrefixArg, b.countedArg}
 }
+
+// noWaiterYet is acquire.lua's waiter id for a try with the queue of an
+// attempt that has not joined it.
+const noWaiterYet = "?"
 
 // parseAcquireReply checks acquire.lua's reply {status, value}.
 func parseAcquireReply(res []any) (status, val int64, ok bool) {
@@ -160,10 +181,10 @@ func parseAcquireReply(res []any) (status, val int64, ok bool) {
 
 // send runs the acquire script, and with WithWaitReplicas the WAIT that
 // confirms a grant.
-func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, error) {
+func (a *attempt) send(ctx context.Context, args []any) ([]any, error) {
 	b := a.b
 	if b.cfg.waitReplicas == 0 {
-		res, err := acquireScript.Run(ctx, b.client, keys, args...).Slice()
+		res, err := runScript(ctx, b.client, acquireScript, args).Slice()
 		return res, classify(ctx, "", err)
 	}
 	// The script and WAIT go over one connection to the key's primary:
@@ -174,13 +195,13 @@ func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, e
 		node = c
 	case *redis.ClusterClient:
 		var err error
-		if node, err = c.MasterForKey(ctx, keys[0]); err != nil {
+		if node, err = c.MasterForKey(ctx, a.k.lock); err != nil {
 			return nil, classify(ctx, "", err)
 		}
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := acquireScript.Run(ctx, conn, keys, args...).Slice()
+	res, err := runScript(ctx, conn, acquireScript, args).Slice()
 	if err != nil {
 		return nil, classify(ctx, "", err)
 	}
@@ -227,6 +248,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	if b.cfg.unordered {
 		ch = a.k.channel
 	}
+	a.giveWaiterID()
 	if sub = b.currentSubscriber(); sub != nil {
 		w = sub.addIfSubscribed(ch, a.waiter)
 	}

@@ -38,9 +38,16 @@ type Backend struct {
 	// reply counts every subscriber (a single server, not a Cluster), so
 	// that a release can skip a waiter whose Backend nobody hears.
 	id          string
-	wakePrefix  string
 	wakeChannel string
-	counted     string
+
+	// Script arguments that are the same for every call, converted to
+	// interface values once; millisArg and ownerArg keep the last TTL and
+	// owner converted (a Client passes the same ones every time).
+	wakePrefixArg any
+	countedArg    any
+	livenessArg   any
+	lastTTL       atomic.Pointer[cachedTTL]
+	lastOwner     atomic.Pointer[cachedOwner]
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
 	// wg counts the clean-ups retried in the background (see abandon).
@@ -60,6 +67,36 @@ type Backend struct {
 	noBatch atomic.Bool // the server refused a multi-key refresh (cluster mode)
 
 	hooks testHooks
+}
+
+type cachedTTL struct {
+	ttl time.Duration
+	arg any
+}
+
+type cachedOwner struct {
+	owner string
+	arg   any
+}
+
+// millisArg returns ceilMillis(ttl) as an interface value.
+func (b *Backend) millisArg(ttl time.Duration) any {
+	if p := b.lastTTL.Load(); p != nil && p.ttl == ttl {
+		return p.arg
+	}
+	p := &cachedTTL{ttl: ttl, arg: ceilMillis(ttl)}
+	b.lastTTL.Store(p)
+	return p.arg
+}
+
+// ownerArg returns owner as an interface value.
+func (b *Backend) ownerArg(owner string) any {
+	if p := b.lastOwner.Load(); p != nil && p.owner == owner {
+		return p.arg
+	}
+	p := &cachedOwner{owner: owner, arg: owner}
+	b.lastOwner.Store(p)
+	return p.arg
 }
 
 // testHooks let this package's tests force interleavings; all nil/zero
@@ -83,10 +120,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{client: client, cfg: cfg, id: rand.Text(), wakePrefix: cfg.prefix + wakeSuffix, counted: "0"}
-	b.wakeChannel = b.wakePrefix + b.id
+	b := &Backend{client: client, cfg: cfg, id: rand.Text(), wakePrefixArg: cfg.prefix + wakeSuffix, countedArg: "0",
+		livenessArg: ceilMillis(cfg.liveness)}
+	b.wakeChannel = cfg.prefix + wakeSuffix + b.id
 	if _, ok := client.(*redis.Client); ok {
-		b.counted = "1"
+		b.countedArg = "1"
 	}
 	b.closing, b.stop = context.WithCancel(context.Background())
 	return b, nil

@@ -18,6 +18,7 @@ import (
 type lease struct {
 	b        *Backend
 	k        lockKeys
+	args     scriptArgs
 	secret   string
 	token    uint64
 	validity distlock.Validity
@@ -68,7 +69,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redislock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	n, err := l.b.runRelease(ctx, l.k, l.secret, "", 0)
+	n, err := l.b.runRelease(ctx, &l.k, &l.args, "", 0)
 	if err != nil {
 		return err
 	}

@@ -41,36 +41,41 @@ const (
 // doubling, up to a second, with full jitter.
 var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 
-// runRelease runs the release script: it releases the grant with secret if
-// held, and takes waiter (if not "") out of the queue. It returns
-// releaseReleased, releaseAlreadyReleased or releaseNotHeld. With
-// abandon > 0 it writes the tombstone of secret in any case, to last that
-// long.
-func (b *Backend) runRelease(ctx context.Context, k lockKeys, secret, waiter string, abandon time.Duration) (int64, error) {
-	keys, args := b.releaseArgs(k, secret, waiter, abandon)
-	n, err := releaseScript.Run(ctx, b.client, keys, args...).Int64()
+// runRelease runs the release script for the grant of k and args: it
+// releases the grant if held, and takes waiter (if not "") out of the
+// queue. It returns releaseReleased, releaseAlreadyReleased or
+// releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
+// case, to last that long.
+func (b *Backend) runRelease(ctx context.Context, k *lockKeys, args *scriptArgs, waiter string, abandon time.Duration) (int64, error) {
+	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(k, args, waiter, abandon)).Int64()
 	return n, classify(ctx, "", err)
 }
 
-// releaseArgs are the keys and arguments of release.lua.
-func (b *Backend) releaseArgs(k lockKeys, secret, waiter string, abandon time.Duration) ([]string, []any) {
-	queue, force, keep := "1", "0", tombstoneTTL
+// releaseArgs are the arguments of release.lua, as runScript takes them.
+func (b *Backend) releaseArgs(k *lockKeys, args *scriptArgs, waiter string, abandon time.Duration) []any {
+	var channel, queue, force, keep, id any = "", "1", "0", tombstoneMillis, ""
 	if b.cfg.unordered {
-		queue = "0"
+		channel, queue = k.channel, "0"
 	}
 	if abandon > 0 {
-		force, keep = "1", abandon
+		force, keep = "1", ceilMillis(abandon)
 	}
-	return []string{k.lock, k.tomb(secret), k.queue, k.alive},
-		[]any{secret, ceilMillis(keep), k.channel, queue, waiter, force, b.wakePrefix, b.counted}
+	if waiter != "" {
+		id = waiter
+	}
+	return []any{nil, nil, 4, args.lock, args.tomb, args.queue, args.alive,
+		args.secret, keep, channel, queue, id, force, b.wakePrefixArg, b.countedArg}
 }
+
+// tombstoneMillis is tombstoneTTL as release.lua takes it.
+var tombstoneMillis any = ceilMillis(tombstoneTTL)
 
 // leaveQueue takes a fair waiter out of the queue (waking the next waiter
 // if it was first and the lock is free). If that fails, its liveness lapses.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 	defer cancel()
-	_, _ = a.b.runRelease(cctx, a.k, a.secret, a.waiter, 0)
+	_, _ = a.b.runRelease(cctx, &a.k, &a.args, a.waiter, 0)
 }
 
 // abandon undoes whatever a failed try may have done at the server (a grant
@@ -86,7 +91,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	// (TTL), a place in the queue (liveness).
 	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
 	cleanUp := func(ctx context.Context) error {
-		_, err := b.runRelease(ctx, a.k, a.secret, a.waiter, keep)
+		_, err := b.runRelease(ctx, &a.k, &a.args, a.waiter, keep)
 		return err
 	}
 	if h := b.hooks.beforeAbandon; h != nil {
