@@ -28,8 +28,8 @@ const subscriptionLinger = time.Second
 
 // subscriber multiplexes the waiters of one Backend over one pub/sub
 // connection, each channel lingering as described above. Messages wake the
-// waiters of their channel (all of them, or the one whose id is the payload
-// in fair mode). A subscription confirmation wakes the channel's waiters
+// waiters of their channel (all of them, or the one whose id is the
+// payload: a queued waiter on its Backend's wake channel). A subscription confirmation wakes the channel's waiters
 // that have already tried: it is sent again after go-redis reconnects, and
 // releases published while disconnected are lost.
 type subscriber struct {
@@ -47,7 +47,7 @@ type subscriber struct {
 	mu      sync.Mutex
 	closed  bool
 	chans   map[string]*channelState
-	byID    map[string]*waiter // fair-mode waiters by id
+	byID    map[string]*waiter // queued waiters by id
 	expires sync.WaitGroup     // linger expiries running
 }
 

@@ -1,22 +1,24 @@
 package redislock
 
-// The release script's callers: a lease's release (see lease.go), a fair
+// The release script's callers: a lease's release (see lease.go), a
 // waiter leaving the queue, and the clean-up of an Acquire that gave up
 // after a failed request, retried in the background.
 //
 // Tombstones. A release whose reply was lost can be retried: the release
-// leaves a tombstone of its secret for tombstoneTTL, so that the retry
-// reports success rather than a loss, while a lease whose grant had really
-// gone gets distlock.ErrLockLost (and so does a retry later than
-// tombstoneTTL). The clean-up of an Acquire whose request failed after
-// sending (a lost reply, a timeout, a cancelled context) releases with the
-// attempt's secret and leaves its tombstone whatever it finds, for the
-// longest of the TTL, the waiter liveness and tombstoneTTL: the acquire
-// script does nothing for a secret with a tombstone, so a request that was
-// delayed in the network rather than lost, and arrives after its clean-up,
-// neither grants the key to nobody nor queues. A request that go-redis
-// itself re-sends after a network error, before the clean-up, finds its own
-// grant and confirms it again.
+// renames the lock key to the tombstone of its secret, which keeps the TTL
+// the grant had left, so that the retry reports success rather than a loss,
+// while a lease whose grant had really gone gets distlock.ErrLockLost (and
+// so does a retry after the grant would have lapsed anyway). Renaming costs
+// one command where deleting the lock key and writing a tombstone cost two.
+// The clean-up of an Acquire whose request failed after sending (a lost
+// reply, a timeout, a cancelled context) releases with the attempt's secret
+// and leaves its tombstone whatever it finds, for the longest of the TTL,
+// the waiter liveness and tombstoneTTL: the acquire script does nothing for
+// a secret with a tombstone, so a request that was delayed in the network
+// rather than lost, and arrives after its clean-up, neither grants the key
+// to nobody nor queues. A request that go-redis itself re-sends after a
+// network error, before the clean-up, finds its own grant and confirms it
+// again.
 
 import (
 	"context"
@@ -28,8 +30,9 @@ import (
 )
 
 const (
-	// tombstoneTTL is how long a release is remembered. It covers a
-	// Client's retries of a release (backoff capped at a second).
+	// tombstoneTTL is the least time the tombstone of an Acquire that
+	// gave up is kept. It covers a Client's retries (backoff capped at a
+	// second).
 	tombstoneTTL = 10 * time.Second
 
 	// commandTimeout bounds the clean-up commands sent on a caller's behalf
@@ -67,10 +70,11 @@ func (b *Backend) releaseArgs(k *lockKeys, args *scriptArgs, waiter string, aban
 		args.secret, keep, channel, queue, id, force, b.wakePrefixArg, b.countedArg}
 }
 
-// tombstoneMillis is tombstoneTTL as release.lua takes it.
+// tombstoneMillis is tombstoneTTL as release.lua takes it (it uses it only
+// with abandon; a release keeps the grant's TTL).
 var tombstoneMillis any = ceilMillis(tombstoneTTL)
 
-// leaveQueue takes a fair waiter out of the queue (waking the next waiter
+// leaveQueue takes a waiter out of the queue (waking the next waiter
 // if it was first and the lock is free). If that fails, its liveness lapses.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)

@@ -27,7 +27,7 @@ var (
 	fenceLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
-	// does not have them (after a restart or SCRIPT FLUSH). The fair queue's
+	// does not have them (after a restart or SCRIPT FLUSH). The queue's
 	// sweep (queue.lua) is written once and prepended to the two scripts
 	// that walk the queue.
 	acquireScript = newScript(queueLua + acquireLua)
