@@ -126,9 +126,9 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	case acquireNotFirst:
 		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond}, nil
 	default: // acquireTooLate
-		// Only a clean-up of this attempt (abandon) or the release of its
-		// grant writes its tombstone; both end the attempt, so this reply
-		// can come only from a request sent again after that. The script
+		// Only a clean-up of this attempt (abandon) writes its tombstone,
+		// and it ends the attempt, so this reply can come only from a
+		// request sent again after that. The script
 		// did nothing: there is nothing to undo, and a new attempt, with a
 		// new secret, is not concerned.
 		return nil, refusal{}, errTooLate

@@ -28,10 +28,11 @@
 // in one pipeline (RefreshAll).
 //
 // A lost reply does no harm: a release retried after a lost reply reports
-// success if it had taken effect (for as long as the released grant's TTL
-// would have run: the release renames the lock key to the grant's
-// tombstone, which keeps that TTL; later, or if the grant had really gone,
-// it reports distlock.ErrLockLost), and an Acquire whose
+// success if it had taken effect (while it is the key's last release and
+// the released grant's TTL would still run: the release renames the lock
+// key to the key's last-release key, which keeps that TTL; otherwise, and
+// if the grant had really gone, it reports distlock.ErrLockLost), and an
+// Acquire whose
 // request failed after sending undoes what the request may have done
 // before returning, so that neither a lost reply nor a request delayed in
 // the network leaves a grant to nobody. When that clean-up fails too, the
@@ -194,7 +195,8 @@
 //
 //	P{key}:lock               the grant: "<owner secret>|<token>|<since, acquiring host's ms>|<waited: 0 or 1>|<owner>", with PX
 //	P{key}:token              the fencing counter (INCR per grant, never expires)
-//	P{key}:released:<secret>  tombstone of a release (the lock key renamed, with the TTL it had left) or of an Acquire that gave up
+//	P{key}:last               the key's last release: the released grant's value (the lock key renamed, with the TTL it had left)
+//	P{key}:released:<secret>  tombstone of an Acquire that gave up
 //	P{key}:queue              waiter id -> arrival order (sorted set)
 //	P{key}:alive              waiter id -> liveness deadline, server ms (sorted set)
 //	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload)

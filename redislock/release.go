@@ -4,21 +4,28 @@ package redislock
 // waiter leaving the queue, and the clean-up of an Acquire that gave up
 // after a failed request, retried in the background.
 //
-// Tombstones. A release whose reply was lost can be retried: the release
-// renames the lock key to the tombstone of its secret, which keeps the TTL
-// the grant had left, so that the retry reports success rather than a loss,
-// while a lease whose grant had really gone gets distlock.ErrLockLost (and
-// so does a retry after the grant would have lapsed anyway). Renaming costs
-// one command where deleting the lock key and writing a tombstone cost two.
-// The clean-up of an Acquire whose request failed after sending (a lost
-// reply, a timeout, a cancelled context) releases with the attempt's secret
-// and leaves its tombstone whatever it finds, for the longest of the TTL,
-// the waiter liveness and tombstoneTTL: the acquire script does nothing for
-// a secret with a tombstone, so a request that was delayed in the network
-// rather than lost, and arrives after its clean-up, neither grants the key
-// to nobody nor queues. A request that go-redis itself re-sends after a
-// network error, before the clean-up, finds its own grant and confirms it
-// again.
+// Releases remembered. A release whose reply was lost can be retried: the
+// release renames the lock key to the lock's last-release key, which then
+// holds the released grant's value (its secret) with the TTL it had left,
+// so that the retry reports success rather than a loss, while a lease whose
+// grant had really gone gets distlock.ErrLockLost. Renaming costs one
+// command, where deleting the lock key and writing a tombstone of its own
+// cost two and left a key per release on the server (until it expired): a
+// lock has one last-release key, overwritten by every release. Only the
+// last release is remembered, so a retry reports distlock.ErrLockLost if
+// another grant of the key was released since, or the grant would have
+// lapsed by then anyway; the release itself had taken effect, and nothing
+// is left held.
+//
+// Tombstones. The clean-up of an Acquire whose request failed after
+// sending (a lost reply, a timeout, a cancelled context) releases with the
+// attempt's secret and leaves a tombstone of that secret whatever it finds,
+// for the longest of the TTL, the waiter liveness and tombstoneTTL: the
+// acquire script does nothing for a secret with a tombstone, so a request
+// that was delayed in the network rather than lost, and arrives after its
+// clean-up, neither grants the key to nobody nor queues. A request that
+// go-redis itself re-sends after a network error, before the clean-up,
+// finds its own grant and confirms it again.
 
 import (
 	"context"
@@ -66,7 +73,7 @@ func (b *Backend) releaseArgs(k *lockKeys, args *scriptArgs, waiter string, aban
 	if waiter != "" {
 		id = waiter
 	}
-	return []any{nil, nil, 4, args.lock, args.tomb, args.queue, args.alive,
+	return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.last,
 		args.secret, keep, channel, queue, id, force, b.wakePrefixArg, b.countedArg}
 }
 

@@ -6,8 +6,8 @@
 -- KEYS[2] fencing counter: INCR per grant, never expires
 -- KEYS[3] waiter queue: ZSET waiter id -> arrival sequence
 -- KEYS[4] waiter liveness: ZSET waiter id -> deadline (server ms)
--- KEYS[5] tombstone of this secret: present once this grant was released,
---         or once its Acquire gave up and cleaned up after a failed request
+-- KEYS[5] tombstone of this secret: present once its Acquire gave up and
+--         cleaned up after a failed request
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] owner description (informational)
@@ -28,8 +28,7 @@
 --                        (queue); ms: time left to that waiter's liveness
 --   {TOO_LATE 3, 0}      the tombstone exists: the request was delayed in
 --                        the network (or re-sent) and arrived after its
---                        Acquire gave up and cleaned up, or after the grant
---                        it asked for was released; it does nothing
+--                        Acquire gave up and cleaned up; it does nothing
 --
 -- first_live comes from queue.lua. Written for the common case, a free key
 -- that nobody waits for: one EXISTS, INCR and SET.

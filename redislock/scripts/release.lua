@@ -1,5 +1,5 @@
--- release.lua: owner-checked release, with a tombstone so that a retried
--- release can tell "already released by me" from "no longer mine"; also
+-- release.lua: owner-checked release, remembered so that a retried release
+-- can tell "already released by me" from "no longer mine"; also
 -- takes a waiter out of the queue, and wakes the next waiter. An Acquire
 -- that gave up after a failed request (abandon) calls it to undo whatever
 -- that request did or will do.
@@ -8,10 +8,10 @@
 -- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
 -- KEYS[3] waiter queue (ZSET)
 -- KEYS[4] waiter liveness (ZSET)
+-- KEYS[5] the lock's last release: the released grant's value, with the TTL
+--         it had left (the lock key renamed)
 -- ARGV[1] secret of the grant to release
--- ARGV[2] tombstone lifetime in milliseconds, with ARGV[6] (a release
---         renames the lock key to its tombstone, which keeps the grant's
---         remaining TTL)
+-- ARGV[2] tombstone lifetime in milliseconds (with ARGV[6])
 -- ARGV[3] pub/sub channel that waiters listen on without the queue
 -- ARGV[4] "1" with the queue: wake only the first live waiter
 -- ARGV[5] waiter id to take out of the queue, or ""
@@ -22,7 +22,7 @@
 --
 -- Returns (the names are those of scripts.go):
 --   RELEASED 1          this call released the grant
---   ALREADY_RELEASED 2  an earlier call did (its tombstone is there)
+--   ALREADY_RELEASED 2  an earlier call did, and was the lock's last release
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
 --                       taken over (or, with ARGV[6], never existed)
 --
@@ -40,14 +40,17 @@ if v and string.sub(v, 1, #prefix) == prefix then
     redis.call('DEL', KEYS[1])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
   else
-    redis.call('RENAME', KEYS[1], KEYS[2])
+    redis.call('RENAME', KEYS[1], KEYS[5])
   end
   result = RELEASED
   waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
 elseif ARGV[6] == '1' then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-elseif redis.call('EXISTS', KEYS[2]) == 1 then
-  result = ALREADY_RELEASED
+else
+  local last = redis.call('GET', KEYS[5])
+  if last and string.sub(last, 1, #prefix) == prefix then
+    result = ALREADY_RELEASED
+  end
 end
 
 local id = ARGV[5]
