@@ -142,24 +142,18 @@ var errTooLate = fmt.Errorf("%w: redislock: the server had already released or c
 // takes them.
 func (a *attempt) acquireArgs(join bool) []any {
 	b := a.b
-	var waiter, joinArg any = "", "0"
-	switch {
-	case a.waiter != "":
-		waiter = a.waiter
-	case !b.cfg.unordered:
-		waiter = noWaiterYet
+	flags := b.acquireFlags[0]
+	if join {
+		flags = b.acquireFlags[1]
 	}
-	if join && (a.waiter != "" || b.cfg.unordered) {
-		joinArg = "1"
+	args := []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
+		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
+	if a.waiter == "" {
+		return args[:len(args)-2]
 	}
-	return []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
-		a.args.secret, b.millisArg(a.opts.TTL), b.ownerArg(a.opts.Owner), waiter, b.livenessArg, joinArg,
-		time.Now().UnixMilli(), b.wakePrefixArg, b.countedArg}
+	args[len(args)-2], args[len(args)-1] = a.waiter, b.livenessArg
+	return args
 }
-
-// noWaiterYet is acquire.lua's waiter id for a try with the queue of an
-// attempt that has not joined it.
-const noWaiterYet = "?"
 
 // parseAcquireReply checks acquire.lua's reply {status, value}.
 func parseAcquireReply(res []any) (status, val int64, ok bool) {

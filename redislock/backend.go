@@ -33,21 +33,21 @@ type Backend struct {
 	ownsClient bool // Close also closes client (OpenURL)
 
 	// The queue's wake-ups: a release publishes a waiter's id on the
-	// channel of the waiter's Backend, wakePrefix + id. Every waiter id of
-	// this Backend starts with id + ":". counted is "1" when PUBLISH's
-	// reply counts every subscriber (a single server, not a Cluster), so
-	// that a release can skip a waiter whose Backend nobody hears.
+	// channel of the waiter's Backend, prefix + "waiters:" + id. Every
+	// waiter id of this Backend starts with id + ":".
 	id          string
 	wakeChannel string
 
 	// Script arguments that are the same for every call, converted to
-	// interface values once; millisArg and ownerArg keep the last TTL and
-	// owner converted (a Client passes the same ones every time).
-	wakePrefixArg any
-	countedArg    any
-	livenessArg   any
-	lastTTL       atomic.Pointer[cachedTTL]
-	lastOwner     atomic.Pointer[cachedOwner]
+	// interface values once: the flags of acquire.lua (a single try, a
+	// waiting try) and release.lua (a release, an abandon), and the
+	// liveness. millisArg and ownerArg keep the last TTL and owner
+	// converted (a Client passes the same ones every time).
+	acquireFlags [2]any
+	releaseFlags [2]any
+	livenessArg  any
+	lastTTL      atomic.Pointer[cachedTTL]
+	lastOwner    atomic.Pointer[cachedOwner]
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
 	// wg counts the clean-ups retried in the background (see abandon).
@@ -120,12 +120,21 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{client: client, cfg: cfg, id: rand.Text(), wakePrefixArg: cfg.prefix + wakeSuffix, countedArg: "0",
-		livenessArg: ceilMillis(cfg.liveness)}
+	b := &Backend{client: client, cfg: cfg, id: rand.Text(), livenessArg: ceilMillis(cfg.liveness)}
 	b.wakeChannel = cfg.prefix + wakeSuffix + b.id
-	if _, ok := client.(*redis.Client); ok {
-		b.countedArg = "1"
+	// With the queue ("q"), and when PUBLISH counts every subscriber
+	// ("c": a single server, not a Cluster, whose PUBLISH counts those of
+	// one node), so that a release can skip a waiter whose Backend nobody
+	// hears. "j" is a waiting try, "f" an abandon (see the scripts).
+	var mode string
+	if !cfg.unordered {
+		mode = "q"
+		if _, ok := client.(*redis.Client); ok {
+			mode += "c"
+		}
 	}
+	b.acquireFlags = [2]any{mode, mode + "j"}
+	b.releaseFlags = [2]any{mode, mode + "f"}
 	b.closing, b.stop = context.WithCancel(context.Background())
 	return b, nil
 }

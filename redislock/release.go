@@ -51,42 +51,36 @@ const (
 // doubling, up to a second, with full jitter.
 var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 
-// runRelease runs the release script for the grant of k and args: it
+// runRelease runs the release script for the grant of args: it
 // releases the grant if held, and takes waiter (if not "") out of the
 // queue. It returns releaseReleased, releaseAlreadyReleased or
 // releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
 // case, to last that long.
-func (b *Backend) runRelease(ctx context.Context, k *lockKeys, args *scriptArgs, waiter string, abandon time.Duration) (int64, error) {
-	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(k, args, waiter, abandon)).Int64()
+func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter string, abandon time.Duration) (int64, error) {
+	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(args, waiter, abandon)).Int64()
 	return n, classify(ctx, "", err)
 }
 
 // releaseArgs are the arguments of release.lua, as runScript takes them.
-func (b *Backend) releaseArgs(k *lockKeys, args *scriptArgs, waiter string, abandon time.Duration) []any {
-	var channel, queue, force, keep, id any = "", "1", "0", tombstoneMillis, ""
-	if b.cfg.unordered {
-		channel, queue = k.channel, "0"
-	}
-	if abandon > 0 {
-		force, keep = "1", ceilMillis(abandon)
-	}
+func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Duration) []any {
+	var id any = ""
 	if waiter != "" {
 		id = waiter
 	}
+	if abandon > 0 {
+		return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.last,
+			args.secret, b.releaseFlags[1], id, ceilMillis(abandon)}
+	}
 	return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.last,
-		args.secret, keep, channel, queue, id, force, b.wakePrefixArg, b.countedArg}
+		args.secret, b.releaseFlags[0], id}
 }
-
-// tombstoneMillis is tombstoneTTL as release.lua takes it (it uses it only
-// with abandon; a release keeps the grant's TTL).
-var tombstoneMillis any = ceilMillis(tombstoneTTL)
 
 // leaveQueue takes a waiter out of the queue (waking the next waiter
 // if it was first and the lock is free). If that fails, its liveness lapses.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 	defer cancel()
-	_, _ = a.b.runRelease(cctx, &a.k, &a.args, a.waiter, 0)
+	_, _ = a.b.runRelease(cctx, &a.args, a.waiter, 0)
 }
 
 // abandon undoes whatever a failed try may have done at the server (a grant
@@ -102,7 +96,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	// (TTL), a place in the queue (liveness).
 	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
 	cleanUp := func(ctx context.Context) error {
-		_, err := b.runRelease(ctx, &a.k, &a.args, a.waiter, keep)
+		_, err := b.runRelease(ctx, &a.args, a.waiter, keep)
 		return err
 	}
 	if h := b.hooks.beforeAbandon; h != nil {

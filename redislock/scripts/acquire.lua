@@ -10,15 +10,17 @@
 --         cleaned up after a failed request
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
--- ARGV[3] owner description (informational)
--- ARGV[4] waiter id ("<Backend id>:<random>"), or "" without the queue
---         (WithUnordered: the queue is then ignored)
--- ARGV[5] waiter liveness in milliseconds (queue)
--- ARGV[6] "1" for a waiting try: join the queue when not granted (queue),
---         and mark a held lock as waited for
--- ARGV[7] the caller's clock, Unix ms (the grant's "since", informational)
--- ARGV[8] wake channel prefix (queue; see queue.lua)
--- ARGV[9] "1" when PUBLISH counts every subscriber (a single server)
+-- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
+-- ARGV[4] owner description (informational)
+-- ARGV[5] flags, any of: "q" with the queue (without it, WithUnordered:
+--         the queue is ignored); "j" for a waiting try: join the queue when
+--         not granted (with a waiter id), and mark a held lock as waited
+--         for; "c" when PUBLISH counts every subscriber (a single server)
+-- ARGV[6] waiter id ("<Backend id>:<random>"), if the attempt has one
+-- ARGV[7] waiter liveness in milliseconds, with ARGV[6]
+--
+-- A waiter is woken on the channel <prefix>waiters:<Backend id>, the
+-- prefix being that of KEYS[1] (see queue.lua).
 --
 -- Returns {status, value} (the names are those of scripts.go):
 --   {GRANTED 1, token}   granted (or granted again to a re-sent request)
@@ -30,19 +32,21 @@
 --                        the network (or re-sent) and arrived after its
 --                        Acquire gave up and cleaned up; it does nothing
 --
--- first_live comes from queue.lua. Written for the common case, a free key
+-- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
 -- that nobody waits for: one EXISTS, INCR and SET.
 
 local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
 
-local id = ARGV[4]
-local queued = id ~= ''
+local flags = ARGV[5]
+local queued = string.find(flags, 'q', 1, true) ~= nil
+local waiting = string.find(flags, 'j', 1, true) ~= nil
+local id = ARGV[6]
 
 local function grant(waited)
   -- Concatenation formats these integers exactly: they stay far below the
   -- 14 significant digits of Lua's number-to-string conversion.
   local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. ARGV[7] .. '|' .. waited .. '|' .. ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. ARGV[3] .. '|' .. waited .. '|' .. ARGV[4], 'PX', ARGV[2])
   return {GRANTED, token}
 end
 
@@ -76,7 +80,7 @@ end
 local pttl = -2
 if v then
   pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[6] == '1' then
+  if waiting then
     local head, waited, tail = string.match(v, '^(.-|.-|.-|)(.)(|.*)$')
     if waited == '0' then
       redis.call('SET', KEYS[1], head .. '1' .. tail, 'KEEPTTL')
@@ -89,16 +93,16 @@ end
 
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local live = tonumber(ARGV[5])
 -- Skip waiters whose process stopped refreshing its liveness; when the
 -- lock is free, wake the first waiter (dropping those that nobody hears).
 local wake = nil
 if not v then
-  wake = ARGV[8]
+  wake = wake_prefix(KEYS[1])
 end
-local head = first_live(KEYS[3], KEYS[4], now, id, wake, ARGV[9])
-if v or (head and head ~= id) then
-  if ARGV[6] == '1' then
+local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
+if v or not id or (head and head ~= id) then
+  if waiting and id then
+    local live = tonumber(ARGV[7])
     if not redis.call('ZSCORE', KEYS[3], id) then
       local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
       local seq = 1
@@ -112,6 +116,9 @@ if v or (head and head ~= id) then
   end
   if v then
     return {HELD, pttl}
+  end
+  if not head then
+    return grant('0')
   end
   local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
   return {NOT_FIRST, math.max(1, deadline - now)}

@@ -2,17 +2,24 @@
 -- Redis runs every script on its own, so this file is prepended to both
 -- when they are loaded (see scripts.go); it only defines a function.
 --
+-- wake_prefix(lock) is the prefix of the wake channels of the lock whose
+-- lock key is lock: the key's prefix (before the hash tag) .. "waiters:".
+--
 -- first_live(queue, alive, now, self, wake, counted) drops the waiters
 -- whose liveness deadline (score in alive) passed by now, and the waiters
 -- at the head of the queue that have no liveness entry at all, except self
 -- (the caller's own id, or nil). With wake (a channel prefix), it also
 -- wakes the first waiter left other than self: it publishes the waiter's id
 -- on wake .. <the waiter's Backend id> (the part of the id before ':'),
--- and, when counted is "1", drops a waiter that nobody hears there (its
+-- and, when counted is true, drops a waiter that nobody hears there (its
 -- process is gone: Redis saw its pub/sub connection close) and wakes the
 -- next one. It returns the first waiter left in line, or nil.
 --   queue: ZSET waiter id -> arrival sequence
 --   alive: ZSET waiter id -> liveness deadline (server ms)
+
+local function wake_prefix(lock)
+  return string.match(lock, '^(.-){') .. 'waiters:'
+end
 
 local function first_live(queue, alive, now, self, wake, counted)
   for _, d in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
@@ -26,7 +33,7 @@ local function first_live(queue, alive, now, self, wake, counted)
         return head
       end
       local heard = redis.call('PUBLISH', wake .. string.match(head, '^[^:]*'), head)
-      if heard > 0 or counted ~= '1' then
+      if heard > 0 or not counted then
         return head
       end
     end

@@ -11,41 +11,43 @@
 -- KEYS[5] the lock's last release: the released grant's value, with the TTL
 --         it had left (the lock key renamed)
 -- ARGV[1] secret of the grant to release
--- ARGV[2] tombstone lifetime in milliseconds (with ARGV[6])
--- ARGV[3] pub/sub channel that waiters listen on without the queue
--- ARGV[4] "1" with the queue: wake only the first live waiter
--- ARGV[5] waiter id to take out of the queue, or ""
--- ARGV[6] "1" to write the tombstone even when the grant is not held
---         (abandon: acquire.lua then refuses a late request with secret)
--- ARGV[7] wake channel prefix (queue; see queue.lua)
--- ARGV[8] "1" when PUBLISH counts every subscriber (a single server)
+-- ARGV[2] flags, any of: "q" with the queue: wake only the first live
+--         waiter (without it, WithUnordered: publish on the key's release
+--         channel, the lock key's base .. ":released"); "f" to write the
+--         tombstone even when the grant is not held (abandon: acquire.lua
+--         then refuses a late request with secret); "c" when PUBLISH counts
+--         every subscriber (a single server)
+-- ARGV[3] waiter id to take out of the queue, or ""
+-- ARGV[4] tombstone lifetime in milliseconds, with "f"
 --
 -- Returns (the names are those of scripts.go):
 --   RELEASED 1          this call released the grant
 --   ALREADY_RELEASED 2  an earlier call did, and was the lock's last release
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
---                       taken over (or, with ARGV[6], never existed)
+--                       taken over (or, with "f", never existed)
 --
--- first_live comes from queue.lua. Written for the common case, a lock
+-- first_live and wake_prefix come from queue.lua. Written for the common case, a lock
 -- that nobody waited for: one GET and one RENAME.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
+local flags = ARGV[2]
+local force = string.find(flags, 'f', 1, true) ~= nil
 local prefix = ARGV[1] .. '|'
 local result = NOT_HELD
 local waited = false
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #prefix) == prefix then
-  if ARGV[6] == '1' then
+  if force then
     redis.call('DEL', KEYS[1])
-    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
   else
     redis.call('RENAME', KEYS[1], KEYS[5])
   end
   result = RELEASED
   waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
-elseif ARGV[6] == '1' then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+elseif force then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
 else
   local last = redis.call('GET', KEYS[5])
   if last and string.sub(last, 1, #prefix) == prefix then
@@ -53,7 +55,7 @@ else
   end
 end
 
-local id = ARGV[5]
+local id = ARGV[3]
 if id ~= '' then
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
@@ -63,12 +65,12 @@ end
 -- when a waiter left a queue whose lock is free (it may have been first in
 -- line).
 if (result == RELEASED and waited) or (id ~= '' and not v) then
-  if ARGV[4] == '1' then
+  if string.find(flags, 'q', 1, true) then
     local t = redis.call('TIME')
     local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    first_live(KEYS[3], KEYS[4], now, nil, ARGV[7], ARGV[8])
+    first_live(KEYS[3], KEYS[4], now, nil, wake_prefix(KEYS[1]), string.find(flags, 'c', 1, true) ~= nil)
   else
-    redis.call('PUBLISH', ARGV[3], '')
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
   end
 end
 return result
