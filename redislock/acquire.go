@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,10 +70,12 @@ type attempt struct {
 	k      lockKeys
 	args   scriptArgs
 	secret string // the grant's owner value, unguessable
-	// waiter is the waiter's id in the queue, given when it first waits
-	// (never with WithUnordered).
-	waiter string
-	opts   distlock.AcquireOptions
+	// waiterID is the waiter's id, given when it first waits (never with
+	// WithUnordered), and waiter its place in the queue as the scripts
+	// write it: "<id>|<secret>|<TTL ms>|<liveness ms>|<owner>".
+	waiterID string
+	waiter   string
+	opts     distlock.AcquireOptions
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
@@ -85,14 +89,39 @@ func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt 
 // Backend's id, ':', and a random part.
 func (a *attempt) giveWaiterID() {
 	if a.waiter == "" && !a.b.cfg.unordered {
-		a.waiter = a.b.id + ":" + rand.Text()
+		a.waiterID = a.b.id + ":" + rand.Text()
+		a.waiter = a.waiterID + "|" + a.secret + "|" + strconv.FormatInt(ceilMillis(a.opts.TTL), 10) + "|" +
+			strconv.FormatInt(ceilMillis(a.b.cfg.liveness), 10) + "|" + a.opts.Owner
 	}
 }
 
-// refusal is why a try was not granted, and when to try again.
+// handedLease is the lease of a grant that a release handed the waiter
+// (payload "<token>|<ms>", see release.lua), or nil if the payload is
+// unusable; queued is when the waiter sent the try that last refreshed its
+// place, which the server reckoned ms from. The server set the lock's TTL
+// at the hand-off, at least ms after it ran that try, itself sent after
+// queued: the validity runs from queued, for the TTL plus ms.
+func (a *attempt) handedLease(payload string, queued time.Time) *lease {
+	t, ms, ok := strings.Cut(payload, "|")
+	token, err1 := strconv.ParseUint(t, 10, 64)
+	waited, err2 := strconv.ParseInt(ms, 10, 64)
+	if !ok || err1 != nil || err2 != nil || token == 0 || queued.IsZero() {
+		return nil
+	}
+	ttl := a.opts.TTL + time.Duration(waited)*time.Millisecond
+	if ttl <= 0 {
+		return nil
+	}
+	return &lease{b: a.b, k: a.k, args: a.args, secret: a.secret, token: token,
+		validity: distlock.Validity{Sent: queued, TTL: ttl}}
+}
+
+// refusal is why a try was not granted, and when to try again; sent is
+// when the try was sent.
 type refusal struct {
 	why     string
 	retryIn time.Duration
+	sent    time.Time
 }
 
 // try runs the acquire script once; join, for a waiting try, queues a
@@ -120,11 +149,11 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 			validity: distlock.Validity{Sent: sent, TTL: a.opts.TTL}}, refusal{}, nil
 	case acquireHeld:
 		if val < 0 {
-			return nil, refusal{"held", noExpiryPoll}, nil
+			return nil, refusal{"held", noExpiryPoll, sent}, nil
 		}
-		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond}, nil
+		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond, sent}, nil
 	case acquireNotFirst:
-		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond}, nil
+		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond, sent}, nil
 	default: // acquireTooLate
 		// Only a clean-up of this attempt (abandon) writes its tombstone,
 		// and it ends the attempt, so this reply can come only from a
@@ -244,8 +273,9 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	}
 	a.giveWaiterID()
 	if sub = b.currentSubscriber(); sub != nil {
-		w = sub.addIfSubscribed(ch, a.waiter)
+		w = sub.addIfSubscribed(ch, a.waiterID)
 	}
+	var queued time.Time // when the try that last refreshed our place was sent
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -256,7 +286,8 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		if w != nil {
 			w.tried.Store(true)
 		}
-		l, r, err := a.try(ctx, w != nil || b.cfg.unordered)
+		join := w != nil || b.cfg.unordered
+		l, r, err := a.try(ctx, join)
 		if err != nil {
 			if ctx.Err() != nil {
 				// The try cleaned up after itself (abandon): what counts
@@ -267,6 +298,9 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		}
 		if l != nil {
 			return l, nil
+		}
+		if join && a.waiter != "" {
+			queued = r.sent
 		}
 		if w == nil {
 			if h := b.hooks.afterFirstHeld; h != nil {
@@ -284,7 +318,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			// sent (the client is closed, the server unreachable): none is
 			// coming then, so try again at once and rely on the timer.
 			var subErr error
-			if w, subErr = sub.add(ch, a.waiter); subErr == nil {
+			if w, subErr = sub.add(ch, a.waiterID); subErr == nil {
 				ready := time.NewTimer(subscribeWait)
 				select {
 				case <-w.st.ready:
@@ -317,6 +351,13 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			select {
 			case <-timer.C:
 			default:
+			}
+		}
+		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil {
+			// A release granted us the lock. (With ctx ended, leaving the
+			// queue releases it again.)
+			if l := a.handedLease(*g, queued); l != nil {
+				return l, nil
 			}
 		}
 	}

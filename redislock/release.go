@@ -68,10 +68,10 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 		id = waiter
 	}
 	if abandon > 0 {
-		return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.last,
+		return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
 			args.secret, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
-	return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.last,
+	return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
 		args.secret, b.releaseFlags[0], id}
 }
 

@@ -10,12 +10,16 @@
 -- at the head of the queue that have no liveness entry at all, except self
 -- (the caller's own id, or nil). With wake (a channel prefix), it also
 -- wakes the first waiter left other than self: it publishes the waiter's id
--- on wake .. <the waiter's Backend id> (the part of the id before ':'),
+-- (see below) on wake .. <the waiter's Backend id> (the part of the id
+-- before ':'),
 -- and, when counted is true, drops a waiter that nobody hears there (its
 -- process is gone: Redis saw its pub/sub connection close) and wakes the
 -- next one. It returns the first waiter left in line, or nil.
---   queue: ZSET waiter id -> arrival sequence
---   alive: ZSET waiter id -> liveness deadline (server ms)
+--   queue: ZSET waiter -> arrival sequence
+--   alive: ZSET waiter -> liveness deadline (server ms)
+-- A waiter (a member of both) is "<id>|<secret>|<TTL ms>|<liveness
+-- ms>|<owner>": its id, "<Backend id>:<random>", then what a release needs
+-- to grant it the lock (see release.lua).
 
 local function wake_prefix(lock)
   return string.match(lock, '^(.-){') .. 'waiters:'
@@ -32,7 +36,7 @@ local function first_live(queue, alive, now, self, wake, counted)
       if not wake then
         return head
       end
-      local heard = redis.call('PUBLISH', wake .. string.match(head, '^[^:]*'), head)
+      local heard = redis.call('PUBLISH', wake .. string.match(head, '^[^:]*'), string.match(head, '^[^|]*'))
       if heard > 0 or not counted then
         return head
       end

@@ -1,6 +1,6 @@
 -- release.lua: owner-checked release, remembered so that a retried release
 -- can tell "already released by me" from "no longer mine"; also
--- takes a waiter out of the queue, and wakes the next waiter. An Acquire
+-- takes a waiter out of the queue, and hands the lock to the next. An Acquire
 -- that gave up after a failed request (abandon) calls it to undo whatever
 -- that request did or will do.
 --
@@ -10,6 +10,7 @@
 -- KEYS[4] waiter liveness (ZSET)
 -- KEYS[5] the lock's last release: the released grant's value, with the TTL
 --         it had left (the lock key renamed)
+-- KEYS[6] fencing counter
 -- ARGV[1] secret of the grant to release
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
 --         waiter (without it, WithUnordered: publish on the key's release
@@ -17,7 +18,7 @@
 --         tombstone even when the grant is not held (abandon: acquire.lua
 --         then refuses a late request with secret); "c" when PUBLISH counts
 --         every subscriber (a single server)
--- ARGV[3] waiter id to take out of the queue, or ""
+-- ARGV[3] waiter to take out of the queue (as queue.lua writes it), or ""
 -- ARGV[4] tombstone lifetime in milliseconds, with "f"
 --
 -- Returns (the names are those of scripts.go):
@@ -30,6 +31,36 @@
 -- that nobody waited for: one GET and one RENAME.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
+
+-- hand_off grants the free lock to the first live waiter: it draws the
+-- waiter's token, sets the lock with the waiter's secret, TTL and owner,
+-- and publishes "<id>|<token>|<ms>" on its wake channel, ms being the
+-- server's time since the waiter last refreshed its place (the waiter
+-- counts its validity from when it sent that refresh, plus ms). The
+-- waiter's own try is not needed: one request per hand-off. A waiter
+-- nobody hears (counted) is dropped, and the next one served.
+local function hand_off(now, counted)
+  local wake = wake_prefix(KEYS[1])
+  local head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
+  while head do
+    local wid, secret, ttl, live, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+    if wid then
+      local token = redis.call('INCR', KEYS[6])
+      local waited = now - (deadline - tonumber(live))
+      local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
+      if heard > 0 or not counted then
+        local more = '0'
+        if redis.call('EXISTS', KEYS[3]) == 1 then more = '1' end
+        redis.call('SET', KEYS[1], secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
+        return
+      end
+    end
+    head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
+  end
+end
 
 local flags = ARGV[2]
 local force = string.find(flags, 'f', 1, true) ~= nil
@@ -61,14 +92,14 @@ if id ~= '' then
   redis.call('ZREM', KEYS[4], id)
 end
 
--- Wake waiters when the lock became free and someone waited for it, or
--- when a waiter left a queue whose lock is free (it may have been first in
--- line).
+-- Hand the lock to the next waiter (with WithUnordered, wake them all)
+-- when it became free and someone waited for it, or when a waiter left a
+-- queue whose lock is free (it may have been first in line).
 if (result == RELEASED and waited) or (id ~= '' and not v) then
   if string.find(flags, 'q', 1, true) then
     local t = redis.call('TIME')
     local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    first_live(KEYS[3], KEYS[4], now, nil, wake_prefix(KEYS[1]), string.find(flags, 'c', 1, true) ~= nil)
+    hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
   else
     redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
   end
