@@ -49,7 +49,8 @@ local function hand_off(now, counted)
     redis.call('ZREM', KEYS[4], head)
     if wid then
       local token = redis.call('INCR', KEYS[6])
-      local waited = now - (deadline - tonumber(live))
+      -- Less a millisecond: both times are whole milliseconds.
+      local waited = now - (deadline - tonumber(live)) - 1
       local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
       if heard > 0 or not counted then
         local more = '0'
