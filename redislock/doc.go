@@ -20,7 +20,10 @@
 // the server from when the script (or the last refresh) ran, has passed.
 // Each Validity is timed from before its request was sent, so the Client's
 // deadline for a lock comes before the server's expiry when the clocks of
-// this host and the server run at rates within the drift.
+// this host and the server run at rates within the drift. A grant that a
+// release hands to a queued waiter (see Waiting) is timed from before the
+// waiter's last refresh of its place was sent, for the TTL plus the time
+// the server counted from that refresh to the hand-off, rounded down.
 //
 // Refresh and release are owner-checked scripts: a holder whose lease lapsed
 // can neither extend nor delete the next holder's lock, and learns of the
@@ -118,42 +121,46 @@
 // # Waiting
 //
 // Waiters queue in Redis, in arrival order (a sorted set per key), and a
-// release wakes only the first live waiter, from every process alike: one
-// release, one wake-up, one try. A newcomer (TryAcquire included) cannot
-// take a free key while others queue for it.
+// release hands the lock to the first live waiter itself, from every
+// process alike: the release script draws the waiter's token, sets the lock
+// key with the waiter's secret and TTL (kept with its place in the queue)
+// and publishes the grant on the waiter's wake channel, and the waiter's
+// Acquire returns without a request of its own. A hand-off is one request
+// and the release's round trip. A newcomer (TryAcquire included) cannot
+// take a free key while others queue for it, nor a key handed on, which
+// is never free in between.
 //
 // A waiting Acquire tries first, without subscribing or queueing: an
 // uncontended acquire and release are two requests, waiting or not, and
 // the scripts then skip the queue altogether. When the key is held the
 // waiter subscribes to its Backend's wake channel, then tries again, which
 // queues it (and marks the grant as waited for, so that its release looks
-// at the queue; a release of a grant nobody waited for does not). A
-// release publishes the first waiter's id on that waiter's wake channel,
-// and the waiter tries again at once. A waiter also arms a timer for the
-// holder's remaining TTL, for a holder that vanished without releasing,
-// capped at a third of the waiter liveness (WithWaiterLiveness, default
+// at the queue; a release of a grant nobody waited for does not). A waiter
+// also arms a timer for the holder's remaining TTL, for a holder that
+// vanished without releasing, capped at a third of the waiter liveness (WithWaiterLiveness, default
 // 3s), since trying again refreshes its place in the queue; a waiter whose
 // place lapsed is dropped from the queue, and one that gives up leaves it.
 // All the waiters of one Backend share one pub/sub connection and one
 // channel, which survive reconnects (wake-ups published while the
 // connection was down are covered by a retry; a waiter dropped meanwhile
-// joins again, at the back).
+// joins again, at the back; a grant whose message was lost is found by the
+// waiter's next try, at the latest when it refreshes its place).
 //
 // A waiter whose process died does not hold the queue up. On a single
 // server (or a Sentinel-managed primary), PUBLISH counts the subscribers
 // that a wake-up reached: a release that finds nobody subscribed to the
-// first waiter's wake channel drops that waiter and wakes the next one, in
-// the same script. The delay a dead waiter causes is then nothing beyond
+// first waiter's wake channel drops that waiter and serves the next one,
+// in the same script. The delay a dead waiter causes is then nothing beyond
 // that release, once Redis has seen the dead process's connections close
 // (at once for a process that exited or was killed on a host that is up:
 // its kernel closes them; TestKilledWaiterIsSkipped shows it with a
-// waiter killed with SIGKILL). Two cases fall back to the liveness: a
-// waiter whose connections stay open while it does not run (a stopped
-// process, a host gone without closing them) is dropped once its liveness
-// lapses (3s by default), and on a Cluster, where PUBLISH counts only the
-// subscribers of one node, a dead waiter is dropped the same way. A waiter
-// that dies after its wake-up and before its try delays the queue until
-// another waiter's refresh of its place, at most a third of the liveness.
+// waiter killed with SIGKILL). Otherwise a dead waiter delays the queue
+// until its liveness lapses (3s by default: it is then dropped) or, if its
+// turn comes first, by the TTL of the grant handed to it, as a holder that
+// dies does: a waiter whose connections stay open while it does not run (a
+// stopped process, a host gone without closing them), any dead waiter on a
+// Cluster (where PUBLISH counts only the subscribers of one node), and a
+// waiter that dies between the hand-off and its reading of the grant.
 //
 // With WithUnordered there is no queue: waiters subscribe to the key's
 // release channel, a release wakes every waiter of the key, and they race
