@@ -142,9 +142,9 @@ var Subjects = []Subject{
 	},
 	{
 		ID: "distlock-redis", Name: "distlock Redis (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
-		Settings: "defaults: TTL 15s, renewal every 5s, waiting on pub/sub; fencing token per grant",
+		Settings: "defaults: TTL 15s, renewal every 5s; waiters queue in Redis (FIFO), a release wakes the first live waiter over pub/sub; waiter liveness 3s; fencing token per grant",
 		Measures: Latency | Throughput | Contention | Held,
-		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, false, false) },
+		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisQueue, false) },
 		Counters: redisCounters(1),
 		Backend: func(e *Env) (distlock.Backend, func() error, error) {
 			c := e.RedisClient(e.Redis(1)[0])
@@ -159,7 +159,7 @@ var Subjects = []Subject{
 		ID: "distlock-redis-try", Name: "distlock Redis (Client.TryAcquire)", Service: SvcRedis, Kind: KindDistlock,
 		Settings: "as above, without waiting (one try)",
 		Measures: Latency | Throughput,
-		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, false, true) },
+		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisQueue, true) },
 		Counters: redisCounters(1),
 	},
 	{
@@ -167,7 +167,7 @@ var Subjects = []Subject{
 		Settings: "diagnostic: as TryAcquire, while the same Client holds one other lock, so that its watchdog goroutine never stops between cycles",
 		Measures: Latency,
 		Open: func(e *Env) (Locker, error) {
-			l, err := newDistlockRedis(e, false, true)
+			l, err := newDistlockRedis(e, redisQueue, true)
 			if err != nil {
 				return nil, err
 			}
@@ -195,9 +195,16 @@ var Subjects = []Subject{
 	},
 	{
 		ID: "distlock-redis-fair", Name: "distlock Redis, fair mode (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
-		Settings: "redislock.WithFair(): FIFO queue in Redis, a release wakes one waiter; waiter liveness 3s",
+		Settings: "redislock.WithFair(), which asks for the default (the FIFO queue); the row stays so that runs before and after the queue became the default compare",
 		Measures: Latency | Throughput | Contention,
-		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, true, false) },
+		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisFair, false) },
+		Counters: redisCounters(1),
+	},
+	{
+		ID: "distlock-redis-unordered", Name: "distlock Redis, unordered (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
+		Settings: "redislock.WithUnordered(): no queue; a release wakes every waiter of the key over pub/sub and they race (the default before the queue)",
+		Measures: Latency | Throughput | Contention,
+		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisUnordered, false) },
 		Counters: redisCounters(1),
 	},
 	{
@@ -421,11 +428,21 @@ type distlockLocker struct {
 	close func() error
 }
 
-func newDistlockRedis(e *Env, fair, try bool) (Locker, error) {
+// The ways redislock waiters are served in the Redis rows.
+const (
+	redisQueue     = iota // the default
+	redisFair             // WithFair: the default, asked for
+	redisUnordered        // WithUnordered
+)
+
+func newDistlockRedis(e *Env, mode int, try bool) (Locker, error) {
 	c := e.RedisClient(e.Redis(1)[0])
 	var opts []redislock.Option
-	if fair {
+	switch mode {
+	case redisFair:
 		opts = append(opts, redislock.WithFair())
+	case redisUnordered:
+		opts = append(opts, redislock.WithUnordered())
 	}
 	b, err := redislock.New(c, opts...)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,32 +68,69 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 type attempt struct {
 	b      *Backend
 	k      lockKeys
+	args   scriptArgs
 	secret string // the grant's owner value, unguessable
-	waiter string // fair mode: the waiter's id in the queue
-	opts   distlock.AcquireOptions
+	// waiterID is the waiter's id, given when it first waits (never with
+	// WithUnordered), and waiter its place in the queue as the scripts
+	// write it: "<id>|<secret>|<TTL ms>|<liveness ms>|<owner>".
+	waiterID string
+	waiter   string
+	opts     distlock.AcquireOptions
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
-	a := &attempt{b: b, k: b.keysFor(key), secret: rand.Text(), opts: opts}
-	if b.cfg.fair {
-		a.waiter = rand.Text()
-	}
+	secret := rand.Text()
+	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
+	a.args = boxArgs(&a.k, secret)
 	return a
 }
 
-// refusal is why a try was not granted, and when to try again.
+// giveWaiterID gives a an id for the queue, if it has none yet: the
+// Backend's id, ':', and a random part.
+func (a *attempt) giveWaiterID() {
+	if a.waiter == "" && !a.b.cfg.unordered {
+		a.waiterID = a.b.id + ":" + rand.Text()
+		a.waiter = a.waiterID + "|" + a.secret + "|" + strconv.FormatInt(ceilMillis(a.opts.TTL), 10) + "|" +
+			strconv.FormatInt(ceilMillis(a.b.cfg.liveness), 10) + "|" + a.opts.Owner
+	}
+}
+
+// handedLease is the lease of a grant that a release handed the waiter
+// (payload "<token>|<ms>", see release.lua), or nil if the payload is
+// unusable; queued is when the waiter sent the try that last refreshed its
+// place, which the server reckoned ms from. The server set the lock's TTL
+// at the hand-off, at least ms after it ran that try, itself sent after
+// queued: the validity runs from queued, for the TTL plus ms.
+func (a *attempt) handedLease(payload string, queued time.Time) *lease {
+	t, ms, ok := strings.Cut(payload, "|")
+	token, err1 := strconv.ParseUint(t, 10, 64)
+	waited, err2 := strconv.ParseInt(ms, 10, 64)
+	if !ok || err1 != nil || err2 != nil || token == 0 || queued.IsZero() {
+		return nil
+	}
+	ttl := a.opts.TTL + time.Duration(waited)*time.Millisecond
+	if ttl <= 0 {
+		return nil
+	}
+	return &lease{b: a.b, k: a.k, args: a.args, secret: a.secret, token: token,
+		validity: distlock.Validity{Sent: queued, TTL: ttl}}
+}
+
+// refusal is why a try was not granted, and when to try again; sent is
+// when the try was sent.
 type refusal struct {
 	why     string
 	retryIn time.Duration
+	sent    time.Time
 }
 
-// try runs the acquire script once; join queues a fair waiter that is not
-// granted. It returns the lease when granted, and otherwise why not and
+// try runs the acquire script once; join, for a waiting try, queues a
+// waiter that is not granted and marks a held lock as waited for. It returns the lease when granted, and otherwise why not and
 // when to try again.
 func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
-	keys, args := a.acquireArgs(join)
+	args := a.acquireArgs(join)
 	sent := time.Now()
-	res, err := a.send(ctx, keys, args)
+	res, err := a.send(ctx, args)
 	if err != nil {
 		// The script may have run although its reply was lost, or granted
 		// what too few replicas confirmed: leave no grant (and no place in
@@ -106,19 +145,19 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	}
 	switch status {
 	case acquireGranted:
-		return &lease{b: a.b, k: a.k, secret: a.secret, token: uint64(val),
+		return &lease{b: a.b, k: a.k, args: a.args, secret: a.secret, token: uint64(val),
 			validity: distlock.Validity{Sent: sent, TTL: a.opts.TTL}}, refusal{}, nil
 	case acquireHeld:
 		if val < 0 {
-			return nil, refusal{"held", noExpiryPoll}, nil
+			return nil, refusal{"held", noExpiryPoll, sent}, nil
 		}
-		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond}, nil
+		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond, sent}, nil
 	case acquireNotFirst:
-		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond}, nil
+		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond, sent}, nil
 	default: // acquireTooLate
-		// Only a clean-up of this attempt (abandon) or the release of its
-		// grant writes its tombstone; both end the attempt, so this reply
-		// can come only from a request sent again after that. The script
+		// Only a clean-up of this attempt (abandon) writes its tombstone,
+		// and it ends the attempt, so this reply can come only from a
+		// request sent again after that. The script
 		// did nothing: there is nothing to undo, and a new attempt, with a
 		// new secret, is not concerned.
 		return nil, refusal{}, errTooLate
@@ -128,14 +167,21 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 // errTooLate is the acquire script's TOO_LATE read by the attempt itself.
 var errTooLate = fmt.Errorf("%w: redislock: the server had already released or cleaned up this acquire's grant", distlock.ErrUnavailable)
 
-// acquireArgs are the keys and arguments of acquire.lua for one try.
-func (a *attempt) acquireArgs(join bool) ([]string, []any) {
-	joinArg := "0"
+// acquireArgs are the arguments of acquire.lua for one try, as runScript
+// takes them.
+func (a *attempt) acquireArgs(join bool) []any {
+	b := a.b
+	flags := b.acquireFlags[0]
 	if join {
-		joinArg = "1"
+		flags = b.acquireFlags[1]
 	}
-	return []string{a.k.lock, a.k.token, a.k.queue, a.k.alive, a.k.tomb(a.secret)},
-		[]any{a.secret, ceilMillis(a.opts.TTL), a.opts.Owner, a.waiter, ceilMillis(a.b.cfg.liveness), joinArg}
+	args := []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
+		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
+	if a.waiter == "" {
+		return args[:len(args)-2]
+	}
+	args[len(args)-2], args[len(args)-1] = a.waiter, b.livenessArg
+	return args
 }
 
 // parseAcquireReply checks acquire.lua's reply {status, value}.
@@ -158,10 +204,10 @@ func parseAcquireReply(res []any) (status, val int64, ok bool) {
 
 // send runs the acquire script, and with WithWaitReplicas the WAIT that
 // confirms a grant.
-func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, error) {
+func (a *attempt) send(ctx context.Context, args []any) ([]any, error) {
 	b := a.b
 	if b.cfg.waitReplicas == 0 {
-		res, err := acquireScript.Run(ctx, b.client, keys, args...).Slice()
+		res, err := runScript(ctx, b.client, acquireScript, args).Slice()
 		return res, classify(ctx, "", err)
 	}
 	// The script and WAIT go over one connection to the key's primary:
@@ -172,13 +218,13 @@ func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, e
 		node = c
 	case *redis.ClusterClient:
 		var err error
-		if node, err = c.MasterForKey(ctx, keys[0]); err != nil {
+		if node, err = c.MasterForKey(ctx, a.k.lock); err != nil {
 			return nil, classify(ctx, "", err)
 		}
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := acquireScript.Run(ctx, conn, keys, args...).Slice()
+	res, err := runScript(ctx, conn, acquireScript, args).Slice()
 	if err != nil {
 		return nil, classify(ctx, "", err)
 	}
@@ -196,13 +242,18 @@ func (a *attempt) send(ctx context.Context, keys []string, args []any) ([]any, e
 	return res, nil
 }
 
-// wait is a blocking Acquire: try; when held, subscribe to the release
-// channel and try again once subscribed (a release between the first try
-// and the subscription was published to nobody); then wait for a release
-// message or the holder's expiry, and try again. An uncontended waiting
-// Acquire thus costs no more requests than a single try.
+// wait is a blocking Acquire: try; when held, subscribe and try again once
+// subscribed (a release between the first try and the subscription was
+// published to nobody); then wait for a wake-up or the holder's expiry,
+// and try again. An uncontended waiting Acquire thus costs no more
+// requests than a single try.
 //
-// When the channel is already subscribed (other waiters on the key, or a
+// With the queue the subscription is to the Backend's wake channel, and a
+// waiter joins the queue only once subscribed: a release skips a queued
+// waiter that nobody hears on its channel. With WithUnordered it is to the
+// key's release channel.
+//
+// When the channel is already subscribed (other waiters, or a
 // subscription lingering after the last one), the waiter registers first,
 // which costs no request, and its first try is then covered.
 func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
@@ -216,9 +267,15 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			sub.remove(w)
 		}
 	}()
-	if sub = b.currentSubscriber(); sub != nil {
-		w = sub.addIfSubscribed(a.k.channel, a.waiter)
+	ch := b.wakeChannel
+	if b.cfg.unordered {
+		ch = a.k.channel
 	}
+	a.giveWaiterID()
+	if sub = b.currentSubscriber(); sub != nil {
+		w = sub.addIfSubscribed(ch, a.waiterID)
+	}
+	var queued time.Time // when the try that last refreshed our place was sent
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -229,7 +286,8 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		if w != nil {
 			w.tried.Store(true)
 		}
-		l, r, err := a.try(ctx, true)
+		join := w != nil || b.cfg.unordered
+		l, r, err := a.try(ctx, join)
 		if err != nil {
 			if ctx.Err() != nil {
 				// The try cleaned up after itself (abandon): what counts
@@ -240,6 +298,9 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		}
 		if l != nil {
 			return l, nil
+		}
+		if join && a.waiter != "" {
+			queued = r.sent
 		}
 		if w == nil {
 			if h := b.hooks.afterFirstHeld; h != nil {
@@ -255,16 +316,10 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			}
 			// Wait for the confirmation, unless no SUBSCRIBE could be
 			// sent (the client is closed, the server unreachable): none is
-			// coming then, so try again at once and rely on the timer. A
-			// fair waiter, queued by its first try, waits no longer than
-			// its place's refresh period.
-			readyWait := subscribeWait
-			if b.cfg.fair {
-				readyWait = min(readyWait, b.cfg.liveness/3)
-			}
+			// coming then, so try again at once and rely on the timer.
 			var subErr error
-			if w, subErr = sub.add(a.k.channel, a.waiter); subErr == nil {
-				ready := time.NewTimer(readyWait)
+			if w, subErr = sub.add(ch, a.waiterID); subErr == nil {
+				ready := time.NewTimer(subscribeWait)
 				select {
 				case <-w.st.ready:
 				case <-ready.C:
@@ -278,7 +333,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			}
 		}
 		retryIn := r.retryIn
-		if b.cfg.fair {
+		if !b.cfg.unordered {
 			// Trying again also refreshes our place in the queue.
 			retryIn = min(retryIn, b.cfg.liveness/3)
 		}
@@ -296,6 +351,13 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			select {
 			case <-timer.C:
 			default:
+			}
+		}
+		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil {
+			// A release granted us the lock. (With ctx ended, leaving the
+			// queue releases it again.)
+			if l := a.handedLease(*g, queued); l != nil {
+				return l, nil
 			}
 		}
 	}

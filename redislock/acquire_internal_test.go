@@ -12,12 +12,19 @@ import (
 	"github.com/distlock/distlock/internal/testserver"
 )
 
-// A try whose secret has a tombstone (its attempt was cleaned up, or the
-// grant it asked for was released) gets TOO_LATE from acquire.lua: the
-// server does nothing, and the try fails with an error worth retrying
-// rather than an unexpected reply. Outside this test only a request sent
-// again after its attempt ended can meet it, and nobody reads that reply;
-// here the attempt itself tries again.
+// A try whose secret has a tombstone (its attempt was cleaned up) gets
+// TOO_LATE from acquire.lua: the server does nothing, and the try fails
+// with an error worth retrying rather than an unexpected reply. Outside
+// this test only a request sent again after its attempt ended can meet it,
+// and nobody reads that reply; here the attempt itself tries again.
+//
+// A try of a grant already released leaves no tombstone to meet (the
+// release renames the lock key to the lock's last-release key): such a
+// request, were one to arrive late, finds the key free and takes it for a
+// secret that nobody holds any more, which blocks the key until that TTL
+// runs out but cannot put two holders on it, and draws a higher token. go-
+// redis sends a request again only when writing it failed, before any
+// reply, so no late copy of a granted request can follow its release.
 func TestTryAfterTombstone(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -28,43 +35,59 @@ func TestTryAfterTombstone(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts []Option
-	}{{"Default", nil}, {"Fair", []Option{WithFair()}}} {
+	}{{"Default", nil}, {"Unordered", []Option{WithUnordered()}}} {
 		b, err := New(c, mode.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
-		for _, tc := range []struct {
-			name      string
-			tombstone func(*attempt)
-		}{
-			{"Abandoned", func(a *attempt) { a.abandon(ctx, time.Now()) }},
-			{"Released", func(a *attempt) {
-				l, _, err := a.try(ctx, false)
-				if err != nil || l == nil {
-					t.Fatalf("first try: %v, %v", l, err)
+		t.Run(mode.name+"/Abandoned", func(t *testing.T) {
+			key := "too-late/" + mode.name
+			a := b.newAttempt(key, opts)
+			a.giveWaiterID()
+			a.abandon(ctx, time.Now())
+			tokens := c.Get(ctx, a.k.token).Val()
+			l, _, err := a.try(ctx, true)
+			if l != nil || !errors.Is(err, errTooLate) || !errors.Is(err, distlock.ErrUnavailable) {
+				t.Fatalf("try after the tombstone: %v, %v; want %v", l, err, errTooLate)
+			}
+			if n := c.Exists(ctx, a.k.lock, a.k.queue, a.k.alive).Val(); n != 0 {
+				t.Errorf("the refused try left %d of lock, queue, liveness keys", n)
+			}
+			if got := c.Get(ctx, a.k.token).Val(); got != tokens {
+				t.Errorf("the refused try drew a token: counter %q, was %q", got, tokens)
+			}
+		})
+		t.Run(mode.name+"/Released", func(t *testing.T) {
+			key := "late-after-release/" + mode.name
+			a := b.newAttempt(key, opts)
+			first, _, err := a.try(ctx, false)
+			if err != nil || first == nil {
+				t.Fatalf("first try: %v, %v", first, err)
+			}
+			if err := first.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			late, _, err := a.try(ctx, false) // a late copy of the granted request
+			if err != nil || late == nil {
+				t.Fatalf("late try: %v, %v", late, err)
+			}
+			if late.Token() <= first.Token() {
+				t.Errorf("the late grant's token %d is not above the released one's %d", late.Token(), first.Token())
+			}
+			other, err := b.Acquire(ctx, key, opts)
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				if err == nil {
+					other.Release(ctx)
 				}
-				if err := l.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}},
-		} {
-			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
-				key := "too-late/" + mode.name + "/" + tc.name
-				a := b.newAttempt(key, opts)
-				tc.tombstone(a)
-				tokens := c.Get(ctx, a.k.token).Val()
-				l, _, err := a.try(ctx, true)
-				if l != nil || !errors.Is(err, errTooLate) || !errors.Is(err, distlock.ErrUnavailable) {
-					t.Fatalf("try after the tombstone: %v, %v; want %v", l, err, errTooLate)
-				}
-				if n := c.Exists(ctx, a.k.lock, a.k.queue, a.k.alive).Val(); n != 0 {
-					t.Errorf("the refused try left %d of lock, queue, liveness keys", n)
-				}
-				if got := c.Get(ctx, a.k.token).Val(); got != tokens {
-					t.Errorf("the refused try drew a token: counter %q, was %q", got, tokens)
-				}
-			})
-		}
+				t.Errorf("another Acquire while the late grant holds the key: %v, want ErrNotAcquired", err)
+			}
+			if err := first.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+				t.Errorf("the released lease released again: %v, want ErrLockLost", err)
+			}
+			if err := late.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,23 @@ type Backend struct {
 	cfg        config
 	ownsClient bool // Close also closes client (OpenURL)
 
+	// The queue's wake-ups: a release publishes a waiter's id on the
+	// channel of the waiter's Backend, prefix + "waiters:" + id. Every
+	// waiter id of this Backend starts with id + ":".
+	id          string
+	wakeChannel string
+
+	// Script arguments that are the same for every call, converted to
+	// interface values once: the flags of acquire.lua (a single try, a
+	// waiting try) and release.lua (a release, an abandon), and the
+	// liveness. millisArg and ownerArg keep the last TTL and owner
+	// converted (a Client passes the same ones every time).
+	acquireFlags [2]any
+	releaseFlags [2]any
+	livenessArg  any
+	lastTTL      atomic.Pointer[cachedTTL]
+	lastOwner    atomic.Pointer[cachedOwner]
+
 	// mu guards closed and sub; closing is cancelled with closed set, and
 	// wg counts the clean-ups retried in the background (see abandon).
 	mu      sync.Mutex
@@ -49,6 +67,36 @@ type Backend struct {
 	noBatch atomic.Bool // the server refused a multi-key refresh (cluster mode)
 
 	hooks testHooks
+}
+
+type cachedTTL struct {
+	ttl time.Duration
+	arg any
+}
+
+type cachedOwner struct {
+	owner string
+	arg   any
+}
+
+// millisArg returns ceilMillis(ttl) as an interface value.
+func (b *Backend) millisArg(ttl time.Duration) any {
+	if p := b.lastTTL.Load(); p != nil && p.ttl == ttl {
+		return p.arg
+	}
+	p := &cachedTTL{ttl: ttl, arg: ceilMillis(ttl)}
+	b.lastTTL.Store(p)
+	return p.arg
+}
+
+// ownerArg returns owner as an interface value.
+func (b *Backend) ownerArg(owner string) any {
+	if p := b.lastOwner.Load(); p != nil && p.owner == owner {
+		return p.arg
+	}
+	p := &cachedOwner{owner: owner, arg: owner}
+	b.lastOwner.Store(p)
+	return p.arg
 }
 
 // testHooks let this package's tests force interleavings; all nil/zero
@@ -72,7 +120,21 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{client: client, cfg: cfg}
+	b := &Backend{client: client, cfg: cfg, id: rand.Text(), livenessArg: ceilMillis(cfg.liveness)}
+	b.wakeChannel = cfg.prefix + wakeSuffix + b.id
+	// With the queue ("q"), and when PUBLISH counts every subscriber
+	// ("c": a single server, not a Cluster, whose PUBLISH counts those of
+	// one node), so that a release can skip a waiter whose Backend nobody
+	// hears. "j" is a waiting try, "f" an abandon (see the scripts).
+	var mode string
+	if !cfg.unordered {
+		mode = "q"
+		if _, ok := client.(*redis.Client); ok {
+			mode += "c"
+		}
+	}
+	b.acquireFlags = [2]any{mode, mode + "j"}
+	b.releaseFlags = [2]any{mode, mode + "f"}
 	b.closing, b.stop = context.WithCancel(context.Background())
 	return b, nil
 }

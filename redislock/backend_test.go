@@ -31,7 +31,7 @@ func TestClosedBackend(t *testing.T) {
 		waiting <- err
 	}()
 	eventually(t, 10*time.Second, "the waiter subscribed", func() bool {
-		return admin.PubSubNumSub(ctx, channelOf(key)).Val()[channelOf(key)] == 1
+		return admin.PubSubNumSub(ctx, redislock.WakeChannel(b)).Val()[redislock.WakeChannel(b)] == 1
 	})
 	if err := b.Close(); err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func BenchmarkHandOff(b *testing.B) {
 		opts []redislock.Option
 	}{
 		{"Default", nil},
-		{"Fair", []redislock.Option{redislock.WithFair()}},
+		{"Unordered", []redislock.Option{redislock.WithUnordered()}},
 	} {
 		b.Run(mode.name, func(b *testing.B) { benchHandOff(b, 16, mode.opts...) })
 	}

@@ -39,8 +39,8 @@ var suiteModes = []struct {
 	name string
 	opts []redislock.Option
 }{
-	{"Default", nil},
-	{"Fair", []redislock.Option{redislock.WithFair(), redislock.WithWaiterLiveness(time.Second)}},
+	{"Default", []redislock.Option{redislock.WithWaiterLiveness(time.Second)}},
+	{"Unordered", []redislock.Option{redislock.WithUnordered()}},
 }
 
 // suiteOptions are the suite's options for a topology whose keys admin can

@@ -20,7 +20,10 @@
 // the server from when the script (or the last refresh) ran, has passed.
 // Each Validity is timed from before its request was sent, so the Client's
 // deadline for a lock comes before the server's expiry when the clocks of
-// this host and the server run at rates within the drift.
+// this host and the server run at rates within the drift. A grant that a
+// release hands to a queued waiter (see Waiting) is timed from before the
+// waiter's last refresh of its place was sent, for the TTL plus the time
+// the server counted from that refresh to the hand-off, rounded down.
 //
 // Refresh and release are owner-checked scripts: a holder whose lease lapsed
 // can neither extend nor delete the next holder's lock, and learns of the
@@ -28,8 +31,11 @@
 // in one pipeline (RefreshAll).
 //
 // A lost reply does no harm: a release retried after a lost reply reports
-// success if it had taken effect (for 10s; later, or if the grant had
-// really gone, it reports distlock.ErrLockLost), and an Acquire whose
+// success if it had taken effect (while it is the key's last release and
+// the released grant's TTL would still run: the release renames the lock
+// key to the key's last-release key, which keeps that TTL; otherwise, and
+// if the grant had really gone, it reports distlock.ErrLockLost), and an
+// Acquire whose
 // request failed after sending undoes what the request may have done
 // before returning, so that neither a lost reply nor a request delayed in
 // the network leaves a grant to nobody. When that clean-up fails too, the
@@ -43,7 +49,7 @@
 // Besides a holder that crashes or pauses (its grant lapses after its TTL;
 // the Client cancels the lock's context before that, by its local clock)
 // and lost replies, it survives a pub/sub connection that breaks while
-// clients wait (see Waiting) and a waiter that dies in fair mode.
+// clients wait (see Waiting) and a waiter that dies while queued.
 //
 // # Not guaranteed
 //
@@ -73,7 +79,7 @@
 //     by hand (DEL, FLUSHALL) lets a second client be granted the key; the
 //     holder learns of the loss at its next refresh. Deleted counters
 //     restart tokens at 1.
-//   - Fairness between processes in the default mode (see Waiting).
+//   - Fairness with WithUnordered (see Waiting).
 //
 // # Durability
 //
@@ -114,35 +120,60 @@
 //
 // # Waiting
 //
-// A waiting Acquire tries first, without subscribing: an uncontended
-// acquire and release are two requests, waiting or not. When the key is
-// held the waiter subscribes to the key's release channel and tries again;
-// a release publishes on the channel, and waiters retry at once. A waiter
+// Waiters queue in Redis, in arrival order (a sorted set per key), and a
+// release hands the lock to the first live waiter itself, from every
+// process alike: the release script draws the waiter's token, sets the lock
+// key with the waiter's secret and TTL (kept with its place in the queue)
+// and publishes the grant on the waiter's wake channel, and the waiter's
+// Acquire returns without a request of its own. A hand-off is one request
+// and the release's round trip. A newcomer (TryAcquire included) cannot
+// take a free key while others queue for it, nor a key handed on, which
+// is never free in between.
+//
+// A waiting Acquire tries first, without subscribing or queueing: an
+// uncontended acquire and release are two requests, waiting or not, and
+// the scripts then skip the queue altogether. When the key is held the
+// waiter subscribes to its Backend's wake channel, then tries again, which
+// queues it (and marks the grant as waited for, so that its release looks
+// at the queue; a release of a grant nobody waited for does not). A waiter
 // also arms a timer for the holder's remaining TTL, for a holder that
-// vanished without releasing, so there is no fixed-interval polling (except
-// every second while the lock key has no expiry, which only something else
-// than this package can leave). All the waiters of one Backend share one
-// pub/sub connection, which survives reconnects (releases published while
-// it was down are covered by a retry).
+// vanished without releasing, capped at a third of the waiter liveness (WithWaiterLiveness, default
+// 3s), since trying again refreshes its place in the queue; a waiter whose
+// place lapsed is dropped from the queue, and one that gives up leaves it.
+// All the waiters of one Backend share one pub/sub connection and one
+// channel, which survive reconnects (wake-ups published while the
+// connection was down are covered by a retry; a waiter dropped meanwhile
+// joins again, at the back; a grant whose message was lost is found by the
+// waiter's next try, at the latest when it refreshes its place).
+//
+// A waiter whose process died does not hold the queue up. On a single
+// server (or a Sentinel-managed primary), PUBLISH counts the subscribers
+// that a wake-up reached: a release that finds nobody subscribed to the
+// first waiter's wake channel drops that waiter and serves the next one,
+// in the same script. The delay a dead waiter causes is then nothing beyond
+// that release, once Redis has seen the dead process's connections close
+// (at once for a process that exited or was killed on a host that is up:
+// its kernel closes them; TestKilledWaiterIsSkipped shows it with a
+// waiter killed with SIGKILL). Otherwise a dead waiter delays the queue
+// until its liveness lapses (3s by default: it is then dropped) or, if its
+// turn comes first, by the TTL of the grant handed to it, as a holder that
+// dies does: a waiter whose connections stay open while it does not run (a
+// stopped process, a host gone without closing them), any dead waiter on a
+// Cluster (where PUBLISH counts only the subscribers of one node), and a
+// waiter that dies between the hand-off and its reading of the grant.
+//
+// With WithUnordered there is no queue: waiters subscribe to the key's
+// release channel, a release wakes every waiter of the key, and they race
+// for it, in no particular order, within a process as between processes.
+// That costs about one request per waiting process and hand-off, and lets
+// a waiter starve (see WithUnordered).
 //
 // Classic pub/sub (SUBSCRIBE, PUBLISH) is used, not sharded pub/sub: it
 // works on every topology with one connection per Backend. On a Cluster a
 // classic message reaches every node, so a subscription on any node hears
-// releases of keys in every slot, at the price of cluster-bus traffic for
-// each release. Sharded pub/sub would keep messages on one shard but need a
-// connection per shard and re-subscription when slots move.
-//
-// In the default mode waiters are served in no particular order, within a
-// process as between processes: a release wakes every waiter of the key,
-// and they race for it.
-//
-// With WithFair, waiters queue in Redis (a sorted set per key, ordered by
-// arrival) and a release publishes the id of the first live waiter, so one
-// release wakes one waiter and waiters are served in arrival order, from
-// every process alike. A newcomer cannot take a free key while others
-// queue. Waiters refresh their place every third of the liveness
-// (WithWaiterLiveness, default 3s); a waiter whose process died is dropped
-// from the queue once its liveness lapses, and one that gives up leaves it.
+// wake-ups of keys in every slot, at the price of cluster-bus traffic for
+// each of them. Sharded pub/sub would keep messages on one shard but need
+// a connection per shard and re-subscription when slots move.
 //
 // A waiting Acquire whose context ends returns an error matching
 // distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
@@ -169,12 +200,14 @@
 // so every Redis key of one lock hashes to one slot whatever the key
 // contains. With the prefix P (WithPrefix, default "distlock:"):
 //
-//	P{key}:lock               the grant: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
+//	P{key}:lock               the grant: "<owner secret>|<token>|<since, acquiring host's ms>|<waited: 0 or 1>|<owner>", with PX
 //	P{key}:token              the fencing counter (INCR per grant, never expires)
-//	P{key}:released:<secret>  tombstone of a release (for 10s) or of an Acquire that gave up
-//	P{key}:queue              fair mode: waiter id -> arrival order (sorted set)
-//	P{key}:alive              fair mode: waiter id -> liveness deadline, server ms (sorted set)
-//	P{key}:released           pub/sub channel of releases (payload: "" or the next waiter's id)
+//	P{key}:last               the key's last release: the released grant's value (the lock key renamed, with the TTL it had left)
+//	P{key}:released:<secret>  tombstone of an Acquire that gave up
+//	P{key}:queue              waiter id -> arrival order (sorted set)
+//	P{key}:alive              waiter id -> liveness deadline, server ms (sorted set)
+//	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload)
+//	P waiters:<Backend id>    pub/sub channel waking a Backend's waiters (payload: the waiter's id, "<Backend id>:<random>")
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
 //
 // Delete a counter only with the knowledge that tokens for that key restart
@@ -185,9 +218,10 @@
 // A Backend is safe for concurrent use. It opens one pub/sub connection,
 // with its go-redis goroutines and one dispatcher, when the first waiting
 // Acquire finds its key held, and keeps it until Close; otherwise it uses
-// the client's pool. A key's release channel stays subscribed for a second
-// after its last waiter left, so that a chain of hand-offs subscribes once;
-// meanwhile it holds a timer (no goroutine until it fires). An Acquire
+// the client's pool. Its wake channel (with WithUnordered, a key's release
+// channel) stays subscribed for a second after its last waiter left, so
+// that a chain of hand-offs subscribes once; meanwhile it holds a timer (no
+// goroutine until it fires). An Acquire
 // whose clean-up failed (see Guarantees) leaves one goroutine retrying it,
 // which Close stops. The first Acquire of a Backend sends one CONFIG GET
 // besides the script. A *redis.Ring is not supported (its shards do not

@@ -17,7 +17,7 @@ func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	backend, err := redislock.New(rdb, redislock.WithFair())
+	backend, err := redislock.New(rdb)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -36,18 +36,23 @@ func SetLinger(b *Backend, d time.Duration) { b.hooks.linger = d }
 // share of a cycle without the network's.
 func QueueCycle(ctx context.Context, b *Backend, pipe redis.Pipeliner, key string, ttl time.Duration) {
 	a := b.newAttempt(key, distlock.AcquireOptions{TTL: ttl})
-	keys, args := a.acquireArgs(false)
-	acquireScript.EvalSha(ctx, pipe, keys, args...)
-	keys, args = b.releaseArgs(a.k, a.secret, "", 0)
-	releaseScript.EvalSha(ctx, pipe, keys, args...)
+	args := a.acquireArgs(false)
+	args[0], args[1] = "evalsha", acquireScript.hash
+	pipe.Process(ctx, redis.NewCmd(ctx, args...))
+	args = b.releaseArgs(&a.args, "", 0)
+	args[0], args[1] = "evalsha", releaseScript.hash
+	pipe.Process(ctx, redis.NewCmd(ctx, args...))
 }
 
 // LoadScripts loads b's scripts into the server's cache.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []*redis.Script{acquireScript, releaseScript, refreshScript} {
+	for _, s := range []*redis.Script{acquireScript.Script, releaseScript.Script, refreshScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// WakeChannel is the pub/sub channel on which b's queued waiters are woken.
+func WakeChannel(b *Backend) string { return b.wakeChannel }

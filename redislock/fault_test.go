@@ -443,7 +443,7 @@ func TestSubscribeWriteFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.arm("subscribe", channelOf(key))
+		f.arm("subscribe", redislock.WakeChannel(b))
 		got := make(chan error, 1)
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -459,7 +459,7 @@ func TestSubscribeWriteFailure(t *testing.T) {
 		case err := <-got:
 			t.Fatalf("waiter returned before subscribing: %v", err)
 		}
-		eventually(t, 10*time.Second, "the waiter's channel subscribed", func() bool { return numsub(channelOf(key)) == 1 })
+		eventually(t, 10*time.Second, "the waiter's channel subscribed", func() bool { return numsub(redislock.WakeChannel(b)) == 1 })
 		if err := lh.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +477,7 @@ var acquireModes = []struct {
 }{
 	{"Try", nil, false},
 	{"Wait", nil, true},
-	{"FairWait", []redislock.Option{redislock.WithFair()}, true},
+	{"UnorderedWait", []redislock.Option{redislock.WithUnordered()}, true},
 }
 
 // loadScripts acquires and releases a key next to key, so that a faulty

@@ -16,10 +16,15 @@ const (
 	suffixLock    = ":lock"
 	suffixToken   = ":token"
 	suffixTomb    = ":released:"
+	suffixLast    = ":last"
 	suffixQueue   = ":queue"
 	suffixAlive   = ":alive"
 	suffixChannel = ":released"
 	suffixFence   = ":fence"
+
+	// wakeSuffix follows the prefix in the name of a Backend's wake
+	// channel: prefix + "waiters:" + the Backend's id.
+	wakeSuffix = "waiters:"
 )
 
 // tagEscaper escapes the characters that would let a user key end the hash
@@ -51,30 +56,57 @@ func keyTag(rkey string) string {
 	return rkey
 }
 
-// lockKeys are the Redis names used by one lock.
+// lockKeys are the Redis names used by one grant of a lock (tomb is the
+// grant's own).
 type lockKeys struct {
-	base    string // prefix + hash tag
 	lock    string
 	token   string
 	queue   string
 	alive   string
 	channel string
+	tomb    string
+	last    string
 }
 
-func (b *Backend) keysFor(key string) lockKeys {
-	base := b.cfg.prefix + HashTag(key)
-	return lockKeys{
-		base:    base,
-		lock:    base + suffixLock,
-		token:   base + suffixToken,
-		queue:   base + suffixQueue,
-		alive:   base + suffixAlive,
-		channel: base + suffixChannel,
+// keysFor returns the names of the lock on key for the grant with secret.
+// They are substrings of one string: one allocation for all of them.
+func (b *Backend) keysFor(key, secret string) lockKeys {
+	base := [...]string{b.cfg.prefix, "{", tagEscaper.Replace(key), "}"}
+	n := 0
+	for _, s := range base {
+		n += len(s)
 	}
+	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast}
+	var sb strings.Builder
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast) + len(secret))
+	var ends [len(suffixes)]int
+	for i, suffix := range suffixes {
+		for _, s := range base {
+			sb.WriteString(s)
+		}
+		sb.WriteString(suffix)
+		ends[i] = sb.Len()
+	}
+	all := sb.String()
+	at := func(i int) string {
+		if i == 0 {
+			return all[:ends[0]]
+		}
+		return all[ends[i-1]:ends[i]]
+	}
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6)}
 }
 
-// tomb returns the tombstone key of the grant with the given secret.
-func (k lockKeys) tomb(secret string) string { return k.base + suffixTomb + secret }
+// scriptArgs are the arguments that every script call of one grant
+// passes, converted to interface values once for all of them (each
+// conversion of a string allocates).
+type scriptArgs struct {
+	lock, token, queue, alive, tomb, last, secret any
+}
+
+func boxArgs(k *lockKeys, secret string) scriptArgs {
+	return scriptArgs{lock: k.lock, token: k.token, queue: k.queue, alive: k.alive, tomb: k.tomb, last: k.last, secret: secret}
+}
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.
 func decodeLockKey(prefix, rkey string) (string, bool) {

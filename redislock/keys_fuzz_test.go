@@ -27,8 +27,13 @@ func FuzzHashTag(f *testing.F) {
 			t.Fatalf("HashTag(%q) decodes to %q", key, got)
 		}
 		b := &Backend{cfg: config{prefix: DefaultPrefix}}
-		k := b.keysFor(key)
-		for _, rk := range []string{k.lock, k.token, k.queue, k.alive, k.channel, k.tomb("s")} {
+		k := b.keysFor(key, "s")
+		base := DefaultPrefix + tag
+		want := []string{base + ":lock", base + ":token", base + ":queue", base + ":alive", base + ":released", base + ":released:s"}
+		if got := []string{k.lock, k.token, k.queue, k.alive, k.channel, k.tomb}; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("keysFor(%q) = %q, want %q", key, got, want)
+		}
+		for _, rk := range want {
 			if keyTag(rk) != inner {
 				t.Fatalf("key %q of %q hashes by %q, want %q", rk, key, keyTag(rk), inner)
 			}

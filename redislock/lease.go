@@ -18,6 +18,7 @@ import (
 type lease struct {
 	b        *Backend
 	k        lockKeys
+	args     scriptArgs
 	secret   string
 	token    uint64
 	validity distlock.Validity
@@ -60,15 +61,15 @@ func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration
 }
 
 // Release implements distlock.Lease. A release whose reply was lost can be
-// retried: the tombstone left by the first attempt makes the retry report
-// success, not a loss.
+// retried: the key's last-release record left by the first attempt makes
+// the retry report success, not a loss (see release.go).
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
 		return fmt.Errorf("%w: redislock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	n, err := l.b.runRelease(ctx, l.k, l.secret, "", 0)
+	n, err := l.b.runRelease(ctx, &l.args, "", 0)
 	if err != nil {
 		return err
 	}

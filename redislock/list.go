@@ -21,8 +21,8 @@ const scanCount = 1000
 
 // List implements distlock.Lister: it SCANs for lock keys whose key starts
 // with prefix (on every primary of a Cluster) and reads their values and
-// PTTLs in one pipeline. Since is the server's clock at the grant; Expires
-// is this host's clock plus the PTTL read. The listing is not a snapshot:
+// PTTLs in one pipeline. Since is the acquiring host's clock at the grant;
+// Expires is this host's clock plus the PTTL read. The listing is not a snapshot:
 // locks granted or released during the scan may or may not appear.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}" + suffixLock
@@ -94,11 +94,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 	return hs, nil
 }
 
-// parseValue decodes a lock value "<secret>|<token>|<since ms>|<owner>",
-// leaving the secret out.
+// parseValue decodes a lock value
+// "<secret>|<token>|<since ms>|<waited>|<owner>", leaving the secret out.
 func parseValue(v string) (distlock.Holder, error) {
-	parts := strings.SplitN(v, "|", 4)
-	if len(parts) != 4 {
+	parts := strings.SplitN(v, "|", 5)
+	if len(parts) != 5 {
 		return distlock.Holder{}, fmt.Errorf("malformed lock value")
 	}
 	token, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -106,5 +106,5 @@ func parseValue(v string) (distlock.Holder, error) {
 	if err1 != nil || err2 != nil {
 		return distlock.Holder{}, fmt.Errorf("malformed lock value")
 	}
-	return distlock.Holder{Token: token, Owner: parts[3], Since: time.UnixMilli(since)}, nil
+	return distlock.Holder{Token: token, Owner: parts[4], Since: time.UnixMilli(since)}, nil
 }

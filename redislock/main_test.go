@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ func TestMain(m *testing.M) {
 	// Several tests cut the server off on purpose; go-redis would log every
 	// failed dial.
 	redis.SetLogger(quiet{})
+	if spec := os.Getenv(childWaiterEnv); spec != "" {
+		childWaiter(spec) // a process of TestKilledWaiterIsSkipped; it never returns
+	}
 	goleak.VerifyTestMain(m, goRedisDialProbe)
 }
 

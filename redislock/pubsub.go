@@ -15,6 +15,7 @@ package redislock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +29,10 @@ const subscriptionLinger = time.Second
 
 // subscriber multiplexes the waiters of one Backend over one pub/sub
 // connection, each channel lingering as described above. Messages wake the
-// waiters of their channel (all of them, or the one whose id is the payload
-// in fair mode). A subscription confirmation wakes the channel's waiters
+// waiters of their channel (all of them, or, on a Backend's wake channel,
+// the queued waiter whose id starts the payload; a payload
+// "<id>|<token>|<ms>" hands that waiter a grant, see waiter.handed). A
+// subscription confirmation wakes the channel's waiters
 // that have already tried: it is sent again after go-redis reconnects, and
 // releases published while disconnected are lost.
 type subscriber struct {
@@ -47,7 +50,7 @@ type subscriber struct {
 	mu      sync.Mutex
 	closed  bool
 	chans   map[string]*channelState
-	byID    map[string]*waiter // fair-mode waiters by id
+	byID    map[string]*waiter // queued waiters by id
 	expires sync.WaitGroup     // linger expiries running
 }
 
@@ -69,6 +72,10 @@ type waiter struct {
 	st    *channelState
 	wake  chan struct{} // buffered: a wake-up is never lost or blocking
 	tried atomic.Bool   // the waiter has sent a try since registering
+
+	// handed is the last grant a release handed this waiter: the payload
+	// after its id, "<token>|<ms since its place was last refreshed>".
+	handed atomic.Pointer[string]
 }
 
 func newSubscriber(client redis.UniversalClient, linger time.Duration) *subscriber {
@@ -120,7 +127,11 @@ func (s *subscriber) message(ch, payload string) {
 		return
 	}
 	if payload != "" {
-		if w := s.byID[payload]; w != nil && w.st == st {
+		id, grant, handed := strings.Cut(payload, "|")
+		if w := s.byID[id]; w != nil && w.st == st {
+			if handed {
+				w.handed.Store(&grant)
+			}
 			w.notify()
 		}
 		return

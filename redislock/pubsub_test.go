@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redislock"
 )
 
 // A release reaches a waiter through pub/sub long before the TTL would,
@@ -51,8 +52,7 @@ func TestPubSubHandOff(t *testing.T) {
 
 	// One subscription and one pub/sub connection for all the waiters.
 	eventually(t, 10*time.Second, "waiters subscribed", func() bool {
-		n := admin.PubSubNumSub(ctx, channelOf(key)).Val()[channelOf(key)]
-		return n == 1
+		return admin.PubSubNumSub(ctx, redislock.WakeChannel(b)).Val()[redislock.WakeChannel(b)] == 1
 	})
 	if n := pubsubClients(t, admin); n != 1 {
 		t.Errorf("%d pub/sub connections for %d waiters, want 1", n, waiters)
@@ -82,7 +82,7 @@ func TestPubSubHandOff(t *testing.T) {
 		t.Logf("%d hand-offs in %v after the first release (TTL %v)", waiters, took, ttl)
 	}
 	eventually(t, 10*time.Second, "unsubscribed after the last waiter", func() bool {
-		return admin.PubSubNumSub(ctx, channelOf(key)).Val()[channelOf(key)] == 0
+		return admin.PubSubNumSub(ctx, redislock.WakeChannel(b)).Val()[redislock.WakeChannel(b)] == 0
 	})
 }
 

@@ -1,22 +1,31 @@
 package redislock
 
-// The release script's callers: a lease's release (see lease.go), a fair
+// The release script's callers: a lease's release (see lease.go), a
 // waiter leaving the queue, and the clean-up of an Acquire that gave up
 // after a failed request, retried in the background.
 //
-// Tombstones. A release whose reply was lost can be retried: the release
-// leaves a tombstone of its secret for tombstoneTTL, so that the retry
-// reports success rather than a loss, while a lease whose grant had really
-// gone gets distlock.ErrLockLost (and so does a retry later than
-// tombstoneTTL). The clean-up of an Acquire whose request failed after
+// Releases remembered. A release whose reply was lost can be retried: the
+// release renames the lock key to the lock's last-release key, which then
+// holds the released grant's value (its secret) with the TTL it had left,
+// so that the retry reports success rather than a loss, while a lease whose
+// grant had really gone gets distlock.ErrLockLost. Renaming costs one
+// command, where deleting the lock key and writing a tombstone of its own
+// cost two and left a key per release on the server (until it expired): a
+// lock has one last-release key, overwritten by every release. Only the
+// last release is remembered, so a retry reports distlock.ErrLockLost if
+// another grant of the key was released since, or the grant would have
+// lapsed by then anyway; the release itself had taken effect, and nothing
+// is left held.
+//
+// Tombstones. The clean-up of an Acquire whose request failed after
 // sending (a lost reply, a timeout, a cancelled context) releases with the
-// attempt's secret and leaves its tombstone whatever it finds, for the
-// longest of the TTL, the waiter liveness and tombstoneTTL: the acquire
-// script does nothing for a secret with a tombstone, so a request that was
-// delayed in the network rather than lost, and arrives after its clean-up,
-// neither grants the key to nobody nor queues. A request that go-redis
-// itself re-sends after a network error, before the clean-up, finds its own
-// grant and confirms it again.
+// attempt's secret and leaves a tombstone of that secret whatever it finds,
+// for the longest of the TTL, the waiter liveness and tombstoneTTL: the
+// acquire script does nothing for a secret with a tombstone, so a request
+// that was delayed in the network rather than lost, and arrives after its
+// clean-up, neither grants the key to nobody nor queues. A request that
+// go-redis itself re-sends after a network error, before the clean-up,
+// finds its own grant and confirms it again.
 
 import (
 	"context"
@@ -28,8 +37,9 @@ import (
 )
 
 const (
-	// tombstoneTTL is how long a release is remembered. It covers a
-	// Client's retries of a release (backoff capped at a second).
+	// tombstoneTTL is the least time the tombstone of an Acquire that
+	// gave up is kept. It covers a Client's retries (backoff capped at a
+	// second).
 	tombstoneTTL = 10 * time.Second
 
 	// commandTimeout bounds the clean-up commands sent on a caller's behalf
@@ -41,36 +51,36 @@ const (
 // doubling, up to a second, with full jitter.
 var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 
-// runRelease runs the release script: it releases the grant with secret if
-// held, and takes waiter (if not "") out of the queue. It returns
-// releaseReleased, releaseAlreadyReleased or releaseNotHeld. With
-// abandon > 0 it writes the tombstone of secret in any case, to last that
-// long.
-func (b *Backend) runRelease(ctx context.Context, k lockKeys, secret, waiter string, abandon time.Duration) (int64, error) {
-	keys, args := b.releaseArgs(k, secret, waiter, abandon)
-	n, err := releaseScript.Run(ctx, b.client, keys, args...).Int64()
+// runRelease runs the release script for the grant of args: it
+// releases the grant if held, and takes waiter (if not "") out of the
+// queue. It returns releaseReleased, releaseAlreadyReleased or
+// releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
+// case, to last that long.
+func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter string, abandon time.Duration) (int64, error) {
+	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(args, waiter, abandon)).Int64()
 	return n, classify(ctx, "", err)
 }
 
-// releaseArgs are the keys and arguments of release.lua.
-func (b *Backend) releaseArgs(k lockKeys, secret, waiter string, abandon time.Duration) ([]string, []any) {
-	fair, force, keep := "0", "0", tombstoneTTL
-	if b.cfg.fair {
-		fair = "1"
+// releaseArgs are the arguments of release.lua, as runScript takes them.
+func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Duration) []any {
+	var id any = ""
+	if waiter != "" {
+		id = waiter
 	}
 	if abandon > 0 {
-		force, keep = "1", abandon
+		return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
+			args.secret, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
-	return []string{k.lock, k.tomb(secret), k.queue, k.alive},
-		[]any{secret, ceilMillis(keep), k.channel, fair, waiter, force}
+	return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
+		args.secret, b.releaseFlags[0], id}
 }
 
-// leaveQueue takes a fair waiter out of the queue (waking the next waiter
+// leaveQueue takes a waiter out of the queue (waking the next waiter
 // if it was first and the lock is free). If that fails, its liveness lapses.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 	defer cancel()
-	_, _ = a.b.runRelease(cctx, a.k, a.secret, a.waiter, 0)
+	_, _ = a.b.runRelease(cctx, &a.args, a.waiter, 0)
 }
 
 // abandon undoes whatever a failed try may have done at the server (a grant
@@ -86,7 +96,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	// (TTL), a place in the queue (liveness).
 	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
 	cleanUp := func(ctx context.Context) error {
-		_, err := b.runRelease(ctx, a.k, a.secret, a.waiter, keep)
+		_, err := b.runRelease(ctx, &a.args, a.waiter, keep)
 		return err
 	}
 	if h := b.hooks.beforeAbandon; h != nil {

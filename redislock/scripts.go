@@ -5,6 +5,7 @@ package redislock
 // of the constants below.
 
 import (
+	"context"
 	_ "embed"
 	"time"
 
@@ -26,15 +27,50 @@ var (
 	fenceLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
-	// does not have them (after a restart or SCRIPT FLUSH). The fair queue's
+	// does not have them (after a restart or SCRIPT FLUSH). The queue's
 	// sweep (queue.lua) is written once and prepended to the two scripts
 	// that walk the queue.
-	acquireScript = redis.NewScript(queueLua + acquireLua)
-	releaseScript = redis.NewScript(queueLua + releaseLua)
+	acquireScript = newScript(queueLua + acquireLua)
+	releaseScript = newScript(queueLua + releaseLua)
 	refreshScript = redis.NewScript(refreshLua)
 	refreshMany   = redis.NewScript(refreshManyLua)
 	fenceScript   = redis.NewScript(fenceLua)
 )
+
+// script is a Lua script called through runScript, with its source and
+// hash converted to interface values once.
+type script struct {
+	*redis.Script
+	src, hash any
+}
+
+func newScript(src string) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, src: src, hash: s.Hash()}
+}
+
+// processor is what runScript needs of a client: a *redis.Client,
+// *redis.ClusterClient, *redis.Conn or redis.Pipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// runScript runs s with EVALSHA, and again with EVAL when the server's
+// script cache does not have it (after a restart or SCRIPT FLUSH). args
+// are {nil, nil, number of keys, keys..., arguments...}: runScript fills in
+// the first two. Unlike redis.Script.Run, it takes the arguments in the
+// one slice that the command is sent with, so that a call allocates no
+// other copy of them.
+func runScript(ctx context.Context, c processor, s *script, args []any) *redis.Cmd {
+	args[0], args[1] = "evalsha", s.hash
+	cmd := redis.NewCmd(ctx, args...)
+	if err := c.Process(ctx, cmd); err != nil && isNoScript(err) {
+		args[0], args[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, args...)
+		_ = c.Process(ctx, cmd)
+	}
+	return cmd
+}
 
 // Statuses of acquire.lua, the first element of its reply {status, value}.
 const (

@@ -61,8 +61,9 @@ func urlForm(scheme string) string {
 // URL, percent-decoded: a password may hold any character as it is, and
 // "@" in the path or the options must be written %40.
 //
-// Options are this package's "prefix" (WithPrefix), "fair" (WithFair, a
-// boolean), "eviction_allowed" (WithEvictionAllowed, a boolean) and
+// Options are this package's "prefix" (WithPrefix), "fair" (WithFair, the
+// default, a boolean), "unordered" (WithUnordered, a boolean),
+// "eviction_allowed" (WithEvictionAllowed, a boolean) and
 // "waiter_liveness" (WithWaiterLiveness, a Go duration); over TLS
 // (rediss:// and rediss+cluster://) "ca" (a PEM CA bundle verifying the
 // server instead of the system's roots) and "cert" and "key" (a PEM client
@@ -230,6 +231,9 @@ func (r *redisURL) ourOptions(q url.Values) error {
 		q.Del("prefix")
 	}
 	if err := boolOpt("fair", WithFair()); err != nil {
+		return err
+	}
+	if err := boolOpt("unordered", WithUnordered()); err != nil {
 		return err
 	}
 	if err := boolOpt("eviction_allowed", WithEvictionAllowed()); err != nil {

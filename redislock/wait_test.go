@@ -25,8 +25,8 @@ func TestUncontendedRequests(t *testing.T) {
 	}{
 		{"Try", nil, false},
 		{"Wait", nil, true},
-		{"FairTry", []redislock.Option{redislock.WithFair()}, false},
-		{"FairWait", []redislock.Option{redislock.WithFair()}, true},
+		{"UnorderedTry", []redislock.Option{redislock.WithUnordered()}, false},
+		{"UnorderedWait", []redislock.Option{redislock.WithUnordered()}, true},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			b := newBackend(t, srv.Addr, mode.opts...)
@@ -58,21 +58,31 @@ func TestUncontendedRequests(t *testing.T) {
 
 // A release that lands after a waiter's first try and before its
 // subscription is published to nobody. Without the try that follows the
-// subscription, the waiter sleeps on its fallback timer (the holder's TTL)
+// subscription, the waiter sleeps on its fallback timer (the holder's TTL,
+// or with the queue the refresh period of its place, here made as long)
 // although the key is free; with it, the waiter is served at once.
 func TestReleaseBeforeSubscription(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opt  redislock.Option
+	}{{"Queue", redislock.WithWaiterLiveness(time.Hour)}, {"Unordered", redislock.WithUnordered()}} {
+		t.Run(mode.name, func(t *testing.T) { testReleaseBeforeSubscription(t, mode.opt) })
+	}
+}
+
+func testReleaseBeforeSubscription(t *testing.T, opt redislock.Option) {
 	srv := startRedis(t)
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	const ttl = 2 * time.Minute
 	key := "release-before-subscription"
-	holder := newBackend(t, srv.Addr)
+	holder := newBackend(t, srv.Addr, opt)
 
 	run := func(t *testing.T, recheck bool) (slept bool, res chan error, cancel context.CancelFunc) {
 		lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := newBackend(t, srv.Addr)
+		b := newBackend(t, srv.Addr, opt)
 		if !recheck {
 			redislock.SetNoRecheck(b)
 		}
@@ -195,7 +205,8 @@ func TestHandOffChainSubscribesOnce(t *testing.T) {
 		t.Errorf("a chain of %d hand-offs sent %d SUBSCRIBE and %d UNSUBSCRIBE, want 1 and 0 (requests: %v)",
 			chain, count["subscribe"], count["unsubscribe"], count)
 	}
-	if n := admin.PubSubNumSub(ctx, channelOf(key)).Val()[channelOf(key)]; n != 1 {
+	if ch := redislock.WakeChannel(b); admin.PubSubNumSub(ctx, ch).Val()[ch] != 1 {
+		n := admin.PubSubNumSub(ctx, ch).Val()[ch]
 		t.Errorf("the idle channel has %d subscribers during its linger, want 1", n)
 	}
 	t.Logf("requests for %d hand-offs: %v", chain, count)
@@ -230,7 +241,7 @@ func TestCanceledAcquireMatchesContext(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts []redislock.Option
-	}{{"Default", nil}, {"Fair", []redislock.Option{redislock.WithFair()}}} {
+	}{{"Default", nil}, {"Unordered", []redislock.Option{redislock.WithUnordered()}}} {
 		t.Run(mode.name+"/Before", func(t *testing.T) {
 			b := newBackend(t, srv.Addr, mode.opts...)
 			ended, cancel := context.WithCancelCause(ctx)

@@ -1,0 +1,82 @@
+package redislock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redislock"
+)
+
+// A release hands the lock to the first waiter itself: the waiter's
+// Acquire returns without a request of its own, and the validity it
+// reports ends no later than the server's expiry of the handed grant,
+// although the waiter sent nothing since it queued, long before the grant:
+// the validity runs from when it sent its last refresh of its place, for
+// the TTL plus the time the server counted since that refresh.
+func TestHandOffGrantsTheWaiter(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	key := "handed"
+	const ttl = time.Minute
+	const held = 1500 * time.Millisecond
+	// No refresh of the waiter's place while the holder holds the key.
+	opts := []redislock.Option{redislock.WithWaiterLiveness(time.Hour)}
+	holder, waiter := newBackend(t, srv.Addr, opts...), newBackend(t, srv.Addr, opts...)
+	lw, err := holder.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: ttl}) // loads the scripts
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lw.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMonitor(t, srv.Addr)
+	got := make(chan distlock.Lease, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl, Wait: true})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "the waiter queued", func() bool { return admin.ZCard(ctx, queueKey(key)).Val() == 1 })
+	queuedAt := time.Now()
+	time.Sleep(held) // the scenario: the holder works a while
+	m.requests(t, admin)
+	if err := lh.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if reqs := m.requests(t, admin); len(reqs) != 1 || reqs[0] != "evalsha" {
+		t.Errorf("requests from the release to the grant: %v, want the release's evalsha alone", reqs)
+	}
+	if l.Token() <= lh.Token() {
+		t.Errorf("handed token %d after %d", l.Token(), lh.Token())
+	}
+	before := time.Now()
+	pttl, err := admin.PTTL(ctx, lockKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server expires the grant no earlier than before + pttl.
+	v := l.Validity()
+	end, expiry := v.Sent.Add(v.TTL), before.Add(pttl)
+	if end.After(expiry.Add(time.Millisecond)) { // PTTL is in whole milliseconds
+		t.Errorf("the handed lease is valid until %v after the server's expiry", end.Sub(expiry))
+	}
+	// And it counts the time waited: from its queueing, the TTL alone would
+	// end about held earlier.
+	if v.Sent.After(queuedAt) || end.Before(expiry.Add(-held/2)) {
+		t.Errorf("validity %v from %v ends %v before the server's expiry: the time waited is not counted", v.TTL, v.Sent, expiry.Sub(end))
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
