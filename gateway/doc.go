@@ -1,0 +1,71 @@
+// Package gateway serves fenced locks over HTTP, so that programs in any
+// language get the same locks as a Go program with a distlock.Client: a
+// blocking acquire that waits on the lock service's own signal, a fencing
+// token with every grant, renewal by the gateway, and loss reported early.
+// `distlock serve` runs it.
+//
+// # Model
+//
+// A client first creates a session (POST /v1/sessions {owner, ttl}). The
+// session is a lease that owns the client's locks: the client keeps it
+// alive with POST /v1/sessions/{id}/keepalive, a long-poll that returns
+// at once when something happened to one of its locks (lock_lost, at_risk)
+// and otherwise after ?wait=, always with the time left. A session that
+// is not kept alive for its TTL ends, and its locks are released; so does
+// DELETE /v1/sessions/{id}. A session does not expire while one of its
+// requests (an acquire or a keepalive) is in progress, which bounds how
+// long a vanished client's session lives to its longest wait plus its TTL.
+//
+// The gateway holds each lock through a distlock.Client of the session
+// (with the session's owner and TTL), which renews it and applies the
+// local deadline rule; the time left it reports for a lock is the lesser
+// of the session's and that lock's. A client must treat a lock as held
+// only until the send time of its last confirming request plus the time
+// left reported in the answer, and must pass the token to the storage it
+// protects: a gateway that dies frees nothing early on a lock service
+// with TTLs, but a lock held by a connection or a process (the file
+// backend) is freed at once, and then only the token keeps an old holder
+// out.
+//
+// A session id carries an epoch drawn when the gateway starts: a
+// restarted gateway answers 404 to the sessions of its previous life, and
+// never re-creates them.
+//
+// Several gateways over one network lock service (etcd, ZooKeeper, Redis,
+// PostgreSQL) exclude each other's clients, since every grant comes from
+// the service; the gateway keeps no lock state of its own beyond its
+// sessions.
+//
+// # API
+//
+// Served under /v1 as JSON, described by the OpenAPI document served at
+// /v1/openapi.json (and kept in this package as openapi.json). Errors are
+// application/problem+json (RFC 9457) with a stable type per kind of
+// error (see the Problem constants) and a real status code.
+//
+// Lock names are path segments and must be percent-encoded ("/" as %2F;
+// a name that is exactly "." or ".." as %2E or %2E%2E); a path with a raw
+// "." or ".." segment is refused with 400. Names are distlock keys
+// (distlock.ValidateKey): 1 to 512 bytes of UTF-8 without control
+// characters.
+//
+// # Limits
+//
+// Request bodies are at most MaxBody bytes; the number of sessions, of
+// locks per session and of waiting requests (acquires and keepalives) is
+// bounded (WithMaxSessions, WithMaxLocks, WithMaxWaiting), and each wait
+// at most WithMaxWait. A session costs a few kilobytes while idle and no
+// goroutine; a held lock costs one goroutine. Serve sets the HTTP
+// server's timeouts so that a slow client cannot hold a connection.
+//
+// # Authentication
+//
+// With tokens (WithTokens, `distlock serve --tokens FILE`), every request
+// under /v1 but the OpenAPI document needs "Authorization: Bearer TOKEN";
+// each token may use the lock names that start with one of its prefixes,
+// and only a token with the admin scope may force the release of another
+// session's lock. A session belongs to the token that created it. Tokens
+// are never logged. Without tokens every request is allowed, which is
+// safe only on the loopback interface: `distlock serve` then refuses to
+// listen elsewhere.
+package gateway
