@@ -283,3 +283,17 @@ func closingProblem() *problem {
 	p.retryAfter = 1
 	return p
 }
+
+// Stats are counts of what a gateway holds.
+type Stats struct {
+	Sessions int // open sessions
+	Locks    int // locks held through the gateway
+	Waiting  int // requests waiting (long-polls)
+}
+
+// Stats returns the gateway's counts now.
+func (g *Gateway) Stats() Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return Stats{Sessions: len(g.sessions), Locks: len(g.holders), Waiting: g.waiting}
+}

@@ -21,7 +21,7 @@ const MaxBody = 8 << 10
 
 // bodyTimeout bounds the reading of a request body, so that a client that
 // sends its body slowly cannot hold a handler.
-const bodyTimeout = 10 * time.Second
+const bodyTimeout = 10 * time.Second // or twice WithHeaderTimeout, if less
 
 // maxQuoted is how much of a name an error quotes.
 const maxQuoted = 64
@@ -56,8 +56,8 @@ func rawDotSegment(escaped string) bool {
 }
 
 // readJSON decodes r's body, a single JSON object with only known fields,
-// into v. An empty body leaves v as it is when empty is true.
-func readJSON(w http.ResponseWriter, r *http.Request, v any) *problem {
+// into v, reading for at most timeout.
+func readJSON(w http.ResponseWriter, r *http.Request, v any, timeout time.Duration) *problem {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -65,7 +65,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) *problem {
 		}
 	}
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	rc.SetReadDeadline(time.Now().Add(timeout))
 	defer rc.SetReadDeadline(time.Time{})
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {

@@ -157,7 +157,7 @@ type sessionResponse struct {
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request, p *principal) *problem {
 	var req createSessionRequest
-	if pr := readJSON(w, r, &req); pr != nil {
+	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
 		return pr
 	}
 	ttl := distlock.DefaultTTL
@@ -295,7 +295,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 		return p.forbidden(name)
 	}
 	var req acquireRequest
-	if pr := readJSON(w, r, &req); pr != nil {
+	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
 		return pr
 	}
 	wait, pr := waitParam(r, g.cfg.maxWait)
@@ -415,7 +415,7 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		return p.forbidden(name)
 	}
 	var req releaseRequest
-	if pr := readJSON(w, r, &req); pr != nil {
+	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
 		return pr
 	}
 	var tok uint64
@@ -493,7 +493,7 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 		return p.forbidden(name)
 	}
 	var req checkRequest
-	if pr := readJSON(w, r, &req); pr != nil {
+	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
 		return pr
 	}
 	tok, pr := parseToken(req.Token)
@@ -543,3 +543,6 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request, _ *principal) 
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
+
+// bodyTimeout bounds the reading of a request body.
+func (g *Gateway) bodyTimeout() time.Duration { return min(bodyTimeout, 2*g.cfg.headerTimeout) }
