@@ -94,12 +94,13 @@ var ErrInvalidOption = fmt.Errorf("gateway: %w", distlock.ErrInvalidOption)
 // http.Handler; Serve runs it with the right server timeouts. It is safe
 // for concurrent use.
 type Gateway struct {
-	b      distlock.Backend
-	lister distlock.Lister // nil when the backend cannot list holders
-	cfg    config
-	epoch  string // drawn at New: the prefix of this gateway's session ids
-	mux    *http.ServeMux
-	inst   *instruments
+	b       distlock.Backend
+	lister  distlock.Lister // nil when the backend cannot list holders
+	cfg     config
+	epoch   string // drawn at New: the prefix of this gateway's session ids
+	mux     *http.ServeMux
+	lockOps map[string]http.Handler // the lock routes, by their last segment
+	inst    *instruments
 
 	// mu guards the fields below. It is never held while a session's mu
 	// is taken, nor while the backend or a Client is called.
@@ -153,6 +154,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rawDotSegment(r.URL.EscapedPath()) {
 		writeProblem(w, newProblem(http.StatusBadRequest, ProblemBadName,
 			`the path has a "." or ".." segment: percent-encode such a lock name (%2E)`))
+		return
+	}
+	if h := g.lockRoute(r); h != nil {
+		h.ServeHTTP(w, r)
 		return
 	}
 	g.mux.ServeHTTP(w, r)

@@ -66,15 +66,18 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any, timeout time.Durati
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(timeout))
-	defer rc.SetReadDeadline(time.Time{})
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
+		// The connection is closed after the answer: what is left of the
+		// body is not read (the deadline stays).
+		w.Header().Set("Connection", "close")
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the body is over %d bytes", MaxBody))
 		}
-		return newProblem(http.StatusBadRequest, ProblemBadRequest, "the body could not be read")
+		return newProblem(http.StatusBadRequest, ProblemBadRequest, "the body could not be read in time")
 	}
+	rc.SetReadDeadline(time.Time{}) // a long-poll follows
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

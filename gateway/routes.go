@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,10 +35,10 @@ type route struct {
 	auth    bool
 }
 
-// routes is the API: every path, method and handler (the OpenAPI document
-// lists the same, which a test checks).
-func (g *Gateway) routes() *http.ServeMux {
-	table := []route{
+// routeTable is the API: every path, method and handler (the OpenAPI
+// document lists the same, which a test checks).
+func (g *Gateway) routeTable() []route {
+	return []route{
 		{"/v1/sessions", map[string]handlerFunc{"POST": g.createSession}, true},
 		{"/v1/sessions/{id}", map[string]handlerFunc{"DELETE": g.deleteSession}, true},
 		{"/v1/sessions/{id}/keepalive", map[string]handlerFunc{"POST": g.keepalive}, true},
@@ -47,12 +48,55 @@ func (g *Gateway) routes() *http.ServeMux {
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
 		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
 	}
+}
+
+// routes is the router of routeTable.
+func (g *Gateway) routes() *http.ServeMux {
+	table := g.routeTable()
 	mux := http.NewServeMux()
+	g.lockOps = map[string]http.Handler{}
 	for _, rt := range table {
+		if op, ok := strings.CutPrefix(rt.pattern, lockPrefix+"{name}/"); ok {
+			// The router unescapes a path before it cleans it, so it
+			// cannot route a name such as "/" or "a//b": lockRoute does.
+			g.lockOps[op] = g.serveRoute(rt)
+			continue
+		}
 		mux.Handle(rt.pattern, g.serveRoute(rt))
 	}
 	mux.Handle("/", g.serveRoute(route{pattern: "/", methods: map[string]handlerFunc{}}))
 	return mux
+}
+
+// lockPrefix is the path of the lock routes, before the name.
+const lockPrefix = "/v1/locks/"
+
+// lockRoute finds the handler of a lock route, /v1/locks/NAME/OP with
+// NAME percent-encoded, and sets the name as the path value "name".
+func (g *Gateway) lockRoute(r *http.Request) http.Handler {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), lockPrefix)
+	if !ok {
+		return nil
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 {
+		return nil
+	}
+	h := g.lockOps[rest[i+1:]]
+	if h == nil {
+		return nil
+	}
+	if strings.Contains(rest[:i], "/") {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeProblem(w, newProblem(http.StatusBadRequest, ProblemBadName, `a lock name is one path segment: percent-encode "/" in it as %2F`))
+		})
+	}
+	name, err := url.PathUnescape(rest[:i])
+	if err != nil {
+		return nil
+	}
+	r.SetPathValue("name", name)
+	return h
 }
 
 // statusWriter remembers the status code, for the log and the metrics.
