@@ -44,6 +44,7 @@ type config struct {
 	headerTimeout time.Duration
 	logger        *slog.Logger
 	meters        metric.MeterProvider
+	metrics       http.Handler
 }
 
 // WithTokens makes the gateway require bearer tokens (see ParseTokens).
@@ -86,6 +87,12 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // gateway's instruments and of its Clients' (see distlock.WithMeterProvider).
 // Default: the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
+
+// WithMetricsHandler sets the handler of GET /metrics, typically a
+// Prometheus exporter of the meter provider given to WithMeterProvider.
+// It needs a token like the API when the gateway has tokens. Default:
+// none, /metrics answers 501.
+func WithMetricsHandler(h http.Handler) Option { return func(c *config) { c.metrics = h } }
 
 // ErrInvalidOption is matched by the error of New for a bad option.
 var ErrInvalidOption = fmt.Errorf("gateway: %w", distlock.ErrInvalidOption)

@@ -47,6 +47,7 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
 		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
+		{"/metrics", map[string]handlerFunc{"GET": g.metrics}, true},
 	}
 }
 
@@ -590,3 +591,11 @@ func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request, _ *principal) 
 
 // bodyTimeout bounds the reading of a request body.
 func (g *Gateway) bodyTimeout() time.Duration { return min(bodyTimeout, 2*g.cfg.headerTimeout) }
+
+func (g *Gateway) metrics(w http.ResponseWriter, r *http.Request, _ *principal) *problem {
+	if g.cfg.metrics == nil {
+		return newProblem(http.StatusNotImplemented, ProblemUnsupported, "this gateway exports no metrics (WithMetricsHandler)")
+	}
+	g.cfg.metrics.ServeHTTP(w, r)
+	return nil
+}

@@ -25,8 +25,8 @@ func Schemes() []string { return []string{"distlock+http", "distlock+https"} }
 //
 // PORT defaults to 7420; PATH is where the gateway is served, if not at
 // the root. TOKEN is percent-decoded, and may also be given as ?token=.
-// Errors never quote the token.
-func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
+// Options apply after those of the URL. Errors never quote the token.
+func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -66,9 +66,8 @@ func OpenURL(ctx context.Context, rawURL string) (*Backend, error) {
 		return nil, bad("bad percent-encoding in the path")
 	}
 	base := strings.TrimPrefix(u.Scheme, "distlock+") + "://" + hp + (&url.URL{Path: path}).EscapedPath()
-	var opts []Option
 	if token != "" {
-		opts = append(opts, WithToken(token))
+		opts = append([]Option{WithToken(token)}, opts...)
 	}
 	return New(base, opts...)
 }
