@@ -109,8 +109,9 @@ type Gateway struct {
 	lockOps map[string]http.Handler // the lock routes, by their last segment
 	inst    *instruments
 
-	// mu guards the fields below. It is never held while a session's mu
-	// is taken, nor while the backend or a Client is called.
+	// mu guards the fields below. It is taken before a session's mu
+	// (see session), and never held while the backend or a Client is
+	// called.
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session

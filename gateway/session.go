@@ -34,8 +34,10 @@ const maxOwner = 256
 //
 // Who guards what: id, owner, ttl, principal, client, timer are set before
 // the session is published and never changed; mu guards the rest, and the
-// dropped field of its held locks. mu is a leaf: nothing is locked or
-// called under it but the timer.
+// dropped field of its held locks. Lock order: the Gateway's mu, then a
+// session's mu (so that a lock enters or leaves both the session and the
+// gateway's holders at once); nothing else is locked or called under a
+// session's mu but its timer.
 type session struct {
 	g         *Gateway
 	id        string
@@ -192,36 +194,30 @@ func (s *session) expire() {
 
 // endSession ends s for why, unless it had ended, and releases its locks.
 func (g *Gateway) endSession(ctx context.Context, s *session, why string) error {
+	g.mu.Lock()
 	s.mu.Lock()
-	if s.ended != "" {
+	if s.ended != "" || (why == endExpired && (s.active > 0 || time.Now().Before(s.deadline))) {
+		// Ended already, or a request came in since the timer fired.
 		s.mu.Unlock()
-		return nil
-	}
-	if why == endExpired && (s.active > 0 || time.Now().Before(s.deadline)) {
-		s.mu.Unlock() // a request came in meanwhile
+		g.mu.Unlock()
 		return nil
 	}
 	s.ended = why
 	s.timer.Stop()
-	hs := make([]*held, 0, len(s.locks))
+	n := len(s.locks)
 	for _, h := range s.locks {
 		h.dropped = "session " + why
-		hs = append(hs, h)
-	}
-	clear(s.locks)
-	close(s.changed)
-	s.mu.Unlock()
-
-	g.mu.Lock()
-	delete(g.sessions, s.id)
-	for _, h := range hs {
 		if g.holders[h.name] == h {
 			delete(g.holders, h.name)
 		}
 	}
+	clear(s.locks)
+	close(s.changed)
+	delete(g.sessions, s.id)
+	s.mu.Unlock()
 	g.mu.Unlock()
 	g.inst.sessions.Add(context.Background(), -1)
-	g.cfg.logger.Debug("gateway: session ended", "owner", s.owner, "why", why, "locks", len(hs))
+	g.cfg.logger.Debug("gateway: session ended", "owner", s.owner, "why", why, "locks", n)
 	if err := s.client.Close(ctx); err != nil {
 		return fmt.Errorf("gateway: session of %q: %w", s.owner, err)
 	}
@@ -327,38 +323,43 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration) (*h
 	h := &held{s: s, name: name, lock: l, token: l.Token(), since: time.Now()}
 	// Re-check the session before answering the grant: it may have ended
 	// while the acquire waited.
+	g := s.g
+	g.mu.Lock()
 	s.mu.Lock()
-	ended := s.ended != ""
+	ended := s.ended != "" || g.closed
 	if !ended {
 		s.locks[name] = h
+		g.holders[name] = h
+		g.bg.Add(1)
 	}
 	s.mu.Unlock()
-	if ended || !s.g.goBackground(func() { s.watch(h) }) {
-		s.drop(h, "session ended")
+	g.mu.Unlock()
+	if ended {
 		l.Release(context.WithoutCancel(ctx))
 		return nil, errSessionEnded
 	}
-	s.g.mu.Lock()
-	s.g.holders[name] = h
-	s.g.mu.Unlock()
+	go func() {
+		defer g.bg.Done()
+		s.watch(h)
+	}()
 	return h, nil
 }
 
 // drop takes h out of its session, for why, and reports whether it was
 // still in.
 func (s *session) drop(h *held, why string) bool {
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
+	if s.g.holders[h.name] == h {
+		delete(s.g.holders, h.name)
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	in := s.locks[h.name] == h
 	if in {
 		delete(s.locks, h.name)
 		h.dropped = why
 	}
-	s.mu.Unlock()
-	s.g.mu.Lock()
-	if s.g.holders[h.name] == h {
-		delete(s.g.holders, h.name)
-	}
-	s.g.mu.Unlock()
 	return in
 }
 

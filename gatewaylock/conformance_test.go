@@ -2,6 +2,7 @@ package gatewaylock_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -85,5 +86,38 @@ func TestConformanceOverFile(t *testing.T) {
 		distlocktest.WithRevoke(revoker(url)),
 		distlocktest.WithUnreachable(factory("http://127.0.0.1:1")),
 	)
-	_ = time.Second
+}
+
+func TestRefusedTokenIsNotRetried(t *testing.T) {
+	tokens, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"jobs","token":"` + adminSecret + `","prefixes":["jobs/"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := filelock.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, fb, gateway.WithTokens(tokens))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for name, tc := range map[string]struct{ token, key string }{
+		"no token":     {"", "jobs/a"},
+		"wrong token":  {"x" + adminSecret, "jobs/a"},
+		"wrong prefix": {adminSecret, "other/a"},
+	} {
+		b, err := gatewaylock.New(url, gatewaylock.WithToken(tc.token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := distlock.New(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Acquire(ctx, tc.key)
+		if !errors.Is(err, gatewaylock.ErrRefused) || ctx.Err() != nil {
+			t.Errorf("%s: %v, want ErrRefused at once", name, err)
+		}
+		c.Close(ctx)
+		b.Close()
+	}
 }
