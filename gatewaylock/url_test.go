@@ -53,4 +53,3 @@ func TestOpenURL(t *testing.T) {
 		}
 	}
 }
-
