@@ -67,5 +67,8 @@
 // session's lock. A session belongs to the token that created it. Tokens
 // are never logged. Without tokens every request is allowed, which is
 // safe only on the loopback interface: `distlock serve` then refuses to
-// listen elsewhere.
+// listen elsewhere, and the gateway answers only requests whose Host is
+// localhost or a loopback address (against DNS rebinding). Request bodies
+// must be sent as application/json, which a web page cannot do across
+// origins without a CORS preflight that the gateway never grants.
 package gateway

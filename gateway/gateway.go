@@ -159,6 +159,14 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 
 // ServeHTTP serves the gateway's API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.cfg.tokens == nil && !loopbackHost(r.Host) {
+		// Without tokens the gateway trusts whoever reaches it, which is
+		// safe on the loopback interface only: a web page whose host name
+		// was rebound to 127.0.0.1 still sends its own name as Host.
+		writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden,
+			"without tokens the gateway answers requests for localhost or a loopback address only"))
+		return
+	}
 	if rawDotSegment(r.URL.EscapedPath()) {
 		writeProblem(w, newProblem(http.StatusBadRequest, ProblemBadName,
 			`the path has a "." or ".." segment: percent-encode such a lock name (%2E)`))

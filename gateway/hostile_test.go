@@ -238,3 +238,23 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Without tokens, a request naming another host (a web page whose name was
+// rebound to the loopback address) is refused.
+func TestForeignHostRefusedWithoutTokens(t *testing.T) {
+	g := start(t, fileBackend(t))
+	for host, want := range map[string]int{"evil.example:7420": 403, "localhost:7420": 201, "[::1]": 201, "127.0.0.2": 201} {
+		req, _ := http.NewRequest("POST", g.url+"/v1/sessions", strings.NewReader(`{"ttl":"1s"}`))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := g.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	waitFor(t, 10*time.Second, "the sessions did not expire", func() bool { return g.g.Stats().Sessions == 0 })
+}

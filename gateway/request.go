@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,7 +62,11 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any, timeout time.Durati
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia, "the body must be application/json")
+			// Also what keeps a web page from posting a form to a gateway
+			// on the loopback interface: JSON needs a CORS preflight,
+			// which the gateway never grants.
+			return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia,
+				"the body must be JSON, sent with Content-Type: application/json")
 		}
 	}
 	rc := http.NewResponseController(w)
@@ -142,3 +147,17 @@ func parseToken(s string) (uint64, *problem) {
 
 // ms is d in whole milliseconds, rounded down and never negative.
 func ms(d time.Duration) int64 { return max(0, d.Milliseconds()) }
+
+// loopbackHost reports whether the Host of a request names the loopback
+// interface: "localhost" or a loopback IP address, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
