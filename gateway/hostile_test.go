@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -257,4 +258,68 @@ func TestForeignHostRefusedWithoutTokens(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the sessions did not expire", func() bool { return g.g.Stats().Sessions == 0 })
+}
+
+// A flood of keepalives on one session: each newer one sends the older
+// ones back at once, so that they do not pile up.
+func TestKeepaliveFlood(t *testing.T) {
+	g := start(t, fileBackend(t))
+	a := g.session("", "a", "10s")
+	const n = 50
+	var wg sync.WaitGroup
+	superseded := make(chan bool, n)
+	begun := time.Now()
+	for range n {
+		wg.Go(func() {
+			ka := g.do("POST", "/v1/sessions/"+a+"/keepalive?wait=20s", "", nil)
+			superseded <- ka.status == 200 && ka.body["superseded"] == true
+		})
+	}
+	waitFor(t, 20*time.Second, "the keepalives were not sent back", func() bool { return len(superseded) >= n-1 })
+	for range n - 1 {
+		if !<-superseded {
+			t.Errorf("an older keepalive was not answered superseded")
+		}
+	}
+	if d := time.Since(begun); d > 15*time.Second {
+		t.Errorf("older keepalives waited %v", d)
+	}
+	if s := g.g.Stats(); s.Waiting > 1 {
+		t.Errorf("%d keepalives still wait", s.Waiting)
+	}
+	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "") // ends the last one
+	wg.Wait()
+	g.idle()
+}
+
+// A client that goes away while its acquire waits leaves no wait and gets
+// no lock.
+func TestAbandonedAcquireLeavesNothing(t *testing.T) {
+	g := start(t, fileBackend(t))
+	a, b := g.session("", "a", "10s"), g.session("", "b", "10s")
+	tok := g.acquire("", a, "gone", "0").want(t, 200, "").str("token")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.url+"/v1/locks/gone/acquire?wait=30s", strings.NewReader(`{"session":"`+b+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := g.hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "the acquire does not wait", func() bool { return g.g.Stats().Waiting == 1 })
+	cancel()
+	<-done
+	waitFor(t, 10*time.Second, "the abandoned acquire still waits", func() bool { return g.g.Stats().Waiting == 0 })
+	g.do("POST", "/v1/locks/gone/release", "", map[string]any{"session": a, "token": tok}).want(t, 200, "")
+	if s := g.g.Stats(); s.Locks != 0 {
+		t.Errorf("after the release: %+v; the abandoned acquire took the lock", s)
+	}
+	// The key is free for another.
+	g.acquire("", a, "gone", "0").want(t, 200, "")
+	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
+	g.do("DELETE", "/v1/sessions/"+b, "", nil).want(t, 204, "")
+	g.idle()
 }
