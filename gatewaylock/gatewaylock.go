@@ -43,6 +43,12 @@ func WithToken(secret string) Option { return func(b *Backend) { b.token = secre
 // connections Close closes.
 func WithHTTPClient(c *http.Client) Option { return func(b *Backend) { b.hc, b.ownClient = c, false } }
 
+// withTransport gives the Backend's own HTTP client a transport (TLS
+// settings from a URL).
+func withTransport(t *http.Transport) Option {
+	return func(b *Backend) { b.hc, b.ownClient = &http.Client{Transport: t}, true }
+}
+
 // WithMaxWait sets the longest wait of one acquire request. Default:
 // DefaultMaxWait (50s).
 func WithMaxWait(d time.Duration) Option { return func(b *Backend) { b.maxWait = d } }

@@ -3,12 +3,14 @@ package gatewaylock
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
 // DefaultPort is the port of `distlock serve` when a URL gives none.
@@ -25,6 +27,9 @@ func Schemes() []string { return []string{"distlock+http", "distlock+https"} }
 //
 // PORT defaults to 7420; PATH is where the gateway is served, if not at
 // the root. TOKEN is percent-decoded, and may also be given as ?token=.
+// Over TLS, ca=FILE is a PEM CA bundle to verify the gateway with (default:
+// the system's roots), and cert=FILE&key=FILE a client certificate and key
+// (PEM) for a gateway that asks for one.
 // Options apply after those of the URL. Errors never quote the token.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	if err := ctx.Err(); err != nil {
@@ -51,15 +56,31 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if u.User != "" {
 		return nil, bad("the bearer token goes after a \":\" (distlock+http://:TOKEN@HOST), with no user name")
 	}
+	files := map[string]string{}
 	for k, v := range u.Query {
 		switch {
 		case k == "token" && len(v) == 1 && token == "":
 			token = v[0]
 		case k == "token":
 			return nil, bad("one token, please")
+		case (k == "ca" || k == "cert" || k == "key") && len(v) == 1:
+			if u.Scheme != "distlock+https" {
+				return nil, bad(k + "= needs distlock+https")
+			}
+			files[k] = v[0]
 		default:
 			return nil, bad(fmt.Sprintf("unknown parameter %q", k))
 		}
+	}
+	if len(files) > 0 {
+		cfg, err := tlsfiles.Config(nil, files["ca"], files["cert"], files["key"])
+		if err != nil {
+			return nil, bad(err.Error())
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		t.TLSClientConfig = cfg
+		opts = append([]Option{withTransport(t)}, opts...)
 	}
 	path, err := url.PathUnescape(u.Path)
 	if err != nil {

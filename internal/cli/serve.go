@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -26,6 +29,9 @@ const DefaultListen = "127.0.0.1:7420"
 type serveFlags struct {
 	listen      string
 	tokens      string
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
 	maxSessions int
 	maxWait     time.Duration
 }
@@ -46,7 +52,9 @@ of this host may take, and force the release of, any lock. With --tokens
 FILE (JSON: {"tokens": [{"name", "token", "prefixes", "admin"}]}) every
 request needs "Authorization: Bearer TOKEN", each token may use the lock
 names starting with one of its prefixes, and only admin tokens may force a
-release. Tokens are never logged.
+release. Tokens are never logged. With --tls-cert and --tls-key it serves
+HTTPS, and with --tls-client-ca it asks every client for a certificate
+signed by that CA.
 
 Several gateways over one network lock service exclude each other's
 clients. It runs until interrupted (Ctrl-C or SIGTERM), then ends its
@@ -66,6 +74,9 @@ sessions, which releases their locks.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", DefaultListen, "address to listen on (without --tokens, a loopback address)")
 	fl.StringVar(&f.tokens, "tokens", "", "JSON file of bearer tokens and their lock name prefixes")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "the PEM key of --tls-cert")
+	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mutual TLS)")
 	fl.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "most sessions open at once")
 	fl.DurationVar(&f.maxWait, "max-wait", gateway.DefaultMaxWait, "longest wait of one acquire or keepalive")
 	return cmd
@@ -90,6 +101,10 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 			return usagef("%v", err)
 		}
 		opts = append(opts, gateway.WithTokens(t))
+	}
+	tlsConfig, err := serverTLS(f)
+	if err != nil {
+		return err
 	}
 	host, _, err := net.SplitHostPort(f.listen)
 	if err != nil {
@@ -134,6 +149,10 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 			return err
 		}
 	}
+	scheme := "http"
+	if tlsConfig != nil {
+		ln, scheme = tls.NewListener(ln, tlsConfig), "https"
+	}
 	shown := r.backendURL
 	if shown == "" {
 		shown = "file://" + defaultDirHelp()
@@ -142,9 +161,36 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 	if f.tokens == "" {
 		auth = "no --tokens: loopback only, every local user may take and force-release any lock"
 	}
-	fmt.Fprintf(r.stderr, "distlock serve: locks of %s on http://%s (%s)\n", redact(shown), ln.Addr(), auth)
+	fmt.Fprintf(r.stderr, "distlock serve: locks of %s on %s://%s (%s)\n", redact(shown), scheme, ln.Addr(), auth)
 	if err := g.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// serverTLS is the TLS configuration of the --tls flags, or nil.
+func serverTLS(f serveFlags) (*tls.Config, error) {
+	switch {
+	case f.tlsCert == "" && f.tlsKey == "" && f.tlsClientCA == "":
+		return nil, nil
+	case f.tlsCert == "" || f.tlsKey == "":
+		return nil, usagef("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
+	}
+	pair, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return nil, usagef("--tls-cert/--tls-key: %v", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+	if f.tlsClientCA != "" {
+		pem, err := os.ReadFile(f.tlsClientCA)
+		if err != nil {
+			return nil, usagef("--tls-client-ca: %v", err)
+		}
+		cfg.ClientCAs = x509.NewCertPool()
+		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, usagef("--tls-client-ca %s holds no PEM certificate", f.tlsClientCA)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gatewaylock"
+	"github.com/distlock/distlock/internal/testserver"
 )
 
 // serving is a running `distlock serve`.
@@ -30,7 +31,7 @@ type serving struct {
 	url string
 }
 
-var servingLine = regexp.MustCompile(`on (http://[0-9.:]+) `)
+var servingLine = regexp.MustCompile(`on (https?://[0-9.:]+) `)
 
 // serve starts `distlock serve` on a free loopback port and waits until
 // it says where it listens.
@@ -259,4 +260,41 @@ func TestGatewayKilledWhileHeld(t *testing.T) {
 	l.Release(ctx)
 	s2.cmd.Process.Signal(syscall.SIGTERM)
 	e.wait(s2.started)
+}
+
+func TestServeMutualTLS(t *testing.T) {
+	e := newEnv(t)
+	pki := testserver.TestPKI(t)
+	s := e.serve("--tls-cert", pki.ServerCertFile, "--tls-key", pki.ServerKeyFile, "--tls-client-ca", pki.CAFile)
+	if !strings.HasPrefix(s.url, "https://") {
+		t.Fatalf("serve with TLS says %s", s.url)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := "?ca=" + pki.CAFile + "&cert=" + pki.ClientCertFile + "&key=" + pki.ClientKeyFile
+	b, err := gatewaylock.OpenURL(ctx, "distlock+"+s.url+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := b.Acquire(ctx, "tls/a", distlock.AcquireOptions{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire over mutual TLS: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Without a client certificate the handshake fails.
+	nb, err := gatewaylock.OpenURL(ctx, "distlock+"+s.url+"?ca="+pki.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	if _, err := nb.Acquire(ctx, "tls/a", distlock.AcquireOptions{TTL: 5 * time.Second}); !errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Acquire without a client certificate: %v, want ErrUnavailable", err)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if r := e.wait(s.started); r.code != 0 {
+		t.Errorf("exit %d: %s", r.code, r.stderr)
+	}
 }
