@@ -45,6 +45,8 @@ type config struct {
 	logger        *slog.Logger
 	meters        metric.MeterProvider
 	metrics       http.Handler
+	maxStreams    int
+	heartbeat     time.Duration
 }
 
 // WithTokens makes the gateway require bearer tokens (see ParseTokens).
@@ -117,6 +119,7 @@ type Gateway struct {
 	sessions map[string]*session
 	holders  map[string]*held // the lock names held through this gateway
 	waiting  int
+	feed     feed
 	bg       sync.WaitGroup // the goroutines of the held locks and of expiries
 }
 
@@ -130,14 +133,15 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 		maxSessions: DefaultMaxSessions, maxLocks: DefaultMaxLocks, maxWaiting: DefaultMaxWaiting,
 		maxWait: DefaultMaxWait, minTTL: DefaultMinTTL, maxTTL: DefaultMaxTTL,
 		headerTimeout: DefaultHeaderTimeout, logger: slog.New(slog.DiscardHandler),
+		maxStreams: DefaultMaxStreams, heartbeat: DefaultHeartbeat,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	switch {
-	case cfg.maxSessions < 1 || cfg.maxLocks < 1 || cfg.maxWaiting < 1:
+	case cfg.maxSessions < 1 || cfg.maxLocks < 1 || cfg.maxWaiting < 1 || cfg.maxStreams < 1:
 		return nil, fmt.Errorf("%w: limits must be at least 1", ErrInvalidOption)
-	case cfg.maxWait < 0 || cfg.headerTimeout <= 0:
+	case cfg.maxWait < 0 || cfg.headerTimeout <= 0 || cfg.heartbeat <= 0:
 		return nil, fmt.Errorf("%w: timeouts must be positive", ErrInvalidOption)
 	case cfg.minTTL <= distlock.DefaultSafetyMargin || cfg.maxTTL < cfg.minTTL || cfg.maxTTL > distlock.MaxTTL:
 		return nil, fmt.Errorf("%w: TTL range [%v, %v] not within (%v, %v]", ErrInvalidOption,
@@ -146,7 +150,7 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
 	}
 	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10],
-		sessions: map[string]*session{}, holders: map[string]*held{}}
+		sessions: map[string]*session{}, holders: map[string]*held{}, feed: feed{changed: make(chan struct{})}}
 	g.lister, _ = b.(distlock.Lister)
 	inst, err := newInstruments(cfg.meters, g)
 	if err != nil {
@@ -159,6 +163,10 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 
 // ServeHTTP serves the gateway's API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if pr := readBody(w, r, g.bodyTimeout()); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
 	if g.cfg.tokens == nil && !loopbackHost(r.Host) {
 		// Without tokens the gateway trusts whoever reaches it, which is
 		// safe on the loopback interface only: a web page whose host name
@@ -223,6 +231,8 @@ func (g *Gateway) server() *http.Server {
 func (g *Gateway) Close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed = true
+	close(g.feed.changed) // the event streams end
+	g.feed.changed = make(chan struct{})
 	ss := make([]*session, 0, len(g.sessions))
 	for _, s := range g.sessions {
 		ss = append(ss, s)

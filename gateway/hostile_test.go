@@ -177,7 +177,11 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	host := strings.TrimPrefix(g.url, "http://")
 	for name, send := range map[string]string{
 		"headers": "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
-		"body":    "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ow",
+		"body":    "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ow",
+		// Answered at once, before the handler would read the body.
+		"body, foreign host":  "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ow",
+		"body, unknown route": "POST /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"ow",
+		"body, keepalive":     "POST /v1/sessions/x.y/keepalive HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"ow",
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := net.Dial("tcp", host)

@@ -56,9 +56,34 @@ func rawDotSegment(escaped string) bool {
 	return false
 }
 
-// readJSON decodes r's body, a single JSON object with only known fields,
-// into v, reading for at most timeout.
-func readJSON(w http.ResponseWriter, r *http.Request, v any, timeout time.Duration) *problem {
+// readBody reads r's whole body, at most MaxBody bytes within timeout,
+// into memory, so that no handler reads from the network and the server
+// never waits for the rest of a body after an answer (a client sending
+// its body slowly would hold the connection). On error the connection is
+// closed after the answer.
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) *problem {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(timeout))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the body is over %d bytes", MaxBody))
+		}
+		return newProblem(http.StatusBadRequest, ProblemBadRequest, "the body could not be read in time")
+	}
+	rc.SetReadDeadline(time.Time{}) // a long-poll may follow: the server watches for the client's going away
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	return nil
+}
+
+// readJSON decodes r's body (read by readBody), a single JSON object with
+// only known fields, into v.
+func readJSON(r *http.Request, v any) *problem {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -69,21 +94,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any, timeout time.Durati
 				"the body must be JSON, sent with Content-Type: application/json")
 		}
 	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(timeout))
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		// The connection is closed after the answer: what is left of the
-		// body is not read (the deadline stays).
-		w.Header().Set("Connection", "close")
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the body is over %d bytes", MaxBody))
-		}
-		return newProblem(http.StatusBadRequest, ProblemBadRequest, "the body could not be read in time")
-	}
-	rc.SetReadDeadline(time.Time{}) // a long-poll follows
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return newProblem(http.StatusBadRequest, ProblemBadRequest, "malformed JSON body: "+jsonError(err))

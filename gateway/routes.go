@@ -45,6 +45,7 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/locks/{name}/acquire", map[string]handlerFunc{"POST": g.acquire}, true},
 		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},
 		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
+		{"/v1/events", map[string]handlerFunc{"GET": g.events}, true},
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
 		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
 		{"/metrics", map[string]handlerFunc{"GET": g.metrics}, true},
@@ -202,7 +203,7 @@ type sessionResponse struct {
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request, p *principal) *problem {
 	var req createSessionRequest
-	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
+	if pr := readJSON(r, &req); pr != nil {
 		return pr
 	}
 	ttl := distlock.DefaultTTL
@@ -340,7 +341,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 		return p.forbidden(name)
 	}
 	var req acquireRequest
-	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
+	if pr := readJSON(r, &req); pr != nil {
 		return pr
 	}
 	wait, pr := waitParam(r, g.cfg.maxWait)
@@ -460,7 +461,7 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		return p.forbidden(name)
 	}
 	var req releaseRequest
-	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
+	if pr := readJSON(r, &req); pr != nil {
 		return pr
 	}
 	var tok uint64
@@ -538,7 +539,7 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 		return p.forbidden(name)
 	}
 	var req checkRequest
-	if pr := readJSON(w, r, &req, g.bodyTimeout()); pr != nil {
+	if pr := readJSON(r, &req); pr != nil {
 		return pr
 	}
 	tok, pr := parseToken(req.Token)

@@ -210,6 +210,7 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 		if g.holders[h.name] == h {
 			delete(g.holders, h.name)
 		}
+		g.publishLocked("released", h, "session_"+strings.ReplaceAll(why, " ", "_"))
 	}
 	clear(s.locks)
 	close(s.changed)
@@ -330,6 +331,7 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration) (*h
 	if !ended {
 		s.locks[name] = h
 		g.holders[name] = h
+		g.publishLocked("granted", h, "")
 		g.bg.Add(1)
 	}
 	s.mu.Unlock()
@@ -359,6 +361,7 @@ func (s *session) drop(h *held, why string) bool {
 	if in {
 		delete(s.locks, h.name)
 		h.dropped = why
+		s.g.publishDropLocked(h, why)
 	}
 	return in
 }

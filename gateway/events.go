@@ -1,0 +1,177 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the event stream.
+const (
+	DefaultMaxStreams = 256
+	DefaultHeartbeat  = 15 * time.Second
+	feedSize          = 1024             // events kept for streams to resume from
+	streamWriteTime   = 10 * time.Second // bounds each write to a stream
+)
+
+// WithMaxStreams bounds the event streams (GET /v1/events) open at once.
+// Default: DefaultMaxStreams (256).
+func WithMaxStreams(n int) Option { return func(c *config) { c.maxStreams = n } }
+
+// WithHeartbeat sets how often an idle event stream gets a comment line,
+// so that proxies keep it open and the client knows the gateway lives.
+// Default: DefaultHeartbeat (15s).
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// feedEvent is one event of GET /v1/events: what happened to a lock held
+// through this gateway.
+type feedEvent struct {
+	seq    uint64
+	Type   string    `json:"type"` // granted, released, lost
+	Lock   string    `json:"lock"`
+	Token  string    `json:"token"`
+	Owner  string    `json:"owner,omitempty"`
+	Reason string    `json:"reason,omitempty"` // released: by_holder, forced, session_deleted, session_expired, session_gateway_closed; lost: as lock_lost
+	Time   time.Time `json:"time"`
+}
+
+// feed is the gateway's recent events, guarded by the Gateway's mu.
+type feed struct {
+	seq     uint64
+	ring    []feedEvent   // the last feedSize events, oldest first
+	changed chan struct{} // closed (and replaced) on each event, and at Close
+	streams int
+}
+
+// publishLocked records an event of h; g.mu is held.
+func (g *Gateway) publishLocked(typ string, h *held, reason string) {
+	f := &g.feed
+	f.seq++
+	e := feedEvent{seq: f.seq, Type: typ, Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner,
+		Reason: reason, Time: time.Now().UTC()}
+	if len(f.ring) == feedSize {
+		f.ring = append(f.ring[:0], f.ring[1:]...)
+	}
+	f.ring = append(f.ring, e)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// publishDropLocked records the end of h for why (see session.drop).
+func (g *Gateway) publishDropLocked(h *held, why string) {
+	switch why {
+	case "released":
+		g.publishLocked("released", h, "by_holder")
+	case "forced":
+		g.publishLocked("released", h, "forced")
+	default:
+		g.publishLocked("lost", h, why)
+	}
+}
+
+// eventID is the SSE id of event seq: the gateway's epoch and the
+// sequence number, so that a stream resumed on a restarted gateway knows.
+func (g *Gateway) eventID(seq uint64) string { return g.epoch + "." + strconv.FormatUint(seq, 10) }
+
+// events streams the events of the locks the caller may use, whose names
+// start with ?prefix=, as Server-Sent Events, resuming after Last-Event-ID.
+func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	prefix := r.URL.Query().Get("prefix")
+	last := r.Header.Get("Last-Event-ID")
+	if v := r.URL.Query().Get("last_event_id"); v != "" {
+		last = v
+	}
+	g.mu.Lock()
+	if g.feed.streams >= g.cfg.maxStreams {
+		n := g.feed.streams
+		g.mu.Unlock()
+		pr := newProblem(http.StatusTooManyRequests, ProblemTooMany, fmt.Sprintf("%d event streams are open, the most this gateway allows", n))
+		pr.retryAfter = 5
+		return pr
+	}
+	g.feed.streams++
+	from := g.feed.seq
+	reset := ""
+	if last != "" {
+		epoch, n, _ := strings.Cut(last, ".")
+		seq, err := strconv.ParseUint(n, 10, 64)
+		oldest := from + 1
+		if len(g.feed.ring) > 0 {
+			oldest = g.feed.ring[0].seq
+		}
+		switch {
+		case epoch != g.epoch || err != nil || seq > from:
+			reset = "the event id is not of this gateway instance (it restarted?): events since then are unknown"
+		case seq+1 < oldest:
+			reset = "the events after this id are no longer kept: some were missed"
+		default:
+			from = seq
+		}
+	}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.feed.streams--
+		g.mu.Unlock()
+	}()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	write := func(s string) bool {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTime))
+		if _, err := fmt.Fprint(w, s); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	hello := "retry: 1000\n\n"
+	if reset != "" {
+		data, _ := json.Marshal(map[string]string{"reason": reset})
+		hello += "event: reset\ndata: " + string(data) + "\n\n"
+	}
+	if !write(hello) {
+		return nil
+	}
+	beat := time.NewTimer(g.cfg.heartbeat)
+	defer beat.Stop()
+	for {
+		g.mu.Lock()
+		var out strings.Builder
+		for _, e := range g.feed.ring {
+			if e.seq <= from {
+				continue
+			}
+			from = e.seq
+			if !strings.HasPrefix(e.Lock, prefix) || !p.may(e.Lock) {
+				continue
+			}
+			data, _ := json.Marshal(e)
+			fmt.Fprintf(&out, "id: %s\nevent: %s\ndata: %s\n\n", g.eventID(e.seq), e.Type, data)
+		}
+		ch, closed := g.feed.changed, g.closed
+		g.mu.Unlock()
+		if out.Len() > 0 && !write(out.String()) {
+			return nil
+		}
+		if closed {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-beat.C:
+			if !write(": heartbeat\n\n") {
+				return nil
+			}
+			beat.Reset(g.cfg.heartbeat)
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
