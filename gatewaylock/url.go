@@ -40,7 +40,11 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	}
 	u, err := backendurl.Parse(rawURL)
 	if err != nil {
-		return nil, bad(err.Error() + "; want distlock+http://[:TOKEN@]HOST[:PORT][/PATH]")
+		scheme, _, _ := backendurl.Scheme(rawURL)
+		if !slices.Contains(Schemes(), scheme) {
+			scheme = "distlock+http"
+		}
+		return nil, bad(err.Error() + "; want " + scheme + "://[:TOKEN@]HOST[:PORT][/PATH]")
 	}
 	if !slices.Contains(Schemes(), u.Scheme) {
 		return nil, bad("the scheme must be distlock+http or distlock+https")
