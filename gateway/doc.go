@@ -43,6 +43,14 @@
 // application/problem+json (RFC 9457) with a stable type per kind of
 // error (see the Problem constants) and a real status code.
 //
+// Watching: GET /v1/locks/{name}?index=N&wait=30s is a blocking read
+// (after Consul's): it answers who holds the lock once the lock changes
+// through this gateway after index N, or the wait ends; GET /v1/events is
+// a stream of Server-Sent Events (granted, released, lost) of the locks
+// held through this gateway, with heartbeats and Last-Event-ID resume.
+// Neither sees the changes made through another gateway before the lock
+// service is asked (a blocking read asks it once, when it answers).
+//
 // Lock names are path segments and must be percent-encoded ("/" as %2F;
 // a name that is exactly "." or ".." as %2E or %2E%2E); a path with a raw
 // "." or ".." segment is refused with 400. Names are distlock keys

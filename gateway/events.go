@@ -175,3 +175,85 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 		}
 	}
 }
+
+// lockIndexLocked is the sequence number of the latest event of name
+// still kept, or 0; g.mu is held.
+func (g *Gateway) lockIndexLocked(name string) uint64 {
+	for i := len(g.feed.ring) - 1; i >= 0; i-- {
+		if g.feed.ring[i].Lock == name {
+			return g.feed.ring[i].seq
+		}
+	}
+	return 0
+}
+
+type lockResponse struct {
+	Lock   string  `json:"lock"`
+	Held   *bool   `json:"held"` // null when neither the gateway nor the lock service can tell
+	Holder *holder `json:"holder,omitempty"`
+	Index  string  `json:"index"`
+}
+
+// lockState is the blocking read of a lock: with ?index= it waits (up to
+// ?wait=) until the lock changes through this gateway, then answers who
+// holds it.
+func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	name, pr := lockName(r)
+	if pr != nil {
+		return pr
+	}
+	if !p.may(name) {
+		return p.forbidden(name)
+	}
+	wait, pr := waitParam(r, g.cfg.maxWait)
+	if pr != nil {
+		return pr
+	}
+	var since uint64
+	if v := r.URL.Query().Get("index"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return newProblem(http.StatusBadRequest, ProblemBadRequest, "index must be a decimal integer from an earlier answer")
+		}
+		since = n
+	}
+	if since > 0 && wait > 0 {
+		end, pr := g.startWait()
+		if pr != nil {
+			return pr
+		}
+		defer end()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		g.mu.Lock()
+		idx, ch, closed := g.lockIndexLocked(name), g.feed.changed, g.closed
+		g.mu.Unlock()
+		if since == 0 || idx != since || closed {
+			break
+		}
+		select {
+		case <-ch:
+			continue
+		case <-timer.C:
+		case <-r.Context().Done():
+			return nil
+		}
+		break
+	}
+	g.mu.Lock()
+	idx := g.lockIndexLocked(name)
+	g.mu.Unlock()
+	resp := lockResponse{Lock: name, Index: strconv.FormatUint(idx, 10)}
+	if hd := g.holderOf(r.Context(), name); hd != nil {
+		held := true
+		resp.Held, resp.Holder = &held, hd
+	} else if g.lister != nil {
+		held := false
+		resp.Held = &held
+	}
+	w.Header().Set("X-Distlock-Index", resp.Index)
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}

@@ -186,3 +186,36 @@ func TestCloseEndsEventStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestBlockingRead(t *testing.T) {
+	g := start(t, fileBackend(t))
+	r := g.do("GET", "/v1/locks/jobs%2Fr", "", nil).want(t, 200, "")
+	if r.body["held"] != false || r.header.Get("X-Distlock-Index") != r.str("index") {
+		t.Fatalf("free lock: %s", r.raw)
+	}
+	a := g.session("", "alice", "10s")
+	tok := g.acquire("", a, "jobs/r", "0").want(t, 200, "").str("token")
+	held := g.do("GET", "/v1/locks/jobs%2Fr", "", nil).want(t, 200, "")
+	if h, _ := held.body["holder"].(map[string]any); held.body["held"] != true || h["token"] != tok || h["owner"] != "alice" {
+		t.Fatalf("held lock: %s", held.raw)
+	}
+	// A read at the current index waits for the next change.
+	got := make(chan answer, 1)
+	go func() { got <- g.do("GET", "/v1/locks/jobs%2Fr?wait=30s&index="+held.str("index"), "", nil) }()
+	waitFor(t, 10*time.Second, "the read does not wait", func() bool { return g.g.Stats().Waiting == 1 })
+	select {
+	case a := <-got:
+		t.Fatalf("answered before a change: %s", a.raw)
+	default:
+	}
+	g.do("POST", "/v1/locks/jobs%2Fr/release", "", map[string]any{"session": a, "token": tok}).want(t, 200, "")
+	after := (<-got).want(t, 200, "")
+	if after.body["held"] != false || after.str("index") == held.str("index") {
+		t.Errorf("after the release: %s", after.raw)
+	}
+	// A read at an index with no change returns when its wait ends.
+	g.do("GET", "/v1/locks/jobs%2Fr?wait=50ms&index="+after.str("index"), "", nil).want(t, 200, "")
+	g.do("GET", "/v1/locks/jobs%2Fr?index=x", "", nil).want(t, 400, gateway.ProblemBadRequest)
+	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
+	g.idle()
+}

@@ -42,6 +42,7 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/sessions", map[string]handlerFunc{"POST": g.createSession}, true},
 		{"/v1/sessions/{id}", map[string]handlerFunc{"DELETE": g.deleteSession}, true},
 		{"/v1/sessions/{id}/keepalive", map[string]handlerFunc{"POST": g.keepalive}, true},
+		{"/v1/locks/{name}", map[string]handlerFunc{"GET": g.lockState}, true},
 		{"/v1/locks/{name}/acquire", map[string]handlerFunc{"POST": g.acquire}, true},
 		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},
 		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
@@ -58,6 +59,10 @@ func (g *Gateway) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	g.lockOps = map[string]http.Handler{}
 	for _, rt := range table {
+		if rt.pattern == lockPrefix+"{name}" {
+			g.lockOps[""] = g.serveRoute(rt)
+			continue
+		}
 		if op, ok := strings.CutPrefix(rt.pattern, lockPrefix+"{name}/"); ok {
 			// The router unescapes a path before it cleans it, so it
 			// cannot route a name such as "/" or "a//b": lockRoute does.
@@ -73,18 +78,22 @@ func (g *Gateway) routes() *http.ServeMux {
 // lockPrefix is the path of the lock routes, before the name.
 const lockPrefix = "/v1/locks/"
 
-// lockRoute finds the handler of a lock route, /v1/locks/NAME/OP with
-// NAME percent-encoded, and sets the name as the path value "name".
+// lockRoute finds the handler of a lock route, /v1/locks/NAME/OP or
+// /v1/locks/NAME with NAME percent-encoded, and sets the name as the path
+// value "name".
 func (g *Gateway) lockRoute(r *http.Request) http.Handler {
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), lockPrefix)
 	if !ok {
 		return nil
 	}
 	i := strings.LastIndexByte(rest, '/')
+	op := ""
 	if i < 0 {
-		return nil
+		i = len(rest) // GET /v1/locks/NAME
+	} else {
+		op = rest[i+1:]
 	}
-	h := g.lockOps[rest[i+1:]]
+	h := g.lockOps[op]
 	if h == nil {
 		return nil
 	}
