@@ -19,6 +19,11 @@ import (
 // serve runs a gateway over b on a loopback port until the test ends and
 // returns its URL.
 func serve(t *testing.T, b distlock.Backend, opts ...gateway.Option) string {
+	return serveB(t, b, opts...)
+}
+
+// serveB is serve for tests and benchmarks.
+func serveB(t testing.TB, b distlock.Backend, opts ...gateway.Option) string {
 	t.Helper()
 	g, err := gateway.New(b, opts...)
 	if err != nil {
