@@ -213,7 +213,7 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 		g.publishLocked("released", h, "session_"+strings.ReplaceAll(why, " ", "_"))
 	}
 	clear(s.locks)
-	close(s.changed)
+	s.wakeLocked() // (replaced, not just closed: a request that entered before may still wake it)
 	delete(g.sessions, s.id)
 	s.mu.Unlock()
 	g.mu.Unlock()
