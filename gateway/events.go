@@ -60,16 +60,11 @@ func (g *Gateway) publishLocked(typ string, h *held, reason string) {
 	f.changed = make(chan struct{})
 }
 
-// publishDropLocked records the end of h for why (see session.drop).
-func (g *Gateway) publishDropLocked(h *held, why string) {
-	switch why {
-	case "released":
-		g.publishLocked("released", h, "by_holder")
-	case "forced":
-		g.publishLocked("released", h, "forced")
-	default:
-		g.publishLocked("lost", h, why)
-	}
+// publish records an event of h.
+func (g *Gateway) publish(typ string, h *held, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.publishLocked(typ, h, reason)
 }
 
 // eventID is the SSE id of event seq: the gateway's epoch and the

@@ -519,8 +519,12 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 	defer cancel()
 	err := h.lock.Release(ctx)
 	switch {
+	case err == nil && req.Force:
+		g.publish("released", h, "forced")
 	case err == nil:
+		g.publish("released", h, "by_holder")
 	case errors.Is(err, distlock.ErrLockLost):
+		g.publish("lost", h, "lost")
 		return newProblem(http.StatusConflict, ProblemLockLost, "the lock had been lost before the release: "+
 			strings.TrimPrefix(err.Error(), "distlock: "))
 	default:

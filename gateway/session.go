@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,8 +212,8 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 		if g.holders[h.name] == h {
 			delete(g.holders, h.name)
 		}
-		g.publishLocked("released", h, "session_"+strings.ReplaceAll(why, " ", "_"))
 	}
+	hs := slices.Collect(maps.Values(s.locks))
 	clear(s.locks)
 	s.wakeLocked() // (replaced, not just closed: a request that entered before may still wake it)
 	delete(g.sessions, s.id)
@@ -219,7 +221,15 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 	g.mu.Unlock()
 	g.inst.sessions.Add(context.Background(), -1)
 	g.cfg.logger.Debug("gateway: session ended", "owner", s.owner, "why", why, "locks", n)
-	if err := s.client.Close(ctx); err != nil {
+	err := s.client.Close(ctx)
+	// The events follow the releases, so that a watcher that reads the
+	// lock service on them finds the locks free.
+	g.mu.Lock()
+	for _, h := range hs {
+		g.publishLocked("released", h, "session_"+strings.ReplaceAll(why, " ", "_"))
+	}
+	g.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("gateway: session of %q: %w", s.owner, err)
 	}
 	return nil
@@ -361,7 +371,11 @@ func (s *session) drop(h *held, why string) bool {
 	if in {
 		delete(s.locks, h.name)
 		h.dropped = why
-		s.g.publishDropLocked(h, why)
+		if why != "released" && why != "forced" {
+			// A loss: the lock is gone at the service already. A release
+			// is published once the service has answered it.
+			s.g.publishLocked("lost", h, why)
+		}
 	}
 	return in
 }
