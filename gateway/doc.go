@@ -62,9 +62,14 @@
 // Request bodies are at most MaxBody bytes; the number of sessions, of
 // locks per session and of waiting requests (acquires and keepalives) is
 // bounded (WithMaxSessions, WithMaxLocks, WithMaxWaiting), and each wait
-// at most WithMaxWait. A session costs a few kilobytes while idle and no
-// goroutine; a held lock costs one goroutine. Serve sets the HTTP
-// server's timeouts so that a slow client cannot hold a connection.
+// at most WithMaxWait. An idle session costs about 5 KB of heap and no
+// goroutine (measured with 10,000 sessions, the default limit: about 48 MB
+// in all); a held lock costs one goroutine, and a session holding locks
+// one more (its Client's watchdog). A session keeps at most 256 events for
+// its next keepalive, and the gateway the last 1024 for its event streams.
+// Every body is read into memory (at most MaxBody) before a handler runs,
+// within a timeout, and Serve sets the HTTP server's timeouts, so that a
+// slow client cannot hold a connection.
 //
 // # Authentication
 //
