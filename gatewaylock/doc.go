@@ -14,8 +14,10 @@
 // deleted by Release. The validity of a grant is the time left that the
 // gateway reports, from the send time of the request it answered, so the
 // Client's local deadline never outlasts what the gateway vouches for.
-// The backend never calls OnLost: a loss shows at the next renewal, and
-// the Client's local deadline covers the time between.
+// The backend never calls OnLost: a loss shows at the next renewal (a
+// gateway whose sessions ended, or that refuses the connection, having
+// gone away with them), and the Client's local deadline covers the time
+// between.
 //
 // A blocking Acquire waits in the gateway (a long-poll of at most
 // WithMaxWait, repeated), which waits on the lock service's own signal.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -320,6 +321,8 @@ func (l *lease) lost(err error) error {
 }
 
 // Refresh keeps the session alive and reports the time left of the grant.
+// A gateway that refuses the connection has gone away with its sessions:
+// the grant is reported lost at once.
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
 	if err := backend.CheckTTL(ttl); err != nil {
 		return distlock.Validity{}, err
@@ -330,6 +333,10 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae) && ae.kind() == "session-not-found":
+		return distlock.Validity{}, l.lost(err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// Nothing listens where the gateway was: it went away, and its
+		// sessions, which live in its memory, with it.
 		return distlock.Validity{}, l.lost(err)
 	case err != nil:
 		return distlock.Validity{}, err
