@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -249,6 +251,58 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 		resp.Held = &held
 	}
 	w.Header().Set("X-Distlock-Index", resp.Index)
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+type listResponse struct {
+	Locks []listedLock `json:"locks"`
+}
+
+type listedLock struct {
+	Lock string `json:"lock"`
+	holder
+}
+
+// list answers the holders of the locks whose names start with ?prefix=
+// and that the caller may use: from the lock service when it can list
+// them (every gateway's locks, and others'), else those held through this
+// gateway.
+func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	prefix := r.URL.Query().Get("prefix")
+	resp := listResponse{Locks: []listedLock{}}
+	if g.lister != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		hs, err := g.lister.List(ctx, prefix)
+		if err != nil {
+			return g.backendProblem(err)
+		}
+		for _, x := range hs {
+			if !p.may(x.Key) {
+				continue
+			}
+			l := listedLock{Lock: x.Key, holder: holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}}
+			if !x.Since.IsZero() {
+				l.Since = &x.Since
+			}
+			if !x.Expires.IsZero() {
+				l.Expires = &x.Expires
+			}
+			resp.Locks = append(resp.Locks, l)
+		}
+	} else {
+		g.mu.Lock()
+		for name, h := range g.holders {
+			if strings.HasPrefix(name, prefix) && p.may(name) {
+				since := h.since
+				resp.Locks = append(resp.Locks, listedLock{Lock: name,
+					holder: holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}})
+			}
+		}
+		g.mu.Unlock()
+		slices.SortFunc(resp.Locks, func(a, b listedLock) int { return strings.Compare(a.Lock, b.Lock) })
+	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/memlock"
 )
@@ -218,4 +220,31 @@ func TestBlockingRead(t *testing.T) {
 	g.do("GET", "/v1/locks/jobs%2Fr?index=x", "", nil).want(t, 400, gateway.ProblemBadRequest)
 	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
 	g.idle()
+}
+
+func TestListLocks(t *testing.T) {
+	for name, b := range map[string]distlock.Backend{
+		"lock service lists": fileBackend(t),
+		"gateway lists":      distlocktest.NewFaulty(memlock.New()), // no Lister
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := start(t, b)
+			a := g.session("", "alice", "10s")
+			tok := g.acquire("", a, "jobs/1", "0").want(t, 200, "").str("token")
+			g.acquire("", a, "other/1", "0").want(t, 200, "")
+			l := g.do("GET", "/v1/locks?prefix=jobs/", "", nil).want(t, 200, "")
+			locks, _ := l.body["locks"].([]any)
+			if len(locks) != 1 {
+				t.Fatalf("listing: %s", l.raw)
+			}
+			if x := locks[0].(map[string]any); x["lock"] != "jobs/1" || x["token"] != tok || x["owner"] != "alice" {
+				t.Errorf("listed %v", x)
+			}
+			g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
+			if l := g.do("GET", "/v1/locks", "", nil).want(t, 200, ""); len(l.body["locks"].([]any)) != 0 {
+				t.Errorf("after the session's end: %s", l.raw)
+			}
+			g.idle()
+		})
+	}
 }

@@ -42,6 +42,7 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/sessions", map[string]handlerFunc{"POST": g.createSession}, true},
 		{"/v1/sessions/{id}", map[string]handlerFunc{"DELETE": g.deleteSession}, true},
 		{"/v1/sessions/{id}/keepalive", map[string]handlerFunc{"POST": g.keepalive}, true},
+		{"/v1/locks", map[string]handlerFunc{"GET": g.list}, true},
 		{"/v1/locks/{name}", map[string]handlerFunc{"GET": g.lockState}, true},
 		{"/v1/locks/{name}/acquire", map[string]handlerFunc{"POST": g.acquire}, true},
 		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},

@@ -24,4 +24,7 @@
 // An Acquire that fails deletes its session, which releases a grant whose
 // answer was lost; if the gateway cannot be reached, the session expires
 // after its TTL.
+//
+// The Backend is a distlock.Lister (GET /v1/locks), so that `distlock
+// status --backend distlock+http://...` lists the locks through a gateway.
 package gatewaylock

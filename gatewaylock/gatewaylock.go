@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,4 +370,34 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.b.do(ctx, "DELETE", "/v1/sessions/"+l.sid, nil, nil, 0)
 	return err
+}
+
+var _ distlock.Lister = (*Backend)(nil)
+
+type listAnswer struct {
+	Locks []struct {
+		Lock    string    `json:"lock"`
+		Token   string    `json:"token"`
+		Owner   string    `json:"owner"`
+		Since   time.Time `json:"since"`
+		Expires time.Time `json:"expires"`
+	} `json:"locks"`
+}
+
+// List returns the holders of the locks whose keys start with prefix, as
+// the gateway lists them (for `distlock status`).
+func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	var a listAnswer
+	if err := b.do(ctx, "GET", "/v1/locks?prefix="+url.QueryEscape(prefix), nil, &a, 0); err != nil {
+		return nil, err
+	}
+	out := make([]distlock.Holder, 0, len(a.Locks))
+	for _, x := range a.Locks {
+		tok, err := strconv.ParseUint(x.Token, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: gatewaylock: malformed token %q", distlock.ErrUnavailable, x.Token)
+		}
+		out = append(out, distlock.Holder{Key: x.Lock, Token: tok, Owner: x.Owner, Since: x.Since, Expires: x.Expires})
+	}
+	return out, nil
 }

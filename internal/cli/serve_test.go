@@ -298,3 +298,28 @@ func TestServeMutualTLS(t *testing.T) {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// distlock status lists the locks held through a gateway.
+func TestStatusThroughGateway(t *testing.T) {
+	e := newEnv(t)
+	s := e.serve()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := gatewaylock.OpenURL(ctx, "distlock+"+s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := b.Acquire(ctx, "jobs/listed", distlock.AcquireOptions{TTL: 10 * time.Second, Owner: "lister-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("--backend", "distlock+"+s.url, "status", "--json", "jobs/")
+	if r.code != 0 || !strings.Contains(r.stdout, `"jobs/listed"`) || !strings.Contains(r.stdout, "lister-test") ||
+		!strings.Contains(r.stdout, strconv.FormatUint(l.Token(), 10)) {
+		t.Errorf("status through the gateway: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	l.Release(ctx)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	e.wait(s.started)
+}
