@@ -2,6 +2,7 @@ package backends
 
 import (
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/gatewaylock"
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/zklock"
@@ -14,4 +15,5 @@ func init() {
 	Register(adapt(etcdlock.OpenURL), etcdlock.Schemes()...)
 	Register(adapt(zklock.OpenURL), "zk")
 	Register(adapt(pglock.OpenURL), "postgres", "postgresql")
+	Register(adapt(gatewaylock.OpenURL), gatewaylock.Schemes()...)
 }

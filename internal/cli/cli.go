@@ -147,7 +147,7 @@ SIGQUIT and SIGTERM).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(r.stderr)
 			cmd.Help()
-			return exitWith(usagef("a command is required (run or status)"))
+			return exitWith(usagef("a command is required (run, status or serve)"))
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("backend") {
@@ -168,7 +168,7 @@ SIGQUIT and SIGTERM).`,
 	pf.StringVar(&r.backendURL, "backend", "",
 		"lock service URL (default $DISTLOCK_BACKEND, else file://"+defaultDirHelp()+")")
 	pf.BoolVarP(&r.verbose, "verbose", "v", false, "log what distlock does to standard error")
-	root.AddCommand(r.runCommand(), r.statusCommand())
+	root.AddCommand(r.runCommand(), r.statusCommand(), r.serveCommand())
 	return root
 }
 

@@ -1,0 +1,252 @@
+"""A client of the distlock gateway (`distlock serve`), standard library only.
+
+    from distlock_gateway import Gateway
+
+    gw = Gateway("http://127.0.0.1:7420")            # token="..." with --tokens
+    with gw.session(owner="report-job", ttl=15) as s:  # kept alive in a thread
+        lock = s.acquire("reports/daily", wait=30)     # raises NotAcquired
+        storage.write(data, fence=lock.token)          # the storage refuses older tokens
+        if not lock.valid():                           # lost, or not confirmed in time
+            ...
+        lock.release()
+
+A lock is valid until the send time of the last request that confirmed it
+plus the time left the gateway reported, unless the gateway reported it
+lost. A keepalive that cannot reach the gateway, because nothing listens
+there any more, ends the session at once: a gateway keeps its sessions in
+memory, so one that went away took them along. Pass lock.token to the
+storage you protect: only the token keeps out a holder that was paused
+past its deadline.
+"""
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+__all__ = ["Gateway", "Session", "Lock", "GatewayError", "NotAcquired", "SessionGone"]
+
+
+class GatewayError(Exception):
+    """An error answer of the gateway (application/problem+json), or no answer."""
+
+    def __init__(self, status, type_, detail, holder=None):
+        super().__init__("%s %s: %s" % (status, type_.rsplit(":", 1)[-1], detail))
+        self.status = status
+        self.type = type_
+        self.detail = detail
+        self.holder = holder
+
+    @property
+    def kind(self):
+        """The last part of the problem type, such as "not-acquired"."""
+        return self.type.rsplit(":", 1)[-1]
+
+
+class NotAcquired(GatewayError):
+    """The lock was held by another when the wait ended; .holder may say who."""
+
+
+class SessionGone(GatewayError):
+    """The session ended (expired, deleted, or the gateway went away)."""
+
+
+def _quote(name):
+    # One path segment: "/" and "." too, so that "." and ".." stay names.
+    return urllib.parse.quote(name, safe="").replace(".", "%2E")
+
+
+class Gateway:
+    """A distlock gateway at url, with an optional bearer token."""
+
+    def __init__(self, url, token=None, timeout=30.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def request(self, method, path, body=None, wait=0.0):
+        """Sends one request; returns the decoded answer or raises GatewayError."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=wait + self.timeout) as resp:
+                raw = resp.read()
+                return json.loads(raw) if raw else {}
+        except urllib.error.HTTPError as e:
+            try:
+                p = json.loads(e.read())
+            except ValueError:
+                p = {}
+            cls = GatewayError
+            t = p.get("type", "http")
+            if t.endswith(":not-acquired"):
+                cls = NotAcquired
+            elif t.endswith(":session-not-found"):
+                cls = SessionGone
+            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder")) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, ConnectionRefusedError):
+                raise SessionGone(0, "unreachable", "nothing listens at %s: the gateway went away" % self.url) from None
+            raise GatewayError(0, "unavailable", str(reason)) from None
+
+    def session(self, owner="", ttl=15.0, keepalive=True):
+        """Creates a session; with keepalive, a thread keeps it alive."""
+        sent = time.monotonic()
+        a = self.request("POST", "/v1/sessions", {"owner": owner, "ttl": "%dms" % int(ttl * 1000)})
+        s = Session(self, a["id"], ttl, sent + a["ttl_remaining_ms"] / 1000.0)
+        if keepalive:
+            s.start()
+        return s
+
+    def check(self, name, token):
+        """The sequencer check: is token the current grant of name?"""
+        return self.request("POST", "/v1/locks/%s/check" % _quote(name), {"token": str(token)})["current"]
+
+
+class Lock:
+    """A lock held by a session. token is the fencing token (an int)."""
+
+    def __init__(self, session, name, token, deadline):
+        self.session = session
+        self.name = name
+        self.token = token
+        self.deadline = deadline  # time.monotonic() until which it is held
+        self.lost = None  # why it was lost, once it was
+        self.at_risk = False
+
+    def valid(self):
+        """Whether the lock is still held, as far as this process can vouch."""
+        with self.session._mu:
+            return self.lost is None and time.monotonic() < self.deadline
+
+    def time_left(self):
+        with self.session._mu:
+            return 0.0 if self.lost else max(0.0, self.deadline - time.monotonic())
+
+    def release(self):
+        """Releases the lock, fenced by its token: a newer holder is never freed.
+        Raises GatewayError (kind "not-held" or "lock-lost") if it was not held."""
+        try:
+            self.session.gw.request("POST", "/v1/locks/%s/release" % _quote(self.name),
+                                    {"session": self.session.id, "token": str(self.token)})
+        finally:
+            self.session._forget(self, "released")
+
+
+class Session:
+    """A gateway session: a lease that owns locks."""
+
+    def __init__(self, gw, id_, ttl, deadline):
+        self.gw = gw
+        self.id = id_
+        self.ttl = ttl
+        self.deadline = deadline
+        self.gone = None  # why the session ended, once it did
+        self.events = []  # every event the keepalives reported
+        self.locks = {}
+        self._mu = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def start(self):
+        self._thread = threading.Thread(target=self._keepalive_loop, name="distlock-keepalive", daemon=True)
+        self._thread.start()
+
+    def acquire(self, name, wait=30.0):
+        """Acquires name, waiting at most wait seconds; raises NotAcquired."""
+        sent = time.monotonic()
+        a = self.gw.request("POST", "/v1/locks/%s/acquire?wait=%dms" % (_quote(name), int(wait * 1000)),
+                            {"session": self.id}, wait=wait)
+        lock = Lock(self, name, int(a["token"]), sent + a["ttl_remaining_ms"] / 1000.0)
+        with self._mu:
+            self.locks[name] = lock
+        return lock
+
+    def keepalive(self, wait=0.0):
+        """One keepalive: waits up to wait seconds for an event; applies what it says."""
+        sent = time.monotonic()
+        try:
+            a = self.gw.request("POST", "/v1/sessions/%s/keepalive?wait=%dms" % (self.id, int(wait * 1000)), wait=wait)
+        except SessionGone as e:
+            self._end(e.kind if e.kind != "session-not-found" else "session_ended")
+            raise
+        with self._mu:
+            self.deadline = sent + a["ttl_remaining_ms"] / 1000.0
+            held = {x["lock"]: x for x in a["locks"]}
+            for e in a["events"]:
+                self.events.append(e)
+                lock = self.locks.get(e["lock"])
+                if lock is None or str(lock.token) != e["token"]:
+                    continue
+                if e["type"] == "lock_lost":
+                    lock.lost = e.get("reason", "lost")
+                elif e["type"] == "at_risk":
+                    lock.at_risk = True
+            for name, lock in list(self.locks.items()):
+                x = held.get(name)
+                if x is None or x["token"] != str(lock.token):
+                    if lock.lost is None:
+                        lock.lost = "not_held"
+                    del self.locks[name]
+                else:
+                    lock.deadline = sent + x["ttl_remaining_ms"] / 1000.0
+                    lock.at_risk = False
+        return a
+
+    def _keepalive_loop(self):
+        # Long-polls short enough that a lock's time left, counted from the
+        # send time, is renewed well before it runs out.
+        while not self._stop.is_set():
+            try:
+                self.keepalive(wait=self.ttl / 4)
+            except SessionGone:
+                return
+            except GatewayError:
+                # Not confirmed: the locks run out at their deadlines.
+                with self._mu:
+                    now = time.monotonic()
+                    for lock in self.locks.values():
+                        if lock.lost is None and now >= lock.deadline:
+                            lock.lost = "deadline_passed"
+                self._stop.wait(min(0.1, self.ttl / 10))
+
+    def _forget(self, lock, why):
+        with self._mu:
+            if self.locks.get(lock.name) is lock:
+                del self.locks[lock.name]
+            if lock.lost is None:
+                lock.lost = why
+
+    def _end(self, why):
+        with self._mu:
+            self.gone = why
+            for lock in self.locks.values():
+                if lock.lost is None:
+                    lock.lost = why
+            self.locks.clear()
+
+    def close(self):
+        """Ends the session, releasing its locks."""
+        self._stop.set()
+        try:
+            if self.gone is None:
+                self.gw.request("DELETE", "/v1/sessions/" + self.id)
+        except SessionGone:
+            pass
+        finally:
+            self._end(self.gone or "closed")
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(timeout=self.ttl + self.gw.timeout)

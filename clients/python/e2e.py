@@ -1,0 +1,100 @@
+"""End-to-end walk through the distlock gateway, driven by the Go tests
+(internal/cli/serve_test.go): python3 e2e.py MODE URL DIR
+
+walk: acquire, keepalive, fenced write, loss (forced release), a stale
+      write refused, release; prints one JSON object.
+kill: holds a lock and prints "ready TOKEN"; when the gateway is killed,
+      prints how the loss was seen and how much of the lock's time was
+      left then.
+"""
+
+import fcntl
+import json
+import os
+import sys
+import time
+
+from distlock_gateway import Gateway, GatewayError
+
+
+class FencedFile:
+    """Storage that keeps its own fence: it refuses a write whose token is
+    below the highest it has seen."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def write(self, token, data):
+        with open(self.path, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.seek(0)
+            raw = f.read()
+            cur = json.loads(raw) if raw else {"token": 0}
+            if token < cur["token"]:
+                return False
+            f.seek(0)
+            f.truncate()
+            json.dump({"token": token, "data": data}, f)
+            return True
+
+
+def until(cond, timeout, what):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit("timed out: " + what)
+        time.sleep(0.01)
+
+
+def walk(url, d):
+    out = {}
+    gw = Gateway(url)
+    store = FencedFile(os.path.join(d, "store.json"))
+    name = "e2e/report.daily"
+    s = gw.session(owner="python-e2e", ttl=2.0)
+    lock = s.acquire(name, wait=5)
+    out["token"] = lock.token
+    # Several keepalives renew the lock past its TTL.
+    time.sleep(3.0)
+    out["valid_after_ttl"] = lock.valid()
+    out["time_left"] = lock.time_left()
+    out["first_write"] = store.write(lock.token, "v1")
+    out["check_current"] = gw.check(name, lock.token)
+    # An operator forces the release: the keepalive reports the loss.
+    gw.request("POST", "/v1/locks/e2e%2Freport%2Edaily/release", {"force": True})
+    until(lambda: not lock.valid(), 10, "the loss was not reported")
+    out["lost_reason"] = lock.lost
+    s2 = gw.session(owner="python-e2e-2", ttl=2.0)
+    lock2 = s2.acquire(name, wait=5)
+    out["token2"] = lock2.token
+    out["second_write"] = store.write(lock2.token, "v2")
+    out["stale_write"] = store.write(lock.token, "stale")
+    out["check_stale"] = gw.check(name, lock.token)
+    try:
+        lock.release()
+        out["stale_release"] = "released"
+    except GatewayError as e:
+        out["stale_release"] = e.kind
+    lock2.release()
+    out["check_after_release"] = gw.check(name, lock2.token)
+    s.close()
+    s2.close()
+    with open(store.path) as f:
+        out["stored"] = json.load(f)
+    print(json.dumps(out), flush=True)
+
+
+def kill(url, d):
+    gw = Gateway(url, timeout=5)
+    s = gw.session(owner="python-kill", ttl=5.0)
+    lock = s.acquire("e2e/kill", wait=5)
+    print("ready %d" % lock.token, flush=True)
+    until(lambda: not lock.valid(), 30, "the loss was not seen")
+    with s._mu:
+        left = lock.deadline - time.monotonic()
+    print(json.dumps({"lost": lock.lost, "time_left": left, "session": s.gone}), flush=True)
+
+
+if __name__ == "__main__":
+    mode, url, d = sys.argv[1:4]
+    {"walk": walk, "kill": kill}[mode](url, d)

@@ -1,0 +1,87 @@
+// Package gateway serves fenced locks over HTTP, so that programs in any
+// language get the same locks as a Go program with a distlock.Client: a
+// blocking acquire that waits on the lock service's own signal, a fencing
+// token with every grant, renewal by the gateway, and loss reported early.
+// `distlock serve` runs it.
+//
+// # Model
+//
+// A client first creates a session (POST /v1/sessions {owner, ttl}). The
+// session is a lease that owns the client's locks: the client keeps it
+// alive with POST /v1/sessions/{id}/keepalive, a long-poll that returns
+// at once when something happened to one of its locks (lock_lost, at_risk)
+// and otherwise after ?wait=, always with the time left. A session that
+// is not kept alive for its TTL ends, and its locks are released; so does
+// DELETE /v1/sessions/{id}. A session does not expire while one of its
+// requests (an acquire or a keepalive) is in progress, which bounds how
+// long a vanished client's session lives to its longest wait plus its TTL.
+//
+// The gateway holds each lock through a distlock.Client of the session
+// (with the session's owner and TTL), which renews it and applies the
+// local deadline rule; the time left it reports for a lock is the lesser
+// of the session's and that lock's. A client must treat a lock as held
+// only until the send time of its last confirming request plus the time
+// left reported in the answer, and must pass the token to the storage it
+// protects: a gateway that dies frees nothing early on a lock service
+// with TTLs, but a lock held by a connection or a process (the file
+// backend) is freed at once, and then only the token keeps an old holder
+// out.
+//
+// A session id carries an epoch drawn when the gateway starts: a
+// restarted gateway answers 404 to the sessions of its previous life, and
+// never re-creates them.
+//
+// Several gateways over one network lock service (etcd, ZooKeeper, Redis,
+// PostgreSQL) exclude each other's clients, since every grant comes from
+// the service; the gateway keeps no lock state of its own beyond its
+// sessions.
+//
+// # API
+//
+// Served under /v1 as JSON, described by the OpenAPI document served at
+// /v1/openapi.json (and kept in this package as openapi.json). Errors are
+// application/problem+json (RFC 9457) with a stable type per kind of
+// error (see the Problem constants) and a real status code.
+//
+// Watching: GET /v1/locks/{name}?index=N&wait=30s is a blocking read
+// (after Consul's): it answers who holds the lock once the lock changes
+// through this gateway after index N, or the wait ends; GET /v1/events is
+// a stream of Server-Sent Events (granted, released, lost) of the locks
+// held through this gateway, with heartbeats and Last-Event-ID resume.
+// Neither sees the changes made through another gateway before the lock
+// service is asked (a blocking read asks it once, when it answers).
+//
+// Lock names are path segments and must be percent-encoded ("/" as %2F;
+// a name that is exactly "." or ".." as %2E or %2E%2E); a path with a raw
+// "." or ".." segment is refused with 400. Names are distlock keys
+// (distlock.ValidateKey): 1 to 512 bytes of UTF-8 without control
+// characters.
+//
+// # Limits
+//
+// Request bodies are at most MaxBody bytes; the number of sessions, of
+// locks per session and of waiting requests (acquires and keepalives) is
+// bounded (WithMaxSessions, WithMaxLocks, WithMaxWaiting), and each wait
+// at most WithMaxWait. An idle session costs about 5 KB of heap and no
+// goroutine (measured with 10,000 sessions, the default limit: about 48 MB
+// in all); a held lock costs one goroutine, and a session holding locks
+// one more (its Client's watchdog). A session keeps at most 256 events for
+// its next keepalive, and the gateway the last 1024 for its event streams.
+// Every body is read into memory (at most MaxBody) before a handler runs,
+// within a timeout, and Serve sets the HTTP server's timeouts, so that a
+// slow client cannot hold a connection.
+//
+// # Authentication
+//
+// With tokens (WithTokens, `distlock serve --tokens FILE`), every request
+// under /v1 but the OpenAPI document needs "Authorization: Bearer TOKEN";
+// each token may use the lock names that start with one of its prefixes,
+// and only a token with the admin scope may force the release of another
+// session's lock. A session belongs to the token that created it. Tokens
+// are never logged. Without tokens every request is allowed, which is
+// safe only on the loopback interface: `distlock serve` then refuses to
+// listen elsewhere, and the gateway answers only requests whose Host is
+// localhost or a loopback address (against DNS rebinding). Request bodies
+// must be sent as application/json, which a web page cannot do across
+// origins without a CORS preflight that the gateway never grants.
+package gateway

@@ -1,0 +1,308 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the event stream.
+const (
+	DefaultMaxStreams = 256
+	DefaultHeartbeat  = 15 * time.Second
+	feedSize          = 1024             // events kept for streams to resume from
+	streamWriteTime   = 10 * time.Second // bounds each write to a stream
+)
+
+// WithMaxStreams bounds the event streams (GET /v1/events) open at once.
+// Default: DefaultMaxStreams (256).
+func WithMaxStreams(n int) Option { return func(c *config) { c.maxStreams = n } }
+
+// WithHeartbeat sets how often an idle event stream gets a comment line,
+// so that proxies keep it open and the client knows the gateway lives.
+// Default: DefaultHeartbeat (15s).
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// feedEvent is one event of GET /v1/events: what happened to a lock held
+// through this gateway.
+type feedEvent struct {
+	seq    uint64
+	Type   string    `json:"type"` // granted, released, lost
+	Lock   string    `json:"lock"`
+	Token  string    `json:"token"`
+	Owner  string    `json:"owner,omitempty"`
+	Reason string    `json:"reason,omitempty"` // released: by_holder, forced, session_deleted, session_expired, session_gateway_closed; lost: as lock_lost
+	Time   time.Time `json:"time"`
+}
+
+// feed is the gateway's recent events, guarded by the Gateway's mu.
+type feed struct {
+	seq     uint64
+	ring    []feedEvent   // the last feedSize events, oldest first
+	changed chan struct{} // closed (and replaced) on each event, and at Close
+	streams int
+}
+
+// publishLocked records an event of h; g.mu is held.
+func (g *Gateway) publishLocked(typ string, h *held, reason string) {
+	f := &g.feed
+	f.seq++
+	e := feedEvent{seq: f.seq, Type: typ, Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner,
+		Reason: reason, Time: time.Now().UTC()}
+	if len(f.ring) == feedSize {
+		f.ring = append(f.ring[:0], f.ring[1:]...)
+	}
+	f.ring = append(f.ring, e)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// publish records an event of h.
+func (g *Gateway) publish(typ string, h *held, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.publishLocked(typ, h, reason)
+}
+
+// eventID is the SSE id of event seq: the gateway's epoch and the
+// sequence number, so that a stream resumed on a restarted gateway knows.
+func (g *Gateway) eventID(seq uint64) string { return g.epoch + "." + strconv.FormatUint(seq, 10) }
+
+// events streams the events of the locks the caller may use, whose names
+// start with ?prefix=, as Server-Sent Events, resuming after Last-Event-ID.
+func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	prefix := r.URL.Query().Get("prefix")
+	last := r.Header.Get("Last-Event-ID")
+	if v := r.URL.Query().Get("last_event_id"); v != "" {
+		last = v
+	}
+	g.mu.Lock()
+	if g.feed.streams >= g.cfg.maxStreams {
+		n := g.feed.streams
+		g.mu.Unlock()
+		pr := newProblem(http.StatusTooManyRequests, ProblemTooMany, fmt.Sprintf("%d event streams are open, the most this gateway allows", n))
+		pr.retryAfter = 5
+		return pr
+	}
+	g.feed.streams++
+	from := g.feed.seq
+	reset := ""
+	if last != "" {
+		epoch, n, _ := strings.Cut(last, ".")
+		seq, err := strconv.ParseUint(n, 10, 64)
+		oldest := from + 1
+		if len(g.feed.ring) > 0 {
+			oldest = g.feed.ring[0].seq
+		}
+		switch {
+		case epoch != g.epoch || err != nil || seq > from:
+			reset = "the event id is not of this gateway instance (it restarted?): events since then are unknown"
+		case seq+1 < oldest:
+			reset = "the events after this id are no longer kept: some were missed"
+		default:
+			from = seq
+		}
+	}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.feed.streams--
+		g.mu.Unlock()
+	}()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	write := func(s string) bool {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTime))
+		if _, err := fmt.Fprint(w, s); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	hello := "retry: 1000\n\n"
+	if reset != "" {
+		data, _ := json.Marshal(map[string]string{"reason": reset})
+		hello += "event: reset\ndata: " + string(data) + "\n\n"
+	}
+	if !write(hello) {
+		return nil
+	}
+	beat := time.NewTimer(g.cfg.heartbeat)
+	defer beat.Stop()
+	for {
+		g.mu.Lock()
+		var out strings.Builder
+		for _, e := range g.feed.ring {
+			if e.seq <= from {
+				continue
+			}
+			from = e.seq
+			if !strings.HasPrefix(e.Lock, prefix) || !p.may(e.Lock) {
+				continue
+			}
+			data, _ := json.Marshal(e)
+			fmt.Fprintf(&out, "id: %s\nevent: %s\ndata: %s\n\n", g.eventID(e.seq), e.Type, data)
+		}
+		ch, closed := g.feed.changed, g.closed
+		g.mu.Unlock()
+		if out.Len() > 0 && !write(out.String()) {
+			return nil
+		}
+		if closed {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-beat.C:
+			if !write(": heartbeat\n\n") {
+				return nil
+			}
+			beat.Reset(g.cfg.heartbeat)
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
+
+// lockIndexLocked is the sequence number of the latest event of name
+// still kept, or 0; g.mu is held.
+func (g *Gateway) lockIndexLocked(name string) uint64 {
+	for i := len(g.feed.ring) - 1; i >= 0; i-- {
+		if g.feed.ring[i].Lock == name {
+			return g.feed.ring[i].seq
+		}
+	}
+	return 0
+}
+
+type lockResponse struct {
+	Lock   string  `json:"lock"`
+	Held   *bool   `json:"held"` // null when neither the gateway nor the lock service can tell
+	Holder *holder `json:"holder,omitempty"`
+	Index  string  `json:"index"`
+}
+
+// lockState is the blocking read of a lock: with ?index= it waits (up to
+// ?wait=) until the lock changes through this gateway, then answers who
+// holds it.
+func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	name, pr := lockName(r)
+	if pr != nil {
+		return pr
+	}
+	if !p.may(name) {
+		return p.forbidden(name)
+	}
+	wait, pr := waitParam(r, g.cfg.maxWait)
+	if pr != nil {
+		return pr
+	}
+	var since uint64
+	if v := r.URL.Query().Get("index"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return newProblem(http.StatusBadRequest, ProblemBadRequest, "index must be a decimal integer from an earlier answer")
+		}
+		since = n
+	}
+	if since > 0 && wait > 0 {
+		end, pr := g.startWait()
+		if pr != nil {
+			return pr
+		}
+		defer end()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		g.mu.Lock()
+		idx, ch, closed := g.lockIndexLocked(name), g.feed.changed, g.closed
+		g.mu.Unlock()
+		if since == 0 || idx != since || closed {
+			break
+		}
+		select {
+		case <-ch:
+			continue
+		case <-timer.C:
+		case <-r.Context().Done():
+			return nil
+		}
+		break
+	}
+	g.mu.Lock()
+	idx := g.lockIndexLocked(name)
+	g.mu.Unlock()
+	resp := lockResponse{Lock: name, Index: strconv.FormatUint(idx, 10)}
+	if hd := g.holderOf(r.Context(), name); hd != nil {
+		held := true
+		resp.Held, resp.Holder = &held, hd
+	} else if g.lister != nil {
+		held := false
+		resp.Held = &held
+	}
+	w.Header().Set("X-Distlock-Index", resp.Index)
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+type listResponse struct {
+	Locks []listedLock `json:"locks"`
+}
+
+type listedLock struct {
+	Lock string `json:"lock"`
+	holder
+}
+
+// list answers the holders of the locks whose names start with ?prefix=
+// and that the caller may use: from the lock service when it can list
+// them (every gateway's locks, and others'), else those held through this
+// gateway.
+func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	prefix := r.URL.Query().Get("prefix")
+	resp := listResponse{Locks: []listedLock{}}
+	if g.lister != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		hs, err := g.lister.List(ctx, prefix)
+		if err != nil {
+			return g.backendProblem(err)
+		}
+		for _, x := range hs {
+			if !p.may(x.Key) {
+				continue
+			}
+			l := listedLock{Lock: x.Key, holder: holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}}
+			if !x.Since.IsZero() {
+				l.Since = &x.Since
+			}
+			if !x.Expires.IsZero() {
+				l.Expires = &x.Expires
+			}
+			resp.Locks = append(resp.Locks, l)
+		}
+	} else {
+		g.mu.Lock()
+		for name, h := range g.holders {
+			if strings.HasPrefix(name, prefix) && p.may(name) {
+				since := h.since
+				resp.Locks = append(resp.Locks, listedLock{Lock: name,
+					holder: holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}})
+			}
+		}
+		g.mu.Unlock()
+		slices.SortFunc(resp.Locks, func(a, b listedLock) int { return strings.Compare(a.Lock, b.Lock) })
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}

@@ -1,0 +1,66 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/distlock/distlock/gateway"
+)
+
+// The document served is the one committed, and it describes every route
+// the gateway answers, and no other.
+func TestOpenAPIDocument(t *testing.T) {
+	g := start(t, fileBackend(t))
+	served := g.do("GET", "/v1/openapi.json", "", nil).want(t, 200, "")
+	committed, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(served.raw, committed) {
+		t.Fatalf("the served document differs from openapi.json")
+	}
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(committed, &doc); err != nil || doc.OpenAPI == "" {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	routes := gateway.Routes(g.g)
+	if len(routes) < 8 {
+		t.Fatalf("only %d routes: %v", len(routes), routes)
+	}
+	for path, methods := range routes {
+		ops, ok := doc.Paths[path]
+		if !ok {
+			t.Errorf("openapi.json lacks %s", path)
+			continue
+		}
+		if len(ops) != len(methods) {
+			t.Errorf("openapi.json: %s has %d operations, the gateway %v", path, len(ops), methods)
+		}
+		for _, m := range methods {
+			if ops[lower(m)] == nil {
+				t.Errorf("openapi.json lacks %s %s", m, path)
+			}
+		}
+	}
+	for path := range doc.Paths {
+		if _, ok := routes[path]; !ok {
+			t.Errorf("openapi.json describes %s, which the gateway does not serve", path)
+		}
+	}
+	// Every route of the document is served: a request of the wrong
+	// method gets 405 from a route that exists, never 404.
+	for path := range doc.Paths {
+		p := bytes.ReplaceAll([]byte(path), []byte("{id}"), []byte("x.y"))
+		p = bytes.ReplaceAll(p, []byte("{name}"), []byte("n"))
+		if a := g.do("PUT", string(p), "", nil); a.status != 405 {
+			t.Errorf("PUT %s: %d, want 405 from a served route", p, a.status)
+		}
+	}
+}
+
+func lower(s string) string { return string(bytes.ToLower([]byte(s))) }

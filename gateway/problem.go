@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem types: the stable "type" of each kind of error the gateway
+// answers, as application/problem+json (RFC 9457).
+const (
+	ProblemBadRequest       = "urn:distlock:problem:bad-request"        // 400: malformed JSON, unknown field, bad parameter
+	ProblemBadName          = "urn:distlock:problem:bad-name"           // 400: not a valid lock name
+	ProblemBadTTL           = "urn:distlock:problem:bad-ttl"            // 400: session TTL out of range
+	ProblemUnauthorized     = "urn:distlock:problem:unauthorized"       // 401: no or unknown bearer token
+	ProblemForbidden        = "urn:distlock:problem:forbidden"          // 403: the token may not use this name, or is not admin
+	ProblemNotFound         = "urn:distlock:problem:not-found"          // 404: no such route
+	ProblemSessionNotFound  = "urn:distlock:problem:session-not-found"  // 404: the session ended, or never existed here
+	ProblemMethodNotAllowed = "urn:distlock:problem:method-not-allowed" // 405
+	ProblemNotAcquired      = "urn:distlock:problem:not-acquired"       // 409: held by another when the wait ended
+	ProblemNotHeld          = "urn:distlock:problem:not-held"           // 409: the session does not hold the lock with this token
+	ProblemLockLost         = "urn:distlock:problem:lock-lost"          // 409: the lock had been lost before the release
+	ProblemTooLarge         = "urn:distlock:problem:too-large"          // 413: body over MaxBody
+	ProblemUnsupportedMedia = "urn:distlock:problem:unsupported-media"  // 415: body not application/json
+	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit on sessions, locks or waits
+	ProblemInternal         = "urn:distlock:problem:internal"           // 500
+	ProblemUnsupported      = "urn:distlock:problem:unsupported"        // 501: the lock service cannot answer this
+	ProblemUnavailable      = "urn:distlock:problem:unavailable"        // 503: the lock service failed, or the gateway is closing
+)
+
+// problem is an error answer. Holder is set on not-acquired when the lock
+// service can tell who holds the lock.
+type problem struct {
+	Type   string  `json:"type"`
+	Title  string  `json:"title"`
+	Status int     `json:"status"`
+	Detail string  `json:"detail,omitempty"`
+	Holder *holder `json:"holder,omitempty"`
+
+	retryAfter int // seconds, for 429 and 503
+}
+
+// titles are the fixed titles of the problem types.
+var titles = map[string]string{
+	ProblemBadRequest:       "Bad request",
+	ProblemBadName:          "Bad lock name",
+	ProblemBadTTL:           "Bad TTL",
+	ProblemUnauthorized:     "Unauthorized",
+	ProblemForbidden:        "Forbidden",
+	ProblemNotFound:         "Not found",
+	ProblemSessionNotFound:  "Session not found",
+	ProblemMethodNotAllowed: "Method not allowed",
+	ProblemNotAcquired:      "Not acquired",
+	ProblemNotHeld:          "Lock not held",
+	ProblemLockLost:         "Lock lost",
+	ProblemTooLarge:         "Request too large",
+	ProblemUnsupportedMedia: "Unsupported media type",
+	ProblemTooMany:          "Too many",
+	ProblemInternal:         "Internal error",
+	ProblemUnsupported:      "Not supported by the lock service",
+	ProblemUnavailable:      "Unavailable",
+}
+
+func newProblem(status int, typ, detail string) *problem {
+	return &problem{Type: typ, Title: titles[typ], Status: status, Detail: detail}
+}
+
+func (p *problem) Error() string { return p.Title + ": " + p.Detail }
+
+// writeProblem answers p.
+func writeProblem(w http.ResponseWriter, p *problem) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if p.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="distlock"`)
+	}
+	if p.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
+	w.WriteHeader(p.Status)
+	json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

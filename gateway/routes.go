@@ -1,0 +1,616 @@
+package gateway
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/distlock/distlock"
+)
+
+// openAPI is the OpenAPI document of the API, served at /v1/openapi.json.
+//
+//go:embed openapi.json
+var openAPI []byte
+
+// handlerFunc is a route's handler; it answers, or returns the problem to
+// answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) *problem
+
+// route is one path of the API, with a handler per method.
+type route struct {
+	pattern string
+	methods map[string]handlerFunc
+	auth    bool
+}
+
+// routeTable is the API: every path, method and handler (the OpenAPI
+// document lists the same, which a test checks).
+func (g *Gateway) routeTable() []route {
+	return []route{
+		{"/v1/sessions", map[string]handlerFunc{"POST": g.createSession}, true},
+		{"/v1/sessions/{id}", map[string]handlerFunc{"DELETE": g.deleteSession}, true},
+		{"/v1/sessions/{id}/keepalive", map[string]handlerFunc{"POST": g.keepalive}, true},
+		{"/v1/locks", map[string]handlerFunc{"GET": g.list}, true},
+		{"/v1/locks/{name}", map[string]handlerFunc{"GET": g.lockState}, true},
+		{"/v1/locks/{name}/acquire", map[string]handlerFunc{"POST": g.acquire}, true},
+		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},
+		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
+		{"/v1/events", map[string]handlerFunc{"GET": g.events}, true},
+		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
+		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
+		{"/metrics", map[string]handlerFunc{"GET": g.metrics}, true},
+	}
+}
+
+// routes is the router of routeTable.
+func (g *Gateway) routes() *http.ServeMux {
+	table := g.routeTable()
+	mux := http.NewServeMux()
+	g.lockOps = map[string]http.Handler{}
+	for _, rt := range table {
+		if rt.pattern == lockPrefix+"{name}" {
+			g.lockOps[""] = g.serveRoute(rt)
+			continue
+		}
+		if op, ok := strings.CutPrefix(rt.pattern, lockPrefix+"{name}/"); ok {
+			// The router unescapes a path before it cleans it, so it
+			// cannot route a name such as "/" or "a//b": lockRoute does.
+			g.lockOps[op] = g.serveRoute(rt)
+			continue
+		}
+		mux.Handle(rt.pattern, g.serveRoute(rt))
+	}
+	mux.Handle("/", g.serveRoute(route{pattern: "/", methods: map[string]handlerFunc{}}))
+	return mux
+}
+
+// lockPrefix is the path of the lock routes, before the name.
+const lockPrefix = "/v1/locks/"
+
+// lockRoute finds the handler of a lock route, /v1/locks/NAME/OP or
+// /v1/locks/NAME with NAME percent-encoded, and sets the name as the path
+// value "name".
+func (g *Gateway) lockRoute(r *http.Request) http.Handler {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), lockPrefix)
+	if !ok {
+		return nil
+	}
+	i := strings.LastIndexByte(rest, '/')
+	op := ""
+	if i < 0 {
+		i = len(rest) // GET /v1/locks/NAME
+	} else {
+		op = rest[i+1:]
+	}
+	h := g.lockOps[op]
+	if h == nil {
+		return nil
+	}
+	if strings.Contains(rest[:i], "/") {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeProblem(w, newProblem(http.StatusBadRequest, ProblemBadName, `a lock name is one path segment: percent-encode "/" in it as %2F`))
+		})
+	}
+	name, err := url.PathUnescape(rest[:i])
+	if err != nil {
+		return nil
+	}
+	r.SetPathValue("name", name)
+	return h
+}
+
+// statusWriter remembers the status code, for the log and the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// serveRoute authenticates, dispatches by method, answers problems, and
+// logs and counts the request. The log names the route pattern, never the
+// path (it holds session ids) nor any header.
+func (g *Gateway) serveRoute(rt route) http.Handler {
+	allow := slices.Sorted(func(yield func(string) bool) {
+		for m := range rt.methods {
+			if !yield(m) {
+				return
+			}
+		}
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		who := ""
+		pr := func() *problem {
+			h, ok := rt.methods[r.Method]
+			switch {
+			case rt.pattern == "/":
+				return newProblem(http.StatusNotFound, ProblemNotFound, "no such route: see /v1/openapi.json")
+			case !ok:
+				sw.Header().Set("Allow", strings.Join(allow, ", "))
+				return newProblem(http.StatusMethodNotAllowed, ProblemMethodNotAllowed,
+					fmt.Sprintf("%s takes %s", rt.pattern, strings.Join(allow, ", ")))
+			}
+			p := anyone
+			if rt.auth {
+				var pr *problem
+				if p, pr = g.cfg.tokens.authenticate(r); pr != nil {
+					return pr
+				}
+				who = p.name
+			}
+			return h(sw, r, p)
+		}()
+		if pr != nil {
+			writeProblem(sw, pr)
+		}
+		if sw.status == 0 {
+			sw.status = 499 // the client went away before an answer
+		}
+		g.inst.requests.Add(context.Background(), 1, metric.WithAttributes(
+			attribute.String("route", rt.pattern), attribute.Int("status", sw.status)))
+		g.cfg.logger.Debug("gateway: request", "method", r.Method, "route", rt.pattern,
+			"status", sw.status, "token", who, "took", time.Since(start))
+	})
+}
+
+// durationJSON is a duration in JSON: a string such as "15s", or a number
+// of seconds.
+type durationJSON time.Duration
+
+func (d *durationJSON) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return errors.New("not a duration")
+		}
+		*d = durationJSON(v)
+		return nil
+	}
+	var n float64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return errors.New("not a duration")
+	}
+	if n > distlock.MaxTTL.Seconds()*2 || n < -1 {
+		n = -1 // out of range either way
+	}
+	*d = durationJSON(n * float64(time.Second))
+	return nil
+}
+
+type createSessionRequest struct {
+	Owner string        `json:"owner"`
+	TTL   *durationJSON `json:"ttl"`
+}
+
+type sessionResponse struct {
+	ID             string `json:"id"`
+	Owner          string `json:"owner"`
+	TTLMS          int64  `json:"ttl_ms"`
+	TTLRemainingMS int64  `json:"ttl_remaining_ms"`
+}
+
+func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	var req createSessionRequest
+	if pr := readJSON(r, &req); pr != nil {
+		return pr
+	}
+	ttl := distlock.DefaultTTL
+	if req.TTL != nil {
+		ttl = time.Duration(*req.TTL)
+	}
+	s, pr := g.newSession(req.Owner, ttl, p)
+	if pr != nil {
+		return pr
+	}
+	w.Header().Set("Location", "/v1/sessions/"+s.id)
+	writeJSON(w, http.StatusCreated, sessionResponse{ID: s.id, Owner: s.owner, TTLMS: ms(s.ttl), TTLRemainingMS: ms(s.ttl)})
+	return nil
+}
+
+func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	s, pr := g.lookup(r.PathValue("id"), p)
+	if pr != nil {
+		return pr
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+	defer cancel()
+	if err := g.endSession(ctx, s, endDeleted); err != nil {
+		g.cfg.logger.Warn("gateway: releasing the locks of a deleted session", "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type lockState struct {
+	Lock           string `json:"lock"`
+	Token          string `json:"token"`
+	TTLRemainingMS int64  `json:"ttl_remaining_ms"`
+}
+
+type keepaliveResponse struct {
+	TTLRemainingMS int64       `json:"ttl_remaining_ms"`
+	Events         []event     `json:"events"`
+	EventsDropped  int         `json:"events_dropped,omitempty"`
+	Locks          []lockState `json:"locks"`
+	Superseded     bool        `json:"superseded,omitempty"`
+}
+
+func (g *Gateway) keepalive(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	s, pr := g.lookup(r.PathValue("id"), p)
+	if pr != nil {
+		return pr
+	}
+	wait, pr := waitParam(r, g.cfg.maxWait)
+	if pr != nil {
+		return pr
+	}
+	if !s.enter() {
+		return sessionEnded()
+	}
+	defer s.leave()
+	if wait > 0 {
+		end, pr := g.startWait()
+		if pr != nil {
+			return pr
+		}
+		defer end()
+		g.inst.waiting.Add(context.Background(), 1)
+		defer g.inst.waiting.Add(context.Background(), -1)
+	}
+	s.mu.Lock()
+	s.poll++
+	gen := s.poll
+	s.wakeLocked() // an older keepalive returns now
+	s.mu.Unlock()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	timedOut := wait == 0
+	for {
+		s.mu.Lock()
+		if s.ended != "" {
+			s.mu.Unlock()
+			return sessionEnded()
+		}
+		if len(s.events) > 0 || gen != s.poll || timedOut {
+			resp := keepaliveResponse{TTLRemainingMS: ms(s.leftLocked()), Events: []event{}, Locks: []lockState{},
+				Superseded: gen != s.poll}
+			if !resp.Superseded {
+				resp.Events, s.events = append(resp.Events, s.events...), nil
+				resp.EventsDropped, s.dropped = s.dropped, 0
+			}
+			for _, h := range s.locks {
+				resp.Locks = append(resp.Locks, lockState{Lock: h.name, Token: strconv.FormatUint(h.token, 10),
+					TTLRemainingMS: ms(s.lockLeftLocked(h))})
+			}
+			s.mu.Unlock()
+			slices.SortFunc(resp.Locks, func(a, b lockState) int { return strings.Compare(a.Lock, b.Lock) })
+			writeJSON(w, http.StatusOK, resp)
+			return nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			timedOut = true
+		case <-r.Context().Done():
+			return nil // the client went away
+		}
+	}
+}
+
+func sessionEnded() *problem {
+	return newProblem(http.StatusNotFound, ProblemSessionNotFound, "the session ended")
+}
+
+type acquireRequest struct {
+	Session string `json:"session"`
+}
+
+type grantResponse struct {
+	Lock           string `json:"lock"`
+	Token          string `json:"token"`
+	TTLRemainingMS int64  `json:"ttl_remaining_ms"`
+}
+
+type holder struct {
+	Token   string     `json:"token,omitempty"`
+	Owner   string     `json:"owner,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	Expires *time.Time `json:"expires,omitempty"`
+}
+
+func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	name, pr := lockName(r)
+	if pr != nil {
+		return pr
+	}
+	if !p.may(name) {
+		return p.forbidden(name)
+	}
+	var req acquireRequest
+	if pr := readJSON(r, &req); pr != nil {
+		return pr
+	}
+	wait, pr := waitParam(r, g.cfg.maxWait)
+	if pr != nil {
+		return pr
+	}
+	s, pr := g.lookup(req.Session, p)
+	if pr != nil {
+		return pr
+	}
+	if !s.enter() {
+		return sessionEnded()
+	}
+	defer s.leave()
+	if wait > 0 {
+		end, pr := g.startWait()
+		if pr != nil {
+			return pr
+		}
+		defer end()
+		g.inst.waiting.Add(context.Background(), 1)
+		defer g.inst.waiting.Add(context.Background(), -1)
+	}
+	h, err := s.acquire(r.Context(), name, wait)
+	switch {
+	case err == nil:
+	case errors.Is(err, errSessionEnded):
+		return sessionEnded()
+	case errors.Is(err, errTooManyLocks):
+		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
+			fmt.Sprintf("the session holds or waits for %d locks, the most this gateway allows", g.cfg.maxLocks))
+	case r.Context().Err() != nil:
+		return nil // the client went away
+	case errors.Is(err, errNotAcquired), errors.Is(err, distlock.ErrNotAcquired):
+		pr := newProblem(http.StatusConflict, ProblemNotAcquired,
+			fmt.Sprintf("lock %s is held by another", quoteName(name)))
+		pr.Holder = g.holderOf(r.Context(), name)
+		return pr
+	case errors.Is(err, distlock.ErrInvalidKey):
+		return newProblem(http.StatusBadRequest, ProblemBadName, strings.TrimPrefix(err.Error(), "distlock: "))
+	default:
+		return g.backendProblem(err)
+	}
+	s.mu.Lock()
+	in := s.locks[name] == h
+	left := s.lockLeftLocked(h)
+	s.mu.Unlock()
+	if !in || left <= 0 {
+		return newProblem(http.StatusConflict, ProblemLockLost, "the grant was lost before it could be answered")
+	}
+	writeJSON(w, http.StatusOK, grantResponse{Lock: name, Token: strconv.FormatUint(h.token, 10), TTLRemainingMS: ms(left)})
+	return nil
+}
+
+// backendProblem answers an error of the lock service.
+func (g *Gateway) backendProblem(err error) *problem {
+	if errors.Is(err, distlock.ErrUnavailable) {
+		pr := newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the lock service is unavailable")
+		pr.retryAfter = 1
+		return pr
+	}
+	g.cfg.logger.Error("gateway: lock service", "err", err)
+	return newProblem(http.StatusInternalServerError, ProblemInternal, "the lock service failed")
+}
+
+// holderOf describes the holder of name, if the gateway or the lock
+// service can tell.
+func (g *Gateway) holderOf(ctx context.Context, name string) *holder {
+	g.mu.Lock()
+	h := g.holders[name]
+	g.mu.Unlock()
+	if h != nil {
+		since := h.since
+		return &holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}
+	}
+	if g.lister == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	hs, err := g.lister.List(ctx, name)
+	if err != nil {
+		return nil
+	}
+	for _, x := range hs {
+		if x.Key == name {
+			out := &holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}
+			if !x.Since.IsZero() {
+				out.Since = &x.Since
+			}
+			if !x.Expires.IsZero() {
+				out.Expires = &x.Expires
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+type releaseRequest struct {
+	Session string `json:"session"`
+	Token   string `json:"token"`
+	Force   bool   `json:"force"`
+}
+
+type releaseResponse struct {
+	Released bool   `json:"released"`
+	Token    string `json:"token"`
+}
+
+func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	name, pr := lockName(r)
+	if pr != nil {
+		return pr
+	}
+	if !p.may(name) {
+		return p.forbidden(name)
+	}
+	var req releaseRequest
+	if pr := readJSON(r, &req); pr != nil {
+		return pr
+	}
+	var tok uint64
+	if req.Token != "" || !req.Force {
+		if tok, pr = parseToken(req.Token); pr != nil {
+			return pr
+		}
+	}
+	var h *held
+	if req.Force {
+		if !p.admin {
+			return newProblem(http.StatusForbidden, ProblemForbidden, "a forced release needs a token with the admin scope")
+		}
+		g.mu.Lock()
+		h = g.holders[name]
+		g.mu.Unlock()
+		if h == nil {
+			return newProblem(http.StatusConflict, ProblemNotHeld,
+				fmt.Sprintf("no session of this gateway holds lock %s", quoteName(name)))
+		}
+	} else {
+		s, pr := g.lookup(req.Session, p)
+		if pr != nil {
+			return pr
+		}
+		s.mu.Lock()
+		h = s.locks[name]
+		s.mu.Unlock()
+		if h == nil {
+			return newProblem(http.StatusConflict, ProblemNotHeld,
+				fmt.Sprintf("the session does not hold lock %s (released, lost, or never acquired)", quoteName(name)))
+		}
+	}
+	if tok != 0 && h.token != tok {
+		return newProblem(http.StatusConflict, ProblemNotHeld,
+			fmt.Sprintf("token %d is not the session's grant of lock %s: the lock was not released", tok, quoteName(name)))
+	}
+	why := "released"
+	if req.Force {
+		why = "forced"
+	}
+	if !h.s.drop(h, why) {
+		return newProblem(http.StatusConflict, ProblemNotHeld, "the lock was released or lost meanwhile")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+	defer cancel()
+	err := h.lock.Release(ctx)
+	switch {
+	case err == nil && req.Force:
+		g.publish("released", h, "forced")
+	case err == nil:
+		g.publish("released", h, "by_holder")
+	case errors.Is(err, distlock.ErrLockLost):
+		g.publish("lost", h, "lost")
+		return newProblem(http.StatusConflict, ProblemLockLost, "the lock had been lost before the release: "+
+			strings.TrimPrefix(err.Error(), "distlock: "))
+	default:
+		return g.backendProblem(err)
+	}
+	writeJSON(w, http.StatusOK, releaseResponse{Released: true, Token: strconv.FormatUint(h.token, 10)})
+	return nil
+}
+
+type checkRequest struct {
+	Token string `json:"token"`
+}
+
+type checkResponse struct {
+	Current bool `json:"current"`
+}
+
+// check is the sequencer check: is token the current grant of name?
+func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	name, pr := lockName(r)
+	if pr != nil {
+		return pr
+	}
+	if !p.may(name) {
+		return p.forbidden(name)
+	}
+	var req checkRequest
+	if pr := readJSON(r, &req); pr != nil {
+		return pr
+	}
+	tok, pr := parseToken(req.Token)
+	if pr != nil {
+		return pr
+	}
+	g.mu.Lock()
+	h := g.holders[name]
+	g.mu.Unlock()
+	if h != nil && h.lock.Err() == nil {
+		writeJSON(w, http.StatusOK, checkResponse{Current: h.token == tok})
+		return nil
+	}
+	if g.lister == nil {
+		return newProblem(http.StatusNotImplemented, ProblemUnsupported,
+			"the lock is not held through this gateway and the lock service cannot list holders")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	hs, err := g.lister.List(ctx, name)
+	if err != nil {
+		return g.backendProblem(err)
+	}
+	current := false
+	for _, x := range hs {
+		if x.Key == name {
+			current = x.Token == tok
+		}
+	}
+	writeJSON(w, http.StatusOK, checkResponse{Current: current})
+	return nil
+}
+
+func (g *Gateway) openapi(w http.ResponseWriter, r *http.Request, _ *principal) *problem {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPI)
+	return nil
+}
+
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request, _ *principal) *problem {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return closingProblem()
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// bodyTimeout bounds the reading of a request body.
+func (g *Gateway) bodyTimeout() time.Duration { return min(bodyTimeout, 2*g.cfg.headerTimeout) }
+
+func (g *Gateway) metrics(w http.ResponseWriter, r *http.Request, _ *principal) *problem {
+	if g.cfg.metrics == nil {
+		return newProblem(http.StatusNotImplemented, ProblemUnsupported, "this gateway exports no metrics (WithMetricsHandler)")
+	}
+	g.cfg.metrics.ServeHTTP(w, r)
+	return nil
+}

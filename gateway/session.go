@@ -1,0 +1,443 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/distlock/distlock"
+)
+
+// Why a session ended.
+const (
+	endDeleted = "deleted"
+	endExpired = "expired"
+	endClosed  = "gateway closed"
+)
+
+// maxEvents bounds the events a session keeps for its next keepalive; past
+// it the oldest are dropped and counted.
+const maxEvents = 256
+
+// maxOwner bounds the owner of a session, in bytes.
+const maxOwner = 256
+
+// A session is a lease that owns locks, kept alive by its client.
+//
+// Who guards what: id, owner, ttl, principal, client, timer are set before
+// the session is published and never changed; mu guards the rest, and the
+// dropped field of its held locks. Lock order: the Gateway's mu, then a
+// session's mu (so that a lock enters or leaves both the session and the
+// gateway's holders at once); nothing else is locked or called under a
+// session's mu but its timer.
+type session struct {
+	g         *Gateway
+	id        string
+	owner     string
+	ttl       time.Duration
+	principal string
+	client    *distlock.Client
+	timer     *time.Timer // fires at the deadline, unless a request is in progress
+
+	mu       sync.Mutex
+	ended    string    // why the session ended; "" while it lives
+	deadline time.Time // when it expires without a request
+	active   int       // requests in progress: it does not expire meanwhile
+	locks    map[string]*held
+	pending  map[string]chan struct{} // acquires in progress, closed when they end
+	events   []event
+	dropped  int           // events dropped since the last keepalive
+	changed  chan struct{} // closed (and replaced) on an event, a newer keepalive, or the end
+	poll     uint64        // the generation of the newest keepalive
+}
+
+// held is a lock held by a session.
+type held struct {
+	s     *session
+	name  string
+	lock  *distlock.Lock
+	token uint64
+	since time.Time
+
+	dropped string // by s.mu: why the gateway gave it up ("released", "forced"); "" while held
+}
+
+// event is what a keepalive reports.
+type event struct {
+	Type           string `json:"type"` // lock_lost or at_risk
+	Lock           string `json:"lock"`
+	Token          string `json:"token"`
+	Reason         string `json:"reason,omitempty"` // for lock_lost: deadline_passed, max_hold, lost, forced_release
+	Detail         string `json:"detail,omitempty"`
+	TTLRemainingMS *int64 `json:"ttl_remaining_ms,omitempty"` // for at_risk
+}
+
+// newID returns a session id: the gateway's epoch, then 128 random bits.
+func (g *Gateway) newID() string { return g.epoch + "." + rand.Text() }
+
+// cutID splits a session id into its epoch and random part.
+func cutID(id string) (epoch, rest string, ok bool) { return strings.Cut(id, ".") }
+
+// checkOwner refuses an owner that would garble a status listing.
+func checkOwner(owner string) *problem {
+	bad := len(owner) > maxOwner || !utf8.ValidString(owner) ||
+		strings.ContainsFunc(owner, func(r rune) bool { return unicode.IsControl(r) })
+	if bad {
+		return newProblem(http.StatusBadRequest, ProblemBadRequest,
+			fmt.Sprintf("owner must be at most %d bytes of UTF-8 without control characters", maxOwner))
+	}
+	return nil
+}
+
+// newSession creates and publishes a session.
+func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*session, *problem) {
+	if ttl < g.cfg.minTTL || ttl > g.cfg.maxTTL {
+		return nil, newProblem(http.StatusBadRequest, ProblemBadTTL,
+			fmt.Sprintf("ttl %v is not within [%v, %v]", ttl, g.cfg.minTTL, g.cfg.maxTTL))
+	}
+	if pr := checkOwner(owner); pr != nil {
+		return nil, pr
+	}
+	opts := []distlock.Option{distlock.WithTTL(ttl), distlock.WithLogger(g.cfg.logger)}
+	if owner != "" {
+		opts = append(opts, distlock.WithOwner(owner))
+	}
+	if g.cfg.meters != nil {
+		opts = append(opts, distlock.WithMeterProvider(g.cfg.meters))
+	}
+	c, err := distlock.New(g.b, opts...)
+	if err != nil {
+		return nil, newProblem(http.StatusBadRequest, ProblemBadTTL, strings.TrimPrefix(err.Error(), "distlock: "))
+	}
+	s := &session{g: g, id: g.newID(), owner: owner, ttl: ttl, principal: p.name, client: c,
+		deadline: time.Now().Add(ttl), locks: map[string]*held{}, pending: map[string]chan struct{}{},
+		changed: make(chan struct{})}
+	g.mu.Lock()
+	switch {
+	case g.closed:
+		g.mu.Unlock()
+		return nil, closingProblem()
+	case len(g.sessions) >= g.cfg.maxSessions:
+		n := len(g.sessions)
+		g.mu.Unlock()
+		pr := newProblem(http.StatusTooManyRequests, ProblemTooMany,
+			fmt.Sprintf("%d sessions are open, the most this gateway allows", n))
+		pr.retryAfter = 1
+		return nil, pr
+	}
+	s.timer = time.AfterFunc(ttl, s.expire)
+	g.sessions[s.id] = s
+	g.mu.Unlock()
+	g.inst.sessions.Add(context.Background(), 1)
+	return s, nil
+}
+
+// enter counts a request of the session in progress; it returns false
+// if the session has ended.
+func (s *session) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != "" {
+		return false
+	}
+	s.active++
+	return true
+}
+
+// leave ends a request of the session: the TTL runs again from now.
+func (s *session) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	s.deadline = time.Now().Add(s.ttl)
+	if s.active == 0 && s.ended == "" {
+		s.timer.Reset(s.ttl)
+	}
+}
+
+// left is the time until the session expires without a request.
+func (s *session) leftLocked() time.Duration {
+	if s.active > 0 {
+		return s.ttl
+	}
+	return time.Until(s.deadline)
+}
+
+// expire ends the session if its deadline passed with no request in
+// progress; it runs on the session's timer.
+func (s *session) expire() {
+	s.mu.Lock()
+	if s.ended != "" || s.active > 0 {
+		s.mu.Unlock()
+		return
+	}
+	if d := time.Until(s.deadline); d > 0 {
+		s.timer.Reset(d)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.g.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		s.g.endSession(ctx, s, endExpired)
+	})
+}
+
+// endSession ends s for why, unless it had ended, and releases its locks.
+func (g *Gateway) endSession(ctx context.Context, s *session, why string) error {
+	g.mu.Lock()
+	s.mu.Lock()
+	if s.ended != "" || (why == endExpired && (s.active > 0 || time.Now().Before(s.deadline))) {
+		// Ended already, or a request came in since the timer fired.
+		s.mu.Unlock()
+		g.mu.Unlock()
+		return nil
+	}
+	s.ended = why
+	s.timer.Stop()
+	n := len(s.locks)
+	for _, h := range s.locks {
+		h.dropped = "session " + why
+		if g.holders[h.name] == h {
+			delete(g.holders, h.name)
+		}
+	}
+	hs := slices.Collect(maps.Values(s.locks))
+	clear(s.locks)
+	s.wakeLocked() // (replaced, not just closed: a request that entered before may still wake it)
+	delete(g.sessions, s.id)
+	s.mu.Unlock()
+	g.mu.Unlock()
+	g.inst.sessions.Add(context.Background(), -1)
+	g.cfg.logger.Debug("gateway: session ended", "owner", s.owner, "why", why, "locks", n)
+	err := s.client.Close(ctx)
+	// The events follow the releases, so that a watcher that reads the
+	// lock service on them finds the locks free.
+	g.mu.Lock()
+	for _, h := range hs {
+		g.publishLocked("released", h, "session_"+strings.ReplaceAll(why, " ", "_"))
+	}
+	g.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("gateway: session of %q: %w", s.owner, err)
+	}
+	return nil
+}
+
+// addEventLocked queues e for the next keepalive and wakes the open one.
+func (s *session) addEventLocked(e event) {
+	if len(s.events) == maxEvents {
+		s.events = s.events[1:]
+		s.dropped++
+	}
+	s.events = append(s.events, e)
+	s.wakeLocked()
+}
+
+func (s *session) wakeLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// lockLeftLocked is the time left of h as the gateway can vouch for it:
+// the lesser of the session's and the lock's local deadline.
+func (s *session) lockLeftLocked(h *held) time.Duration {
+	left := s.leftLocked()
+	if h.lock.Err() != nil {
+		return 0
+	}
+	if d, ok := h.lock.Deadline(); ok {
+		left = min(left, time.Until(d))
+	}
+	return max(left, 0)
+}
+
+// errNotAcquired is an acquire whose wait ended.
+var errNotAcquired = errors.New("not acquired")
+
+// acquire returns the session's grant of name: the one it holds (a retried
+// acquire), or a new one, waiting at most wait.
+func (s *session) acquire(ctx context.Context, name string, wait time.Duration) (*held, error) {
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	for {
+		s.mu.Lock()
+		if s.ended != "" {
+			s.mu.Unlock()
+			return nil, errSessionEnded
+		}
+		if h := s.locks[name]; h != nil {
+			s.mu.Unlock()
+			return h, nil
+		}
+		if p := s.pending[name]; p != nil {
+			// The same acquire, retried while the first one waits: wait
+			// for its outcome.
+			s.mu.Unlock()
+			select {
+			case <-p:
+				continue
+			case <-ctx.Done():
+				return nil, errNotAcquired
+			}
+		}
+		if len(s.locks)+len(s.pending) >= s.g.cfg.maxLocks {
+			s.mu.Unlock()
+			return nil, errTooManyLocks
+		}
+		done := make(chan struct{})
+		s.pending[name] = done
+		s.mu.Unlock()
+		h, err := s.take(ctx, name, wait)
+		s.mu.Lock()
+		delete(s.pending, name)
+		close(done)
+		s.mu.Unlock()
+		return h, err
+	}
+}
+
+var (
+	errSessionEnded = errors.New("session ended")
+	errTooManyLocks = errors.New("too many locks")
+)
+
+// take acquires name through the session's Client and publishes the grant.
+func (s *session) take(ctx context.Context, name string, wait time.Duration) (*held, error) {
+	var l *distlock.Lock
+	var err error
+	if wait > 0 {
+		l, err = s.client.Acquire(ctx, name)
+	} else {
+		l, err = s.client.TryAcquire(ctx, name)
+	}
+	if err != nil {
+		if errors.Is(err, distlock.ErrClosed) {
+			return nil, errSessionEnded
+		}
+		return nil, err
+	}
+	h := &held{s: s, name: name, lock: l, token: l.Token(), since: time.Now()}
+	// Re-check the session before answering the grant: it may have ended
+	// while the acquire waited.
+	g := s.g
+	g.mu.Lock()
+	s.mu.Lock()
+	ended := s.ended != "" || g.closed
+	if !ended {
+		s.locks[name] = h
+		g.holders[name] = h
+		g.publishLocked("granted", h, "")
+		g.bg.Add(1)
+	}
+	s.mu.Unlock()
+	g.mu.Unlock()
+	if ended {
+		l.Release(context.WithoutCancel(ctx))
+		return nil, errSessionEnded
+	}
+	go func() {
+		defer g.bg.Done()
+		s.watch(h)
+	}()
+	return h, nil
+}
+
+// drop takes h out of its session, for why, and reports whether it was
+// still in.
+func (s *session) drop(h *held, why string) bool {
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
+	if s.g.holders[h.name] == h {
+		delete(s.g.holders, h.name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.locks[h.name] == h
+	if in {
+		delete(s.locks, h.name)
+		h.dropped = why
+		if why != "released" && why != "forced" {
+			// A loss: the lock is gone at the service already. A release
+			// is published once the service has answered it.
+			s.g.publishLocked("lost", h, why)
+		}
+	}
+	return in
+}
+
+// watch reports what happens to h to its session's keepalives, until h
+// ends.
+func (s *session) watch(h *held) {
+	var fired <-chan struct{} // the at-risk channel already reported
+	var recheck *time.Timer
+	for {
+		risk := h.lock.AtRisk()
+		if risk == fired {
+			// Reported already: look again for a renewal that re-armed it.
+			if recheck == nil {
+				recheck = time.NewTimer(s.ttl / 8)
+				defer recheck.Stop()
+			} else {
+				recheck.Reset(s.ttl / 8)
+			}
+			select {
+			case <-h.lock.Done():
+				s.lockEnded(h)
+				return
+			case <-recheck.C:
+				continue
+			}
+		}
+		select {
+		case <-h.lock.Done():
+			s.lockEnded(h)
+			return
+		case <-risk:
+			fired = risk
+			s.mu.Lock()
+			if s.locks[h.name] == h {
+				left := ms(s.lockLeftLocked(h))
+				s.addEventLocked(event{Type: "at_risk", Lock: h.name, Token: strconv.FormatUint(h.token, 10), TTLRemainingMS: &left})
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// lockEnded reports the end of h: a loss, unless the holder gave it up.
+func (s *session) lockEnded(h *held) {
+	err := h.lock.Err()
+	reason := "lost"
+	switch {
+	case errors.Is(err, distlock.ErrDeadlinePassed):
+		reason = "deadline_passed"
+	case errors.Is(err, distlock.ErrMaxHoldExceeded):
+		reason = "max_hold"
+	}
+	in := s.drop(h, reason)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case h.dropped == "forced":
+		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: strconv.FormatUint(h.token, 10),
+			Reason: "forced_release", Detail: "released by an administrator"})
+	case in && s.ended == "":
+		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: strconv.FormatUint(h.token, 10),
+			Reason: reason, Detail: err.Error()})
+	}
+}

@@ -1,0 +1,113 @@
+package gatewaylock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/gateway"
+	"github.com/distlock/distlock/gatewaylock"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// etcdBackend opens an etcdlock Backend (one gateway's own connection) on
+// the etcd at endpoint, closed with the test.
+func etcdBackend(t *testing.T, endpoint string) distlock.Backend {
+	t.Helper()
+	b, err := etcdlock.OpenURL(context.Background(), "etcd://"+strings.TrimPrefix(endpoint, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestConformanceOverEtcd(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	tokens, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"admin","token":"` + adminSecret + `","prefixes":[""],"admin":true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, etcdBackend(t, e.Endpoints[0]), gateway.WithTokens(tokens))
+	distlocktest.Run(t, factory(url, gatewaylock.WithToken(adminSecret)),
+		distlocktest.WithTTL(2*time.Second),
+		distlocktest.WithRevoke(revoker(url)),
+		// The gateway's etcd backend starts its etcd session (one per
+		// TTL, for the backend's life) in the first test that needs it.
+		distlocktest.WithLeakOptions(
+			goleak.IgnoreAnyFunction("github.com/distlock/distlock/etcdlock.(*session).watch"),
+			goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/v3.(*lessor).keepAliveCtxCloser"),
+			goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/v3/concurrency.NewSession.func1"),
+		),
+	)
+}
+
+// Two gateways over one etcd: their clients never hold a key at once, and
+// the tokens increase across both.
+func TestTwoGatewaysOverOneEtcd(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	urls := []string{serve(t, etcdBackend(t, e.Endpoints[0])), serve(t, etcdBackend(t, e.Endpoints[0]))}
+	const key, perClient, clients = "two-gateways", 5, 4
+	var (
+		inside   atomic.Int32
+		overlaps atomic.Int32
+		mu       sync.Mutex
+		tokens   []uint64
+		wg       sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range clients {
+		b, err := gatewaylock.New(urls[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		c, err := distlock.New(b, distlock.WithTTL(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		wg.Go(func() {
+			for range perClient {
+				l, err := c.Acquire(ctx, key)
+				if err != nil {
+					t.Errorf("Acquire through gateway %d: %v", i%2, err)
+					return
+				}
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				tokens = append(tokens, l.Token())
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // hold it a little, so that an overlap would show
+				inside.Add(-1)
+				if err := l.Release(ctx); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+					t.Errorf("Release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d grants overlapped across the two gateways", n)
+	}
+	if len(tokens) != clients*perClient {
+		t.Fatalf("%d grants, want %d", len(tokens), clients*perClient)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("grant %d: token %d after %d", i, tokens[i], tokens[i-1])
+		}
+	}
+}

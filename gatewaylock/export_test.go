@@ -1,0 +1,4 @@
+package gatewaylock
+
+// Escape is escape, for the tests.
+var Escape = escape

@@ -1,0 +1,55 @@
+package gatewaylock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backends"
+	"github.com/distlock/distlock/gatewaylock"
+)
+
+func TestOpenURL(t *testing.T) {
+	ctx := context.Background()
+	const secret = "s3cr3t-Token-value"
+	for _, raw := range []string{
+		"distlock+http://127.0.0.1",
+		"distlock+http://127.0.0.1:7420",
+		"distlock+https://gateway.example:443/locks",
+		"distlock+http://:" + secret + "@127.0.0.1:7420",
+		"distlock+http://[::1]:7420/?token=" + secret,
+	} {
+		b, err := gatewaylock.OpenURL(ctx, raw)
+		if err != nil {
+			t.Errorf("OpenURL(%q): %v", raw, err)
+			continue
+		}
+		b.Close()
+		ob, err := backends.Open(ctx, raw)
+		if err != nil {
+			t.Errorf("backends.Open(%q): %v", raw, err)
+			continue
+		}
+		ob.Close()
+	}
+	for _, raw := range []string{
+		"distlock+http:127.0.0.1",
+		"distlock+http://",
+		"distlock+ftp://h",
+		"distlock+http://a,b",
+		"distlock+http://h:99999",
+		"distlock+http://user:" + secret + "@h",
+		"distlock+http://h/?token=" + secret + "&token=" + secret + "x",
+		"distlock+http://:" + secret + "@h/?token=" + secret,
+	} {
+		_, err := gatewaylock.OpenURL(ctx, raw)
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("OpenURL(%q): %v, want ErrInvalidOption", raw, err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("OpenURL(%q): the error shows the token: %v", raw, err)
+		}
+	}
+}
