@@ -343,6 +343,15 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		cancel()
 		failures = 0
 		sortNodes(children)
+		if late := a.late(children, n.name); len(late) > 0 {
+			if err := a.dropLate(wctx, late); err != nil {
+				if err = a.pause(ctx, n, b.sortErr(ctx, wctx, err), &failures); err == nil {
+					continue
+				}
+				return nil, err
+			}
+			continue
+		}
 		i := slices.Index(children, n.name)
 		switch {
 		case i < 0:
@@ -386,6 +395,36 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 			return nil, ErrClosed
 		}
 	}
+}
+
+// late returns the paths of the nodes other than ours (name) that have our
+// protected name: creates of this acquire whose reply was lost and that a
+// claim's listing did not show, applied later (a server forwards a create
+// to the leader; the server that answered the listing may not have had it
+// yet). They are ours, and nobody else deletes them while the session
+// lives: ahead of our node one would be our predecessor, the lock held by
+// nobody; behind it, the lock of everyone after us.
+func (a *acquire) late(children []string, name string) []string {
+	var late []string
+	for _, c := range children {
+		if id, ok := protectedID(c); ok && id == a.uuid && c != name {
+			late = append(late, a.dir+"/"+c)
+		}
+	}
+	return late
+}
+
+// dropLate deletes the late nodes, each within the request timeout.
+func (a *acquire) dropLate(ctx context.Context, late []string) error {
+	for _, p := range late {
+		rctx, cancel := a.b.request(ctx)
+		err := a.b.deleteNode(rctx, p)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pause waits before a waiter's next try after a transient failure (the

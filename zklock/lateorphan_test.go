@@ -1,0 +1,60 @@
+package zklock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/zklock"
+)
+
+// A node of our own session with our protected name that a listing of the
+// claim did not show (a create whose reply was lost, still on its way to
+// the leader when the claim listed the lock, and applied after the create
+// was redone) is ours to delete, wherever it is in the queue. Ahead of our
+// node it would be the predecessor we wait for, which nobody deletes while
+// the session lives: the lock held by nobody, for us and for everyone
+// behind us. The node is made here through the Backend's own connection,
+// so that it is in the Backend's session, as such a late node would be.
+func TestLateNodeOfOursAheadIsDeleted(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "late/" + t.Name()
+	dir := zklock.LockPath(zklock.DefaultPrefix, key)
+	uuid, err := zklock.NewUUID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, z.Servers)
+	b.SetUUID(func() (string, error) { return uuid, nil })
+	for _, p := range []string{zklock.DefaultPrefix, dir} {
+		if _, err := admin.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatalf("create the late node: %v", err)
+	}
+	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("try with only a node of ours ahead: %v, want the lock (nodes %q)", err, nodesOf(t, admin, key))
+	}
+	if got := l.(interface{ Path() string }).Path(); got == late {
+		t.Fatalf("granted with the late node %s", got)
+	}
+	if nodes := nodesOf(t, admin, key); len(nodes) != 1 || dir+"/"+nodes[0] != l.(interface{ Path() string }).Path() {
+		t.Errorf("nodes %q, want only the granted one", nodes)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if nodes := nodesOf(t, admin, key); len(nodes) != 0 {
+		t.Errorf("after the release: nodes %q, want none", nodes)
+	}
+}
