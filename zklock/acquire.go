@@ -28,6 +28,10 @@ type acquire struct {
 	dir  string // the lock's path, parent of the nodes
 	opts distlock.AcquireOptions
 	uuid string // of our node's protected name
+	// lostReply is set once a create's reply was lost: that create may
+	// still be applied later, as a node with our protected name that the
+	// release must look for.
+	lostReply bool
 }
 
 // node is our lock node, known to exist in a live session.
@@ -136,6 +140,7 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			}
 			continue
 		case lostReply(err):
+			a.lostReply = true
 			n, err := a.claim(rctx)
 			switch {
 			case err != nil:
@@ -490,6 +495,9 @@ func (a *acquire) grant(n *node, sent time.Time) (*lease, error) {
 		validity: distlock.Validity{Sent: sent, TTL: n.sess.timeout},
 		onLost:   a.opts.OnLost,
 		done:     make(chan struct{}),
+	}
+	if a.lostReply {
+		l.sweep = a.uuid
 	}
 	if err := b.register(l); err != nil {
 		return nil, err
