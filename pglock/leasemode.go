@@ -396,18 +396,19 @@ func (l *rowLease) endedLocked() error {
 	return l.end
 }
 
-// closeRow gives the grant up as the Backend closes, telling its holder.
+// closeRow gives the grant up as the Backend closes, telling its holder
+// before the row is freed: once it is, another may be granted the key.
 func (l *rowLease) closeRow(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.end != nil {
 		return
 	}
-	_, _ = l.releaseLocked(ctx)
 	err := l.endLocked(l.lostErr("the Backend was closed"))
 	if l.onLost != nil {
 		l.onLost(err)
 	}
+	_, _ = l.releaseLocked(ctx)
 }
 
 // forgetRow removes an ended lease-table grant.

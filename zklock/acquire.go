@@ -28,6 +28,10 @@ type acquire struct {
 	dir  string // the lock's path, parent of the nodes
 	opts distlock.AcquireOptions
 	uuid string // of our node's protected name
+	// lostReply is set once a create's reply was lost: that create may
+	// still be applied later, as a node with our protected name that the
+	// release must look for.
+	lostReply bool
 }
 
 // node is our lock node, known to exist in a live session.
@@ -136,6 +140,7 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			}
 			continue
 		case lostReply(err):
+			a.lostReply = true
 			n, err := a.claim(rctx)
 			switch {
 			case err != nil:
@@ -343,6 +348,15 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 		cancel()
 		failures = 0
 		sortNodes(children)
+		if late := a.late(children, n.name); len(late) > 0 {
+			if err := a.dropLate(wctx, late); err != nil {
+				if err = a.pause(ctx, n, b.sortErr(ctx, wctx, err), &failures); err == nil {
+					continue
+				}
+				return nil, err
+			}
+			continue
+		}
 		i := slices.Index(children, n.name)
 		switch {
 		case i < 0:
@@ -386,6 +400,36 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 			return nil, ErrClosed
 		}
 	}
+}
+
+// late returns the paths of the nodes other than ours (name) that have our
+// protected name: creates of this acquire whose reply was lost and that a
+// claim's listing did not show, applied later (a server forwards a create
+// to the leader; the server that answered the listing may not have had it
+// yet). They are ours, and nobody else deletes them while the session
+// lives: ahead of our node one would be our predecessor, the lock held by
+// nobody; behind it, the lock of everyone after us.
+func (a *acquire) late(children []string, name string) []string {
+	var late []string
+	for _, c := range children {
+		if id, ok := protectedID(c); ok && id == a.uuid && c != name {
+			late = append(late, a.dir+"/"+c)
+		}
+	}
+	return late
+}
+
+// dropLate deletes the late nodes, each within the request timeout.
+func (a *acquire) dropLate(ctx context.Context, late []string) error {
+	for _, p := range late {
+		rctx, cancel := a.b.request(ctx)
+		err := a.b.deleteNode(rctx, p)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pause waits before a waiter's next try after a transient failure (the
@@ -451,6 +495,9 @@ func (a *acquire) grant(n *node, sent time.Time) (*lease, error) {
 		validity: distlock.Validity{Sent: sent, TTL: n.sess.timeout},
 		onLost:   a.opts.OnLost,
 		done:     make(chan struct{}),
+	}
+	if a.lostReply {
+		l.sweep = a.uuid
 	}
 	if err := b.register(l); err != nil {
 		return nil, err

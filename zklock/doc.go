@@ -48,8 +48,12 @@
 // looked for by its node's protected name: only a node the current session
 // owns is taken for ours, and any other with that name (one of an earlier
 // session, which a server may still show) is deleted, and the create
-// redone if none is ours. A waiter whose session ends gets an error
-// matching distlock.ErrUnavailable and ErrSessionLost, never the lock.
+// redone if none is ours. Such a create may still be applied later (the
+// server that answered the search may not have had it yet): a node with
+// our protected name other than ours is deleted by each listing of the
+// acquire that shows it, and looked for again at the release. A waiter
+// whose session ends gets an error matching distlock.ErrUnavailable and
+// ErrSessionLost, never the lock.
 //
 // # Not guaranteed
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sync"
 	"time"
 
@@ -24,6 +25,11 @@ type lease struct {
 	validity distlock.Validity
 	onLost   func(error)
 	done     chan struct{} // closed when the lease ends
+	// sweep, if not empty, is the UUID of our protected name when a
+	// create's reply was lost during the acquire: a node of that create,
+	// applied after the grant, would stay behind ours, holding the lock
+	// for nobody after the release, so the release deletes it too.
+	sweep string
 
 	mu    sync.Mutex
 	state leaseState
@@ -120,10 +126,12 @@ func (l *lease) Release(ctx context.Context) error {
 	switch {
 	case err == nil:
 		l.end()
+		l.dropLate()
 		return nil
 	case errors.Is(err, zk.ErrNoNode):
 		l.end()
 		if prev == releaseUnknown && b.sessionErr(l.sess) == nil {
+			l.dropLate()
 			return nil // the earlier attempt, or its clean-up, deleted it
 		}
 		return fmt.Errorf("%w: zklock: the node of %q with token %d was gone (its session expired or it was deleted)", distlock.ErrLockLost, l.key, l.token)
@@ -131,6 +139,14 @@ func (l *lease) Release(ctx context.Context) error {
 	l.setState(releaseUnknown)
 	b.goTracked(func() { b.dropNode(l.path, l.sess) })
 	return b.sortErr(ctx, rctx, err)
+}
+
+// dropLate deletes the nodes with our protected name left by a create
+// whose reply was lost (see sweep), now or in the background.
+func (l *lease) dropLate() {
+	if l.sweep != "" {
+		l.b.dropProtected(path.Dir(l.path), l.sweep)
+	}
 }
 
 func (l *lease) state0() leaseState {

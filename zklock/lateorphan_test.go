@@ -1,0 +1,139 @@
+package zklock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/zklock"
+)
+
+// A node of our own session with our protected name that a listing of the
+// claim did not show (a create whose reply was lost, still on its way to
+// the leader when the claim listed the lock, and applied after the create
+// was redone) is ours to delete, wherever it is in the queue. Ahead of our
+// node it would be the predecessor we wait for, which nobody deletes while
+// the session lives: the lock held by nobody, for us and for everyone
+// behind us. The node is made here through the Backend's own connection,
+// so that it is in the Backend's session, as such a late node would be.
+func TestLateNodeOfOursAheadIsDeleted(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "late/" + t.Name()
+	dir := zklock.LockPath(zklock.DefaultPrefix, key)
+	uuid, err := zklock.NewUUID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, z.Servers)
+	b.SetUUID(func() (string, error) { return uuid, nil })
+	for _, p := range []string{zklock.DefaultPrefix, dir} {
+		if _, err := admin.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatalf("create the late node: %v", err)
+	}
+	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("try with only a node of ours ahead: %v, want the lock (nodes %q)", err, nodesOf(t, admin, key))
+	}
+	if got := l.(interface{ Path() string }).Path(); got == late {
+		t.Fatalf("granted with the late node %s", got)
+	}
+	if nodes := nodesOf(t, admin, key); len(nodes) != 1 || dir+"/"+nodes[0] != l.(interface{ Path() string }).Path() {
+		t.Errorf("nodes %q, want only the granted one", nodes)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if nodes := nodesOf(t, admin, key); len(nodes) != 0 {
+		t.Errorf("after the release: nodes %q, want none", nodes)
+	}
+}
+
+// After an acquire in which a create's reply was lost, the release also
+// deletes a node with our protected name behind ours (that create,
+// applied after the grant): left there, it would hold the lock for nobody
+// once ours is gone, until the session ended.
+func TestLateNodeOfOursBehindIsDeletedAtRelease(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "late/" + t.Name()
+	dir := zklock.LockPath(zklock.DefaultPrefix, key)
+	uuid, err := zklock.NewUUID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	p := faultproxy.Start(t, z.Servers[0])
+	// A long session timeout: pings are rare, so the reply dropped is the
+	// create's.
+	b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second)
+	b.SetUUID(func() (string, error) { return uuid, nil })
+	warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("warm-up Acquire: %v", err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatalf("warm-up Release: %v", err)
+	}
+	sid := b.Conn().SessionID()
+
+	p.DropReplies()
+	type result struct {
+		l   distlock.Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		done <- result{l, err}
+	}()
+	waitNodes(t, admin, key, 2)
+	p.Heal()
+	if err := hl.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not granted after the holder's release; nodes now %q", nodesOf(t, admin, key))
+	}
+	if r.err != nil {
+		t.Fatalf("Acquire: %v", r.err)
+	}
+	if got := b.Conn().SessionID(); got != sid {
+		t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
+	}
+	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatalf("create the late node: %v", err)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if nodes := nodesOf(t, admin, key); len(nodes) != 0 {
+		t.Fatalf("after the release: nodes %q, want none (the late node %s holds the lock for nobody)", nodes, late)
+	}
+	other, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("try after the release: %v, want the lock", err)
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
