@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"encoding/binary"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -126,7 +127,8 @@ func (s *frames) feed(p []byte) {
 			if s.got < 4 {
 				return
 			}
-			s.left = int(binary.BigEndian.Uint32(s.size[:]))
+			// Clamped so that a hostile length cannot go negative in a 32-bit int.
+			s.left = int(min(binary.BigEndian.Uint32(s.size[:]), math.MaxInt32))
 			s.head = s.head[:0]
 			if s.left == 0 {
 				s.done()
