@@ -44,7 +44,7 @@ func pgLeaseRows(others func(why string) map[string]string) []Scenario {
 		},
 		{
 			Name: "connection-kill", Variant: "lease",
-			Title:  "every session of the holder and of the waiter (pool connections and LISTEN session) ended by pg_terminate_backend, with pglock in lease mode; the holder goes on writing, checking its lock before each write, for three TTLs, then releases",
+			Title:  "every session of the holder and of the waiter (pool connections and LISTEN session) ended by pg_terminate_backend, with pglock in lease mode; the holder goes on writing, checking its lock before each write, for two TTLs, then releases",
 			Expect: map[string]Expect{backendPG: ExpectHold},
 			Why: mergeWhy(others("a PostgreSQL fault: see partition and session-expiry"),
 				backendPG, "a lease-mode grant is a row, not a session: the holder's refreshes go through new connections and the waiter's LISTEN session reconnects, so the waiter is granted after the release and not before"),
@@ -135,7 +135,8 @@ func grantAfter(bc <-chan AcquireResult, early bool, got AcquireResult, d time.D
 
 // pgLeaseConnectionKillScenario ends every session of the holder A and of
 // the waiter B. In lease mode that ends no grant: A's refreshes must go
-// through new connections and keep its lock while it works, and B, whose
+// through new connections and keep its lock while it works (two TTLs, past
+// the deadline its last refresh before the kill gave it), and B, whose
 // LISTEN session reconnects, must be granted after A's release and not
 // before. Workers are told apart on the server by their application_name.
 func pgLeaseConnectionKillScenario(f *Fixture) error {
@@ -157,7 +158,7 @@ func pgLeaseConnectionKillScenario(f *Fixture) error {
 		}
 		r.Fault("A", "pg_terminate_backend of every session of A and B")
 		var bres AcquireResult
-		written, refused, early, err := workChecked(a, f.Res, 3*f.P.TTL, bc, &bres)
+		written, refused, early, err := workChecked(a, f.Res, 2*f.P.TTL, bc, &bres)
 		if err != nil {
 			return err
 		}
