@@ -36,12 +36,16 @@ func TestParseMntr(t *testing.T) {
 
 func TestStatementName(t *testing.T) {
 	for sql, want := range map[string]string{
-		"SELECT pg_advisory_lock(hashtextextended($1, 0))":    "pg_advisory_lock",
-		" SELECT pg_advisory_unlock(hashtextextended($1, 0))": "pg_advisory_unlock",
-		"SELECT distlock_acquire($1, $2, $3, $4)":             "distlock_acquire",
-		"CALL distlock_release($1, $2)":                       "distlock_release",
-		"SELECT 1":                                            "SELECT 1",
-		"SELECT held FROM pg_locks WHERE objid = (1)":         "SELECT held FROM pg_lock",
+		"SELECT pg_advisory_lock(hashtextextended($1, 0))":                     "pg_advisory_lock",
+		" SELECT pg_advisory_unlock(hashtextextended($1, 0))":                  "pg_advisory_unlock",
+		"SELECT distlock_acquire($1, $2, $3, $4)":                              "distlock_acquire",
+		"CALL distlock_release($1, $2)":                                        "distlock_release",
+		"SELECT granted, retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)": "distlock_lease_acquire",
+		"SELECT value FROM torture_register WHERE resource = $1":               "SELECT value FROM tortur",
+		"WITH released AS (\n\tUPDATE t SET held = false RETURNING 1)\nSELECT pg_advisory_unlock(hashtextextended($1, 0))\nFROM (SELECT count(*) FROM released) r": "pg_advisory_unlock (after WITH)",
+		"SELECT count(*)\nFROM pg_locks": "count",
+		"SELECT 1":                       "SELECT 1",
+		"SELECT held FROM pg_locks WHERE objid = (1)": "SELECT held FROM pg_lock",
 	} {
 		if got := statementName(sql); got != want {
 			t.Errorf("statementName(%q) = %q, want %q", sql, got, want)

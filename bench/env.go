@@ -38,6 +38,8 @@ type Env struct {
 
 	pgSent   atomic.Int64 // statements sent by counted PostgreSQL pools
 	pgSentBy sync.Map     // statement name -> *atomic.Int64
+
+	pgb *testserver.PgBouncer // in front of pg, started by PgBouncer
 }
 
 // NewEnv returns an Env whose servers live as long as tb.

@@ -22,10 +22,35 @@ func (e *Env) Postgres() string {
 	return e.pg.DSN
 }
 
+// PgBouncer returns the DSN of a PgBouncer in transaction pooling mode in
+// front of the PostgreSQL server, starting both if needed. A client's
+// statements reach the server on whichever of the bouncer's server
+// connections is free (at most 20): session state, such as a session
+// advisory lock, a LISTEN or a named prepared statement, does not follow
+// the client.
+func (e *Env) PgBouncer() string {
+	e.tb.Helper()
+	if e.pgb == nil {
+		e.Postgres()
+		e.pgb = testserver.StartPgBouncer(e.tb, e.pg)
+	}
+	return e.pgb.DSN
+}
+
 // PostgresPool returns a pgx pool of the server with at most maxConns
 // connections, whose statements are counted. The caller closes it.
 func (e *Env) PostgresPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(e.Postgres())
+	return e.pgPool(ctx, e.Postgres(), maxConns)
+}
+
+// PgBouncerPool is PostgresPool through the PgBouncer: its connections are
+// the bouncer's clients.
+func (e *Env) PgBouncerPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
+	return e.pgPool(ctx, e.PgBouncer(), maxConns)
+}
+
+func (e *Env) pgPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -59,14 +84,28 @@ func (pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData
 
 // statementName names a statement by the function it calls:
 // "SELECT pg_advisory_lock(hashtextextended($1, 0))" is pg_advisory_lock,
-// "CALL distlock_release($1, $2)" is distlock_release; others by their
-// first words.
+// "CALL distlock_release($1, $2)" is distlock_release, "SELECT granted,
+// retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)" is
+// distlock_lease_acquire, and a statement with a WITH clause is named by
+// its main statement with " (after WITH)" added; others by their first
+// words. The name is on one line: it goes into a table row.
 func statementName(sql string) string {
-	s := strings.TrimSpace(sql)
+	s := strings.Join(strings.Fields(sql), " ")
+	if rest, ok := strings.CutPrefix(s, "WITH "); ok {
+		if i := strings.LastIndex(rest, ") SELECT "); i >= 0 {
+			return statementName(rest[i+2:]) + " (after WITH)"
+		}
+	}
 	for _, verb := range []string{"SELECT ", "CALL "} {
 		if rest, ok := strings.CutPrefix(s, verb); ok {
-			if name, _, ok := strings.Cut(rest, "("); ok && !strings.ContainsAny(name, " \n\t") {
+			if name, _, ok := strings.Cut(rest, "("); ok && !strings.Contains(name, " ") {
 				return name
+			}
+			// A set-returning function: SELECT columns FROM f(...).
+			if _, from, ok := strings.Cut(rest, " FROM "); ok {
+				if name, _, ok := strings.Cut(from, "("); ok && name != "" && !strings.Contains(name, " ") {
+					return name
+				}
 			}
 		}
 	}
@@ -88,7 +127,9 @@ func (e *Env) PostgresSnapshot(context.Context) (Snapshot, error) {
 	return s, nil
 }
 
-// pgVersion adds the PostgreSQL server's version.
+// pgVersion adds the PostgreSQL server's version, followed by the
+// PgBouncer's if one ran ("15.8, PgBouncer 1.18.0": the report lists the
+// servers as "PostgreSQL " and this).
 func (e *Env) pgVersion(ctx context.Context, out map[string]string) {
 	if e.pg == nil {
 		return
@@ -101,6 +142,31 @@ func (e *Env) pgVersion(ctx context.Context, out map[string]string) {
 	var v string
 	if conn.QueryRow(ctx, "SHOW server_version").Scan(&v) == nil {
 		v, _, _ = strings.Cut(v, " ") // "15.8 (Debian 15.8-0+deb12u1)"
+		if e.pgb != nil {
+			if bv := pgBouncerVersion(ctx, e.pgb); bv != "" {
+				v += ", PgBouncer " + bv
+			}
+		}
 		out["PostgreSQL"] = v
 	}
+}
+
+// pgBouncerVersion asks the bouncer's admin console, which speaks only the
+// simple query protocol, for its version ("1.18.0"); "" if it cannot.
+func pgBouncerVersion(ctx context.Context, b *testserver.PgBouncer) string {
+	cfg, err := pgx.ParseConfig(strings.Replace(b.DSN, "/postgres?", "/pgbouncer?", 1))
+	if err != nil {
+		return ""
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	var v string
+	if conn.QueryRow(ctx, "SHOW VERSION").Scan(&v) != nil {
+		return ""
+	}
+	return strings.TrimPrefix(v, "PgBouncer ")
 }

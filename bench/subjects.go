@@ -296,9 +296,11 @@ var Subjects = []Subject{
 	zkLockSubject,
 	distlockZKSubject,
 	pgSelectSubject,
+	pgSelectBouncerSubject,
 	pgAdvisorySubject,
 	distlockPGSubject,
 	distlockPGLeaseSubject,
+	distlockPGLeaseBouncerSubject,
 }
 
 func redisCounters(n int) func(context.Context, *Env) (Snapshot, error) {

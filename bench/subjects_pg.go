@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/pglock"
@@ -42,14 +43,45 @@ var (
 	distlockPGSubject = Subject{
 		ID: "distlock-pg", Name: "distlock PostgreSQL, session mode (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
 		Settings: "pglock defaults over a pgx pool of 64 connections: the session advisory lock of hashtextextended(key, 0) on a pool connection kept for the grant, " +
-			"the token incremented in the same statement (distlock_acquire), distlock_release; a waiter waits in the server's queue",
+			"the token incremented in the same statement (distlock_acquire), a release that marks the grant released and unlocks in one statement (pg_advisory_unlock after a WITH); a waiter waits in the server's queue",
 		Measures: Latency | Throughput | Contention,
 		Open:     openDistlockPG,
 		Counters: pgCounters,
 	}
 	distlockPGLeaseSubject = Subject{
 		ID: "distlock-pg-lease", Name: "distlock PostgreSQL, lease mode (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
-		NotBuilt: "lease mode not merged yet",
+		Settings: "pglock WithMode(LeaseMode) over a pgx pool of 64 direct connections, WithListen on a direct session of its own: the key's row of distlock_lease " +
+			"won by one statement that also increments the token (distlock_lease_acquire), an expiry by the server's clock renewed by the Client's watchdog (TTL 15s), " +
+			"distlock_lease_release, which sends NOTIFY; a waiter tries again when its key's release is notified, when the grant expires, or at a poll (every 1s with LISTEN); " +
+			"the LISTEN session's statements are not counted (one LISTEN per process)",
+		Measures: Latency | Throughput | Contention,
+		Open:     func(e *Env) (Locker, error) { return openDistlockPGLease(e, false) },
+		Counters: pgCounters,
+	}
+	pgSelectBouncerSubject = Subject{
+		ID: "pg-select-bouncer", Name: "PostgreSQL SELECT 1 through PgBouncer (one round trip)", Service: SvcPG, Kind: KindRoundTrip,
+		Settings: "PgBouncer 1.18 in transaction mode (20 server connections) in front of the same server; pgx v5.12.0 pool of 64 connections to it, " +
+			"Exec of SELECT 1 as an unnamed statement (QueryExecModeExec, as lease mode sends its statements: a bouncer's server connection keeps no prepared statement for its clients)",
+		Measures: Latency,
+		Open: func(e *Env) (Locker, error) {
+			pool, err := e.PgBouncerPool(context.Background(), pgPoolConns)
+			if err != nil {
+				return nil, err
+			}
+			return funcLocker{lock: func(ctx context.Context, _ string) (Unlock, error) {
+				_, err := pool.Exec(ctx, "SELECT 1", pgx.QueryExecModeExec)
+				return noUnlock, err
+			}, close: func() error { pool.Close(); return nil }}, nil
+		},
+		Counters: pgCounters,
+	}
+	distlockPGLeaseBouncerSubject = Subject{
+		ID: "distlock-pg-lease-bouncer", Name: "distlock PostgreSQL, lease mode through PgBouncer (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
+		Settings: "as lease mode, with the pool of 64 connections to PgBouncer 1.18 in transaction mode (20 server connections), the deployment lease mode is for; " +
+			"WithListen on a direct session with the server, which the bouncer cannot keep",
+		Measures: Latency | Throughput | Contention,
+		Open:     func(e *Env) (Locker, error) { return openDistlockPGLease(e, true) },
+		Counters: pgCounters,
 	}
 )
 
@@ -110,6 +142,30 @@ func openDistlockPG(e *Env) (Locker, error) {
 	return newDistlockLocker(b, false, func() error {
 		err := b.Close()
 		pool.Close() // after the Backend, which gives its connections back
+		return err
+	})
+}
+
+// openDistlockPGLease opens a lease-mode Backend whose pool reaches the
+// server directly, or through the PgBouncer; its LISTEN session is always
+// direct.
+func openDistlockPGLease(e *Env, bouncer bool) (Locker, error) {
+	newPool := e.PostgresPool
+	if bouncer {
+		newPool = e.PgBouncerPool
+	}
+	pool, err := newPool(context.Background(), pgPoolConns)
+	if err != nil {
+		return nil, err
+	}
+	b, err := pglock.New(pool, pglock.WithMode(pglock.LeaseMode), pglock.WithListen(e.Postgres()))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return newDistlockLocker(b, false, func() error {
+		err := b.Close() // frees the rows still held, through the pool
+		pool.Close()
 		return err
 	})
 }

@@ -45,16 +45,19 @@
 //
 // A grant has no time bound: its Validity has TTL 0, and distlock's Client
 // keeps no deadline for it. It ends when it is released or when its
-// session ends. The Backend watches the idle connection, and the grant is
-// lost, with its holder told through OnLost (which cancels the lock's
-// context), as soon as the server says it ends the session
-// (pg_terminate_backend, a shutdown, a crash of the server or of the
-// session's backend, idle_session_timeout) or the connection breaks. The
-// server sends that notice just before it releases the lock; so that the
-// notice is acted on before anyone else can act on the key, the next grant
-// of a key whose previous grant was lost rather than released waits a
-// grace period in the server, holding the lock (WithLossGrace, 1s by
-// default). Release and Refresh are owner-checked on the holding session:
+// session ends. A goroutine of the Backend reads the idle connection, and
+// the grant is lost, with its holder told through OnLost (which cancels
+// the lock's context), as soon as that goroutine reads the server's notice
+// that it ends the session (pg_terminate_backend, a shutdown, a crash of
+// the server or of the session's backend, idle_session_timeout) or finds
+// the connection broken. The server sends that notice just before it
+// releases the lock; so that a running holder acts on it before anyone
+// else can act on the key, the next grant of a key whose previous grant
+// was lost rather than released waits a grace period in the server,
+// holding the lock (WithLossGrace, 1s by default). A holder stopped for
+// longer than the grace when the notice comes is not covered (see Not
+// guaranteed).
+// Release and Refresh are owner-checked on the holding session:
 // after a loss they report an error matching distlock.ErrLockLost and
 // change nothing. Refresh checks that the connection is alive and that the
 // server still lists the lock as held by it in pg_locks; any failure of
@@ -78,8 +81,15 @@
 // # Not guaranteed
 //
 //   - A holder paused (or starved) for longer than the loss grace after its
-//     session ended: it resumes with a cancelled context, but whatever it
-//     does before looking is unguarded. Fence its writes.
+//     session ended. Its lock's context is cancelled when the Backend's
+//     connection watcher reads the server's notice, and in a resumed
+//     process that goroutine may run after the holder's: a check of the
+//     lock's Context().Err() just after resuming can still pass, for a few
+//     milliseconds after the server freed the lock and granted it to the
+//     next holder. A session grant has no local deadline that a check could
+//     compare against, and asking the server would cost a round trip per
+//     check; fencing (Fence, or a store's fence.Register) is what protects
+//     the write.
 //   - A network partition that the server notices before the holder does:
 //     the server ends a session whose client it cannot reach after its TCP
 //     keepalive (tcp_keepalives_idle, _interval, _count) or tcp_user_timeout

@@ -38,7 +38,8 @@ func openPG(ctx context.Context, r request) (distlock.Backend, io.Closer, error)
 // holdsWhilePaused reports whether a stopped holder keeps its lock for as
 // long as it lives: flock, and a PostgreSQL session, which the server ends
 // only when the connection does (or when it has been idle for
-// idle_session_timeout, if set).
+// idle_session_timeout, if set). PGSession is also set for pglock's lease
+// mode, whose grants expire.
 func (tg Target) holdsWhilePaused() bool {
 	return tg.Kind == backendFile || tg.Kind == backendPG && tg.PGSession == ""
 }
@@ -116,9 +117,14 @@ func init() {
 			Run: pgServerKillScenario("synchronous_commit=off", "wal_writer_delay=10000"),
 		},
 	)
+	Scenarios = append(Scenarios, pgLeaseRows(others)...)
 	findings["pause/idle-timeout"] = "With idle_session_timeout a PostgreSQL session lock becomes a lease: the server ends the stopped holder's session, frees its lock and the waiter is granted (after pglock's loss grace); the holder wakes and writes with its old token. Only a fenced store (fence.Register, or pglock.Fence in the writing transaction) refuses it. A session grant has no local deadline, so the woken holder's lock looks live until its connection watcher has read the server's notice: in one of five rounds of the full run the holder proved its lock live a few milliseconds after the waiter's grant (a proven overlap)."
 	findings["connection-kill/between-check-and-write"] = "pg_terminate_backend frees the lock at once; the holder is told (the server's notice cancels its context), but a write it had already decided to make goes out after the next holder's: a check before a write cannot close that window, a fence in the storage does."
 	findings["connection-kill/checked"] = "A holder that checks before each write never writes after its session was ended: pglock acts on the server's notice, and the next grant of a lost key waits the loss grace in the server first."
+	findings["pause/lease"] = "In lease mode a PostgreSQL lock is a lease like Redis's: the stopped holder's row expires by the server's clock, the waiter is granted when it expires, and the holder wakes and writes with its old token (its Client's deadline has passed, and its release reports the lock lost). Only a fenced store refuses the write."
+	findings["delay/lease"] = "As on every backend: a write already sent is not recalled by the lock; the release notifies the waiter, which is granted and writes before the delayed write lands. Only a fenced store refuses it."
+	findings["connection-kill/lease"] = "Ending every session of the holder and of the waiter ends no lease-mode grant: the holder's next refreshes go through new pool connections and its lock stays live while it works, and the waiter's LISTEN session reconnects, so the waiter is granted after the release and not before."
+	findings["server-kill/lease"] = "The grant's row and its token survive a kill of a server that acknowledges commits before their WAL is flushed: pglock's lease acquire and refresh raise synchronous_commit to on for their own transaction (with that removed, the restarted server granted the waiter token 1 at once while the holder, token 5, went on writing: an overlap and a token regression). The holder's 6s lease outlives the restart, and the waiter is granted after its release."
 	findings["server-kill/async-commit"] = "synchronous_commit=off acknowledges a commit before its WAL record is flushed, and a kill loses it (with this check removed from distlock_acquire the restarted server granted token 1 after token 5). pglock's acquire raises synchronous_commit to on for its own transaction, so tokens survive; writes of other transactions may still be lost."
 }
 

@@ -23,8 +23,9 @@ type Target struct {
 	Dir   string                // file: the lock directory
 	ZK    *testserver.ZooKeeper // zookeeper: the ensemble
 	PG    *testserver.Postgres  // postgres: the lock server
-	// PGSession are settings of the workers' PostgreSQL sessions
-	// ("name=value&...", in the URL).
+	// PGSession are parameters added to the workers' PostgreSQL URL
+	// ("name=value&..."): settings of their sessions, or pglock's own
+	// (mode=lease).
 	PGSession string
 	// Data is the PostgreSQL server that keeps the data of a store fenced
 	// by pglock.Fence; it stays up when a scenario restarts PG.
