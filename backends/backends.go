@@ -12,10 +12,11 @@
 //
 // The schemes are those of the backend packages: file (filelock, on Unix),
 // redis, rediss, redis+cluster, rediss+cluster and redis+sentinel
-// (redislock), etcd and etcds (etcdlock); each package's OpenURL documents
-// its forms and parameters. redlock, zk, postgres and postgresql are
-// reserved for the backends to come. A program adds a backend of its own
-// with Register.
+// (redislock), etcd and etcds (etcdlock), zk (zklock), postgres and
+// postgresql (pglock), distlock+http and distlock+https (gatewaylock, a
+// distlock serve gateway); each package's OpenURL documents its forms and
+// parameters. redlock is reserved for the backend to come. A program adds
+// a backend of its own with Register.
 //
 // # Credentials
 //
@@ -73,10 +74,7 @@ var (
 	mu       sync.RWMutex
 	openers  = map[string]Opener{}
 	reserved = map[string]string{ // scheme: why it has no backend
-		"redlock":    "the redlock:// backend is not available yet",
-		"zk":         "the zk:// backend is not available yet",
-		"postgres":   "the postgres:// backend is not available yet",
-		"postgresql": "the postgresql:// backend is not available yet",
+		"redlock": "the redlock:// backend is not available yet",
 	}
 )
 
