@@ -286,8 +286,12 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 		}
 		if p := s.pending[name]; p != nil {
 			// The same acquire, retried while the first one waits: wait
-			// for its outcome.
+			// for its outcome. A try does not wait: the lock is not
+			// granted yet (and a try is not counted as a waiting request).
 			s.mu.Unlock()
+			if wait <= 0 {
+				return nil, errNotAcquired
+			}
 			select {
 			case <-p:
 				continue
