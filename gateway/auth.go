@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -166,6 +167,9 @@ func (p *principal) may(name string) bool {
 	}
 	return false
 }
+
+// mayAll reports whether p may use every lock name.
+func (p *principal) mayAll() bool { return slices.Contains(p.prefixes, "") }
 
 // forbidden is the answer to p for a name it may not use.
 func (p *principal) forbidden(name string) *problem {

@@ -77,7 +77,8 @@
 // under /v1 but the OpenAPI document needs "Authorization: Bearer TOKEN";
 // each token may use the lock names that start with one of its prefixes,
 // and only a token with the admin scope may force the release of another
-// session's lock. A session belongs to the token that created it. Tokens
+// session's lock. A session belongs to the token that created it (and an
+// admin token that may use every name may use it too). Tokens
 // are never logged. Without tokens every request is allowed, which is
 // safe only on the loopback interface: `distlock serve` then refuses to
 // listen elsewhere, and the gateway answers only requests whose Host is

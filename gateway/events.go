@@ -206,15 +206,19 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	if pr != nil {
 		return pr
 	}
+	// An index, 0 included (a lock with no event kept), waits for a
+	// change after it; without one the read answers at once.
 	var since uint64
-	if v := r.URL.Query().Get("index"); v != "" {
+	v := r.URL.Query().Get("index")
+	blocking := v != "" && wait > 0
+	if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return newProblem(http.StatusBadRequest, ProblemBadRequest, "index must be a decimal integer from an earlier answer")
 		}
 		since = n
 	}
-	if since > 0 && wait > 0 {
+	if blocking {
 		end, pr := g.startWait()
 		if pr != nil {
 			return pr
@@ -227,7 +231,7 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 		g.mu.Lock()
 		idx, ch, closed := g.lockIndexLocked(name), g.feed.changed, g.closed
 		g.mu.Unlock()
-		if since == 0 || idx != since || closed {
+		if !blocking || idx != since || closed {
 			break
 		}
 		select {

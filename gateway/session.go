@@ -253,14 +253,28 @@ func (s *session) wakeLocked() {
 // lockLeftLocked is the time left of h as the gateway can vouch for it:
 // the lesser of the session's and the lock's local deadline.
 func (s *session) lockLeftLocked(h *held) time.Duration {
-	left := s.leftLocked()
-	if h.lock.Err() != nil {
+	return lockLeft(s.leftLocked(), h.lock)
+}
+
+// deadliner is what lockLeft asks of a lock.
+type deadliner interface {
+	Err() error
+	Deadline() (time.Time, bool)
+}
+
+// lockLeft is the lesser of the session's time left and l's. The deadline
+// is read before Err: a lock that ends between the two calls then counts
+// as ended, where the other order would read "no deadline" from the ended
+// lock and vouch for the session's whole time left.
+func lockLeft(sessionLeft time.Duration, l deadliner) time.Duration {
+	d, ok := l.Deadline()
+	if l.Err() != nil {
 		return 0
 	}
-	if d, ok := h.lock.Deadline(); ok {
-		left = min(left, time.Until(d))
+	if ok {
+		sessionLeft = min(sessionLeft, time.Until(d))
 	}
-	return max(left, 0)
+	return max(sessionLeft, 0)
 }
 
 // errNotAcquired is an acquire whose wait ended.
@@ -286,8 +300,12 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 		}
 		if p := s.pending[name]; p != nil {
 			// The same acquire, retried while the first one waits: wait
-			// for its outcome.
+			// for its outcome. A try does not wait: the lock is not
+			// granted yet (and a try is not counted as a waiting request).
 			s.mu.Unlock()
+			if wait <= 0 {
+				return nil, errNotAcquired
+			}
 			select {
 			case <-p:
 				continue

@@ -120,6 +120,7 @@ class Lock:
         self.deadline = deadline  # time.monotonic() until which it is held
         self.lost = None  # why it was lost, once it was
         self.at_risk = False
+        self.granted = time.monotonic()  # when the grant's answer came
 
     def valid(self):
         """Whether the lock is still held, as far as this process can vouch."""
@@ -197,6 +198,10 @@ class Session:
                     lock.at_risk = True
             for name, lock in list(self.locks.items()):
                 x = held.get(name)
+                if lock.granted > sent and (x is None or x["token"] != str(lock.token)):
+                    # Granted after this keepalive was sent: its answer
+                    # may predate the grant, so it says nothing of it.
+                    continue
                 if x is None or x["token"] != str(lock.token):
                     if lock.lost is None:
                         lock.lost = "not_held"

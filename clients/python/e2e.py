@@ -6,12 +6,15 @@ walk: acquire, keepalive, fenced write, loss (forced release), a stale
 kill: holds a lock and prints "ready TOKEN"; when the gateway is killed,
       prints how the loss was seen and how much of the lock's time was
       left then.
+race: a keepalive answered before a grant but read after it leaves the
+      lock valid; prints one JSON object.
 """
 
 import fcntl
 import json
 import os
 import sys
+import threading
 import time
 
 from distlock_gateway import Gateway, GatewayError
@@ -95,6 +98,41 @@ def kill(url, d):
     print(json.dumps({"lost": lock.lost, "time_left": left, "session": s.gone}), flush=True)
 
 
+class SlowKeepalive(Gateway):
+    """A gateway whose keepalive answers reach the session late, as when
+    the answer was delayed on the way: after answered is set, until go is."""
+
+    def __init__(self, url):
+        super().__init__(url)
+        self.answered = threading.Event()
+        self.go = threading.Event()
+
+    def request(self, method, path, body=None, wait=0.0):
+        a = super().request(method, path, body, wait)
+        if path.endswith("/keepalive?wait=0ms") and not self.go.is_set():
+            self.answered.set()
+            self.go.wait(10)
+        return a
+
+
+def race(url, d):
+    gw = SlowKeepalive(url)
+    s = gw.session(owner="python-race", ttl=5.0, keepalive=False)
+    t = threading.Thread(target=s.keepalive)
+    t.start()
+    if not gw.answered.wait(10):
+        raise SystemExit("timed out: the keepalive was not answered")
+    lock = s.acquire("e2e/race", wait=5)
+    gw.go.set()
+    t.join(10)
+    out = {"token": lock.token, "valid": lock.valid(), "lost": lock.lost}
+    s.keepalive()  # a keepalive sent after the grant confirms it
+    out["valid_after_next"] = lock.valid()
+    lock.release()
+    s.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
-    {"walk": walk, "kill": kill}[mode](url, d)
+    {"walk": walk, "kill": kill, "race": race}[mode](url, d)

@@ -1,0 +1,37 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"encoding/json"
+	"syscall"
+	"testing"
+)
+
+// A keepalive of the Python client answered before a grant, and read after
+// the grant's answer, does not list the new lock: the client must not take
+// that for a loss.
+func TestPythonClientKeepaliveBeforeGrant(t *testing.T) {
+	e := newEnv(t)
+	s := e.serve()
+	defer func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		e.wait(s.started)
+	}()
+	out, err := python(t, "race", s.url, e.tmp).Output()
+	if err != nil {
+		t.Fatalf("python3 e2e.py race: %v\n%s", err, stderrOf(err))
+	}
+	var got struct {
+		Token          uint64
+		Valid          bool
+		Lost           *string
+		ValidAfterNext bool `json:"valid_after_next"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !got.Valid || got.Lost != nil || !got.ValidAfterNext {
+		t.Errorf("a lock granted after the keepalive was answered: %s", out)
+	}
+}
