@@ -22,7 +22,7 @@ func TestStatusEscapesServerData(t *testing.T) {
 	backend := "redis://" + r.Addr
 	key := "jobs/\x1b[2J\x1b]0;pwned\x07"
 	owner := "evil\nforged/key  99  x  1.0s  1.0s"
-	value := fmt.Sprintf("secret|7|%d|%s", time.Now().UnixMilli(), owner)
+	value := fmt.Sprintf("secret|7|%d|0|%s", time.Now().UnixMilli(), owner)
 	if _, err := r.Do("SET", "distlock:{"+key+"}:lock", value, "PX", "60000"); err != nil {
 		t.Fatal(err)
 	}

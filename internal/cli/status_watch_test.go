@@ -269,7 +269,7 @@ func TestStatusWatchEscapesServerData(t *testing.T) {
 	e := newEnv(t)
 	r := testserver.StartRedis(t)
 	key := "jobs/\x1b[2J\x1b]0;pwned\x07"
-	value := fmt.Sprintf("secret|7|%d|%s", time.Now().UnixMilli(), "evil\nforged/key  99  x  1.0s  1.0s")
+	value := fmt.Sprintf("secret|7|%d|0|%s", time.Now().UnixMilli(), "evil\nforged/key  99  x  1.0s  1.0s")
 	if _, err := r.Do("SET", "distlock:{"+key+"}:lock", value, "PX", "60000"); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestStatusWatchOutlivesFailures(t *testing.T) {
 		t.Errorf("status --watch on a service that is down: exit %d, stderr %q; want %d", res.code, res.stderr, cli.ExitUnavailable)
 	}
 	r := testserver.StartRedis(t)
-	if _, err := r.Do("SET", "distlock:{jobs/r}:lock", fmt.Sprintf("secret|7|%d|me", time.Now().UnixMilli()), "PX", "60000"); err != nil {
+	if _, err := r.Do("SET", "distlock:{jobs/r}:lock", fmt.Sprintf("secret|7|%d|0|me", time.Now().UnixMilli()), "PX", "60000"); err != nil {
 		t.Fatal(err)
 	}
 	s := e.start(e.command("--backend", "redis://"+r.Addr, "status", "--watch", "--interval", "100ms"))
