@@ -163,6 +163,9 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		r := countVotes(votes)
 		if len(r.granted) >= b.maj {
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
+				if len(r.unseeded) > 0 || len(r.due) > 0 {
+					b.seedLater(r)
+				}
 				return l, refusal{}, nil
 			}
 		}
@@ -171,7 +174,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 			return nil, refusal{}, backend.Canceled(ctx)
 		}
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
-			if b.seed(ctx, r) && pass == 0 {
+			if b.seed(context.WithoutCancel(ctx), r) && pass == 0 {
 				continue
 			}
 		}

@@ -24,6 +24,9 @@ type lease struct {
 
 	mu       sync.Mutex
 	released bool // a release was confirmed
+
+	vmu  sync.Mutex
+	last distlock.Validity // the latest confirmed validity (grant or refresh)
 }
 
 // Token implements distlock.Lease.
@@ -54,7 +57,11 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	case ctx.Err() != nil:
 		return distlock.Validity{}, fmt.Errorf("redlock: %w", context.Cause(ctx))
 	case kept >= b.maj && time.Since(sent)+drift(ttl) < ttl:
-		return distlock.Validity{Sent: sent, TTL: ttl}, nil
+		v := distlock.Validity{Sent: sent, TTL: ttl}
+		l.vmu.Lock()
+		l.last = v
+		l.vmu.Unlock()
+		return v, nil
 	case kept >= b.maj:
 		return distlock.Validity{}, fmt.Errorf("%w: redlock: a majority extended the grant, but too late to count", distlock.ErrUnavailable)
 	case gone > len(b.nodes)-b.maj:
@@ -99,10 +106,12 @@ func (l *lease) Release(ctx context.Context) error {
 	})
 	done, notHeld := 0, 0
 	why := make([]string, len(res))
+	var failed []int
 	for i, r := range res {
 		switch {
 		case r.err != nil:
 			why[i] = r.err.Error()
+			failed = append(failed, i)
 		case r.val == releaseReleased || r.val == releaseAlreadyReleased:
 			done++
 		default:
@@ -110,6 +119,11 @@ func (l *lease) Release(ctx context.Context) error {
 			why[i] = "did not hold the grant"
 		}
 	}
+	// The nodes that did not answer may hold the grant: they are released
+	// in the background, until the grant would have lapsed.
+	b.retryLater(failed, l.expiry(), func(ctx context.Context, n Node) (int64, error) {
+		return b.release(ctx, n, l.k, l.secret, tombstoneTTL, false)
+	})
 	switch {
 	case done >= b.maj:
 		l.released = true
@@ -121,6 +135,18 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("redlock: %w", context.Cause(ctx))
 	}
 	return b.unavailable("release", done, why)
+}
+
+// expiry is when every node's grant has lapsed by its TTL: the last
+// confirmed validity's end, plus the drift.
+func (l *lease) expiry() time.Time {
+	l.vmu.Lock()
+	defer l.vmu.Unlock()
+	v := l.last
+	if v.Sent.IsZero() || v.Sent.Before(l.validity.Sent) {
+		v = l.validity
+	}
+	return v.Sent.Add(v.TTL + drift(v.TTL))
 }
 
 // gone is the error of a lease that a majority of nodes no longer holds.

@@ -72,21 +72,29 @@ func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent t
 	if len(failed) == 0 {
 		return
 	}
+	b.retryLater(failed, sent.Add(ttl), cleanUp)
+}
+
+// retryLater goes on in the background with op on the nodes idx, each
+// until op succeeds, fails in a way that trying again cannot change, the
+// deadline passes (the grant has lapsed anyway by then) or the Backend is
+// closed.
+func (b *Backend) retryLater(idx []int, deadline time.Time, op func(context.Context, Node) (int64, error)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	for _, i := range failed {
+	for _, i := range idx {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			ctx, cancel := context.WithDeadline(b.closing, sent.Add(ttl))
+			ctx, cancel := context.WithDeadline(b.closing, deadline)
 			defer cancel()
 			_ = backend.Retry(ctx, cleanupRetry, func(ctx context.Context) error {
 				cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 				defer cancel()
-				_, err := cleanUp(cctx, b.nodes[i])
+				_, err := op(cctx, b.nodes[i])
 				if err = classify(ctx, err); errors.Is(err, distlock.ErrUnavailable) {
 					return err
 				}

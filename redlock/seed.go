@@ -9,7 +9,8 @@ package redlock
 // then. The first round that meets it after t copies onto it, for every
 // key, the highest counter read from a majority of the other nodes, and
 // marks it "ok". A deployment whose every node answers without a marker
-// is new: its nodes are marked "ok" at once.
+// is new: its nodes are marked "ok" at once; until one round hears every
+// node, or one that votes, an unseeded node is left as it is.
 
 import (
 	"context"
@@ -31,7 +32,7 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 		return false // another goroutine of this Backend is at it
 	}
 	defer b.seeding.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seedTimeout)
+	ctx, cancel := context.WithTimeout(ctx, seedTimeout)
 	defer cancel()
 	if len(r.unseeded) == len(b.nodes) {
 		res := each(ctx, b, r.unseeded, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
@@ -44,7 +45,10 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 		}
 		return true
 	}
-	if len(r.unseeded) > 0 {
+	// Without a node that shows the deployment exists (one that votes),
+	// an unseeded node may be part of a new deployment whose other nodes
+	// did not answer this round: leave it to a round that hears them all.
+	if len(r.unseeded) > 0 && len(r.normal) > 0 {
 		wait := b.cfg.maxTTL + drift(b.cfg.maxTTL)
 		each(ctx, b, r.unseeded, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
 			return markScript.Run(ctx, n, []string{b.marker()}, ceilMillis(wait)).Int64()
@@ -64,6 +68,21 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 		}
 	}
 	return seeded
+}
+
+// seedLater runs seed in the background, for a round that was granted
+// without the nodes that need it: the holder does not wait for it.
+func (b *Backend) seedLater(r round) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.seed(b.closing, r)
+	}()
 }
 
 // readCounters reads every fencing counter of the sources, and returns the
