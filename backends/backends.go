@@ -12,9 +12,9 @@
 //
 // The schemes are those of the backend packages: file (filelock, on Unix),
 // redis, rediss, redis+cluster, rediss+cluster and redis+sentinel
-// (redislock), etcd and etcds (etcdlock); each package's OpenURL documents
-// its forms and parameters. redlock, zk, postgres and postgresql are
-// reserved for the backends to come. A program adds a backend of its own
+// (redislock), redlock and redlocks (redlock), etcd and etcds (etcdlock);
+// each package's OpenURL documents its forms and parameters. zk, postgres
+// and postgresql are reserved for the backends to come. A program adds a backend of its own
 // with Register.
 //
 // # Credentials

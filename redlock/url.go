@@ -26,7 +26,13 @@ const OpenTimeout = 5 * time.Second
 // Schemes returns the URL schemes OpenURL takes.
 func Schemes() []string { return []string{"redlock", "redlocks"} }
 
-const urlForms = "want redlock://[user:password@]host[:port],host[:port],...[/db][?options] (redlocks:// for TLS)"
+// urlForm names the form of a URL of scheme, for errors.
+func urlForm(scheme string) string {
+	if !slices.Contains(Schemes(), scheme) {
+		scheme = "redlock"
+	}
+	return "want " + scheme + "://[user:password@]host[:port],host[:port],...[/db][?options]"
+}
 
 // OpenURL connects to the Redis servers named by rawURL, checks that a
 // majority of them answer PING, and returns a Backend over them whose Close
@@ -77,10 +83,11 @@ func parseURL(raw string) (*redlockURL, error) {
 	}
 	u, err := backendurl.Parse(raw)
 	if err != nil {
-		return nil, bad("%v; %s", err, urlForms)
+		scheme, _, _ := backendurl.Scheme(raw)
+		return nil, bad("%v; %s", err, urlForm(scheme))
 	}
 	if !slices.Contains(Schemes(), u.Scheme) {
-		return nil, bad("unsupported scheme; %s", urlForms)
+		return nil, bad("unsupported scheme; %s (redlocks:// for TLS)", urlForm(""))
 	}
 	q := u.Query
 	if err := r.ourOptions(q); err != nil {
