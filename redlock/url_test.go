@@ -120,4 +120,3 @@ func TestOpenURLAndList(t *testing.T) {
 		t.Fatalf("List with two of three down: %v, want ErrUnavailable", err)
 	}
 }
-
