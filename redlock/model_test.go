@@ -138,7 +138,7 @@ type attempt struct {
 	req     [mNodes]int8 // acquire (phVoting) or raise (phRaising) requests
 	val     [mNodes]vote
 	T       int64
-	below   uint8 // nodes sent a raise
+	below   uint8        // nodes sent a raise
 	rel     [mNodes]int8 // release / clean-up requests: msgInFlight or msgNone
 	relHard bool         // the clean-up (force) rather than a release
 }
@@ -152,7 +152,6 @@ type mstate struct {
 	// outlasts (bit per attempt id)
 	waitFor [mNodes]uint16
 }
-
 
 // finished reports whether attempt id has been handed out and ended, or
 // abandoned: the wait of a node covers it then.
