@@ -12,11 +12,11 @@
 //
 // The schemes are those of the backend packages: file (filelock, on Unix),
 // redis, rediss, redis+cluster, rediss+cluster and redis+sentinel
-// (redislock), etcd and etcds (etcdlock), zk (zklock), postgres and
-// postgresql (pglock), distlock+http and distlock+https (gatewaylock, a
-// distlock serve gateway); each package's OpenURL documents its forms and
-// parameters. redlock is reserved for the backend to come. A program adds
-// a backend of its own with Register.
+// (redislock), redlock and redlocks (redlock), etcd and etcds
+// (etcdlock), zk (zklock), postgres and postgresql (pglock), distlock+http
+// and distlock+https (gatewaylock, a distlock serve gateway); each
+// package's OpenURL documents its forms and parameters. A program adds a
+// backend of its own with Register.
 //
 // # Credentials
 //
@@ -74,7 +74,6 @@ var (
 	mu       sync.RWMutex
 	openers  = map[string]Opener{}
 	reserved = map[string]string{ // scheme: why it has no backend
-		"redlock": "the redlock:// backend is not available yet",
 	}
 )
 

@@ -29,7 +29,7 @@ func (memBackend) Close() error { return nil }
 
 func TestSchemes(t *testing.T) {
 	got := backends.Schemes()
-	want := []string{"etcd", "etcds", "redis", "redis+cluster", "redis+sentinel", "rediss", "rediss+cluster"}
+	want := []string{"etcd", "etcds", "redlock", "redlocks", "redis", "redis+cluster", "redis+sentinel", "rediss", "rediss+cluster"}
 	if runtime.GOOS != "windows" {
 		want = append(want, "file")
 	}
@@ -48,10 +48,9 @@ func TestSchemes(t *testing.T) {
 func TestOpenUnknown(t *testing.T) {
 	ctx := context.Background()
 	for raw, want := range map[string]string{
-		"foo://u:" + pw + "@h":            `unknown scheme "foo"`,
-		"redlock://u:" + pw + "@h1,h2,h3": "redlock:// backend is not available yet",
-		"://u:" + pw + "@h":               "no scheme",
-		"":                                "no scheme",
+		"foo://u:" + pw + "@h": `unknown scheme "foo"`,
+		"://u:" + pw + "@h":    "no scheme",
+		"":                     "no scheme",
 	} {
 		_, err := backends.Open(ctx, raw)
 		if !errors.Is(err, backends.ErrUnknownScheme) || !errors.Is(err, distlock.ErrInvalidOption) {

@@ -15,8 +15,8 @@
 // that does not exist says that no lock is held, and creates nothing. The
 // other schemes are those of package backends, which opens every URL but
 // file:// for the command, as it does for Go programs: redis, rediss,
-// redis+cluster, rediss+cluster, redis+sentinel, etcd and etcds; redlock,
-// zk and postgres are reserved for the other backends and report that they
+// redis+cluster, rediss+cluster, redis+sentinel, redlock, redlocks, etcd
+// and etcds; zk and postgres are reserved for the other backends and report that they
 // are not available until they register with it. A URL without a host is
 // refused (exit 64). Passwords in URLs, and password-like query
 // parameters, are never printed: messages and logs show URLs as

@@ -1,0 +1,314 @@
+package redlock
+
+// Acquire: one round of votes on every node, the token of a grant, and
+// the waiting loop around rounds.
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+)
+
+const (
+	// subscribeWait bounds how long a waiter waits for its subscriptions
+	// to be confirmed before it tries again anyway.
+	subscribeWait = time.Second
+	// noExpiryPoll is the fallback re-check interval while a lock key has
+	// no expiry (set by something else than this package).
+	noExpiryPoll = time.Second
+	// maxPendingPoll bounds the sleep of a waiter that waits for nodes to
+	// be re-seeded.
+	maxPendingPoll = time.Second
+)
+
+// splitBackoff paces the rounds of a waiter after a split vote (no
+// majority for anyone): full jitter, so that the clients that split one
+// round do not meet again in the next.
+var splitBackoff = distlock.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)
+
+// Acquire implements distlock.Backend. A try is one round of votes: the
+// acquire script on every node in parallel, each bounded by the per-node
+// timeout. It is granted with a majority of votes and validity left (the
+// TTL less the time since the round's first request and the drift), and
+// costs a second round only when the votes' counters disagree (see
+// Fencing in the package documentation). A try that is not granted
+// releases what it got at once. A waiting Acquire whose try finds the key
+// held subscribes to the key's release channel on every node and tries
+// again on a release message, when enough holders' grants have expired,
+// or after a split vote, after a backoff with full jitter.
+func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+		return nil, err
+	}
+	if err := b.cfg.checkTTL(opts.TTL); err != nil {
+		return nil, err
+	}
+	if b.isClosed() {
+		return nil, ErrClosed
+	}
+	k := b.keysFor(key)
+	if opts.Wait {
+		return b.wait(ctx, k, opts)
+	}
+	l, r, err := b.try(ctx, k, opts)
+	switch {
+	case ctx.Err() != nil:
+		return nil, backend.Canceled(ctx)
+	case err != nil:
+		return nil, err
+	case l == nil:
+		return nil, fmt.Errorf("%w: redlock: %s", distlock.ErrNotAcquired, r.why)
+	}
+	return l, nil
+}
+
+// vote is one node's reply to acquire.lua.
+type vote struct {
+	status, val int64
+	err         error
+}
+
+// refusal is why a try was not granted, and when to try again.
+type refusal struct {
+	why     string
+	split   bool          // nobody has a majority: back off with jitter
+	retryIn time.Duration // otherwise
+}
+
+// round is what the votes of one round say, by node index.
+type round struct {
+	granted               []int // nodes that voted for this try
+	held                  []int64
+	why                   []string // why a node did not vote; "" for a node that voted or refused
+	unseeded, due, normal []int
+}
+
+// countVotes sorts the votes of a round. normal are the nodes whose reply
+// shows they may vote (their marker is "ok").
+func countVotes(votes []reply[vote]) round {
+	r := round{why: make([]string, len(votes))}
+	for i, v := range votes {
+		if v.err != nil {
+			r.why[i] = v.err.Error()
+			continue
+		}
+		switch v.val.status {
+		case voteGranted:
+			r.granted = append(r.granted, i)
+			r.normal = append(r.normal, i)
+		case voteHeld:
+			r.held = append(r.held, v.val.val)
+			r.normal = append(r.normal, i)
+		case voteTooLate:
+			r.why[i] = "the request came after its attempt was cleaned up"
+			r.normal = append(r.normal, i)
+		case voteUnseeded:
+			r.why[i] = "lost its data (no seed marker); it does not vote until re-seeded"
+			r.unseeded = append(r.unseeded, i)
+		case votePending:
+			r.why[i] = fmt.Sprintf("lost its data; it does not vote for %v more", time.Duration(v.val.val)*time.Millisecond)
+		case voteSeedDue:
+			r.why[i] = "lost its data; it is being re-seeded"
+			r.due = append(r.due, i)
+		default:
+			r.why[i] = fmt.Sprintf("unexpected acquire reply %d", v.val.status)
+		}
+	}
+	return r
+}
+
+// pickToken is the token of a grant whose granting nodes reported
+// counters: their maximum T, and the granting nodes whose counter is below
+// T (they need raising, unless enough are at T already: enough reports
+// whether a majority of n nodes has reported T itself).
+func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bool) {
+	for _, c := range counters {
+		T = max(T, c)
+	}
+	at := 0
+	for i, c := range counters {
+		if c == T {
+			at++
+		} else {
+			below = append(below, i)
+		}
+	}
+	return T, below, at >= maj
+}
+
+// try runs one round, and when it is granted with disagreeing counters the
+// raising round. A round that finds nodes without their data starts or
+// completes their re-seeding, and when that lets them vote at once, the
+// try runs one more round.
+func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (*lease, refusal, error) {
+	timeout := b.cfg.timeoutFor(opts.TTL)
+	for pass := 0; ; pass++ {
+		secret := rand.Text()
+		sent := time.Now()
+		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
+			res, err := acquireScript.Run(ctx, n, []string{k.lock, k.token, k.tomb(secret), b.marker()},
+				secret, ceilMillis(opts.TTL), opts.Owner).Int64Slice()
+			if err != nil {
+				return vote{}, err
+			}
+			if len(res) != 2 {
+				return vote{}, fmt.Errorf("redlock: unexpected acquire reply %v", res)
+			}
+			return vote{status: res[0], val: res[1]}, nil
+		})
+		r := countVotes(votes)
+		if len(r.granted) >= b.maj {
+			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
+				if len(r.unseeded) > 0 || len(r.due) > 0 {
+					b.seedLater(r)
+				}
+				return l, refusal{}, nil
+			}
+		}
+		b.abandon(ctx, k, secret, sent, opts.TTL, votes)
+		if ctx.Err() != nil {
+			return nil, refusal{}, backend.Canceled(ctx)
+		}
+		if len(r.unseeded) > 0 || len(r.due) > 0 {
+			if b.seed(context.WithoutCancel(ctx), r) && pass == 0 {
+				continue
+			}
+		}
+		switch {
+		case len(r.granted) >= b.maj:
+			return nil, refusal{}, fmt.Errorf("%w: redlock: a majority granted, but its validity was used up before the token was settled", distlock.ErrUnavailable)
+		case len(r.granted)+len(r.held) < b.maj:
+			return nil, refusal{}, b.unavailable("acquire", len(r.granted)+len(r.held), r.why)
+		case len(r.held) > len(b.nodes)-b.maj:
+			return nil, refusal{why: "held", retryIn: b.expiryWait(r.held)}, nil
+		default:
+			return nil, refusal{why: fmt.Sprintf("split vote: %d of %d nodes granted, %d held by others", len(r.granted), len(b.nodes), len(r.held)), split: true}, nil
+		}
+	}
+}
+
+// grant completes a round that a majority granted: it settles the token
+// (raising counters when needed) and checks that validity remains.
+func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent time.Time, opts distlock.AcquireOptions, votes []reply[vote], r round) (*lease, bool) {
+	counters := map[int]int64{}
+	for _, i := range r.granted {
+		counters[i] = votes[i].val.val
+	}
+	T, below, enough := pickToken(counters, b.maj)
+	if T <= 0 {
+		return nil, false
+	}
+	if !enough {
+		raised := each(ctx, b, below, b.cfg.timeoutFor(opts.TTL), func(ctx context.Context, n Node) (int64, error) {
+			return raiseScript.Run(ctx, n, []string{k.lock, k.token}, secret, T).Int64()
+		})
+		at := len(r.granted) - len(below)
+		for _, i := range below {
+			if raised[i].err == nil && raised[i].val == nodeKept {
+				at++
+			}
+		}
+		if at < b.maj {
+			return nil, false
+		}
+	}
+	if time.Since(sent)+drift(opts.TTL) >= opts.TTL {
+		return nil, false
+	}
+	return &lease{b: b, k: k, secret: secret, token: uint64(T), validity: distlock.Validity{Sent: sent, TTL: opts.TTL}}, true
+}
+
+// expiryWait is how long until enough of the holders' grants (PTTLs held)
+// have expired for a majority to be free.
+func (b *Backend) expiryWait(held []int64) time.Duration {
+	sorted := append([]int64(nil), held...)
+	for i := range sorted { // insertion sort: a handful of nodes
+		for j := i; j > 0 && sorted[j] < sorted[j-1]; j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	k := len(held) - (len(b.nodes) - b.maj) // grants that must expire
+	if k < 1 {
+		k = 1
+	}
+	p := sorted[k-1]
+	if sorted[0] < 0 || p < 0 {
+		return noExpiryPoll
+	}
+	return time.Duration(p+1) * time.Millisecond
+}
+
+// wait is a blocking Acquire: try; when the key is held, subscribe to its
+// release channel on every node and try again at once (a release between
+// the try and the subscription was published to nobody); then wait for a
+// release message, for the holders' expiry, or after a split vote for a
+// jittered backoff, and try again.
+func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (distlock.Lease, error) {
+	var w *waiter
+	defer func() {
+		if w != nil {
+			w.sub.remove(w)
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	splits := 0
+	for {
+		switch {
+		case ctx.Err() != nil:
+			return nil, backend.Canceled(ctx)
+		case b.isClosed():
+			return nil, ErrClosed
+		}
+		l, r, err := b.try(ctx, k, opts)
+		switch {
+		case ctx.Err() != nil:
+			return nil, backend.Canceled(ctx)
+		case err != nil:
+			return nil, err
+		case l != nil:
+			return l, nil
+		}
+		if w == nil {
+			sub, err := b.subscriber()
+			if err != nil {
+				return nil, err
+			}
+			w = sub.add(k.channel)
+			ready := time.NewTimer(subscribeWait)
+			select {
+			case <-w.ready:
+			case <-ready.C:
+			case <-ctx.Done():
+			case <-b.closing.Done():
+			}
+			ready.Stop()
+			continue
+		}
+		retryIn := r.retryIn
+		if r.split {
+			splits++
+			retryIn, _ = splitBackoff.Backoff(splits)
+		}
+		timer.Reset(retryIn)
+		select {
+		case <-w.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-b.closing.Done():
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// marker is the name of the nodes' seed marker.
+func (b *Backend) marker() string { return b.cfg.prefix + markerName }

@@ -1,0 +1,175 @@
+package redlock
+
+// The Backend: its nodes, New and Close, and the parallel requests to the
+// nodes that every operation is made of.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+var (
+	_ distlock.Backend = (*Backend)(nil)
+	_ distlock.Lister  = (*Backend)(nil)
+	_ distlock.Lease   = (*lease)(nil)
+	_ Node             = (*redis.Client)(nil)
+)
+
+// Node is what the Backend needs of the client of one Redis server: its
+// scripts, SCAN (re-seeding, listings) and pub/sub (waiting). A
+// *redis.Client is one; create it with ContextTimeoutEnabled, so that the
+// per-node timeout bounds every request (New refuses a *redis.Client
+// without it).
+type Node interface {
+	redis.Scripter
+	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// Backend is a distlock.Backend over N independent Redis servers (no
+// replication between them): a grant needs a majority of them. Create it
+// with New; it is safe for concurrent use.
+//
+// See the package documentation for what it guarantees and what it does
+// not.
+type Backend struct {
+	nodes []Node
+	names []string // for errors: the address, or "node i"
+	maj   int
+	cfg   config
+	owned []func() error // Close closes these (OpenURL's clients)
+
+	// mu guards closed and sub; closing is cancelled with closed set, and
+	// wg counts the goroutines of clean-ups retried in the background.
+	mu      sync.Mutex
+	closed  bool
+	closing context.Context
+	stop    context.CancelFunc
+	sub     *subscriber
+	wg      sync.WaitGroup
+
+	// seeding makes one goroutine of this Backend re-seed a node at a time.
+	seeding sync.Mutex
+}
+
+// New returns a Backend over nodes, each the client of one independent
+// Redis server; a grant needs a majority of them (with 5 nodes, 3). The
+// clients stay the caller's: Close does not close them.
+//
+// New does no I/O. No node, a nil node, the same client twice, a
+// *redis.Client without ContextTimeoutEnabled, or an invalid option gets
+// an error matching distlock.ErrInvalidOption.
+func New(nodes []Node, opts ...Option) (*Backend, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: redlock: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+	}
+	if len(nodes) == 0 {
+		return nil, bad("no node")
+	}
+	b := &Backend{nodes: nodes, maj: len(nodes)/2 + 1, cfg: cfg}
+	seen := map[Node]bool{}
+	for i, n := range nodes {
+		if n == nil {
+			return nil, bad("node %d is nil", i+1)
+		}
+		if seen[n] {
+			return nil, bad("node %d is given twice", i+1)
+		}
+		seen[n] = true
+		name := fmt.Sprintf("node %d", i+1)
+		if c, ok := n.(*redis.Client); ok {
+			o := c.Options()
+			if !o.ContextTimeoutEnabled {
+				return nil, bad("node %d (%s): the client needs ContextTimeoutEnabled, or the per-node timeout cannot bound its requests", i+1, o.Addr)
+			}
+			name += " (" + o.Addr + ")"
+		}
+		b.names = append(b.names, name)
+	}
+	b.closing, b.stop = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Nodes returns how many nodes the Backend has.
+func (b *Backend) Nodes() int { return len(b.nodes) }
+
+// Close stops what the Backend started: its pub/sub connections, its
+// goroutines and any clean-up still being retried (a grant whose clean-up
+// is abandoned that way lapses by its TTL). Waiting Acquire calls return
+// an error matching ErrClosed. Leases keep working. Close does not close
+// the clients given to New; a Backend from OpenURL closes those it
+// created. Close is idempotent.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.stop()
+	sub := b.sub
+	b.mu.Unlock()
+	var err error
+	if sub != nil {
+		err = sub.close()
+	}
+	b.wg.Wait()
+	for _, c := range b.owned {
+		err = errors.Join(err, c())
+	}
+	return err
+}
+
+func (b *Backend) isClosed() bool { return b.closing.Err() != nil }
+
+// reply is one node's answer to a request: a value, or an error.
+type reply[T any] struct {
+	val T
+	err error
+}
+
+// each sends f to the nodes idx (all nodes when nil) in parallel, each
+// bounded by timeout, and returns their replies by node index once all
+// have answered or timed out. Every call has returned when each returns.
+func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Duration, f func(ctx context.Context, n Node) (T, error)) []reply[T] {
+	if idx == nil {
+		idx = make([]int, len(b.nodes))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	out := make([]reply[T], len(b.nodes))
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			v, err := f(nctx, b.nodes[i])
+			out[i] = reply[T]{v, classify(ctx, err)}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// all returns 0..n-1.
+func all(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}

@@ -1,0 +1,206 @@
+// Package redlock is a distlock.Backend over N independent Redis servers
+// (no replication between them; usually 3 or 5): a grant needs the votes
+// of a majority, so that locks survive the loss of a minority of the
+// servers, and every grant carries a fencing token that increases across
+// grants although the servers share nothing. Use it where a single Redis
+// is not available enough, with the tokens checked by the storage for
+// correctness (see Fencing), on servers kept as Durability describes.
+//
+//	var nodes []redlock.Node
+//	for _, addr := range []string{"r1:6379", "r2:6379", "r3:6379", "r4:6379", "r5:6379"} {
+//		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+//	}
+//	backend, err := redlock.New(nodes)
+//	...
+//	defer backend.Close()
+//	client, _ := distlock.New(backend)
+//	err = client.Do(ctx, "reports/daily", func(ctx context.Context) error { ... })
+//
+// # Guarantees
+//
+// A try is one round: the acquire script runs on every node in parallel,
+// each request bounded by the per-node timeout (a tenth of the TTL by
+// default, WithNodeTimeout). On each node it sets the lock key with SET PX
+// and a random owner value from crypto/rand (unguessable), unless another
+// grant holds it, and increments the key's counter on that node,
+// atomically. The try is granted when a majority of the nodes voted for it
+// and validity remains: the TTL less the time since the first request was
+// sent and the drift (TTL/100 + 2ms) is positive. Its Validity is the TTL
+// from that first send: every node set its key after it, so each node
+// keeps the grant at least that long by its own clock, and the Client's
+// deadline (which takes the drift off again) comes before a majority
+// could have expired it. While a majority holds the owner value, nobody
+// else can gather a majority for the key.
+//
+// A try that is not granted (held by others, a split vote, too few
+// answers, validity used up) releases at once what it got, on every node
+// that granted it or whose reply was lost, leaving a tombstone there so
+// that a request still on its way does nothing when it arrives (the
+// tombstone discipline of redislock). A node that could not be reached
+// for that is cleaned up in the background until the grant would have
+// lapsed anyway.
+//
+// Refresh extends the grant on every node in parallel and counts only
+// when a majority extended it with validity left, from the send time of
+// its first request. Release goes to every node: it succeeds once a
+// majority released the grant (a release retried after a lost reply
+// finds its tombstones and succeeds too), reports distlock.ErrLockLost
+// when a majority no longer held it, and releases nodes that did not
+// answer in the background. Both are owner-checked on every node: a
+// holder whose lease lapsed never extends or deletes the next holder's
+// keys.
+//
+// Redis never reports that a grant is gone: OnLost is never called, and a
+// holder learns of a loss from its next refresh or the Client's deadline.
+// It survives the loss, pause or partition of a minority of the nodes,
+// lost or delayed replies, and a node that restarts without its data (see
+// Durability). Errors that involve too few nodes name each node that did
+// not take part, and why.
+//
+// # Not guaranteed
+//
+//   - Process pauses of the holder longer than its remaining validity:
+//     only the storage can stop a holder that wakes up late (see Fencing).
+//   - Clock faults beyond the drift. Each node expires grants by its own
+//     clock; a node whose clock jumps forward expires them early, and when
+//     that node is part of the majority a second client can gather a
+//     majority while the first still counts on its lock. Keep clocks
+//     slewed, not stepped.
+//   - Keys changed by something else than this package (DEL, FLUSHALL,
+//     eviction: set "maxmemory-policy noeviction" on every node).
+//   - Availability while a majority of the nodes is down or waiting to be
+//     re-seeded (no grants: safe, not live), and fairness between waiters.
+//
+// # Durability
+//
+// Exclusion and tokens rest on what each node keeps. The package assumes
+// that a node either keeps its lock keys and counters, or loses all of
+// them together (a restart without persistence, a lost disk), and marks
+// that event: every node carries a seed marker (key layout below), kept
+// like the rest of its data. A node without the marker does not vote. The
+// first round that finds it so, while another node votes, marks it
+// waiting for the longest TTL any Backend uses (WithMaxTTL, default 5m)
+// plus the drift; the first round after that copies onto it, for every
+// key, the highest counter read from a majority of the other nodes, and
+// lets it vote again. The wait is what keeps exclusion: every grant the
+// node forgot has expired on it by then, and every token that counted the
+// node's old counter has been handed out or abandoned (both happen within
+// a TTL of a request sent before the restart), so the copy sees it. A
+// deployment whose every node answers without a marker is new: its nodes
+// vote at once. Measured in this package's tests (three nodes, a lock
+// with token 11 held on two of them): the holder's node restarted empty
+// does not vote, a second client is refused while the lock is held, and
+// the next tokens are higher (12, then 13 and 14 once the node was
+// re-seeded); marked seeded by hand right after its restart, the same
+// node lets a second client in while the first holds the lock, with
+// token 2.
+//
+// What the marker cannot see is a node that kept its marker but lost its
+// latest writes: "appendonly yes" with "appendfsync everysec" can lose the
+// last second of grants and counter increments in a crash, and the node
+// then votes at once with a counter that is behind, which breaks the
+// token argument below (and exclusion, when it forgot a grant still
+// held). For monotonic tokens and exclusion across crashes, run every
+// node either without persistence (its restarts are then total losses,
+// which the marker handles, at the price of the wait) or with
+// "appendonly yes" and "appendfsync always"; never with RDB snapshots
+// alone or "appendfsync everysec". A majority of nodes losing their data
+// at once is beyond any quorum: when every node restarted empty the
+// deployment starts over (tokens restart at 1); otherwise grants stop
+// while fewer than a majority can vote, until an operator marks the
+// waiting nodes seeded (SET <prefix>node:seed ok) and accepts that tokens
+// may repeat.
+//
+// # Waiting
+//
+// A waiting Acquire tries first, without subscribing. When the key is
+// held it subscribes to the key's release channel on every node (one
+// pub/sub connection per node for all the waiters of a Backend) and tries
+// again at once, then sleeps until a release message, until enough of the
+// holders' grants have expired for a majority to be free (the fallback
+// for silent expiry), or after a split vote for a backoff with full jitter
+// (from 5ms, doubling, up to 500ms), so that clients that split one round
+// do not meet again in the next. A release publishes on every node it
+// frees. Waiters are served in no particular order.
+//
+// A waiting Acquire whose context ends returns an error matching
+// distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
+// Close interrupts, an error matching ErrClosed.
+//
+// # Fencing
+//
+// Each node keeps a counter per key. A grant's token T is the highest
+// counter among the nodes that voted for it, and it is handed to the
+// caller only once a majority of the nodes hold a counter of at least T
+// while they hold the grant. When the votes already show that (a majority
+// of the voters reported T itself, as they do once the counters agree),
+// acquiring stays one round; otherwise one more parallel round raises the
+// counter of the voters below T to T, each only while that node still
+// holds the grant, and the token counts only if a majority is then at T
+// with validity left.
+//
+// Why tokens increase. Let A be granted with token T, settled on the
+// majority Q: each node q in Q held A's grant when its counter reached T
+// (at A's vote, or at its raise). Let B be a grant handed out after A.
+// B's voters form a majority, so they share a node q with Q. On q, B's
+// vote came after A's grant on q had ended: the two grants never both
+// hold q (the lock key holds one owner value), and B held its voters from
+// its vote until it was handed out (its validity check), after A, while A
+// held q when its counter reached T, before A was handed out. So B's vote on q incremented a counter that was at
+// least T, B's counter on q is at least T+1, and B's token, the highest
+// counter of its voters, is greater than T. Tokens are therefore unique
+// per grant and strictly increase in the order grants are handed out,
+// with no tie to break. The raise is owner-checked so that this step does
+// not rest on clocks: a counter raised on a node that no longer held A's
+// grant could have been counted by B's vote before the raise, and without
+// the check only the validity check after the raise (a clock reading)
+// would rule that out. The model check in this package's tests
+// (TestModelExhaustive) explores every interleaving of two clients over
+// three nodes and finds no counterexample under these assumptions, and
+// one when the raising round or the seed marker is left out.
+//
+// The argument assumes that a counter never decreases, which is where
+// Durability comes in. A node that lost its counter after q's counter
+// reached T breaks it unless it is kept from voting until it holds a
+// counter of at least T again: the wait covers every token that counted
+// the old counter (each is settled within a TTL of a request sent before
+// the loss), and the copy then reads a majority of the other nodes, which
+// shares a node with Q, so it copies a counter of at least T. A delayed
+// restart alone (Redlock's usual advice) protects exclusion, not
+// counters: the node comes back with counters at 0, and a token settled
+// on it and a minority is repeated.
+//
+// Tokens are ordinary uint64 values: pass Lock.Token to the storage and
+// let it refuse stale ones, with package fence or with the storage's own
+// conditional write (a compare-and-set, UPDATE ... WHERE token <= $1). The
+// nodes offer no fenced write of their own: data kept in one of them would
+// not survive that node's loss.
+//
+// # Key layout
+//
+// On every node, with the prefix P (WithPrefix, default "redlock:") and
+// the key written as redislock.HashTag writes it:
+//
+//	P{key}:lock               the node's vote: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
+//	P{key}:token              the node's counter for the key (never expires)
+//	P{key}:released:<secret>  tombstone of a release (10s) or of a try that gave up (the TTL)
+//	P{key}:released           pub/sub channel of releases
+//	Pnode:seed                the node's seed marker: "ok", or "p:<server ms>" while it waits
+//
+// # URLs
+//
+// OpenURL reads redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?options]
+// (redlocks:// for TLS), with the credentials, TLS files and go-redis
+// options of a redis:// URL applied to every server, and this package's
+// options prefix, node_timeout and max_ttl.
+//
+// # Goroutines and connections
+//
+// A Backend is safe for concurrent use. Every operation sends to all
+// nodes at once, one goroutine per node, and returns once each node has
+// answered or timed out. The first waiting Acquire that finds its key held
+// opens one pub/sub connection per node, with one goroutine reading it and
+// one sending its subscriptions, kept until Close. Clean-ups and releases
+// that could not reach a node, and the re-seeding that a granted round
+// found due, run in background goroutines that Close stops.
+package redlock

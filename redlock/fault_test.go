@@ -1,0 +1,364 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redlock"
+)
+
+// lockKeysOn returns the lock keys present on s.
+func lockKeysOn(t *testing.T, s *testserver.Redis) []any {
+	t.Helper()
+	v, err := s.Do("KEYS", redlock.DefaultPrefix+"*:lock")
+	if err != nil {
+		t.Fatalf("KEYS on %s: %v", s.Addr, err)
+	}
+	keys, _ := v.([]any)
+	return keys
+}
+
+// cycle acquires key without waiting and releases it, returning the token.
+func cycle(t *testing.T, ctx context.Context, b *redlock.Backend, key string) uint64 {
+	t.Helper()
+	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	return l.Token()
+}
+
+// Two of five nodes down: locks still work, tokens keep increasing. Three
+// of five down: Acquire fails with ErrUnavailable naming the unreachable
+// nodes, and leaves no lock key on the two live ones.
+func TestMinorityAndMajorityDown(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 5)
+	b := newBackend(t, addrs(srvs))
+	key := "down/" + t.Name()
+	last := cycle(t, ctx, b, key)
+	srvs[1].Kill()
+	srvs[3].Kill()
+	for range 10 {
+		tok := cycle(t, ctx, b, key)
+		if tok <= last {
+			t.Fatalf("token %d after %d with two nodes down", tok, last)
+		}
+		last = tok
+	}
+	srvs[4].Kill()
+	_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Second})
+	if !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("Acquire with three of five down: %v, want ErrUnavailable", err)
+	}
+	for _, i := range []int{1, 3, 4} {
+		if !strings.Contains(err.Error(), srvs[i].Addr) {
+			t.Errorf("the error does not name the unreachable node %s: %v", srvs[i].Addr, err)
+		}
+	}
+	for _, i := range []int{0, 2} {
+		if strings.Contains(err.Error(), srvs[i].Addr) {
+			t.Errorf("the error names the live node %s: %v", srvs[i].Addr, err)
+		}
+		if keys := lockKeysOn(t, srvs[i]); len(keys) != 0 {
+			t.Errorf("live node %s keeps %v after the failed Acquire", srvs[i].Addr, keys)
+		}
+	}
+	t.Logf("three of five down: %v", err)
+}
+
+// A node restarted without persistence while a lock is held has lost the
+// grant and its counters. It does not vote until it has waited the longest
+// TTL and been re-seeded from a majority: nobody else is granted the key
+// meanwhile, and the tokens handed out afterwards are higher than every
+// earlier one. Marking it seeded by hand at once (a node without the
+// marker discipline) lets a second client in while the first holds the
+// lock, with a lower token: the guard is what holds.
+func TestRestartWithoutPersistence(t *testing.T) {
+	ctx := testCtx(t)
+	const maxTTL = 5 * time.Second
+	opts := distlock.AcquireOptions{TTL: maxTTL}
+	for _, bypass := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bypass=%v", bypass), func(t *testing.T) {
+			srvs := startNodes(t, 3)
+			toNode2 := faultproxy.Start(t, srvs[2].Addr)
+			a := newBackend(t, []string{srvs[0].Addr, srvs[1].Addr, toNode2.Addr()}, redlock.WithMaxTTL(maxTTL), redlock.WithNodeTimeout(200*time.Millisecond))
+			b := newBackend(t, addrs(srvs), redlock.WithMaxTTL(maxTTL))
+			key := "restart/" + t.Name()
+			counter := redlock.DefaultPrefix + redislock.HashTag(key) + ":token"
+			cycle(t, ctx, a, key)
+			for _, s := range srvs[:2] {
+				if _, err := s.Do("SET", counter, "10"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A is granted by nodes 0 and 1 (token 11): its requests to
+			// node 2 are lost on the way.
+			toNode2.Blackhole()
+			held, err := a.Acquire(ctx, key, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held.Token() != 11 {
+				t.Fatalf("token %d, want 11", held.Token())
+			}
+			if keys := lockKeysOn(t, srvs[2]); len(keys) != 0 {
+				t.Fatalf("node 2 holds %v, want nothing", keys)
+			}
+			toNode2.Reset() // the requests held back are lost, not delivered late
+			toNode2.Heal()
+
+			srvs[0].Kill()
+			srvs[0].Restart(t) // empty, while A holds the lock
+			if bypass {
+				if _, err := srvs[0].Do("SET", redlock.DefaultPrefix+"node:seed", "ok"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := b.Acquire(ctx, key, opts)
+			if time.Since(held.Validity().Sent) > maxTTL/2 {
+				t.Fatalf("the test took %v, too long for the grant to be surely valid", time.Since(held.Validity().Sent))
+			}
+			if bypass {
+				if err != nil {
+					t.Fatalf("with the guard bypassed, the second client was refused (%v): the test shows nothing", err)
+				}
+				t.Logf("guard bypassed: token %d granted while token %d is held", l.Token(), held.Token())
+				if l.Token() >= held.Token() {
+					t.Errorf("token %d >= %d: the lost counter did not show", l.Token(), held.Token())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("granted token %d while token %d is held", l.Token(), held.Token())
+			}
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("Acquire while held: %v", err)
+			}
+			// A's grant survives on node 1 only: its release says so.
+			if err := held.Release(ctx); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+				t.Fatal(err)
+			}
+			// Node 0 still waits; nodes 1 and 2 grant, above every token.
+			last := held.Token()
+			tok := cycle(t, ctx, b, key)
+			if tok <= last {
+				t.Fatalf("token %d after %d", tok, last)
+			}
+			last = tok
+			// Once its wait is over, node 0 is re-seeded and votes again:
+			// with node 1 down it makes up the majority, and tokens still
+			// increase.
+			time.Sleep(maxTTL + drift(maxTTL))
+			cycle(t, ctx, b, key) // has node 0 re-seeded, in the background
+			eventually(t, 10*time.Second, "node 0 re-seeded", func() bool {
+				m, _ := srvs[0].Do("GET", redlock.DefaultPrefix+"node:seed")
+				return m == "ok"
+			})
+			if m, _ := srvs[0].Do("GET", counter); m != "13" {
+				t.Errorf("node 0's counter re-seeded to %v, want 13 (the highest of nodes 1 and 2, after the grant that found it due)", m)
+			}
+			srvs[1].Kill()
+			tok = cycle(t, ctx, b, key)
+			if tok <= last+1 {
+				t.Fatalf("token %d from nodes 0 and 2 after %d", tok, last+1)
+			}
+		})
+	}
+}
+
+// drift is the package's allowance for clock drift in a validity of d,
+// plus a margin for this host's timers.
+func drift(d time.Duration) time.Duration { return d/100 + 100*time.Millisecond }
+
+// eventually polls cond until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Many clients on one key with small TTLs while nodes are killed and
+// restarted (without persistence) underneath: every client is served, no
+// two holders overlap, and tokens strictly increase in grant order.
+func TestSplitVotesUnderFaults(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 5)
+	const clients, rounds = 8, 30
+	key := "split/" + t.Name()
+	var (
+		mu      sync.Mutex
+		last    uint64
+		grants  int
+		holders atomic.Int32
+		errs    = make(chan error, 3*clients*rounds)
+	)
+	var wg sync.WaitGroup
+	for c := range clients {
+		b := newBackend(t, addrs(srvs), redlock.WithMaxTTL(500*time.Millisecond))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; {
+				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				l, err := b.Acquire(actx, key, distlock.AcquireOptions{TTL: 300 * time.Millisecond, Wait: true})
+				cancel()
+				if errors.Is(err, distlock.ErrUnavailable) {
+					continue // a node died mid-round; the Client would retry
+				}
+				if err != nil {
+					errs <- fmt.Errorf("client %d: %w", c, err)
+					return
+				}
+				if n := holders.Add(1); n != 1 {
+					errs <- fmt.Errorf("client %d: %d holders at once", c, n)
+				}
+				mu.Lock()
+				if l.Token() <= last {
+					errs <- fmt.Errorf("client %d: token %d granted after %d", c, l.Token(), last)
+				}
+				last = l.Token()
+				grants++
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				holders.Add(-1)
+				_ = l.Release(ctx)
+				r++
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// Kill and restart one node at a time, without persistence; the next
+	// one only once the last votes again (re-seeded), so that a majority
+	// keeps its data.
+	victims := []int{0, 3, 1, 4, 2}
+	kills := 0
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+		case <-time.After(200 * time.Millisecond):
+			v := srvs[victims[i%len(victims)]]
+			v.Kill()
+			kills++
+			select {
+			case <-done:
+			case <-time.After(100 * time.Millisecond):
+			}
+			v.Restart(t)
+			deadline := time.Now().Add(30 * time.Second)
+			for seeded := false; !seeded; {
+				m, _ := v.Do("GET", redlock.DefaultPrefix+"node:seed")
+				seeded = m == "ok"
+				select {
+				case <-done:
+					seeded = true
+				case <-time.After(20 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s was not re-seeded within 30s", v.Addr)
+				}
+			}
+			continue
+		}
+		break
+	}
+	t.Logf("%d grants, %d nodes killed and restarted", grants, kills)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if grants != clients*rounds {
+		t.Errorf("%d grants, want %d", grants, clients*rounds)
+	}
+}
+
+// Lost replies between a client and one or two of three nodes: a try that
+// got its majority elsewhere holds the lock on the silent nodes too (its
+// release reaches them), a try that did not cleans up everywhere, nothing
+// is left behind and nobody is granted what another holds.
+func TestLostReplies(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3)
+	proxies := make([]*faultproxy.Proxy, 3)
+	paths := make([]string, 3)
+	for i, s := range srvs {
+		proxies[i] = faultproxy.Start(t, s.Addr)
+		paths[i] = proxies[i].Addr()
+	}
+	a := newBackend(t, paths, redlock.WithNodeTimeout(200*time.Millisecond))
+	other := newBackend(t, addrs(srvs))
+	opts := distlock.AcquireOptions{TTL: 5 * time.Second}
+	key := "lost/" + t.Name()
+	cycle(t, ctx, other, key) // a new deployment: every node must answer to be marked seeded
+
+	cycle(t, ctx, a, key) // connections through the proxies, and the scripts loaded
+
+	// One node's replies lost: granted by the other two.
+	proxies[0].DropReplies()
+	l, err := a.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatalf("Acquire with one node's replies lost: %v", err)
+	}
+	if keys := lockKeysOn(t, srvs[0]); len(keys) != 1 {
+		t.Fatalf("the silent node holds %v, want the grant its reply was lost for", keys)
+	}
+	if o, err := other.Acquire(ctx, key, opts); err == nil {
+		t.Fatalf("second grant (token %d) while token %d is held", o.Token(), l.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	// A new connection to the silent node cannot even start (its HELLO
+	// reply is lost too): the release reaches it once the fault heals.
+	proxies[0].Heal()
+	noKeys := func(what string) {
+		t.Helper()
+		for _, s := range srvs {
+			eventually(t, 5*time.Second, s.Addr+" keeps no lock key "+what, func() bool { return len(lockKeysOn(t, s)) == 0 })
+		}
+	}
+	noKeys("after the release")
+	cycle(t, ctx, a, key) // connections through the proxies again
+
+	// Two nodes' replies lost: not granted, and cleaned up on all three.
+	proxies[0].DropReplies()
+	proxies[1].DropReplies()
+	if l, err := a.Acquire(ctx, key, opts); err == nil {
+		t.Fatalf("granted token %d with the replies of two of three nodes lost", l.Token())
+	} else if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("Acquire with two nodes' replies lost: %v, want ErrUnavailable", err)
+	}
+	if keys := lockKeysOn(t, srvs[0]); len(keys) == 0 {
+		t.Fatalf("the silent node holds nothing: the requests did not reach it, the test shows nothing")
+	}
+	proxies[0].Heal()
+	proxies[1].Heal()
+	noKeys("after the failed Acquire")
+	o, err := other.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatalf("Acquire after the faults: %v", err)
+	}
+	if o.Token() <= l.Token() {
+		t.Errorf("token %d after %d", o.Token(), l.Token())
+	}
+	_ = o.Release(ctx)
+}

@@ -1,0 +1,61 @@
+package redlock
+
+// The Redis names of a lock's keys and channel on every node.
+
+import (
+	"strings"
+
+	"github.com/distlock/distlock/redislock"
+)
+
+// DefaultPrefix is the prefix of every Redis key and channel a Backend
+// uses on its nodes, unless set with WithPrefix. It differs from
+// redislock's, so that the two backends never read each other's keys.
+const DefaultPrefix = "redlock:"
+
+// Suffixes of the Redis keys of one lock; see the key layout in the package
+// documentation.
+const (
+	suffixLock    = ":lock"
+	suffixToken   = ":token"
+	suffixTomb    = ":released:"
+	suffixChannel = ":released"
+	// markerName follows the prefix: the node's seed marker. It has no
+	// brace, so it is never taken for a lock's key.
+	markerName = "node:seed"
+)
+
+// lockKeys are the Redis names used by one lock, the same on every node.
+type lockKeys struct {
+	base    string // prefix + hash tag
+	lock    string
+	token   string
+	channel string
+}
+
+func (b *Backend) keysFor(key string) lockKeys {
+	base := b.cfg.prefix + redislock.HashTag(key)
+	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, channel: base + suffixChannel}
+}
+
+// tomb returns the tombstone key of the grant with the given secret.
+func (k lockKeys) tomb(secret string) string { return k.base + suffixTomb + secret }
+
+var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+
+// decodeKey returns the user key of a Redis lock key (suffix suffixLock)
+// or counter (suffixToken) under prefix.
+func decodeKey(prefix, rkey, suffix string) (string, bool) {
+	s, ok := strings.CutPrefix(rkey, prefix+"{")
+	if !ok {
+		return "", false
+	}
+	s, ok = strings.CutSuffix(s, "}"+suffix)
+	if !ok || s == "" || strings.ContainsAny(s, "{}") {
+		return "", false
+	}
+	return tagUnescaper.Replace(s), true
+}
+
+// globEscape escapes the glob characters of SCAN MATCH.
+var globEscape = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)

@@ -1,0 +1,139 @@
+package redlock
+
+// List: the locks held under a prefix, for distlock status.
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// scanCount is the COUNT hint of each SCAN call.
+const scanCount = 1000
+
+// nodeGrant is one node's lock value for a key.
+type nodeGrant struct {
+	key, secret, owner string
+	token              uint64
+	since              time.Time
+	pttl               time.Duration
+}
+
+// List implements distlock.Lister: it reads the lock keys under prefix on
+// every node in parallel, and lists a key as held when a majority of the
+// nodes hold one grant of it. Token is the grant's token (the highest its
+// nodes record), Since the earliest of its nodes' clocks at the grant,
+// Expires this host's clock plus the time a majority still holds it. The
+// listing is not a snapshot; nodes that do not answer are left out, and
+// List fails when fewer than a majority answer.
+func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper(prefix)) + "*}" + suffixLock
+	now := time.Now()
+	res := each(ctx, b, nil, OpenTimeout, func(ctx context.Context, n Node) ([]nodeGrant, error) {
+		var rkeys []string
+		it := n.Scan(ctx, 0, pattern, scanCount).Iterator()
+		for it.Next(ctx) {
+			rkeys = append(rkeys, it.Val())
+		}
+		if err := it.Err(); err != nil {
+			return nil, err
+		}
+		slices.Sort(rkeys)
+		rkeys = slices.Compact(rkeys)
+		var out []nodeGrant
+		for len(rkeys) > 0 {
+			batch := rkeys[:min(seedBatch, len(rkeys))]
+			rkeys = rkeys[len(batch):]
+			vals, err := peekScript.Run(ctx, n, batch).Slice()
+			if err != nil {
+				return nil, err
+			}
+			for j, rk := range batch {
+				key, ok := decodeKey(b.cfg.prefix, rk, suffixLock)
+				v, isStr := vals[2*j].(string)
+				if !ok || !isStr || !strings.HasPrefix(key, prefix) {
+					continue
+				}
+				g, ok := parseValue(v)
+				if !ok {
+					continue
+				}
+				g.key = key
+				if p, ok := vals[2*j+1].(int64); ok && p > 0 {
+					g.pttl = time.Duration(p) * time.Millisecond
+				}
+				out = append(out, g)
+			}
+		}
+		return out, nil
+	})
+	type group struct {
+		grants []nodeGrant
+	}
+	groups := map[[2]string]*group{}
+	answered := 0
+	why := make([]string, len(res))
+	for i, r := range res {
+		if r.err != nil {
+			why[i] = r.err.Error()
+			continue
+		}
+		answered++
+		for _, g := range r.val {
+			id := [2]string{g.key, g.secret}
+			if groups[id] == nil {
+				groups[id] = &group{}
+			}
+			groups[id].grants = append(groups[id].grants, g)
+		}
+	}
+	if answered < b.maj {
+		return nil, b.unavailable("list", answered, why)
+	}
+	var hs []distlock.Holder
+	for id, g := range groups {
+		if len(g.grants) < b.maj {
+			continue
+		}
+		h := distlock.Holder{Key: id[0], Owner: g.grants[0].owner, Since: g.grants[0].since}
+		var pttls []time.Duration
+		for _, x := range g.grants {
+			h.Token = max(h.Token, x.token)
+			if x.since.Before(h.Since) {
+				h.Since = x.since
+			}
+			pttls = append(pttls, x.pttl)
+		}
+		slices.Sort(pttls)
+		slices.Reverse(pttls)
+		if p := pttls[b.maj-1]; p > 0 {
+			h.Expires = now.Add(p)
+		}
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(x, y distlock.Holder) int { return strings.Compare(x.Key, y.Key) })
+	return hs, nil
+}
+
+// parseValue decodes a lock value "<secret>|<token>|<since ms>|<owner>".
+func parseValue(v string) (nodeGrant, bool) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
+		return nodeGrant{}, false
+	}
+	token, err1 := strconv.ParseUint(parts[1], 10, 64)
+	since, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nodeGrant{}, false
+	}
+	return nodeGrant{secret: parts[0], token: token, owner: parts[3], since: time.UnixMilli(since)}, true
+}
+
+// tagEscaper escapes a key prefix as redislock.HashTag escapes keys.
+func tagEscaper(s string) string {
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
+}

@@ -1,0 +1,97 @@
+package redlock
+
+// The options of New, their defaults, and their validation.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+const (
+	// DefaultNodeTimeoutDivisor sets the default per-node timeout of every
+	// request: the lease's TTL divided by it (a tenth), unless
+	// WithNodeTimeout fixes it.
+	DefaultNodeTimeoutDivisor = 10
+
+	// DefaultMaxTTL is the longest lease TTL a Backend accepts, unless set
+	// with WithMaxTTL. It is also how long a node that lost its data waits
+	// before it votes again.
+	DefaultMaxTTL = 5 * time.Minute
+
+	// driftFactor and driftFixed are the clock drift allowed for in the
+	// validity of a grant: TTL/100 + 2ms.
+	driftFactor = 0.01
+	driftFixed  = 2 * time.Millisecond
+)
+
+// Option configures a Backend.
+type Option func(*config)
+
+type config struct {
+	prefix      string
+	nodeTimeout time.Duration // 0: TTL / DefaultNodeTimeoutDivisor
+	maxTTL      time.Duration
+}
+
+// WithPrefix sets the prefix of every Redis key and pub/sub channel the
+// Backend uses on its nodes. Default: DefaultPrefix ("redlock:"). It must
+// not contain '{' or '}'. Backends sharing locks must use the same prefix.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithNodeTimeout fixes how long every request waits for each node's
+// reply. Default: the TTL of the lease divided by
+// DefaultNodeTimeoutDivisor (a tenth), so that a node that does not answer
+// costs a small part of the validity. It must be positive.
+func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
+
+// WithMaxTTL sets the longest lease TTL that Acquire and Refresh accept
+// (longer ones get an error matching distlock.ErrInvalidOption), and so how
+// long a node that lost its data waits before it votes again (see
+// Durability in the package documentation). Default: DefaultMaxTTL (5m).
+// Every Backend of a deployment must use the same value or a smaller one.
+func WithMaxTTL(d time.Duration) Option { return func(c *config) { c.maxTTL = d } }
+
+func newConfig(opts []Option) (config, error) {
+	c := config{prefix: DefaultPrefix, maxTTL: DefaultMaxTTL}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: redlock: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+	}
+	switch {
+	case strings.ContainsAny(c.prefix, "{}"):
+		return c, bad("prefix %q contains a brace", c.prefix)
+	case c.nodeTimeout < 0:
+		return c, bad("node timeout %v is negative", c.nodeTimeout)
+	case c.maxTTL <= 0 || c.maxTTL > distlock.MaxTTL:
+		return c, bad("max TTL %v is not in (0, %v]", c.maxTTL, distlock.MaxTTL)
+	}
+	return c, nil
+}
+
+// timeoutFor is the per-node timeout of a request for a lease of ttl.
+func (c config) timeoutFor(ttl time.Duration) time.Duration {
+	if c.nodeTimeout > 0 {
+		return c.nodeTimeout
+	}
+	return max(ttl/DefaultNodeTimeoutDivisor, time.Millisecond)
+}
+
+// drift is the clock drift allowed for in a validity of ttl.
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*driftFactor) + driftFixed
+}
+
+// checkTTL is backend.CheckTTL with this Backend's maximum.
+func (c config) checkTTL(ttl time.Duration) error {
+	if ttl > c.maxTTL {
+		return fmt.Errorf("%w: redlock: TTL %v exceeds the Backend's maximum %v (WithMaxTTL)", distlock.ErrInvalidOption, ttl, c.maxTTL)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+-- acquire.lua: one node's vote for a grant, and its fencing counter, in
+-- one atomic step.
+--
+-- KEYS[1] lock key: "<secret>|<token>|<since ms>|<owner>", expiring (PX)
+-- KEYS[2] the key's fencing counter: INCR per grant, never expires
+-- KEYS[3] tombstone of this secret: present once this grant was released,
+--         or once its Acquire gave up and cleaned up
+-- KEYS[4] the node's seed marker: "ok" once the node may vote; "p:<ms>"
+--         while it waits, after losing its data, until server time <ms>
+-- ARGV[1] secret: the caller's unguessable owner value
+-- ARGV[2] TTL in milliseconds
+-- ARGV[3] owner description (informational)
+--
+-- Returns {status, value} (the names are those of scripts.go):
+--   {GRANTED 1, counter}  granted; the key's counter after this grant (a
+--                         re-sent request finds its own grant and gets the
+--                         token recorded in it)
+--   {HELD 0, pttl}        held by another grant; pttl -1 without expiry
+--   {TOO_LATE 3, 0}       the tombstone exists: the request arrived after
+--                         its Acquire gave up or its grant was released
+--   {UNSEEDED 4, 0}       the node has no seed marker: it lost its data
+--                         (or is new) and does not vote
+--   {PENDING 5, ms}       the node waits ms more before it is re-seeded
+--   {SEED_DUE 6, 0}       the wait is over: re-seed the node, then it votes
+
+local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE = 0, 1, 3, 4, 5, 6
+
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+
+local m = redis.call('GET', KEYS[4])
+if not m then
+  return {UNSEEDED, 0}
+end
+if m ~= 'ok' then
+  local due = tonumber(string.sub(m, 3)) or 0
+  if now < due then
+    return {PENDING, due - now}
+  end
+  return {SEED_DUE, 0}
+end
+
+local v = redis.call('GET', KEYS[1])
+if v then
+  local prefix = ARGV[1] .. '|'
+  if string.sub(v, 1, #prefix) == prefix then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
+  end
+  return {HELD, redis.call('PTTL', KEYS[1])}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {TOO_LATE, 0}
+end
+
+local c = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now .. '|' .. ARGV[3], 'PX', ARGV[2])
+return {GRANTED, c}

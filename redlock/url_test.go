@@ -1,0 +1,122 @@
+package redlock_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backends"
+	"github.com/distlock/distlock/redlock"
+)
+
+const pw = "S3cret-pw"
+
+// Malformed URLs get ErrInvalidOption at once, naming the problem, never
+// the password.
+func TestOpenURLMalformed(t *testing.T) {
+	ctx := testCtx(t)
+	for raw, want := range map[string]string{
+		"redlock://u:" + pw + "@":                          "no host; want redlock://",
+		"redlocks:u:" + pw + "@h1":                         "no host; want redlocks://",
+		"redlock://u:" + pw + "@h1:6379,h2,h1":             "h1:6379 is named twice",
+		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=x":   "node_timeout: not a duration",
+		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=-1s": "node_timeout: not positive",
+		"redlock://u:" + pw + "@h1,h2,h3?max_ttl=0s":       "max TTL 0s",
+		"redlock://u:" + pw + "@h1,h2,h3?ca=/x.pem":        "need redlocks://",
+		"redlock://u:" + pw + "@h1,h2:99999":               "host #2",
+		"redlock://u:" + pw + "@h1,h2?addr=h3":             "not as addr parameters",
+		"redlock://u:" + pw + "@h1,h2?prefix=a{b":          "brace",
+		"redis+redlock://u:" + pw + "@h1":                  "unsupported scheme",
+	} {
+		start := time.Now()
+		b, err := redlock.OpenURL(ctx, raw)
+		if err == nil {
+			b.Close()
+			t.Errorf("OpenURL(%q) succeeded", raw)
+			continue
+		}
+		if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenURL(%q): %v, want ErrInvalidOption saying %q", raw, err, want)
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("OpenURL(%q) shows the password: %v", raw, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("OpenURL(%q) took %v: it tried to connect", raw, d)
+		}
+	}
+}
+
+// Fewer than a majority of servers answering: ErrUnavailable naming the
+// servers that did not, without the password.
+func TestOpenURLUnreachable(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 1)
+	down := []string{closedAddr(t), closedAddr(t)}
+	raw := "redlock://u:" + pw + "@" + srvs[0].Addr + "," + strings.Join(down, ",") + "?dial_timeout=1s"
+	_, err := redlock.OpenURL(ctx, raw)
+	if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("OpenURL with two of three servers down: %v, want ErrUnavailable", err)
+	}
+	for _, a := range down {
+		if !strings.Contains(err.Error(), a) {
+			t.Errorf("the error does not name %s: %v", a, err)
+		}
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("the error shows the password: %v", err)
+	}
+}
+
+// A URL opened through package backends (as the CLI does) locks, and
+// lists what a majority holds, with one server down.
+func TestOpenURLAndList(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3)
+	raw := "redlock://" + strings.Join(addrs(srvs), ",") + "?node_timeout=500ms"
+	bk, err := backends.Open(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	b := bk.(*redlock.Backend)
+	if b.Nodes() != 3 {
+		t.Fatalf("%d nodes, want 3", b.Nodes())
+	}
+	var want []uint64
+	for _, key := range []string{"list/a", "list/b", "other/c"} {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Owner: "me:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		want = append(want, l.Token())
+	}
+	srvs[1].Kill()
+	hs, err := b.List(ctx, "list/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 2 || hs[0].Key != "list/a" || hs[1].Key != "list/b" {
+		t.Fatalf("List = %+v, want list/a and list/b", hs)
+	}
+	for i, h := range hs {
+		if h.Token != want[i] || h.Owner != "me:1" || h.Expires.Before(time.Now()) || h.Since.IsZero() {
+			t.Errorf("holder %+v, want token %d, owner me:1, since and expiry set", h, want[i])
+		}
+	}
+	// A grant on a minority is not listed: delete list/a from node 0.
+	if _, err := srvs[0].Do("DEL", lockKey("list/a")); err != nil {
+		t.Fatal(err)
+	}
+	hs, err = b.List(ctx, "list/")
+	if err != nil || len(hs) != 1 || hs[0].Key != "list/b" {
+		t.Fatalf("List after list/a lost its majority = %+v, %v", hs, err)
+	}
+	srvs[2].Kill()
+	if _, err := b.List(ctx, ""); !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("List with two of three down: %v, want ErrUnavailable", err)
+	}
+}
