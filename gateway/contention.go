@@ -16,6 +16,7 @@ const (
 	rejectionsKept = 64   // stale-token rejections kept
 	recentEndsKept = 64   // losses and forced releases shown by the dashboard
 	waitersListed  = 256  // waiters listed by the dashboard
+	sessionsListed = 500  // sessions listed by the dashboard
 )
 
 // KeyCount is a lock name and a count.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/distlock/distlock"
 )
 
 // dashboardHTML is the page served at /: one file, its script and style
@@ -50,6 +52,7 @@ type dashboardResponse struct {
 	Locks      []dashboardLock      `json:"locks"`
 	Waiters    []dashboardWaiter    `json:"waiters"`
 	Sessions   []dashboardSession   `json:"sessions"`
+	SessionsN  int                  `json:"sessions_total"`
 	Contention dashboardContention  `json:"contention"`
 	Ends       []dashboardFeedEvent `json:"ends"`
 	Rejections []rejection          `json:"rejections"`
@@ -146,9 +149,12 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 			TTLRemainingMS: ms(s.lockLeftLocked(h))}
 		s.mu.Unlock()
 		if d, ok := h.lock.Deadline(); ok {
-			// The local deadline is set a TTL after the start of the last
-			// confirmed renewal (or of the acquire).
-			at := d.Add(-s.ttl).UTC()
+			// The session's Client sets the local deadline the usable
+			// part of the TTL (its defaults: less the drift and the safety
+			// margin) after sending the last confirmed renewal, or the
+			// acquire, which was sent before h.since.
+			usable := time.Duration(float64(s.ttl)*(1-distlock.DefaultDrift)) - distlock.DefaultSafetyMargin
+			at := d.Add(-usable).UTC()
 			if at.After(h.since) {
 				l.Renewed = &at
 			}
@@ -174,6 +180,10 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		return a.Since.Compare(b.Since)
 	})
+	resp.SessionsN = len(resp.Sessions)
+	if len(resp.Sessions) > sessionsListed {
+		resp.Sessions = resp.Sessions[:sessionsListed]
+	}
 	if len(resp.Waiters) > waitersListed {
 		resp.Waiters = resp.Waiters[:waitersListed]
 	}

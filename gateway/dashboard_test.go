@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"html"
 	"net"
 	"net/http"
@@ -327,5 +328,71 @@ func TestDashboardTokens(t *testing.T) {
 	}
 	if bytes.Contains(d.raw, []byte(ci)) || bytes.Contains(d.raw, []byte(ops)) {
 		t.Errorf("the dashboard shows session ids: %s", d.raw)
+	}
+}
+
+// GET /v1/dashboard answers waiters in the order they began, a refused
+// try as contention, and a renewal once the lock was renewed.
+func TestDashboardAnswers(t *testing.T) {
+	p, _ := startPage(t)
+	holder := p.session("", "holder", "600ms")
+	p.acquire("", holder, "q", "0").want(t, 200, "")
+	// A keepalive in progress keeps the session alive while the Client
+	// renews the lock (every 200ms).
+	kept := make(chan answer, 1)
+	go func() { kept <- p.do("POST", "/v1/sessions/"+holder+"/keepalive?wait=3s", "", nil) }()
+
+	try := p.session("", "try", "10s")
+	p.acquire("", try, "q", "0").want(t, 409, gateway.ProblemNotAcquired)
+	var done []chan answer
+	for _, owner := range []string{"w1", "w2", "w3"} {
+		sid := p.session("", owner, "10s")
+		ch := make(chan answer, 1)
+		done = append(done, ch)
+		go func() { ch <- p.acquire("", sid, "q", "10s") }()
+		n := len(done)
+		waitFor(t, 5*time.Second, owner+" does not wait", func() bool {
+			return bytes.Count(p.do("GET", "/v1/dashboard", "", nil).raw, []byte(`"wait_ms"`)) == n
+		})
+	}
+	var d struct {
+		Locks []struct {
+			Lock    string     `json:"lock"`
+			Renewed *time.Time `json:"renewed"`
+		} `json:"locks"`
+		Waiters []struct {
+			Lock, Owner string
+		} `json:"waiters"`
+		Contention struct {
+			Acquires  int `json:"acquires"`
+			Contended []struct {
+				Lock  string `json:"lock"`
+				Count int    `json:"count"`
+			} `json:"contended"`
+		} `json:"contention"`
+	}
+	waitFor(t, 5*time.Second, "no renewal shown", func() bool {
+		a := p.do("GET", "/v1/dashboard", "", nil).want(t, 200, "")
+		if err := json.Unmarshal(a.raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		return len(d.Locks) == 1 && d.Locks[0].Renewed != nil
+	})
+	var owners []string
+	for _, w := range d.Waiters {
+		owners = append(owners, w.Owner)
+	}
+	if strings.Join(owners, ",") != "w1,w2,w3" {
+		t.Errorf("waiters %q, want w1,w2,w3 in order", owners)
+	}
+	if c := d.Contention; c.Acquires != 1 || len(c.Contended) != 1 || c.Contended[0].Lock != "q" || c.Contended[0].Count != 4 {
+		t.Errorf("contention %+v, want 1 acquire and q found held 4 times", c)
+	}
+	p.do("DELETE", "/v1/sessions/"+holder, "", nil).want(t, 204, "")
+	<-kept
+	// The waiters get the lock in turn, each taken away by force.
+	for _, ch := range done {
+		(<-ch).want(t, 200, "")
+		p.do("POST", "/v1/locks/q/release", "", map[string]any{"force": true}).want(t, 200, "")
 	}
 }

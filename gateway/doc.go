@@ -82,9 +82,10 @@
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for
 // its next keepalive, and the gateway the last 1024 for its event streams.
-// Every body is read into memory (at most MaxBody) before a handler runs,
-// within a timeout, and Serve sets the HTTP server's timeouts, so that a
-// slow client cannot hold a connection.
+// The dashboard's counts keep at most 1024 lock names, 512 waits and 64
+// rejections. Every body is read into memory (at most MaxBody) before a
+// handler runs, within a timeout, and Serve sets the HTTP server's
+// timeouts, so that a slow client cannot hold a connection.
 //
 // # Authentication
 //
