@@ -299,6 +299,7 @@ func TestDashboardLive(t *testing.T) {
 // With tokens the page's data needs one, which the page takes in a field
 // and keeps in sessionStorage; the page itself is served to anyone.
 func TestDashboardTokens(t *testing.T) {
+	bin := chromium(t)
 	toks, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"ops","token":"0123456789abcdef-ops","prefixes":[""],"admin":true},
 		{"name":"ci","token":"0123456789abcdef-ci","prefixes":["ci/"]}]}`))
 	if err != nil {
@@ -328,6 +329,11 @@ func TestDashboardTokens(t *testing.T) {
 	}
 	if bytes.Contains(d.raw, []byte(ci)) || bytes.Contains(d.raw, []byte(ops)) {
 		t.Errorf("the dashboard shows session ids: %s", d.raw)
+	}
+	// Without a token in its tab, the page shows no lock and asks for one.
+	dom := p.browse(t, bin, nil, false)
+	if !strings.Contains(dom, "answered 401") || !strings.Contains(dom, "enter a token above") || strings.Contains(dom, "prod/db") {
+		t.Errorf("the page without a token:\n%s", dom)
 	}
 }
 
