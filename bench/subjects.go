@@ -267,6 +267,7 @@ var Subjects = []Subject{
 		},
 	},
 	fileFloor, fileTokenFloor, distlockFile, // subjects_file.go
+	gatewayRTT, gatewayDirect, distlockGateway, // subjects_gateway.go
 	{
 		ID: "memlock-backend", Name: "memlock.Backend alone (no Client)", Service: SvcInProcess, Kind: KindFloor,
 		Settings: "diagnostic: the in-process reference backend, Backend.Acquire and Lease.Release; no network, so the row below minus this one is the Client's own cost",

@@ -57,6 +57,21 @@
 // (distlock.ValidateKey): 1 to 512 bytes of UTF-8 without control
 // characters.
 //
+// # Dashboard
+//
+// GET / is a page (one HTML file with its script and style inline, no
+// external assets) that shows the locks held through this gateway (holder,
+// token, held for, TTL left, last renewal), the acquires waiting in order,
+// contention (acquires and hand-offs per second, wait p95, the most
+// contended locks: see Gateway.Contention), the sessions, and a feed of
+// losses with their reasons, forced releases and stale-token rejections.
+// It reads GET /v1/dashboard and refreshes on each event of GET
+// /v1/events, and every second. With tokens the page asks for one and
+// keeps it in the tab's sessionStorage; an admin token gets a forced
+// release button per lock, which asks for confirmation. Names and owners
+// are shown as text only, and the page's Content-Security-Policy allows
+// its own script alone.
+//
 // # Limits
 //
 // Request bodies are at most MaxBody bytes; the number of sessions, of
@@ -67,9 +82,10 @@
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for
 // its next keepalive, and the gateway the last 1024 for its event streams.
-// Every body is read into memory (at most MaxBody) before a handler runs,
-// within a timeout, and Serve sets the HTTP server's timeouts, so that a
-// slow client cannot hold a connection.
+// The dashboard's counts keep at most 1024 lock names, 512 waits and 64
+// rejections. Every body is read into memory (at most MaxBody) before a
+// handler runs, within a timeout, and Serve sets the HTTP server's
+// timeouts, so that a slow client cannot hold a connection.
 //
 // # Authentication
 //

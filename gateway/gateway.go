@@ -120,6 +120,7 @@ type Gateway struct {
 	holders  map[string]*held // the lock names held through this gateway
 	waiting  int
 	feed     feed
+	cont     contention
 	bg       sync.WaitGroup // the goroutines of the held locks and of expiries
 }
 

@@ -51,6 +51,8 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
 		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
 		{"/metrics", map[string]handlerFunc{"GET": g.metrics}, true},
+		{"/v1/dashboard", map[string]handlerFunc{"GET": g.dashboard}, true},
+		{"/", map[string]handlerFunc{"GET": g.dashboardPage}, false},
 	}
 }
 
@@ -70,7 +72,11 @@ func (g *Gateway) routes() *http.ServeMux {
 			g.lockOps[op] = g.serveRoute(rt)
 			continue
 		}
-		mux.Handle(rt.pattern, g.serveRoute(rt))
+		pattern := rt.pattern
+		if pattern == "/" {
+			pattern = "/{$}" // the dashboard page; other paths are not found
+		}
+		mux.Handle(pattern, g.serveRoute(rt))
 	}
 	mux.Handle("/", g.serveRoute(route{pattern: "/", methods: map[string]handlerFunc{}}))
 	return mux
@@ -144,7 +150,7 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 		pr := func() *problem {
 			h, ok := rt.methods[r.Method]
 			switch {
-			case rt.pattern == "/":
+			case len(rt.methods) == 0:
 				return newProblem(http.StatusNotFound, ProblemNotFound, "no such route: see /v1/openapi.json")
 			case !ok:
 				sw.Header().Set("Allow", strings.Join(allow, ", "))
@@ -506,6 +512,7 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		}
 	}
 	if tok != 0 && h.token != tok {
+		g.reject("release", name, tok)
 		return newProblem(http.StatusConflict, ProblemNotHeld,
 			fmt.Sprintf("token %d is not the session's grant of lock %s: the lock was not released", tok, quoteName(name)))
 	}
@@ -564,6 +571,9 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 	h := g.holders[name]
 	g.mu.Unlock()
 	if h != nil && h.lock.Err() == nil {
+		if h.token != tok {
+			g.reject("check", name, tok)
+		}
 		writeJSON(w, http.StatusOK, checkResponse{Current: h.token == tok})
 		return nil
 	}
@@ -582,6 +592,9 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 		if x.Key == name {
 			current = x.Token == tok
 		}
+	}
+	if !current {
+		g.reject("check", name, tok)
 	}
 	writeJSON(w, http.StatusOK, checkResponse{Current: current})
 	return nil

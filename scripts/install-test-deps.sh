@@ -15,7 +15,7 @@
 # alone. When nothing is missing it changes nothing.
 set -euo pipefail
 
-PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux libcurator-recipes-java libcurator-framework-java default-jdk-headless)
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux libcurator-recipes-java libcurator-framework-java default-jdk-headless chromium)
 SERVICES=(redis-server postgresql etcd zookeeper pgbouncer)
 
 log() { printf 'install-test-deps: %s\n' "$*"; }

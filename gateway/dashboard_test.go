@@ -1,0 +1,404 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/gateway"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/memlock"
+)
+
+// chromium finds the headless browser of the dashboard tests.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testserver.Missing(t, "chromium")
+	return ""
+}
+
+// page is a gateway served through a handler that lets the test see, and
+// hold, the dashboard's requests.
+type page struct {
+	*gw
+	mu        sync.Mutex
+	hold      chan struct{} // while open, the page's timer refreshes wait
+	connected chan struct{} // closed when the page opens the event stream
+	byEvent   chan struct{} // closed when a refresh caused by an event was answered
+	once      sync.Once
+	evOnce    sync.Once
+}
+
+func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
+	t.Helper()
+	b := memlock.New()
+	g, err := gateway.New(b, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &page{connected: make(chan struct{}), byEvent: make(chan struct{})}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/events":
+			if r.Header.Get("Authorization") != "" || r.URL.Query().Get("last_event_id") != "" {
+				p.once.Do(func() { close(p.connected) })
+			}
+		case "/v1/dashboard":
+			p.mu.Lock()
+			hold := p.hold
+			p.mu.Unlock()
+			if hold != nil && r.URL.Query().Get("why") == "timer" {
+				select {
+				case <-hold:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			if r.URL.Query().Get("why") == "event" {
+				defer p.evOnce.Do(func() { close(p.byEvent) })
+			}
+		}
+		g.ServeHTTP(w, r)
+	})}
+	go srv.Serve(ln)
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	t.Cleanup(func() {
+		p.release()
+		g.Close(context.Background())
+		srv.Close()
+		hc.CloseIdleConnections()
+	})
+	p.gw = &gw{t: t, g: g, url: "http://" + ln.Addr().String(), hc: hc}
+	return p, b
+}
+
+// release lets the held refreshes go.
+func (p *page) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hold != nil {
+		close(p.hold)
+		p.hold = nil
+	}
+}
+
+// browse loads the page in headless Chromium and returns its DOM once the
+// page has run for a few seconds of virtual time (which stands still
+// while a request is pending). during, if not nil, runs while the page is
+// open. With shot, it also takes a screenshot into the test's directory.
+func (p *page) browse(t *testing.T, bin string, during func(), shot bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000", "--window-size=1200,1400"}
+	if shot {
+		path := filepath.Join(t.TempDir(), "dashboard.png")
+		out, err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+path, p.url+"/")...).CombinedOutput()
+		if fi, serr := os.Stat(path); err != nil || serr != nil || fi.Size() == 0 {
+			t.Fatalf("screenshot: %v %v\n%s", err, serr, out)
+		}
+		t.Logf("screenshot of the dashboard: %s", path)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", p.url+"/")...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during()
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.Bytes())
+	}
+	return stdout.String()
+}
+
+var (
+	tableRE = regexp.MustCompile(`(?s)<table id="([a-z]+)">.*?</table>`)
+	rowRE   = regexp.MustCompile(`(?s)<tr[^>]*>(.*?)</tr>`)
+	cellRE  = regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
+	tagRE   = regexp.MustCompile(`<[^>]*>`)
+)
+
+// tables reads the body rows of the DOM's tables, as the text of their
+// cells, by table id.
+func tables(dom string) map[string][][]string {
+	out := map[string][][]string{}
+	for _, m := range tableRE.FindAllStringSubmatch(dom, -1) {
+		body := m[0][strings.Index(m[0], "<tbody>")+1:]
+		var rows [][]string
+		for _, r := range rowRE.FindAllStringSubmatch(body, -1) {
+			var cells []string
+			for _, c := range cellRE.FindAllStringSubmatch(r[1], -1) {
+				cells = append(cells, html.UnescapeString(tagRE.ReplaceAllString(c[1], "")))
+			}
+			if len(cells) > 1 {
+				rows = append(rows, cells)
+			}
+		}
+		out[m[1]] = rows
+	}
+	return out
+}
+
+// row finds the row of table whose cells include all of want.
+func row(rows [][]string, want ...string) []string {
+next:
+	for _, r := range rows {
+		for _, w := range want {
+			if !contains(r, w) {
+				continue next
+			}
+		}
+		return r
+	}
+	return nil
+}
+
+func contains(cells []string, s string) bool {
+	for _, c := range cells {
+		if c == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The dashboard shows what the API answers: a new holder appears, a
+// forced release takes the holder away and shows in the feed, a loss
+// shows its reason, a stale token shows as rejected, waiters show in
+// order, and names and owners are shown as text, never as markup.
+func TestDashboardShowsTheAPI(t *testing.T) {
+	bin := chromium(t)
+	p, mem := startPage(t)
+	evil := `<img src=x onerror="document.body.dataset.pwned=1">`
+	evilOwner := `<b id="pwned">mallory</b>`
+	alice := p.session("", evilOwner, "10s")
+	a1 := p.acquire("", alice, evil, "0").want(t, 200, "")
+	a2 := p.acquire("", alice, "jobs/a", "0").want(t, 200, "")
+
+	// A waiter for jobs/a, then a forced release of alice's grant, which
+	// hands it to bob.
+	bob := p.session("", "bob", "10s")
+	granted := make(chan answer, 1)
+	go func() { granted <- p.acquire("", bob, "jobs/a", "20s") }()
+	waitFor(t, 5*time.Second, "bob does not wait", func() bool {
+		return bytes.Contains(p.do("GET", "/v1/dashboard", "", nil).raw, []byte(`"waiters":[{"lock":"jobs/a","owner":"bob"`))
+	})
+	dom := p.browse(t, bin, nil, false)
+	if strings.Contains(dom, "<img") || strings.Contains(dom, `<b id="pwned"`) || strings.Contains(dom, "pwned=\"") || !strings.Contains(dom, "&lt;img src=x") {
+		t.Fatalf("a lock name or owner was read as markup:\n%s", dom)
+	}
+	tb := tables(dom)
+	if r := row(tb["locks"], evil, evilOwner, a1.str("token")); r == nil {
+		t.Errorf("the holder of %q is not shown: %q", evil, tb["locks"])
+	}
+	if r := row(tb["locks"], "jobs/a", evilOwner, a2.str("token")); r == nil {
+		t.Errorf("the holder of jobs/a is not shown: %q", tb["locks"])
+	}
+	if r := row(tb["waiters"], "jobs/a", "1", "bob"); r == nil {
+		t.Errorf("bob is not shown waiting for jobs/a: %q", tb["waiters"])
+	}
+	if r := row(tb["sessions"], "bob", "0", "1"); r == nil {
+		t.Errorf("bob's session is not shown with one waiting acquire: %q", tb["sessions"])
+	}
+
+	p.do("POST", "/v1/locks/jobs%2Fa/release", "", map[string]any{"force": true}).want(t, 200, "")
+	b1 := (<-granted).want(t, 200, "")
+	p.do("POST", "/v1/locks/jobs%2Fa/check", "", map[string]any{"token": a2.str("token")}).want(t, 200, "")
+	if !mem.Revoke(evil) {
+		t.Fatal("memlock did not hold the lock")
+	}
+	waitFor(t, 5*time.Second, "the gateway does not report the loss", func() bool {
+		return bytes.Contains(p.do("GET", "/v1/dashboard", "", nil).raw, []byte(`"type":"lost"`))
+	})
+	dom = p.browse(t, bin, nil, true)
+	tb = tables(dom)
+	if r := row(tb["locks"], "jobs/a", "bob", b1.str("token")); r == nil {
+		t.Errorf("bob's grant of jobs/a is not shown: %q", tb["locks"])
+	}
+	if r := row(tb["locks"], a2.str("token")); r != nil {
+		t.Errorf("the forced-released grant is still shown: %q", r)
+	}
+	if r := row(tb["locks"], evil); r != nil {
+		t.Errorf("the lost lock is still shown: %q", r)
+	}
+	if r := row(tb["ends"], "jobs/a", a2.str("token"), "forced release", "forced"); r == nil {
+		t.Errorf("the forced release is not in the feed: %q", tb["ends"])
+	}
+	if r := row(tb["ends"], evil, a1.str("token"), "lost", "lost"); r == nil {
+		t.Errorf("the loss and its reason are not in the feed: %q", tb["ends"])
+	}
+	if r := row(tb["rejections"], "jobs/a", "check", a2.str("token"), b1.str("token")); r == nil {
+		t.Errorf("the stale token is not shown rejected: %q", tb["rejections"])
+	}
+	if r := row(tb["contended"], "jobs/a", "1"); r == nil {
+		t.Errorf("jobs/a is not shown contended: %q", tb["contended"])
+	}
+	if c := p.g.Contention(); c.Acquires != 3 || c.Handoffs != 1 || c.WaitP95 <= 0 {
+		t.Errorf("Contention %+v, want 3 acquires, 1 hand-off and a wait", c)
+	}
+}
+
+// The page updates live: a holder granted while it is open appears,
+// through the event stream (the page's timer refreshes are held until a
+// refresh caused by an event has been answered).
+func TestDashboardLive(t *testing.T) {
+	bin := chromium(t)
+	p, _ := startPage(t)
+	p.mu.Lock()
+	p.hold = make(chan struct{})
+	p.mu.Unlock()
+	var tok string
+	dom := p.browse(t, bin, func() {
+		select {
+		case <-p.connected:
+		case <-time.After(15 * time.Second):
+			t.Error("the page did not open the event stream")
+			return
+		}
+		sid := p.session("", "carol", "10s")
+		tok = p.acquire("", sid, "jobs/live", "0").want(t, 200, "").str("token")
+		select {
+		case <-p.byEvent:
+		case <-time.After(15 * time.Second):
+			t.Error("the page did not refresh on the event")
+		}
+		p.release()
+	}, false)
+	tb := tables(dom)
+	if r := row(tb["locks"], "jobs/live", "carol", tok); r == nil {
+		t.Errorf("the new holder is not shown: %q", tb["locks"])
+	}
+	if !strings.Contains(dom, `<p id="status" class="live">live</p>`) {
+		t.Errorf("the page does not say it is live")
+	}
+}
+
+// With tokens the page's data needs one, which the page takes in a field
+// and keeps in sessionStorage; the page itself is served to anyone.
+func TestDashboardTokens(t *testing.T) {
+	bin := chromium(t)
+	toks, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"ops","token":"0123456789abcdef-ops","prefixes":[""],"admin":true},
+		{"name":"ci","token":"0123456789abcdef-ci","prefixes":["ci/"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := startPage(t, gateway.WithTokens(toks))
+	page := p.do("GET", "/", "", nil).want(t, 200, "")
+	if ct := page.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") ||
+		!strings.Contains(page.header.Get("Content-Security-Policy"), "script-src 'sha256-") {
+		t.Errorf("page headers %v", page.header)
+	}
+	if !bytes.Contains(page.raw, []byte("sessionStorage")) {
+		t.Error("the page does not keep its token in sessionStorage")
+	}
+	p.do("GET", "/v1/dashboard", "", nil).want(t, 401, gateway.ProblemUnauthorized)
+	ci := p.session("0123456789abcdef-ci", "ci-job", "10s")
+	p.acquire("0123456789abcdef-ci", ci, "ci/x", "0").want(t, 200, "")
+	ops := p.session("0123456789abcdef-ops", "operator", "10s")
+	p.acquire("0123456789abcdef-ops", ops, "prod/db", "0").want(t, 200, "")
+	d := p.do("GET", "/v1/dashboard", "0123456789abcdef-ci", nil).want(t, 200, "")
+	if bytes.Contains(d.raw, []byte("prod/db")) || bytes.Contains(d.raw, []byte("operator")) || d.body["admin"] != false {
+		t.Errorf("the ci token sees others' locks or sessions: %s", d.raw)
+	}
+	d = p.do("GET", "/v1/dashboard", "0123456789abcdef-ops", nil).want(t, 200, "")
+	if !bytes.Contains(d.raw, []byte("prod/db")) || !bytes.Contains(d.raw, []byte("ci/x")) || d.body["admin"] != true {
+		t.Errorf("the admin token does not see every lock: %s", d.raw)
+	}
+	if bytes.Contains(d.raw, []byte(ci)) || bytes.Contains(d.raw, []byte(ops)) {
+		t.Errorf("the dashboard shows session ids: %s", d.raw)
+	}
+	// Without a token in its tab, the page shows no lock and asks for one.
+	dom := p.browse(t, bin, nil, false)
+	if !strings.Contains(dom, "answered 401") || !strings.Contains(dom, "enter a token above") || strings.Contains(dom, "prod/db") {
+		t.Errorf("the page without a token:\n%s", dom)
+	}
+}
+
+// GET /v1/dashboard answers waiters in the order they began, a refused
+// try as contention, and a renewal once the lock was renewed.
+func TestDashboardAnswers(t *testing.T) {
+	p, _ := startPage(t)
+	holder := p.session("", "holder", "600ms")
+	p.acquire("", holder, "q", "0").want(t, 200, "")
+	// A keepalive in progress keeps the session alive while the Client
+	// renews the lock (every 200ms).
+	kept := make(chan answer, 1)
+	go func() { kept <- p.do("POST", "/v1/sessions/"+holder+"/keepalive?wait=3s", "", nil) }()
+
+	try := p.session("", "try", "10s")
+	p.acquire("", try, "q", "0").want(t, 409, gateway.ProblemNotAcquired)
+	var done []chan answer
+	for _, owner := range []string{"w1", "w2", "w3"} {
+		sid := p.session("", owner, "10s")
+		ch := make(chan answer, 1)
+		done = append(done, ch)
+		go func() { ch <- p.acquire("", sid, "q", "10s") }()
+		n := len(done)
+		waitFor(t, 5*time.Second, owner+" does not wait", func() bool {
+			return bytes.Count(p.do("GET", "/v1/dashboard", "", nil).raw, []byte(`"wait_ms"`)) == n
+		})
+	}
+	var d struct {
+		Locks []struct {
+			Lock    string     `json:"lock"`
+			Renewed *time.Time `json:"renewed"`
+		} `json:"locks"`
+		Waiters []struct {
+			Lock, Owner string
+		} `json:"waiters"`
+		Contention struct {
+			Acquires  int `json:"acquires"`
+			Contended []struct {
+				Lock  string `json:"lock"`
+				Count int    `json:"count"`
+			} `json:"contended"`
+		} `json:"contention"`
+	}
+	waitFor(t, 5*time.Second, "no renewal shown", func() bool {
+		a := p.do("GET", "/v1/dashboard", "", nil).want(t, 200, "")
+		if err := json.Unmarshal(a.raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		return len(d.Locks) == 1 && d.Locks[0].Renewed != nil
+	})
+	var owners []string
+	for _, w := range d.Waiters {
+		owners = append(owners, w.Owner)
+	}
+	if strings.Join(owners, ",") != "w1,w2,w3" {
+		t.Errorf("waiters %q, want w1,w2,w3 in order", owners)
+	}
+	if c := d.Contention; c.Acquires != 1 || len(c.Contended) != 1 || c.Contended[0].Lock != "q" || c.Contended[0].Count != 4 {
+		t.Errorf("contention %+v, want 1 acquire and q found held 4 times", c)
+	}
+	p.do("DELETE", "/v1/sessions/"+holder, "", nil).want(t, 204, "")
+	<-kept
+	// The waiters get the lock in turn, each taken away by force.
+	for _, ch := range done {
+		(<-ch).want(t, 200, "")
+		p.do("POST", "/v1/locks/q/release", "", map[string]any{"force": true}).want(t, 200, "")
+	}
+}
