@@ -3,6 +3,7 @@
 package filelock
 
 import (
+	"encoding/hex"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -153,6 +154,47 @@ func TestCRC32CMatchesHashCRC32(t *testing.T) {
 		}
 		if got, want := crc32c(b), crc32.Checksum(b, tab); got != want {
 			t.Fatalf("crc32c(%x) = %08x, want %08x", b, got, want)
+		}
+	}
+}
+
+// crc32c equals hash/crc32's CRC-32C on every 8-byte slot, not only on
+// samples: for inputs of one length both are affine over GF(2) (f(a^b) =
+// f(a)^f(b)^f(0)), so agreeing on the zero slot and on each of the 64
+// one-bit slots makes them agree on all 2^64. Slots written by earlier
+// versions, which used hash/crc32, keep decoding, byte for byte.
+func TestCRC32CEqualOnEverySlot(t *testing.T) {
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	var b [8]byte
+	if got, want := crc32c(b[:]), crc32.Checksum(b[:], tab); got != want {
+		t.Fatalf("crc32c(0) = %08x, want %08x", got, want)
+	}
+	for bit := range 64 {
+		b = [8]byte{}
+		b[bit/8] = 1 << (bit % 8)
+		if got, want := crc32c(b[:]), crc32.Checksum(b[:], tab); got != want {
+			t.Fatalf("crc32c(%x) = %08x, want %08x", b, got, want)
+		}
+	}
+	if got := crc32c([]byte("123456789")); got != 0xe3069283 {
+		t.Errorf("crc32c check value %08x, want e3069283", got)
+	}
+	// Slots as the earlier versions wrote them.
+	for _, c := range []struct {
+		n    uint64
+		slot string
+	}{
+		{1, "00000000000000017e433189646c7431"},
+		{2, "00000000000000026d13c27d646c7431"},
+		{1764590000000000, "000644e2a01fcc00198af3a1646c7431"},
+		{math.MaxUint64, "ffffffffffffffff48674bc7646c7431"},
+	} {
+		if got := hex.EncodeToString(encodeSlot(c.n)); got != c.slot {
+			t.Errorf("encodeSlot(%d) = %s, want %s", c.n, got, c.slot)
+		}
+		raw, _ := hex.DecodeString(c.slot)
+		if n, ok, _ := decodeSlot(raw); !ok || n != c.n {
+			t.Errorf("decodeSlot(%s) = %d, %v, want %d", c.slot, n, ok, c.n)
 		}
 	}
 }

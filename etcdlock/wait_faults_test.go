@@ -1,0 +1,261 @@
+package etcdlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// acquireResult is what an Acquire in a goroutine returned.
+type acquireResult struct {
+	l   distlock.Lease
+	err error
+}
+
+// acquireAsync runs b.Acquire in a goroutine.
+func acquireAsync(ctx context.Context, b distlock.Backend, key string, opts distlock.AcquireOptions) <-chan acquireResult {
+	got := make(chan acquireResult, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, opts)
+		got <- acquireResult{l, err}
+	}()
+	return got
+}
+
+// A waiter whose watches start at compacted revisions (two writes and a
+// compaction before each of its first eight watches: three resyncs, then
+// five watches etcd answers with ErrCompacted) reads again each time, is
+// not granted while the holder holds, and is granted after its release.
+func TestWaitAcrossCompaction(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, e.Endpoints))
+	watches := etcdlock.InterceptWatches(bb)
+	ctx := testCtx(t)
+	var compactions atomic.Int32
+	watches.BeforeEach(func() {
+		if compactions.Add(1) > 8 {
+			return
+		}
+		for range 2 {
+			if _, err := admin.Put(ctx, "unrelated", "x"); err != nil {
+				t.Error(err)
+			}
+		}
+		resp, err := admin.Get(ctx, "unrelated")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := admin.Compact(ctx, resp.Header.Revision); err != nil {
+			t.Error(err)
+		}
+	})
+	const key = "compacted-watch"
+	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	la, err := ba.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, bb, key, opts)
+	deadline := time.After(30 * time.Second)
+	for compactions.Load() < 9 {
+		select {
+		case <-deadline:
+			t.Fatalf("B opened %d watches in 30s, want 9", compactions.Load())
+		case r := <-got:
+			t.Fatalf("B's acquire ended while A holds: %v %v", r.l, r.err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("B's acquire ended while A holds: %v %v", r.l, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.l.Release(ctx)
+}
+
+// A waiter's connection reset while it waits, and the release made while
+// it was cut off: the watch resumes, and the waiter gets the lock.
+func TestWaitAcrossConnectionReset(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	p := faultproxy.Start(t, e.Members[0].ClientAddr)
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, []string{p.Addr()}))
+	ctx := testCtx(t)
+	const key = "reset-watch"
+	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	la, err := ba.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := adminClient(t, e.Endpoints)
+	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
+	got := acquireAsync(ctx, bb, key, opts)
+	waitKeys(t, admin, name, 2)
+	for range 3 {
+		p.Reset()
+		select {
+		case r := <-got:
+			t.Fatalf("B's acquire ended while A holds: %v %v", r.l, r.err)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	p.Blackhole()
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Reset()
+	p.Heal()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		r.l.Release(ctx)
+	case <-time.After(20 * time.Second):
+		t.Fatal("B not granted after the release")
+	}
+}
+
+// watcherCount reads etcd's count of its watchers from its metrics.
+func watcherCount(t *testing.T, e *testserver.Etcd) int {
+	t.Helper()
+	resp, err := http.Get(e.Members[0].ClientURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_mvcc_watcher_total "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(f)
+		}
+	}
+	t.Fatal("no watcher gauge")
+	return 0
+}
+
+// Waits cancelled at any moment leave no watch in etcd.
+func TestCancelledWaitsLeaveNoWatch(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, e.Endpoints))
+	ctx := testCtx(t)
+	const key = "cancelled-watch"
+	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	la, err := ba.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := watcherCount(t, e)
+	for i := range 40 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(i)*time.Millisecond/2)
+		_, err := bb.Acquire(wctx, key, opts)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("wait %d: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := watcherCount(t, e)
+		if n <= base {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watchers in etcd after cancelled waits, %d before", n, base)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	la.Release(ctx)
+}
+
+// Waiters of this package and concurrency.Mutex.Lock, on one name, take
+// turns: never two holders at once.
+func TestWaitersInterleaveWithMutexLock(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ctx := testCtx(t)
+	const key = "mixed-waiters"
+	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
+	var inside, rounds atomic.Int32
+	enter := func(who string) {
+		if n := inside.Add(1); n != 1 {
+			t.Errorf("%s: %d holders at once", who, n)
+		}
+		time.Sleep(time.Millisecond)
+		inside.Add(-1)
+		rounds.Add(1)
+	}
+	done := make(chan struct{})
+	const per = 15
+	for i := range 3 {
+		b := newBackend(t, newClient(t, e.Endpoints))
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range per {
+				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				enter("backend " + strconv.Itoa(i))
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+		cli := newClient(t, e.Endpoints)
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		go func() {
+			defer func() { done <- struct{}{} }()
+			m := concurrency.NewMutex(s, name)
+			for range per {
+				if err := m.Lock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				enter("mutex " + strconv.Itoa(i))
+				if err := m.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for range 6 {
+		<-done
+	}
+	if n := rounds.Load(); n != 6*per {
+		t.Errorf("%d rounds, want %d", n, 6*per)
+	}
+}
