@@ -28,6 +28,8 @@
 --                        without expiry
 --   {NOT_FIRST 2, ms}    free, but another waiter is first in line
 --                        (queue); ms: time left to that waiter's liveness
+--   HELD and NOT_FIRST have a third element, the fencing counter, when
+--   the try queued a waiter ("j" with an id)
 --   {TOO_LATE 3, 0}      the tombstone exists: the request was delayed in
 --                        the network (or re-sent) and arrived after its
 --                        Acquire gave up and cleaned up; it does nothing
@@ -114,14 +116,21 @@ if v or not id or (head and head ~= id) then
     redis.call('PEXPIRE', KEYS[3], 2 * live)
     redis.call('PEXPIRE', KEYS[4], 2 * live)
   end
+  -- A queued waiter learns the counter as this try found it: a grant
+  -- handed to it later has a higher token, one handed before this try
+  -- (which would have found it, had it not lapsed) does not.
+  local seen = nil
+  if waiting and id then
+    seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+  end
   if v then
-    return {HELD, pttl}
+    return {HELD, pttl, seen}
   end
   if not head then
     return grant('0')
   end
   local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
-  return {NOT_FIRST, math.max(1, deadline - now)}
+  return {NOT_FIRST, math.max(1, deadline - now), seen}
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
