@@ -372,9 +372,11 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			default:
 			}
 		}
-		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil {
+		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil && b.cfg.waitReplicas == 0 {
 			// A release granted us the lock. (With ctx ended, leaving the
-			// queue releases it again.)
+			// queue releases it again. With WithWaitReplicas, the next
+			// try finds the grant and confirms it with WAIT: the release
+			// that handed it over waited for no replica.)
 			if l := a.handedLease(*g, queued, seen); l != nil {
 				return l, nil
 			}

@@ -125,8 +125,9 @@
 // process alike: the release script draws the waiter's token, sets the lock
 // key with the waiter's secret and TTL (kept with its place in the queue)
 // and publishes the grant on the waiter's wake channel, and the waiter's
-// Acquire returns without a request of its own. A hand-off is one request
-// and the release's round trip. A newcomer (TryAcquire included) cannot
+// Acquire returns without a request of its own (with WithWaitReplicas, once
+// its own try has found the grant and WAIT has confirmed it). A hand-off
+// is one request and the release's round trip. A newcomer (TryAcquire included) cannot
 // take a free key while others queue for it, nor a key handed on, which
 // is never free in between.
 //
