@@ -40,7 +40,12 @@
 // before returning, so that neither a lost reply nor a request delayed in
 // the network leaves a grant to nobody. When that clean-up fails too, the
 // Backend goes on with it in the background until it succeeds, the grant
-// would have lapsed anyway, or the Backend is closed.
+// would have lapsed anyway, or the Backend is closed. A request that
+// go-redis sent again after a read timeout, whose first copy arrives after
+// the grant was released, finds the release in the last-release key and
+// does nothing (while that is the key's last release and the grant's TTL
+// would still run; a copy later still takes the key for its TTL, for
+// nobody, with a higher token).
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or its Client's local

@@ -15,7 +15,10 @@ package redislock
 // last release is remembered, so a retry reports distlock.ErrLockLost if
 // another grant of the key was released since, or the grant would have
 // lapsed by then anyway; the release itself had taken effect, and nothing
-// is left held.
+// is left held. The acquire script reads the record too: a copy of the
+// released grant's request that arrives late (go-redis re-sends a request
+// whose reply timed out, and the first copy can lag in the network) finds
+// its secret there and does nothing, rather than take the key for nobody.
 //
 // Tombstones. The clean-up of an Acquire whose request failed after
 // sending (a lost reply, a timeout, a cancelled context) releases with the
