@@ -228,8 +228,9 @@
 // channel) stays subscribed for a second after its last waiter left, so
 // that a chain of hand-offs subscribes once; meanwhile it holds a timer (no
 // goroutine until it fires). An Acquire
-// whose clean-up failed (see Guarantees) leaves one goroutine retrying it,
-// which Close stops. The first Acquire of a Backend sends one CONFIG GET
+// whose clean-up failed (see Guarantees), or a waiter whose request to
+// leave the queue (and release a grant handed to it meanwhile) failed,
+// leaves one goroutine retrying it, which Close stops. The first Acquire of a Backend sends one CONFIG GET
 // besides the script. A *redis.Ring is not supported (its shards do not
 // share pub/sub).
 package redislock
