@@ -98,14 +98,19 @@ func (a *attempt) giveWaiterID() {
 // handedLease is the lease of a grant that a release handed the waiter
 // (payload "<token>|<ms>", see release.lua), or nil if the payload is
 // unusable; queued is when the waiter sent the try that last refreshed its
-// place, which the server reckoned ms from. The server set the lock's TTL
-// at the hand-off, at least ms after it ran that try, itself sent after
-// queued: the validity runs from queued, for the TTL plus ms.
-func (a *attempt) handedLease(payload string, queued time.Time) *lease {
+// place, which the server reckoned ms from, and seen the fencing counter
+// that try found. The server set the lock's TTL at the hand-off, at least
+// ms after it ran that try, itself sent after queued: the validity runs
+// from queued, for the TTL plus ms. That holds only for a hand-off after
+// the try, whose token is above seen. A message of an earlier hand-off,
+// read late (the pub/sub connection lagged), is of a grant that the try
+// would have found, had it still been there: it lapsed, and its ms were
+// counted from an older refresh.
+func (a *attempt) handedLease(payload string, queued time.Time, seen uint64) *lease {
 	t, ms, ok := strings.Cut(payload, "|")
 	token, err1 := strconv.ParseUint(t, 10, 64)
 	waited, err2 := strconv.ParseInt(ms, 10, 64)
-	if !ok || err1 != nil || err2 != nil || token == 0 || queued.IsZero() {
+	if !ok || err1 != nil || err2 != nil || token <= seen || queued.IsZero() {
 		return nil
 	}
 	ttl := a.opts.TTL + time.Duration(waited)*time.Millisecond
@@ -117,11 +122,13 @@ func (a *attempt) handedLease(payload string, queued time.Time) *lease {
 }
 
 // refusal is why a try was not granted, and when to try again; sent is
-// when the try was sent.
+// when the try was sent, and seen the fencing counter it found (a try
+// that queued the waiter reports it).
 type refusal struct {
 	why     string
 	retryIn time.Duration
 	sent    time.Time
+	seen    uint64
 }
 
 // try runs the acquire script once; join, for a waiting try, queues a
@@ -138,7 +145,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 		a.abandon(ctx, sent)
 		return nil, refusal{}, err
 	}
-	status, val, ok := parseAcquireReply(res)
+	status, val, seen, ok := parseAcquireReply(res)
 	if !ok {
 		a.abandon(ctx, sent)
 		return nil, refusal{}, fmt.Errorf("redislock: unexpected acquire reply %v", res)
@@ -149,15 +156,16 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 			validity: distlock.Validity{Sent: sent, TTL: a.opts.TTL}}, refusal{}, nil
 	case acquireHeld:
 		if val < 0 {
-			return nil, refusal{"held", noExpiryPoll, sent}, nil
+			return nil, refusal{"held", noExpiryPoll, sent, seen}, nil
 		}
-		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond, sent}, nil
+		return nil, refusal{"held", time.Duration(val+1) * time.Millisecond, sent, seen}, nil
 	case acquireNotFirst:
-		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond, sent}, nil
+		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond, sent, seen}, nil
 	default: // acquireTooLate
 		// Only a clean-up of this attempt (abandon) writes its tombstone,
-		// and it ends the attempt, so this reply can come only from a
-		// request sent again after that. The script
+		// and a release of its grant its last-release record, and either
+		// ends the attempt, so this reply can come only from a request
+		// sent again after that. The script
 		// did nothing: there is nothing to undo, and a new attempt, with a
 		// new secret, is not concerned.
 		return nil, refusal{}, errTooLate
@@ -175,7 +183,7 @@ func (a *attempt) acquireArgs(join bool) []any {
 	if join {
 		flags = b.acquireFlags[1]
 	}
-	args := []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
+	args := []any{nil, nil, 6, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last,
 		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]
@@ -184,22 +192,29 @@ func (a *attempt) acquireArgs(join bool) []any {
 	return args
 }
 
-// parseAcquireReply checks acquire.lua's reply {status, value}.
-func parseAcquireReply(res []any) (status, val int64, ok bool) {
-	if len(res) != 2 {
-		return 0, 0, false
+// parseAcquireReply checks acquire.lua's reply {status, value[, seen]}.
+func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
+	if len(res) != 2 && len(res) != 3 {
+		return 0, 0, 0, false
 	}
 	s, ok1 := res[0].(int64)
 	v, ok2 := res[1].(int64)
+	if len(res) == 3 {
+		n, ok3 := res[2].(int64)
+		if !ok3 || n < 0 || (s != acquireHeld && s != acquireNotFirst) {
+			return 0, 0, 0, false
+		}
+		seen = uint64(n)
+	}
 	switch {
 	case !ok1 || !ok2:
-		return 0, 0, false
+		return 0, 0, 0, false
 	case s == acquireGranted:
 		ok = v > 0 // tokens start at 1
 	case s == acquireHeld, s == acquireNotFirst, s == acquireTooLate:
 		ok = true
 	}
-	return s, v, ok
+	return s, v, seen, ok
 }
 
 // send runs the acquire script, and with WithWaitReplicas the WAIT that
@@ -275,7 +290,12 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	if sub = b.currentSubscriber(); sub != nil {
 		w = sub.addIfSubscribed(ch, a.waiterID)
 	}
-	var queued time.Time // when the try that last refreshed our place was sent
+	// When the try that last refreshed our place was sent, and the
+	// fencing counter it found.
+	var (
+		queued time.Time
+		seen   uint64
+	)
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -300,7 +320,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			return l, nil
 		}
 		if join && a.waiter != "" {
-			queued = r.sent
+			queued, seen = r.sent, r.seen
 		}
 		if w == nil {
 			if h := b.hooks.afterFirstHeld; h != nil {
@@ -353,10 +373,12 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			default:
 			}
 		}
-		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil {
+		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil && b.cfg.waitReplicas == 0 {
 			// A release granted us the lock. (With ctx ended, leaving the
-			// queue releases it again.)
-			if l := a.handedLease(*g, queued); l != nil {
+			// queue releases it again. With WithWaitReplicas, the next
+			// try finds the grant and confirms it with WAIT: the release
+			// that handed it over waited for no replica.)
+			if l := a.handedLease(*g, queued, seen); l != nil {
 				return l, nil
 			}
 		}

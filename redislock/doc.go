@@ -40,7 +40,12 @@
 // before returning, so that neither a lost reply nor a request delayed in
 // the network leaves a grant to nobody. When that clean-up fails too, the
 // Backend goes on with it in the background until it succeeds, the grant
-// would have lapsed anyway, or the Backend is closed.
+// would have lapsed anyway, or the Backend is closed. A request that
+// go-redis sent again after a read timeout, whose first copy arrives after
+// the grant was released, finds the release in the last-release key and
+// does nothing (while that is the key's last release and the grant's TTL
+// would still run; a copy later still takes the key for its TTL, for
+// nobody, with a higher token).
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or its Client's local
@@ -125,8 +130,9 @@
 // process alike: the release script draws the waiter's token, sets the lock
 // key with the waiter's secret and TTL (kept with its place in the queue)
 // and publishes the grant on the waiter's wake channel, and the waiter's
-// Acquire returns without a request of its own. A hand-off is one request
-// and the release's round trip. A newcomer (TryAcquire included) cannot
+// Acquire returns without a request of its own (with WithWaitReplicas, once
+// its own try has found the grant and WAIT has confirmed it). A hand-off
+// is one request and the release's round trip. A newcomer (TryAcquire included) cannot
 // take a free key while others queue for it, nor a key handed on, which
 // is never free in between.
 //
@@ -222,8 +228,9 @@
 // channel) stays subscribed for a second after its last waiter left, so
 // that a chain of hand-offs subscribes once; meanwhile it holds a timer (no
 // goroutine until it fires). An Acquire
-// whose clean-up failed (see Guarantees) leaves one goroutine retrying it,
-// which Close stops. The first Acquire of a Backend sends one CONFIG GET
+// whose clean-up failed (see Guarantees), or a waiter whose request to
+// leave the queue (and release a grant handed to it meanwhile) failed,
+// leaves one goroutine retrying it, which Close stops. The first Acquire of a Backend sends one CONFIG GET
 // besides the script. A *redis.Ring is not supported (its shards do not
 // share pub/sub).
 package redislock

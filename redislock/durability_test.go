@@ -99,3 +99,43 @@ func TestWaitReplicas(t *testing.T) {
 	}
 
 }
+
+// WithWaitReplicas holds for a grant that a release hands to a waiting
+// Acquire as for one the waiter takes itself: the waiter confirms it with
+// WAIT before returning it. With no replica to confirm it, the Acquire
+// fails and leaves the key free.
+func TestWaitReplicasHandOff(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	key := "handed-unreplicated"
+	holder := newBackend(t, srv.Addr)
+	waiter := newBackend(t, srv.Addr, redislock.WithWaitReplicas(1, 100*time.Millisecond),
+		redislock.WithWaiterLiveness(time.Hour)) // no try of its own while it waits
+	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   distlock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		got <- result{l, err}
+	}()
+	eventually(t, 10*time.Second, "the waiter queued", func() bool { return admin.ZCard(ctx, queueKey(key)).Val() == 1 })
+	if err := lh.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if !errors.Is(r.err, distlock.ErrUnavailable) {
+		if r.err == nil {
+			r.l.Release(ctx)
+		}
+		t.Fatalf("a handed grant that no replica confirmed: %v, want ErrUnavailable", r.err)
+	}
+	if n := admin.Exists(ctx, lockKey(key)).Val(); n != 0 {
+		t.Errorf("the unconfirmed handed grant was left behind")
+	}
+}

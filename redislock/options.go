@@ -76,7 +76,9 @@ func WithWaiterLiveness(d time.Duration) Option { return func(c *config) { c.liv
 // replica that never received the grant lets a second client take the key.
 // It does not close it: WAIT is not consensus, a failover may still promote
 // a replica that missed the write, and a restarted primary without fsync
-// loses the write anyway. Refreshes and releases are not waited for.
+// loses the write anyway. Refreshes and releases are not waited for; a
+// grant that a release hands to a queued waiter is, by the waiter's own
+// try (one request more per hand-off).
 // It requires a *redis.Client (standalone or Sentinel) or a
 // *redis.ClusterClient; timeout must be positive.
 func WithWaitReplicas(n int, timeout time.Duration) Option {

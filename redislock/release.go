@@ -15,7 +15,10 @@ package redislock
 // last release is remembered, so a retry reports distlock.ErrLockLost if
 // another grant of the key was released since, or the grant would have
 // lapsed by then anyway; the release itself had taken effect, and nothing
-// is left held.
+// is left held. The acquire script reads the record too: a copy of the
+// released grant's request that arrives late (go-redis re-sends a request
+// whose reply timed out, and the first copy can lag in the network) finds
+// its secret there and does nothing, rather than take the key for nobody.
 //
 // Tombstones. The clean-up of an Acquire whose request failed after
 // sending (a lost reply, a timeout, a cancelled context) releases with the
@@ -76,11 +79,21 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 }
 
 // leaveQueue takes a waiter out of the queue (waking the next waiter
-// if it was first and the lock is free). If that fails, its liveness lapses.
+// if it was first and the lock is free), and releases the grant a release
+// may have handed it meanwhile. If that fails, it goes on in the
+// background, as abandon does: a handed grant would otherwise keep the
+// key for its TTL, held by nobody.
 func (a *attempt) leaveQueue(ctx context.Context) {
+	leave := func(ctx context.Context) error {
+		_, err := a.b.runRelease(ctx, &a.args, a.waiter, 0)
+		return err
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-	defer cancel()
-	_, _ = a.b.runRelease(cctx, &a.args, a.waiter, 0)
+	err := leave(cctx)
+	cancel()
+	if err != nil {
+		a.retryInBackground(time.Now(), leave)
+	}
 }
 
 // abandon undoes whatever a failed try may have done at the server (a grant
@@ -108,7 +121,15 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	if err == nil {
 		return
 	}
-	// Past until the grant and the place in the queue have lapsed anyway.
+	a.retryInBackground(sent, cleanUp)
+}
+
+// retryInBackground retries cleanUp in a goroutine while it fails with
+// distlock.ErrUnavailable, paced by cleanupRetry, until what a try sent
+// at sent (a grant, a place in the queue) would have lapsed anyway or the
+// Backend is closed.
+func (a *attempt) retryInBackground(sent time.Time, cleanUp func(context.Context) error) {
+	b := a.b
 	until := sent.Add(max(a.opts.TTL, b.cfg.liveness))
 	b.mu.Lock()
 	defer b.mu.Unlock()

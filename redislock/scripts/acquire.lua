@@ -8,6 +8,10 @@
 -- KEYS[4] waiter liveness: ZSET waiter id -> deadline (server ms)
 -- KEYS[5] tombstone of this secret: present once its Acquire gave up and
 --         cleaned up after a failed request
+-- KEYS[6] the lock's last release (see release.lua): a grant of this
+--         secret there was released, and a copy of its request that
+--         arrives late (go-redis re-sent it after a read timeout, and the
+--         first copy lagged in the network) must not take the key again
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
@@ -28,12 +32,16 @@
 --                        without expiry
 --   {NOT_FIRST 2, ms}    free, but another waiter is first in line
 --                        (queue); ms: time left to that waiter's liveness
---   {TOO_LATE 3, 0}      the tombstone exists: the request was delayed in
---                        the network (or re-sent) and arrived after its
---                        Acquire gave up and cleaned up; it does nothing
+--   HELD and NOT_FIRST have a third element, the fencing counter, when
+--   the try queued a waiter ("j" with an id)
+--   {TOO_LATE 3, 0}      the tombstone exists, or the last release was of
+--                        this secret: the request was delayed in the
+--                        network (or re-sent) and arrived after its
+--                        Acquire gave up and cleaned up, or after its
+--                        grant was released; it does nothing
 --
 -- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
--- that nobody waits for: one EXISTS, INCR and SET.
+-- that nobody waits for: one EXISTS, GET, INCR and SET.
 
 local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
 
@@ -56,7 +64,16 @@ if queued then
 else
   n = redis.call('EXISTS', KEYS[1], KEYS[5])
 end
+-- released tells whether the key's last release was of this secret.
+local function released()
+  local last = redis.call('GET', KEYS[6])
+  return last and string.sub(last, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
+end
+
 if n == 0 then
+  if released() then
+    return {TOO_LATE, 0}
+  end
   return grant('0')
 end
 
@@ -73,7 +90,7 @@ if v then
   n = n - 1
 end
 -- n counts the tombstone and (with the queue) the queue key now.
-if n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1) then
+if (n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1)) or released() then
   return {TOO_LATE, 0}
 end
 
@@ -114,14 +131,21 @@ if v or not id or (head and head ~= id) then
     redis.call('PEXPIRE', KEYS[3], 2 * live)
     redis.call('PEXPIRE', KEYS[4], 2 * live)
   end
+  -- A queued waiter learns the counter as this try found it: a grant
+  -- handed to it later has a higher token, one handed before this try
+  -- (which would have found it, had it not lapsed) does not.
+  local seen = nil
+  if waiting and id then
+    seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+  end
   if v then
-    return {HELD, pttl}
+    return {HELD, pttl, seen}
   end
   if not head then
     return grant('0')
   end
   local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
-  return {NOT_FIRST, math.max(1, deadline - now)}
+  return {NOT_FIRST, math.max(1, deadline - now), seen}
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
