@@ -369,7 +369,10 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration) (*h
 	s.mu.Unlock()
 	g.mu.Unlock()
 	if ended {
-		l.Release(context.WithoutCancel(ctx))
+		// Bounded, so that a backend that hangs cannot hold this handler.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		l.Release(rctx)
+		cancel()
 		return nil, errSessionEnded
 	}
 	go func() {
