@@ -255,6 +255,7 @@ func (rp *Report) Goals() []Goal {
 	goals = append(goals, g)
 	goals = numbered(goals, rp.zkGoals()...)
 	goals = numbered(goals, rp.pgGoals()...)
+	goals = numbered(goals, rp.redlockGoals()...)
 	return goals
 }
 

@@ -214,10 +214,8 @@ var Subjects = []Subject{
 		Open:     func(e *Env) (Locker, error) { return newRedsync(e, 5), nil },
 		Counters: redisCounters(5),
 	},
-	{
-		ID: "distlock-redlock", Name: "distlock Redlock (5 nodes)", Service: SvcRedlock, Kind: KindDistlock,
-		NotBuilt: "package redlock not built yet",
-	},
+	distlockRedlock5Subject,
+	distlockRedlock1Subject,
 	{
 		ID: "etcd-get", Name: "etcd serializable GET (one round trip)", Service: SvcEtcd, Kind: KindRoundTrip,
 		Settings: "clientv3 v3.7.3", Measures: Latency,

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/redlock"
+)
+
+// The Redlock rows: distlock's redlock over the first n of the Env's Redis
+// servers, through distlock.Client.
+var (
+	distlockRedlock5Subject = Subject{
+		ID: "distlock-redlock", Name: "distlock Redlock (5 nodes)", Service: SvcRedlock, Kind: KindDistlock,
+		Settings: "redlock defaults over 5 independent Redis servers (quorum 3): TTL 15s, renewal every 5s, the acquire script on every node in parallel, " +
+			"per-node timeout a tenth of the TTL; fencing token across grants; a waiter subscribes to the key's release channel on every node and every waiter tries again on a release",
+		Measures: Latency | Throughput | Contention,
+		Open:     func(e *Env) (Locker, error) { return openDistlockRedlock(e, 5) },
+		Counters: redisCounters(5),
+	}
+	distlockRedlock1Subject = Subject{
+		ID: "distlock-redlock-1", Name: "distlock Redlock (1 node)", Service: SvcRedlock, Kind: KindDistlock,
+		Settings: "diagnostic: the same package over the first of those servers alone (quorum 1), the cost of the algorithm without the fan-out",
+		Measures: Latency,
+		Open:     func(e *Env) (Locker, error) { return openDistlockRedlock(e, 1) },
+		Counters: redisCounters(1),
+	}
+)
+
+// redlockClient is a counted go-redis client of addr with
+// ContextTimeoutEnabled, which redlock.New requires so that its per-node
+// timeout bounds every request.
+func (e *Env) redlockClient(addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	c.AddHook(counter{n: &e.sent, by: &e.sentBy})
+	return c
+}
+
+func openDistlockRedlock(e *Env, n int) (Locker, error) {
+	var clients []*redis.Client
+	var nodes []redlock.Node
+	for _, addr := range e.Redis(n) {
+		c := e.redlockClient(addr)
+		clients = append(clients, c)
+		nodes = append(nodes, c)
+	}
+	closeClients := func() error {
+		var errs []error
+		for _, c := range clients {
+			errs = append(errs, c.Close())
+		}
+		return errors.Join(errs...)
+	}
+	b, err := redlock.New(nodes)
+	if err != nil {
+		return nil, errors.Join(err, closeClients())
+	}
+	return newDistlockLocker(b, false, func() error { return errors.Join(b.Close(), closeClients()) })
+}
