@@ -98,7 +98,7 @@ func TestResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range rp.Goals() {
-		t.Logf("goal %d: met=%v judged=%v: %s", g.N, g.Met, g.Judged, g.Measured)
+		t.Logf("goal %d: met=%v judged=%v stated=%v: %s", g.N, g.Met, g.Judged, g.Stated, g.Measured)
 	}
 	t.Logf("wrote %s", path)
 }
