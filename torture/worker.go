@@ -323,6 +323,8 @@ func (w *worker) open(ctx context.Context, r request) error {
 		b, w.closer, err = openZK(ctx, r)
 	case backendPG:
 		b, w.closer, err = openPG(ctx, r)
+	case backendGateway:
+		b, w.closer, err = openGateway(ctx, r)
 	default:
 		err = fmt.Errorf("unknown backend %q", r.Backend)
 	}
