@@ -235,7 +235,7 @@ func init() {
 		},
 		Run: gatewayKillScenario,
 	})
-	findings["gateway-kill"] = "Over the file backend a dead gateway's locks are free at once, and the holder learns of the loss only from its next renewal (the new gateway answers 404 to a session of the previous epoch): until then its own check passes, so its write with the old token lands in the unfenced store and is refused by the fenced one. The loss is seen within one renewal interval (detection p50/p99), well before the TTL. The file backend keeps its token counter on disk, so the new gateway's grants continue above the old ones (no token regression)."
+	findings["gateway-kill"] = "Over the file backend a dead gateway's locks are free at once, and the holder learns of the loss only from its next renewal (the new gateway answers 404 to a session of the previous epoch): until then its own check passes, so its write with the old token lands in the unfenced store and is refused by the fenced one. The loss is seen within one renewal interval (detection p50/p99), well before the TTL. The file backend keeps its token counter in the lock file (with the wall clock in microseconds as a floor), so the new gateway's grants continue above the old ones (no token regression)."
 }
 
 // Timing of the gateway-kill row: a renewal every gatewayKillTTL/2, so
