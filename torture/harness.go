@@ -484,7 +484,7 @@ func (w *Worker) must(req request) (reply, error) {
 
 // OpenOptions configure a worker's backend and Client.
 type OpenOptions struct {
-	Backend    string        // "redis", "etcd", "file", "zookeeper" or "postgres"
+	Backend    string        // "redis", "etcd", "file", "zookeeper", "postgres" or "gateway"
 	URL        string        // opened with the backend package's OpenURL
 	TTL        time.Duration // distlock.WithTTL
 	Drift      float64       // distlock.WithDrift

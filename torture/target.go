@@ -17,12 +17,14 @@ import (
 
 // Target is the lock service a scenario runs against.
 type Target struct {
-	Kind  string                // "redis", "etcd", "file", "zookeeper" or "postgres"
+	Kind  string                // "redis", "etcd", "file", "zookeeper", "postgres" or "gateway"
 	Redis *testserver.Redis     // redis: the server
 	Etcd  *testserver.Etcd      // etcd: the cluster
 	Dir   string                // file: the lock directory
 	ZK    *testserver.ZooKeeper // zookeeper: the ensemble
 	PG    *testserver.Postgres  // postgres: the lock server
+	// Gateway is the gateway (kind gateway), served by the harness.
+	Gateway *Gateway
 	// PGSession are parameters added to the workers' PostgreSQL URL
 	// ("name=value&..."): settings of their sessions, or pglock's own
 	// (mode=lease).
@@ -47,6 +49,8 @@ func (tg Target) addrs() []string {
 		return tg.ZK.Servers
 	case backendPG:
 		return []string{fmt.Sprintf("127.0.0.1:%d", tg.PG.Port)}
+	case backendGateway:
+		return []string{tg.Gateway.Addr}
 	}
 	return nil
 }
@@ -68,6 +72,8 @@ func (tg Target) URL(addrs ...string) string {
 		return zkURL(addrs)
 	case backendPG:
 		return pgURL(addrs[0], tg.PGSession)
+	case backendGateway:
+		return gatewayURL(addrs[0])
 	}
 	return ""
 }

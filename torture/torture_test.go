@@ -57,7 +57,7 @@ func TestTorture(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, kind := range []string{"redis", "etcd", "file", "zookeeper", "postgres"} {
+	for _, kind := range []string{"redis", "etcd", "file", "zookeeper", "postgres", "gateway"} {
 		t.Run(kind, func(t *testing.T) {
 			target := startTarget(t, kind)
 			for _, sc := range torture.Scenarios {
@@ -103,6 +103,8 @@ func startTarget(t *testing.T, kind string) torture.Target {
 	case "postgres":
 		pg := testserver.StartPostgres(t)
 		return torture.Target{Kind: kind, PG: pg, Data: pg}
+	case "gateway":
+		return torture.GatewayTarget(torture.StartGateway(t))
 	}
 	return torture.Target{Kind: kind, Dir: t.TempDir()}
 }

@@ -29,10 +29,11 @@ import (
 const WorkerEnv = "DISTLOCK_TORTURE_WORKER"
 
 // RunWorkerIfRequested runs the worker and exits the process when WorkerEnv
-// is set; otherwise it returns at once. Call it at the start of TestMain,
+// is set (or serves a gateway when GatewayEnv is); otherwise it returns at once. Call it at the start of TestMain,
 // before flag parsing, so that the harness can re-execute the test binary
 // as a worker.
 func RunWorkerIfRequested() {
+	runGatewayIfRequested()
 	addr := os.Getenv(WorkerEnv)
 	if addr == "" {
 		return
@@ -323,6 +324,8 @@ func (w *worker) open(ctx context.Context, r request) error {
 		b, w.closer, err = openZK(ctx, r)
 	case backendPG:
 		b, w.closer, err = openPG(ctx, r)
+	case backendGateway:
+		b, w.closer, err = openGateway(ctx, r)
 	default:
 		err = fmt.Errorf("unknown backend %q", r.Backend)
 	}
