@@ -25,22 +25,29 @@
 
 local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE = 0, 1, 3, 4, 5, 6
 
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- One read for the three keys the vote depends on, and the clock only
+-- where its reading is used: every command here is paid on every node of
+-- every try.
+local r = redis.call('MGET', KEYS[4], KEYS[1], KEYS[3])
+local m, v, tomb = r[1], r[2], r[3]
 
-local m = redis.call('GET', KEYS[4])
+local function now()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
 if not m then
   return {UNSEEDED, 0}
 end
 if m ~= 'ok' then
   local due = tonumber(string.sub(m, 3)) or 0
-  if now < due then
-    return {PENDING, due - now}
+  local t = now()
+  if t < due then
+    return {PENDING, due - t}
   end
   return {SEED_DUE, 0}
 end
 
-local v = redis.call('GET', KEYS[1])
 if v then
   local prefix = ARGV[1] .. '|'
   if string.sub(v, 1, #prefix) == prefix then
@@ -49,10 +56,10 @@ if v then
   end
   return {HELD, redis.call('PTTL', KEYS[1])}
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if tomb then
   return {TOO_LATE, 0}
 end
 
 local c = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now .. '|' .. ARGV[3], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now() .. '|' .. ARGV[3], 'PX', ARGV[2])
 return {GRANTED, c}
