@@ -42,7 +42,7 @@ func (b *Backend) release(ctx context.Context, n Node, k lockKeys, secret string
 	if force {
 		f = "1"
 	}
-	return releaseScript.Run(ctx, n, []string{k.lock, k.tomb(secret)}, secret, ceilMillis(keep), k.channel, f).Int64()
+	return releaseScript.Run(ctx, n, []string{k.lock, k.tomb(secret), k.waiting}, secret, ceilMillis(keep), k.channel, f).Int64()
 }
 
 // abandon undoes what a try that was not granted did or may still do: on

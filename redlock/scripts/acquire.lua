@@ -7,9 +7,14 @@
 --         or once its Acquire gave up and cleaned up
 -- KEYS[4] the node's seed marker: "ok" once the node may vote; "p:<ms>"
 --         while it waits, after losing its data, until server time <ms>
+-- KEYS[5] the key's waiting flag: present while some client waits for a
+--         release, so that release.lua publishes only then
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] owner description (informational)
+-- ARGV[4] "0" for a try that does not wait; for a waiting one, how many
+--         milliseconds the waiting flag outlives the holder's PTTL when
+--         the key is held
 --
 -- Returns {status, value} (the names are those of scripts.go):
 --   {GRANTED 1, counter}  granted; the key's counter after this grant (a
@@ -54,7 +59,11 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
   end
-  return {HELD, redis.call('PTTL', KEYS[1])}
+  local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[4] ~= '0' then
+    redis.call('SET', KEYS[5], '1', 'PX', math.max(pttl, 0) + tonumber(ARGV[4]))
+  end
+  return {HELD, pttl}
 end
 if tomb then
   return {TOO_LATE, 0}
