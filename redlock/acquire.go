@@ -151,6 +151,7 @@ func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bo
 // try runs one more round.
 func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
+	ttlMillis := ceilMillis(opts.TTL)
 	waitFlag := int64(0)
 	if opts.Wait {
 		waitFlag = ceilMillis(waitingSlack)
@@ -158,9 +159,9 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 	for pass := 0; ; pass++ {
 		secret := rand.Text()
 		sent := time.Now()
+		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.waiting}
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
-			res, err := acquireScript.Run(ctx, n, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.waiting},
-				secret, ceilMillis(opts.TTL), opts.Owner, waitFlag).Int64Slice()
+			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, waitFlag).Int64Slice()
 			if err != nil {
 				return vote{}, err
 			}
