@@ -48,7 +48,8 @@ func TestCommandsPerCycle(t *testing.T) {
 	}
 	cycle()
 	for i, s := range srvs {
-		calls := commandCalls(t, s)
+		calls, usec := commandCalls(t, s)
+		t.Logf("node %d: %s (%dµs of server time)", i+1, formatCalls(calls), usec)
 		total := 0
 		for _, c := range calls {
 			total += c
@@ -63,8 +64,9 @@ func TestCommandsPerCycle(t *testing.T) {
 }
 
 // commandCalls reads the calls of every command from INFO commandstats,
-// leaving out CONFIG and INFO (the test's own).
-func commandCalls(t *testing.T, s *testserver.Redis) map[string]int {
+// leaving out CONFIG and INFO (the test's own), and the server time of
+// the scripts (which includes that of the commands they call).
+func commandCalls(t *testing.T, s *testserver.Redis) (calls map[string]int, usec int) {
 	t.Helper()
 	v, err := s.Do("INFO", "commandstats")
 	if err != nil {
@@ -74,21 +76,25 @@ func commandCalls(t *testing.T, s *testserver.Redis) map[string]int {
 	if !ok {
 		t.Fatalf("INFO commandstats: reply %T", v)
 	}
-	calls := map[string]int{}
+	calls = map[string]int{}
 	for line := range strings.SplitSeq(text, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		name, isCmd := strings.CutPrefix(name, "cmdstat_")
 		if !ok || !isCmd || strings.HasPrefix(name, "config") || name == "info" {
 			continue
 		}
-		field, _, _ := strings.Cut(rest, ",")
-		n, err := strconv.Atoi(strings.TrimPrefix(field, "calls="))
+		fields := strings.Split(rest, ",")
+		n, err := strconv.Atoi(strings.TrimPrefix(fields[0], "calls="))
 		if err != nil {
 			t.Fatalf("INFO commandstats: line %q", line)
 		}
 		calls[name] = n
+		if name == "evalsha" && len(fields) > 1 {
+			u, _ := strconv.Atoi(strings.TrimPrefix(fields[1], "usec="))
+			usec += u
+		}
 	}
-	return calls
+	return calls, usec
 }
 
 func formatCalls(calls map[string]int) string {
