@@ -201,8 +201,8 @@
 // # Goroutines and connections
 //
 // A Backend is safe for concurrent use. Every operation sends to all
-// nodes at once, one goroutine per node, and returns once each node has
-// answered or timed out. The first waiting Acquire that finds its key held
+// nodes at once, one goroutine per node but the last (whose request runs
+// on the caller's), and returns once each node has answered or timed out. The first waiting Acquire that finds its key held
 // opens one pub/sub connection per node, with one goroutine reading it and
 // one sending its subscriptions, kept until Close. Clean-ups and releases
 // that could not reach a node, and the re-seeding that a granted round
