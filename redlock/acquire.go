@@ -23,6 +23,11 @@ const (
 	// maxPendingPoll bounds the sleep of a waiter that waits for nodes to
 	// be re-seeded.
 	maxPendingPoll = time.Second
+	// waitingSlack is how long a waiting flag outlives the PTTL of the
+	// grant that a waiter found: longer than any sleep of a waiter between
+	// two tries (noExpiryPoll, maxPendingPoll, the split backoff's cap)
+	// plus a round, so that the flag is there while the waiter waits.
+	waitingSlack = 3 * time.Second
 )
 
 // splitBackoff paces the rounds of a waiter after a split vote (no
@@ -146,12 +151,17 @@ func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bo
 // try runs one more round.
 func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
+	ttlMillis := ceilMillis(opts.TTL)
+	waitFlag := int64(0)
+	if opts.Wait {
+		waitFlag = ceilMillis(waitingSlack)
+	}
 	for pass := 0; ; pass++ {
 		secret := rand.Text()
 		sent := time.Now()
+		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.waiting}
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
-			res, err := acquireScript.Run(ctx, n, []string{k.lock, k.token, k.tomb(secret), b.marker()},
-				secret, ceilMillis(opts.TTL), opts.Owner).Int64Slice()
+			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, waitFlag).Int64Slice()
 			if err != nil {
 				return vote{}, err
 			}

@@ -150,17 +150,26 @@ func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Durati
 		}
 	}
 	out := make([]reply[T], len(b.nodes))
+	if len(idx) == 0 {
+		return out
+	}
+	// The requests leave together: one deadline bounds each of them, and
+	// the last one runs on the caller's goroutine.
+	nctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	call := func(i int) {
+		v, err := f(nctx, b.nodes[i])
+		out[i] = reply[T]{v, classify(ctx, err)}
+	}
 	var wg sync.WaitGroup
-	for _, i := range idx {
+	for _, i := range idx[:len(idx)-1] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			v, err := f(nctx, b.nodes[i])
-			out[i] = reply[T]{v, classify(ctx, err)}
+			call(i)
 		}()
 	}
+	call(idx[len(idx)-1])
 	wg.Wait()
 	return out
 }

@@ -120,8 +120,11 @@
 // holders' grants have expired for a majority to be free (the fallback
 // for silent expiry), or after a split vote for a backoff with full jitter
 // (from 5ms, doubling, up to 500ms), so that clients that split one round
-// do not meet again in the next. A release publishes on every node it
-// frees. Waiters are served in no particular order.
+// do not meet again in the next. Each try of a waiting Acquire that
+// finds a node held flags the key as waited for on that node, for the
+// holder's PTTL and a few seconds more; a release publishes on every node
+// it frees where that flag is set (an uncontended release publishes
+// nothing). Waiters are served in no particular order.
 //
 // A waiting Acquire whose context ends returns an error matching
 // distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
@@ -185,6 +188,7 @@
 //	P{key}:token              the node's counter for the key (never expires)
 //	P{key}:released:<secret>  tombstone of a release (10s) or of a try that gave up (the TTL)
 //	P{key}:released           pub/sub channel of releases
+//	P{key}:waiting            present while a client waits for a release (the holder's PTTL and 3s)
 //	Pnode:seed                the node's seed marker: "ok", or "p:<server ms>" while it waits
 //
 // # URLs
@@ -197,8 +201,8 @@
 // # Goroutines and connections
 //
 // A Backend is safe for concurrent use. Every operation sends to all
-// nodes at once, one goroutine per node, and returns once each node has
-// answered or timed out. The first waiting Acquire that finds its key held
+// nodes at once, one goroutine per node but the last (whose request runs
+// on the caller's), and returns once each node has answered or timed out. The first waiting Acquire that finds its key held
 // opens one pub/sub connection per node, with one goroutine reading it and
 // one sending its subscriptions, kept until Close. Clean-ups and releases
 // that could not reach a node, and the re-seeding that a granted round

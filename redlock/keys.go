@@ -20,6 +20,7 @@ const (
 	suffixToken   = ":token"
 	suffixTomb    = ":released:"
 	suffixChannel = ":released"
+	suffixWaiting = ":waiting"
 	// markerName follows the prefix: the node's seed marker. It has no
 	// brace, so it is never taken for a lock's key.
 	markerName = "node:seed"
@@ -31,11 +32,12 @@ type lockKeys struct {
 	lock    string
 	token   string
 	channel string
+	waiting string // the waiting flag: releases publish only while it is set
 }
 
 func (b *Backend) keysFor(key string) lockKeys {
 	base := b.cfg.prefix + redislock.HashTag(key)
-	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, channel: base + suffixChannel}
+	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, channel: base + suffixChannel, waiting: base + suffixWaiting}
 }
 
 // tomb returns the tombstone key of the grant with the given secret.

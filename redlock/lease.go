@@ -101,9 +101,8 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redlock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	res := each(ctx, b, nil, b.cfg.timeoutFor(l.validity.TTL), func(ctx context.Context, n Node) (int64, error) {
-		return b.release(ctx, n, l.k, l.secret, tombstoneTTL, false)
-	})
+	op := releaseOp(l.k, l.secret, tombstoneTTL, false)
+	res := each(ctx, b, nil, b.cfg.timeoutFor(l.validity.TTL), op)
 	done, notHeld := 0, 0
 	why := make([]string, len(res))
 	var failed []int
@@ -121,9 +120,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	// The nodes that did not answer may hold the grant: they are released
 	// in the background, until the grant would have lapsed.
-	b.retryLater(failed, l.expiry(), func(ctx context.Context, n Node) (int64, error) {
-		return b.release(ctx, n, l.k, l.secret, tombstoneTTL, false)
-	})
+	b.retryLater(failed, l.expiry(), op)
 	switch {
 	case done >= b.maj:
 		l.released = true

@@ -38,11 +38,21 @@ var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 // release runs release.lua on node n; force writes the tombstone in any
 // case (a try's clean-up), keep long.
 func (b *Backend) release(ctx context.Context, n Node, k lockKeys, secret string, keep time.Duration, force bool) (int64, error) {
+	return releaseOp(k, secret, keep, force)(ctx, n)
+}
+
+// releaseOp is release as one request per node, its keys and arguments
+// built once for all the nodes.
+func releaseOp(k lockKeys, secret string, keep time.Duration, force bool) func(context.Context, Node) (int64, error) {
 	f := "0"
 	if force {
 		f = "1"
 	}
-	return releaseScript.Run(ctx, n, []string{k.lock, k.tomb(secret)}, secret, ceilMillis(keep), k.channel, f).Int64()
+	keys := []string{k.lock, k.tomb(secret), k.waiting}
+	args := []any{secret, ceilMillis(keep), k.channel, f}
+	return func(ctx context.Context, n Node) (int64, error) {
+		return releaseScript.Run(ctx, n, keys, args...).Int64()
+	}
 }
 
 // abandon undoes what a try that was not granted did or may still do: on
@@ -61,7 +71,7 @@ func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent t
 		return
 	}
 	keep := max(ttl, tombstoneTTL)
-	cleanUp := func(ctx context.Context, n Node) (int64, error) { return b.release(ctx, n, k, secret, keep, true) }
+	cleanUp := releaseOp(k, secret, keep, true)
 	res := each(context.WithoutCancel(ctx), b, idx, min(cleanupTimeout, max(b.cfg.timeoutFor(ttl), 100*time.Millisecond)), cleanUp)
 	var failed []int
 	for _, i := range idx {

@@ -7,9 +7,14 @@
 --         or once its Acquire gave up and cleaned up
 -- KEYS[4] the node's seed marker: "ok" once the node may vote; "p:<ms>"
 --         while it waits, after losing its data, until server time <ms>
+-- KEYS[5] the key's waiting flag: present while some client waits for a
+--         release, so that release.lua publishes only then
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] owner description (informational)
+-- ARGV[4] "0" for a try that does not wait; for a waiting one, how many
+--         milliseconds the waiting flag outlives the holder's PTTL when
+--         the key is held
 --
 -- Returns {status, value} (the names are those of scripts.go):
 --   {GRANTED 1, counter}  granted; the key's counter after this grant (a
@@ -25,34 +30,45 @@
 
 local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE = 0, 1, 3, 4, 5, 6
 
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- One read for the three keys the vote depends on, and the clock only
+-- where its reading is used: every command here is paid on every node of
+-- every try.
+local r = redis.call('MGET', KEYS[4], KEYS[1], KEYS[3])
+local m, v, tomb = r[1], r[2], r[3]
 
-local m = redis.call('GET', KEYS[4])
+local function now()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
 if not m then
   return {UNSEEDED, 0}
 end
 if m ~= 'ok' then
   local due = tonumber(string.sub(m, 3)) or 0
-  if now < due then
-    return {PENDING, due - now}
+  local t = now()
+  if t < due then
+    return {PENDING, due - t}
   end
   return {SEED_DUE, 0}
 end
 
-local v = redis.call('GET', KEYS[1])
 if v then
   local prefix = ARGV[1] .. '|'
   if string.sub(v, 1, #prefix) == prefix then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
   end
-  return {HELD, redis.call('PTTL', KEYS[1])}
+  local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[4] ~= '0' then
+    redis.call('SET', KEYS[5], '1', 'PX', math.max(pttl, 0) + tonumber(ARGV[4]))
+  end
+  return {HELD, pttl}
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if tomb then
   return {TOO_LATE, 0}
 end
 
 local c = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now .. '|' .. ARGV[3], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now() .. '|' .. ARGV[3], 'PX', ARGV[2])
 return {GRANTED, c}

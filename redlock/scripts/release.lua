@@ -5,6 +5,7 @@
 --
 -- KEYS[1] lock key
 -- KEYS[2] tombstone of this grant
+-- KEYS[3] the key's waiting flag (see acquire.lua): publish only when set
 -- ARGV[1] secret of the grant
 -- ARGV[2] tombstone lifetime in milliseconds
 -- ARGV[3] pub/sub channel that waiters listen on
@@ -18,11 +19,14 @@
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
 local prefix = ARGV[1] .. '|'
-local v = redis.call('GET', KEYS[1])
+local r = redis.call('MGET', KEYS[1], KEYS[3])
+local v = r[1]
 if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  redis.call('PUBLISH', ARGV[3], '')
+  if r[2] then
+    redis.call('PUBLISH', ARGV[3], '')
+  end
   return RELEASED
 end
 if ARGV[4] == '1' then
