@@ -90,12 +90,15 @@ type round struct {
 	held                  []int64
 	why                   []string // why a node did not vote; "" for a node that voted or refused
 	unseeded, due, normal []int
+	// waitEnd is, by node index, the end of the wait that a node of due
+	// reported over: its re-seeding applies to that wait only.
+	waitEnd []int64
 }
 
 // countVotes sorts the votes of a round. normal are the nodes whose reply
 // shows they may vote (their marker is "ok").
 func countVotes(votes []reply[vote]) round {
-	r := round{why: make([]string, len(votes))}
+	r := round{why: make([]string, len(votes)), waitEnd: make([]int64, len(votes))}
 	for i, v := range votes {
 		if v.err != nil {
 			r.why[i] = v.err.Error()
@@ -119,6 +122,7 @@ func countVotes(votes []reply[vote]) round {
 		case voteSeedDue:
 			r.why[i] = "lost its data; it is being re-seeded"
 			r.due = append(r.due, i)
+			r.waitEnd[i] = v.val.val
 		default:
 			r.why[i] = fmt.Sprintf("unexpected acquire reply %d", v.val.status)
 		}

@@ -82,18 +82,19 @@
 // waiting for the longest TTL any Backend uses (WithMaxTTL, default 5m)
 // plus the drift; the first round after that copies onto it, for every
 // key, the highest counter read from a majority of the other nodes, and
-// lets it vote again. The wait is what keeps exclusion: every grant the
-// node forgot has expired on it by then, and every token that counted the
-// node's old counter has been handed out or abandoned (both happen within
-// a TTL of a request sent before the restart), so the copy sees it. A
-// deployment whose every node answers without a marker is new: its nodes
-// vote at once. Measured in this package's tests (three nodes, a lock
-// with token 11 held on two of them): the holder's node restarted empty
-// does not vote, a second client is refused while the lock is held, and
-// the next tokens are higher (12, then 13 and 14 once the node was
-// re-seeded); marked seeded by hand right after its restart, the same
-// node lets a second client in while the first holds the lock, with
-// token 2.
+// lets it vote again (a copy applies only to the wait that its round saw
+// over: a node that voted and lost its data again since waits anew). The
+// wait is what keeps exclusion: every grant the node forgot has expired
+// on it by then, and every token that counted the node's old counter has
+// been handed out or abandoned (both happen within a TTL of a request
+// sent before the restart), so the copy sees it. A deployment whose every
+// node answers without a marker is new: its nodes vote at once. Measured
+// in this package's tests (three nodes, a lock with token 11 held on two
+// of them): the holder's node restarted empty does not vote, a second
+// client is refused while the lock is held, and the next tokens are
+// higher (12, then 13 and 14 once the node was re-seeded); marked seeded
+// by hand right after its restart, the same node lets a second client in
+// while the first holds the lock, with token 2.
 //
 // What the marker cannot see is a node that kept its marker but lost its
 // latest writes: "appendonly yes" with "appendfsync everysec" can lose the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,7 +82,9 @@ func TestModelNodeMatchesScripts(t *testing.T) {
 				}
 				c := int64(rng.IntN(5))
 				markScript.Run(ctx, rdb, []string{b.marker()}, 1)
-				if ok, err := seedScript.Run(ctx, rdb, []string{b.marker(), k.token}, "1", c).Int64(); err != nil || ok != 1 {
+				marker, _ := rdb.Get(ctx, b.marker()).Result()
+				end, _ := strconv.ParseInt(strings.TrimPrefix(marker, "p:"), 10, 64)
+				if ok, err := seedScript.Run(ctx, rdb, []string{b.marker(), k.token}, "1", end, c).Int64(); err != nil || ok != 1 {
 					t.Fatalf("seed: %d, %v", ok, err)
 				}
 				m.seed, m.counter = seedOK, int8(c)

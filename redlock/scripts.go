@@ -45,7 +45,7 @@ const (
 	voteTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
 	voteUnseeded = 4 // UNSEEDED: the node has no seed marker
 	votePending  = 5 // PENDING: value is ms until the node may be re-seeded
-	voteSeedDue  = 6 // SEED_DUE: the node may be re-seeded now
+	voteSeedDue  = 6 // SEED_DUE: the node may be re-seeded now; value is the end of its wait, which seed.lua checks
 )
 
 // Replies of release.lua.

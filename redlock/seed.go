@@ -63,7 +63,7 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 	}
 	seeded := false
 	for _, i := range r.due {
-		if b.writeCounters(ctx, b.nodes[i], counters) {
+		if b.writeCounters(ctx, b.nodes[i], r.waitEnd[i], counters) {
 			seeded = true
 		}
 	}
@@ -131,8 +131,11 @@ func (b *Backend) readCounters(ctx context.Context, sources []int) (map[string]i
 }
 
 // writeCounters raises node n's counters to counters and marks it "ok" with
-// the last batch, unless it is no longer waiting for its seed.
-func (b *Backend) writeCounters(ctx context.Context, n Node, counters map[string]int64) bool {
+// the last batch, unless it is no longer in the wait that ends at waitEnd:
+// a node that was seeded, voted and lost its data again since the round
+// that saw it due starts a new wait, which counters read for the old one
+// must not cut short (they may predate grants it voted for).
+func (b *Backend) writeCounters(ctx context.Context, n Node, waitEnd int64, counters map[string]int64) bool {
 	keys := make([]string, 0, len(counters))
 	for key := range counters {
 		keys = append(keys, key)
@@ -144,7 +147,7 @@ func (b *Backend) writeCounters(ctx context.Context, n Node, counters map[string
 		if len(keys) == 0 {
 			last = "1"
 		}
-		args := []any{last}
+		args := []any{last, waitEnd}
 		for _, key := range batch {
 			args = append(args, counters[key])
 		}

@@ -26,7 +26,9 @@
 --   {UNSEEDED 4, 0}       the node has no seed marker: it lost its data
 --                         (or is new) and does not vote
 --   {PENDING 5, ms}       the node waits ms more before it is re-seeded
---   {SEED_DUE 6, 0}       the wait is over: re-seed the node, then it votes
+--   {SEED_DUE 6, due}     the wait that ends at server time due is over:
+--                         re-seed the node (seed.lua, naming this wait),
+--                         then it votes
 
 local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE = 0, 1, 3, 4, 5, 6
 
@@ -50,7 +52,7 @@ if m ~= 'ok' then
   if t < due then
     return {PENDING, due - t}
   end
-  return {SEED_DUE, 0}
+  return {SEED_DUE, due}
 end
 
 if v then
