@@ -275,15 +275,19 @@ func (g *Gateway) goBackground(f func()) bool {
 // The returned func ends it.
 func (g *Gateway) startWait() (func(), *problem) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.waiting >= g.cfg.maxWaiting {
 		p := newProblem(http.StatusTooManyRequests, ProblemTooMany,
 			fmt.Sprintf("%d requests are waiting already, the most this gateway allows", g.waiting))
+		g.mu.Unlock()
 		p.retryAfter = 1
 		return nil, p
 	}
 	g.waiting++
+	g.mu.Unlock()
+	// The gauge is told outside g.mu, so that no instrument runs under it.
+	g.inst.waiting.Add(context.Background(), 1)
 	return func() {
+		g.inst.waiting.Add(context.Background(), -1)
 		g.mu.Lock()
 		g.waiting--
 		g.mu.Unlock()

@@ -13,7 +13,7 @@ const instrumentationName = "github.com/distlock/distlock/gateway"
 // (see the root package).
 type instruments struct {
 	sessions metric.Int64UpDownCounter // distlock.gateway.sessions
-	waiting  metric.Int64UpDownCounter // distlock.gateway.waiting: open long-polls
+	waiting  metric.Int64UpDownCounter // distlock.gateway.waiting: waiting acquires, keepalives and blocking reads
 	requests metric.Int64Counter       // distlock.gateway.requests{route, status}
 }
 

@@ -282,8 +282,6 @@ func (g *Gateway) keepalive(w http.ResponseWriter, r *http.Request, p *principal
 			return pr
 		}
 		defer end()
-		g.inst.waiting.Add(context.Background(), 1)
-		defer g.inst.waiting.Add(context.Background(), -1)
 	}
 	s.mu.Lock()
 	s.poll++
@@ -378,8 +376,6 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 			return pr
 		}
 		defer end()
-		g.inst.waiting.Add(context.Background(), 1)
-		defer g.inst.waiting.Add(context.Background(), -1)
 	}
 	h, err := s.acquire(r.Context(), name, wait)
 	switch {
