@@ -209,6 +209,44 @@ func (a *acquire) find(ctx context.Context) ([]string, error) {
 // queue while a server shows it. It returns nil, with nothing of ours
 // left, when the create must be redone.
 func (a *acquire) claim(ctx context.Context) (*node, error) {
+	// The reply was lost with the connection, and the client may not get
+	// a new one at once: it fails what it holds with ErrNoServer each time
+	// it has tried every server. The node may be there all the same, in a
+	// session that lives on, so the claim is tried again within ctx (the
+	// request timeout) rather than given up to a clean-up that races the
+	// grant. Each try starts from a fresh listing.
+	for failures := 1; ; failures++ {
+		n, err := a.claimOnce(ctx)
+		if err == nil || !disconnected(err) || ctx.Err() != nil {
+			return n, err
+		}
+		d, _ := distlock.ExponentialBackoff(claimRetryMin, claimRetryMax).Backoff(failures)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// The pauses between claims: full jitter up to claimRetryMin×2^(n-1),
+// capped at claimRetryMax (the client's own pause between two rounds of
+// its servers is a second).
+const (
+	claimRetryMin = 50 * time.Millisecond
+	claimRetryMax = 500 * time.Millisecond
+)
+
+// disconnected reports whether a request failed because the client had no
+// connection to ZooKeeper, which a later request may have again.
+func disconnected(err error) bool {
+	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed)
+}
+
+// claimOnce is one try of claim.
+func (a *acquire) claimOnce(ctx context.Context) (*node, error) {
 	found, err := a.find(ctx)
 	if err != nil {
 		return nil, err

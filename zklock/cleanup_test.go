@@ -126,6 +126,80 @@ func TestLostCreateReplyIsFoundByName(t *testing.T) {
 	}
 }
 
+// A create whose reply is lost while ZooKeeper stays out of reach for a
+// while: the reconnects fail too, and the client fails the listing that
+// looks for the node with ErrNoServer. The node may still be there, in a
+// session that lives on, so a waiting acquire goes on looking within the
+// request timeout instead of giving up (and leaving the node to a clean-up
+// that races the holder's release).
+func TestLostCreateReplyFoundAcrossFailedReconnects(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "cleanup/" + t.Name()
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	p := faultproxy.Start(t, z.Servers[0])
+	b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second, zklock.WithRequestTimeout(10*time.Second))
+	warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("warm-up Acquire: %v", err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatalf("warm-up Release: %v", err)
+	}
+	sid := b.Conn().SessionID()
+	conns := p.Conns()
+
+	p.DropReplies()
+	type result struct {
+		l   distlock.Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		done <- result{l, err}
+	}()
+	nodes := waitNodes(t, admin, key, 2)
+	// Two reconnects after the cut: the first of them failed (its
+	// handshake's reply was dropped too), and the client has told the
+	// requests it held that there is no server.
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Conns() < conns+3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client reconnected %d times in 30s, want 3", p.Conns()-conns)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Heal()
+	ours := nodes[1]
+
+	if err := hl.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not granted after the holder's release; nodes now %q", nodesOf(t, admin, key))
+	}
+	if r.err != nil {
+		t.Fatalf("Acquire: %v", r.err)
+	}
+	if got := b.Conn().SessionID(); got != sid {
+		t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
+	}
+	if path := r.l.(interface{ Path() string }).Path(); !strings.HasSuffix(path, "/"+ours) {
+		t.Errorf("granted with node %s, want the one created when the reply was lost, %s", path, ours)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
 // A create whose reply is lost, when a node of another session has the
 // protected name it looks for (as a server may still show the node of an
 // earlier session of ours whose create's reply was lost too): that node is

@@ -20,6 +20,7 @@ type Proxy struct {
 	delay   time.Duration
 	changed chan struct{} // closed and replaced on every change of mode
 	links   map[*link]struct{}
+	conns   int // connections accepted and linked to the target
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -90,6 +91,15 @@ func (p *Proxy) Delay(d time.Duration) { p.set(pass, d) }
 // Heal restores normal forwarding.
 func (p *Proxy) Heal() { p.set(pass, 0) }
 
+// Conns returns how many connections the proxy has accepted and linked to
+// the target so far, so that a test can wait for a client to have
+// reconnected.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns
+}
+
 // Reset closes every current connection; new ones are accepted.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
@@ -148,6 +158,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.links[l] = struct{}{}
+		p.conns++
 		p.wg.Add(2)
 		p.mu.Unlock()
 		go p.pump(l, c, s, false)
