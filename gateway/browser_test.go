@@ -55,8 +55,8 @@ type cdpMessage struct {
 // cdpCallTime bounds every command, and cdpWaitTime every wait for a page
 // condition or an event.
 const (
-	cdpCallTime = 15 * time.Second
-	cdpWaitTime = 15 * time.Second
+	cdpCallTime = 30 * time.Second
+	cdpWaitTime = 30 * time.Second
 )
 
 // lockedBuffer is a bytes.Buffer safe for the writer goroutine of exec and

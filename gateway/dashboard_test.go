@@ -43,6 +43,9 @@ type page struct {
 	byEvent   chan struct{} // closed when a refresh caused by an event was answered
 	once      sync.Once
 	evOnce    sync.Once
+	gate      *writeGate    // the writes of the page's event streams pass it
+	reloaded  chan struct{} // closed when a refresh caused by a reset was answered
+	rsOnce    sync.Once
 }
 
 func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
@@ -56,13 +59,14 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &page{connected: make(chan struct{}), byEvent: make(chan struct{})}
+	p := &page{connected: make(chan struct{}), byEvent: make(chan struct{}), gate: newWriteGate(), reloaded: make(chan struct{})}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/events":
 			if r.Header.Get("Authorization") != "" || r.URL.Query().Get("last_event_id") != "" {
 				p.once.Do(func() { close(p.connected) })
 			}
+			w = gatedWriter{ResponseWriter: w, gate: p.gate}
 		case "/v1/dashboard":
 			p.mu.Lock()
 			hold := p.hold
@@ -73,8 +77,11 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 				case <-time.After(10 * time.Second):
 				}
 			}
-			if r.URL.Query().Get("why") == "event" {
+			switch r.URL.Query().Get("why") {
+			case "event":
 				defer p.evOnce.Do(func() { close(p.byEvent) })
+			case "reset":
+				defer p.rsOnce.Do(func() { close(p.reloaded) })
 			}
 		}
 		g.ServeHTTP(w, r)
@@ -83,6 +90,7 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	t.Cleanup(func() {
 		p.release()
+		p.gate.reopen()
 		g.Close(context.Background())
 		srv.Close()
 		hc.CloseIdleConnections()

@@ -113,6 +113,9 @@ func startGated(t *testing.T, gate *writeGate, opts ...gateway.Option) *gw {
 	return &gw{t: t, g: g, url: "http://" + ln.Addr().String(), hc: hc}
 }
 
+// keptEvents is how many events a gateway keeps for its event streams.
+const keptEvents = 1024
+
 // seqOf is the sequence number of an event id (epoch.seq).
 func seqOf(t *testing.T, id string) uint64 {
 	t.Helper()
@@ -128,13 +131,12 @@ func seqOf(t *testing.T, id string) uint64 {
 // event, then the events still kept, and goes on; the gateway is not held
 // up by it meanwhile, and writes it in bounded pieces.
 func TestSlowEventStreamGetsReset(t *testing.T) {
-	const kept = 1024 // the events a gateway keeps for its streams
 	gate := newWriteGate()
 	g := startGated(t, gate)
 	st := g.stream("", "", "")
 	waitFor(t, 10*time.Second, "the stream wrote nothing", func() bool { n, _ := gate.stats(); return n > 0 })
 	gate.shut()
-	sid := g.session("", "slow", "10s")
+	sid := g.session("", "slow", "5m")
 	first := g.acquire("", sid, "jobs/first", "0").want(t, 200, "").str("token")
 	select {
 	case <-gate.waiting:
@@ -143,7 +145,7 @@ func TestSlowEventStreamGetsReset(t *testing.T) {
 	}
 	// While the stream's write waits, the gateway goes on: more events
 	// than it keeps.
-	const cycles = kept/2 + 8
+	const cycles = keptEvents/2 + 8
 	for i := range cycles {
 		name := fmt.Sprintf("jobs/%d", i)
 		tok := g.acquire("", sid, name, "0").want(t, 200, "").str("token")
@@ -161,8 +163,8 @@ func TestSlowEventStreamGetsReset(t *testing.T) {
 	last := uint64(1 + 2*cycles)
 	next := st.next()
 	from := seqOf(t, next.id)
-	if from != last-kept+1 {
-		t.Errorf("the first event after the reset is %d, want the oldest kept, %d", from, last-kept+1)
+	if from != last-keptEvents+1 {
+		t.Errorf("the first event after the reset is %d, want the oldest kept, %d", from, last-keptEvents+1)
 	}
 	for seq := from; seq < last; seq++ {
 		e := st.next()

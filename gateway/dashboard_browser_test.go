@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	p, mem := startPage(t, gateway.WithTokens(toks))
 	evil := `<img src=x onerror="document.body.dataset.pwned=1">`
 	evilOwner := `<b id="pwned">mallory</b>`
-	sid := p.session(viewerSecret, evilOwner, "10s")
+	sid := p.session(viewerSecret, evilOwner, "5m") // outlives a slow run: no keepalive here
 	tok := p.acquire(viewerSecret, sid, evil, "0").want(t, 200, "").str("token")
 	lostTok := p.acquire(viewerSecret, sid, "jobs/lost", "0").want(t, 200, "").str("token")
 
@@ -124,4 +125,39 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	}
 	t.Logf("screenshot of the dashboard after the forced release: %s", br.screenshot("dashboard-forced.png"))
 	p.do("DELETE", "/v1/sessions/"+sid, viewerSecret, nil).want(t, 204, "")
+}
+
+// A page whose event stream falls behind, so that the gateway drops
+// events before sending them, reads its state anew on the reset event,
+// and shows the lock whose grant it was never sent.
+func TestDashboardReloadsOnReset(t *testing.T) {
+	bin := chromium(t)
+	p, _ := startPage(t)
+	br := startBrowser(t, bin)
+	br.navigate(p.url + "/")
+	br.until("the page does not follow the events", `document.getElementById("status").textContent === "live"`)
+	waitFor(t, cdpWaitTime, "the page's event stream wrote nothing", func() bool { n, _ := p.gate.stats(); return n > 0 })
+	p.gate.shut()
+	sid := p.session("", "busy", "5m")
+	p.acquire("", sid, "jobs/first", "0").want(t, 200, "")
+	select {
+	case <-p.gate.waiting:
+	case <-time.After(cdpWaitTime):
+		t.Fatal("the page's stream did not try to write the first event")
+	}
+	gap := p.acquire("", sid, "jobs/gap", "0").want(t, 200, "").str("token")
+	for i := range keptEvents/2 + 8 {
+		name := fmt.Sprintf("jobs/%d", i)
+		tok := p.acquire("", sid, name, "0").want(t, 200, "").str("token")
+		p.do("POST", "/v1/locks/"+esc(name)+"/release", "", map[string]any{"session": sid, "token": tok}).want(t, 200, "")
+	}
+	p.gate.reopen()
+	select {
+	case <-p.reloaded:
+	case <-time.After(cdpWaitTime):
+		t.Fatal("the page did not read its state anew on the reset")
+	}
+	br.until("the page does not show the lock granted in the gap",
+		`[...document.querySelectorAll("#locks tbody tr")].some(r => r.dataset.lock === "jobs/gap" && r.textContent.includes(`+jsString(gap)+`))`)
+	p.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
 }
