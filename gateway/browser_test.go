@@ -382,3 +382,22 @@ func jsString(s string) string {
 	}
 	return string(data)
 }
+
+// waitTables waits until the page's tables (as tables reads them) pass
+// check, which returns what is still missing, or "" once nothing is; it
+// returns them.
+func (b *browser) waitTables(check func(tb map[string][][]string) string) map[string][][]string {
+	b.t.Helper()
+	end := time.Now().Add(cdpWaitTime)
+	for {
+		tb := b.tables()
+		missing := check(tb)
+		if missing == "" {
+			return tb
+		}
+		if time.Now().After(end) {
+			b.t.Fatalf("after %v, the page %s: %q", cdpWaitTime, missing, tb)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
