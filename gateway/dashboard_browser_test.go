@@ -52,9 +52,26 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	p.do("POST", "/v1/locks/"+esc(evil)+"/release", viewerSecret, map[string]any{"force": true, "token": tok}).
 		want(t, 403, gateway.ProblemForbidden)
 
-	// With it: a button in the lock's row, which asks first.
+	// With it: a button in the lock's row, which asks first; dismissed,
+	// nothing is sent.
 	useToken(opsSecret)
 	br.until("the admin's page has no forced release button", `!!`+evilRow+`?.querySelector("button")`)
+	dismissed := br.press("the forced release button", evilRow+`.querySelector("button")`)
+	select {
+	case <-dialogs:
+	case <-dismissed:
+		t.Fatal("the forced release did not ask for confirmation")
+	case <-time.After(cdpWaitTime):
+		t.Fatal("no confirmation dialog")
+	}
+	br.call(br.session, "Page.handleJavaScriptDialog", map[string]any{"accept": false}, nil)
+	br.wait("the dismissed click's release", dismissed, nil)
+	// A release would have been sent before the page's next refreshes.
+	n := p.refreshes.Load()
+	waitFor(t, cdpWaitTime, "the page does not refresh", func() bool { return p.refreshes.Load() >= n+2 })
+	if n := p.releases.Load(); n != 0 || p.do("GET", "/v1/locks/"+esc(evil), opsSecret, nil).want(t, 200, "").body["held"] != true {
+		t.Fatalf("a dismissed confirmation sent %d release requests, or the lock is free", n)
+	}
 	released := br.press("the forced release button", evilRow+`.querySelector("button")`)
 	select {
 	case m := <-dialogs:
@@ -83,6 +100,9 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	waitFor(t, cdpWaitTime, "the clicked forced release did not free the lock", func() bool {
 		return p.do("GET", "/v1/locks/"+esc(evil), opsSecret, nil).want(t, 200, "").body["held"] == false
 	})
+	if n := p.releases.Load(); n != 1 {
+		t.Errorf("the page sent %d release requests, want 1", n)
+	}
 	if !mem.Revoke("jobs/lost") {
 		t.Fatal("memlock did not hold jobs/lost")
 	}

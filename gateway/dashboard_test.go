@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,8 @@ type page struct {
 	once      sync.Once
 	evOnce    sync.Once
 	gate      *writeGate    // the writes of the page's event streams pass it
+	refreshes atomic.Int64  // the page's GET /v1/dashboard answered
+	releases  atomic.Int64  // the page's release requests
 	reloaded  chan struct{} // closed when a refresh caused by a reset was answered
 	rsOnce    sync.Once
 }
@@ -57,6 +60,10 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 	}
 	p := &page{connected: make(chan struct{}), byEvent: make(chan struct{}), gate: newWriteGate(), reloaded: make(chan struct{})}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fromPage := strings.Contains(r.UserAgent(), "Chrome")
+		if fromPage && strings.HasSuffix(r.URL.Path, "/release") {
+			p.releases.Add(1)
+		}
 		switch r.URL.Path {
 		case "/v1/events":
 			if r.Header.Get("Authorization") != "" || r.URL.Query().Get("last_event_id") != "" {
@@ -72,6 +79,9 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 				case <-hold:
 				case <-time.After(10 * time.Second):
 				}
+			}
+			if fromPage {
+				defer p.refreshes.Add(1)
 			}
 			switch r.URL.Query().Get("why") {
 			case "event":

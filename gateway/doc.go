@@ -72,7 +72,7 @@
 // contended locks: see Gateway.Contention), the sessions, and a feed of
 // losses with their reasons, forced releases and stale-token rejections.
 // It reads GET /v1/dashboard and refreshes on each event of GET
-// /v1/events, and every second. With tokens the page asks for one and
+// /v1/events (a reset event included), and every second. With tokens the page asks for one and
 // keeps it in the tab's sessionStorage; an admin token gets a forced
 // release button per lock, which asks for confirmation. Names and owners
 // are shown as text only, and the page's Content-Security-Policy allows
