@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"html"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +40,11 @@ type page struct {
 	byEvent   chan struct{} // closed when a refresh caused by an event was answered
 	once      sync.Once
 	evOnce    sync.Once
+	gate      *writeGate    // the writes of the page's event streams pass it
+	refreshes atomic.Int64  // the page's GET /v1/dashboard answered
+	releases  atomic.Int64  // the page's release requests
+	reloaded  chan struct{} // closed when a refresh caused by a reset was answered
+	rsOnce    sync.Once
 }
 
 func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
@@ -56,13 +58,18 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &page{connected: make(chan struct{}), byEvent: make(chan struct{})}
+	p := &page{connected: make(chan struct{}), byEvent: make(chan struct{}), gate: newWriteGate(), reloaded: make(chan struct{})}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fromPage := strings.Contains(r.UserAgent(), "Chrome")
+		if fromPage && strings.HasSuffix(r.URL.Path, "/release") {
+			p.releases.Add(1)
+		}
 		switch r.URL.Path {
 		case "/v1/events":
 			if r.Header.Get("Authorization") != "" || r.URL.Query().Get("last_event_id") != "" {
 				p.once.Do(func() { close(p.connected) })
 			}
+			w = gatedWriter{ResponseWriter: w, gate: p.gate}
 		case "/v1/dashboard":
 			p.mu.Lock()
 			hold := p.hold
@@ -73,8 +80,14 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 				case <-time.After(10 * time.Second):
 				}
 			}
-			if r.URL.Query().Get("why") == "event" {
+			if fromPage {
+				defer p.refreshes.Add(1)
+			}
+			switch r.URL.Query().Get("why") {
+			case "event":
 				defer p.evOnce.Do(func() { close(p.byEvent) })
+			case "reset":
+				defer p.rsOnce.Do(func() { close(p.reloaded) })
 			}
 		}
 		g.ServeHTTP(w, r)
@@ -83,6 +96,7 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	t.Cleanup(func() {
 		p.release()
+		p.gate.reopen()
 		g.Close(context.Background())
 		srv.Close()
 		hc.CloseIdleConnections()
@@ -99,67 +113,6 @@ func (p *page) release() {
 		close(p.hold)
 		p.hold = nil
 	}
-}
-
-// browse loads the page in headless Chromium and returns its DOM once the
-// page has run for a few seconds of virtual time (which stands still
-// while a request is pending). during, if not nil, runs while the page is
-// open. With shot, it also takes a screenshot into the test's directory.
-func (p *page) browse(t *testing.T, bin string, during func(), shot bool) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000", "--window-size=1200,1400"}
-	if shot {
-		path := filepath.Join(t.TempDir(), "dashboard.png")
-		out, err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+path, p.url+"/")...).CombinedOutput()
-		if fi, serr := os.Stat(path); err != nil || serr != nil || fi.Size() == 0 {
-			t.Fatalf("screenshot: %v %v\n%s", err, serr, out)
-		}
-		t.Logf("screenshot of the dashboard: %s", path)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", p.url+"/")...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if during != nil {
-		during()
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.Bytes())
-	}
-	return stdout.String()
-}
-
-var (
-	tableRE = regexp.MustCompile(`(?s)<table id="([a-z]+)">.*?</table>`)
-	rowRE   = regexp.MustCompile(`(?s)<tr[^>]*>(.*?)</tr>`)
-	cellRE  = regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
-	tagRE   = regexp.MustCompile(`<[^>]*>`)
-)
-
-// tables reads the body rows of the DOM's tables, as the text of their
-// cells, by table id.
-func tables(dom string) map[string][][]string {
-	out := map[string][][]string{}
-	for _, m := range tableRE.FindAllStringSubmatch(dom, -1) {
-		body := m[0][strings.Index(m[0], "<tbody>")+1:]
-		var rows [][]string
-		for _, r := range rowRE.FindAllStringSubmatch(body, -1) {
-			var cells []string
-			for _, c := range cellRE.FindAllStringSubmatch(r[1], -1) {
-				cells = append(cells, html.UnescapeString(tagRE.ReplaceAllString(c[1], "")))
-			}
-			if len(cells) > 1 {
-				rows = append(rows, cells)
-			}
-		}
-		out[m[1]] = rows
-	}
-	return out
 }
 
 // row finds the row of table whose cells include all of want.
@@ -194,34 +147,43 @@ func TestDashboardShowsTheAPI(t *testing.T) {
 	p, mem := startPage(t)
 	evil := `<img src=x onerror="document.body.dataset.pwned=1">`
 	evilOwner := `<b id="pwned">mallory</b>`
-	alice := p.session("", evilOwner, "10s")
+	alice := p.session("", evilOwner, "5m")
 	a1 := p.acquire("", alice, evil, "0").want(t, 200, "")
 	a2 := p.acquire("", alice, "jobs/a", "0").want(t, 200, "")
 
 	// A waiter for jobs/a, then a forced release of alice's grant, which
 	// hands it to bob.
-	bob := p.session("", "bob", "10s")
+	bob := p.session("", "bob", "5m")
 	granted := make(chan answer, 1)
-	go func() { granted <- p.acquire("", bob, "jobs/a", "20s") }()
+	go func() { granted <- p.acquire("", bob, "jobs/a", "1m") }()
 	waitFor(t, 5*time.Second, "bob does not wait", func() bool {
 		return bytes.Contains(p.do("GET", "/v1/dashboard", "", nil).raw, []byte(`"waiters":[{"lock":"jobs/a","owner":"bob"`))
 	})
-	dom := p.browse(t, bin, nil, false)
-	if strings.Contains(dom, "<img") || strings.Contains(dom, `<b id="pwned"`) || strings.Contains(dom, "pwned=\"") || !strings.Contains(dom, "&lt;img src=x") {
-		t.Fatalf("a lock name or owner was read as markup:\n%s", dom)
+	br := startBrowser(t, bin)
+	br.navigate(p.url + "/")
+	br.waitTables(func(tb map[string][][]string) string {
+		switch {
+		case row(tb["locks"], evil, evilOwner, a1.str("token")) == nil:
+			return "does not show the holder of " + evil
+		case row(tb["locks"], "jobs/a", evilOwner, a2.str("token")) == nil:
+			return "does not show the holder of jobs/a"
+		case row(tb["waiters"], "jobs/a", "1", "bob") == nil:
+			return "does not show bob waiting for jobs/a"
+		case row(tb["sessions"], "bob", "0", "1") == nil:
+			return "does not show bob's session with one waiting acquire"
+		}
+		return ""
+	})
+	var markup struct {
+		Injected bool
+		HTML     string
 	}
-	tb := tables(dom)
-	if r := row(tb["locks"], evil, evilOwner, a1.str("token")); r == nil {
-		t.Errorf("the holder of %q is not shown: %q", evil, tb["locks"])
+	if err := br.eval(`({injected: !!document.querySelector("img, #pwned") || "pwned" in document.body.dataset,
+		html: document.getElementById("locks").outerHTML})`, &markup); err != nil {
+		t.Fatal(err)
 	}
-	if r := row(tb["locks"], "jobs/a", evilOwner, a2.str("token")); r == nil {
-		t.Errorf("the holder of jobs/a is not shown: %q", tb["locks"])
-	}
-	if r := row(tb["waiters"], "jobs/a", "1", "bob"); r == nil {
-		t.Errorf("bob is not shown waiting for jobs/a: %q", tb["waiters"])
-	}
-	if r := row(tb["sessions"], "bob", "0", "1"); r == nil {
-		t.Errorf("bob's session is not shown with one waiting acquire: %q", tb["sessions"])
+	if markup.Injected || !strings.Contains(markup.HTML, "&lt;img src=x") {
+		t.Fatalf("a lock name or owner was read as markup:\n%s", markup.HTML)
 	}
 
 	p.do("POST", "/v1/locks/jobs%2Fa/release", "", map[string]any{"force": true}).want(t, 200, "")
@@ -233,29 +195,26 @@ func TestDashboardShowsTheAPI(t *testing.T) {
 	waitFor(t, 5*time.Second, "the gateway does not report the loss", func() bool {
 		return bytes.Contains(p.do("GET", "/v1/dashboard", "", nil).raw, []byte(`"type":"lost"`))
 	})
-	dom = p.browse(t, bin, nil, true)
-	tb = tables(dom)
-	if r := row(tb["locks"], "jobs/a", "bob", b1.str("token")); r == nil {
-		t.Errorf("bob's grant of jobs/a is not shown: %q", tb["locks"])
-	}
-	if r := row(tb["locks"], a2.str("token")); r != nil {
-		t.Errorf("the forced-released grant is still shown: %q", r)
-	}
-	if r := row(tb["locks"], evil); r != nil {
-		t.Errorf("the lost lock is still shown: %q", r)
-	}
-	if r := row(tb["ends"], "jobs/a", a2.str("token"), "forced release", "forced"); r == nil {
-		t.Errorf("the forced release is not in the feed: %q", tb["ends"])
-	}
-	if r := row(tb["ends"], evil, a1.str("token"), "lost", "lost"); r == nil {
-		t.Errorf("the loss and its reason are not in the feed: %q", tb["ends"])
-	}
-	if r := row(tb["rejections"], "jobs/a", "check", a2.str("token"), b1.str("token")); r == nil {
-		t.Errorf("the stale token is not shown rejected: %q", tb["rejections"])
-	}
-	if r := row(tb["contended"], "jobs/a", "1"); r == nil {
-		t.Errorf("jobs/a is not shown contended: %q", tb["contended"])
-	}
+	br.waitTables(func(tb map[string][][]string) string {
+		switch {
+		case row(tb["locks"], "jobs/a", "bob", b1.str("token")) == nil:
+			return "does not show bob's grant of jobs/a"
+		case row(tb["locks"], "jobs/a", evilOwner, a2.str("token")) != nil:
+			return "still shows the forced-released grant"
+		case row(tb["locks"], evil) != nil:
+			return "still shows the lost lock"
+		case row(tb["ends"], "jobs/a", a2.str("token"), "forced release", "forced") == nil:
+			return "does not show the forced release in the feed"
+		case row(tb["ends"], evil, a1.str("token"), "lost", "lost") == nil:
+			return "does not show the loss and its reason in the feed"
+		case row(tb["rejections"], "jobs/a", "check", a2.str("token"), b1.str("token")) == nil:
+			return "does not show the stale token rejected"
+		case row(tb["contended"], "jobs/a", "1") == nil:
+			return "does not show jobs/a contended"
+		}
+		return ""
+	})
+	t.Logf("screenshot of the dashboard: %s", br.screenshot("dashboard.png"))
 	if c := p.g.Contention(); c.Acquires != 3 || c.Handoffs != 1 || c.WaitP95 <= 0 {
 		t.Errorf("Contention %+v, want 3 acquires, 1 hand-off and a wait", c)
 	}
@@ -270,30 +229,32 @@ func TestDashboardLive(t *testing.T) {
 	p.mu.Lock()
 	p.hold = make(chan struct{})
 	p.mu.Unlock()
-	var tok string
-	dom := p.browse(t, bin, func() {
-		select {
-		case <-p.connected:
-		case <-time.After(15 * time.Second):
-			t.Error("the page did not open the event stream")
-			return
-		}
-		sid := p.session("", "carol", "10s")
-		tok = p.acquire("", sid, "jobs/live", "0").want(t, 200, "").str("token")
-		select {
-		case <-p.byEvent:
-		case <-time.After(15 * time.Second):
-			t.Error("the page did not refresh on the event")
-		}
-		p.release()
-	}, false)
-	tb := tables(dom)
-	if r := row(tb["locks"], "jobs/live", "carol", tok); r == nil {
-		t.Errorf("the new holder is not shown: %q", tb["locks"])
+	br := startBrowser(t, bin)
+	br.navigate(p.url + "/")
+	select {
+	case <-p.connected:
+	case <-time.After(cdpWaitTime):
+		t.Fatal("the page did not open the event stream")
 	}
-	if !strings.Contains(dom, `<p id="status" class="live">live</p>`) {
-		t.Errorf("the page does not say it is live")
+	sid := p.session("", "carol", "5m")
+	tok := p.acquire("", sid, "jobs/live", "0").want(t, 200, "").str("token")
+	select {
+	case <-p.byEvent:
+	case <-time.After(cdpWaitTime):
+		t.Fatal("the page did not refresh on the event")
 	}
+	br.waitTables(func(tb map[string][][]string) string {
+		if row(tb["locks"], "jobs/live", "carol", tok) == nil {
+			return "does not show the new holder"
+		}
+		return ""
+	})
+	var status struct{ Text, Class string }
+	if err := br.eval(`({text: document.getElementById("status").textContent, class: document.getElementById("status").className})`, &status); err != nil ||
+		status.Text != "live" || status.Class != "live" {
+		t.Errorf("the page's status is %+v (%v), want live", status, err)
+	}
+	p.release()
 }
 
 // With tokens the page's data needs one, which the page takes in a field
@@ -331,9 +292,13 @@ func TestDashboardTokens(t *testing.T) {
 		t.Errorf("the dashboard shows session ids: %s", d.raw)
 	}
 	// Without a token in its tab, the page shows no lock and asks for one.
-	dom := p.browse(t, bin, nil, false)
-	if !strings.Contains(dom, "answered 401") || !strings.Contains(dom, "enter a token above") || strings.Contains(dom, "prod/db") {
-		t.Errorf("the page without a token:\n%s", dom)
+	br := startBrowser(t, bin)
+	br.navigate(p.url + "/")
+	br.until("the page without a token does not ask for one", `document.getElementById("status").textContent.includes("answered 401") &&
+		document.getElementById("status").textContent.includes("enter a token above")`)
+	var text string
+	if err := br.eval(`document.body.innerText`, &text); err != nil || strings.Contains(text, "prod/db") || strings.Contains(text, "ci/x") {
+		t.Errorf("the page without a token shows (%v):\n%s", err, text)
 	}
 }
 

@@ -47,7 +47,13 @@
 // (after Consul's): it answers who holds the lock once the lock changes
 // through this gateway after index N, or the wait ends; GET /v1/events is
 // a stream of Server-Sent Events (granted, released, lost) of the locks
-// held through this gateway, with heartbeats and Last-Event-ID resume.
+// held through this gateway, with heartbeats and Last-Event-ID resume. A
+// stream that cannot be sent every event since the one it asks for, or
+// since it began (it resumes too late, or it reads more slowly than the
+// events come for more than the 1024 events the gateway keeps), gets a
+// reset event: events were missed, and what it knows must be read anew.
+// A slow stream never holds up the gateway, and one that takes more than
+// 10 seconds to accept a write is closed.
 // Neither sees the changes made through another gateway before the lock
 // service is asked (a blocking read asks it once, when it answers).
 //
@@ -66,7 +72,7 @@
 // contended locks: see Gateway.Contention), the sessions, and a feed of
 // losses with their reasons, forced releases and stale-token rejections.
 // It reads GET /v1/dashboard and refreshes on each event of GET
-// /v1/events, and every second. With tokens the page asks for one and
+// /v1/events (a reset event included), and every second. With tokens the page asks for one and
 // keeps it in the tab's sessionStorage; an admin token gets a forced
 // release button per lock, which asks for confirmation. Names and owners
 // are shown as text only, and the page's Content-Security-Policy allows
@@ -81,7 +87,8 @@
 // goroutine (measured with 10,000 sessions, the default limit: about 48 MB
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for
-// its next keepalive, and the gateway the last 1024 for its event streams.
+// its next keepalive, and the gateway the last 1024 for its event streams;
+// a stream writes at most about 64 KB of them at once.
 // The dashboard's counts keep at most 1024 lock names, 512 waits and 64
 // rejections. Every body is read into memory (at most MaxBody) before a
 // handler runs, within a timeout, and Serve sets the HTTP server's

@@ -15,8 +15,9 @@ import (
 const (
 	DefaultMaxStreams = 256
 	DefaultHeartbeat  = 15 * time.Second
-	feedSize          = 1024             // events kept for streams to resume from
+	feedSize          = 1024             // events kept for streams to resume from, or catch up on
 	streamWriteTime   = 10 * time.Second // bounds each write to a stream
+	streamBatch       = 64 << 10         // bytes of events a stream builds before it writes them
 )
 
 // WithMaxStreams bounds the event streams (GET /v1/events) open at once.
@@ -138,24 +139,18 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 	}
 	beat := time.NewTimer(g.cfg.heartbeat)
 	defer beat.Stop()
+	var out strings.Builder
 	for {
+		out.Reset()
 		g.mu.Lock()
-		var out strings.Builder
-		for _, e := range g.feed.ring {
-			if e.seq <= from {
-				continue
-			}
-			from = e.seq
-			if !strings.HasPrefix(e.Lock, prefix) || !p.may(e.Lock) {
-				continue
-			}
-			data, _ := json.Marshal(e)
-			fmt.Fprintf(&out, "id: %s\nevent: %s\ndata: %s\n\n", g.eventID(e.seq), e.Type, data)
-		}
-		ch, closed := g.feed.changed, g.closed
+		from = g.streamNextLocked(&out, from, prefix, p)
+		ch, closed, more := g.feed.changed, g.closed, from < g.feed.seq
 		g.mu.Unlock()
 		if out.Len() > 0 && !write(out.String()) {
 			return nil
+		}
+		if more {
+			continue
 		}
 		if closed {
 			return nil
@@ -171,6 +166,40 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 			return nil
 		}
 	}
+}
+
+// streamNextLocked writes to out the events after seq from that a stream of
+// the locks under prefix that p may use sends, at most about
+// streamBatch bytes of them, and returns the sequence number of the last
+// event it went through; g.mu is held. A stream so far behind that the
+// events after from are no longer kept (its writes were slower than the
+// events for feedSize of them) gets a reset event first, as a resumed
+// one does: it cannot know what it missed, and must read the state anew.
+func (g *Gateway) streamNextLocked(out *strings.Builder, from uint64, prefix string, p *principal) uint64 {
+	f := &g.feed
+	if len(f.ring) == 0 || from >= f.seq {
+		return from
+	}
+	// The ring's sequence numbers follow each other, oldest first.
+	oldest := f.ring[0].seq
+	if from+1 < oldest {
+		data, _ := json.Marshal(map[string]string{"reason": "the stream fell behind the events (more than " +
+			strconv.Itoa(feedSize) + "), which are no longer kept: some were missed"})
+		fmt.Fprintf(out, "event: reset\ndata: %s\n\n", data)
+		from = oldest - 1
+	}
+	for _, e := range f.ring[from+1-oldest:] {
+		if out.Len() >= streamBatch {
+			break
+		}
+		from = e.seq
+		if !strings.HasPrefix(e.Lock, prefix) || !p.may(e.Lock) {
+			continue
+		}
+		data, _ := json.Marshal(e)
+		fmt.Fprintf(out, "id: %s\nevent: %s\ndata: %s\n\n", g.eventID(e.seq), e.Type, data)
+	}
+	return from
 }
 
 // lockIndexLocked is the sequence number of the latest event of name

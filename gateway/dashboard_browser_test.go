@@ -1,0 +1,183 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/gateway"
+)
+
+// The forced release as a person does it: a token typed into the page,
+// the button clicked, the confirmation accepted. The API then answers the
+// lock free, and the page shows it gone and the forced release and a loss
+// with their reasons in the feed. A token without the admin scope gets no
+// button, and the gateway refuses it the release. The lock's name is
+// markup, which the page shows as text.
+func TestDashboardForcedReleaseClicked(t *testing.T) {
+	bin := chromium(t)
+	const opsSecret, viewerSecret = "0123456789abcdef-ops", "0123456789abcdef-viewer"
+	toks, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"ops","token":"` + opsSecret + `","prefixes":[""],"admin":true},
+		{"name":"viewer","token":"` + viewerSecret + `","prefixes":[""]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, mem := startPage(t, gateway.WithTokens(toks))
+	evil := `<img src=x onerror="document.body.dataset.pwned=1">`
+	evilOwner := `<b id="pwned">mallory</b>`
+	sid := p.session(viewerSecret, evilOwner, "5m") // outlives a slow run: no keepalive here
+	tok := p.acquire(viewerSecret, sid, evil, "0").want(t, 200, "").str("token")
+	lostTok := p.acquire(viewerSecret, sid, "jobs/lost", "0").want(t, 200, "").str("token")
+
+	br := startBrowser(t, bin)
+	dialogs := br.on("Page.javascriptDialogOpening")
+	br.navigate(p.url + "/")
+	br.until("the page does not ask for a token", `document.getElementById("status").textContent.includes("enter a token above")`)
+	evilRow := `[...document.querySelectorAll("#locks tbody tr")].find(r => r.dataset.lock === ` + jsString(evil) + `)`
+	useToken := func(secret string) {
+		t.Helper()
+		br.typeInto("the token field", `document.getElementById("token")`, secret)
+		br.click("the token's button", `document.querySelector("#auth button")`)
+	}
+
+	// Without the admin scope: the lock is shown, with no button.
+	useToken(viewerSecret)
+	br.until("the lock is not shown to the viewer", `!!`+evilRow)
+	var buttons int
+	if err := br.eval(`document.querySelectorAll("#locks button").length`, &buttons); err != nil || buttons != 0 {
+		t.Errorf("the viewer's page has %d forced release buttons (%v), want none", buttons, err)
+	}
+	p.do("POST", "/v1/locks/"+esc(evil)+"/release", viewerSecret, map[string]any{"force": true, "token": tok}).
+		want(t, 403, gateway.ProblemForbidden)
+
+	// With it: a button in the lock's row, which asks first; dismissed,
+	// nothing is sent.
+	useToken(opsSecret)
+	br.until("the admin's page has no forced release button", `!!`+evilRow+`?.querySelector("button")`)
+	dismissed := br.press("the forced release button", evilRow+`.querySelector("button")`)
+	select {
+	case <-dialogs:
+	case <-dismissed:
+		t.Fatal("the forced release did not ask for confirmation")
+	case <-time.After(cdpWaitTime):
+		t.Fatal("no confirmation dialog")
+	}
+	br.call(br.session, "Page.handleJavaScriptDialog", map[string]any{"accept": false}, nil)
+	br.wait("the dismissed click's release", dismissed, nil)
+	// A release would have been sent before the page's next refreshes.
+	n := p.refreshes.Load()
+	waitFor(t, cdpWaitTime, "the page does not refresh", func() bool { return p.refreshes.Load() >= n+2 })
+	if n := p.releases.Load(); n != 0 || p.do("GET", "/v1/locks/"+esc(evil), opsSecret, nil).want(t, 200, "").body["held"] != true {
+		t.Fatalf("a dismissed confirmation sent %d release requests, or the lock is free", n)
+	}
+	released := br.press("the forced release button", evilRow+`.querySelector("button")`)
+	select {
+	case m := <-dialogs:
+		var d struct {
+			Type, Message string
+		}
+		if err := json.Unmarshal(m.Params, &d); err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		enc := json.NewEncoder(&want) // as JSON.stringify quotes it
+		enc.SetEscapeHTML(false)
+		enc.Encode(evil)
+		if d.Type != "confirm" || !strings.Contains(d.Message, strings.TrimSpace(want.String())) ||
+			!strings.Contains(d.Message, tok) {
+			t.Errorf("the confirmation %+v does not name the lock %q and its token %s", d, evil, tok)
+		}
+	case <-released:
+		t.Fatal("the forced release did not ask for confirmation")
+	case <-time.After(cdpWaitTime):
+		t.Fatal("no confirmation dialog")
+	}
+	br.call(br.session, "Page.handleJavaScriptDialog", map[string]any{"accept": true}, nil)
+	br.wait("the click's release", released, nil)
+
+	waitFor(t, cdpWaitTime, "the clicked forced release did not free the lock", func() bool {
+		return p.do("GET", "/v1/locks/"+esc(evil), opsSecret, nil).want(t, 200, "").body["held"] == false
+	})
+	if n := p.releases.Load(); n != 1 {
+		t.Errorf("the page sent %d release requests, want 1", n)
+	}
+	if !mem.Revoke("jobs/lost") {
+		t.Fatal("memlock did not hold jobs/lost")
+	}
+	br.until("the page still shows the released lock or the lost one", `!`+evilRow+
+		` && ![...document.querySelectorAll("#locks tbody tr")].some(r => r.dataset.lock === "jobs/lost")`)
+	br.until("the page does not show both ends in its feed", `document.querySelectorAll("#ends tbody tr.lost, #ends tbody tr.forced").length === 2`)
+
+	// What the page shows is what the API answers.
+	var d struct {
+		Locks []struct{ Lock string }
+		Ends  []struct {
+			Type, Lock, Token, Reason string
+		}
+	}
+	if err := json.Unmarshal(p.do("GET", "/v1/dashboard", opsSecret, nil).want(t, 200, "").raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Locks) != 0 || len(d.Ends) != 2 {
+		t.Fatalf("the API answers locks %+v and ends %+v, want none held and two ends", d.Locks, d.Ends)
+	}
+	tb := br.tables()
+	for _, e := range d.Ends {
+		what := "lost"
+		if e.Type == "released" {
+			what = "forced release"
+		}
+		if r := row(tb["ends"], e.Lock, e.Token, what, e.Reason); r == nil {
+			t.Errorf("the page's feed %q lacks the API's %+v", tb["ends"], e)
+		}
+	}
+	if r := row(tb["ends"], evil, evilOwner, tok, "forced release", "forced"); r == nil {
+		t.Errorf("the forced release is not in the page's feed: %q", tb["ends"])
+	}
+	if r := row(tb["ends"], "jobs/lost", lostTok, "lost", "lost"); r == nil {
+		t.Errorf("the loss and its reason are not in the page's feed: %q", tb["ends"])
+	}
+	var injected bool
+	if err := br.eval(`!!document.querySelector("img, #pwned") || "pwned" in document.body.dataset`, &injected); err != nil || injected {
+		t.Errorf("a lock name or owner was read as markup (%v)", err)
+	}
+	t.Logf("screenshot of the dashboard after the forced release: %s", br.screenshot("dashboard-forced.png"))
+	p.do("DELETE", "/v1/sessions/"+sid, viewerSecret, nil).want(t, 204, "")
+}
+
+// A page whose event stream falls behind, so that the gateway drops
+// events before sending them, reads its state anew on the reset event,
+// and shows the lock whose grant it was never sent.
+func TestDashboardReloadsOnReset(t *testing.T) {
+	bin := chromium(t)
+	p, _ := startPage(t)
+	br := startBrowser(t, bin)
+	br.navigate(p.url + "/")
+	br.until("the page does not follow the events", `document.getElementById("status").textContent === "live"`)
+	waitFor(t, cdpWaitTime, "the page's event stream wrote nothing", func() bool { n, _ := p.gate.stats(); return n > 0 })
+	p.gate.shut()
+	sid := p.session("", "busy", "5m")
+	p.acquire("", sid, "jobs/first", "0").want(t, 200, "")
+	select {
+	case <-p.gate.waiting:
+	case <-time.After(cdpWaitTime):
+		t.Fatal("the page's stream did not try to write the first event")
+	}
+	gap := p.acquire("", sid, "jobs/gap", "0").want(t, 200, "").str("token")
+	for i := range keptEvents/2 + 8 {
+		name := fmt.Sprintf("jobs/%d", i)
+		tok := p.acquire("", sid, name, "0").want(t, 200, "").str("token")
+		p.do("POST", "/v1/locks/"+esc(name)+"/release", "", map[string]any{"session": sid, "token": tok}).want(t, 200, "")
+	}
+	p.gate.reopen()
+	select {
+	case <-p.reloaded:
+	case <-time.After(cdpWaitTime):
+		t.Fatal("the page did not read its state anew on the reset")
+	}
+	br.until("the page does not show the lock granted in the gap",
+		`[...document.querySelectorAll("#locks tbody tr")].some(r => r.dataset.lock === "jobs/gap" && r.textContent.includes(`+jsString(gap)+`))`)
+	p.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+}
