@@ -301,15 +301,6 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	failed := func(err error) error {
 		return &exitError{code: ExitSoftware, err: fmt.Errorf("cannot start the supervisor of the command: %w", err)}
 	}
-	j := &job{stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
-	sup, err := r.takeStandby(j)
-	if sup == nil && err == nil {
-		sup, err = r.startSupervisor(j)
-	}
-	if err != nil {
-		return nil, failed(err)
-	}
-	j.limits = sup.Control
 	mode := []string{"-"}
 	if spec.tty != nil {
 		mode = append(mode, modeForeground+strconv.Itoa(spec.tty.stdio))
@@ -317,10 +308,31 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	if spec.lockFile != nil {
 		mode = append(mode, modeLockFile)
 	}
-	// The first deadline follows the start message: the supervisor reads
-	// it before it starts the command.
+	// The first deadline follows the start message (sendStart): the
+	// supervisor reads it before it starts the command.
 	msg := startMsg{mode: strings.Join(mode, ","), path: spec.path, argv: spec.argv, env: spec.env, lockFile: spec.lockFile}
-	sendErr := sendStart(sup.Control, msg, spec.limit)
+	j := &job{stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
+	var sendErr error
+	sup := r.takeStandby(j)
+	if sup != nil {
+		if sendErr = sendStart(sup.Control, msg, spec.limit); sendErr != nil {
+			// It died while distlock waited for the lock (someone killed
+			// it): another one does its work.
+			r.log.Debug("the supervisor started early is gone; starting another", "pid", j.supPid, "err", sendErr)
+			sup.Control.Close()
+			sup.Report.Close()
+			<-j.exited
+			sup = nil
+		}
+	}
+	if sup == nil {
+		var err error
+		if sup, err = r.startSupervisor(j); err != nil {
+			return nil, failed(err)
+		}
+		sendErr = sendStart(sup.Control, msg, spec.limit)
+	}
+	j.limits = sup.Control
 	if sendErr != nil {
 		sup.Control.Close() // the supervisor then exits, having started nothing
 	}
@@ -351,14 +363,14 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 
 // takeStandby returns the supervisor started at init, if there is one and
 // this run has the process's own standard streams (which it was given),
-// with a goroutine that waits for it.
-func (r *runner) takeStandby(j *job) (*standby.Supervisor, error) {
+// with a goroutine that waits for it; nil otherwise.
+func (r *runner) takeStandby(j *job) *standby.Supervisor {
 	if r.stdin != os.Stdin || r.stdout != os.Stdout || r.stderr != os.Stderr {
-		return nil, nil
+		return nil
 	}
 	sup := standby.Take()
 	if sup == nil {
-		return nil, nil
+		return nil
 	}
 	j.supPid = sup.Proc.Pid
 	j.exited = make(chan struct{})
@@ -366,7 +378,7 @@ func (r *runner) takeStandby(j *job) (*standby.Supervisor, error) {
 		defer close(j.exited)
 		j.supState, _ = sup.Proc.Wait()
 	}()
-	return sup, nil
+	return sup
 }
 
 // startSupervisor starts a supervisor now, with a goroutine that waits

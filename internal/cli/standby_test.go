@@ -94,3 +94,31 @@ func TestUnusedSupervisorEnds(t *testing.T) {
 	e.wait(w)
 	waitGone(t, sups[0])
 }
+
+// A supervisor started early and killed while distlock waits for the lock
+// is replaced: the command still runs, under a new supervisor.
+func TestKilledEarlySupervisorIsReplaced(t *testing.T) {
+	e := newEnv(t)
+	h := holdKey(t, e)
+	parent := e.path("parent")
+	w := e.start(e.command("--verbose", "run", "k", "--", "sh", "-c", "echo $PPID > "+sh(parent)))
+	waitFor(t, "the second run to wait", func() bool { return strings.Contains(w.stderr.String(), "acquiring") })
+	var sups []int
+	waitFor(t, "the waiting run's supervisor", func() bool {
+		sups = supervisorsOf(t, w.cmd.Process.Pid)
+		return len(sups) == 1
+	})
+	if err := syscall.Kill(sups[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, sups[0])
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	e.wait(h)
+	r := e.wait(w)
+	if r.code != 0 || !strings.Contains(r.stderr, "starting another") {
+		t.Fatalf("exit %d, want 0 and a word on the new supervisor; stderr %q", r.code, r.stderr)
+	}
+	if got := readInt(t, parent); got == sups[0] {
+		t.Errorf("the command's parent is the killed supervisor %d", got)
+	}
+}
