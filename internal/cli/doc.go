@@ -126,15 +126,23 @@
 // with the hidden first argument SupervisorCommand, sits between distlock
 // and the command. It leads no group: it starts the command as the leader
 // of the job's group, waits for it, kills the rest of the group when it
-// exits, and reports to distlock over a pipe. On Linux it has a
+// exits, and reports to distlock over a pipe. Most of a start of distlock
+// is Go's initialisation of the packages it links, so on Linux the
+// distlock command starts its supervisor from an early package init,
+// before the lock services' clients initialise (package standby): the two
+// starts overlap, and the supervisor waits until distlock, holding the
+// lock, sends it the command, its environment and the lock file over a
+// control socket (an unused one exits when distlock does). Its own
+// environment holds only the Go runtime's settings. On Linux it has a
 // parent-death signal (SIGTERM, set by the kernel when the distlock thread
-// that started it ends: that thread stays alive, locked, until the
-// supervisor exits) and checks its parent right after catching it; it is
-// a child subreaper, so that it reaps the job's orphans. When distlock
+// that started it ends: the main thread, which never exits, or one that
+// stays alive, locked, until the supervisor exits) and checks its parent
+// right after catching it; it is a child subreaper, so that it reaps the
+// job's orphans. When distlock
 // dies, however it dies (SIGKILL, the OOM killer, a crash), the supervisor
 // kills the job's group with SIGKILL, waits until none of its processes is
 // alive, and exits. With file:// it holds a descriptor of the lock file
-// (filelock.Backend.File), so the flock, and the lock, stays held until then:
+// (filelock.Backend.File, passed over the socket), so the flock, and the lock, stays held until then:
 // the key is never granted again while the job runs. On TTL backends the
 // lock lapses at its TTL, long after the job is gone. If the supervisor
 // alone dies, distlock kills the group itself and exits 70.

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/cli/standby"
 )
 
 // waitSignals end the wait for the lock (they would end distlock).
@@ -107,7 +108,7 @@ func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.
 		return err
 	}
 	stopDeadlines := r.sendDeadlines(lock, j, spec.limit, f)
-	r.log.Debug("command started", "pid", j.pid, "supervisor", j.sup.Process.Pid, "key", key, "token", lock.Token(),
+	r.log.Debug("command started", "pid", j.pid, "supervisor", j.supPid, "key", key, "token", lock.Token(),
 		"terminal", spec.tty != nil, "lock_file_shared", spec.lockFile != nil)
 
 	var (
@@ -192,7 +193,7 @@ loop:
 		// The supervisor died without saying how the command ended: what it
 		// would have done is done here.
 		killGroup(j.pid, false, r.stderr)
-		status, how = ExitSoftware, fmt.Sprintf("ended in an unknown way (its supervisor %s)", describeState(j.sup.ProcessState))
+		status, how = ExitSoftware, fmt.Sprintf("ended in an unknown way (its supervisor %s)", describeState(j.supState))
 	case st.sig != 0:
 		status, die = ExitSignal+int(st.sig), dyingSignal(st.sig)
 		how = fmt.Sprintf("was killed by signal %d (%v)", int(st.sig), st.sig)
@@ -269,16 +270,18 @@ type jobSpec struct {
 
 // job is the command, run by its supervisor in a process group of its own.
 type job struct {
-	sup    *exec.Cmd           // the supervisor
+	supPid int                 // the supervisor's pid
 	pid    int                 // the command's pid, which is its process group id
 	stops  chan syscall.Signal // the command was stopped by this signal
+	exited chan struct{}       // closed when the supervisor has exited and been waited for
 	done   chan struct{}       // closed when the supervisor has exited and been read
-	limits *os.File            // the write end of the supervisor's deadline pipe
+	limits *os.File            // distlock's end of the supervisor's control socket
 
 	// Set before done is closed.
-	status  *cmdStatus    // nil if the supervisor did not report the command's end
-	err     error         // the supervisor could not start the command
-	expired time.Duration // non-zero: the supervisor ended the command this long before the lock's deadline
+	supState *os.ProcessState // how the supervisor ended
+	status   *cmdStatus       // nil if the supervisor did not report the command's end
+	err      error            // the supervisor could not start the command
+	expired  time.Duration    // non-zero: the supervisor ended the command this long before the lock's deadline
 }
 
 // cmdStatus is how the command ended: exit code, or the signal that
@@ -288,8 +291,9 @@ type cmdStatus struct {
 	sig  syscall.Signal
 }
 
-// startJob starts the supervisor, which starts the command, and returns
-// once the command runs.
+// startJob starts the command through its supervisor, which distlock
+// started at init (see package standby) or starts now, and returns once
+// the command runs.
 func (r *runner) startJob(spec jobSpec) (*job, error) {
 	if spec.lockFile != nil {
 		defer spec.lockFile.Close()
@@ -297,84 +301,134 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	failed := func(err error) error {
 		return &exitError{code: ExitSoftware, err: fmt.Errorf("cannot start the supervisor of the command: %w", err)}
 	}
-	exe, err := selfExecutable()
-	if err != nil {
-		return nil, failed(err)
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, failed(err)
-	}
-	dr, dw, err := os.Pipe()
-	if err != nil {
-		pr.Close()
-		pw.Close()
-		return nil, failed(err)
-	}
-	// The first deadline waits in the pipe: the supervisor reads it
-	// before it starts the command.
-	if _, err := io.WriteString(dw, spec.limit.line()); err != nil {
-		pr.Close()
-		pw.Close()
-		dr.Close()
-		dw.Close()
-		return nil, failed(err)
-	}
 	mode := []string{"-"}
-	extra := []*os.File{pw, dr} // reportFD, deadlineFD
 	if spec.tty != nil {
 		mode = append(mode, modeForeground+strconv.Itoa(spec.tty.stdio))
 	}
 	if spec.lockFile != nil {
-		extra = append(extra, spec.lockFile) // lockFD
 		mode = append(mode, modeLockFile)
 	}
-	args := append([]string{SupervisorCommand, strconv.Itoa(os.Getpid()), strings.Join(mode, ","), spec.path, "--"}, spec.argv...)
-	sup := exec.Command(exe, args...)
-	sup.Args[0] = "distlock"
-	sup.Stdin, sup.Stdout, sup.Stderr = r.stdin, r.stdout, r.stderr
-	sup.Env = spec.env
-	sup.ExtraFiles = extra
-	sup.SysProcAttr = supervisorAttr()
-	sup.WaitDelay = time.Second // for pipes that processes which left the group keep open
-
-	j := &job{sup: sup, stops: make(chan syscall.Signal, 1), done: make(chan struct{}), limits: dw}
-	started, read, startErr := make(chan int, 1), make(chan struct{}), make(chan error, 1)
+	// The first deadline follows the start message (sendStart): the
+	// supervisor reads it before it starts the command.
+	msg := startMsg{mode: strings.Join(mode, ","), path: spec.path, argv: spec.argv, env: spec.env, lockFile: spec.lockFile}
+	j := &job{stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
+	var sendErr error
+	sup := r.takeStandby(j)
+	if sup != nil {
+		if sendErr = sendStart(sup.Control, msg, spec.limit); sendErr != nil {
+			// It died while distlock waited for the lock (someone killed
+			// it): another one does its work.
+			r.log.Debug("the supervisor started early is gone; starting another", "pid", j.supPid, "err", sendErr)
+			sup.Control.Close()
+			sup.Report.Close()
+			<-j.exited
+			sup = nil
+		}
+	}
+	if sup == nil {
+		var err error
+		if sup, err = r.startSupervisor(j); err != nil {
+			return nil, failed(err)
+		}
+		sendErr = sendStart(sup.Control, msg, spec.limit)
+	}
+	j.limits = sup.Control
+	if sendErr != nil {
+		sup.Control.Close() // the supervisor then exits, having started nothing
+	}
+	started, read := make(chan int, 1), make(chan struct{})
+	go j.read(sup.Report, started, read)
 	go func() {
+		<-j.exited
+		<-read
+		close(j.done)
+	}()
+	pid, ok := <-started
+	if !ok {
+		<-j.done
+		if sendErr == nil {
+			sup.Control.Close()
+		}
+		if j.err != nil {
+			return nil, j.err
+		}
+		if sendErr != nil {
+			return nil, failed(sendErr)
+		}
+		return nil, failed(fmt.Errorf("it %s", describeState(j.supState)))
+	}
+	j.pid = pid
+	return j, nil
+}
+
+// takeStandby returns the supervisor started at init, if there is one and
+// this run has the process's own standard streams (which it was given),
+// with a goroutine that waits for it; nil otherwise.
+func (r *runner) takeStandby(j *job) *standby.Supervisor {
+	if r.stdin != os.Stdin || r.stdout != os.Stdout || r.stderr != os.Stderr {
+		return nil
+	}
+	sup := standby.Take()
+	if sup == nil {
+		return nil
+	}
+	j.supPid = sup.Proc.Pid
+	j.exited = make(chan struct{})
+	go func() {
+		defer close(j.exited)
+		j.supState, _ = sup.Proc.Wait()
+	}()
+	return sup
+}
+
+// startSupervisor starts a supervisor now, with a goroutine that waits
+// for it.
+func (r *runner) startSupervisor(j *job) (*standby.Supervisor, error) {
+	exe, err := selfExecutable()
+	if err != nil {
+		return nil, err
+	}
+	sup, child, pw, err := standby.Pipes()
+	if err != nil {
+		return nil, err
+	}
+	args := standby.Args()
+	cmd := exec.Command(exe, args[1:]...)
+	cmd.Args[0] = args[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.stdin, r.stdout, r.stderr
+	cmd.Env = standby.RuntimeEnv(os.Environ())
+	cmd.ExtraFiles = []*os.File{pw, child} // reportFD, controlFD
+	cmd.SysProcAttr = supervisorAttr()
+	cmd.WaitDelay = time.Second // for pipes that processes which left the group keep open
+
+	j.exited = make(chan struct{})
+	startErr := make(chan error, 1)
+	go func() {
+		defer close(j.exited)
 		// The supervisor's parent-death signal fires when the thread that
 		// started it ends: this goroutine keeps its thread until the
 		// supervisor has exited.
 		lockThread()
 		defer unlockThread()
-		if err := sup.Start(); err != nil {
+		if err := cmd.Start(); err != nil {
 			startErr <- err
 			return
 		}
 		startErr <- nil
-		sup.Wait()
-		<-read
-		close(j.done)
+		cmd.Wait()
+		j.supState = cmd.ProcessState
 	}()
 	err = <-startErr
 	pw.Close()
-	dr.Close()
+	child.Close()
 	if err != nil {
-		pr.Close()
-		dw.Close()
-		return nil, failed(err)
+		<-j.exited
+		sup.Report.Close()
+		sup.Control.Close()
+		return nil, err
 	}
-	go j.read(pr, started, read)
-	pid, ok := <-started
-	if !ok {
-		<-j.done
-		dw.Close()
-		if j.err != nil {
-			return nil, j.err
-		}
-		return nil, failed(fmt.Errorf("it %s", describeState(sup.ProcessState)))
-	}
-	j.pid = pid
-	return j, nil
+	j.supPid = cmd.Process.Pid
+	return sup, nil
 }
 
 // read takes in the supervisor's reports until it exits.

@@ -4,28 +4,36 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/distlock/distlock/internal/cli/standby"
 )
 
 // The supervisor is distlock run again as
 //
-//	distlock __supervise PPID MODE PATH -- ARGV...
+//	distlock __supervise PPID
 //
 // by `distlock run` (PPID), with the write end of a pipe as descriptor
-// reportFD, the read end of another as deadlineFD and, if MODE has "lock",
-// a descriptor of the file:// lock file as lockFD. It starts the command
-// (PATH, ARGV) as the leader of a new process group, made the foreground
-// group of the terminal on its standard stream N if MODE has "fgN", and
-// reports on the pipe, one line each:
+// reportFD and its end of a control socket (AF_UNIX, SOCK_STREAM) as
+// controlFD, and only the Go runtime's settings in its environment. It
+// may be started before the lock is acquired (see package standby): it
+// first waits on the socket for the start message (startMsg): the MODE,
+// the command (PATH, ARGV), the command's environment and, if MODE has
+// "lock", a descriptor of the file:// lock file. If the socket closes
+// first, it exits at once and starts nothing. Then it starts the command
+// as the leader of a new process group, made the foreground group of the
+// terminal on its standard stream N if MODE has "fgN", and reports on the
+// pipe, one line each:
 //
 //	pid N           the command runs, as process (and group) N
 //	stop SIG        the command was stopped by SIG (with "fgN" only)
@@ -36,8 +44,8 @@ import (
 //	signal SIG      the command was killed by SIG
 //	error CODE MSG  the command could not be started; exit with CODE
 //
-// distlock writes on the deadline pipe, before the supervisor starts and
-// then after each renewal, one line each:
+// distlock writes on the control socket, after the start message and then
+// after each renewal, one line each:
 //
 //	deadline TERM KILL  the lock's local deadline: send the group SIGTERM
 //	                    at TERM and SIGKILL at KILL unless a later line
@@ -56,9 +64,8 @@ import (
 // itself while distlock lives (send them to distlock, which forwards them
 // to the command's group).
 const (
-	reportFD   = 3
-	deadlineFD = 4
-	lockFD     = 5
+	reportFD  = standby.ReportFD
+	controlFD = standby.ControlFD
 
 	modeForeground = "fg"
 	modeLockFile   = "lock"
@@ -75,15 +82,29 @@ const (
 func runSupervisor(args []string) int {
 	var ppid int
 	var err error
-	if len(args) >= 5 && args[3] == "--" {
+	if len(args) == 1 {
 		ppid, err = strconv.Atoi(args[0])
 	}
-	if len(args) < 5 || args[3] != "--" || err != nil || ppid < 1 || !isPipe(reportFD) || !isPipe(deadlineFD) {
+	if len(args) != 1 || err != nil || ppid < 1 || !isPipe(reportFD) || !isSocket(controlFD) {
 		fmt.Fprintf(os.Stderr, "distlock: %s is started by distlock run, not by hand\n", SupervisorCommand)
 		return ExitUsage
 	}
-	mode, path, argv := strings.Split(args[1], ","), args[2], args[4:]
-	hasLock, fg, ctty := slices.Contains(mode, modeLockFile), false, 0
+	// Neither descriptor goes to the command, nor does the lock file's,
+	// which is never touched: it only has to stay open until this process
+	// exits.
+	syscall.CloseOnExec(reportFD)
+	syscall.CloseOnExec(controlFD)
+	report := os.NewFile(reportFD, "report")
+	start, rest, err := recvStart(controlFD)
+	switch {
+	case errors.Is(err, errNoStart):
+		return 0 // not needed: the lock was not acquired, or distlock ended
+	case err != nil:
+		fmt.Fprintf(report, "%s %d the supervisor got no command from distlock: %s\n", reportError, ExitSoftware, strings.ReplaceAll(err.Error(), "\n", " "))
+		return 0
+	}
+	mode, path, argv := strings.Split(start.mode, ","), start.path, start.argv
+	fg, ctty := false, 0
 	for _, m := range mode {
 		if n, ok := strings.CutPrefix(m, modeForeground); ok {
 			ctty, err = strconv.Atoi(n)
@@ -91,15 +112,7 @@ func runSupervisor(args []string) int {
 		}
 	}
 
-	// Neither descriptor goes to the command. The lock file's is never
-	// touched: it only has to stay open until this process exits.
-	syscall.CloseOnExec(reportFD)
-	syscall.CloseOnExec(deadlineFD)
-	if hasLock {
-		syscall.CloseOnExec(lockFD)
-	}
-	report := os.NewFile(reportFD, "report")
-	deadlines := bufio.NewScanner(os.NewFile(deadlineFD, "deadlines"))
+	deadlines := bufio.NewScanner(io.MultiReader(bytes.NewReader(rest), os.NewFile(controlFD, "deadlines")))
 	limit, ok := nextDeadline(deadlines)
 	if !ok {
 		fmt.Fprintf(report, "%s %d the supervisor got no deadline from distlock\n", reportError, ExitSoftware)
@@ -120,7 +133,7 @@ func runSupervisor(args []string) int {
 	if fg {
 		attr.Foreground, attr.Ctty = true, ctty
 	}
-	proc, err := os.StartProcess(path, argv, &os.ProcAttr{Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+	proc, err := os.StartProcess(path, argv, &os.ProcAttr{Env: start.env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
 	if err != nil {
 		ee := execError(argv[0], err).(*exitError)
 		fmt.Fprintf(report, "%s %d %s\n", reportError, ee.code, strings.ReplaceAll(ee.err.Error(), "\n", " "))

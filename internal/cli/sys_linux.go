@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/distlock/distlock/internal/cli/standby"
 )
 
 // parentDeathSignal is what the kernel sends the supervisor when the thread
@@ -18,7 +20,11 @@ import (
 // supervisor can kill the command's group before it exits; before the
 // supervisor catches it, its default action ends the supervisor, which
 // has then started nothing.
-const parentDeathSignal = syscall.SIGTERM
+const parentDeathSignal = standby.ParentDeathSignal
+
+// recvFlags makes the descriptor of the lock file that the supervisor
+// receives close-on-exec as it arrives.
+const recvFlags = unix.MSG_CMSG_CLOEXEC
 
 // supervisorAttr puts the supervisor in a process group of its own (signals
 // for distlock's group, such as a shell's `kill %1`, are not meant for it)

@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// recvFlags: the supervisor makes the descriptor of the lock file that it
+// receives close-on-exec itself; it starts nothing meanwhile.
+const recvFlags = 0
+
 // supervisorAttr puts the supervisor in a process group of its own. There
 // is no parent-death signal here: the supervisor polls its parent.
 func supervisorAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

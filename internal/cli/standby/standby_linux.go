@@ -1,0 +1,73 @@
+package standby
+
+import (
+	"os"
+	"strings"
+	"syscall"
+)
+
+// ParentDeathSignal is what the kernel sends a supervisor when the thread
+// of distlock that started it ends (the CLI catches it in the supervisor).
+const ParentDeathSignal = syscall.SIGTERM
+
+// StartAtInit starts the standby supervisor that Take returns, if args
+// (without the program name) look like `distlock [global flags] run ...`.
+// It is meant for a package's init, on the main thread, which never exits:
+// the parent-death signal then comes when distlock does. A wrong guess
+// costs a standby that exits unused, or a supervisor started later.
+func StartAtInit(args []string) {
+	if !asksForRun(args) {
+		return
+	}
+	s, err := Start("/proc/self/exe", []*os.File{os.Stdin, os.Stdout, os.Stderr})
+	if err != nil {
+		return // distlock starts its supervisor later, and reports any failure then
+	}
+	mu.Lock()
+	waiting = s
+	mu.Unlock()
+}
+
+// asksForRun reports whether args look like a run command.
+func asksForRun(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "run":
+			return true
+		case a == "--backend":
+			i++ // its value
+		case strings.HasPrefix(a, "-") && a != "-" && a != "--":
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Start starts exe as a supervisor waiting on its control socket, with
+// stdio as its standard streams, in a process group of its own and with
+// ParentDeathSignal. Its environment is the Go runtime's settings alone
+// (RuntimeEnv): distlock's may hold the lock service's password, and the
+// command's comes over the socket.
+func Start(exe string, stdio []*os.File) (*Supervisor, error) {
+	s, child, pw, err := Pipes()
+	if err != nil {
+		return nil, err
+	}
+	defer child.Close()
+	defer pw.Close()
+	files := append(append([]*os.File(nil), stdio...), pw, child)
+	proc, err := os.StartProcess(exe, Args(), &os.ProcAttr{
+		Env:   RuntimeEnv(os.Environ()),
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: ParentDeathSignal},
+	})
+	if err != nil {
+		s.Report.Close()
+		s.Control.Close()
+		return nil, err
+	}
+	s.Proc = proc
+	return s, nil
+}
