@@ -163,7 +163,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond, sent, seen}, nil
 	default: // acquireTooLate
 		// Only a clean-up of this attempt (abandon) writes its tombstone,
-		// and a release of its grant its last-release record, and either
+		// and a release of its grant its release record, and either
 		// ends the attempt, so this reply can come only from a request
 		// sent again after that. The script
 		// did nothing: there is nothing to undo, and a new attempt, with a
@@ -183,7 +183,7 @@ func (a *attempt) acquireArgs(join bool) []any {
 	if join {
 		flags = b.acquireFlags[1]
 	}
-	args := []any{nil, nil, 6, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last,
+	args := []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
 		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]
@@ -286,8 +286,10 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	if b.cfg.unordered {
 		ch = a.k.channel
 	}
-	a.giveWaiterID()
+	// The waiter's id (random, and sent with every try) is made only when
+	// it may queue: an uncontended Acquire goes without.
 	if sub = b.currentSubscriber(); sub != nil {
+		a.giveWaiterID()
 		w = sub.addIfSubscribed(ch, a.waiterID)
 	}
 	// When the try that last refreshed our place was sent, and the
@@ -297,8 +299,12 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		seen   uint64
 	)
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var timer *time.Timer // made at the first sleep
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		if err := a.interrupted(ctx); err != nil {
 			return nil, err
@@ -337,6 +343,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			// Wait for the confirmation, unless no SUBSCRIBE could be
 			// sent (the client is closed, the server unreachable): none is
 			// coming then, so try again at once and rely on the timer.
+			a.giveWaiterID()
 			var subErr error
 			if w, subErr = sub.add(ch, a.waiterID); subErr == nil {
 				ready := time.NewTimer(subscribeWait)
@@ -360,7 +367,11 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		if h := b.hooks.beforeSleep; h != nil {
 			h()
 		}
-		timer.Reset(retryIn)
+		if timer == nil {
+			timer = time.NewTimer(retryIn)
+		} else {
+			timer.Reset(retryIn)
+		}
 		select {
 		case <-w.wake:
 		case <-timer.C:

@@ -16,7 +16,6 @@ const (
 	suffixLock    = ":lock"
 	suffixToken   = ":token"
 	suffixTomb    = ":released:"
-	suffixLast    = ":last"
 	suffixQueue   = ":queue"
 	suffixAlive   = ":alive"
 	suffixChannel = ":released"
@@ -56,8 +55,8 @@ func keyTag(rkey string) string {
 	return rkey
 }
 
-// lockKeys are the Redis names used by one grant of a lock (tomb is the
-// grant's own).
+// lockKeys are the Redis names used by one grant of a lock (tomb, the
+// grant's record, is its own).
 type lockKeys struct {
 	lock    string
 	token   string
@@ -65,7 +64,6 @@ type lockKeys struct {
 	alive   string
 	channel string
 	tomb    string
-	last    string
 }
 
 // keysFor returns the names of the lock on key for the grant with secret.
@@ -76,9 +74,9 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 	for _, s := range base {
 		n += len(s)
 	}
-	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast}
+	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret}
 	var sb strings.Builder
-	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast) + len(secret))
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb) + len(secret))
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		for _, s := range base {
@@ -94,18 +92,18 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		}
 		return all[ends[i-1]:ends[i]]
 	}
-	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6)}
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5)}
 }
 
 // scriptArgs are the arguments that every script call of one grant
 // passes, converted to interface values once for all of them (each
 // conversion of a string allocates).
 type scriptArgs struct {
-	lock, token, queue, alive, tomb, last, secret any
+	lock, token, queue, alive, tomb, secret any
 }
 
 func boxArgs(k *lockKeys, secret string) scriptArgs {
-	return scriptArgs{lock: k.lock, token: k.token, queue: k.queue, alive: k.alive, tomb: k.tomb, last: k.last, secret: secret}
+	return scriptArgs{lock: k.lock, token: k.token, queue: k.queue, alive: k.alive, tomb: k.tomb, secret: secret}
 }
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.
