@@ -81,7 +81,7 @@ type attempt struct {
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
 	secret := rand.Text()
 	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
-	a.args = boxArgs(&a.k, secret)
+	a.args = boxArgs(&a.k, &a.secret)
 	return a
 }
 
