@@ -163,7 +163,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 		return nil, refusal{"free, but others queue for it", time.Duration(max(val, 1)) * time.Millisecond, sent, seen}, nil
 	default: // acquireTooLate
 		// Only a clean-up of this attempt (abandon) writes its tombstone,
-		// and a release of its grant its release record, and either
+		// and a release of its grant its last-release record, and either
 		// ends the attempt, so this reply can come only from a request
 		// sent again after that. The script
 		// did nothing: there is nothing to undo, and a new attempt, with a
@@ -183,7 +183,7 @@ func (a *attempt) acquireArgs(join bool) []any {
 	if join {
 		flags = b.acquireFlags[1]
 	}
-	args := []any{nil, nil, 5, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb,
+	args := []any{nil, nil, 6, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last,
 		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]

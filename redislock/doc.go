@@ -31,20 +31,21 @@
 // in one pipeline (RefreshAll).
 //
 // A lost reply does no harm: a release retried after a lost reply reports
-// success if it had taken effect (while the released grant's TTL would
-// still run: the release renames the lock key to the grant's own release
-// record, which keeps that TTL; otherwise, and if the grant had really
-// gone, it reports distlock.ErrLockLost), and an Acquire whose
+// success if it had taken effect (while it is the key's last release and
+// the released grant's TTL would still run: the release renames the lock
+// key to the key's last-release key, which keeps that TTL; otherwise, and
+// if the grant had really gone, it reports distlock.ErrLockLost), and an
+// Acquire whose
 // request failed after sending undoes what the request may have done
 // before returning, so that neither a lost reply nor a request delayed in
 // the network leaves a grant to nobody. When that clean-up fails too, the
 // Backend goes on with it in the background until it succeeds, the grant
 // would have lapsed anyway, or the Backend is closed. A request that
 // go-redis sent again after a read timeout, whose first copy arrives after
-// the grant was released, finds the grant's release record and does
-// nothing (while the grant's TTL would still run, whatever other grants of
-// the key came and went meanwhile; a copy later still takes the key for
-// its TTL, for nobody, with a higher token).
+// the grant was released, finds the release in the last-release key and
+// does nothing (while that is the key's last release and the grant's TTL
+// would still run; a copy later still takes the key for its TTL, for
+// nobody, with a higher token).
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or its Client's local
@@ -207,7 +208,8 @@
 //
 //	P{key}:lock               the grant: "<owner secret>|<token>|<since, acquiring host's ms>|<waited: 0 or 1>|<owner>", with PX
 //	P{key}:token              the fencing counter (INCR per grant, never expires)
-//	P{key}:released:<secret>  the record of a released grant (its value: the lock key renamed, with the TTL it had left), or "1": the tombstone of an Acquire that gave up
+//	P{key}:last               the key's last release: the released grant's value (the lock key renamed, with the TTL it had left)
+//	P{key}:released:<secret>  tombstone of an Acquire that gave up
 //	P{key}:queue              waiter id -> arrival order (sorted set)
 //	P{key}:alive              waiter id -> liveness deadline, server ms (sorted set)
 //	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload)
@@ -215,17 +217,7 @@
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
 //
 // Delete a counter only with the knowledge that tokens for that key restart
-// at 1. A release leaves its grant's record until the TTL the grant had
-// left runs out: one key per release still within it (a key locked and
-// released a thousand times a second with a 10s TTL keeps about 10,000).
-//
-// Upgrades. Earlier versions kept one release record per lock, P{key}:last,
-// and checked it in every acquire (one more command per cycle). Across a
-// rolling upgrade from them, mutual exclusion and the tokens hold (the lock
-// key and the counter are unchanged), but a late copy of a request of an
-// older Backend, whose grant that Backend released, is not recognized by
-// a newer one and can take the key for its TTL, for nobody. Upgrade every
-// Backend of a server while no lock is held, or accept that.
+// at 1.
 //
 // # Goroutines and connections
 //

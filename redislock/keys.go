@@ -16,6 +16,7 @@ const (
 	suffixLock    = ":lock"
 	suffixToken   = ":token"
 	suffixTomb    = ":released:"
+	suffixLast    = ":last"
 	suffixQueue   = ":queue"
 	suffixAlive   = ":alive"
 	suffixChannel = ":released"
@@ -55,8 +56,8 @@ func keyTag(rkey string) string {
 	return rkey
 }
 
-// lockKeys are the Redis names used by one grant of a lock (tomb, the
-// grant's record, is its own).
+// lockKeys are the Redis names used by one grant of a lock (tomb is the
+// grant's own).
 type lockKeys struct {
 	lock    string
 	token   string
@@ -64,6 +65,7 @@ type lockKeys struct {
 	alive   string
 	channel string
 	tomb    string
+	last    string
 }
 
 // keysFor returns the names of the lock on key for the grant with secret.
@@ -74,9 +76,9 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 	for _, s := range base {
 		n += len(s)
 	}
-	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret}
+	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast}
 	var sb strings.Builder
-	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb) + len(secret))
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast) + len(secret))
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		for _, s := range base {
@@ -92,7 +94,7 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		}
 		return all[ends[i-1]:ends[i]]
 	}
-	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5)}
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6)}
 }
 
 // scriptArgs are the arguments that every script call of one grant
@@ -103,13 +105,13 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 // command with cmd.String shows them as addresses: the secret among them
 // stays out of such logs and traces.)
 type scriptArgs struct {
-	lock, token, queue, alive, tomb, secret any
+	lock, token, queue, alive, tomb, last, secret any
 }
 
 // boxArgs makes the scriptArgs of k and secret, which must not change
 // afterwards (the attempt's own fields: they live as long as its leases).
 func boxArgs(k *lockKeys, secret *string) scriptArgs {
-	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, secret: secret}
+	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, secret: secret}
 }
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.

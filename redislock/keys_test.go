@@ -61,7 +61,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 			if !strings.Contains(k, tag) {
 				continue
 			}
-			for _, kind := range []string{":lock", ":token", ":queue", ":alive", ":released:", ":fence"} {
+			for _, kind := range []string{":lock", ":token", ":queue", ":alive", ":last", ":fence"} {
 				if strings.Contains(k, tag+kind) {
 					kinds[kind] = true
 				}
@@ -76,7 +76,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 			slots[slot] = append(slots[slot], k)
 		}
 		if len(kinds) != 7 {
-			t.Errorf("key %q: saw key kinds %v, want all 7 (lock, token, queue, alive, release record, fence, data)", key, kinds)
+			t.Errorf("key %q: saw key kinds %v, want all 7 (lock, token, queue, alive, last release, fence, data)", key, kinds)
 		}
 		if len(slots) != 1 {
 			t.Errorf("key %q: its keys span slots %v", key, slots)

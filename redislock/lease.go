@@ -61,7 +61,7 @@ func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration
 }
 
 // Release implements distlock.Lease. A release whose reply was lost can be
-// retried: the grant's release record left by the first attempt makes
+// retried: the key's last-release record left by the first attempt makes
 // the retry report success, not a loss (see release.go).
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()

@@ -5,19 +5,20 @@ package redislock
 // after a failed request, retried in the background.
 //
 // Releases remembered. A release whose reply was lost can be retried: the
-// release renames the lock key to the grant's own record,
-// P{key}:released:<secret>, which then holds the released grant's value
-// with the TTL it had left, so that the retry reports success rather than
-// a loss, while a lease whose grant had really gone gets
-// distlock.ErrLockLost. Renaming costs one command, as a DEL would. The
-// acquire script checks the record in the one EXISTS that finds the key
-// free: a copy of the released grant's request that arrives late (go-redis
-// re-sends a request whose reply timed out, and the first copy can lag in
-// the network) finds it and does nothing, rather than take the key for
-// nobody, for as long as the grant would have run, whatever other grants
-// of the key came and went meanwhile. The price is one key per release
-// whose grant's TTL has not run out yet (a lock released at once after
-// its grant leaves a key for about its TTL; Redis expires it).
+// release renames the lock key to the lock's last-release key, which then
+// holds the released grant's value (its secret) with the TTL it had left,
+// so that the retry reports success rather than a loss, while a lease whose
+// grant had really gone gets distlock.ErrLockLost. Renaming costs one
+// command, where deleting the lock key and writing a tombstone of its own
+// cost two and left a key per release on the server (until it expired): a
+// lock has one last-release key, overwritten by every release. Only the
+// last release is remembered, so a retry reports distlock.ErrLockLost if
+// another grant of the key was released since, or the grant would have
+// lapsed by then anyway; the release itself had taken effect, and nothing
+// is left held. The acquire script reads the record too: a copy of the
+// released grant's request that arrives late (go-redis re-sends a request
+// whose reply timed out, and the first copy can lag in the network) finds
+// its secret there and does nothing, rather than take the key for nobody.
 //
 // Tombstones. The clean-up of an Acquire whose request failed after
 // sending (a lost reply, a timeout, a cancelled context) releases with the
@@ -70,10 +71,10 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 		id = waiter
 	}
 	if abandon > 0 {
-		return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.token,
+		return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
 			args.secret, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
-	return []any{nil, nil, 5, args.lock, args.tomb, args.queue, args.alive, args.token,
+	return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
 		args.secret, b.releaseFlags[0], id}
 }
 

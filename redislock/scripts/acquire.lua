@@ -6,12 +6,12 @@
 -- KEYS[2] fencing counter: INCR per grant, never expires
 -- KEYS[3] waiter queue: ZSET waiter id -> arrival sequence
 -- KEYS[4] waiter liveness: ZSET waiter id -> deadline (server ms)
--- KEYS[5] this secret's record: present once its Acquire gave up and
---         cleaned up after a failed request (a tombstone), or once its
---         grant was released (the lock key renamed, see release.lua); a
---         copy of its request that arrives late (go-redis re-sent it after
---         a read timeout, and the first copy lagged in the network) must
---         not take the key again
+-- KEYS[5] tombstone of this secret: present once its Acquire gave up and
+--         cleaned up after a failed request
+-- KEYS[6] the lock's last release (see release.lua): a grant of this
+--         secret there was released, and a copy of its request that
+--         arrives late (go-redis re-sent it after a read timeout, and the
+--         first copy lagged in the network) must not take the key again
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
@@ -34,13 +34,14 @@
 --                        (queue); ms: time left to that waiter's liveness
 --   HELD and NOT_FIRST have a third element, the fencing counter, when
 --   the try queued a waiter ("j" with an id)
---   {TOO_LATE 3, 0}      the secret's record exists: the request was
---                        delayed in the network (or re-sent) and arrived
---                        after its Acquire gave up and cleaned up, or after
---                        its grant was released; it does nothing
+--   {TOO_LATE 3, 0}      the tombstone exists, or the last release was of
+--                        this secret: the request was delayed in the
+--                        network (or re-sent) and arrived after its
+--                        Acquire gave up and cleaned up, or after its
+--                        grant was released; it does nothing
 --
--- first_live and wake_prefix come from queue.lua. Written for the common
--- case, a free key that nobody waits for: one EXISTS, INCR and SET.
+-- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
+-- that nobody waits for: one EXISTS, GET, INCR and SET.
 
 local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
 
@@ -63,7 +64,16 @@ if queued then
 else
   n = redis.call('EXISTS', KEYS[1], KEYS[5])
 end
+-- released tells whether the key's last release was of this secret.
+local function released()
+  local last = redis.call('GET', KEYS[6])
+  return last and string.sub(last, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
+end
+
 if n == 0 then
+  if released() then
+    return {TOO_LATE, 0}
+  end
   return grant('0')
 end
 
@@ -79,8 +89,8 @@ if v then
   end
   n = n - 1
 end
--- n counts the secret's record and (with the queue) the queue key now.
-if n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1) then
+-- n counts the tombstone and (with the queue) the queue key now.
+if (n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1)) or released() then
   return {TOO_LATE, 0}
 end
 

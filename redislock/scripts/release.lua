@@ -1,17 +1,16 @@
--- release.lua: owner-checked release, remembered (the lock key renamed to
--- the grant's own record) so that a retried release can tell "already
--- released by me" from "no longer mine"; also
+-- release.lua: owner-checked release, remembered so that a retried release
+-- can tell "already released by me" from "no longer mine"; also
 -- takes a waiter out of the queue, and hands the lock to the next. An Acquire
 -- that gave up after a failed request (abandon) calls it to undo whatever
 -- that request did or will do.
 --
 -- KEYS[1] lock key
--- KEYS[2] the grant's record ("<lock base>:released:<secret>"): after its
---         release, the released grant's value with the TTL it had left
---         (the lock key renamed); after an abandon, "1" (a tombstone)
+-- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
 -- KEYS[3] waiter queue (ZSET)
 -- KEYS[4] waiter liveness (ZSET)
--- KEYS[5] fencing counter
+-- KEYS[5] the lock's last release: the released grant's value, with the TTL
+--         it had left (the lock key renamed)
+-- KEYS[6] fencing counter
 -- ARGV[1] secret of the grant to release
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
 --         waiter (without it, WithUnordered: publish on the key's release
@@ -24,12 +23,12 @@
 --
 -- Returns (the names are those of scripts.go):
 --   RELEASED 1          this call released the grant
---   ALREADY_RELEASED 2  an earlier call did, and its record is still there
+--   ALREADY_RELEASED 2  an earlier call did, and was the lock's last release
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
 --                       taken over (or, with "f", never existed)
 --
--- first_live and wake_prefix come from queue.lua. Written for the common
--- case, a lock that nobody waited for: one GET and one RENAME.
+-- first_live and wake_prefix come from queue.lua. Written for the common case, a lock
+-- that nobody waited for: one GET and one RENAME.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
@@ -49,7 +48,7 @@ local function hand_off(now, counted)
     redis.call('ZREM', KEYS[3], head)
     redis.call('ZREM', KEYS[4], head)
     if wid then
-      local token = redis.call('INCR', KEYS[5])
+      local token = redis.call('INCR', KEYS[6])
       -- Less a millisecond: both times are whole milliseconds.
       local waited = now - (deadline - tonumber(live)) - 1
       local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
@@ -75,14 +74,14 @@ if v and string.sub(v, 1, #prefix) == prefix then
     redis.call('DEL', KEYS[1])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
   else
-    redis.call('RENAME', KEYS[1], KEYS[2])
+    redis.call('RENAME', KEYS[1], KEYS[5])
   end
   result = RELEASED
   waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
 elseif force then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
 else
-  local last = redis.call('GET', KEYS[2])
+  local last = redis.call('GET', KEYS[5])
   if last and string.sub(last, 1, #prefix) == prefix then
     result = ALREADY_RELEASED
   end
