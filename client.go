@@ -198,15 +198,19 @@ func (c *Client) enterWait(cancel context.CancelCauseFunc) (uint64, error) {
 
 func (c *Client) leaveWait(id uint64) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.waits, id)
-	c.mu.Unlock()
-	c.leave()
+	c.leaveLocked()
 }
 
 // leave ends what enterWait or goBackgroundLocked counted.
 func (c *Client) leave() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.leaveLocked()
+}
+
+func (c *Client) leaveLocked() {
 	c.active--
 	if c.active == 0 && c.idle != nil {
 		select {
