@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -35,8 +34,12 @@ type Client struct {
 	closed bool
 	grants map[*grant]struct{} // held: what Close releases
 	active int                 // acquires in progress and background goroutines
-	idle   chan struct{}       // closed when active drops to 0 after Close
-	wd     watchdog
+	// waits cancel the contexts of the acquisitions in progress, by an id
+	// from lastWait: what Close ends.
+	waits    map[uint64]context.CancelCauseFunc
+	lastWait uint64
+	idle     chan struct{} // closed when active drops to 0 after Close
+	wd       watchdog
 }
 
 // New returns a Client over b. The options set defaults for every lock the
@@ -53,7 +56,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("distlock: metrics: %w", err)
 	}
-	c := &Client{b: b, cfg: cfg, metrics: ms, grants: map[*grant]struct{}{}, wd: newWatchdog()}
+	c := &Client{b: b, cfg: cfg, metrics: ms, grants: map[*grant]struct{}{}, waits: map[uint64]context.CancelCauseFunc{}, wd: newWatchdog()}
 	c.closing, c.close = context.WithCancel(context.Background())
 	c.batch, _ = b.(BatchRefresher)
 	return c, nil
@@ -89,7 +92,13 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock
 // TryAcquire is Acquire with WithWait(false): when key is held it returns at
 // once with an error matching ErrNotAcquired.
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.Acquire(ctx, key, append(slices.Clip(opts), WithWait(false))...)
+	cfg, err := c.lockConfig(opts)
+	if err != nil {
+		return nil, keyErr("acquire", key, err)
+	}
+	cfg.wait = false // as WithWait(false) after opts, without its allocations
+	l, err := c.acquire(ctx, ctx, key, cfg)
+	return l, keyErr("acquire", key, err)
 }
 
 // Do acquires key, runs fn with a context that ends when the lock is lost or
@@ -135,8 +144,15 @@ func (c *Client) Close(ctx context.Context) error {
 	for g := range c.grants {
 		gs = append(gs, g)
 	}
+	waits := make([]context.CancelCauseFunc, 0, len(c.waits))
+	for _, cancel := range c.waits {
+		waits = append(waits, cancel)
+	}
 	c.mu.Unlock()
 	c.close()
+	for _, cancel := range waits {
+		cancel(ErrClosed)
+	}
 
 	var errs []error
 	for _, g := range gs {
@@ -166,22 +182,35 @@ func (c *Client) lockConfig(opts []Option) (config, error) {
 	return cfg, err
 }
 
-// enter counts an acquisition in progress; it fails once the Client is
-// closed.
-func (c *Client) enter() error {
+// enterWait counts an acquisition in progress, whose wait Close ends with
+// cancel; it fails once the Client is closed. leaveWait(id) ends it.
+func (c *Client) enterWait(cancel context.CancelCauseFunc) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	c.active++
-	return nil
+	c.lastWait++
+	c.waits[c.lastWait] = cancel
+	return c.lastWait, nil
 }
 
-// leave ends what enter or goBackgroundLocked counted.
+func (c *Client) leaveWait(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.waits, id)
+	c.leaveLocked()
+}
+
+// leave ends what enterWait or goBackgroundLocked counted.
 func (c *Client) leave() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.leaveLocked()
+}
+
+func (c *Client) leaveLocked() {
 	c.active--
 	if c.active == 0 && c.idle != nil {
 		select {
@@ -224,20 +253,19 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
 	}
-	if err := c.enter(); err != nil {
+	// Close ends the wait too: it cancels ctx (no context.AfterFunc on
+	// c.closing, which would cost three allocations per acquire).
+	ctx, cancel := context.WithCancelCause(waitCtx)
+	defer cancel(nil)
+	id, err := c.enterWait(cancel)
+	if err != nil {
 		return nil, err
 	}
-	defer c.leave()
+	defer c.leaveWait(id)
 	if cfg.wait {
 		c.metrics.waiting(key, 1)
 		defer c.metrics.waiting(key, -1)
 	}
-
-	// Close ends the wait too.
-	ctx, cancel := context.WithCancelCause(waitCtx)
-	defer cancel(nil)
-	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
-	defer stop()
 
 	for failures := 0; ; {
 		g := newGrant(c, key, cfg)
@@ -247,7 +275,8 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 				if c.debug() {
 					c.cfg.logger.Debug("distlock: acquired", "key", shortKey(key), "token", g.token)
 				}
-				return &Lock{g: g}, nil
+				g.first.g = g
+				return &g.first, nil
 			}
 		}
 		switch {
@@ -326,10 +355,12 @@ func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 			return fmt.Errorf("%w: grant confirmed after its usable validity (%v of %v)", ErrUnavailable, now.Sub(v.Sent), v.TTL)
 		}
 	}
-	node := &heldNode{c: c, key: g.key, g: g, next: nearestHeld(parent)}
-	g.scope = newScope(parent, node)
+	node := &g.node
+	*node = heldNode{c: c, key: g.key, g: g, next: nearestHeld(parent), scope: &g.ownScope}
+	g.scope = &g.ownScope
 	g.scope.g = g
-	node.scope = g.scope
+	g.scope.hold = holdCtx{parent: parent, nodes: node}
+	g.scope.init()
 	g.handles, g.started = 1, true
 	var maxHoldAt time.Time
 	if g.cfg.maxHold > 0 {

@@ -61,6 +61,13 @@ type grant struct {
 	relMu   sync.Mutex
 	relDone bool // the service answered the release, either way
 	relErr  error
+
+	// What a held grant needs besides, allocated with it: its scope (the
+	// lock's context), the node that records the lock in that context,
+	// and the Lock of its first handle.
+	ownScope scope
+	node     heldNode
+	first    Lock
 }
 
 func newGrant(c *Client, key string, cfg config) *grant {

@@ -156,6 +156,13 @@ func WithKeyLabel(label func(key string) string) Option {
 func WithAtRiskWindow(d time.Duration) Option { return func(c *config) { c.atRisk = d } }
 
 func (c config) with(opts []Option) (config, error) {
+	if len(opts) == 0 {
+		return c, c.validate() // (c would escape below: this costs no allocation)
+	}
+	return c.withOpts(opts)
+}
+
+func (c config) withOpts(opts []Option) (config, error) {
 	for _, o := range opts {
 		if o != nil {
 			o(&c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A scope is the context of a lock or of a lock set, and its place in the
@@ -43,6 +44,8 @@ type scope struct {
 	mu     sync.Mutex
 	kids   map[*scope]struct{} // scopes that end when this one ends
 	closed bool                // ended: adopts no more kids
+
+	hold holdCtx // ctx's parent
 }
 
 // ownErr is why what s stands for ended, at now (ns since epoch): for a
@@ -224,8 +227,39 @@ func ctxHolds(ctx context.Context, g *grant) bool {
 // newScope makes the scope of the context derived from parent (its values,
 // not its cancellation) that records nodes as its locks.
 func newScope(parent context.Context, nodes *heldNode) *scope {
-	s := &scope{parent: parentScope(parent)}
-	s.ended.Add(1)
-	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(parent), heldKey{}, nodes))
+	s := &scope{hold: holdCtx{parent: parent, nodes: nodes}}
+	s.init()
 	return s
 }
+
+// init readies a scope whose hold is set; a lock's scope lives in its
+// grant and is readied there.
+func (s *scope) init() {
+	s.parent = parentScope(s.hold.parent)
+	s.ended.Add(1)
+	s.ctx, s.cancel = context.WithCancelCause(&s.hold)
+}
+
+// holdCtx is what a scope's context derives from: the values of the
+// context the lock was acquired with, and its locks under heldKey, but
+// none of its cancellation or deadline (context.WithoutCancel and
+// context.WithValue in one, without their two allocations). Only the
+// scope's own cancelCtx derives from it: that answers the lookups of its
+// cancellation itself, and takes a nil Done as "never cancelled".
+type holdCtx struct {
+	parent context.Context
+	nodes  *heldNode
+}
+
+func (*holdCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*holdCtx) Done() <-chan struct{}       { return nil }
+func (*holdCtx) Err() error                  { return nil }
+
+func (h *holdCtx) Value(key any) any {
+	if _, ok := key.(heldKey); ok {
+		return h.nodes
+	}
+	return h.parent.Value(key)
+}
+
+func (h *holdCtx) String() string { return "distlock lock context" }

@@ -81,7 +81,7 @@ type attempt struct {
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
 	secret := rand.Text()
 	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
-	a.args = boxArgs(&a.k, secret)
+	a.args = boxArgs(&a.k, &a.secret)
 	return a
 }
 
@@ -286,8 +286,10 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 	if b.cfg.unordered {
 		ch = a.k.channel
 	}
-	a.giveWaiterID()
+	// The waiter's id (random, and sent with every try) is made only when
+	// it may queue: an uncontended Acquire goes without.
 	if sub = b.currentSubscriber(); sub != nil {
+		a.giveWaiterID()
 		w = sub.addIfSubscribed(ch, a.waiterID)
 	}
 	// When the try that last refreshed our place was sent, and the
@@ -297,8 +299,12 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		seen   uint64
 	)
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var timer *time.Timer // made at the first sleep
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		if err := a.interrupted(ctx); err != nil {
 			return nil, err
@@ -337,6 +343,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			// Wait for the confirmation, unless no SUBSCRIBE could be
 			// sent (the client is closed, the server unreachable): none is
 			// coming then, so try again at once and rely on the timer.
+			a.giveWaiterID()
 			var subErr error
 			if w, subErr = sub.add(ch, a.waiterID); subErr == nil {
 				ready := time.NewTimer(subscribeWait)
@@ -360,7 +367,11 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 		if h := b.hooks.beforeSleep; h != nil {
 			h()
 		}
-		timer.Reset(retryIn)
+		if timer == nil {
+			timer = time.NewTimer(retryIn)
+		} else {
+			timer.Reset(retryIn)
+		}
 		select {
 		case <-w.wake:
 		case <-timer.C:

@@ -98,14 +98,20 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 }
 
 // scriptArgs are the arguments that every script call of one grant
-// passes, converted to interface values once for all of them (each
-// conversion of a string allocates).
+// passes, as interface values made once for all of them. They are
+// pointers to the strings (go-redis writes a *string as the string, and
+// routes by it in a Cluster): converting a pointer allocates nothing, where
+// each conversion of a string allocates its header. (A hook that prints a
+// command with cmd.String shows them as addresses: the secret among them
+// stays out of such logs and traces.)
 type scriptArgs struct {
 	lock, token, queue, alive, tomb, last, secret any
 }
 
-func boxArgs(k *lockKeys, secret string) scriptArgs {
-	return scriptArgs{lock: k.lock, token: k.token, queue: k.queue, alive: k.alive, tomb: k.tomb, last: k.last, secret: secret}
+// boxArgs makes the scriptArgs of k and secret, which must not change
+// afterwards (the attempt's own fields: they live as long as its leases).
+func boxArgs(k *lockKeys, secret *string) scriptArgs {
+	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, secret: secret}
 }
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package distlock_test
+
+const raceEnabled = false
