@@ -135,23 +135,31 @@ func init() {
 			Expect: map[string]Expect{backendRedlock: ExpectHold},
 			Why: mergeWhy(single("one lock server (or a consensus group): see pause, server-kill and leader-kill"), backendRedlock,
 				"a minority cannot break the lock: the holder's refreshes gather 4 of 5 votes, the waiter's tries at most the paused node's"),
-			Run: redlockNodeFault("node-pause"),
+			Run: redlockNodeFault("node-pause", 0),
 		},
 		Scenario{
 			Name:   "node-delay",
 			Title:  "the links of every client to one of the 5 Redlock nodes delayed past the per-node timeout for twice the TTL while a lock is held and another client waits",
 			Expect: map[string]Expect{backendRedlock: ExpectHold},
 			Why: mergeWhy(single("one lock server (or a consensus group): see delay"), backendRedlock,
-				"the delayed node's answers come after the per-node timeout: no request counts them, and the other four keep the quorum"),
-			Run: redlockNodeFault("node-delay"),
+				"the delayed node's answers come after the per-node timeout (here TTL/4): no request counts them, and the other four keep the quorum"),
+			Run: redlockNodeFault("node-delay", 0),
 		},
 		Scenario{
-			Name:   "node-partition",
+			Name: "node-partition", Variant: "one",
 			Title:  "one of the 5 Redlock nodes cut off from every client (proxy blackhole) for twice the TTL while a lock is held and another client waits",
 			Expect: map[string]Expect{backendRedlock: ExpectHold},
 			Why: mergeWhy(single("one lock server (or a consensus group): see partition"), backendRedlock,
 				"a minority cannot break the lock: see node-pause"),
-			Run: redlockNodeFault("node-partition"),
+			Run: redlockNodeFault("node-partition", 0),
+		},
+		Scenario{
+			Name: "node-partition", Variant: "minority",
+			Title:  "as one, with 2 of the 5 nodes cut off (the largest minority)",
+			Expect: map[string]Expect{backendRedlock: ExpectHold},
+			Why: mergeWhy(single("one lock server (or a consensus group): see partition"), backendRedlock,
+				"the holder's refreshes gather the other 3, a bare majority; the waiter's tries at most the 2 cut-off nodes' votes, which it cannot reach"),
+			Run: redlockNodeFault("node-partition", 0, 1),
 		},
 		Scenario{
 			Name: "node-kill", Variant: "no-fsync", Own: true,
@@ -194,48 +202,68 @@ func init() {
 			RunOn: map[string]func(*Fixture) error{backendRedlock: redlockClockJumpScenario},
 		},
 	)
-	findings["node-pause"] = "A paused node times out each request after the per-node timeout (TTL/10); the holder's refreshes are granted by the other four, its checked writes go on past the TTL, and the waiter is granted only after the holder's release."
+	findings["node-pause"] = "A paused node times out each request after the per-node timeout (here TTL/4); the holder's refreshes are granted by the other four, its checked writes go on past the TTL, and the waiter is granted only after the holder's release."
 	findings["node-delay"] = "As node-pause: a vote that comes after the per-node timeout does not count, for the holder or the waiter."
-	findings["node-partition"] = "As node-pause: the cut-off node's grant lapses on it, which gives the waiter one vote of five."
+	findings["node-partition/one"] = "As node-pause: the cut-off node's grant lapses on it, which gives the waiter one vote of five."
+	findings["node-partition/minority"] = "Two nodes cut off: the holder's refreshes are granted by exactly three, a bare majority, and the lock holds."
 	findings["node-kill/no-fsync"] = "The holder holds its lock on exactly 3 of 5 nodes, and one of them restarts empty: without redlock's seed marker the second client would gather that node and the two the holder never reached, a majority. The restarted node has no marker and does not vote, so the second client is refused while the lock is held; the holder's next refresh gathers 2 votes and it learns of the loss, the waiter is granted after the release with a higher token, and the node votes again once re-seeded (the notes give the copied counter)."
 	findings["node-kill/fsync"] = "With appendfsync always the restarted node kept the grant and its counter: the second client is refused, tokens keep increasing."
 	findings["node-kill/snapshot"] = "A node restarted from an RDB snapshot older than the grant kept its seed marker but lost the grant and the counter increments since: it votes at once, and the second client gathers it and the two nodes the holder never reached, a majority, while the holder still holds its lock, with the **same token** as the holder (its counter is behind). A fence admits equal tokens, so even the fenced run loses updates: this is why redlock's doc says never to run nodes with snapshots alone (or appendfsync everysec)."
 	findings["clock-jump"] = "A lock server whose wall clock jumps forward expires the holder's grant early: on Redis the key goes, on Redlock one node of the holder's bare majority frees it and votes, with the two nodes the holder could not reach, for the second client (Kleppmann's scenario). The holder's own deadline is on its own, correct, clock, so it goes on writing while the second client holds the lock: both believe they hold it (overlap). The second client's token is higher (Redis's counter does not expire; on Redlock the jumped node's counter counted the holder's grant), so the fenced store refuses the holder's writes. The clock is moved by an LD_PRELOAD shim in redis-server (testserver.WithRedisMovableClock), which adds an offset to CLOCK_REALTIME and gettimeofday, the clock Redis expires keys by."
 }
 
-// redlockNodeFault runs the faults of one node of the shared target (node
-// 0): the holder holds the lock on all 5 nodes, the fault is injected, a
+// redlockNodeFault runs the faults of a minority of the nodes of the shared
+// target (those named in which): the holder holds the lock on all 5 nodes, the fault is injected, a
 // waiter starts, and the holder goes on with checked writes for twice the
 // TTL, which it can only do if its refreshes gathered a majority. The
 // fault is healed before the holder releases; the waiter must not be
 // granted before.
-func redlockNodeFault(kind string) func(f *Fixture) error {
+func redlockNodeFault(kind string, which ...int) func(f *Fixture) error {
 	return func(f *Fixture) error {
 		r := f.Run
 		nodes := f.Target.Redlock
-		const k = 0
 		addrs := redlockAddrs(nodes)
 		var inject, heal func() error
 		switch kind {
 		case "node-pause":
-			inject, heal = nodes[k].Pause, nodes[k].Resume
-		default:
-			var ps []*faultproxy.Proxy
-			addrs, ps = redlockVia(r, nodes, k)
-			p := ps[0]
 			inject = func() error {
-				if kind == "node-delay" {
-					// Past the per-node timeout (TTL/10), and long enough
-					// that a reply is not read before the next request.
-					p.Delay(f.P.TTL / 2)
-				} else {
-					p.Blackhole()
+				for _, k := range which {
+					if err := nodes[k].Pause(); err != nil {
+						return err
+					}
 				}
 				return nil
 			}
-			heal = func() error { p.Heal(); return nil }
+			heal = func() error {
+				for _, k := range which {
+					if err := nodes[k].Resume(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		default:
+			var ps []*faultproxy.Proxy
+			addrs, ps = redlockVia(r, nodes, which...)
+			inject = func() error {
+				for _, p := range ps {
+					if kind == "node-delay" {
+						// Past the per-node timeout (TTL/4), and long
+						// enough that a reply is not read before the next
+						// request.
+						p.Delay(f.P.TTL / 2)
+					} else {
+						p.Blackhole()
+					}
+				}
+				return nil
+			}
+			heal = func() error { eachProxy(ps, (*faultproxy.Proxy).Heal)(); return nil }
 		}
-		u := redlockURL(addrs, "")
+		// A per-node timeout of a quarter of the TTL (instead of a tenth):
+		// on a loaded machine, 3 of the 4 other nodes answer a refresh
+		// within it.
+		u := redlockURL(addrs, fmt.Sprintf("node_timeout=%v", f.P.TTL/4))
 		ws := f.Workers(map[string]WorkerConfig{"A": {URL: u}, "B": {URL: u}})
 		a, b := ws["A"], ws["B"]
 		for round := range f.rounds() {
@@ -246,7 +274,7 @@ func redlockNodeFault(kind string) func(f *Fixture) error {
 			if err := inject(); err != nil {
 				return err
 			}
-			at := r.Fault("", fmt.Sprintf("%s of node %d", kind, k))
+			at := r.Fault("", fmt.Sprintf("%s of nodes %v", kind, which))
 			r.MarkFault(a)
 			bc := b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: 2 * time.Minute})
 			span := 2 * f.P.TTL
@@ -462,7 +490,7 @@ func waitReseeded(f *Fixture, a *Worker, node *testserver.Redis, ta uint64) erro
 			return false
 		}
 		_ = a.Release()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // the workload's pace
 		return false
 	})
 	if !ok {
