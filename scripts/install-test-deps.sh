@@ -3,7 +3,9 @@
 # internal/testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
 # PgBouncer (Debian/Ubuntu packages), tmux, which the CLI's terminal
 # tests drive, and Apache Curator with a JDK, with which the ZooKeeper
-# interop tests build a Curator client. Idempotent and non-interactive. It
+# interop tests build a Curator client, and a C compiler (gcc, libc6-dev),
+# with which internal/testserver builds the clock shim of a Redis whose
+# clock a test moves. Idempotent and non-interactive. It
 # does not run the tests.
 #
 # What it changes on the machine, and only when something is missing (it
@@ -15,7 +17,7 @@
 # alone. When nothing is missing it changes nothing.
 set -euo pipefail
 
-PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux libcurator-recipes-java libcurator-framework-java default-jdk-headless chromium)
+PACKAGES=(redis-server etcd-server etcd-client zookeeper postgresql pgbouncer tmux libcurator-recipes-java libcurator-framework-java default-jdk-headless chromium gcc libc6-dev)
 SERVICES=(redis-server postgresql etcd zookeeper pgbouncer)
 
 log() { printf 'install-test-deps: %s\n' "$*"; }
@@ -73,7 +75,7 @@ have_zookeeper() {
 }
 
 missing=()
-for bin in redis-server etcd etcdctl java javac tmux; do
+for bin in redis-server etcd etcdctl java javac tmux cc; do
 	command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
 have_postgres || missing+=("postgres (/usr/lib/postgresql/*/bin/postgres)")

@@ -1,6 +1,7 @@
 // Package torture is distlock's fault-injection harness: it runs lock
-// workloads in real worker processes against real servers (Redis, etcd,
-// ZooKeeper, PostgreSQL, a local lock directory), injects the faults a distributed lock must survive,
+// workloads in real worker processes against real servers (Redis, five
+// independent Redis for Redlock, etcd, ZooKeeper, PostgreSQL, a gateway, a
+// local lock directory), injects the faults a distributed lock must survive,
 // records every operation, and checks the histories with porcupine and with
 // plain counts.
 //
@@ -21,7 +22,11 @@
 // ZooKeeper until its session expires), a server killed with SIGKILL and
 // restarted, a ZooKeeper or etcd leader killed, a PostgreSQL session ended
 // by pg_terminate_backend, a Redis failover to a replica that missed
-// grants, a late release, a lost acquire reply. Every scenario runs once
+// grants, a late release, a lost acquire reply; on Redlock a node paused,
+// delayed or cut off, the holder cut off from a majority, a node of a bare
+// majority killed and restarted with and without its data; and a lock
+// server's wall clock jumping forward (moved in redis-server by
+// internal/testserver's clock shim). Every scenario runs once
 // per mode; the unfenced run must show the fault biting, and the
 // fenced run must accept no stale write.
 //

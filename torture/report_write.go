@@ -87,7 +87,7 @@ func markdown(results []*Result, env string) string {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", n.Backend, n.Scenario, n.Why)
 	}
 	for _, sc := range Scenarios {
-		for _, kind := range []string{backendRedis, backendEtcd, backendFile, backendZK, backendPG, backendGateway} {
+		for _, kind := range []string{backendRedis, backendRedlock, backendEtcd, backendFile, backendZK, backendPG, backendGateway} {
 			if _, ok := sc.Expect[kind]; !ok && sc.Why[kind] != "" {
 				fmt.Fprintf(&b, "| %s | %s | not applicable: %s |\n", kind, sc.ID(), sc.Why[kind])
 			}

@@ -142,10 +142,7 @@ var Scenarios = []Scenario{
 
 // NotRun are the rows of scenarios and backends that exist in the design
 // but not in this build.
-var NotRun = []struct{ Backend, Scenario, Why string }{
-	{"redlock", "clock-jump", "not run: no Redlock target in this harness yet (a clock jump on one Redis of the quorum: libfaketime fails to start redis-server)"},
-	{"redlock", "all", "not run: the redlock package has no target in this harness yet"},
-}
+var NotRun []struct{ Backend, Scenario, Why string }
 
 func pauseScenario(f *Fixture) error {
 	r := f.Run
@@ -370,15 +367,21 @@ func partitionScenario(f *Fixture) error {
 	r := f.Run
 	pl := r.Proxy(f.lockAddr())
 	ws := f.Workers(map[string]WorkerConfig{"A": {LockVia: pl}, "B": {}})
-	a, b := ws["A"], ws["B"]
+	return partitionRounds(f, ws["A"], ws["B"], pl.Blackhole, pl.Heal, "lock-service link blackholed")
+}
+
+// partitionRounds runs the partition rounds: cut cuts a off from the lock
+// service (note says how, for the timeline), heal heals it.
+func partitionRounds(f *Fixture, a, b *Worker, cut, heal func(), note string) error {
+	r := f.Run
 	for round := range f.rounds() {
 		ta, err := f.warmThenHold(a, b)
 		if err != nil {
 			return err
 		}
 		bc := b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: 2 * time.Minute})
-		pl.Blackhole()
-		r.Fault("A", "lock-service link blackholed")
+		cut()
+		r.Fault("A", note)
 		r.MarkFault(a)
 		// A goes on working, paced, without looking at its lock.
 		var bres AcquireResult
@@ -421,7 +424,7 @@ func partitionScenario(f *Fixture) error {
 		if !r.waitEnded(a, time.Minute) {
 			return fmt.Errorf("A's lock context never ended")
 		}
-		pl.Heal()
+		heal()
 		if err := a.Release(); err != nil {
 			r.Notef("round %d: A's release after the heal: %s", round, ErrKind(err))
 		}

@@ -17,12 +17,14 @@ import (
 
 // Target is the lock service a scenario runs against.
 type Target struct {
-	Kind  string                // "redis", "etcd", "file", "zookeeper", "postgres" or "gateway"
-	Redis *testserver.Redis     // redis: the server
-	Etcd  *testserver.Etcd      // etcd: the cluster
-	Dir   string                // file: the lock directory
-	ZK    *testserver.ZooKeeper // zookeeper: the ensemble
-	PG    *testserver.Postgres  // postgres: the lock server
+	Kind  string            // "redis", "redlock", "etcd", "file", "zookeeper", "postgres" or "gateway"
+	Redis *testserver.Redis // redis: the server
+	// Redlock are the independent servers of a redlock target.
+	Redlock []*testserver.Redis
+	Etcd    *testserver.Etcd      // etcd: the cluster
+	Dir     string                // file: the lock directory
+	ZK      *testserver.ZooKeeper // zookeeper: the ensemble
+	PG      *testserver.Postgres  // postgres: the lock server
 	// Gateway is the gateway (kind gateway), served by the harness.
 	Gateway *Gateway
 	// PGSession are parameters added to the workers' PostgreSQL URL
@@ -51,6 +53,8 @@ func (tg Target) addrs() []string {
 		return []string{fmt.Sprintf("127.0.0.1:%d", tg.PG.Port)}
 	case backendGateway:
 		return []string{tg.Gateway.Addr}
+	case backendRedlock:
+		return redlockAddrs(tg.Redlock)
 	}
 	return nil
 }
@@ -74,6 +78,8 @@ func (tg Target) URL(addrs ...string) string {
 		return pgURL(addrs[0], tg.PGSession)
 	case backendGateway:
 		return gatewayURL(addrs[0])
+	case backendRedlock:
+		return redlockURL(addrs, "")
 	}
 	return ""
 }

@@ -57,7 +57,7 @@ func TestTorture(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, kind := range []string{"redis", "etcd", "file", "zookeeper", "postgres", "gateway"} {
+	for _, kind := range []string{"redis", "redlock", "etcd", "file", "zookeeper", "postgres", "gateway"} {
 		t.Run(kind, func(t *testing.T) {
 			target := startTarget(t, kind)
 			for _, sc := range torture.Scenarios {
@@ -105,6 +105,8 @@ func startTarget(t *testing.T, kind string) torture.Target {
 		return torture.Target{Kind: kind, PG: pg, Data: pg}
 	case "gateway":
 		return torture.GatewayTarget(torture.StartGateway(t))
+	case "redlock":
+		return torture.RedlockTarget(t)
 	}
 	return torture.Target{Kind: kind, Dir: t.TempDir()}
 }

@@ -326,6 +326,8 @@ func (w *worker) open(ctx context.Context, r request) error {
 		b, w.closer, err = openPG(ctx, r)
 	case backendGateway:
 		b, w.closer, err = openGateway(ctx, r)
+	case backendRedlock:
+		b, w.closer, err = openRedlock(ctx, r)
 	default:
 		err = fmt.Errorf("unknown backend %q", r.Backend)
 	}

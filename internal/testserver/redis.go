@@ -33,6 +33,9 @@ type Redis struct {
 	// Restart (same port, directory and configuration; it waits until the
 	// server answers PING, and a replica until it is in sync again).
 	*Process
+	// Clock is the server's wall clock, set when it was started
+	// WithRedisMovableClock.
+	Clock *MovableClock
 
 	cfg       redisConfig
 	clientTLS *tls.Config // for Do, with TLS
@@ -42,9 +45,10 @@ type Redis struct {
 type RedisOption func(*redisConfig)
 
 type redisConfig struct {
-	lines   []string
-	primary *Redis
-	tls     bool
+	lines        []string
+	primary      *Redis
+	tls          bool
+	movableClock bool
 }
 
 // WithRedisTLS serves TLS only (tls-port, no plain port) with a server
@@ -98,6 +102,10 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 		}
 		r.TLS = files
 	}
+	var env []string
+	if r.cfg.movableClock {
+		r.Clock, env = movableClock(t)
+	}
 	startWithRetry(t, "redis", func() ([]*Process, error) {
 		port, err := freePort()
 		if err != nil {
@@ -116,6 +124,7 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 			path:         bin,
 			args:         []string{conf},
 			dir:          dir,
+			env:          env,
 			logPath:      filepath.Join(dir, "redis.log"),
 			stopSig:      syscall.SIGTERM,
 			ready:        r.probe,
