@@ -328,7 +328,7 @@ func (l *rowLease) Release(ctx context.Context) error {
 	if l.end != nil {
 		return l.endedLocked()
 	}
-	released, err := l.releaseLocked(ctx)
+	released, err := l.releaseStatement(ctx)
 	switch {
 	case err != nil:
 		l.endLocked(l.lostErr("its release did not reach the server, and it ends when it expires"))
@@ -343,7 +343,9 @@ func (l *rowLease) Release(ctx context.Context) error {
 // errReleased is the end of a grant released by its holder.
 var errReleased = errors.New("pglock: released")
 
-func (l *rowLease) releaseLocked(ctx context.Context) (bool, error) {
+// releaseStatement sends the release; callers hold l.mu unless the grant
+// has ended.
+func (l *rowLease) releaseStatement(ctx context.Context) (bool, error) {
 	var released bool
 	err := l.b.pool.QueryRow(ctx, rowReleaseSQL, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
 	return released, err
@@ -353,7 +355,7 @@ func (l *rowLease) releaseLocked(ctx context.Context) (bool, error) {
 func (l *rowLease) releaseRow(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, _ = l.releaseLocked(ctx)
+	_, _ = l.releaseStatement(ctx)
 }
 
 // checkRefresh checks the arguments of a Refresh.
@@ -400,15 +402,19 @@ func (l *rowLease) endedLocked() error {
 // before the row is freed: once it is, another may be granted the key.
 func (l *rowLease) closeRow(ctx context.Context) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.end != nil {
+		l.mu.Unlock()
 		return
 	}
 	err := l.endLocked(l.lostErr("the Backend was closed"))
+	l.mu.Unlock()
+	// OnLost runs without l.mu: it may call back into the lease, or into
+	// the Client, which may call the lease. The grant has ended, so
+	// nothing else uses the row meanwhile.
 	if l.onLost != nil {
 		l.onLost(err)
 	}
-	_, _ = l.releaseLocked(ctx)
+	_, _ = l.releaseStatement(ctx)
 }
 
 // forgetRow removes an ended lease-table grant.
