@@ -226,18 +226,23 @@ func (l *lease) checkLocked(ctx context.Context) error {
 }
 
 // releaseSQL marks the grant released and unlocks the key's lock in one
-// statement, one round trip and one transaction. The UPDATE runs first
-// (the aggregate reads all of it before the unlock is evaluated), and the
-// row lock it holds until the commit, just after the unlock, makes the
-// next holder, granted the lock in between, wait for the mark before it
-// reads it (see distlock_acquire in schema.sql). The mark is committed
-// without waiting for its WAL flush: lost in a crash, it only makes the
-// next grant wait the loss grace. The statement reports false if the
-// session did not hold the lock.
+// statement, one round trip and one transaction. It first takes the same
+// lock at transaction level (the session holds it, so that is granted at
+// once; pg_try_ so that a session that lost it does not wait), then runs the UPDATE (the aggregate reads all of it before the
+// unlock is evaluated), then gives up the session-level hold: the
+// transaction-level one keeps the lock until the transaction has
+// committed, and so the next holder, woken only then, always finds the
+// grant marked released (see distlock_acquire in schema.sql) with the one
+// UPDATE of its common case, instead of racing the commit and taking the
+// slow path (a row lock wait for the commit, then two more statements).
+// The mark is committed without waiting for its WAL flush: lost in a
+// crash, it only makes the next grant wait the loss grace. The statement
+// reports false if the session did not hold the lock.
 const releaseSQL = `WITH released AS (
 	UPDATE distlock_fence SET held = false WHERE key = $1 AND token = $2 RETURNING 1)
 SELECT pg_advisory_unlock(hashtextextended($1, 0))
-FROM (SELECT count(*) FROM released) r, set_config('synchronous_commit', 'off', true) s`
+FROM pg_try_advisory_xact_lock(hashtextextended($1, 0)) x, (SELECT count(*) FROM released) r,
+	set_config('synchronous_commit', 'off', true) s`
 
 // Release implements distlock.Lease: pg_advisory_unlock on the holding
 // connection, which then goes back to the pool. The grant is marked
