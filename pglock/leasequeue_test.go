@@ -26,9 +26,9 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ p
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// countedLeaseBackend is newLeaseBackend with the statements of its pool
-// counted (the LISTEN session's are not).
-func countedLeaseBackend(t *testing.T, dsn string, opts ...pglock.Option) (*pglock.Backend, *statementCounter) {
+// countedPool is a pool of connections to dsn whose statements are
+// counted.
+func countedPool(t *testing.T, dsn string) (*pgxpool.Pool, *statementCounter) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn + "&pool_max_conns=8")
 	if err != nil {
@@ -41,6 +41,14 @@ func countedLeaseBackend(t *testing.T, dsn string, opts ...pglock.Option) (*pglo
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return pool, sc
+}
+
+// countedLeaseBackend is newLeaseBackend with the statements of its pool
+// counted (the LISTEN session's are not).
+func countedLeaseBackend(t *testing.T, dsn string, opts ...pglock.Option) (*pglock.Backend, *statementCounter) {
+	t.Helper()
+	pool, sc := countedPool(t, dsn)
 	b, err := pglock.New(pool, append([]pglock.Option{pglock.WithMode(pglock.LeaseMode)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

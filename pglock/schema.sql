@@ -76,10 +76,13 @@ CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON distlock_lease_waiter 
 -- held: the server released the lock as it told the previous holder that
 -- its session was ending, and the grace lets that holder act on the news
 -- before anyone else can write with a newer token. The release (releaseSQL
--- in the Go code) marks the row released and unlocks in one transaction
--- that commits after the unlock; the row lock its UPDATE holds until then
--- makes the SELECT ... FOR UPDATE below wait for that commit, so that a
--- released grant is never mistaken for a lost one.
+-- in the Go code) marks the row released and unlocks in one transaction,
+-- holding the lock at transaction level until that commits, so that the
+-- next holder normally finds the mark committed (the one-UPDATE path);
+-- for a release that commits after its unlock (an earlier version's), the
+-- row lock its UPDATE holds until then makes the SELECT ... FOR UPDATE
+-- below wait for that commit, so that a released grant is never mistaken
+-- for a lost one.
 CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
 RETURNS bigint
 LANGUAGE plpgsql
