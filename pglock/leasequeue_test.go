@@ -91,7 +91,11 @@ func TestLeaseQueueHandsOffInOrder(t *testing.T) {
 			}
 			w.granted <- l
 		}()
-		eventually(t, 10*time.Second, fmt.Sprintf("waiter %d is queued", i), func() bool { return queued(t, admin, key) == i+1 })
+		// Queued, and pausing with its LISTEN live: a waiter whose listener
+		// came up after its try tries once more.
+		eventually(t, 10*time.Second, fmt.Sprintf("waiter %d is queued", i), func() bool {
+			return queued(t, admin, key) == i+1 && w.b.LivePauses() > 0
+		})
 	}
 	release := held.Release
 	for i, w := range ws {
@@ -133,23 +137,28 @@ func TestLeaseQueueHandsOffInOrder(t *testing.T) {
 	}
 }
 
-// A waiter that gives up leaves the queue, and the one behind it is
-// granted the key without waiting for the leaver's row to expire.
+// A waiter that gives up leaves the queue, and if the key is free, the
+// next waiter is told: here the key is freed by hand, which notifies
+// nobody, and the waiters poll once an hour, so only the leave can wake
+// the second waiter.
 func TestLeaseQueueLeaverStepsAside(t *testing.T) {
 	ctx, key := testCtx(t), "lease/queue-leave/"+t.Name()
 	admin := newPool(t, server)
 	holder := newLeaseBackend(t, server.DSN)
 	first := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
 	second := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
-	held := acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
 
 	fctx, fcancel := context.WithCancel(ctx)
+	defer fcancel()
 	firstDone := make(chan error, 1)
 	go func() {
 		_, err := first.Acquire(fctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
 		firstDone <- err
 	}()
-	eventually(t, 10*time.Second, "the first waiter is queued", func() bool { return queued(t, admin, key) == 1 })
+	eventually(t, 10*time.Second, "the first waiter is queued", func() bool {
+		return queued(t, admin, key) == 1 && first.LivePauses() > 0
+	})
 	got := make(chan error, 1)
 	go func() {
 		l, err := second.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
@@ -158,11 +167,12 @@ func TestLeaseQueueLeaverStepsAside(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 10*time.Second, "the second waiter is queued", func() bool { return queued(t, admin, key) == 2 })
-	if err := held.Release(ctx); err != nil {
+	eventually(t, 10*time.Second, "the second waiter is queued", func() bool {
+		return queued(t, admin, key) == 2 && second.LivePauses() > 0
+	})
+	if _, err := admin.Exec(ctx, `UPDATE distlock_lease SET grant_id = NULL, expires = '-infinity' WHERE key = $1`, key); err != nil {
 		t.Fatal(err)
 	}
-	// The release named the first waiter; it gives up instead of trying.
 	fcancel()
 	if err := <-firstDone; err == nil {
 		t.Fatal("the cancelled waiter was granted the key")
@@ -172,7 +182,7 @@ func TestLeaseQueueLeaverStepsAside(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Minute): // its row lives 30 hours: only the leave can wake it
+	case <-time.After(time.Minute): // it polls once an hour: only the leave can wake it
 		t.Fatal("the second waiter was not granted the key after the first left the queue")
 	}
 }
