@@ -51,8 +51,8 @@ var (
 	distlockPGLeaseSubject = Subject{
 		ID: "distlock-pg-lease", Name: "distlock PostgreSQL, lease mode (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
 		Settings: "pglock WithMode(LeaseMode) over a pgx pool of 64 direct connections, WithListen on a direct session of its own: the key's row of distlock_lease " +
-			"won by one statement that also increments the token (distlock_lease_acquire), an expiry by the server's clock renewed by the Client's watchdog (TTL 15s), " +
-			"distlock_lease_release, which sends NOTIFY; a waiter tries again when its key's release is notified, when the grant expires, or at a poll (every 1s with LISTEN); " +
+			"won by one statement that also increments the token (distlock_lease_wait), an expiry by the server's clock renewed by the Client's watchdog (TTL 15s), " +
+			"distlock_lease_release, which sends NOTIFY naming the head of the key's FIFO queue of waiter rows; only that waiter tries again, or any when the grant expires, or at a poll (every 1s with LISTEN, which renews its row); " +
 			"the LISTEN session's statements are not counted (one LISTEN per process)",
 		Measures: Latency | Throughput | Contention,
 		Open:     func(e *Env) (Locker, error) { return openDistlockPGLease(e, false) },

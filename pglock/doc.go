@@ -151,21 +151,33 @@
 // waits in the server; the next takes its turn when the grant ends. The
 // server hands a released lock to the session that has waited longest.
 //
-// In lease mode a release sends NOTIFY distlock_lease with the key, through
-// whatever connection the pool has. A Backend given WithListen keeps
-// LISTEN distlock_lease on its own direct session, reconnecting when it
-// breaks, and a waiter tries again as soon as its key's release is
-// notified. Expiry sends nothing, so a waiter also tries again when the
-// current grant expires unless refreshed, as the server reported it with
-// the failed try (plus a random tenth of the poll interval at most). A
-// waiter polls besides: every poll interval (WithPollInterval, 100ms by
-// default) while no LISTEN is live, every ten with one; each pause is
-// drawn at random between half and one and a half times that, so that
-// the waiters of several processes spread out. Acquires of one key
-// through one Backend queue in this process as in session mode, the first
-// one trying; the next takes its turn when the grant ends or its validity
-// does. Between processes there is no order: the first try after a
-// release wins.
+// In lease mode waiters queue in the server, first come first served: a
+// waiting Acquire's first try that finds the key held, or free but
+// awaited by earlier waiters, adds a row for it to distlock_lease_waiter,
+// in order of arrival, and a try is granted only when no live waiter came
+// before it. A release sends NOTIFY distlock_lease, through whatever
+// connection the pool has, naming the key and its head waiter, and only
+// that waiter tries again: a release costs one try, not one per waiting
+// process. A Backend given WithListen keeps LISTEN distlock_lease on its
+// own direct session, reconnecting when it breaks. Expiry sends nothing,
+// so a waiter also tries again when the current grant expires unless
+// refreshed, as the server reported it with the failed try (plus a random
+// tenth of the poll interval at most). A waiter polls besides: every poll
+// interval (WithPollInterval, 100ms by default) while no LISTEN is live,
+// every ten with one; each pause is drawn at random between half and one
+// and a half times that. Each try renews the waiter's row, which lives
+// three mean pauses (300ms by default without LISTEN, 3s with it): a
+// waiter whose process died is passed over at most that long after its
+// last try, and the next waiter is then granted the key at its next try,
+// which it makes when that row expires (the failed try reports when). A
+// waiter whose context ends leaves the queue, and wakes the next waiter
+// if the key is free. Acquires of one key through one Backend queue in
+// this process as in session mode, the first one in the server's queue;
+// the next joins it when the grant ends or its validity does. A try
+// (distlock.TryAcquire) is refused while waiters are queued. Backends of
+// an earlier version of this package, on a database that this one has
+// migrated, do not queue (their tries ignore the queue) and, not
+// recognising the notification, poll.
 //
 // # Fencing
 //
@@ -176,8 +188,8 @@
 // takes a token, and each grant's token is greater than every earlier
 // one's. Tokens survive restarts and crashes (see Durability).
 //
-// In lease mode, distlock_lease_acquire, one statement, takes the key's
-// row and only then increments the same counter, in the same transaction,
+// In lease mode, distlock_lease_wait (through distlock_lease_acquire), one
+// statement, takes the key's row and only then increments the same counter, in the same transaction,
 // so a key's tokens increase across both modes (a deployment can move
 // from one mode to the other and keep its fenced data) and a try that
 // finds the key held takes none.
@@ -237,6 +249,9 @@
 // token, and the last grant's owner, time and whether it was released), so
 // it grows with the number of distinct keys; so does distlock_lease in
 // lease mode (one row per key, kept after release so that its token stays).
+// distlock_lease_waiter holds a row per waiting Acquire, deleted when it
+// is granted or gives up; the row of a waiter that died is deleted by the
+// key's next grant.
 //
 // In session mode each held lock takes an entry of the server's shared lock table, which
 // holds max_locks_per_transaction × (max_connections +
@@ -261,6 +276,9 @@
 // pg_advisory_lock and pg_advisory_unlock, which write nothing. In lease
 // mode they cost two statements too, each with its own checkout and round
 // trip, and three row writes (the lease row and the token; the release).
+// A contended lease-mode grant costs three: the try that queues the
+// waiter, the try after the release names it, and its release (and a
+// renewal of the waiter's row per pause while it waits).
 //
 // List reports the keys in distlock_fence whose lock is held, with the
 // token and owner of their last grant (pg_locks shows lock ids, not keys).

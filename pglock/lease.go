@@ -99,25 +99,48 @@ func (l *lease) stopWatchLocked() error {
 // lose ends the grant because its connection broke or the Backend closed.
 func (l *lease) lose(cause error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.loseLocked(cause)
+	lost := l.detachLocked(cause)
+	l.mu.Unlock()
+	if lost != nil {
+		lost.finish()
+	}
 }
 
-// loseLocked ends the grant as lost, if it has not ended, and returns the
-// error that says so: the holder is told (OnLost), then the connection is
-// closed, which releases the lock if the server still holds it.
-func (l *lease) loseLocked(cause error) error {
+// loss is a grant found lost: detached from its lease under the lease's
+// mutex, and finished after that is unlocked, because OnLost may call back
+// into the lease or into the Client, which may call the lease.
+type loss struct {
+	l    *lease
+	conn *pgxpool.Conn
+	err  error
+}
+
+// detachLocked marks the grant lost and takes its connection, if the grant
+// has not ended; the caller unlocks l.mu and then calls finish. Calls on
+// the lease meanwhile see the grant ended.
+func (l *lease) detachLocked(cause error) *loss {
 	if l.conn == nil {
-		return l.end
+		return nil
 	}
 	l.end = fmt.Errorf("%w: pglock: %q (token %d): %s", distlock.ErrLockLost, l.key, l.token, lossReason(cause))
-	if l.onLost != nil {
-		l.onLost(l.end)
-	}
 	_ = l.stopWatchLocked()
-	l.b.discard(l.conn)
-	l.endLocked()
-	return l.end
+	conn := l.conn
+	l.conn = nil
+	return &loss{l: l, conn: conn, err: l.end}
+}
+
+// finish tells the holder (OnLost), then closes the connection, which
+// releases the lock if the server still holds it, and passes the key's
+// turn on. It returns the error of the loss.
+func (s *loss) finish() error {
+	l := s.l
+	if l.onLost != nil {
+		l.onLost(s.err)
+	}
+	l.b.discard(s.conn)
+	l.b.forget(l)
+	l.turn.Done()
+	return s.err
 }
 
 // endLocked drops the connection and passes the key's turn on.
@@ -171,37 +194,55 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.conn == nil {
+		defer l.mu.Unlock()
 		return distlock.Validity{}, l.endedLocked()
 	}
+	cause := l.checkLocked(ctx)
+	if cause == nil {
+		l.watchLocked()
+		l.mu.Unlock()
+		return unbounded, nil
+	}
+	lost := l.detachLocked(cause)
+	l.mu.Unlock()
+	return distlock.Validity{}, lost.finish()
+}
+
+// checkLocked stops the watcher and asks the server whether this session
+// still holds the lock; it returns why not, or nil.
+func (l *lease) checkLocked(ctx context.Context) error {
 	if err := l.stopWatchLocked(); err != nil {
-		return distlock.Validity{}, l.loseLocked(err)
+		return err
 	}
 	var held bool
 	if err := l.conn.QueryRow(ctx, heldSQL, l.key).Scan(&held); err != nil {
-		return distlock.Validity{}, l.loseLocked(fmt.Errorf("refresh: %w", err))
+		return fmt.Errorf("refresh: %w", err)
 	}
 	if !held {
-		return distlock.Validity{}, l.loseLocked(errors.New("the server no longer holds it on this session"))
+		return errors.New("the server no longer holds it on this session")
 	}
-	l.watchLocked()
-	return unbounded, nil
+	return nil
 }
 
 // releaseSQL marks the grant released and unlocks the key's lock in one
-// statement, one round trip and one transaction. The UPDATE runs first
-// (the aggregate reads all of it before the unlock is evaluated), and the
-// row lock it holds until the commit, just after the unlock, makes the
-// next holder, granted the lock in between, wait for the mark before it
-// reads it (see distlock_acquire in schema.sql). The mark is committed
-// without waiting for its WAL flush: lost in a crash, it only makes the
-// next grant wait the loss grace. The statement reports false if the
-// session did not hold the lock.
+// statement, one round trip and one transaction. It first takes the same
+// lock at transaction level (the session holds it, so that is granted at
+// once; pg_try_ so that a session that lost it does not wait), then runs the UPDATE (the aggregate reads all of it before the
+// unlock is evaluated), then gives up the session-level hold: the
+// transaction-level one keeps the lock until the transaction has
+// committed, and so the next holder, woken only then, always finds the
+// grant marked released (see distlock_acquire in schema.sql) with the one
+// UPDATE of its common case, instead of racing the commit and taking the
+// slow path (a row lock wait for the commit, then two more statements).
+// The mark is committed without waiting for its WAL flush: lost in a
+// crash, it only makes the next grant wait the loss grace. The statement
+// reports false if the session did not hold the lock.
 const releaseSQL = `WITH released AS (
 	UPDATE distlock_fence SET held = false WHERE key = $1 AND token = $2 RETURNING 1)
 SELECT pg_advisory_unlock(hashtextextended($1, 0))
-FROM (SELECT count(*) FROM released) r, set_config('synchronous_commit', 'off', true) s`
+FROM pg_try_advisory_xact_lock(hashtextextended($1, 0)) x, (SELECT count(*) FROM released) r,
+	set_config('synchronous_commit', 'off', true) s`
 
 // Release implements distlock.Lease: pg_advisory_unlock on the holding
 // connection, which then goes back to the pool. The grant is marked
@@ -213,24 +254,37 @@ FROM (SELECT count(*) FROM released) r, set_config('synchronous_commit', 'off', 
 // Release returns nil: the key is given up either way.
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.conn == nil {
+		defer l.mu.Unlock()
 		return l.endedLocked()
 	}
+	cause := l.unlockLocked(ctx)
+	if cause == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	lost := l.detachLocked(cause)
+	l.mu.Unlock()
+	return lost.finish()
+}
+
+// unlockLocked runs the release statement and ends the grant, or returns
+// why the grant is to be taken for lost, leaving it to the caller.
+func (l *lease) unlockLocked(ctx context.Context) error {
 	if err := l.stopWatchLocked(); err != nil {
-		return l.loseLocked(err)
+		return err
 	}
 	var unlocked bool
 	if err := l.conn.QueryRow(ctx, releaseSQL, l.key, int64(l.token)).Scan(&unlocked); err != nil {
 		if ctx.Err() == nil && l.conn.Conn().IsClosed() {
-			return l.loseLocked(err) // the server may have ended the session first
+			return err // the server may have ended the session first
 		}
 		l.b.discard(l.conn)
 		l.endLocked()
 		return nil
 	}
 	if !unlocked {
-		return l.loseLocked(errors.New("the server did not hold it on this session"))
+		return errors.New("the server did not hold it on this session")
 	}
 	l.conn.Release()
 	l.endLocked()

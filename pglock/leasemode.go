@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	mathrand "math/rand/v2"
 	"sync"
 	"time"
@@ -82,9 +83,13 @@ func WithPollInterval(d time.Duration) Option { return func(c *config) { c.pollI
 // (pgx.QueryExecModeExec), so that a pooler in transaction mode may run
 // each on a different server connection.
 const (
-	// rowAcquireSQL grants the key's row or reports when its grant
-	// expires (see distlock_lease_acquire in schema.sql).
-	rowAcquireSQL = `SELECT granted, retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)`
+	// rowAcquireSQL grants the key's row unless it is held or awaited by
+	// earlier waiters, queueing a waiter to live $5 ms, and otherwise
+	// reports when to try again (see distlock_lease_wait in schema.sql).
+	rowAcquireSQL = `SELECT granted, retry_ms FROM distlock_lease_wait($1, $2, $3, $4, $5)`
+
+	// rowLeaveSQL takes the waiter $2 out of the queue of key $1.
+	rowLeaveSQL = `SELECT distlock_lease_leave($1, $2)`
 
 	// rowRefreshSQL extends the grant $2 of key $1 to $3 ms from the
 	// server's now(), if it has not expired.
@@ -181,22 +186,37 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 		return nil, err
 	}
 	ms, ttl := ttlMillis(opts.TTL)
-	grant := rand.Text()
+	grant := rand.Text() // also the waiter's name in the key's queue
+	queued := false
+	leave := func() {
+		if queued {
+			b.background(func(ctx context.Context) {
+				_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
+			})
+		}
+	}
 	for {
 		var sub *subscription
-		if opts.Wait && b.listen != nil {
-			sub = b.listen.subscribe(key)
+		var waitMs int64
+		if opts.Wait {
+			if b.listen != nil {
+				sub = b.listen.subscribe(key, grant)
+			}
+			waitMs = b.waiterLife(sub).Milliseconds()
 		}
 		sent := time.Now()
 		var token, retry pgtype.Int8
-		err := b.pool.QueryRow(ctx, rowAcquireSQL, pgx.QueryExecModeExec, key, grant, opts.Owner, ms).Scan(&token, &retry)
+		err := b.pool.QueryRow(ctx, rowAcquireSQL, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
 		case err != nil:
 			sub.cancel()
 			// The grant may have been made and its reply lost: free it,
-			// or it stays until it expires.
+			// or it stays until it expires; and leave the queue.
 			b.background(func(ctx context.Context) {
 				_, _ = b.pool.Exec(ctx, rowReleaseSQL, pgx.QueryExecModeExec, key, grant)
+				if opts.Wait {
+					_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
+				}
 			})
 			return nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
@@ -206,16 +226,36 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 			return l, nil
 		case token.Valid:
 			sub.cancel()
+			leave()
 			return nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 		case !opts.Wait:
 			return nil, fmt.Errorf("%w: pglock: %q is held", distlock.ErrNotAcquired, key)
 		}
-		err = b.pause(ctx, sub, time.Duration(retry.Int64)*time.Millisecond)
+		queued = true
+		next := time.Duration(math.MaxInt64)
+		if retry.Valid {
+			next = time.Duration(retry.Int64) * time.Millisecond
+		}
+		err = b.pause(ctx, sub, next)
 		sub.cancel()
 		if err != nil {
+			leave()
 			return nil, err
 		}
 	}
+}
+
+// waiterLife is how long a waiter's row in the key's queue lives unless
+// the waiter renews it, which each of its tries does: three times the
+// mean pause between tries (twice the longest), so that a live waiter
+// keeps its place, and a waiter that died is passed over that long after
+// its last try at most.
+func (b *Backend) waiterLife(sub *subscription) time.Duration {
+	poll := b.cfg.pollInterval
+	if sub.live() {
+		poll *= listenPollFactor
+	}
+	return max(3*poll, time.Millisecond)
 }
 
 // pause waits before a waiter's next try: for a notified release, a change
@@ -228,8 +268,10 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 		b.livePauses.Add(1)
 	}
 	d := poll/2 + mathrand.N(poll+1)
-	if e := expires + mathrand.N(b.cfg.pollInterval/10+1); e < d {
-		d = e
+	if expires < d {
+		if e := expires + mathrand.N(b.cfg.pollInterval/10+1); e < d {
+			d = e
+		}
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -328,7 +370,7 @@ func (l *rowLease) Release(ctx context.Context) error {
 	if l.end != nil {
 		return l.endedLocked()
 	}
-	released, err := l.releaseLocked(ctx)
+	released, err := l.releaseStatement(ctx)
 	switch {
 	case err != nil:
 		l.endLocked(l.lostErr("its release did not reach the server, and it ends when it expires"))
@@ -343,7 +385,9 @@ func (l *rowLease) Release(ctx context.Context) error {
 // errReleased is the end of a grant released by its holder.
 var errReleased = errors.New("pglock: released")
 
-func (l *rowLease) releaseLocked(ctx context.Context) (bool, error) {
+// releaseStatement sends the release; callers hold l.mu unless the grant
+// has ended.
+func (l *rowLease) releaseStatement(ctx context.Context) (bool, error) {
 	var released bool
 	err := l.b.pool.QueryRow(ctx, rowReleaseSQL, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
 	return released, err
@@ -353,7 +397,7 @@ func (l *rowLease) releaseLocked(ctx context.Context) (bool, error) {
 func (l *rowLease) releaseRow(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, _ = l.releaseLocked(ctx)
+	_, _ = l.releaseStatement(ctx)
 }
 
 // checkRefresh checks the arguments of a Refresh.
@@ -400,15 +444,19 @@ func (l *rowLease) endedLocked() error {
 // before the row is freed: once it is, another may be granted the key.
 func (l *rowLease) closeRow(ctx context.Context) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.end != nil {
+		l.mu.Unlock()
 		return
 	}
 	err := l.endLocked(l.lostErr("the Backend was closed"))
+	l.mu.Unlock()
+	// OnLost runs without l.mu: it may call back into the lease, or into
+	// the Client, which may call the lease. The grant has ended, so
+	// nothing else uses the row meanwhile.
 	if l.onLost != nil {
 		l.onLost(err)
 	}
-	_, _ = l.releaseLocked(ctx)
+	_, _ = l.releaseStatement(ctx)
 }
 
 // forgetRow removes an ended lease-table grant.

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ type listener struct {
 type subscription struct {
 	l       *listener
 	key     string
+	waiter  string        // the waiter's name in the key's queue
 	c       chan struct{} // receives a value when a release is notified
 	isLive  bool          // whether the listener was live when it subscribed
 	changes chan struct{} // the listener's changed when it subscribed
@@ -42,8 +44,8 @@ func newListener(cfg *pgx.ConnConfig) *listener {
 	return &listener{cfg: cfg, changed: make(chan struct{}), subs: map[string]map[*subscription]struct{}{}}
 }
 
-func (l *listener) subscribe(key string) *subscription {
-	s := &subscription{l: l, key: key, c: make(chan struct{}, 1)}
+func (l *listener) subscribe(key, waiter string) *subscription {
+	s := &subscription{l: l, key: key, waiter: waiter, c: make(chan struct{}, 1)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.isLive, s.changes = l.live, l.changed
@@ -98,10 +100,22 @@ func (l *listener) setLive(live bool) {
 	l.changed = make(chan struct{})
 }
 
-func (l *listener) notify(key string) {
+// notify wakes the key's waiter named by a release (see
+// distlock_lease_release in schema.sql): the payload is the key, a newline
+// and the waiter, which is empty when none was queued, and then every
+// waiter of the key is woken.
+func (l *listener) notify(payload string) {
+	i := strings.LastIndexByte(payload, '\n')
+	if i < 0 {
+		return // a release of an older version of the schema: waiters poll
+	}
+	key, waiter := payload[:i], payload[i+1:]
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for s := range l.subs[key] {
+		if waiter != "" && s.waiter != waiter {
+			continue
+		}
 		select {
 		case s.c <- struct{}{}:
 		default:

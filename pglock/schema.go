@@ -10,8 +10,9 @@ import (
 )
 
 // Schema is the SQL that creates the package's tables and functions
-// (distlock_fence, distlock_resource, distlock_lease, distlock_acquire,
-// distlock_lease_acquire, distlock_lease_refresh, distlock_lease_release,
+// (distlock_fence, distlock_resource, distlock_lease, distlock_lease_waiter,
+// distlock_acquire, distlock_lease_acquire, distlock_lease_wait,
+// distlock_lease_leave, distlock_lease_refresh, distlock_lease_release,
 // distlock_release, distlock_admit). It is idempotent. A Backend runs it on first use when
 // they are missing; Migrate runs it explicitly, and an operator can run it
 // with psql instead (it is the file schema.sql of this package), for
@@ -26,7 +27,10 @@ var Schema string
 const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
 	AND to_regclass('distlock_resource') IS NOT NULL
 	AND to_regclass('distlock_lease') IS NOT NULL
+	AND to_regclass('distlock_lease_waiter') IS NOT NULL
 	AND to_regprocedure('distlock_lease_acquire(text, text, text, bigint)') IS NOT NULL
+	AND to_regprocedure('distlock_lease_wait(text, text, text, bigint, bigint)') IS NOT NULL
+	AND to_regprocedure('distlock_lease_leave(text, text)') IS NOT NULL
 	AND to_regprocedure('distlock_lease_refresh(text, text, bigint)') IS NOT NULL
 	AND to_regprocedure('distlock_lease_release(text, text)') IS NOT NULL
 	AND to_regprocedure('distlock_acquire(text, boolean, text, interval)') IS NOT NULL

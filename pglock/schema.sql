@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 2.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 3.
 --
 -- A Backend runs this on first use if the objects are missing (Migrate does
 -- it explicitly); an operator can run it instead with
@@ -23,6 +23,12 @@
 -- ('-infinity' once released). A grant's token is taken from the key's
 -- row in distlock_fence, so that a key's tokens increase across both
 -- modes.
+--
+-- distlock_lease_waiter: the queue of lease-table mode, one row per
+-- waiting Acquire (waiter is its grant id), in order of arrival (seq).
+-- A waiter's row lives until expires unless the waiter renews it, which it
+-- does with each try; a waiter that died is thus passed over once its row
+-- expires, and its row is deleted by the next grant or release of the key.
 
 CREATE TABLE IF NOT EXISTS distlock_fence (
     key        text PRIMARY KEY,
@@ -45,6 +51,15 @@ CREATE TABLE IF NOT EXISTS distlock_lease (
     expires    timestamptz NOT NULL
 );
 
+CREATE TABLE IF NOT EXISTS distlock_lease_waiter (
+    key     text NOT NULL,
+    waiter  text NOT NULL,
+    seq     bigint GENERATED ALWAYS AS IDENTITY,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (key, waiter)
+);
+CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON distlock_lease_waiter (key, seq);
+
 -- distlock_acquire takes the session advisory lock of lock_key
 -- (pg_advisory_lock(hashtextextended(lock_key, 0)), waiting in the server's
 -- lock queue when wait is true, or trying once), then, and only then,
@@ -61,10 +76,13 @@ CREATE TABLE IF NOT EXISTS distlock_lease (
 -- held: the server released the lock as it told the previous holder that
 -- its session was ending, and the grace lets that holder act on the news
 -- before anyone else can write with a newer token. The release (releaseSQL
--- in the Go code) marks the row released and unlocks in one transaction
--- that commits after the unlock; the row lock its UPDATE holds until then
--- makes the SELECT ... FOR UPDATE below wait for that commit, so that a
--- released grant is never mistaken for a lost one.
+-- in the Go code) marks the row released and unlocks in one transaction,
+-- holding the lock at transaction level until that commits, so that the
+-- next holder normally finds the mark committed (the one-UPDATE path);
+-- for a release that commits after its unlock (an earlier version's), the
+-- row lock its UPDATE holds until then makes the SELECT ... FOR UPDATE
+-- below wait for that commit, so that a released grant is never mistaken
+-- for a lost one.
 CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -185,6 +203,76 @@ BEGIN
 END
 $$;
 
+-- distlock_lease_wait is distlock_lease_acquire for a waiting Acquire, in
+-- the order of arrival: the key is granted to lock_grant only if no live
+-- waiter came before it (a waiter's row with an earlier seq that has not
+-- expired), and otherwise lock_grant is queued, or its row renewed, to
+-- live wait_ms milliseconds from now(); with wait_ms 0 (a try) it is not
+-- queued. Granted, its row is deleted, with
+-- the rows of the key's waiters that expired. retry_ms is as in
+-- distlock_lease_acquire when the key is held, the time until the head
+-- waiter's row expires when the key is free but awaited by earlier
+-- waiters, and NULL when it was granted.
+CREATE OR REPLACE FUNCTION distlock_lease_wait(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+    wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    mine  bigint;
+    ahead timestamptz;
+BEGIN
+    IF wait_ms IS NULL OR wait_ms < 0 THEN
+        RAISE EXCEPTION 'distlock: lease wait: a waiter lifetime of at least 0 is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT w.seq INTO mine FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+    SELECT min(w.expires) INTO ahead FROM distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.waiter <> lock_grant AND w.expires > now()
+        AND (mine IS NULL OR w.seq < mine);
+    IF ahead IS NULL THEN
+        SELECT a.granted, a.retry_ms INTO granted, retry_ms
+        FROM distlock_lease_acquire(lock_key, lock_grant, lock_owner, ttl_ms) a;
+        IF granted IS NOT NULL THEN
+            DELETE FROM distlock_lease_waiter w
+            WHERE w.key = lock_key AND (w.waiter = lock_grant OR w.expires <= now());
+            RETURN;
+        END IF;
+    ELSE
+        retry_ms := greatest(1, ceil(extract(epoch FROM ahead - clock_timestamp()) * 1000))::bigint;
+    END IF;
+    IF wait_ms = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO distlock_lease_waiter AS w (key, waiter, expires)
+    VALUES (lock_key, lock_grant, now() + wait_ms * interval '1 millisecond')
+    ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
+END
+$$;
+
+-- distlock_lease_leave takes lock_grant out of lock_key's queue, when its
+-- Acquire gives up; if the key is free, the next waiter is notified, as a
+-- release would (the one leaving may have been notified last).
+CREATE OR REPLACE FUNCTION distlock_lease_leave(lock_key text, lock_grant text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    head text;
+BEGIN
+    DELETE FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
+        RETURN;
+    END IF;
+    SELECT w.waiter INTO head FROM distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > now()
+    ORDER BY w.seq LIMIT 1;
+    IF head IS NOT NULL THEN
+        PERFORM pg_notify('distlock_lease', lock_key || E'\n' || head);
+    END IF;
+    PERFORM set_config('synchronous_commit', 'off', true);
+END
+$$;
+
 -- distlock_lease_refresh extends the grant lock_grant of lock_key to
 -- ttl_ms milliseconds from now() if it has not expired, and reports
 -- whether it did. The extension is committed durably (synchronous_commit
@@ -209,21 +297,30 @@ END
 $$;
 
 -- distlock_lease_release frees the grant lock_grant of lock_key if it has
--- not expired, notifies the waiters listening on the channel
--- distlock_lease, with the key as the payload, and reports whether it
--- freed it. The release is committed without waiting for its WAL flush:
--- lost in a crash, it leaves the grant to expire.
+-- not expired, notifies the key's head waiter (the live row of
+-- distlock_lease_waiter with the lowest seq) on the channel distlock_lease,
+-- with the key, a newline and the waiter as the payload (an empty waiter
+-- when none is queued: every waiter of the key may try), and reports
+-- whether it freed the grant. Only the head waiter then tries: a
+-- release wakes one waiter, not all. The release is committed without
+-- waiting for its WAL flush: lost in a crash, it leaves the grant to
+-- expire.
 CREATE OR REPLACE FUNCTION distlock_lease_release(lock_key text, lock_grant text)
 RETURNS boolean
 LANGUAGE plpgsql
 AS $$
+DECLARE
+    head text;
 BEGIN
     UPDATE distlock_lease l SET grant_id = NULL, expires = '-infinity'
     WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM pg_notify('distlock_lease', lock_key);
+    SELECT w.waiter INTO head FROM distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > now()
+    ORDER BY w.seq LIMIT 1;
+    PERFORM pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
     PERFORM set_config('synchronous_commit', 'off', true);
     RETURN true;
 END
