@@ -205,10 +205,10 @@ func openGateway(ctx context.Context, r request) (distlock.Backend, io.Closer, e
 func gatewayURL(addr string) string { return "distlock+http://" + addr }
 
 // The gateway rows: client → gatewaylock → HTTP → gateway → file backend.
-// The gateway's session is the lease of a grant: a stopped or cut-off
-// client stops keeping it alive, and the gateway ends it and releases the
-// lock, where the file backend alone would keep the lock for as long as
-// the holder lives.
+// The worker's gateway session (one per worker, holding its grant) is
+// the lease: a stopped or cut-off client stops keeping it alive, and the
+// gateway ends it and releases the lock, where the file backend alone
+// would keep the lock for as long as the holder lives.
 func init() {
 	addRow("pause", backendGateway, ExpectBite, "the stopped client's session is not kept alive: the gateway ends it after its TTL and releases the flock, and the waiter is granted", nil)
 	addRow("delay", backendGateway, ExpectBite, "", nil)
