@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/gatewaylock"
+	"go.uber.org/goleak"
 )
 
 // serve runs a gateway over b on a loopback port until the test ends and
@@ -90,8 +91,14 @@ func TestConformanceOverFile(t *testing.T) {
 	distlocktest.Run(t, factory(url, gatewaylock.WithToken(adminSecret)),
 		distlocktest.WithRevoke(revoker(url)),
 		distlocktest.WithUnreachable(factory("http://127.0.0.1:1")),
+		distlocktest.WithLeakOptions(probeKeepalive),
 	)
 }
+
+// probeKeepalive is the gateway's read of the long-poll keepalive of the
+// suite's probe Backend, which lives as long as the suite: each new poll
+// on the probe's connection starts one.
+var probeKeepalive = goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead")
 
 func TestRefusedTokenIsNotRetried(t *testing.T) {
 	tokens, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"jobs","token":"` + adminSecret + `","prefixes":["jobs/"]}]}`))

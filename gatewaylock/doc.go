@@ -9,21 +9,56 @@
 //	defer b.Close()
 //	client, err := distlock.New(b)
 //
-// Each grant lives in a gateway session of its own, created by Acquire
-// with the grant's TTL and owner, kept alive by Refresh (a keepalive) and
-// deleted by Release. The validity of a grant is the time left that the
-// gateway reports, from the send time of the request it answered, so the
+// # Sessions
+//
+// The Backend keeps one gateway session per distinct TTL and owner it is
+// asked for (a Client has one of each, so one session per Client as a
+// rule), created by the first Acquire that needs it and shared by every
+// lock with that TTL and owner: an acquire and a release are one request
+// each, and nothing else is sent per lock. The gateway holds each lock of
+// a session with the session's TTL, which is the TTL of the Acquire that
+// created it; the ttl given to Refresh is only checked. Two Clients of one
+// Backend that want the same key at once get a session each, since the
+// gateway answers a second acquire of a key in one session with the
+// first one's grant.
+//
+// Each session is kept alive by one loop: a long-poll keepalive of a
+// quarter of the TTL (at most WithMaxWait), repeated. The gateway answers
+// it early when a lock of the session is lost or at risk, and always with
+// the time left of each lock. The validity of a grant is the time left
+// that the gateway reported, counted from the send time of the request
+// that the answer was to (the acquire, then the newest keepalive), so the
 // Client's local deadline never outlasts what the gateway vouches for.
-// The backend never calls OnLost: a loss shows at the next renewal (a
-// gateway whose sessions ended, or that refuses the connection, having
-// gone away with them), and the Client's local deadline covers the time
-// between.
+// Refresh hands out the loop's newest answer when it still vouches for
+// half its time, and otherwise sends a keepalive that does not wait
+// (RefreshAll: one per session).
+//
+// Losses are reported through OnLost: a lock_lost event, a lock that an
+// answer no longer lists, and the end of the session, which ends every
+// lock in it. The session ends when the gateway answers 404 (it restarted,
+// with a new epoch, or the session expired), refuses the token, or nothing
+// listens where it was; and when the long-poll's connection is cut (a
+// gateway that dies cuts it at once) and a keepalive sent at once on a new
+// connection fails to reach the gateway too. That is what tells a holder
+// of a lock on a backend that frees a dead process's locks at once (the
+// file backend) that its lock is gone before a restarted gateway can grant
+// it again; a holder that sees no cut (a partition at the same time) learns
+// of it only when its keepalive times out, and then only the fencing token
+// keeps it out. A busy or failing gateway (5xx, 429, a timeout) does not
+// end the session: the loop retries, and the local deadline covers the
+// time between. The next Acquire after a session ended creates a new one.
+//
+// An acquire whose answer is lost on the way (the connection broke after
+// the request was sent) is sent again, twice at most: the gateway answers
+// the same acquire in the same session with the grant it made. A grant
+// that no lease has (an acquire that failed or was cancelled after the
+// gateway granted it, a release that did not reach the gateway) is
+// released, fenced by its token, when the next keepalive answer lists it:
+// a failed Acquire sends one at once. Close deletes the sessions, which
+// releases whatever they still hold (and reports it lost through OnLost).
 //
 // A blocking Acquire waits in the gateway (a long-poll of at most
 // WithMaxWait, repeated), which waits on the lock service's own signal.
-// An Acquire that fails deletes its session, which releases a grant whose
-// answer was lost; if the gateway cannot be reached, the session expires
-// after its TTL.
 //
 // The Backend is a distlock.Lister (GET /v1/locks), so that `distlock
 // status --backend distlock+http://...` lists the locks through a gateway.

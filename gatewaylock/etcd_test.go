@@ -44,6 +44,7 @@ func TestConformanceOverEtcd(t *testing.T) {
 		// The gateway's etcd backend starts its etcd session (one per
 		// TTL, for the backend's life) in the first test that needs it.
 		distlocktest.WithLeakOptions(
+			probeKeepalive,
 			goleak.IgnoreAnyFunction("github.com/distlock/distlock/etcdlock.(*session).watch"),
 			goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/v3.(*lessor).keepAliveCtxCloser"),
 			goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/v3/concurrency.NewSession.func1"),

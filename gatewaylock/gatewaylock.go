@@ -62,6 +62,14 @@ type Backend struct {
 	hc        *http.Client
 	ownClient bool
 	maxWait   time.Duration
+
+	ctx    context.Context // ends at Close: the keepalive loops and cleanups
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the loops and background requests
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[sessionKey][]*session // the live sessions (see Backend.session)
 }
 
 var _ distlock.Backend = (*Backend)(nil)
@@ -82,12 +90,41 @@ func New(baseURL string, opts ...Option) (*Backend, error) {
 	if b.hc == nil || b.maxWait <= 0 {
 		return nil, fmt.Errorf("%w: gatewaylock: nil HTTP client or wait not positive", distlock.ErrInvalidOption)
 	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.sessions = map[sessionKey][]*session{}
 	return b, nil
 }
 
-// Close closes the idle connections of the Backend's own HTTP client. It
-// releases nothing: release the locks first.
+// ErrClosed is matched by the errors of a Backend used after Close; it
+// matches distlock.ErrClosed.
+var ErrClosed = backend.ClosedError("gatewaylock")
+
+// Close ends the Backend's sessions (DELETE, which releases every lock
+// still held in them: their holders are told through OnLost), stops their
+// keepalives and closes the idle connections of the Backend's own HTTP
+// client. Release the locks first.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	var all []*session
+	for _, ss := range b.sessions {
+		all = append(all, ss...)
+	}
+	clear(b.sessions)
+	b.mu.Unlock()
+	b.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Go(func() { s.close(ctx) })
+	}
+	wg.Wait()
+	b.bg.Wait()
 	if b.ownClient {
 		b.hc.CloseIdleConnections()
 	}
@@ -117,6 +154,8 @@ func (e *apiError) Is(target error) bool {
 		return e.kind() == "bad-name"
 	case distlock.ErrInvalidOption:
 		return e.kind() == "bad-ttl"
+	case distlock.ErrLockLost:
+		return e.kind() == "lock-lost"
 	case ErrRefused:
 		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 	}
@@ -126,8 +165,8 @@ func (e *apiError) Is(target error) bool {
 // do sends a request and decodes a 2xx answer into out. Errors are
 // *apiError for an answer, else match distlock.ErrUnavailable (or, when
 // ctx ended, ctx.Err()).
-func (b *Backend) do(ctx context.Context, method, path string, in, out any, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, wait+DefaultRequestTimeout)
+func (b *Backend) do(pctx context.Context, method, path string, in, out any, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(pctx, wait+DefaultRequestTimeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {
@@ -149,9 +188,10 @@ func (b *Backend) do(ctx context.Context, method, path string, in, out any, wait
 	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if pctx.Err() != nil {
+			return pctx.Err()
 		}
+		// (A request that timed out stays a net.Error with Timeout.)
 		return fmt.Errorf("%w: gatewaylock: %s %s: %w", distlock.ErrUnavailable, method, strings.SplitN(path, "?", 2)[0], unwrapURL(err))
 	}
 	defer resp.Body.Close()
@@ -201,43 +241,42 @@ func escape(name string) string {
 	return sb.String()
 }
 
-type sessionAnswer struct {
-	ID string `json:"id"`
-}
-
 type grantAnswer struct {
 	Token          string `json:"token"`
 	TTLRemainingMS int64  `json:"ttl_remaining_ms"`
 }
 
-type keepaliveAnswer struct {
-	Locks []struct {
-		Lock           string `json:"lock"`
-		Token          string `json:"token"`
-		TTLRemainingMS int64  `json:"ttl_remaining_ms"`
-	} `json:"locks"`
-}
+// acquireRetries bounds the retries of an acquire whose answer was lost
+// on the way (the gateway answers a retry with the same grant).
+const acquireRetries = 2
 
-// Acquire creates a session with opts.TTL and opts.Owner and acquires key
-// in it.
+// Acquire acquires key in a session of the Backend with opts.TTL and
+// opts.Owner (created when there is none), in one request.
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
 	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	var s sessionAnswer
-	err := b.do(ctx, "POST", "/v1/sessions", map[string]any{"owner": opts.Owner, "ttl": opts.TTL.String()}, &s, 0)
-	if err != nil {
-		return nil, b.acquireErr(ctx, err)
+	for fresh := false; ; fresh = true {
+		s, err := b.session(ctx, sessionKey{ttl: opts.TTL, owner: opts.Owner}, key)
+		if err != nil {
+			return nil, b.acquireErr(ctx, err)
+		}
+		l, err := s.acquire(ctx, key, opts)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.kind() == "session-not-found" {
+			// The gateway no longer knows the session (it restarted, or
+			// the session expired): its locks are gone, and the acquire
+			// goes to a new one, once.
+			s.end(fmt.Errorf("%w: gatewaylock: the gateway ended the session: %w", distlock.ErrLockLost, err), false)
+			if !fresh && ctx.Err() == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, b.acquireErr(ctx, err)
+		}
+		return l, nil
 	}
-	l, err := b.acquireIn(ctx, s.ID, key, opts)
-	if err != nil {
-		// Whatever the gateway granted meanwhile goes with the session.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRequestTimeout)
-		defer cancel()
-		b.do(dctx, "DELETE", "/v1/sessions/"+s.ID, nil, nil, 0)
-		return nil, b.acquireErr(ctx, err)
-	}
-	return l, nil
 }
 
 func (b *Backend) acquireErr(ctx context.Context, err error) error {
@@ -247,12 +286,14 @@ func (b *Backend) acquireErr(ctx context.Context, err error) error {
 	return err
 }
 
-func (b *Backend) acquireIn(ctx context.Context, sid, key string, opts distlock.AcquireOptions) (*lease, error) {
+// acquireOnce asks for key in the session, retrying an acquire whose
+// answer was lost.
+func (s *session) acquireOnce(ctx context.Context, key string, opts distlock.AcquireOptions) (grantAnswer, time.Time, error) {
 	path := "/v1/locks/" + escape(key) + "/acquire"
-	for {
+	for retries := 0; ; {
 		wait := time.Duration(0)
 		if opts.Wait {
-			wait = b.maxWait
+			wait = s.b.maxWait
 			if d, ok := ctx.Deadline(); ok {
 				wait = min(wait, time.Until(d)+time.Millisecond)
 			}
@@ -260,116 +301,32 @@ func (b *Backend) acquireIn(ctx context.Context, sid, key string, opts distlock.
 		}
 		sent := time.Now()
 		var g grantAnswer
-		err := b.do(ctx, "POST", path+"?wait="+wait.String(), map[string]string{"session": sid}, &g, wait)
+		err := s.b.do(ctx, "POST", path+"?wait="+wait.String(), map[string]string{"session": s.id}, &g, wait)
 		var ae *apiError
 		switch {
 		case err == nil:
+			return g, sent, nil
 		case errors.As(err, &ae) && ae.kind() == "not-acquired":
 			if !opts.Wait {
-				return nil, fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+				return g, sent, fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
 			}
 			if ctx.Err() != nil {
-				return nil, backend.Canceled(ctx)
+				return g, sent, backend.Canceled(ctx)
 			}
 			continue
+		case errors.As(err, &ae) && ae.kind() == "lock-lost":
+			// Granted, and lost before the answer: worth another try.
+			return g, sent, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		case ae == nil && ctx.Err() == nil && !errors.Is(err, syscall.ECONNREFUSED) && retries < acquireRetries:
+			// The request may have reached the gateway and its answer
+			// been lost: the gateway answers the same acquire in the same
+			// session with the grant it made, if any.
+			retries++
+			continue
 		default:
-			return nil, err
-		}
-		tok, perr := strconv.ParseUint(g.Token, 10, 64)
-		if perr != nil || tok == 0 {
-			return nil, fmt.Errorf("%w: gatewaylock: malformed token %q", distlock.ErrUnavailable, g.Token)
-		}
-		l := &lease{b: b, sid: sid, key: key, token: tok, ttl: opts.TTL}
-		v := distlock.Validity{Sent: sent, TTL: time.Duration(g.TTLRemainingMS) * time.Millisecond}
-		if time.Since(sent) > opts.TTL/4 {
-			// The grant came after a long wait: its validity counts from
-			// the send time, so confirm it afresh.
-			if v, err = l.Refresh(ctx, opts.TTL); err != nil {
-				return nil, err
-			}
-		}
-		l.v = v
-		return l, nil
-	}
-}
-
-// lease is one grant, in a session of its own.
-type lease struct {
-	b     *Backend
-	sid   string
-	key   string
-	token uint64
-	ttl   time.Duration
-
-	mu sync.Mutex
-	v  distlock.Validity
-}
-
-func (l *lease) Token() uint64 { return l.token }
-
-func (l *lease) Validity() distlock.Validity {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.v
-}
-
-// lost is the error of a grant the gateway no longer has.
-func (l *lease) lost(err error) error {
-	if err == nil {
-		return fmt.Errorf("%w: gatewaylock: the gateway no longer holds the grant", distlock.ErrLockLost)
-	}
-	return fmt.Errorf("%w: %w", distlock.ErrLockLost, err)
-}
-
-// Refresh keeps the session alive and reports the time left of the grant.
-// A gateway that refuses the connection has gone away with its sessions:
-// the grant is reported lost at once.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
-	}
-	sent := time.Now()
-	var ka keepaliveAnswer
-	err := l.b.do(ctx, "POST", "/v1/sessions/"+l.sid+"/keepalive", nil, &ka, 0)
-	var ae *apiError
-	switch {
-	case errors.As(err, &ae) && ae.kind() == "session-not-found":
-		return distlock.Validity{}, l.lost(err)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		// Nothing listens where the gateway was: it went away, and its
-		// sessions, which live in its memory, with it.
-		return distlock.Validity{}, l.lost(err)
-	case err != nil:
-		return distlock.Validity{}, err
-	}
-	tok := strconv.FormatUint(l.token, 10)
-	for _, x := range ka.Locks {
-		if x.Lock == l.key && x.Token == tok && x.TTLRemainingMS > 0 {
-			v := distlock.Validity{Sent: sent, TTL: time.Duration(x.TTLRemainingMS) * time.Millisecond}
-			l.mu.Lock()
-			l.v = v
-			l.mu.Unlock()
-			return v, nil
+			return g, sent, err
 		}
 	}
-	return distlock.Validity{}, l.lost(nil)
-}
-
-// Release releases the grant, fenced by its token, and deletes the
-// session.
-func (l *lease) Release(ctx context.Context) error {
-	err := l.b.do(ctx, "POST", "/v1/locks/"+escape(l.key)+"/release",
-		map[string]string{"session": l.sid, "token": strconv.FormatUint(l.token, 10)}, nil, 0)
-	var ae *apiError
-	switch {
-	case err == nil:
-	case errors.As(err, &ae) && ae.Status/100 == 4 && !errors.Is(err, ErrRefused):
-		err = l.lost(err) // not held, lost, or the session is gone
-	default:
-		return err // unreachable: the session stays, for a retry
-	}
-	l.b.do(ctx, "DELETE", "/v1/sessions/"+l.sid, nil, nil, 0)
-	return err
 }
 
 var _ distlock.Lister = (*Backend)(nil)

@@ -205,10 +205,10 @@ func openGateway(ctx context.Context, r request) (distlock.Backend, io.Closer, e
 func gatewayURL(addr string) string { return "distlock+http://" + addr }
 
 // The gateway rows: client → gatewaylock → HTTP → gateway → file backend.
-// The gateway's session is the lease of a grant: a stopped or cut-off
-// client stops keeping it alive, and the gateway ends it and releases the
-// lock, where the file backend alone would keep the lock for as long as
-// the holder lives.
+// The worker's gateway session (one per worker, holding its grant) is
+// the lease: a stopped or cut-off client stops keeping it alive, and the
+// gateway ends it and releases the lock, where the file backend alone
+// would keep the lock for as long as the holder lives.
 func init() {
 	addRow("pause", backendGateway, ExpectBite, "the stopped client's session is not kept alive: the gateway ends it after its TTL and releases the flock, and the waiter is granted", nil)
 	addRow("delay", backendGateway, ExpectBite, "", nil)
@@ -227,21 +227,20 @@ func init() {
 	Scenarios = append(Scenarios, Scenario{
 		Name:   "gateway-kill",
 		Title:  "the gateway process killed with SIGKILL while a lock is held through it (its connections cut, its flocks freed by the kernel at once, no release sent) and a new gateway starts on the same port and lock directory; the waiter is granted by the new gateway and writes; the holder, whose next renewal is still ahead, checks its lock and writes with its old token",
-		Expect: map[string]Expect{backendGateway: ExpectBite},
+		Expect: map[string]Expect{backendGateway: ExpectHold},
 		Why: map[string]string{
-			backendGateway: "the file backend frees a dead process's locks at once, and the holder learns of the loss only at its next renewal: until then its own check passes (on a lock service with TTLs the old grant would stay until it expires instead)",
+			backendGateway: "the holder's long-poll keepalive is cut when the gateway dies; the holder's Backend asks again at once on a new connection, is refused (or told by the new gateway that the session is unknown), and reports the loss through OnLost before the new gateway is up to grant the waiter: the holder's check fails and it does not write",
 			backendRedis:   "no gateway", backendEtcd: "no gateway", backendFile: "no gateway",
 			backendZK: "no gateway", backendPG: "no gateway",
 		},
 		Run: gatewayKillScenario,
 	})
-	findings["gateway-kill"] = "Over the file backend a dead gateway's locks are free at once, and the holder learns of the loss only from its next renewal (the new gateway answers 404 to a session of the previous epoch): until then its own check passes, so its write with the old token lands in the unfenced store and is refused by the fenced one. The loss is seen within one renewal interval (detection p50/p99), well before the TTL. The file backend keeps its token counter in the lock file (with the wall clock in microseconds as a floor), so the new gateway's grants continue above the old ones (no token regression)."
+	findings["gateway-kill"] = "Over the file backend a dead gateway's locks are free at once, so the holder must learn of the loss before the new gateway can grant: gatewaylock holds a long-poll keepalive open, the kill cuts it, and the keepalive sent at once on a new connection is refused (or answered 404 by the new gateway), which ends the session and reports every lock in it lost, well before the next renewal. In every round the holder's checked write came after its lock had ended (not-live). What this relies on is that the kill cuts the connection: a holder cut off from the gateway by a partition at the same moment sees nothing until its keepalive times out, and over a backend that frees locks at once only the token then keeps it out. The file backend keeps its token counter in the lock file (with the wall clock in microseconds as a floor), so the new gateway's grants continue above the old ones (no token regression)."
 }
 
-// Timing of the gateway-kill row: a renewal every gatewayKillTTL/2, so
-// that the holder's check passes in the moment between the new gateway's
-// grant to the waiter and the holder's write, in all but a few rounds
-// (those the harness repeats).
+// Timing of the gateway-kill row: a renewal every gatewayKillTTL/2, far
+// longer than a restart, so that a holder that learned of the loss only
+// from a renewal would still pass its check when the waiter is granted.
 const gatewayKillTTL = 4 * time.Second
 
 // gatewayKillScenario kills and restarts the gateway while A holds the
@@ -260,16 +259,21 @@ func gatewayKillScenario(f *Fixture) error {
 		if err != nil {
 			return err
 		}
+		// Detection counts from the kill: the holder may learn of the loss
+		// before the new gateway is up.
+		r.MarkFault(a)
 		gw.Kill()
 		r.Fault("", "gateway kill -9")
 		if err := gw.Restart(); err != nil {
 			return err
 		}
-		r.MarkFault(a)
 		bres, ok, err := waitGrant(b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: time.Minute}), time.Minute)
 		if !ok {
 			return fmt.Errorf("B not granted by the new gateway: %v", err)
 		}
+		// The fault took effect: the lock A held is granted to B by the
+		// new gateway; what A does next is the guard under test.
+		r.Injected()
 		// A, unaware, interleaves with B, checking its lock each time.
 		out := kindNotLive
 		v, err := a.Read(f.Res, false)
@@ -286,9 +290,6 @@ func gatewayKillScenario(f *Fixture) error {
 				}
 				out = kindNotLive
 			}
-		}
-		if out != kindNotLive {
-			r.Injected()
 		}
 		if !r.waitEnded(a, time.Minute) {
 			return fmt.Errorf("A's lock context never ended")

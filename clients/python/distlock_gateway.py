@@ -14,7 +14,11 @@ A lock is valid until the send time of the last request that confirmed it
 plus the time left the gateway reported, unless the gateway reported it
 lost. A keepalive that cannot reach the gateway, because nothing listens
 there any more, ends the session at once: a gateway keeps its sessions in
-memory, so one that went away took them along. Pass lock.token to the
+memory, so one that went away took them along. So does a keepalive that
+the gateway refuses (401 or 403: the token was revoked or rotated), or
+that fails in this process: the session's locks are then lost with that
+reason (lock.lost), on_lost(lock, reason) is called if given, session.error
+holds the exception, and the session's next acquire raises SessionGone. Pass lock.token to the
 storage you protect: only the token keeps out a holder that was paused
 past its deadline.
 """
@@ -77,7 +81,7 @@ class Gateway:
         try:
             with urllib.request.urlopen(req, timeout=wait + self.timeout) as resp:
                 raw = resp.read()
-                return json.loads(raw) if raw else {}
+                status = resp.status
         except urllib.error.HTTPError as e:
             try:
                 p = json.loads(e.read())
@@ -95,12 +99,18 @@ class Gateway:
             if isinstance(reason, ConnectionRefusedError):
                 raise SessionGone(0, "unreachable", "nothing listens at %s: the gateway went away" % self.url) from None
             raise GatewayError(0, "unavailable", str(reason)) from None
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError as e:
+            raise GatewayError(status, "malformed", "the answer is not JSON: %s" % e) from None
 
-    def session(self, owner="", ttl=15.0, keepalive=True):
-        """Creates a session; with keepalive, a thread keeps it alive."""
+    def session(self, owner="", ttl=15.0, keepalive=True, on_lost=None):
+        """Creates a session; with keepalive, a thread keeps it alive.
+        on_lost(lock, reason), if given, is called (from the keepalive
+        thread) when a lock of the session is lost; it must not block."""
         sent = time.monotonic()
         a = self.request("POST", "/v1/sessions", {"owner": owner, "ttl": "%dms" % int(ttl * 1000)})
-        s = Session(self, a["id"], ttl, sent + a["ttl_remaining_ms"] / 1000.0)
+        s = Session(self, a["id"], ttl, sent + a["ttl_remaining_ms"] / 1000.0, on_lost)
         if keepalive:
             s.start()
         return s
@@ -144,12 +154,14 @@ class Lock:
 class Session:
     """A gateway session: a lease that owns locks."""
 
-    def __init__(self, gw, id_, ttl, deadline):
+    def __init__(self, gw, id_, ttl, deadline, on_lost=None):
         self.gw = gw
         self.id = id_
         self.ttl = ttl
         self.deadline = deadline
+        self.on_lost = on_lost
         self.gone = None  # why the session ended, once it did
+        self.error = None  # the exception that ended the keepalive thread, if one did
         self.events = []  # every event the keepalives reported
         self.locks = {}
         self._mu = threading.Lock()
@@ -167,7 +179,10 @@ class Session:
         self._thread.start()
 
     def acquire(self, name, wait=30.0):
-        """Acquires name, waiting at most wait seconds; raises NotAcquired."""
+        """Acquires name, waiting at most wait seconds; raises NotAcquired,
+        or SessionGone once the session ended."""
+        if self.gone is not None:
+            raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error
         sent = time.monotonic()
         a = self.gw.request("POST", "/v1/locks/%s/acquire?wait=%dms" % (_quote(name), int(wait * 1000)),
                             {"session": self.id}, wait=wait)
@@ -184,6 +199,7 @@ class Session:
         except SessionGone as e:
             self._end(e.kind if e.kind != "session-not-found" else "session_ended")
             raise
+        lost = []
         with self._mu:
             self.deadline = sent + a["ttl_remaining_ms"] / 1000.0
             held = {x["lock"]: x for x in a["locks"]}
@@ -193,7 +209,9 @@ class Session:
                 if lock is None or str(lock.token) != e["token"]:
                     continue
                 if e["type"] == "lock_lost":
-                    lock.lost = e.get("reason", "lost")
+                    if lock.lost is None:
+                        lock.lost = e.get("reason", "lost")
+                        lost.append(lock)
                 elif e["type"] == "at_risk":
                     lock.at_risk = True
             for name, lock in list(self.locks.items()):
@@ -205,11 +223,18 @@ class Session:
                 if x is None or x["token"] != str(lock.token):
                     if lock.lost is None:
                         lock.lost = "not_held"
+                        lost.append(lock)
                     del self.locks[name]
                 else:
                     lock.deadline = sent + x["ttl_remaining_ms"] / 1000.0
                     lock.at_risk = False
+        self._tell(lost)
         return a
+
+    def _tell(self, locks):
+        if self.on_lost is not None:
+            for lock in locks:
+                self.on_lost(lock, lock.lost)
 
     def _keepalive_loop(self):
         # Long-polls short enough that a lock's time left, counted from the
@@ -219,14 +244,36 @@ class Session:
                 self.keepalive(wait=self.ttl / 4)
             except SessionGone:
                 return
-            except GatewayError:
+            except GatewayError as e:
+                if e.status in (401, 403) or (400 <= e.status < 500 and e.status not in (408, 429)):
+                    # Refused (a revoked or rotated token), or a request
+                    # the gateway will never take: nothing keeps the
+                    # session alive any more.
+                    self._fail(e, "refused" if e.status in (401, 403) else e.kind)
+                    return
                 # Not confirmed: the locks run out at their deadlines.
+                lost = []
                 with self._mu:
                     now = time.monotonic()
                     for lock in self.locks.values():
                         if lock.lost is None and now >= lock.deadline:
                             lock.lost = "deadline_passed"
+                            lost.append(lock)
+                self._tell(lost)
                 self._stop.wait(min(0.1, self.ttl / 10))
+            except Exception as e:
+                # A failure in this process: the thread ends, and says so.
+                self._fail(e, "keepalive_failed")
+                return
+
+    def _fail(self, err, why):
+        """Ends the session for an error of its keepalive thread."""
+        self.error = err
+        self._end("%s: %s" % (why, err))
+        try:  # release what the gateway still holds, if it lets us
+            self.gw.request("DELETE", "/v1/sessions/" + self.id)
+        except Exception:
+            pass
 
     def _forget(self, lock, why):
         with self._mu:
@@ -236,12 +283,17 @@ class Session:
                 lock.lost = why
 
     def _end(self, why):
+        lost = []
         with self._mu:
-            self.gone = why
+            if self.gone is None:
+                self.gone = why
             for lock in self.locks.values():
                 if lock.lost is None:
                     lock.lost = why
+                    lost.append(lock)
             self.locks.clear()
+        if why != "closed":
+            self._tell(lost)
 
     def close(self):
         """Ends the session, releasing its locks."""

@@ -8,6 +8,12 @@ kill: holds a lock and prints "ready TOKEN"; when the gateway is killed,
       left then.
 race: a keepalive answered before a grant but read after it leaves the
       lock valid; prints one JSON object.
+refused TOKEN: holds a lock, then its token stops being accepted (as when
+      it is rotated away): the keepalive thread ends the session and says
+      why; prints one JSON object.
+broken: holds a lock, then the keepalive thread fails in this process (a
+      bug, a malformed answer): it ends the session and says why; prints
+      one JSON object.
 """
 
 import fcntl
@@ -17,7 +23,7 @@ import sys
 import threading
 import time
 
-from distlock_gateway import Gateway, GatewayError
+from distlock_gateway import Gateway, GatewayError, SessionGone
 
 
 class FencedFile:
@@ -133,6 +139,64 @@ def race(url, d):
     print(json.dumps(out), flush=True)
 
 
+def ended(gw, s, lock, told, ttl):
+    """What the holder learned when its keepalive thread ended the session."""
+    until(lambda: not lock.valid(), 30, "the lock stayed valid")
+    with s._mu:
+        left = lock.deadline - time.monotonic()
+    out = {"lost": lock.lost, "told": told, "session": s.gone,
+           "error": type(s.error).__name__ if s.error else None,
+           "status": getattr(s.error, "status", None), "time_left": left, "ttl": ttl}
+    try:
+        s.acquire("e2e/after", wait=0)
+        out["next_acquire"] = "acquired"
+    except SessionGone as e:
+        out["next_acquire"] = e.kind
+    return out
+
+
+def refused(url, d, token):
+    ttl = 8.0
+    gw = Gateway(url, token=token)
+    told = []
+    s = gw.session(owner="python-refused", ttl=ttl, on_lost=lambda lock, why: told.append(why))
+    lock = s.acquire("e2e/refused", wait=5)
+    gw.token = "not-" + token  # rotated away: every request is refused now
+    print(json.dumps(ended(gw, s, lock, told, ttl)), flush=True)
+
+
+class BrokenKeepalive(Gateway):
+    """A gateway client whose keepalive fails in this process once broken
+    is set, as a bug or an unexpected answer would."""
+
+    def __init__(self, url):
+        super().__init__(url)
+        self.broken = threading.Event()
+
+    def request(self, method, path, body=None, wait=0.0):
+        if "/keepalive" in path and self.broken.is_set():
+            raise KeyError("ttl_remaining_ms")
+        return super().request(method, path, body, wait)
+
+
+def broken(url, d):
+    ttl = 8.0
+    gw = BrokenKeepalive(url)
+    told = []
+    s = gw.session(owner="python-broken", ttl=ttl, on_lost=lambda lock, why: told.append(why))
+    lock = s.acquire("e2e/broken", wait=5)
+    gw.broken.set()
+    out = ended(gw, s, lock, told, ttl)
+    # The session was deleted: the lock is free for another session.
+    s2 = Gateway(url).session(owner="python-broken-2", ttl=5.0)
+    out["free_after"] = s2.acquire("e2e/broken", wait=5).token > lock.token
+    s2.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
-    {"walk": walk, "kill": kill, "race": race}[mode](url, d)
+    if mode == "refused":
+        refused(url, d, sys.argv[4])
+    else:
+        {"walk": walk, "kill": kill, "race": race, "broken": broken}[mode](url, d)

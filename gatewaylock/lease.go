@@ -1,0 +1,196 @@
+package gatewaylock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backend"
+)
+
+// lease is one grant, held in a session shared with the Backend's other
+// grants of the same TTL and owner.
+//
+// Who guards what: s, key, token, onLost never change; s.mu guards v,
+// reported, granted, lost and abandoned; relMu serializes releases and
+// guards relDone and relErr.
+type lease struct {
+	s      *session
+	key    string
+	token  uint64
+	onLost func(error)
+
+	v         distlock.Validity // the newest confirmation
+	reported  time.Time         // the Sent of the last validity handed out
+	granted   time.Time         // when the grant's answer came
+	lost      error             // why the grant is gone; nil while held
+	abandoned bool              // a release failed: the loop releases it, unless a retry does
+
+	relMu   sync.Mutex
+	relDone bool // the gateway answered a release
+	relErr  error
+}
+
+func (l *lease) Token() uint64 { return l.token }
+
+func (l *lease) Validity() distlock.Validity {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.v
+}
+
+// cachedLocked returns a confirmation newer than the last one handed out,
+// if the session's loop got one that still vouches for half its time.
+func (l *lease) cachedLocked() (distlock.Validity, bool) {
+	fresh := l.v.Sent.After(l.reported) && time.Until(l.v.Sent.Add(l.v.TTL)) >= l.v.TTL/2
+	return l.v, fresh
+}
+
+// report hands out the newest confirmation, or the loss.
+func (l *lease) report() (distlock.Validity, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.lost != nil {
+		return distlock.Validity{}, l.lost
+	}
+	l.reported = l.v.Sent
+	return l.v, nil
+}
+
+// Refresh reports the time left of the grant: from the newest answer of
+// the session's keepalive loop when it is fresh, else from a keepalive
+// sent now. The session keeps its TTL: ttl is only checked.
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+	if err := backend.CheckTTL(ttl); err != nil {
+		return distlock.Validity{}, err
+	}
+	l.s.mu.Lock()
+	lost := l.lost
+	_, fresh := l.cachedLocked()
+	l.s.mu.Unlock()
+	if lost == nil && !fresh {
+		if err := l.s.confirm(ctx); err != nil {
+			if ending(err) {
+				return distlock.Validity{}, sessionLost(err)
+			}
+			return distlock.Validity{}, err
+		}
+	}
+	return l.report()
+}
+
+var _ distlock.BatchRefresher = (*Backend)(nil)
+
+// RefreshAll refreshes leases with one keepalive per session at most.
+func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+	res := make([]distlock.RefreshResult, len(leases))
+	if err := backend.CheckTTL(ttl); err != nil {
+		for i := range res {
+			res[i].Err = err
+		}
+		return res
+	}
+	ls := make([]*lease, len(leases))
+	stale := map[*session]bool{}
+	for i, x := range leases {
+		l, ok := x.(*lease)
+		if !ok || l.s.b != b {
+			res[i].Err = fmt.Errorf("%w: gatewaylock: a lease of another Backend", distlock.ErrInvalidOption)
+			continue
+		}
+		ls[i] = l
+		l.s.mu.Lock()
+		if _, fresh := l.cachedLocked(); l.lost == nil && !fresh {
+			stale[l.s] = true
+		}
+		l.s.mu.Unlock()
+	}
+	errs := map[*session]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for s := range stale {
+		wg.Go(func() {
+			if err := s.confirm(ctx); err != nil {
+				if ending(err) {
+					err = sessionLost(err)
+				}
+				mu.Lock()
+				errs[s] = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		if err := errs[l.s]; err != nil {
+			res[i].Err = err
+			continue
+		}
+		res[i].Validity, res[i].Err = l.report()
+	}
+	return res
+}
+
+// Release releases the grant, fenced by its token; the session stays for
+// the Backend's other grants. A release that does not reach the gateway
+// leaves the grant to the session's loop, which releases it once the
+// gateway answers again, unless the caller retries first.
+func (l *lease) Release(ctx context.Context) error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.relDone {
+		return l.relErr
+	}
+	s := l.s
+	s.mu.Lock()
+	lost := l.lost
+	if lost == nil {
+		s.busy[l.key]++
+	}
+	s.mu.Unlock()
+	if lost != nil {
+		l.relDone, l.relErr = true, lost
+		return lost
+	}
+	err := s.b.do(ctx, "POST", "/v1/locks/"+escape(l.key)+"/release",
+		map[string]string{"session": s.id, "token": strconv.FormatUint(l.token, 10)}, nil, 0)
+	var ae *apiError
+	answered := err == nil || errors.As(err, &ae) && ae.Status/100 == 4 && !errors.Is(err, ErrRefused)
+	s.mu.Lock()
+	s.settleLocked(l.key)
+	if answered {
+		if s.leases[l.key] == l {
+			delete(s.leases, l.key)
+		}
+		l.abandoned = false
+		if l.lost == nil {
+			l.lost = fmt.Errorf("%w: gatewaylock: the lease was released", distlock.ErrLockLost)
+		}
+	} else {
+		l.abandoned = true
+	}
+	s.mu.Unlock()
+	if !answered {
+		return err
+	}
+	if err != nil {
+		// Not held, lost, or the session is gone.
+		err = fmt.Errorf("%w: %w", distlock.ErrLockLost, err)
+		if isNotFound(err) {
+			s.end(sessionLost(err), false)
+		}
+	}
+	l.relDone, l.relErr = true, err
+	if err == nil {
+		// A later Release finds the lease gone.
+		l.relErr = fmt.Errorf("%w: gatewaylock: the lease was released already", distlock.ErrLockLost)
+	}
+	return err
+}
