@@ -85,11 +85,13 @@ type Backend struct {
 	// or by the deletion of a key of ours that may linger (see dropKey).
 	queue keyqueue.Queue[*lease]
 
+	// life says whether the Backend is open and tracks the goroutines it
+	// starts; Close shuts it holding mu, so that under mu it stays as read.
+	life *backend.Tracker
+
 	mu       sync.Mutex
-	closed   bool
 	sessions map[sessionKey]*session     // the live session of each TTL and owner
 	pending  map[sessionKey]*sessionCall // sessions being created
-	wg       sync.WaitGroup              // goroutines started by the Backend
 }
 
 // turn is a lock name's turn in the Backend's queue.
@@ -118,6 +120,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 		cli:      cli,
 		cfg:      cfg,
 		rejected: fencecount.New(cfg.meters, "etcdlock.Txn"),
+		life:     backend.NewTracker(ErrClosed),
 		sessions: map[sessionKey]*session{},
 		pending:  map[sessionKey]*sessionCall{},
 	}
@@ -142,11 +145,10 @@ func (b *Backend) Client() *clientv3.Client { return b.cli }
 // then expire after their TTL). Calling Close again does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if !b.life.Shut() {
 		b.mu.Unlock()
 		return nil
 	}
-	b.closed = true
 	sessions := make([]*session, 0, len(b.sessions))
 	for _, s := range b.sessions {
 		sessions = append(sessions, s)
@@ -168,38 +170,13 @@ func (b *Backend) Close() error {
 	}
 	wg.Wait()
 	b.cancel()
-	b.wg.Wait()
+	b.life.Wait()
 	if b.ownsCli {
 		if err := b.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	return nil
-}
-
-// goTracked runs f in a goroutine that Close waits for, unless the Backend
-// is closed.
-func (b *Backend) goTracked(f func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // ttlSeconds converts a lease duration, checked with backend.CheckTTL, to
@@ -242,7 +219,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 // takeTurn waits for name's turn in this process, or, for a try, takes it
 // if it is free.
 func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
 	if !wait {
@@ -376,7 +353,7 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 		// effect without its reply reaching us. Its create revision is
 		// known if the reply came.
 		b.cleanup(t, s, etcdKey, rev)
-		if err := b.checkOpen(); err != nil {
+		if err := b.life.CheckOpen(); err != nil {
 			return nil, err
 		}
 		switch {
@@ -409,7 +386,7 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 	}
 	if err != nil {
 		b.cleanup(t, s, l.etcdKey, int64(l.token))
-		if cerr := b.checkOpen(); cerr != nil {
+		if cerr := b.life.CheckOpen(); cerr != nil {
 			return nil, cerr
 		}
 		switch lost := s.lostErr(); {
@@ -459,7 +436,7 @@ func (b *Backend) cleanup(t *turn, s *session, key string, rev int64) {
 //
 // gone, if not nil, runs when etcd has confirmed, before the turn passes on.
 func (b *Backend) dropKey(t *turn, s *session, key string, rev int64, gone func()) {
-	started := b.goTracked(func() {
+	started := b.life.Go(func() {
 		defer t.Done()
 		ctx, cancel := context.WithCancel(b.ctx)
 		defer cancel()

@@ -64,7 +64,7 @@ func unescapeKey(name string) string { return unescaper.Replace(name) }
 // kept alive. Locks taken with `etcdctl lock` under the prefix are listed
 // too, without an owner. Since is not known to etcd and is left zero.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)

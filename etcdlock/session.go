@@ -59,7 +59,7 @@ type sessionCall struct {
 func (b *Backend) session(ctx context.Context, secs int64, owner string) (*session, error) {
 	k := sessionKey{secs, owner}
 	b.mu.Lock()
-	if b.closed {
+	if b.life.Closed() {
 		b.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -71,8 +71,8 @@ func (b *Backend) session(ctx context.Context, secs int64, owner string) (*sessi
 	if c == nil {
 		c = &sessionCall{done: make(chan struct{})}
 		b.pending[k] = c
-		b.wg.Add(1)
-		go b.createSession(c, k)
+		// Open: checked above under mu, which Close holds to shut.
+		b.life.Go(func() { b.createSession(c, k) })
 	}
 	b.mu.Unlock()
 	select {
@@ -86,18 +86,15 @@ func (b *Backend) session(ctx context.Context, secs int64, owner string) (*sessi
 // createSession creates a session, bounded by the request timeout rather
 // than by the context of whichever acquire asked first.
 func (b *Backend) createSession(c *sessionCall, k sessionKey) {
-	defer b.wg.Done()
 	s, err := b.newSession(k)
 	b.mu.Lock()
 	delete(b.pending, k)
 	switch {
 	case err != nil:
-	case b.closed:
+	case !b.life.Go(s.watch): // under mu: a loss is reported after s is in sessions
 		err = ErrClosed
 	default:
 		b.sessions[k] = s
-		b.wg.Add(1)
-		go s.watch()
 	}
 	b.mu.Unlock()
 	if s != nil && err != nil {
@@ -146,10 +143,9 @@ func (b *Backend) revoke(id clientv3.LeaseID) {
 
 // watch waits for the session to end and reports the loss.
 func (s *session) watch() {
-	defer s.b.wg.Done()
 	<-s.cs.Done()
 	cause := fmt.Errorf("%w: keep-alive of lease %x ended (the lease expired or was revoked, or etcd did not answer for its TTL)", ErrSessionLost, int64(s.id))
-	if s.b.ctx.Err() != nil || s.b.checkOpen() != nil {
+	if s.b.ctx.Err() != nil || s.b.life.Closed() {
 		cause = fmt.Errorf("%w: %w", ErrSessionLost, ErrClosed)
 	}
 	s.b.loseSession(s, cause)
@@ -181,7 +177,7 @@ func (b *Backend) loseSession(s *session, cause error) {
 	}
 	// The session may have ended on this side only (etcd unreachable for a
 	// TTL): give the lease back so that its keys go now, not at expiry.
-	b.goTracked(func() {
+	b.life.Go(func() {
 		s.cs.Orphan()
 		b.revoke(s.id)
 	})
@@ -248,7 +244,7 @@ func (s *session) confirm(ctx context.Context, notBefore time.Time) (distlock.Va
 	if c == nil || c.sent.Before(notBefore) {
 		c = &confirmation{sent: time.Now(), done: make(chan struct{})}
 		s.inflight = c
-		if !s.b.goTracked(func() { s.keepAliveOnce(c) }) {
+		if !s.b.life.Go(func() { s.keepAliveOnce(c) }) {
 			s.inflight = nil
 			s.mu.Unlock()
 			return distlock.Validity{}, ErrClosed

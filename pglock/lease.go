@@ -57,9 +57,9 @@ func (l *lease) watchLocked() {
 	pg := l.conn.Conn().PgConn()
 	w := &watch{done: make(chan struct{})}
 	l.w = w
-	l.b.wg.Add(1)
-	go func() {
-		defer l.b.wg.Done()
+	// Also after Shut: a Refresh may restart the watcher of a lease that
+	// Close has yet to end, and Close ends every lease before it waits.
+	l.b.life.GoAlways(func() {
 		var err error
 		for err == nil {
 			// With context.Background, pgconn arms no context watcher of
@@ -71,7 +71,7 @@ func (l *lease) watchLocked() {
 		if !w.stopping.Load() {
 			l.lose(err)
 		}
-	}()
+	})
 }
 
 // stopWatchLocked interrupts the watcher with a read deadline and waits for

@@ -288,18 +288,11 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 // background runs f in a goroutine that Close waits for, with a context
 // bounded by the request timeout, unless the Backend is closed.
 func (b *Backend) background(f func(ctx context.Context)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	b.life.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
 		defer cancel()
 		f(ctx)
-	}()
+	})
 }
 
 // registerRow records a new lease-table grant and arms its expiry,
@@ -307,7 +300,7 @@ func (b *Backend) background(f func(ctx context.Context)) {
 func (b *Backend) registerRow(l *rowLease) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.life.Closed() {
 		return false
 	}
 	b.rows[l] = struct{}{}

@@ -31,7 +31,7 @@ ORDER BY f.key COLLATE "C"`
 // In LeaseMode it lists the unexpired grants of distlock_lease, with
 // Expires by the server's clock.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {

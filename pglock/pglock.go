@@ -87,11 +87,14 @@ type Backend struct {
 	ctx    context.Context // ends at Close, ending acquires in progress
 	cancel context.CancelFunc
 
+	// life says whether the Backend is open and tracks its goroutines
+	// (the watchers of held leases, the listener, clean-ups); Close shuts
+	// it holding mu, so that under mu it stays as read.
+	life *backend.Tracker
+
 	mu     sync.Mutex
-	closed bool
 	leases map[*lease]struct{}    // held leases; guarded by mu
 	rows   map[*rowLease]struct{} // held LeaseMode grants; guarded by mu
-	wg     sync.WaitGroup         // the watchers of held leases, the listener, clean-ups
 }
 
 // New returns a Backend over pool. The Backend does not own pool: Close
@@ -125,7 +128,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	case cfg.listen != "" && cfg.mode != LeaseMode:
 		return nil, fmt.Errorf("%w: pglock: a listen connection is for LeaseMode only", distlock.ErrInvalidOption)
 	}
-	b := &Backend{pool: pool, cfg: cfg, leases: map[*lease]struct{}{}, rows: map[*rowLease]struct{}{}}
+	b := &Backend{pool: pool, cfg: cfg, life: backend.NewTracker(ErrClosed), leases: map[*lease]struct{}{}, rows: map[*rowLease]struct{}{}}
 	if cfg.listen != "" {
 		lc, err := pgx.ParseConfig(cfg.listen)
 		if err != nil {
@@ -136,7 +139,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	b.schema.init()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if b.listen != nil {
-		b.wg.Go(func() { b.listen.run(b.ctx, b.cfg.requestTimeout) })
+		b.life.Go(func() { b.listen.run(b.ctx, b.cfg.requestTimeout) })
 	}
 	return b, nil
 }
@@ -152,11 +155,10 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 // the pool only if OpenURL opened it. Calling Close again does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if !b.life.Shut() {
 		b.mu.Unlock()
 		return nil
 	}
-	b.closed = true
 	held := make([]*lease, 0, len(b.leases))
 	for l := range b.leases {
 		held = append(held, l)
@@ -177,7 +179,7 @@ func (b *Backend) Close() error {
 		}
 		cancel()
 	}
-	b.wg.Wait()
+	b.life.Wait()
 	if b.ownsPool {
 		b.pool.Close()
 	}
@@ -208,7 +210,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
@@ -250,15 +252,6 @@ func (b *Backend) endedErr(ctx context.Context) error {
 		return ErrClosed
 	}
 	return backend.Canceled(ctx)
-}
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	return nil
 }
 
 // grab takes a connection, the lock and a token, holding key's turn, which
@@ -377,7 +370,7 @@ func (b *Backend) discard(conn *pgxpool.Conn) {
 func (b *Backend) register(l *lease) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.life.Closed() {
 		return false
 	}
 	b.leases[l] = struct{}{}

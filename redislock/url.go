@@ -2,19 +2,15 @@ package redislock
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/internal/redisurl"
 	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
@@ -85,11 +81,8 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 
 // redisURL is what a Redis URL says, read without I/O.
 type redisURL struct {
-	raw   string // for scrubbing the errors of go-redis
-	shown string // the URL redacted, for messages
-	opts  []Option
-
-	ca, cert, key string // TLS files, read when opening
+	*redisurl.URL
+	opts []Option
 
 	// One of these is set.
 	single   *redis.Options
@@ -97,86 +90,69 @@ type redisURL struct {
 	failover *redis.FailoverOptions
 }
 
+// urlForms is what this package's URLs look like.
+var urlForms = redisurl.Form{
+	Pkg:        "redislock",
+	Schemes:    Schemes(),
+	TLSSchemes: []string{"rediss", "rediss+cluster"},
+	Want:       urlForm,
+}
+
 // parseURL reads a Redis URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*redisURL, error) {
-	r := &redisURL{raw: raw, shown: backendurl.Redact(raw)}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redislock: malformed backend URL %q: %s", distlock.ErrInvalidOption, r.shown, fmt.Sprintf(format, args...))
-	}
-	u, err := backendurl.Parse(raw)
+	r := &redisURL{}
+	u, err := redisurl.Read(urlForms, raw, r.ourOptions)
 	if err != nil {
-		scheme, _, _ := backendurl.Scheme(raw)
-		return nil, bad("%v; %s", err, urlForm(scheme))
+		return nil, err
 	}
-	if !slices.Contains(Schemes(), u.Scheme) {
-		return nil, bad("unsupported scheme; %s", urlForm(""))
-	}
-	q := u.Query
-	if err := r.ourOptions(q); err != nil {
-		return nil, bad("%v", err)
-	}
-	tlsScheme := u.Scheme == "rediss" || u.Scheme == "rediss+cluster"
-	if (r.ca != "" || r.cert != "" || r.key != "") && !tlsScheme {
-		return nil, bad("options ca, cert and key need rediss:// or rediss+cluster://")
-	}
+	r.URL = u
 	defaultPort := "6379"
 	if u.Scheme == "redis+sentinel" {
 		defaultPort = "26379"
 	}
-	var addrs []string
-	for i, h := range u.Hosts {
-		a, err := backendurl.HostPort(h, defaultPort)
-		if err != nil {
-			return nil, bad("host #%d: %v", i+1, err)
-		}
-		addrs = append(addrs, a)
+	addrs, err := u.Addrs(defaultPort)
+	if err != nil {
+		return nil, err
 	}
-	if q.Has("addr") {
-		return nil, bad("list the hosts before the path, separated by commas, not as addr parameters")
-	}
-	// go-redis parses the common options and the db. It is given a URL
-	// without user information, and has no secret options, so that none
-	// of its errors can quote a secret.
-	proxy := func(scheme, path string) string {
-		return (&url.URL{Scheme: scheme, Host: addrs[0], Path: path, RawQuery: q.Encode()}).String()
+	if err := u.NoAddrOption(); err != nil {
+		return nil, err
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
 		if len(addrs) > 1 {
-			return nil, bad("%s:// takes one host; for several use redis+cluster:// or redis+sentinel://", u.Scheme)
+			return nil, u.Bad("%s:// takes one host; for several use redis+cluster:// or redis+sentinel://", u.Scheme)
 		}
-		o, err := redis.ParseURL(proxy(u.Scheme, u.Path))
+		o, err := u.Options(u.Scheme, addrs[0], u.Path)
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, err
 		}
-		o.Username, o.Password = u.User, u.Password
 		r.single = o
 	case "redis+cluster", "rediss+cluster":
 		if p := strings.Trim(u.Path, "/"); p != "" {
-			return nil, bad("a Cluster has no database to choose")
+			return nil, u.Bad("a Cluster has no database to choose")
 		}
 		for _, a := range addrs[1:] {
-			q.Add("addr", a)
+			u.Query.Add("addr", a)
 		}
-		o, err := redis.ParseClusterURL(proxy(strings.TrimSuffix(u.Scheme, "+cluster"), ""))
+		o, err := redis.ParseClusterURL(u.GoRedisURL(strings.TrimSuffix(u.Scheme, "+cluster"), addrs[0], ""))
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, u.Bad("%v", err)
 		}
 		o.Username, o.Password = u.User, u.Password
 		r.cluster = o
 	case "redis+sentinel":
 		path := strings.Split(strings.Trim(u.Path, "/"), "/")
 		if path[0] == "" || len(path) > 2 {
-			return nil, bad("want /master[/db] after the Sentinel addresses")
+			return nil, u.Bad("want /master[/db] after the Sentinel addresses")
 		}
 		master, db := path[0], ""
 		if len(path) == 2 {
 			db = "/" + path[1]
 		}
-		o, err := redis.ParseURL(proxy("redis", db))
+		o, err := u.Options("redis", addrs[0], db)
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, err
 		}
 		r.failover = &redis.FailoverOptions{
 			MasterName:      master,
@@ -212,75 +188,36 @@ func newBackend(client redis.UniversalClient, opts []Option) (*Backend, error) {
 
 // ourOptions takes this package's options out of q.
 func (r *redisURL) ourOptions(q url.Values) error {
-	boolOpt := func(name string, opt Option) error {
-		if !q.Has(name) {
-			return nil
-		}
-		on, err := strconv.ParseBool(q.Get(name))
+	if p, ok := redisurl.String(q, "prefix"); ok {
+		r.opts = append(r.opts, WithPrefix(p))
+	}
+	for _, b := range []struct {
+		name string
+		opt  Option
+	}{{"fair", WithFair()}, {"unordered", WithUnordered()}, {"eviction_allowed", WithEvictionAllowed()}} {
+		on, _, err := redisurl.Bool(q, b.name)
 		if err != nil {
-			return fmt.Errorf("option %s: not a boolean", name)
+			return err
 		}
 		if on {
-			r.opts = append(r.opts, opt)
+			r.opts = append(r.opts, b.opt)
 		}
-		q.Del(name)
-		return nil
 	}
-	if q.Has("prefix") {
-		r.opts = append(r.opts, WithPrefix(q.Get("prefix")))
-		q.Del("prefix")
-	}
-	if err := boolOpt("fair", WithFair()); err != nil {
+	d, ok, err := redisurl.Duration(q, "waiter_liveness")
+	if err != nil {
 		return err
 	}
-	if err := boolOpt("unordered", WithUnordered()); err != nil {
-		return err
-	}
-	if err := boolOpt("eviction_allowed", WithEvictionAllowed()); err != nil {
-		return err
-	}
-	if q.Has("waiter_liveness") {
-		d, err := time.ParseDuration(q.Get("waiter_liveness"))
-		if err != nil {
-			return errors.New("option waiter_liveness: not a duration")
-		}
+	if ok {
 		r.opts = append(r.opts, WithWaiterLiveness(d))
-		q.Del("waiter_liveness")
 	}
-	r.ca, r.cert, r.key = q.Get("ca"), q.Get("cert"), q.Get("key")
-	q.Del("ca")
-	q.Del("cert")
-	q.Del("key")
 	return nil
 }
 
 // open makes the client, the Backend with the URL's options and then opts,
 // and checks that the server answers.
 func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
-	// fail describes a failure; a nil sentinel for one that is neither the
-	// caller's mistake nor worth retrying (a certificate refused).
-	fail := func(sentinel error, what string, err error) error {
-		msg := "redislock: " + r.shown + ": " + what
-		switch {
-		case sentinel == nil:
-			return fmt.Errorf("%s: %w", msg, backendurl.Scrub(err, r.raw))
-		case err != nil:
-			return fmt.Errorf("%w: %s: %w", sentinel, msg, backendurl.Scrub(err, r.raw))
-		}
-		return fmt.Errorf("%w: %s", sentinel, msg)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	withFiles := func(base *tls.Config) (*tls.Config, error) {
-		if r.ca == "" && r.cert == "" && r.key == "" {
-			return base, nil
-		}
-		cfg, err := tlsfiles.Config(base, r.ca, r.cert, r.key)
-		if err != nil {
-			return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
-		}
-		return cfg, nil
 	}
 	var client redis.UniversalClient
 	var plainAddr string // the first server, when spoken to in plain text
@@ -288,7 +225,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	case r.single != nil:
 		o := *r.single
 		var err error
-		if o.TLSConfig, err = withFiles(o.TLSConfig); err != nil {
+		if o.TLSConfig, err = r.TLS(o.TLSConfig); err != nil {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
@@ -298,7 +235,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	case r.cluster != nil:
 		o := *r.cluster
 		var err error
-		if o.TLSConfig, err = withFiles(o.TLSConfig); err != nil {
+		if o.TLSConfig, err = r.TLS(o.TLSConfig); err != nil {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
@@ -313,7 +250,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	b, err := newBackend(client, append(r.opts, opts...))
 	if err != nil {
 		_ = client.Close()
-		return nil, fail(distlock.ErrInvalidOption, "options", err)
+		return nil, r.Fail(distlock.ErrInvalidOption, "options", err)
 	}
 	b.ownsClient = true
 
@@ -323,7 +260,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		_ = b.Close()
 		if tlsfiles.IsFailure(err) {
 			// A certificate problem is not worth retrying.
-			return nil, fail(nil, "TLS", err)
+			return nil, r.Fail(nil, "TLS", err)
 		}
 		if plainAddr != "" && tlsfiles.ClosedAtOnce(err) {
 			// A TLS server hangs up on plain text: say so rather than EOF.
@@ -331,13 +268,13 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			isTLS := tlsfiles.SpeaksTLS(tctx, plainAddr, nil)
 			cancel()
 			if isTLS {
-				return nil, fail(distlock.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
+				return nil, r.Fail(distlock.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
 			}
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))
+			return nil, fmt.Errorf("%w: %w", r.Fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))
 		}
-		return nil, fail(distlock.ErrUnavailable, "PING", err)
+		return nil, r.Fail(distlock.ErrUnavailable, "PING", err)
 	}
 	return b, nil
 }

@@ -15,8 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
-	"github.com/distlock/distlock/internal/tlsfiles"
+	"github.com/distlock/distlock/internal/redisurl"
 )
 
 // OpenTimeout bounds the PING with which OpenURL checks the nodes, and
@@ -68,106 +67,86 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 
 // redlockURL is what a redlock URL says, read without I/O.
 type redlockURL struct {
-	raw, shown    string
-	opts          []Option
-	ca, cert, key string
-	nodes         []*redis.Options
+	*redisurl.URL
+	opts  []Option
+	nodes []*redis.Options
+}
+
+// urlForms is what this package's URLs look like.
+var urlForms = redisurl.Form{
+	Pkg:           "redlock",
+	Schemes:       Schemes(),
+	TLSSchemes:    []string{"redlocks"},
+	Want:          urlForm,
+	UnknownScheme: " (redlocks:// for TLS)",
 }
 
 // parseURL reads a redlock URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*redlockURL, error) {
-	r := &redlockURL{raw: raw, shown: backendurl.Redact(raw)}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redlock: malformed backend URL %q: %s", distlock.ErrInvalidOption, r.shown, fmt.Sprintf(format, args...))
-	}
-	u, err := backendurl.Parse(raw)
+	r := &redlockURL{}
+	u, err := redisurl.Read(urlForms, raw, r.ourOptions)
 	if err != nil {
-		scheme, _, _ := backendurl.Scheme(raw)
-		return nil, bad("%v; %s", err, urlForm(scheme))
+		return nil, err
 	}
-	if !slices.Contains(Schemes(), u.Scheme) {
-		return nil, bad("unsupported scheme; %s (redlocks:// for TLS)", urlForm(""))
-	}
-	q := u.Query
-	if err := r.ourOptions(q); err != nil {
-		return nil, bad("%v", err)
-	}
-	tlsScheme := u.Scheme == "redlocks"
-	if (r.ca != "" || r.cert != "" || r.key != "") && !tlsScheme {
-		return nil, bad("options ca, cert and key need redlocks://")
-	}
-	if q.Has("addr") {
-		return nil, bad("list the hosts before the path, separated by commas, not as addr parameters")
+	r.URL = u
+	if err := u.NoAddrOption(); err != nil {
+		return nil, err
 	}
 	scheme := "redis"
-	if tlsScheme {
+	if u.Scheme == "redlocks" {
 		scheme = "rediss"
 	}
 	seen := map[string]bool{}
-	for i, h := range u.Hosts {
-		a, err := backendurl.HostPort(h, "6379")
+	for i := range u.Hosts {
+		a, err := u.Addr(i, "6379")
 		if err != nil {
-			return nil, bad("host #%d: %v", i+1, err)
+			return nil, err
 		}
 		if seen[a] {
-			return nil, bad("host #%d: %s is named twice", i+1, a)
+			return nil, u.Bad("host #%d: %s is named twice", i+1, a)
 		}
 		seen[a] = true
-		// go-redis parses the common options and the db, from a URL
-		// without user information, so that its errors cannot quote a
-		// secret.
-		o, err := redis.ParseURL((&url.URL{Scheme: scheme, Host: a, Path: u.Path, RawQuery: q.Encode()}).String())
+		o, err := u.Options(scheme, a, u.Path)
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, err
 		}
-		o.Username, o.Password = u.User, u.Password
 		o.ContextTimeoutEnabled = true
 		r.nodes = append(r.nodes, o)
 	}
 	if _, err := newConfig(r.opts); err != nil {
-		return nil, bad("%v", strings.TrimPrefix(err.Error(), distlock.ErrInvalidOption.Error()+": redlock: "))
+		return nil, u.Bad("%v", strings.TrimPrefix(err.Error(), distlock.ErrInvalidOption.Error()+": redlock: "))
 	}
 	return r, nil
 }
 
 // ourOptions takes this package's options out of q.
 func (r *redlockURL) ourOptions(q url.Values) error {
-	if q.Has("prefix") {
-		r.opts = append(r.opts, WithPrefix(q.Get("prefix")))
-		q.Del("prefix")
+	if p, ok := redisurl.String(q, "prefix"); ok {
+		r.opts = append(r.opts, WithPrefix(p))
 	}
-	for name, opt := range map[string]func(time.Duration) Option{"node_timeout": WithNodeTimeout, "max_ttl": WithMaxTTL} {
-		if !q.Has(name) {
+	for _, o := range []struct {
+		name string
+		opt  func(time.Duration) Option
+	}{{"node_timeout", WithNodeTimeout}, {"max_ttl", WithMaxTTL}} {
+		d, ok, err := redisurl.Duration(q, o.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
-		d, err := time.ParseDuration(q.Get(name))
-		if err != nil {
-			return errors.New("option " + name + ": not a duration")
-		}
-		if name == "node_timeout" && d <= 0 {
+		if o.name == "node_timeout" && d <= 0 {
 			return errors.New("option node_timeout: not positive")
 		}
-		r.opts = append(r.opts, opt(d))
-		q.Del(name)
+		r.opts = append(r.opts, o.opt(d))
 	}
-	r.ca, r.cert, r.key = q.Get("ca"), q.Get("cert"), q.Get("key")
-	q.Del("ca")
-	q.Del("cert")
-	q.Del("key")
 	return nil
 }
 
 // open makes the clients and the Backend, and checks that a majority of
 // the servers answer.
 func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) {
-	fail := func(sentinel error, what string, err error) error {
-		msg := "redlock: " + r.shown + ": " + what
-		if err != nil {
-			return fmt.Errorf("%w: %s: %w", sentinel, msg, backendurl.Scrub(err, r.raw))
-		}
-		return fmt.Errorf("%w: %s", sentinel, msg)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -180,14 +159,12 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	}
 	for _, base := range r.nodes {
 		o := *base
-		if r.ca != "" || r.cert != "" || r.key != "" {
-			cfg, err := tlsfiles.Config(o.TLSConfig, r.ca, r.cert, r.key)
-			if err != nil {
-				closeAll()
-				return nil, fail(distlock.ErrInvalidOption, "TLS options", err)
-			}
-			o.TLSConfig = cfg
+		cfg, err := r.TLS(o.TLSConfig)
+		if err != nil {
+			closeAll()
+			return nil, err
 		}
+		o.TLSConfig = cfg
 		c := redis.NewClient(&o)
 		clients = append(clients, c)
 		nodes = append(nodes, c)
@@ -195,7 +172,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	b, err := New(nodes, append(r.opts, opts...)...)
 	if err != nil {
 		closeAll()
-		return nil, fail(distlock.ErrInvalidOption, "options", err)
+		return nil, r.Fail(distlock.ErrInvalidOption, "options", err)
 	}
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
@@ -207,7 +184,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	why := make([]string, len(res))
 	for i, x := range res {
 		if x.err != nil {
-			why[i] = backendurl.Scrub(x.err, r.raw).Error()
+			why[i] = r.Scrub(x.err).Error()
 			continue
 		}
 		up++
@@ -215,9 +192,9 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	if up < b.maj {
 		_ = b.Close()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", fail(distlock.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
+			return nil, fmt.Errorf("%w: %w", r.Fail(distlock.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
 		}
-		return nil, fail(distlock.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
+		return nil, r.Fail(distlock.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
 	}
 	return b, nil
 }

@@ -592,7 +592,7 @@ func (b *Backend) dropLater(op func(ctx context.Context) error) {
 	if try(b.ctx) == nil {
 		return
 	}
-	b.goTracked(func() {
+	b.life.Go(func() {
 		pauses := distlock.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
 		_ = backend.Retry(b.ctx, pauses, try)
 	})

@@ -10,7 +10,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -73,29 +72,9 @@ func TestLostCreateReplyIsFoundByName(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
-	p := faultproxy.Start(t, z.Servers[0])
-	// A long session timeout: pings are rare, so the reply dropped is the
-	// create's.
-	b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second)
-	warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("warm-up Acquire: %v", err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatalf("warm-up Release: %v", err)
-	}
-	sid := b.Conn().SessionID()
+	b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, "")
 
-	p.DropReplies()
-	type result struct {
-		l   distlock.Lease
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
-		done <- result{l, err}
-	}()
+	done := acquireLosingReplies(ctx, b, p, key)
 	nodes := waitNodes(t, admin, key, 2)
 	p.Heal()
 	ours := nodes[1]
@@ -103,25 +82,14 @@ func TestLostCreateReplyIsFoundByName(t *testing.T) {
 	if err := hl.Release(ctx); err != nil {
 		t.Fatalf("holder Release: %v", err)
 	}
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not granted after the holder's release; nodes now %q", nodesOf(t, admin, key))
-	}
-	if r.err != nil {
-		t.Fatalf("Acquire: %v", r.err)
-	}
-	if got := b.Conn().SessionID(); got != sid {
-		t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
-	}
-	if path := r.l.(interface{ Path() string }).Path(); !strings.HasSuffix(path, "/"+ours) {
+	l := granted(t, admin, key, done, b, sid)
+	if path := l.(interface{ Path() string }).Path(); !strings.HasSuffix(path, "/"+ours) {
 		t.Errorf("granted with node %s, want the one created when the reply was lost, %s", path, ours)
 	}
 	if nodes := nodesOf(t, admin, key); len(nodes) != 1 || nodes[0] != ours {
 		t.Errorf("nodes %q, want only %q", nodes, ours)
 	}
-	if err := r.l.Release(ctx); err != nil {
+	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 }
@@ -226,39 +194,14 @@ func TestOrphanOfAnotherSessionIsDeleted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := faultproxy.Start(t, z.Servers[0])
-			// A long session timeout: pings are rare, so the reply dropped
-			// is the create's.
-			b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second)
-			b.SetUUID(func() (string, error) { return uuid, nil })
-			warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
-			if err != nil {
-				t.Fatalf("warm-up Acquire: %v", err)
-			}
-			if err := warm.Release(ctx); err != nil {
-				t.Fatalf("warm-up Release: %v", err)
-			}
-			sid := b.Conn().SessionID()
-			for _, p := range []string{zklock.DefaultPrefix, dir} {
-				if _, err := admin.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-					t.Fatalf("create %s: %v", p, err)
-				}
-			}
+			b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, uuid)
+			makeLockDir(t, admin, dir)
 			orphan, err := admin.Create(dir+"/"+zklock.NodePrefix(uuid), []byte("earlier"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 			if err != nil {
 				t.Fatalf("create the orphan: %v", err)
 			}
 
-			p.DropReplies()
-			type result struct {
-				l   distlock.Lease
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
-				done <- result{l, err}
-			}()
+			done := acquireLosingReplies(ctx, b, p, key)
 			nodes := waitNodes(t, admin, key, 2) // the orphan, then ours
 			ours := dir + "/" + nodes[1]
 			if dir+"/"+nodes[0] != orphan {
@@ -271,20 +214,9 @@ func TestOrphanOfAnotherSessionIsDeleted(t *testing.T) {
 			}
 			p.Heal()
 
-			var r result
-			select {
-			case r = <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("not granted 30s after the heal; nodes now %q", nodesOf(t, admin, key))
-			}
-			if r.err != nil {
-				t.Fatalf("Acquire: %v", r.err)
-			}
-			defer r.l.Release(ctx)
-			if got := b.Conn().SessionID(); got != sid {
-				t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
-			}
-			got := r.l.(interface{ Path() string }).Path()
+			l := granted(t, admin, key, done, b, sid)
+			defer l.Release(ctx)
+			got := l.(interface{ Path() string }).Path()
 			switch {
 			case got == orphan:
 				t.Fatalf("granted with the orphan %s", got)

@@ -1,14 +1,12 @@
 package zklock_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -33,11 +31,7 @@ func TestLateNodeOfOursAheadIsDeleted(t *testing.T) {
 	}
 	b := newBackend(t, z.Servers)
 	b.SetUUID(func() (string, error) { return uuid, nil })
-	for _, p := range []string{zklock.DefaultPrefix, dir} {
-		if _, err := admin.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatalf("create %s: %v", p, err)
-		}
-	}
+	makeLockDir(t, admin, dir)
 	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatalf("create the late node: %v", err)
@@ -78,52 +72,20 @@ func TestLateNodeOfOursBehindIsDeletedAtRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
-	p := faultproxy.Start(t, z.Servers[0])
-	// A long session timeout: pings are rare, so the reply dropped is the
-	// create's.
-	b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second)
-	b.SetUUID(func() (string, error) { return uuid, nil })
-	warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("warm-up Acquire: %v", err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatalf("warm-up Release: %v", err)
-	}
-	sid := b.Conn().SessionID()
+	b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, uuid)
 
-	p.DropReplies()
-	type result struct {
-		l   distlock.Lease
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
-		done <- result{l, err}
-	}()
+	done := acquireLosingReplies(ctx, b, p, key)
 	waitNodes(t, admin, key, 2)
 	p.Heal()
 	if err := hl.Release(ctx); err != nil {
 		t.Fatalf("holder Release: %v", err)
 	}
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not granted after the holder's release; nodes now %q", nodesOf(t, admin, key))
-	}
-	if r.err != nil {
-		t.Fatalf("Acquire: %v", r.err)
-	}
-	if got := b.Conn().SessionID(); got != sid {
-		t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
-	}
+	l := granted(t, admin, key, done, b, sid)
 	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatalf("create the late node: %v", err)
 	}
-	if err := r.l.Release(ctx); err != nil {
+	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if nodes := nodesOf(t, admin, key); len(nodes) != 0 {

@@ -137,7 +137,7 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: zklock: the node of %q with token %d was gone (its session expired or it was deleted)", distlock.ErrLockLost, l.key, l.token)
 	}
 	l.setState(releaseUnknown)
-	b.goTracked(func() { b.dropNode(l.path, l.sess) })
+	b.life.Go(func() { b.dropNode(l.path, l.sess) })
 	return b.sortErr(ctx, rctx, err)
 }
 

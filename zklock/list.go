@@ -20,7 +20,7 @@ import (
 // on the server; Token its czxid. Expires is zero: a holder's session
 // timeout is not visible to other sessions.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
 	rctx, cancel := b.request(ctx)

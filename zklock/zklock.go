@@ -115,11 +115,13 @@ type Backend struct {
 	beforeGrant func(node string)
 	uuid        func() (string, error)
 
+	// life says whether the Backend is open and tracks the goroutines it
+	// starts; Close shuts it holding mu, so that under mu it stays as read.
+	life *backend.Tracker
+
 	mu      sync.Mutex
-	closed  bool
 	sess    *session      // the current session; nil before the first and after an expiry
 	changed chan struct{} // closed and replaced whenever sess changes
-	wg      sync.WaitGroup
 }
 
 // session is one ZooKeeper session of the Backend, with the leases held in
@@ -170,7 +172,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 			return nil, fmt.Errorf("%w: zklock: empty server address", distlock.ErrInvalidOption)
 		}
 	}
-	b := &Backend{cfg: cfg, changed: make(chan struct{})}
+	b := &Backend{cfg: cfg, life: backend.NewTracker(ErrClosed), changed: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
 		zk.WithDialer(b.dial),
@@ -186,7 +188,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 	for _, a := range cfg.auth {
 		// AddAuth is queued before any other request and resent on every
 		// reconnection; its answer comes once a connection is made.
-		b.goTracked(func() { _ = conn.AddAuth(a.scheme, a.auth) })
+		b.life.Go(func() { _ = conn.AddAuth(a.scheme, a.auth) })
 	}
 	return b, nil
 }
@@ -207,11 +209,10 @@ func (b *Backend) Conn() *zk.Conn { return b.conn }
 // nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if !b.life.Shut() {
 		b.mu.Unlock()
 		return nil
 	}
-	b.closed = true
 	s := b.sess
 	b.sess = nil
 	close(b.changed) // acquires waiting for a session see the close
@@ -222,33 +223,8 @@ func (b *Backend) Close() error {
 		b.endSession(s, fmt.Errorf("%w: %w", ErrSessionLost, ErrClosed))
 	}
 	b.conn.Close() // closes the session: the ensemble deletes its nodes
-	b.wg.Wait()
+	b.life.Wait()
 	return nil
-}
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	return nil
-}
-
-// goTracked runs f in a goroutine that Close waits for, unless the Backend
-// is closed.
-func (b *Backend) goTracked(f func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // call runs f, one request of the zk client (which takes no context), in a
@@ -266,7 +242,7 @@ func call[T any](ctx context.Context, b *Backend, f func() (T, error), orphan fu
 	done := make(chan result, 1)
 	var mu sync.Mutex
 	abandoned := false // guarded by mu
-	started := b.goTracked(func() {
+	started := b.life.Go(func() {
 		v, err := f()
 		mu.Lock()
 		if abandoned {
@@ -308,7 +284,7 @@ func (b *Backend) request(ctx context.Context) (context.Context, context.CancelF
 func (b *Backend) currentSession(ctx context.Context) (*session, error) {
 	for {
 		b.mu.Lock()
-		if b.closed {
+		if b.life.Closed() {
 			b.mu.Unlock()
 			return nil, ErrClosed
 		}
@@ -354,7 +330,7 @@ func (b *Backend) onEvent(ev zk.Event) {
 			return
 		}
 		b.mu.Lock()
-		if b.closed || (b.sess != nil && b.sess.id == h.id) {
+		if b.life.Closed() || (b.sess != nil && b.sess.id == h.id) {
 			b.mu.Unlock()
 			return
 		}
@@ -406,7 +382,7 @@ func (b *Backend) register(l *lease) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.closed:
+	case b.life.Closed():
 		return ErrClosed
 	case l.sess.lost != nil:
 		return fmt.Errorf("%w: granted in a session that had ended: %w", distlock.ErrUnavailable, l.sess.lost)
@@ -448,7 +424,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
 	a := &acquire{b: b, key: key, dir: LockPath(b.cfg.prefix, key), opts: opts}

@@ -1,6 +1,7 @@
 // Package backend holds what every backend package of distlock repeats: the
 // checks of Acquire's input (CheckAcquire, CheckTTL, Canceled), the
-// ErrClosed of a backend (ClosedError) and the background retries of
+// ErrClosed of a backend (ClosedError), whether a backend is open and the
+// goroutines its Close waits for (Tracker), and the background retries of
 // clean-ups (Retry, on the root package's RetryStrategy). The per-key queue
 // of a process's acquirers is package keyqueue.
 //
