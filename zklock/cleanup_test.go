@@ -109,28 +109,10 @@ func TestLostCreateReplyFoundAcrossFailedReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
-	p := faultproxy.Start(t, z.Servers[0])
-	b := newBackendTimeout(t, []string{p.Addr()}, 20*time.Second, zklock.WithRequestTimeout(10*time.Second))
-	warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("warm-up Acquire: %v", err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatalf("warm-up Release: %v", err)
-	}
-	sid := b.Conn().SessionID()
+	b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, "")
 	conns := p.Conns()
 
-	p.DropReplies()
-	type result struct {
-		l   distlock.Lease
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
-		done <- result{l, err}
-	}()
+	done := acquireLosingReplies(ctx, b, p, key)
 	nodes := waitNodes(t, admin, key, 2)
 	// Two reconnects after the cut: the first of them failed (its
 	// handshake's reply was dropped too), and the client has told the
@@ -148,22 +130,11 @@ func TestLostCreateReplyFoundAcrossFailedReconnects(t *testing.T) {
 	if err := hl.Release(ctx); err != nil {
 		t.Fatalf("holder Release: %v", err)
 	}
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not granted after the holder's release; nodes now %q", nodesOf(t, admin, key))
-	}
-	if r.err != nil {
-		t.Fatalf("Acquire: %v", r.err)
-	}
-	if got := b.Conn().SessionID(); got != sid {
-		t.Fatalf("the session changed (%#x to %#x): the test did not keep it", sid, got)
-	}
-	if path := r.l.(interface{ Path() string }).Path(); !strings.HasSuffix(path, "/"+ours) {
+	l := granted(t, admin, key, done, b, sid)
+	if path := l.(interface{ Path() string }).Path(); !strings.HasSuffix(path, "/"+ours) {
 		t.Errorf("granted with node %s, want the one created when the reply was lost, %s", path, ours)
 	}
-	if err := r.l.Release(ctx); err != nil {
+	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 }
