@@ -96,3 +96,27 @@ func fcntlFlags(fd int) (int, error) {
 	}
 	return int(r), nil
 }
+
+// A start message in mode "lock" that comes without the lock file's
+// descriptor (it did not arrive: truncated, or never sent) is refused: the
+// supervisor would run the command with nothing keeping the flock held
+// if distlock died.
+func TestStartMessageLockWithoutDescriptor(t *testing.T) {
+	sup, child, pw, err := standby.Pipes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Report.Close()
+	defer pw.Close()
+	defer child.Close()
+	sent := startMsg{mode: "-," + modeLockFile, path: "/bin/true", argv: []string{"true"}}
+	if err := sendStart(sup.Control, sent, deadline{}); err != nil {
+		t.Fatal(err)
+	}
+	sup.Control.Close()
+	got, _, err := recvStart(int(child.Fd()))
+	if err == nil {
+		syscall.Close(got.lockFD)
+		t.Fatalf("recvStart accepted mode %q with lock file descriptor %d", got.mode, got.lockFD)
+	}
+}

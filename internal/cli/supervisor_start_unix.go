@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,12 +110,16 @@ func recvStart(fd int) (m startMsg, rest []byte, err error) {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, oobn, _, _, err := unix.Recvmsg(fd, buf[len(buf):cap(buf)], oob, recvFlags)
+		n, oobn, flags, _, err := unix.Recvmsg(fd, buf[len(buf):cap(buf)], oob, recvFlags)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return m, nil, err
+		}
+		if flags&unix.MSG_CTRUNC != 0 {
+			// The kernel dropped the descriptor (no room for it here).
+			return m, nil, errors.New("cli: the lock file's descriptor did not arrive with the start message")
 		}
 		if oobn > 0 && lockFD < 0 {
 			if lockFD, err = rightsFD(oob[:oobn]); err != nil {
@@ -159,6 +164,10 @@ func recvStart(fd int) (m startMsg, rest []byte, err error) {
 	// The lock file's descriptor stays a bare one: an *os.File could be
 	// closed by its finalizer, and with it the flock.
 	m = startMsg{mode: fields[0], path: fields[1], argv: fields[3 : 3+argc], env: fields[3+argc:], lockFD: lockFD}
+	if lockFD < 0 && slices.Contains(strings.Split(m.mode, ","), modeLockFile) {
+		// Without it the flock would go with distlock, the command running on.
+		return m, nil, errors.New("cli: no lock file descriptor with the start message")
+	}
 	return m, buf[want:], nil
 }
 
