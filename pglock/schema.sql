@@ -251,7 +251,12 @@ $$;
 
 -- distlock_lease_leave takes lock_grant out of lock_key's queue, when its
 -- Acquire gives up; if the key is free, the next waiter is notified, as a
--- release would (the one leaving may have been notified last).
+-- release would (the one leaving may have been notified last). It first
+-- locks the key's row, as a release does: a release that comes first has
+-- committed before the leave sees the key free and notifies; one that
+-- comes after sees the leaver gone, and names the next waiter itself.
+-- Without it a release could name the leaver while the leave, still
+-- seeing the key held, named no one.
 CREATE OR REPLACE FUNCTION distlock_lease_leave(lock_key text, lock_grant text)
 RETURNS void
 LANGUAGE plpgsql
@@ -259,6 +264,7 @@ AS $$
 DECLARE
     head text;
 BEGIN
+    PERFORM 1 FROM distlock_lease l WHERE l.key = lock_key FOR SHARE;
     DELETE FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
     IF NOT FOUND OR EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
         RETURN;

@@ -1,0 +1,93 @@
+package pglock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/pglock"
+)
+
+// A waiter that leaves the queue while the holder releases the key: the
+// release names the leaver as the head, and the leave, which sees the key
+// still held, names no one. The next waiter must be named all the same by
+// one of the two, or it is woken only by its next poll.
+func TestLeaseQueueLeaveRacingRelease(t *testing.T) {
+	ctx, key := testCtx(t), "lease/queue-leave-race/"+t.Name()
+	admin := newPool(t, server)
+	if err := pglock.Migrate(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	var granted *int64
+	if err := admin.QueryRow(ctx, `SELECT granted FROM distlock_lease_acquire($1, 'A', '', 60000)`, key).Scan(&granted); err != nil || granted == nil {
+		t.Fatalf("grant to A: %v (token %v)", err, granted)
+	}
+	for _, w := range []string{"B", "C"} {
+		if _, err := admin.Exec(ctx, `SELECT distlock_lease_wait($1, $2, '', 60000, 60000)`, key, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := queued(t, admin, key); n != 2 {
+		t.Fatalf("%d waiters queued, want 2", n)
+	}
+	listen := rawConn(t, server)
+	if _, err := listen.Exec(ctx, "LISTEN distlock_lease"); err != nil {
+		t.Fatal(err)
+	}
+
+	// B leaves, in a transaction left open for now.
+	leaver := rawConn(t, server)
+	tx, err := leaver.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT distlock_lease_leave($1, 'B')`, key); err != nil {
+		t.Fatal(err)
+	}
+	// A releases meanwhile: either at once, or waiting for the leave.
+	releaser := rawConn(t, server)
+	pid := releaser.PgConn().PID()
+	released := make(chan error, 1)
+	go func() {
+		var ok bool
+		err := releaser.QueryRow(ctx, `SELECT distlock_lease_release($1, 'A')`, key).Scan(&ok)
+		if err == nil && !ok {
+			err = distlock.ErrLockLost
+		}
+		released <- err
+	}()
+	var early error
+	done := false
+	eventually(t, 10*time.Second, "the release ran or waits for the leave", func() bool {
+		select {
+		case early = <-released:
+			done = true
+			return true
+		default:
+		}
+		return count(t, admin, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, pid) == 1
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !done {
+		early = <-released
+	}
+	if early != nil {
+		t.Fatalf("release: %v", early)
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		n, err := listen.WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("no notification named the next waiter C: %v", err)
+		}
+		if n.Payload == key+"\nC" {
+			return
+		}
+	}
+}
