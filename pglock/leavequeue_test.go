@@ -91,3 +91,32 @@ func TestLeaseQueueLeaveRacingRelease(t *testing.T) {
 		}
 	}
 }
+
+// A Backend closed while one of its Acquires waits takes that waiter out
+// of the queue before Close returns, as a waiter whose context ends is:
+// otherwise its row, which lives three pauses, holds up the waiters behind
+// it, and a release that names it wakes no one.
+func TestLeaseQueueCloseLeaves(t *testing.T) {
+	ctx, key := testCtx(t), "lease/queue-close/"+t.Name()
+	admin := newPool(t, server)
+	holder := newLeaseBackend(t, server.DSN)
+	acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	waiter := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter is queued", func() bool {
+		return queued(t, admin, key) == 1 && waiter.LivePauses() > 0
+	})
+	if err := waiter.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the waiter of a closed Backend was granted the key")
+	}
+	if n := queued(t, admin, key); n != 0 {
+		t.Fatalf("%d waiters still queued after their Backend closed, want 0", n)
+	}
+}
