@@ -120,3 +120,61 @@ func TestLeaseQueueCloseLeaves(t *testing.T) {
 		t.Fatalf("%d waiters still queued after their Backend closed, want 0", n)
 	}
 }
+
+// Two waiters queue while the key is released: the first's row, its seq
+// the lower, commits after the second's, and after the release read the
+// queue, which named the second. The second's try then finds the first
+// ahead of it with the key free: the first, which no release named, must
+// be woken by that try, or it sleeps until its poll and the second until
+// the first's row expires.
+func TestLeaseQueueLateCommitIsWoken(t *testing.T) {
+	ctx, key := testCtx(t), "lease/queue-late-commit/"+t.Name()
+	admin := newPool(t, server)
+	if err := pglock.Migrate(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	var granted *int64
+	if err := admin.QueryRow(ctx, `SELECT granted FROM distlock_lease_acquire($1, 'A', '', 60000)`, key).Scan(&granted); err != nil || granted == nil {
+		t.Fatalf("grant to A: %v (token %v)", err, granted)
+	}
+	listen := rawConn(t, server)
+	if _, err := listen.Exec(ctx, "LISTEN distlock_lease"); err != nil {
+		t.Fatal(err)
+	}
+	// B's first try, its transaction not yet committed; then C's.
+	first := rawConn(t, server)
+	tx, err := first.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	wait := `SELECT granted FROM distlock_lease_wait($1, $2, '', 60000, 60000)`
+	if err := tx.QueryRow(ctx, wait, key, "B").Scan(&granted); err != nil || granted != nil {
+		t.Fatalf("B's try: %v (token %v)", err, granted)
+	}
+	if err := admin.QueryRow(ctx, wait, key, "C").Scan(&granted); err != nil || granted != nil {
+		t.Fatalf("C's try: %v (token %v)", err, granted)
+	}
+	var ok bool
+	if err := admin.QueryRow(ctx, `SELECT distlock_lease_release($1, 'A')`, key).Scan(&ok); err != nil || !ok {
+		t.Fatalf("release: %v (%v)", err, ok)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// C, named by the release, tries and is refused: B is ahead.
+	if err := admin.QueryRow(ctx, wait, key, "C").Scan(&granted); err != nil || granted != nil {
+		t.Fatalf("C's second try: %v (token %v), want refused", err, granted)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		n, err := listen.WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("no notification named the head waiter B: %v", err)
+		}
+		if n.Payload == key+"\nB" {
+			return
+		}
+	}
+}
