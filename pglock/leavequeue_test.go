@@ -178,3 +178,41 @@ func TestLeaseQueueLateCommitIsWoken(t *testing.T) {
 		}
 	}
 }
+
+// A release by the previous version's distlock_lease_release (an instance
+// of the previous version that ran its Migrate again put it back) names
+// the key alone: every waiter of the key is woken, as that version's
+// waiters were, instead of none.
+func TestLeaseQueueOldNotificationWakes(t *testing.T) {
+	ctx, key := testCtx(t), "lease/queue-old-notify/"+t.Name()
+	admin := newPool(t, server)
+	holder := newLeaseBackend(t, server.DSN)
+	waiter := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
+	acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter is queued", func() bool {
+		return queued(t, admin, key) == 1 && waiter.LivePauses() > 0
+	})
+	// The previous version's release: free the row, notify the key.
+	if _, err := admin.Exec(ctx, `UPDATE distlock_lease SET grant_id = NULL, expires = '-infinity' WHERE key = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `SELECT pg_notify('distlock_lease', $1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // it polls once an hour
+		t.Fatal("the waiter was not woken by a release of the previous version")
+	}
+}
