@@ -28,7 +28,7 @@
 -- waiting Acquire (waiter is its grant id), in order of arrival (seq).
 -- A waiter's row lives until expires unless the waiter renews it, which it
 -- does with each try; a waiter that died is thus passed over once its row
--- expires, and its row is deleted by the next grant or release of the key.
+-- expires, and its row is deleted by the next grant of the key.
 
 CREATE TABLE IF NOT EXISTS distlock_fence (
     key        text PRIMARY KEY,
