@@ -182,6 +182,12 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.Acqu
 // opts.Wait, pausing between tries until a release is notified, the
 // current grant expires or a poll is due.
 func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.AcquireOptions) (*rowLease, error) {
+	// Counted, so that Close waits for the grab's clean-up (see settle)
+	// before it closes the pool.
+	if !b.life.Enter() {
+		return nil, ErrClosed
+	}
+	defer b.life.Leave()
 	if err := b.schema.ensure(ctx, b.pool); err != nil {
 		return nil, err
 	}
@@ -190,7 +196,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 	queued := false
 	leave := func() {
 		if queued {
-			b.background(func(ctx context.Context) {
+			b.settle(func(ctx context.Context) {
 				_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
 			})
 		}
@@ -212,7 +218,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 			sub.cancel()
 			// The grant may have been made and its reply lost: free it,
 			// or it stays until it expires; and leave the queue.
-			b.background(func(ctx context.Context) {
+			b.settle(func(ctx context.Context) {
 				_, _ = b.pool.Exec(ctx, rowReleaseSQL, pgx.QueryExecModeExec, key, grant)
 				if opts.Wait {
 					_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
@@ -286,13 +292,29 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 }
 
 // background runs f in a goroutine that Close waits for, with a context
-// bounded by the request timeout, unless the Backend is closed.
-func (b *Backend) background(f func(ctx context.Context)) {
-	b.life.Go(func() {
+// bounded by the request timeout, unless the Backend is closed; it
+// reports whether it did.
+func (b *Backend) background(f func(ctx context.Context)) bool {
+	return b.life.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
 		defer cancel()
 		f(ctx)
 	})
+}
+
+// settle runs f, a grab's clean-up (its leave of the queue, the release
+// of a grant whose reply was lost), in the background; or, once the
+// Backend is closing, at once: the Acquires that Close cancels must still
+// leave the queue, or their rows hold up the waiters behind them until
+// they expire. The grab is counted in b.life (see grabRow), so the pool
+// is still open.
+func (b *Backend) settle(f func(ctx context.Context)) {
+	if b.background(f) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+	defer cancel()
+	f(ctx)
 }
 
 // registerRow records a new lease-table grant and arms its expiry,

@@ -103,13 +103,15 @@ func (l *listener) setLive(live bool) {
 // notify wakes the key's waiter named by a release (see
 // distlock_lease_release in schema.sql): the payload is the key, a newline
 // and the waiter, which is empty when none was queued, and then every
-// waiter of the key is woken.
+// waiter of the key is woken. A payload without a newline (keys have
+// none) is the key alone, from the release of an earlier version of the
+// schema, which an earlier version's Migrate may have put back: it names
+// no waiter, so every waiter of the key is woken, or none would be.
 func (l *listener) notify(payload string) {
-	i := strings.LastIndexByte(payload, '\n')
-	if i < 0 {
-		return // a release of an older version of the schema: waiters poll
+	key, waiter := payload, ""
+	if i := strings.LastIndexByte(payload, '\n'); i >= 0 {
+		key, waiter = payload[:i], payload[i+1:]
 	}
-	key, waiter := payload[:i], payload[i+1:]
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for s := range l.subs[key] {

@@ -28,7 +28,7 @@
 -- waiting Acquire (waiter is its grant id), in order of arrival (seq).
 -- A waiter's row lives until expires unless the waiter renews it, which it
 -- does with each try; a waiter that died is thus passed over once its row
--- expires, and its row is deleted by the next grant or release of the key.
+-- expires, and its row is deleted by the next grant of the key.
 
 CREATE TABLE IF NOT EXISTS distlock_fence (
     key        text PRIMARY KEY,
@@ -212,7 +212,8 @@ $$;
 -- the rows of the key's waiters that expired. retry_ms is as in
 -- distlock_lease_acquire when the key is held, the time until the head
 -- waiter's row expires when the key is free but awaited by earlier
--- waiters, and NULL when it was granted.
+-- waiters, and NULL when it was granted. A try refused while the key is
+-- free, for earlier waiters, notifies the head waiter, as a release would.
 CREATE OR REPLACE FUNCTION distlock_lease_wait(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -220,6 +221,7 @@ AS $$
 DECLARE
     mine  bigint;
     ahead timestamptz;
+    head  text;
 BEGIN
     IF wait_ms IS NULL OR wait_ms < 0 THEN
         RAISE EXCEPTION 'distlock: lease wait: a waiter lifetime of at least 0 is required'
@@ -239,6 +241,19 @@ BEGIN
         END IF;
     ELSE
         retry_ms := greatest(1, ceil(extract(epoch FROM ahead - clock_timestamp()) * 1000))::bigint;
+        -- The key is free and an earlier waiter is to have it. A release
+        -- names the head it sees, and a waiter's row that committed after
+        -- that, with a lower seq than the one named, was not: wake the
+        -- head, or it waits for its poll, and this waiter for its row to
+        -- expire.
+        IF NOT EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
+            SELECT w.waiter INTO head FROM distlock_lease_waiter w
+            WHERE w.key = lock_key AND w.expires > now()
+            ORDER BY w.seq LIMIT 1;
+            IF head IS NOT NULL THEN
+                PERFORM pg_notify('distlock_lease', lock_key || E'\n' || head);
+            END IF;
+        END IF;
     END IF;
     IF wait_ms = 0 THEN
         RETURN;
@@ -251,7 +266,12 @@ $$;
 
 -- distlock_lease_leave takes lock_grant out of lock_key's queue, when its
 -- Acquire gives up; if the key is free, the next waiter is notified, as a
--- release would (the one leaving may have been notified last).
+-- release would (the one leaving may have been notified last). It first
+-- locks the key's row, as a release does: a release that comes first has
+-- committed before the leave sees the key free and notifies; one that
+-- comes after sees the leaver gone, and names the next waiter itself.
+-- Without it a release could name the leaver while the leave, still
+-- seeing the key held, named no one.
 CREATE OR REPLACE FUNCTION distlock_lease_leave(lock_key text, lock_grant text)
 RETURNS void
 LANGUAGE plpgsql
@@ -259,6 +279,7 @@ AS $$
 DECLARE
     head text;
 BEGIN
+    PERFORM 1 FROM distlock_lease l WHERE l.key = lock_key FOR SHARE;
     DELETE FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
     IF NOT FOUND OR EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
         RETURN;

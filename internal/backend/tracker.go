@@ -52,6 +52,22 @@ func (t *Tracker) Go(f func()) bool {
 	return true
 }
 
+// Enter counts work that Wait waits for, done by the caller's own
+// goroutine (it calls Leave when it is done), unless the Tracker is shut;
+// it reports whether it counted it.
+func (t *Tracker) Enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// Leave ends what Enter counted.
+func (t *Tracker) Leave() { t.wg.Done() }
+
 // GoAlways runs f in a goroutine that Wait waits for, shut or not. It is
 // for a goroutine of something that Close ends before it calls Wait (the
 // watcher of a grant that Close gives up), which may start between Shut

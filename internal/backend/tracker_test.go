@@ -118,3 +118,32 @@ func TestTrackerGoRacesShut(t *testing.T) {
 	}
 	goleak.VerifyNone(t)
 }
+
+// Work counted by Enter holds Wait until its Leave; Enter after Shut
+// counts nothing.
+func TestTrackerEnter(t *testing.T) {
+	tr := backend.NewTracker(errTrackerClosed)
+	if !tr.Enter() {
+		t.Fatal("Enter on an open Tracker counted nothing")
+	}
+	tr.Shut()
+	if tr.Enter() {
+		t.Fatal("Enter after Shut counted work")
+	}
+	waited := make(chan struct{})
+	go func() {
+		tr.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned before the entered work left")
+	case <-time.After(50 * time.Millisecond):
+	}
+	tr.Leave()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return in 10s after Leave")
+	}
+}
