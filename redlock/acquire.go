@@ -23,11 +23,11 @@ const (
 	// maxPendingPoll bounds the sleep of a waiter that waits for nodes to
 	// be re-seeded.
 	maxPendingPoll = time.Second
-	// waitingSlack is how long a waiting flag outlives the PTTL of the
-	// grant that a waiter found: longer than any sleep of a waiter between
-	// two tries (noExpiryPoll, maxPendingPoll, the split backoff's cap)
-	// plus a round, so that the flag is there while the waiter waits.
-	waitingSlack = 3 * time.Second
+	// queueSlack is how long a key's queue outlives the PTTL of the grant
+	// that a waiter found: longer than any sleep of a waiter between two
+	// tries (noExpiryPoll, maxPendingPoll, the split backoff's cap) plus a
+	// round, so that the queue is there while its waiters wait.
+	queueSlack = 3 * time.Second
 )
 
 // splitBackoff paces the rounds of a waiter after a split vote (no
@@ -42,9 +42,9 @@ var splitBackoff = distlock.ExponentialBackoff(5*time.Millisecond, 500*time.Mill
 // costs a second round only when the votes' counters disagree (see
 // Fencing in the package documentation). A try that is not granted
 // releases what it got at once. A waiting Acquire whose try finds the key
-// held subscribes to the key's release channel on every node and tries
-// again on a release message, when enough holders' grants have expired,
-// or after a split vote, after a backoff with full jitter.
+// held joins the key's queue on the nodes and tries again when a release
+// wakes it (a release wakes one waiter), when enough holders' grants have
+// expired, or after a split vote, after a backoff with full jitter.
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
 	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	if opts.Wait {
 		return b.wait(ctx, k, opts)
 	}
-	l, r, err := b.try(ctx, k, opts)
+	l, r, err := b.try(ctx, k, opts, nil)
 	switch {
 	case ctx.Err() != nil:
 		return nil, backend.Canceled(ctx)
@@ -153,19 +153,24 @@ func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bo
 // raising round. A round that finds nodes without their data starts or
 // completes their re-seeding, and when that lets them vote at once, the
 // try runs one more round.
-func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (*lease, refusal, error) {
+func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions, w *waiter) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
 	ttlMillis := ceilMillis(opts.TTL)
-	waitFlag := int64(0)
-	if opts.Wait {
-		waitFlag = ceilMillis(waitingSlack)
+	// A waiter joins the key's queue on every node that is held, and
+	// leaves it on every node that grants.
+	slack, member, ticket, queued := int64(0), "", int64(0), "0"
+	if w != nil {
+		slack, member, ticket = ceilMillis(queueSlack), w.member, w.ticket
+		if w.queued {
+			queued = "1"
+		}
 	}
 	for pass := 0; ; pass++ {
 		secret := rand.Text()
 		sent := time.Now()
-		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.waiting}
+		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting}
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
-			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, waitFlag).Int64Slice()
+			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
 				return vote{}, err
 			}
@@ -177,6 +182,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		r := countVotes(votes)
 		if len(r.granted) >= b.maj {
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
+				l.member = member
 				if len(r.unseeded) > 0 || len(r.due) > 0 {
 					b.seedLater(r)
 				}
@@ -256,16 +262,25 @@ func (b *Backend) expiryWait(held []int64) time.Duration {
 	return time.Duration(p+1) * time.Millisecond
 }
 
-// wait is a blocking Acquire: try; when the key is held, subscribe to its
-// release channel on every node and try again at once (a release between
-// the try and the subscription was published to nobody); then wait for a
-// release message, for the holders' expiry, or after a split vote for a
-// jittered backoff, and try again.
-func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (distlock.Lease, error) {
+// wait is a blocking Acquire: try; when the key is held, join the key's
+// queue on every node and wait for a release to wake this waiter, for the
+// holders' expiry, or after a split vote for a jittered backoff, and try
+// again. The first waiting Acquire of a Backend subscribes to its wake
+// channel first (a try before that, which found the key held, is tried
+// again once the channel is subscribed: the try queues the waiter);
+// later ones queue with their first try.
+func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (l distlock.Lease, err error) {
 	var w *waiter
+	if s := b.readySubscriber(); s != nil {
+		w = s.add()
+	}
 	defer func() {
-		if w != nil {
-			w.sub.remove(w)
+		if w == nil {
+			return
+		}
+		w.sub.remove(w)
+		if err != nil && w.queued {
+			b.leave(k, w)
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -278,7 +293,10 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		case b.isClosed():
 			return nil, ErrClosed
 		}
-		l, r, err := b.try(ctx, k, opts)
+		l, r, err := b.try(ctx, k, opts, w)
+		if w != nil {
+			w.queued = true
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, backend.Canceled(ctx)
@@ -292,10 +310,10 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 			if err != nil {
 				return nil, err
 			}
-			w = sub.add(k.channel)
+			w = sub.add()
 			ready := time.NewTimer(subscribeWait)
 			select {
-			case <-w.ready:
+			case <-sub.ready:
 			case <-ready.C:
 			case <-ctx.Done():
 			case <-b.closing.Done():
@@ -322,6 +340,28 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 			}
 		}
 	}
+}
+
+// leave takes a waiter that gave up out of the key's queue on every node,
+// in the background (once per node, bounded by the clean-up timeout): a
+// release that woke it would wake nobody else on that node. A node that
+// cannot be reached keeps it until the queue lapses or a release drops
+// it; the other waiters' fallback timers cover that.
+func (b *Backend) leave(k lockKeys, w *waiter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.closing, cleanupTimeout)
+		defer cancel()
+		each(ctx, b, nil, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
+			return leaveScript.Run(ctx, n, []string{k.queue}, w.member).Int64()
+		})
+	}()
 }
 
 // marker is the name of the nodes' seed marker.

@@ -114,18 +114,44 @@
 //
 // # Waiting
 //
-// A waiting Acquire tries first, without subscribing. When the key is
-// held it subscribes to the key's release channel on every node (one
-// pub/sub connection per node for all the waiters of a Backend) and tries
-// again at once, then sleeps until a release message, until enough of the
-// holders' grants have expired for a majority to be free (the fallback
-// for silent expiry), or after a split vote for a backoff with full jitter
-// (from 5ms, doubling, up to 500ms), so that clients that split one round
-// do not meet again in the next. Each try of a waiting Acquire that
-// finds a node held flags the key as waited for on that node, for the
-// holder's PTTL and a few seconds more; a release publishes on every node
-// it frees where that flag is set (an uncontended release publishes
-// nothing). Waiters are served in no particular order.
+// Waiters queue on every node, and a release wakes one of them, not all
+// (no herd: a hand-off costs the release's round and the woken waiter's
+// round, whatever the number of waiters). Each try of a waiting Acquire
+// that finds a node held puts the waiter in the key's queue on that node,
+// a sorted set scored by a ticket that the waiter draws once from its
+// clock, so that every node orders the same waiters the same way and
+// every node's release wakes the same waiter. A release publishes the
+// first waiter of each node it frees on that waiter's Backend's wake
+// channel and takes it out of that queue; a woken waiter that does not
+// win queues again with the same ticket, in the same place, and a
+// grant, or the release of a waiter's grant, takes the waiter out. The
+// order only chooses whom to wake: the vote is the same for everyone, a
+// newcomer may take a free key before the woken waiter, and waiters are
+// served in about the order they came, not strictly.
+//
+// Every Backend has one wake channel, subscribed on every node (one
+// pub/sub connection per node for all its waiters) by its first waiting
+// Acquire that finds a key held, which then tries again (a release before
+// the subscription woke nobody); later waiting Acquire calls queue with
+// their first try. A waiting Acquire then sleeps until it is woken, until
+// enough of the holders' grants have expired for a majority to be free
+// (the fallback for silent expiry), or after a split vote for a backoff
+// with full jitter (from 5ms, doubling, up to 500ms), so that clients
+// that split one round do not meet again in the next. A key's queue
+// outlives the PTTL of the holder its waiters found by a few seconds; an
+// uncontended release does not read it.
+//
+// A waiter that gives up leaves the queue on every node. A waiter whose
+// process died does not hold the others up: PUBLISH counts the
+// subscribers it reached, and a release that reaches nobody on the first
+// waiter's channel drops it and wakes the next one, in the same script,
+// once the node has seen the dead process's connections close (at once
+// for a process that exited or was killed on a host that is up: its
+// kernel closes them). A waiter that is woken but does not act (a stopped
+// process, a host gone without closing its connections, a wake-up lost
+// with a connection) delays the others until their fallback timers fire,
+// at most the TTL of the grant they found held, once: it has left the
+// queue by then.
 //
 // A waiting Acquire whose context ends returns an error matching
 // distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
@@ -188,8 +214,9 @@
 //	P{key}:lock               the node's vote: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
 //	P{key}:token              the node's counter for the key (never expires)
 //	P{key}:released:<secret>  tombstone of a release (10s) or of a try that gave up (the TTL)
-//	P{key}:released           pub/sub channel of releases
-//	P{key}:waiting            present while a client waits for a release (the holder's PTTL and 3s)
+//	P{key}:waiters            the queue of waiters: members "<Backend id>|<n>", scored by ticket (the holder's PTTL and 3s)
+//	P{key}:waiting            present while the queue may have members (as long as the queue)
+//	Pwake:<Backend id>        pub/sub channel on which releases wake that Backend's waiters
 //	Pnode:seed                the node's seed marker: "ok", or "p:<server ms>" while it waits
 //
 // # URLs
@@ -203,9 +230,10 @@
 //
 // A Backend is safe for concurrent use. Every operation sends to all
 // nodes at once, one goroutine per node but the last (whose request runs
-// on the caller's), and returns once each node has answered or timed out. The first waiting Acquire that finds its key held
-// opens one pub/sub connection per node, with one goroutine reading it and
-// one sending its subscriptions, kept until Close. Clean-ups and releases
+// on the caller's), and returns once each node has answered or timed out.
+// The first waiting Acquire that finds its key held opens one pub/sub
+// connection per node, kept until Close, with one goroutine reading it
+// and one that sends its subscription. Clean-ups and releases
 // that could not reach a node, and the re-seeding that a granted round
 // found due, run in background goroutines that Close stops.
 package redlock

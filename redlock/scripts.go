@@ -26,6 +26,8 @@ var (
 	seedLua string
 	//go:embed scripts/peek.lua
 	peekLua string
+	//go:embed scripts/leave.lua
+	leaveLua string
 
 	// Run with EVALSHA, falling back to EVAL when a node's script cache
 	// does not have them (after a restart).
@@ -36,6 +38,7 @@ var (
 	markScript    = redis.NewScript(markLua)
 	seedScript    = redis.NewScript(seedLua)
 	peekScript    = redis.NewScript(peekLua)
+	leaveScript   = redis.NewScript(leaveLua)
 )
 
 // Statuses of acquire.lua, the first element of its reply {status, value}.

@@ -7,14 +7,23 @@
 --         or once its Acquire gave up and cleaned up
 -- KEYS[4] the node's seed marker: "ok" once the node may vote; "p:<ms>"
 --         while it waits, after losing its data, until server time <ms>
--- KEYS[5] the key's waiting flag: present while some client waits for a
---         release, so that release.lua publishes only then
+-- KEYS[5] the key's queue of waiters: a sorted set of "<backend>|<waiter>"
+--         members, scored by the waiter's ticket (the same on every node,
+--         so that every node has the same first waiter); release.lua wakes
+--         its first live member
+-- KEYS[6] the key's waiting flag: present while the queue may have
+--         members, so that release.lua reads the queue only then (one
+--         command less on every uncontended release)
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] owner description (informational)
--- ARGV[4] "0" for a try that does not wait; for a waiting one, how many
---         milliseconds the waiting flag outlives the holder's PTTL when
---         the key is held
+-- ARGV[4] "0" for a try that does not queue; for a waiting one, how many
+--         milliseconds the queue outlives the holder's PTTL when the key
+--         is held
+-- ARGV[5] the waiter's queue member (with ARGV[4] not "0", or ARGV[7] "1")
+-- ARGV[6] the waiter's ticket: its score in the queue
+-- ARGV[7] "1" when an earlier try may have queued the waiter: a grant
+--         takes it out of the queue
 --
 -- Returns {status, value} (the names are those of scripts.go):
 --   {GRANTED 1, counter}  granted; the key's counter after this grant (a
@@ -63,7 +72,10 @@ if v then
   end
   local pttl = redis.call('PTTL', KEYS[1])
   if ARGV[4] ~= '0' then
-    redis.call('SET', KEYS[5], '1', 'PX', math.max(pttl, 0) + tonumber(ARGV[4]))
+    redis.call('ZADD', KEYS[5], ARGV[6], ARGV[5])
+    local keep = math.max(pttl, 0) + tonumber(ARGV[4])
+    redis.call('PEXPIRE', KEYS[5], keep)
+    redis.call('SET', KEYS[6], '1', 'PX', keep)
   end
   return {HELD, pttl}
 end
@@ -73,4 +85,7 @@ end
 
 local c = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now() .. '|' .. ARGV[3], 'PX', ARGV[2])
+if ARGV[7] == '1' then
+  redis.call('ZREM', KEYS[5], ARGV[5])
+end
 return {GRANTED, c}
