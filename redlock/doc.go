@@ -124,10 +124,20 @@
 // first waiter of each node it frees on that waiter's Backend's wake
 // channel and takes it out of that queue; a woken waiter that does not
 // win queues again with the same ticket, in the same place, and a
-// grant, or the release of a waiter's grant, takes the waiter out. The
-// order only chooses whom to wake: the vote is the same for everyone, a
-// newcomer may take a free key before the woken waiter, and waiters are
-// served in about the order they came, not strictly.
+// grant, or the release of a waiter's grant, takes the waiter out. A node
+// that a release freed and that woke a waiter is kept for that waiter for
+// a moment (the per-node timeout, at most 250ms): other tries find it
+// held meanwhile, so that a try already on its way (the releaser's next
+// Acquire, say) does not take it first and send the woken waiter back to
+// wait. That is all the order does: it chooses whom to wake, and a
+// reservation only refuses, for a bounded time that no try renews (only
+// a grant's release sets one), so no state of the queues can block
+// grants: where the nodes' queues disagree and reserve a node each for
+// different waiters, every try is refused for at most that moment, and
+// the jittered retries of split votes take over. Exclusion and tokens do
+// not depend on the queue at all. Waiters are served in about the order
+// they came, not strictly: a newcomer may take a key nobody was woken
+// for.
 //
 // Every Backend has one wake channel, subscribed on every node (one
 // pub/sub connection per node for all its waiters) by its first waiting
@@ -216,6 +226,7 @@
 //	P{key}:released:<secret>  tombstone of a release (10s) or of a try that gave up (the TTL)
 //	P{key}:waiters            the queue of waiters: members "<Backend id>|<n>", scored by ticket (the holder's PTTL and 3s)
 //	P{key}:waiting            present while the queue may have members (as long as the queue)
+//	P{key}:woken              the member a release woke: the node is kept for it (at most 250ms)
 //	Pwake:<Backend id>        pub/sub channel on which releases wake that Backend's waiters
 //	Pnode:seed                the node's seed marker: "ok", or "p:<server ms>" while it waits
 //

@@ -21,6 +21,7 @@ const (
 	suffixTomb    = ":released:"
 	suffixQueue   = ":waiters"
 	suffixWaiting = ":waiting"
+	suffixWoken   = ":woken"
 	// wakeName follows the prefix, then a Backend's id: the channel on
 	// which releases wake that Backend's waiters.
 	wakeName = "wake:"
@@ -38,11 +39,13 @@ type lockKeys struct {
 	// waiting is set while queue may have members: releases read queue
 	// only then.
 	waiting string
+	// woken keeps a node for the waiter a release woke, for a moment.
+	woken string
 }
 
 func (b *Backend) keysFor(key string) lockKeys {
 	base := b.cfg.prefix + redislock.HashTag(key)
-	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, queue: base + suffixQueue, waiting: base + suffixWaiting}
+	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, queue: base + suffixQueue, waiting: base + suffixWaiting, woken: base + suffixWoken}
 }
 
 // tomb returns the tombstone key of the grant with the given secret.

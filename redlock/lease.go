@@ -105,7 +105,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redlock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member)
+	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
 	res := each(ctx, b, nil, b.cfg.timeoutFor(l.validity.TTL), op)
 	done, notHeld := 0, 0
 	why := make([]string, len(res))

@@ -8,6 +8,7 @@
 -- KEYS[3] the key's waiting flag (see acquire.lua): read the queue only
 --         when set
 -- KEYS[4] the key's queue of waiters (see acquire.lua)
+-- KEYS[5] the key's reservation (see acquire.lua)
 -- ARGV[1] secret of the grant
 -- ARGV[2] tombstone lifetime in milliseconds
 -- ARGV[3] prefix of the Backends' wake channels: a member "<b>|<w>" is
@@ -15,6 +16,8 @@
 -- ARGV[4] "1" to write the tombstone even when the grant is not held
 -- ARGV[5] the queue member of the grant's waiter, or "": a node that was
 --         held when the winning try queued it still has it
+-- ARGV[6] how many milliseconds the node is kept for the waiter it wakes
+--         (a reservation: "0" for none, as a try's clean-up asks)
 --
 -- Returns (the names are those of scripts.go):
 --   RELEASED 1          this call released the node's grant
@@ -46,6 +49,9 @@ if v and string.sub(v, 1, #prefix) == prefix then
     end
     local b = string.match(head[1], '^([^|]*)|')
     if b and redis.call('PUBLISH', ARGV[3] .. b, head[1]) > 0 then
+      if ARGV[6] ~= '0' then
+        redis.call('SET', KEYS[5], head[1], 'PX', ARGV[6])
+      end
       break
     end
   end
