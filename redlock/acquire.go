@@ -28,6 +28,11 @@ const (
 	// tries (noExpiryPoll, maxPendingPoll, the split backoff's cap) plus a
 	// round, so that the queue is there while its waiters wait.
 	queueSlack = 3 * time.Second
+	// gatherWait bounds how long a woken waiter waits for a majority of
+	// the nodes of the release to wake it before it tries anyway (their
+	// queues may have another waiter first); well within a release's
+	// reservation (maxReserve).
+	gatherWait = 20 * time.Millisecond
 )
 
 // splitBackoff paces the rounds of a waiter after a split vote (no
@@ -88,6 +93,7 @@ type refusal struct {
 type round struct {
 	granted               []int // nodes that voted for this try
 	held                  []int64
+	reserved              []int    // indexes in held of reservations (their PTTL)
 	why                   []string // why a node did not vote; "" for a node that voted or refused
 	unseeded, due, normal []int
 	// waitEnd is, by node index, the end of the wait that a node of due
@@ -109,6 +115,10 @@ func countVotes(votes []reply[vote]) round {
 			r.granted = append(r.granted, i)
 			r.normal = append(r.normal, i)
 		case voteHeld:
+			r.held = append(r.held, v.val.val)
+			r.normal = append(r.normal, i)
+		case voteReserved:
+			r.reserved = append(r.reserved, len(r.held))
 			r.held = append(r.held, v.val.val)
 			r.normal = append(r.normal, i)
 		case voteTooLate:
@@ -204,7 +214,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		case len(r.granted)+len(r.held) < b.maj:
 			return nil, refusal{}, b.unavailable("acquire", len(r.granted)+len(r.held), r.why)
 		case len(r.held) > len(b.nodes)-b.maj:
-			return nil, refusal{why: "held", retryIn: b.expiryWait(r.held)}, nil
+			return nil, refusal{why: "held", retryIn: b.expiryWait(b.patience(r, w, opts.TTL))}, nil
 		default:
 			return nil, refusal{why: fmt.Sprintf("split vote: %d of %d nodes granted, %d held by others", len(r.granted), len(b.nodes), len(r.held)), split: true}, nil
 		}
@@ -240,6 +250,26 @@ func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent tim
 		return nil, false
 	}
 	return &lease{b: b, k: k, secret: secret, token: uint64(T), validity: distlock.Validity{Sent: sent, TTL: opts.TTL}}, true
+}
+
+// patience is the PTTLs of the held nodes of round r as waiter w waits
+// for them. A node kept for a waiter that a release woke counts as held
+// by a grant of w's own TTL, which that waiter is about to take, for a
+// queued waiter that was not woken: its turn comes with a release, not
+// when the reservation ends, and retrying then would only find the
+// woken waiter's grant. A woken waiter (or a try that could not queue)
+// waits for the reservation itself: where the nodes' queues disagree and
+// reserve nodes for different woken waiters, it is those waiters'
+// retries, once the reservations end, that go on.
+func (b *Backend) patience(r round, w *waiter, ttl time.Duration) []int64 {
+	if w == nil || w.woke || len(r.reserved) == 0 {
+		return r.held
+	}
+	held := append([]int64(nil), r.held...)
+	for _, j := range r.reserved {
+		held[j] = ceilMillis(ttl)
+	}
+	return held
 }
 
 // expiryWait is how long until enough of the holders' grants (PTTLs held)
@@ -280,7 +310,7 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		}
 		w.sub.remove(w)
 		if err != nil && w.queued {
-			b.leave(k, w)
+			b.leave(ctx, k, w, b.cfg.timeoutFor(opts.TTL))
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -326,9 +356,13 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 			splits++
 			retryIn, _ = splitBackoff.Backoff(splits)
 		}
+		w.sub.woken(w, true)
 		timer.Reset(retryIn)
+		w.woke = false
 		select {
 		case <-w.wake:
+			w.woke = true
+			b.gather(ctx, w)
 		case <-timer.C:
 		case <-ctx.Done():
 		case <-b.closing.Done():
@@ -342,26 +376,42 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 	}
 }
 
-// leave takes a waiter that gave up out of the key's queue on every node,
-// in the background (once per node, bounded by the clean-up timeout): a
-// release that woke it would wake nobody else on that node. A node that
-// cannot be reached keeps it until the queue lapses or a release drops
-// it; the other waiters' fallback timers cover that.
-func (b *Backend) leave(k lockKeys, w *waiter) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+// gather waits, after the first node's release woke w, for the releases
+// of a majority of nodes to wake it too, for at most gatherWait: the
+// nodes of one release free the key one after the other, and a try sent
+// at the first wake-up finds the others still held and has to wait again.
+func (b *Backend) gather(ctx context.Context, w *waiter) {
+	if w.sub.woken(w, false) >= b.maj {
 		return
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		ctx, cancel := context.WithTimeout(b.closing, cleanupTimeout)
-		defer cancel()
-		each(ctx, b, nil, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
-			return leaveScript.Run(ctx, n, []string{k.queue}, w.member).Int64()
-		})
-	}()
+	t := time.NewTimer(gatherWait)
+	defer t.Stop()
+	for w.sub.woken(w, false) < b.maj {
+		select {
+		case <-w.wake:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-b.closing.Done():
+			return
+		}
+	}
+}
+
+// leave takes a waiter that gave up out of the key's queue on every node,
+// once per node, each bounded by timeout, before its Acquire returns: a
+// release that woke it would wake nobody else on that node and keep the
+// node for it (a reservation) in vain. A node that cannot be reached
+// keeps it until the queue lapses or a release drops it; the other
+// waiters' fallback timers cover that.
+func (b *Backend) leave(ctx context.Context, k lockKeys, w *waiter, timeout time.Duration) {
+	if b.isClosed() {
+		return // its wake channel is gone: releases drop it
+	}
+	each(context.WithoutCancel(ctx), b, nil, timeout, func(ctx context.Context, n Node) (int64, error) {
+		return leaveScript.Run(ctx, n, []string{k.queue}, w.member).Int64()
+	})
 }
 
 // marker is the name of the nodes' seed marker.

@@ -124,20 +124,24 @@
 // first waiter of each node it frees on that waiter's Backend's wake
 // channel and takes it out of that queue; a woken waiter that does not
 // win queues again with the same ticket, in the same place, and a
-// grant, or the release of a waiter's grant, takes the waiter out. A node
-// that a release freed and that woke a waiter is kept for that waiter for
-// a moment (the per-node timeout, at most 250ms): other tries find it
-// held meanwhile, so that a try already on its way (the releaser's next
-// Acquire, say) does not take it first and send the woken waiter back to
-// wait. That is all the order does: it chooses whom to wake, and a
-// reservation only refuses, for a bounded time that no try renews (only
-// a grant's release sets one), so no state of the queues can block
-// grants: where the nodes' queues disagree and reserve a node each for
-// different waiters, every try is refused for at most that moment, and
-// the jittered retries of split votes take over. Exclusion and tokens do
-// not depend on the queue at all. Waiters are served in about the order
-// they came, not strictly: a newcomer may take a key nobody was woken
-// for.
+// grant, or the release of a waiter's grant, takes the waiter out. A
+// woken waiter tries once the releases of a majority of the nodes have
+// woken it (or 20ms after the first: the nodes' queues may differ), so
+// that its try does not find the nodes still held that the release has
+// not reached yet. A node that a release freed and that woke a waiter is
+// kept for that waiter for a moment (the per-node timeout, at most
+// 250ms): other tries are refused meanwhile, so that a try already on
+// its way (the releaser's next Acquire, say) does not take it first and
+// send the woken waiter back to wait. A queued waiter refused that way
+// waits for its own turn, not for the reservation's end. Nothing renews
+// a reservation (only a grant's release sets one), and the order only
+// chooses whom to wake and whom to keep a node for, so no state of the
+// queues blocks grants for long: where the nodes' queues disagree and
+// reserve nodes for different woken waiters, each of those waiters tries
+// again when the reservations end, and the jittered retries of split
+// votes take over. Exclusion and tokens do not depend on the queue: a
+// reservation only refuses. Waiters are served in about the order they
+// came, not strictly: a newcomer may take a key nobody was woken for.
 //
 // Every Backend has one wake channel, subscribed on every node (one
 // pub/sub connection per node for all its waiters) by its first waiting
@@ -151,7 +155,10 @@
 // outlives the PTTL of the holder its waiters found by a few seconds; an
 // uncontended release does not read it.
 //
-// A waiter that gives up leaves the queue on every node. A waiter whose
+// A waiter that gives up leaves the queue on every node before its
+// Acquire returns; a release that woke it all the same (on its way
+// before it left) reaches its Backend, which passes the turn on to the
+// next waiter on that node, as a release would. A waiter whose
 // process died does not hold the others up: PUBLISH counts the
 // subscribers it reached, and a release that reaches nobody on the first
 // waiter's channel drops it and wakes the next one, in the same script,
@@ -160,8 +167,9 @@
 // kernel closes them). A waiter that is woken but does not act (a stopped
 // process, a host gone without closing its connections, a wake-up lost
 // with a connection) delays the others until their fallback timers fire,
-// at most the TTL of the grant they found held, once: it has left the
-// queue by then.
+// at most the TTL of the grant they found held (their own TTL, for a
+// waiter that its reservation refused), once: it has left the queue by
+// then.
 //
 // A waiting Acquire whose context ends returns an error matching
 // distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
@@ -244,7 +252,8 @@
 // on the caller's), and returns once each node has answered or timed out.
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
-// and one that sends its subscription. Clean-ups and releases
+// and one that sends its subscription; passing on the turn of a waiter
+// that returned as it was woken runs in a background goroutine. Clean-ups and releases
 // that could not reach a node, and the re-seeding that a granted round
 // found due, run in background goroutines that Close stops.
 package redlock

@@ -13,6 +13,7 @@ package redlock
 import (
 	"context"
 	"crypto/rand"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,10 @@ type subscriber struct {
 	confirmed map[int]bool
 	waiters   map[string]*waiter // by member
 	next      uint64
+
+	// gone is told of a wake-up for a waiter that has returned, with the
+	// node and the key's queue: it passes the turn on.
+	gone func(node int, member, queue string)
 }
 
 // waiter is one waiting Acquire: its place in the key's queue on every
@@ -48,6 +53,11 @@ type waiter struct {
 	// queued is set once a try may have put the waiter in the queue; a
 	// grant then takes it out, and giving up removes it.
 	queued bool
+	// wokeBy has a bit for each node whose release woke the waiter since
+	// its last try (guarded by sub.mu).
+	wokeBy uint64
+	// woke is set when the waiter's next try follows a wake-up.
+	woke bool
 }
 
 // subscriber returns the Backend's pub/sub multiplexer, creating it.
@@ -59,6 +69,7 @@ func (b *Backend) subscriber() (*subscriber, error) {
 	}
 	if b.sub == nil {
 		b.sub = newSubscriber(b.nodes, len(b.nodes)-b.maj+1, b.cfg.prefix+wakeName)
+		b.sub.gone = b.passOn
 	}
 	return b.sub, nil
 }
@@ -113,7 +124,7 @@ func (s *subscriber) dispatch(node int, msgs <-chan any) {
 				s.confirm(node)
 			}
 		case *redis.Message:
-			s.notify(m.Payload)
+			s.notify(m.Payload, node)
 		}
 	}
 }
@@ -124,6 +135,7 @@ func (s *subscriber) confirm(node int) {
 	if s.confirmed[node] {
 		// A resubscription after a reconnect: wake-ups may have been missed.
 		for _, w := range s.waiters {
+			w.wokeBy = ^uint64(0)
 			w.notify()
 		}
 		return
@@ -138,15 +150,33 @@ func (s *subscriber) confirm(node int) {
 // waiter that has returned is dropped: that release's node woke nobody
 // else, but the other nodes of the release woke the next waiter, and the
 // waiters' fallback timers cover the rest.
-func (s *subscriber) notify(member string) {
+func (s *subscriber) notify(payload string, node int) {
+	member, queue, _ := strings.Cut(payload, " ")
 	if !strings.HasPrefix(member, s.id+"|") {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w := s.waiters[member]; w != nil {
+	w := s.waiters[member]
+	if w != nil {
+		w.wokeBy |= 1 << (node % 64)
 		w.notify()
 	}
+	s.mu.Unlock()
+	if w == nil && s.gone != nil {
+		s.gone(node, member, queue)
+	}
+}
+
+// woken is how many nodes have woken w since the last call, which starts
+// counting again.
+func (s *subscriber) woken(w *waiter, reset bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := bits.OnesCount64(w.wokeBy)
+	if reset {
+		w.wokeBy = 0
+	}
+	return n
 }
 
 func (w *waiter) notify() {
@@ -184,4 +214,33 @@ func (s *subscriber) close() error {
 	}
 	s.wg.Wait()
 	return err
+}
+
+// passOn passes the turn of a woken waiter that has returned to the next
+// waiter on node, in the background: the node woke nobody else, and
+// its release kept the node for that waiter.
+func (b *Backend) passOn(node int, member, queue string) {
+	base, ok := strings.CutSuffix(queue, suffixQueue)
+	if !ok || !strings.HasPrefix(base, b.cfg.prefix+"{") || !b.track() {
+		return
+	}
+	k := lockKeys{base: base, lock: base + suffixLock, queue: queue, waiting: base + suffixWaiting, woken: base + suffixWoken}
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.closing, cleanupTimeout)
+		defer cancel()
+		_ = passScript.Run(ctx, b.nodes[node], []string{k.lock, k.waiting, k.queue, k.woken}, member, b.cfg.prefix+wakeName, ceilMillis(maxReserve)).Err()
+	}()
+}
+
+// track counts one more background goroutine in b.wg, unless the Backend
+// is closed (Close waits for them).
+func (b *Backend) track() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	return true
 }

@@ -31,8 +31,10 @@
 --   {GRANTED 1, counter}  granted; the key's counter after this grant (a
 --                         re-sent request finds its own grant and gets the
 --                         token recorded in it)
---   {HELD 0, pttl}        held by another grant, or reserved for the
---                         waiter a release woke; pttl -1 without expiry
+--   {HELD 0, pttl}        held by another grant; pttl -1 without expiry
+--   {RESERVED 7, pttl}    free, but kept for pttl ms more for the waiter
+--                         a release woke; a waiting try is queued for as
+--                         long as a grant of its own TTL would hold
 --   {TOO_LATE 3, 0}       the tombstone exists: the request arrived after
 --                         its Acquire gave up or its grant was released
 --   {UNSEEDED 4, 0}       the node has no seed marker: it lost its data
@@ -42,7 +44,7 @@
 --                         re-seed the node (seed.lua, naming this wait),
 --                         then it votes
 
-local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE = 0, 1, 3, 4, 5, 6
+local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE, RESERVED = 0, 1, 3, 4, 5, 6, 7
 
 -- One read for the keys the vote depends on, and the clock only where
 -- its reading is used: every command here is paid on every node of every
@@ -95,9 +97,8 @@ end
 -- moment (the release's reservation), as if held, so that a try already
 -- on its way does not take it first and send the woken one back to wait.
 if woken and woken ~= ARGV[5] then
-  local pttl = redis.call('PTTL', KEYS[7])
-  queue(pttl)
-  return {HELD, pttl}
+  queue(tonumber(ARGV[2]))
+  return {RESERVED, redis.call('PTTL', KEYS[7])}
 end
 
 local c = redis.call('INCR', KEYS[2])

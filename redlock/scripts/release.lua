@@ -12,7 +12,8 @@
 -- ARGV[1] secret of the grant
 -- ARGV[2] tombstone lifetime in milliseconds
 -- ARGV[3] prefix of the Backends' wake channels: a member "<b>|<w>" is
---         woken on channel ARGV[3] .. b, with the member as the message
+--         woken on channel ARGV[3] .. b, with the message "<member> <queue
+--         key>"
 -- ARGV[4] "1" to write the tombstone even when the grant is not held
 -- ARGV[5] the queue member of the grant's waiter, or "": a node that was
 --         held when the winning try queued it still has it
@@ -48,7 +49,7 @@ if v and string.sub(v, 1, #prefix) == prefix then
       break
     end
     local b = string.match(head[1], '^([^|]*)|')
-    if b and redis.call('PUBLISH', ARGV[3] .. b, head[1]) > 0 then
+    if b and redis.call('PUBLISH', ARGV[3] .. b, head[1] .. ' ' .. KEYS[4]) > 0 then
       if ARGV[6] ~= '0' then
         redis.call('SET', KEYS[5], head[1], 'PX', ARGV[6])
       end
