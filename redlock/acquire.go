@@ -308,7 +308,7 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		if w == nil {
 			return
 		}
-		w.sub.remove(w)
+		w.sub.remove(w, err != nil && w.queued)
 		if err != nil && w.queued {
 			b.leave(ctx, k, w, b.cfg.timeoutFor(opts.TTL))
 		}

@@ -22,6 +22,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// gaveUpMemory is how long a Backend passes on the wake-ups of a waiter
+// that gave up: longer than a release takes to reach a node.
+const gaveUpMemory = 10 * time.Second
+
 type subscriber struct {
 	pss     []*redis.PubSub
 	need    int    // confirmations that make the wake channel ready
@@ -35,6 +39,7 @@ type subscriber struct {
 	confirmed map[int]bool
 	waiters   map[string]*waiter // by member
 	next      uint64
+	gaveUp    map[string]time.Time // members that returned without a grant, and when
 
 	// gone is told of a wake-up for a waiter that has returned, with the
 	// node and the key's queue: it passes the turn on.
@@ -95,7 +100,7 @@ func newSubscriber(nodes []Node, need int, channelPrefix string) *subscriber {
 	id := rand.Text()
 	s := &subscriber{
 		need: need, id: id, channel: channelPrefix + id, ready: make(chan struct{}),
-		confirmed: map[int]bool{}, waiters: map[string]*waiter{},
+		confirmed: map[int]bool{}, waiters: map[string]*waiter{}, gaveUp: map[string]time.Time{},
 	}
 	for i, n := range nodes {
 		ps := n.Subscribe(context.Background())
@@ -161,8 +166,11 @@ func (s *subscriber) notify(payload string, node int) {
 		w.wokeBy |= 1 << (node % 64)
 		w.notify()
 	}
+	_, gaveUp := s.gaveUp[member]
 	s.mu.Unlock()
-	if w == nil && s.gone != nil {
+	// A waiter that returned with a grant needs nothing passed on: the
+	// key is held, and its holder's release wakes the next waiter.
+	if gaveUp && s.gone != nil {
 		s.gone(node, member, queue)
 	}
 }
@@ -197,11 +205,23 @@ func (s *subscriber) add() *waiter {
 	return w
 }
 
-// remove unregisters w.
-func (s *subscriber) remove(w *waiter) {
+// remove unregisters w; gaveUp says it returned without a grant, so
+// that a wake-up still on its way is passed on to the next waiter.
+// Waiters that gave up are remembered for gaveUpMemory.
+func (s *subscriber) remove(w *waiter, gaveUp bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiters, w.member)
+	if !gaveUp {
+		return
+	}
+	now := time.Now()
+	for m, at := range s.gaveUp {
+		if now.Sub(at) > gaveUpMemory {
+			delete(s.gaveUp, m)
+		}
+	}
+	s.gaveUp[w.member] = now
 }
 
 // close closes the pub/sub connections and waits for the goroutines.

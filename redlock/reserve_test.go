@@ -120,8 +120,10 @@ func TestWakeOfGoneWaiterPassesTurn(t *testing.T) {
 	if st := acquire("holder", "", 0); st != voteGranted {
 		t.Fatalf("holder: %d", st)
 	}
-	gone := sub.id + "|999" // first in line, but no such waiter waits
-	if acquire("gone", gone, 1) != voteHeld || acquire("next", "x|1", 2) != voteHeld {
+	// First in line, but it gave up: its Acquire returned.
+	gone := sub.add()
+	sub.remove(gone, true)
+	if acquire("gone", gone.member, 1) != voteHeld || acquire("next", "x|1", 2) != voteHeld {
 		t.Fatal("waiters not queued")
 	}
 	if st, err := b.releaseOp(k, "holder", time.Minute, false, "", time.Minute)(ctx, rdb); err != nil || st != releaseReleased {

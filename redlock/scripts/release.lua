@@ -30,6 +30,9 @@ local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 local prefix = ARGV[1] .. '|'
 local r = redis.call('MGET', KEYS[1], KEYS[3])
 local v = r[1]
+if r[2] and ARGV[5] ~= '' then
+  redis.call('ZREM', KEYS[4], ARGV[5])
+end
 if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
@@ -40,9 +43,6 @@ if v and string.sub(v, 1, #prefix) == prefix then
   -- does not win, queues it again with its ticket, in the same place.
   -- The loop is bounded so that a queue of dead waiters cannot make the
   -- script slow; those left are dropped by the next release.
-  if r[2] and ARGV[5] ~= '' then
-    redis.call('ZREM', KEYS[4], ARGV[5])
-  end
   for _ = 1, r[2] and 16 or 0 do
     local head = redis.call('ZPOPMIN', KEYS[4])
     if #head == 0 then
