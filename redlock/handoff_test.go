@@ -88,7 +88,7 @@ func TestHandoffWakesOneWaiter(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, waiters)
-	for i := range waiters {
+	for range waiters {
 		b := newBackend(t, addrs(srvs))
 		wg.Go(func() {
 			l, err := b.Acquire(ctx, key, waitOpts("waiter"))
@@ -98,7 +98,6 @@ func TestHandoffWakesOneWaiter(t *testing.T) {
 			if err != nil {
 				errs <- err
 			}
-			_ = i
 		})
 	}
 	// Every waiter has subscribed and tried twice (its first try, and the
