@@ -23,11 +23,16 @@ const (
 	// maxPendingPoll bounds the sleep of a waiter that waits for nodes to
 	// be re-seeded.
 	maxPendingPoll = time.Second
-	// waitingSlack is how long a waiting flag outlives the PTTL of the
-	// grant that a waiter found: longer than any sleep of a waiter between
-	// two tries (noExpiryPoll, maxPendingPoll, the split backoff's cap)
-	// plus a round, so that the flag is there while the waiter waits.
-	waitingSlack = 3 * time.Second
+	// queueSlack is how long a key's queue outlives the PTTL of the grant
+	// that a waiter found: longer than any sleep of a waiter between two
+	// tries (noExpiryPoll, maxPendingPoll, the split backoff's cap) plus a
+	// round, so that the queue is there while its waiters wait.
+	queueSlack = 3 * time.Second
+	// gatherWait bounds how long a woken waiter waits for a majority of
+	// the nodes of the release to wake it before it tries anyway (their
+	// queues may have another waiter first); well within a release's
+	// reservation (maxReserve).
+	gatherWait = 20 * time.Millisecond
 )
 
 // splitBackoff paces the rounds of a waiter after a split vote (no
@@ -42,9 +47,9 @@ var splitBackoff = distlock.ExponentialBackoff(5*time.Millisecond, 500*time.Mill
 // costs a second round only when the votes' counters disagree (see
 // Fencing in the package documentation). A try that is not granted
 // releases what it got at once. A waiting Acquire whose try finds the key
-// held subscribes to the key's release channel on every node and tries
-// again on a release message, when enough holders' grants have expired,
-// or after a split vote, after a backoff with full jitter.
+// held joins the key's queue on the nodes and tries again when a release
+// wakes it (a release wakes one waiter), when enough holders' grants have
+// expired, or after a split vote, after a backoff with full jitter.
 func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
 	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
@@ -59,7 +64,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	if opts.Wait {
 		return b.wait(ctx, k, opts)
 	}
-	l, r, err := b.try(ctx, k, opts)
+	l, r, err := b.try(ctx, k, opts, nil)
 	switch {
 	case ctx.Err() != nil:
 		return nil, backend.Canceled(ctx)
@@ -88,6 +93,7 @@ type refusal struct {
 type round struct {
 	granted               []int // nodes that voted for this try
 	held                  []int64
+	reserved              []int    // indexes in held of reservations (their PTTL)
 	why                   []string // why a node did not vote; "" for a node that voted or refused
 	unseeded, due, normal []int
 	// waitEnd is, by node index, the end of the wait that a node of due
@@ -109,6 +115,10 @@ func countVotes(votes []reply[vote]) round {
 			r.granted = append(r.granted, i)
 			r.normal = append(r.normal, i)
 		case voteHeld:
+			r.held = append(r.held, v.val.val)
+			r.normal = append(r.normal, i)
+		case voteReserved:
+			r.reserved = append(r.reserved, len(r.held))
 			r.held = append(r.held, v.val.val)
 			r.normal = append(r.normal, i)
 		case voteTooLate:
@@ -153,19 +163,24 @@ func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bo
 // raising round. A round that finds nodes without their data starts or
 // completes their re-seeding, and when that lets them vote at once, the
 // try runs one more round.
-func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (*lease, refusal, error) {
+func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions, w *waiter) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
 	ttlMillis := ceilMillis(opts.TTL)
-	waitFlag := int64(0)
-	if opts.Wait {
-		waitFlag = ceilMillis(waitingSlack)
+	// A waiter joins the key's queue on every node that is held, and
+	// leaves it on every node that grants.
+	slack, member, ticket, queued := int64(0), "", int64(0), "0"
+	if w != nil {
+		slack, member, ticket = ceilMillis(queueSlack), w.member, w.ticket
+		if w.queued {
+			queued = "1"
+		}
 	}
 	for pass := 0; ; pass++ {
 		secret := rand.Text()
 		sent := time.Now()
-		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.waiting}
+		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken}
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
-			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, waitFlag).Int64Slice()
+			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
 				return vote{}, err
 			}
@@ -177,6 +192,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		r := countVotes(votes)
 		if len(r.granted) >= b.maj {
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
+				l.member = member
 				if len(r.unseeded) > 0 || len(r.due) > 0 {
 					b.seedLater(r)
 				}
@@ -198,7 +214,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		case len(r.granted)+len(r.held) < b.maj:
 			return nil, refusal{}, b.unavailable("acquire", len(r.granted)+len(r.held), r.why)
 		case len(r.held) > len(b.nodes)-b.maj:
-			return nil, refusal{why: "held", retryIn: b.expiryWait(r.held)}, nil
+			return nil, refusal{why: "held", retryIn: b.expiryWait(b.patience(r, w, opts.TTL))}, nil
 		default:
 			return nil, refusal{why: fmt.Sprintf("split vote: %d of %d nodes granted, %d held by others", len(r.granted), len(b.nodes), len(r.held)), split: true}, nil
 		}
@@ -236,6 +252,26 @@ func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent tim
 	return &lease{b: b, k: k, secret: secret, token: uint64(T), validity: distlock.Validity{Sent: sent, TTL: opts.TTL}}, true
 }
 
+// patience is the PTTLs of the held nodes of round r as waiter w waits
+// for them. A node kept for a waiter that a release woke counts as held
+// by a grant of w's own TTL, which that waiter is about to take, for a
+// queued waiter that was not woken: its turn comes with a release, not
+// when the reservation ends, and retrying then would only find the
+// woken waiter's grant. A woken waiter (or a try that could not queue)
+// waits for the reservation itself: where the nodes' queues disagree and
+// reserve nodes for different woken waiters, it is those waiters'
+// retries, once the reservations end, that go on.
+func (b *Backend) patience(r round, w *waiter, ttl time.Duration) []int64 {
+	if w == nil || w.woke || len(r.reserved) == 0 {
+		return r.held
+	}
+	held := append([]int64(nil), r.held...)
+	for _, j := range r.reserved {
+		held[j] = ceilMillis(ttl)
+	}
+	return held
+}
+
 // expiryWait is how long until enough of the holders' grants (PTTLs held)
 // have expired for a majority to be free.
 func (b *Backend) expiryWait(held []int64) time.Duration {
@@ -256,16 +292,25 @@ func (b *Backend) expiryWait(held []int64) time.Duration {
 	return time.Duration(p+1) * time.Millisecond
 }
 
-// wait is a blocking Acquire: try; when the key is held, subscribe to its
-// release channel on every node and try again at once (a release between
-// the try and the subscription was published to nobody); then wait for a
-// release message, for the holders' expiry, or after a split vote for a
-// jittered backoff, and try again.
-func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (distlock.Lease, error) {
+// wait is a blocking Acquire: try; when the key is held, join the key's
+// queue on every node and wait for a release to wake this waiter, for the
+// holders' expiry, or after a split vote for a jittered backoff, and try
+// again. The first waiting Acquire of a Backend subscribes to its wake
+// channel first (a try before that, which found the key held, is tried
+// again once the channel is subscribed: the try queues the waiter);
+// later ones queue with their first try.
+func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (l distlock.Lease, err error) {
 	var w *waiter
+	if s := b.readySubscriber(); s != nil {
+		w = s.add()
+	}
 	defer func() {
-		if w != nil {
-			w.sub.remove(w)
+		if w == nil {
+			return
+		}
+		w.sub.remove(w, err != nil && w.queued)
+		if err != nil && w.queued {
+			b.leave(ctx, k, w, b.cfg.timeoutFor(opts.TTL))
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -278,7 +323,10 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		case b.isClosed():
 			return nil, ErrClosed
 		}
-		l, r, err := b.try(ctx, k, opts)
+		l, r, err := b.try(ctx, k, opts, w)
+		if w != nil {
+			w.queued = true
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, backend.Canceled(ctx)
@@ -292,10 +340,10 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 			if err != nil {
 				return nil, err
 			}
-			w = sub.add(k.channel)
+			w = sub.add()
 			ready := time.NewTimer(subscribeWait)
 			select {
-			case <-w.ready:
+			case <-sub.ready:
 			case <-ready.C:
 			case <-ctx.Done():
 			case <-b.closing.Done():
@@ -308,9 +356,13 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 			splits++
 			retryIn, _ = splitBackoff.Backoff(splits)
 		}
+		w.sub.woken(w, true)
 		timer.Reset(retryIn)
+		w.woke = false
 		select {
 		case <-w.wake:
+			w.woke = true
+			b.gather(ctx, w)
 		case <-timer.C:
 		case <-ctx.Done():
 		case <-b.closing.Done():
@@ -322,6 +374,44 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 			}
 		}
 	}
+}
+
+// gather waits, after the first node's release woke w, for the releases
+// of a majority of nodes to wake it too, for at most gatherWait: the
+// nodes of one release free the key one after the other, and a try sent
+// at the first wake-up finds the others still held and has to wait again.
+func (b *Backend) gather(ctx context.Context, w *waiter) {
+	if w.sub.woken(w, false) >= b.maj {
+		return
+	}
+	t := time.NewTimer(gatherWait)
+	defer t.Stop()
+	for w.sub.woken(w, false) < b.maj {
+		select {
+		case <-w.wake:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-b.closing.Done():
+			return
+		}
+	}
+}
+
+// leave takes a waiter that gave up out of the key's queue on every node,
+// once per node, each bounded by timeout, before its Acquire returns: a
+// release that woke it would wake nobody else on that node and keep the
+// node for it (a reservation) in vain. A node that cannot be reached
+// keeps it until the queue lapses or a release drops it; the other
+// waiters' fallback timers cover that.
+func (b *Backend) leave(ctx context.Context, k lockKeys, w *waiter, timeout time.Duration) {
+	if b.isClosed() {
+		return // its wake channel is gone: releases drop it
+	}
+	each(context.WithoutCancel(ctx), b, nil, timeout, func(ctx context.Context, n Node) (int64, error) {
+		return leaveScript.Run(ctx, n, []string{k.queue}, w.member).Int64()
+	})
 }
 
 // marker is the name of the nodes' seed marker.

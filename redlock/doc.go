@@ -114,18 +114,62 @@
 //
 // # Waiting
 //
-// A waiting Acquire tries first, without subscribing. When the key is
-// held it subscribes to the key's release channel on every node (one
-// pub/sub connection per node for all the waiters of a Backend) and tries
-// again at once, then sleeps until a release message, until enough of the
-// holders' grants have expired for a majority to be free (the fallback
-// for silent expiry), or after a split vote for a backoff with full jitter
-// (from 5ms, doubling, up to 500ms), so that clients that split one round
-// do not meet again in the next. Each try of a waiting Acquire that
-// finds a node held flags the key as waited for on that node, for the
-// holder's PTTL and a few seconds more; a release publishes on every node
-// it frees where that flag is set (an uncontended release publishes
-// nothing). Waiters are served in no particular order.
+// Waiters queue on every node, and a release wakes one of them, not all
+// (no herd: a hand-off costs the release's round and the woken waiter's
+// round, whatever the number of waiters). Each try of a waiting Acquire
+// that finds a node held puts the waiter in the key's queue on that node,
+// a sorted set scored by a ticket that the waiter draws once from its
+// clock, so that every node orders the same waiters the same way and
+// every node's release wakes the same waiter. A release publishes the
+// first waiter of each node it frees on that waiter's Backend's wake
+// channel and takes it out of that queue; a woken waiter that does not
+// win queues again with the same ticket, in the same place, and a
+// grant, or the release of a waiter's grant, takes the waiter out. A
+// woken waiter tries once the releases of a majority of the nodes have
+// woken it (or 20ms after the first: the nodes' queues may differ), so
+// that its try does not find the nodes still held that the release has
+// not reached yet. A node that a release freed and that woke a waiter is
+// kept for that waiter for a moment (the per-node timeout, at most
+// 250ms): other tries are refused meanwhile, so that a try already on
+// its way (the releaser's next Acquire, say) does not take it first and
+// send the woken waiter back to wait. A queued waiter refused that way
+// waits for its own turn, not for the reservation's end. Nothing renews
+// a reservation (only a grant's release sets one), and the order only
+// chooses whom to wake and whom to keep a node for, so no state of the
+// queues blocks grants for long: where the nodes' queues disagree and
+// reserve nodes for different woken waiters, each of those waiters tries
+// again when the reservations end, and the jittered retries of split
+// votes take over. Exclusion and tokens do not depend on the queue: a
+// reservation only refuses. Waiters are served in about the order they
+// came, not strictly: a newcomer may take a key nobody was woken for.
+//
+// Every Backend has one wake channel, subscribed on every node (one
+// pub/sub connection per node for all its waiters) by its first waiting
+// Acquire that finds a key held, which then tries again (a release before
+// the subscription woke nobody); later waiting Acquire calls queue with
+// their first try. A waiting Acquire then sleeps until it is woken, until
+// enough of the holders' grants have expired for a majority to be free
+// (the fallback for silent expiry), or after a split vote for a backoff
+// with full jitter (from 5ms, doubling, up to 500ms), so that clients
+// that split one round do not meet again in the next. A key's queue
+// outlives the PTTL of the holder its waiters found by a few seconds; an
+// uncontended release does not read it.
+//
+// A waiter that gives up leaves the queue on every node before its
+// Acquire returns; a release that woke it all the same (on its way
+// before it left) reaches its Backend, which passes the turn on to the
+// next waiter on that node, as a release would. A waiter whose
+// process died does not hold the others up: PUBLISH counts the
+// subscribers it reached, and a release that reaches nobody on the first
+// waiter's channel drops it and wakes the next one, in the same script,
+// once the node has seen the dead process's connections close (at once
+// for a process that exited or was killed on a host that is up: its
+// kernel closes them). A waiter that is woken but does not act (a stopped
+// process, a host gone without closing its connections, a wake-up lost
+// with a connection) delays the others until their fallback timers fire,
+// at most the TTL of the grant they found held (their own TTL, for a
+// waiter that its reservation refused), once: it has left the queue by
+// then.
 //
 // A waiting Acquire whose context ends returns an error matching
 // distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
@@ -188,8 +232,10 @@
 //	P{key}:lock               the node's vote: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
 //	P{key}:token              the node's counter for the key (never expires)
 //	P{key}:released:<secret>  tombstone of a release (10s) or of a try that gave up (the TTL)
-//	P{key}:released           pub/sub channel of releases
-//	P{key}:waiting            present while a client waits for a release (the holder's PTTL and 3s)
+//	P{key}:waiters            the queue of waiters: members "<Backend id>|<n>", scored by ticket (the holder's PTTL and 3s)
+//	P{key}:waiting            present while the queue may have members (as long as the queue)
+//	P{key}:woken              the member a release woke: the node is kept for it (at most 250ms)
+//	Pwake:<Backend id>        pub/sub channel on which releases wake that Backend's waiters
 //	Pnode:seed                the node's seed marker: "ok", or "p:<server ms>" while it waits
 //
 // # URLs
@@ -203,9 +249,11 @@
 //
 // A Backend is safe for concurrent use. Every operation sends to all
 // nodes at once, one goroutine per node but the last (whose request runs
-// on the caller's), and returns once each node has answered or timed out. The first waiting Acquire that finds its key held
-// opens one pub/sub connection per node, with one goroutine reading it and
-// one sending its subscriptions, kept until Close. Clean-ups and releases
+// on the caller's), and returns once each node has answered or timed out.
+// The first waiting Acquire that finds its key held opens one pub/sub
+// connection per node, kept until Close, with one goroutine reading it
+// and one that sends its subscription; passing on the turn of a waiter
+// that returned as it was woken runs in a background goroutine. Clean-ups and releases
 // that could not reach a node, and the re-seeding that a granted round
 // found due, run in background goroutines that Close stops.
 package redlock

@@ -1,6 +1,6 @@
 package redlock
 
-// The Redis names of a lock's keys and channel on every node.
+// The Redis names of a lock's keys on every node, and of the wake channels.
 
 import (
 	"strings"
@@ -19,8 +19,12 @@ const (
 	suffixLock    = ":lock"
 	suffixToken   = ":token"
 	suffixTomb    = ":released:"
-	suffixChannel = ":released"
+	suffixQueue   = ":waiters"
 	suffixWaiting = ":waiting"
+	suffixWoken   = ":woken"
+	// wakeName follows the prefix, then a Backend's id: the channel on
+	// which releases wake that Backend's waiters.
+	wakeName = "wake:"
 	// markerName follows the prefix: the node's seed marker. It has no
 	// brace, so it is never taken for a lock's key.
 	markerName = "node:seed"
@@ -28,16 +32,20 @@ const (
 
 // lockKeys are the Redis names used by one lock, the same on every node.
 type lockKeys struct {
-	base    string // prefix + hash tag
-	lock    string
-	token   string
-	channel string
-	waiting string // the waiting flag: releases publish only while it is set
+	base  string // prefix + hash tag
+	lock  string
+	token string
+	queue string // the waiters, in ticket order: a release wakes the first
+	// waiting is set while queue may have members: releases read queue
+	// only then.
+	waiting string
+	// woken keeps a node for the waiter a release woke, for a moment.
+	woken string
 }
 
 func (b *Backend) keysFor(key string) lockKeys {
 	base := b.cfg.prefix + redislock.HashTag(key)
-	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, channel: base + suffixChannel, waiting: base + suffixWaiting}
+	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, queue: base + suffixQueue, waiting: base + suffixWaiting, woken: base + suffixWoken}
 }
 
 // tomb returns the tombstone key of the grant with the given secret.

@@ -21,6 +21,10 @@ type lease struct {
 	secret   string
 	token    uint64
 	validity distlock.Validity
+	// member is the queue member of the waiter granted, or "": a node
+	// whose queue kept it (it was held at the try that won) drops it at
+	// the release.
+	member string
 
 	mu       sync.Mutex
 	released bool // a release was confirmed
@@ -101,7 +105,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redlock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	op := releaseOp(l.k, l.secret, tombstoneTTL, false)
+	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
 	res := each(ctx, b, nil, b.cfg.timeoutFor(l.validity.TTL), op)
 	done, notHeld := 0, 0
 	why := make([]string, len(res))

@@ -1,53 +1,68 @@
 package redlock
 
 // The pub/sub connections that the waiters of one Backend share: one per
-// node. A waiter registers on its key's release channel; the channel is
-// subscribed on every node while it has waiters. A release publishes on
-// every node that held the grant, so a waiter subscribed on more than
-// N - majority nodes hears of it. Subscriptions are sent by one goroutine
-// per node, in order, so that a waiter never waits on a slow or dead node
-// and a SUBSCRIBE never overtakes the UNSUBSCRIBE before it. If a
-// connection breaks, go-redis reconnects and subscribes again; the
-// confirmation wakes the channel's waiters, since releases published
-// meanwhile are lost.
+// node, each subscribed to the Backend's own wake channel. A waiter is a
+// member of its key's queue on the nodes ("<backend id>|<waiter id>");
+// a release publishes the first live member on its Backend's channel, and
+// the Backend wakes that waiter alone. The channel is subscribed once per
+// node, by one goroutine per node, so that a waiter never waits on a slow
+// or dead node. If a connection breaks, go-redis reconnects and
+// subscribes again; the confirmation wakes every waiter of the Backend,
+// since wake-ups published meanwhile are lost.
 
 import (
 	"context"
+	"crypto/rand"
+	"math/bits"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// gaveUpMemory is how long a Backend passes on the wake-ups of a waiter
+// that gave up: longer than a release takes to reach a node.
+const gaveUpMemory = 10 * time.Second
+
 type subscriber struct {
-	pss   []*redis.PubSub
-	need  int // confirmations that make a channel ready
-	wg    sync.WaitGroup
-	kicks []chan struct{} // one per node's command goroutine, buffered
+	pss     []*redis.PubSub
+	need    int    // confirmations that make the wake channel ready
+	id      string // the Backend's part of its waiters' members
+	channel string
+	wg      sync.WaitGroup
+	ready   chan struct{} // closed once need nodes confirmed
 
-	// mu guards the fields below, every channelState and its waiters.
-	mu      sync.Mutex
-	closed  bool
-	chans   map[string]*channelState
-	pending [][]subCmd // per node, commands not yet sent
-}
-
-type subCmd struct {
-	ch  string
-	sub bool
-}
-
-type channelState struct {
-	waiters   map[*waiter]struct{}
+	// mu guards the fields below.
+	mu        sync.Mutex
 	confirmed map[int]bool
-	ready     chan struct{} // closed once need nodes confirmed
+	waiters   map[string]*waiter // by member
+	next      uint64
+	gaveUp    map[string]time.Time // members that returned without a grant, and when
+
+	// gone is told of a wake-up for a waiter that has returned, with the
+	// node and the key's queue: it passes the turn on.
+	gone func(node int, member, queue string)
 }
 
+// waiter is one waiting Acquire: its place in the key's queue on every
+// node, and its wake-ups.
 type waiter struct {
-	sub   *subscriber
-	ch    string
-	st    *channelState
-	ready <-chan struct{}
-	wake  chan struct{} // buffered: a wake-up is never lost or blocking
+	sub    *subscriber
+	member string // "<backend id>|<waiter id>"
+	// ticket orders the queue: the same on every node, so that every
+	// node's release wakes the same first waiter.
+	ticket int64
+	wake   chan struct{} // buffered: a wake-up is never lost or blocking
+	// queued is set once a try may have put the waiter in the queue; a
+	// grant then takes it out, and giving up removes it.
+	queued bool
+	// wokeBy has a bit for each node whose release woke the waiter since
+	// its last try (guarded by sub.mu).
+	wokeBy uint64
+	// woke is set when the waiter's next try follows a wake-up.
+	woke bool
 }
 
 // subscriber returns the Backend's pub/sub multiplexer, creating it.
@@ -58,22 +73,49 @@ func (b *Backend) subscriber() (*subscriber, error) {
 		return nil, ErrClosed
 	}
 	if b.sub == nil {
-		b.sub = newSubscriber(b.nodes, len(b.nodes)-b.maj+1)
+		b.sub = newSubscriber(b.nodes, len(b.nodes)-b.maj+1, b.cfg.prefix+wakeName)
+		b.sub.gone = b.passOn
 	}
 	return b.sub, nil
 }
 
-func newSubscriber(nodes []Node, need int) *subscriber {
-	s := &subscriber{need: need, chans: map[string]*channelState{}, pending: make([][]subCmd, len(nodes))}
+// readySubscriber returns the Backend's multiplexer if its wake channel
+// is subscribed on enough nodes already, else nil.
+func (b *Backend) readySubscriber() *subscriber {
+	b.mu.Lock()
+	s := b.sub
+	b.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.ready:
+		return s
+	default:
+		return nil
+	}
+}
+
+func newSubscriber(nodes []Node, need int, channelPrefix string) *subscriber {
+	id := rand.Text()
+	s := &subscriber{
+		need: need, id: id, channel: channelPrefix + id, ready: make(chan struct{}),
+		confirmed: map[int]bool{}, waiters: map[string]*waiter{}, gaveUp: map[string]time.Time{},
+	}
 	for i, n := range nodes {
 		ps := n.Subscribe(context.Background())
 		s.pss = append(s.pss, ps)
-		kick := make(chan struct{}, 1)
-		s.kicks = append(s.kicks, kick)
 		msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 		s.wg.Add(2)
 		go s.dispatch(i, msgs)
-		go s.send(i, kick)
+		go func() {
+			defer s.wg.Done()
+			// go-redis keeps the channel even when this first SUBSCRIBE
+			// fails, and subscribes again once it reconnects.
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			_ = ps.Subscribe(ctx, s.channel)
+		}()
 	}
 	return s
 }
@@ -84,82 +126,65 @@ func (s *subscriber) dispatch(node int, msgs <-chan any) {
 		switch m := m.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				s.confirmed(node, m.Channel)
+				s.confirm(node)
 			}
 		case *redis.Message:
-			s.notify(m.Channel)
+			s.notify(m.Payload, node)
 		}
 	}
 }
 
-// send sends node's queued commands, in order, until the subscriber is
-// closed.
-func (s *subscriber) send(node int, kick <-chan struct{}) {
-	defer s.wg.Done()
-	for range kick {
-		for {
-			s.mu.Lock()
-			if s.closed || len(s.pending[node]) == 0 {
-				closed := s.closed
-				s.mu.Unlock()
-				if closed {
-					return
-				}
-				break
-			}
-			c := s.pending[node][0]
-			s.pending[node] = s.pending[node][1:]
-			s.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			if c.sub {
-				_ = s.pss[node].Subscribe(ctx, c.ch)
-			} else {
-				_ = s.pss[node].Unsubscribe(ctx, c.ch)
-			}
-			cancel()
-		}
-	}
-}
-
-// queue adds a command for every node; s.mu is held.
-func (s *subscriber) queue(c subCmd) {
-	for i := range s.pending {
-		s.pending[i] = append(s.pending[i], c)
-		select {
-		case s.kicks[i] <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (s *subscriber) confirmed(node int, ch string) {
+func (s *subscriber) confirm(node int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.chans[ch]
-	if st == nil {
-		return
-	}
-	if st.confirmed[node] {
-		// A resubscription after a reconnect: releases may have been missed.
-		for w := range st.waiters {
+	if s.confirmed[node] {
+		// A resubscription after a reconnect: wake-ups may have been missed.
+		for _, w := range s.waiters {
+			w.wokeBy = ^uint64(0)
 			w.notify()
 		}
 		return
 	}
-	st.confirmed[node] = true
-	if len(st.confirmed) == s.need {
-		close(st.ready)
+	s.confirmed[node] = true
+	if len(s.confirmed) == s.need {
+		close(s.ready)
 	}
 }
 
-func (s *subscriber) notify(ch string) {
+// notify wakes the waiter member, if it still waits. A wake-up for a
+// waiter that has returned is dropped: that release's node woke nobody
+// else, but the other nodes of the release woke the next waiter, and the
+// waiters' fallback timers cover the rest.
+func (s *subscriber) notify(payload string, node int) {
+	member, queue, _ := strings.Cut(payload, " ")
+	if !strings.HasPrefix(member, s.id+"|") {
+		return
+	}
+	s.mu.Lock()
+	w := s.waiters[member]
+	if w != nil {
+		w.wokeBy |= 1 << (node % 64)
+		w.notify()
+	}
+	_, gaveUp := s.gaveUp[member]
+	s.mu.Unlock()
+	// A waiter that returned with a grant needs nothing passed on: the
+	// key is held, and its holder's release wakes the next waiter.
+	if gaveUp && s.gone != nil {
+		s.gone(node, member, queue)
+	}
+}
+
+// woken is how many nodes have woken w since the last call, which starts
+// counting again.
+func (s *subscriber) woken(w *waiter, reset bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.chans[ch]; st != nil {
-		for w := range st.waiters {
-			w.notify()
-		}
+	n := bits.OnesCount64(w.wokeBy)
+	if reset {
+		w.wokeBy = 0
 	}
+	return n
 }
 
 func (w *waiter) notify() {
@@ -169,47 +194,38 @@ func (w *waiter) notify() {
 	}
 }
 
-// add registers a waiter on ch, subscribing to ch on every node unless it
-// is subscribed already. w.ready is closed once enough nodes confirmed.
-func (s *subscriber) add(ch string) *waiter {
+// add registers a new waiter, with a ticket from the clock: waiters are
+// queued in about the order they started waiting.
+func (s *subscriber) add() *waiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.chans[ch]
-	if st == nil {
-		st = &channelState{waiters: map[*waiter]struct{}{}, confirmed: map[int]bool{}, ready: make(chan struct{})}
-		s.chans[ch] = st
-		if !s.closed {
-			s.queue(subCmd{ch: ch, sub: true})
-		}
-	}
-	w := &waiter{sub: s, ch: ch, st: st, ready: st.ready, wake: make(chan struct{}, 1)}
-	st.waiters[w] = struct{}{}
+	s.next++
+	w := &waiter{sub: s, member: s.id + "|" + strconv.FormatUint(s.next, 10), ticket: time.Now().UnixMicro(), wake: make(chan struct{}, 1)}
+	s.waiters[w.member] = w
 	return w
 }
 
-// remove unregisters w, unsubscribing from its channel when it was the
-// last waiter.
-func (s *subscriber) remove(w *waiter) {
+// remove unregisters w; gaveUp says it returned without a grant, so
+// that a wake-up still on its way is passed on to the next waiter.
+// Waiters that gave up are remembered for gaveUpMemory.
+func (s *subscriber) remove(w *waiter, gaveUp bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(w.st.waiters, w)
-	if len(w.st.waiters) > 0 || s.chans[w.ch] != w.st {
+	delete(s.waiters, w.member)
+	if !gaveUp {
 		return
 	}
-	delete(s.chans, w.ch)
-	if !s.closed {
-		s.queue(subCmd{ch: w.ch})
+	now := time.Now()
+	for m, at := range s.gaveUp {
+		if now.Sub(at) > gaveUpMemory {
+			delete(s.gaveUp, m)
+		}
 	}
+	s.gaveUp[w.member] = now
 }
 
 // close closes the pub/sub connections and waits for the goroutines.
 func (s *subscriber) close() error {
-	s.mu.Lock()
-	s.closed = true
-	for _, k := range s.kicks {
-		close(k)
-	}
-	s.mu.Unlock()
 	var err error
 	for _, ps := range s.pss {
 		if e := ps.Close(); e != nil && err == nil {
@@ -218,4 +234,33 @@ func (s *subscriber) close() error {
 	}
 	s.wg.Wait()
 	return err
+}
+
+// passOn passes the turn of a woken waiter that has returned to the next
+// waiter on node, in the background: the node woke nobody else, and
+// its release kept the node for that waiter.
+func (b *Backend) passOn(node int, member, queue string) {
+	base, ok := strings.CutSuffix(queue, suffixQueue)
+	if !ok || !strings.HasPrefix(base, b.cfg.prefix+"{") || !b.track() {
+		return
+	}
+	k := lockKeys{base: base, lock: base + suffixLock, queue: queue, waiting: base + suffixWaiting, woken: base + suffixWoken}
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.closing, cleanupTimeout)
+		defer cancel()
+		_ = passScript.Run(ctx, b.nodes[node], []string{k.lock, k.waiting, k.queue, k.woken}, member, b.cfg.prefix+wakeName, ceilMillis(maxReserve)).Err()
+	}()
+}
+
+// track counts one more background goroutine in b.wg, unless the Backend
+// is closed (Close waits for them).
+func (b *Backend) track() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	return true
 }

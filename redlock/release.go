@@ -29,6 +29,10 @@ const (
 	// cleanupTimeout bounds each node's clean-up request sent on a
 	// caller's behalf, after its own context may have ended.
 	cleanupTimeout = 2 * time.Second
+	// maxReserve bounds how long a release keeps a node for the waiter it
+	// woke (the per-node timeout of the grant, if shorter): the delay that
+	// a woken waiter which does not come (a stopped process) adds, once.
+	maxReserve = 250 * time.Millisecond
 )
 
 // cleanupRetry paces the background retries of a clean-up: from 10ms,
@@ -38,18 +42,20 @@ var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 // release runs release.lua on node n; force writes the tombstone in any
 // case (a try's clean-up), keep long.
 func (b *Backend) release(ctx context.Context, n Node, k lockKeys, secret string, keep time.Duration, force bool) (int64, error) {
-	return releaseOp(k, secret, keep, force)(ctx, n)
+	return b.releaseOp(k, secret, keep, force, "", 0)(ctx, n)
 }
 
 // releaseOp is release as one request per node, its keys and arguments
-// built once for all the nodes.
-func releaseOp(k lockKeys, secret string, keep time.Duration, force bool) func(context.Context, Node) (int64, error) {
+// built once for all the nodes; member is the queue member of the grant's
+// waiter, if any, which no node should wake after the release, and each
+// node it frees is kept for the waiter it wakes for reserve.
+func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force bool, member string, reserve time.Duration) func(context.Context, Node) (int64, error) {
 	f := "0"
 	if force {
 		f = "1"
 	}
-	keys := []string{k.lock, k.tomb(secret), k.waiting}
-	args := []any{secret, ceilMillis(keep), k.channel, f}
+	keys := []string{k.lock, k.tomb(secret), k.waiting, k.queue, k.woken}
+	args := []any{secret, ceilMillis(keep), b.cfg.prefix + wakeName, f, member, ceilMillis(reserve)}
 	return func(ctx context.Context, n Node) (int64, error) {
 		return releaseScript.Run(ctx, n, keys, args...).Int64()
 	}
@@ -71,7 +77,7 @@ func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent t
 		return
 	}
 	keep := max(ttl, tombstoneTTL)
-	cleanUp := releaseOp(k, secret, keep, true)
+	cleanUp := b.releaseOp(k, secret, keep, true, "", 0)
 	res := each(context.WithoutCancel(ctx), b, idx, min(cleanupTimeout, max(b.cfg.timeoutFor(ttl), 100*time.Millisecond)), cleanUp)
 	var failed []int
 	for _, i := range idx {

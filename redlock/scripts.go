@@ -26,6 +26,10 @@ var (
 	seedLua string
 	//go:embed scripts/peek.lua
 	peekLua string
+	//go:embed scripts/leave.lua
+	leaveLua string
+	//go:embed scripts/pass.lua
+	passLua string
 
 	// Run with EVALSHA, falling back to EVAL when a node's script cache
 	// does not have them (after a restart).
@@ -36,6 +40,8 @@ var (
 	markScript    = redis.NewScript(markLua)
 	seedScript    = redis.NewScript(seedLua)
 	peekScript    = redis.NewScript(peekLua)
+	leaveScript   = redis.NewScript(leaveLua)
+	passScript    = redis.NewScript(passLua)
 )
 
 // Statuses of acquire.lua, the first element of its reply {status, value}.
@@ -45,6 +51,7 @@ const (
 	voteTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
 	voteUnseeded = 4 // UNSEEDED: the node has no seed marker
 	votePending  = 5 // PENDING: value is ms until the node may be re-seeded
+	voteReserved = 7 // RESERVED: value is the reservation's PTTL in ms
 	voteSeedDue  = 6 // SEED_DUE: the node may be re-seeded now; value is the end of its wait, which seed.lua checks
 )
 

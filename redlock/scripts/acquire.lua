@@ -7,20 +7,34 @@
 --         or once its Acquire gave up and cleaned up
 -- KEYS[4] the node's seed marker: "ok" once the node may vote; "p:<ms>"
 --         while it waits, after losing its data, until server time <ms>
--- KEYS[5] the key's waiting flag: present while some client waits for a
---         release, so that release.lua publishes only then
+-- KEYS[5] the key's queue of waiters: a sorted set of "<backend>|<waiter>"
+--         members, scored by the waiter's ticket (the same on every node,
+--         so that every node has the same first waiter); release.lua wakes
+--         its first live member
+-- KEYS[6] the key's waiting flag: present while the queue may have
+--         members, so that release.lua reads the queue only then (one
+--         command less on every uncontended release)
+-- KEYS[7] the key's reservation: the member that a release woke, for a
+--         moment (see release.lua); other tries find the node held
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] owner description (informational)
--- ARGV[4] "0" for a try that does not wait; for a waiting one, how many
---         milliseconds the waiting flag outlives the holder's PTTL when
---         the key is held
+-- ARGV[4] "0" for a try that does not queue; for a waiting one, how many
+--         milliseconds the queue outlives the holder's PTTL when the key
+--         is held
+-- ARGV[5] the waiter's queue member (with ARGV[4] not "0", or ARGV[7] "1")
+-- ARGV[6] the waiter's ticket: its score in the queue
+-- ARGV[7] "1" when an earlier try may have queued the waiter: a grant
+--         takes it out of the queue
 --
 -- Returns {status, value} (the names are those of scripts.go):
 --   {GRANTED 1, counter}  granted; the key's counter after this grant (a
 --                         re-sent request finds its own grant and gets the
 --                         token recorded in it)
 --   {HELD 0, pttl}        held by another grant; pttl -1 without expiry
+--   {RESERVED 7, pttl}    free, but kept for pttl ms more for the waiter
+--                         a release woke; a waiting try is queued for as
+--                         long as a grant of its own TTL would hold
 --   {TOO_LATE 3, 0}       the tombstone exists: the request arrived after
 --                         its Acquire gave up or its grant was released
 --   {UNSEEDED 4, 0}       the node has no seed marker: it lost its data
@@ -30,17 +44,28 @@
 --                         re-seed the node (seed.lua, naming this wait),
 --                         then it votes
 
-local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE = 0, 1, 3, 4, 5, 6
+local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE, RESERVED = 0, 1, 3, 4, 5, 6, 7
 
--- One read for the three keys the vote depends on, and the clock only
--- where its reading is used: every command here is paid on every node of
--- every try.
-local r = redis.call('MGET', KEYS[4], KEYS[1], KEYS[3])
-local m, v, tomb = r[1], r[2], r[3]
+-- One read for the keys the vote depends on, and the clock only where
+-- its reading is used: every command here is paid on every node of every
+-- try.
+local r = redis.call('MGET', KEYS[4], KEYS[1], KEYS[3], KEYS[7])
+local m, v, tomb, woken = r[1], r[2], r[3], r[4]
 
 local function now()
   local t = redis.call('TIME')
   return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
+-- queue puts a waiting try in the key's queue, for as long as the node is
+-- held (pttl) and the slack.
+local function queue(pttl)
+  if ARGV[4] ~= '0' then
+    redis.call('ZADD', KEYS[5], ARGV[6], ARGV[5])
+    local keep = math.max(pttl, 0) + tonumber(ARGV[4])
+    redis.call('PEXPIRE', KEYS[5], keep)
+    redis.call('SET', KEYS[6], '1', 'PX', keep)
+  end
 end
 
 if not m then
@@ -62,15 +87,26 @@ if v then
     return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
   end
   local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[4] ~= '0' then
-    redis.call('SET', KEYS[5], '1', 'PX', math.max(pttl, 0) + tonumber(ARGV[4]))
-  end
+  queue(pttl)
   return {HELD, pttl}
 end
 if tomb then
   return {TOO_LATE, 0}
 end
+-- Freed by a release that woke a waiter: kept for that waiter for a
+-- moment (the release's reservation), as if held, so that a try already
+-- on its way does not take it first and send the woken one back to wait.
+if woken and woken ~= ARGV[5] then
+  queue(tonumber(ARGV[2]))
+  return {RESERVED, redis.call('PTTL', KEYS[7])}
+end
 
 local c = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now() .. '|' .. ARGV[3], 'PX', ARGV[2])
+if woken then
+  redis.call('DEL', KEYS[7])
+end
+if ARGV[7] == '1' then
+  redis.call('ZREM', KEYS[5], ARGV[5])
+end
 return {GRANTED, c}
