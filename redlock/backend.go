@@ -57,6 +57,9 @@ type Backend struct {
 
 	// seeding makes one goroutine of this Backend re-seed a node at a time.
 	seeding sync.Mutex
+	// marking says, by node index, that a mark of the node's wait is
+	// pending (see markLater); guarded by mu.
+	marking []bool
 }
 
 // New returns a Backend over nodes, each the client of one independent

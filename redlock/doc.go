@@ -77,9 +77,10 @@
 // that a node either keeps its lock keys and counters, or loses all of
 // them together (a restart without persistence, a lost disk), and marks
 // that event: every node carries a seed marker (key layout below), kept
-// like the rest of its data. A node without the marker does not vote. The
-// first round that finds it so, while another node votes, marks it
-// waiting for the longest TTL any Backend uses (WithMaxTTL, default 5m)
+// like the rest of its data. A node without the marker does not vote. A
+// round that finds it so, while another node votes, marks it a few
+// seconds later (so that the marks of a new deployment being written by
+// another Backend land first) waiting for the longest TTL any Backend uses (WithMaxTTL, default 5m)
 // plus the drift; the first round after that copies onto it, for every
 // key, the highest counter read from a majority of the other nodes, and
 // lets it vote again (a copy applies only to the wait that its round saw

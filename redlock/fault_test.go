@@ -162,6 +162,12 @@ func TestRestartWithoutPersistence(t *testing.T) {
 			// Once its wait is over, node 0 is re-seeded and votes again:
 			// with node 1 down it makes up the majority, and tokens still
 			// increase.
+			// Its wait is marked a few seconds after a round met it.
+			eventually(t, 30*time.Second, "node 0 marked waiting", func() bool {
+				m, _ := srvs[0].Do("GET", redlock.DefaultPrefix+"node:seed")
+				s, _ := m.(string)
+				return strings.HasPrefix(s, "p:")
+			})
 			time.Sleep(maxTTL + drift(maxTTL))
 			cycle(t, ctx, b, key) // has node 0 re-seeded, in the background
 			eventually(t, 10*time.Second, "node 0 re-seeded", func() bool {

@@ -2,8 +2,9 @@ package redlock
 
 // Re-seeding a node that lost its data (see Durability in the package
 // documentation). A node votes only while its seed marker says "ok". A
-// node without a marker restarted empty (or is new): the first round that
-// meets it writes "p:<t>", t being the node's clock plus the longest TTL
+// node without a marker restarted empty (or is new): a round that meets it
+// with nodes that vote has it write, a few seconds later (markGrace),
+// "p:<t>", t being the node's clock plus the longest TTL
 // (WithMaxTTL) and the drift, so that every grant it held has expired
 // and every token that counted it has been handed out or abandoned by
 // then. The first round that meets it after t copies onto it, for every
@@ -48,11 +49,12 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 	// Without a node that shows the deployment exists (one that votes),
 	// an unseeded node may be part of a new deployment whose other nodes
 	// did not answer this round: leave it to a round that hears them all.
+	// With one, the node lost its data, or the deployment is new and
+	// another Backend is marking its nodes "ok" right now (this round saw
+	// some of its marks and not yet the others): its wait is marked only
+	// later (see markLater), so that such a mark lands first.
 	if len(r.unseeded) > 0 && len(r.normal) > 0 {
-		wait := b.cfg.maxTTL + drift(b.cfg.maxTTL)
-		each(ctx, b, r.unseeded, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
-			return markScript.Run(ctx, n, []string{b.marker()}, ceilMillis(wait)).Int64()
-		})
+		b.markLater(r.unseeded)
 	}
 	if len(r.due) == 0 || len(r.normal) < b.maj {
 		return false
@@ -68,6 +70,67 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 		}
 	}
 	return seeded
+}
+
+// markGrace is how long markLater waits before it marks a wait: longer
+// than a new deployment's marking of its nodes "ok" takes (one request per
+// node, bounded by cleanupTimeout).
+var markGrace = cleanupTimeout + time.Second
+
+// markedLater, if not nil, is called when a markLater is over (for tests).
+var markedLater func()
+
+// markLater starts, after markGrace, the wait of each node of unseeded
+// that has no marker by then. A node without a marker never votes, so
+// waiting longer to start its wait only delays its vote. Marked at once,
+// a node of a new deployment whose "ok" another Backend is still writing
+// would wait the longest TTL for nothing, and with a majority of them the
+// key could not be granted for that long. One mark per node is pending at
+// a time.
+func (b *Backend) markLater(unseeded []int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if b.marking == nil {
+		b.marking = make([]bool, len(b.nodes))
+	}
+	var idx []int
+	for _, i := range unseeded {
+		if !b.marking[i] {
+			b.marking[i] = true
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer func() {
+			b.mu.Lock()
+			for _, i := range idx {
+				b.marking[i] = false
+			}
+			b.mu.Unlock()
+			if markedLater != nil {
+				markedLater()
+			}
+		}()
+		t := time.NewTimer(markGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.closing.Done():
+			return
+		}
+		wait := b.cfg.maxTTL + drift(b.cfg.maxTTL)
+		each(b.closing, b, idx, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
+			return markScript.Run(ctx, n, []string{b.marker()}, ceilMillis(wait)).Int64()
+		})
+	}()
 }
 
 // seedLater runs seed in the background, for a round that was granted

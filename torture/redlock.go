@@ -31,9 +31,6 @@ func RedlockTarget(t testing.TB) Target {
 
 // startRedlockNodes starts n independent redis-servers, each marked
 // seeded, as a deployment is once its first round has heard every node:
-// two clients whose first rounds on unmarked nodes overlap can leave some
-// of them waiting to be re-seeded (a round that finds some nodes marked
-// and others not takes the others for nodes that lost their data), and
 // the rows are about faults, not about a deployment's first seconds.
 func startRedlockNodes(t testing.TB, n int, opts ...testserver.RedisOption) []*testserver.Redis {
 	t.Helper()
