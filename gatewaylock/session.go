@@ -201,6 +201,11 @@ func (s *session) acquire(ctx context.Context, key string, opts distlock.Acquire
 		var perr error
 		if tok, perr = strconv.ParseUint(g.Token, 10, 64); perr != nil || tok == 0 {
 			err = fmt.Errorf("%w: gatewaylock: malformed token %q", distlock.ErrUnavailable, g.Token)
+		} else if g.TTLRemainingMS <= 0 {
+			// Less than a millisecond left (the gateway rounds down): a
+			// zero TTL would tell the Client that the grant has no time
+			// bound.
+			err = fmt.Errorf("%w: gatewaylock: granted with no time left", distlock.ErrUnavailable)
 		}
 	}
 	if err != nil {
