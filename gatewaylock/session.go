@@ -45,6 +45,10 @@ type session struct {
 	settled map[string]time.Time
 	// settled holds when the last acquire or release of a key ended: an
 	// answer to a keepalive sent before then may not show its outcome yet.
+	lostEarly map[string]string
+	// lostEarly holds the token of each lock_lost event of a key with a
+	// request in flight and no lease: a grant lost before its answer came
+	// is reported only once.
 }
 
 type sessionAnswer struct {
@@ -90,7 +94,7 @@ func (b *Backend) session(ctx context.Context, k sessionKey, key string) (*sessi
 	}
 	if s == nil {
 		s = &session{b: b, key: k, ready: make(chan struct{}), leases: map[string]*lease{},
-			busy: map[string]int{}, settled: map[string]time.Time{}}
+			busy: map[string]int{}, settled: map[string]time.Time{}, lostEarly: map[string]string{}}
 		s.reserve(key)
 		b.sessions[k] = append(b.sessions[k], s)
 		b.bg.Go(s.create)
@@ -183,6 +187,7 @@ func (s *session) reserve(key string) bool {
 func (s *session) settleLocked(key string) {
 	if s.busy[key]--; s.busy[key] <= 0 {
 		delete(s.busy, key)
+		delete(s.lostEarly, key)
 	}
 	s.settled[key] = time.Now()
 }
@@ -201,6 +206,11 @@ func (s *session) acquire(ctx context.Context, key string, opts distlock.Acquire
 		var perr error
 		if tok, perr = strconv.ParseUint(g.Token, 10, 64); perr != nil || tok == 0 {
 			err = fmt.Errorf("%w: gatewaylock: malformed token %q", distlock.ErrUnavailable, g.Token)
+		} else if g.TTLRemainingMS <= 0 {
+			// Less than a millisecond left (the gateway rounds down): a
+			// zero TTL would tell the Client that the grant has no time
+			// bound.
+			err = fmt.Errorf("%w: gatewaylock: granted with no time left", distlock.ErrUnavailable)
 		}
 	}
 	if err != nil {
@@ -222,6 +232,11 @@ func (s *session) acquire(ctx context.Context, key string, opts distlock.Acquire
 		s.settleLocked(key)
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: gatewaylock: the session ended with the grant: %w", distlock.ErrUnavailable, err)
+	}
+	if s.lostEarly[key] == g.Token {
+		s.settleLocked(key)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: gatewaylock: the gateway lost the grant before its answer came", distlock.ErrUnavailable)
 	}
 	s.leases[key] = l
 	s.settleLocked(key)
@@ -390,6 +405,9 @@ func (s *session) absorb(sent time.Time, ka keepaliveAnswer) {
 	}
 	for _, e := range ka.Events {
 		l := s.leases[e.Lock]
+		if e.Type == "lock_lost" && l == nil && s.busy[e.Lock] > 0 {
+			s.lostEarly[e.Lock] = e.Token // for the acquire in flight, if it is that grant's
+		}
 		if e.Type != "lock_lost" || l == nil || e.Token != strconv.FormatUint(l.token, 10) {
 			continue
 		}

@@ -2,6 +2,7 @@ package gatewaylock_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -27,9 +28,10 @@ type front struct {
 	url string
 
 	mu       sync.Mutex
-	count    map[string]int // "METHOD /v1/... with ids and names cut"
-	dropNext int            // acquires whose answer is lost
-	granted  []string       // the answers that were lost
+	count    map[string]int                                     // "METHOD /v1/... with ids and names cut"
+	dropNext int                                                // acquires whose answer is lost
+	granted  []string                                           // the answers that were lost
+	rewrite  func(route string, status int, body []byte) []byte // changes the answers, when set
 }
 
 func startFront(t *testing.T, b distlock.Backend, addr string) *front {
@@ -74,7 +76,20 @@ func (f *front) serve(w http.ResponseWriter, r *http.Request) {
 	if drop {
 		f.dropNext--
 	}
+	rewrite := f.rewrite
 	f.mu.Unlock()
+	if !drop && rewrite != nil {
+		rec := httptest.NewRecorder()
+		f.g.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		body := rewrite(route, rec.Code, rec.Body.Bytes())
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+		return
+	}
 	if !drop {
 		f.g.ServeHTTP(w, r)
 		return
@@ -285,5 +300,118 @@ func TestSameKeyTwiceInOneBackend(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A grant answered with no time left (the gateway rounds a lock's time
+// left down to whole milliseconds) is not a grant without a time bound,
+// which is what a zero TTL means to a Client.
+func TestGrantWithNoTimeLeftIsNotUnbounded(t *testing.T) {
+	f := startFront(t, memlock.New(), "127.0.0.1:0")
+	f.mu.Lock()
+	f.rewrite = func(route string, status int, body []byte) []byte {
+		if route != "POST /v1/locks/{name}/acquire" || status != http.StatusOK {
+			return body
+		}
+		var a map[string]any
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("grant answer %s: %v", body, err)
+			return body
+		}
+		a["ttl_remaining_ms"] = 0 // what a lock with less than 1ms left is answered with
+		out, _ := json.Marshal(a)
+		return out
+	}
+	f.mu.Unlock()
+	b := newBackend(t, f.url)
+	ctx := context.Background()
+	l, err := b.Acquire(ctx, "no-time-left", distlock.AcquireOptions{TTL: 30 * time.Second})
+	if err == nil {
+		defer l.Release(ctx)
+		if v := l.Validity(); v.TTL <= 0 {
+			t.Fatalf("Validity() = %+v: a grant with no time left handed out as one without a time bound", v)
+		}
+	} else if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("Acquire answered with no time left: %v, want ErrUnavailable", err)
+	}
+	// The grant the gateway made is released: another Backend gets the lock.
+	f.mu.Lock()
+	f.rewrite = nil
+	f.mu.Unlock()
+	other := newBackend(t, f.url)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l2, err := other.Acquire(ctx, "no-time-left", distlock.AcquireOptions{TTL: 30 * time.Second})
+		if err == nil {
+			l2.Release(ctx)
+			break
+		}
+		if !errors.Is(err, distlock.ErrNotAcquired) || time.Now().After(deadline) {
+			t.Fatalf("the grant answered with no time left was not released in 20s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A grant lost after the gateway answered it, but reported (lock_lost) to
+// a keepalive whose answer came before the grant's, is not held: the
+// event is the only word of the loss until a later answer omits the lock.
+func TestGrantLostBeforeItsAnswerCame(t *testing.T) {
+	f := startFront(t, memlock.New(), "127.0.0.1:0")
+	b := newBackend(t, f.url)
+	ctx := context.Background()
+	// A first lock starts the session and its keepalive loop.
+	first, err := b.Acquire(ctx, "first", distlock.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release(ctx)
+	f.mu.Lock()
+	f.rewrite = func(route string, status int, body []byte) []byte {
+		if route != "POST /v1/locks/{name}/acquire" || status != http.StatusOK || !strings.Contains(string(body), `"lock":"late"`) {
+			return body
+		}
+		var g struct {
+			Token string `json:"token"`
+		}
+		if err := json.Unmarshal(body, &g); err != nil {
+			t.Errorf("grant answer %s: %v", body, err)
+			return body
+		}
+		// An administrator forces the release: the gateway reports it to
+		// the session's open keepalive, which returns before this answer
+		// is sent; the loop takes that answer in before it sends the next.
+		kas := f.counts()["POST /v1/sessions/{id}/keepalive"]
+		req := httptest.NewRequest("POST", "/v1/locks/late/release", strings.NewReader(`{"force":true,"token":"`+g.Token+`"}`))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		f.g.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("forced release: %d %s", rec.Code, rec.Body)
+		}
+		for deadline := time.Now().Add(10 * time.Second); f.counts()["POST /v1/sessions/{id}/keepalive"] <= kas; {
+			if time.Now().After(deadline) {
+				t.Error("no keepalive after the forced release in 10s")
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return body
+	}
+	f.mu.Unlock()
+	lost := make(chan error, 1)
+	l, err := b.Acquire(ctx, "late", distlock.AcquireOptions{TTL: 30 * time.Second, OnLost: func(err error) { lost <- err }})
+	if err != nil {
+		if !errors.Is(err, distlock.ErrUnavailable) {
+			t.Fatalf("Acquire of a grant lost before its answer: %v, want ErrUnavailable", err)
+		}
+		return
+	}
+	defer l.Release(ctx)
+	select {
+	case <-lost:
+	default:
+		t.Fatalf("Acquire handed out a grant that the gateway had reported lost (validity %+v)", l.Validity())
 	}
 }
