@@ -43,6 +43,13 @@
 // application/problem+json (RFC 9457) with a stable type per kind of
 // error (see the Problem constants) and a real status code.
 //
+// An acquirer that gives up (its acquire's answer may be lost, or the
+// acquire may still wait here, not having seen the client go) sends POST
+// /v1/locks/{name}/abandon {session}: it ends the session's acquire of
+// the name in progress and releases the session's grant of it, whatever
+// its token, and answers 204 once nothing of the session is pending or
+// held on the name.
+//
 // Watching: GET /v1/locks/{name}?index=N&wait=30s is a blocking read
 // (after Consul's): it answers who holds the lock once the lock changes
 // through this gateway after index N, or the wait ends; GET /v1/events is

@@ -46,6 +46,7 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/locks/{name}", map[string]handlerFunc{"GET": g.lockState}, true},
 		{"/v1/locks/{name}/acquire", map[string]handlerFunc{"POST": g.acquire}, true},
 		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},
+		{"/v1/locks/{name}/abandon", map[string]handlerFunc{"POST": g.abandon}, true},
 		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
 		{"/v1/events", map[string]handlerFunc{"GET": g.events}, true},
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
@@ -535,6 +536,51 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		return g.backendProblem(err)
 	}
 	writeJSON(w, http.StatusOK, releaseResponse{Released: true, Token: strconv.FormatUint(h.token, 10)})
+	return nil
+}
+
+type abandonRequest struct {
+	Session string `json:"session"`
+}
+
+// abandon is the end of an acquirer that gave up: it ends the session's
+// acquire of name still in progress and releases whatever grant of name
+// the session has, whatever its token, so that a grant made as the
+// acquirer gave up (its answer never read) is nobody's for no time. It
+// answers 204 once nothing of the session is pending or held on name.
+func (g *Gateway) abandon(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	name, pr := lockName(r)
+	if pr != nil {
+		return pr
+	}
+	if !p.may(name) {
+		return p.forbidden(name)
+	}
+	var req abandonRequest
+	if pr := readJSON(r, &req); pr != nil {
+		return pr
+	}
+	s, pr := g.lookup(req.Session, p)
+	if pr != nil {
+		return pr
+	}
+	h, ok := s.abandon(r.Context(), name)
+	if !ok {
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the acquire in progress did not end in time")
+	}
+	if h != nil && h.s.drop(h, "released") {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+		defer cancel()
+		switch err := h.lock.Release(ctx); {
+		case err == nil:
+			g.publish("released", h, "abandoned")
+		case errors.Is(err, distlock.ErrLockLost):
+			g.publish("lost", h, "lost")
+		default:
+			return g.backendProblem(err)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -54,7 +54,7 @@ type session struct {
 	deadline time.Time // when it expires without a request
 	active   int       // requests in progress: it does not expire meanwhile
 	locks    map[string]*held
-	pending  map[string]chan struct{} // acquires in progress, closed when they end
+	pending  map[string]*pendingAcquire // acquires in progress
 	events   []event
 	dropped  int           // events dropped since the last keepalive
 	changed  chan struct{} // closed (and replaced) on an event, a newer keepalive, or the end
@@ -120,7 +120,7 @@ func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*se
 		return nil, newProblem(http.StatusBadRequest, ProblemBadTTL, strings.TrimPrefix(err.Error(), "distlock: "))
 	}
 	s := &session{g: g, id: g.newID(), owner: owner, ttl: ttl, principal: p.name, client: c,
-		deadline: time.Now().Add(ttl), locks: map[string]*held{}, pending: map[string]chan struct{}{},
+		deadline: time.Now().Add(ttl), locks: map[string]*held{}, pending: map[string]*pendingAcquire{},
 		changed: make(chan struct{})}
 	g.mu.Lock()
 	switch {
@@ -307,7 +307,7 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 				return nil, errNotAcquired
 			}
 			select {
-			case <-p:
+			case <-p.done:
 				continue
 			case <-ctx.Done():
 				return nil, errNotAcquired
@@ -317,20 +317,50 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 			s.mu.Unlock()
 			return nil, errTooManyLocks
 		}
-		done := make(chan struct{})
-		s.pending[name] = done
+		tctx, tcancel := context.WithCancel(ctx)
+		p := &pendingAcquire{done: make(chan struct{}), cancel: tcancel}
+		s.pending[name] = p
 		s.mu.Unlock()
 		s.g.mu.Lock()
 		w, busy := s.g.startAcquireLocked(s, name, wait)
 		s.g.mu.Unlock()
-		h, err := s.take(ctx, name, wait)
+		h, err := s.take(tctx, name, wait)
+		tcancel()
 		s.g.endAcquire(name, w, busy, err == nil, errors.Is(err, distlock.ErrNotAcquired))
 		s.mu.Lock()
 		delete(s.pending, name)
-		close(done)
+		close(p.done)
 		s.mu.Unlock()
 		return h, err
 	}
+}
+
+// pendingAcquire is an acquire in progress in a session.
+type pendingAcquire struct {
+	done   chan struct{}      // closed when it ends
+	cancel context.CancelFunc // ends its wait (abandon)
+}
+
+// abandon ends the session's acquire of name in progress, if any, and
+// waits for it to end; then it returns the session's grant of name, if it
+// has one, for the caller to release: an acquirer that gave up asks for
+// this, so that a grant made as it gave up is not left to anyone. It
+// returns nil if ctx ends first.
+func (s *session) abandon(ctx context.Context, name string) (*held, bool) {
+	s.mu.Lock()
+	p := s.pending[name]
+	s.mu.Unlock()
+	if p != nil {
+		p.cancel()
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.locks[name], true
 }
 
 var (

@@ -50,11 +50,15 @@
 //
 // An acquire whose answer is lost on the way (the connection broke after
 // the request was sent) is sent again, twice at most: the gateway answers
-// the same acquire in the same session with the grant it made. A grant
-// that no lease has (an acquire that failed or was cancelled after the
-// gateway granted it, a release that did not reach the gateway) is
-// released, fenced by its token, when the next keepalive answer lists it:
-// a failed Acquire sends one at once. Close deletes the sessions, which
+// the same acquire in the same session with the grant it made. An Acquire
+// that fails or is cancelled in a way that leaves the gateway's outcome
+// unknown abandons the key before it returns (POST
+// /v1/locks/{name}/abandon): the gateway ends the session's acquire of it
+// still waiting there and releases whatever it granted, so that the lock
+// is nobody's once Acquire has returned. A grant that no lease has all
+// the same (the abandon failed too, a release did not reach the gateway)
+// is released, fenced by its token, when the next keepalive answer lists
+// it. Close deletes the sessions, which
 // releases whatever they still hold (and reports it lost through OnLost).
 //
 // A blocking Acquire waits in the gateway (a long-poll of at most

@@ -214,14 +214,19 @@ func (s *session) acquire(ctx context.Context, key string, opts distlock.Acquire
 		}
 	}
 	if err != nil {
-		s.settle(key)
 		var ae *apiError
 		if !errors.As(err, &ae) || ae.Status/100 == 2 {
-			// The gateway may have made a grant whose answer never came:
-			// the answer to a keepalive sent from now on lists it, and the
-			// grant is then released.
-			s.poke()
+			// The gateway may have made a grant whose answer never came,
+			// or make one still (an acquire that waits there has not seen
+			// the cut yet): have it end the acquire and release what it
+			// granted before Acquire returns, and otherwise (an older
+			// gateway, no answer) the answer to a keepalive sent from now
+			// on lists the grant, which is then released.
+			if aerr := s.abandon(ctx, key); aerr != nil {
+				s.poke()
+			}
 		}
+		s.settle(key)
 		return nil, err
 	}
 	l := &lease{s: s, key: key, token: tok, onLost: opts.OnLost,
@@ -253,6 +258,14 @@ func (s *session) acquire(ctx context.Context, key string, opts distlock.Acquire
 		}
 	}
 	return l, nil
+}
+
+// abandon has the gateway end s's acquire of key still in progress there
+// and release whatever grant of key s has, within the request timeout.
+func (s *session) abandon(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRequestTimeout)
+	defer cancel()
+	return s.b.do(ctx, "POST", "/v1/locks/"+escape(key)+"/abandon", map[string]string{"session": s.id}, nil, 0)
 }
 
 // keepalive sends one keepalive of at most wait.
