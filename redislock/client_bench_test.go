@@ -151,7 +151,7 @@ func BenchmarkClientThroughput(b *testing.B) {
 			j := (i + round) % len(subjects)
 			s := subjects[j]
 			var n atomic.Int64
-			var failed atomic.Value
+			var failed atomic.Pointer[error] // the first error (an atomic.Value would panic on a second of another type)
 			stop := time.Now().Add(slice)
 			var wg sync.WaitGroup
 			for w := range workers {
@@ -159,7 +159,7 @@ func BenchmarkClientThroughput(b *testing.B) {
 				wg.Go(func() {
 					for time.Now().Before(stop) {
 						if err := s.once(key); err != nil {
-							failed.Store(err)
+							failed.CompareAndSwap(nil, &err)
 							return
 						}
 						n.Add(1)
@@ -170,7 +170,7 @@ func BenchmarkClientThroughput(b *testing.B) {
 			wg.Wait()
 			spent[j] += time.Since(t)
 			if err := failed.Load(); err != nil {
-				b.Fatal(err)
+				b.Fatal(*err)
 			}
 			counts[j] += n.Load()
 		}
