@@ -307,7 +307,11 @@ func (g *Gateway) lookup(id string, p *principal) (*session, *problem) {
 		return s, nil
 	}
 	if closed {
-		return nil, closingProblem()
+		// Not "shutting down" (503, which a client takes for a busy
+		// gateway and waits out, its locks held): the gateway released
+		// the session's locks as it began to close.
+		return nil, newProblem(http.StatusNotFound, ProblemSessionNotFound,
+			"the gateway is shutting down: the session ended, and its locks were released")
 	}
 	epoch, _, ok := cutID(id)
 	detail := "no such session: it ended (deleted, or expired for want of keepalives) or never existed"
