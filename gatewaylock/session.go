@@ -307,6 +307,12 @@ func (s *session) pollWait() time.Duration {
 	return max(min(s.key.ttl/4, s.b.maxWait), time.Millisecond)
 }
 
+// minInterval is the least time between the sends of two keepalives of
+// the loop when the first one's answer had nothing to say.
+func (s *session) minInterval() time.Duration {
+	return min(s.pollWait()/2, 250*time.Millisecond)
+}
+
 // loop keeps the session alive with long-poll keepalives until it ends or
 // ctx does. The gateway answers a long-poll early when a lock of the
 // session is lost or at risk, and a gateway that dies cuts its
@@ -339,6 +345,18 @@ func (s *session) loop(ctx context.Context) {
 		case err == nil:
 			s.absorb(sent, ka)
 			pause = firstPause
+			// A gateway that caps waits at nothing (--max-wait 0) answers
+			// at once: keep the loop to its pace instead of spinning. An
+			// answer with events comes early on purpose.
+			if len(ka.Events) == 0 {
+				if d := time.Until(sent.Add(s.minInterval())); d > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(d):
+					}
+				}
+			}
 			continue
 		case ending(err):
 			s.end(sessionLost(err), !isNotFound(err))

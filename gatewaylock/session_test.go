@@ -34,9 +34,9 @@ type front struct {
 	rewrite  func(route string, status int, body []byte) []byte // changes the answers, when set
 }
 
-func startFront(t *testing.T, b distlock.Backend, addr string) *front {
+func startFront(t *testing.T, b distlock.Backend, addr string, opts ...gateway.Option) *front {
 	t.Helper()
-	g, err := gateway.New(b)
+	g, err := gateway.New(b, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
