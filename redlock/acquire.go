@@ -409,10 +409,13 @@ func (b *Backend) gather(ctx context.Context, w *waiter) {
 // instead: that release woke nobody else, and the next waiter would
 // otherwise sleep until its fallback timer. A node that cannot be
 // reached keeps it until the queue lapses or a release drops it; the
-// other waiters' fallback timers cover that.
+// other waiters' fallback timers cover that. Once the Backend is closed,
+// only the nodes that woke it are told: the others drop it at their next
+// release, since its wake channel is gone.
 func (b *Backend) leave(ctx context.Context, k lockKeys, w *waiter, wokeBy uint64, timeout time.Duration) {
-	if b.isClosed() {
-		return // its wake channel is gone: releases drop it
+	closed := b.isClosed()
+	if closed && wokeBy == 0 {
+		return
 	}
 	keys := []string{k.lock, k.waiting, k.queue, k.woken}
 	var woke, rest []int
@@ -437,7 +440,9 @@ func (b *Backend) leave(ctx context.Context, k lockKeys, w *waiter, wokeBy uint6
 		defer wg.Done()
 		run(woke, "1")
 	}()
-	run(rest, "0")
+	if !closed {
+		run(rest, "0")
+	}
 	wg.Wait()
 }
 

@@ -22,6 +22,8 @@ type holdReplies struct {
 	mu    sync.Mutex
 	armed bool
 	held  chan struct{}
+	// free, when closed, lets the held replies go on, as errors.
+	free chan struct{}
 }
 
 func (h *holdReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -45,8 +47,12 @@ func (h *holdReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		h.held <- struct{}{}
-		<-ctx.Done()
-		return ctx.Err()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.free:
+			return errors.New("reply held back")
+		}
 	}
 }
 
@@ -55,6 +61,15 @@ func (h *holdReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // the next waiter would otherwise sleep until the released holder's TTL
 // would have run out.
 func TestWokenWaiterThatGivesUpPassesItsTurnOn(t *testing.T) {
+	testWokenWaiterGivesUp(t, false)
+}
+
+// So does a woken waiter whose Backend is closed before its next try.
+func TestWokenWaiterOfClosedBackendPassesItsTurnOn(t *testing.T) {
+	testWokenWaiterGivesUp(t, true)
+}
+
+func testWokenWaiterGivesUp(t *testing.T, closeBackend bool) {
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	var addrs []string
@@ -117,7 +132,7 @@ func TestWokenWaiterThatGivesUpPassesItsTurnOn(t *testing.T) {
 
 	// The first waiter queues on every node, but its try has not returned
 	// when the release wakes it; then it gives up.
-	h := &holdReplies{held: make(chan struct{}, len(addrs))}
+	h := &holdReplies{held: make(chan struct{}, len(addrs)), free: make(chan struct{})}
 	first := newB(h, WithNodeTimeout(30*time.Second))
 	h.mu.Lock()
 	h.armed = true
@@ -163,9 +178,19 @@ func TestWokenWaiterThatGivesUpPassesItsTurnOn(t *testing.T) {
 		}
 		return false
 	})
-	cancel()
-	if err := <-firstDone; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first waiter: %v, want context.Canceled", err)
+	if closeBackend {
+		if err := first.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		close(h.free)
+		if err := <-firstDone; err == nil {
+			t.Fatal("first waiter: granted by a closed Backend")
+		}
+	} else {
+		cancel()
+		if err := <-firstDone; !errors.Is(err, context.Canceled) {
+			t.Fatalf("first waiter: %v, want context.Canceled", err)
+		}
 	}
 	// The holder's TTL is far away: only a wake-up gets the second waiter
 	// the lock before it.
