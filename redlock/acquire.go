@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -308,9 +309,9 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		if w == nil {
 			return
 		}
-		w.sub.remove(w, err != nil && w.queued)
+		wokeBy := w.sub.remove(w, err != nil && w.queued)
 		if err != nil && w.queued {
-			b.leave(ctx, k, w, b.cfg.timeoutFor(opts.TTL))
+			b.leave(ctx, k, w, wokeBy, b.cfg.timeoutFor(opts.TTL))
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -402,16 +403,47 @@ func (b *Backend) gather(ctx context.Context, w *waiter) {
 // leave takes a waiter that gave up out of the key's queue on every node,
 // once per node, each bounded by timeout, before its Acquire returns: a
 // release that woke it would wake nobody else on that node and keep the
-// node for it (a reservation) in vain. A node that cannot be reached
-// keeps it until the queue lapses or a release drops it; the other
-// waiters' fallback timers cover that.
-func (b *Backend) leave(ctx context.Context, k lockKeys, w *waiter, timeout time.Duration) {
-	if b.isClosed() {
-		return // its wake channel is gone: releases drop it
+// node for it (a reservation) in vain. Where a release woke it already
+// (wokeBy has a bit per node whose wake-up reached it since its last try;
+// or the node is still kept for it), the node wakes the next waiter
+// instead: that release woke nobody else, and the next waiter would
+// otherwise sleep until its fallback timer. A node that cannot be
+// reached keeps it until the queue lapses or a release drops it; the
+// other waiters' fallback timers cover that. Once the Backend is closed,
+// only the nodes that woke it are told: the others drop it at their next
+// release, since its wake channel is gone.
+func (b *Backend) leave(ctx context.Context, k lockKeys, w *waiter, wokeBy uint64, timeout time.Duration) {
+	closed := b.isClosed()
+	if closed && wokeBy == 0 {
+		return
 	}
-	each(context.WithoutCancel(ctx), b, nil, timeout, func(ctx context.Context, n Node) (int64, error) {
-		return leaveScript.Run(ctx, n, []string{k.queue}, w.member).Int64()
-	})
+	keys := []string{k.lock, k.waiting, k.queue, k.woken}
+	var woke, rest []int
+	for i := range b.nodes {
+		if wokeBy&(1<<(i%64)) != 0 {
+			woke = append(woke, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	run := func(idx []int, flag string) {
+		if len(idx) == 0 {
+			return
+		}
+		each(context.WithoutCancel(ctx), b, idx, timeout, func(ctx context.Context, n Node) (int64, error) {
+			return leaveScript.Run(ctx, n, keys, w.member, b.cfg.prefix+wakeName, ceilMillis(maxReserve), flag).Int64()
+		})
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		run(woke, "1")
+	}()
+	if !closed {
+		run(rest, "0")
+	}
+	wg.Wait()
 }
 
 // marker is the name of the nodes' seed marker.

@@ -157,9 +157,10 @@
 // uncontended release does not read it.
 //
 // A waiter that gives up leaves the queue on every node before its
-// Acquire returns; a release that woke it all the same (on its way
-// before it left) reaches its Backend, which passes the turn on to the
-// next waiter on that node, as a release would. A waiter whose
+// Acquire returns, and a node whose release woke it already (before it
+// gave up) wakes the next waiter as it does so; a release that woke it
+// all the same (on its way before it left) reaches its Backend, which
+// passes the turn on to the next waiter on that node, as a release would. A waiter whose
 // process died does not hold the others up: PUBLISH counts the
 // subscribers it reached, and a release that reaches nobody on the first
 // waiter's channel drops it and wakes the next one, in the same script,

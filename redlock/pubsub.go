@@ -207,13 +207,15 @@ func (s *subscriber) add() *waiter {
 
 // remove unregisters w; gaveUp says it returned without a grant, so
 // that a wake-up still on its way is passed on to the next waiter.
-// Waiters that gave up are remembered for gaveUpMemory.
-func (s *subscriber) remove(w *waiter, gaveUp bool) {
+// Waiters that gave up are remembered for gaveUpMemory. It returns the
+// nodes that woke w since its last try (a bit per node): their wake-ups
+// reached w, which will not act on them.
+func (s *subscriber) remove(w *waiter, gaveUp bool) (wokeBy uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiters, w.member)
 	if !gaveUp {
-		return
+		return 0
 	}
 	now := time.Now()
 	for m, at := range s.gaveUp {
@@ -222,6 +224,7 @@ func (s *subscriber) remove(w *waiter, gaveUp bool) {
 		}
 	}
 	s.gaveUp[w.member] = now
+	return w.wokeBy
 }
 
 // close closes the pub/sub connections and waits for the goroutines.

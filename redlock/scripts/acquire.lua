@@ -58,13 +58,16 @@ local function now()
 end
 
 -- queue puts a waiting try in the key's queue, for as long as the node is
--- held (pttl) and the slack.
+-- held (pttl) and the slack. It never shortens the queue's life: the
+-- other waiters in it sleep on the grants they found, maybe longer ones.
 local function queue(pttl)
   if ARGV[4] ~= '0' then
     redis.call('ZADD', KEYS[5], ARGV[6], ARGV[5])
     local keep = math.max(pttl, 0) + tonumber(ARGV[4])
-    redis.call('PEXPIRE', KEYS[5], keep)
-    redis.call('SET', KEYS[6], '1', 'PX', keep)
+    if redis.call('PTTL', KEYS[5]) < keep then
+      redis.call('PEXPIRE', KEYS[5], keep)
+      redis.call('SET', KEYS[6], '1', 'PX', keep)
+    end
   end
 end
 
