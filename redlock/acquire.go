@@ -191,6 +191,9 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 			return vote{status: res[0], val: res[1]}, nil
 		})
 		r := countVotes(votes)
+		if len(r.normal) > 0 && !b.sawVoting.Load() {
+			b.sawVoting.Store(true) // see seed
+		}
 		if len(r.granted) >= b.maj {
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
 				l.member = member
@@ -311,7 +314,10 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		}
 		wokeBy := w.sub.remove(w, err != nil && w.queued)
 		if err != nil && w.queued {
-			b.leave(ctx, k, w, wokeBy, b.cfg.timeoutFor(opts.TTL))
+			// Bounded as a failed try's clean-up is: a node that is down
+			// must not hold a caller that gave up for a long TTL's
+			// per-node timeout (its entry expires with the queue).
+			b.leave(ctx, k, w, wokeBy, min(cleanupTimeout, b.cfg.timeoutFor(opts.TTL)))
 		}
 	}()
 	timer := time.NewTimer(time.Hour)

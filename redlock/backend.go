@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,6 +58,10 @@ type Backend struct {
 
 	// seeding makes one goroutine of this Backend re-seed a node at a time.
 	seeding sync.Mutex
+	// sawVoting is set once a round of this Backend has met a node that
+	// votes: the deployment exists, and nodes all without a marker then
+	// lost their data (see seed).
+	sawVoting atomic.Bool
 	// marking says, by node index, that a mark of the node's wait is
 	// pending (see markLater); guarded by mu.
 	marking []bool

@@ -108,8 +108,9 @@
 // "appendonly yes" and "appendfsync always"; never with RDB snapshots
 // alone or "appendfsync everysec". A majority of nodes losing their data
 // at once is beyond any quorum: when every node restarted empty the
-// deployment starts over (tokens restart at 1); otherwise grants stop
-// while fewer than a majority can vote, until an operator marks the
+// deployment starts over (tokens restart at 1) for a Backend that never
+// saw it vote, and stops for one that did; otherwise grants stop while
+// fewer than a majority can vote, until an operator marks the
 // waiting nodes seeded (SET <prefix>node:seed ok) and accepts that tokens
 // may repeat.
 //

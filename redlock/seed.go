@@ -35,7 +35,9 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 	defer b.seeding.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, seedTimeout)
 	defer cancel()
-	if len(r.unseeded) == len(b.nodes) {
+	// Every node without a marker: a new deployment, unless this Backend
+	// has seen it vote (then every node lost its data: see Durability).
+	if len(r.unseeded) == len(b.nodes) && !b.sawVoting.Load() {
 		res := each(ctx, b, r.unseeded, cleanupTimeout, func(ctx context.Context, n Node) (int64, error) {
 			return markScript.Run(ctx, n, []string{b.marker()}, 0).Int64()
 		})
@@ -72,10 +74,14 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 	return seeded
 }
 
-// markGrace is how long markLater waits before it marks a wait: longer
-// than a new deployment's marking of its nodes "ok" takes (one request per
-// node, bounded by cleanupTimeout).
-var markGrace = cleanupTimeout + time.Second
+// markGrace is how long markLater waits before it marks a wait: far
+// longer than a new deployment's marking of its nodes "ok" takes (one
+// request per node, in parallel). A Backend paused longer in the middle
+// of it leaves the nodes it had not marked out of the vote for the
+// longest TTL, as before the grace; and nodes that all lose their data
+// within it look like a new deployment to a Backend that never saw it
+// vote, as ones that lose it at once do.
+var markGrace = time.Second
 
 // markedLater, if not nil, is called when a markLater is over (for tests).
 var markedLater func()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock/distlock"
+
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -102,5 +104,49 @@ func TestLostNodeMarkedLater(t *testing.T) {
 	}
 	if s, _ := v.(string); len(s) < 2 || s[:2] != "p:" {
 		t.Errorf("node 2's marker is %v, want p:<ms>: the node that lost its data must wait", v)
+	}
+}
+
+// A Backend that has seen the deployment's nodes vote does not take them
+// for a new deployment when it finds every one without a marker (they
+// all lost their data): marked "ok" at once, they would vote with their
+// counters and grants gone, and tokens would start over.
+func TestTotalLossIsNotANewDeployment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var srvs []*testserver.Redis
+	var nodes []Node
+	for range 3 {
+		s := testserver.StartRedis(t)
+		srvs = append(srvs, s)
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { c.Close() })
+		nodes = append(nodes, c)
+	}
+	b, err := New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := b.Acquire(ctx, "total", distlock.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srvs {
+		if _, err := s.Do("FLUSHALL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := b.Acquire(ctx, "total", distlock.AcquireOptions{TTL: time.Minute}); err == nil {
+		t.Errorf("granted token %d by nodes that all lost their data", l.Token())
+		l.Release(ctx)
+	}
+	for i, s := range srvs {
+		if v, _ := s.Do("GET", b.marker()); v == "ok" {
+			t.Errorf("node %d was marked ok after it lost its data", i)
+		}
 	}
 }
