@@ -43,3 +43,35 @@ func TestAbandonEndsTheWaitAndReleasesTheGrant(t *testing.T) {
 	g.do("DELETE", "/v1/sessions/"+b, "", nil).want(t, 204, "")
 	g.idle()
 }
+
+// An abandon also ends a retry of the abandoned acquire that waits for
+// its outcome (the same session and name, sent again when the first
+// answer was lost on the way): the retry must not start a wait of its
+// own once the first one ended, or the holder's release would grant the
+// lock to the session after its abandon answered.
+func TestAbandonEndsARetriedAcquire(t *testing.T) {
+	g := start(t, fileBackend(t))
+	a, b := g.session("", "a", "1m"), g.session("", "b", "1m")
+	tok := g.acquire("", a, "t", "0").want(t, 200, "").str("token")
+	got := make(chan answer, 2)
+	go func() { got <- g.acquire("", b, "t", "1m") }()
+	waitFor(t, 10*time.Second, "the acquire waits", func() bool { return g.g.Stats().Waiting == 1 })
+	go func() { got <- g.acquire("", b, "t", "1m") }()
+	waitFor(t, 10*time.Second, "its retry waits", func() bool { return g.g.Stats().Waiting == 2 })
+	g.do("POST", "/v1/locks/t/abandon", "", map[string]any{"session": b}).want(t, 204, "")
+	for range 2 {
+		select {
+		case ans := <-got:
+			ans.want(t, 409, gateway.ProblemNotAcquired)
+		case <-time.After(10 * time.Second):
+			t.Fatal("an abandoned acquire still waits after 10s")
+		}
+	}
+	g.do("POST", "/v1/locks/t/release", "", map[string]any{"session": a, "token": tok}).want(t, 200, "")
+	c := g.session("", "c", "1m")
+	g.acquire("", c, "t", "0").want(t, 200, "")
+	for _, s := range []string{a, b, c} {
+		g.do("DELETE", "/v1/sessions/"+s, "", nil).want(t, 204, "")
+	}
+	g.idle()
+}

@@ -308,6 +308,14 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 			}
 			select {
 			case <-p.done:
+				s.mu.Lock()
+				abandoned := p.abandoned
+				s.mu.Unlock()
+				if abandoned {
+					// The acquirer gave up on it: a new wait would
+					// grant the lock after the abandon answered.
+					return nil, errNotAcquired
+				}
 				continue
 			case <-ctx.Done():
 				return nil, errNotAcquired
@@ -337,8 +345,9 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 
 // pendingAcquire is an acquire in progress in a session.
 type pendingAcquire struct {
-	done   chan struct{}      // closed when it ends
-	cancel context.CancelFunc // ends its wait (abandon)
+	done      chan struct{}      // closed when it ends
+	cancel    context.CancelFunc // ends its wait (abandon)
+	abandoned bool               // by an abandon: its retries end with it (s.mu)
 }
 
 // abandon ends the session's acquire of name in progress, if any, and
@@ -349,6 +358,9 @@ type pendingAcquire struct {
 func (s *session) abandon(ctx context.Context, name string) (*held, bool) {
 	s.mu.Lock()
 	p := s.pending[name]
+	if p != nil {
+		p.abandoned = true
+	}
 	s.mu.Unlock()
 	if p != nil {
 		p.cancel()

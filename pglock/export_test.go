@@ -10,3 +10,10 @@ func ParseURL(raw string) error {
 // the listener was live: a waiter counted has tried, found the key held,
 // and waits for a notification.
 func (b *Backend) LivePauses() int64 { return b.livePauses.Load() }
+
+// OnGrabbed has f called when a lease-table grab has been granted, before
+// the grant is registered, until the test ends.
+func OnGrabbed(t interface{ Cleanup(func()) }, f func()) {
+	grabbed = f
+	t.Cleanup(func() { grabbed = nil })
+}

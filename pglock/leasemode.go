@@ -139,6 +139,10 @@ func ttlMillis(ttl time.Duration) (int64, time.Duration) {
 	return ms, time.Duration(ms) * time.Millisecond
 }
 
+// grabbed, if not nil, is called when a grab has been granted, before
+// the grant is registered (for tests).
+var grabbed func()
+
 // acquireRow is Acquire in lease-table mode.
 func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
 	// actx ends with ctx or at Close.
@@ -159,7 +163,18 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.Acqu
 	} else {
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
 	}
+	// Counted, so that Close waits for the grab's clean-up (see settle),
+	// and for the release of a grant it made as Close began (registerRow
+	// refuses it), before it closes the pool.
+	if !b.life.Enter() {
+		turn.Done()
+		return nil, ErrClosed
+	}
+	defer b.life.Leave()
 	l, err := b.grabRow(actx, key, opts)
+	if grabbed != nil && err == nil {
+		grabbed()
+	}
 	if err != nil {
 		turn.Done()
 		if actx.Err() != nil {
@@ -182,12 +197,6 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.Acqu
 // opts.Wait, pausing between tries until a release is notified, the
 // current grant expires or a poll is due.
 func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.AcquireOptions) (*rowLease, error) {
-	// Counted, so that Close waits for the grab's clean-up (see settle)
-	// before it closes the pool.
-	if !b.life.Enter() {
-		return nil, ErrClosed
-	}
-	defer b.life.Leave()
 	if err := b.schema.ensure(ctx, b.pool); err != nil {
 		return nil, err
 	}
@@ -306,7 +315,7 @@ func (b *Backend) background(f func(ctx context.Context)) bool {
 // of a grant whose reply was lost), in the background; or, once the
 // Backend is closing, at once: the Acquires that Close cancels must still
 // leave the queue, or their rows hold up the waiters behind them until
-// they expire. The grab is counted in b.life (see grabRow), so the pool
+// they expire. The grab is counted in b.life (see acquireRow), so the pool
 // is still open.
 func (b *Backend) settle(f func(ctx context.Context)) {
 	if b.background(f) {
