@@ -264,7 +264,10 @@ func (a *acquire) claimOnce(ctx context.Context) (*node, error) {
 			continue
 		}
 		if err := a.b.deleteNode(ctx, p); err != nil {
-			a.b.dropNode(ours.path, ours.sess)
+			// ours stays: claim may try again and adopt it, and if it
+			// gives up, the create's failure drops every node with our
+			// protected name. Dropped here, it could be deleted in the
+			// background while a later try waits with it.
 			return nil, err
 		}
 	}
