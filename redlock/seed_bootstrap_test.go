@@ -20,20 +20,7 @@ import (
 func TestNewDeploymentMarkRace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var srvs []*testserver.Redis
-	var nodes []Node
-	for range 3 {
-		s := testserver.StartRedis(t)
-		srvs = append(srvs, s)
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { c.Close() })
-		nodes = append(nodes, c)
-	}
-	b, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	srvs, b := threeNodeBackend(t)
 	over := make(chan struct{}, 1)
 	markedLater = func() { over <- struct{}{} }
 	defer func() { markedLater = nil }()
@@ -70,20 +57,7 @@ func TestNewDeploymentMarkRace(t *testing.T) {
 func TestLostNodeMarkedLater(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var srvs []*testserver.Redis
-	var nodes []Node
-	for range 3 {
-		s := testserver.StartRedis(t)
-		srvs = append(srvs, s)
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { c.Close() })
-		nodes = append(nodes, c)
-	}
-	b, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	srvs, b := threeNodeBackend(t)
 	over := make(chan struct{}, 1)
 	markedLater = func() { over <- struct{}{} }
 	defer func() { markedLater = nil }()
@@ -114,20 +88,7 @@ func TestLostNodeMarkedLater(t *testing.T) {
 func TestTotalLossIsNotANewDeployment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var srvs []*testserver.Redis
-	var nodes []Node
-	for range 3 {
-		s := testserver.StartRedis(t)
-		srvs = append(srvs, s)
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { c.Close() })
-		nodes = append(nodes, c)
-	}
-	b, err := New(nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	srvs, b := threeNodeBackend(t)
 	l, err := b.Acquire(ctx, "total", distlock.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -149,4 +110,25 @@ func TestTotalLossIsNotANewDeployment(t *testing.T) {
 			t.Errorf("node %d was marked ok after it lost its data", i)
 		}
 	}
+}
+
+// threeNodeBackend starts three redis-servers and returns them with a
+// Backend over them, closed when the test ends.
+func threeNodeBackend(t *testing.T, opts ...Option) ([]*testserver.Redis, *Backend) {
+	t.Helper()
+	var srvs []*testserver.Redis
+	var nodes []Node
+	for range 3 {
+		s := testserver.StartRedis(t)
+		srvs = append(srvs, s)
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { c.Close() })
+		nodes = append(nodes, c)
+	}
+	b, err := New(nodes, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return srvs, b
 }

@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
 )
 
 // A re-seeding that saw a node due, but whose copy arrives after the node
@@ -23,20 +20,8 @@ func TestSeedOfAnEarlierWaitDoesNotEndALaterOne(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const ttl = 5 * time.Second
-	var srvs []*testserver.Redis
-	var nodes []Node
-	for range 3 {
-		s := testserver.StartRedis(t)
-		srvs = append(srvs, s)
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { c.Close() })
-		nodes = append(nodes, c)
-	}
-	b, err := New(nodes, WithMaxTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	srvs, b := threeNodeBackend(t, WithMaxTTL(ttl))
+	nodes := b.nodes
 	for _, s := range srvs {
 		if _, err := s.Do("SET", b.marker(), "ok"); err != nil {
 			t.Fatal(err)
