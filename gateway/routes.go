@@ -513,23 +513,16 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		return newProblem(http.StatusConflict, ProblemNotHeld,
 			fmt.Sprintf("token %d is not the session's grant of lock %s: the lock was not released", tok, quoteName(name)))
 	}
-	why := "released"
+	why, reason := "released", "by_holder"
 	if req.Force {
-		why = "forced"
+		why, reason = "forced", "forced"
 	}
 	if !h.s.drop(h, why) {
 		return newProblem(http.StatusConflict, ProblemNotHeld, "the lock was released or lost meanwhile")
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
-	defer cancel()
-	err := h.lock.Release(ctx)
-	switch {
-	case err == nil && req.Force:
-		g.publish("released", h, "forced")
+	switch err := g.giveBack(r, h, reason); {
 	case err == nil:
-		g.publish("released", h, "by_holder")
 	case errors.Is(err, distlock.ErrLockLost):
-		g.publish("lost", h, "lost")
 		return newProblem(http.StatusConflict, ProblemLockLost, "the lock had been lost before the release: "+
 			strings.TrimPrefix(err.Error(), "distlock: "))
 	default:
@@ -569,19 +562,29 @@ func (g *Gateway) abandon(w http.ResponseWriter, r *http.Request, p *principal) 
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the acquire in progress did not end in time")
 	}
 	if h != nil && h.s.drop(h, "released") {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
-		defer cancel()
-		switch err := h.lock.Release(ctx); {
-		case err == nil:
-			g.publish("released", h, "abandoned")
-		case errors.Is(err, distlock.ErrLockLost):
-			g.publish("lost", h, "lost")
-		default:
+		if err := g.giveBack(r, h, "abandoned"); err != nil && !errors.Is(err, distlock.ErrLockLost) {
 			return g.backendProblem(err)
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// giveBack releases h, which its session dropped, at the lock service,
+// within releaseTimeout whatever the request's context, and publishes the
+// outcome: released (for reason), or lost. It returns the service's
+// answer.
+func (g *Gateway) giveBack(r *http.Request, h *held, reason string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+	defer cancel()
+	err := h.lock.Release(ctx)
+	switch {
+	case err == nil:
+		g.publish("released", h, reason)
+	case errors.Is(err, distlock.ErrLockLost):
+		g.publish("lost", h, "lost")
+	}
+	return err
 }
 
 type checkRequest struct {
