@@ -239,9 +239,11 @@ class Session:
     def _keepalive_loop(self):
         # Long-polls short enough that a lock's time left, counted from the
         # send time, is renewed well before it runs out.
+        retried = False
         while not self._stop.is_set():
             try:
                 self.keepalive(wait=self.ttl / 4)
+                retried = False
             except SessionGone:
                 return
             except GatewayError as e:
@@ -260,6 +262,15 @@ class Session:
                             lock.lost = "deadline_passed"
                             lost.append(lock)
                 self._tell(lost)
+                if e.status == 0 and not retried:
+                    # No answer (a cut connection: a gateway that died cuts
+                    # it at once): ask again at once, on a new connection,
+                    # so that a restarted gateway's 404 (or nothing
+                    # listening) ends the session before it can grant the
+                    # lock to another; pause only if that fails too.
+                    retried = True
+                    continue
+                retried = True
                 self._stop.wait(min(0.1, self.ttl / 10))
             except Exception as e:
                 # A failure in this process: the thread ends, and says so.
