@@ -348,15 +348,9 @@ type holder struct {
 }
 
 func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) *problem {
-	name, pr := lockName(r)
-	if pr != nil {
-		return pr
-	}
-	if !p.may(name) {
-		return p.forbidden(name)
-	}
 	var req acquireRequest
-	if pr := readJSON(r, &req); pr != nil {
+	name, pr := lockRequest(r, p, &req)
+	if pr != nil {
 		return pr
 	}
 	wait, pr := waitParam(r, g.cfg.maxWait)
@@ -466,15 +460,9 @@ type releaseResponse struct {
 }
 
 func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) *problem {
-	name, pr := lockName(r)
-	if pr != nil {
-		return pr
-	}
-	if !p.may(name) {
-		return p.forbidden(name)
-	}
 	var req releaseRequest
-	if pr := readJSON(r, &req); pr != nil {
+	name, pr := lockRequest(r, p, &req)
+	if pr != nil {
 		return pr
 	}
 	var tok uint64
@@ -532,6 +520,22 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 	return nil
 }
 
+// lockRequest reads the lock name of a request to one of a lock's
+// routes, checks that p may use it, and reads the JSON body into req.
+func lockRequest(r *http.Request, p *principal, req any) (string, *problem) {
+	name, pr := lockName(r)
+	if pr != nil {
+		return "", pr
+	}
+	if !p.may(name) {
+		return "", p.forbidden(name)
+	}
+	if pr := readJSON(r, req); pr != nil {
+		return "", pr
+	}
+	return name, nil
+}
+
 type abandonRequest struct {
 	Session string `json:"session"`
 }
@@ -542,15 +546,9 @@ type abandonRequest struct {
 // acquirer gave up (its answer never read) is nobody's for no time. It
 // answers 204 once nothing of the session is pending or held on name.
 func (g *Gateway) abandon(w http.ResponseWriter, r *http.Request, p *principal) *problem {
-	name, pr := lockName(r)
-	if pr != nil {
-		return pr
-	}
-	if !p.may(name) {
-		return p.forbidden(name)
-	}
 	var req abandonRequest
-	if pr := readJSON(r, &req); pr != nil {
+	name, pr := lockRequest(r, p, &req)
+	if pr != nil {
 		return pr
 	}
 	s, pr := g.lookup(req.Session, p)
@@ -597,15 +595,9 @@ type checkResponse struct {
 
 // check is the sequencer check: is token the current grant of name?
 func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *problem {
-	name, pr := lockName(r)
-	if pr != nil {
-		return pr
-	}
-	if !p.may(name) {
-		return p.forbidden(name)
-	}
 	var req checkRequest
-	if pr := readJSON(r, &req); pr != nil {
+	name, pr := lockRequest(r, p, &req)
+	if pr != nil {
 		return pr
 	}
 	tok, pr := parseToken(req.Token)
