@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/pglock"
 )
@@ -79,17 +81,7 @@ func TestLeaseQueueLeaveRacingRelease(t *testing.T) {
 		t.Fatalf("release: %v", early)
 	}
 
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		n, err := listen.WaitForNotification(wctx)
-		if err != nil {
-			t.Fatalf("no notification named the next waiter C: %v", err)
-		}
-		if n.Payload == key+"\nC" {
-			return
-		}
-	}
+	waitNotified(t, ctx, listen, key+"\nC", "no notification named the next waiter C")
 }
 
 // A Backend closed while one of its Acquires waits takes that waiter out
@@ -166,17 +158,7 @@ func TestLeaseQueueLateCommitIsWoken(t *testing.T) {
 	if err := admin.QueryRow(ctx, wait, key, "C").Scan(&granted); err != nil || granted != nil {
 		t.Fatalf("C's second try: %v (token %v), want refused", err, granted)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		n, err := listen.WaitForNotification(wctx)
-		if err != nil {
-			t.Fatalf("no notification named the head waiter B: %v", err)
-		}
-		if n.Payload == key+"\nB" {
-			return
-		}
-	}
+	waitNotified(t, ctx, listen, key+"\nB", "no notification named the head waiter B")
 }
 
 // A release by the previous version's distlock_lease_release (an instance
@@ -214,5 +196,22 @@ func TestLeaseQueueOldNotificationWakes(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // it polls once an hour
 		t.Fatal("the waiter was not woken by a release of the previous version")
+	}
+}
+
+// waitNotified waits up to 10 seconds for a notification on listen with
+// payload want, and fails the test with what if none comes.
+func waitNotified(t *testing.T, ctx context.Context, listen *pgx.Conn, want, what string) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		n, err := listen.WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n.Payload == want {
+			return
+		}
 	}
 }
