@@ -160,6 +160,9 @@ type Runner struct {
 	subjects []Subject
 	logf     func(format string, args ...any)
 	idle     map[string][]time.Duration
+	// roundDone, when set, is given every contention round's grants,
+	// sorted by acquisition (for diagnostics of the order of grants).
+	roundDone func(s Subject, n int, holds []holdRecord)
 }
 
 // NewRunner returns a Runner of subjects with parameters p.
@@ -378,6 +381,7 @@ func (r *Runner) throughput(ctx context.Context) map[string]*ThroughputResult {
 
 type holdRecord struct {
 	g        int
+	asked    time.Time // when the Lock call that got this grant started
 	acquired time.Time
 	released time.Time // when the release call started
 }
@@ -517,6 +521,7 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 	for g, l := range lockers {
 		wg.Go(func() {
 			for range share {
+				asked := time.Now()
 				u, err := l.Lock(runCtx, key)
 				if err != nil {
 					if runCtx.Err() == nil {
@@ -532,7 +537,7 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 				holders.Add(-1)
 				released := time.Now()
 				mu.Lock()
-				holds = append(holds, holdRecord{g: g, acquired: acquired, released: released})
+				holds = append(holds, holdRecord{g: g, asked: asked, acquired: acquired, released: released})
 				grants[g]++
 				if grants[g] == share && atFirst == nil {
 					atFirst = slices.Clone(grants)
@@ -569,6 +574,9 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 				cr.HandoffGap = append(cr.HandoffGap, gap)
 			}
 		}
+	}
+	if r.roundDone != nil {
+		r.roundDone(s, n, holds)
 	}
 	if atFirst == nil {
 		atFirst = grants
