@@ -49,9 +49,20 @@ func TestFairnessRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	r := NewRunner(t, NewEnv(t), p, subs)
+	var lastEnd time.Time
 	r.roundDone = func(s Subject, n int, holds []holdRecord) {
 		t.Logf("%s", describeRound(s.ID, n, holds))
 		if s.ID == "distlock-redis" && len(holds) > 0 {
+			// Each Backend dials its pub/sub connection at its first
+			// subscription: the warm-up should have made all n.
+			warm := 0
+			for _, ev := range trace.between(lastEnd, holds[0].asked) {
+				if strings.Contains(ev.what, "PubSub).conn") {
+					warm++
+				}
+			}
+			lastEnd = holds[len(holds)-1].released
+			t.Logf("  pub/sub connections dialled before the round: %d of %d", warm, n)
 			for _, ev := range trace.between(holds[0].asked, holds[len(holds)-1].released) {
 				t.Logf("  conn: +%v %s", ev.at.Sub(holds[0].asked).Round(time.Microsecond), ev.what)
 			}
@@ -60,7 +71,7 @@ func TestFairnessRows(t *testing.T) {
 	res := r.contention(ctx, herdWaiters)
 	for _, s := range subs {
 		cr := res[s.ID]
-		t.Logf("%s: fairness per round %v, %d requests for %d grants (%v)", s.ID, cr.Fairness, cr.Delta.Requests, cr.Grants,
+		t.Logf("%s: fairness per round %v, %d overtakes, %d requests for %d grants (%v)", s.ID, cr.Fairness, cr.Overtakes, cr.Delta.Requests, cr.Grants,
 			breakdownRequests(cr.Delta, cr.Grants))
 	}
 }
@@ -83,13 +94,13 @@ func describeRound(id string, n int, holds []holdRecord) string {
 	ratio, _ := fairness(atFirst)
 	lo := slices.Min(atFirst)
 	leader := slices.Index(atFirst, slices.Max(atFirst))
-	fmt.Fprintf(&b, "%s: fairness %.3f (max %d, min %d)", id, ratio, slices.Max(atFirst), lo)
+	fmt.Fprintf(&b, "%s: fairness %.3f (max %d, min %d), %d overtakes", id, ratio, slices.Max(atFirst), lo, overtakes(holds))
 
 	// A wait spanning n or more grants to others means that some waiter
 	// was served twice while this one waited: the second of those grants
 	// it asked for after this waiter did, so the queue reordered them.
 	var long []string
-	var overtakes, lateBack int
+	var laterAsks, lateBack int
 	maxBack := time.Duration(0)
 	byWaiter := map[int][]holdRecord{}
 	for _, h := range holds {
@@ -101,7 +112,7 @@ func describeRound(id string, n int, holds []holdRecord) string {
 			if holds[j].acquired.After(h.asked) && holds[j].g != h.g {
 				others++
 				if holds[j].asked.After(h.asked) {
-					overtakes++
+					laterAsks++
 				}
 			}
 		}
@@ -159,7 +170,7 @@ func describeRound(id string, n int, holds []holdRecord) string {
 	fmt.Fprintf(&b, "; first second grant at grant %d, first grants after it: %d; sure overtakes of a first wait %d, of a later wait %d",
 		firstSecond+1, lateFirst, startOvertakes, steadyOvertakes)
 	fmt.Fprintf(&b, "; grants to a waiter that asked later than a still-waiting one: %d; slowest return to the queue %v; returns over 10ms: %d",
-		overtakes, maxBack.Round(time.Microsecond), lateBack)
+		laterAsks, maxBack.Round(time.Microsecond), lateBack)
 	for _, l := range long {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}

@@ -81,8 +81,8 @@ func (rp *Report) herdGoal() Goal {
 	fair := worstFairness(cr)
 	reqOK, fairOK := per <= herdRequestsPerGrant, fair <= herdFairness
 	g.Met = reqOK && fairOK
-	g.Measured = fmt.Sprintf("%s requests per grant (%d requests for %d grants, %d hand-offs)%s; fairness %s%s; gap p99 %s; per grant: %s, %s server ops including those inside scripts",
-		sig3(per), cr.Delta.Requests, cr.Grants, cr.Handoffs, missed(reqOK), fmtRatio(fair), missed(fairOK), fmtDur(quantile(cr.HandoffGap, 0.99)),
+	g.Measured = fmt.Sprintf("%s requests per grant (%d requests for %d grants, %d hand-offs)%s; fairness %s%s, %d overtakes; gap p99 %s; per grant: %s, %s server ops including those inside scripts",
+		sig3(per), cr.Delta.Requests, cr.Grants, cr.Handoffs, missed(reqOK), fmtRatio(fair), missed(fairOK), cr.Overtakes, fmtDur(quantile(cr.HandoffGap, 0.99)),
 		breakdownRequests(cr.Delta, cr.Grants), sig3(float64(cr.Delta.Ops)/float64(cr.Grants)))
 	if u := rp.contention(n, "distlock-redis-unordered"); u != nil {
 		g.Measured += fmt.Sprintf("; its cost with redislock.WithUnordered(): %s requests per grant, fairness %s, gap p99 %s",

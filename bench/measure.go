@@ -110,6 +110,7 @@ type ContentionResult struct {
 	HandoffGap []time.Duration // the same, for grants to another waiter only, sorted
 	Fairness   []float64       // per round: max/min grants per waiter when the first waiter finished its share (-1: a waiter had none)
 	Starved    int             // waiters without a grant when the first finished, over all rounds
+	Overtakes  int             // times a waiter was passed by one that asked after it (see overtakes), over all rounds
 	Delta      Snapshot        // counters over all rounds
 	Violations int             // times two holders overlapped
 	Incomplete int             // rounds stopped at ContentionLimit
@@ -435,20 +436,23 @@ func (r *Runner) idleRTT(ctx context.Context, samples int) {
 }
 
 func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *ContentionResult) {
-	lockers := make([]Locker, n)
-	for i := range lockers {
-		lockers[i] = r.open(s)
+	// lockers[n] is the gate: an instance that holds the key while the
+	// others ask for it, at the start of the measured run (see below).
+	all := make([]Locker, n+1)
+	for i := range all {
+		all[i] = r.open(s)
 	}
 	defer func() {
-		for _, l := range lockers {
+		for _, l := range all {
 			r.closeLocker(s, l)
 		}
 	}()
+	lockers, gate := all[:n], all[n]
 	// Connections, sessions and subscriptions are made before the
 	// counters are read: a process that starts pays for them once, not
 	// per hand-off.
-	err := parallel(16, n, func(i int) error {
-		u, err := lockers[i].Lock(ctx, keyFor(s, "warm/"+strconv.Itoa(i)))
+	err := parallel(16, n+1, func(i int) error {
+		u, err := all[i].Lock(ctx, keyFor(s, "warm/"+strconv.Itoa(i)))
 		if err == nil {
 			err = u(ctx)
 		}
@@ -464,35 +468,31 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 	// A process subscribes to a key's release channel when it first finds
 	// the key held (redislock: a pub/sub connection, its SUBSCRIBE and a
 	// try once it is confirmed), and keeps the subscription while the key
-	// stays contended. So every goroutine takes the key once, holding it
-	// for Hold, before the counters are read: like the connections above,
-	// that is paid once per process, not per hand-off. The goroutine
-	// granted first found the key free: it asks once more while another
-	// holds the key (long enough for its first try to find it held).
-	var first atomic.Int32
-	first.Store(-1)
-	err = parallel(n, n, func(i int) error {
-		u, err := lockers[i].Lock(runCtx, key)
+	// stays contended. So every goroutine waits for the key once, then
+	// holds it for Hold, before the counters are read: like the
+	// connections above, that is paid once per process, not per hand-off.
+	// A goroutine that found the key free would not have waited (nor, with
+	// redislock's queue, one that found it free between two hand-offs
+	// while the others were still subscribing), so lockers[0] holds it
+	// until every other goroutine has asked, and then asks once more while
+	// lockers[1] holds it.
+	if n > 1 {
+		err = r.gated(runCtx, ctx, lockers[0], key, n-1, func(i int) error {
+			u, err := lockers[i+1].Lock(runCtx, key)
+			if err == nil {
+				time.Sleep(r.p.Hold)
+				err = u(ctx)
+			}
+			return err
+		})
 		if err == nil {
-			first.CompareAndSwap(-1, int32(i))
-			time.Sleep(r.p.Hold)
-			err = u(ctx)
-		}
-		return err
-	})
-	if f := int(first.Load()); err == nil && n > 1 {
-		var u Unlock
-		if u, err = lockers[(f+1)%n].Lock(runCtx, key); err == nil {
-			waited := make(chan error, 1)
-			go func() {
-				u, err := lockers[f].Lock(runCtx, key)
+			err = r.gated(runCtx, ctx, lockers[1], key, 1, func(int) error {
+				u, err := lockers[0].Lock(runCtx, key)
 				if err == nil {
 					err = u(ctx)
 				}
-				waited <- err
-			}()
-			time.Sleep(20 * r.p.Hold)
-			err = errors.Join(u(ctx), <-waited)
+				return err
+			})
 		}
 	}
 	if err != nil {
@@ -516,12 +516,30 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 			errs = append(errs, fmt.Sprintf("%s: %v", what, err))
 		}
 	}
+	// The run starts with every goroutine asking while the gate holds the
+	// key, so that the first pass goes in the order the requests reached
+	// the service (as every later one does), not in the order in which 64
+	// goroutines happened to start: one that started late would otherwise
+	// ask after the first holder had already asked again, and stay a grant
+	// behind it for the whole run. The gate's release is the first
+	// hand-off; its grant is not counted.
+	gateUnlock, err := gate.Lock(runCtx, key)
+	if err != nil {
+		r.tb.Fatalf("%s: gate: %v", s.Name, err)
+	}
+	holders.Store(1)
+	var (
+		asking   atomic.Int32
+		allAsked = make(chan struct{})
+	)
 	before := r.counters(ctx, s)
-	start := time.Now()
 	for g, l := range lockers {
 		wg.Go(func() {
-			for range share {
+			for k := range share {
 				asked := time.Now()
+				if k == 0 && int(asking.Add(1)) == n {
+					close(allAsked)
+				}
 				u, err := l.Lock(runCtx, key)
 				if err != nil {
 					if runCtx.Err() == nil {
@@ -553,6 +571,13 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 			}
 		})
 	}
+	<-allAsked
+	time.Sleep(gateSettle * r.p.Hold)
+	start := time.Now()
+	holders.Add(-1)
+	if err := gateUnlock(ctx); err != nil {
+		fail("gate unlock", err)
+	}
 	wg.Wait()
 	total := time.Since(start)
 	after := r.counters(ctx, s)
@@ -561,6 +586,7 @@ func (r *Runner) contentionRound(ctx context.Context, s Subject, n int, cr *Cont
 	}
 
 	slices.SortFunc(holds, func(a, b holdRecord) int { return a.acquired.Compare(b.acquired) })
+	cr.Overtakes += overtakes(holds)
 	for i, h := range holds {
 		cr.HoldTotal += h.released.Sub(h.acquired)
 		if i > 0 {

@@ -442,12 +442,13 @@ func (rp *Report) writeContention(pf func(string, ...any), n, section int) {
 	pf("## %d. %s: %d waiters on one key\n\n", section, title, n)
 	pf("%d goroutines, each with an instance of its own (its own clients and connections, as %d processes would), compete for one key until each has been granted it %d times; each holds it for %s, then releases it and asks again at once. %d rounds. ",
 		n, n, max(1, p.ContentionGrants/n), p.Hold, p.ContentionRounds)
-	pf("Before the timing and the counters start, each goroutine has locked a key of its own and then this key once, so that connections, sessions and subscriptions (made once per process) are not counted per hand-off. ")
+	pf("Before the timing and the counters start, each goroutine has locked a key of its own and then waited for this key once while another instance held it, so that connections, sessions and subscriptions (made once per process) are not counted per hand-off. ")
+	pf("Each round starts with every goroutine asking while a further instance holds the key; it releases the key %d holds after the last has asked, so that the first pass goes in the order the requests reached the service, as the later ones do, and not in the order in which the goroutines happened to start (that release is the first hand-off; its grant is not counted). ", gateSettle)
 	pf("A hand-off is a grant to another waiter than the previous holder; a grant straight back to the goroutine that just released is not one. ")
 	pf("Waste per hand-off is (total time - time held) / hand-offs: the idle time a waiter's turn costs (the formula of goal 3, with hand-offs counted that way); waste per grant divides by every grant instead. ")
 	pf("RTTs: the waste divided by the service's median round trip measured in the same run after %s of idleness, as a hand-off meets it (%s for Redis, %s for etcd; back to back the round trips are %s and %s, section 1). ",
 		p.Hold, fmtDur(rp.idleRTT(SvcRedis)), fmtDur(rp.idleRTT(SvcEtcd)), fmtDurF(float64(rp.p50("redis-ping"))), fmtDurF(float64(rp.p50("etcd-get"))))
-	pf("Gaps are the times from a release call to the next grant to another waiter. Fairness is max/min grants per waiter at the moment the first waiter had its share (worst round); a waiter with no grant by then makes it infinite. ")
+	pf("Gaps are the times from a release call to the next grant to another waiter. Fairness is max/min grants per waiter at the moment the first waiter had its share (worst round); a waiter with no grant by then makes it infinite. Overtakes (all rounds) count the times a waiter was passed by one that surely asked after it (whose previous grant came after this one asked): none in a first-in, first-out queue. ")
 	pf("Requests per hand-off are all the requests of the runs divided by their hand-offs. No two holders overlapped unless the violations column says so.\n\n")
 	pf("| service | subject | grants | hand-offs | waste/hand-off | in idle RTTs | waste/grant | gap p50 | gap p99 | gap max | fairness | requests/hand-off | server ops/hand-off | requests by name, per hand-off | violations |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range rp.Subjects {
@@ -477,7 +478,7 @@ func (rp *Report) writeContention(pf func(string, ...any), n, section int) {
 		}
 		pf("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Service, s.Name, cr.Grants, cr.Handoffs,
 			fmtDur(w), inRTT, fmtDur(cr.WastePerGrant()), fmtDur(quantile(cr.HandoffGap, 0.5)), fmtDur(quantile(cr.HandoffGap, 0.99)), fmtDur(maxGap),
-			fmtFairness(cr.Fairness, cr.Starved),
+			fmtFairness(cr.Fairness, cr.Starved)+fmt.Sprintf(" (%d overtakes)", cr.Overtakes),
 			perUnit(cr.Delta.Requests, cr.Handoffs), perUnit(cr.Delta.Ops, cr.Handoffs), breakdownRequests(cr.Delta, cr.Handoffs), viol)
 	}
 	pf("\n")
