@@ -19,10 +19,10 @@ import (
 	"github.com/distlock/distlock/redislock"
 )
 
-var fairRows = flag.Int("fairrows", 0, "TestFairnessRows: rounds of the 64-waiter hand-off of the default Redis row and raw pg_advisory_lock, each round's order of grants analysed and the Redis row's connections traced; RESULTS.md is not written")
+var fairRows = flag.Int("fairrows", 0, "TestFairnessRows: rounds of the 64-waiter hand-off of the default Redis row, raw pg_advisory_lock and distlock Redlock, each round's order of grants analysed and the Redis row's connections traced; RESULTS.md is not written")
 
 // TestFairnessRows runs only the many-waiter hand-off rows whose fairness
-// the no-herd goal judges, and tells, per round, why a waiter fell behind:
+// the no-herd goal judges (and the server queue and Redlock beside it), and tells, per round, why a waiter fell behind:
 // the queue served waiters that asked after it (a wait spanning more grants
 // than there are other waiters), or it came back to the queue late (a
 // release, or the next Lock call, delayed). The Redis row runs over
@@ -39,7 +39,7 @@ func TestFairnessRows(t *testing.T) {
 		case "distlock-redis":
 			s.Open = func(e *Env) (Locker, error) { return openTracedRedis(e, trace) }
 			subs = append(subs, s)
-		case "pg-advisory":
+		case "pg-advisory", "distlock-redlock":
 			subs = append(subs, s)
 		}
 	}
