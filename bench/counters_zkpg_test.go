@@ -43,6 +43,8 @@ func TestStatementName(t *testing.T) {
 		"SELECT granted, retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)": "distlock_lease_acquire",
 		"SELECT value FROM torture_register WHERE resource = $1":               "SELECT value FROM tortur",
 		"WITH released AS (\n\tUPDATE t SET held = false RETURNING 1)\nSELECT pg_advisory_unlock(hashtextextended($1, 0))\nFROM (SELECT count(*) FROM released) r": "pg_advisory_unlock (after WITH)",
+		"UPDATE t SET held = false\nWHERE key = $1\nRETURNING pg_advisory_unlock(hashtextextended($1, 0))":                                                         "pg_advisory_unlock (after UPDATE)",
+		"UPDATE t SET held = false WHERE key = $1 RETURNING token":                                                                                                 "UPDATE t SET held = fals",
 		"SELECT count(*)\nFROM pg_locks": "count",
 		"SELECT 1":                       "SELECT 1",
 		"SELECT held FROM pg_locks WHERE objid = (1)": "SELECT held FROM pg_lock",

@@ -87,13 +87,22 @@ func (pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData
 // "CALL distlock_release($1, $2)" is distlock_release, "SELECT granted,
 // retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)" is
 // distlock_lease_acquire, and a statement with a WITH clause is named by
-// its main statement with " (after WITH)" added; others by their first
-// words. The name is on one line: it goes into a table row.
+// its main statement with " (after WITH)" added, an UPDATE whose
+// RETURNING calls a function by that function with " (after UPDATE)"
+// added; others by their first words. The name is on one line: it goes
+// into a table row.
 func statementName(sql string) string {
 	s := strings.Join(strings.Fields(sql), " ")
 	if rest, ok := strings.CutPrefix(s, "WITH "); ok {
 		if i := strings.LastIndex(rest, ") SELECT "); i >= 0 {
 			return statementName(rest[i+2:]) + " (after WITH)"
+		}
+	}
+	if strings.HasPrefix(s, "UPDATE ") {
+		if i := strings.LastIndex(s, " RETURNING "); i >= 0 {
+			if name, _, ok := strings.Cut(s[i+len(" RETURNING "):], "("); ok && name != "" && !strings.Contains(name, " ") {
+				return name + " (after UPDATE)"
+			}
 		}
 	}
 	for _, verb := range []string{"SELECT ", "CALL "} {

@@ -43,7 +43,7 @@ var (
 	distlockPGSubject = Subject{
 		ID: "distlock-pg", Name: "distlock PostgreSQL, session mode (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
 		Settings: "pglock defaults over a pgx pool of 64 connections: the session advisory lock of hashtextextended(key, 0) on a pool connection kept for the grant, " +
-			"the token incremented in the same statement (distlock_acquire), a release that marks the grant released and unlocks in one statement (pg_advisory_unlock after a WITH); a waiter waits in the server's queue",
+			"the token incremented in the same statement (distlock_acquire), a release that marks the grant released and unlocks in one statement (an UPDATE whose RETURNING calls pg_advisory_unlock); a waiter waits in the server's queue",
 		Measures: Latency | Throughput | Contention,
 		Open:     openDistlockPG,
 		Counters: pgCounters,

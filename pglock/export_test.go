@@ -17,3 +17,7 @@ func OnGrabbed(t interface{ Cleanup(func()) }, f func()) {
 	grabbed = f
 	t.Cleanup(func() { grabbed = nil })
 }
+
+// ReleaseSQL is the session-mode release statement, for the cycle's
+// breakdown.
+const ReleaseSQL = releaseSQL

@@ -464,6 +464,39 @@ func TestReleaseReturnsConnection(t *testing.T) {
 	}
 }
 
+// A release whose key's row no longer names its grant (a lease-mode grant
+// of the key, which session mode does not exclude, took a token since)
+// still unlocks on its connection and gives it back to the pool, rather
+// than closing it.
+func TestReleaseAfterTokenMoved(t *testing.T) {
+	ctx, key := testCtx(t), "moved/"+t.Name()
+	b, err := pglock.New(newPool(t, server, "pool_max_conns=1"), pglock.WithLossGrace(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+	ll := acquire(t, newLeaseBackend(t, server.DSN), ctx, key, distlock.AcquireOptions{})
+	if ll.Token() <= l.Token() {
+		t.Fatalf("lease-mode token %d after %d", ll.Token(), l.Token())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := ll.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, next := range []*pglock.Backend{newBackend(t, server), b} {
+		l := acquire(t, next, ctx, key, distlock.AcquireOptions{})
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.Pool().Stat().NewConnsCount(); n != 1 {
+		t.Errorf("%d connections made, want the one, given back by the release", n)
+	}
+}
+
 // Close gives up the locks held, telling their holders, and ends a waiting
 // Acquire with ErrClosed.
 func TestClose(t *testing.T) {
