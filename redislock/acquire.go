@@ -76,12 +76,15 @@ type attempt struct {
 	waiterID string
 	waiter   string
 	opts     distlock.AcquireOptions
+	// rest is the value's end that the last try sent (see valueRest),
+	// passed by pointer: boxing a pointer allocates nothing.
+	rest string
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
 	secret := rand.Text()
 	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
-	a.args = boxArgs(&a.k, &a.secret)
+	a.args = boxArgs(&a.k)
 	return a
 }
 
@@ -183,13 +186,28 @@ func (a *attempt) acquireArgs(join bool) []any {
 	if join {
 		flags = b.acquireFlags[1]
 	}
+	a.rest = valueRest(time.Now(), a.opts.Owner)
 	args := []any{nil, nil, 6, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last,
-		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
+		a.args.held, b.millisArg(a.opts.TTL), &a.rest, flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]
 	}
 	args[len(args)-2], args[len(args)-1] = a.waiter, b.livenessArg
 	return args
+}
+
+// valueRest is the lock key's value after the token for a grant made at
+// now (the since field, informational) to owner, not yet waited for, as
+// acquire.lua takes it: "|<since ms>|0|<owner>".
+func valueRest(now time.Time, owner string) string {
+	var ms [20]byte
+	var sb strings.Builder
+	sb.Grow(len(ms) + len("||0|") + len(owner))
+	sb.WriteByte('|')
+	sb.Write(strconv.AppendInt(ms[:0], now.UnixMilli(), 10))
+	sb.WriteString("|0|")
+	sb.WriteString(owner)
+	return sb.String()
 }
 
 // parseAcquireReply checks acquire.lua's reply {status, value[, seen]}.

@@ -72,10 +72,15 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 	}
 	if abandon > 0 {
 		return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
-			args.secret, b.releaseFlags[1], id, ceilMillis(abandon)}
+			args.held, b.releaseFlags[1], id, ceilMillis(abandon)}
+	}
+	if waiter == "" {
+		// The common case: no waiter, and no argument for it.
+		return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
+			args.held, b.releaseFlags[0]}
 	}
 	return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
-		args.secret, b.releaseFlags[0], id}
+		args.held, b.releaseFlags[0], id}
 }
 
 // leaveQueue takes a waiter out of the queue (waking the next waiter

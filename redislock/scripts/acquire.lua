@@ -12,16 +12,18 @@
 --         secret there was released, and a copy of its request that
 --         arrives late (go-redis re-sent it after a read timeout, and the
 --         first copy lagged in the network) must not take the key again
--- ARGV[1] secret: the caller's unguessable owner value
+-- ARGV[1] "<secret>|": the caller's unguessable owner value and the
+--         separator that follows it in KEYS[1] (the start of the value)
 -- ARGV[2] TTL in milliseconds
--- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
--- ARGV[4] owner description (informational)
--- ARGV[5] flags, any of: "q" with the queue (without it, WithUnordered:
+-- ARGV[3] "|<since>|0|<owner>": the rest of the value after the token,
+--         <since> being the caller's clock, Unix ms, and <owner> the owner
+--         description (both informational)
+-- ARGV[4] flags, any of: "q" with the queue (without it, WithUnordered:
 --         the queue is ignored); "j" for a waiting try: join the queue when
 --         not granted (with a waiter id), and mark a held lock as waited
 --         for; "c" when PUBLISH counts every subscriber (a single server)
--- ARGV[6] waiter id ("<Backend id>:<random>"), if the attempt has one
--- ARGV[7] waiter liveness in milliseconds, with ARGV[6]
+-- ARGV[5] waiter id ("<Backend id>:<random>"), if the attempt has one
+-- ARGV[6] waiter liveness in milliseconds, with ARGV[5]
 --
 -- A waiter is woken on the channel <prefix>waiters:<Backend id>, the
 -- prefix being that of KEYS[1] (see queue.lua).
@@ -45,16 +47,21 @@
 
 local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
 
-local flags = ARGV[5]
+local prefix = ARGV[1]
+local flags = ARGV[4]
 local queued = string.find(flags, 'q', 1, true) ~= nil
 local waiting = string.find(flags, 'j', 1, true) ~= nil
-local id = ARGV[6]
+local id = ARGV[5]
 
 local function grant(waited)
-  -- Concatenation formats these integers exactly: they stay far below the
-  -- 14 significant digits of Lua's number-to-string conversion.
+  -- Concatenation formats the token exactly: it stays far below the 14
+  -- significant digits of Lua's number-to-string conversion.
   local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. ARGV[3] .. '|' .. waited .. '|' .. ARGV[4], 'PX', ARGV[2])
+  local rest = ARGV[3]
+  if waited then
+    rest = string.gsub(rest, '^(|[^|]*|)0', '%11', 1)
+  end
+  redis.call('SET', KEYS[1], prefix .. token .. rest, 'PX', ARGV[2])
   return {GRANTED, token}
 end
 
@@ -67,14 +74,14 @@ end
 -- released tells whether the key's last release was of this secret.
 local function released()
   local last = redis.call('GET', KEYS[6])
-  return last and string.sub(last, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
+  return last and string.find(last, prefix, 1, true) == 1
 end
 
 if n == 0 then
   if released() then
     return {TOO_LATE, 0}
   end
-  return grant('0')
+  return grant(false)
 end
 
 local v = redis.call('GET', KEYS[1])
@@ -82,8 +89,7 @@ if v then
   -- A re-sent request (the client retried after a lost reply), or a try
   -- of a waiter that the release woke late, finds its own grant: confirm
   -- it again with a full TTL.
-  local prefix = ARGV[1] .. '|'
-  if string.sub(v, 1, #prefix) == prefix then
+  if string.find(v, prefix, 1, true) == 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
   end
@@ -119,7 +125,7 @@ end
 local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
 if v or not id or (head and head ~= id) then
   if waiting and id then
-    local live = tonumber(ARGV[7])
+    local live = tonumber(ARGV[6])
     if not redis.call('ZSCORE', KEYS[3], id) then
       local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
       local seq = 1
@@ -142,14 +148,11 @@ if v or not id or (head and head ~= id) then
     return {HELD, pttl, seen}
   end
   if not head then
-    return grant('0')
+    return grant(false)
   end
   local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
   return {NOT_FIRST, math.max(1, deadline - now), seen}
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  return grant('1')
-end
-return grant('0')
+return grant(redis.call('EXISTS', KEYS[3]) == 1)

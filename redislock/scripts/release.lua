@@ -11,14 +11,16 @@
 -- KEYS[5] the lock's last release: the released grant's value, with the TTL
 --         it had left (the lock key renamed)
 -- KEYS[6] fencing counter
--- ARGV[1] secret of the grant to release
+-- ARGV[1] "<secret>|": the secret of the grant to release and the
+--         separator that follows it in the lock key's value
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
 --         waiter (without it, WithUnordered: publish on the key's release
 --         channel, the lock key's base .. ":released"); "f" to write the
 --         tombstone even when the grant is not held (abandon: acquire.lua
 --         then refuses a late request with secret); "c" when PUBLISH counts
 --         every subscriber (a single server)
--- ARGV[3] waiter to take out of the queue (as queue.lua writes it), or ""
+-- ARGV[3] waiter to take out of the queue (as queue.lua writes it): absent
+--         or "" for none
 -- ARGV[4] tombstone lifetime in milliseconds, with "f"
 --
 -- Returns (the names are those of scripts.go):
@@ -65,11 +67,11 @@ end
 
 local flags = ARGV[2]
 local force = string.find(flags, 'f', 1, true) ~= nil
-local prefix = ARGV[1] .. '|'
+local prefix = ARGV[1]
 local result = NOT_HELD
 local waited = false
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #prefix) == prefix then
+if v and string.find(v, prefix, 1, true) == 1 then
   if force then
     redis.call('DEL', KEYS[1])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
@@ -77,17 +79,22 @@ if v and string.sub(v, 1, #prefix) == prefix then
     redis.call('RENAME', KEYS[1], KEYS[5])
   end
   result = RELEASED
-  waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
+  -- The value goes on "<token>|<since>|<waited>|<owner>": waited is the
+  -- byte after the second '|' past the prefix (found without a pattern,
+  -- which costs more). A value of another form counts as waited for.
+  local i = string.find(v, '|', #prefix + 1, true)
+  i = i and string.find(v, '|', i + 1, true)
+  waited = not i or string.byte(v, i + 1) ~= 48 -- '0'
 elseif force then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
 else
   local last = redis.call('GET', KEYS[5])
-  if last and string.sub(last, 1, #prefix) == prefix then
+  if last and string.find(last, prefix, 1, true) == 1 then
     result = ALREADY_RELEASED
   end
 end
 
-local id = ARGV[3]
+local id = ARGV[3] or ''
 if id ~= '' then
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
