@@ -5,12 +5,13 @@
 -- that request did or will do.
 --
 -- KEYS[1] lock key
--- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
+-- KEYS[2] the lock's last release: the released grant's value, with the TTL
+--         it had left (the lock key renamed)
 -- KEYS[3] waiter queue (ZSET)
 -- KEYS[4] waiter liveness (ZSET)
--- KEYS[5] the lock's last release: the released grant's value, with the TTL
---         it had left (the lock key renamed)
--- KEYS[6] fencing counter
+-- KEYS[5] fencing counter
+-- KEYS[6] tombstone of this grant ("<lock base>:released:<secret>"), with
+--         "f" only: a release that is not an abandon declares five keys
 -- ARGV[1] "<secret>|": the secret of the grant to release and the
 --         separator that follows it in the lock key's value
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
@@ -50,7 +51,7 @@ local function hand_off(now, counted)
     redis.call('ZREM', KEYS[3], head)
     redis.call('ZREM', KEYS[4], head)
     if wid then
-      local token = redis.call('INCR', KEYS[6])
+      local token = redis.call('INCR', KEYS[5])
       -- Less a millisecond: both times are whole milliseconds.
       local waited = now - (deadline - tonumber(live)) - 1
       local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
@@ -74,9 +75,9 @@ local v = redis.call('GET', KEYS[1])
 if v and string.find(v, prefix, 1, true) == 1 then
   if force then
     redis.call('DEL', KEYS[1])
-    redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+    redis.call('SET', KEYS[6], '1', 'PX', ARGV[4])
   else
-    redis.call('RENAME', KEYS[1], KEYS[5])
+    redis.call('RENAME', KEYS[1], KEYS[2])
   end
   result = RELEASED
   -- The value goes on "<token>|<since>|<waited>|<owner>": waited is the
@@ -86,9 +87,9 @@ if v and string.find(v, prefix, 1, true) == 1 then
   i = i and string.find(v, '|', i + 1, true)
   waited = not i or string.byte(v, i + 1) ~= 48 -- '0'
 elseif force then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+  redis.call('SET', KEYS[6], '1', 'PX', ARGV[4])
 else
-  local last = redis.call('GET', KEYS[5])
+  local last = redis.call('GET', KEYS[2])
   if last and string.find(last, prefix, 1, true) == 1 then
     result = ALREADY_RELEASED
   end
