@@ -7,6 +7,7 @@ package redislock
 import (
 	"context"
 	_ "embed"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,14 +29,29 @@ var (
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
-	// sweep (queue.lua) is written once and prepended to the two scripts
-	// that walk the queue.
-	acquireScript = newScript(queueLua + acquireLua)
-	releaseScript = newScript(queueLua + releaseLua)
+	// sweep (queue.lua) is written once and inserted into the two scripts
+	// that walk the queue (see withQueue).
+	acquireScript = newScript(withQueue(acquireLua))
+	releaseScript = newScript(withQueue(releaseLua))
 	refreshScript = redis.NewScript(refreshLua)
 	refreshMany   = redis.NewScript(refreshManyLua)
 	fenceScript   = redis.NewScript(fenceLua)
 )
+
+// queueMarker is the line of acquire.lua and release.lua where queue.lua
+// goes: after their common path, which returns before any function is
+// defined.
+const queueMarker = "--[[queue.lua]]\n"
+
+// withQueue returns src with queue.lua in place of its queueMarker line.
+// It panics if src has none: both scripts are embedded, so that is a
+// mistake in this package, shown when it is loaded.
+func withQueue(src string) string {
+	if !strings.Contains(src, queueMarker) {
+		panic("redislock: a script lacks the line " + strings.TrimSpace(queueMarker))
+	}
+	return strings.Replace(src, queueMarker, queueLua, 1)
+}
 
 // script is a Lua script called through runScript, with its source and
 // hash converted to interface values once.

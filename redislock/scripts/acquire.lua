@@ -42,20 +42,44 @@
 --                        Acquire gave up and cleaned up, or after its
 --                        grant was released; it does nothing
 --
--- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
--- that nobody waits for: one EXISTS, GET, INCR and SET.
+-- Written for the common case, a free key that nobody waits for: one
+-- EXISTS, GET, INCR and SET, before anything else is defined (each
+-- function definition makes a closure, at every call). The queue's
+-- functions, first_live and wake_prefix (queue.lua), are inserted after
+-- that, where the marker line below stands.
 
 local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
 
 local prefix = ARGV[1]
 local flags = ARGV[4]
 local queued = string.find(flags, 'q', 1, true) ~= nil
+
+local n
+if queued then
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3])
+else
+  n = redis.call('EXISTS', KEYS[1], KEYS[5])
+end
+if n == 0 then
+  -- Free, no tombstone, nobody queued: grant, unless the key's last
+  -- release was of this secret (as released and grant below do).
+  local last = redis.call('GET', KEYS[6])
+  if last and string.find(last, prefix, 1, true) == 1 then
+    return {TOO_LATE, 0}
+  end
+  -- Concatenation formats the token exactly: it stays far below the 14
+  -- significant digits of Lua's number-to-string conversion.
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], prefix .. token .. ARGV[3], 'PX', ARGV[2])
+  return {GRANTED, token}
+end
+
+--[[queue.lua]]
+
 local waiting = string.find(flags, 'j', 1, true) ~= nil
 local id = ARGV[5]
 
 local function grant(waited)
-  -- Concatenation formats the token exactly: it stays far below the 14
-  -- significant digits of Lua's number-to-string conversion.
   local token = redis.call('INCR', KEYS[2])
   local rest = ARGV[3]
   if waited then
@@ -65,23 +89,10 @@ local function grant(waited)
   return {GRANTED, token}
 end
 
-local n
-if queued then
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3])
-else
-  n = redis.call('EXISTS', KEYS[1], KEYS[5])
-end
 -- released tells whether the key's last release was of this secret.
 local function released()
   local last = redis.call('GET', KEYS[6])
   return last and string.find(last, prefix, 1, true) == 1
-end
-
-if n == 0 then
-  if released() then
-    return {TOO_LATE, 0}
-  end
-  return grant(false)
 end
 
 local v = redis.call('GET', KEYS[1])

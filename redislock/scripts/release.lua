@@ -30,41 +30,13 @@
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
 --                       taken over (or, with "f", never existed)
 --
--- first_live and wake_prefix come from queue.lua. Written for the common case, a lock
--- that nobody waited for: one GET and one RENAME.
+-- Written for the common case, a lock that nobody waited for: one GET
+-- and one RENAME, before anything else is defined (each function
+-- definition makes a closure, at every call). The queue's functions,
+-- first_live and wake_prefix (queue.lua), are inserted after that, where
+-- the marker line below stands.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
-
--- hand_off grants the free lock to the first live waiter: it draws the
--- waiter's token, sets the lock with the waiter's secret, TTL and owner,
--- and publishes "<id>|<token>|<ms>" on its wake channel, ms being the
--- server's time since the waiter last refreshed its place (the waiter
--- counts its validity from when it sent that refresh, plus ms). The
--- waiter's own try is not needed: one request per hand-off. A waiter
--- nobody hears (counted) is dropped, and the next one served.
-local function hand_off(now, counted)
-  local wake = wake_prefix(KEYS[1])
-  local head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
-  while head do
-    local wid, secret, ttl, live, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')
-    local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
-    redis.call('ZREM', KEYS[3], head)
-    redis.call('ZREM', KEYS[4], head)
-    if wid then
-      local token = redis.call('INCR', KEYS[5])
-      -- Less a millisecond: both times are whole milliseconds.
-      local waited = now - (deadline - tonumber(live)) - 1
-      local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
-      if heard > 0 or not counted then
-        local more = '0'
-        if redis.call('EXISTS', KEYS[3]) == 1 then more = '1' end
-        redis.call('SET', KEYS[1], secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
-        return
-      end
-    end
-    head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
-  end
-end
 
 local flags = ARGV[2]
 local force = string.find(flags, 'f', 1, true) ~= nil
@@ -104,13 +76,48 @@ end
 -- Hand the lock to the next waiter (with WithUnordered, wake them all)
 -- when it became free and someone waited for it, or when a waiter left a
 -- queue whose lock is free (it may have been first in line).
-if (result == RELEASED and waited) or (id ~= '' and not v) then
-  if string.find(flags, 'q', 1, true) then
-    local t = redis.call('TIME')
-    local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
-  else
-    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
+if not ((result == RELEASED and waited) or (id ~= '' and not v)) then
+  return result
+end
+
+--[[queue.lua]]
+
+-- hand_off grants the free lock to the first live waiter: it draws the
+-- waiter's token, sets the lock with the waiter's secret, TTL and owner,
+-- and publishes "<id>|<token>|<ms>" on its wake channel, ms being the
+-- server's time since the waiter last refreshed its place (the waiter
+-- counts its validity from when it sent that refresh, plus ms). The
+-- waiter's own try is not needed: one request per hand-off. A waiter
+-- nobody hears (counted) is dropped, and the next one served.
+local function hand_off(now, counted)
+  local wake = wake_prefix(KEYS[1])
+  local head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
+  while head do
+    local wid, secret, ttl, live, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+    if wid then
+      local token = redis.call('INCR', KEYS[5])
+      -- Less a millisecond: both times are whole milliseconds.
+      local waited = now - (deadline - tonumber(live)) - 1
+      local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
+      if heard > 0 or not counted then
+        local more = '0'
+        if redis.call('EXISTS', KEYS[3]) == 1 then more = '1' end
+        redis.call('SET', KEYS[1], secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
+        return
+      end
+    end
+    head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
   end
+end
+
+if string.find(flags, 'q', 1, true) then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
+else
+  redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
 end
 return result
