@@ -210,8 +210,13 @@ func valueRest(now time.Time, owner string) string {
 	return sb.String()
 }
 
-// parseAcquireReply checks acquire.lua's reply {status, value[, seen]}.
-func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
+// parseAcquireReply checks acquire.lua's reply: a token, or {status,
+// value[, seen]}.
+func parseAcquireReply(reply any) (status, val int64, seen uint64, ok bool) {
+	if token, isInt := reply.(int64); isInt {
+		return acquireGranted, token, 0, token > 0 // tokens start at 1
+	}
+	res, _ := reply.([]any)
 	if len(res) != 2 && len(res) != 3 {
 		return 0, 0, 0, false
 	}
@@ -227,8 +232,6 @@ func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
 	switch {
 	case !ok1 || !ok2:
 		return 0, 0, 0, false
-	case s == acquireGranted:
-		ok = v > 0 // tokens start at 1
 	case s == acquireHeld, s == acquireNotFirst, s == acquireTooLate:
 		ok = true
 	}
@@ -237,10 +240,10 @@ func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
 
 // send runs the acquire script, and with WithWaitReplicas the WAIT that
 // confirms a grant.
-func (a *attempt) send(ctx context.Context, args []any) ([]any, error) {
+func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	b := a.b
 	if b.cfg.waitReplicas == 0 {
-		res, err := runScript(ctx, b.client, acquireScript, args).Slice()
+		res, err := runScript(ctx, b.client, acquireScript, args).Result()
 		return res, classify(ctx, "", err)
 	}
 	// The script and WAIT go over one connection to the key's primary:
@@ -257,11 +260,11 @@ func (a *attempt) send(ctx context.Context, args []any) ([]any, error) {
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := runScript(ctx, conn, acquireScript, args).Slice()
+	res, err := runScript(ctx, conn, acquireScript, args).Result()
 	if err != nil {
 		return nil, classify(ctx, "", err)
 	}
-	if len(res) == 0 || res[0] != int64(acquireGranted) {
+	if _, granted := res.(int64); !granted {
 		return res, nil
 	}
 	n, err := conn.Wait(ctx, b.cfg.waitReplicas, b.cfg.waitTimeout).Result()

@@ -88,10 +88,11 @@ func runScript(ctx context.Context, c processor, s *script, args []any) *redis.C
 	return cmd
 }
 
-// Statuses of acquire.lua, the first element of its reply {status, value}.
+// Statuses of acquire.lua, the first element of its reply {status, value};
+// a grant's reply is the bare token, read as acquireGranted.
 const (
 	acquireHeld     = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
-	acquireGranted  = 1 // GRANTED: value is the token
+	acquireGranted  = 1 // granted: the token
 	acquireNotFirst = 2 // NOT_FIRST: free, another waiter first; value is ms to its liveness deadline
 	acquireTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
 )

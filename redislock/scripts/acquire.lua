@@ -28,8 +28,10 @@
 -- A waiter is woken on the channel <prefix>waiters:<Backend id>, the
 -- prefix being that of KEYS[1] (see queue.lua).
 --
--- Returns {status, value} (the names are those of scripts.go):
---   {GRANTED 1, token}   granted (or granted again to a re-sent request)
+-- Returns the token when granted (or granted again to a re-sent request),
+-- a bare integer (the reply of the common case, which costs less than an
+-- array on both ends), and otherwise {status, value} (the names are those
+-- of scripts.go):
 --   {HELD 0, pttl}       held by another grant; pttl is -1 for a lock
 --                        without expiry
 --   {NOT_FIRST 2, ms}    free, but another waiter is first in line
@@ -48,7 +50,7 @@
 -- functions, first_live and wake_prefix (queue.lua), are inserted after
 -- that, where the marker line below stands.
 
-local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
+local HELD, NOT_FIRST, TOO_LATE = 0, 2, 3
 
 local prefix = ARGV[1]
 local flags = ARGV[4]
@@ -71,7 +73,7 @@ if n == 0 then
   -- significant digits of Lua's number-to-string conversion.
   local token = redis.call('INCR', KEYS[2])
   redis.call('SET', KEYS[1], prefix .. token .. ARGV[3], 'PX', ARGV[2])
-  return {GRANTED, token}
+  return token
 end
 
 --[[queue.lua]]
@@ -86,7 +88,7 @@ local function grant(waited)
     rest = string.gsub(rest, '^(|[^|]*|)0', '%11', 1)
   end
   redis.call('SET', KEYS[1], prefix .. token .. rest, 'PX', ARGV[2])
-  return {GRANTED, token}
+  return token
 end
 
 -- released tells whether the key's last release was of this secret.
@@ -102,7 +104,7 @@ if v then
   -- it again with a full TTL.
   if string.find(v, prefix, 1, true) == 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
+    return tonumber(string.match(v, '^[^|]*|(%d+)|'))
   end
   n = n - 1
 end
