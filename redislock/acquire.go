@@ -76,12 +76,15 @@ type attempt struct {
 	waiterID string
 	waiter   string
 	opts     distlock.AcquireOptions
+	// rest is the value's end that the last try sent (see valueRest),
+	// passed by pointer: boxing a pointer allocates nothing.
+	rest string
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
 	secret := rand.Text()
 	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
-	a.args = boxArgs(&a.k, &a.secret)
+	a.args = boxArgs(&a.k)
 	return a
 }
 
@@ -183,8 +186,9 @@ func (a *attempt) acquireArgs(join bool) []any {
 	if join {
 		flags = b.acquireFlags[1]
 	}
+	a.rest = valueRest(time.Now(), a.opts.Owner)
 	args := []any{nil, nil, 6, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last,
-		a.args.secret, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), b.ownerArg(a.opts.Owner), flags, nil, nil}
+		a.args.held, b.millisArg(a.opts.TTL), &a.rest, flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]
 	}
@@ -192,8 +196,27 @@ func (a *attempt) acquireArgs(join bool) []any {
 	return args
 }
 
-// parseAcquireReply checks acquire.lua's reply {status, value[, seen]}.
-func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
+// valueRest is the lock key's value after the token for a grant made at
+// now (the since field, informational) to owner, not yet waited for, as
+// acquire.lua takes it: "|<since ms>|0|<owner>".
+func valueRest(now time.Time, owner string) string {
+	var ms [20]byte
+	var sb strings.Builder
+	sb.Grow(len(ms) + len("||0|") + len(owner))
+	sb.WriteByte('|')
+	sb.Write(strconv.AppendInt(ms[:0], now.UnixMilli(), 10))
+	sb.WriteString("|0|")
+	sb.WriteString(owner)
+	return sb.String()
+}
+
+// parseAcquireReply checks acquire.lua's reply: a token, or {status,
+// value[, seen]}.
+func parseAcquireReply(reply any) (status, val int64, seen uint64, ok bool) {
+	if token, isInt := reply.(int64); isInt {
+		return acquireGranted, token, 0, token > 0 // tokens start at 1
+	}
+	res, _ := reply.([]any)
 	if len(res) != 2 && len(res) != 3 {
 		return 0, 0, 0, false
 	}
@@ -209,8 +232,6 @@ func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
 	switch {
 	case !ok1 || !ok2:
 		return 0, 0, 0, false
-	case s == acquireGranted:
-		ok = v > 0 // tokens start at 1
 	case s == acquireHeld, s == acquireNotFirst, s == acquireTooLate:
 		ok = true
 	}
@@ -219,10 +240,10 @@ func parseAcquireReply(res []any) (status, val int64, seen uint64, ok bool) {
 
 // send runs the acquire script, and with WithWaitReplicas the WAIT that
 // confirms a grant.
-func (a *attempt) send(ctx context.Context, args []any) ([]any, error) {
+func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	b := a.b
 	if b.cfg.waitReplicas == 0 {
-		res, err := runScript(ctx, b.client, acquireScript, args).Slice()
+		res, err := runScript(ctx, b.client, acquireScript, args).Result()
 		return res, classify(ctx, "", err)
 	}
 	// The script and WAIT go over one connection to the key's primary:
@@ -239,11 +260,11 @@ func (a *attempt) send(ctx context.Context, args []any) ([]any, error) {
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := runScript(ctx, conn, acquireScript, args).Slice()
+	res, err := runScript(ctx, conn, acquireScript, args).Result()
 	if err != nil {
 		return nil, classify(ctx, "", err)
 	}
-	if len(res) == 0 || res[0] != int64(acquireGranted) {
+	if _, granted := res.(int64); !granted {
 		return res, nil
 	}
 	n, err := conn.Wait(ctx, b.cfg.waitReplicas, b.cfg.waitTimeout).Result()

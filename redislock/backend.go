@@ -41,13 +41,12 @@ type Backend struct {
 	// Script arguments that are the same for every call, converted to
 	// interface values once: the flags of acquire.lua (a single try, a
 	// waiting try) and release.lua (a release, an abandon), and the
-	// liveness. millisArg and ownerArg keep the last TTL and owner
-	// converted (a Client passes the same ones every time).
+	// liveness. millisArg keeps the last TTL converted (a Client passes
+	// the same one every time).
 	acquireFlags [2]any
 	releaseFlags [2]any
 	livenessArg  any
 	lastTTL      atomic.Pointer[cachedTTL]
-	lastOwner    atomic.Pointer[cachedOwner]
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
 	// wg counts the clean-ups retried in the background (see abandon).
@@ -74,11 +73,6 @@ type cachedTTL struct {
 	arg any
 }
 
-type cachedOwner struct {
-	owner string
-	arg   any
-}
-
 // millisArg returns ceilMillis(ttl) as an interface value.
 func (b *Backend) millisArg(ttl time.Duration) any {
 	if p := b.lastTTL.Load(); p != nil && p.ttl == ttl {
@@ -86,16 +80,6 @@ func (b *Backend) millisArg(ttl time.Duration) any {
 	}
 	p := &cachedTTL{ttl: ttl, arg: ceilMillis(ttl)}
 	b.lastTTL.Store(p)
-	return p.arg
-}
-
-// ownerArg returns owner as an interface value.
-func (b *Backend) ownerArg(owner string) any {
-	if p := b.lastOwner.Load(); p != nil && p.owner == owner {
-		return p.arg
-	}
-	p := &cachedOwner{owner: owner, arg: owner}
-	b.lastOwner.Store(p)
 	return p.arg
 }
 

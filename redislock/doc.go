@@ -219,6 +219,12 @@
 // Delete a counter only with the knowledge that tokens for that key restart
 // at 1.
 //
+// The layout, the grant's value and the queue's members are what Backends
+// of different versions share: the scripts that read and write them may
+// change (each version loads its own), the layout does not without a note
+// here, so Backends of an older and a newer version can run against the
+// same keys during a rolling upgrade.
+//
 // # Goroutines and connections
 //
 // A Backend is safe for concurrent use. It opens one pub/sub connection,

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,3 +57,27 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 
 // WakeChannel is the pub/sub channel on which b's queued waiters are woken.
 func WakeChannel(b *Backend) string { return b.wakeChannel }
+
+// LeaseSecret is the secret of a lease of this package.
+func LeaseSecret(l distlock.Lease) string { return l.(*lease).secret }
+
+// TryWithSecret runs one try of an attempt on key whose secret is secret,
+// and says how it ended: "granted" (the grant is released again), "held",
+// "not first", "too late" or the error.
+func TryWithSecret(ctx context.Context, b *Backend, key, secret string, opts distlock.AcquireOptions) string {
+	a := b.newAttempt(key, opts)
+	a.secret = secret
+	a.k = b.keysFor(key, secret)
+	a.args = boxArgs(&a.k)
+	l, r, err := a.try(ctx, false)
+	switch {
+	case errors.Is(err, errTooLate):
+		return "too late"
+	case err != nil:
+		return err.Error()
+	case l != nil:
+		_ = l.Release(ctx)
+		return "granted"
+	}
+	return r.why
+}

@@ -57,7 +57,9 @@ func keyTag(rkey string) string {
 }
 
 // lockKeys are the Redis names used by one grant of a lock (tomb is the
-// grant's own).
+// grant's own), and held, the start of the lock key's value while the grant
+// holds it: its secret and the '|' after it, which the scripts compare
+// values with.
 type lockKeys struct {
 	lock    string
 	token   string
@@ -66,10 +68,12 @@ type lockKeys struct {
 	channel string
 	tomb    string
 	last    string
+	held    string
 }
 
-// keysFor returns the names of the lock on key for the grant with secret.
-// They are substrings of one string: one allocation for all of them.
+// keysFor returns the names of the lock on key for the grant with secret,
+// and the grant's value prefix. They are substrings of one string: one
+// allocation for all of them.
 func (b *Backend) keysFor(key, secret string) lockKeys {
 	base := [...]string{b.cfg.prefix, "{", tagEscaper.Replace(key), "}"}
 	n := 0
@@ -78,7 +82,7 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 	}
 	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast}
 	var sb strings.Builder
-	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast) + len(secret))
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast) + 2*len(secret) + 1)
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		for _, s := range base {
@@ -87,6 +91,9 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		sb.WriteString(suffix)
 		ends[i] = sb.Len()
 	}
+	held := sb.Len()
+	sb.WriteString(secret)
+	sb.WriteByte('|')
 	all := sb.String()
 	at := func(i int) string {
 		if i == 0 {
@@ -94,7 +101,7 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		}
 		return all[ends[i-1]:ends[i]]
 	}
-	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6)}
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6), held: all[held:]}
 }
 
 // scriptArgs are the arguments that every script call of one grant
@@ -105,13 +112,13 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 // command with cmd.String shows them as addresses: the secret among them
 // stays out of such logs and traces.)
 type scriptArgs struct {
-	lock, token, queue, alive, tomb, last, secret any
+	lock, token, queue, alive, tomb, last, held any
 }
 
-// boxArgs makes the scriptArgs of k and secret, which must not change
-// afterwards (the attempt's own fields: they live as long as its leases).
-func boxArgs(k *lockKeys, secret *string) scriptArgs {
-	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, secret: secret}
+// boxArgs makes the scriptArgs of k, which must not change afterwards (the
+// attempt's own field: it lives as long as its leases).
+func boxArgs(k *lockKeys) scriptArgs {
+	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, held: &k.held}
 }
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.

@@ -29,9 +29,12 @@ func FuzzHashTag(f *testing.F) {
 		b := &Backend{cfg: config{prefix: DefaultPrefix}}
 		k := b.keysFor(key, "s")
 		base := DefaultPrefix + tag
-		want := []string{base + ":lock", base + ":token", base + ":queue", base + ":alive", base + ":released", base + ":released:s"}
-		if got := []string{k.lock, k.token, k.queue, k.alive, k.channel, k.tomb}; strings.Join(got, " ") != strings.Join(want, " ") {
+		want := []string{base + ":lock", base + ":token", base + ":queue", base + ":alive", base + ":released", base + ":released:s", base + ":last"}
+		if got := []string{k.lock, k.token, k.queue, k.alive, k.channel, k.tomb, k.last}; strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("keysFor(%q) = %q, want %q", key, got, want)
+		}
+		if k.held != "s|" {
+			t.Fatalf("keysFor(%q, \"s\").held = %q, want \"s|\"", key, k.held)
 		}
 		for _, rk := range want {
 			if keyTag(rk) != inner {

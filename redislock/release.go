@@ -71,11 +71,17 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 		id = waiter
 	}
 	if abandon > 0 {
-		return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
-			args.secret, b.releaseFlags[1], id, ceilMillis(abandon)}
+		return []any{nil, nil, 6, args.lock, args.last, args.queue, args.alive, args.token, args.tomb,
+			args.held, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
-	return []any{nil, nil, 6, args.lock, args.tomb, args.queue, args.alive, args.last, args.token,
-		args.secret, b.releaseFlags[0], id}
+	// A release leaves the tombstone out of its keys.
+	if waiter == "" {
+		// The common case: no waiter, and no argument for it.
+		return []any{nil, nil, 5, args.lock, args.last, args.queue, args.alive, args.token,
+			args.held, b.releaseFlags[0]}
+	}
+	return []any{nil, nil, 5, args.lock, args.last, args.queue, args.alive, args.token,
+		args.held, b.releaseFlags[0], id}
 }
 
 // leaveQueue takes a waiter out of the queue (waking the next waiter

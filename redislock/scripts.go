@@ -7,6 +7,7 @@ package redislock
 import (
 	"context"
 	_ "embed"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,14 +29,29 @@ var (
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
-	// sweep (queue.lua) is written once and prepended to the two scripts
-	// that walk the queue.
-	acquireScript = newScript(queueLua + acquireLua)
-	releaseScript = newScript(queueLua + releaseLua)
+	// sweep (queue.lua) is written once and inserted into the two scripts
+	// that walk the queue (see withQueue).
+	acquireScript = newScript(withQueue(acquireLua))
+	releaseScript = newScript(withQueue(releaseLua))
 	refreshScript = redis.NewScript(refreshLua)
 	refreshMany   = redis.NewScript(refreshManyLua)
 	fenceScript   = redis.NewScript(fenceLua)
 )
+
+// queueMarker is the line of acquire.lua and release.lua where queue.lua
+// goes: after their common path, which returns before any function is
+// defined.
+const queueMarker = "--[[queue.lua]]\n"
+
+// withQueue returns src with queue.lua in place of its queueMarker line.
+// It panics if src has none: both scripts are embedded, so that is a
+// mistake in this package, shown when it is loaded.
+func withQueue(src string) string {
+	if !strings.Contains(src, queueMarker) {
+		panic("redislock: a script lacks the line " + strings.TrimSpace(queueMarker))
+	}
+	return strings.Replace(src, queueMarker, queueLua, 1)
+}
 
 // script is a Lua script called through runScript, with its source and
 // hash converted to interface values once.
@@ -72,10 +88,11 @@ func runScript(ctx context.Context, c processor, s *script, args []any) *redis.C
 	return cmd
 }
 
-// Statuses of acquire.lua, the first element of its reply {status, value}.
+// Statuses of acquire.lua, the first element of its reply {status, value};
+// a grant's reply is the bare token, read as acquireGranted.
 const (
 	acquireHeld     = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
-	acquireGranted  = 1 // GRANTED: value is the token
+	acquireGranted  = 1 // granted: the token
 	acquireNotFirst = 2 // NOT_FIRST: free, another waiter first; value is ms to its liveness deadline
 	acquireTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
 )

@@ -12,22 +12,26 @@
 --         secret there was released, and a copy of its request that
 --         arrives late (go-redis re-sent it after a read timeout, and the
 --         first copy lagged in the network) must not take the key again
--- ARGV[1] secret: the caller's unguessable owner value
+-- ARGV[1] "<secret>|": the caller's unguessable owner value and the
+--         separator that follows it in KEYS[1] (the start of the value)
 -- ARGV[2] TTL in milliseconds
--- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
--- ARGV[4] owner description (informational)
--- ARGV[5] flags, any of: "q" with the queue (without it, WithUnordered:
+-- ARGV[3] "|<since>|0|<owner>": the rest of the value after the token,
+--         <since> being the caller's clock, Unix ms, and <owner> the owner
+--         description (both informational)
+-- ARGV[4] flags, any of: "q" with the queue (without it, WithUnordered:
 --         the queue is ignored); "j" for a waiting try: join the queue when
 --         not granted (with a waiter id), and mark a held lock as waited
 --         for; "c" when PUBLISH counts every subscriber (a single server)
--- ARGV[6] waiter id ("<Backend id>:<random>"), if the attempt has one
--- ARGV[7] waiter liveness in milliseconds, with ARGV[6]
+-- ARGV[5] waiter id ("<Backend id>:<random>"), if the attempt has one
+-- ARGV[6] waiter liveness in milliseconds, with ARGV[5]
 --
 -- A waiter is woken on the channel <prefix>waiters:<Backend id>, the
 -- prefix being that of KEYS[1] (see queue.lua).
 --
--- Returns {status, value} (the names are those of scripts.go):
---   {GRANTED 1, token}   granted (or granted again to a re-sent request)
+-- Returns the token when granted (or granted again to a re-sent request),
+-- a bare integer (the reply of the common case, which costs less than an
+-- array on both ends), and otherwise {status, value} (the names are those
+-- of scripts.go):
 --   {HELD 0, pttl}       held by another grant; pttl is -1 for a lock
 --                        without expiry
 --   {NOT_FIRST 2, ms}    free, but another waiter is first in line
@@ -40,23 +44,17 @@
 --                        Acquire gave up and cleaned up, or after its
 --                        grant was released; it does nothing
 --
--- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
--- that nobody waits for: one EXISTS, GET, INCR and SET.
+-- Written for the common case, a free key that nobody waits for: one
+-- EXISTS, GET, INCR and SET, before anything else is defined (each
+-- function definition makes a closure, at every call). The queue's
+-- functions, first_live and wake_prefix (queue.lua), are inserted after
+-- that, where the marker line below stands.
 
-local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
+local HELD, NOT_FIRST, TOO_LATE = 0, 2, 3
 
-local flags = ARGV[5]
+local prefix = ARGV[1]
+local flags = ARGV[4]
 local queued = string.find(flags, 'q', 1, true) ~= nil
-local waiting = string.find(flags, 'j', 1, true) ~= nil
-local id = ARGV[6]
-
-local function grant(waited)
-  -- Concatenation formats these integers exactly: they stay far below the
-  -- 14 significant digits of Lua's number-to-string conversion.
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. ARGV[3] .. '|' .. waited .. '|' .. ARGV[4], 'PX', ARGV[2])
-  return {GRANTED, token}
-end
 
 local n
 if queued then
@@ -64,17 +62,39 @@ if queued then
 else
   n = redis.call('EXISTS', KEYS[1], KEYS[5])
 end
+if n == 0 then
+  -- Free, no tombstone, nobody queued: grant, unless the key's last
+  -- release was of this secret (as released and grant below do).
+  local last = redis.call('GET', KEYS[6])
+  if last and string.find(last, prefix, 1, true) == 1 then
+    return {TOO_LATE, 0}
+  end
+  -- Concatenation formats the token exactly: it stays far below the 14
+  -- significant digits of Lua's number-to-string conversion.
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], prefix .. token .. ARGV[3], 'PX', ARGV[2])
+  return token
+end
+
+--[[queue.lua]]
+
+local waiting = string.find(flags, 'j', 1, true) ~= nil
+local id = ARGV[5]
+
+local function grant(waited)
+  local token = redis.call('INCR', KEYS[2])
+  local rest = ARGV[3]
+  if waited then
+    rest = string.gsub(rest, '^(|[^|]*|)0', '%11', 1)
+  end
+  redis.call('SET', KEYS[1], prefix .. token .. rest, 'PX', ARGV[2])
+  return token
+end
+
 -- released tells whether the key's last release was of this secret.
 local function released()
   local last = redis.call('GET', KEYS[6])
-  return last and string.sub(last, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
-end
-
-if n == 0 then
-  if released() then
-    return {TOO_LATE, 0}
-  end
-  return grant('0')
+  return last and string.find(last, prefix, 1, true) == 1
 end
 
 local v = redis.call('GET', KEYS[1])
@@ -82,10 +102,9 @@ if v then
   -- A re-sent request (the client retried after a lost reply), or a try
   -- of a waiter that the release woke late, finds its own grant: confirm
   -- it again with a full TTL.
-  local prefix = ARGV[1] .. '|'
-  if string.sub(v, 1, #prefix) == prefix then
+  if string.find(v, prefix, 1, true) == 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
+    return tonumber(string.match(v, '^[^|]*|(%d+)|'))
   end
   n = n - 1
 end
@@ -119,7 +138,7 @@ end
 local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
 if v or not id or (head and head ~= id) then
   if waiting and id then
-    local live = tonumber(ARGV[7])
+    local live = tonumber(ARGV[6])
     if not redis.call('ZSCORE', KEYS[3], id) then
       local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
       local seq = 1
@@ -142,14 +161,11 @@ if v or not id or (head and head ~= id) then
     return {HELD, pttl, seen}
   end
   if not head then
-    return grant('0')
+    return grant(false)
   end
   local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
   return {NOT_FIRST, math.max(1, deadline - now), seen}
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  return grant('1')
-end
-return grant('0')
+return grant(redis.call('EXISTS', KEYS[3]) == 1)

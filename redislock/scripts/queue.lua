@@ -1,6 +1,7 @@
 -- queue.lua: the waiter queue's sweep, shared by acquire.lua and release.lua.
--- Redis runs every script on its own, so this file is prepended to both
--- when they are loaded (see scripts.go); it only defines a function.
+-- Redis runs every script on its own, so this file is inserted into both
+-- when they are loaded, after their common path (see scripts.go); it only
+-- defines functions.
 --
 -- wake_prefix(lock) is the prefix of the wake channels of the lock whose
 -- lock key is lock: the key's prefix (before the hash tag) .. "waiters:".

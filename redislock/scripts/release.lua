@@ -5,20 +5,23 @@
 -- that request did or will do.
 --
 -- KEYS[1] lock key
--- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
+-- KEYS[2] the lock's last release: the released grant's value, with the TTL
+--         it had left (the lock key renamed)
 -- KEYS[3] waiter queue (ZSET)
 -- KEYS[4] waiter liveness (ZSET)
--- KEYS[5] the lock's last release: the released grant's value, with the TTL
---         it had left (the lock key renamed)
--- KEYS[6] fencing counter
--- ARGV[1] secret of the grant to release
+-- KEYS[5] fencing counter
+-- KEYS[6] tombstone of this grant ("<lock base>:released:<secret>"), with
+--         "f" only: a release that is not an abandon declares five keys
+-- ARGV[1] "<secret>|": the secret of the grant to release and the
+--         separator that follows it in the lock key's value
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
 --         waiter (without it, WithUnordered: publish on the key's release
 --         channel, the lock key's base .. ":released"); "f" to write the
 --         tombstone even when the grant is not held (abandon: acquire.lua
 --         then refuses a late request with secret); "c" when PUBLISH counts
 --         every subscriber (a single server)
--- ARGV[3] waiter to take out of the queue (as queue.lua writes it), or ""
+-- ARGV[3] waiter to take out of the queue (as queue.lua writes it): absent
+--         or "" for none
 -- ARGV[4] tombstone lifetime in milliseconds, with "f"
 --
 -- Returns (the names are those of scripts.go):
@@ -27,10 +30,57 @@
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
 --                       taken over (or, with "f", never existed)
 --
--- first_live and wake_prefix come from queue.lua. Written for the common case, a lock
--- that nobody waited for: one GET and one RENAME.
+-- Written for the common case, a lock that nobody waited for: one GET
+-- and one RENAME, before anything else is defined (each function
+-- definition makes a closure, at every call). The queue's functions,
+-- first_live and wake_prefix (queue.lua), are inserted after that, where
+-- the marker line below stands.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
+
+local flags = ARGV[2]
+local force = string.find(flags, 'f', 1, true) ~= nil
+local prefix = ARGV[1]
+local result = NOT_HELD
+local waited = false
+local v = redis.call('GET', KEYS[1])
+if v and string.find(v, prefix, 1, true) == 1 then
+  if force then
+    redis.call('DEL', KEYS[1])
+    redis.call('SET', KEYS[6], '1', 'PX', ARGV[4])
+  else
+    redis.call('RENAME', KEYS[1], KEYS[2])
+  end
+  result = RELEASED
+  -- The value goes on "<token>|<since>|<waited>|<owner>": waited is the
+  -- byte after the second '|' past the prefix (found without a pattern,
+  -- which costs more). A value of another form counts as waited for.
+  local i = string.find(v, '|', #prefix + 1, true)
+  i = i and string.find(v, '|', i + 1, true)
+  waited = not i or string.byte(v, i + 1) ~= 48 -- '0'
+elseif force then
+  redis.call('SET', KEYS[6], '1', 'PX', ARGV[4])
+else
+  local last = redis.call('GET', KEYS[2])
+  if last and string.find(last, prefix, 1, true) == 1 then
+    result = ALREADY_RELEASED
+  end
+end
+
+local id = ARGV[3] or ''
+if id ~= '' then
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+
+-- Hand the lock to the next waiter (with WithUnordered, wake them all)
+-- when it became free and someone waited for it, or when a waiter left a
+-- queue whose lock is free (it may have been first in line).
+if not ((result == RELEASED and waited) or (id ~= '' and not v)) then
+  return result
+end
+
+--[[queue.lua]]
 
 -- hand_off grants the free lock to the first live waiter: it draws the
 -- waiter's token, sets the lock with the waiter's secret, TTL and owner,
@@ -48,7 +98,7 @@ local function hand_off(now, counted)
     redis.call('ZREM', KEYS[3], head)
     redis.call('ZREM', KEYS[4], head)
     if wid then
-      local token = redis.call('INCR', KEYS[6])
+      local token = redis.call('INCR', KEYS[5])
       -- Less a millisecond: both times are whole milliseconds.
       local waited = now - (deadline - tonumber(live)) - 1
       local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
@@ -63,46 +113,11 @@ local function hand_off(now, counted)
   end
 end
 
-local flags = ARGV[2]
-local force = string.find(flags, 'f', 1, true) ~= nil
-local prefix = ARGV[1] .. '|'
-local result = NOT_HELD
-local waited = false
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #prefix) == prefix then
-  if force then
-    redis.call('DEL', KEYS[1])
-    redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
-  else
-    redis.call('RENAME', KEYS[1], KEYS[5])
-  end
-  result = RELEASED
-  waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
-elseif force then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+if string.find(flags, 'q', 1, true) then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
 else
-  local last = redis.call('GET', KEYS[5])
-  if last and string.sub(last, 1, #prefix) == prefix then
-    result = ALREADY_RELEASED
-  end
-end
-
-local id = ARGV[3]
-if id ~= '' then
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('ZREM', KEYS[4], id)
-end
-
--- Hand the lock to the next waiter (with WithUnordered, wake them all)
--- when it became free and someone waited for it, or when a waiter left a
--- queue whose lock is free (it may have been first in line).
-if (result == RELEASED and waited) or (id ~= '' and not v) then
-  if string.find(flags, 'q', 1, true) then
-    local t = redis.call('TIME')
-    local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
-  else
-    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
-  end
+  redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
 end
 return result

@@ -1,0 +1,155 @@
+-- acquire.lua: grant a lock and its fencing token in one atomic step.
+--
+-- KEYS[1] lock key: "<secret>|<token>|<since ms>|<waited>|<owner>",
+--         expiring (PX); <waited> is "1" once a waiter found it held (the
+--         release then wakes waiters), "0" before
+-- KEYS[2] fencing counter: INCR per grant, never expires
+-- KEYS[3] waiter queue: ZSET waiter id -> arrival sequence
+-- KEYS[4] waiter liveness: ZSET waiter id -> deadline (server ms)
+-- KEYS[5] tombstone of this secret: present once its Acquire gave up and
+--         cleaned up after a failed request
+-- KEYS[6] the lock's last release (see release.lua): a grant of this
+--         secret there was released, and a copy of its request that
+--         arrives late (go-redis re-sent it after a read timeout, and the
+--         first copy lagged in the network) must not take the key again
+-- ARGV[1] secret: the caller's unguessable owner value
+-- ARGV[2] TTL in milliseconds
+-- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
+-- ARGV[4] owner description (informational)
+-- ARGV[5] flags, any of: "q" with the queue (without it, WithUnordered:
+--         the queue is ignored); "j" for a waiting try: join the queue when
+--         not granted (with a waiter id), and mark a held lock as waited
+--         for; "c" when PUBLISH counts every subscriber (a single server)
+-- ARGV[6] waiter id ("<Backend id>:<random>"), if the attempt has one
+-- ARGV[7] waiter liveness in milliseconds, with ARGV[6]
+--
+-- A waiter is woken on the channel <prefix>waiters:<Backend id>, the
+-- prefix being that of KEYS[1] (see queue.lua).
+--
+-- Returns {status, value} (the names are those of scripts.go):
+--   {GRANTED 1, token}   granted (or granted again to a re-sent request)
+--   {HELD 0, pttl}       held by another grant; pttl is -1 for a lock
+--                        without expiry
+--   {NOT_FIRST 2, ms}    free, but another waiter is first in line
+--                        (queue); ms: time left to that waiter's liveness
+--   HELD and NOT_FIRST have a third element, the fencing counter, when
+--   the try queued a waiter ("j" with an id)
+--   {TOO_LATE 3, 0}      the tombstone exists, or the last release was of
+--                        this secret: the request was delayed in the
+--                        network (or re-sent) and arrived after its
+--                        Acquire gave up and cleaned up, or after its
+--                        grant was released; it does nothing
+--
+-- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
+-- that nobody waits for: one EXISTS, GET, INCR and SET.
+
+local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
+
+local flags = ARGV[5]
+local queued = string.find(flags, 'q', 1, true) ~= nil
+local waiting = string.find(flags, 'j', 1, true) ~= nil
+local id = ARGV[6]
+
+local function grant(waited)
+  -- Concatenation formats these integers exactly: they stay far below the
+  -- 14 significant digits of Lua's number-to-string conversion.
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. ARGV[3] .. '|' .. waited .. '|' .. ARGV[4], 'PX', ARGV[2])
+  return {GRANTED, token}
+end
+
+local n
+if queued then
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3])
+else
+  n = redis.call('EXISTS', KEYS[1], KEYS[5])
+end
+-- released tells whether the key's last release was of this secret.
+local function released()
+  local last = redis.call('GET', KEYS[6])
+  return last and string.sub(last, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
+end
+
+if n == 0 then
+  if released() then
+    return {TOO_LATE, 0}
+  end
+  return grant('0')
+end
+
+local v = redis.call('GET', KEYS[1])
+if v then
+  -- A re-sent request (the client retried after a lost reply), or a try
+  -- of a waiter that the release woke late, finds its own grant: confirm
+  -- it again with a full TTL.
+  local prefix = ARGV[1] .. '|'
+  if string.sub(v, 1, #prefix) == prefix then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
+  end
+  n = n - 1
+end
+-- n counts the tombstone and (with the queue) the queue key now.
+if (n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1)) or released() then
+  return {TOO_LATE, 0}
+end
+
+local pttl = -2
+if v then
+  pttl = redis.call('PTTL', KEYS[1])
+  if waiting then
+    local head, waited, tail = string.match(v, '^(.-|.-|.-|)(.)(|.*)$')
+    if waited == '0' then
+      redis.call('SET', KEYS[1], head .. '1' .. tail, 'KEEPTTL')
+    end
+  end
+  if not queued then
+    return {HELD, pttl}
+  end
+end
+
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- Skip waiters whose process stopped refreshing its liveness; when the
+-- lock is free, wake the first waiter (dropping those that nobody hears).
+local wake = nil
+if not v then
+  wake = wake_prefix(KEYS[1])
+end
+local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
+if v or not id or (head and head ~= id) then
+  if waiting and id then
+    local live = tonumber(ARGV[7])
+    if not redis.call('ZSCORE', KEYS[3], id) then
+      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+      local seq = 1
+      if #last > 0 then seq = tonumber(last[2]) + 1 end
+      redis.call('ZADD', KEYS[3], seq, id)
+    end
+    redis.call('ZADD', KEYS[4], now + live, id)
+    -- A queue nobody refreshes disappears by itself.
+    redis.call('PEXPIRE', KEYS[3], 2 * live)
+    redis.call('PEXPIRE', KEYS[4], 2 * live)
+  end
+  -- A queued waiter learns the counter as this try found it: a grant
+  -- handed to it later has a higher token, one handed before this try
+  -- (which would have found it, had it not lapsed) does not.
+  local seen = nil
+  if waiting and id then
+    seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+  end
+  if v then
+    return {HELD, pttl, seen}
+  end
+  if not head then
+    return grant('0')
+  end
+  local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
+  return {NOT_FIRST, math.max(1, deadline - now), seen}
+end
+redis.call('ZREM', KEYS[3], id)
+redis.call('ZREM', KEYS[4], id)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return grant('1')
+end
+return grant('0')

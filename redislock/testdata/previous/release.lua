@@ -1,0 +1,108 @@
+-- release.lua: owner-checked release, remembered so that a retried release
+-- can tell "already released by me" from "no longer mine"; also
+-- takes a waiter out of the queue, and hands the lock to the next. An Acquire
+-- that gave up after a failed request (abandon) calls it to undo whatever
+-- that request did or will do.
+--
+-- KEYS[1] lock key
+-- KEYS[2] tombstone of this grant ("<lock base>:released:<secret>")
+-- KEYS[3] waiter queue (ZSET)
+-- KEYS[4] waiter liveness (ZSET)
+-- KEYS[5] the lock's last release: the released grant's value, with the TTL
+--         it had left (the lock key renamed)
+-- KEYS[6] fencing counter
+-- ARGV[1] secret of the grant to release
+-- ARGV[2] flags, any of: "q" with the queue: wake only the first live
+--         waiter (without it, WithUnordered: publish on the key's release
+--         channel, the lock key's base .. ":released"); "f" to write the
+--         tombstone even when the grant is not held (abandon: acquire.lua
+--         then refuses a late request with secret); "c" when PUBLISH counts
+--         every subscriber (a single server)
+-- ARGV[3] waiter to take out of the queue (as queue.lua writes it), or ""
+-- ARGV[4] tombstone lifetime in milliseconds, with "f"
+--
+-- Returns (the names are those of scripts.go):
+--   RELEASED 1          this call released the grant
+--   ALREADY_RELEASED 2  an earlier call did, and was the lock's last release
+--   NOT_HELD 0          the grant is not held by secret: it expired or was
+--                       taken over (or, with "f", never existed)
+--
+-- first_live and wake_prefix come from queue.lua. Written for the common case, a lock
+-- that nobody waited for: one GET and one RENAME.
+
+local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
+
+-- hand_off grants the free lock to the first live waiter: it draws the
+-- waiter's token, sets the lock with the waiter's secret, TTL and owner,
+-- and publishes "<id>|<token>|<ms>" on its wake channel, ms being the
+-- server's time since the waiter last refreshed its place (the waiter
+-- counts its validity from when it sent that refresh, plus ms). The
+-- waiter's own try is not needed: one request per hand-off. A waiter
+-- nobody hears (counted) is dropped, and the next one served.
+local function hand_off(now, counted)
+  local wake = wake_prefix(KEYS[1])
+  local head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
+  while head do
+    local wid, secret, ttl, live, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+    if wid then
+      local token = redis.call('INCR', KEYS[6])
+      -- Less a millisecond: both times are whole milliseconds.
+      local waited = now - (deadline - tonumber(live)) - 1
+      local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
+      if heard > 0 or not counted then
+        local more = '0'
+        if redis.call('EXISTS', KEYS[3]) == 1 then more = '1' end
+        redis.call('SET', KEYS[1], secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
+        return
+      end
+    end
+    head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
+  end
+end
+
+local flags = ARGV[2]
+local force = string.find(flags, 'f', 1, true) ~= nil
+local prefix = ARGV[1] .. '|'
+local result = NOT_HELD
+local waited = false
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #prefix) == prefix then
+  if force then
+    redis.call('DEL', KEYS[1])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+  else
+    redis.call('RENAME', KEYS[1], KEYS[5])
+  end
+  result = RELEASED
+  waited = string.match(v, '^.-|.-|.-|(.)') ~= '0'
+elseif force then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+else
+  local last = redis.call('GET', KEYS[5])
+  if last and string.sub(last, 1, #prefix) == prefix then
+    result = ALREADY_RELEASED
+  end
+end
+
+local id = ARGV[3]
+if id ~= '' then
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+
+-- Hand the lock to the next waiter (with WithUnordered, wake them all)
+-- when it became free and someone waited for it, or when a waiter left a
+-- queue whose lock is free (it may have been first in line).
+if (result == RELEASED and waited) or (id ~= '' and not v) then
+  if string.find(flags, 'q', 1, true) then
+    local t = redis.call('TIME')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
+  else
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
+  end
+end
+return result
