@@ -151,16 +151,40 @@ type Snapshot struct {
 	// RequestsByName breaks Requests down by command (Redis) or statement
 	// (PostgreSQL).
 	RequestsByName map[string]int64
-	// ServerMicros is the time Redis spent executing commands (INFO
-	// commandstats usec, scripts included); 0 for etcd.
+	// ServerMicros is the time Redis spent executing the commands clients
+	// sent (INFO commandstats usec; a script's time includes the commands
+	// it runs, which are not counted again); 0 for etcd. It is set by Sub,
+	// on a difference of two snapshots.
 	ServerMicros int64
+	// UsecByName is INFO commandstats usec by command, scripts' inner
+	// commands included.
+	UsecByName map[string]int64
 }
 
 // Sub returns s - o.
 func (s Snapshot) Sub(o Snapshot) Snapshot {
-	d := Snapshot{Requests: s.Requests - o.Requests, Ops: s.Ops - o.Ops, ServerMicros: s.ServerMicros - o.ServerMicros,
-		ByName: subMap(s.ByName, o.ByName), RequestsByName: subMap(s.RequestsByName, o.RequestsByName)}
+	d := Snapshot{Requests: s.Requests - o.Requests, Ops: s.Ops - o.Ops,
+		ByName: subMap(s.ByName, o.ByName), RequestsByName: subMap(s.RequestsByName, o.RequestsByName),
+		UsecByName: subMap(s.UsecByName, o.UsecByName)}
+	d.ServerMicros = topLevelMicros(d)
 	return d
+}
+
+// topLevelMicros is the server time of the commands clients sent, out of
+// d's per-command times. commandstats counts a command run inside a script
+// under its own name as well, and the script's time already includes it:
+// of each command's time, only the share of its calls that clients sent
+// (RequestsByName, which also holds the pub/sub commands) is counted.
+func topLevelMicros(d Snapshot) int64 {
+	var us float64
+	for name, t := range d.UsecByName {
+		calls, sent := d.ByName[name], d.RequestsByName[name]
+		if calls <= 0 || sent <= 0 {
+			continue
+		}
+		us += float64(t) * min(1, float64(sent)/float64(calls))
+	}
+	return int64(us + 0.5)
 }
 
 func subMap(a, b map[string]int64) map[string]int64 {
@@ -182,7 +206,7 @@ var pubsubCommands = map[string]bool{
 // RedisSnapshot reads the command statistics of the first n Redis servers
 // (summed) and the client-side count.
 func (e *Env) RedisSnapshot(ctx context.Context, n int) (Snapshot, error) {
-	s := Snapshot{Requests: e.sent.Load(), ByName: map[string]int64{}, RequestsByName: map[string]int64{}}
+	s := Snapshot{Requests: e.sent.Load(), ByName: map[string]int64{}, RequestsByName: map[string]int64{}, UsecByName: map[string]int64{}}
 	e.sentBy.Range(func(k, v any) bool {
 		s.RequestsByName[k.(string)] = v.(*atomic.Int64).Load()
 		return true
@@ -197,7 +221,7 @@ func (e *Env) RedisSnapshot(ctx context.Context, n int) (Snapshot, error) {
 				continue
 			}
 			calls := st.calls
-			s.ServerMicros += st.usec
+			s.UsecByName[name] += st.usec
 			s.ByName[name] += calls
 			s.Ops += calls
 			if pubsubCommands[name] {

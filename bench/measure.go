@@ -242,7 +242,8 @@ func (r *Runner) counters(ctx context.Context, s Subject) Snapshot {
 
 func addSnap(a, b Snapshot) Snapshot {
 	return Snapshot{Requests: a.Requests + b.Requests, Ops: a.Ops + b.Ops, ServerMicros: a.ServerMicros + b.ServerMicros,
-		ByName: addMap(a.ByName, b.ByName), RequestsByName: addMap(a.RequestsByName, b.RequestsByName)}
+		ByName: addMap(a.ByName, b.ByName), RequestsByName: addMap(a.RequestsByName, b.RequestsByName),
+		UsecByName: addMap(a.UsecByName, b.UsecByName)}
 }
 
 func addMap(a, b map[string]int64) map[string]int64 {

@@ -92,3 +92,17 @@ func TestContentionWaste(t *testing.T) {
 		t.Errorf("Waste without hand-offs = %v, want 0", got)
 	}
 }
+
+func TestTopLevelMicrosCountsInnerCommandsOnce(t *testing.T) {
+	// The floor's cycle: a SET sent by the client, and a script (sent) that
+	// runs GET and DEL; a second SET that ran inside a script.
+	before := Snapshot{ByName: map[string]int64{}, RequestsByName: map[string]int64{}, UsecByName: map[string]int64{}}
+	after := Snapshot{
+		ByName:         map[string]int64{"set": 2, "evalsha": 1, "get": 1, "del": 1},
+		RequestsByName: map[string]int64{"set": 1, "evalsha": 1},
+		UsecByName:     map[string]int64{"set": 4, "evalsha": 3, "get": 1, "del": 1},
+	}
+	if got, want := after.Sub(before).ServerMicros, int64(2+3); got != want {
+		t.Fatalf("server time %d µs, want %d (the sent SET's share and the script, whose time holds its GET and DEL)", got, want)
+	}
+}
