@@ -87,6 +87,14 @@
 //
 // # Waiting
 //
+// An acquire sends its first listing right behind its create, once the
+// create is written and without waiting for its reply: ZooKeeper answers
+// one session's requests in the order they were sent, so the listing runs
+// after the create and shows our node, and an uncontended acquire costs
+// one round trip. A listing that does not show our node (it failed, or ran
+// on another connection than the create) is not taken for the node's
+// deletion: the acquire lists again once the create is answered.
+//
 // A waiter watches only the node just before its own, with a data watch
 // set by a read (getData), which ZooKeeper does not set on a node that is
 // gone: a predecessor that went between the listing and the watch is seen
