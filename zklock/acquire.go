@@ -99,10 +99,6 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 	// the node is gone when Acquire returns, as long as ZooKeeper answers.
 	rctx, cancel := b.request(b.ctx)
 	defer cancel()
-	sctx, scancel := context.WithCancel(ctx)
-	defer scancel()
-	stop := context.AfterFunc(rctx, scancel)
-	defer stop()
 	target := a.dir + "/" + nodePrefix(a.uuid)
 	data := a.data()
 	orphan := func(p string, err error) {
@@ -130,7 +126,7 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 	b.created.expect(target)
 	defer b.created.forget(target)
 	for range maxCreates {
-		s, err := b.currentSession(sctx)
+		s, err := b.currentSession(ctx, rctx)
 		if err != nil {
 			return fail(err, false)
 		}
