@@ -165,7 +165,9 @@
 // # Goroutines
 //
 // A Backend runs the zk client's goroutines, one goroutine per request in
-// flight (the zk client's calls take no context), and one per node it is
-// still deleting (see above); Close stops them all. The Backend and its
+// flight (the zk client's calls take no context; the listing sent behind a
+// create has its goroutine from the create's start, waiting for the create
+// to be written), and one per node it is still deleting (see above); Close
+// stops them all. The Backend and its
 // leases are safe for concurrent use.
 package zklock
