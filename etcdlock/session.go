@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +23,10 @@ type session struct {
 	secs int64 // the TTL asked for, in seconds
 	cs   *concurrency.Session
 	id   clientv3.LeaseID
+	// keySuffix ends this session's key under each lock name: "/" and the
+	// lease ID in hexadecimal, as concurrency.Mutex writes it (%x of an
+	// int64), made once rather than formatted at each acquire.
+	keySuffix string
 
 	mu       sync.Mutex
 	leases   map[*lease]struct{} // held locks
@@ -118,7 +123,7 @@ func (b *Backend) newSession(k sessionKey) (*session, error) {
 		}
 		return nil, b.sortErr(context.Background(), ctx, err)
 	}
-	s := &session{b: b, key: k, secs: secs, id: g.ID, leases: map[*lease]struct{}{},
+	s := &session{b: b, key: k, secs: secs, id: g.ID, keySuffix: "/" + strconv.FormatInt(int64(g.ID), 16), leases: map[*lease]struct{}{},
 		last: distlock.Validity{Sent: sent, TTL: time.Duration(g.TTL) * time.Second}}
 	if owner != "" {
 		if _, err := b.cli.Put(ctx, b.ownerKey(g.ID), owner, clientv3.WithLease(g.ID)); err != nil {
@@ -200,7 +205,7 @@ func (s *session) lostErr() error {
 func (s *session) freshFor() time.Duration { return time.Duration(s.secs) * time.Second / 4 }
 
 // keyOf is the key this session's Mutex uses for a lock name.
-func (s *session) keyOf(name string) string { return fmt.Sprintf("%s/%x", name, int64(s.id)) }
+func (s *session) keyOf(name string) string { return name + s.keySuffix }
 
 // add registers a held lease; it fails once the session has ended or its
 // keep-alive has stopped.

@@ -54,11 +54,11 @@ func (a *acquire) run(ctx context.Context) (*lease, error) {
 		return nil, fmt.Errorf("%w: zklock: random UUID: %w", distlock.ErrUnavailable, err)
 	}
 	a.uuid = uuid
-	n, err := a.create(ctx)
+	n, first, err := a.create(ctx)
 	if err != nil {
 		return nil, err
 	}
-	l, err := a.wait(ctx, n)
+	l, err := a.wait(ctx, n, first)
 	if err != nil {
 		// Whatever went wrong, our node must not stay to block the queue.
 		a.b.dropNode(n.path, n.sess)
@@ -89,17 +89,16 @@ var hostname = sync.OnceValue(func() string {
 // the session expired and a new one began) is deleted and the create
 // redone. On failure nothing of ours is left: the node is deleted, now or
 // by a goroutine that goes on trying.
-func (a *acquire) create(ctx context.Context) (*node, error) {
+//
+// With the node it returns the wait's first listing, sent right behind the
+// create (see prefetch), or nil when there is none.
+func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 	b := a.b
 	// The create and its checks are bounded by the request timeout, not by
 	// ctx: a caller that gives up meanwhile waits for the outcome, so that
 	// the node is gone when Acquire returns, as long as ZooKeeper answers.
 	rctx, cancel := b.request(b.ctx)
 	defer cancel()
-	sctx, scancel := context.WithCancel(ctx)
-	defer scancel()
-	stop := context.AfterFunc(rctx, scancel)
-	defer stop()
 	target := a.dir + "/" + nodePrefix(a.uuid)
 	data := a.data()
 	orphan := func(p string, err error) {
@@ -111,25 +110,31 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			b.dropProtected(a.dir, a.uuid)
 		}
 	}
-	fail := func(err error, maybeCreated bool) (*node, error) {
+	fail := func(err error, maybeCreated bool) (*node, <-chan listing, error) {
 		if maybeCreated {
 			b.dropProtected(a.dir, a.uuid)
 		}
 		if ctx.Err() != nil {
-			return nil, backend.Canceled(ctx)
+			return nil, nil, backend.Canceled(ctx)
 		}
-		return nil, b.sortErr(ctx, rctx, err)
+		return nil, nil, b.sortErr(ctx, rctx, err)
+	}
+	canceled := func(n *node) (*node, <-chan listing, error) {
+		b.dropNode(n.path, n.sess)
+		return nil, nil, backend.Canceled(ctx)
 	}
 	b.created.expect(target)
 	defer b.created.forget(target)
 	for range maxCreates {
-		s, err := b.currentSession(sctx)
+		s, err := b.currentSession(ctx, rctx)
 		if err != nil {
 			return fail(err, false)
 		}
+		first, listed := a.prefetch(b.created.announce(target))
 		p, err := call(rctx, b, func() (string, error) {
 			return b.conn.Create(target, data, zk.FlagEphemeralSequential, b.cfg.acl)
 		}, orphan)
+		listed(err == nil)
 		switch {
 		case err == nil:
 		case rctx.Err() != nil:
@@ -148,19 +153,17 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 			case n == nil:
 				continue // not applied, or not in this session: create again
 			case ctx.Err() != nil:
-				b.dropNode(n.path, n.sess)
-				return nil, backend.Canceled(ctx)
+				return canceled(n)
 			}
-			return n, nil
+			return n, nil, nil
 		default:
 			return fail(err, false)
 		}
 		if n := a.known(s, p); n != nil {
 			if ctx.Err() != nil {
-				b.dropNode(n.path, n.sess)
-				return nil, backend.Canceled(ctx)
+				return canceled(n)
 			}
-			return n, nil
+			return n, first, nil
 		}
 		n, redo, err := a.adopt(rctx, p)
 		switch {
@@ -169,12 +172,60 @@ func (a *acquire) create(ctx context.Context) (*node, error) {
 		case redo:
 			continue
 		case ctx.Err() != nil:
-			b.dropNode(n.path, n.sess)
-			return nil, backend.Canceled(ctx)
+			return canceled(n)
 		}
-		return n, nil
+		return n, first, nil
 	}
 	return fail(fmt.Errorf("zklock: no node created in a live session after %d creates", maxCreates), true)
+}
+
+// listing is the outcome of a listing of the lock's nodes, sent at sent
+// or later.
+type listing struct {
+	children []string
+	sent     time.Time
+	err      error
+}
+
+// prefetch sends the wait's first listing right behind the create, as
+// soon as the create's request is written (written closes), without
+// waiting for its reply: ZooKeeper answers a session's requests in the
+// order sent, so the listing runs after the create and shows our node,
+// and an acquire that finds it first takes one round trip instead of two.
+// The listing is only a first try: wait lists again if it failed or does
+// not show our node (its create failed, or the connection changed between
+// the two). The caller calls listed once the create's call has returned,
+// with whether it succeeded; the listing's channel is closed without a
+// listing when none was sent (the create failed before being written, or
+// its path is too long to be seen).
+func (a *acquire) prefetch(written <-chan struct{}) (<-chan listing, func(ok bool)) {
+	b := a.b
+	res := make(chan listing, 1)
+	over := make(chan bool, 1)
+	started := b.life.Go(func() {
+		select {
+		case <-written:
+		case ok := <-over:
+			// The create's request is written before its reply can come,
+			// so a create that succeeded was written if it was seen.
+			select {
+			case <-written:
+			default:
+				ok = false
+			}
+			if !ok {
+				close(res)
+				return
+			}
+		}
+		sent := time.Now()
+		c, _, err := b.conn.Children(a.dir)
+		res <- listing{children: c, sent: sent, err: err}
+	})
+	if !started {
+		close(res)
+	}
+	return res, func(ok bool) { over <- ok }
 }
 
 // find returns the paths of the nodes with our protected name, in queue
@@ -361,8 +412,9 @@ func unsupported(err error) bool {
 }
 
 // wait waits until our node is first of the lock's nodes, watching only the
-// node just before it, so that a release wakes one waiter.
-func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
+// node just before it, so that a release wakes one waiter. first, if not
+// nil, brings its first listing (see prefetch).
+func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lease, error) {
 	b := a.b
 	wctx := ctx // bounds the whole wait: ctx, or a try's request timeout
 	if !a.opts.Wait {
@@ -373,11 +425,8 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 	failures := 0 // transient failures in a row
 	for {
 		rctx, cancel := b.request(wctx)
-		sent := time.Now()
-		children, err := call(rctx, b, func() ([]string, error) {
-			c, _, err := b.conn.Children(a.dir)
-			return c, err
-		}, nil)
+		children, sent, err := a.list(rctx, n, first)
+		first = nil
 		if err != nil {
 			err = b.sortErr(ctx, rctx, err)
 			cancel()
@@ -441,6 +490,30 @@ func (a *acquire) wait(ctx context.Context, n *node) (*lease, error) {
 			return nil, ErrClosed
 		}
 	}
+}
+
+// list lists the lock's nodes, and returns them with a time before the
+// listing was sent. The listing sent behind the create (first, if not nil)
+// is taken if it shows our node: it ran after the create, like one sent
+// now, and is the one an uncontended acquire needs. Otherwise, the create
+// having been answered, a new one is sent.
+func (a *acquire) list(ctx context.Context, n *node, first <-chan listing) ([]string, time.Time, error) {
+	if first != nil {
+		select {
+		case r, ok := <-first:
+			if ok && r.err == nil && slices.Contains(r.children, n.name) {
+				return r.children, r.sent, nil
+			}
+		case <-ctx.Done():
+			return nil, time.Time{}, ctx.Err()
+		}
+	}
+	sent := time.Now()
+	children, err := call(ctx, a.b, func() ([]string, error) {
+		c, _, err := a.b.conn.Children(a.dir)
+		return c, err
+	}, nil)
+	return children, sent, err
 }
 
 // late returns the paths of the nodes other than ours (name) that have our

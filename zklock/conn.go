@@ -26,11 +26,12 @@ func (b *Backend) dial(network, addr string, timeout time.Duration) (net.Conn, e
 }
 
 // The bytes of a frame's body that the reading along keeps: a request's
-// header (xid, opcode), a reply's header (xid, zxid, err) and the path a
-// create's reply holds (a length, then the bytes; a longer path is not
-// recorded, and its node is read as before).
+// header (xid, opcode) and the path a create request holds, a reply's
+// header (xid, zxid, err) and the path a create's reply holds (each a
+// length, then the bytes; a longer path is not seen: its listing waits for
+// the create's reply, and its node is read, as before).
 const (
-	requestHead = 8
+	requestHead = 8 + 4 + 4096
 	replyHead   = 16 + 4 + 4096
 )
 
@@ -68,7 +69,7 @@ func (c *handshakeConn) Read(p []byte) (int, error) {
 
 // sent looks at one request frame's head.
 func (c *handshakeConn) sent(i int, head []byte) {
-	if i == 0 || len(head) < requestHead {
+	if i == 0 || len(head) < 8 {
 		return // the connect request has no header
 	}
 	if int32(binary.BigEndian.Uint32(head[4:])) != opCreate {
@@ -77,6 +78,22 @@ func (c *handshakeConn) sent(i int, head []byte) {
 	c.mu.Lock()
 	c.creates[int32(binary.BigEndian.Uint32(head))] = struct{}{}
 	c.mu.Unlock()
+	if p, ok := createPath(head); ok {
+		c.b.created.sending(p)
+	}
+}
+
+// createPath returns the path of a create request's frame head, if the
+// head holds all of it.
+func createPath(head []byte) (string, bool) {
+	if len(head) < 12 {
+		return "", false
+	}
+	n := int(binary.BigEndian.Uint32(head[8:]))
+	if n <= 0 || n > len(head)-12 {
+		return "", false
+	}
+	return string(head[12 : 12+n]), true
 }
 
 // received looks at one reply frame's head.
@@ -171,8 +188,9 @@ func parseConnectBody(body []byte) (*handshake, bool) {
 // for its token. Only the replies for protected names an acquire announced
 // (expect) are kept, until it takes them or gives up.
 type created struct {
-	mu   sync.Mutex
-	want map[string]map[string]int64 // path before the sequence → path → czxid
+	mu      sync.Mutex
+	want    map[string]map[string]int64 // path before the sequence → path → czxid
+	written map[string]chan struct{}    // path before the sequence → closed once its create is written
 }
 
 // seqLen is the length of the sequence ZooKeeper appends to a sequential
@@ -192,6 +210,31 @@ func (c *created) forget(target string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.want, target)
+	delete(c.written, target)
+}
+
+// announce returns a channel that is closed when the next create request
+// for target is written to the connection, before its bytes leave: a
+// request the zk client queues after that is sent after the create.
+func (c *created) announce(target string) <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written == nil {
+		c.written = map[string]chan struct{}{}
+	}
+	c.written[target] = ch
+	return ch
+}
+
+// sending is told the path of each create request as it is written.
+func (c *created) sending(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.written[path]; ok {
+		close(ch)
+		delete(c.written, path)
+	}
 }
 
 func (c *created) record(path string, zxid int64) {

@@ -87,6 +87,14 @@
 //
 // # Waiting
 //
+// An acquire sends its first listing right behind its create, once the
+// create is written and without waiting for its reply: ZooKeeper answers
+// one session's requests in the order they were sent, so the listing runs
+// after the create and shows our node, and an uncontended acquire costs
+// one round trip. A listing that does not show our node (it failed, or ran
+// on another connection than the create) is not taken for the node's
+// deletion: the acquire lists again once the create is answered.
+//
 // A waiter watches only the node just before its own, with a data watch
 // set by a read (getData), which ZooKeeper does not set on a node that is
 // gone: a predecessor that went between the listing and the watch is seen
@@ -157,7 +165,9 @@
 // # Goroutines
 //
 // A Backend runs the zk client's goroutines, one goroutine per request in
-// flight (the zk client's calls take no context), and one per node it is
-// still deleting (see above); Close stops them all. The Backend and its
+// flight (the zk client's calls take no context; the listing sent behind a
+// create has its goroutine from the create's start, waiting for the create
+// to be written), and one per node it is still deleting (see above); Close
+// stops them all. The Backend and its
 // leases are safe for concurrent use.
 package zklock

@@ -33,9 +33,13 @@ const protectedPrefix = "_c_"
 func LockPath(prefix, key string) string { return prefix + "/" + escapeKey(key) }
 
 func escapeKey(key string) string {
+	if clean(key) {
+		return key // most keys: no copy
+	}
 	var b strings.Builder
+	b.Grow(len(key) + 8)
 	for i, r := range key {
-		if r == '%' || r == '/' || (r == '.' && i == 0) || refused(r) {
+		if escaped(i, r) {
 			var buf [utf8.UTFMax]byte
 			for _, c := range buf[:utf8.EncodeRune(buf[:], r)] {
 				fmt.Fprintf(&b, "%%%02X", c)
@@ -45,6 +49,22 @@ func escapeKey(key string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// escaped reports whether escapeKey writes r, at byte i of the key, as
+// %XX.
+func escaped(i int, r rune) bool {
+	return r == '%' || r == '/' || (r == '.' && i == 0) || refused(r)
+}
+
+// clean reports whether escapeKey leaves key as it is.
+func clean(key string) bool {
+	for i, r := range key {
+		if escaped(i, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // refused reports whether ZooKeeper refuses r in a path.

@@ -280,8 +280,9 @@ func (b *Backend) request(ctx context.Context) (context.Context, context.CancelF
 }
 
 // currentSession returns the live session, waiting for one (the first, or
-// the next after an expiry) until ctx ends.
-func (b *Backend) currentSession(ctx context.Context) (*session, error) {
+// the next after an expiry) until ctx or rctx ends (two contexts, so that
+// the common case, a session at hand, needs no context joining them).
+func (b *Backend) currentSession(ctx, rctx context.Context) (*session, error) {
 	for {
 		b.mu.Lock()
 		if b.life.Closed() {
@@ -297,6 +298,8 @@ func (b *Backend) currentSession(ctx context.Context) (*session, error) {
 		case <-changed:
 		case <-ctx.Done():
 			// Acquire reports the caller's own context ending as such.
+			return nil, fmt.Errorf("%w: zklock: no session with ZooKeeper in time", distlock.ErrUnavailable)
+		case <-rctx.Done():
 			return nil, fmt.Errorf("%w: zklock: no session with ZooKeeper in time", distlock.ErrUnavailable)
 		}
 	}

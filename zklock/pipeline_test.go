@@ -1,0 +1,275 @@
+package zklock_test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// ZooKeeper's opcodes that the pipelining tests look for.
+const (
+	opCreateRequest = 1
+	opGetChildren2  = 12
+)
+
+// waitForNext is how long orderProxy waits for a request behind a create
+// before going on without one.
+const waitForNext = 10 * time.Second
+
+// orderProxy forwards one client's connections to a ZooKeeper server frame
+// by frame. It holds the reply to each create until the client has sent
+// another request after the create (or waitForNext passed), and records
+// that request's opcode: what a client sends without waiting for the
+// create's reply. With swap set, it instead forwards each create request
+// after the request that follows it (within waitForNext), as though the
+// two had been sent the other way round.
+type orderProxy struct {
+	ln     net.Listener
+	target string
+	swap   bool
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  []net.Conn
+	ops    []int32       // the opcodes of the requests forwarded, pings left out
+	grew   chan struct{} // closed and replaced when ops grows
+	behind []int32       // for each create reply, the opcode sent behind the create before it, or 0
+}
+
+func startOrderProxy(t testing.TB, target string, swap bool) *orderProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &orderProxy{ln: ln, target: target, swap: swap, grew: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *orderProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *orderProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		creates := &sync.Map{} // xid → index in ops of the create
+		p.wg.Add(2)
+		go func() {
+			defer p.wg.Done()
+			p.requests(c, s, creates)
+			s.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			p.replies(s, c, creates)
+			c.Close()
+		}()
+	}
+}
+
+// readFrames sends the frames read from c on the channel returned, which
+// is closed when c is.
+func readFrames(c net.Conn) <-chan []byte {
+	out := make(chan []byte)
+	go func() {
+		defer close(out)
+		for {
+			var size [4]byte
+			if _, err := io.ReadFull(c, size[:]); err != nil {
+				return
+			}
+			frame := make([]byte, 4+binary.BigEndian.Uint32(size[:]))
+			copy(frame, size[:])
+			if _, err := io.ReadFull(c, frame[4:]); err != nil {
+				return
+			}
+			out <- frame
+		}
+	}()
+	return out
+}
+
+// requests forwards the client's frames, noting each request's opcode.
+func (p *orderProxy) requests(c, s net.Conn, creates *sync.Map) {
+	frames := readFrames(c)
+	defer func() {
+		c.Close()
+		for range frames {
+		}
+	}()
+	forward := func(f []byte) bool {
+		if len(f) >= 12 {
+			xid, op := int32(binary.BigEndian.Uint32(f[4:])), int32(binary.BigEndian.Uint32(f[8:]))
+			if op != 11 { // pings come on a timer
+				p.mu.Lock()
+				if op == opCreateRequest {
+					creates.Store(xid, len(p.ops))
+				}
+				p.ops = append(p.ops, op)
+				close(p.grew)
+				p.grew = make(chan struct{})
+				p.mu.Unlock()
+			}
+		}
+		_, err := s.Write(f)
+		return err == nil
+	}
+	first := true
+	for f := range frames {
+		if first || !p.swap || len(f) < 12 || int32(binary.BigEndian.Uint32(f[8:])) != opCreateRequest {
+			first = false
+			if !forward(f) {
+				return
+			}
+			continue
+		}
+		t := time.NewTimer(waitForNext)
+		select {
+		case next, ok := <-frames:
+			t.Stop()
+			if ok && !forward(next) {
+				return
+			}
+		case <-t.C:
+		}
+		if !forward(f) {
+			return
+		}
+	}
+}
+
+// replies forwards the server's frames, holding each create's reply until
+// a request came behind the create (unless the proxy swaps requests).
+func (p *orderProxy) replies(s, c net.Conn, creates *sync.Map) {
+	frames := readFrames(s)
+	defer func() {
+		s.Close()
+		for range frames {
+		}
+	}()
+	first := true
+	for f := range frames {
+		if !first && !p.swap && len(f) >= 8 {
+			if i, ok := creates.LoadAndDelete(int32(binary.BigEndian.Uint32(f[4:]))); ok {
+				op := p.after(i.(int))
+				p.mu.Lock()
+				p.behind = append(p.behind, op)
+				p.mu.Unlock()
+			}
+		}
+		first = false
+		if _, err := c.Write(f); err != nil {
+			return
+		}
+	}
+}
+
+// after waits up to waitForNext for a request after the i-th, and returns
+// its opcode, or 0.
+func (p *orderProxy) after(i int) int32 {
+	deadline := time.NewTimer(waitForNext)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		ops, grew := p.ops, p.grew
+		p.mu.Unlock()
+		if len(ops) > i+1 {
+			return ops[i+1]
+		}
+		select {
+		case <-grew:
+		case <-deadline.C:
+			return 0
+		}
+	}
+}
+
+// takeBehind returns what was recorded for the create replies since the
+// last call.
+func (p *orderProxy) takeBehind() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.behind
+	p.behind = nil
+	return b
+}
+
+func (p *orderProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// An uncontended acquire sends its listing right behind its create,
+// before the create's reply came: the two take one round trip.
+func TestListingSentBehindCreate(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "pipeline/" + t.Name()
+	makeLockPath(t, admin, key)
+	p := startOrderProxy(t, z.Servers[0], false)
+	b := newBackend(t, []string{p.addr()})
+	for i := range 3 {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: i%2 == 0})
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		behind := p.takeBehind()
+		if len(behind) != 1 || behind[0] != opGetChildren2 {
+			t.Fatalf("cycle %d: the requests sent behind each create before its reply: %v; want one getChildren2 (%d)", i, behind, opGetChildren2)
+		}
+	}
+}
+
+// A listing that ran before the create (as one may on another connection
+// than the create's) does not show our node; the acquire lists again
+// rather than take the node for deleted.
+func TestListingBeforeCreateListsAgain(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "pipeline/" + t.Name()
+	makeLockPath(t, admin, key)
+	p := startOrderProxy(t, z.Servers[0], true)
+	b := newBackend(t, []string{p.addr()})
+	for i := range 2 {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: i == 0})
+		if err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	if n := len(nodesOf(t, admin, key)); n != 0 {
+		t.Errorf("%d nodes left under the lock", n)
+	}
+}
