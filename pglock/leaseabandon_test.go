@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -188,5 +189,91 @@ func newLosingBackend(t testing.TB) (b *pglock.Backend, lose func()) {
 		armed = true
 		mu.Unlock()
 		pool.Reset() // the next statement dials
+	}
+}
+
+// The clean-up of a try touches only the try's own grant and waiter row:
+// run for another grant id it leaves a live grant and the queue as they
+// are, whatever the key holds (quotes and semicolons included); run for
+// a key never granted it leaves the key free.
+func TestLeaseAbandonTouchesOnlyItsOwn(t *testing.T) {
+	ctx, key := testCtx(t), "lease/abandon/'; SELECT 1; --\\ "+t.Name()
+	admin := newPool(t, server)
+	b := newLeaseBackend(t, server.DSN)
+	l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Hour})
+	grant, expires := leaseRow(t, admin, key)
+	if _, err := admin.Exec(ctx, `INSERT INTO distlock_lease_waiter (key, waiter, expires) VALUES ($1, 'other', now() + interval '1 hour')`, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, queued := range []bool{false, true} {
+		if err := b.Abandon(ctx, key, "not-"+*grant, queued); err != nil {
+			t.Fatalf("Abandon(queued=%v): %v", queued, err)
+		}
+	}
+	if g, e := leaseRow(t, admin, key); *g != *grant || !e.Equal(expires) {
+		t.Fatalf("another try's clean-up changed the grant's row: grant %v, expires %v; was %v, %v", *g, e, *grant, expires)
+	}
+	var waiters int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM distlock_lease_waiter WHERE key = $1 AND waiter = 'other' AND expires > now()`, key).Scan(&waiters); err != nil {
+		t.Fatal(err)
+	}
+	if waiters != 1 {
+		t.Errorf("another try's clean-up took the key's waiter out of the queue")
+	}
+	if _, err := admin.Exec(ctx, `DELETE FROM distlock_lease_waiter WHERE key = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := key + "/fresh"
+	if err := b.Abandon(ctx, fresh, "never-sent", true); err != nil {
+		t.Fatalf("Abandon of a key never granted: %v", err)
+	}
+	if err := acquire(t, b, ctx, fresh, distlock.AcquireOptions{}).Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A grant that a try's clean-up frees wakes the key's next waiter as a
+// release does: a waiter that polls once an hour, queued behind it, is
+// granted the key at once. The clean-up goes through PgBouncer in
+// transaction mode, as the holder's statements do.
+func TestLeaseAbandonWakesNextWaiter(t *testing.T) {
+	ctx, key := testCtx(t), "lease/abandon-wakes/"+t.Name()
+	admin := newPool(t, server)
+	bouncer := testserver.StartPgBouncer(t, server)
+	holder := newLeaseBackend(t, bouncer.DSN)
+	waiter := newLeaseBackend(t, bouncer.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
+
+	l := acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: time.Hour})
+	grant, _ := leaseRow(t, admin, key)
+	got := make(chan error, 1)
+	go func() {
+		w, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter is queued and waits for a notification", func() bool {
+		return queued(t, admin, key) == 1 && waiter.LivePauses() > 0
+	})
+	// The clean-up of a try that was granted the key as l (had its reply
+	// been lost, nobody would hold l).
+	if err := holder.Abandon(ctx, key, *grant, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken when the clean-up freed the grant")
+	}
+	if err := l.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Release of the freed grant: %v, want ErrLockLost", err)
 	}
 }
