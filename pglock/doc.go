@@ -78,6 +78,22 @@
 // deadline does. Grants survive a restart of the server, and keep
 // expiring by its clock.
 //
+// A lease-mode Acquire or TryAcquire whose statement fails, or whose
+// context ends, after the statement may have reached the server leaves no
+// grant and no place in the queue behind it, though the server may still
+// grant the key or queue the waiter (the driver's cancel request, which
+// normally stops the statement, can be lost or come too late). The
+// Backend then sends, in the background (Close waits for it), one
+// clean-up transaction that waits on the row locks the statement takes,
+// so that a statement still running in the server ends first, and then
+// releases a grant named by the try's own id, waking the next waiter as a
+// release does, and takes the try's waiter row out of the queue. It never
+// touches another grant or waiter: the id is the try's own and
+// unguessable. It is bounded by the request timeout (WithRequestTimeout,
+// 5s by default): the key is free as soon as the abandoned statement
+// ends, if that is within the request timeout of the failure, instead of
+// when the grant expires.
+//
 // # Not guaranteed
 //
 //   - A holder paused (or starved) for longer than the loss grace after its
@@ -117,6 +133,13 @@
 //     server whose clock jumps forward (its now() decides expiry: keep it
 //     slewed, not stepped), or that runs faster than the Client's drift
 //     allows. Fence the writes.
+//   - Lease mode: the clean-up of an abandoned try (see Guarantees) when
+//     the try's statement reaches the server after the clean-up (held up
+//     in the network or in a pooler's queue, its cancel request lost),
+//     is still running when the request timeout has passed, or when the
+//     server cannot be reached for the clean-up within it: the grant then
+//     holds the key until it expires, and a waiter row stands in the
+//     queue for its life (three mean pauses, see Waiting) at most.
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
@@ -248,7 +271,9 @@
 // not create them. distlock_fence keeps one row per key ever locked (key,
 // token, and the last grant's owner, time and whether it was released), so
 // it grows with the number of distinct keys; so does distlock_lease in
-// lease mode (one row per key, kept after release so that its token stays).
+// lease mode (one row per key, kept after release so that its token stays;
+// the clean-up of an abandoned try adds the key's row, free, if it had
+// none).
 // distlock_lease_waiter holds a row per waiting Acquire, deleted when it
 // is granted or gives up; the row of a waiter that died is deleted by the
 // key's next grant.
@@ -288,8 +313,8 @@
 // In session mode a Backend runs one goroutine per held lock, reading its
 // idle connection, and one per waiting Acquire while its context is being
 // cancelled. In lease mode it runs one for LISTEN when given WithListen,
-// and one, briefly, to free the row of an Acquire whose statement failed
-// (its reply may have been lost after the row was won). Close ends them.
+// and one, for the request timeout at most, to clean up after an Acquire
+// whose statement failed or was cancelled (see Guarantees). Close ends them.
 // The Backend and its leases are safe for concurrent use.
 //
 // # URLs

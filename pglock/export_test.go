@@ -1,5 +1,7 @@
 package pglock
 
+import "context"
+
 // ParseURL is OpenURL's parse step, which does no I/O, for the fuzz test.
 func ParseURL(raw string) error {
 	_, _, err := parseURL(raw)
@@ -21,3 +23,9 @@ func OnGrabbed(t interface{ Cleanup(func()) }, f func()) {
 // ReleaseSQL is the session-mode release statement, for the cycle's
 // breakdown.
 const ReleaseSQL = releaseSQL
+
+// Abandon runs the clean-up of a lease-table try whose outcome is unknown,
+// for grant.
+func (b *Backend) Abandon(ctx context.Context, key, grant string, queued bool) error {
+	return b.abandonRow(ctx, key, grant, queued)
+}

@@ -225,14 +225,11 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 		switch {
 		case err != nil:
 			sub.cancel()
-			// The grant may have been made and its reply lost: free it,
-			// or it stays until it expires; and leave the queue.
-			b.settle(func(ctx context.Context) {
-				_, _ = b.pool.Exec(ctx, rowReleaseSQL, pgx.QueryExecModeExec, key, grant)
-				if opts.Wait {
-					_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
-				}
-			})
+			// The server may still grant the key, or queue the waiter,
+			// and the reply never come: free the grant, or it holds the
+			// key until it expires, and leave the queue, once the
+			// statement has ended (see abandonRow).
+			b.settle(func(ctx context.Context) { _ = b.abandonRow(ctx, key, grant, opts.Wait) })
 			return nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
 			sub.cancel()
