@@ -213,17 +213,18 @@
 //	P{key}:queue              waiter id -> arrival order (sorted set)
 //	P{key}:alive              waiter id -> liveness deadline, server ms (sorted set)
 //	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload)
-//	P waiters:<Backend id>    pub/sub channel waking a Backend's waiters (payload: the waiter's id, "<Backend id>:<random>")
+//	P waiters:<Backend id>    pub/sub channel waking a Backend's waiters (payload: the waiter's id, "<Backend id>:<random>"; from a release that hands the waiter the lock, "<id>|<token>|<ms since its last refresh>")
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
 //
 // Delete a counter only with the knowledge that tokens for that key restart
 // at 1.
 //
-// The layout, the grant's value and the queue's members are what Backends
-// of different versions share: the scripts that read and write them may
-// change (each version loads its own), the layout does not without a note
-// here, so Backends of an older and a newer version can run against the
-// same keys during a rolling upgrade.
+// The layout, the grant's value, the queue's members and the messages on
+// the channels are what Backends of different versions share (a release
+// by one hands the lock to a waiter of another): the scripts that read and
+// write them may change (each version loads its own), the layout does not
+// without a note here, so Backends of an older and a newer version can run
+// against the same keys during a rolling upgrade.
 //
 // # Goroutines and connections
 //

@@ -1,0 +1,209 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// The acquire and release scripts, run side by side with those of the
+// previous version (testdata/previous) on two databases of one server, one
+// random sequence of calls each: every call must get the same reply and
+// leave the same keys, or the scripts do not implement the same lock (and
+// Backends of both versions could not share keys). The secrets include
+// ones that are the start or the end of another, and the owners '|' and
+// '%'.
+func TestScriptsMatchPreviousVersion(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	oldDB := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 0})
+	newDB := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 1})
+	t.Cleanup(func() { oldDB.Close(); newDB.Close() })
+	read := func(name string) string {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	oldAcquire := redis.NewScript(queueLua + read("testdata/previous/acquire.lua"))
+	oldRelease := redis.NewScript(queueLua + read("testdata/previous/release.lua"))
+
+	b := &Backend{cfg: config{prefix: DefaultPrefix}}
+	owners := []string{"", "o|w%1", "x"}
+	modes := []string{"q", "qc", "", "c"}
+	const key, since, live, ttl = "diff", "1700000000000", "60000", "60000"
+
+	// attempt is one Acquire: its secret and owner, and whether it queues.
+	type attempt struct {
+		secret, owner, waiter string
+	}
+	for seed := uint64(1); seed <= 24; seed++ {
+		if err := oldDB.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(seed, seed))
+		mode := modes[seed%uint64(len(modes))]
+		if seed%8 < 4 {
+			// Someone hears the waiters' wake channel: with "c" they
+			// are not dropped as gone.
+			sub := oldDB.Subscribe(ctx, "distlock:waiters:B")
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+		}
+		var all []*attempt
+		var log []string
+		for step := range 500 {
+			if len(all) == 0 || rng.IntN(4) == 0 {
+				// A new attempt; its secret is now and then another's
+				// with more before or after it, or its start.
+				secret := fmt.Sprintf("S%d", len(all))
+				if len(all) > 0 && rng.IntN(3) == 0 {
+					other := all[rng.IntN(len(all))].secret
+					switch rng.IntN(3) {
+					case 0:
+						secret = other + "X"
+					case 1:
+						secret = "Y" + other
+					default:
+						if len(other) > 1 {
+							secret = other[:len(other)-1]
+						}
+					}
+				}
+				a := &attempt{secret: secret, owner: owners[rng.IntN(len(owners))]}
+				if rng.IntN(2) == 0 {
+					a.waiter = "B:" + secret + "|" + secret + "|" + ttl + "|" + live + "|" + a.owner
+				}
+				all = append(all, a)
+			}
+			// Recent attempts mostly; old ones for late copies.
+			a := all[len(all)-1-min(len(all)-1, int(rng.ExpFloat64()*3))]
+			k := b.keysFor(key, a.secret)
+			var op string
+			var oldRes, newRes any
+			var oldErr, newErr error
+			switch r := rng.IntN(12); {
+			case r == 10: // the grant lapses (in both at once)
+				op = "lapse"
+				oldRes, oldErr = oldDB.Del(ctx, k.lock).Result()
+				newRes, newErr = newDB.Del(ctx, k.lock).Result()
+			case r == 11: // a waiter stops refreshing its place
+				op = "gone " + a.waiter
+				oldRes, oldErr = oldDB.ZRem(ctx, k.alive, a.waiter).Result()
+				newRes, newErr = newDB.ZRem(ctx, k.alive, a.waiter).Result()
+			case r < 5: // a try, single or waiting
+				flags := mode
+				if a.waiter != "" && rng.IntN(4) != 0 {
+					flags += "j"
+				}
+				op = fmt.Sprintf("acquire %s flags=%q waiter=%q", a.secret, flags, a.waiter)
+				keys := []string{k.lock, k.token, k.queue, k.alive, k.tomb, k.last}
+				oargs := []any{a.secret, ttl, since, a.owner, flags}
+				nargs := []any{a.secret + "|", ttl, "|" + since + "|0|" + a.owner, flags}
+				if a.waiter != "" {
+					oargs, nargs = append(oargs, a.waiter, live), append(nargs, a.waiter, live)
+				}
+				oldRes, oldErr = oldAcquire.Run(ctx, oldDB, keys, oargs...).Result()
+				newRes, newErr = acquireScript.Run(ctx, newDB, keys, nargs...).Result()
+				if tok, ok := newRes.(int64); ok {
+					newRes = []any{int64(1), tok} // the previous form of a grant
+				}
+				oldRes, newRes = withoutTimes(oldRes), withoutTimes(newRes)
+			default: // a release, a waiter leaving, an abandon
+				force := r == 9
+				waiter := ""
+				if rng.IntN(2) == 0 {
+					waiter = a.waiter
+				}
+				flags := mode
+				okeys := []string{k.lock, k.tomb, k.queue, k.alive, k.last, k.token}
+				oargs := []any{a.secret, flags, waiter}
+				nkeys := []string{k.lock, k.last, k.queue, k.alive, k.token}
+				nargs := []any{a.secret + "|", flags}
+				if waiter != "" || force {
+					nargs = append(nargs, waiter)
+				}
+				if force {
+					oargs[1], nargs[1] = flags+"f", flags+"f"
+					oargs, nargs = append(oargs, "30000"), append(nargs, "30000")
+					nkeys = append(nkeys, k.tomb)
+				}
+				op = fmt.Sprintf("release %s flags=%q waiter=%q", a.secret, oargs[1], waiter)
+				oldRes, oldErr = oldRelease.Run(ctx, oldDB, okeys, oargs...).Result()
+				newRes, newErr = releaseScript.Run(ctx, newDB, nkeys, nargs...).Result()
+			}
+			log = append(log, op)
+			if fmt.Sprint(oldRes, oldErr) != fmt.Sprint(newRes, newErr) {
+				t.Fatalf("seed %d step %d: %s: previous %v %v, now %v %v\nafter:\n%s",
+					seed, step, op, oldRes, oldErr, newRes, newErr, strings.Join(log, "\n"))
+			}
+			if o, n := dumpKeys(ctx, t, oldDB), dumpKeys(ctx, t, newDB); o != n {
+				t.Fatalf("seed %d step %d: %s: keys differ:\nprevious:\n%s\nnow:\n%s\nafter:\n%s",
+					seed, step, op, o, n, strings.Join(log, "\n"))
+			}
+		}
+	}
+}
+
+// withoutTimes replaces the times in a refusal ({HELD, pttl[, seen]},
+// {NOT_FIRST, ms[, seen]}) by their sign: the two runs read the clock at
+// different moments.
+func withoutTimes(res any) any {
+	r, ok := res.([]any)
+	if !ok || len(r) < 2 || (r[0] != int64(acquireHeld) && r[0] != int64(acquireNotFirst)) {
+		return res
+	}
+	r = slices.Clone(r)
+	if ms, _ := r[1].(int64); ms > 0 {
+		r[1] = "+"
+	}
+	return r
+}
+
+// dumpScript lists a database's keys, their values (without the grant's
+// time, which the hand-off takes from the server's clock, nor the waiters'
+// liveness deadlines) and whether they expire, in one call.
+var dumpScript = redis.NewScript(`
+local keys = redis.call('KEYS', '*')
+table.sort(keys)
+local out = {}
+for _, k in ipairs(keys) do
+  local typ = redis.call('TYPE', k).ok
+  local v = typ
+  if typ == 'string' then
+    v = string.gsub(redis.call('GET', k), '^([^|]*|[^|]*|)[^|]*', '%1T')
+  elseif typ == 'zset' then
+    if string.sub(k, -6) == ':queue' then
+      v = table.concat(redis.call('ZRANGE', k, 0, -1, 'WITHSCORES'), ' ')
+    else
+      local m = redis.call('ZRANGE', k, 0, -1)
+      table.sort(m)
+      v = table.concat(m, ' ')
+    end
+  end
+  table.insert(out, k .. ' = ' .. v .. ' (expires ' .. tostring(redis.call('PTTL', k) > 0) .. ')')
+end
+return table.concat(out, '\n')
+`)
+
+func dumpKeys(ctx context.Context, t *testing.T, c *redis.Client) string {
+	t.Helper()
+	s, err := dumpScript.Run(ctx, c, nil).Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
