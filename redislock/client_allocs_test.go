@@ -12,9 +12,9 @@ import (
 // An uncontended cycle through a distlock.Client over Redis, with a context
 // that never ends (the common case), allocates no more than the Backend's
 // own cycle and what the Client needs for the grant (the grant, its OnLost
-// callback, the lock's context and the wait's context): not a cancellable
-// context per acquire, whose Done channel go-redis would make at its first
-// select on it. The Backend's cycle allocates its attempt with the lease in
+// callback and the wait's context): not a cancellable context per acquire,
+// whose Done channel go-redis would make at its first select on it, nor
+// the lock's own context, which nobody asks for here. The Backend's cycle allocates its attempt with the lease in
 // it, not a lease apart. The Client's share is the difference of two
 // cycles with the same commands, whatever go-redis allocates; the
 // Backend's bound includes go-redis's share (12 allocations with v9.23), so
@@ -68,7 +68,7 @@ func TestClientCycleAllocs(t *testing.T) {
 				return l.Release(ctx)
 			})
 			t.Logf("%.1f allocations per cycle through the Client, %.1f through the Backend alone", client, backend)
-			const backendBound, clientShare = 18, 5
+			const backendBound, clientShare = 18, 3
 			if backend > backendBound {
 				t.Errorf("%.1f allocations per Backend cycle, want at most %d", backend, backendBound)
 			}
