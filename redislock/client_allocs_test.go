@@ -14,13 +14,14 @@ import (
 // own cycle and what the Client needs for the grant (the grant, its OnLost
 // callback and the wait's context): not a cancellable context per acquire,
 // whose Done channel go-redis would make at its first select on it, nor
-// the lock's own context, which nobody asks for here. The Backend's cycle allocates its attempt with the lease in
-// it, not a lease apart. The Client's share is the difference of two
-// cycles with the same commands, whatever go-redis allocates; the
-// Backend's bound includes go-redis's share (12 allocations with v9.23), so
-// measure again when go-redis changes. The tokens start above 255, as in a
-// key used for a while: go-redis boxes the reply's token in an allocation
-// of its own then, and not below.
+// the lock's own context, which nobody asks for here. The Backend's cycle
+// allocates its attempt with the lease in it, not a lease apart. The
+// Client's share is the difference of two cycles with the same commands,
+// whatever go-redis allocates; the Backend's bound includes go-redis's
+// share (10 of its 16 allocations with v9.23), so measure again when
+// go-redis changes. The tokens start above 255, as in a key used for a
+// while: go-redis boxes the reply's token in an allocation of its own then,
+// and not below.
 func TestClientCycleAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own account")
@@ -68,7 +69,7 @@ func TestClientCycleAllocs(t *testing.T) {
 				return l.Release(ctx)
 			})
 			t.Logf("%.1f allocations per cycle through the Client, %.1f through the Backend alone", client, backend)
-			const backendBound, clientShare = 18, 3
+			const backendBound, clientShare = 16, 3
 			if backend > backendBound {
 				t.Errorf("%.1f allocations per Backend cycle, want at most %d", backend, backendBound)
 			}
