@@ -8,11 +8,14 @@ import (
 	"github.com/distlock/distlock/memlock"
 )
 
-// An uncontended cycle through the Client over memlock allocates what the
-// lock needs (its grant, with its context, scope and first handle in it;
-// the wait's context) and what memlock does, not a context.AfterFunc per
-// wait nor a value context per lock. The bound is generous: it catches a
-// return of those, not a single allocation.
+// An uncontended cycle through the Client over memlock, with a context
+// that never ends, allocates what the lock needs (its grant, with its scope
+// and first handle in it; its OnLost callback; the wait's context, which
+// is not a cancelCtx) and what memlock does: not a context.AfterFunc per
+// wait, nor a value context per lock, nor the lock's own context when
+// nobody asks for it. The bounds are tight (memlock allocates the same
+// every time): they catch the return of one allocation. WithWait(false)
+// costs one more: the options of a lock are copied when it has any.
 func TestCycleAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own account")
@@ -24,9 +27,10 @@ func TestCycleAllocs(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	for _, mode := range []struct {
-		name string
-		opts []distlock.Option
-	}{{"Acquire", nil}, {"TryAcquire", []distlock.Option{distlock.WithWait(false)}}} {
+		name  string
+		opts  []distlock.Option
+		bound float64
+	}{{"Acquire", nil, 7}, {"WithWait(false)", []distlock.Option{distlock.WithWait(false)}, 8}} {
 		t.Run(mode.name, func(t *testing.T) {
 			n := testing.AllocsPerRun(200, func() {
 				l, err := c.Acquire(ctx, "allocs", mode.opts...)
@@ -37,9 +41,8 @@ func TestCycleAllocs(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			const bound = 14
-			if n > bound {
-				t.Errorf("%.1f allocations per cycle, want at most %d", n, bound)
+			if n > mode.bound {
+				t.Errorf("%.1f allocations per cycle, want at most %v", n, mode.bound)
 			}
 			t.Logf("%.1f allocations per cycle", n)
 		})

@@ -25,8 +25,8 @@ type Client struct {
 	cfg     config
 	metrics *metrics
 
-	closing context.Context // cancelled by Close: ends waiting acquires
-	close   context.CancelFunc
+	closing context.Context // cancelled by Close, with ErrClosed: ends waiting acquires
+	close   context.CancelCauseFunc
 
 	// mu guards the fields below, the watchdog's and the grants' fields
 	// that grant's comment lists.
@@ -57,7 +57,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("distlock: metrics: %w", err)
 	}
 	c := &Client{b: b, cfg: cfg, metrics: ms, grants: map[*grant]struct{}{}, waits: map[uint64]context.CancelCauseFunc{}, wd: newWatchdog()}
-	c.closing, c.close = context.WithCancel(context.Background())
+	c.closing, c.close = context.WithCancelCause(context.Background())
 	c.batch, _ = b.(BatchRefresher)
 	return c, nil
 }
@@ -149,7 +149,7 @@ func (c *Client) Close(ctx context.Context) error {
 		waits = append(waits, cancel)
 	}
 	c.mu.Unlock()
-	c.close()
+	c.close(ErrClosed)
 	for _, cancel := range waits {
 		cancel(ErrClosed)
 	}
@@ -196,6 +196,19 @@ func (c *Client) enterWait(cancel context.CancelCauseFunc) (uint64, error) {
 	return c.lastWait, nil
 }
 
+// enter counts an acquisition in progress whose context ends with
+// c.closing: Close has nothing to cancel for it. It fails once the Client is
+// closed; leave ends it.
+func (c *Client) enter() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.active++
+	return nil
+}
+
 func (c *Client) leaveWait(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,7 +216,7 @@ func (c *Client) leaveWait(id uint64) {
 	c.leaveLocked()
 }
 
-// leave ends what enterWait or goBackgroundLocked counted.
+// leave ends what enter, enterWait or goBackgroundLocked counted.
 func (c *Client) leave() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -253,15 +266,31 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
 	}
-	// Close ends the wait too: it cancels ctx (no context.AfterFunc on
-	// c.closing, which would cost three allocations per acquire).
-	ctx, cancel := context.WithCancelCause(waitCtx)
-	defer cancel(nil)
-	id, err := c.enterWait(cancel)
-	if err != nil {
-		return nil, err
+	// Close ends the wait too. A waitCtx that never ends (Background, or
+	// values only) is bounded by c.closing alone: the backend is given its
+	// values with c.closing's cancellation, a context that costs no
+	// cancelCtx of its own, no registration for Close to cancel, and no
+	// Done channel made at the first select on it (go-redis selects on it
+	// for every command). Otherwise Close cancels ctx (no
+	// context.AfterFunc on c.closing, which would cost three allocations
+	// per acquire).
+	var ctx context.Context
+	if waitCtx.Done() == nil {
+		ctx = &closingCtx{Context: waitCtx, closing: c.closing}
+		if err := c.enter(); err != nil {
+			return nil, err
+		}
+		defer c.leave()
+	} else {
+		cctx, cancel := context.WithCancelCause(waitCtx)
+		defer cancel(nil)
+		id, err := c.enterWait(cancel)
+		if err != nil {
+			return nil, err
+		}
+		defer c.leaveWait(id)
+		ctx = cctx
 	}
-	defer c.leaveWait(id)
 	if cfg.wait {
 		c.metrics.waiting(key, 1)
 		defer c.metrics.waiting(key, -1)
@@ -302,6 +331,27 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 			return nil, ErrClosed
 		}
 	}
+}
+
+// closingCtx is the context of an acquisition whose caller's context never
+// ends: the caller's values, and the cancellation of the Client's closing.
+// closing answers the lookups of its own cancelCtx (the only value it
+// holds), so that context.Cause gives ErrClosed and a context a backend
+// derives from this one is cancelled by closing directly, with no goroutine
+// to watch it.
+type closingCtx struct {
+	context.Context // the caller's
+	closing         context.Context
+}
+
+func (c *closingCtx) Done() <-chan struct{} { return c.closing.Done() }
+func (c *closingCtx) Err() error            { return c.closing.Err() }
+
+func (c *closingCtx) Value(key any) any {
+	if v := c.closing.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // debug reports whether the Client logs at Debug level, so that what is

@@ -229,6 +229,73 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 	})
 }
 
+// stuckBackend is a Backend whose Acquire holds on until its context ends:
+// a service that does not answer. It reports the cause it saw, and that of
+// a context derived from the one it was given (as a client library derives
+// one per request).
+type stuckBackend struct {
+	entered chan struct{}
+	causes  chan [2]error
+}
+
+func (b *stuckBackend) Acquire(ctx context.Context, _ string, _ distlock.AcquireOptions) (distlock.Lease, error) {
+	derived, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.entered <- struct{}{}
+	<-derived.Done()
+	b.causes <- [2]error{context.Cause(ctx), context.Cause(derived)}
+	return nil, ctx.Err()
+}
+
+type stuckKey struct{}
+
+// Close ends an acquisition that the backend is working on, waiting or
+// not, whether the caller's context can end or not, with ErrClosed as the
+// cause the backend sees.
+func TestCloseEndsAcquireInBackend(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"never ends", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"with values", func() (context.Context, context.CancelFunc) {
+			return context.WithValue(context.Background(), stuckKey{}, "v"), func() {}
+		}},
+		{"can end", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+	} {
+		for _, wait := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/wait=%v", tc.name, wait), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := &stuckBackend{entered: make(chan struct{}, 1), causes: make(chan [2]error, 1)}
+					c, err := distlock.New(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := tc.ctx()
+					defer cancel()
+					errc := make(chan error, 1)
+					go func() {
+						_, err := c.Acquire(ctx, "k", distlock.WithWait(wait))
+						errc <- err
+					}()
+					<-b.entered
+					if err := c.Close(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					if err := <-errc; !errors.Is(err, distlock.ErrClosed) {
+						t.Errorf("Acquire ended with %v, want ErrClosed", err)
+					}
+					for i, cause := range <-b.causes {
+						if cause != distlock.ErrClosed {
+							t.Errorf("the backend's context (%d: 0 given, 1 derived) ended with cause %v, want ErrClosed", i, cause)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
 // Cancellation causes do not hide ctx.Err().
 func TestCauseKeepsContextError(t *testing.T) {
 	c := newClient(t, memlock.New())

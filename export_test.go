@@ -12,7 +12,7 @@ func (s *scope) staleKids() int {
 	defer s.mu.Unlock()
 	n := 0
 	for k := range s.kids {
-		if k.ctx.Err() != nil {
+		if k.over.Load() != nil {
 			n++
 		}
 	}

@@ -34,7 +34,7 @@ import (
 // Lock order, for the whole package: c.mu is never held while a scope's mu
 // or a grant's relMu is taken, nor while a Backend, a logger or a context's
 // cancellation is called; a scope's mu is a leaf (nothing is called or
-// locked under it).
+// locked under it but the making, and cancelling, of its own new context).
 type grant struct {
 	c     *Client
 	key   string

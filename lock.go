@@ -32,10 +32,10 @@ func (l *Lock) Token() uint64 { return l.g.token }
 // Context returns a context that is cancelled when the lock is lost or
 // released, or when a lock it was acquired under ends. context.Cause of it
 // is the reason it ended.
-func (l *Lock) Context() context.Context { return l.g.scope.ctx }
+func (l *Lock) Context() context.Context { return l.g.scope.context() }
 
 // Done returns a channel that is closed when the lock's context ends.
-func (l *Lock) Done() <-chan struct{} { return l.g.scope.ctx.Done() }
+func (l *Lock) Done() <-chan struct{} { return l.g.scope.context().Done() }
 
 // Err returns nil while the lock is held and its context has not ended;
 // otherwise why not:

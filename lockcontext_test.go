@@ -90,3 +90,97 @@ func TestLockContextIsAContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lock's context first asked for after the lock ended (the Client makes
+// it only when asked) is done already, with the reason as its cause, as it
+// would have been had it been asked for before: released, lost, or ended
+// with the lock it was acquired under.
+func TestLockContextAskedAfterEnd(t *testing.T) {
+	ctx := context.Background()
+	srv := memlock.New()
+	c := newClient(t, srv)
+	check := func(t *testing.T, l *distlock.Lock, want error) {
+		t.Helper()
+		select {
+		case <-l.Done():
+		default:
+			t.Fatal("Done of an ended lock is open")
+		}
+		if err := l.Context().Err(); !errors.Is(err, context.Canceled) {
+			t.Errorf("Err of an ended lock's context: %v", err)
+		}
+		if cause := context.Cause(l.Context()); !errors.Is(cause, want) {
+			t.Errorf("cause %v, want %v", cause, want)
+		}
+	}
+	t.Run("released", func(t *testing.T) {
+		l, err := c.Acquire(ctx, "released")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release(ctx)
+		check(t, l, distlock.ErrReleased)
+	})
+	t.Run("lost", func(t *testing.T) {
+		l, err := c.Acquire(ctx, "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !srv.Revoke("lost") { // tells the Client before it returns
+			t.Fatal("nothing to revoke")
+		}
+		check(t, l, distlock.ErrLockLost)
+		l.Release(ctx)
+	})
+	t.Run("enclosing", func(t *testing.T) {
+		outer, err := c.Acquire(ctx, "outer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := c.Acquire(outer.Context(), "inner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		outer.Release(ctx)
+		check(t, inner, distlock.ErrEnclosingEnded)
+		inner.Release(ctx)
+	})
+	t.Run("set", func(t *testing.T) {
+		s, err := c.AcquireAll(ctx, []string{"a", "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release(ctx)
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("Done of a released set is open")
+		}
+		if cause := context.Cause(s.Context()); !errors.Is(cause, distlock.ErrReleased) {
+			t.Errorf("released set's cause %v", cause)
+		}
+	})
+}
+
+// A lock's context asked for while the lock ends is done once both
+// returned, whichever came first.
+func TestLockContextAskedWhileEnding(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, memlock.New())
+	for i := range 200 {
+		l, err := c.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan context.Context, 1)
+		go func() { got <- l.Context() }()
+		l.Release(ctx)
+		lc := <-got
+		if lc.Err() == nil {
+			t.Fatalf("round %d: the context asked for during Release is live after it", i)
+		}
+		if lc != l.Context() {
+			t.Fatalf("round %d: two contexts for one lock", i)
+		}
+	}
+}

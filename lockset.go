@@ -112,10 +112,10 @@ func (s *LockSet) Lock(key string) *Lock {
 // a lock that AcquireAll's context came from ends, or when the set is
 // released. It carries every lock of the set, for reentrant acquisition;
 // locks acquired under it end with the set.
-func (s *LockSet) Context() context.Context { return s.scope.ctx }
+func (s *LockSet) Context() context.Context { return s.scope.context() }
 
 // Done returns a channel closed when the set's context ends.
-func (s *LockSet) Done() <-chan struct{} { return s.scope.ctx.Done() }
+func (s *LockSet) Done() <-chan struct{} { return s.scope.context().Done() }
 
 // Err returns nil while every lock is held and the set's context has not
 // ended, and otherwise why: ErrReleased once the set was released; a

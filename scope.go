@@ -24,13 +24,19 @@ import (
 // States: live, then ended (over holds the cause, and ctx is cancelled with
 // it), for good.
 //
-// Who guards what: ctx, cancel, parent, g, parts, locks and ended are set
-// before the scope is published and never change; over and freed are
-// atomics, each set once; mu (a leaf in the lock order, see grant) guards
-// kids and closed.
+// Its context is made at the first call of context: most locks are
+// released without anyone asking for theirs, and then cost no cancelCtx.
+// One made after the scope ended is cancelled at once, with the cause.
+//
+// Who guards what: parent, g, parts, locks and ended are set before the
+// scope is published and never change; over and freed are atomics, each
+// set once; mu (a leaf in the lock order, see grant) guards kids and
+// closed, and ctx and cancel until made is set (then they never change,
+// and ctx is read without it).
 type scope struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	made   atomic.Bool
 	parent *scope
 
 	g     *grant   // a lock's scope: the grant
@@ -127,11 +133,13 @@ func (s *scope) end(cause error) {
 		s.ended.Wait()
 		return
 	}
-	s.cancel(cause)
 	s.mu.Lock()
-	kids := s.kids
+	cancel, kids := s.cancel, s.kids
 	s.kids, s.closed = nil, true
 	s.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
 	for k := range kids {
 		k.end(s.causeFor(k, cause))
 	}
@@ -237,7 +245,24 @@ func newScope(parent context.Context, nodes *heldNode) *scope {
 func (s *scope) init() {
 	s.parent = parentScope(s.hold.parent)
 	s.ended.Add(1)
-	s.ctx, s.cancel = context.WithCancelCause(&s.hold)
+}
+
+// context returns the scope's context, making it if need be: cancelled
+// already, with the scope's cause, if the scope has ended.
+func (s *scope) context() context.Context {
+	if s.made.Load() {
+		return s.ctx
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.made.Load() {
+		s.ctx, s.cancel = context.WithCancelCause(&s.hold)
+		if s.closed { // end has run past its cancel: do its part
+			s.cancel(*s.over.Load())
+		}
+		s.made.Store(true)
+	}
+	return s.ctx
 }
 
 // holdCtx is what a scope's context derives from: the values of the

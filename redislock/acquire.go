@@ -79,6 +79,16 @@ type attempt struct {
 	// rest is the value's end that the last try sent (see valueRest),
 	// passed by pointer: boxing a pointer allocates nothing.
 	rest string
+	// lease is the attempt's grant once it has one (an attempt is granted
+	// at most once): allocated with the attempt, not apart from it.
+	lease lease
+}
+
+// grant returns the lease of the attempt's grant of token, valid for v.
+func (a *attempt) grant(token uint64, v distlock.Validity) *lease {
+	l := &a.lease
+	l.b, l.k, l.args, l.secret, l.token, l.validity = a.b, &a.k, &a.args, a.secret, token, v
+	return l
 }
 
 func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
@@ -120,8 +130,7 @@ func (a *attempt) handedLease(payload string, queued time.Time, seen uint64) *le
 	if ttl <= 0 {
 		return nil
 	}
-	return &lease{b: a.b, k: a.k, args: a.args, secret: a.secret, token: token,
-		validity: distlock.Validity{Sent: queued, TTL: ttl}}
+	return a.grant(token, distlock.Validity{Sent: queued, TTL: ttl})
 }
 
 // refusal is why a try was not granted, and when to try again; sent is
@@ -155,8 +164,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	}
 	switch status {
 	case acquireGranted:
-		return &lease{b: a.b, k: a.k, args: a.args, secret: a.secret, token: uint64(val),
-			validity: distlock.Validity{Sent: sent, TTL: a.opts.TTL}}, refusal{}, nil
+		return a.grant(uint64(val), distlock.Validity{Sent: sent, TTL: a.opts.TTL}), refusal{}, nil
 	case acquireHeld:
 		if val < 0 {
 			return nil, refusal{"held", noExpiryPoll, sent, seen}, nil

@@ -13,12 +13,13 @@ import (
 	"github.com/distlock/distlock/internal/backend"
 )
 
-// lease is one grant. Its errors do not name the key or the operation: the
-// Client's distlock.KeyError does.
+// lease is one grant. It lives in the attempt that was granted (see
+// attempt.grant), whose keys and arguments it uses. Its errors do not name
+// the key or the operation: the Client's distlock.KeyError does.
 type lease struct {
 	b        *Backend
-	k        lockKeys
-	args     scriptArgs
+	k        *lockKeys
+	args     *scriptArgs
 	secret   string
 	token    uint64
 	validity distlock.Validity
@@ -69,7 +70,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redislock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	n, err := l.b.runRelease(ctx, &l.args, "", 0)
+	n, err := l.b.runRelease(ctx, l.args, "", 0)
 	if err != nil {
 		return err
 	}
