@@ -3,14 +3,23 @@ package pglock
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// abandonStatement is one statement of a clean-up, with the number of its
+// parameters: the key ($1) alone, or the key and the grant id ($2).
+type abandonStatement struct {
+	sql    string
+	params int
+}
 
 // The clean-ups of abandonRow: plain statements over the schema's tables
 // and its release and leave functions, so that they need no function of
-// their own (and no new schema version). Each is sent as one query of the
-// simple protocol, one round trip that the server runs as one transaction,
-// statement after statement, each with a snapshot of its own:
+// their own (and no new schema version). Each is sent as one batch of the
+// extended protocol, its parameters bound rather than quoted into the
+// text (so that it works whatever standard_conforming_strings is) and one
+// Sync at its end: one round trip that the server runs as one
+// transaction, statement after statement, each with a snapshot of its own:
 //
 //   - the INSERT into distlock_lease waits for a statement that is
 //     inserting the key's first row (an insert of the same key waits for
@@ -19,24 +28,25 @@ import (
 //   - the SELECT ... FOR UPDATE waits for a statement that has changed the
 //     key's row (a grant) to commit or abort, and keeps the row locked
 //     until the clean-up commits;
-//   - in abandonWaiterSQL, the INSERT into distlock_lease_waiter waits
-//     for a statement that is queueing the waiter, or renewing its row,
-//     and then marks the row expired (adding it if there is none) for the
-//     leave to delete;
+//   - in abandonWaiter, the INSERT into distlock_lease_waiter waits for a
+//     statement that is queueing the waiter, or renewing its row, and then
+//     marks the row expired (adding it if there is none) for the leave to
+//     delete;
 //   - the release frees a grant named $2 that has not expired, notifying
 //     the key's head waiter as any release does; the leave takes $2 out of
 //     the queue, and wakes the next waiter if the key is free.
-const (
-	abandonTrySQL = `INSERT INTO distlock_lease (key, grant_id, expires) VALUES ($1, NULL, '-infinity') ON CONFLICT (key) DO NOTHING;
-SELECT 1 FROM distlock_lease WHERE key = $1 FOR UPDATE;
-SELECT distlock_lease_release($1, $2)`
-
-	abandonWaiterSQL = `INSERT INTO distlock_lease (key, grant_id, expires) VALUES ($1, NULL, '-infinity') ON CONFLICT (key) DO NOTHING;
-SELECT 1 FROM distlock_lease WHERE key = $1 FOR UPDATE;
-INSERT INTO distlock_lease_waiter AS w (key, waiter, expires) VALUES ($1, $2, '-infinity')
-ON CONFLICT (key, waiter) DO UPDATE SET expires = '-infinity';
-SELECT distlock_lease_release($1, $2);
-SELECT distlock_lease_leave($1, $2)`
+var (
+	abandonKeyRow = []abandonStatement{
+		{`INSERT INTO distlock_lease (key, grant_id, expires) VALUES ($1, NULL, '-infinity') ON CONFLICT (key) DO NOTHING`, 1},
+		{`SELECT 1 FROM distlock_lease WHERE key = $1 FOR UPDATE`, 1},
+	}
+	abandonTry = append(abandonKeyRow[:len(abandonKeyRow):len(abandonKeyRow)],
+		abandonStatement{`SELECT distlock_lease_release($1, $2)`, 2})
+	abandonWaiter = append(abandonKeyRow[:len(abandonKeyRow):len(abandonKeyRow)],
+		abandonStatement{`INSERT INTO distlock_lease_waiter AS w (key, waiter, expires) VALUES ($1, $2, '-infinity')
+ON CONFLICT (key, waiter) DO UPDATE SET expires = '-infinity'`, 2},
+		abandonStatement{`SELECT distlock_lease_release($1, $2)`, 2},
+		abandonStatement{`SELECT distlock_lease_leave($1, $2)`, 2})
 )
 
 // abandonRow cleans up after a try for key whose outcome is unknown: its
@@ -50,10 +60,20 @@ SELECT distlock_lease_leave($1, $2)`
 // try's own unguessable id, so a later grant of the key, and any other
 // waiter, is never touched.
 func (b *Backend) abandonRow(ctx context.Context, key, grant string, queued bool) error {
-	sql := abandonTrySQL
+	stmts := abandonTry
 	if queued {
-		sql = abandonWaiterSQL
+		stmts = abandonWaiter
 	}
-	_, err := b.pool.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol, key, grant)
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	params := [][]byte{[]byte(key), []byte(grant)}
+	batch := &pgconn.Batch{}
+	for _, s := range stmts {
+		batch.ExecParams(s.sql, params[:s.params], nil, nil, nil)
+	}
+	_, err = conn.Conn().PgConn().ExecBatch(ctx, batch).ReadAll()
 	return err
 }
