@@ -85,7 +85,7 @@
 // normally stops the statement, can be lost or come too late). The
 // Backend then sends, in the background (Close waits for it), one
 // clean-up transaction that waits on the row locks the statement takes,
-// so that a statement still running in the server ends first, and then
+// so that a statement still running in the server normally ends first, and then
 // releases a grant named by the try's own id, waking the next waiter as a
 // release does, and takes the try's waiter row out of the queue. It never
 // touches another grant or waiter: the id is the try's own and
@@ -139,7 +139,13 @@
 //     is still running when the request timeout has passed, or when the
 //     server cannot be reached for the clean-up within it: the grant then
 //     holds the key until it expires, and a waiter row stands in the
-//     queue for its life (three mean pauses, see Waiting) at most.
+//     queue for its life (three mean pauses, see Waiting) at most. The
+//     same holds, in a narrow race, for a try that was itself waiting on
+//     the key's row behind a release: the clean-up waits on that release
+//     too and may lock the row first when both wake. The clean-up also
+//     needs the default isolation, READ COMMITTED: under REPEATABLE READ
+//     its row lock fails on the try's grant (lease mode already needs READ
+//     COMMITTED wherever acquirers contend).
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
