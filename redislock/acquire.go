@@ -200,7 +200,7 @@ func (a *attempt) acquireArgs(join bool) []any {
 	if a.waiter == "" {
 		return args[:len(args)-2]
 	}
-	args[len(args)-2], args[len(args)-1] = a.waiter, b.livenessArg
+	args[len(args)-2], args[len(args)-1] = &a.waiter, b.livenessArg
 	return args
 }
 

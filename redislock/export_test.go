@@ -40,7 +40,7 @@ func QueueCycle(ctx context.Context, b *Backend, pipe redis.Pipeliner, key strin
 	args := a.acquireArgs(false)
 	args[0], args[1] = "evalsha", acquireScript.hash
 	pipe.Process(ctx, redis.NewCmd(ctx, args...))
-	args = b.releaseArgs(&a.args, "", 0)
+	args = b.releaseArgs(&a.args, nil, 0)
 	args[0], args[1] = "evalsha", releaseScript.hash
 	pipe.Process(ctx, redis.NewCmd(ctx, args...))
 }

@@ -70,7 +70,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redislock: token %d was already released", distlock.ErrLockLost, l.token)
 	}
-	n, err := l.b.runRelease(ctx, l.args, "", 0)
+	n, err := l.b.runRelease(ctx, l.args, nil, 0)
 	if err != nil {
 		return err
 	}

@@ -55,19 +55,22 @@ const (
 var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
 
 // runRelease runs the release script for the grant of args: it
-// releases the grant if held, and takes waiter (if not "") out of the
-// queue. It returns releaseReleased, releaseAlreadyReleased or
+// releases the grant if held, and takes *waiter (if waiter is not nil and
+// *waiter not "") out of the queue. The waiter's queue member holds the
+// grant's secret: it is passed by pointer, as scriptArgs are, so that it
+// stays out of logs and traces of the command. It returns releaseReleased, releaseAlreadyReleased or
 // releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
 // case, to last that long.
-func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter string, abandon time.Duration) (int64, error) {
+func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter *string, abandon time.Duration) (int64, error) {
 	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(args, waiter, abandon)).Int64()
 	return n, classify(ctx, "", err)
 }
 
 // releaseArgs are the arguments of release.lua, as runScript takes them.
-func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Duration) []any {
+func (b *Backend) releaseArgs(args *scriptArgs, waiter *string, abandon time.Duration) []any {
 	var id any = ""
-	if waiter != "" {
+	queued := waiter != nil && *waiter != ""
+	if queued {
 		id = waiter
 	}
 	if abandon > 0 {
@@ -75,7 +78,7 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 			args.held, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
 	// A release leaves the tombstone out of its keys.
-	if waiter == "" {
+	if !queued {
 		// The common case: no waiter, and no argument for it.
 		return []any{nil, nil, 5, args.lock, args.last, args.queue, args.alive, args.token,
 			args.held, b.releaseFlags[0]}
@@ -91,7 +94,7 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter string, abandon time.Dura
 // key for its TTL, held by nobody.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	leave := func(ctx context.Context) error {
-		_, err := a.b.runRelease(ctx, &a.args, a.waiter, 0)
+		_, err := a.b.runRelease(ctx, &a.args, &a.waiter, 0)
 		return err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
@@ -115,7 +118,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	// (TTL), a place in the queue (liveness).
 	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
 	cleanUp := func(ctx context.Context) error {
-		_, err := b.runRelease(ctx, &a.args, a.waiter, keep)
+		_, err := b.runRelease(ctx, &a.args, &a.waiter, keep)
 		return err
 	}
 	if h := b.hooks.beforeAbandon; h != nil {

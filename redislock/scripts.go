@@ -94,7 +94,7 @@ const (
 	acquireHeld     = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
 	acquireGranted  = 1 // granted: the token
 	acquireNotFirst = 2 // NOT_FIRST: free, another waiter first; value is ms to its liveness deadline
-	acquireTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
+	acquireTooLate  = 3 // TOO_LATE: the secret's tombstone exists, or its grant was the last released; nothing was done
 )
 
 // Replies of release.lua.
