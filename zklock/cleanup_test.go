@@ -74,7 +74,7 @@ func TestLostCreateReplyIsFoundByName(t *testing.T) {
 	}
 	b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, "")
 
-	done := acquireLosingReplies(ctx, b, p, key)
+	done := acquireLosingReplies(t, ctx, b, p, key)
 	nodes := waitNodes(t, admin, key, 2)
 	p.Heal()
 	ours := nodes[1]
@@ -112,7 +112,7 @@ func TestLostCreateReplyFoundAcrossFailedReconnects(t *testing.T) {
 	b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, "")
 	conns := p.Conns()
 
-	done := acquireLosingReplies(ctx, b, p, key)
+	done := acquireLosingReplies(t, ctx, b, p, key)
 	nodes := waitNodes(t, admin, key, 2)
 	// Two reconnects after the cut: the first of them failed (its
 	// handshake's reply was dropped too), and the client has told the
@@ -172,7 +172,7 @@ func TestOrphanOfAnotherSessionIsDeleted(t *testing.T) {
 				t.Fatalf("create the orphan: %v", err)
 			}
 
-			done := acquireLosingReplies(ctx, b, p, key)
+			done := acquireLosingReplies(t, ctx, b, p, key)
 			nodes := waitNodes(t, admin, key, 2) // the orphan, then ours
 			ours := dir + "/" + nodes[1]
 			if dir+"/"+nodes[0] != orphan {

@@ -46,3 +46,27 @@ func (b *Backend) SetUUID(f func() (string, error)) { b.uuid = f }
 // node first and the check that the node is still its own. Call it before
 // the Backend's first Acquire.
 func (b *Backend) SetBeforeGrant(f func(node string)) { b.beforeGrant = f }
+
+// ReadAlong feeds what a client wrote to a server (requests) and read from
+// it (replies), each cut in two at the given byte, to the reading along of
+// the Backend's connections, and reports whether a create request of
+// target was seen being written.
+func ReadAlong(requests, replies []byte, cutRequests, cutReplies int, target string) bool {
+	b := &Backend{}
+	written := b.created.announce(target)
+	c := &handshakeConn{b: b, creates: map[int32]struct{}{}}
+	c.out.max, c.out.f = requestHead, c.sent
+	c.in.max, c.in.f = replyHead, c.received
+	for _, part := range [][]byte{requests[:cutRequests], requests[cutRequests:]} {
+		c.out.feed(part)
+	}
+	for _, part := range [][]byte{replies[:cutReplies], replies[cutReplies:]} {
+		c.in.feed(part)
+	}
+	select {
+	case <-written:
+		return true
+	default:
+		return false
+	}
+}

@@ -74,7 +74,7 @@ func TestLateNodeOfOursBehindIsDeletedAtRelease(t *testing.T) {
 	}
 	b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, uuid)
 
-	done := acquireLosingReplies(ctx, b, p, key)
+	done := acquireLosingReplies(t, ctx, b, p, key)
 	waitNodes(t, admin, key, 2)
 	p.Heal()
 	if err := hl.Release(ctx); err != nil {

@@ -43,15 +43,29 @@ type acquired struct {
 	err error
 }
 
-// acquireLosingReplies has p drop every reply, and starts a waiting
-// Acquire of key by b, whose outcome comes on the channel returned.
-func acquireLosingReplies(ctx context.Context, b *zklock.Backend, p *faultproxy.Proxy, key string) <-chan acquired {
+// acquireLosingReplies has p drop every reply, starts a waiting Acquire of
+// key by b, whose outcome comes on the channel returned, and waits until
+// the proxy has cut the connection that the create went on (the client has
+// dialed again). The proxy cuts a connection when it drops a reply; until
+// it has, the create's reply may still be on its way, and a Heal would let
+// it through: the create would not have lost its reply, and the test would
+// prove nothing (or fail, for a test that needs the reply lost).
+func acquireLosingReplies(t *testing.T, ctx context.Context, b *zklock.Backend, p *faultproxy.Proxy, key string) <-chan acquired {
+	t.Helper()
+	conns := p.Conns()
 	p.DropReplies()
 	done := make(chan acquired, 1)
 	go func() {
 		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
 		done <- acquired{l, err}
 	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Conns() == conns {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy did not cut the connection within 30s of dropping replies")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return done
 }
 
