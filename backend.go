@@ -47,6 +47,11 @@ type Backend interface {
 	// an Acquire that fails must not leave a grant behind (a request whose
 	// reply was lost is cleaned up by the backend).
 	//
+	// ctx may stay live after Acquire returns (when the caller's context
+	// never ends, until the Client is closed): whatever Acquire starts
+	// with it (a goroutine, a context.AfterFunc, a derived context) it
+	// ends before returning, or that stays until Close.
+	//
 	// The key has passed ValidateKey; the backend escapes characters it
 	// cannot store so that distinct keys never share a lock.
 	Acquire(ctx context.Context, key string, opts AcquireOptions) (Lease, error)
