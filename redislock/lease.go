@@ -42,7 +42,7 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 		return distlock.Validity{}, err
 	}
 	sent := time.Now()
-	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, l.secret, ceilMillis(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, &l.secret, ceilMillis(ttl)).Int64()
 	return l.refreshed(ctx, sent, ttl, n, err)
 }
 

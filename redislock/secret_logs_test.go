@@ -102,3 +102,43 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 		}
 	}
 }
+
+// A holder's refreshes (Refresh, and RefreshAll's batch of one and of
+// many) carry the grant's secret too: it stays out of the logs as well.
+func TestSecretStaysOutOfRefreshLogs(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	var log commandLog
+	c := newClient(t, srv.Addr)
+	c.AddHook(&log)
+	b := mustNew(t, c)
+	t.Cleanup(func() { b.Close() })
+	var ls []distlock.Lease
+	for _, key := range []string{"refreshed-a", "refreshed-b"} {
+		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	if _, err := ls[0].Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range [][]distlock.Lease{ls[:1], ls} {
+		for _, r := range b.RefreshAll(ctx, batch, time.Minute) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, l := range ls {
+		secret := redislock.LeaseSecret(l)
+		for _, s := range log.cmds {
+			if strings.Contains(s, secret) {
+				t.Fatalf("a logged command shows a secret: %.200s", s)
+			}
+		}
+	}
+}
