@@ -70,6 +70,12 @@
 //     eviction: set "maxmemory-policy noeviction" on every node).
 //   - Availability while a majority of the nodes is down or waiting to be
 //     re-seeded (no grants: safe, not live), and fairness between waiters.
+//   - Secrecy of a grant's owner value in command logs: a hook on a node's
+//     client that logs or traces commands (cmd.String, redisotel) sees it,
+//     in the tombstone key's name and in the scripts' arguments, and
+//     whoever reads it can release the grant. Node takes keys as strings,
+//     so they cannot be passed out of sight as redislock passes them;
+//     keep such logs as private as the nodes themselves.
 //
 // # Durability
 //
