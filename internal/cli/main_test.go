@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,6 +31,18 @@ var bin string
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == cli.SupervisorCommand {
 		os.Exit(cli.Run(context.Background(), os.Args[1:]))
+	}
+	// A test run started with a signal ignored (SIGHUP under nohup, SIGINT
+	// and SIGQUIT in the background of a non-interactive shell) would pass
+	// that on to every process it starts, and the commands these tests run
+	// could then not be hung up or interrupted: the signal tests would fail
+	// for the environment, not for distlock. A signal this process catches
+	// is reset to its default action in a child at exec, one it ignores is
+	// not; catching only the ignored ones leaves ^C working.
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT} {
+		if signal.Ignored(sig) {
+			signal.Notify(make(chan os.Signal, 1), sig)
+		}
 	}
 	dir, err := os.MkdirTemp("", "distlock-cli-test-")
 	if err != nil {
