@@ -17,6 +17,10 @@ echo "test.sh: go vet"
 go vet ./...
 echo "test.sh: go test -race (all packages)"
 go test -race -shuffle=on -count=1 -timeout 30m ./...
+# The allocation bounds skip under the race detector (it allocates): they
+# run once more without it.
+echo "test.sh: allocation bounds (without the race detector)"
+go test -count=1 -timeout 10m -run 'Allocs' . ./redislock/
 
 if [ -f bench/go.mod ]; then
 	echo "test.sh: bench module: vet, tests and a smoke run"
