@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 // ZooKeeper's opcodes that the pipelining tests look for.
 const (
 	opCreateRequest = 1
+	opPing          = 11
 	opGetChildren2  = 12
 )
 
@@ -120,7 +122,7 @@ func (p *orderProxy) requests(c, s net.Conn, creates *sync.Map) {
 	forward := func(f []byte) bool {
 		if len(f) >= 12 {
 			xid, op := int32(binary.BigEndian.Uint32(f[4:])), int32(binary.BigEndian.Uint32(f[8:]))
-			if op != 11 { // pings come on a timer
+			if op != opPing { // pings come on a timer
 				p.mu.Lock()
 				if op == opCreateRequest {
 					creates.Store(xid, len(p.ops))
@@ -143,15 +145,25 @@ func (p *orderProxy) requests(c, s net.Conn, creates *sync.Map) {
 			}
 			continue
 		}
+		// A ping is sent on a timer, not by the acquire: the create goes on
+		// waiting for the request behind it.
 		t := time.NewTimer(waitForNext)
-		select {
-		case next, ok := <-frames:
-			t.Stop()
-			if ok && !forward(next) {
-				return
+	behind:
+		for {
+			select {
+			case next, ok := <-frames:
+				if ok && !forward(next) {
+					t.Stop()
+					return
+				}
+				if ok && len(next) >= 12 && int32(binary.BigEndian.Uint32(next[8:])) == opPing {
+					continue
+				}
+			case <-t.C:
 			}
-		case <-t.C:
+			break behind
 		}
+		t.Stop()
 		if !forward(f) {
 			return
 		}
@@ -271,5 +283,26 @@ func TestListingBeforeCreateListsAgain(t *testing.T) {
 	}
 	if n := len(nodesOf(t, admin, key)); n != 0 {
 		t.Errorf("%d nodes left under the lock", n)
+	}
+	// Each create went out behind the listing sent after it, and was
+	// listed again after its reply.
+	p.mu.Lock()
+	ops := append([]int32(nil), p.ops...)
+	p.mu.Unlock()
+	creates := 0
+	for i, op := range ops {
+		if op != opCreateRequest {
+			continue
+		}
+		creates++
+		if i == 0 || ops[i-1] != opGetChildren2 {
+			t.Errorf("requests %v: create %d not behind a listing", ops, creates)
+		}
+		if !slices.Contains(ops[i+1:], opGetChildren2) {
+			t.Errorf("requests %v: no listing after create %d", ops, creates)
+		}
+	}
+	if creates != 2 {
+		t.Errorf("requests %v: %d creates, want 2", ops, creates)
 	}
 }
