@@ -32,13 +32,10 @@ const waitForNext = 10 * time.Second
 // after the request that follows it (within waitForNext), as though the
 // two had been sent the other way round.
 type orderProxy struct {
-	ln     net.Listener
-	target string
-	swap   bool
-	wg     sync.WaitGroup
+	*wireProxy
+	swap bool
 
 	mu     sync.Mutex
-	conns  []net.Conn
 	ops    []int32       // the opcodes of the requests forwarded, pings left out
 	grew   chan struct{} // closed and replaced when ops grows
 	behind []int32       // for each create reply, the opcode sent behind the create before it, or 0
@@ -46,47 +43,12 @@ type orderProxy struct {
 
 func startOrderProxy(t testing.TB, target string, swap bool) *orderProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &orderProxy{ln: ln, target: target, swap: swap, grew: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *orderProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *orderProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
+	p := &orderProxy{swap: swap, grew: make(chan struct{})}
+	p.wireProxy = startWireProxy(t, target, func(c, s net.Conn) (up, down func()) {
 		creates := &sync.Map{} // xid → index in ops of the create
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			p.requests(c, s, creates)
-			s.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			p.replies(s, c, creates)
-			c.Close()
-		}()
-	}
+		return func() { p.requests(c, s, creates) }, func() { p.replies(s, c, creates) }
+	})
+	return p
 }
 
 // readFrames sends the frames read from c on the channel returned, which
@@ -224,16 +186,6 @@ func (p *orderProxy) takeBehind() []int32 {
 	b := p.behind
 	p.behind = nil
 	return b
-}
-
-func (p *orderProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // An uncontended acquire sends its listing right behind its create,

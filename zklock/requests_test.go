@@ -32,57 +32,19 @@ var opNames = map[int32]string{
 // the wire (a count of what the server is asked, independent of the
 // client).
 type countingProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
+	*wireProxy
 
 	mu     sync.Mutex
 	counts map[int32]int
-	conns  []net.Conn
 }
 
 func startCountingProxy(t testing.TB, target string) *countingProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &countingProxy{ln: ln, target: target, counts: map[int32]int{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
+	p := &countingProxy{counts: map[int32]int{}}
+	p.wireProxy = startWireProxy(t, target, func(c, s net.Conn) (up, down func()) {
+		return func() { p.count(c, s) }, func() { io.Copy(c, s) }
+	})
 	return p
-}
-
-func (p *countingProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *countingProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			io.Copy(c, s)
-			c.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			p.count(c, s)
-			s.Close()
-		}()
-	}
 }
 
 // count forwards the frames from client to server, counting the opcodes
@@ -126,16 +88,6 @@ func (p *countingProxy) take() map[string]int {
 	}
 	clear(p.counts)
 	return out
-}
-
-func (p *countingProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 func showCounts(m map[string]int) string {
