@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -18,7 +19,7 @@ type hookBackend struct {
 	hook func(ctx context.Context)
 }
 
-func (b *hookBackend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+func (b *hookBackend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	b.hook(ctx)
 	return b.Backend.Acquire(ctx, key, opts)
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // A Client acquires locks from one Backend and keeps them: it renews them,
@@ -20,8 +22,8 @@ import (
 // later if it was asleep until a renewal of that lock due later (at most a
 // renewal interval), or at once at Close.
 type Client struct {
-	b       Backend
-	batch   BatchRefresher // nil when the backend cannot batch
+	b       driver.Backend
+	batch   driver.BatchRefresher // nil when the backend cannot batch
 	cfg     config
 	metrics *metrics
 
@@ -44,7 +46,7 @@ type Client struct {
 
 // New returns a Client over b. The options set defaults for every lock the
 // Client acquires; an error matching ErrInvalidOption reports a bad one.
-func New(b Backend, opts ...Option) (*Client, error) {
+func New(b driver.Backend, opts ...Option) (*Client, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalidOption)
 	}
@@ -58,7 +60,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	}
 	c := &Client{b: b, cfg: cfg, metrics: ms, grants: map[*grant]struct{}{}, waits: map[uint64]context.CancelCauseFunc{}, wd: newWatchdog()}
 	c.closing, c.close = context.WithCancelCause(context.Background())
-	c.batch, _ = b.(BatchRefresher)
+	c.batch, _ = b.(driver.BatchRefresher)
 	return c, nil
 }
 
@@ -298,7 +300,7 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 
 	for failures := 0; ; {
 		g := newGrant(c, key, cfg)
-		lease, err := c.b.Acquire(ctx, key, AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: c.cfg.owner, OnLost: g.onLost})
+		lease, err := c.b.Acquire(ctx, key, driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: c.cfg.owner, OnLost: g.onLost})
 		if err == nil {
 			if err = c.start(g, lease, parent); err == nil {
 				if c.debug() {
@@ -376,7 +378,7 @@ func notAcquired(ctx context.Context, last error) error {
 
 // start turns a fresh lease into a held lock, or gives it back and returns
 // a retryable error when it cannot be used.
-func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
+func (c *Client) start(g *grant, lease driver.Lease, parent context.Context) error {
 	now := time.Now()
 	v := lease.Validity()
 	g.lease, g.token, g.since = lease, lease.Token(), now

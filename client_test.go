@@ -12,13 +12,14 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newClient(t *testing.T, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+func newClient(t *testing.T, b driver.Backend, opts ...distlock.Option) *distlock.Client {
 	t.Helper()
 	c, err := distlock.New(b, opts...)
 	if err != nil {
@@ -120,11 +121,11 @@ func TestMaxHold(t *testing.T) {
 
 // flaky fails the first n acquires with a transient error.
 type flaky struct {
-	distlock.Backend
+	driver.Backend
 	n atomic.Int64
 }
 
-func (f *flaky) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (f *flaky) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	if f.n.Add(-1) >= 0 {
 		return nil, fmt.Errorf("%w: flaky", distlock.ErrUnavailable)
 	}
@@ -154,9 +155,9 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 }
 
 // slow confirms grants only after the usable part of their TTL.
-type slow struct{ distlock.Backend }
+type slow struct{ driver.Backend }
 
-func (s slow) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (s slow) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := s.Backend.Acquire(ctx, key, o)
 	time.Sleep(o.TTL)
 	return l, err
@@ -174,7 +175,7 @@ func TestLateGrantIsGivenBack(t *testing.T) {
 			t.Fatalf("Acquire with a late confirmation: %v", err)
 		}
 		synctest.Wait()
-		if _, err := srv.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); err != nil {
+		if _, err := srv.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Second}); err != nil {
 			t.Fatalf("the late grant was left behind: %v", err)
 		}
 	})
@@ -238,7 +239,7 @@ type stuckBackend struct {
 	causes  chan [2]error
 }
 
-func (b *stuckBackend) Acquire(ctx context.Context, _ string, _ distlock.AcquireOptions) (distlock.Lease, error) {
+func (b *stuckBackend) Acquire(ctx context.Context, _ string, _ driver.AcquireOptions) (driver.Lease, error) {
 	derived, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.entered <- struct{}{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -18,7 +19,7 @@ type gatedRelease struct {
 	gate    chan struct{}
 }
 
-func (g gatedRelease) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (g gatedRelease) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := g.Backend.Acquire(ctx, key, o)
 	if err != nil {
 		return nil, err
@@ -27,7 +28,7 @@ func (g gatedRelease) Acquire(ctx context.Context, key string, o distlock.Acquir
 }
 
 type gatedLease struct {
-	distlock.Lease
+	driver.Lease
 	key string
 	g   gatedRelease
 }

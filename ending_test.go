@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -29,11 +30,11 @@ type hung struct {
 func newHung() *hung { return &hung{srv: memlock.New(), unblock: make(chan struct{})} }
 
 type hungLease struct {
-	distlock.Lease
+	driver.Lease
 	h *hung
 }
 
-func (h *hung) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (h *hung) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := h.srv.Acquire(ctx, key, o)
 	if err != nil {
 		return nil, err
@@ -59,10 +60,10 @@ func (l hungLease) Release(ctx context.Context) error {
 	return l.Lease.Release(ctx)
 }
 
-func (l hungLease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+func (l hungLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if l.h.refreshes.Load() {
 		if err := l.h.wait(ctx); err != nil {
-			return distlock.Validity{}, err
+			return driver.Validity{}, err
 		}
 	}
 	return l.Lease.Refresh(ctx, ttl)

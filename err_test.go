@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // oneClient returns a Client over oneAtATime, closed when the test ends.
@@ -98,7 +100,7 @@ func TestRefreshConfirmedTooLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l := oneLock(t)
 		passDeadline(c, l.g)
-		if err := c.applyRefresh(l.g, Validity{Sent: time.Now(), TTL: time.Minute}, nil, byHolder); !errors.Is(err, ErrDeadlinePassed) {
+		if err := c.applyRefresh(l.g, driver.Validity{Sent: time.Now(), TTL: time.Minute}, nil, byHolder); !errors.Is(err, ErrDeadlinePassed) {
 			t.Errorf("refresh confirmed after the deadline: %v, want ErrDeadlinePassed", err)
 		}
 		if l.Context().Err() == nil {
@@ -141,7 +143,9 @@ func TestErrNeverComesBack(t *testing.T) {
 	l.g.until.Store(untilOf(time.Now().Add(30 * time.Millisecond)))
 	// c.mu stays held: the confirmation below waits for it.
 	done := make(chan error, 1)
-	go func() { done <- c.applyRefresh(l.g, Validity{Sent: time.Now(), TTL: time.Minute}, nil, byHolder) }()
+	go func() {
+		done <- c.applyRefresh(l.g, driver.Validity{Sent: time.Now(), TTL: time.Minute}, nil, byHolder)
+	}()
 	time.Sleep(60 * time.Millisecond) // past the deadline: not a timing assumption
 	before := l.Err()
 	c.mu.Unlock()
@@ -188,20 +192,22 @@ func TestNestedErrExact(t *testing.T) {
 // slowLease's watchdog refreshes (those with a deadline) take 100ms.
 type slowLease struct{ plainLease }
 
-func (slowLease) Validity() Validity { return Validity{Sent: time.Now(), TTL: DefaultTTL} }
+func (slowLease) Validity() driver.Validity {
+	return driver.Validity{Sent: time.Now(), TTL: DefaultTTL}
+}
 
 type slowBackend struct{}
 
-func (slowBackend) Acquire(ctx context.Context, key string, o AcquireOptions) (Lease, error) {
+func (slowBackend) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	return slowLease{plainLease{1}}, nil
 }
 
-func (slowLease) Refresh(ctx context.Context, ttl time.Duration) (Validity, error) {
+func (slowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	sent := time.Now()
 	if _, ok := ctx.Deadline(); ok {
 		time.Sleep(100 * time.Millisecond)
 	}
-	return Validity{Sent: sent, TTL: ttl}, nil
+	return driver.Validity{Sent: sent, TTL: ttl}, nil
 }
 
 // Lock.Refresh while the watchdog's refresh of the same lock is under way:

@@ -5,21 +5,24 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // Errors returned by this package and by every Backend. Compare them with
 // errors.Is: the errors actually returned wrap one or more of these with
-// detail (the key, the backend's own error, the context's error).
+// detail (the key, the backend's own error, the context's error). Those
+// that backends return too are the same values as package driver's.
 var (
 	// ErrNotAcquired means the lock was not granted: it was held by someone
 	// else when trying once, or the context ended while waiting. In the
 	// latter case the error also matches ctx.Err().
-	ErrNotAcquired = errors.New("distlock: not acquired")
+	ErrNotAcquired = driver.ErrNotAcquired
 
 	// ErrLockLost means a grant is gone: its lease expired, the service
 	// dropped it, or the local deadline passed without a confirmed refresh.
 	// Work done under the lock after this point is not protected.
-	ErrLockLost = errors.New("distlock: lock lost")
+	ErrLockLost = driver.ErrLockLost
 
 	// ErrNotHeld means the caller released or refreshed a lock it no longer
 	// holds because it had already released it (a double release).
@@ -36,23 +39,23 @@ var (
 
 	// ErrInvalidKey means a key is empty, too long, not valid UTF-8, or has
 	// control characters. See ValidateKey.
-	ErrInvalidKey = errors.New("distlock: invalid key")
+	ErrInvalidKey = driver.ErrInvalidKey
 
 	// ErrInvalidOption means an option is out of range, for example a TTL
 	// that is not positive or larger than MaxTTL.
-	ErrInvalidOption = errors.New("distlock: invalid option")
+	ErrInvalidOption = driver.ErrInvalidOption
 
 	// ErrUnavailable means the lock service could not be reached or failed
 	// in a way worth retrying. Backends wrap their transient errors with it;
 	// the Client retries them according to its RetryStrategy.
-	ErrUnavailable = errors.New("distlock: service unavailable")
+	ErrUnavailable = driver.ErrUnavailable
 
 	// ErrTooDeep means a reentrant acquire would exceed the depth limit set
 	// with WithMaxDepth.
 	ErrTooDeep = errors.New("distlock: reentrancy depth limit reached")
 
-	// ErrClosed means the Client was closed.
-	ErrClosed = errors.New("distlock: client closed")
+	// ErrClosed means the Client (or its Backend) was closed.
+	ErrClosed = driver.ErrClosed
 )
 
 // Causes of loss that the Client itself detects. Both match ErrLockLost.

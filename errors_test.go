@@ -9,15 +9,16 @@ import (
 	"testing/synctest"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
 // failingRelease's leases cannot be released: the service is unavailable.
 type failingRelease struct{ *memlock.Backend }
 
-type failingReleaseLease struct{ distlock.Lease }
+type failingReleaseLease struct{ driver.Lease }
 
-func (b failingRelease) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (b failingRelease) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := b.Backend.Acquire(ctx, key, o)
 	if err != nil {
 		return nil, err

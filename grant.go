@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // A grant is one lease from the Backend, shared by the reentrant handles
@@ -39,7 +41,7 @@ type grant struct {
 	c     *Client
 	key   string
 	cfg   config
-	lease Lease
+	lease driver.Lease
 	token uint64
 	since time.Time
 	scope *scope // the lock's context

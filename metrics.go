@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/driver"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -111,7 +112,7 @@ type metrics struct {
 
 // backendName is the package name of b's type: its distlock.backend
 // attribute.
-func backendName(b Backend) string {
+func backendName(b driver.Backend) string {
 	t := reflect.TypeOf(b)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -148,7 +149,7 @@ func newMetrics(mp metric.MeterProvider, backend string, keyLabel func(string) s
 		metric.WithDescription("Acquisitions waiting for a lock."))
 	add(err)
 	ms.renewals, err = m.Int64Counter("distlock.renewals", metric.WithUnit("{renewal}"),
-		metric.WithDescription("Lease renewals, by outcome."))
+		metric.WithDescription("driver.Lease renewals, by outcome."))
 	add(err)
 	ms.headroom, err = m.Float64Histogram("distlock.lease.headroom", metric.WithUnit("s"),
 		metric.WithDescription("Time left before the local deadline when a renewal was confirmed."), secondsBuckets)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -344,13 +345,13 @@ func TestNestedLockEndsWithOuter(t *testing.T) {
 				if cause := context.Cause(inner.Context()); cause != err {
 					t.Errorf("inner context's cause %v, Err %v", cause, err)
 				}
-				if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrNotAcquired) {
+				if _, err := srv.Acquire(ctx, "b", driver.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrNotAcquired) {
 					t.Fatalf("inner key free while its lock is not released: %v", err)
 				}
 				if err := inner.Release(ctx); err != nil {
 					t.Errorf("inner Release: %v", err)
 				}
-				if _, err := srv.Acquire(ctx, "b", distlock.AcquireOptions{TTL: time.Second}); err != nil {
+				if _, err := srv.Acquire(ctx, "b", driver.AcquireOptions{TTL: time.Second}); err != nil {
 					t.Errorf("inner key not freed: %v", err)
 				}
 			})

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/distlock/distlock/driver"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -15,7 +16,7 @@ const (
 	DefaultDrift         = 0.01
 	DefaultSafetyMargin  = 10 * time.Millisecond
 	DefaultMaxDepth      = 32
-	MaxTTL               = 24 * time.Hour
+	MaxTTL               = driver.MaxTTL
 	maxDrift             = 0.5
 	minRenewInterval     = time.Millisecond
 	defaultRenewFraction = 3 // renew every TTL/3

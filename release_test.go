@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -15,7 +16,7 @@ import (
 // slowRelease: the release reply takes 50ms, and honours ctx.
 type slowRelease struct{ *memlock.Backend }
 
-func (s slowRelease) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (s slowRelease) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := s.Backend.Acquire(ctx, key, o)
 	if err != nil {
 		return nil, err
@@ -23,7 +24,7 @@ func (s slowRelease) Acquire(ctx context.Context, key string, o distlock.Acquire
 	return slowReleaseLease{l}, nil
 }
 
-type slowReleaseLease struct{ distlock.Lease }
+type slowReleaseLease struct{ driver.Lease }
 
 func (l slowReleaseLease) Release(ctx context.Context) error {
 	select {
@@ -67,7 +68,7 @@ func TestReleaseWithOwnContext(t *testing.T) {
 	if err := l.Release(l.Context()); err != nil {
 		t.Fatalf("Release(l.Context()): %v", err)
 	}
-	if _, err := srv.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); err != nil {
+	if _, err := srv.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Second}); err != nil {
 		t.Fatalf("key not freed: %v", err)
 	}
 }

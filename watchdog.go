@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // The watchdog is one goroutine per Client that runs while some held grant
@@ -226,13 +228,13 @@ func (c *Client) refreshBatch(batch []*grant) {
 			byTTL[h.cfg.ttl] = append(byTTL[h.cfg.ttl], h)
 		}
 		for ttl, hs := range byTTL {
-			leases := make([]Lease, len(hs))
+			leases := make([]driver.Lease, len(hs))
 			for i, h := range hs {
 				leases[i] = h.lease
 			}
 			res := c.batch.RefreshAll(ctx, leases, ttl)
 			for i, h := range hs {
-				r := RefreshResult{Err: errors.New("distlock: backend returned too few refresh results")}
+				r := driver.RefreshResult{Err: errors.New("distlock: backend returned too few refresh results")}
 				if i < len(res) {
 					r = res[i]
 				}
@@ -270,7 +272,7 @@ const (
 
 // applyRefresh applies the outcome of a refresh of g. It returns err, or
 // why the grant ended if it ended meanwhile.
-func (c *Client) applyRefresh(g *grant, v Validity, err error, by refresher) error {
+func (c *Client) applyRefresh(g *grant, v driver.Validity, err error, by refresher) error {
 	if err != nil && errors.Is(err, ErrLockLost) {
 		c.metrics.renewed(g.key, renewalLost, 0)
 		c.lose([]*grant{g}, err, lossRevoked)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // oneAtATime is a backend that grants every key at once with unbounded
@@ -13,15 +15,17 @@ type oneAtATime struct{ tok uint64 }
 
 type plainLease struct{ tok uint64 }
 
-func (b *oneAtATime) Acquire(ctx context.Context, key string, o AcquireOptions) (Lease, error) {
+func (b *oneAtATime) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	b.tok++
 	return plainLease{b.tok}, nil
 }
 
-func (l plainLease) Token() uint64      { return l.tok }
-func (l plainLease) Validity() Validity { return Validity{Sent: time.Now(), TTL: time.Minute} }
-func (l plainLease) Refresh(ctx context.Context, ttl time.Duration) (Validity, error) {
-	return Validity{Sent: time.Now(), TTL: ttl}, nil
+func (l plainLease) Token() uint64 { return l.tok }
+func (l plainLease) Validity() driver.Validity {
+	return driver.Validity{Sent: time.Now(), TTL: time.Minute}
+}
+func (l plainLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	return driver.Validity{Sent: time.Now(), TTL: ttl}, nil
 }
 func (l plainLease) Release(ctx context.Context) error { return nil }
 

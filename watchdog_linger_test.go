@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -28,7 +29,7 @@ func TestWatchdogLingerRandom(t *testing.T) {
 func lingerRandom(t *testing.T, seed uint64) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		b := &recBackend{Backend: memlock.New(), refs: map[string][]time.Time{}, keys: map[distlock.Lease]string{}}
+		b := &recBackend{Backend: memlock.New(), refs: map[string][]time.Time{}, keys: map[driver.Lease]string{}}
 		c, err := distlock.New(b, distlock.WithDrift(0), distlock.WithSafetyMargin(0))
 		if err != nil {
 			t.Fatal(err)

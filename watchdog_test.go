@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -24,10 +25,10 @@ type recBackend struct {
 	*memlock.Backend
 	mu   sync.Mutex
 	refs map[string][]time.Time
-	keys map[distlock.Lease]string
+	keys map[driver.Lease]string
 }
 
-func (b *recBackend) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (b *recBackend) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := b.Backend.Acquire(ctx, key, o)
 	if err == nil {
 		b.mu.Lock()
@@ -37,7 +38,7 @@ func (b *recBackend) Acquire(ctx context.Context, key string, o distlock.Acquire
 	return l, err
 }
 
-func (b *recBackend) RefreshAll(ctx context.Context, ls []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+func (b *recBackend) RefreshAll(ctx context.Context, ls []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	b.mu.Lock()
 	for _, l := range ls {
 		b.refs[b.keys[l]] = append(b.refs[b.keys[l]], time.Now())
@@ -60,7 +61,7 @@ func watchdogEventsOnTime(t *testing.T, seed uint64) {
 	synctest.Test(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		ctx := context.Background()
-		b := &recBackend{Backend: memlock.New(), refs: map[string][]time.Time{}, keys: map[distlock.Lease]string{}}
+		b := &recBackend{Backend: memlock.New(), refs: map[string][]time.Time{}, keys: map[driver.Lease]string{}}
 		c := newClient(t, b, distlock.WithDrift(0), distlock.WithSafetyMargin(0))
 		type rec struct {
 			l                 *distlock.Lock
@@ -217,7 +218,7 @@ type countingBackend struct {
 	calls, leases atomic.Int64
 }
 
-func (b *countingBackend) RefreshAll(ctx context.Context, ls []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+func (b *countingBackend) RefreshAll(ctx context.Context, ls []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	b.calls.Add(1)
 	b.leases.Add(int64(len(ls)))
 	return b.Backend.RefreshAll(ctx, ls, ttl)
@@ -339,13 +340,13 @@ type slowGrant struct {
 	refreshes atomic.Int64
 }
 
-func (s *slowGrant) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (s *slowGrant) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := s.Backend.Acquire(ctx, key, o)
 	time.Sleep(s.d)
 	return l, err
 }
 
-func (s *slowGrant) RefreshAll(ctx context.Context, ls []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+func (s *slowGrant) RefreshAll(ctx context.Context, ls []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	s.refreshes.Add(int64(len(ls)))
 	return s.Backend.RefreshAll(ctx, ls, ttl)
 }

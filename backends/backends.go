@@ -43,7 +43,7 @@ import (
 	"sync"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // Backend is a lock service opened from a URL. Close releases what it
@@ -54,7 +54,7 @@ import (
 // and its own methods stay reachable; a file:// Backend embeds a
 // *filelock.Backend, with a Close that does nothing.
 type Backend interface {
-	distlock.Backend
+	driver.Backend
 	io.Closer
 }
 
@@ -89,7 +89,7 @@ func Register(open Opener, schemes ...string) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, s := range schemes {
-		if got, _, ok := backendurl.Scheme(s + ":"); !ok || got != s {
+		if got, _, ok := driver.Scheme(s + ":"); !ok || got != s {
 			panic(fmt.Sprintf("backends: Register: %q is not a lower-case URL scheme", s))
 		}
 		if _, dup := openers[s]; dup {
@@ -124,7 +124,7 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 	}
 	b, err := open(ctx, rawURL)
 	if err != nil {
-		return nil, backendurl.Scrub(err, rawURL)
+		return nil, driver.Scrub(err, rawURL)
 	}
 	if b == nil {
 		return nil, fmt.Errorf("backends: %s: the opener returned no backend", Redact(rawURL))
@@ -134,7 +134,7 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 
 // lookup returns the Opener of rawURL's scheme.
 func lookup(rawURL string) (Opener, error) {
-	scheme, _, ok := backendurl.Scheme(rawURL)
+	scheme, _, ok := driver.Scheme(rawURL)
 	mu.RLock()
 	open, why := openers[scheme], reserved[scheme]
 	mu.RUnlock()
@@ -173,7 +173,7 @@ func (e *schemeError) Is(target error) bool {
 // values of secret query parameters; a fragment is left out; when the URL
 // cannot be shown safely, only its scheme is (see the package
 // documentation).
-func Redact(rawURL string) string { return backendurl.Redact(rawURL) }
+func Redact(rawURL string) string { return driver.Redact(rawURL) }
 
 // adapt makes an Opener of a backend package's OpenURL.
 func adapt[B Backend, O any](open func(context.Context, string, ...O) (B, error)) Opener {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
+	"github.com/distlock/distlock/driver"
 )
 
 // A file:// backend lists its holders and closes.
@@ -22,12 +23,12 @@ func TestOpenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: distlock.MaxTTL})
+	l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: distlock.MaxTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	lister, ok := b.(distlock.Lister)
+	lister, ok := b.(driver.Lister)
 	if !ok {
 		t.Fatalf("a file:// backend (%T) is not a Lister", b)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Params sizes a run.
@@ -781,12 +782,12 @@ type callCounts struct{ batch, single, leases int64 }
 
 // countingBackend counts the refresh calls the Client's watchdog makes.
 type countingBackend struct {
-	distlock.Backend
+	driver.Backend
 	batch, single, leases atomic.Int64
 }
 
 type countingLease struct {
-	distlock.Lease
+	driver.Lease
 	b *countingBackend
 }
 
@@ -794,22 +795,22 @@ type countingLease struct {
 // batches as it would with the bare backend.
 type countingBatchBackend struct {
 	*countingBackend
-	br distlock.BatchRefresher
+	br driver.BatchRefresher
 }
 
 var (
-	_ distlock.Backend        = (*countingBackend)(nil)
-	_ distlock.BatchRefresher = countingBatchBackend{}
+	_ driver.Backend        = (*countingBackend)(nil)
+	_ driver.BatchRefresher = countingBatchBackend{}
 )
 
 type counted interface {
-	distlock.Backend
+	driver.Backend
 	load() callCounts
 }
 
-func countBackend(b distlock.Backend) counted {
+func countBackend(b driver.Backend) counted {
 	cb := &countingBackend{Backend: b}
-	if br, ok := b.(distlock.BatchRefresher); ok {
+	if br, ok := b.(driver.BatchRefresher); ok {
 		return countingBatchBackend{countingBackend: cb, br: br}
 	}
 	return cb
@@ -819,7 +820,7 @@ func (c *countingBackend) load() callCounts {
 	return callCounts{c.batch.Load(), c.single.Load(), c.leases.Load()}
 }
 
-func (c *countingBackend) Acquire(ctx context.Context, key string, o distlock.AcquireOptions) (distlock.Lease, error) {
+func (c *countingBackend) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
 	l, err := c.Backend.Acquire(ctx, key, o)
 	if err != nil {
 		return nil, err
@@ -827,16 +828,16 @@ func (c *countingBackend) Acquire(ctx context.Context, key string, o distlock.Ac
 	return &countingLease{Lease: l, b: c}, nil
 }
 
-func (l *countingLease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+func (l *countingLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	l.b.single.Add(1)
 	l.b.leases.Add(1)
 	return l.Lease.Refresh(ctx, ttl)
 }
 
-func (c countingBatchBackend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+func (c countingBatchBackend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	c.batch.Add(1)
 	c.leases.Add(int64(len(leases)))
-	inner := make([]distlock.Lease, len(leases))
+	inner := make([]driver.Lease, len(leases))
 	for i, l := range leases {
 		if cl, ok := l.(*countingLease); ok {
 			inner[i] = cl.Lease

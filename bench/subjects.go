@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/redislock"
@@ -78,7 +79,7 @@ type Subject struct {
 	// Counters reads the service's request counters (nil: none).
 	Counters func(ctx context.Context, e *Env) (Snapshot, error)
 	// Backend opens the distlock backend, for the held-locks measurement.
-	Backend func(e *Env) (distlock.Backend, func() error, error)
+	Backend func(e *Env) (driver.Backend, func() error, error)
 }
 
 // Has reports whether s takes part in m.
@@ -146,7 +147,7 @@ var Subjects = []Subject{
 		Measures: Latency | Throughput | Contention | Held,
 		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisQueue, false) },
 		Counters: redisCounters(1),
-		Backend: func(e *Env) (distlock.Backend, func() error, error) {
+		Backend: func(e *Env) (driver.Backend, func() error, error) {
 			c := e.RedisClient(e.Redis(1)[0])
 			b, err := redislock.New(c)
 			if err != nil {
@@ -251,7 +252,7 @@ var Subjects = []Subject{
 		Measures: Latency | Throughput | Contention | Held,
 		Open:     openDistlockEtcd,
 		Counters: etcdCounters,
-		Backend: func(e *Env) (distlock.Backend, func() error, error) {
+		Backend: func(e *Env) (driver.Backend, func() error, error) {
 			cli, err := e.EtcdClient(e.Etcd())
 			if err != nil {
 				return nil, nil, err
@@ -273,7 +274,7 @@ var Subjects = []Subject{
 		Open: func(*Env) (Locker, error) {
 			b := memlock.New()
 			return funcLocker{lock: func(ctx context.Context, key string) (Unlock, error) {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: benchTTL, Wait: true})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: benchTTL, Wait: true})
 				if err != nil {
 					return nil, err
 				}
@@ -465,7 +466,7 @@ func openDistlockEtcd(e *Env) (Locker, error) {
 	return newDistlockLocker(b, false, func() error { return errors.Join(b.Close(), cli.Close()) })
 }
 
-func newDistlockLocker(b distlock.Backend, try bool, closeBackend func() error) (Locker, error) {
+func newDistlockLocker(b driver.Backend, try bool, closeBackend func() error) (Locker, error) {
 	c, err := distlock.New(b)
 	if err != nil {
 		return nil, errors.Join(err, closeBackend())
@@ -510,7 +511,7 @@ func newRedislockBackend(e *Env, wait bool) (*backendLocker, error) {
 }
 
 func (b *backendLocker) Lock(ctx context.Context, key string) (Unlock, error) {
-	l, err := b.b.Acquire(ctx, key, distlock.AcquireOptions{TTL: benchTTL, Wait: b.wait})
+	l, err := b.b.Acquire(ctx, key, driver.AcquireOptions{TTL: benchTTL, Wait: b.wait})
 	if err != nil {
 		return nil, err
 	}

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend        = (*Faulty)(nil)
-	_ distlock.BatchRefresher = (*Faulty)(nil)
+	_ driver.Backend        = (*Faulty)(nil)
+	_ driver.BatchRefresher = (*Faulty)(nil)
 )
 
 // Faulty wraps a Backend and can make refreshes fail, as when the holder is
@@ -19,7 +20,7 @@ var (
 // by their TTL). Acquire and Release pass through, so that the Client's
 // own clean-up still reaches the service. It is safe for concurrent use.
 type Faulty struct {
-	distlock.Backend
+	driver.Backend
 
 	mu   sync.Mutex
 	all  bool
@@ -28,7 +29,7 @@ type Faulty struct {
 }
 
 // NewFaulty wraps b; no fault is active.
-func NewFaulty(b distlock.Backend) *Faulty { return &Faulty{Backend: b, keys: map[string]bool{}} }
+func NewFaulty(b driver.Backend) *Faulty { return &Faulty{Backend: b, keys: map[string]bool{}} }
 
 // Partition makes refreshes of the given keys (of every key, with none) fail
 // with an error matching distlock.ErrUnavailable until Heal.
@@ -68,7 +69,7 @@ func (f *Faulty) cut(key string) error {
 }
 
 // Acquire implements distlock.Backend.
-func (f *Faulty) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+func (f *Faulty) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	l, err := f.Backend.Acquire(ctx, key, opts)
 	if err != nil {
 		return nil, err
@@ -78,9 +79,9 @@ func (f *Faulty) Acquire(ctx context.Context, key string, opts distlock.AcquireO
 
 // RefreshAll implements distlock.BatchRefresher, passing unfaulted leases to
 // the wrapped backend in one batch when it can batch.
-func (f *Faulty) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
-	res := make([]distlock.RefreshResult, len(leases))
-	inner, idx := []distlock.Lease{}, []int{}
+func (f *Faulty) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
+	res := make([]driver.RefreshResult, len(leases))
+	inner, idx := []driver.Lease{}, []int{}
 	for i, l := range leases {
 		fl := l.(*faultyLease)
 		if err := f.cut(fl.key); err != nil {
@@ -89,7 +90,7 @@ func (f *Faulty) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl ti
 		}
 		inner, idx = append(inner, fl.Lease), append(idx, i)
 	}
-	if br, ok := f.Backend.(distlock.BatchRefresher); ok && len(inner) > 0 {
+	if br, ok := f.Backend.(driver.BatchRefresher); ok && len(inner) > 0 {
 		for j, r := range br.RefreshAll(ctx, inner, ttl) {
 			res[idx[j]] = r
 		}
@@ -102,14 +103,14 @@ func (f *Faulty) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl ti
 }
 
 type faultyLease struct {
-	distlock.Lease
+	driver.Lease
 	f   *Faulty
 	key string
 }
 
-func (l *faultyLease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+func (l *faultyLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := l.f.cut(l.key); err != nil {
-		return distlock.Validity{}, err
+		return driver.Validity{}, err
 	}
 	return l.Lease.Refresh(ctx, ttl)
 }

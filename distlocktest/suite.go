@@ -14,11 +14,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Factory returns a fresh Backend, as one more process would have it: its
 // own connections or session. It should close them with t.Cleanup.
-type Factory func(t *testing.T) distlock.Backend
+type Factory func(t *testing.T) driver.Backend
 
 // Option adapts the suite to a backend.
 type Option func(*suite)
@@ -115,7 +116,7 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 func (s *suite) probe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := s.newBackend(t).Acquire(ctx, s.key(t), distlock.AcquireOptions{TTL: s.ttl})
+	l, err := s.newBackend(t).Acquire(ctx, s.key(t), driver.AcquireOptions{TTL: s.ttl})
 	if err != nil {
 		t.Fatalf("probe Acquire: %v", err)
 	}
@@ -178,7 +179,7 @@ func (s *suite) client(t *testing.T, opts ...distlock.Option) *distlock.Client {
 	return s.clientOver(t, s.newBackend(t), opts...)
 }
 
-func (s *suite) clientOver(t *testing.T, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+func (s *suite) clientOver(t *testing.T, b driver.Backend, opts ...distlock.Option) *distlock.Client {
 	t.Helper()
 	c, err := distlock.New(b, opts...)
 	if err != nil {

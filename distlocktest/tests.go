@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Contract: mutual exclusion while the lease is valid; tokens strictly
@@ -142,14 +143,14 @@ func mustRelease2(t *testing.T, l *distlock.Lock) {
 // lapseLease makes a raw lease on key lapse at the service: by revoking it,
 // or by waiting (through a blocking acquire by b) for its TTL to pass. It
 // returns the lease b then holds.
-func (s *suite) lapseLease(t *testing.T, ctx context.Context, b distlock.Backend, key string) distlock.Lease {
+func (s *suite) lapseLease(t *testing.T, ctx context.Context, b driver.Backend, key string) driver.Lease {
 	t.Helper()
 	if s.revoke != nil {
 		s.revoke(t, key)
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.lapse())
 	defer cancel()
-	lb, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	lb, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatalf("second holder's Acquire after the first lapsed: %v", err)
 	}
@@ -162,7 +163,7 @@ func (s *suite) testOwnerChecked(t *testing.T) {
 	s.needLapse(t)
 	ctx, key := s.ctx(t), s.key(t)
 	ba, bb, bc := s.newBackend(t), s.newBackend(t), s.newBackend(t)
-	la, err := ba.Acquire(ctx, key, distlock.AcquireOptions{TTL: s.ttl})
+	la, err := ba.Acquire(ctx, key, driver.AcquireOptions{TTL: s.ttl})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -177,7 +178,7 @@ func (s *suite) testOwnerChecked(t *testing.T) {
 		t.Errorf("expired holder's Release: %v, want ErrLockLost", err)
 	}
 	// The second holder still holds: a third cannot get in.
-	if l, err := bc.Acquire(ctx, key, distlock.AcquireOptions{TTL: s.ttl}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if l, err := bc.Acquire(ctx, key, driver.AcquireOptions{TTL: s.ttl}); !errors.Is(err, distlock.ErrNotAcquired) {
 		if err == nil {
 			l.Release(ctx)
 		}
@@ -801,7 +802,7 @@ func (s *suite) testBadKeys(t *testing.T) {
 			t.Errorf("Do(%s): %v, want ErrInvalidKey", name, err)
 		}
 		// A backend called directly refuses them too.
-		if l, err := s.newBackend(t).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Second}); err == nil {
+		if l, err := s.newBackend(t).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Second}); err == nil {
 			l.Release(ctx)
 			t.Errorf("Backend.Acquire(%s) succeeded", name)
 		}
@@ -874,7 +875,7 @@ func (s *suite) testBadOptions(t *testing.T) {
 	if _, err := distlock.New(nil); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("New(nil): %v, want ErrInvalidOption", err)
 	}
-	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 0}); err == nil {
+	if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: 0}); err == nil {
 		t.Errorf("Backend.Acquire with TTL 0 succeeded")
 	}
 	s.assertFree(t, ctx, key)

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
@@ -30,7 +31,7 @@ func cutOff(t *testing.T) (p *faultproxy.Proxy, admin *clientv3.Client, ba, bc *
 	tries = etcdlock.InterceptTries(ba)
 	bc = newBackend(t, newClient(t, e.Endpoints))
 	ctx := testCtx(t)
-	l, err := ba.Acquire(ctx, "warm", distlock.AcquireOptions{TTL: ghostTTL})
+	l, err := ba.Acquire(ctx, "warm", driver.AcquireOptions{TTL: ghostTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func ghost(t *testing.T, p *faultproxy.Proxy, admin *clientv3.Client, ba *etcdlo
 		t.Fatalf("the fault did not bite: %q has keys %v, want one of A's session (lease %x)", key, kvs, int64(id))
 	}
 	// While the key may linger, A's own tries of the name fail as held.
-	if _, err := ba.Acquire(testCtx(t), key, distlock.AcquireOptions{TTL: ghostTTL}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := ba.Acquire(testCtx(t), key, driver.AcquireOptions{TTL: ghostTTL}); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Errorf("A's try while its clean-up is pending: %v, want ErrNotAcquired", err)
 	}
 	p.Heal()
@@ -69,7 +70,7 @@ func noGhost(t *testing.T, admin *clientv3.Client, ba, bc *etcdlock.Backend, key
 	t.Helper()
 	ctx := testCtx(t)
 	for end := time.Now().Add(2 * ghostTTL); ; time.Sleep(100 * time.Millisecond) {
-		lc, err := bc.Acquire(ctx, key, distlock.AcquireOptions{TTL: ghostTTL})
+		lc, err := bc.Acquire(ctx, key, driver.AcquireOptions{TTL: ghostTTL})
 		if err == nil {
 			if err := lc.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -88,7 +89,7 @@ func noGhost(t *testing.T, admin *clientv3.Client, ba, bc *etcdlock.Backend, key
 	if etcdlock.SessionLease(ba, ghostTTL) != id {
 		t.Errorf("A's session of lease %x ended: the test proves nothing", int64(id))
 	}
-	la, err := ba.Acquire(ctx, key, distlock.AcquireOptions{TTL: ghostTTL})
+	la, err := ba.Acquire(ctx, key, driver.AcquireOptions{TTL: ghostTTL})
 	if err != nil {
 		t.Fatalf("A's acquire after the clean-up: %v", err)
 	}
@@ -108,7 +109,7 @@ func TestLostTryReplyLeavesNoGhostLock(t *testing.T) {
 			p, admin, ba, bc, tries := cutOff(t)
 			key := "ghost-" + name
 			tries.LoseNextReply(p.Blackhole)
-			_, err := ba.Acquire(testCtx(t), key, distlock.AcquireOptions{TTL: ghostTTL, Wait: wait})
+			_, err := ba.Acquire(testCtx(t), key, driver.AcquireOptions{TTL: ghostTTL, Wait: wait})
 			if !errors.Is(err, distlock.ErrUnavailable) {
 				p.Heal()
 				t.Fatalf("A's acquire through the lost reply: %v, want ErrUnavailable", err)
@@ -126,7 +127,7 @@ func TestFailedReleaseLeavesNoGhostLock(t *testing.T) {
 	p, admin, ba, bc, _ := cutOff(t)
 	ctx := testCtx(t)
 	const key = "ghost-release"
-	l, err := ba.Acquire(ctx, key, distlock.AcquireOptions{TTL: ghostTTL})
+	l, err := ba.Acquire(ctx, key, driver.AcquireOptions{TTL: ghostTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestPendingCleanupEndsWithClose(t *testing.T) {
 	p, admin, ba, _, tries := cutOff(t)
 	const key = "ghost-close"
 	tries.LoseNextReply(p.Blackhole)
-	if _, err := ba.Acquire(testCtx(t), key, distlock.AcquireOptions{TTL: ghostTTL}); !errors.Is(err, distlock.ErrUnavailable) {
+	if _, err := ba.Acquire(testCtx(t), key, driver.AcquireOptions{TTL: ghostTTL}); !errors.Is(err, distlock.ErrUnavailable) {
 		p.Heal()
 		t.Fatalf("A's acquire through the lost reply: %v, want ErrUnavailable", err)
 	}

@@ -9,9 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
-	"github.com/distlock/distlock/internal/backend"
 )
 
 // Errors of this package, for errors.Is. The errors actually returned wrap
@@ -26,7 +25,7 @@ var (
 
 	// ErrClosed means the Backend was closed. It matches
 	// distlock.ErrClosed.
-	ErrClosed = backend.ClosedError("etcdlock")
+	ErrClosed = driver.ClosedError("etcdlock")
 )
 
 // errLeaseGone is the cause when etcd answers that the session's lease does
@@ -48,7 +47,7 @@ func (e *FenceError) Error() string {
 
 // Is reports whether target is distlock.ErrLockLost or fence.ErrStaleToken.
 func (e *FenceError) Is(target error) bool {
-	return target == distlock.ErrLockLost || target == fence.ErrStaleToken
+	return target == driver.ErrLockLost || target == fence.ErrStaleToken
 }
 
 // sortErr turns an error of an etcd call made with rctx (ctx bounded by the
@@ -62,15 +61,15 @@ func (b *Backend) sortErr(ctx, rctx context.Context, err error) error {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, ctx.Err())
 	case rctx != nil && rctx.Err() != nil:
-		return fmt.Errorf("%w: etcdlock: no answer from etcd within %v (%v)", distlock.ErrUnavailable, b.cfg.requestTimeout, err)
+		return fmt.Errorf("%w: etcdlock: no answer from etcd within %v (%v)", driver.ErrUnavailable, b.cfg.requestTimeout, err)
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, errLeaseGone)
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, errLeaseGone)
 	case permanent(err):
 		return fmt.Errorf("etcdlock: %w", err)
 	}
-	return fmt.Errorf("%w: etcdlock: %w", distlock.ErrUnavailable, err)
+	return fmt.Errorf("%w: etcdlock: %w", driver.ErrUnavailable, err)
 }
 
 // permanent reports whether etcd refused a request in a way that retrying

@@ -12,16 +12,14 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/fencecount"
-	"github.com/distlock/distlock/internal/keyqueue"
 )
 
 var (
-	_ distlock.Backend        = (*Backend)(nil)
-	_ distlock.BatchRefresher = (*Backend)(nil)
-	_ distlock.Lister         = (*Backend)(nil)
+	_ driver.Backend        = (*Backend)(nil)
+	_ driver.BatchRefresher = (*Backend)(nil)
+	_ driver.Lister         = (*Backend)(nil)
 )
 
 // DefaultRequestTimeout bounds each request the Backend makes of etcd on
@@ -83,11 +81,11 @@ type Backend struct {
 	// session, so two would share a key). A name's turn is kept by an
 	// acquire, then by the lease it grants (the turn's holder, for Fence),
 	// or by the deletion of a key of ours that may linger (see dropKey).
-	queue keyqueue.Queue[*lease]
+	queue driver.Queue[*lease]
 
 	// life says whether the Backend is open and tracks the goroutines it
 	// starts; Close shuts it holding mu, so that under mu it stays as read.
-	life *backend.Tracker
+	life *driver.Tracker
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*session     // the live session of each TTL and owner
@@ -95,14 +93,14 @@ type Backend struct {
 }
 
 // turn is a lock name's turn in the Backend's queue.
-type turn = keyqueue.Turn[*lease]
+type turn = driver.Turn[*lease]
 
 // New returns a Backend over cli. The Backend does not own cli: Close
 // leaves it open, and it must stay open until the Backend is closed.
 // A bad option returns an error matching distlock.ErrInvalidOption.
 func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("%w: etcdlock: nil etcd client", distlock.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: etcdlock: nil etcd client", driver.ErrInvalidOption)
 	}
 	cfg := config{prefix: DefaultPrefix, requestTimeout: DefaultRequestTimeout}
 	for _, o := range opts {
@@ -112,15 +110,15 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	}
 	switch {
 	case cfg.prefix == "" || len(cfg.prefix) > maxPrefixLen || !utf8.ValidString(cfg.prefix):
-		return nil, fmt.Errorf("%w: etcdlock: prefix must be 1 to %d bytes of UTF-8", distlock.ErrInvalidOption, maxPrefixLen)
+		return nil, fmt.Errorf("%w: etcdlock: prefix must be 1 to %d bytes of UTF-8", driver.ErrInvalidOption, maxPrefixLen)
 	case cfg.requestTimeout <= 0:
-		return nil, fmt.Errorf("%w: etcdlock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
+		return nil, fmt.Errorf("%w: etcdlock: request timeout %v is not positive", driver.ErrInvalidOption, cfg.requestTimeout)
 	}
 	b := &Backend{
 		cli:      cli,
 		cfg:      cfg,
 		rejected: fencecount.New(cfg.meters, "etcdlock.Txn"),
-		life:     backend.NewTracker(ErrClosed),
+		life:     driver.NewTracker(ErrClosed),
 		sessions: map[sessionKey]*session{},
 		pending:  map[sessionKey]*sessionCall{},
 	}
@@ -200,8 +198,8 @@ func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) 
 // that fails or is cancelled deletes the key it may have created in etcd;
 // if etcd does not answer within the request timeout, it returns and a
 // goroutine goes on deleting the key (see the package documentation).
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	name := LockName(b.cfg.prefix, key)
@@ -225,12 +223,12 @@ func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, 
 	if !wait {
 		t, ok := b.queue.Try(name)
 		if !ok {
-			return nil, fmt.Errorf("%w: etcdlock: held, being acquired or being cleaned up through this backend", distlock.ErrNotAcquired)
+			return nil, fmt.Errorf("%w: etcdlock: held, being acquired or being cleaned up through this backend", driver.ErrNotAcquired)
 		}
 		return t, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, backend.Canceled(ctx)
+		return nil, driver.Canceled(ctx)
 	}
 	if t, ok := b.queue.Try(name); ok {
 		return t, nil // nobody has it or waits for it here
@@ -245,7 +243,7 @@ func (b *Backend) takeTurn(ctx context.Context, name string, wait bool) (*turn, 
 	case err == nil:
 		return t, nil
 	case ctx.Err() != nil:
-		return nil, backend.Canceled(ctx)
+		return nil, driver.Canceled(ctx)
 	}
 	return nil, ErrClosed
 }
@@ -270,12 +268,12 @@ func (b *Backend) takeOverTurn(l *lease) *turn {
 // acquireTurn makes one acquire of name in etcd, holding the turn. On
 // success the turn belongs to the returned lease; on failure it has been
 // passed on (or will be, by the goroutine still cleaning up).
-func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, secs int64, opts distlock.AcquireOptions) (*lease, error) {
+func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, secs int64, opts driver.AcquireOptions) (*lease, error) {
 	s, err := b.session(ctx, secs, opts.Owner)
 	if err != nil {
 		t.Done()
 		if ctx.Err() != nil {
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 		return nil, err
 	}
@@ -316,16 +314,16 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 	case err == nil:
 		b.releaseUnwanted(l) // granted as the caller gave up
 	}
-	return nil, backend.Canceled(ctx)
+	return nil, driver.Canceled(ctx)
 }
 
 // lockErr sorts an error of session.lock.
 func (b *Backend) lockErr(ctx context.Context, s *session, err error) error {
 	switch {
 	case s.lostErr() != nil || s.over():
-		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, ErrSessionLost)
+		return fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, ErrSessionLost)
 	case errors.Is(err, errKeyVanished):
-		return fmt.Errorf("%w: %w: the waiting key vanished (lease expired or key deleted)", distlock.ErrUnavailable, ErrSessionLost)
+		return fmt.Errorf("%w: %w: the waiting key vanished (lease expired or key deleted)", driver.ErrUnavailable, ErrSessionLost)
 	}
 	return b.sortErr(ctx, nil, err)
 }
@@ -342,12 +340,12 @@ func (b *Backend) releaseUnwanted(l *lease) {
 // session still lives and that its lease was confirmed recently enough to
 // be usable, and registers the lease. On any failure it deletes our key and
 // passes the turn on.
-func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name string, rev int64, opts distlock.AcquireOptions, lockErr error) (*lease, error) {
+func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name string, rev int64, opts driver.AcquireOptions, lockErr error) (*lease, error) {
 	etcdKey := s.keyOf(name)
 	if lockErr != nil {
 		if errors.Is(lockErr, concurrency.ErrLocked) {
 			t.Done() // TryLock deleted its key
-			return nil, fmt.Errorf("%w: etcdlock: held", distlock.ErrNotAcquired)
+			return nil, fmt.Errorf("%w: etcdlock: held", driver.ErrNotAcquired)
 		}
 		// The key may exist: the Txn that creates it may have taken
 		// effect without its reply reaching us. Its create revision is
@@ -391,9 +389,9 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 		}
 		switch lost := s.lostErr(); {
 		case lost != nil:
-			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", distlock.ErrUnavailable, lost)
+			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", driver.ErrUnavailable, lost)
 		case s.over():
-			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", distlock.ErrUnavailable, ErrSessionLost)
+			return nil, fmt.Errorf("%w: granted on a session that had ended: %w", driver.ErrUnavailable, ErrSessionLost)
 		}
 		return nil, err
 	}
@@ -442,8 +440,8 @@ func (b *Backend) dropKey(t *turn, s *session, key string, rev int64, gone func(
 		defer cancel()
 		stop := context.AfterFunc(s.cs.Ctx(), cancel)
 		defer stop()
-		pauses := distlock.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
-		err := backend.Retry(ctx, pauses, func(ctx context.Context) error {
+		pauses := driver.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
+		err := driver.Retry(ctx, pauses, func(ctx context.Context) error {
 			rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
 			defer cancel()
 			return b.deleteKey(rctx, key, rev)

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
@@ -93,12 +93,12 @@ func TestConformance(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	admin := adminClient(t, e.Endpoints)
 	distlocktest.Run(t,
-		func(t *testing.T) distlock.Backend { return newBackend(t, newClient(t, e.Endpoints)) },
+		func(t *testing.T) driver.Backend { return newBackend(t, newClient(t, e.Endpoints)) },
 		distlocktest.WithTTL(suiteTTL),
 		distlocktest.WithRevoke(func(t *testing.T, key string) {
 			revokeHolder(t, admin, etcdlock.DefaultPrefix, key)
 		}),
-		distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+		distlocktest.WithUnreachable(func(t *testing.T) driver.Backend {
 			// Nothing listens on the port: clientv3.New succeeds (it dials
 			// lazily), and every request waits for a connection.
 			cli := newClient(t, []string{"127.0.0.1:" + itoa(testserver.FreePort(t))})

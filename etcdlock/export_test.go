@@ -9,13 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // liveSession returns a live session of b for ttl (the tests that use it
 // have one owner per Backend), or nil.
 func liveSession(b *Backend, ttl time.Duration) *session {
-	if backend.CheckTTL(ttl) != nil {
+	if driver.CheckTTL(ttl) != nil {
 		return nil
 	}
 	secs := ttlSeconds(ttl)

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Held is a grant to fence a transaction with. *distlock.Lock satisfies it,
@@ -29,7 +30,7 @@ type Held interface {
 // grant has ended. Fence is safe for concurrent use.
 func (b *Backend) Fence(lock Held) (clientv3.Cmp, error) {
 	if isNil(lock) {
-		return clientv3.Cmp{}, fmt.Errorf("%w: etcdlock: nil lock", distlock.ErrInvalidOption)
+		return clientv3.Cmp{}, fmt.Errorf("%w: etcdlock: nil lock", driver.ErrInvalidOption)
 	}
 	l := b.queue.Holder(LockName(b.cfg.prefix, lock.Key()))
 	if l == nil || l.token != lock.Token() || l.ended() {

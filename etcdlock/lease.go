@@ -9,8 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // maxTxnOps is the number of operations per transaction the Backend stays
@@ -26,7 +25,7 @@ type lease struct {
 	key      string               // as given to Acquire
 	etcdKey  string               // name/<lease ID hex>
 	token    uint64               // the create revision of etcdKey
-	validity distlock.Validity
+	validity driver.Validity
 	onLost   func(error)
 
 	mu    sync.Mutex
@@ -41,7 +40,7 @@ const (
 	ended                     // released or lost
 )
 
-var _ distlock.Lease = (*lease)(nil)
+var _ driver.Lease = (*lease)(nil)
 
 // Token is the create revision of the lock's etcd key.
 func (l *lease) Token() uint64 { return l.token }
@@ -51,16 +50,16 @@ func (l *lease) Key() string { return l.key }
 
 // Validity is the confirmation of the session's lease that the grant was
 // reported with.
-func (l *lease) Validity() distlock.Validity { return l.validity }
+func (l *lease) Validity() driver.Validity { return l.validity }
 
 // Refresh confirms the session's lease with one KeepAliveOnce sent after
 // the call began (shared with concurrent refreshes of the same session) and
 // checks that the lock key is still ours. The session's TTL applies: etcd
 // leases keep the TTL they were granted with, so ttl only has to be
 // positive.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	res := l.b.refresh(ctx, l.s, []*lease{l}, time.Now())
 	return res[0].Validity, res[0].Err
@@ -78,10 +77,10 @@ func (l *lease) Release(ctx context.Context) error {
 	st := l.state
 	l.mu.Unlock()
 	if st == ended {
-		return fmt.Errorf("%w: etcdlock: %q with token %d was already released or lost", distlock.ErrLockLost, l.key, l.token)
+		return fmt.Errorf("%w: etcdlock: %q with token %d was already released or lost", driver.ErrLockLost, l.key, l.token)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	b := l.b
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
@@ -141,9 +140,9 @@ func (l *lease) Release(ctx context.Context) error {
 	case prev == releaseUnknown && l.s.lostErr() == nil:
 		return nil // the earlier attempt did delete it
 	case prev == ended:
-		return fmt.Errorf("%w: etcdlock: %q with token %d was lost while releasing", distlock.ErrLockLost, l.key, l.token)
+		return fmt.Errorf("%w: etcdlock: %q with token %d was lost while releasing", driver.ErrLockLost, l.key, l.token)
 	}
-	return fmt.Errorf("%w: etcdlock: the key of %q with token %d was gone (its session's lease ended or the key was deleted)", distlock.ErrLockLost, l.key, l.token)
+	return fmt.Errorf("%w: etcdlock: the key of %q with token %d was gone (its session's lease ended or the key was deleted)", driver.ErrLockLost, l.key, l.token)
 }
 
 // lose ends the lease because the service no longer holds it, and tells
@@ -159,7 +158,7 @@ func (l *lease) lose(cause error) {
 	l.s.remove(l)
 	l.b.endTurn(l)
 	if l.onLost != nil {
-		l.onLost(fmt.Errorf("%w: %w", distlock.ErrLockLost, cause))
+		l.onLost(fmt.Errorf("%w: %w", driver.ErrLockLost, cause))
 	}
 }
 
@@ -172,16 +171,16 @@ func (l *lease) ended() bool {
 // RefreshAll implements distlock.BatchRefresher: one KeepAliveOnce per
 // session and one transaction reading the lock keys, in parallel, whatever
 // the number of leases. As with Refresh, the sessions' TTLs apply.
-func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
+func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	start := time.Now()
-	res := make([]distlock.RefreshResult, len(leases))
-	ttlErr := backend.CheckTTL(ttl)
+	res := make([]driver.RefreshResult, len(leases))
+	ttlErr := driver.CheckTTL(ttl)
 	bySession := map[*session][]int{}
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
 		switch {
 		case !ok || l == nil || l.b != b:
-			res[i].Err = fmt.Errorf("%w: etcdlock: lease %T is not from this backend", distlock.ErrInvalidOption, dl)
+			res[i].Err = fmt.Errorf("%w: etcdlock: lease %T is not from this backend", driver.ErrInvalidOption, dl)
 		case ttlErr != nil:
 			res[i].Err = ttlErr
 		default:
@@ -206,12 +205,12 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl t
 
 // refresh confirms s's lease (with a request sent at or after start) and
 // checks that each lease's key is still its own.
-func (b *Backend) refresh(ctx context.Context, s *session, ls []*lease, start time.Time) []distlock.RefreshResult {
-	res := make([]distlock.RefreshResult, len(ls))
+func (b *Backend) refresh(ctx context.Context, s *session, ls []*lease, start time.Time) []driver.RefreshResult {
+	res := make([]driver.RefreshResult, len(ls))
 	var live []int
 	for i, l := range ls {
 		if l.ended() {
-			res[i].Err = fmt.Errorf("%w: etcdlock: %q with token %d was released or lost", distlock.ErrLockLost, l.key, l.token)
+			res[i].Err = fmt.Errorf("%w: etcdlock: %q with token %d was released or lost", driver.ErrLockLost, l.key, l.token)
 			continue
 		}
 		live = append(live, i)
@@ -220,7 +219,7 @@ func (b *Backend) refresh(ctx context.Context, s *session, ls []*lease, start ti
 		return res
 	}
 
-	var v distlock.Validity
+	var v driver.Validity
 	var cerr error
 	done := make(chan struct{})
 	go func() {
@@ -240,7 +239,7 @@ func (b *Backend) refresh(ctx context.Context, s *session, ls []*lease, start ti
 		case !present[i]:
 			cause := fmt.Errorf("etcdlock: the key of %q with token %d was deleted while its session lived", l.key, l.token)
 			l.lose(cause)
-			res[i].Err = fmt.Errorf("%w: %w", distlock.ErrLockLost, cause)
+			res[i].Err = fmt.Errorf("%w: %w", driver.ErrLockLost, cause)
 		default:
 			res[i].Validity = v
 		}

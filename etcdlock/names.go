@@ -11,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // DefaultPrefix is the prefix of every lock name when WithPrefix is not
@@ -63,7 +63,7 @@ func unescapeKey(name string) string { return unescaper.Replace(name) }
 // token, the owner its session recorded, and when its lease expires unless
 // kept alive. Locks taken with `etcdctl lock` under the prefix are listed
 // too, without an owner. Since is not known to etcd and is left zero.
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
@@ -106,11 +106,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 		}
 	}
 
-	holders := make([]distlock.Holder, 0, len(first))
+	holders := make([]driver.Holder, 0, len(first))
 	leases := map[int64][]int{} // lease ID -> indexes in holders
 	for name, i := range first {
 		kv := resp.Kvs[i]
-		holders = append(holders, distlock.Holder{
+		holders = append(holders, driver.Holder{
 			Key:   unescapeKey(name),
 			Token: uint64(kv.CreateRevision),
 			Owner: owners[kv.Lease],
@@ -120,13 +120,13 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 		}
 	}
 	b.fillExpiry(rctx, holders, leases)
-	slices.SortFunc(holders, func(a, b distlock.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(holders, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return holders, nil
 }
 
 // fillExpiry asks etcd how long each holder's lease has left. A lease whose
 // time cannot be read leaves Expires zero: List is informational.
-func (b *Backend) fillExpiry(ctx context.Context, holders []distlock.Holder, leases map[int64][]int) {
+func (b *Backend) fillExpiry(ctx context.Context, holders []driver.Holder, leases map[int64][]int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
@@ -45,16 +46,16 @@ func TestList(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBackend(t, newClient(t, e.Endpoints), etcdlock.WithPrefix("list-test/"))
 	other := newBackend(t, newClient(t, e.Endpoints), etcdlock.WithPrefix("list-test/"))
-	held := map[string]distlock.Lease{}
+	held := map[string]driver.Lease{}
 	for _, k := range []string{"jobs/a", "jobs/b", "other"} {
-		l, err := b.Acquire(ctx, k, distlock.AcquireOptions{TTL: 5 * time.Second, Owner: "host-a:1"})
+		l, err := b.Acquire(ctx, k, driver.AcquireOptions{TTL: 5 * time.Second, Owner: "host-a:1"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		held[k] = l
 	}
 	// A waiter is not a holder.
-	go other.Acquire(ctx, "jobs/a", distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true, Owner: "host-b:2"})
+	go other.Acquire(ctx, "jobs/a", driver.AcquireOptions{TTL: 5 * time.Second, Wait: true, Owner: "host-b:2"})
 	waitKeys(t, adminClient(t, e.Endpoints), etcdlock.LockName("list-test/", "jobs/a"), 2)
 
 	hs, err := b.List(ctx, "jobs/")

@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // session is one concurrency.Session (an etcd lease and its keep-alive
@@ -31,7 +31,7 @@ type session struct {
 	mu       sync.Mutex
 	leases   map[*lease]struct{} // held locks
 	lost     error               // why the session ended; nil while it lives
-	last     distlock.Validity   // the latest confirmation of the lease
+	last     driver.Validity     // the latest confirmation of the lease
 	inflight *confirmation       // the latest confirmation under way
 }
 
@@ -40,7 +40,7 @@ type session struct {
 type confirmation struct {
 	sent time.Time // taken before the request was sent
 	done chan struct{}
-	v    distlock.Validity
+	v    driver.Validity
 	err  error
 }
 
@@ -124,7 +124,7 @@ func (b *Backend) newSession(k sessionKey) (*session, error) {
 		return nil, b.sortErr(context.Background(), ctx, err)
 	}
 	s := &session{b: b, key: k, secs: secs, id: g.ID, keySuffix: "/" + strconv.FormatInt(int64(g.ID), 16), leases: map[*lease]struct{}{},
-		last: distlock.Validity{Sent: sent, TTL: time.Duration(g.TTL) * time.Second}}
+		last: driver.Validity{Sent: sent, TTL: time.Duration(g.TTL) * time.Second}}
 	if owner != "" {
 		if _, err := b.cli.Put(ctx, b.ownerKey(g.ID), owner, clientv3.WithLease(g.ID)); err != nil {
 			b.revoke(g.ID)
@@ -134,7 +134,7 @@ func (b *Backend) newSession(k sessionKey) (*session, error) {
 	s.cs, err = concurrency.NewSession(b.view, concurrency.WithLease(g.ID), concurrency.WithTTL(int(secs)))
 	if err != nil {
 		b.revoke(g.ID)
-		return nil, fmt.Errorf("%w: etcdlock: keep-alive: %w", distlock.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: etcdlock: keep-alive: %w", driver.ErrUnavailable, err)
 	}
 	return s, nil
 }
@@ -214,9 +214,9 @@ func (s *session) add(l *lease) error {
 	defer s.mu.Unlock()
 	switch {
 	case s.lost != nil:
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, s.lost)
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, s.lost)
 	case s.over():
-		return fmt.Errorf("%w: %w: keep-alive of lease %x stopped", distlock.ErrUnavailable, ErrSessionLost, int64(s.id))
+		return fmt.Errorf("%w: %w: keep-alive of lease %x stopped", driver.ErrUnavailable, ErrSessionLost, int64(s.id))
 	}
 	s.leases[l] = struct{}{}
 	return nil
@@ -233,12 +233,12 @@ func (s *session) remove(l *lease) {
 // under way if it started recently enough, or a new KeepAliveOnce. A lease
 // that etcd no longer knows ends the session; the error then matches
 // ErrSessionLost and distlock.ErrLockLost.
-func (s *session) confirm(ctx context.Context, notBefore time.Time) (distlock.Validity, error) {
+func (s *session) confirm(ctx context.Context, notBefore time.Time) (driver.Validity, error) {
 	s.mu.Lock()
 	if s.lost != nil {
 		err := s.lost
 		s.mu.Unlock()
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, err)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrLockLost, err)
 	}
 	if !s.last.Sent.Before(notBefore) {
 		v := s.last
@@ -252,7 +252,7 @@ func (s *session) confirm(ctx context.Context, notBefore time.Time) (distlock.Va
 		if !s.b.life.Go(func() { s.keepAliveOnce(c) }) {
 			s.inflight = nil
 			s.mu.Unlock()
-			return distlock.Validity{}, ErrClosed
+			return driver.Validity{}, ErrClosed
 		}
 	}
 	s.mu.Unlock()
@@ -260,7 +260,7 @@ func (s *session) confirm(ctx context.Context, notBefore time.Time) (distlock.Va
 	case <-c.done:
 		return c.v, c.err
 	case <-ctx.Done():
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, ctx.Err())
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -270,7 +270,7 @@ func (s *session) keepAliveOnce(c *confirmation) {
 	defer cancel()
 	resp, err := b.cli.KeepAliveOnce(ctx, s.id)
 	if err == nil {
-		c.v = distlock.Validity{Sent: c.sent, TTL: time.Duration(resp.TTL) * time.Second}
+		c.v = driver.Validity{Sent: c.sent, TTL: time.Duration(resp.TTL) * time.Second}
 	}
 	s.mu.Lock()
 	if err == nil && c.sent.After(s.last.Sent) {
@@ -286,7 +286,7 @@ func (s *session) keepAliveOnce(c *confirmation) {
 		c.err = ErrClosed
 	case errors.Is(b.sortErr(context.Background(), nil, err), errLeaseGone):
 		b.loseSession(s, errLeaseGone)
-		c.err = fmt.Errorf("%w: %w", distlock.ErrLockLost, errLeaseGone)
+		c.err = fmt.Errorf("%w: %w", driver.ErrLockLost, errLeaseGone)
 	default:
 		c.err = b.sortErr(context.Background(), ctx, err)
 	}

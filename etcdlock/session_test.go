@@ -11,12 +11,13 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
 type acquired struct {
-	l   distlock.Lease
+	l   driver.Lease
 	err error
 }
 
@@ -27,7 +28,7 @@ func TestWaiterWhoseSessionEndsGetsAnError(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	admin := adminClient(t, e.Endpoints)
 	const ttl = 5 * time.Second
-	opts := distlock.AcquireOptions{TTL: ttl, Wait: true}
+	opts := driver.AcquireOptions{TTL: ttl, Wait: true}
 
 	t.Run("Baseline/MutexGrantsOnEndedSession", func(t *testing.T) {
 		ctx := testCtx(t)
@@ -70,7 +71,7 @@ func TestWaiterWhoseSessionEndsGetsAnError(t *testing.T) {
 
 	// queue makes bh hold key and bw wait for it in etcd, and returns the
 	// holder's lease, the waiter's result channel and the waiter's key.
-	queue := func(t *testing.T, key string) (*etcdlock.Backend, distlock.Lease, <-chan acquired, string) {
+	queue := func(t *testing.T, key string) (*etcdlock.Backend, driver.Lease, <-chan acquired, string) {
 		ctx := testCtx(t)
 		bh := newBackend(t, newClient(t, e.Endpoints))
 		bw := newBackend(t, newClient(t, e.Endpoints))
@@ -259,7 +260,7 @@ func TestGivingUpLeavesNoKey(t *testing.T) {
 	bh := newBackend(t, newClient(t, e.Endpoints))
 	bw := newBackend(t, newClient(t, e.Endpoints))
 	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
-	lh, err := bh.Acquire(ctx, key, distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true})
+	lh, err := bh.Acquire(ctx, key, driver.AcquireOptions{TTL: 5 * time.Second, Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestGivingUpLeavesNoKey(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := bw.Acquire(wctx, key, distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true})
+		_, err := bw.Acquire(wctx, key, driver.AcquireOptions{TTL: 5 * time.Second, Wait: true})
 		errc <- err
 	}()
 	waitKeys(t, admin, name, 2)
@@ -391,7 +392,7 @@ func TestValidity(t *testing.T) {
 		{300 * time.Millisecond, time.Second},
 	} {
 		before := time.Now()
-		l, err := b.Acquire(ctx, "validity/"+tc.ask.String(), distlock.AcquireOptions{TTL: tc.ask})
+		l, err := b.Acquire(ctx, "validity/"+tc.ask.String(), driver.AcquireOptions{TTL: tc.ask})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,9 +420,9 @@ func TestValidity(t *testing.T) {
 	}
 
 	// A batch confirms each session once.
-	var ls []distlock.Lease
+	var ls []driver.Lease
 	for _, k := range []string{"batch/1", "batch/2", "batch/3"} {
-		l, err := b.Acquire(ctx, k, distlock.AcquireOptions{TTL: 3 * time.Second})
+		l, err := b.Acquire(ctx, k, driver.AcquireOptions{TTL: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,7 +448,7 @@ func TestRefreshNoticesDeletedKey(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBackend(t, newClient(t, e.Endpoints))
 	lost := make(chan error, 1)
-	l, err := b.Acquire(ctx, "deleted", distlock.AcquireOptions{TTL: 3 * time.Second, OnLost: func(err error) { lost <- err }})
+	l, err := b.Acquire(ctx, "deleted", driver.AcquireOptions{TTL: 3 * time.Second, OnLost: func(err error) { lost <- err }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestReleaseOfDeletedKeyIsLost(t *testing.T) {
 	ctx := testCtx(t)
 	ba := newBackend(t, newClient(t, e.Endpoints))
 	bb := newBackend(t, newClient(t, e.Endpoints))
-	opts := distlock.AcquireOptions{TTL: 3 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 3 * time.Second, Wait: true}
 	la, err := ba.Acquire(ctx, "deleted-release", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -522,11 +523,11 @@ func TestBadInput(t *testing.T) {
 	}
 	b := newBackend(t, cli)
 	for _, ttl := range []time.Duration{0, -1, distlock.MaxTTL + time.Second} {
-		if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: ttl}); !errors.Is(err, distlock.ErrInvalidOption) {
+		if _, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: ttl}); !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("Acquire with TTL %v: %v, want ErrInvalidOption", ttl, err)
 		}
 	}
-	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second})
+	l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +541,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("Txn of a nil *Lock: %v, want ErrInvalidOption", err)
 	}
 	foreign := newBackend(t, cli)
-	if res := foreign.RefreshAll(ctx, []distlock.Lease{l, nil}, time.Second); !errors.Is(res[0].Err, distlock.ErrInvalidOption) || !errors.Is(res[1].Err, distlock.ErrInvalidOption) {
+	if res := foreign.RefreshAll(ctx, []driver.Lease{l, nil}, time.Second); !errors.Is(res[0].Err, distlock.ErrInvalidOption) || !errors.Is(res[1].Err, distlock.ErrInvalidOption) {
 		t.Errorf("RefreshAll of another backend's lease and nil: %+v", res)
 	}
 	if err := b.Close(); err != nil {
@@ -549,7 +550,7 @@ func TestBadInput(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second}); !errors.Is(err, etcdlock.ErrClosed) || !errors.Is(err, distlock.ErrClosed) {
+	if _, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: 2 * time.Second}); !errors.Is(err, etcdlock.ErrClosed) || !errors.Is(err, distlock.ErrClosed) {
 		t.Errorf("Acquire after Close: %v, want etcdlock.ErrClosed matching distlock.ErrClosed", err)
 	}
 	if n := etcdlock.Queued(b); n != 0 {
@@ -573,14 +574,14 @@ func TestFIFOWithinBackend(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	ctx := testCtx(t)
 	b := newBackend(t, newClient(t, e.Endpoints))
-	opts := distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 5 * time.Second, Wait: true}
 	holder, err := b.Acquire(ctx, "fifo", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 5
 	granted := make(chan int, n)
-	leases := make([]distlock.Lease, n)
+	leases := make([]driver.Lease, n)
 	for i := range n {
 		go func() {
 			l, err := b.Acquire(ctx, "fifo", opts)

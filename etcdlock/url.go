@@ -16,9 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
-	"github.com/distlock/distlock/internal/tlsfiles"
+	"github.com/distlock/distlock/driver"
 )
 
 // DefaultDialTimeout bounds how long OpenURL waits for etcd when the URL
@@ -85,8 +83,8 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 		return nil, err
 	}
 	if u.tls != nil {
-		if u.tls, err = tlsfiles.Config(u.tls, u.ca, u.cert, u.key); err != nil {
-			return nil, fmt.Errorf("%w: etcdlock: %s: TLS options: %w", distlock.ErrInvalidOption, u.shown, err)
+		if u.tls, err = driver.TLSConfig(u.tls, u.ca, u.cert, u.key); err != nil {
+			return nil, fmt.Errorf("%w: etcdlock: %s: TLS options: %w", driver.ErrInvalidOption, u.shown, err)
 		}
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < u.dialTimeout {
@@ -102,7 +100,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 		// Likewise for plain text sent to a server that expects TLS. The
 		// check gives up within a second: an unreachable cluster is the
 		// requests' to report.
-		return nil, fmt.Errorf("%w: etcdlock: %s: %w", distlock.ErrInvalidOption, u.shown, err)
+		return nil, fmt.Errorf("%w: etcdlock: %s: %w", driver.ErrInvalidOption, u.shown, err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:   u.endpoints,
@@ -114,11 +112,11 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		err = backendurl.Scrub(err, rawURL)
+		err = driver.Scrub(err, rawURL)
 		if permanent(err) {
 			return nil, fmt.Errorf("etcdlock: %s: connect: %w", u.shown, err)
 		}
-		return nil, fmt.Errorf("%w: etcdlock: %s: connect: %w", distlock.ErrUnavailable, u.shown, err)
+		return nil, fmt.Errorf("%w: etcdlock: %s: connect: %w", driver.ErrUnavailable, u.shown, err)
 	}
 	b, err := New(cli, append([]Option{WithPrefix(u.prefix), WithRequestTimeout(u.requestTimeout)}, opts...)...)
 	if err != nil {
@@ -144,13 +142,13 @@ type etcdURL struct {
 // parseURL reads an etcd URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*etcdURL, error) {
-	u := &etcdURL{shown: backendurl.Redact(raw), dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
+	u := &etcdURL{shown: driver.Redact(raw), dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: etcdlock: malformed backend URL %q: %s", distlock.ErrInvalidOption, u.shown, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: etcdlock: malformed backend URL %q: %s", driver.ErrInvalidOption, u.shown, fmt.Sprintf(format, args...))
 	}
-	p, err := backendurl.Parse(raw)
+	p, err := driver.ParseURL(raw)
 	if err != nil {
-		scheme, _, _ := backendurl.Scheme(raw)
+		scheme, _, _ := driver.Scheme(raw)
 		return nil, bad("%v; %s", err, urlForm(scheme))
 	}
 	var useTLS bool
@@ -171,7 +169,7 @@ func parseURL(raw string) (*etcdURL, error) {
 		u.user, u.password = p.User, p.Password
 	}
 	for i, h := range p.Hosts {
-		hp, err := backendurl.HostPort(h, defaultPort)
+		hp, err := driver.HostPort(h, defaultPort)
 		if err != nil {
 			return nil, bad("host #%d: %v", i+1, err)
 		}
@@ -248,7 +246,7 @@ func checkTLS(ctx context.Context, endpoints []string, cfg *tls.Config, timeout 
 		if err == nil {
 			return nil
 		}
-		if tlsfiles.IsFailure(err) && tlsErr == nil {
+		if driver.IsTLSFailure(err) && tlsErr == nil {
 			tlsErr = err
 		}
 	}
@@ -339,8 +337,8 @@ func speaksTLS(ctx context.Context, host string) bool {
 		_, err = conn.Read(make([]byte, 1))
 	}
 	conn.Close()
-	if !tlsfiles.ClosedAtOnce(err) {
+	if !driver.TLSClosedAtOnce(err) {
 		return false // it answered in plain text, or said nothing in time
 	}
-	return tlsfiles.SpeaksTLS(ctx, host, []string{"h2"})
+	return driver.SpeaksTLS(ctx, host, []string{"h2"})
 }

@@ -3,8 +3,8 @@ package etcdlock_test
 import (
 	"testing"
 
+	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/backendurl/urlfuzz"
 )
 
 // The parse step of OpenURL never panics, and its errors do not depend on
@@ -18,6 +18,6 @@ func FuzzParseURL(f *testing.F) {
 	}
 	parse := func(raw string) error { _, err := etcdlock.ParseURL(raw); return err }
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
-		urlfuzz.PasswordBlind(t, parse, prefix, user, password, suffix)
+		distlocktest.PasswordBlind(t, parse, prefix, user, password, suffix)
 	})
 }

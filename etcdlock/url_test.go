@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
@@ -139,7 +140,7 @@ func TestOpenURLAuth(t *testing.T) {
 	if b.Prefix() != "auth-test/locks/" {
 		t.Errorf("prefix %q", b.Prefix())
 	}
-	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second})
+	l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -163,7 +164,7 @@ func TestOpenURLAuth(t *testing.T) {
 		t.Fatalf("OpenURL of a closed port: %v (the client dials lazily)", err)
 	}
 	defer b2.Close()
-	if _, err := b2.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b2.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Acquire from an unreachable etcd: %v, want ErrUnavailable", err)
 	}
 }
@@ -180,7 +181,7 @@ func TestOpenURLTLS(t *testing.T) {
 		t.Fatalf("OpenURL over TLS: %v", err)
 	}
 	defer b.Close()
-	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: 2 * time.Second})
+	l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire over TLS: %v", err)
 	}

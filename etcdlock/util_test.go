@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -75,7 +76,7 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // newLockClient returns a distlock Client over b, closed when the test ends.
-func newLockClient(t testing.TB, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+func newLockClient(t testing.TB, b driver.Backend, opts ...distlock.Option) *distlock.Client {
 	t.Helper()
 	c, err := distlock.New(b, opts...)
 	if err != nil {

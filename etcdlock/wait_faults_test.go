@@ -13,7 +13,7 @@ import (
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
@@ -21,12 +21,12 @@ import (
 
 // acquireResult is what an Acquire in a goroutine returned.
 type acquireResult struct {
-	l   distlock.Lease
+	l   driver.Lease
 	err error
 }
 
 // acquireAsync runs b.Acquire in a goroutine.
-func acquireAsync(ctx context.Context, b distlock.Backend, key string, opts distlock.AcquireOptions) <-chan acquireResult {
+func acquireAsync(ctx context.Context, b driver.Backend, key string, opts driver.AcquireOptions) <-chan acquireResult {
 	got := make(chan acquireResult, 1)
 	go func() {
 		l, err := b.Acquire(ctx, key, opts)
@@ -66,7 +66,7 @@ func TestWaitAcrossCompaction(t *testing.T) {
 		}
 	})
 	const key = "compacted-watch"
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: true}
 	la, err := ba.Acquire(ctx, key, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestWaitAcrossConnectionReset(t *testing.T) {
 	bb := newBackend(t, newClient(t, []string{p.Addr()}))
 	ctx := testCtx(t)
 	const key = "reset-watch"
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: true}
 	la, err := ba.Acquire(ctx, key, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestCancelledWaitsLeaveNoWatch(t *testing.T) {
 	bb := newBackend(t, newClient(t, e.Endpoints))
 	ctx := testCtx(t)
 	const key = "cancelled-watch"
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: true}
 	la, err := ba.Acquire(ctx, key, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestWaitersInterleaveWithMutexLock(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for range per {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: 10 * time.Second, Wait: true})
 				if err != nil {
 					t.Error(err)
 					return

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testserver"
 )
@@ -22,14 +22,14 @@ func TestWaiterWatchStartsSynced(t *testing.T) {
 	watches := etcdlock.InterceptWatches(bb)
 	ctx := testCtx(t)
 	const key = "synced-watch"
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: true}
 	la, err := ba.Acquire(ctx, key, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	type result struct {
-		l   distlock.Lease
+		l   driver.Lease
 		err error
 	}
 	got := make(chan result, 1)
@@ -90,13 +90,13 @@ func TestWaiterResyncsBounded(t *testing.T) {
 		}
 	})
 	const key = "resync-watch"
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: true}
 	la, err := ba.Acquire(ctx, key, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
-		l   distlock.Lease
+		l   driver.Lease
 		err error
 	}
 	got := make(chan result, 1)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Uncontended acquire and release: open, flock, a durable token (pwrite and
@@ -16,7 +16,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	be := newBackend(b, b.TempDir())
 	ctx := context.Background()
 	for b.Loop() {
-		l, err := be.Acquire(ctx, "bench", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := be.Acquire(ctx, "bench", driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkRefresh(b *testing.B) {
 	be := newBackend(b, b.TempDir())
 	ctx := context.Background()
-	l, err := be.Acquire(ctx, "bench", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := be.Acquire(ctx, "bench", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func BenchmarkHandoff(b *testing.B) {
 	dir := b.TempDir()
 	holder, waiter := newBackend(b, dir), newBackend(b, dir)
 	ctx := context.Background()
-	opts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
 	var total time.Duration
 	for b.Loop() {
 		l, err := holder.Acquire(ctx, "bench", opts)

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // The lock file of a key holds its token counter and the key:
@@ -87,7 +87,7 @@ func decodeSlot(b []byte) (n uint64, valid, zero bool) {
 func readCounter(f *os.File) (uint64, error) {
 	buf := make([]byte, keyOffset)
 	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return 0, fmt.Errorf("%w: read token counter of %s: %w", distlock.ErrUnavailable, f.Name(), err)
+		return 0, fmt.Errorf("%w: read token counter of %s: %w", driver.ErrUnavailable, f.Name(), err)
 	}
 	a, aok, azero := decodeSlot(buf[:slotSize])
 	b, bok, bzero := decodeSlot(buf[slotSize:])
@@ -108,17 +108,17 @@ func readCounter(f *os.File) (uint64, error) {
 func writeCounter(f *os.File, n uint64, first bool, key string, dir string) error {
 	if first {
 		if _, err := f.WriteAt([]byte(key), keyOffset); err != nil {
-			return fmt.Errorf("%w: write key to %s: %w", distlock.ErrUnavailable, f.Name(), err)
+			return fmt.Errorf("%w: write key to %s: %w", driver.ErrUnavailable, f.Name(), err)
 		}
 		if err := syncDir(dir); err != nil {
 			return err
 		}
 	}
 	if _, err := f.WriteAt(encodeSlot(n), int64(n%2)*slotSize); err != nil {
-		return fmt.Errorf("%w: write token counter to %s: %w", distlock.ErrUnavailable, f.Name(), err)
+		return fmt.Errorf("%w: write token counter to %s: %w", driver.ErrUnavailable, f.Name(), err)
 	}
 	if err := datasync(f); err != nil {
-		return fmt.Errorf("%w: sync token counter of %s: %w", distlock.ErrUnavailable, f.Name(), err)
+		return fmt.Errorf("%w: sync token counter of %s: %w", driver.ErrUnavailable, f.Name(), err)
 	}
 	return nil
 }
@@ -153,13 +153,13 @@ func nextToken(f *os.File, key, dir string) (uint64, error) {
 
 // readKey returns the key recorded in the lock file f, if any.
 func readKey(f *os.File) (string, bool) {
-	buf := make([]byte, distlock.MaxKeyLen+1)
+	buf := make([]byte, driver.MaxKeyLen+1)
 	n, err := f.ReadAt(buf, keyOffset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", false
 	}
 	key := string(buf[:n])
-	if n > distlock.MaxKeyLen || !utf8.ValidString(key) || distlock.ValidateKey(key) != nil {
+	if n > driver.MaxKeyLen || !utf8.ValidString(key) || driver.ValidateKey(key) != nil {
 		return "", false
 	}
 	return key, true
@@ -169,11 +169,11 @@ func readKey(f *os.File) (string, bool) {
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("%w: open directory %s: %w", distlock.ErrUnavailable, dir, err)
+		return fmt.Errorf("%w: open directory %s: %w", driver.ErrUnavailable, dir, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: sync directory %s: %w", distlock.ErrUnavailable, dir, err)
+		return fmt.Errorf("%w: sync directory %s: %w", driver.ErrUnavailable, dir, err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 )
 
@@ -35,7 +36,7 @@ func helperMain() {
 		os.Exit(2)
 	}
 	l, err := b.Acquire(context.Background(), os.Getenv(helperKeyEnv),
-		distlock.AcquireOptions{TTL: time.Minute, Wait: true, Owner: "helper"})
+		driver.AcquireOptions{TTL: time.Minute, Wait: true, Owner: "helper"})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -132,13 +133,13 @@ func TestKilledHolderFreesKeyAtOnce(t *testing.T) {
 			t.Fatalf("round %d: List = %+v, %v; want the helper with token %d", round, hs, err, h.token)
 		}
 		type result struct {
-			l   distlock.Lease
+			l   driver.Lease
 			err error
 			at  time.Time
 		}
 		got := make(chan result, 1)
 		go func() {
-			l, err := b.Acquire(ctxFor(t), "jobs/nightly", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(ctxFor(t), "jobs/nightly", driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			got <- result{l, err, time.Now()}
 		}()
 		killed := time.Now()

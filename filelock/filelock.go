@@ -14,13 +14,12 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/keyqueue"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend = (*Backend)(nil)
-	_ distlock.Lister  = (*Backend)(nil)
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Lister  = (*Backend)(nil)
 )
 
 // Errors of this package, to compare with errors.Is.
@@ -59,7 +58,7 @@ type Backend struct {
 	// Backend: only the one that has the turn touches the lock file, and
 	// it keeps the turn while it holds the lease, which is the turn's
 	// holder (for File).
-	queue keyqueue.Queue[*lease]
+	queue driver.Queue[*lease]
 }
 
 // Option configures a Backend.
@@ -99,9 +98,9 @@ func New(dir string, opts ...Option) (*Backend, error) {
 	}
 	switch {
 	case cfg.poll <= 0:
-		return nil, fmt.Errorf("%w: filelock: poll interval %v is not positive", distlock.ErrInvalidOption, cfg.poll)
+		return nil, fmt.Errorf("%w: filelock: poll interval %v is not positive", driver.ErrInvalidOption, cfg.poll)
 	case cfg.perm&^fs.ModePerm != 0 || cfg.perm&0o600 != 0o600:
-		return nil, fmt.Errorf("%w: filelock: file mode %v must be permission bits including 0600", distlock.ErrInvalidOption, cfg.perm)
+		return nil, fmt.Errorf("%w: filelock: file mode %v must be permission bits including 0600", driver.ErrInvalidOption, cfg.perm)
 	}
 	private := dir == ""
 	if private {
@@ -196,22 +195,22 @@ func (b *Backend) Path(key string) string {
 // opts.TTL is checked but has no effect on the grant, which lasts until
 // Release or the end of the process (Validity.TTL is 0). opts.OnLost is
 // never called.
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	name := fileName(key)
-	var turn *keyqueue.Turn[*lease]
+	var turn *driver.Turn[*lease]
 	if opts.Wait {
 		t, err := b.queue.Wait(ctx, name)
 		if err != nil {
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 		turn = t
 	} else if t, ok := b.queue.Try(name); ok {
 		turn = t
 	} else {
-		return nil, fmt.Errorf("%w: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
+		return nil, fmt.Errorf("%w: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
 	l, err := b.grab(ctx, key, name, opts)
 	if err != nil {
@@ -249,17 +248,17 @@ type Held interface {
 // distlock.ErrInvalidOption if lock is nil. File is safe for concurrent use.
 func (b *Backend) File(lock Held) (*os.File, error) {
 	if isNil(lock) {
-		return nil, fmt.Errorf("%w: filelock: nil lock", distlock.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: filelock: nil lock", driver.ErrInvalidOption)
 	}
 	key, token := lock.Key(), lock.Token()
 	l := b.queue.Holder(fileName(key))
 	if l == nil || l.token != token {
-		return nil, fmt.Errorf("%w: token %d of %q is not held through this Backend", distlock.ErrLockLost, token, key)
+		return nil, fmt.Errorf("%w: token %d of %q is not held through this Backend", driver.ErrLockLost, token, key)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
-		return nil, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, token, key)
+		return nil, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", driver.ErrLockLost, token, key)
 	}
 	f, err := dupFile(l.f)
 	if err != nil {
@@ -306,7 +305,7 @@ func fileErr(what string, err error) error {
 			return fmt.Errorf("filelock: %s: %w", what, err)
 		}
 	}
-	return fmt.Errorf("%w: filelock: %s: %w", distlock.ErrUnavailable, what, err)
+	return fmt.Errorf("%w: filelock: %s: %w", driver.ErrUnavailable, what, err)
 }
 
 // grab takes the flock of key's lock file, then its next token.
@@ -322,7 +321,7 @@ func fileErr(what string, err error) error {
 // waiting Backends of other processes that woke together. A slow poll
 // covers wake-ups that never come (an inotify queue overflow, or no inotify
 // at all).
-func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.AcquireOptions) (*lease, error) {
+func (b *Backend) grab(ctx context.Context, key, name string, opts driver.AcquireOptions) (*lease, error) {
 	path := filepath.Join(b.dir, name+lockSuffix)
 	f, err := b.openLock(path)
 	if err != nil {
@@ -336,9 +335,9 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 			timer.Stop()
 		}
 	}()
-	quick := distlock.ExponentialBackoff(time.Millisecond, maxBurst) // after a wake-up
-	slow := distlock.ExponentialBackoff(time.Millisecond, b.poll)    // with no wake-ups to wait for
-	burst, polls := 0, 0                                             // failed tries since the last wake-up (0: none since), and without wake-ups
+	quick := driver.ExponentialBackoff(time.Millisecond, maxBurst) // after a wake-up
+	slow := driver.ExponentialBackoff(time.Millisecond, b.poll)    // with no wake-ups to wait for
+	burst, polls := 0, 0                                           // failed tries since the last wake-up (0: none since), and without wake-ups
 	for {
 		ok, err := flock(f, flockEX|flockNB)
 		if err != nil {
@@ -364,7 +363,7 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 		}
 		if !opts.Wait {
 			f.Close()
-			return nil, fmt.Errorf("%w: %q is held", distlock.ErrNotAcquired, key)
+			return nil, fmt.Errorf("%w: %q is held", driver.ErrNotAcquired, key)
 		}
 		if sub == nil {
 			if sub = b.w.subscribe(path); sub != nil {
@@ -398,7 +397,7 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		case <-woke:
 			burst = 1
 		case <-timer.C:
@@ -421,7 +420,7 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts distlock.Acqu
 	}
 	now := time.Now()
 	l := &lease{b: b, key: key, name: name, path: path, f: f, token: token, since: now,
-		validity: distlock.Validity{Sent: now, TTL: 0}}
+		validity: driver.Validity{Sent: now, TTL: 0}}
 	// The holder description is informational: a failure to write it does
 	// not make the grant less valid.
 	_ = b.writeInfo(name, info{Key: key, Token: token, Owner: opts.Owner, PID: os.Getpid(), Host: b.host, Since: now})
@@ -463,15 +462,15 @@ type lease struct {
 	path     string
 	token    uint64
 	since    time.Time
-	validity distlock.Validity
-	turn     *keyqueue.Turn[*lease] // the key's turn, kept while held
+	validity driver.Validity
+	turn     *driver.Turn[*lease] // the key's turn, kept while held
 
 	mu sync.Mutex
 	f  *os.File // nil once released or found lost
 }
 
-func (l *lease) Token() uint64               { return l.token }
-func (l *lease) Validity() distlock.Validity { return l.validity }
+func (l *lease) Token() uint64             { return l.token }
+func (l *lease) Validity() driver.Validity { return l.validity }
 
 // Key returns the key the lease was acquired for.
 func (l *lease) Key() string { return l.key }
@@ -486,32 +485,32 @@ func (l *lease) Key() string { return l.key }
 // (futimens), and those of the holder description. It does not do so on
 // every call because a change of times wakes the key's waiters (inotify
 // reports it with removals).
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	sent := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
-		return distlock.Validity{}, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, l.token, l.key)
+		return driver.Validity{}, fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", driver.ErrLockLost, l.token, l.key)
 	}
 	fi, err := l.checkLocked()
 	if err != nil {
-		if errors.Is(err, distlock.ErrLockLost) {
+		if errors.Is(err, driver.ErrLockLost) {
 			l.dropLocked()
 		}
-		return distlock.Validity{}, err
+		return driver.Validity{}, err
 	}
 	if now := time.Now(); now.Sub(fi.ModTime()) > touchAfter {
 		// Best effort: a file that cannot be touched is still held.
 		_ = touch(l.f)
 		_ = os.Chtimes(filepath.Join(l.b.dir, l.name+infoSuffix), now, now)
 	}
-	return distlock.Validity{Sent: sent}, nil
+	return driver.Validity{Sent: sent}, nil
 }
 
 // touchAfter is the age of a held lock file's modification time beyond
@@ -527,7 +526,7 @@ func (l *lease) checkLocked() (fs.FileInfo, error) {
 		return nil, err
 	}
 	if !same {
-		return nil, fmt.Errorf("%w: the lock file of %q was removed or replaced while token %d held it", distlock.ErrLockLost, l.key, l.token)
+		return nil, fmt.Errorf("%w: the lock file of %q was removed or replaced while token %d held it", driver.ErrLockLost, l.key, l.token)
 	}
 	return fi, nil
 }
@@ -545,7 +544,7 @@ func (l *lease) Release(context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
-		return fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", distlock.ErrLockLost, l.token, l.key)
+		return fmt.Errorf("%w: token %d of %q is not held (released, or found lost)", driver.ErrLockLost, l.token, l.key)
 	}
 	_, err := l.checkLocked()
 	if err == nil {
@@ -553,7 +552,7 @@ func (l *lease) Release(context.Context) error {
 		os.Remove(filepath.Join(l.b.dir, l.name+infoSuffix))
 	}
 	l.dropLocked()
-	if err != nil && !errors.Is(err, distlock.ErrLockLost) {
+	if err != nil && !errors.Is(err, driver.ErrLockLost) {
 		// The check failed without showing a loss; the lock was released.
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 )
 
@@ -45,20 +46,20 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-func acquire(t *testing.T, b distlock.Backend, key string) distlock.Lease {
+func acquire(t *testing.T, b driver.Backend, key string) driver.Lease {
 	t.Helper()
-	l, err := b.Acquire(ctxFor(t), key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	l, err := b.Acquire(ctxFor(t), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", key, err)
 	}
 	return l
 }
 
-func tryAcquire(b distlock.Backend, key string) (distlock.Lease, error) {
-	return b.Acquire(context.Background(), key, distlock.AcquireOptions{TTL: time.Minute})
+func tryAcquire(b driver.Backend, key string) (driver.Lease, error) {
+	return b.Acquire(context.Background(), key, driver.AcquireOptions{TTL: time.Minute})
 }
 
-func release(t *testing.T, l distlock.Lease) {
+func release(t *testing.T, l driver.Lease) {
 	t.Helper()
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -72,7 +73,7 @@ func release(t *testing.T, l distlock.Lease) {
 // covers a holder's death with real processes.
 func TestConformance(t *testing.T) {
 	dir := t.TempDir()
-	distlocktest.Run(t, func(t *testing.T) distlock.Backend {
+	distlocktest.Run(t, func(t *testing.T) driver.Backend {
 		return newBackend(t, dir)
 	}, distlocktest.WithTTL(time.Second))
 }
@@ -294,7 +295,7 @@ func TestKeyFileNames(t *testing.T) {
 		"x.lock":           "x.lock.lock",
 		"~":                "%7E.lock",
 	}
-	var held []distlock.Lease
+	var held []driver.Lease
 	for key, want := range names {
 		if got := filepath.Base(b.Path(key)); got != want {
 			t.Errorf("file of %q = %q, want %q", key, got, want)
@@ -345,7 +346,7 @@ func TestList(t *testing.T) {
 	dir := t.TempDir()
 	b := newBackend(t, dir)
 	before := time.Now()
-	l, err := b.Acquire(ctxFor(t), "jobs/a", distlock.AcquireOptions{TTL: time.Minute, Owner: "tester"})
+	l, err := b.Acquire(ctxFor(t), "jobs/a", driver.AcquireOptions{TTL: time.Minute, Owner: "tester"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +430,7 @@ func TestCancelledWaiterHoldsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := bb.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := bb.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		errc <- err
 	}()
 	cancel()
@@ -582,9 +583,9 @@ type grant struct {
 	token uint64
 }
 
-func (g grant) Key() string                      { return g.key }
-func (g grant) Token() uint64                    { return g.token }
-func grantOf(key string, l distlock.Lease) grant { return grant{key, l.Token()} }
+func (g grant) Key() string                    { return g.key }
+func (g grant) Token() uint64                  { return g.token }
+func grantOf(key string, l driver.Lease) grant { return grant{key, l.Token()} }
 
 // File: a descriptor handed to another process keeps the key held after
 // the holder is killed, until that process ends too.
@@ -676,10 +677,10 @@ func TestFIFOWithinBackend(t *testing.T) {
 	holder := acquire(t, b, "k")
 	const n = 5
 	granted := make(chan int, n)
-	leases := make([]distlock.Lease, n)
+	leases := make([]driver.Lease, n)
 	for i := range n {
 		go func() {
-			l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 			}

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // info describes the holder of a key. The holder writes it next to the lock
@@ -72,12 +72,12 @@ func (b *Backend) readInfo(name string) (info, bool) {
 // briefly takes a shared, non-blocking flock on each candidate lock file: a
 // single try to acquire that key at that very instant (TryAcquire, or
 // `distlock run --no-wait`) can then find it held. Waiters are not affected.
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	entries, err := os.ReadDir(b.dir)
 	if err != nil {
 		return nil, fileErr("list lock directory", err)
 	}
-	var hs []distlock.Holder
+	var hs []driver.Holder
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -97,27 +97,27 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 			hs = append(hs, h)
 		}
 	}
-	slices.SortFunc(hs, func(a, b distlock.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return hs, nil
 }
 
 // probe reports whether the lock file of name is locked, and by whom.
-func (b *Backend) probe(name string) (distlock.Holder, bool, error) {
+func (b *Backend) probe(name string) (driver.Holder, bool, error) {
 	f, err := os.OpenFile(filepath.Join(b.dir, name+lockSuffix), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if os.IsNotExist(err) {
-		return distlock.Holder{}, false, nil
+		return driver.Holder{}, false, nil
 	}
 	if err != nil {
-		return distlock.Holder{}, false, fileErr("open lock file", err)
+		return driver.Holder{}, false, fileErr("open lock file", err)
 	}
 	defer f.Close()
 	free, err := flock(f, flockSH|flockNB)
 	if err != nil {
-		return distlock.Holder{}, false, fileErr("probe lock file", err)
+		return driver.Holder{}, false, fileErr("probe lock file", err)
 	}
 	if free {
 		flock(f, flockUN)
-		return distlock.Holder{}, false, nil
+		return driver.Holder{}, false, nil
 	}
 	key, ok := readKey(f)
 	if !ok {
@@ -125,7 +125,7 @@ func (b *Backend) probe(name string) (distlock.Holder, bool, error) {
 			key = name // a hashed name whose key was never recorded
 		}
 	}
-	h := distlock.Holder{Key: key}
+	h := driver.Holder{Key: key}
 	h.Token, _ = readCounter(f)
 	// A description with an older token is a dead holder's; a newer one means
 	// the counter was read in the middle of the holder's update.

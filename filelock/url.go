@@ -11,8 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // defaultBase is the directory in which DefaultDir lives. Unlike /tmp or
@@ -63,7 +62,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 // would use it ("" for DefaultDir), without touching the file system.
 func ParseURL(rawURL string) (dir string, err error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: filelock: backend URL %q: %s", distlock.ErrInvalidOption, backendurl.Redact(rawURL), why)
+		return fmt.Errorf("%w: filelock: backend URL %q: %s", driver.ErrInvalidOption, driver.Redact(rawURL), why)
 	}
 	if strings.Contains(rawURL, "@") {
 		// Any "@" would be user information to the other backends, and

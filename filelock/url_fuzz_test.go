@@ -5,8 +5,8 @@ package filelock_test
 import (
 	"testing"
 
+	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/filelock"
-	"github.com/distlock/distlock/internal/backendurl/urlfuzz"
 )
 
 // The parse step of OpenURL never panics, and its errors do not depend on
@@ -22,6 +22,6 @@ func FuzzParseURL(f *testing.F) {
 		if raw := prefix + user + ":" + password + "@" + suffix; parse(raw) == nil {
 			t.Fatalf("a URL with user information parses: %q", raw)
 		}
-		urlfuzz.PasswordBlind(t, parse, prefix, user, password, suffix)
+		distlocktest.PasswordBlind(t, parse, prefix, user, password, suffix)
 	})
 }

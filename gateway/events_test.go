@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/memlock"
 )
@@ -223,7 +223,7 @@ func TestBlockingRead(t *testing.T) {
 }
 
 func TestListLocks(t *testing.T) {
-	for name, b := range map[string]distlock.Backend{
+	for name, b := range map[string]driver.Backend{
 		"lock service lists": fileBackend(t),
 		"gateway lists":      distlocktest.NewFaulty(memlock.New()), // no Lister
 	} {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Defaults of the options. Each option's comment repeats its default.
@@ -103,8 +104,8 @@ var ErrInvalidOption = fmt.Errorf("gateway: %w", distlock.ErrInvalidOption)
 // http.Handler; Serve runs it with the right server timeouts. It is safe
 // for concurrent use.
 type Gateway struct {
-	b       distlock.Backend
-	lister  distlock.Lister // nil when the backend cannot list holders
+	b       driver.Backend
+	lister  driver.Lister // nil when the backend cannot list holders
 	cfg     config
 	epoch   string // drawn at New: the prefix of this gateway's session ids
 	mux     *http.ServeMux
@@ -126,7 +127,7 @@ type Gateway struct {
 
 // New returns a Gateway over b. Close it to end its sessions, which
 // releases their locks.
-func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
+func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil backend", ErrInvalidOption)
 	}
@@ -152,7 +153,7 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 	}
 	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10],
 		sessions: map[string]*session{}, holders: map[string]*held{}, feed: feed{changed: make(chan struct{})}}
-	g.lister, _ = b.(distlock.Lister)
+	g.lister, _ = b.(driver.Lister)
 	inst, err := newInstruments(cfg.meters, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gateway"
 )
@@ -25,7 +25,7 @@ type gw struct {
 }
 
 // start serves a gateway over b until the test ends.
-func start(t *testing.T, b distlock.Backend, opts ...gateway.Option) *gw {
+func start(t *testing.T, b driver.Backend, opts ...gateway.Option) *gw {
 	t.Helper()
 	g, err := gateway.New(b, opts...)
 	if err != nil {
@@ -50,7 +50,7 @@ func start(t *testing.T, b distlock.Backend, opts ...gateway.Option) *gw {
 }
 
 // fileBackend is a file backend in a directory of the test's.
-func fileBackend(t *testing.T) distlock.Backend {
+func fileBackend(t *testing.T) driver.Backend {
 	t.Helper()
 	b, err := filelock.New(t.TempDir())
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gatewaylock"
 	"github.com/distlock/distlock/memlock"
@@ -21,7 +21,7 @@ func BenchmarkCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	mb := memlock.New()
-	through := func(be distlock.Backend) distlock.Backend {
+	through := func(be driver.Backend) driver.Backend {
 		gb, err := gatewaylock.New(serveB(b, be))
 		if err != nil {
 			b.Fatal(err)
@@ -31,13 +31,13 @@ func BenchmarkCycle(b *testing.B) {
 	}
 	for _, c := range []struct {
 		name string
-		be   distlock.Backend
+		be   driver.Backend
 	}{{"file/direct", fb}, {"file/gateway", through(fb)}, {"mem/direct", mb}, {"mem/gateway", through(mb)}} {
 		name, be := c.name, c.be
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
-				l, err := be.Acquire(ctx, "bench", distlock.AcquireOptions{TTL: 10 * time.Second})
+				l, err := be.Acquire(ctx, "bench", driver.AcquireOptions{TTL: 10 * time.Second})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/gatewaylock"
@@ -19,12 +20,12 @@ import (
 
 // serve runs a gateway over b on a loopback port until the test ends and
 // returns its URL.
-func serve(t *testing.T, b distlock.Backend, opts ...gateway.Option) string {
+func serve(t *testing.T, b driver.Backend, opts ...gateway.Option) string {
 	return serveB(t, b, opts...)
 }
 
 // serveB is serve for tests and benchmarks.
-func serveB(t testing.TB, b distlock.Backend, opts ...gateway.Option) string {
+func serveB(t testing.TB, b driver.Backend, opts ...gateway.Option) string {
 	t.Helper()
 	g, err := gateway.New(b, opts...)
 	if err != nil {
@@ -48,7 +49,7 @@ func serveB(t testing.TB, b distlock.Backend, opts ...gateway.Option) string {
 
 // factory returns Backends on the gateway at url.
 func factory(url string, opts ...gatewaylock.Option) distlocktest.Factory {
-	return func(t *testing.T) distlock.Backend {
+	return func(t *testing.T) driver.Backend {
 		b, err := gatewaylock.New(url, opts...)
 		if err != nil {
 			t.Fatal(err)

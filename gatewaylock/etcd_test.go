@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/gatewaylock"
@@ -21,7 +22,7 @@ import (
 
 // etcdBackend opens an etcdlock Backend (one gateway's own connection) on
 // the etcd at endpoint, closed with the test.
-func etcdBackend(t *testing.T, endpoint string) distlock.Backend {
+func etcdBackend(t *testing.T, endpoint string) driver.Backend {
 	t.Helper()
 	b, err := etcdlock.OpenURL(context.Background(), "etcd://"+strings.TrimPrefix(endpoint, "http://"))
 	if err != nil {

@@ -15,8 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // Defaults of the options.
@@ -72,13 +71,13 @@ type Backend struct {
 	sessions map[sessionKey][]*session // the live sessions (see Backend.session)
 }
 
-var _ distlock.Backend = (*Backend)(nil)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns a Backend on the gateway at baseURL (http://HOST:PORT, or
 // https://, with a path if the gateway is served under one).
 func New(baseURL string, opts ...Option) (*Backend, error) {
 	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
-		return nil, fmt.Errorf("%w: gatewaylock: the gateway URL must start with http:// or https://", distlock.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: gatewaylock: the gateway URL must start with http:// or https://", driver.ErrInvalidOption)
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
@@ -88,7 +87,7 @@ func New(baseURL string, opts ...Option) (*Backend, error) {
 		o(b)
 	}
 	if b.hc == nil || b.maxWait <= 0 {
-		return nil, fmt.Errorf("%w: gatewaylock: nil HTTP client or wait not positive", distlock.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: gatewaylock: nil HTTP client or wait not positive", driver.ErrInvalidOption)
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.sessions = map[sessionKey][]*session{}
@@ -97,7 +96,7 @@ func New(baseURL string, opts ...Option) (*Backend, error) {
 
 // ErrClosed is matched by the errors of a Backend used after Close; it
 // matches distlock.ErrClosed.
-var ErrClosed = backend.ClosedError("gatewaylock")
+var ErrClosed = driver.ClosedError("gatewaylock")
 
 // Close ends the Backend's sessions (DELETE, which releases every lock
 // still held in them: their holders are told through OnLost), stops their
@@ -148,13 +147,13 @@ func (e *apiError) kind() string { return strings.TrimPrefix(e.Type, "urn:distlo
 // Is sorts the gateway's answers into distlock's error kinds.
 func (e *apiError) Is(target error) bool {
 	switch target {
-	case distlock.ErrUnavailable:
+	case driver.ErrUnavailable:
 		return e.Status >= 500 || e.Status == http.StatusTooManyRequests || e.kind() == "session-not-found"
-	case distlock.ErrInvalidKey:
+	case driver.ErrInvalidKey:
 		return e.kind() == "bad-name"
-	case distlock.ErrInvalidOption:
+	case driver.ErrInvalidOption:
 		return e.kind() == "bad-ttl"
-	case distlock.ErrLockLost:
+	case driver.ErrLockLost:
 		return e.kind() == "lock-lost"
 	case ErrRefused:
 		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
@@ -178,7 +177,7 @@ func (b *Backend) do(pctx context.Context, method, path string, in, out any, wai
 	}
 	req, err := http.NewRequestWithContext(ctx, method, b.base+path, body)
 	if err != nil {
-		return fmt.Errorf("%w: gatewaylock: %w", distlock.ErrInvalidOption, err)
+		return fmt.Errorf("%w: gatewaylock: %w", driver.ErrInvalidOption, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -192,12 +191,12 @@ func (b *Backend) do(pctx context.Context, method, path string, in, out any, wai
 			return pctx.Err()
 		}
 		// (A request that timed out stays a net.Error with Timeout.)
-		return fmt.Errorf("%w: gatewaylock: %s %s: %w", distlock.ErrUnavailable, method, strings.SplitN(path, "?", 2)[0], unwrapURL(err))
+		return fmt.Errorf("%w: gatewaylock: %s %s: %w", driver.ErrUnavailable, method, strings.SplitN(path, "?", 2)[0], unwrapURL(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("%w: gatewaylock: reading the answer: %w", distlock.ErrUnavailable, err)
+		return fmt.Errorf("%w: gatewaylock: reading the answer: %w", driver.ErrUnavailable, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &apiError{Status: resp.StatusCode}
@@ -209,7 +208,7 @@ func (b *Backend) do(pctx context.Context, method, path string, in, out any, wai
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%w: gatewaylock: malformed answer: %w", distlock.ErrUnavailable, err)
+			return fmt.Errorf("%w: gatewaylock: malformed answer: %w", driver.ErrUnavailable, err)
 		}
 	}
 	return nil
@@ -252,8 +251,8 @@ const acquireRetries = 2
 
 // Acquire acquires key in a session of the Backend with opts.TTL and
 // opts.Owner (created when there is none), in one request.
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	for fresh := false; ; fresh = true {
@@ -267,7 +266,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 			// The gateway no longer knows the session (it restarted, or
 			// the session expired): its locks are gone, and the acquire
 			// goes to a new one, once.
-			s.end(fmt.Errorf("%w: gatewaylock: the gateway ended the session: %w", distlock.ErrLockLost, err), false)
+			s.end(fmt.Errorf("%w: gatewaylock: the gateway ended the session: %w", driver.ErrLockLost, err), false)
 			if !fresh && ctx.Err() == nil {
 				continue
 			}
@@ -281,14 +280,14 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 
 func (b *Backend) acquireErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return backend.Canceled(ctx)
+		return driver.Canceled(ctx)
 	}
 	return err
 }
 
 // acquireOnce asks for key in the session, retrying an acquire whose
 // answer was lost.
-func (s *session) acquireOnce(ctx context.Context, key string, opts distlock.AcquireOptions) (grantAnswer, time.Time, error) {
+func (s *session) acquireOnce(ctx context.Context, key string, opts driver.AcquireOptions) (grantAnswer, time.Time, error) {
 	path := "/v1/locks/" + escape(key) + "/acquire"
 	for retries := 0; ; {
 		wait := time.Duration(0)
@@ -308,15 +307,15 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts distlock.Acq
 			return g, sent, nil
 		case errors.As(err, &ae) && ae.kind() == "not-acquired":
 			if !opts.Wait {
-				return g, sent, fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+				return g, sent, fmt.Errorf("%w: %w", driver.ErrNotAcquired, err)
 			}
 			if ctx.Err() != nil {
-				return g, sent, backend.Canceled(ctx)
+				return g, sent, driver.Canceled(ctx)
 			}
 			continue
 		case errors.As(err, &ae) && ae.kind() == "lock-lost":
 			// Granted, and lost before the answer: worth another try.
-			return g, sent, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+			return g, sent, fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 		case ae == nil && ctx.Err() == nil && !errors.Is(err, syscall.ECONNREFUSED) && retries < acquireRetries:
 			// The request may have reached the gateway and its answer
 			// been lost: the gateway answers the same acquire in the same
@@ -329,7 +328,7 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts distlock.Acq
 	}
 }
 
-var _ distlock.Lister = (*Backend)(nil)
+var _ driver.Lister = (*Backend)(nil)
 
 type listAnswer struct {
 	Locks []struct {
@@ -343,18 +342,18 @@ type listAnswer struct {
 
 // List returns the holders of the locks whose keys start with prefix, as
 // the gateway lists them (for `distlock status`).
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	var a listAnswer
 	if err := b.do(ctx, "GET", "/v1/locks?prefix="+url.QueryEscape(prefix), nil, &a, 0); err != nil {
 		return nil, err
 	}
-	out := make([]distlock.Holder, 0, len(a.Locks))
+	out := make([]driver.Holder, 0, len(a.Locks))
 	for _, x := range a.Locks {
 		tok, err := strconv.ParseUint(x.Token, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: gatewaylock: malformed token %q", distlock.ErrUnavailable, x.Token)
+			return nil, fmt.Errorf("%w: gatewaylock: malformed token %q", driver.ErrUnavailable, x.Token)
 		}
-		out = append(out, distlock.Holder{Key: x.Lock, Token: tok, Owner: x.Owner, Since: x.Since, Expires: x.Expires})
+		out = append(out, driver.Holder{Key: x.Lock, Token: tok, Owner: x.Owner, Since: x.Since, Expires: x.Expires})
 	}
 	return out, nil
 }

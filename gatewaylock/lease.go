@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // lease is one grant, held in a session shared with the Backend's other
@@ -24,11 +23,11 @@ type lease struct {
 	token  uint64
 	onLost func(error)
 
-	v         distlock.Validity // the newest confirmation
-	reported  time.Time         // the Sent of the last validity handed out
-	granted   time.Time         // when the grant's answer came
-	lost      error             // why the grant is gone; nil while held
-	abandoned bool              // a release failed: the loop releases it, unless a retry does
+	v         driver.Validity // the newest confirmation
+	reported  time.Time       // the Sent of the last validity handed out
+	granted   time.Time       // when the grant's answer came
+	lost      error           // why the grant is gone; nil while held
+	abandoned bool            // a release failed: the loop releases it, unless a retry does
 
 	relMu   sync.Mutex
 	relDone bool // the gateway answered a release
@@ -37,7 +36,7 @@ type lease struct {
 
 func (l *lease) Token() uint64 { return l.token }
 
-func (l *lease) Validity() distlock.Validity {
+func (l *lease) Validity() driver.Validity {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	return l.v
@@ -45,17 +44,17 @@ func (l *lease) Validity() distlock.Validity {
 
 // cachedLocked returns a confirmation newer than the last one handed out,
 // if the session's loop got one that still vouches for half its time.
-func (l *lease) cachedLocked() (distlock.Validity, bool) {
+func (l *lease) cachedLocked() (driver.Validity, bool) {
 	fresh := l.v.Sent.After(l.reported) && time.Until(l.v.Sent.Add(l.v.TTL)) >= l.v.TTL/2
 	return l.v, fresh
 }
 
 // report hands out the newest confirmation, or the loss.
-func (l *lease) report() (distlock.Validity, error) {
+func (l *lease) report() (driver.Validity, error) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if l.lost != nil {
-		return distlock.Validity{}, l.lost
+		return driver.Validity{}, l.lost
 	}
 	l.reported = l.v.Sent
 	return l.v, nil
@@ -64,9 +63,9 @@ func (l *lease) report() (distlock.Validity, error) {
 // Refresh reports the time left of the grant: from the newest answer of
 // the session's keepalive loop when it is fresh, else from a keepalive
 // sent now. The session keeps its TTL: ttl is only checked.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	l.s.mu.Lock()
 	lost := l.lost
@@ -75,20 +74,20 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	if lost == nil && !fresh {
 		if err := l.s.confirm(ctx); err != nil {
 			if ending(err) {
-				return distlock.Validity{}, sessionLost(err)
+				return driver.Validity{}, sessionLost(err)
 			}
-			return distlock.Validity{}, err
+			return driver.Validity{}, err
 		}
 	}
 	return l.report()
 }
 
-var _ distlock.BatchRefresher = (*Backend)(nil)
+var _ driver.BatchRefresher = (*Backend)(nil)
 
 // RefreshAll refreshes leases with one keepalive per session at most.
-func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
-	res := make([]distlock.RefreshResult, len(leases))
-	if err := backend.CheckTTL(ttl); err != nil {
+func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
+	res := make([]driver.RefreshResult, len(leases))
+	if err := driver.CheckTTL(ttl); err != nil {
 		for i := range res {
 			res[i].Err = err
 		}
@@ -99,7 +98,7 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl t
 	for i, x := range leases {
 		l, ok := x.(*lease)
 		if !ok || l.s.b != b {
-			res[i].Err = fmt.Errorf("%w: gatewaylock: a lease of another Backend", distlock.ErrInvalidOption)
+			res[i].Err = fmt.Errorf("%w: gatewaylock: a lease of another Backend", driver.ErrInvalidOption)
 			continue
 		}
 		ls[i] = l
@@ -171,7 +170,7 @@ func (l *lease) Release(ctx context.Context) error {
 		}
 		l.abandoned = false
 		if l.lost == nil {
-			l.lost = fmt.Errorf("%w: gatewaylock: the lease was released", distlock.ErrLockLost)
+			l.lost = fmt.Errorf("%w: gatewaylock: the lease was released", driver.ErrLockLost)
 		}
 	} else {
 		l.abandoned = true
@@ -182,7 +181,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	if err != nil {
 		// Not held, lost, or the session is gone.
-		err = fmt.Errorf("%w: %w", distlock.ErrLockLost, err)
+		err = fmt.Errorf("%w: %w", driver.ErrLockLost, err)
 		if isNotFound(err) {
 			s.end(sessionLost(err), false)
 		}
@@ -190,7 +189,7 @@ func (l *lease) Release(ctx context.Context) error {
 	l.relDone, l.relErr = true, err
 	if err == nil {
 		// A later Release finds the lease gone.
-		l.relErr = fmt.Errorf("%w: gatewaylock: the lease was released already", distlock.ErrLockLost)
+		l.relErr = fmt.Errorf("%w: gatewaylock: the lease was released already", driver.ErrLockLost)
 	}
 	return err
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gateway"
 )
@@ -21,7 +21,7 @@ func TestKeepaliveLoopDoesNotSpin(t *testing.T) {
 	f := startFront(t, fb, "127.0.0.1:0", gateway.WithMaxWait(0))
 	b := newBackend(t, f.url)
 	ctx := context.Background()
-	l, err := b.Acquire(ctx, "pace", distlock.AcquireOptions{TTL: 10 * time.Second, Owner: "me"})
+	l, err := b.Acquire(ctx, "pace", driver.AcquireOptions{TTL: 10 * time.Second, Owner: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // sessionKey is what the locks of one session share: the gateway holds
@@ -152,7 +152,7 @@ func (s *session) create() {
 	var a sessionAnswer
 	err := s.b.do(ctx, "POST", "/v1/sessions", map[string]any{"owner": s.key.owner, "ttl": s.key.ttl.String()}, &a, 0)
 	if err == nil && a.ID == "" {
-		err = fmt.Errorf("%w: gatewaylock: the gateway answered a session without an id", distlock.ErrUnavailable)
+		err = fmt.Errorf("%w: gatewaylock: the gateway answered a session without an id", driver.ErrUnavailable)
 	}
 	if err != nil {
 		if s.b.ctx.Err() != nil {
@@ -199,18 +199,18 @@ func (s *session) settle(key string) {
 }
 
 // acquire acquires key in s, which has key reserved.
-func (s *session) acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (*lease, error) {
+func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOptions) (*lease, error) {
 	g, sent, err := s.acquireOnce(ctx, key, opts)
 	var tok uint64
 	if err == nil {
 		var perr error
 		if tok, perr = strconv.ParseUint(g.Token, 10, 64); perr != nil || tok == 0 {
-			err = fmt.Errorf("%w: gatewaylock: malformed token %q", distlock.ErrUnavailable, g.Token)
+			err = fmt.Errorf("%w: gatewaylock: malformed token %q", driver.ErrUnavailable, g.Token)
 		} else if g.TTLRemainingMS <= 0 {
 			// Less than a millisecond left (the gateway rounds down): a
 			// zero TTL would tell the Client that the grant has no time
 			// bound.
-			err = fmt.Errorf("%w: gatewaylock: granted with no time left", distlock.ErrUnavailable)
+			err = fmt.Errorf("%w: gatewaylock: granted with no time left", driver.ErrUnavailable)
 		}
 	}
 	if err != nil {
@@ -230,18 +230,18 @@ func (s *session) acquire(ctx context.Context, key string, opts distlock.Acquire
 		return nil, err
 	}
 	l := &lease{s: s, key: key, token: tok, onLost: opts.OnLost,
-		v: distlock.Validity{Sent: sent, TTL: time.Duration(g.TTLRemainingMS) * time.Millisecond}}
+		v: driver.Validity{Sent: sent, TTL: time.Duration(g.TTLRemainingMS) * time.Millisecond}}
 	s.mu.Lock()
 	if s.ended != nil {
 		err := s.ended
 		s.settleLocked(key)
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: gatewaylock: the session ended with the grant: %w", distlock.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: gatewaylock: the session ended with the grant: %w", driver.ErrUnavailable, err)
 	}
 	if s.lostEarly[key] == g.Token {
 		s.settleLocked(key)
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: gatewaylock: the gateway lost the grant before its answer came", distlock.ErrUnavailable)
+		return nil, fmt.Errorf("%w: gatewaylock: the gateway lost the grant before its answer came", driver.ErrUnavailable)
 	}
 	s.leases[key] = l
 	s.settleLocked(key)
@@ -383,7 +383,7 @@ func (b *Backend) logFailure(error) {}
 func cut(err error) bool {
 	var ae *apiError
 	var ne net.Error
-	if errors.As(err, &ae) || !errors.Is(err, distlock.ErrUnavailable) {
+	if errors.As(err, &ae) || !errors.Is(err, driver.ErrUnavailable) {
 		return false
 	}
 	return !(errors.As(err, &ne) && ne.Timeout())
@@ -408,9 +408,9 @@ func isNotFound(err error) bool {
 // sessionLost is the loss of the locks of a session that ended for err.
 func sessionLost(err error) error {
 	if isNotFound(err) {
-		return fmt.Errorf("%w: gatewaylock: the gateway no longer has the session (it restarted, or the session expired): %w", distlock.ErrLockLost, err)
+		return fmt.Errorf("%w: gatewaylock: the gateway no longer has the session (it restarted, or the session expired): %w", driver.ErrLockLost, err)
 	}
-	return fmt.Errorf("%w: gatewaylock: the session could not be kept alive: %w", distlock.ErrLockLost, err)
+	return fmt.Errorf("%w: gatewaylock: the session could not be kept alive: %w", driver.ErrLockLost, err)
 }
 
 // absorb takes in a keepalive answer to a request sent at sent: the
@@ -443,7 +443,7 @@ func (s *session) absorb(sent time.Time, ka keepaliveAnswer) {
 			continue
 		}
 		delete(s.leases, e.Lock)
-		l.lost = fmt.Errorf("%w: gatewaylock: the gateway lost the lock (%s): %s", distlock.ErrLockLost, e.Reason, e.Detail)
+		l.lost = fmt.Errorf("%w: gatewaylock: the gateway lost the lock (%s): %s", driver.ErrLockLost, e.Reason, e.Detail)
 		lost = append(lost, loss{l, l.lost})
 	}
 	for key, l := range s.leases {
@@ -451,7 +451,7 @@ func (s *session) absorb(sent time.Time, ka keepaliveAnswer) {
 		switch {
 		case ok && x.Token == strconv.FormatUint(l.token, 10) && x.TTLRemainingMS > 0:
 			if sent.After(l.v.Sent) {
-				l.v = distlock.Validity{Sent: sent, TTL: time.Duration(x.TTLRemainingMS) * time.Millisecond}
+				l.v = driver.Validity{Sent: sent, TTL: time.Duration(x.TTLRemainingMS) * time.Millisecond}
 			}
 			if l.abandoned && s.busy[key] == 0 {
 				abandoned = append(abandoned, l)
@@ -460,7 +460,7 @@ func (s *session) absorb(sent time.Time, ka keepaliveAnswer) {
 			// Not listed by an answer to a request sent after the grant
 			// was answered: the gateway no longer holds it.
 			delete(s.leases, key)
-			l.lost = fmt.Errorf("%w: gatewaylock: the gateway no longer holds the grant", distlock.ErrLockLost)
+			l.lost = fmt.Errorf("%w: gatewaylock: the gateway no longer holds the grant", driver.ErrLockLost)
 			lost = append(lost, loss{l, l.lost})
 		}
 	}
@@ -548,5 +548,5 @@ func (s *session) close(ctx context.Context) {
 	if !ended {
 		s.b.do(ctx, "DELETE", "/v1/sessions/"+s.id, nil, nil, 0)
 	}
-	s.end(fmt.Errorf("%w: %w", distlock.ErrLockLost, ErrClosed), false)
+	s.end(fmt.Errorf("%w: %w", driver.ErrLockLost, ErrClosed), false)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/gatewaylock"
@@ -34,7 +35,7 @@ type front struct {
 	rewrite  func(route string, status int, body []byte) []byte // changes the answers, when set
 }
 
-func startFront(t *testing.T, b distlock.Backend, addr string, opts ...gateway.Option) *front {
+func startFront(t *testing.T, b driver.Backend, addr string, opts ...gateway.Option) *front {
 	t.Helper()
 	g, err := gateway.New(b, opts...)
 	if err != nil {
@@ -140,7 +141,7 @@ func TestCycleIsAcquireAndRelease(t *testing.T) {
 	ctx := context.Background()
 	const cycles = 20
 	for range cycles {
-		l, err := b.Acquire(ctx, "cycle", distlock.AcquireOptions{TTL: 10 * time.Second, Owner: "me"})
+		l, err := b.Acquire(ctx, "cycle", driver.AcquireOptions{TTL: 10 * time.Second, Owner: "me"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestRestartedGatewayEndsTheSession(t *testing.T) {
 	b := newBackend(t, f.url)
 	ctx := context.Background()
 	lost := make(chan error, 1)
-	l, err := b.Acquire(ctx, "restart", distlock.AcquireOptions{TTL: 30 * time.Second, OnLost: func(err error) { lost <- err }})
+	l, err := b.Acquire(ctx, "restart", driver.AcquireOptions{TTL: 30 * time.Second, OnLost: func(err error) { lost <- err }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestRestartedGatewayEndsTheSession(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Release of the lost grant: %v, want ErrLockLost", err)
 	}
-	l2, err := b.Acquire(ctx, "restart", distlock.AcquireOptions{TTL: 30 * time.Second})
+	l2, err := b.Acquire(ctx, "restart", driver.AcquireOptions{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire through the restarted gateway: %v", err)
 	}
@@ -237,7 +238,7 @@ func TestLostAcquireAnswerIsRelearned(t *testing.T) {
 	f.mu.Lock()
 	f.dropNext = 1
 	f.mu.Unlock()
-	l, err := b.Acquire(ctx, "relearn", distlock.AcquireOptions{TTL: 30 * time.Second})
+	l, err := b.Acquire(ctx, "relearn", driver.AcquireOptions{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire with its first answer lost: %v", err)
 	}
@@ -262,7 +263,7 @@ func TestLostAcquireAnswersLeaveNoGrant(t *testing.T) {
 	f.mu.Lock()
 	f.dropNext = 10
 	f.mu.Unlock()
-	if _, err := b.Acquire(ctx, "orphan", distlock.AcquireOptions{TTL: 30 * time.Second}); !errors.Is(err, distlock.ErrUnavailable) {
+	if _, err := b.Acquire(ctx, "orphan", driver.AcquireOptions{TTL: 30 * time.Second}); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Fatalf("Acquire with every answer lost: %v, want ErrUnavailable", err)
 	}
 	f.mu.Lock()
@@ -271,7 +272,7 @@ func TestLostAcquireAnswersLeaveNoGrant(t *testing.T) {
 	other := newBackend(t, f.url)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		l, err := other.Acquire(ctx, "orphan", distlock.AcquireOptions{TTL: 30 * time.Second})
+		l, err := other.Acquire(ctx, "orphan", driver.AcquireOptions{TTL: 30 * time.Second})
 		if err == nil {
 			l.Release(ctx)
 			break
@@ -290,7 +291,7 @@ func TestSameKeyTwiceInOneBackend(t *testing.T) {
 	f := startFront(t, memlock.New(), "127.0.0.1:0")
 	b := newBackend(t, f.url)
 	ctx := context.Background()
-	opts := distlock.AcquireOptions{TTL: 30 * time.Second, Owner: "same"}
+	opts := driver.AcquireOptions{TTL: 30 * time.Second, Owner: "same"}
 	l, err := b.Acquire(ctx, "twice", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +326,7 @@ func TestGrantWithNoTimeLeftIsNotUnbounded(t *testing.T) {
 	f.mu.Unlock()
 	b := newBackend(t, f.url)
 	ctx := context.Background()
-	l, err := b.Acquire(ctx, "no-time-left", distlock.AcquireOptions{TTL: 30 * time.Second})
+	l, err := b.Acquire(ctx, "no-time-left", driver.AcquireOptions{TTL: 30 * time.Second})
 	if err == nil {
 		defer l.Release(ctx)
 		if v := l.Validity(); v.TTL <= 0 {
@@ -341,7 +342,7 @@ func TestGrantWithNoTimeLeftIsNotUnbounded(t *testing.T) {
 	other := newBackend(t, f.url)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		l2, err := other.Acquire(ctx, "no-time-left", distlock.AcquireOptions{TTL: 30 * time.Second})
+		l2, err := other.Acquire(ctx, "no-time-left", driver.AcquireOptions{TTL: 30 * time.Second})
 		if err == nil {
 			l2.Release(ctx)
 			break
@@ -361,7 +362,7 @@ func TestGrantLostBeforeItsAnswerCame(t *testing.T) {
 	b := newBackend(t, f.url)
 	ctx := context.Background()
 	// A first lock starts the session and its keepalive loop.
-	first, err := b.Acquire(ctx, "first", distlock.AcquireOptions{TTL: 30 * time.Second})
+	first, err := b.Acquire(ctx, "first", driver.AcquireOptions{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func TestGrantLostBeforeItsAnswerCame(t *testing.T) {
 	}
 	f.mu.Unlock()
 	lost := make(chan error, 1)
-	l, err := b.Acquire(ctx, "late", distlock.AcquireOptions{TTL: 30 * time.Second, OnLost: func(err error) { lost <- err }})
+	l, err := b.Acquire(ctx, "late", driver.AcquireOptions{TTL: 30 * time.Second, OnLost: func(err error) { lost <- err }})
 	if err != nil {
 		if !errors.Is(err, distlock.ErrUnavailable) {
 			t.Fatalf("Acquire of a grant lost before its answer: %v, want ErrUnavailable", err)

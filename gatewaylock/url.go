@@ -8,9 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
-	"github.com/distlock/distlock/internal/tlsfiles"
+	"github.com/distlock/distlock/driver"
 )
 
 // DefaultPort is the port of `distlock serve` when a URL gives none.
@@ -36,11 +34,11 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 		return nil, err
 	}
 	bad := func(why string) error {
-		return fmt.Errorf("%w: gatewaylock: backend URL %s: %s", distlock.ErrInvalidOption, backendurl.Redact(rawURL), why)
+		return fmt.Errorf("%w: gatewaylock: backend URL %s: %s", driver.ErrInvalidOption, driver.Redact(rawURL), why)
 	}
-	u, err := backendurl.Parse(rawURL)
+	u, err := driver.ParseURL(rawURL)
 	if err != nil {
-		scheme, _, _ := backendurl.Scheme(rawURL)
+		scheme, _, _ := driver.Scheme(rawURL)
 		if !slices.Contains(Schemes(), scheme) {
 			scheme = "distlock+http"
 		}
@@ -52,7 +50,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if len(u.Hosts) != 1 {
 		return nil, bad("one gateway host, please")
 	}
-	hp, err := backendurl.HostPort(u.Hosts[0], DefaultPort)
+	hp, err := driver.HostPort(u.Hosts[0], DefaultPort)
 	if err != nil {
 		return nil, bad("host: " + err.Error())
 	}
@@ -77,7 +75,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 		}
 	}
 	if len(files) > 0 {
-		cfg, err := tlsfiles.Config(nil, files["ca"], files["cert"], files["key"])
+		cfg, err := driver.TLSConfig(nil, files["ca"], files["cert"], files["key"])
 		if err != nil {
 			return nil, bad(err.Error())
 		}

@@ -8,21 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/keyqueue"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend        = (*Backend)(nil)
-	_ distlock.BatchRefresher = (*Backend)(nil)
-	_ distlock.Lister         = (*Backend)(nil)
+	_ driver.Backend        = (*Backend)(nil)
+	_ driver.BatchRefresher = (*Backend)(nil)
+	_ driver.Lister         = (*Backend)(nil)
 )
 
 // Backend is the in-process lock service. The zero value is not usable; call
 // New. It is safe for concurrent use.
 type Backend struct {
-	queue keyqueue.Queue[struct{}] // acquirers of each key, first come first served
+	queue driver.Queue[struct{}] // acquirers of each key, first come first served
 
 	mu   sync.Mutex
 	keys map[string]*entry
@@ -43,21 +41,21 @@ func New() *Backend { return &Backend{keys: map[string]*entry{}} }
 // Acquire implements distlock.Backend. Waiters are served in arrival order:
 // they queue for the key's turn, and the one that has it waits for the
 // holder to go (a release, an expiry or a revocation wakes it at once).
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	var turn *keyqueue.Turn[struct{}]
+	var turn *driver.Turn[struct{}]
 	if opts.Wait {
 		t, err := b.queue.Wait(ctx, key)
 		if err != nil {
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 		turn = t
 	} else if t, ok := b.queue.Try(key); ok {
 		turn = t
 	} else {
-		return nil, fmt.Errorf("%w: memlock: held (or awaited)", distlock.ErrNotAcquired)
+		return nil, fmt.Errorf("%w: memlock: held (or awaited)", driver.ErrNotAcquired)
 	}
 	defer turn.Done()
 	for {
@@ -72,12 +70,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 		freed := e.freed
 		b.mu.Unlock()
 		if !opts.Wait {
-			return nil, fmt.Errorf("%w: memlock: held", distlock.ErrNotAcquired)
+			return nil, fmt.Errorf("%w: memlock: held", driver.ErrNotAcquired)
 		}
 		select {
 		case <-freed:
 		case <-ctx.Done():
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 	}
 }
@@ -92,11 +90,11 @@ func (b *Backend) entryLocked(key string) *entry {
 }
 
 // grantLocked makes a new lease the holder of e.
-func (b *Backend) grantLocked(e *entry, opts distlock.AcquireOptions) *lease {
+func (b *Backend) grantLocked(e *entry, opts driver.AcquireOptions) *lease {
 	now := time.Now()
 	e.token++
 	l := &lease{b: b, e: e, token: e.token, owner: opts.Owner, onLost: opts.OnLost,
-		since: now, validity: distlock.Validity{Sent: now, TTL: opts.TTL}}
+		since: now, validity: driver.Validity{Sent: now, TTL: opts.TTL}}
 	e.holder = l
 	e.freed = make(chan struct{})
 	b.armLocked(e, now, opts.TTL)
@@ -154,32 +152,32 @@ func (b *Backend) Revoke(key string) bool {
 		return false
 	}
 	if l := e.holder; l.onLost != nil {
-		l.onLost(fmt.Errorf("%w: revoked by the service", distlock.ErrLockLost))
+		l.onLost(fmt.Errorf("%w: revoked by the service", driver.ErrLockLost))
 	}
 	b.freeLocked(e, e.holder)
 	return true
 }
 
 // List implements distlock.Lister.
-func (b *Backend) List(_ context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(_ context.Context, prefix string) ([]driver.Holder, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	var hs []distlock.Holder
+	var hs []driver.Holder
 	for k, e := range b.keys {
 		b.expireLocked(e, now)
 		if e.holder != nil && strings.HasPrefix(k, prefix) {
-			hs = append(hs, distlock.Holder{Key: k, Token: e.holder.token, Owner: e.holder.owner,
+			hs = append(hs, driver.Holder{Key: k, Token: e.holder.token, Owner: e.holder.owner,
 				Since: e.holder.since, Expires: e.expires})
 		}
 	}
-	slices.SortFunc(hs, func(a, b distlock.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return hs, nil
 }
 
 // RefreshAll implements distlock.BatchRefresher.
-func (b *Backend) RefreshAll(_ context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
-	res := make([]distlock.RefreshResult, len(leases))
+func (b *Backend) RefreshAll(_ context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
+	res := make([]driver.RefreshResult, len(leases))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, dl := range leases {
@@ -199,44 +197,44 @@ type lease struct {
 	token    uint64
 	owner    string
 	since    time.Time
-	validity distlock.Validity
+	validity driver.Validity
 	onLost   func(error)
 }
 
-func (l *lease) Token() uint64               { return l.token }
-func (l *lease) Validity() distlock.Validity { return l.validity }
+func (l *lease) Token() uint64             { return l.token }
+func (l *lease) Validity() driver.Validity { return l.validity }
 
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := ctx.Err(); err != nil {
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	return l.refreshLocked(ttl)
 }
 
-func (l *lease) refreshLocked(ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) refreshLocked(ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	now := time.Now()
 	l.b.expireLocked(l.e, now)
 	if l.e.holder != l {
-		return distlock.Validity{}, fmt.Errorf("%w: token %d no longer holds %q", distlock.ErrLockLost, l.token, l.e.key)
+		return driver.Validity{}, fmt.Errorf("%w: token %d no longer holds %q", driver.ErrLockLost, l.token, l.e.key)
 	}
 	l.b.armLocked(l.e, now, ttl)
-	return distlock.Validity{Sent: now, TTL: ttl}, nil
+	return driver.Validity{Sent: now, TTL: ttl}, nil
 }
 
 func (l *lease) Release(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	l.b.expireLocked(l.e, time.Now())
 	if !l.b.freeLocked(l.e, l) {
-		return fmt.Errorf("%w: token %d no longer holds %q", distlock.ErrLockLost, l.token, l.e.key)
+		return fmt.Errorf("%w: token %d no longer holds %q", driver.ErrLockLost, l.token, l.e.key)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	srv := memlock.New() // one service; every "process" is a view of it
-	distlocktest.Run(t, func(t *testing.T) distlock.Backend { return srv },
+	distlocktest.Run(t, func(t *testing.T) driver.Backend { return srv },
 		distlocktest.WithTTL(300*time.Millisecond),
 		distlocktest.WithRevoke(func(t *testing.T, key string) {
 			if !srv.Revoke(key) {
@@ -36,14 +37,14 @@ func TestFIFO(t *testing.T) {
 	b := memlock.New()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
 	holder, err := b.Acquire(ctx, "k", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 6
 	granted := make(chan int, n)
-	leases := make([]distlock.Lease, n)
+	leases := make([]driver.Lease, n)
 	for i := range n {
 		go func() {
 			l, err := b.Acquire(ctx, "k", opts)
@@ -89,7 +90,7 @@ func TestFirstWaiterGivesUp(t *testing.T) {
 	b := memlock.New()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
 	holder, err := b.Acquire(ctx, "k", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestFirstWaiterGivesUp(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	second := make(chan distlock.Lease, 1)
+	second := make(chan driver.Lease, 1)
 	go func() {
 		l, err := b.Acquire(ctx, "k", opts)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -47,7 +48,7 @@ func BenchmarkUncontended(b *testing.B) {
 			b.Fatal(err)
 		}
 		t3 := time.Now()
-		l2, err := be.Acquire(ctx, "bench/backend", distlock.AcquireOptions{TTL: distlock.DefaultTTL, Wait: true})
+		l2, err := be.Acquire(ctx, "bench/backend", driver.AcquireOptions{TTL: distlock.DefaultTTL, Wait: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -120,16 +121,16 @@ func rawCycle(b *testing.B, raw *pgxpool.Conn) {
 // time from a holder's Release call to the next holder's Acquire
 // returning. Reported as median, p99 and max.
 func BenchmarkHandoff4(b *testing.B) {
-	handoff(b, func() distlock.Backend { return newBackend(b, server) })
+	handoff(b, func() driver.Backend { return newBackend(b, server) })
 }
 
 // Hand-off latency in lease mode, each contender woken by NOTIFY on its
 // own LISTEN session.
 func BenchmarkLeaseHandoff4(b *testing.B) {
-	handoff(b, func() distlock.Backend { return newLeaseBackend(b, server.DSN, pglock.WithListen(server.DSN)) })
+	handoff(b, func() driver.Backend { return newLeaseBackend(b, server.DSN, pglock.WithListen(server.DSN)) })
 }
 
-func handoff(b *testing.B, newB func() distlock.Backend) {
+func handoff(b *testing.B, newB func() driver.Backend) {
 	ctx := context.Background()
 	const contenders = 5
 	clients := make([]*distlock.Client, contenders)

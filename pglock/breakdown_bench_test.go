@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
 )
@@ -113,7 +114,7 @@ UPDATE distlock_fence f SET token = f.token + 1 FROM l WHERE f.key = $1 RETURNIN
 		{"distlock_acquire, release WITH", acquireThen(`SELECT distlock_acquire($1, $2, $3, $4)`, fnArgs, markWith)},
 		{"distlock_acquire, release UPDATE", acquireThen(`SELECT distlock_acquire($1, $2, $3, $4)`, fnArgs, markUpdate)},
 		{"Backend", func(ctx context.Context, key string) error {
-			l, err := be.Acquire(ctx, key, distlock.AcquireOptions{TTL: distlock.DefaultTTL, Wait: true})
+			l, err := be.Acquire(ctx, key, driver.AcquireOptions{TTL: distlock.DefaultTTL, Wait: true})
 			if err != nil {
 				return err
 			}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
 )
@@ -18,9 +18,9 @@ import (
 func TestConformance(t *testing.T) {
 	admin := newPool(t, server)
 	distlocktest.Run(t,
-		func(t *testing.T) distlock.Backend { return newBackend(t, server) },
+		func(t *testing.T) driver.Backend { return newBackend(t, server) },
 		distlocktest.WithRevoke(func(t *testing.T, key string) { terminateHolder(t, admin, key) }),
-		distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+		distlocktest.WithUnreachable(func(t *testing.T) driver.Backend {
 			pool, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", closedAddr(t)))
 			if err != nil {
 				t.Fatal(err)

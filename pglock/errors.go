@@ -6,12 +6,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // ErrClosed means the Backend was closed. It matches distlock.ErrClosed.
-var ErrClosed = backend.ClosedError("pglock")
+var ErrClosed = driver.ClosedError("pglock")
 
 // staleState is the SQLSTATE distlock_admit raises for a stale token.
 const staleState = "DL001"
@@ -34,5 +33,5 @@ func sortErr(what string, err error) error {
 			return fmt.Errorf("pglock: %s: %w", what, err)
 		}
 	}
-	return fmt.Errorf("%w: pglock: %s: %w", distlock.ErrUnavailable, what, err)
+	return fmt.Errorf("%w: pglock: %s: %w", driver.ErrUnavailable, what, err)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
 )
 
@@ -37,13 +37,13 @@ const admitSQL = `SELECT distlock_admit($1, $2)`
 // documentation).
 func Fence(ctx context.Context, tx pgx.Tx, resource string, token uint64) error {
 	if tx == nil {
-		return fmt.Errorf("%w: pglock: fence: nil transaction", distlock.ErrInvalidOption)
+		return fmt.Errorf("%w: pglock: fence: nil transaction", driver.ErrInvalidOption)
 	}
 	if token == 0 {
 		return &fence.StaleTokenError{Resource: resource, Token: 0}
 	}
 	if token > math.MaxInt64 {
-		return fmt.Errorf("%w: pglock: fence: token %d is beyond PostgreSQL's bigint", distlock.ErrInvalidOption, token)
+		return fmt.Errorf("%w: pglock: fence: token %d is beyond PostgreSQL's bigint", driver.ErrInvalidOption, token)
 	}
 	var highest int64
 	err := tx.QueryRow(ctx, admitSQL, resource, int64(token)).Scan(&highest)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -32,14 +32,14 @@ func TestLeaseGrantAtCloseIsReleased(t *testing.T) {
 		case <-time.After(2 * time.Second):
 		}
 	})
-	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Hour}); !errors.Is(err, pglock.ErrClosed) {
+	if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Hour}); !errors.Is(err, pglock.ErrClosed) {
 		t.Fatalf("Acquire granted as Close began: %v, want ErrClosed", err)
 	}
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
 	other := newLeaseBackend(t, server.DSN)
-	l, err := other.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err := other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("the key is still held after Close returned: %v", err)
 	}

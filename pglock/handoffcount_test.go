@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -29,16 +29,16 @@ func TestHandoffStatements(t *testing.T) {
 	t.Cleanup(func() { waiter.Close() })
 	// The first grant of each Backend checks the schema: warm both.
 	for _, b := range []*pglock.Backend{holder, waiter} {
-		l := acquire(t, b, ctx, key+"/warm", distlock.AcquireOptions{Wait: true})
+		l := acquire(t, b, ctx, key+"/warm", driver.AcquireOptions{Wait: true})
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	held := acquire(t, holder, ctx, key, distlock.AcquireOptions{Wait: true})
+	held := acquire(t, holder, ctx, key, driver.AcquireOptions{Wait: true})
 	h0, w0 := hsc.n.Load(), wsc.n.Load()
-	got := make(chan distlock.Lease, 1)
+	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err != nil {
 			t.Errorf("waiter: %v", err)
 		}

@@ -13,9 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/keyqueue"
+	"github.com/distlock/distlock/driver"
 )
 
 // lease is one grant: a session advisory lock held by conn.
@@ -24,7 +22,7 @@ type lease struct {
 	key    string
 	token  uint64
 	onLost func(error)
-	turn   *keyqueue.Turn[*lease] // the key's turn in the Backend's queue, passed on when the grant ends
+	turn   *driver.Turn[*lease] // the key's turn in the Backend's queue, passed on when the grant ends
 
 	// mu guards the fields below and every use of conn: the watcher reads
 	// from conn until it is stopped, and nothing else may use conn
@@ -35,13 +33,13 @@ type lease struct {
 	end  error         // why the grant ended, once conn is nil
 }
 
-var unbounded = distlock.Validity{} // TTL 0: no time bound
+var unbounded = driver.Validity{} // TTL 0: no time bound
 
 func (l *lease) Token() uint64 { return l.token }
 
 // Validity implements distlock.Lease: TTL 0, the grant lasts until released
 // or lost.
-func (l *lease) Validity() distlock.Validity { return unbounded }
+func (l *lease) Validity() driver.Validity { return unbounded }
 
 // watch reads from an idle holding connection, where nothing is expected:
 // what comes is the server's notice that it ends the session (a FATAL
@@ -123,7 +121,7 @@ func (l *lease) detachLocked(cause error) *loss {
 	if l.conn == nil {
 		return nil
 	}
-	l.end = fmt.Errorf("%w: pglock: %q (token %d): %s", distlock.ErrLockLost, l.key, l.token, lossReason(cause))
+	l.end = fmt.Errorf("%w: pglock: %q (token %d): %s", driver.ErrLockLost, l.key, l.token, lossReason(cause))
 	_ = l.stopWatchLocked()
 	conn := l.conn
 	l.conn = nil
@@ -168,7 +166,7 @@ func (l *lease) endedLocked() error {
 	if l.end != nil {
 		return l.end
 	}
-	return fmt.Errorf("%w: pglock: %q (token %d) was released", distlock.ErrLockLost, l.key, l.token)
+	return fmt.Errorf("%w: pglock: %q (token %d) was released", driver.ErrLockLost, l.key, l.token)
 }
 
 // heldSQL checks that this session holds the advisory lock of $1. pg_locks
@@ -187,17 +185,17 @@ const heldSQL = `SELECT EXISTS (
 // reason, ctx included, ends the grant: a connection that cannot be
 // confirmed may be one the server is about to drop, and closing it keeps
 // the holder from going on after the server has released the lock.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	l.mu.Lock()
 	if l.conn == nil {
 		defer l.mu.Unlock()
-		return distlock.Validity{}, l.endedLocked()
+		return driver.Validity{}, l.endedLocked()
 	}
 	cause := l.checkLocked(ctx)
 	if cause == nil {
@@ -207,7 +205,7 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	}
 	lost := l.detachLocked(cause)
 	l.mu.Unlock()
-	return distlock.Validity{}, lost.finish()
+	return driver.Validity{}, lost.finish()
 }
 
 // checkLocked stops the watcher and asks the server whether this session

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
@@ -33,7 +34,7 @@ func TestLeaseCancelledGrantIsFreed(t *testing.T) {
 			ctx, key := testCtx(t), "lease/cancelled/"+t.Name()
 			admin := newPool(t, server)
 			a, lose := newLosingBackend(t)
-			acquire(t, a, ctx, key, distlock.AcquireOptions{}).Release(ctx) // the key's row, free
+			acquire(t, a, ctx, key, driver.AcquireOptions{}).Release(ctx) // the key's row, free
 			before := fenceToken(t, admin, key)
 
 			tx, err := admin.Begin(ctx)
@@ -51,7 +52,7 @@ func TestLeaseCancelledGrantIsFreed(t *testing.T) {
 			defer cancel()
 			acquired := make(chan error, 1)
 			go func() {
-				l, err := a.Acquire(actx, key, distlock.AcquireOptions{TTL: time.Hour, Wait: wait})
+				l, err := a.Acquire(actx, key, driver.AcquireOptions{TTL: time.Hour, Wait: wait})
 				if err == nil {
 					l.Release(context.Background())
 				}
@@ -101,7 +102,7 @@ func TestLeaseCancelledGrantIsFreed(t *testing.T) {
 			b := newLeaseBackend(t, server.DSN)
 			bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
 			defer bcancel()
-			l, err := b.Acquire(bctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(bctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err != nil {
 				var until string
 				if err := admin.QueryRow(ctx, `SELECT expires::text FROM distlock_lease WHERE key = $1`, key).Scan(&until); err != nil {
@@ -200,7 +201,7 @@ func TestLeaseAbandonTouchesOnlyItsOwn(t *testing.T) {
 	ctx, key := testCtx(t), "lease/abandon/'; SELECT 1; --\\ "+t.Name()
 	admin := newPool(t, server)
 	b := newLeaseBackend(t, server.DSN)
-	l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Hour})
+	l := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Hour})
 	grant, expires := leaseRow(t, admin, key)
 	if _, err := admin.Exec(ctx, `INSERT INTO distlock_lease_waiter (key, waiter, expires) VALUES ($1, 'other', now() + interval '1 hour')`, key); err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestLeaseAbandonTouchesOnlyItsOwn(t *testing.T) {
 	if err := b.Abandon(ctx, fresh, "never-sent", true); err != nil {
 		t.Fatalf("Abandon of a key never granted: %v", err)
 	}
-	if err := acquire(t, b, ctx, fresh, distlock.AcquireOptions{}).Release(ctx); err != nil {
+	if err := acquire(t, b, ctx, fresh, driver.AcquireOptions{}).Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -247,11 +248,11 @@ func TestLeaseAbandonWakesNextWaiter(t *testing.T) {
 	holder := newLeaseBackend(t, bouncer.DSN)
 	waiter := newLeaseBackend(t, bouncer.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
 
-	l := acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: time.Hour})
+	l := acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: time.Hour})
 	grant, _ := leaseRow(t, admin, key)
 	got := make(chan error, 1)
 	go func() {
-		w, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		w, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = w.Release(ctx)
 		}

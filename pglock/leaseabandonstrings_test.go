@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // The clean-up of a try frees its grant on sessions with
@@ -19,7 +19,7 @@ func TestLeaseAbandonNonStandardStrings(t *testing.T) {
 	b := newLeaseBackend(t, server.DSN+"&options=-c%20standard_conforming_strings%3Doff")
 	for _, queued := range []bool{false, true} {
 		key := fmt.Sprintf(`lease/abandon-strings/'\'; %s/%v`, t.Name(), queued)
-		l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Hour})
+		l := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Hour})
 		grant, _ := leaseRow(t, admin, key)
 		if err := b.Abandon(ctx, key, *grant, queued); err != nil {
 			t.Fatalf("Abandon(queued=%v): %v", queued, err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Close tells a LeaseMode holder that its grant is lost before it frees
@@ -17,7 +17,7 @@ func TestLeaseCloseTellsBeforeFreeing(t *testing.T) {
 	b := newLeaseBackend(t, server.DSN)
 	other := newLeaseBackend(t, server.DSN)
 	heldWhenTold := make(chan bool, 1)
-	acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Hour, OnLost: func(error) {
+	acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Hour, OnLost: func(error) {
 		var held bool
 		if err := other.Pool().QueryRow(context.Background(),
 			`SELECT grant_id IS NOT NULL AND expires > now() FROM distlock_lease WHERE key = $1`, key).Scan(&held); err != nil {
@@ -36,7 +36,7 @@ func TestLeaseCloseTellsBeforeFreeing(t *testing.T) {
 	default:
 		t.Fatal("Close returned before telling the holder")
 	}
-	l, err := other.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err := other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire after Close: %v, want the key free", err)
 	}

@@ -13,9 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/keyqueue"
+	"github.com/distlock/distlock/driver"
 )
 
 // Mode is how a Backend holds its locks; see the package documentation
@@ -117,19 +115,19 @@ type rowLease struct {
 	grant  string // the unguessable id every refresh and release names
 	token  uint64
 	onLost func(error)
-	turn   *keyqueue.Turn[struct{}] // the key's turn in the Backend, passed on when the grant ends or its validity does
+	turn   *driver.Turn[struct{}] // the key's turn in the Backend, passed on when the grant ends or its validity does
 
 	// mu guards the fields below, and is held across each statement, so
 	// that a lease's Refresh and Release run one at a time.
 	mu       sync.Mutex
-	validity distlock.Validity
+	validity driver.Validity
 	expiry   *time.Timer // passes the turn on at the local end of validity
 	end      error       // why the grant ended; nil while it may be held
 }
 
 var (
-	_ distlock.Lease = (*rowLease)(nil)
-	_ distlock.Lease = (*lease)(nil)
+	_ driver.Lease = (*rowLease)(nil)
+	_ driver.Lease = (*lease)(nil)
 )
 
 // ttlMillis is the TTL asked of the server, in whole milliseconds, and
@@ -144,14 +142,14 @@ func ttlMillis(ttl time.Duration) (int64, time.Duration) {
 var grabbed func()
 
 // acquireRow is Acquire in lease-table mode.
-func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
+func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	// actx ends with ctx or at Close.
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	var turn *keyqueue.Turn[struct{}]
+	var turn *driver.Turn[struct{}]
 	if opts.Wait {
 		t, err := b.rowQueue.Wait(actx, key)
 		if err != nil {
@@ -161,7 +159,7 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.Acqu
 	} else if t, ok := b.rowQueue.Try(key); ok {
 		turn = t
 	} else {
-		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
 	// Counted, so that Close waits for the grab's clean-up (see settle),
 	// and for the release of a grant it made as Close began (registerRow
@@ -196,7 +194,7 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts distlock.Acqu
 // grabRow tries for key's row until it is granted, or once without
 // opts.Wait, pausing between tries until a release is notified, the
 // current grant expires or a poll is due.
-func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.AcquireOptions) (*rowLease, error) {
+func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions) (*rowLease, error) {
 	if err := b.schema.ensure(ctx, b.pool); err != nil {
 		return nil, err
 	}
@@ -234,14 +232,14 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 		case token.Valid && token.Int64 > 0:
 			sub.cancel()
 			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost,
-				validity: distlock.Validity{Sent: sent, TTL: ttl}}
+				validity: driver.Validity{Sent: sent, TTL: ttl}}
 			return l, nil
 		case token.Valid:
 			sub.cancel()
 			leave()
 			return nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 		case !opts.Wait:
-			return nil, fmt.Errorf("%w: pglock: %q is held", distlock.ErrNotAcquired, key)
+			return nil, fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
 		}
 		queued = true
 		next := time.Duration(math.MaxInt64)
@@ -344,7 +342,7 @@ func (l *rowLease) Token() uint64 { return l.token }
 // before the statement that granted or last refreshed it was sent. The
 // server's expiry is its own now() at that statement plus the TTL, which
 // is no earlier.
-func (l *rowLease) Validity() distlock.Validity {
+func (l *rowLease) Validity() driver.Validity {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.validity
@@ -356,25 +354,25 @@ func (l *rowLease) Validity() distlock.Validity {
 // matching distlock.ErrLockLost. A failure to reach the server changes
 // nothing here (the error matches distlock.ErrUnavailable): the Client's
 // deadline decides when the grant must be taken for lost.
-func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := checkRefresh(ctx, ttl); err != nil {
-		return distlock.Validity{}, err
+		return driver.Validity{}, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.end != nil {
-		return distlock.Validity{}, l.end
+		return driver.Validity{}, l.end
 	}
 	ms, v := ttlMillis(ttl)
 	sent := time.Now()
 	var ok bool
 	if err := l.b.pool.QueryRow(ctx, rowRefreshSQL, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
-		return distlock.Validity{}, sortErr("refresh", err)
+		return driver.Validity{}, sortErr("refresh", err)
 	}
 	if !ok {
-		return distlock.Validity{}, l.endLocked(l.lostErr("it had expired, or was taken after it expired"))
+		return driver.Validity{}, l.endLocked(l.lostErr("it had expired, or was taken after it expired"))
 	}
-	l.validity = distlock.Validity{Sent: sent, TTL: v}
+	l.validity = driver.Validity{Sent: sent, TTL: v}
 	l.expiry.Reset(time.Until(sent.Add(v)))
 	return l.validity, nil
 }
@@ -423,18 +421,18 @@ func (l *rowLease) releaseRow(ctx context.Context) {
 
 // checkRefresh checks the arguments of a Refresh.
 func checkRefresh(ctx context.Context, ttl time.Duration) error {
-	if err := backend.CheckTTL(ttl); err != nil {
+	if err := driver.CheckTTL(ttl); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	return nil
 }
 
 // lostErr is the error of a grant found to be over.
 func (l *rowLease) lostErr(why string) error {
-	return fmt.Errorf("%w: pglock: %q (token %d): %s", distlock.ErrLockLost, l.key, l.token, why)
+	return fmt.Errorf("%w: pglock: %q (token %d): %s", driver.ErrLockLost, l.key, l.token, why)
 }
 
 // endLocked ends the grant with err, passes the key's turn on and returns
@@ -456,7 +454,7 @@ func (l *rowLease) endLocked(err error) error {
 // endedLocked is the error of a call on a grant that has ended.
 func (l *rowLease) endedLocked() error {
 	if l.end == errReleased {
-		return fmt.Errorf("%w: pglock: %q (token %d) was released", distlock.ErrLockLost, l.key, l.token)
+		return fmt.Errorf("%w: pglock: %q (token %d) was released", driver.ErrLockLost, l.key, l.token)
 	}
 	return l.end
 }
@@ -488,7 +486,7 @@ func (b *Backend) forgetRow(l *rowLease) {
 }
 
 // listRows is List in lease-table mode.
-func (b *Backend) listRows(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.schema.ensure(ctx, b.pool); err != nil {
 		return nil, err
 	}
@@ -497,10 +495,10 @@ func (b *Backend) listRows(ctx context.Context, prefix string) ([]distlock.Holde
 		return nil, sortErr("list", err)
 	}
 	defer rows.Close()
-	var hs []distlock.Holder
+	var hs []driver.Holder
 	for rows.Next() {
 		var (
-			h     distlock.Holder
+			h     driver.Holder
 			token int64
 		)
 		if err := rows.Scan(&h.Key, &token, &h.Owner, &h.Since, &h.Expires); err != nil {

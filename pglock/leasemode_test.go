@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
@@ -35,7 +36,7 @@ func newLeaseBackend(t testing.TB, dsn string, opts ...pglock.Option) *pglock.Ba
 }
 
 // unreachableLease returns a LeaseMode Backend whose server is not there.
-func unreachableLease(t *testing.T) distlock.Backend {
+func unreachableLease(t *testing.T) driver.Backend {
 	return newLeaseBackend(t, fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=2", closedAddr(t)))
 }
 
@@ -55,7 +56,7 @@ func TestLeaseConformance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			distlocktest.Run(t,
-				func(t *testing.T) distlock.Backend { return newLeaseBackend(t, tc.dsn, tc.opts...) },
+				func(t *testing.T) driver.Backend { return newLeaseBackend(t, tc.dsn, tc.opts...) },
 				distlocktest.WithUnreachable(unreachableLease),
 			)
 		})
@@ -71,10 +72,10 @@ func TestLeaseListenWakesWaiter(t *testing.T) {
 	holder := newLeaseBackend(t, bouncer.DSN)
 	waiter := newLeaseBackend(t, bouncer.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
 
-	l := acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	l := acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 	got := make(chan error, 1)
 	go func() {
-		w, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		w, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = w.Release(ctx)
 		}
@@ -112,14 +113,14 @@ func TestLeaseStaleOwner(t *testing.T) {
 	ctx, key := testCtx(t), "lease/stale/"+t.Name()
 	admin := newPool(t, server)
 	a, b, c := newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN)
-	la := acquire(t, a, ctx, key, distlock.AcquireOptions{TTL: 200 * time.Millisecond})
+	la := acquire(t, a, ctx, key, driver.AcquireOptions{TTL: 200 * time.Millisecond})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	lb, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: 200 * time.Millisecond, Wait: true})
+	lb, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: 200 * time.Millisecond, Wait: true})
 	if err != nil {
 		t.Fatalf("second holder after the first expired: %v", err)
 	}
-	lc, err := c.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	lc, err := c.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatalf("third holder after the second expired: %v", err)
 	}
@@ -190,7 +191,7 @@ func TestTokensAcrossModes(t *testing.T) {
 	session, lease := newBackend(t, server), newLeaseBackend(t, server.DSN)
 	var last uint64
 	for i, b := range []*pglock.Backend{session, lease, session, lease} {
-		l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+		l := acquire(t, b, ctx, key, driver.AcquireOptions{})
 		if l.Token() <= last {
 			t.Errorf("grant %d: token %d after %d", i, l.Token(), last)
 		}
@@ -213,7 +214,7 @@ func TestOpenURLLease(t *testing.T) {
 	}
 	defer b.Close()
 	key := "url/lease/" + t.Name()
-	l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+	l := acquire(t, b, ctx, key, driver.AcquireOptions{})
 	hs, err := b.List(ctx, key)
 	if err != nil || len(hs) != 1 || hs[0].Token != l.Token() || hs[0].Expires.IsZero() {
 		t.Fatalf("List in lease mode: %+v, %v; want one grant with an expiry", hs, err)
@@ -246,7 +247,7 @@ func TestLeaseClose(t *testing.T) {
 	ctx, key := testCtx(t), "lease/close/"+t.Name()
 	b := newLeaseBackend(t, server.DSN)
 	lost := make(chan error, 1)
-	l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Hour, OnLost: func(err error) { lost <- err }})
+	l := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Hour, OnLost: func(err error) { lost <- err }})
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestLeaseClose(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Release after Close: %v, want ErrLockLost", err)
 	}
-	other := acquire(t, newLeaseBackend(t, server.DSN), ctx, key, distlock.AcquireOptions{})
+	other := acquire(t, newLeaseBackend(t, server.DSN), ctx, key, driver.AcquireOptions{})
 	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

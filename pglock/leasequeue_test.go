@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -74,16 +74,16 @@ func TestLeaseQueueHandsOffInOrder(t *testing.T) {
 	type waiter struct {
 		b       *pglock.Backend
 		sc      *statementCounter
-		granted chan distlock.Lease
+		granted chan driver.Lease
 	}
 	ws := make([]*waiter, n)
-	held := acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	held := acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 	for i := range ws {
 		b, sc := countedLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
-		w := &waiter{b: b, sc: sc, granted: make(chan distlock.Lease, 1)}
+		w := &waiter{b: b, sc: sc, granted: make(chan driver.Lease, 1)}
 		ws[i] = w
 		go func() {
-			l, err := w.b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute, Wait: true})
+			l, err := w.b.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute, Wait: true})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				close(w.granted)
@@ -106,7 +106,7 @@ func TestLeaseQueueHandsOffInOrder(t *testing.T) {
 		if err := release(ctx); err != nil {
 			t.Fatalf("release before waiter %d: %v", i, err)
 		}
-		var l distlock.Lease
+		var l driver.Lease
 		select {
 		case l = <-w.granted:
 		case <-ctx.Done():
@@ -147,13 +147,13 @@ func TestLeaseQueueLeaverStepsAside(t *testing.T) {
 	holder := newLeaseBackend(t, server.DSN)
 	first := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
 	second := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
-	acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 
 	fctx, fcancel := context.WithCancel(ctx)
 	defer fcancel()
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := first.Acquire(fctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := first.Acquire(fctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		firstDone <- err
 	}()
 	eventually(t, 10*time.Second, "the first waiter is queued", func() bool {
@@ -161,7 +161,7 @@ func TestLeaseQueueLeaverStepsAside(t *testing.T) {
 	})
 	got := make(chan error, 1)
 	go func() {
-		l, err := second.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := second.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = l.Release(ctx)
 		}
@@ -208,7 +208,7 @@ func runWaiterHelper() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	_, err = b.Acquire(context.Background(), key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	_, err = b.Acquire(context.Background(), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	fmt.Fprintln(os.Stderr, "waiter helper: acquire returned:", err)
 	os.Exit(3)
 }
@@ -222,7 +222,7 @@ func TestLeaseQueueSkipsKilledWaiter(t *testing.T) {
 	admin := newPool(t, server)
 	holder := newLeaseBackend(t, server.DSN)
 	live := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(20*time.Millisecond))
-	held := acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	held := acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), waiterHelperDSN+"="+server.DSN, waiterHelperKey+"="+key)
@@ -240,7 +240,7 @@ func TestLeaseQueueSkipsKilledWaiter(t *testing.T) {
 	eventually(t, 30*time.Second, "the waiter process is queued", func() bool { return queued(t, admin, key) == 1 })
 	got := make(chan error, 1)
 	go func() {
-		l, err := live.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := live.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = l.Release(ctx)
 		}

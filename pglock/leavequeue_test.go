@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -92,11 +93,11 @@ func TestLeaseQueueCloseLeaves(t *testing.T) {
 	ctx, key := testCtx(t), "lease/queue-close/"+t.Name()
 	admin := newPool(t, server)
 	holder := newLeaseBackend(t, server.DSN)
-	acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 	waiter := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
 	done := make(chan error, 1)
 	go func() {
-		_, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		done <- err
 	}()
 	eventually(t, 10*time.Second, "the waiter is queued", func() bool {
@@ -170,10 +171,10 @@ func TestLeaseQueueOldNotificationWakes(t *testing.T) {
 	admin := newPool(t, server)
 	holder := newLeaseBackend(t, server.DSN)
 	waiter := newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN), pglock.WithPollInterval(time.Hour))
-	acquire(t, holder, ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 	got := make(chan error, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = l.Release(ctx)
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // listSQL lists the keys of the fence table whose advisory lock is held in
@@ -30,7 +30,7 @@ ORDER BY f.key COLLATE "C"`
 //
 // In LeaseMode it lists the unexpired grants of distlock_lease, with
 // Expires by the server's clock.
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
@@ -50,10 +50,10 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 		return nil, sortErr("list", err)
 	}
 	defer rows.Close()
-	var hs []distlock.Holder
+	var hs []driver.Holder
 	for rows.Next() {
 		var (
-			h     distlock.Holder
+			h     driver.Holder
 			token int64
 			since time.Time
 		)

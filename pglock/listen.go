@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // listener keeps LISTEN distlock_lease on a direct session and passes
@@ -126,7 +126,7 @@ func (l *listener) notify(payload string) {
 }
 
 // listenBackoff paces reconnections of the listener.
-var listenBackoff = distlock.ExponentialBackoff(50*time.Millisecond, 5*time.Second)
+var listenBackoff = driver.ExponentialBackoff(50*time.Millisecond, 5*time.Second)
 
 // run keeps the listener's session until ctx ends, reconnecting after a
 // failure.

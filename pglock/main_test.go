@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
 )
@@ -125,7 +126,7 @@ func newBackend(t testing.TB, srv *testserver.Postgres, opts ...pglock.Option) *
 }
 
 // newClient returns a distlock Client over b, closed when the test ends.
-func newClient(t testing.TB, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+func newClient(t testing.TB, b driver.Backend, opts ...distlock.Option) *distlock.Client {
 	t.Helper()
 	c, err := distlock.New(b, opts...)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -51,7 +51,7 @@ func TestMigrateFromV2Concurrently(t *testing.T) {
 				return
 			}
 			defer b.Close()
-			l, err := b.Acquire(ctx, "migrate/"+t.Name(), distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(ctx, "migrate/"+t.Name(), driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err != nil {
 				t.Errorf("backend %d: %v", i, err)
 				return
@@ -77,7 +77,7 @@ func TestMigrateFromV2Concurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); err == nil {
+	if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); err == nil {
 		t.Fatal("a try was granted a key the previous version's acquire holds")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // onLostDeadline bounds the wait for an OnLost that calls back into its
@@ -22,9 +23,9 @@ func TestOnLostMayCallTheLease(t *testing.T) {
 	ctx, key := testCtx(t), "onlost/"+t.Name()
 	admin := newPool(t, server)
 	b := newBackend(t, server)
-	leaseOf := make(chan distlock.Lease, 1)
+	leaseOf := make(chan driver.Lease, 1)
 	returned := make(chan error, 1)
-	l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true, OnLost: func(error) {
+	l := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true, OnLost: func(error) {
 		l := <-leaseOf
 		l.Validity()
 		_, rerr := l.Refresh(context.Background(), time.Minute)
@@ -54,9 +55,9 @@ func TestOnLostAtCloseMayCallTheLease(t *testing.T) {
 			if mode == "lease" {
 				b = newLeaseBackend(t, server.DSN)
 			}
-			leaseOf := make(chan distlock.Lease, 1)
+			leaseOf := make(chan driver.Lease, 1)
 			returned := make(chan error, 1)
-			l := acquire(t, b, ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true, OnLost: func(error) {
+			l := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true, OnLost: func(error) {
 				l := <-leaseOf
 				l.Validity()
 				returned <- l.Release(context.Background())

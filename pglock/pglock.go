@@ -11,15 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/backendurl"
-	"github.com/distlock/distlock/internal/keyqueue"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend = (*Backend)(nil)
-	_ distlock.Lister  = (*Backend)(nil)
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Lister  = (*Backend)(nil)
 )
 
 // Defaults of the options.
@@ -76,8 +73,8 @@ type Backend struct {
 	// thus served first come first served with one connection per key.
 	// rowQueue does the same in LeaseMode, where a grant also passes the
 	// turn on when its validity ends.
-	queue    keyqueue.Queue[*lease]
-	rowQueue keyqueue.Queue[struct{}]
+	queue    driver.Queue[*lease]
+	rowQueue driver.Queue[struct{}]
 
 	listen     *listener    // LeaseMode with WithListen; nil otherwise
 	livePauses atomic.Int64 // pauses of waiters told of releases by listen, for tests
@@ -90,7 +87,7 @@ type Backend struct {
 	// life says whether the Backend is open and tracks its goroutines
 	// (the watchers of held leases, the listener, clean-ups); Close shuts
 	// it holding mu, so that under mu it stays as read.
-	life *backend.Tracker
+	life *driver.Tracker
 
 	mu     sync.Mutex
 	leases map[*lease]struct{}    // held leases; guarded by mu
@@ -108,7 +105,7 @@ type Backend struct {
 // distlock.ErrInvalidOption.
 func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: pglock: nil pool", distlock.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: pglock: nil pool", driver.ErrInvalidOption)
 	}
 	cfg := config{requestTimeout: DefaultRequestTimeout, lossGrace: DefaultLossGrace, pollInterval: DefaultPollInterval}
 	for _, o := range opts {
@@ -118,21 +115,21 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	}
 	switch {
 	case cfg.requestTimeout <= 0:
-		return nil, fmt.Errorf("%w: pglock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
-	case cfg.lossGrace < 0 || cfg.lossGrace > distlock.MaxTTL:
-		return nil, fmt.Errorf("%w: pglock: loss grace %v is not in [0, %v]", distlock.ErrInvalidOption, cfg.lossGrace, distlock.MaxTTL)
+		return nil, fmt.Errorf("%w: pglock: request timeout %v is not positive", driver.ErrInvalidOption, cfg.requestTimeout)
+	case cfg.lossGrace < 0 || cfg.lossGrace > driver.MaxTTL:
+		return nil, fmt.Errorf("%w: pglock: loss grace %v is not in [0, %v]", driver.ErrInvalidOption, cfg.lossGrace, driver.MaxTTL)
 	case cfg.mode != SessionMode && cfg.mode != LeaseMode:
-		return nil, fmt.Errorf("%w: pglock: unknown mode %v", distlock.ErrInvalidOption, cfg.mode)
-	case cfg.pollInterval <= 0 || cfg.pollInterval > distlock.MaxTTL:
-		return nil, fmt.Errorf("%w: pglock: poll interval %v is not in (0, %v]", distlock.ErrInvalidOption, cfg.pollInterval, distlock.MaxTTL)
+		return nil, fmt.Errorf("%w: pglock: unknown mode %v", driver.ErrInvalidOption, cfg.mode)
+	case cfg.pollInterval <= 0 || cfg.pollInterval > driver.MaxTTL:
+		return nil, fmt.Errorf("%w: pglock: poll interval %v is not in (0, %v]", driver.ErrInvalidOption, cfg.pollInterval, driver.MaxTTL)
 	case cfg.listen != "" && cfg.mode != LeaseMode:
-		return nil, fmt.Errorf("%w: pglock: a listen connection is for LeaseMode only", distlock.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: pglock: a listen connection is for LeaseMode only", driver.ErrInvalidOption)
 	}
-	b := &Backend{pool: pool, cfg: cfg, life: backend.NewTracker(ErrClosed), leases: map[*lease]struct{}{}, rows: map[*rowLease]struct{}{}}
+	b := &Backend{pool: pool, cfg: cfg, life: driver.NewTracker(ErrClosed), leases: map[*lease]struct{}{}, rows: map[*rowLease]struct{}{}}
 	if cfg.listen != "" {
 		lc, err := pgx.ParseConfig(cfg.listen)
 		if err != nil {
-			return nil, fmt.Errorf("%w: pglock: listen connection: %w", distlock.ErrInvalidOption, backendurl.Scrub(err, cfg.listen))
+			return nil, fmt.Errorf("%w: pglock: listen connection: %w", driver.ErrInvalidOption, driver.Scrub(err, cfg.listen))
 		}
 		b.listen = newListener(lc)
 	}
@@ -206,8 +203,8 @@ func (b *Backend) Close() error {
 // first served, and only the first of them is in the server; a try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when the key is
 // held or awaited through this Backend, or held in the server.
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	if err := b.life.CheckOpen(); err != nil {
@@ -222,7 +219,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	var turn *keyqueue.Turn[*lease]
+	var turn *driver.Turn[*lease]
 	if opts.Wait {
 		t, err := b.queue.Wait(actx, key)
 		if err != nil {
@@ -232,7 +229,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	} else if t, ok := b.queue.Try(key); ok {
 		turn = t
 	} else {
-		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", distlock.ErrNotAcquired, key)
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
 	l, err := b.grab(actx, turn, key, opts)
 	if err != nil {
@@ -251,12 +248,12 @@ func (b *Backend) endedErr(ctx context.Context) error {
 	if ctx.Err() == nil && b.ctx.Err() != nil {
 		return ErrClosed
 	}
-	return backend.Canceled(ctx)
+	return driver.Canceled(ctx)
 }
 
 // grab takes a connection, the lock and a token, holding key's turn, which
 // the lease keeps if it succeeds.
-func (b *Backend) grab(ctx context.Context, turn *keyqueue.Turn[*lease], key string, opts distlock.AcquireOptions) (*lease, error) {
+func (b *Backend) grab(ctx context.Context, turn *driver.Turn[*lease], key string, opts driver.AcquireOptions) (*lease, error) {
 	conn, err := b.conn(ctx, opts.Wait)
 	if err != nil {
 		return nil, err
@@ -271,7 +268,7 @@ func (b *Backend) grab(ctx context.Context, turn *keyqueue.Turn[*lease], key str
 	}
 	if token == 0 {
 		conn.Release()
-		return nil, fmt.Errorf("%w: pglock: %q is held", distlock.ErrNotAcquired, key)
+		return nil, fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
 	}
 	l := &lease{b: b, key: key, token: token, onLost: opts.OnLost, conn: conn, turn: turn}
 	turn.Set(l)
@@ -298,7 +295,7 @@ func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
 	}
 	if ctx.Err() == nil && pctx.Err() != nil {
 		return nil, fmt.Errorf("%w: pglock: no connection from the pool within %v (each held lock keeps one; the pool has at most %d)",
-			distlock.ErrUnavailable, b.cfg.requestTimeout, b.pool.Config().MaxConns)
+			driver.ErrUnavailable, b.cfg.requestTimeout, b.pool.Config().MaxConns)
 	}
 	return nil, sortErr("connect", err)
 }
@@ -315,7 +312,7 @@ const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
 // the failed transaction that took it) and a cancel request may arrive late
 // and hit a later statement: lock then closes the connection rather than
 // return it to the pool.
-func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts distlock.AcquireOptions) (uint64, error) {
+func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts driver.AcquireOptions) (uint64, error) {
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
 	pg := conn.Conn().PgConn()

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
@@ -46,7 +47,7 @@ func rawConn(t testing.TB, srv *testserver.Postgres) *pgx.Conn {
 	return c
 }
 
-func acquire(t testing.TB, b distlock.Backend, ctx context.Context, key string, opts distlock.AcquireOptions) distlock.Lease {
+func acquire(t testing.TB, b driver.Backend, ctx context.Context, key string, opts driver.AcquireOptions) driver.Lease {
 	t.Helper()
 	if opts.TTL == 0 {
 		opts.TTL = time.Minute
@@ -68,13 +69,13 @@ func TestInterop(t *testing.T) {
 	if _, err := op.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("try while an operator holds the lock: %v, want ErrNotAcquired", err)
 	}
 	if _, err := op.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
 		t.Fatal(err)
 	}
-	l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+	l := acquire(t, b, ctx, key, driver.AcquireOptions{})
 	defer l.Release(ctx)
 
 	psql := testserver.PostgresBin(t, "psql")
@@ -92,7 +93,7 @@ func TestInterop(t *testing.T) {
 func TestTokenOnlyOnceHeld(t *testing.T) {
 	ctx, key := testCtx(t), "order/"+t.Name()
 	b, admin := newBackend(t, server), newPool(t, server)
-	first := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+	first := acquire(t, b, ctx, key, driver.AcquireOptions{})
 	firstToken := first.Token()
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -102,9 +103,9 @@ func TestTokenOnlyOnceHeld(t *testing.T) {
 	if _, err := op.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan distlock.Lease, 1)
+	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := newBackend(t, server).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := newBackend(t, server).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err != nil {
 			t.Errorf("waiting Acquire: %v", err)
 		}
@@ -145,13 +146,13 @@ func TestTokenOnlyOnceHeld(t *testing.T) {
 func TestCancelEndsServerWait(t *testing.T) {
 	ctx, key := testCtx(t), "cancel/"+t.Name()
 	b, admin := newBackend(t, server), newPool(t, server)
-	holder := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+	holder := acquire(t, b, ctx, key, driver.AcquireOptions{})
 	defer holder.Release(ctx)
 
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := newBackend(t, server).Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := newBackend(t, server).Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		done <- err
 	}()
 	eventually(t, 10*time.Second, "the Acquire waits in the server", func() bool { return count(t, admin, waitingSQL, key) == 1 })
@@ -221,14 +222,14 @@ func TestRestartKeepsTokens(t *testing.T) {
 	b := newBackend(t, srv)
 	var last uint64
 	for range 3 {
-		l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+		l := acquire(t, b, ctx, key, driver.AcquireOptions{})
 		last = l.Token()
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	lost := make(chan error, 1)
-	held := acquire(t, b, ctx, key, distlock.AcquireOptions{OnLost: func(err error) { lost <- err }})
+	held := acquire(t, b, ctx, key, driver.AcquireOptions{OnLost: func(err error) { lost <- err }})
 	last = held.Token()
 
 	srv.Kill() // crash: the restart recovers from the WAL
@@ -244,7 +245,7 @@ func TestRestartKeepsTokens(t *testing.T) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 		if errors.Is(err, distlock.ErrUnavailable) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond) // the pool's connections from before the crash are failing
 			continue
@@ -354,11 +355,11 @@ func TestList(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBackend(t, server)
 	prefix := "list/" + t.Name() + "/"
-	a := acquire(t, b, ctx, prefix+"a", distlock.AcquireOptions{Owner: "host:1"})
+	a := acquire(t, b, ctx, prefix+"a", driver.AcquireOptions{Owner: "host:1"})
 	defer a.Release(ctx)
-	c := acquire(t, b, ctx, prefix+"c", distlock.AcquireOptions{Owner: "host:2"})
+	c := acquire(t, b, ctx, prefix+"c", driver.AcquireOptions{Owner: "host:2"})
 	defer c.Release(ctx)
-	gone := acquire(t, b, ctx, prefix+"b", distlock.AcquireOptions{})
+	gone := acquire(t, b, ctx, prefix+"b", driver.AcquireOptions{})
 	if err := gone.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestReleaseSkipsLossGrace(t *testing.T) {
 		wg.Go(func() {
 			for range handoffs / 2 {
 				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				l, err := b.Acquire(actx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+				l, err := b.Acquire(actx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 				cancel()
 				if err != nil {
 					t.Errorf("Acquire after a release: %v (did it wait for the loss grace?)", err)
@@ -415,7 +416,7 @@ func TestOpenURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := acquire(t, b, ctx, "url/"+t.Name(), distlock.AcquireOptions{})
+	l := acquire(t, b, ctx, "url/"+t.Name(), driver.AcquireOptions{})
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +455,7 @@ func TestReleaseReturnsConnection(t *testing.T) {
 	}
 	defer b.Close()
 	for i := range 5 {
-		l := acquire(t, b, ctx, "pool/"+t.Name(), distlock.AcquireOptions{})
+		l := acquire(t, b, ctx, "pool/"+t.Name(), driver.AcquireOptions{})
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("release %d: %v", i, err)
 		}
@@ -475,8 +476,8 @@ func TestReleaseAfterTokenMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
-	ll := acquire(t, newLeaseBackend(t, server.DSN), ctx, key, distlock.AcquireOptions{})
+	l := acquire(t, b, ctx, key, driver.AcquireOptions{})
+	ll := acquire(t, newLeaseBackend(t, server.DSN), ctx, key, driver.AcquireOptions{})
 	if ll.Token() <= l.Token() {
 		t.Fatalf("lease-mode token %d after %d", ll.Token(), l.Token())
 	}
@@ -487,7 +488,7 @@ func TestReleaseAfterTokenMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, next := range []*pglock.Backend{newBackend(t, server), b} {
-		l := acquire(t, next, ctx, key, distlock.AcquireOptions{})
+		l := acquire(t, next, ctx, key, driver.AcquireOptions{})
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -504,13 +505,13 @@ func TestClose(t *testing.T) {
 	admin := newPool(t, server)
 	holder := newBackend(t, server)
 	lost := make(chan error, 1)
-	acquire(t, holder, ctx, key, distlock.AcquireOptions{OnLost: func(err error) { lost <- err }})
+	acquire(t, holder, ctx, key, driver.AcquireOptions{OnLost: func(err error) { lost <- err }})
 
 	b := newBackend(t, server)
-	other := acquire(t, b, ctx, key+"/other", distlock.AcquireOptions{})
+	other := acquire(t, b, ctx, key+"/other", driver.AcquireOptions{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		done <- err
 	}()
 	eventually(t, 10*time.Second, "the Acquire waits in the server", func() bool { return count(t, admin, waitingSQL, key) == 1 })
@@ -528,7 +529,7 @@ func TestClose(t *testing.T) {
 	if err := other.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Release after Close: %v, want ErrLockLost", err)
 	}
-	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrClosed) {
+	if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrClosed) {
 		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
 	}
 	eventually(t, 10*time.Second, "the closed Backend's lock is free", func() bool {

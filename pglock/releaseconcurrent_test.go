@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -25,7 +25,7 @@ func TestReleaseMeetsConcurrentTokenChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			l := acquire(t, b, ctx, key, distlock.AcquireOptions{})
+			l := acquire(t, b, ctx, key, driver.AcquireOptions{})
 			holder := int64(count(t, admin, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
 	AND ((classid::int8 << 32) | objid::int8) = hashtextextended($1, 0)`, key))
 
@@ -65,7 +65,7 @@ func TestReleaseMeetsConcurrentTokenChange(t *testing.T) {
 			if held != commit {
 				t.Errorf("held = %v after the release, want %v (marked only if the row still names the grant)", held, commit)
 			}
-			l = acquire(t, b, ctx, key, distlock.AcquireOptions{})
+			l = acquire(t, b, ctx, key, driver.AcquireOptions{})
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}

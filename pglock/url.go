@@ -11,8 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // OpenTimeout bounds the ping with which OpenURL checks the server.
@@ -48,10 +47,10 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if err != nil {
 		return nil, err
 	}
-	shown := backendurl.Redact(rawURL)
+	shown := driver.Redact(rawURL)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: pglock: %s: %w", distlock.ErrInvalidOption, shown, backendurl.Scrub(err, rawURL))
+		return nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrInvalidOption, shown, driver.Scrub(err, rawURL))
 	}
 	b, err := New(pool, append(own, opts...)...)
 	if err != nil {
@@ -63,7 +62,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if err := pool.Ping(pctx); err != nil {
 		b.Close()
 		pool.Close()
-		return nil, fmt.Errorf("%w: pglock: %s: %w", distlock.ErrUnavailable, shown, backendurl.Scrub(err, rawURL))
+		return nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrUnavailable, shown, driver.Scrub(err, rawURL))
 	}
 	b.ownsPool = true
 	return b, nil
@@ -80,31 +79,31 @@ var durationParams = map[string]func(time.Duration) Option{
 // configuration and the options the URL sets. Its errors match
 // distlock.ErrInvalidOption and never show the password.
 func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
-	// First the reading every backend URL gets (backendurl): "//" and a
+	// First the reading every backend URL gets (driver.ParseURL): "//" and a
 	// host are required, so that a mistyped URL never reaches libpq's
 	// default (the local server) and the password is never shown.
-	bu, err := backendurl.Parse(rawURL)
+	bu, err := driver.ParseURL(rawURL)
 	if err != nil {
-		scheme, _, _ := backendurl.Scheme(rawURL)
+		scheme, _, _ := driver.Scheme(rawURL)
 		if scheme != "postgresql" {
 			scheme = "postgres"
 		}
 		return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q: %v; want %s://[user[:password]@]host[:port][,host[:port]...]/database[?options]",
-			distlock.ErrInvalidOption, backendurl.Redact(rawURL), err, scheme)
+			driver.ErrInvalidOption, driver.Redact(rawURL), err, scheme)
 	}
 	for i, h := range bu.Hosts {
-		if _, err := backendurl.HostPort(h, "5432"); err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q: host #%d: %v", distlock.ErrInvalidOption, backendurl.Redact(rawURL), i+1, err)
+		if _, err := driver.HostPort(h, "5432"); err != nil {
+			return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q: host #%d: %v", driver.ErrInvalidOption, driver.Redact(rawURL), i+1, err)
 		}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error quotes the whole URL, password included: do not wrap it.
-		return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q", distlock.ErrInvalidOption, backendurl.Redact(rawURL))
+		return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q", driver.ErrInvalidOption, driver.Redact(rawURL))
 	}
-	shown := backendurl.Redact(rawURL)
+	shown := driver.Redact(rawURL)
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return nil, nil, fmt.Errorf("%w: pglock: %s: the scheme must be postgres or postgresql", distlock.ErrInvalidOption, shown)
+		return nil, nil, fmt.Errorf("%w: pglock: %s: the scheme must be postgres or postgresql", driver.ErrInvalidOption, shown)
 	}
 
 	q := u.Query()
@@ -116,7 +115,7 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 		}
 		d, err := time.ParseDuration(q.Get(name))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: %s %q is not a duration", distlock.ErrInvalidOption, shown, name, q.Get(name))
+			return nil, nil, fmt.Errorf("%w: pglock: %s: %s %q is not a duration", driver.ErrInvalidOption, shown, name, q.Get(name))
 		}
 		own = append(own, durationParams[name](d))
 		q.Del(name)
@@ -128,7 +127,7 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 		case "lease":
 			mode = LeaseMode
 		default:
-			return nil, nil, fmt.Errorf("%w: pglock: %s: unknown mode %q: want session or lease", distlock.ErrInvalidOption, shown, m)
+			return nil, nil, fmt.Errorf("%w: pglock: %s: unknown mode %q: want session or lease", driver.ErrInvalidOption, shown, m)
 		}
 		q.Del("mode")
 		own = append(own, WithMode(mode))
@@ -140,10 +139,10 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 
 	if hasListen {
 		if mode != LeaseMode {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host is for mode=lease", distlock.ErrInvalidOption, shown)
+			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host is for mode=lease", driver.ErrInvalidOption, shown)
 		}
-		if _, err := backendurl.HostPort(listenHost, "5432"); err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host: %v", distlock.ErrInvalidOption, shown, err)
+		if _, err := driver.HostPort(listenHost, "5432"); err != nil {
+			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host: %v", driver.ErrInvalidOption, shown, err)
 		}
 		// The same URL with the listen host, less the pool's parameters,
 		// which a single connection would send to the server as settings.
@@ -161,7 +160,7 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: pglock: %s: %w", distlock.ErrInvalidOption, shown, backendurl.Scrub(err, rawURL))
+		return nil, nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrInvalidOption, shown, driver.Scrub(err, rawURL))
 	}
 	return cfg, own, nil
 }

@@ -3,7 +3,7 @@ package pglock_test
 import (
 	"testing"
 
-	"github.com/distlock/distlock/internal/backendurl/urlfuzz"
+	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -19,6 +19,6 @@ func FuzzOpenURL(f *testing.F) {
 		f.Add(s, "u", "pw", "h/db?mode=table")
 	}
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
-		urlfuzz.PasswordBlind(t, pglock.ParseURL, prefix, user, password, suffix)
+		distlocktest.PasswordBlind(t, pglock.ParseURL, prefix, user, password, suffix)
 	})
 }

@@ -14,8 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 const (
@@ -34,8 +33,8 @@ const (
 // waits for a release message or for the holder's TTL to run out. The first
 // Acquire of a Backend also checks the server's eviction policy (see
 // WithEvictionAllowed).
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	if b.isClosed() {
@@ -43,7 +42,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	}
 	if err := b.checkEviction(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 		return nil, err
 	}
@@ -54,12 +53,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	l, r, err := a.try(ctx, false)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 		return nil, err
 	}
 	if l == nil {
-		return nil, fmt.Errorf("%w: redislock: %s", distlock.ErrNotAcquired, r.why)
+		return nil, fmt.Errorf("%w: redislock: %s", driver.ErrNotAcquired, r.why)
 	}
 	return l, nil
 }
@@ -75,7 +74,7 @@ type attempt struct {
 	// write it: "<id>|<secret>|<TTL ms>|<liveness ms>|<owner>".
 	waiterID string
 	waiter   string
-	opts     distlock.AcquireOptions
+	opts     driver.AcquireOptions
 	// rest is the value's end that the last try sent (see valueRest),
 	// passed by pointer: boxing a pointer allocates nothing.
 	rest string
@@ -85,13 +84,13 @@ type attempt struct {
 }
 
 // grant returns the lease of the attempt's grant of token, valid for v.
-func (a *attempt) grant(token uint64, v distlock.Validity) *lease {
+func (a *attempt) grant(token uint64, v driver.Validity) *lease {
 	l := &a.lease
 	l.b, l.k, l.args, l.secret, l.token, l.validity = a.b, &a.k, &a.args, a.secret, token, v
 	return l
 }
 
-func (b *Backend) newAttempt(key string, opts distlock.AcquireOptions) *attempt {
+func (b *Backend) newAttempt(key string, opts driver.AcquireOptions) *attempt {
 	secret := rand.Text()
 	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
 	a.args = boxArgs(&a.k)
@@ -130,7 +129,7 @@ func (a *attempt) handedLease(payload string, queued time.Time, seen uint64) *le
 	if ttl <= 0 {
 		return nil
 	}
-	return a.grant(token, distlock.Validity{Sent: queued, TTL: ttl})
+	return a.grant(token, driver.Validity{Sent: queued, TTL: ttl})
 }
 
 // refusal is why a try was not granted, and when to try again; sent is
@@ -164,7 +163,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	}
 	switch status {
 	case acquireGranted:
-		return a.grant(uint64(val), distlock.Validity{Sent: sent, TTL: a.opts.TTL}), refusal{}, nil
+		return a.grant(uint64(val), driver.Validity{Sent: sent, TTL: a.opts.TTL}), refusal{}, nil
 	case acquireHeld:
 		if val < 0 {
 			return nil, refusal{"held", noExpiryPoll, sent, seen}, nil
@@ -184,7 +183,7 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 }
 
 // errTooLate is the acquire script's TOO_LATE read by the attempt itself.
-var errTooLate = fmt.Errorf("%w: redislock: the server had already released or cleaned up this acquire's grant", distlock.ErrUnavailable)
+var errTooLate = fmt.Errorf("%w: redislock: the server had already released or cleaned up this acquire's grant", driver.ErrUnavailable)
 
 // acquireArgs are the arguments of acquire.lua for one try, as runScript
 // takes them.
@@ -281,7 +280,7 @@ func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	}
 	if n < int64(b.cfg.waitReplicas) {
 		return nil, fmt.Errorf("%w: redislock: %d of %d replicas acknowledged the grant within %v; released it",
-			distlock.ErrUnavailable, n, b.cfg.waitReplicas, b.cfg.waitTimeout)
+			driver.ErrUnavailable, n, b.cfg.waitReplicas, b.cfg.waitTimeout)
 	}
 	return res, nil
 }
@@ -300,7 +299,7 @@ func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 // When the channel is already subscribed (other waiters, or a
 // subscription lingering after the last one), the waiter registers first,
 // which costs no request, and its first try is then covered.
-func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
+func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 	b := a.b
 	var (
 		sub *subscriber
@@ -347,7 +346,7 @@ func (a *attempt) wait(ctx context.Context) (distlock.Lease, error) {
 			if ctx.Err() != nil {
 				// The try cleaned up after itself (abandon): what counts
 				// is that ctx ended, as in interrupted.
-				err = backend.Canceled(ctx)
+				err = driver.Canceled(ctx)
 			}
 			return nil, err
 		}
@@ -431,7 +430,7 @@ func (a *attempt) interrupted(ctx context.Context) error {
 	var err error
 	switch {
 	case ctx.Err() != nil:
-		err = backend.Canceled(ctx)
+		err = driver.Canceled(ctx)
 	case a.b.isClosed():
 		err = ErrClosed
 	default:

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -25,7 +26,7 @@ func TestTryAfterTombstone(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := distlock.AcquireOptions{TTL: time.Minute}
+	opts := driver.AcquireOptions{TTL: time.Minute}
 	for _, mode := range []struct {
 		name string
 		opts []Option

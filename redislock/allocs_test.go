@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // An uncontended cycle through the Backend allocates its attempt, its
@@ -21,7 +21,7 @@ func TestCycleAllocs(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBackend(t, srv.Addr)
 	for _, wait := range []bool{false, true} {
-		opts := distlock.AcquireOptions{TTL: time.Minute, Wait: wait}
+		opts := driver.AcquireOptions{TTL: time.Minute, Wait: wait}
 		cycle := func() {
 			l, err := b.Acquire(ctx, "allocs", opts)
 			if err != nil {

@@ -12,14 +12,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend        = (*Backend)(nil)
-	_ distlock.BatchRefresher = (*Backend)(nil)
-	_ distlock.Lister         = (*Backend)(nil)
-	_ distlock.Lease          = (*lease)(nil)
+	_ driver.Backend        = (*Backend)(nil)
+	_ driver.BatchRefresher = (*Backend)(nil)
+	_ driver.Lister         = (*Backend)(nil)
+	_ driver.Lease          = (*lease)(nil)
 )
 
 // Backend is a distlock.Backend over Redis: a single server, a Sentinel

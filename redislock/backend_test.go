@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -16,18 +17,18 @@ func TestClosedBackend(t *testing.T) {
 	srv := startRedis(t)
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	key := "closed-backend"
-	lh, err := newBackend(t, srv.Addr).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := newBackend(t, srv.Addr).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := newBackend(t, srv.Addr)
-	own, err := b.Acquire(ctx, key+"/own", distlock.AcquireOptions{TTL: time.Minute})
+	own, err := b.Acquire(ctx, key+"/own", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		waiting <- err
 	}()
 	eventually(t, 10*time.Second, "the waiter subscribed", func() bool {
@@ -40,7 +41,7 @@ func TestClosedBackend(t *testing.T) {
 		t.Errorf("waiting Acquire at Close: %v, want a match for distlock.ErrClosed and redislock.ErrClosed", err)
 	}
 	for _, wait := range []bool{false, true} {
-		if _, err := b.Acquire(ctx, key+"/after", distlock.AcquireOptions{TTL: time.Minute, Wait: wait}); !errors.Is(err, distlock.ErrClosed) {
+		if _, err := b.Acquire(ctx, key+"/after", driver.AcquireOptions{TTL: time.Minute, Wait: wait}); !errors.Is(err, distlock.ErrClosed) {
 			t.Errorf("Acquire (wait %v) after Close: %v, want a match for distlock.ErrClosed", wait, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -38,7 +38,7 @@ func benchAcquireRelease(b *testing.B, wait bool) {
 	admin := newClient(b, srv.Addr)
 	bk := mustNew(b, c)
 	b.Cleanup(func() { bk.Close() })
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Wait: wait}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: wait}
 
 	lockOnce := func() {
 		l, err := bk.Acquire(ctx, "bench", opts)
@@ -114,7 +114,7 @@ func benchHandOff(b *testing.B, waiters int, opts ...redislock.Option) {
 	b.Cleanup(func() { bk.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	aopts := distlock.AcquireOptions{TTL: time.Minute, Wait: true}
+	aopts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
 
 	var (
 		releasedAt atomic.Int64 // UnixNano just before the last release; 0 at first
@@ -238,9 +238,9 @@ func BenchmarkRefreshAll(b *testing.B) {
 	bk := mustNew(b, c)
 	b.Cleanup(func() { bk.Close() })
 	const n = 10000
-	leases := make([]distlock.Lease, n)
+	leases := make([]driver.Lease, n)
 	for i := range leases {
-		l, err := bk.Acquire(ctx, fmt.Sprintf("refresh/%d", i), distlock.AcquireOptions{TTL: time.Minute})
+		l, err := bk.Acquire(ctx, fmt.Sprintf("refresh/%d", i), driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}

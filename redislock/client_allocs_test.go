@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -55,7 +56,7 @@ func TestClientCycleAllocs(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			backend := allocs(t, "client-allocs/backend/"+name, func(key string) error {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: wait})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: wait})
 				if err != nil {
 					return err
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // BenchmarkClientCycle measures an uncontended cycle through the Client
@@ -30,7 +31,7 @@ func BenchmarkClientCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cl.Close(ctx); bk.Close() })
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second}
 	subjects := []struct {
 		name string
 		once func()
@@ -129,7 +130,7 @@ func BenchmarkClientThroughput(b *testing.B) {
 			return compareDel.Run(ctx, c, []string{key}, "owner").Err()
 		}},
 		{"backend", func(key string) error {
-			l, err := bk.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl, Wait: true})
+			l, err := bk.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl, Wait: true})
 			if err != nil {
 				return err
 			}

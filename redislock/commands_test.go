@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -37,7 +37,7 @@ func TestUncontendedServerCommands(t *testing.T) {
 			key := "commands/" + mode.name
 			cycle := func() {
 				t.Helper()
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
@@ -20,9 +20,9 @@ func TestConformance(t *testing.T) {
 	for _, mode := range suiteModes {
 		t.Run(mode.name, func(t *testing.T) {
 			distlocktest.Run(t,
-				func(t *testing.T) distlock.Backend { return newBackend(t, srv.Addr, mode.opts...) },
+				func(t *testing.T) driver.Backend { return newBackend(t, srv.Addr, mode.opts...) },
 				suiteOptions(newClient(t, srv.Addr),
-					distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+					distlocktest.WithUnreachable(func(t *testing.T) driver.Backend {
 						b := mustNew(t, newClient(t, closedAddr(t), func(o *redis.Options) {
 							o.DialTimeout, o.DialerRetries = time.Second, 1
 						}), mode.opts...)
@@ -104,7 +104,7 @@ func TestConformanceCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			distlocktest.Run(t,
-				func(t *testing.T) distlock.Backend {
+				func(t *testing.T) driver.Backend {
 					return closedWithTest(t, mustNew(t, newCluster(t), mode.opts...))
 				},
 				suiteOptions(admin)...,
@@ -126,7 +126,7 @@ func TestConformanceCluster(t *testing.T) {
 		primaries := map[int64]bool{}
 		for i := range 30 {
 			key := fmt.Sprintf("list/%02d", i)
-			l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}

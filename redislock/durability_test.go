@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
@@ -30,7 +31,7 @@ func TestTokensAcrossServerCrash(t *testing.T) {
 			key := "crash"
 			var before uint64
 			for range 3 {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -43,7 +44,7 @@ func TestTokensAcrossServerCrash(t *testing.T) {
 			srv.Restart(t)
 			var after uint64
 			eventually(t, 30*time.Second, "acquire after restart", func() bool {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 				if err != nil {
 					return false
 				}
@@ -71,7 +72,7 @@ func TestWaitReplicas(t *testing.T) {
 	admin := newClient(t, primary.Addr)
 
 	ok := newBackend(t, primary.Addr, redislock.WithWaitReplicas(1, 10*time.Second))
-	l, err := ok.Acquire(ctx, "replicated", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := ok.Acquire(ctx, "replicated", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire with 1 replica: %v", err)
 	}
@@ -83,7 +84,7 @@ func TestWaitReplicas(t *testing.T) {
 	}
 
 	tooMany := newBackend(t, primary.Addr, redislock.WithWaitReplicas(2, 200*time.Millisecond))
-	if l, err := tooMany.Acquire(ctx, "unreplicated", distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
+	if l, err := tooMany.Acquire(ctx, "unreplicated", driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
 		if err == nil {
 			l.Release(ctx)
 		}
@@ -92,7 +93,7 @@ func TestWaitReplicas(t *testing.T) {
 	if n := admin.Exists(ctx, lockKey("unreplicated")).Val(); n != 0 {
 		t.Errorf("a failed replicated acquire left its lock behind")
 	}
-	if l, err := newBackend(t, primary.Addr).Acquire(ctx, "unreplicated", distlock.AcquireOptions{TTL: time.Minute}); err != nil {
+	if l, err := newBackend(t, primary.Addr).Acquire(ctx, "unreplicated", driver.AcquireOptions{TTL: time.Minute}); err != nil {
 		t.Errorf("the key is not free after a failed replicated acquire: %v", err)
 	} else {
 		l.Release(ctx)
@@ -111,17 +112,17 @@ func TestWaitReplicasHandOff(t *testing.T) {
 	holder := newBackend(t, srv.Addr)
 	waiter := newBackend(t, srv.Addr, redislock.WithWaitReplicas(1, 100*time.Millisecond),
 		redislock.WithWaiterLiveness(time.Hour)) // no try of its own while it waits
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
-		l   distlock.Lease
+		l   driver.Lease
 		err error
 	}
 	got := make(chan result, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		got <- result{l, err}
 	}()
 	eventually(t, 10*time.Second, "the waiter queued", func() bool { return admin.ZCard(ctx, queueKey(key)).Val() == 1 })

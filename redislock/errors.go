@@ -11,8 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // Errors of this package, for errors.Is. Errors about the service itself
@@ -21,7 +20,7 @@ import (
 var (
 	// ErrClosed is returned by a Backend after Close. It matches
 	// distlock.ErrClosed.
-	ErrClosed = backend.ClosedError("redislock")
+	ErrClosed = driver.ClosedError("redislock")
 
 	// ErrWrongSlot means a Fence data key does not carry the hash tag of its
 	// resource (see HashTag), so that the fence and the data could live on
@@ -60,12 +59,12 @@ func classify(ctx context.Context, op string, err error) error {
 		msg := strings.TrimPrefix(rerr.Error(), "ERR ")
 		for _, p := range transientPrefixes {
 			if strings.HasPrefix(msg, p) {
-				return fmt.Errorf("%w: %s%w", distlock.ErrUnavailable, at, err)
+				return fmt.Errorf("%w: %s%w", driver.ErrUnavailable, at, err)
 			}
 		}
 		return fmt.Errorf("%s%w", at, err)
 	}
-	return fmt.Errorf("%w: %s%w", distlock.ErrUnavailable, at, err)
+	return fmt.Errorf("%w: %s%w", driver.ErrUnavailable, at, err)
 }
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }

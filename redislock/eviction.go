@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // evictionSetting is the server setting an evicting deployment gets wrong.
@@ -32,7 +32,7 @@ func (e *EvictionError) Error() string {
 }
 
 // Unwrap returns distlock.ErrInvalidOption.
-func (e *EvictionError) Unwrap() error { return distlock.ErrInvalidOption }
+func (e *EvictionError) Unwrap() error { return driver.ErrInvalidOption }
 
 // checkEviction refuses a server whose maxmemory-policy may evict keys,
 // unless WithEvictionAllowed. The check runs at the first Acquire and is

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
@@ -22,7 +23,7 @@ func TestEvictionPolicy(t *testing.T) {
 	srv := startRedis(t, testserver.WithRedisConfig("maxmemory 8mb", "maxmemory-policy allkeys-lru"))
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	key := "evicted"
-	opts := distlock.AcquireOptions{TTL: time.Minute}
+	opts := driver.AcquireOptions{TTL: time.Minute}
 
 	t.Run("AllowedBites", func(t *testing.T) {
 		a := newBackend(t, srv.Addr, redislock.WithEvictionAllowed())
@@ -63,7 +64,7 @@ func TestEvictionPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, wait := range []bool{false, true} {
-				_, err := newBackend(t, srv.Addr).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: wait})
+				_, err := newBackend(t, srv.Addr).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: wait})
 				if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "maxmemory-policy") || !strings.Contains(err.Error(), policy) {
 					t.Errorf("%s, Wait %v: Acquire: %v, want ErrInvalidOption naming maxmemory-policy %s", policy, wait, err, policy)
 				}
@@ -147,7 +148,7 @@ func TestEvictionPolicyConfigRenamed(t *testing.T) {
 		t.Fatalf("CONFIG GET on a server without CONFIG: %v, want unknown command", err)
 	}
 	b := newBackend(t, srv.Addr)
-	l, err := b.Acquire(ctx, "renamed-config", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	l, err := b.Acquire(ctx, "renamed-config", driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatalf("Acquire where CONFIG is renamed: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Hooks for this package's tests, to force interleavings that the network
@@ -36,7 +36,7 @@ func SetLinger(b *Backend, d time.Duration) { b.hooks.linger = d }
 // (with ttl) and its release, as b sends them, for measuring the server's
 // share of a cycle without the network's.
 func QueueCycle(ctx context.Context, b *Backend, pipe redis.Pipeliner, key string, ttl time.Duration) {
-	a := b.newAttempt(key, distlock.AcquireOptions{TTL: ttl})
+	a := b.newAttempt(key, driver.AcquireOptions{TTL: ttl})
 	args := a.acquireArgs(false)
 	args[0], args[1] = "evalsha", acquireScript.hash
 	pipe.Process(ctx, redis.NewCmd(ctx, args...))
@@ -59,12 +59,12 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 func WakeChannel(b *Backend) string { return b.wakeChannel }
 
 // LeaseSecret is the secret of a lease of this package.
-func LeaseSecret(l distlock.Lease) string { return l.(*lease).secret }
+func LeaseSecret(l driver.Lease) string { return l.(*lease).secret }
 
 // TryWithSecret runs one try of an attempt on key whose secret is secret,
 // and says how it ended: "granted" (the grant is released again), "held",
 // "not first", "too late" or the error.
-func TryWithSecret(ctx context.Context, b *Backend, key, secret string, opts distlock.AcquireOptions) string {
+func TryWithSecret(ctx context.Context, b *Backend, key, secret string, opts driver.AcquireOptions) string {
 	a := b.newAttempt(key, opts)
 	a.secret = secret
 	a.k = b.keysFor(key, secret)

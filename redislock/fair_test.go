@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -23,7 +24,7 @@ func TestFairOrder(t *testing.T) {
 	key := "fair-order"
 	opts := []redislock.Option{redislock.WithFair()}
 	holder := newBackend(t, srv.Addr, opts...)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestFairOrder(t *testing.T) {
 	for i := range n {
 		b := newBackend(t, srv.Addr, opts...) // one process each
 		wg.Go(func() {
-			l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				order <- -1
@@ -55,7 +56,7 @@ func TestFairOrder(t *testing.T) {
 	// The first waiter holds the key or is about to: a newcomer cannot
 	// take it, although it may be free for a moment.
 	newcomer := newBackend(t, srv.Addr, opts...)
-	if l, err := newcomer.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if l, err := newcomer.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
 		if err == nil {
 			l.Release(ctx)
 		}
@@ -77,7 +78,7 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 	key := "fair-dead-waiter"
 	opts := []redislock.Option{redislock.WithFair(), redislock.WithWaiterLiveness(liveness)}
 	holder := newBackend(t, srv.Addr, opts...)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 	dead := mustNew(t, deadClient, opts...)
 	deadErr := make(chan error, 1)
 	go func() {
-		_, err := dead.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		_, err := dead.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		deadErr <- err
 	}()
 	eventually(t, 10*time.Second, "dead waiter queued", func() bool { return admin.ZCard(ctx, queueKey(key)).Val() == 1 })
@@ -105,7 +106,7 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 	live := newBackend(t, srv.Addr, opts...)
 	got := make(chan error, 1)
 	go func() {
-		l, err := live.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := live.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = l.Release(ctx)
 		}

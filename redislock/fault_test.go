@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/redislock"
 )
@@ -68,14 +69,14 @@ func TestLostReleaseReply(t *testing.T) {
 	key := "lost-release"
 	// A first round loads the scripts into the server's cache, so that the
 	// faulty round's request is the release itself, not a NOSCRIPT reply.
-	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err = b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +98,13 @@ func TestLostReleaseReply(t *testing.T) {
 
 	// A grant that really lapsed: the retry says lost, and the next
 	// holder's lock is untouched.
-	la, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 50 * time.Millisecond})
+	la, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "lease lapses", func() bool { return admin.Exists(ctx, lockKey(key)).Val() == 0 })
 	other := newBackend(t, srv.Addr)
-	lb, err := other.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lb, err := other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestLostAcquireReply(t *testing.T) {
 			loadScripts(t, ctx, b, key)
 			warm(t, pc)
 			proxy.DropReplies()
-			_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+			_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 			proxy.Heal()
 			if !errors.Is(err, distlock.ErrUnavailable) {
 				t.Fatalf("Acquire with its reply lost: %v, want ErrUnavailable", err)
@@ -164,7 +165,7 @@ func TestLostAcquireReply(t *testing.T) {
 			eventually(t, 30*time.Second, "orphan grant removed", func() bool {
 				return admin.Exists(ctx, lockKey(key), queueKey(key)).Val() == 0
 			})
-			l, err := newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			l, err := newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("the key is not free after a lost acquire: %v", err)
 			}
@@ -185,21 +186,21 @@ func TestPartitionWhileWaiting(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	key := "partition"
 	holder := newBackend(t, srv.Addr)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: 500 * time.Millisecond})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy.Blackhole()
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	_, err = b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	_, err = b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if !errors.Is(err, distlock.ErrUnavailable) || wctx.Err() != nil {
 		t.Fatalf("Acquire while partitioned: %v, want ErrUnavailable before the deadline", err)
 	}
 	proxy.Heal()
 	proxy.Reset()
 	lh.Release(ctx)
-	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatalf("Acquire after the partition healed: %v", err)
 	}
@@ -271,7 +272,7 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 			warm(t, pc)
 			slow.Store(false)
 			proxy.Delay(2 * time.Second) // the acquire's bytes wait 2s in the network
-			_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+			_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 			if !errors.Is(err, distlock.ErrUnavailable) {
 				t.Fatalf("Acquire: %v, want ErrUnavailable", err)
 			}
@@ -286,7 +287,7 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 			if n := admin.Exists(ctx, queueKey(key)).Val(); n != 0 {
 				t.Error("the late acquire queued")
 			}
-			l, err := newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			l, err := newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("the key is not free after the late acquire: %v", err)
 			}
@@ -373,7 +374,7 @@ func TestReleaseErrorText(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	key := "release-error-text"
 
-	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestReleaseErrorText(t *testing.T) {
 		t.Fatalf("retried Release: %v", err)
 	}
 
-	l, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err = b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +440,7 @@ func TestSubscribeWriteFailure(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		key := "sub-write-failure"
 		holder := newBackend(t, srv.Addr)
-		lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+		lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,7 +449,7 @@ func TestSubscribeWriteFailure(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		go func() {
-			l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err == nil {
 				err = l.Release(ctx)
 			}
@@ -484,7 +485,7 @@ var acquireModes = []struct {
 // request that follows is the acquire itself, not a NOSCRIPT reply.
 func loadScripts(t *testing.T, ctx context.Context, b *redislock.Backend, key string) {
 	t.Helper()
-	l, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, key+"/warm-up", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +515,7 @@ func TestCleanupRetriedInBackground(t *testing.T) {
 			redislock.SetAbandonHook(b, proxy.Blackhole)
 			warm(t, pc)
 			proxy.DropReplies()
-			if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
+			if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
 				t.Fatalf("Acquire with its reply lost: %v, want ErrUnavailable", err)
 			}
 			if admin.Exists(ctx, lockKey(key)).Val() != 1 {

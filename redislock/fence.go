@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/fencecount"
 )
@@ -83,7 +83,7 @@ func (f *Fence) key(resource string) string { return f.prefix + HashTag(resource
 // written.
 func (f *Fence) Set(ctx context.Context, resource string, token uint64, key, value string, ttl time.Duration) error {
 	if ttl < 0 {
-		return fmt.Errorf("%w: redislock: fence: negative TTL %v", distlock.ErrInvalidOption, ttl)
+		return fmt.Errorf("%w: redislock: fence: negative TTL %v", driver.ErrInvalidOption, ttl)
 	}
 	return f.run(ctx, resource, token, key, "set", value, ceilMillis(ttl))
 }
@@ -92,7 +92,7 @@ func (f *Fence) Set(ctx context.Context, resource string, token uint64, key, val
 // at key. Errors are as for Set; an empty fields map is refused.
 func (f *Fence) HSet(ctx context.Context, resource string, token uint64, key string, fields map[string]string) error {
 	if len(fields) == 0 {
-		return fmt.Errorf("%w: redislock: fence: no fields to set", distlock.ErrInvalidOption)
+		return fmt.Errorf("%w: redislock: fence: no fields to set", driver.ErrInvalidOption)
 	}
 	names := make([]string, 0, len(fields))
 	for name := range fields {
@@ -131,11 +131,11 @@ func (f *Fence) Highest(ctx context.Context, resource string) (uint64, error) {
 func (f *Fence) run(ctx context.Context, resource string, token uint64, key, op string, args ...any) error {
 	switch {
 	case f.client == nil:
-		return fmt.Errorf("%w: redislock: fence: nil redis client", distlock.ErrInvalidOption)
+		return fmt.Errorf("%w: redislock: fence: nil redis client", driver.ErrInvalidOption)
 	case strings.ContainsAny(f.prefix, "{}"):
-		return fmt.Errorf("%w: redislock: fence: prefix %q contains a brace", distlock.ErrInvalidOption, f.prefix)
+		return fmt.Errorf("%w: redislock: fence: prefix %q contains a brace", driver.ErrInvalidOption, f.prefix)
 	case resource == "":
-		return fmt.Errorf("%w: redislock: fence: empty resource", distlock.ErrInvalidOption)
+		return fmt.Errorf("%w: redislock: fence: empty resource", driver.ErrInvalidOption)
 	case keyTag(key) != tagEscaper.Replace(resource):
 		return fmt.Errorf("%w: key %q, resource %q: the key must contain %s", ErrWrongSlot, key, resource, HashTag(resource))
 	case token == 0:

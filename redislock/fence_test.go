@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/metrictest"
 	"github.com/distlock/distlock/redislock"
@@ -119,13 +120,13 @@ func TestFenceWithLocks(t *testing.T) {
 	f := redislock.NewFence(c)
 	ba, bb := newBackend(t, srv.Addr), newBackend(t, srv.Addr)
 
-	la, err := ba.Acquire(ctx, key, distlock.AcquireOptions{TTL: 50 * time.Millisecond})
+	la, err := ba.Acquire(ctx, key, driver.AcquireOptions{TTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A pauses past its TTL; B takes the key and writes.
 	eventually(t, 10*time.Second, "A's lease lapses", func() bool { return c.Exists(ctx, lockKey(key)).Val() == 0 })
-	lb, err := bb.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lb, err := bb.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -23,21 +23,21 @@ func TestHandOffGrantsTheWaiter(t *testing.T) {
 	// No refresh of the waiter's place while the holder holds the key.
 	opts := []redislock.Option{redislock.WithWaiterLiveness(time.Hour)}
 	holder, waiter := newBackend(t, srv.Addr, opts...), newBackend(t, srv.Addr, opts...)
-	lw, err := holder.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: ttl}) // loads the scripts
+	lw, err := holder.Acquire(ctx, key+"/warm-up", driver.AcquireOptions{TTL: ttl}) // loads the scripts
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := lw.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := startMonitor(t, srv.Addr)
-	got := make(chan distlock.Lease, 1)
+	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl, Wait: true})
+		l, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl, Wait: true})
 		if err != nil {
 			t.Error(err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
@@ -28,13 +28,13 @@ func TestKeysShareOneSlot(t *testing.T) {
 	f := redislock.NewFence(cc)
 
 	for _, key := range []string{"a{b}c", "{", "}", "{}", "}{", "{a}", "a}b{c", "%7D", "plain"} {
-		lh, err := holderB.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+		lh, err := holderB.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", key, err)
 		}
 		done := make(chan error, 1)
 		go func() {
-			l, err := waiterB.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := waiterB.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err == nil {
 				err = l.Release(ctx)
 			}

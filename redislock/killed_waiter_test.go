@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -33,7 +33,7 @@ func childWaiter(spec string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	_, err = b.Acquire(context.Background(), key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	_, err = b.Acquire(context.Background(), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	fmt.Fprintf(os.Stderr, "child waiter: Acquire returned: %v\n", err)
 	os.Exit(3)
 }
@@ -51,7 +51,7 @@ func TestKilledWaiterIsSkipped(t *testing.T) {
 	key := "killed-waiter"
 	opts := []redislock.Option{redislock.WithWaiterLiveness(killedWaiterLiveness)}
 	holder := newBackend(t, srv.Addr, opts...)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestKilledWaiterIsSkipped(t *testing.T) {
 	live := newBackend(t, srv.Addr, opts...)
 	got := make(chan error, 1)
 	go func() {
-		l, err := live.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := live.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = l.Release(ctx)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/redislock"
 )
@@ -46,7 +46,7 @@ func TestLateCopyAfterReleaseTakesNothing(t *testing.T) {
 			warm(t, c)
 			slow.Store(false)
 			p.Delay(2 * time.Second) // the first copy waits 2s in the network
-			l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+			l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 			if err != nil {
 				t.Fatalf("Acquire through go-redis's retry: %v", err)
 			}
@@ -60,7 +60,7 @@ func TestLateCopyAfterReleaseTakesNothing(t *testing.T) {
 			if pttl := admin.PTTL(ctx, lockKey(key)).Val(); pttl > 0 {
 				t.Errorf("the late copy of a released grant's request holds the key for another %v", pttl)
 			}
-			l, err = newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			l, err = newBackend(t, srv.Addr, mode.opts...).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("the key is not free after the late copy: %v", err)
 			}

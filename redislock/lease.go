@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // lease is one grant. It lives in the attempt that was granted (see
@@ -22,7 +21,7 @@ type lease struct {
 	args     *scriptArgs
 	secret   string
 	token    uint64
-	validity distlock.Validity
+	validity driver.Validity
 
 	mu       sync.Mutex
 	released bool // a release was confirmed
@@ -32,14 +31,14 @@ type lease struct {
 func (l *lease) Token() uint64 { return l.token }
 
 // Validity implements distlock.Lease.
-func (l *lease) Validity() distlock.Validity { return l.validity }
+func (l *lease) Validity() driver.Validity { return l.validity }
 
 // Refresh implements distlock.Lease: refresh.lua extends the grant only if
 // it still holds the lease's secret, so that a holder whose lease lapsed
 // cannot extend the next holder's.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	sent := time.Now()
 	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, &l.secret, ceilMillis(ttl)).Int64()
@@ -48,17 +47,17 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 
 // refreshed turns refresh.lua's reply n (or the error of its call) into a
 // Refresh result.
-func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration, n int64, err error) (distlock.Validity, error) {
+func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration, n int64, err error) (driver.Validity, error) {
 	if err != nil {
-		return distlock.Validity{}, classify(ctx, "", err)
+		return driver.Validity{}, classify(ctx, "", err)
 	}
 	switch n {
 	case refreshExtended:
-		return distlock.Validity{Sent: sent, TTL: ttl}, nil
+		return driver.Validity{Sent: sent, TTL: ttl}, nil
 	case refreshGone:
-		return distlock.Validity{}, l.gone()
+		return driver.Validity{}, l.gone()
 	}
-	return distlock.Validity{}, fmt.Errorf("redislock: unexpected refresh reply %d", n)
+	return driver.Validity{}, fmt.Errorf("redislock: unexpected refresh reply %d", n)
 }
 
 // Release implements distlock.Lease. A release whose reply was lost can be
@@ -68,7 +67,7 @@ func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
-		return fmt.Errorf("%w: redislock: token %d was already released", distlock.ErrLockLost, l.token)
+		return fmt.Errorf("%w: redislock: token %d was already released", driver.ErrLockLost, l.token)
 	}
 	n, err := l.b.runRelease(ctx, l.args, nil, 0)
 	if err != nil {
@@ -86,5 +85,5 @@ func (l *lease) Release(ctx context.Context) error {
 
 // gone is the error of a lease whose grant the server no longer has.
 func (l *lease) gone() error {
-	return fmt.Errorf("%w: redislock: the grant of token %d is gone (it expired or was taken over)", distlock.ErrLockLost, l.token)
+	return fmt.Errorf("%w: redislock: the grant of token %d is gone (it expired or was taken over)", driver.ErrLockLost, l.token)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // The guide's RenewingLock renews with an unchecked EXPIRE: after its own
@@ -38,12 +39,12 @@ func TestRefreshAfterExpiryIsOwnerChecked(t *testing.T) {
 	// Guard.
 	key := "owner-checked-refresh"
 	ba, bb := newBackend(t, srv.Addr), newBackend(t, srv.Addr)
-	la, err := ba.Acquire(ctx, key, distlock.AcquireOptions{TTL: 50 * time.Millisecond})
+	la, err := ba.Acquire(ctx, key, driver.AcquireOptions{TTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "A's lease lapses", expired(lockKey(key)))
-	lb, err := bb.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Second})
+	lb, err := bb.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +55,13 @@ func TestRefreshAfterExpiryIsOwnerChecked(t *testing.T) {
 		t.Errorf("B's PTTL after A's Refresh is %v, want at most B's own 2s", d)
 	}
 	// The batch path is owner-checked too.
-	if res := ba.RefreshAll(ctx, []distlock.Lease{la}, time.Minute); !errors.Is(res[0].Err, distlock.ErrLockLost) {
+	if res := ba.RefreshAll(ctx, []driver.Lease{la}, time.Minute); !errors.Is(res[0].Err, distlock.ErrLockLost) {
 		t.Errorf("A's RefreshAll: %v, want ErrLockLost", res[0].Err)
 	}
 	if d := c.PTTL(ctx, lockKey(key)).Val(); d <= 0 || d > 2*time.Second {
 		t.Errorf("B's PTTL after A's RefreshAll is %v, want at most B's own 2s", d)
 	}
-	if res := bb.RefreshAll(ctx, []distlock.Lease{lb}, time.Minute); res[0].Err != nil {
+	if res := bb.RefreshAll(ctx, []driver.Lease{lb}, time.Minute); res[0].Err != nil {
 		t.Errorf("B's RefreshAll: %v", res[0].Err)
 	}
 	if d := c.PTTL(ctx, lockKey(key)).Val(); d <= 2*time.Second {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // A waiter whose context ends leaves the queue, and releases the grant a
@@ -23,7 +23,7 @@ func TestLeaveQueueRetried(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	key := "leave-queue-retried"
 	holder := newBackend(t, srv.Addr)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestLeaveQueueRetried(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			l.Release(ctx)
 		}

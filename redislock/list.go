@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // scanCount is the COUNT hint of each SCAN call.
@@ -24,7 +24,7 @@ const scanCount = 1000
 // PTTLs in one pipeline. Since is the acquiring host's clock at the grant;
 // Expires is this host's clock plus the PTTL read. The listing is not a snapshot:
 // locks granted or released during the scan may or may not appear.
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}" + suffixLock
 	var (
 		mu    sync.Mutex
@@ -74,7 +74,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, classify(ctx, "list", err)
 	}
-	var hs []distlock.Holder
+	var hs []driver.Holder
 	for _, e := range entries {
 		v, err := e.get.Result()
 		if err != nil {
@@ -90,21 +90,21 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 		}
 		hs = append(hs, h)
 	}
-	slices.SortFunc(hs, func(x, y distlock.Holder) int { return strings.Compare(x.Key, y.Key) })
+	slices.SortFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
 	return hs, nil
 }
 
 // parseValue decodes a lock value
 // "<secret>|<token>|<since ms>|<waited>|<owner>", leaving the secret out.
-func parseValue(v string) (distlock.Holder, error) {
+func parseValue(v string) (driver.Holder, error) {
 	parts := strings.SplitN(v, "|", 5)
 	if len(parts) != 5 {
-		return distlock.Holder{}, fmt.Errorf("malformed lock value")
+		return driver.Holder{}, fmt.Errorf("malformed lock value")
 	}
 	token, err1 := strconv.ParseUint(parts[1], 10, 64)
 	since, err2 := strconv.ParseInt(parts[2], 10, 64)
 	if err1 != nil || err2 != nil {
-		return distlock.Holder{}, fmt.Errorf("malformed lock value")
+		return driver.Holder{}, fmt.Errorf("malformed lock value")
 	}
-	return distlock.Holder{Token: token, Owner: parts[4], Since: time.UnixMilli(since)}, nil
+	return driver.Holder{Token: token, Owner: parts[4], Since: time.UnixMilli(since)}, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // DefaultWaiterLiveness is how long a waiter stays in the queue without
@@ -107,7 +107,7 @@ func newConfig(client redis.UniversalClient, opts []Option) (config, error) {
 		}
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redislock: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+		return fmt.Errorf("%w: redislock: "+format, append([]any{driver.ErrInvalidOption}, args...)...)
 	}
 	switch cl := client.(type) {
 	case nil:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -22,7 +22,7 @@ func TestPubSubHandOff(t *testing.T) {
 	const waiters = 16
 	key := "handoff"
 	holder, b := newBackend(t, srv.Addr), newBackend(t, srv.Addr)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestPubSubHandOff(t *testing.T) {
 	var wg sync.WaitGroup
 	for range waiters {
 		wg.Go(func() {
-			l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: ttl, Wait: true})
+			l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: ttl, Wait: true})
 			if err != nil {
 				grants <- grant{err: err}
 				return

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -22,7 +22,7 @@ func TestPubSubReconnectWhileQueued(t *testing.T) {
 	key := "reconnect-queued"
 	opts := []redislock.Option{redislock.WithWaiterLiveness(time.Minute)}
 	holder := newBackend(t, srv.Addr, opts...)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestPubSubReconnectWhileQueued(t *testing.T) {
 	defer wg.Wait() // the releases, before ctx ends
 	wait := func(name string, b *redislock.Backend) {
 		defer wg.Done()
-		l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err != nil {
 			t.Errorf("waiter %s: %v", name, err)
 			granted <- ""

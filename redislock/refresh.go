@@ -10,8 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // refreshBatch is the most leases refresh_many.lua refreshes in one call:
@@ -24,9 +23,9 @@ const refreshBatch = 256
 // server, or a Sentinel-managed primary) one script call refreshes up to
 // 256 leases; on a Cluster, whose lock keys lie in different slots, each
 // lease is one call.
-func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl time.Duration) []distlock.RefreshResult {
-	res := make([]distlock.RefreshResult, len(leases))
-	if err := backend.CheckTTL(ttl); err != nil {
+func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
+	res := make([]driver.RefreshResult, len(leases))
+	if err := driver.CheckTTL(ttl); err != nil {
 		for i := range res {
 			res[i].Err = err
 		}
@@ -37,7 +36,7 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []distlock.Lease, ttl t
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
 		if !ok || l.b != b {
-			res[i].Err = fmt.Errorf("%w: redislock: lease %T is not from this backend", distlock.ErrInvalidOption, dl)
+			res[i].Err = fmt.Errorf("%w: redislock: lease %T is not from this backend", driver.ErrInvalidOption, dl)
 			continue
 		}
 		ls[i] = l

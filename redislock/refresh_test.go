@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -20,9 +21,9 @@ func TestRefreshAllBatches(t *testing.T) {
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	b, other := newBackend(t, srv.Addr), newBackend(t, srv.Addr)
 	const n = 600
-	leases := make([]distlock.Lease, n)
+	leases := make([]driver.Lease, n)
 	for i := range leases {
-		l, err := b.Acquire(ctx, fmt.Sprintf("batch/%d", i), distlock.AcquireOptions{TTL: time.Minute})
+		l, err := b.Acquire(ctx, fmt.Sprintf("batch/%d", i), driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func TestRefreshAllBatches(t *testing.T) {
 	for i := range lost {
 		admin.Del(ctx, lockKey(fmt.Sprintf("batch/%d", i)))
 	}
-	lo, err := other.Acquire(ctx, "batch/300", distlock.AcquireOptions{TTL: time.Minute})
+	lo, err := other.Acquire(ctx, "batch/300", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +82,9 @@ func TestRefreshAllClusterModeServer(t *testing.T) {
 	c := newClient(t, srv.Addr)
 	b := mustNew(t, c)
 	t.Cleanup(func() { b.Close() })
-	var leases []distlock.Lease
+	var leases []driver.Lease
 	for i := range 10 {
-		l, err := b.Acquire(ctx, fmt.Sprintf("cluster-mode/%d", i), distlock.AcquireOptions{TTL: time.Minute})
+		l, err := b.Acquire(ctx, fmt.Sprintf("cluster-mode/%d", i), driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func TestRefreshAllClusterModeServer(t *testing.T) {
 
 // refreshMany sends one script call with the lock keys of leases, as a
 // batched refresh would, and returns the server's error.
-func refreshMany(ctx context.Context, c *redis.Client, leases []distlock.Lease) error {
+func refreshMany(ctx context.Context, c *redis.Client, leases []driver.Lease) error {
 	keys := make([]string, len(leases))
 	for i := range leases {
 		keys[i] = lockKey(fmt.Sprintf("cluster-mode/%d", i))

@@ -35,8 +35,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 const (
@@ -52,7 +51,7 @@ const (
 
 // cleanupRetry paces the background retries of a clean-up: from 10ms,
 // doubling, up to a second, with full jitter.
-var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
+var cleanupRetry = driver.ExponentialBackoff(10*time.Millisecond, time.Second)
 
 // runRelease runs the release script for the grant of args: it
 // releases the grant if held, and takes *waiter (if waiter is not nil and
@@ -150,8 +149,8 @@ func (a *attempt) retryInBackground(sent time.Time, cleanUp func(context.Context
 		defer b.wg.Done()
 		ctx, cancel := context.WithDeadline(b.closing, until)
 		defer cancel()
-		_ = backend.Retry(ctx, cleanupRetry, func(ctx context.Context) error {
-			if err := cleanUp(ctx); errors.Is(err, distlock.ErrUnavailable) {
+		_ = driver.Retry(ctx, cleanupRetry, func(ctx context.Context) error {
+			if err := cleanUp(ctx); errors.Is(err, driver.ErrUnavailable) {
 				return err
 			}
 			// Done, or refused in a way that trying again cannot change.

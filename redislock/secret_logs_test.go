@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -55,20 +55,20 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	key := "logged"
 	holder := newBackend(t, srv.Addr)
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A waiter that gives up: it queued, then leaves.
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = b.Acquire(short, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	_, err = b.Acquire(short, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	cancel()
 	if err == nil {
 		t.Fatal("acquired a held key")
 	}
-	got := make(chan distlock.Lease, 1)
+	got := make(chan driver.Lease, 1)
 	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err != nil {
 			t.Error(err)
 		}
@@ -113,9 +113,9 @@ func TestSecretStaysOutOfRefreshLogs(t *testing.T) {
 	c.AddHook(&log)
 	b := mustNew(t, c)
 	t.Cleanup(func() { b.Close() })
-	var ls []distlock.Lease
+	var ls []driver.Lease
 	for _, key := range []string{"refreshed-a", "refreshed-b"} {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestSecretStaysOutOfRefreshLogs(t *testing.T) {
 	if _, err := ls[0].Refresh(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	for _, batch := range [][]distlock.Lease{ls[:1], ls} {
+	for _, batch := range [][]driver.Lease{ls[:1], ls} {
 		for _, r := range b.RefreshAll(ctx, batch, time.Minute) {
 			if r.Err != nil {
 				t.Fatal(r.Err)

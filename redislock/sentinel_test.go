@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
@@ -49,7 +50,7 @@ func TestConformanceSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 	distlocktest.Run(t,
-		func(t *testing.T) distlock.Backend {
+		func(t *testing.T) driver.Backend {
 			b, err := redislock.OpenURL(context.Background(), s.url())
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +76,7 @@ func TestSentinelFailoverKeepsReplicatedGrant(t *testing.T) {
 	}
 	t.Cleanup(func() { other.Close() })
 
-	held, err := holder.Acquire(ctx, "failover", distlock.AcquireOptions{TTL: time.Minute})
+	held, err := holder.Acquire(ctx, "failover", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func TestSentinelFailoverKeepsReplicatedGrant(t *testing.T) {
 	// key held.
 	var tryErr error
 	eventually(t, 30*time.Second, "a try on the new primary", func() bool {
-		var l distlock.Lease
-		l, tryErr = other.Acquire(ctx, "failover", distlock.AcquireOptions{TTL: time.Minute})
+		var l driver.Lease
+		l, tryErr = other.Acquire(ctx, "failover", driver.AcquireOptions{TTL: time.Minute})
 		if tryErr == nil {
 			l.Release(ctx)
 			t.Fatalf("granted a key whose replicated grant (token %d) survived the failover, token %d", held.Token(), l.Token())
@@ -118,7 +119,7 @@ func TestSentinelFailoverKeepsReplicatedGrant(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("release after failover: %v", err)
 	}
-	next, err := other.Acquire(ctx, "failover", distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	next, err := other.Acquire(ctx, "failover", driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/redislock"
 )
@@ -47,13 +47,13 @@ func TestLateHandOffMessageIsNotAGrant(t *testing.T) {
 	waiter := mustNew(t, wc, live)
 	t.Cleanup(func() { waiter.Close() })
 
-	lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var (
 		once   sync.Once
-		lo     distlock.Lease
+		lo     driver.Lease
 		staged = make(chan struct{})
 	)
 	redislock.SetWaitHooks(waiter,
@@ -72,19 +72,19 @@ func TestLateHandOffMessageIsNotAGrant(t *testing.T) {
 					return admin.Exists(ctx, lockKey(key)).Val() == 0
 				})
 				var err error
-				if lo, err = other.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); err != nil {
+				if lo, err = other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); err != nil {
 					t.Errorf("the key after the handed grant expired: %v", err)
 				}
 			})
 		})
 
 	type result struct {
-		l   distlock.Lease
+		l   driver.Lease
 		err error
 	}
 	got := make(chan result, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx, key, distlock.AcquireOptions{TTL: 100 * time.Millisecond, Wait: true})
+		l, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: 100 * time.Millisecond, Wait: true})
 		got <- result{l, err}
 	}()
 	<-staged

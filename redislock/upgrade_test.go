@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -52,7 +53,7 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 	old := loadPrevious(t)
 	b := newBackend(t, srv.Addr)
 	const key = "upgrade"
-	opts := distlock.AcquireOptions{TTL: time.Minute}
+	opts := driver.AcquireOptions{TTL: time.Minute}
 	oldAcquire := func(secret string) []any {
 		t.Helper()
 		ka, _ := previousKeys(key, secret)

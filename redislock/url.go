@@ -9,9 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisurl"
-	"github.com/distlock/distlock/internal/tlsfiles"
 )
 
 // OpenTimeout bounds the PING with which OpenURL checks the server, so that
@@ -250,7 +249,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	b, err := newBackend(client, append(r.opts, opts...))
 	if err != nil {
 		_ = client.Close()
-		return nil, r.Fail(distlock.ErrInvalidOption, "options", err)
+		return nil, r.Fail(driver.ErrInvalidOption, "options", err)
 	}
 	b.ownsClient = true
 
@@ -258,23 +257,23 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		_ = b.Close()
-		if tlsfiles.IsFailure(err) {
+		if driver.IsTLSFailure(err) {
 			// A certificate problem is not worth retrying.
 			return nil, r.Fail(nil, "TLS", err)
 		}
-		if plainAddr != "" && tlsfiles.ClosedAtOnce(err) {
+		if plainAddr != "" && driver.TLSClosedAtOnce(err) {
 			// A TLS server hangs up on plain text: say so rather than EOF.
 			tctx, cancel := context.WithTimeout(ctx, time.Second)
-			isTLS := tlsfiles.SpeaksTLS(tctx, plainAddr, nil)
+			isTLS := driver.SpeaksTLS(tctx, plainAddr, nil)
 			cancel()
 			if isTLS {
-				return nil, r.Fail(distlock.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
+				return nil, r.Fail(driver.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
 			}
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", r.Fail(distlock.ErrUnavailable, "PING", err), context.Cause(ctx))
+			return nil, fmt.Errorf("%w: %w", r.Fail(driver.ErrUnavailable, "PING", err), context.Cause(ctx))
 		}
-		return nil, r.Fail(distlock.ErrUnavailable, "PING", err)
+		return nil, r.Fail(driver.ErrUnavailable, "PING", err)
 	}
 	return b, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 )
@@ -28,7 +29,7 @@ func TestOpenURL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenURL: %v", err)
 	}
-	l, err := b.Acquire(ctx, "url", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, "url", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +109,15 @@ func TestList(t *testing.T) {
 	b := newBackend(t, srv.Addr)
 	other := newBackend(t, srv.Addr, redislock.WithPrefix("other:"))
 	keys := []string{"jobs/b", "jobs/a", "jobs/{x}*?", "mail/1", "jobs"}
-	var held []distlock.Lease
+	var held []driver.Lease
 	for i, k := range keys {
-		l, err := b.Acquire(ctx, k, distlock.AcquireOptions{TTL: time.Minute, Owner: fmt.Sprintf("host:%d", i)})
+		l, err := b.Acquire(ctx, k, driver.AcquireOptions{TTL: time.Minute, Owner: fmt.Sprintf("host:%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, l)
 	}
-	if l, err := other.Acquire(ctx, "jobs/other-prefix", distlock.AcquireOptions{TTL: time.Minute}); err != nil {
+	if l, err := other.Acquire(ctx, "jobs/other-prefix", driver.AcquireOptions{TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	} else {
 		defer l.Release(ctx)
@@ -170,7 +171,7 @@ func TestOpenURLTLS(t *testing.T) {
 		t.Fatalf("OpenURL over TLS: %v", err)
 	}
 	defer b.Close()
-	l, err := b.Acquire(ctx, "tls", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, "tls", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire over TLS: %v", err)
 	}
@@ -258,7 +259,7 @@ func TestOpenURLOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

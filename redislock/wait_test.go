@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -33,7 +34,7 @@ func TestUncontendedRequests(t *testing.T) {
 			key := "uncontended/" + mode.name
 			cycle := func(key string) {
 				t.Helper()
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -78,7 +79,7 @@ func testReleaseBeforeSubscription(t *testing.T, opt redislock.Option) {
 	holder := newBackend(t, srv.Addr, opt)
 
 	run := func(t *testing.T, recheck bool) (slept bool, res chan error, cancel context.CancelFunc) {
-		lh, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+		lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +103,7 @@ func testReleaseBeforeSubscription(t *testing.T, opt redislock.Option) {
 		wctx, cancel := context.WithTimeout(ctx, ttl/4)
 		res = make(chan error, 1)
 		go func() {
-			l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err == nil {
 				err = l.Release(ctx)
 			}
@@ -170,17 +171,17 @@ func TestHandOffChainSubscribesOnce(t *testing.T) {
 	})
 	m := startMonitor(t, srv.Addr)
 
-	var prev distlock.Lease
-	prev, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	var prev driver.Lease
+	prev, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.requests(t, admin)
 	const chain = 5
 	for i := range chain {
-		got := make(chan distlock.Lease, 1)
+		got := make(chan driver.Lease, 1)
 		go func() {
-			l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 			}
@@ -221,7 +222,7 @@ func TestCanceledAcquireMatchesContext(t *testing.T) {
 	srv := startRedis(t)
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	key := "canceled-acquire"
-	lh, err := newBackend(t, srv.Addr).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	lh, err := newBackend(t, srv.Addr).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestCanceledAcquireMatchesContext(t *testing.T) {
 			ended, cancel := context.WithCancelCause(ctx)
 			cancel(distlock.ErrClosed)
 			for _, wait := range []bool{false, true} {
-				_, err := b.Acquire(ended, key, distlock.AcquireOptions{TTL: time.Minute, Wait: wait})
+				_, err := b.Acquire(ended, key, driver.AcquireOptions{TTL: time.Minute, Wait: wait})
 				check(t, err)
 			}
 		})
@@ -264,7 +265,7 @@ func TestCanceledAcquireMatchesContext(t *testing.T) {
 			defer cancel(nil)
 			res := make(chan error, 1)
 			go func() {
-				l, err := b.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+				l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 				if err == nil {
 					l.Release(ctx)
 				}

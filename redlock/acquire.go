@@ -10,8 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 const (
@@ -39,7 +38,7 @@ const (
 // splitBackoff paces the rounds of a waiter after a split vote (no
 // majority for anyone): full jitter, so that the clients that split one
 // round do not meet again in the next.
-var splitBackoff = distlock.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)
+var splitBackoff = driver.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)
 
 // Acquire implements distlock.Backend. A try is one round of votes: the
 // acquire script on every node in parallel, each bounded by the per-node
@@ -51,8 +50,8 @@ var splitBackoff = distlock.ExponentialBackoff(5*time.Millisecond, 500*time.Mill
 // held joins the key's queue on the nodes and tries again when a release
 // wakes it (a release wakes one waiter), when enough holders' grants have
 // expired, or after a split vote, after a backoff with full jitter.
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	if err := b.cfg.checkTTL(opts.TTL); err != nil {
@@ -68,11 +67,11 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	l, r, err := b.try(ctx, k, opts, nil)
 	switch {
 	case ctx.Err() != nil:
-		return nil, backend.Canceled(ctx)
+		return nil, driver.Canceled(ctx)
 	case err != nil:
 		return nil, err
 	case l == nil:
-		return nil, fmt.Errorf("%w: redlock: %s", distlock.ErrNotAcquired, r.why)
+		return nil, fmt.Errorf("%w: redlock: %s", driver.ErrNotAcquired, r.why)
 	}
 	return l, nil
 }
@@ -164,7 +163,7 @@ func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bo
 // raising round. A round that finds nodes without their data starts or
 // completes their re-seeding, and when that lets them vote at once, the
 // try runs one more round.
-func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions, w *waiter) (*lease, refusal, error) {
+func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOptions, w *waiter) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
 	ttlMillis := ceilMillis(opts.TTL)
 	// A waiter joins the key's queue on every node that is held, and
@@ -205,7 +204,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		}
 		b.abandon(ctx, k, secret, sent, opts.TTL, votes)
 		if ctx.Err() != nil {
-			return nil, refusal{}, backend.Canceled(ctx)
+			return nil, refusal{}, driver.Canceled(ctx)
 		}
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
 			if b.seed(context.WithoutCancel(ctx), r) && pass == 0 {
@@ -214,7 +213,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 		}
 		switch {
 		case len(r.granted) >= b.maj:
-			return nil, refusal{}, fmt.Errorf("%w: redlock: a majority granted, but its validity was used up before the token was settled", distlock.ErrUnavailable)
+			return nil, refusal{}, fmt.Errorf("%w: redlock: a majority granted, but its validity was used up before the token was settled", driver.ErrUnavailable)
 		case len(r.granted)+len(r.held) < b.maj:
 			return nil, refusal{}, b.unavailable("acquire", len(r.granted)+len(r.held), r.why)
 		case len(r.held) > len(b.nodes)-b.maj:
@@ -227,7 +226,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 
 // grant completes a round that a majority granted: it settles the token
 // (raising counters when needed) and checks that validity remains.
-func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent time.Time, opts distlock.AcquireOptions, votes []reply[vote], r round) (*lease, bool) {
+func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent time.Time, opts driver.AcquireOptions, votes []reply[vote], r round) (*lease, bool) {
 	counters := map[int]int64{}
 	for _, i := range r.granted {
 		counters[i] = votes[i].val.val
@@ -253,7 +252,7 @@ func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent tim
 	if time.Since(sent)+drift(opts.TTL) >= opts.TTL {
 		return nil, false
 	}
-	return &lease{b: b, k: k, secret: secret, token: uint64(T), validity: distlock.Validity{Sent: sent, TTL: opts.TTL}}, true
+	return &lease{b: b, k: k, secret: secret, token: uint64(T), validity: driver.Validity{Sent: sent, TTL: opts.TTL}}, true
 }
 
 // patience is the PTTLs of the held nodes of round r as waiter w waits
@@ -303,7 +302,7 @@ func (b *Backend) expiryWait(held []int64) time.Duration {
 // channel first (a try before that, which found the key held, is tried
 // again once the channel is subscribed: the try queues the waiter);
 // later ones queue with their first try.
-func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOptions) (l distlock.Lease, err error) {
+func (b *Backend) wait(ctx context.Context, k lockKeys, opts driver.AcquireOptions) (l driver.Lease, err error) {
 	var w *waiter
 	if s := b.readySubscriber(); s != nil {
 		w = s.add()
@@ -326,7 +325,7 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 	for {
 		switch {
 		case ctx.Err() != nil:
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		case b.isClosed():
 			return nil, ErrClosed
 		}
@@ -336,7 +335,7 @@ func (b *Backend) wait(ctx context.Context, k lockKeys, opts distlock.AcquireOpt
 		}
 		switch {
 		case ctx.Err() != nil:
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		case err != nil:
 			return nil, err
 		case l != nil:

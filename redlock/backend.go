@@ -13,14 +13,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend = (*Backend)(nil)
-	_ distlock.Lister  = (*Backend)(nil)
-	_ distlock.Lease   = (*lease)(nil)
-	_ Node             = (*redis.Client)(nil)
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Lister  = (*Backend)(nil)
+	_ driver.Lease   = (*lease)(nil)
+	_ Node           = (*redis.Client)(nil)
 )
 
 // Node is what the Backend needs of the client of one Redis server: its
@@ -80,7 +80,7 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redlock: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+		return fmt.Errorf("%w: redlock: "+format, append([]any{driver.ErrInvalidOption}, args...)...)
 	}
 	if len(nodes) == 0 {
 		return nil, bad("no node")

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 			admins := make([]*testserver.Redis, n)
 			copy(admins, srvs)
 			distlocktest.Run(t,
-				func(t *testing.T) distlock.Backend { return newBackend(t, addrs(srvs)) },
+				func(t *testing.T) driver.Backend { return newBackend(t, addrs(srvs)) },
 				distlocktest.WithTTL(time.Second),
 				distlocktest.WithRevoke(func(t *testing.T, key string) {
 					// Every node drops the grant; the holder learns at its
@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 						}
 					}
 				}),
-				distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+				distlocktest.WithUnreachable(func(t *testing.T) driver.Backend {
 					closed := make([]string, n)
 					for i := range closed {
 						closed[i] = closedAddr(t)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -27,7 +27,7 @@ func TestCommandsPerCycle(t *testing.T) {
 	srvs := startNodes(t, 3)
 	b := newBackend(t, addrs(srvs))
 	ctx := testCtx(t)
-	opts := distlock.AcquireOptions{TTL: 10 * time.Second, Owner: "cost"}
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Owner: "cost"}
 	cycle := func() {
 		t.Helper()
 		l, err := b.Acquire(ctx, "cost", opts)

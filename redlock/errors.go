@@ -11,13 +11,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // ErrClosed is returned by a Backend after Close. It matches
 // distlock.ErrClosed.
-var ErrClosed = backend.ClosedError("redlock")
+var ErrClosed = driver.ClosedError("redlock")
 
 // transientPrefixes are the Redis error replies worth retrying.
 var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN"}
@@ -37,12 +36,12 @@ func classify(ctx context.Context, err error) error {
 		msg := strings.TrimPrefix(rerr.Error(), "ERR ")
 		for _, p := range transientPrefixes {
 			if strings.HasPrefix(msg, p) {
-				return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+				return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 			}
 		}
 		return err
 	}
-	return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+	return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 }
 
 // nodeErrors describes the nodes that did not take part, for the error of
@@ -61,5 +60,5 @@ func (b *Backend) nodeErrors(why []string) string {
 // unavailable is the error of an operation that heard from too few nodes.
 func (b *Backend) unavailable(what string, got int, why []string) error {
 	return fmt.Errorf("%w: redlock: %s: %d of %d nodes, %d needed; not counted: %s",
-		distlock.ErrUnavailable, what, got, len(b.nodes), b.maj, b.nodeErrors(why))
+		driver.ErrUnavailable, what, got, len(b.nodes), b.maj, b.nodeErrors(why))
 }

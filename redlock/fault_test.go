@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
@@ -31,7 +32,7 @@ func lockKeysOn(t *testing.T, s *testserver.Redis) []any {
 // cycle acquires key without waiting and releases it, returning the token.
 func cycle(t *testing.T, ctx context.Context, b *redlock.Backend, key string) uint64 {
 	t.Helper()
-	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Second})
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -60,7 +61,7 @@ func TestMinorityAndMajorityDown(t *testing.T) {
 		last = tok
 	}
 	srvs[4].Kill()
-	_, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: 2 * time.Second})
+	_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Second})
 	if !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("Acquire with three of five down: %v, want ErrUnavailable", err)
 	}
@@ -90,7 +91,7 @@ func TestMinorityAndMajorityDown(t *testing.T) {
 func TestRestartWithoutPersistence(t *testing.T) {
 	ctx := testCtx(t)
 	const maxTTL = 5 * time.Second
-	opts := distlock.AcquireOptions{TTL: maxTTL}
+	opts := driver.AcquireOptions{TTL: maxTTL}
 	for _, bypass := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bypass=%v", bypass), func(t *testing.T) {
 			srvs := startNodes(t, 3)
@@ -225,7 +226,7 @@ func TestSplitVotesUnderFaults(t *testing.T) {
 			defer wg.Done()
 			for r := 0; r < rounds; {
 				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				l, err := b.Acquire(actx, key, distlock.AcquireOptions{TTL: 300 * time.Millisecond, Wait: true})
+				l, err := b.Acquire(actx, key, driver.AcquireOptions{TTL: 300 * time.Millisecond, Wait: true})
 				cancel()
 				if errors.Is(err, distlock.ErrUnavailable) {
 					continue // a node died mid-round; the Client would retry
@@ -312,7 +313,7 @@ func TestLostReplies(t *testing.T) {
 	}
 	a := newBackend(t, paths, redlock.WithNodeTimeout(200*time.Millisecond))
 	other := newBackend(t, addrs(srvs))
-	opts := distlock.AcquireOptions{TTL: 5 * time.Second}
+	opts := driver.AcquireOptions{TTL: 5 * time.Second}
 	key := "lost/" + t.Name()
 	cycle(t, ctx, other, key) // a new deployment: every node must answer to be marked seeded
 

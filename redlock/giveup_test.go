@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -109,7 +109,7 @@ func testWokenWaiterGivesUp(t *testing.T, closeBackend bool) {
 	}
 	const key = "woken-gives-up"
 	holder := newB(nil)
-	held, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: hold, Owner: "holder"})
+	held, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: hold, Owner: "holder"})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -141,7 +141,7 @@ func testWokenWaiterGivesUp(t *testing.T, closeBackend bool) {
 	defer cancel()
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := first.Acquire(fctx, key, distlock.AcquireOptions{TTL: hold, Wait: true, Owner: "first"})
+		_, err := first.Acquire(fctx, key, driver.AcquireOptions{TTL: hold, Wait: true, Owner: "first"})
 		firstDone <- err
 	}()
 	for range addrs {
@@ -154,7 +154,7 @@ func testWokenWaiterGivesUp(t *testing.T, closeBackend bool) {
 	second := newB(nil)
 	secondDone := make(chan error, 1)
 	go func() {
-		l, err := second.Acquire(ctx, key, distlock.AcquireOptions{TTL: hold, Wait: true, Owner: "second"})
+		l, err := second.Acquire(ctx, key, driver.AcquireOptions{TTL: hold, Wait: true, Owner: "second"})
 		if err == nil {
 			err = l.Release(ctx)
 		}

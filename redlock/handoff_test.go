@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
@@ -24,8 +24,8 @@ func queueKey(key string) string { return redlock.DefaultPrefix + redislock.Hash
 const longHold = 2 * time.Minute
 
 // waitOpts are the options of a waiting Acquire that holds for longHold.
-func waitOpts(owner string) distlock.AcquireOptions {
-	return distlock.AcquireOptions{TTL: longHold, Wait: true, Owner: owner}
+func waitOpts(owner string) driver.AcquireOptions {
+	return driver.AcquireOptions{TTL: longHold, Wait: true, Owner: owner}
 }
 
 // evalshaCalls is how many scripts s has run since its stats were reset:
@@ -77,7 +77,7 @@ func TestHandoffWakesOneWaiter(t *testing.T) {
 	holder := newBackend(t, addrs(srvs))
 	ctx := testCtx(t)
 	const key = "handoff"
-	held, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: longHold, Owner: "holder"})
+	held, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: longHold, Owner: "holder"})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestDeadWaiterIsSkipped(t *testing.T) {
 	holder := newBackend(t, addrs(srvs))
 	ctx := testCtx(t)
 	const key = "dead-waiter"
-	held, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: longHold, Owner: "holder"})
+	held, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: longHold, Owner: "holder"})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -206,7 +206,7 @@ func TestGivenUpWaiterLeavesQueue(t *testing.T) {
 	holder := newBackend(t, addrs(srvs))
 	ctx := testCtx(t)
 	const key = "given-up"
-	if _, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: longHold, Owner: "holder"}); err != nil {
+	if _, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: longHold, Owner: "holder"}); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	b := newBackend(t, addrs(srvs))

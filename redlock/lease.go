@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // lease is one grant. Its errors do not name the key or the operation: the
@@ -20,7 +19,7 @@ type lease struct {
 	k        lockKeys
 	secret   string
 	token    uint64
-	validity distlock.Validity
+	validity driver.Validity
 	// member is the queue member of the waiter granted, or "": a node
 	// whose queue kept it (it was held at the try that won) drops it at
 	// the release.
@@ -30,27 +29,27 @@ type lease struct {
 	released bool // a release was confirmed
 
 	vmu  sync.Mutex
-	last distlock.Validity // the latest confirmed validity (grant or refresh)
+	last driver.Validity // the latest confirmed validity (grant or refresh)
 }
 
 // Token implements distlock.Lease.
 func (l *lease) Token() uint64 { return l.token }
 
 // Validity implements distlock.Lease.
-func (l *lease) Validity() distlock.Validity { return l.validity }
+func (l *lease) Validity() driver.Validity { return l.validity }
 
 // Refresh implements distlock.Lease: refresh.lua extends the grant on
 // every node that still holds it, in parallel. The refresh counts only
 // when a majority extended it with validity left (ttl less the time since
 // the first request and the drift); when a majority no longer holds the
 // grant, it is lost.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	b := l.b
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	if err := b.cfg.checkTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+		return driver.Validity{}, err
 	}
 	sent := time.Now()
 	res := each(ctx, b, nil, b.cfg.timeoutFor(ttl), func(ctx context.Context, n Node) (int64, error) {
@@ -59,19 +58,19 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 	kept, gone, why := tallyKept(res)
 	switch {
 	case ctx.Err() != nil:
-		return distlock.Validity{}, fmt.Errorf("redlock: %w", context.Cause(ctx))
+		return driver.Validity{}, fmt.Errorf("redlock: %w", context.Cause(ctx))
 	case kept >= b.maj && time.Since(sent)+drift(ttl) < ttl:
-		v := distlock.Validity{Sent: sent, TTL: ttl}
+		v := driver.Validity{Sent: sent, TTL: ttl}
 		l.vmu.Lock()
 		l.last = v
 		l.vmu.Unlock()
 		return v, nil
 	case kept >= b.maj:
-		return distlock.Validity{}, fmt.Errorf("%w: redlock: a majority extended the grant, but too late to count", distlock.ErrUnavailable)
+		return driver.Validity{}, fmt.Errorf("%w: redlock: a majority extended the grant, but too late to count", driver.ErrUnavailable)
 	case gone > len(b.nodes)-b.maj:
-		return distlock.Validity{}, l.gone(gone)
+		return driver.Validity{}, l.gone(gone)
 	}
-	return distlock.Validity{}, b.unavailable("refresh", kept, why)
+	return driver.Validity{}, b.unavailable("refresh", kept, why)
 }
 
 // tallyKept counts the replies nodeKept and nodeGone, and says why the
@@ -103,7 +102,7 @@ func (l *lease) Release(ctx context.Context) error {
 	defer l.mu.Unlock()
 	b := l.b
 	if l.released {
-		return fmt.Errorf("%w: redlock: token %d was already released", distlock.ErrLockLost, l.token)
+		return fmt.Errorf("%w: redlock: token %d was already released", driver.ErrLockLost, l.token)
 	}
 	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
 	res := each(ctx, b, nil, b.cfg.timeoutFor(l.validity.TTL), op)
@@ -153,5 +152,5 @@ func (l *lease) expiry() time.Time {
 // gone is the error of a lease that a majority of nodes no longer holds.
 func (l *lease) gone(n int) error {
 	return fmt.Errorf("%w: redlock: the grant of token %d is gone on %d of %d nodes (it expired or was taken over)",
-		distlock.ErrLockLost, l.token, n, len(l.b.nodes))
+		driver.ErrLockLost, l.token, n, len(l.b.nodes))
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // scanCount is the COUNT hint of each SCAN call.
@@ -30,7 +30,7 @@ type nodeGrant struct {
 // Expires this host's clock plus the time a majority still holds it. The
 // listing is not a snapshot; nodes that do not answer are left out, and
 // List fails when fewer than a majority answer.
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper(prefix)) + "*}" + suffixLock
 	now := time.Now()
 	res := each(ctx, b, nil, OpenTimeout, func(ctx context.Context, n Node) ([]nodeGrant, error) {
@@ -94,12 +94,12 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 	if answered < b.maj {
 		return nil, b.unavailable("list", answered, why)
 	}
-	var hs []distlock.Holder
+	var hs []driver.Holder
 	for id, g := range groups {
 		if len(g.grants) < b.maj {
 			continue
 		}
-		h := distlock.Holder{Key: id[0], Owner: g.grants[0].owner, Since: g.grants[0].since}
+		h := driver.Holder{Key: id[0], Owner: g.grants[0].owner, Since: g.grants[0].since}
 		var pttls []time.Duration
 		for _, x := range g.grants {
 			h.Token = max(h.Token, x.token)
@@ -115,7 +115,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 		}
 		hs = append(hs, h)
 	}
-	slices.SortFunc(hs, func(x, y distlock.Holder) int { return strings.Compare(x.Key, y.Key) })
+	slices.SortFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
 	return hs, nil
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 const (
@@ -62,15 +62,15 @@ func newConfig(opts []Option) (config, error) {
 		}
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: redlock: "+format, append([]any{distlock.ErrInvalidOption}, args...)...)
+		return fmt.Errorf("%w: redlock: "+format, append([]any{driver.ErrInvalidOption}, args...)...)
 	}
 	switch {
 	case strings.ContainsAny(c.prefix, "{}"):
 		return c, bad("prefix %q contains a brace", c.prefix)
 	case c.nodeTimeout < 0:
 		return c, bad("node timeout %v is negative", c.nodeTimeout)
-	case c.maxTTL <= 0 || c.maxTTL > distlock.MaxTTL:
-		return c, bad("max TTL %v is not in (0, %v]", c.maxTTL, distlock.MaxTTL)
+	case c.maxTTL <= 0 || c.maxTTL > driver.MaxTTL:
+		return c, bad("max TTL %v is not in (0, %v]", c.maxTTL, driver.MaxTTL)
 	}
 	return c, nil
 }
@@ -91,7 +91,7 @@ func drift(ttl time.Duration) time.Duration {
 // checkTTL is backend.CheckTTL with this Backend's maximum.
 func (c config) checkTTL(ttl time.Duration) error {
 	if ttl > c.maxTTL {
-		return fmt.Errorf("%w: redlock: TTL %v exceeds the Backend's maximum %v (WithMaxTTL)", distlock.ErrInvalidOption, ttl, c.maxTTL)
+		return fmt.Errorf("%w: redlock: TTL %v exceeds the Backend's maximum %v (WithMaxTTL)", driver.ErrInvalidOption, ttl, c.maxTTL)
 	}
 	return nil
 }

@@ -18,8 +18,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 const (
@@ -37,7 +36,7 @@ const (
 
 // cleanupRetry paces the background retries of a clean-up: from 10ms,
 // doubling, up to a second, with full jitter.
-var cleanupRetry = distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
+var cleanupRetry = driver.ExponentialBackoff(10*time.Millisecond, time.Second)
 
 // release runs release.lua on node n; force writes the tombstone in any
 // case (a try's clean-up), keep long.
@@ -107,11 +106,11 @@ func (b *Backend) retryLater(idx []int, deadline time.Time, op func(context.Cont
 			defer b.wg.Done()
 			ctx, cancel := context.WithDeadline(b.closing, deadline)
 			defer cancel()
-			_ = backend.Retry(ctx, cleanupRetry, func(ctx context.Context) error {
+			_ = driver.Retry(ctx, cleanupRetry, func(ctx context.Context) error {
 				cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 				defer cancel()
 				_, err := op(cctx, b.nodes[i])
-				if err = classify(ctx, err); errors.Is(err, distlock.ErrUnavailable) {
+				if err = classify(ctx, err); errors.Is(err, driver.ErrUnavailable) {
 					return err
 				}
 				return nil

@@ -7,8 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
-
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -89,7 +88,7 @@ func TestTotalLossIsNotANewDeployment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srvs, b := threeNodeBackend(t)
-	l, err := b.Acquire(ctx, "total", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, "total", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +100,7 @@ func TestTotalLossIsNotANewDeployment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l, err := b.Acquire(ctx, "total", distlock.AcquireOptions{TTL: time.Minute}); err == nil {
+	if l, err := b.Acquire(ctx, "total", driver.AcquireOptions{TTL: time.Minute}); err == nil {
 		t.Errorf("granted token %d by nodes that all lost their data", l.Token())
 		l.Release(ctx)
 	}

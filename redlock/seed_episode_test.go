@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // A re-seeding that saw a node due, but whose copy arrives after the node
@@ -62,7 +62,7 @@ func TestSeedOfAnEarlierWaitDoesNotEndALaterOne(t *testing.T) {
 	if _, err := srvs[2].Do("SET", k.lock, "other|1|0|other", "PX", "60000"); err != nil {
 		t.Fatal(err)
 	}
-	a, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+	a, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl})
 	if err != nil {
 		t.Fatalf("A: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestSeedOfAnEarlierWaitDoesNotEndALaterOne(t *testing.T) {
 	if m, err := srvs[0].Do("GET", b.marker()); err != nil || !strings.HasPrefix(m.(string), "p:") {
 		t.Errorf("node 0's marker is %v (%v) after a copy from its earlier wait, want its new wait", m, err)
 	}
-	second, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: ttl})
+	second, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: ttl})
 	if err == nil {
 		if time.Since(a.Validity().Sent) < ttl-drift(ttl) {
 			t.Errorf("a second client was granted the key with token %d while A holds it with token %d", second.Token(), a.Token())

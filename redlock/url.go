@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisurl"
 )
 
@@ -115,7 +115,7 @@ func parseURL(raw string) (*redlockURL, error) {
 		r.nodes = append(r.nodes, o)
 	}
 	if _, err := newConfig(r.opts); err != nil {
-		return nil, u.Bad("%v", strings.TrimPrefix(err.Error(), distlock.ErrInvalidOption.Error()+": redlock: "))
+		return nil, u.Bad("%v", strings.TrimPrefix(err.Error(), driver.ErrInvalidOption.Error()+": redlock: "))
 	}
 	return r, nil
 }
@@ -172,7 +172,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	b, err := New(nodes, append(r.opts, opts...)...)
 	if err != nil {
 		closeAll()
-		return nil, r.Fail(distlock.ErrInvalidOption, "options", err)
+		return nil, r.Fail(driver.ErrInvalidOption, "options", err)
 	}
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
@@ -192,9 +192,9 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	if up < b.maj {
 		_ = b.Close()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", r.Fail(distlock.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
+			return nil, fmt.Errorf("%w: %w", r.Fail(driver.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
 		}
-		return nil, r.Fail(distlock.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
+		return nil, r.Fail(driver.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
 	}
 	return b, nil
 }

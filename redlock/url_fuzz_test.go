@@ -3,7 +3,7 @@ package redlock
 import (
 	"testing"
 
-	"github.com/distlock/distlock/internal/backendurl/urlfuzz"
+	"github.com/distlock/distlock/distlocktest"
 )
 
 // parseURL never panics, and its errors do not depend on the password:
@@ -16,6 +16,6 @@ func FuzzParseURL(f *testing.F) {
 	}
 	parse := func(raw string) error { _, err := parseURL(raw); return err }
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
-		urlfuzz.PasswordBlind(t, parse, prefix, user, password, suffix)
+		distlocktest.PasswordBlind(t, parse, prefix, user, password, suffix)
 	})
 }

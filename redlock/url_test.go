@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -87,7 +88,7 @@ func TestOpenURLAndList(t *testing.T) {
 	}
 	var want []uint64
 	for _, key := range []string{"list/a", "list/b", "other/c"} {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Owner: "me:1"})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "me:1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/gatewaylock"
@@ -193,7 +193,7 @@ func (gw *Gateway) logTail() string {
 }
 
 // openGateway opens a worker's gatewaylock Backend.
-func openGateway(ctx context.Context, r request) (distlock.Backend, io.Closer, error) {
+func openGateway(ctx context.Context, r request) (driver.Backend, io.Closer, error) {
 	b, err := gatewaylock.OpenURL(ctx, r.URL)
 	if err != nil {
 		return nil, nil, err

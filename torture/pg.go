@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
 )
@@ -27,7 +27,7 @@ func pgURL(addr, session string) string {
 }
 
 // openPG opens a worker's pglock Backend (session mode).
-func openPG(ctx context.Context, r request) (distlock.Backend, io.Closer, error) {
+func openPG(ctx context.Context, r request) (driver.Backend, io.Closer, error) {
 	b, err := pglock.OpenURL(ctx, r.URL)
 	if err != nil {
 		return nil, nil, err

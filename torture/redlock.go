@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
@@ -63,7 +63,7 @@ func redlockURL(addrs []string, options string) string {
 }
 
 // openRedlock opens a worker's redlock Backend.
-func openRedlock(ctx context.Context, r request) (distlock.Backend, io.Closer, error) {
+func openRedlock(ctx context.Context, r request) (driver.Backend, io.Closer, error) {
 	b, err := redlock.OpenURL(ctx, r.URL)
 	if err != nil {
 		return nil, nil, err

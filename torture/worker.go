@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/redislock"
@@ -297,7 +298,7 @@ func errKind(err error) string {
 
 func (w *worker) open(ctx context.Context, r request) error {
 	var (
-		b   distlock.Backend
+		b   driver.Backend
 		err error
 	)
 	w.kind, w.rawURL = r.Backend, r.URL

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -25,7 +25,7 @@ func zkURL(addrs []string) string {
 }
 
 // openZK opens a worker's zklock Backend.
-func openZK(ctx context.Context, r request) (distlock.Backend, io.Closer, error) {
+func openZK(ctx context.Context, r request) (driver.Backend, io.Closer, error) {
 	b, err := zklock.OpenURL(ctx, r.URL)
 	if err != nil {
 		return nil, nil, err

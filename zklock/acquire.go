@@ -12,8 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // maxCreates bounds the creates of one acquire: a create is redone when its
@@ -26,7 +25,7 @@ type acquire struct {
 	b    *Backend
 	key  string
 	dir  string // the lock's path, parent of the nodes
-	opts distlock.AcquireOptions
+	opts driver.AcquireOptions
 	uuid string // of our node's protected name
 	// lostReply is set once a create's reply was lost: that create may
 	// still be applied later, as a node with our protected name that the
@@ -51,7 +50,7 @@ func (a *acquire) run(ctx context.Context) (*lease, error) {
 	}
 	uuid, err := newID()
 	if err != nil {
-		return nil, fmt.Errorf("%w: zklock: random UUID: %w", distlock.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: zklock: random UUID: %w", driver.ErrUnavailable, err)
 	}
 	a.uuid = uuid
 	n, first, err := a.create(ctx)
@@ -115,13 +114,13 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 			b.dropProtected(a.dir, a.uuid)
 		}
 		if ctx.Err() != nil {
-			return nil, nil, backend.Canceled(ctx)
+			return nil, nil, driver.Canceled(ctx)
 		}
 		return nil, nil, b.sortErr(ctx, rctx, err)
 	}
 	canceled := func(n *node) (*node, <-chan listing, error) {
 		b.dropNode(n.path, n.sess)
-		return nil, nil, backend.Canceled(ctx)
+		return nil, nil, driver.Canceled(ctx)
 	}
 	b.created.expect(target)
 	defer b.created.forget(target)
@@ -271,7 +270,7 @@ func (a *acquire) claim(ctx context.Context) (*node, error) {
 		if err == nil || !disconnected(err) || ctx.Err() != nil {
 			return n, err
 		}
-		d, _ := distlock.ExponentialBackoff(claimRetryMin, claimRetryMax).Backoff(failures)
+		d, _ := driver.ExponentialBackoff(claimRetryMin, claimRetryMax).Backoff(failures)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -454,7 +453,7 @@ func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lea
 		case i == 0:
 			return a.grant(n, sent)
 		case !a.opts.Wait:
-			return nil, fmt.Errorf("%w: zklock: held", distlock.ErrNotAcquired)
+			return nil, fmt.Errorf("%w: zklock: held", driver.ErrNotAcquired)
 		}
 		pred := a.dir + "/" + children[i-1]
 		if b.beforeWatch != nil {
@@ -483,9 +482,9 @@ func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lea
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		case <-n.sess.done:
-			return nil, fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, b.sessionErr(n.sess))
+			return nil, fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, b.sessionErr(n.sess))
 		case <-b.ctx.Done():
 			return nil, ErrClosed
 		}
@@ -554,11 +553,11 @@ func (a *acquire) dropLate(ctx context.Context, late []string) error {
 // otherwise what ended the wait (the session, ctx, the Backend).
 func (a *acquire) pause(ctx context.Context, n *node, err error, failures *int) error {
 	b := a.b
-	if !a.opts.Wait || !errors.Is(err, distlock.ErrUnavailable) {
+	if !a.opts.Wait || !errors.Is(err, driver.ErrUnavailable) {
 		return err
 	}
 	*failures++
-	d, _ := distlock.ExponentialBackoff(dropRetryMin, dropRetryMax).Backoff(*failures)
+	d, _ := driver.ExponentialBackoff(dropRetryMin, dropRetryMax).Backoff(*failures)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -571,9 +570,9 @@ func (a *acquire) pause(ctx context.Context, n *node, err error, failures *int) 
 	case b.ctx.Err() != nil:
 		return ErrClosed
 	case b.sessionErr(n.sess) != nil:
-		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, b.sessionErr(n.sess))
+		return fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, b.sessionErr(n.sess))
 	case ctx.Err() != nil:
-		return backend.Canceled(ctx)
+		return driver.Canceled(ctx)
 	}
 	return nil
 }
@@ -581,9 +580,9 @@ func (a *acquire) pause(ctx context.Context, n *node, err error, failures *int) 
 // vanished is the error of an acquire whose node is gone while it waited.
 func (a *acquire) vanished(n *node) error {
 	if err := a.b.sessionErr(n.sess); err != nil {
-		return fmt.Errorf("%w: %w while waiting", distlock.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: %w: the waiting node %s was deleted", distlock.ErrUnavailable, ErrSessionLost, n.path)
+	return fmt.Errorf("%w: %w: the waiting node %s was deleted", driver.ErrUnavailable, ErrSessionLost, n.path)
 }
 
 // grant reports the grant once a listing sent at sent showed our node
@@ -606,7 +605,7 @@ func (a *acquire) grant(n *node, sent time.Time) (*lease, error) {
 	l := &lease{
 		b: b, sess: n.sess, key: a.key, path: n.path,
 		token:    uint64(n.czxid),
-		validity: distlock.Validity{Sent: sent, TTL: n.sess.timeout},
+		validity: driver.Validity{Sent: sent, TTL: n.sess.timeout},
 		onLost:   a.opts.OnLost,
 		done:     make(chan struct{}),
 	}
@@ -669,7 +668,7 @@ func (b *Backend) dropLater(op func(ctx context.Context) error) {
 		return
 	}
 	b.life.Go(func() {
-		pauses := distlock.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
-		_ = backend.Retry(b.ctx, pauses, try)
+		pauses := driver.ExponentialBackoff(min(dropRetryMin, b.cfg.requestTimeout), dropRetryMax)
+		_ = driver.Retry(b.ctx, pauses, try)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -21,13 +22,13 @@ func TestNoNodeLeftByFailedAcquires(t *testing.T) {
 	admin := adminConn(t, z.Servers)
 	ctx := testCtx(t)
 	key := "cleanup/" + t.Name()
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
 	other := newBackend(t, z.Servers)
 	for range 5 {
-		if _, err := other.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
+		if _, err := other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Fatalf("try of a held key: %v, want ErrNotAcquired", err)
 		}
 	}
@@ -38,7 +39,7 @@ func TestNoNodeLeftByFailedAcquires(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
-			_, err := other.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			_, err := other.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			done <- err
 		}()
 		waitNodes(t, admin, key, 2)
@@ -68,7 +69,7 @@ func TestLostCreateReplyIsFoundByName(t *testing.T) {
 	admin := adminConn(t, z.Servers)
 	ctx := testCtx(t)
 	key := "cleanup/" + t.Name()
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
@@ -105,7 +106,7 @@ func TestLostCreateReplyFoundAcrossFailedReconnects(t *testing.T) {
 	admin := adminConn(t, z.Servers)
 	ctx := testCtx(t)
 	key := "cleanup/" + t.Name()
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/cli"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
@@ -208,7 +209,7 @@ func TestCuratorInterop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
-		want := distlock.Holder{Key: key, Token: uint64(st.Czxid), Owner: string(data)}
+		want := driver.Holder{Key: key, Token: uint64(st.Czxid), Owner: string(data)}
 		if len(holders) != 1 || holders[0].Key != want.Key || holders[0].Token != want.Token || holders[0].Owner != want.Owner {
 			t.Errorf("List: %+v, want %+v", holders, want)
 		}

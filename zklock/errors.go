@@ -7,8 +7,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // Errors of this package, for errors.Is. The errors actually returned wrap
@@ -23,7 +22,7 @@ var (
 	ErrSessionLost = errors.New("zklock: session lost")
 
 	// ErrClosed means the Backend was closed. It matches distlock.ErrClosed.
-	ErrClosed = backend.ClosedError("zklock")
+	ErrClosed = driver.ClosedError("zklock")
 )
 
 // sortErr turns an error of a ZooKeeper request made with rctx (ctx bounded
@@ -37,13 +36,13 @@ func (b *Backend) sortErr(ctx, rctx context.Context, err error) error {
 	case errors.Is(err, ErrClosed):
 		return err
 	case ctx.Err() != nil:
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, ctx.Err())
 	case rctx != nil && rctx.Err() != nil:
-		return fmt.Errorf("%w: zklock: no answer from ZooKeeper within %v", distlock.ErrUnavailable, b.cfg.requestTimeout)
+		return fmt.Errorf("%w: zklock: no answer from ZooKeeper within %v", driver.ErrUnavailable, b.cfg.requestTimeout)
 	case permanent(err):
 		return fmt.Errorf("zklock: %w", err)
 	}
-	return fmt.Errorf("%w: zklock: %w", distlock.ErrUnavailable, err)
+	return fmt.Errorf("%w: zklock: %w", driver.ErrUnavailable, err)
 }
 
 // permanent reports whether ZooKeeper refused a request in a way that

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -23,7 +23,7 @@ func TestHerdOneWakeupPerRelease(t *testing.T) {
 	ctx := testCtx(t)
 	key := "herd/" + t.Name()
 	holder := newBackend(t, z.Servers)
-	hl, err := holder.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
@@ -32,7 +32,7 @@ func TestHerdOneWakeupPerRelease(t *testing.T) {
 	defer cancel()
 	type result struct {
 		i   int
-		l   distlock.Lease
+		l   driver.Lease
 		err error
 	}
 	results := make(chan result, waiters)
@@ -41,7 +41,7 @@ func TestHerdOneWakeupPerRelease(t *testing.T) {
 		bs[i] = newBackend(t, z.Servers)
 		// One at a time, so that the queue order is the order of bs.
 		go func() {
-			l, err := bs[i].Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+			l, err := bs[i].Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 			results <- result{i, l, err}
 		}()
 		waitNodes(t, admin, key, i+2)
@@ -136,7 +136,7 @@ func TestNoWatchLeftAfterChurn(t *testing.T) {
 		b := newBackend(t, z.Servers)
 		go func() {
 			for range rounds {
-				l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+				l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 				if err != nil {
 					done <- err
 					return
@@ -172,7 +172,7 @@ func TestPredecessorGoneBeforeWatch(t *testing.T) {
 	admin := adminConn(t, z.Servers)
 	ctx := testCtx(t)
 	key := "vanish/" + t.Name()
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestPredecessorGoneBeforeWatch(t *testing.T) {
 	})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	l, err := w.Acquire(wctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+	l, err := w.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 	if err != nil {
 		t.Fatalf("waiter Acquire after its predecessor went: %v", err)
 	}

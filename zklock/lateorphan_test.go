@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -36,7 +36,7 @@ func TestLateNodeOfOursAheadIsDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create the late node: %v", err)
 	}
-	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("try with only a node of ours ahead: %v, want the lock (nodes %q)", err, nodesOf(t, admin, key))
 	}
@@ -68,7 +68,7 @@ func TestLateNodeOfOursBehindIsDeletedAtRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
@@ -91,7 +91,7 @@ func TestLateNodeOfOursBehindIsDeletedAtRelease(t *testing.T) {
 	if nodes := nodesOf(t, admin, key); len(nodes) != 0 {
 		t.Fatalf("after the release: nodes %q, want none (the late node %s holds the lock for nobody)", nodes, late)
 	}
-	other, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	other, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("try after the release: %v, want the lock", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -29,7 +30,7 @@ func TestLayoutAndList(t *testing.T) {
 	ctx := testCtx(t)
 	key := "layout/a b"
 	b := newBackend(t, z.Servers)
-	l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Owner: "host-a:123"})
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "host-a:123"})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -59,7 +60,7 @@ func TestLayoutAndList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Acquire(ctx, "layout/curator", distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := b.Acquire(ctx, "layout/curator", driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Errorf("try of a key Curator holds: %v, want ErrNotAcquired", err)
 	}
 
@@ -137,7 +138,7 @@ func TestKeysStayUnderPrefixInContainers(t *testing.T) {
 	keys := []string{"a", "a/b", "a%2Fb", "..", ".", "../x", "/", "a/../../zookeeper", "%", "\U0001F512", "é/."}
 	var want []string
 	for _, k := range keys {
-		l, err := b.Acquire(ctx, k, distlock.AcquireOptions{TTL: time.Minute})
+		l, err := b.Acquire(ctx, k, driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", k, err)
 		}

@@ -10,8 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 // lease is one grant: our lock node, first of the lock's nodes, ephemeral
@@ -22,7 +21,7 @@ type lease struct {
 	key      string // as given to Acquire
 	path     string // of our node
 	token    uint64 // the node's czxid
-	validity distlock.Validity
+	validity driver.Validity
 	onLost   func(error)
 	done     chan struct{} // closed when the lease ends
 	// sweep, if not empty, is the UUID of our protected name when a
@@ -44,7 +43,7 @@ const (
 	ended                     // released or lost
 )
 
-var _ distlock.Lease = (*lease)(nil)
+var _ driver.Lease = (*lease)(nil)
 
 // Token is the czxid of the lock node: the zxid of the transaction that
 // created it.
@@ -58,18 +57,18 @@ func (l *lease) Path() string { return l.path }
 
 // Validity is the confirmation the grant was reported with: the session
 // timeout, from the send time of the request that found our node first.
-func (l *lease) Validity() distlock.Validity { return l.validity }
+func (l *lease) Validity() driver.Validity { return l.validity }
 
 // Refresh reads the lock node's stat, one request whatever ttl is: the
 // session timeout applies, from the send time of that request, once the
 // reply shows the node still there, created for this grant and owned by the
 // live session. The session itself is kept alive by the zk client's pings.
-func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validity, error) {
-	if err := backend.CheckTTL(ttl); err != nil {
-		return distlock.Validity{}, err
+func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
+	if err := driver.CheckTTL(ttl); err != nil {
+		return driver.Validity{}, err
 	}
 	if l.state0() != held {
-		return distlock.Validity{}, l.gone()
+		return driver.Validity{}, l.gone()
 	}
 	b := l.b
 	rctx, cancel := b.request(ctx)
@@ -83,21 +82,21 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 			cause = serr
 		}
 		l.lose(cause)
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, cause)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrLockLost, cause)
 	case err != nil:
-		return distlock.Validity{}, b.sortErr(ctx, rctx, err)
+		return driver.Validity{}, b.sortErr(ctx, rctx, err)
 	case st.EphemeralOwner != l.sess.id || uint64(st.Czxid) != l.token:
 		cause := fmt.Errorf("zklock: the node of %q with token %d belongs to another grant", l.key, l.token)
 		l.lose(cause)
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, cause)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrLockLost, cause)
 	}
 	if serr := b.sessionErr(l.sess); serr != nil {
-		return distlock.Validity{}, fmt.Errorf("%w: %w", distlock.ErrLockLost, serr)
+		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrLockLost, serr)
 	}
 	if l.state0() == ended {
-		return distlock.Validity{}, l.gone()
+		return driver.Validity{}, l.gone()
 	}
-	return distlock.Validity{Sent: sent, TTL: l.sess.timeout}, nil
+	return driver.Validity{Sent: sent, TTL: l.sess.timeout}, nil
 }
 
 // Release deletes the lock node. If it was gone (the session expired, or
@@ -117,7 +116,7 @@ func (l *lease) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		l.setState(prev)
-		return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
 	}
 	b := l.b
 	rctx, cancel := b.request(ctx)
@@ -134,7 +133,7 @@ func (l *lease) Release(ctx context.Context) error {
 			l.dropLate()
 			return nil // the earlier attempt, or its clean-up, deleted it
 		}
-		return fmt.Errorf("%w: zklock: the node of %q with token %d was gone (its session expired or it was deleted)", distlock.ErrLockLost, l.key, l.token)
+		return fmt.Errorf("%w: zklock: the node of %q with token %d was gone (its session expired or it was deleted)", driver.ErrLockLost, l.key, l.token)
 	}
 	l.setState(releaseUnknown)
 	b.life.Go(func() { b.dropNode(l.path, l.sess) })
@@ -164,7 +163,7 @@ func (l *lease) setState(s leaseState) {
 }
 
 func (l *lease) gone() error {
-	return fmt.Errorf("%w: zklock: %q with token %d was already released or lost", distlock.ErrLockLost, l.key, l.token)
+	return fmt.Errorf("%w: zklock: %q with token %d was already released or lost", driver.ErrLockLost, l.key, l.token)
 }
 
 // end marks the lease released.
@@ -193,6 +192,6 @@ func (l *lease) lose(cause error) {
 	l.mu.Unlock()
 	l.b.unregister(l)
 	if l.onLost != nil {
-		l.onLost(fmt.Errorf("%w: %w", distlock.ErrLockLost, cause))
+		l.onLost(fmt.Errorf("%w: %w", driver.ErrLockLost, cause))
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // List implements distlock.Lister: for each lock path under the Backend's
@@ -19,7 +19,7 @@ import (
 // same paths). Owner is the node's data, as text; Since its creation time
 // on the server; Token its czxid. Expires is zero: a holder's session
 // timeout is not visible to other sessions.
-func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 	if err != nil {
 		return nil, b.sortErr(ctx, rctx, err)
 	}
-	var holders []distlock.Holder
+	var holders []driver.Holder
 	for _, d := range dirs {
 		key, ok := unescapeKey(d)
 		if !ok || !strings.HasPrefix(key, prefix) {
@@ -50,22 +50,22 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 			holders = append(holders, h)
 		}
 	}
-	slices.SortFunc(holders, func(a, b distlock.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(holders, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return holders, nil
 }
 
 // holder reads the first node under dir. A node that goes between the
 // listing and the read is skipped for the next.
-func (b *Backend) holder(ctx context.Context, dir string) (distlock.Holder, bool, error) {
+func (b *Backend) holder(ctx context.Context, dir string) (driver.Holder, bool, error) {
 	children, err := call(ctx, b, func() ([]string, error) {
 		c, _, err := b.conn.Children(dir)
 		return c, err
 	}, nil)
 	if errors.Is(err, zk.ErrNoNode) {
-		return distlock.Holder{}, false, nil
+		return driver.Holder{}, false, nil
 	}
 	if err != nil {
-		return distlock.Holder{}, false, err
+		return driver.Holder{}, false, err
 	}
 	sortNodes(children)
 	for _, c := range children {
@@ -81,13 +81,13 @@ func (b *Backend) holder(ctx context.Context, dir string) (distlock.Holder, bool
 			continue
 		}
 		if err != nil {
-			return distlock.Holder{}, false, err
+			return driver.Holder{}, false, err
 		}
-		return distlock.Holder{
+		return driver.Holder{
 			Token: uint64(g.st.Czxid),
 			Owner: string(g.data),
 			Since: time.UnixMilli(g.st.Ctime),
 		}, true, nil
 	}
-	return distlock.Holder{}, false, nil
+	return driver.Holder{}, false, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/zklock"
 )
@@ -27,7 +27,7 @@ func lossyBackend(t *testing.T, ctx context.Context, server, key, uuid string) (
 	if uuid != "" {
 		b.SetUUID(func() (string, error) { return uuid, nil })
 	}
-	warm, err := b.Acquire(ctx, key+"/warm-up", distlock.AcquireOptions{TTL: time.Minute})
+	warm, err := b.Acquire(ctx, key+"/warm-up", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("warm-up Acquire: %v", err)
 	}
@@ -39,7 +39,7 @@ func lossyBackend(t *testing.T, ctx context.Context, server, key, uuid string) (
 
 // acquired is the outcome of an Acquire run in the background.
 type acquired struct {
-	l   distlock.Lease
+	l   driver.Lease
 	err error
 }
 
@@ -56,7 +56,7 @@ func acquireLosingReplies(t *testing.T, ctx context.Context, b *zklock.Backend, 
 	p.DropReplies()
 	done := make(chan acquired, 1)
 	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		done <- acquired{l, err}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
@@ -72,7 +72,7 @@ func acquireLosingReplies(t *testing.T, ctx context.Context, b *zklock.Backend, 
 // granted waits up to 30 seconds for the Acquire of acquireLosingReplies
 // to be granted, and checks that b's session is still sid: a new session
 // would have cleaned up for the acquire, and the test would prove nothing.
-func granted(t *testing.T, admin *zk.Conn, key string, done <-chan acquired, b *zklock.Backend, sid int64) distlock.Lease {
+func granted(t *testing.T, admin *zk.Conn, key string, done <-chan acquired, b *zklock.Backend, sid int64) driver.Lease {
 	t.Helper()
 	var r acquired
 	select {

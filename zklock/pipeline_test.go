@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -199,7 +199,7 @@ func TestListingSentBehindCreate(t *testing.T) {
 	p := startOrderProxy(t, z.Servers[0], false)
 	b := newBackend(t, []string{p.addr()})
 	for i := range 3 {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: i%2 == 0})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: i%2 == 0})
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
@@ -225,7 +225,7 @@ func TestListingBeforeCreateListsAgain(t *testing.T) {
 	p := startOrderProxy(t, z.Servers[0], true)
 	b := newBackend(t, []string{p.addr()})
 	for i := range 2 {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: i == 0})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: i == 0})
 		if err != nil {
 			t.Fatalf("Acquire %d: %v", i, err)
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -127,9 +127,9 @@ func TestRequestsPerCycle(t *testing.T) {
 	makeLockPath(t, admin, key)
 	p := startCountingProxy(t, z.Servers[0])
 	b := newBackend(t, []string{p.addr()})
-	cycle := func(wait bool) distlock.Lease {
+	cycle := func(wait bool) driver.Lease {
 		t.Helper()
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: wait})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: wait})
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
@@ -156,13 +156,13 @@ func TestRequestsPerCycle(t *testing.T) {
 
 	// A hand-off: the waiter (through the proxy) lists, watches the
 	// holder's node, is woken by its release, lists again and is granted.
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
-	granted := make(chan distlock.Lease, 1)
+	granted := make(chan driver.Lease, 1)
 	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err != nil {
 			t.Errorf("waiter Acquire: %v", err)
 		}
@@ -218,7 +218,7 @@ func TestTokenIsCzxidUnderWrites(t *testing.T) {
 	b := newBackend(t, z.Servers)
 	for i := range 40 {
 		key := fmt.Sprintf("token/%d", i%4)
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}

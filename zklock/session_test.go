@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
@@ -30,7 +31,7 @@ func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 		t.Fatalf("holder Acquire: %v", err)
 	}
 	lost := make(chan error, 1)
-	raw, err := hb.Acquire(ctx, key+"/raw", distlock.AcquireOptions{TTL: shortSession, OnLost: func(err error) { lost <- err }})
+	raw, err := hb.Acquire(ctx, key+"/raw", driver.AcquireOptions{TTL: shortSession, OnLost: func(err error) { lost <- err }})
 	if err != nil {
 		t.Fatalf("raw Acquire: %v", err)
 	}
@@ -99,7 +100,7 @@ func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 }
 
 // newClient returns a distlock Client over b, closed when the test ends.
-func newClient(t testing.TB, b distlock.Backend, opts ...distlock.Option) *distlock.Client {
+func newClient(t testing.TB, b driver.Backend, opts ...distlock.Option) *distlock.Client {
 	t.Helper()
 	c, err := distlock.New(b, opts...)
 	if err != nil {
@@ -122,7 +123,7 @@ func TestWaiterSessionExpiry(t *testing.T) {
 	admin := adminConn(t, z.Servers)
 	ctx := testCtx(t)
 	key := "session/" + t.Name()
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
@@ -130,7 +131,7 @@ func TestWaiterSessionExpiry(t *testing.T) {
 	wb := newBackendTimeout(t, []string{p.Addr()}, shortSession)
 	done := make(chan error, 1)
 	go func() {
-		l, err := wb.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := wb.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			l.Release(ctx)
 		}
@@ -166,7 +167,7 @@ func TestGrantChecksTheNodeIsOurs(t *testing.T) {
 	admin := adminConn(t, z.Servers)
 	ctx := testCtx(t)
 	key := "session/" + t.Name()
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("holder Acquire: %v", err)
 	}
@@ -203,7 +204,7 @@ func TestGrantChecksTheNodeIsOurs(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		l, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute, Wait: true})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
 		if err == nil {
 			err = fmt.Errorf("granted with the node %s of an expired session", l.(interface{ Path() string }).Path())
 			l.Release(ctx)

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // defaultPort is ZooKeeper's client port.
@@ -42,7 +41,7 @@ const defaultPort = "2181"
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: zklock: malformed backend URL %q: %w", distlock.ErrInvalidOption, backendurl.Redact(rawURL), err)
+		return nil, fmt.Errorf("%w: zklock: malformed backend URL %q: %w", driver.ErrInvalidOption, driver.Redact(rawURL), err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -58,11 +57,11 @@ type zkURL struct {
 // urlForm is the form of a zk:// URL, for error messages.
 const urlForm = "want zk://[user:password@]host[:port][,host[:port]...][/prefix][?session_timeout=D&request_timeout=D]"
 
-// parseURL reads a zk:// URL through backendurl, the one reading of backend
+// parseURL reads a zk:// URL through driver.ParseURL, the one reading of backend
 // URLs (user information up to the last "@"). Its errors never quote the
 // input: a mistyped URL can put the password anywhere.
 func parseURL(raw string) (*zkURL, error) {
-	p, err := backendurl.Parse(raw)
+	p, err := driver.ParseURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%v; %s", err, urlForm)
 	}
@@ -77,7 +76,7 @@ func parseURL(raw string) (*zkURL, error) {
 		u.opts = append(u.opts, WithDigestAuth(p.User, p.Password))
 	}
 	for i, h := range p.Hosts {
-		hp, err := backendurl.HostPort(h, defaultPort)
+		hp, err := driver.HostPort(h, defaultPort)
 		if err != nil {
 			return nil, fmt.Errorf("host #%d: %v", i+1, err)
 		}

@@ -3,7 +3,7 @@ package zklock_test
 import (
 	"testing"
 
-	"github.com/distlock/distlock/internal/backendurl/urlfuzz"
+	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -16,6 +16,6 @@ func FuzzParseURL(f *testing.F) {
 		f.Add(s, "", "p/w?x#y@", ",,h:1/x?y=%zz")
 	}
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
-		urlfuzz.PasswordBlind(t, zklock.ParseURL, prefix, user, password, suffix)
+		distlocktest.PasswordBlind(t, zklock.ParseURL, prefix, user, password, suffix)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -40,7 +41,7 @@ func TestOpenURLBad(t *testing.T) {
 		if !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("error %q does not match ErrInvalidOption", err)
 		}
-		// The URL is shown redacted (backendurl): hosts, never the user
+		// The URL is shown redacted (driver.ParseURL): hosts, never the user
 		// information.
 		for _, s := range []string{secret, "alice"} {
 			if strings.Contains(err.Error(), s) {
@@ -61,7 +62,7 @@ func TestOpenURLDigest(t *testing.T) {
 		t.Fatalf("OpenURL: %v", err)
 	}
 	t.Cleanup(func() { b.Close() })
-	l, err := b.Acquire(ctx, "k", distlock.AcquireOptions{TTL: time.Minute})
+	l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}

@@ -9,13 +9,12 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
 var (
-	_ distlock.Backend = (*Backend)(nil)
-	_ distlock.Lister  = (*Backend)(nil)
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Lister  = (*Backend)(nil)
 )
 
 // Defaults of the options.
@@ -117,7 +116,7 @@ type Backend struct {
 
 	// life says whether the Backend is open and tracks the goroutines it
 	// starts; Close shuts it holding mu, so that under mu it stays as read.
-	life *backend.Tracker
+	life *driver.Tracker
 
 	mu      sync.Mutex
 	sess    *session      // the current session; nil before the first and after an expiry
@@ -157,22 +156,22 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 		}
 	}
 	if err := checkPrefix(cfg.prefix); err != nil {
-		return nil, fmt.Errorf("%w: zklock: %w", distlock.ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: zklock: %w", driver.ErrInvalidOption, err)
 	}
 	switch {
 	case len(servers) == 0:
-		return nil, fmt.Errorf("%w: zklock: no server address", distlock.ErrInvalidOption)
-	case cfg.sessionTimeout < 100*time.Millisecond || cfg.sessionTimeout > distlock.MaxTTL:
-		return nil, fmt.Errorf("%w: zklock: session timeout %v is not in [100ms, %v]", distlock.ErrInvalidOption, cfg.sessionTimeout, distlock.MaxTTL)
+		return nil, fmt.Errorf("%w: zklock: no server address", driver.ErrInvalidOption)
+	case cfg.sessionTimeout < 100*time.Millisecond || cfg.sessionTimeout > driver.MaxTTL:
+		return nil, fmt.Errorf("%w: zklock: session timeout %v is not in [100ms, %v]", driver.ErrInvalidOption, cfg.sessionTimeout, driver.MaxTTL)
 	case cfg.requestTimeout <= 0:
-		return nil, fmt.Errorf("%w: zklock: request timeout %v is not positive", distlock.ErrInvalidOption, cfg.requestTimeout)
+		return nil, fmt.Errorf("%w: zklock: request timeout %v is not positive", driver.ErrInvalidOption, cfg.requestTimeout)
 	}
 	for _, s := range servers {
 		if s == "" {
-			return nil, fmt.Errorf("%w: zklock: empty server address", distlock.ErrInvalidOption)
+			return nil, fmt.Errorf("%w: zklock: empty server address", driver.ErrInvalidOption)
 		}
 	}
-	b := &Backend{cfg: cfg, life: backend.NewTracker(ErrClosed), changed: make(chan struct{})}
+	b := &Backend{cfg: cfg, life: driver.NewTracker(ErrClosed), changed: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
 		zk.WithDialer(b.dial),
@@ -182,7 +181,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 	)
 	if err != nil {
 		b.cancel()
-		return nil, fmt.Errorf("%w: zklock: %w", distlock.ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: zklock: %w", driver.ErrInvalidOption, err)
 	}
 	b.conn = conn
 	for _, a := range cfg.auth {
@@ -298,9 +297,9 @@ func (b *Backend) currentSession(ctx, rctx context.Context) (*session, error) {
 		case <-changed:
 		case <-ctx.Done():
 			// Acquire reports the caller's own context ending as such.
-			return nil, fmt.Errorf("%w: zklock: no session with ZooKeeper in time", distlock.ErrUnavailable)
+			return nil, fmt.Errorf("%w: zklock: no session with ZooKeeper in time", driver.ErrUnavailable)
 		case <-rctx.Done():
-			return nil, fmt.Errorf("%w: zklock: no session with ZooKeeper in time", distlock.ErrUnavailable)
+			return nil, fmt.Errorf("%w: zklock: no session with ZooKeeper in time", driver.ErrUnavailable)
 		}
 	}
 }
@@ -388,7 +387,7 @@ func (b *Backend) register(l *lease) error {
 	case b.life.Closed():
 		return ErrClosed
 	case l.sess.lost != nil:
-		return fmt.Errorf("%w: granted in a session that had ended: %w", distlock.ErrUnavailable, l.sess.lost)
+		return fmt.Errorf("%w: granted in a session that had ended: %w", driver.ErrUnavailable, l.sess.lost)
 	}
 	l.sess.leases[l] = struct{}{}
 	return nil
@@ -423,8 +422,8 @@ func (b *Backend) sessionErr(s *session) error {
 // that fails or is cancelled deletes the node it created or may have
 // created; if ZooKeeper does not answer within the request timeout, it
 // returns and a goroutine goes on deleting it.
-func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.AcquireOptions) (distlock.Lease, error) {
-	if err := backend.CheckAcquire(ctx, key, opts); err != nil {
+func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
 	if err := b.life.CheckOpen(); err != nil {
@@ -434,7 +433,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts distlock.Acquire
 	l, err := a.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil && !errorsIsClosed(err) {
-			return nil, backend.Canceled(ctx)
+			return nil, driver.Canceled(ctx)
 		}
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -89,10 +89,10 @@ func TestConformance(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	admin := adminConn(t, z.Servers)
 	distlocktest.Run(t,
-		func(t *testing.T) distlock.Backend { return newBackendTimeout(t, z.Servers, conformanceSession) },
+		func(t *testing.T) driver.Backend { return newBackendTimeout(t, z.Servers, conformanceSession) },
 		distlocktest.WithTTL(conformanceSession),
 		distlocktest.WithRevoke(func(t *testing.T, key string) { deleteHolder(t, admin, key) }),
-		distlocktest.WithUnreachable(func(t *testing.T) distlock.Backend {
+		distlocktest.WithUnreachable(func(t *testing.T) driver.Backend {
 			// Nothing listens on the port: the zk client fails queued
 			// requests with ErrNoServer once it has tried every address.
 			return newBackendTimeout(t, []string{"127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))}, conformanceSession, zklock.WithRequestTimeout(time.Second))

@@ -8,15 +8,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // An Opener opens the lock service named by a backend URL. The Closer
 // releases what the backend holds (connections); it is called once, after
 // the backend's last use.
-type Opener func(ctx context.Context, rawURL string) (distlock.Backend, io.Closer, error)
+type Opener func(ctx context.Context, rawURL string) (driver.Backend, io.Closer, error)
 
 // registry holds the openers the command puts in place of the backends
 // package's: file://, whose backend hands the lock file of a lock to the
@@ -29,10 +28,10 @@ var registry = map[string]Opener{
 // AsOpener adapts a backend package's OpenURL function, whose backend has a
 // Close method, to an Opener.
 func AsOpener[B interface {
-	distlock.Backend
+	driver.Backend
 	Close() error
 }](open func(ctx context.Context, rawURL string) (B, error)) Opener {
-	return func(ctx context.Context, rawURL string) (distlock.Backend, io.Closer, error) {
+	return func(ctx context.Context, rawURL string) (driver.Backend, io.Closer, error) {
 		b, err := open(ctx, rawURL)
 		if err != nil {
 			return nil, nil, err
@@ -50,11 +49,11 @@ func (nopCloser) Close() error { return nil }
 // this run, else with backends.Open. The backends name what they opened
 // in their errors, so nothing is added to them; no error contains the
 // URL's password.
-func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) (distlock.Backend, io.Closer, error) {
+func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) (driver.Backend, io.Closer, error) {
 	if rawURL == "" {
 		rawURL = "file://"
 	}
-	scheme, _, ok := backendurl.Scheme(rawURL)
+	scheme, _, ok := driver.Scheme(rawURL)
 	if !ok && strings.HasPrefix(rawURL, "/") {
 		shown := redact(rawURL)
 		return nil, nil, usagef("backend URL %s has no scheme; for a lock directory use file://%s", shown, shown)
@@ -62,7 +61,7 @@ func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) 
 	if open := openers[scheme]; ok && open != nil {
 		b, closer, err := open(ctx, rawURL)
 		if err != nil {
-			return nil, nil, backendurl.Scrub(err, rawURL)
+			return nil, nil, driver.Scrub(err, rawURL)
 		}
 		if closer == nil {
 			closer = nopCloser{}
@@ -79,11 +78,11 @@ func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) 
 // openToList is openBackend for listing holders: it creates nothing. A
 // file:// lock directory that does not exist holds no lock, and is not
 // created to say so.
-func openToList(ctx context.Context, rawURL string, openers map[string]Opener) (distlock.Backend, io.Closer, error) {
+func openToList(ctx context.Context, rawURL string, openers map[string]Opener) (driver.Backend, io.Closer, error) {
 	if rawURL == "" {
 		rawURL = "file://"
 	}
-	if scheme, _, _ := backendurl.Scheme(rawURL); scheme == "file" {
+	if scheme, _, _ := driver.Scheme(rawURL); scheme == "file" {
 		if dir, missing := missingLockDir(rawURL); missing {
 			return emptyDir(dir), nopCloser{}, nil
 		}
@@ -94,17 +93,17 @@ func openToList(ctx context.Context, rawURL string, openers map[string]Opener) (
 // emptyDir is a lock directory that does not exist: it lists no holder.
 type emptyDir string
 
-func (d emptyDir) Acquire(context.Context, string, distlock.AcquireOptions) (distlock.Lease, error) {
+func (d emptyDir) Acquire(context.Context, string, driver.AcquireOptions) (driver.Lease, error) {
 	return nil, usagef("lock directory %s does not exist", string(d))
 }
 
-func (emptyDir) List(context.Context, string) ([]distlock.Holder, error) { return nil, nil }
+func (emptyDir) List(context.Context, string) ([]driver.Holder, error) { return nil, nil }
 
 func (d emptyDir) describe() string { return "file://" + string(d) }
 
 // describeBackend names the backend b, opened from rawURL, for messages:
 // the resolved directory of a file:// backend, the redacted URL otherwise.
-func describeBackend(b distlock.Backend, rawURL string) string {
+func describeBackend(b driver.Backend, rawURL string) string {
 	if d, ok := b.(emptyDir); ok {
 		return d.describe()
 	}
@@ -134,7 +133,7 @@ func schemes(openers map[string]Opener) string {
 }
 
 // redact returns rawURL fit for messages and logs (see backends.Redact).
-func redact(rawURL string) string { return backendurl.Redact(rawURL) }
+func redact(rawURL string) string { return driver.Redact(rawURL) }
 
 // go-redis logs its own dial retries to stderr; distlock reports the
 // outcome itself, once.

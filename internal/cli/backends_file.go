@@ -11,10 +11,11 @@ import (
 	"path/filepath"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 )
 
-func openFile(ctx context.Context, rawURL string) (distlock.Backend, io.Closer, error) {
+func openFile(ctx context.Context, rawURL string) (driver.Backend, io.Closer, error) {
 	b, err := filelock.OpenURL(ctx, rawURL)
 	if err != nil {
 		return nil, nil, err
@@ -25,7 +26,7 @@ func openFile(ctx context.Context, rawURL string) (distlock.Backend, io.Closer, 
 // lockFile returns a new descriptor of the lock file that holds lock, for
 // the supervisor of the command (see filelock.Backend.File), or nil if b
 // is not a file backend.
-func lockFile(b distlock.Backend, lock *distlock.Lock) (*os.File, error) {
+func lockFile(b driver.Backend, lock *distlock.Lock) (*os.File, error) {
 	if fb, ok := b.(*filelock.Backend); ok {
 		return fb.File(lock)
 	}
@@ -33,7 +34,7 @@ func lockFile(b distlock.Backend, lock *distlock.Lock) (*os.File, error) {
 }
 
 // describeFile names a file backend by its resolved directory.
-func describeFile(b distlock.Backend) (string, bool) {
+func describeFile(b driver.Backend) (string, bool) {
 	if fb, ok := b.(*filelock.Backend); ok {
 		return "file://" + fb.Dir(), true
 	}

@@ -7,15 +7,15 @@ import (
 	"io"
 	"runtime"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
-func openFile(context.Context, string) (distlock.Backend, io.Closer, error) {
+func openFile(context.Context, string) (driver.Backend, io.Closer, error) {
 	return nil, nil, usagef("the file:// backend is not supported on %s; name a lock service with --backend", runtime.GOOS)
 }
 
 // describeFile names a file backend; there is none here.
-func describeFile(distlock.Backend) (string, bool) { return "", false }
+func describeFile(driver.Backend) (string, bool) { return "", false }
 
 // defaultDirHelp names the default lock directory in the help.
 func defaultDirHelp() string { return " (not supported on " + runtime.GOOS + ")" }

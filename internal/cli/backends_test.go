@@ -17,6 +17,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/cli"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/memlock"
@@ -60,7 +61,7 @@ func TestBackendFromEnvironment(t *testing.T) {
 func TestOpenErrorsAreScrubbed(t *testing.T) {
 	t.Parallel()
 	const secret = "pa55/w:rd"
-	open := func(_ context.Context, raw string) (distlock.Backend, io.Closer, error) {
+	open := func(_ context.Context, raw string) (driver.Backend, io.Closer, error) {
 		return nil, nil, fmt.Errorf("%w: cannot reach %s", distlock.ErrUnavailable, raw)
 	}
 	for _, raw := range []string{
@@ -82,8 +83,8 @@ func TestOpenErrorsAreScrubbed(t *testing.T) {
 // A backend that cannot list holders: status says so.
 func TestStatusNeedsLister(t *testing.T) {
 	t.Parallel()
-	open := func(context.Context, string) (distlock.Backend, io.Closer, error) {
-		return struct{ distlock.Backend }{memlock.New()}, nil, nil
+	open := func(context.Context, string) (driver.Backend, io.Closer, error) {
+		return struct{ driver.Backend }{memlock.New()}, nil, nil
 	}
 	var stderr strings.Builder
 	code := cli.Run(context.Background(), []string{"--backend", "test://", "status"},
@@ -194,7 +195,7 @@ func TestCommandEnvironmentHasNoSecrets(t *testing.T) {
 	const secret = "S3cret-x"
 	t.Setenv("DISTLOCK_BACKEND", "test://u:"+secret+"@h/?client_secret="+secret+"&Auth_Token="+secret+"&x=1")
 	srv := memlock.New()
-	open := func(context.Context, string) (distlock.Backend, io.Closer, error) { return srv, nopCloser{}, nil }
+	open := func(context.Context, string) (driver.Backend, io.Closer, error) { return srv, nopCloser{}, nil }
 	var stdout, stderr strings.Builder
 	code := cli.Run(context.Background(), []string{"run", "k", "--", "sh", "-c", `echo "$DISTLOCK_BACKEND"`},
 		cli.WithOpener("test", open), cli.WithStdio(strings.NewReader(""), &stdout, &stderr))

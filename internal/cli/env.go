@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // backendEnv is the environment variable that names the lock service.
@@ -36,6 +36,6 @@ func commandEnv(environ []string, key string, token uint64) []string {
 
 // withoutSecrets returns rawURL without the password of its user and
 // without its password-like query parameters (see
-// backendurl.WithoutSecrets); false if that cannot be done with
+// driver.WithoutSecrets); false if that cannot be done with
 // certainty.
-func withoutSecrets(rawURL string) (string, bool) { return backendurl.WithoutSecrets(rawURL) }
+func withoutSecrets(rawURL string) (string, bool) { return driver.WithoutSecrets(rawURL) }

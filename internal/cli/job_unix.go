@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/cli/standby"
 )
 
@@ -59,7 +60,7 @@ func dyingSignal(s os.Signal) syscall.Signal {
 
 // supervise runs the command while the lock is held and releases the lock
 // on every path, after the command's process group is gone.
-func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b distlock.Backend, argv []string, f runFlags, sigc chan os.Signal) error {
+func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b driver.Backend, argv []string, f runFlags, sigc chan os.Signal) error {
 	key := lock.Key()
 	released := false
 	release := func() error {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/cli"
 	"github.com/distlock/distlock/memlock"
 )
@@ -20,7 +20,7 @@ import (
 // the test can make the lock service drop the grant.
 func runInProcess(ctx context.Context, srv *memlock.Backend, stderr io.Writer, args ...string) <-chan int {
 	code := make(chan int, 1)
-	open := func(context.Context, string) (distlock.Backend, io.Closer, error) { return srv, io.NopCloser(nil), nil }
+	open := func(context.Context, string) (driver.Backend, io.Closer, error) { return srv, io.NopCloser(nil), nil }
 	go func() {
 		code <- cli.Run(ctx, append([]string{"--backend", "mem://"}, args...),
 			cli.WithOpener("mem", open), cli.WithStdio(strings.NewReader(""), io.Discard, stderr))

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Defaults of the run command's flags.
@@ -175,7 +176,7 @@ func (r *runner) backendOrDefault() string {
 const minTry = 5 * time.Second
 
 // acquire waits for the lock, until the timeout or a signal.
-func (r *runner) acquire(ctx context.Context, c *distlock.Client, b distlock.Backend, key string, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
+func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backend, key string, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var sig os.Signal
@@ -254,8 +255,8 @@ func (r *runner) clientLog() *slog.Logger {
 }
 
 // heldBy describes the holder of key, when the backend can tell.
-func (r *runner) heldBy(ctx context.Context, b distlock.Backend, key string) string {
-	l, ok := b.(distlock.Lister)
+func (r *runner) heldBy(ctx context.Context, b driver.Backend, key string) string {
+	l, ok := b.(driver.Lister)
 	if !ok {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 var waitSignals = []os.Signal{os.Interrupt}
@@ -25,7 +26,7 @@ func runSupervisor([]string) int {
 	return ExitUsage
 }
 
-func (r *runner) supervise(context.Context, *distlock.Lock, distlock.Backend, []string, runFlags, chan os.Signal) error {
+func (r *runner) supervise(context.Context, *distlock.Lock, driver.Backend, []string, runFlags, chan os.Signal) error {
 	return runSupported()
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/gatewaylock"
 	"github.com/distlock/distlock/internal/testserver"
@@ -118,14 +119,14 @@ func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fb.Acquire(ctx, "serve/held", distlock.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := fb.Acquire(ctx, "serve/held", driver.AcquireOptions{TTL: time.Second}); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("the gateway's lock is not held in the lock directory: %v", err)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if r := e.wait(s.started); r.code != 0 {
 		t.Errorf("serve after SIGTERM: exit %d, stderr %s", r.code, r.stderr)
 	}
-	fl, err := fb.Acquire(ctx, "serve/held", distlock.AcquireOptions{TTL: time.Second})
+	fl, err := fb.Acquire(ctx, "serve/held", driver.AcquireOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatalf("the lock outlived the gateway's SIGTERM: %v", err)
 	}
@@ -250,7 +251,7 @@ func TestGatewayKilledWhileHeld(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := b.Acquire(ctx, "e2e/kill", distlock.AcquireOptions{TTL: 5 * time.Second, Wait: true})
+	l, err := b.Acquire(ctx, "e2e/kill", driver.AcquireOptions{TTL: 5 * time.Second, Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestServeMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	l, err := b.Acquire(ctx, "tls/a", distlock.AcquireOptions{TTL: 5 * time.Second})
+	l, err := b.Acquire(ctx, "tls/a", driver.AcquireOptions{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire over mutual TLS: %v", err)
 	}
@@ -290,7 +291,7 @@ func TestServeMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nb.Close()
-	if _, err := nb.Acquire(ctx, "tls/a", distlock.AcquireOptions{TTL: 5 * time.Second}); !errors.Is(err, distlock.ErrUnavailable) {
+	if _, err := nb.Acquire(ctx, "tls/a", driver.AcquireOptions{TTL: 5 * time.Second}); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("Acquire without a client certificate: %v, want ErrUnavailable", err)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
@@ -310,7 +311,7 @@ func TestStatusThroughGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	l, err := b.Acquire(ctx, "jobs/listed", distlock.AcquireOptions{TTL: 10 * time.Second, Owner: "lister-test"})
+	l, err := b.Acquire(ctx, "jobs/listed", driver.AcquireOptions{TTL: 10 * time.Second, Owner: "lister-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

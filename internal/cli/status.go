@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // DefaultInterval is the default time between the listings of
@@ -104,7 +104,7 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 	defer closer.Close()
 	where := describeBackend(b, r.backendURL)
 	r.log.Debug("listing holders", "backend", where, "prefix", prefix)
-	lister, ok := b.(distlock.Lister)
+	lister, ok := b.(driver.Lister)
 	if !ok {
 		return usagef("backend %s cannot list lock holders", redact(r.backendOrDefault()))
 	}
@@ -136,7 +136,7 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 }
 
 // holdersJSON is the document of `distlock status --json` for hs at now.
-func holdersJSON(hs []distlock.Holder, now time.Time) []holderJSON {
+func holdersJSON(hs []driver.Holder, now time.Time) []holderJSON {
 	out := make([]holderJSON, 0, len(hs))
 	for _, h := range hs {
 		j := holderJSON{Key: h.Key, Token: h.Token, Owner: h.Owner}
@@ -154,7 +154,7 @@ func holdersJSON(hs []distlock.Holder, now time.Time) []holderJSON {
 
 // writeTable writes the status table of hs at now, keys and owners
 // escaped for a terminal.
-func writeTable(w io.Writer, hs []distlock.Holder, now time.Time) error {
+func writeTable(w io.Writer, hs []driver.Holder, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
 	for _, h := range hs {

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Terminal sequences (ANSI) of the watch's redraw. The screen is cleared
@@ -25,7 +25,7 @@ const (
 
 // watch lists the holders under prefix every f.interval until ctx ends,
 // which is the normal end of a watch (Ctrl-C): it then returns nil.
-func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefix string, f statusFlags) error {
+func (r *runner) watch(ctx context.Context, lister driver.Lister, where, prefix string, f statusFlags) error {
 	tty := !f.json && r.getenv("TERM") != "dumb" && isTerminal(r.stdout)
 	title := "distlock status"
 	if prefix != "" {
@@ -91,17 +91,17 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 // listing, so that the watch shows the first lock taken there.
 type watchLister struct {
 	r      *runner
-	lister distlock.Lister
+	lister driver.Lister
 	opened io.Closer // of the backend opened here, if any
 }
 
-func (w *watchLister) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
+func (w *watchLister) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if _, missing := w.lister.(emptyDir); missing {
 		b, closer, err := openToList(ctx, w.r.backendURL, w.r.openers)
 		if err != nil {
 			return nil, err
 		}
-		l, ok := b.(distlock.Lister)
+		l, ok := b.(driver.Lister)
 		if !ok {
 			closer.Close()
 			return nil, usagef("backend %s cannot list lock holders", redact(w.r.backendOrDefault()))

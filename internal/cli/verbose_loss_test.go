@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/cli"
 	"github.com/distlock/distlock/memlock"
 )
@@ -37,7 +37,7 @@ func TestVerboseRunLogsAtRiskAndLoss(t *testing.T) {
 				dir := t.TempDir()
 				srv := memlock.New()
 				faulty := distlocktest.NewFaulty(srv)
-				open := func(context.Context, string) (distlock.Backend, io.Closer, error) {
+				open := func(context.Context, string) (driver.Backend, io.Closer, error) {
 					return faulty, io.NopCloser(nil), nil
 				}
 				args := []string{"--backend", "mem://", "run", "--ttl", "3s", "--grace", "200ms", "jobs/k", "--",

@@ -5,8 +5,8 @@
 // its schemes and options, how many hosts it takes and what its path means.
 //
 // Errors never contain a secret: messages show the URL redacted (see
-// backendurl.Redact), go-redis is given URLs without user information, and
-// errors of I/O are scrubbed with backendurl.Scrub.
+// driver.Redact), go-redis is given URLs without user information, and
+// errors of I/O are scrubbed with driver.Scrub.
 package redisurl
 
 import (
@@ -20,9 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendurl"
-	"github.com/distlock/distlock/internal/tlsfiles"
+	"github.com/distlock/distlock/driver"
 )
 
 // Form is what the URLs of one backend package look like.
@@ -45,7 +43,7 @@ type Form struct {
 // URL is a backend URL of a Form, read without I/O: its parts, the TLS
 // files its options name, and what of it may be shown.
 type URL struct {
-	*backendurl.URL
+	*driver.URL
 
 	Raw   string // as given: only for scrubbing errors, never shown
 	Shown string // redacted, for messages
@@ -57,15 +55,15 @@ type URL struct {
 	pkg string
 }
 
-// Read splits raw by the rules of backendurl.Parse, checks its scheme
+// Read splits raw by the rules of driver.ParseURL, checks its scheme
 // against f, lets options take the package's own options out of the query
 // (its error is shown after the URL), and takes out ca, cert and key. Its
 // errors match distlock.ErrInvalidOption and show the URL redacted.
 func Read(f Form, raw string, options func(q url.Values) error) (*URL, error) {
-	r := &URL{Raw: raw, Shown: backendurl.Redact(raw), pkg: f.Pkg}
-	u, err := backendurl.Parse(raw)
+	r := &URL{Raw: raw, Shown: driver.Redact(raw), pkg: f.Pkg}
+	u, err := driver.ParseURL(raw)
 	if err != nil {
-		scheme, _, _ := backendurl.Scheme(raw)
+		scheme, _, _ := driver.Scheme(raw)
 		return nil, r.Bad("%v; %s", err, f.Want(scheme))
 	}
 	r.URL = u
@@ -94,13 +92,13 @@ func Read(f Form, raw string, options func(q url.Values) error) (*URL, error) {
 // distlock.ErrInvalidOption and says the package, the URL redacted and
 // what is wrong, as format and args say.
 func (r *URL) Bad(format string, args ...any) error {
-	return fmt.Errorf("%w: %s: malformed backend URL %q: %s", distlock.ErrInvalidOption, r.pkg, r.Shown, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s: malformed backend URL %q: %s", driver.ErrInvalidOption, r.pkg, r.Shown, fmt.Sprintf(format, args...))
 }
 
 // Addr returns the i-th host as host:port, with defaultPort where it has
 // none; an error names the host by its place, never by what it says.
 func (r *URL) Addr(i int, defaultPort string) (string, error) {
-	a, err := backendurl.HostPort(r.Hosts[i], defaultPort)
+	a, err := driver.HostPort(r.Hosts[i], defaultPort)
 	if err != nil {
 		return "", r.Bad("host #%d: %v", i+1, err)
 	}
@@ -152,16 +150,16 @@ func (r *URL) Options(scheme, addr, path string) (*redis.Options, error) {
 // HasTLSFiles reports whether the URL names any of ca, cert and key.
 func (r *URL) HasTLSFiles() bool { return r.CA != "" || r.Cert != "" || r.Key != "" }
 
-// TLS returns base with the URL's TLS files (see tlsfiles.Config), or base
+// TLS returns base with the URL's TLS files (see driver.TLSConfig), or base
 // itself when it names none. A file that cannot be used gives an error of
 // Fail, matching distlock.ErrInvalidOption.
 func (r *URL) TLS(base *tls.Config) (*tls.Config, error) {
 	if !r.HasTLSFiles() {
 		return base, nil
 	}
-	cfg, err := tlsfiles.Config(base, r.CA, r.Cert, r.Key)
+	cfg, err := driver.TLSConfig(base, r.CA, r.Cert, r.Key)
 	if err != nil {
-		return nil, r.Fail(distlock.ErrInvalidOption, "TLS options", err)
+		return nil, r.Fail(driver.ErrInvalidOption, "TLS options", err)
 	}
 	return cfg, nil
 }
@@ -181,8 +179,8 @@ func (r *URL) Fail(sentinel error, what string, err error) error {
 	return fmt.Errorf("%w: %s", sentinel, msg)
 }
 
-// Scrub returns err with the URL's secrets masked (backendurl.Scrub).
-func (r *URL) Scrub(err error) error { return backendurl.Scrub(err, r.Raw) }
+// Scrub returns err with the URL's secrets masked (driver.Scrub).
+func (r *URL) Scrub(err error) error { return driver.Scrub(err, r.Raw) }
 
 // Bool takes the boolean option name out of q: set says it was there, and
 // on what it said.

@@ -1,4 +1,4 @@
-package urlfuzz_test
+package distlocktest_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock/internal/backendurl/urlfuzz"
+	"github.com/distlock/distlock/distlocktest"
 )
 
 // failures stands in for a test and records whether it failed.
@@ -29,7 +29,7 @@ func check(parse func(string) error, password string) bool {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		urlfuzz.PasswordBlind(f, parse, "x://", "u", password, "h")
+		distlocktest.PasswordBlind(f, parse, "x://", "u", password, "h")
 	}()
 	<-done
 	return f.failed

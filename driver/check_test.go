@@ -1,4 +1,4 @@
-package backend_test
+package driver_test
 
 import (
 	"context"
@@ -6,42 +6,37 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCheckAcquire(t *testing.T) {
 	live := context.Background()
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	closed, cancelClosed := context.WithCancelCause(context.Background())
-	cancelClosed(distlock.ErrClosed)
-	ok := distlock.AcquireOptions{TTL: time.Second}
+	cancelClosed(driver.ErrClosed)
+	ok := driver.AcquireOptions{TTL: time.Second}
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
 		key  string
-		opts distlock.AcquireOptions
+		opts driver.AcquireOptions
 		want []error // nil: no error
 	}{
 		{"valid", live, "k", ok, nil},
-		{"longest TTL", live, "k", distlock.AcquireOptions{TTL: distlock.MaxTTL}, nil},
-		{"empty key", live, "", ok, []error{distlock.ErrInvalidKey}},
-		{"control character", live, "a\nb", ok, []error{distlock.ErrInvalidKey}},
-		{"zero TTL", live, "k", distlock.AcquireOptions{}, []error{distlock.ErrInvalidOption}},
-		{"negative TTL", live, "k", distlock.AcquireOptions{TTL: -time.Second}, []error{distlock.ErrInvalidOption}},
-		{"TTL too long", live, "k", distlock.AcquireOptions{TTL: distlock.MaxTTL + 1}, []error{distlock.ErrInvalidOption}},
-		{"bad key before ended ctx", ended, "", ok, []error{distlock.ErrInvalidKey}},
-		{"bad TTL before ended ctx", ended, "k", distlock.AcquireOptions{}, []error{distlock.ErrInvalidOption}},
-		{"ended ctx", ended, "k", ok, []error{distlock.ErrNotAcquired, context.Canceled}},
-		{"ended ctx with a cause", closed, "k", ok, []error{distlock.ErrNotAcquired, context.Canceled, distlock.ErrClosed}},
+		{"longest TTL", live, "k", driver.AcquireOptions{TTL: driver.MaxTTL}, nil},
+		{"empty key", live, "", ok, []error{driver.ErrInvalidKey}},
+		{"control character", live, "a\nb", ok, []error{driver.ErrInvalidKey}},
+		{"zero TTL", live, "k", driver.AcquireOptions{}, []error{driver.ErrInvalidOption}},
+		{"negative TTL", live, "k", driver.AcquireOptions{TTL: -time.Second}, []error{driver.ErrInvalidOption}},
+		{"TTL too long", live, "k", driver.AcquireOptions{TTL: driver.MaxTTL + 1}, []error{driver.ErrInvalidOption}},
+		{"bad key before ended ctx", ended, "", ok, []error{driver.ErrInvalidKey}},
+		{"bad TTL before ended ctx", ended, "k", driver.AcquireOptions{}, []error{driver.ErrInvalidOption}},
+		{"ended ctx", ended, "k", ok, []error{driver.ErrNotAcquired, context.Canceled}},
+		{"ended ctx with a cause", closed, "k", ok, []error{driver.ErrNotAcquired, context.Canceled, driver.ErrClosed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := backend.CheckAcquire(tc.ctx, tc.key, tc.opts)
+			err := driver.CheckAcquire(tc.ctx, tc.key, tc.opts)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("CheckAcquire: %v", err)
@@ -56,7 +51,7 @@ func TestCheckAcquire(t *testing.T) {
 					t.Errorf("CheckAcquire: %v, want a match of %v", err, w)
 				}
 			}
-			if errors.Is(err, distlock.ErrUnavailable) {
+			if errors.Is(err, driver.ErrUnavailable) {
 				t.Errorf("CheckAcquire: %v matches ErrUnavailable: the Client would retry it", err)
 			}
 		})
@@ -64,21 +59,21 @@ func TestCheckAcquire(t *testing.T) {
 }
 
 func TestCheckTTLText(t *testing.T) {
-	err := backend.CheckTTL(0)
+	err := driver.CheckTTL(0)
 	if want := "distlock: invalid option: TTL 0s is not in (0, 24h0m0s]"; err == nil || err.Error() != want {
 		t.Fatalf("CheckTTL(0) = %v, want %q", err, want)
 	}
 }
 
 func TestClosedError(t *testing.T) {
-	err := backend.ClosedError("somelock")
-	if !errors.Is(err, distlock.ErrClosed) {
+	err := driver.ClosedError("somelock")
+	if !errors.Is(err, driver.ErrClosed) {
 		t.Error("does not match distlock.ErrClosed")
 	}
-	if errors.Is(err, distlock.ErrNotAcquired) || errors.Is(distlock.ErrClosed, err) {
+	if errors.Is(err, driver.ErrNotAcquired) || errors.Is(driver.ErrClosed, err) {
 		t.Error("matches more than distlock.ErrClosed")
 	}
-	if !errors.Is(err, err) || errors.Is(err, backend.ClosedError("somelock")) {
+	if !errors.Is(err, err) || errors.Is(err, driver.ClosedError("somelock")) {
 		t.Error("a sentinel must match itself only")
 	}
 	if got := err.Error(); got != "somelock: backend closed" {
@@ -100,7 +95,7 @@ func TestRetry(t *testing.T) {
 
 	t.Run("until success", func(t *testing.T) {
 		calls := 0
-		err := backend.Retry(ctx, fixed{n: 10}, func(context.Context) error {
+		err := driver.Retry(ctx, fixed{n: 10}, func(context.Context) error {
 			if calls++; calls < 3 {
 				return fail
 			}
@@ -112,12 +107,12 @@ func TestRetry(t *testing.T) {
 	})
 	t.Run("strategy gives up", func(t *testing.T) {
 		calls := 0
-		err := backend.Retry(ctx, fixed{n: 4}, func(context.Context) error { calls++; return fail })
+		err := driver.Retry(ctx, fixed{n: 4}, func(context.Context) error { calls++; return fail })
 		if !errors.Is(err, fail) || calls != 4 {
 			t.Fatalf("Retry = %v after %d calls, want the last error after 4", err, calls)
 		}
 		calls = 0
-		err = backend.Retry(ctx, distlock.NoRetry, func(context.Context) error { calls++; return nil })
+		err = driver.Retry(ctx, driver.NoRetry, func(context.Context) error { calls++; return nil })
 		if err == nil || calls != 0 {
 			t.Fatalf("Retry with NoRetry = %v after %d calls, want an error and no call", err, calls)
 		}
@@ -127,7 +122,7 @@ func TestRetry(t *testing.T) {
 		calls := 0
 		done := make(chan error, 1)
 		go func() {
-			done <- backend.Retry(ctx, fixed{d: time.Hour, n: 10}, func(context.Context) error { calls++; return fail })
+			done <- driver.Retry(ctx, fixed{d: time.Hour, n: 10}, func(context.Context) error { calls++; return fail })
 		}()
 		cancel()
 		select {

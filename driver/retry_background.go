@@ -1,11 +1,9 @@
-package backend
+package driver
 
 import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/distlock/distlock"
 )
 
 // Retry goes on with op after it has failed once, typically in a goroutine
@@ -19,7 +17,7 @@ import (
 // s is usually distlock.ExponentialBackoff (full jitter, so that clients
 // that failed together do not retry together), bounded with distlock.Limit
 // or by ctx.
-func Retry(ctx context.Context, s distlock.RetryStrategy, op func(context.Context) error) error {
+func Retry(ctx context.Context, s RetryStrategy, op func(context.Context) error) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {

@@ -1,6 +1,4 @@
-package backend
-
-import "github.com/distlock/distlock"
+package driver
 
 // ClosedError returns the ErrClosed of a backend package named pkg: an error
 // whose text is "<pkg>: backend closed" and that matches distlock.ErrClosed,
@@ -13,4 +11,4 @@ type closedError struct{ pkg string }
 func (e *closedError) Error() string { return e.pkg + ": backend closed" }
 
 // Is makes the error match distlock.ErrClosed.
-func (e *closedError) Is(target error) bool { return target == distlock.ErrClosed }
+func (e *closedError) Is(target error) bool { return target == ErrClosed }

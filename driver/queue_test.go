@@ -1,4 +1,4 @@
-package keyqueue_test
+package driver_test
 
 import (
 	"context"
@@ -11,12 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/distlock/distlock/internal/keyqueue"
+	"github.com/distlock/distlock/driver"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waitFor polls cond until it holds, failing the test after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -32,7 +28,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestTryExcludesUntilDone(t *testing.T) {
-	var q keyqueue.Queue[struct{}]
+	var q driver.Queue[struct{}]
 	t1, ok := q.Try("a")
 	if !ok {
 		t.Fatal("Try of a free key failed")
@@ -70,9 +66,9 @@ func TestTryExcludesUntilDone(t *testing.T) {
 // TestTryFailsWhileOthersWait: a try does not jump the queue, even in the
 // instant between a Done and the next waiter's wake-up.
 func TestTryFailsWhileOthersWait(t *testing.T) {
-	var q keyqueue.Queue[struct{}]
+	var q driver.Queue[struct{}]
 	first, _ := q.Try("k")
-	got := make(chan *keyqueue.Turn[struct{}])
+	got := make(chan *driver.Turn[struct{}])
 	go func() {
 		t, err := q.Wait(context.Background(), "k")
 		if err != nil {
@@ -92,7 +88,7 @@ func TestTryFailsWhileOthersWait(t *testing.T) {
 }
 
 func TestWaitEndedContext(t *testing.T) {
-	var q keyqueue.Queue[struct{}]
+	var q driver.Queue[struct{}]
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := q.Wait(ctx, "free"); !errors.Is(err, context.Canceled) {
@@ -112,7 +108,7 @@ func TestWaitEndedContext(t *testing.T) {
 }
 
 func TestHolder(t *testing.T) {
-	var q keyqueue.Queue[*int]
+	var q driver.Queue[*int]
 	if q.Holder("k") != nil {
 		t.Fatal("Holder of a free key is not nil")
 	}
@@ -125,7 +121,7 @@ func TestHolder(t *testing.T) {
 	if got := q.Holder("k"); got != &v {
 		t.Fatalf("Holder = %v, want the value set", got)
 	}
-	got := make(chan *keyqueue.Turn[*int])
+	got := make(chan *driver.Turn[*int])
 	go func() {
 		next, err := q.Wait(context.Background(), "k")
 		if err != nil {
@@ -149,12 +145,12 @@ func TestHolder(t *testing.T) {
 // TestFIFO: waiters get the turn in arrival order, and a waiter that gives
 // up leaves the queue without taking a turn from the others.
 func TestFIFO(t *testing.T) {
-	var q keyqueue.Queue[struct{}]
+	var q driver.Queue[struct{}]
 	first, _ := q.Try("k")
 	const n = 8
 	type result struct {
 		i    int
-		turn *keyqueue.Turn[struct{}]
+		turn *driver.Turn[struct{}]
 		err  error
 	}
 	results := make(chan result, n)
@@ -202,7 +198,7 @@ func TestRandomized(t *testing.T) {
 	if testing.Short() {
 		rounds = 40
 	}
-	var q keyqueue.Queue[int]
+	var q driver.Queue[int]
 	var wg sync.WaitGroup
 	for k := range 4 {
 		key := fmt.Sprintf("key-%d", k)
@@ -225,7 +221,7 @@ func TestRandomized(t *testing.T) {
 
 // randomRound queues a random number of waiters behind a holder, then lets
 // holders finish and waiters give up at random moments.
-func randomRound(q *keyqueue.Queue[int], key string, rng *rand.Rand) error {
+func randomRound(q *driver.Queue[int], key string, rng *rand.Rand) error {
 	first, ok := q.Try(key)
 	if !ok {
 		return fmt.Errorf("Try of %s failed at the start of a round", key)
@@ -238,7 +234,7 @@ func randomRound(q *keyqueue.Queue[int], key string, rng *rand.Rand) error {
 		errs    []error
 		wg      sync.WaitGroup
 	)
-	hold := func(turn *keyqueue.Turn[int], i int, spins int) {
+	hold := func(turn *driver.Turn[int], i int, spins int) {
 		if inside.Add(1) != 1 {
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("two holders of %s's turn at once", key))

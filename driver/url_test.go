@@ -1,4 +1,4 @@
-package backendurl_test
+package driver_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 func TestRedact(t *testing.T) {
@@ -43,55 +43,55 @@ func TestRedact(t *testing.T) {
 		"pg://h/db?sslmode=require&Pass%77ord=PW;x=1&a%zz=PW":        "pg://h/db?sslmode=require&Pass%77ord=xxxxx;x=1&xxxxx=xxxxx",
 		"x://h?auth_token=PW&api_key=PW&client_secret=PW&key=/k.pem": "x://h?auth_token=xxxxx&api_key=xxxxx&client_secret=xxxxx&key=/k.pem",
 	} {
-		if got := backendurl.Redact(raw); got != want {
+		if got := driver.Redact(raw); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }
 
 func TestParse(t *testing.T) {
-	for raw, want := range map[string]backendurl.URL{
+	for raw, want := range map[string]driver.URL{
 		"Redis://h":                   {Scheme: "redis", Hosts: []string{"h"}, Query: url.Values{}},
 		"redis://u:p%40w@h1,h2/0?a=1": {Scheme: "redis", User: "u", Password: "p@w", HasUser: true, HasPassword: true, Hosts: []string{"h1", "h2"}, Path: "/0", Query: url.Values{"a": {"1"}}},
 		"etcd://u:p@s/?@h/x":          {Scheme: "etcd", User: "u", Password: "p@s/?", HasUser: true, HasPassword: true, Hosts: []string{"h"}, Path: "/x", Query: url.Values{}},
 		"redis://PW@h?x":              {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}},
 	} {
-		got, err := backendurl.Parse(raw)
+		got, err := driver.ParseURL(raw)
 		if err != nil || !reflect.DeepEqual(*got, want) {
-			t.Errorf("Parse(%q) = %+v, %v; want %+v", raw, got, err, want)
+			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", raw, got, err, want)
 		}
 	}
 	for raw, want := range map[string]error{
-		"redis:default:PW@10.0.0.5:6380/0": backendurl.ErrNoHost,
-		"redis:/u:PW@h:p":                  backendurl.ErrNoHost,
-		"redis://":                         backendurl.ErrNoHost,
-		"redis://:PW@/0":                   backendurl.ErrNoHost,
-		"redis+cluster:":                   backendurl.ErrNoHost,
-		"redis:///u:PW@h:1":                backendurl.ErrNoHost,
-		"://h":                             backendurl.ErrNoScheme,
-		"1x://h":                           backendurl.ErrNoScheme,
+		"redis:default:PW@10.0.0.5:6380/0": driver.ErrNoHost,
+		"redis:/u:PW@h:p":                  driver.ErrNoHost,
+		"redis://":                         driver.ErrNoHost,
+		"redis://:PW@/0":                   driver.ErrNoHost,
+		"redis+cluster:":                   driver.ErrNoHost,
+		"redis:///u:PW@h:1":                driver.ErrNoHost,
+		"://h":                             driver.ErrNoScheme,
+		"1x://h":                           driver.ErrNoScheme,
 		"redis://u:%zz@h":                  nil,
 		"redis://h#x":                      nil,
 		"redis://h?%zz":                    nil,
 	} {
-		_, err := backendurl.Parse(raw)
+		_, err := driver.ParseURL(raw)
 		if err == nil || want != nil && !errors.Is(err, want) {
-			t.Errorf("Parse(%q): %v, want %v", raw, err, want)
+			t.Errorf("ParseURL(%q): %v, want %v", raw, err, want)
 		}
 		if err != nil && strings.Contains(err.Error(), "PW") {
-			t.Errorf("Parse(%q): the error quotes the URL: %v", raw, err)
+			t.Errorf("ParseURL(%q): the error quotes the URL: %v", raw, err)
 		}
 	}
 }
 
 func TestHostPort(t *testing.T) {
 	for h, want := range map[string]string{"h": "h:1", "h:2": "h:2", "[::1]": "[::1]:1", "[fe80::1%eth0]:3": "[fe80::1%eth0]:3"} {
-		if got, err := backendurl.HostPort(h, "1"); err != nil || got != want {
+		if got, err := driver.HostPort(h, "1"); err != nil || got != want {
 			t.Errorf("HostPort(%q) = %q, %v; want %q", h, got, err, want)
 		}
 	}
 	for _, h := range []string{"", ":1", "h:0", "h:65536", "h:+1", "h:PW", "::1", "[::1", "ho st", "h/x", "[:0]:1", "[1.2.3.4]", "[h]"} {
-		if got, err := backendurl.HostPort(h, "1"); err == nil {
+		if got, err := driver.HostPort(h, "1"); err == nil {
 			t.Errorf("HostPort(%q) = %q, want an error", h, got)
 		} else if h != "" && strings.Contains(err.Error(), h) {
 			t.Errorf("HostPort(%q): the error quotes the host: %v", h, err)
@@ -102,7 +102,7 @@ func TestHostPort(t *testing.T) {
 func TestScrub(t *testing.T) {
 	const raw = "redis://u:p%2Fss@h/0?token=t%26k"
 	inner := errors.New("dial redis://u:p%2Fss@h: p/ss rejected, token t&k")
-	err := fmt.Errorf("wrapped: %w", backendurl.Scrub(inner, raw))
+	err := fmt.Errorf("wrapped: %w", driver.Scrub(inner, raw))
 	for _, s := range []string{"p%2Fss", "p/ss", "t%26k", "t&k"} {
 		if strings.Contains(err.Error(), s) || strings.Contains(fmt.Sprintf("%+v %#v", err, errors.Unwrap(err)), s) {
 			t.Errorf("%q shows in %v", s, err)
@@ -116,7 +116,7 @@ func TestScrub(t *testing.T) {
 	if !errors.Is(err, inner) {
 		t.Errorf("the scrubbed error does not match what it wraps")
 	}
-	if clean := errors.New("nothing secret"); backendurl.Scrub(clean, raw) != clean {
+	if clean := errors.New("nothing secret"); driver.Scrub(clean, raw) != clean {
 		t.Errorf("an error without secrets was replaced")
 	}
 }
@@ -131,12 +131,12 @@ func TestWithoutSecrets(t *testing.T) {
 		"etcd://u:p/w@h1,h2/x?ca=/c.pem&password=PW;token=PW#f": "etcd://u@h1,h2/x?ca=/c.pem",
 		"pg://h/db?%zz=PW&sslmode=require":                      "pg://h/db?sslmode=require",
 	} {
-		if got, ok := backendurl.WithoutSecrets(raw); !ok || got != want {
+		if got, ok := driver.WithoutSecrets(raw); !ok || got != want {
 			t.Errorf("WithoutSecrets(%q) = %q, %v; want %q", raw, got, ok, want)
 		}
 	}
 	for _, raw := range []string{"redis:default:PW@h", "redis://h:PW", "redis://u:PW?x@h", "redis://h/0\nPW", "://u:PW@h"} {
-		if got, ok := backendurl.WithoutSecrets(raw); ok {
+		if got, ok := driver.WithoutSecrets(raw); ok {
 			t.Errorf("WithoutSecrets(%q) = %q, true; want false", raw, got)
 		}
 	}

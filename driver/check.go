@@ -1,11 +1,9 @@
-package backend
+package driver
 
 import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/distlock/distlock"
 )
 
 // CheckAcquire checks what every Backend.Acquire is given, in the same order
@@ -15,8 +13,8 @@ import (
 // ended). A backend whose grants have no time bound checks the TTL all the
 // same: the Client always sends one, and a value refused by one backend is
 // refused by all.
-func CheckAcquire(ctx context.Context, key string, opts distlock.AcquireOptions) error {
-	if err := distlock.ValidateKey(key); err != nil {
+func CheckAcquire(ctx context.Context, key string, opts AcquireOptions) error {
+	if err := ValidateKey(key); err != nil {
 		return err
 	}
 	if err := CheckTTL(opts.TTL); err != nil {
@@ -32,8 +30,8 @@ func CheckAcquire(ctx context.Context, key string, opts distlock.AcquireOptions)
 // distlock.MaxTTL, with an error matching distlock.ErrInvalidOption. Backends
 // check the ttl given to Refresh with it too.
 func CheckTTL(ttl time.Duration) error {
-	if ttl <= 0 || ttl > distlock.MaxTTL {
-		return fmt.Errorf("%w: TTL %v is not in (0, %v]", distlock.ErrInvalidOption, ttl, distlock.MaxTTL)
+	if ttl <= 0 || ttl > MaxTTL {
+		return fmt.Errorf("%w: TTL %v is not in (0, %v]", ErrInvalidOption, ttl, MaxTTL)
 	}
 	return nil
 }
@@ -44,7 +42,7 @@ func CheckTTL(ttl time.Duration) error {
 func Canceled(ctx context.Context) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("%w: %w: %w", distlock.ErrNotAcquired, err, cause)
+		return fmt.Errorf("%w: %w: %w", ErrNotAcquired, err, cause)
 	}
-	return fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
+	return fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }

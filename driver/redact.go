@@ -1,4 +1,4 @@
-package backendurl
+package driver
 
 import (
 	"errors"

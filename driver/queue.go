@@ -1,18 +1,4 @@
-// Package keyqueue queues, per key, the acquirers of one process so that at
-// most one of them at a time talks to the lock service about that key.
-//
-// A backend takes a key's Turn before it asks its service for the key, and
-// passes it on (Turn.Done) when it no longer needs to act alone for the key:
-// after a failed try, or, when one grant per key and process is all the
-// service allows (a flock per file description, a Mutex key per etcd
-// session), when the grant ends. Waiters get the turn in arrival order, a
-// waiter whose context ends leaves the queue without losing a hand-off, and
-// a key nobody holds or awaits takes no memory: the package starts no
-// goroutine and keeps no entry for it.
-//
-// The queue also keeps the key out of the service for the process's other
-// acquirers: a herd of one process is one request.
-package keyqueue
+package driver
 
 import (
 	"context"
@@ -20,7 +6,21 @@ import (
 	"sync"
 )
 
-// Queue is a set of per-key FIFO queues. The zero value is an empty Queue
+// Queue is a set of per-key FIFO queues of one process's acquirers, so that
+// at most one of them at a time talks to the lock service about a key.
+//
+// A backend takes a key's Turn before it asks its service for the key, and
+// passes it on (Turn.Done) when it no longer needs to act alone for the key:
+// after a failed try, or, when one grant per key and process is all the
+// service allows (a flock per file description, a Mutex key per etcd
+// session), when the grant ends. Waiters get the turn in arrival order, a
+// waiter whose context ends leaves the queue without losing a hand-off, and
+// a key nobody holds or awaits takes no memory: a Queue starts no
+// goroutine and keeps no entry for it. The queue also keeps the key out of
+// the service for the process's other acquirers: a herd of one process is
+// one request.
+//
+// The zero value is an empty Queue
 // ready to use; a Queue must not be copied after first use. It is safe for
 // concurrent use.
 //

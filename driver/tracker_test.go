@@ -1,4 +1,4 @@
-package backend_test
+package driver_test
 
 import (
 	"errors"
@@ -9,16 +9,15 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/driver"
 )
 
-var errTrackerClosed = backend.ClosedError("testlock")
+var errTrackerClosed = driver.ClosedError("testlock")
 
 // Wait returns only once every goroutine started with Go and GoAlways has
 // returned, GoAlways's started between Shut and Wait included.
 func TestTrackerWaitWaits(t *testing.T) {
-	tr := backend.NewTracker(errTrackerClosed)
+	tr := driver.NewTracker(errTrackerClosed)
 	release := make(chan struct{})
 	var finished atomic.Int32
 	for range 3 {
@@ -59,7 +58,7 @@ func TestTrackerWaitWaits(t *testing.T) {
 // After Shut, CheckOpen fails with the package's ErrClosed, Go starts
 // nothing (from inside a tracked goroutine too), and Shut again says so.
 func TestTrackerAfterShut(t *testing.T) {
-	tr := backend.NewTracker(errTrackerClosed)
+	tr := driver.NewTracker(errTrackerClosed)
 	if err := tr.CheckOpen(); err != nil || tr.Closed() {
 		t.Fatalf("a new Tracker: CheckOpen %v, Closed %v", err, tr.Closed())
 	}
@@ -81,7 +80,7 @@ func TestTrackerAfterShut(t *testing.T) {
 		t.Error("Go after Shut and Wait started f")
 	}
 	err := tr.CheckOpen()
-	if err != errTrackerClosed || !errors.Is(err, distlock.ErrClosed) || err.Error() != "testlock: backend closed" {
+	if err != errTrackerClosed || !errors.Is(err, driver.ErrClosed) || err.Error() != "testlock: backend closed" {
 		t.Errorf("CheckOpen after Shut = %v, want the package's ErrClosed", err)
 	}
 	if !tr.Closed() || tr.Shut() {
@@ -95,7 +94,7 @@ func TestTrackerAfterShut(t *testing.T) {
 // refused, never runs. Run with -race.
 func TestTrackerGoRacesShut(t *testing.T) {
 	for range 50 {
-		tr := backend.NewTracker(errTrackerClosed)
+		tr := driver.NewTracker(errTrackerClosed)
 		var started, ran atomic.Int32
 		var callers sync.WaitGroup
 		for range 8 {
@@ -122,7 +121,7 @@ func TestTrackerGoRacesShut(t *testing.T) {
 // Work counted by Enter holds Wait until its Leave; Enter after Shut
 // counts nothing.
 func TestTrackerEnter(t *testing.T) {
-	tr := backend.NewTracker(errTrackerClosed)
+	tr := driver.NewTracker(errTrackerClosed)
 	if !tr.Enter() {
 		t.Fatal("Enter on an open Tracker counted nothing")
 	}

@@ -1,4 +1,4 @@
-package backendurl_test
+package driver_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // rot changes every ASCII letter and digit of s, and nothing else, so
@@ -51,17 +51,17 @@ func FuzzRedactUserinfo(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, prefix, user, password, suffix string) {
 		raw := prefix + user + ":" + password + "@" + suffix
-		shown := backendurl.Redact(raw)
+		shown := driver.Redact(raw)
 		checkPrintable(t, shown)
 		other := rot(password)
 		if other == password {
 			return
 		}
-		if again := backendurl.Redact(prefix + user + ":" + other + "@" + suffix); again != shown {
+		if again := driver.Redact(prefix + user + ":" + other + "@" + suffix); again != shown {
 			t.Fatalf("Redact shows the password:\n%q -> %q\n%q -> %q", raw, shown, prefix+user+":"+other+"@"+suffix, again)
 		}
-		clean, ok := backendurl.WithoutSecrets(raw)
-		clean2, ok2 := backendurl.WithoutSecrets(prefix + user + ":" + other + "@" + suffix)
+		clean, ok := driver.WithoutSecrets(raw)
+		clean2, ok2 := driver.WithoutSecrets(prefix + user + ":" + other + "@" + suffix)
 		if clean != clean2 || ok != ok2 {
 			t.Fatalf("WithoutSecrets keeps the password:\n%q -> %q %v\n%q -> %q %v", raw, clean, ok, prefix+user+":"+other+"@"+suffix, clean2, ok2)
 		}
@@ -76,7 +76,7 @@ func FuzzRedactQuery(f *testing.F) {
 		f.Add(s, "sslpassword", "x;y")
 	}
 	f.Fuzz(func(t *testing.T, prefix, name, value string) {
-		if !backendurl.IsSecretParam(name) || strings.ContainsAny(value, "&;#@?") || strings.ContainsAny(name, "&;#@?=%") {
+		if !driver.IsSecretParam(name) || strings.ContainsAny(value, "&;#@?") || strings.ContainsAny(name, "&;#@?=%") {
 			return
 		}
 		sep := "?"
@@ -84,14 +84,14 @@ func FuzzRedactQuery(f *testing.F) {
 			sep = "&"
 		}
 		raw := prefix + sep + name + "=" + value
-		shown := backendurl.Redact(raw)
+		shown := driver.Redact(raw)
 		checkPrintable(t, shown)
 		if other := rot(value); other != value {
-			if again := backendurl.Redact(prefix + sep + name + "=" + other); again != shown {
+			if again := driver.Redact(prefix + sep + name + "=" + other); again != shown {
 				t.Fatalf("Redact shows the value of %s:\n%q -> %q\n%q", name, raw, shown, again)
 			}
-			clean, ok := backendurl.WithoutSecrets(raw)
-			clean2, ok2 := backendurl.WithoutSecrets(prefix + sep + name + "=" + other)
+			clean, ok := driver.WithoutSecrets(raw)
+			clean2, ok2 := driver.WithoutSecrets(prefix + sep + name + "=" + other)
 			if clean != clean2 || ok != ok2 {
 				t.Fatalf("WithoutSecrets keeps the value of %s:\n%q -> %q\n%q", name, raw, clean, clean2)
 			}
@@ -107,9 +107,9 @@ func FuzzScrub(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, password, middle, token string) {
 		raw := prefix + password + middle + token
 		msg := "open " + raw + ": " + password + " " + token
-		err := backendurl.Scrub(errors.New(msg), raw)
+		err := driver.Scrub(errors.New(msg), raw)
 		got := err.Error()
-		for _, s := range backendurl.Secrets(raw) {
+		for _, s := range driver.Secrets(raw) {
 			if strings.Trim(s, "x") != "" && strings.Contains(got, s) {
 				t.Fatalf("Scrub(%q) for %q = %q: shows the secret %q", msg, raw, got, s)
 			}
@@ -125,11 +125,11 @@ func FuzzParse(f *testing.F) {
 		f.Add(s + "u:PW@h")
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		u, err := backendurl.Parse(raw)
-		shown := backendurl.Redact(raw)
+		u, err := driver.ParseURL(raw)
+		shown := driver.Redact(raw)
 		checkPrintable(t, shown)
-		if err == nil && u.HasUser && !strings.Contains(shown, backendurl.Mask+"@") && !strings.HasSuffix(shown, "(redacted)") {
-			t.Fatalf("Parse(%q) finds user information, Redact shows %q", raw, shown)
+		if err == nil && u.HasUser && !strings.Contains(shown, driver.Mask+"@") && !strings.HasSuffix(shown, "(redacted)") {
+			t.Fatalf("ParseURL(%q) finds user information, Redact shows %q", raw, shown)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package tlsfiles
+package driver
 
 import (
 	"context"
@@ -28,13 +28,13 @@ func TestConfigBadFiles(t *testing.T) {
 		"key without cert": {"", "", notPEM},
 		"bad pair":         {"", notPEM, notPEM},
 	} {
-		if _, err := Config(nil, args[0], args[1], args[2]); err == nil {
+		if _, err := TLSConfig(nil, args[0], args[1], args[2]); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	cfg, err := Config(&tls.Config{ServerName: "h", MinVersion: tls.VersionTLS10}, "", "", "")
+	cfg, err := TLSConfig(&tls.Config{ServerName: "h", MinVersion: tls.VersionTLS10}, "", "", "")
 	if err != nil || cfg.ServerName != "h" || cfg.MinVersion != tls.VersionTLS12 {
-		t.Errorf("Config(base) = %+v, %v; want the base's server name and TLS 1.2 at least", cfg, err)
+		t.Errorf("TLSConfig(base) = %+v, %v; want the base's server name and TLS 1.2 at least", cfg, err)
 	}
 }
 
@@ -50,8 +50,8 @@ func TestIsFailure(t *testing.T) {
 		{&tls.CertificateVerificationError{Err: errors.New("x")}, true},
 		{&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, true},
 	} {
-		if got := IsFailure(c.err); got != c.want {
-			t.Errorf("IsFailure(%v) = %v, want %v", c.err, got, c.want)
+		if got := IsTLSFailure(c.err); got != c.want {
+			t.Errorf("IsTLSFailure(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
@@ -77,7 +77,7 @@ func TestSpeaksTLS(t *testing.T) {
 	if SpeaksTLS(ctx, addr, nil) {
 		t.Error("a closed port is taken for a TLS server")
 	}
-	if !ClosedAtOnce(fmt.Errorf("read: %w", io.EOF)) || ClosedAtOnce(errors.New("timeout")) {
+	if !TLSClosedAtOnce(fmt.Errorf("read: %w", io.EOF)) || TLSClosedAtOnce(errors.New("timeout")) {
 		t.Error("ClosedAtOnce")
 	}
 }

@@ -1,23 +1,20 @@
-// Package urlfuzz holds the check that the URL fuzz test of every backend
-// makes: reading a URL never panics, and what comes of it does not depend
-// on the password in it, so that no error can show the password.
-package urlfuzz
+package distlocktest
 
 import (
 	"testing"
 
-	"github.com/distlock/distlock/internal/backendurl"
+	"github.com/distlock/distlock/driver"
 )
 
 // PasswordBlind reads prefix+user+":"+password+"@"+suffix with parse, and
-// again with backendurl.OtherSecret(password) in place of password, and
+// again with driver.OtherSecret(password) in place of password, and
 // fails t if the two outcomes differ: an error for one and not the other,
 // or errors that read differently. Then it reads prefix+suffix, which may
 // be any string at all, for a panic.
 func PasswordBlind(t testing.TB, parse func(raw string) error, prefix, user, password, suffix string) {
 	t.Helper()
 	raw := prefix + user + ":" + password + "@" + suffix
-	other := backendurl.OtherSecret(password)
+	other := driver.OtherSecret(password)
 	err := parse(raw)
 	err2 := parse(prefix + user + ":" + other + "@" + suffix)
 	if (err == nil) != (err2 == nil) {

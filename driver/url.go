@@ -1,14 +1,4 @@
-// Package backendurl reads the URLs that name lock services, and makes
-// them fit to print. Every backend's OpenURL, the backends package and the
-// command line use it, so that one set of rules decides where a URL's user
-// information ends and what of a URL may ever be shown.
-//
-// The user information of a URL is everything between "//" and the last
-// "@": a password may then hold any character as it is ("/", "?", "#" and
-// "@" included), and "@" elsewhere (in a path or a query) must be written
-// %40. Nothing of the user information is ever shown, the user name
-// included: a mistyped URL can put the password there.
-package backendurl
+package driver
 
 import (
 	"errors"
@@ -55,7 +45,7 @@ type URL struct {
 // the query, not the hosts (see HostPort). A "#" after the user
 // information is refused: it would start a fragment in other URL parsers,
 // which then disagree about what follows. Errors never quote raw.
-func Parse(raw string) (*URL, error) {
+func ParseURL(raw string) (*URL, error) {
 	scheme, rest, ok := Scheme(raw)
 	if !ok {
 		return nil, ErrNoScheme

@@ -1,4 +1,4 @@
-package tlsfiles
+package driver
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"syscall"
 )
 
-// Config returns a client TLS configuration (TLS 1.2 or later) that
+// TLSConfig returns a client TLS configuration (TLS 1.2 or later) that
 // verifies servers with the PEM CA bundle in ca (the system's roots if ca
 // is empty) and presents the certificate and key in cert and key (none if
 // both are empty; one without the other is an error). base, if not nil,
 // is cloned and completed instead of a new configuration. Errors name the
 // file and what is wrong with it.
-func Config(base *tls.Config, ca, cert, key string) (*tls.Config, error) {
+func TLSConfig(base *tls.Config, ca, cert, key string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if base != nil {
 		cfg = base.Clone()
@@ -49,10 +49,10 @@ func Config(base *tls.Config, ca, cert, key string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// IsFailure reports whether err comes from TLS itself (a certificate the
+// IsTLSFailure reports whether err comes from TLS itself (a certificate the
 // client could not verify, or an alert from the server such as a refused
 // or missing client certificate) rather than from the network.
-func IsFailure(err error) bool {
+func IsTLSFailure(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -86,11 +86,11 @@ func SpeaksTLS(ctx context.Context, host string, nextProtos []string) bool {
 	// A reply that is not a TLS record (say an HTTP 400) means the
 	// opposite; IsFailure counts it, as a TLS client's failure.
 	var rec tls.RecordHeaderError
-	return IsFailure(err) && !errors.As(err, &rec)
+	return IsTLSFailure(err) && !errors.As(err, &rec)
 }
 
-// ClosedAtOnce reports whether err means that the peer closed the
+// TLSClosedAtOnce reports whether err means that the peer closed the
 // connection without answering: what a TLS server does with plain text.
-func ClosedAtOnce(err error) bool {
+func TLSClosedAtOnce(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -1,4 +1,4 @@
-package backendurl
+package driver
 
 // OtherSecret changes the letters and digits of s within their classes,
 // keeping percent-escapes valid or invalid as they were: the fuzz tests of

@@ -1,0 +1,71 @@
+// Package driver is what a lock service's backend implements and what
+// every backend shares. Users of distlock need it only to name a
+// Backend; package distlock is their API, as database/sql is for
+// database/sql/driver.
+//
+// # What a backend implements
+//
+// A backend package offers a Backend: Acquire asks the service for a key
+// and returns a Lease, whose Token is the grant's fencing token and whose
+// Validity is what the service confirmed. The Client of package distlock
+// owns the policy: the local deadline, renewal, reentrancy, several keys
+// at once, retries. A backend reports facts and keeps no policy of its own.
+// A backend may also implement BatchRefresher (renew many leases in one
+// round trip) and Lister (distlock status).
+//
+// Every backend passes the conformance suite of package distlocktest
+// against its real service; that suite is the precise statement of the
+// contracts below.
+//
+// # The kit
+//
+// What every backend would otherwise write again lives here, so that
+// backends cannot drift apart:
+//
+//   - CheckAcquire, CheckTTL and Canceled: the checks of Acquire's input,
+//     in one order with one set of errors, and the error of an acquisition
+//     that its context ended.
+//   - ClosedError and Tracker: a backend's ErrClosed, whether it is open,
+//     and the goroutines its Close waits for.
+//   - Retry: background retries of a clean-up whose reply was lost.
+//   - Queue: one process's acquirers of a key, served in arrival order, so
+//     that one of them at a time talks to the service about the key.
+//   - URL, ParseURL, Redact, Scrub, WithoutSecrets: one reading of backend
+//     URLs, and what of a URL may ever be shown (nothing of its user
+//     information, the user name included: a mistyped URL can put the
+//     password there).
+//   - TLSConfig, IsTLSFailure, SpeaksTLS: client TLS from a URL's ca, cert
+//     and key files, and telling a TLS failure from a network one.
+//   - ValidateKey, MaxKeyLen, MaxTTL and the errors (ErrNotAcquired,
+//     ErrLockLost, ErrUnavailable, ErrInvalidKey, ErrInvalidOption,
+//     ErrClosed), which package distlock exports under the same names.
+//
+// # Outline of a backend's package documentation
+//
+// A backend's doc.go opens with one paragraph: the service, what the backend
+// is for, and a short example when it needs setting up. Then come these
+// sections, with these headings, in this order, so that backends can be
+// compared section by section:
+//
+//   - "# Guarantees": what holds while a grant is valid, from which
+//     confirmation its validity is timed (or that it has no time bound), and
+//     how a loss is reported (OnLost, or only by the Client's deadline).
+//   - "# Not guaranteed": what a user must not assume: pauses longer than
+//     the usable TTL, clock faults beyond the drift, operators deleting the
+//     service's state, fairness between processes, and whatever else the
+//     service does not promise.
+//   - "# Durability": what the service must keep for grants to stay
+//     exclusive and tokens to keep increasing (fsync settings, no failover
+//     to a lagging replica, a directory that survives reboots).
+//   - "# Waiting": the service's signal that wakes a waiter, the polling
+//     that covers a missed signal, and the order waiters are served in,
+//     within one process (Queue) and between processes.
+//   - "# Fencing": where the token comes from and why it increases, and the
+//     storage-side checks the package offers besides package fence (an
+//     atomic check in the service itself, when it has one).
+//
+// Sections particular to a backend (key layout, URLs, goroutines) follow
+// these. Notes on how the code works belong in comments next to that code,
+// not in the package documentation, and the documentation speaks only of
+// what exists.
+package driver
