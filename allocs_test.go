@@ -28,9 +28,9 @@ func TestCycleAllocs(t *testing.T) {
 	defer c.Close(ctx)
 	for _, mode := range []struct {
 		name  string
-		opts  []distlock.Option
+		opts  []distlock.LockOption
 		bound float64
-	}{{"Acquire", nil, 7}, {"WithWait(false)", []distlock.Option{distlock.WithWait(false)}, 8}} {
+	}{{"Acquire", nil, 7}, {"WithWait(false)", []distlock.LockOption{distlock.WithWait(false)}, 8}} {
 		t.Run(mode.name, func(t *testing.T) {
 			n := testing.AllocsPerRun(200, func() {
 				l, err := c.Acquire(ctx, "allocs", mode.opts...)

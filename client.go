@@ -82,7 +82,7 @@ func New(b driver.Backend, opts ...Option) (*Client, error) {
 // *EnclosingError (matching ErrEnclosingEnded, not ErrLockLost nor
 // ErrReleased) that says which enclosing lock ended and why. Release it as
 // any other, or the key stays held.
-func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (c *Client) Acquire(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	cfg, err := c.lockConfig(opts)
 	if err != nil {
 		return nil, keyErr("acquire", key, err)
@@ -93,7 +93,7 @@ func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock
 
 // TryAcquire is Acquire with WithWait(false): when key is held it returns at
 // once with an error matching ErrNotAcquired.
-func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (c *Client) TryAcquire(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	cfg, err := c.lockConfig(opts)
 	if err != nil {
 		return nil, keyErr("acquire", key, err)
@@ -108,7 +108,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 // error joins fn's error with an error matching ErrLockLost if the lock was
 // lost before fn returned: in that case fn's work was not fully protected,
 // even if fn itself reported success.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
 	l, err := c.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
@@ -174,14 +174,8 @@ func (c *Client) Close(ctx context.Context) error {
 }
 
 // lockConfig is the Client's configuration with one acquisition's options.
-func (c *Client) lockConfig(opts []Option) (config, error) {
-	base := c.cfg
-	base.clientOnly = ""
-	cfg, err := base.with(opts)
-	if err == nil && cfg.clientOnly != "" {
-		err = fmt.Errorf("%w: %s applies to a Client: pass it to New", ErrInvalidOption, cfg.clientOnly)
-	}
-	return cfg, err
+func (c *Client) lockConfig(opts []LockOption) (config, error) {
+	return c.cfg.withLock(opts)
 }
 
 // enterWait counts an acquisition in progress, whose wait Close ends with

@@ -46,7 +46,7 @@ func TestDeadlineArithmetic(t *testing.T) {
 		ctx := context.Background()
 		f := distlocktest.NewFaulty(memlock.New())
 		c := newClient(t, f, distlock.WithTTL(10*time.Second), distlock.WithDrift(0.01),
-			distlock.WithSafetyMargin(10*time.Millisecond), distlock.WithRenewEvery(3*time.Second))
+			distlock.WithSafetyMargin(10*time.Millisecond), distlock.WithRenewal(3*time.Second))
 		start := time.Now()
 		l, err := c.Acquire(ctx, "k")
 		if err != nil {
@@ -187,7 +187,7 @@ func TestExpiryUnderSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		srv := memlock.New()
-		a := newClient(t, srv, distlock.WithTTL(time.Hour), distlock.WithoutRenewal())
+		a := newClient(t, srv, distlock.WithTTL(time.Hour), distlock.WithRenewal(distlock.NoRenewal))
 		b := newClient(t, srv)
 		la, _ := a.Acquire(ctx, "k")
 		start := time.Now()
@@ -321,8 +321,8 @@ func TestCauseKeepsContextError(t *testing.T) {
 }
 
 func TestTinyRenewIntervalRefused(t *testing.T) {
-	if _, err := distlock.New(memlock.New(), distlock.WithRenewEvery(time.Nanosecond)); !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Errorf("WithRenewEvery(1ns): %v, want ErrInvalidOption", err)
+	if _, err := distlock.New(memlock.New(), distlock.WithRenewal(time.Nanosecond)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("WithRenewal(1ns): %v, want ErrInvalidOption", err)
 	}
 }
 

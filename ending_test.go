@@ -268,7 +268,7 @@ func TestReleaseRacingLossKeepsLostCause(t *testing.T) {
 	for range 100 {
 		synctest.Test(t, func(t *testing.T) {
 			ctx := context.Background()
-			c := newClient(t, memlock.New(), distlock.WithTTL(time.Second), distlock.WithoutRenewal())
+			c := newClient(t, memlock.New(), distlock.WithTTL(time.Second), distlock.WithRenewal(distlock.NoRenewal))
 			var ls []*distlock.Lock
 			for i := range n {
 				ls = append(ls, acq(t, c, ctx, string(rune('a'+i%26))+string(rune('a'+i/26))))

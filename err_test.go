@@ -214,7 +214,7 @@ func (slowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validit
 // no data race on the deadline (-race). (From review.)
 func TestRefreshDuringWatchdogRefresh(t *testing.T) {
 	ctx := context.Background()
-	c, err := New(slowBackend{}, WithRenewEvery(20*time.Millisecond))
+	c, err := New(slowBackend{}, WithRenewal(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

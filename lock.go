@@ -67,7 +67,7 @@ func (l *Lock) Err() error {
 // AtRisk returns a channel that is closed when the lock is at risk: its
 // local deadline is within the at-risk window (WithAtRiskWindow) because no
 // renewal has been confirmed in time (renewals failing or hanging, or a
-// lock WithoutRenewal not refreshed by its holder). It closes before the
+// lock with WithRenewal(NoRenewal) not refreshed by its holder). It closes before the
 // lock's context is cancelled for that deadline, so that the holder can
 // checkpoint or stop in an orderly way. A healthy lock is never at risk. A
 // renewal confirmed afterwards re-arms it: later calls return a new,

@@ -21,7 +21,7 @@ import (
 // The sorted order protects only against other AcquireAll calls and single
 // Acquires: a caller that already holds a key and then asks for a smaller
 // one can still deadlock with someone doing the opposite.
-func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...Option) (*LockSet, error) {
+func (c *Client) AcquireAll(ctx context.Context, keys []string, opts ...LockOption) (*LockSet, error) {
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)

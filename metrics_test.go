@@ -80,8 +80,8 @@ func TestMetrics(t *testing.T) {
 		srv.Revoke("a")                     // lost: service_reported
 		synctest.Wait()
 		a.Release(ctx)
-		l, _ := c.Acquire(ctx, "c", distlock.WithoutRenewal()) // acquired
-		time.Sleep(3 * time.Second)                            // lost: deadline
+		l, _ := c.Acquire(ctx, "c", distlock.WithRenewal(distlock.NoRenewal)) // acquired
+		time.Sleep(3 * time.Second)                                           // lost: deadline
 		synctest.Wait()
 		l.Release(ctx)
 		d, _ := c.Acquire(ctx, "d") // acquired

@@ -22,18 +22,32 @@ const (
 	defaultRenewFraction = 3 // renew every TTL/3
 )
 
-// Option configures a Client (given to New) or one acquisition (given to
-// Acquire, TryAcquire, Do or AcquireAll, where it overrides the Client's
-// setting for that lock). WithLogger and WithOwner apply to a Client only:
-// an acquisition given one fails with ErrInvalidOption.
-type Option func(*config)
+// Option configures a Client: New takes Options. Every LockOption is an
+// Option too: given to New, it sets the Client's default for every lock it
+// acquires. The options that concern the Client as a whole (WithOwner,
+// WithLogger, WithMeterProvider, WithKeyLabel) are Options and not
+// LockOptions, so that an acquisition given one does not compile.
+type Option interface {
+	applyToClient(c *config)
+}
+
+// LockOption configures one acquisition: Acquire, TryAcquire, Do and
+// AcquireAll take LockOptions, which override the Client's setting for
+// that lock. Given to New, a LockOption sets the Client's default.
+type LockOption func(*config)
+
+func (o LockOption) applyToClient(c *config) { o(c) }
+
+// clientOption is an Option that only a Client takes.
+type clientOption func(*config)
+
+func (o clientOption) applyToClient(c *config) { o(c) }
 
 type config struct {
 	ttl        time.Duration
 	wait       bool
 	retry      RetryStrategy
-	renewEvery time.Duration // 0: TTL/3
-	noRenew    bool
+	renewEvery time.Duration // 0: TTL/3; NoRenewal: off
 	maxHold    time.Duration
 	drift      float64
 	margin     time.Duration
@@ -43,7 +57,6 @@ type config struct {
 	logger     *slog.Logger
 	meters     metric.MeterProvider // nil: the global provider
 	keyLabel   func(key string) string
-	clientOnly string // the last Client-only option applied, by name
 }
 
 func defaultConfig() config {
@@ -63,17 +76,17 @@ func defaultConfig() config {
 // WithTTL sets the lease duration: how long the service keeps a grant whose
 // holder stopped renewing. It bounds how long a crashed holder blocks others.
 // Default: DefaultTTL (15s). It must be positive and at most MaxTTL (24h).
-func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+func WithTTL(ttl time.Duration) LockOption { return func(c *config) { c.ttl = ttl } }
 
 // WithWait selects whether Acquire waits for a held key (true) or tries once
 // (false). Default: true. TryAcquire is Acquire with WithWait(false).
-func WithWait(wait bool) Option { return func(c *config) { c.wait = wait } }
+func WithWait(wait bool) LockOption { return func(c *config) { c.wait = wait } }
 
 // WithRetry sets how transient backend errors (ErrUnavailable) are retried
 // while acquiring and releasing. Default: DefaultRetry (exponential backoff
 // with full jitter, 10ms to 1s, 8 retries). Renewal does not use it: the
 // watchdog keeps trying until the lock's deadline.
-func WithRetry(s RetryStrategy) Option {
+func WithRetry(s RetryStrategy) LockOption {
 	return func(c *config) {
 		if s == nil {
 			s = NoRetry
@@ -82,70 +95,70 @@ func WithRetry(s RetryStrategy) Option {
 	}
 }
 
-// WithRenewEvery sets how often held locks are refreshed. Default: TTL/3.
-// It must be at least 1ms and shorter than the lock's usable validity.
-func WithRenewEvery(d time.Duration) Option {
-	return func(c *config) { c.renewEvery, c.noRenew = d, false }
-}
+// NoRenewal, given to WithRenewal, turns automatic renewal off.
+const NoRenewal time.Duration = -1
 
-// WithoutRenewal turns automatic renewal off: the lock ends at its deadline
-// unless the holder calls Lock.Refresh. Default: renewal is on.
-func WithoutRenewal() Option { return func(c *config) { c.noRenew = true } }
+// WithRenewal sets how often held locks are refreshed: every d, or never
+// with NoRenewal (the lock then ends at its deadline unless its holder calls
+// Lock.Refresh; a test of fencing uses it to let a lease lapse). 0 asks for
+// the default. Default: TTL/3. Any other d must be at least 1ms and shorter
+// than the lock's usable validity.
+func WithRenewal(d time.Duration) LockOption { return func(c *config) { c.renewEvery = d } }
 
 // WithMaxHold bounds how long a lock may be held. When it passes, the lock's
 // context is cancelled with ErrMaxHoldExceeded and the lock is released, so
 // that a stuck holder cannot keep a key forever by renewing. Default: 0, no
 // bound.
-func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+func WithMaxHold(d time.Duration) LockOption { return func(c *config) { c.maxHold = d } }
 
 // WithDrift sets the fraction of the TTL assumed lost to clock-rate
 // differences between this host and the service. The local deadline is
 // sent + TTL*(1-drift) - margin. Default: DefaultDrift (0.01). It must be in
 // [0, 0.5).
-func WithDrift(f float64) Option { return func(c *config) { c.drift = f } }
+func WithDrift(f float64) LockOption { return func(c *config) { c.drift = f } }
 
 // WithSafetyMargin sets a fixed time subtracted from every local deadline,
 // covering timer latency in this process. Default: DefaultSafetyMargin
 // (10ms). It must not be negative.
-func WithSafetyMargin(d time.Duration) Option { return func(c *config) { c.margin = d } }
+func WithSafetyMargin(d time.Duration) LockOption { return func(c *config) { c.margin = d } }
 
 // WithMaxDepth limits reentrant acquisitions of one key through lock
 // contexts. Default: DefaultMaxDepth (32). It must be at least 1; 1 turns
 // reentrancy off (a reentrant acquire then fails with ErrTooDeep).
-func WithMaxDepth(n int) Option { return func(c *config) { c.maxDepth = n } }
+func WithMaxDepth(n int) LockOption { return func(c *config) { c.maxDepth = n } }
 
 // WithOwner sets the description of this Client stored with its locks where
-// the backend keeps one (see Lister). Default: "hostname:pid". Client only.
+// the backend keeps one (see Lister). Default: "hostname:pid".
 func WithOwner(owner string) Option {
-	return func(c *config) { c.owner, c.clientOnly = owner, "WithOwner" }
+	return clientOption(func(c *config) { c.owner = owner })
 }
 
 // WithLogger sets where the Client logs: losses and renewal failures at
 // Warn; acquisitions, renewals, releases and retried failures at Debug.
-// Default: nothing is logged. Client only.
+// Default: nothing is logged.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
+	return clientOption(func(c *config) {
 		if l == nil {
 			l = slog.New(slog.DiscardHandler)
 		}
-		c.logger, c.clientOnly = l, "WithLogger"
-	}
+		c.logger = l
+	})
 }
 
 // WithMeterProvider sets where the Client's metrics go (see the
 // instruments listed in the package's metrics documentation). Default: the
 // global provider (otel.GetMeterProvider), a no-op until the application
-// installs one. Client only.
+// installs one.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) { c.meters, c.clientOnly = mp, "WithMeterProvider" }
+	return clientOption(func(c *config) { c.meters = mp })
 }
 
 // WithKeyLabel adds to every measurement of a lock the attribute
 // distlock.key.label, label(key). The label must take few values (the
 // first segment of a key, say), or the metrics grow without bound; keys
-// themselves are never attributes. Default: no label. Client only.
+// themselves are never attributes. Default: no label.
 func WithKeyLabel(label func(key string) string) Option {
-	return func(c *config) { c.keyLabel, c.clientOnly = label, "WithKeyLabel" }
+	return clientOption(func(c *config) { c.keyLabel = label })
 }
 
 // WithAtRiskWindow sets how close to its local deadline a lock whose
@@ -154,16 +167,27 @@ func WithKeyLabel(label func(key string) string) Option {
 // interval leaves less room (half the time between a renewal's deadline
 // and the next renewal), so that a healthy lock is never at risk. It must
 // be positive and shorter than the usable TTL.
-func WithAtRiskWindow(d time.Duration) Option { return func(c *config) { c.atRisk = d } }
+func WithAtRiskWindow(d time.Duration) LockOption { return func(c *config) { c.atRisk = d } }
 
+// with is c with a Client's options.
 func (c config) with(opts []Option) (config, error) {
+	for _, o := range opts {
+		if o != nil {
+			o.applyToClient(&c)
+		}
+	}
+	return c, c.validate()
+}
+
+// withLock is c with one acquisition's options.
+func (c config) withLock(opts []LockOption) (config, error) {
 	if len(opts) == 0 {
 		return c, c.validate() // (c would escape below: this costs no allocation)
 	}
-	return c.withOpts(opts)
+	return c.withLockOpts(opts)
 }
 
-func (c config) withOpts(opts []Option) (config, error) {
+func (c config) withLockOpts(opts []LockOption) (config, error) {
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -183,11 +207,14 @@ func (c config) atRiskWindow() time.Duration {
 		return c.atRisk
 	}
 	w := c.ttl / defaultRenewFraction
-	if !c.noRenew {
+	if c.renews() {
 		w = min(w, (c.usable(c.ttl)-c.renewInterval())/2)
 	}
 	return max(w, 0)
 }
+
+// renews reports whether held locks are renewed automatically.
+func (c config) renews() bool { return c.renewEvery != NoRenewal }
 
 func (c config) renewInterval() time.Duration {
 	if c.renewEvery > 0 {
@@ -211,11 +238,11 @@ func (c config) validate() error {
 		return bad("safety margin %v is negative", c.margin)
 	case c.usable(c.ttl) <= 0:
 		return bad("TTL %v leaves no time after drift %v and margin %v", c.ttl, c.drift, c.margin)
-	case c.renewEvery < 0:
+	case c.renewEvery < 0 && c.renewEvery != NoRenewal:
 		return bad("renewal interval %v is negative", c.renewEvery)
-	case !c.noRenew && c.renewInterval() < minRenewInterval:
+	case c.renews() && c.renewInterval() < minRenewInterval:
 		return bad("renewal interval %v is shorter than %v", c.renewInterval(), minRenewInterval)
-	case !c.noRenew && c.renewInterval() >= c.usable(c.ttl):
+	case c.renews() && c.renewInterval() >= c.usable(c.ttl):
 		return bad("renewal interval %v is not shorter than the usable TTL %v", c.renewInterval(), c.usable(c.ttl))
 	case c.maxHold < 0:
 		return bad("MaxHold %v is negative", c.maxHold)

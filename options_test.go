@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
@@ -11,16 +12,28 @@ import (
 	"github.com/distlock/distlock/memlock"
 )
 
-// Options that only a Client can use are refused by every acquisition, and
-// every acquisition's option errors are KeyErrors matching
-// ErrInvalidOption.
+// Options that only a Client can use are not LockOptions: an acquisition
+// given one does not compile. Every acquisition's option errors are
+// KeyErrors matching ErrInvalidOption.
 func TestLockOptionsRefused(t *testing.T) {
+	lockOption := reflect.TypeFor[distlock.LockOption]()
+	for name, opt := range map[string]distlock.Option{
+		"WithOwner":         distlock.WithOwner("someone"),
+		"WithLogger":        distlock.WithLogger(slog.Default()),
+		"WithMeterProvider": distlock.WithMeterProvider(nil),
+		"WithKeyLabel":      distlock.WithKeyLabel(func(string) string { return "" }),
+	} {
+		if reflect.TypeOf(opt).AssignableTo(lockOption) {
+			t.Errorf("%s is a LockOption: an acquisition can be given it", name)
+		}
+	}
+
 	ctx := context.Background()
 	c := newClient(t, memlock.New())
-	for name, opt := range map[string]distlock.Option{
-		"WithOwner":  distlock.WithOwner("someone"),
-		"WithLogger": distlock.WithLogger(slog.Default()),
-		"WithTTL(0)": distlock.WithTTL(0),
+	for name, opt := range map[string]distlock.LockOption{
+		"WithTTL(0)":           distlock.WithTTL(0),
+		"WithRenewal(-2s)":     distlock.WithRenewal(-2 * time.Second),
+		"WithAtRiskWindow(-1)": distlock.WithAtRiskWindow(-1),
 	} {
 		check := func(call string, err error) {
 			t.Helper()

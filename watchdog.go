@@ -47,7 +47,7 @@ func (c *Client) scheduleLocked(g *grant) {
 			when = t
 		}
 	}
-	if !g.inflight && !g.cfg.noRenew {
+	if !g.inflight && g.cfg.renews() {
 		earliest(g.nextRenew)
 	}
 	earliest(g.deadline())
@@ -191,7 +191,7 @@ func (c *Client) dueLocked(now time.Time) (batch, expired, tooLong, risky []*gra
 				g.fireRiskLocked()
 				risky = append(risky, g)
 			}
-			if !g.inflight && !g.cfg.noRenew && !g.nextRenew.After(now.Add(g.cfg.renewInterval()/4)) {
+			if !g.inflight && g.cfg.renews() && !g.nextRenew.After(now.Add(g.cfg.renewInterval()/4)) {
 				g.inflight = true
 				batch = append(batch, g)
 			}

@@ -36,7 +36,7 @@ func (l plainLease) Release(ctx context.Context) error { return nil }
 func TestWatchdogLingers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := New(&oneAtATime{}, WithRenewEvery(100*time.Millisecond))
+		c, err := New(&oneAtATime{}, WithRenewal(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

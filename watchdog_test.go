@@ -96,10 +96,10 @@ func watchdogEventsOnTime(t *testing.T, seed uint64) {
 				continue
 			}
 			x := &rec{ttl: []time.Duration{3, 6, 9, 12, 30, 60}[r.IntN(6)] * time.Second}
-			opts := []distlock.Option{distlock.WithTTL(x.ttl)}
+			opts := []distlock.LockOption{distlock.WithTTL(x.ttl)}
 			if r.IntN(3) == 0 {
 				x.noRenew = true
-				opts = append(opts, distlock.WithoutRenewal())
+				opts = append(opts, distlock.WithRenewal(distlock.NoRenewal))
 			}
 			if r.IntN(3) == 0 {
 				x.maxHold = time.Duration(1+r.IntN(40)) * time.Second
@@ -291,7 +291,7 @@ func TestSlowLoggerDoesNotDelayLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		srv := memlock.New()
-		a := newClient(t, srv, distlock.WithTTL(time.Second), distlock.WithoutRenewal(),
+		a := newClient(t, srv, distlock.WithTTL(time.Second), distlock.WithRenewal(distlock.NoRenewal),
 			distlock.WithLogger(slog.New(slowHandler{"lock lost", 5 * time.Second})))
 		b := newClient(t, srv)
 		la, _ := a.Acquire(ctx, "k")

@@ -195,13 +195,6 @@ var Subjects = []Subject{
 		Counters: redisCounters(1),
 	},
 	{
-		ID: "distlock-redis-fair", Name: "distlock Redis, fair mode (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
-		Settings: "redislock.WithFair(), which asks for the default (the FIFO queue); the row stays so that runs before and after the queue became the default compare",
-		Measures: Latency | Throughput | Contention,
-		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisFair, false) },
-		Counters: redisCounters(1),
-	},
-	{
 		ID: "distlock-redis-unordered", Name: "distlock Redis, unordered (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
 		Settings: "redislock.WithUnordered(): no queue; a release wakes every waiter of the key over pub/sub and they race (the default before the queue)",
 		Measures: Latency | Throughput | Contention,
@@ -433,7 +426,6 @@ type distlockLocker struct {
 // The ways redislock waiters are served in the Redis rows.
 const (
 	redisQueue     = iota // the default
-	redisFair             // WithFair: the default, asked for
 	redisUnordered        // WithUnordered
 )
 
@@ -441,8 +433,6 @@ func newDistlockRedis(e *Env, mode int, try bool) (Locker, error) {
 	c := e.RedisClient(e.Redis(1)[0])
 	var opts []redislock.Option
 	switch mode {
-	case redisFair:
-		opts = append(opts, redislock.WithFair())
 	case redisUnordered:
 		opts = append(opts, redislock.WithUnordered())
 	}

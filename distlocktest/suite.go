@@ -206,7 +206,7 @@ func (s *suite) ctx(t *testing.T) context.Context {
 // holder to be served.
 func (s *suite) lapse() time.Duration { return 10*s.ttl + 10*time.Second }
 
-func mustAcquire(t *testing.T, c *distlock.Client, ctx context.Context, key string, opts ...distlock.Option) *distlock.Lock {
+func mustAcquire(t *testing.T, c *distlock.Client, ctx context.Context, key string, opts ...distlock.LockOption) *distlock.Lock {
 	t.Helper()
 	l, err := c.Acquire(ctx, key, opts...)
 	if err != nil {

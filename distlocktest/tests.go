@@ -103,7 +103,7 @@ func (s *suite) testTokens(t *testing.T) {
 
 	// Expiry: a holder that does not renew lapses; the next grant is higher.
 	if s.canLapse() {
-		la = mustAcquire(t, a, ctx, key, distlock.WithTTL(s.ttl), distlock.WithoutRenewal())
+		la = mustAcquire(t, a, ctx, key, distlock.WithTTL(s.ttl), distlock.WithRenewal(distlock.NoRenewal))
 		tokens = append(tokens, la.Token())
 		if s.unbounded {
 			s.revoke(t, key)
@@ -200,7 +200,7 @@ func (s *suite) testOwnerChecked(t *testing.T) {
 func (s *suite) testClientReleaseAfterLoss(t *testing.T) {
 	s.needLapse(t)
 	ctx, key := s.ctx(t), s.key(t)
-	a, b := s.client(t, distlock.WithTTL(s.ttl), distlock.WithoutRenewal()), s.client(t)
+	a, b := s.client(t, distlock.WithTTL(s.ttl), distlock.WithRenewal(distlock.NoRenewal)), s.client(t)
 	la := mustAcquire(t, a, ctx, key)
 	if s.unbounded {
 		s.revoke(t, key)
@@ -275,7 +275,7 @@ func (s *suite) lossBeforeGrant(t *testing.T, holder *distlock.Client, before fu
 // Contract: loss is visible and early. A holder that stops renewing has its
 // context cancelled before any other client is granted the key.
 func (s *suite) testLossNoRenewal(t *testing.T) {
-	s.lossBeforeGrant(t, s.client(t, distlock.WithoutRenewal(), s.margin()), nil)
+	s.lossBeforeGrant(t, s.client(t, distlock.WithRenewal(distlock.NoRenewal), s.margin()), nil)
 }
 
 // margin is the safety margin of holders whose loss the suite times: it
@@ -283,7 +283,7 @@ func (s *suite) testLossNoRenewal(t *testing.T) {
 // under the race detector can exceed DefaultSafetyMargin when the suite's
 // TTL is short. The contract is checked all the same: the holder's context
 // must end before the next grant.
-func (s *suite) margin() distlock.Option {
+func (s *suite) margin() distlock.LockOption {
 	return distlock.WithSafetyMargin(max(distlock.DefaultSafetyMargin, s.ttl/10))
 }
 
@@ -851,7 +851,7 @@ func (s *suite) testOddKeys(t *testing.T) {
 func (s *suite) testBadOptions(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	b := s.newBackend(t)
-	bad := map[string]distlock.Option{
+	bad := map[string]distlock.LockOption{
 		"zero TTL":        distlock.WithTTL(0),
 		"negative TTL":    distlock.WithTTL(-time.Second),
 		"huge TTL":        distlock.WithTTL(distlock.MaxTTL + 1),
@@ -859,7 +859,8 @@ func (s *suite) testBadOptions(t *testing.T) {
 		"drift 1":         distlock.WithDrift(1),
 		"negative drift":  distlock.WithDrift(-0.1),
 		"negative margin": distlock.WithSafetyMargin(-1),
-		"renew > TTL":     distlock.WithRenewEvery(time.Hour),
+		"renew > TTL":     distlock.WithRenewal(time.Hour),
+		"negative renew":  distlock.WithRenewal(-2 * time.Second),
 		"negative hold":   distlock.WithMaxHold(-1),
 		"depth 0":         distlock.WithMaxDepth(0),
 	}
@@ -901,7 +902,7 @@ func (s *suite) testDoubleRelease(t *testing.T) {
 	if !s.canLapse() {
 		return
 	}
-	lost := mustAcquire(t, s.client(t, distlock.WithTTL(s.ttl), distlock.WithoutRenewal()), ctx, key)
+	lost := mustAcquire(t, s.client(t, distlock.WithTTL(s.ttl), distlock.WithRenewal(distlock.NoRenewal)), ctx, key)
 	if s.unbounded {
 		s.revoke(t, key)
 	}

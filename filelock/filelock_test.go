@@ -92,7 +92,7 @@ func TestUnboundedGrant(t *testing.T) {
 	}
 	release(t, l)
 
-	c, err := distlock.New(newBackend(t, dir), distlock.WithTTL(50*time.Millisecond), distlock.WithoutRenewal())
+	c, err := distlock.New(newBackend(t, dir), distlock.WithTTL(50*time.Millisecond), distlock.WithRenewal(distlock.NoRenewal))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestGatewayGoneIsALossAtTheNextRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := distlock.New(b, distlock.WithTTL(30*time.Second), distlock.WithRenewEvery(100*time.Millisecond))
+	c, err := distlock.New(b, distlock.WithTTL(30*time.Second), distlock.WithRenewal(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

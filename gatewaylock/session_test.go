@@ -173,7 +173,7 @@ func TestCycleIsAcquireAndRelease(t *testing.T) {
 func TestGatewayGoneIsALossWithoutARenewal(t *testing.T) {
 	f := startFront(t, memlock.New(), "127.0.0.1:0")
 	b := newBackend(t, f.url)
-	c, err := distlock.New(b, distlock.WithTTL(30*time.Second), distlock.WithoutRenewal())
+	c, err := distlock.New(b, distlock.WithTTL(30*time.Second), distlock.WithRenewal(distlock.NoRenewal))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func TestLeaseExpiryCancelsFirst(t *testing.T) {
 	proxy.Delay(400 * time.Millisecond)
 	const ttl = time.Second
 	holder := newClient(t, newLeaseBackend(t, strings.Replace(server.DSN, addrOf(server), proxy.Addr(), 1)),
-		distlock.WithTTL(ttl), distlock.WithoutRenewal(), distlock.WithSafetyMargin(ttl/10))
+		distlock.WithTTL(ttl), distlock.WithRenewal(distlock.NoRenewal), distlock.WithSafetyMargin(ttl/10))
 	next := newClient(t, newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN)))
 	for round := range 3 {
 		l, err := holder.Acquire(ctx, key)

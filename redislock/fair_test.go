@@ -22,7 +22,7 @@ func TestFairOrder(t *testing.T) {
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	const n = 5
 	key := "fair-order"
-	opts := []redislock.Option{redislock.WithFair()}
+	var opts []redislock.Option
 	holder := newBackend(t, srv.Addr, opts...)
 	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
@@ -76,7 +76,7 @@ func TestFairDeadWaiterIsSkipped(t *testing.T) {
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
 	const liveness = 500 * time.Millisecond
 	key := "fair-dead-waiter"
-	opts := []redislock.Option{redislock.WithFair(), redislock.WithWaiterLiveness(liveness)}
+	opts := []redislock.Option{redislock.WithWaiterLiveness(liveness)}
 	holder := newBackend(t, srv.Addr, opts...)
 	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {

@@ -22,7 +22,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	ctx := testCtx(t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 	t.Cleanup(func() { cc.Close() })
-	opts := []redislock.Option{redislock.WithFair()}
+	var opts []redislock.Option
 	holderB, waiterB := mustNew(t, cc, opts...), mustNew(t, cc, opts...)
 	t.Cleanup(func() { holderB.Close(); waiterB.Close() })
 	f := redislock.NewFence(cc)

@@ -37,17 +37,13 @@ type config struct {
 // one Cluster slot. Backends sharing locks must use the same prefix.
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
-// WithFair asks for the FIFO queue, which is the default: waiters queue in
-// Redis in arrival order, a release wakes only the first live waiter, and a
-// newcomer (TryAcquire included) cannot take a free lock while others wait
-// for it. It undoes an earlier WithUnordered. An Acquire that fails (its
-// context ends, or the service is unavailable) leaves the queue; when the
-// Client retries it, it joins again at the back.
-func WithFair() Option { return func(c *config) { c.unordered = false } }
-
 // WithUnordered turns the queue off: waiters then race for a released
 // lock, in no particular order, within a process as between processes.
-// Default: off (waiters queue). Its cost: a release wakes every waiter of
+// Default: off: waiters queue in Redis in arrival order, a release wakes
+// only the first live waiter, and a newcomer (TryAcquire included) cannot
+// take a free lock while others wait for it; an Acquire that fails (its
+// context ends, or the service is unavailable) leaves the queue, and when
+// the Client retries it, it joins again at the back. Its cost: a release wakes every waiter of
 // the key and each of them sends a request, so a hand-off costs about one
 // request per waiting process (measured on a busy machine: 88 requests
 // per hand-off with 64 waiting processes, against 2 with the queue, whose

@@ -56,8 +56,8 @@ func urlForm(scheme string) string {
 // URL, percent-decoded: a password may hold any character as it is, and
 // "@" in the path or the options must be written %40.
 //
-// Options are this package's "prefix" (WithPrefix), "fair" (WithFair, the
-// default, a boolean), "unordered" (WithUnordered, a boolean),
+// Options are this package's "prefix" (WithPrefix), "unordered"
+// (WithUnordered, a boolean),
 // "eviction_allowed" (WithEvictionAllowed, a boolean) and
 // "waiter_liveness" (WithWaiterLiveness, a Go duration); over TLS
 // (rediss:// and rediss+cluster://) "ca" (a PEM CA bundle verifying the
@@ -193,7 +193,7 @@ func (r *redisURL) ourOptions(q url.Values) error {
 	for _, b := range []struct {
 		name string
 		opt  Option
-	}{{"fair", WithFair()}, {"unordered", WithUnordered()}, {"eviction_allowed", WithEvictionAllowed()}} {
+	}{{"unordered", WithUnordered()}, {"eviction_allowed", WithEvictionAllowed()}} {
 		on, _, err := redisurl.Bool(q, b.name)
 		if err != nil {
 			return err

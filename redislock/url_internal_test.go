@@ -100,7 +100,7 @@ func TestParseURLNeedsAHost(t *testing.T) {
 	}
 	for _, bad := range []string{"redis+cluster://h:abc", "redis+cluster://h:0", "redis+cluster://h:65536", "redis+cluster://:7000",
 		"redis+cluster://[::1", "redis+cluster://h1,", "redis://h1,h2", "redis+sentinel://h", "redis+sentinel://h/m/1/2",
-		"redis+cluster://h/1", "redis+cluster://h?addr=h2", "redis://h#x", "redis://h/0?fair=maybe"} {
+		"redis+cluster://h/1", "redis+cluster://h?addr=h2", "redis://h#x", "redis://h/0?unordered=maybe"} {
 		if _, err := parseURL(bad); !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("parseURL(%q): %v, want ErrInvalidOption", bad, err)
 		}

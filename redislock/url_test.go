@@ -25,7 +25,7 @@ func TestOpenURL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := redislock.OpenURL(ctx, fmt.Sprintf("redis://:%s@%s/3?prefix=app:&fair=true&waiter_liveness=2s&dial_timeout=2s", password, srv.Addr))
+	b, err := redislock.OpenURL(ctx, fmt.Sprintf("redis://:%s@%s/3?prefix=app:&waiter_liveness=2s&dial_timeout=2s", password, srv.Addr))
 	if err != nil {
 		t.Fatalf("OpenURL: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestOpenURL(t *testing.T) {
 		"scheme":              fmt.Sprintf("mysql://:%s@%s/0", password, srv.Addr),
 		"bad db":              fmt.Sprintf("redis://:%s@%s/x", password, srv.Addr),
 		"bad option":          fmt.Sprintf("redis://:%s@%s/0?nope=1", password, srv.Addr),
-		"bad fair":            fmt.Sprintf("redis://:%s@%s/0?fair=maybe", password, srv.Addr),
+		"bad unordered":       fmt.Sprintf("redis://:%s@%s/0?unordered=maybe", password, srv.Addr),
 		"bad eviction":        fmt.Sprintf("redis://:%s@%s/0?eviction_allowed=perhaps", password, srv.Addr),
 		"bad prefix":          fmt.Sprintf("redis://:%s@%s/0?prefix=a{", password, srv.Addr),
 		"sentinel":            fmt.Sprintf("redis+sentinel://:%s@%s,%s/mymaster/0?dial_timeout=1s", password, closedAddr(t), closedAddr(t)),

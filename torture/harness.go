@@ -489,7 +489,7 @@ type OpenOptions struct {
 	TTL        time.Duration // distlock.WithTTL
 	Drift      float64       // distlock.WithDrift
 	Margin     time.Duration // distlock.WithSafetyMargin
-	RenewEvery time.Duration // distlock.WithRenewEvery; 0 for the default
+	RenewEvery time.Duration // distlock.WithRenewal; 0 for the default
 }
 
 // Open opens the worker's backend, its Client and its store connection

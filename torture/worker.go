@@ -153,7 +153,7 @@ func (w *worker) exec(r request) reply {
 		if w.lock != nil {
 			return fail(errors.New("already holding a lock"))
 		}
-		opts := []distlock.Option{distlock.WithWait(r.Wait)}
+		opts := []distlock.LockOption{distlock.WithWait(r.Wait)}
 		if r.NoRetry {
 			opts = append(opts, distlock.WithRetry(distlock.NoRetry))
 		}
@@ -337,7 +337,7 @@ func (w *worker) open(ctx context.Context, r request) error {
 	}
 	opts := []distlock.Option{distlock.WithTTL(r.TTL), distlock.WithDrift(r.Drift), distlock.WithSafetyMargin(r.Margin), distlock.WithOwner(w.name)}
 	if r.RenewEvery > 0 {
-		opts = append(opts, distlock.WithRenewEvery(r.RenewEvery))
+		opts = append(opts, distlock.WithRenewal(r.RenewEvery))
 	}
 	if w.client, err = distlock.New(b, opts...); err != nil {
 		return err
