@@ -27,6 +27,9 @@
 //     that its context ended.
 //   - ClosedError and Tracker: a backend's ErrClosed, whether it is open,
 //     and the goroutines its Close waits for.
+//   - Sorter: the one rule that sorts a client library's errors into a
+//     Backend's contract (the caller's context ended; the backend's own
+//     request bound passed; a refusal no retry can fix; ErrUnavailable).
 //   - Retry: background retries of a clean-up whose reply was lost.
 //   - Queue: one process's acquirers of a key, served in arrival order, so
 //     that one of them at a time talks to the service about the key.

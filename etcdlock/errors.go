@@ -51,25 +51,14 @@ func (e *FenceError) Is(target error) bool {
 }
 
 // sortErr turns an error of an etcd call made with rctx (ctx bounded by the
-// request timeout) into what the distlock contract asks for: the caller's
-// context error when ctx ended, ErrUnavailable for failures worth retrying
-// (our own timeout included, without a context error in the chain so that
-// it is not mistaken for the caller's), a plain error for refusals that a
-// retry cannot fix (authentication, permissions, bad requests).
+// request timeout) into what the distlock contract asks for (see
+// driver.Sorter), and a lease that etcd no longer has into ErrUnavailable
+// with errLeaseGone, which the session reports as its loss.
 func (b *Backend) sortErr(ctx, rctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("%w: %w", driver.ErrUnavailable, ctx.Err())
-	case rctx != nil && rctx.Err() != nil:
-		return fmt.Errorf("%w: etcdlock: no answer from etcd within %v (%v)", driver.ErrUnavailable, b.cfg.requestTimeout, err)
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+	if err != nil && ctx.Err() == nil && (rctx == nil || rctx.Err() == nil) && errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("%w: %w", driver.ErrUnavailable, errLeaseGone)
-	case permanent(err):
-		return fmt.Errorf("etcdlock: %w", err)
 	}
-	return fmt.Errorf("%w: etcdlock: %w", driver.ErrUnavailable, err)
+	return b.sorter.Sort(ctx, rctx, "", err)
 }
 
 // permanent reports whether etcd refused a request in a way that retrying

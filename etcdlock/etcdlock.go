@@ -71,6 +71,7 @@ type Backend struct {
 	view     *clientv3.Client // cli's services, with a context that ends at Close
 	ownsCli  bool
 	cfg      config
+	sorter   driver.Sorter
 	rejected *fencecount.Counter
 
 	ctx    context.Context // ends at Close
@@ -117,6 +118,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cli:      cli,
 		cfg:      cfg,
+		sorter:   driver.Sorter{Pkg: "etcdlock", Permanent: permanent, RequestTimeout: cfg.requestTimeout},
 		rejected: fencecount.New(cfg.meters, "etcdlock.Txn"),
 		life:     driver.NewTracker(ErrClosed),
 		sessions: map[sessionKey]*session{},

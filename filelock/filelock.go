@@ -294,19 +294,23 @@ func (b *Backend) openLock(path string) (*os.File, error) {
 	return f, nil
 }
 
-// fileErr wraps a file system error; errors that may pass (no memory, no
-// file descriptors, I/O errors, a full disk) match distlock.ErrUnavailable.
-func fileErr(what string, err error) error {
+// fileSorter sorts file system errors (see driver.Sorter): errors that may
+// pass (no memory, no file descriptors, I/O errors, a full disk) match
+// distlock.ErrUnavailable.
+var fileSorter = driver.Sorter{Pkg: "filelock", Permanent: func(err error) bool {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		switch errno {
 		case syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOTDIR, syscall.ELOOP,
 			syscall.ENOENT, syscall.EISDIR, syscall.ENAMETOOLONG, syscall.EINVAL:
-			return fmt.Errorf("filelock: %s: %w", what, err)
+			return true
 		}
 	}
-	return fmt.Errorf("%w: filelock: %s: %w", driver.ErrUnavailable, what, err)
-}
+	return false
+}}
+
+// fileErr wraps a file system error of what, sorted by fileSorter.
+func fileErr(what string, err error) error { return fileSorter.Sort(nil, nil, what, err) }
 
 // grab takes the flock of key's lock file, then its next token.
 //

@@ -2,7 +2,6 @@ package pglock
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -15,23 +14,30 @@ var ErrClosed = driver.ClosedError("pglock")
 // staleState is the SQLSTATE distlock_admit raises for a stale token.
 const staleState = "DL001"
 
-// sortErr turns an error of a PostgreSQL call into what the distlock
-// contract asks for: a plain error for a refusal by the server that a retry
-// cannot fix (missing privileges, a missing table, bad input), and
-// ErrUnavailable for everything else: the connection failed, or the server
-// is out of resources, shutting down, or cancelled the statement. pgx's
-// errors name the host, user and database but never the password.
+// sorter sorts PostgreSQL errors (see driver.Sorter). pgx's errors name
+// the host, user and database but never the password.
+var sorter = driver.Sorter{Pkg: "pglock", Permanent: permanent}
+
+// sortErr turns an error of a PostgreSQL call, which what names, into what
+// the distlock contract asks for.
 func sortErr(what string, err error) error {
+	return sorter.Sort(nil, nil, what, err)
+}
+
+// permanent reports whether the server refused a request in a way that a
+// retry cannot fix (missing privileges, a missing table, bad input): every
+// SQLSTATE but those of the classes of connection failures (08), rollbacks
+// (40: deadlock, serialization), resources (53), an object in use or a lock
+// not available (55), operator intervention (57) and system errors (58).
+// Errors without a SQLSTATE (the connection failed) are not permanent.
+func permanent(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:min(2, len(pgErr.Code))] {
-		case "08", "40", "53", "55", "57", "58":
-			// connection, rollback (deadlock, serialization), resources,
-			// object in use or lock not available, operator intervention,
-			// system error
-		default:
-			return fmt.Errorf("pglock: %s: %w", what, err)
-		}
+	if !errors.As(err, &pgErr) {
+		return false
 	}
-	return fmt.Errorf("%w: pglock: %s: %w", driver.ErrUnavailable, what, err)
+	switch pgErr.Code[:min(2, len(pgErr.Code))] {
+	case "08", "40", "53", "55", "57", "58":
+		return false
+	}
+	return true
 }

@@ -6,12 +6,11 @@ package redislock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/rediserr"
 )
 
 // Errors of this package, for errors.Is. Errors about the service itself
@@ -29,42 +28,18 @@ var (
 	ErrWrongSlot = errors.New("redislock: data key is not tagged with the resource's hash tag")
 )
 
-// transientPrefixes are the Redis error replies worth retrying: the server is
-// loading, failing over, or its cluster is reconfiguring.
-var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "BUSY", "NOREPLICAS", "UNBLOCKED"}
+// sorter sorts go-redis errors by the rule redislock and redlock share.
+var sorter = driver.Sorter{Pkg: "redislock", Permanent: rediserr.Permanent}
 
-// classify turns a go-redis error into this package's error contract: the
-// context's error when ctx ended; distlock.ErrUnavailable for transport
-// failures and transient server replies; the server's reply otherwise. op
-// names the operation, for the errors that nothing else names it in (a
-// Fence's, List's, the eviction check's); it is "" for the errors of
-// Acquire and of a lease, which the Client's distlock.KeyError names with
+// classify turns a go-redis error into this package's error contract (see
+// driver.Sorter): the context's error when ctx ended; distlock.ErrUnavailable
+// for transport failures and transient server replies; the server's reply
+// otherwise. op names the operation, for the errors that nothing else names
+// it in (a Fence's, List's, the eviction check's); it is "" for the errors
+// of Acquire and of a lease, which the Client's distlock.KeyError names with
 // the key.
 func classify(ctx context.Context, op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	at := "redislock: "
-	if op != "" {
-		at += op + ": "
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s%w: %w", at, context.Cause(ctx), err)
-	}
-	if errors.Is(err, redis.ErrClosed) {
-		return fmt.Errorf("%s%w", at, err)
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := strings.TrimPrefix(rerr.Error(), "ERR ")
-		for _, p := range transientPrefixes {
-			if strings.HasPrefix(msg, p) {
-				return fmt.Errorf("%w: %s%w", driver.ErrUnavailable, at, err)
-			}
-		}
-		return fmt.Errorf("%s%w", at, err)
-	}
-	return fmt.Errorf("%w: %s%w", driver.ErrUnavailable, at, err)
+	return sorter.Sort(ctx, nil, op, err)
 }
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }

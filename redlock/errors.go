@@ -12,36 +12,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/rediserr"
 )
 
 // ErrClosed is returned by a Backend after Close. It matches
 // distlock.ErrClosed.
 var ErrClosed = driver.ClosedError("redlock")
 
-// transientPrefixes are the Redis error replies worth retrying.
-var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN"}
+// sorter sorts one node's go-redis errors by the rule redislock and redlock
+// share. Its messages have no prefix: they are gathered into one error of
+// the package's (see unavailable).
+var sorter = driver.Sorter{Permanent: rediserr.Permanent}
 
-// classify sorts one node's error: transport failures, timeouts and
-// transient replies are distlock.ErrUnavailable; ctx is the caller's
-// context (not the per-node one), whose end is reported as such.
+// classify sorts one node's error (see driver.Sorter): transport failures,
+// timeouts and transient replies are distlock.ErrUnavailable; ctx is the
+// caller's context (not the per-node one), whose end is reported as such.
+// A nil reply (redis.Nil) is no error: callers read it as a zero value.
 func classify(ctx context.Context, err error) error {
-	if err == nil || errors.Is(err, redis.Nil) {
+	if errors.Is(err, redis.Nil) {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := strings.TrimPrefix(rerr.Error(), "ERR ")
-		for _, p := range transientPrefixes {
-			if strings.HasPrefix(msg, p) {
-				return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
-			}
-		}
-		return err
-	}
-	return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
+	return sorter.Sort(ctx, nil, "", err)
 }
 
 // nodeErrors describes the nodes that did not take part, for the error of

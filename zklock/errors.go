@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/go-zookeeper/zk"
 
@@ -26,23 +25,10 @@ var (
 )
 
 // sortErr turns an error of a ZooKeeper request made with rctx (ctx bounded
-// by the request timeout) into what the distlock contract asks for: the
-// caller's context error when ctx ended, ErrUnavailable for failures worth
-// retrying, a plain error for refusals that a retry cannot fix.
+// by the request timeout) into what the distlock contract asks for (see
+// driver.Sorter).
 func (b *Backend) sortErr(ctx, rctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrClosed):
-		return err
-	case ctx.Err() != nil:
-		return fmt.Errorf("%w: %w", driver.ErrUnavailable, ctx.Err())
-	case rctx != nil && rctx.Err() != nil:
-		return fmt.Errorf("%w: zklock: no answer from ZooKeeper within %v", driver.ErrUnavailable, b.cfg.requestTimeout)
-	case permanent(err):
-		return fmt.Errorf("zklock: %w", err)
-	}
-	return fmt.Errorf("%w: zklock: %w", driver.ErrUnavailable, err)
+	return b.sorter.Sort(ctx, rctx, "", err)
 }
 
 // permanent reports whether ZooKeeper refused a request in a way that

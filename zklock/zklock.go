@@ -95,8 +95,9 @@ func WithDigestAuth(user, password string) Option {
 // ensemble expires it, the locks it held are lost and a new session serves
 // later acquires.
 type Backend struct {
-	conn *zk.Conn
-	cfg  config
+	conn   *zk.Conn
+	cfg    config
+	sorter driver.Sorter
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -172,6 +173,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 		}
 	}
 	b := &Backend{cfg: cfg, life: driver.NewTracker(ErrClosed), changed: make(chan struct{})}
+	b.sorter = driver.Sorter{Pkg: "zklock", Permanent: permanent, RequestTimeout: cfg.requestTimeout}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
 		zk.WithDialer(b.dial),
