@@ -27,7 +27,7 @@ const OpenTimeout = 5 * time.Second
 //
 // Options are this package's, and those of pgx and libpq, such as
 // "sslmode", "connect_timeout", "application_name" and "pool_max_conns"
-// (see the Schema and cost section of the package documentation for
+// (see the Cost section of the package documentation for
 // sizing the pool). This package's are:
 //
 //   - "mode": "session" (the default) or "lease" (WithMode); lease is for
