@@ -282,7 +282,10 @@
 // creates them there on first use if they are missing, and replaces those
 // of an earlier version; Migrate does it on demand, and Schema (the file
 // schema.sql) is the same SQL for an operator to run with psql, when the
-// application's role may use but not create them.
+// application's role may use but not create them. List creates and
+// changes nothing: with no schema it lists no holder, and a role that may
+// only read the tables (SELECT on distlock_fence, and on distlock_lease
+// in lease mode) can list.
 //
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's

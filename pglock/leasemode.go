@@ -492,9 +492,9 @@ func (b *Backend) forgetRow(l *rowLease) {
 
 // listRows is List in lease-table mode.
 func (b *Backend) listRows(ctx context.Context, prefix string) ([]distlock.Holder, error) {
-	sql, err := b.schema.ensure(ctx, b.pool)
-	if err != nil {
-		return nil, err
+	sql, err := b.schema.find(ctx, b.pool, "distlock_lease", "distlock_fence")
+	if sql == nil {
+		return nil, err // nil, nil: no lease was ever granted
 	}
 	rows, err := b.pool.Query(ctx, sql.rowList, pgx.QueryExecModeExec, prefix)
 	if err != nil {

@@ -44,9 +44,9 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, e
 		return nil, sortErr("connect", err)
 	}
 	defer conn.Release()
-	sql, err := b.schema.ensure(ctx, conn)
-	if err != nil {
-		return nil, err
+	sql, err := b.schema.find(ctx, conn, "distlock_fence")
+	if sql == nil {
+		return nil, err // nil, nil: no lock was ever granted
 	}
 	rows, err := conn.Query(ctx, sql.list, prefix)
 	if err != nil {

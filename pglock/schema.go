@@ -303,3 +303,18 @@ func (s *schemaState) ensure(ctx context.Context, db schemaDB) (*statements, err
 	close(s.done)
 	return s.sql, nil
 }
+
+// find returns the statements of the schema for reading its tables, names,
+// without creating or changing anything: nil when one of them is missing.
+func (s *schemaState) find(ctx context.Context, db queryer, names ...string) (*statements, error) {
+	select {
+	case <-s.done:
+		return s.sql, nil
+	default:
+	}
+	f, err := locate(ctx, db)
+	if err != nil || !f.has(names...) {
+		return nil, err
+	}
+	return newStatements(f), nil
+}
