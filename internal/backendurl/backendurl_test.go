@@ -52,9 +52,10 @@ func TestRedact(t *testing.T) {
 func TestParse(t *testing.T) {
 	for raw, want := range map[string]backendurl.URL{
 		"Redis://h":                   {Scheme: "redis", Hosts: []string{"h"}, Query: url.Values{}},
-		"redis://u:p%40w@h1,h2/0?a=1": {Scheme: "redis", User: "u", Password: "p@w", HasUser: true, HasPassword: true, Hosts: []string{"h1", "h2"}, Path: "/0", Query: url.Values{"a": {"1"}}},
+		"redis://u:p%40w@h1,h2/0?a=1": {Scheme: "redis", User: "u", Password: "p@w", HasUser: true, HasPassword: true, Hosts: []string{"h1", "h2"}, Path: "/0", Query: url.Values{"a": {"1"}}, RawQuery: "a=1"},
 		"etcd://u:p@s/?@h/x":          {Scheme: "etcd", User: "u", Password: "p@s/?", HasUser: true, HasPassword: true, Hosts: []string{"h"}, Path: "/x", Query: url.Values{}},
-		"redis://PW@h?x":              {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}},
+		"x://h?o=-c%20a%3Db+c":        {Scheme: "x", Hosts: []string{"h"}, Query: url.Values{"o": {"-c a=b c"}}, RawQuery: "o=-c%20a%3Db+c"},
+		"redis://PW@h?x":              {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}, RawQuery: "x"},
 	} {
 		got, err := backendurl.Parse(raw)
 		if err != nil || !reflect.DeepEqual(*got, want) {
@@ -138,6 +139,22 @@ func TestWithoutSecrets(t *testing.T) {
 	for _, raw := range []string{"redis:default:PW@h", "redis://h:PW", "redis://u:PW?x@h", "redis://h/0\nPW", "://u:PW@h"} {
 		if got, ok := backendurl.WithoutSecrets(raw); ok {
 			t.Errorf("WithoutSecrets(%q) = %q, true; want false", raw, got)
+		}
+	}
+}
+
+// OtherSecret changes letters and digits, escapes included, but keeps
+// each escape valid or not, and a NUL or not.
+func TestOtherSecret(t *testing.T) {
+	for s, want := range map[string]string{
+		"s3cret":   "i8fhbj",
+		"p%2Fw%zz": "z%7Cm%pp",
+		"%00%55%0": "%00%55%5",
+		"%5A%a":    "%0D%d",
+		"":         "",
+	} {
+		if got := backendurl.OtherSecret(s); got != want {
+			t.Errorf("OtherSecret(%q) = %q, want %q", s, got, want)
 		}
 	}
 }
