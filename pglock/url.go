@@ -70,7 +70,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if err := pool.Ping(pctx); err != nil {
 		b.Close()
 		pool.Close()
-		return nil, fmt.Errorf("%w: pglock: %s: %w", distlock.ErrUnavailable, shown, backendurl.Scrub(err, rawURL))
+		return nil, fmt.Errorf("%w: pglock: %s: %w", distlock.ErrUnavailable, shown, backendurl.Scrub(connectCause(err), rawURL))
 	}
 	b.ownsPool = true
 	return b, nil
@@ -247,17 +247,6 @@ func unquoted(err error) error {
 	}
 	return err
 }
-
-// reworded is err with a message of its own. It has no Unwrap: err's
-// message is what it replaces.
-type reworded struct {
-	err error
-	msg string
-}
-
-func (e *reworded) Error() string        { return e.msg }
-func (e *reworded) Is(target error) bool { return errors.Is(e.err, target) }
-func (e *reworded) As(target any) bool   { return errors.As(e.err, target) }
 
 // param is a URL's query parameter, as libpq reads it.
 type param struct{ name, value string }
