@@ -16,7 +16,8 @@ import (
 // With sslmode=prefer (libpq's default) and a server without TLS, the
 // error of a failed connection is its cause, found on the connection
 // without TLS (a database that does not exist, a wrong password), on one
-// line: not the server's refusal of TLS, the expected first step, first.
+// line: not the server's refusal of TLS, the expected first step, first;
+// and a cause that both attempts met is said once.
 func TestConnectErrorShowsCause(t *testing.T) {
 	ctx := testCtx(t)
 	// A server of its own, whose user "pw" must give a password.
@@ -42,6 +43,8 @@ func TestConnectErrorShowsCause(t *testing.T) {
 		{strings.Replace(prefer, "/postgres?", "/"+missing+"?", 1), `database "` + missing + `" does not exist`},
 		{strings.Replace(srv.DSN, "/postgres?sslmode=disable", "/"+missing, 1), `database "` + missing + `" does not exist`}, // prefer by default
 		{strings.Replace(prefer, "://postgres@", "://pw:wrong@", 1), `password authentication failed for user "pw"`},
+		// Both attempts fail alike: said once.
+		{"postgres://postgres@" + closedAddr(t) + "/postgres?sslmode=prefer", "connection refused"},
 	} {
 		b, err := pglock.OpenURL(ctx, tc.url)
 		if err == nil {

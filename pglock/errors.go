@@ -49,8 +49,10 @@ const refusedTLS = ": tls error: server refused TLS connection"
 // without TLS to the same address followed: with sslmode=prefer, the
 // default, that refusal is the expected first step, and pgx listed it
 // first, and the cause (a database that does not exist, a wrong password)
-// after it, on a line of its own. errors.Is and errors.As still see err's
-// chain; errors.Unwrap does not reach the refusal.
+// after it, on a line of its own. An attempt that failed as the one
+// before it did (both dials refused) is left out too. errors.Is and
+// errors.As still see err's chain; errors.Unwrap does not reach what is
+// left out.
 func connectCause(err error) error {
 	var ce *pgconn.ConnectError
 	if err == nil || !errors.As(err, &ce) {
@@ -64,7 +66,9 @@ func connectCause(err error) error {
 	var kept []string
 	for i, e := range tries {
 		msg := e.Error()
-		if addr, _, ok := strings.Cut(msg, refusedTLS); ok && i+1 < len(tries) && strings.HasPrefix(tries[i+1].Error(), addr+": ") {
+		refused, _, isTLS := strings.Cut(msg, refusedTLS)
+		if isTLS && i+1 < len(tries) && strings.HasPrefix(tries[i+1].Error(), refused+": ") ||
+			len(kept) > 0 && kept[len(kept)-1] == msg {
 			continue
 		}
 		kept = append(kept, msg)
