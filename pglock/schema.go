@@ -83,7 +83,9 @@ var locateSQL = `WITH me AS (
 	WHERE p.pronamespace OPERATOR(pg_catalog.=) t.oid
 )
 SELECT me.rolname, t.nspname, so.rolname,
-	t.nspowner OPERATOR(pg_catalog.=) ANY (ARRAY[me.datdba, pg_catalog.to_regrole('pg_database_owner')::pg_catalog.oid])
+	t.nspowner OPERATOR(pg_catalog.=) me.datdba
+		-- pg_database_owner (PostgreSQL 14 and later) owns public.
+		OR t.nspowner OPERATOR(pg_catalog.=) COALESCE(pg_catalog.to_regrole('pg_database_owner')::pg_catalog.oid, 0::pg_catalog.oid)
 		OR ` + trustedOwner("t.nspowner") + `,
 	w.kind, w.name, w.args, o.rolname,
 	f.owner IS NOT NULL AND (` + trustedOwner("f.owner") + `),
