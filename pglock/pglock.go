@@ -261,11 +261,12 @@ func (b *Backend) grab(ctx context.Context, turn *keyqueue.Turn[*lease], key str
 	if err != nil {
 		return nil, err
 	}
-	if err := b.schema.ensure(ctx, conn); err != nil {
+	sql, err := b.schema.ensure(ctx, conn)
+	if err != nil {
 		conn.Release()
 		return nil, err
 	}
-	token, err := b.lock(ctx, conn, key, opts)
+	token, err := b.lock(ctx, conn, sql, key, opts)
 	if err != nil {
 		return nil, err // lock discarded the connection
 	}
@@ -304,7 +305,11 @@ func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
 }
 
 // acquireSQL takes the lock and then increments the token (see schema.sql).
-const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
+// Like every statement of the package, it names each function and
+// operator with its schema, and casts its parameters to the types the
+// function takes, so that no object another role created in a schema of
+// the search_path can be called instead.
+const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text, $4::pg_catalog.interval)`
 
 // lock runs distlock_acquire on conn and returns the new token, or 0 when a
 // try found the lock held. It runs the statement with a context of its own
@@ -315,7 +320,7 @@ const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
 // the failed transaction that took it) and a cancel request may arrive late
 // and hit a later statement: lock then closes the connection rather than
 // return it to the pool.
-func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts distlock.AcquireOptions) (uint64, error) {
+func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts distlock.AcquireOptions) (uint64, error) {
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
 	pg := conn.Conn().PgConn()
@@ -336,7 +341,7 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts
 		}
 	})
 	var token pgtype.Int8
-	err := conn.QueryRow(qctx, acquireSQL, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
+	err := conn.QueryRow(qctx, sql.acquire, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
 	close(finished)
 	if !stop() {
 		<-fired

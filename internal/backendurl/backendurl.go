@@ -6,8 +6,13 @@
 // The user information of a URL is everything between "//" and the last
 // "@": a password may then hold any character as it is ("/", "?", "#" and
 // "@" included), and "@" elsewhere (in a path or a query) must be written
-// %40. Nothing of the user information is ever shown, the user name
-// included: a mistyped URL can put the password there.
+// %40. Redact shows nothing of the user information, the user name
+// included: a mistyped URL can put the password there. Scrub masks a
+// password wherever a message shows it, and a user name where it stands
+// as a word, but not within the URL as Redact shows it, nor where the user
+// name is also a shown part of the URL (its scheme, a host, a piece of its
+// path), which a message may name in its own right: a user named postgres
+// leaves "postgres://" as it is.
 package backendurl
 
 import (
@@ -42,8 +47,9 @@ type URL struct {
 	// commas, as written; at least one (possibly empty) element.
 	Hosts []string
 
-	Path  string     // from the "/" after the hosts up to the "?", as written
-	Query url.Values // the parameters after the "?"
+	Path     string     // from the "/" after the hosts up to the "?", as written
+	Query    url.Values // the parameters after the "?"
+	RawQuery string     // what follows the "?", as written
 }
 
 // Parse splits raw, of the form
@@ -95,7 +101,7 @@ func Parse(raw string) (*URL, error) {
 		// Not err: it quotes a piece of the query.
 		return nil, errors.New("malformed query parameters")
 	}
-	u.Query = q
+	u.Query, u.RawQuery = q, query
 	return u, nil
 }
 

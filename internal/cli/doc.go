@@ -178,7 +178,9 @@
 // and owners are what anyone with access to the service wrote: the table
 // shows one with a character that does not print (control characters,
 // invalid UTF-8) Go-quoted, with escapes; --json escapes them as JSON
-// does.
+// does. status changes nothing in the service: on PostgreSQL, a database
+// without pglock's tables holds no lock, and a role that may only read
+// the tables can list.
 //
 // Logging: without --verbose distlock reports each outcome once, on
 // standard error; with it, it and the Client log what they do (renewals,

@@ -3,11 +3,15 @@
 package cli_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock/internal/cli"
 	"github.com/distlock/distlock/internal/testserver"
@@ -52,5 +56,49 @@ func TestStatusEscapesServerData(t *testing.T) {
 	span := regexp.MustCompile(`^[0-9]+\.[0-9]s$`)
 	if held, left := f[len(f)-2], f[len(f)-1]; !span.MatchString(held) || !span.MatchString(left) {
 		t.Errorf("held for %q, time left %q; want both in tenths of a second", held, left)
+	}
+}
+
+// status on PostgreSQL installs nothing: a role that may only read lists
+// no lock where the package's tables do not exist, and lists the holders
+// once it may read them, in both modes.
+func TestPostgresStatusCreatesNothing(t *testing.T) {
+	e := newEnv(t)
+	pg := testserver.StartPostgres(t)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE ROLE reader LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	reader := strings.Replace(pg.DSN, "://postgres@", "://reader@", 1)
+	for _, mode := range []string{"", "&mode=lease"} {
+		r := e.run("--backend", reader+mode, "status")
+		if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "no lock held") {
+			t.Fatalf("status%s as a reader without the tables: exit %d, stdout %q, stderr %q; want 0 and no lock held", mode, r.code, r.stdout, r.stderr)
+		}
+	}
+	var objects int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname LIKE 'distlock%'`).Scan(&objects); err != nil || objects != 0 {
+		t.Fatalf("status created %d tables (%v)", objects, err)
+	}
+
+	for _, mode := range []string{"", "&mode=lease"} {
+		pidFile := e.path("holder" + mode + ".pid")
+		holder := e.start(e.command("--backend", pg.DSN+mode, "run", "jobs/held", "--", "sh", "-c",
+			fmt.Sprintf(`echo $$ > %s; exec sleep 600`, sh(pidFile))))
+		readInt(t, pidFile)
+		if _, err := admin.Exec(ctx, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader"); err != nil {
+			t.Fatal(err)
+		}
+		r := e.run("--backend", reader+mode, "status")
+		if r.code != 0 || !strings.Contains(r.stdout, "jobs/held") {
+			t.Errorf("status%s as a reader: exit %d, stdout %q, stderr %q; want jobs/held listed", mode, r.code, r.stdout, r.stderr)
+		}
+		holder.cmd.Process.Signal(syscall.SIGTERM)
+		e.wait(holder)
 	}
 }
