@@ -19,7 +19,7 @@ import (
 // the command before the lease can lapse: no write of the command lands
 // after the next holder's grant, whether the command obeys SIGTERM or
 // only dies of the SIGKILL at the deadline (--grace longer than the TTL
-// allows is cut to TTL/3). When distlock is continued it exits 76.
+// allows is cut to the lock's at-risk window). When distlock is continued it exits 76.
 func TestRedisStoppedDistlockCommandEndsInTime(t *testing.T) {
 	backend := "redis://" + testserver.StartRedis(t).Addr
 	t.Run("ObeysSIGTERM", func(t *testing.T) { stoppedDistlockCommandEndsInTime(t, backend, "k1", "", "10s") })
