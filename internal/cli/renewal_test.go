@@ -18,6 +18,7 @@ import (
 // as the Client keeps that deadline and renews it (a ZooKeeper session of
 // 10s, say, whatever --ttl is), never before a healthy renewal.
 func TestRunOutlastsRenewals(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		backend func(t *testing.T, e *env) string
