@@ -417,7 +417,7 @@ func (c *Client) start(g *grant, lease Lease, parent context.Context) error {
 		maxHoldAt = now.Add(g.cfg.maxHold)
 	}
 	g.setLimits(deadline, maxHoldAt)
-	g.nextRenew = g.renewAfterLocked(now)
+	g.confirmedLocked(now)
 	c.grants[g] = struct{}{} // published: Close may release it from here on
 	c.scheduleLocked(g)
 	c.mu.Unlock()
