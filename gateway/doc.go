@@ -109,10 +109,21 @@
 // and only a token with the admin scope may force the release of another
 // session's lock. A session belongs to the token that created it (and an
 // admin token that may use every name may use it too). Tokens
-// are never logged. Without tokens every request is allowed, which is
-// safe only on the loopback interface: `distlock serve` then refuses to
+// are never logged. Without tokens every request may take any lock, which
+// is safe only on the loopback interface: `distlock serve` then refuses to
 // listen elsewhere, and the gateway answers only requests whose Host is
-// localhost or a loopback address (against DNS rebinding). Request bodies
-// must be sent as application/json, which a web page cannot do across
-// origins without a CORS preflight that the gateway never grants.
+// localhost or a loopback address (against DNS rebinding). Forced
+// releases are then refused, unless WithForceWithoutTokens (`distlock
+// serve --allow-force-release`) allows them to every caller; the
+// dashboard shows a forced release button only to a caller who may.
+//
+// A web page that the user of the gateway's host opens is not a caller:
+// the gateway refuses every request that changes something (any method
+// but GET, HEAD and OPTIONS) when the browser says that it comes from a
+// page of another origin, another port of the same host included
+// (Sec-Fetch-Site other than same-origin or none, or else an Origin that
+// is not the gateway's), and every request body not sent as
+// application/json, which a page can send to another origin only after
+// a CORS preflight that the gateway never grants. Programs send neither
+// header; the dashboard is served from the gateway's own origin.
 package gateway

@@ -35,6 +35,7 @@ type Option func(*config)
 
 type config struct {
 	tokens        *Tokens
+	openForce     bool
 	maxSessions   int
 	maxLocks      int
 	maxWaiting    int
@@ -52,6 +53,14 @@ type config struct {
 // WithTokens makes the gateway require bearer tokens (see ParseTokens).
 // Default: none, every request is allowed.
 func WithTokens(t *Tokens) Option { return func(c *config) { c.tokens = t } }
+
+// WithForceWithoutTokens lets every request force the release of any
+// lock when the gateway has no tokens (WithTokens), where every caller
+// is trusted alike. With tokens, only admin tokens may, and New refuses
+// this option. Default: off, a gateway without tokens refuses forced
+// releases, so that no program of the host, nor a page that slipped past
+// the gateway's cross-origin checks, can take a lock from its holder.
+func WithForceWithoutTokens() Option { return func(c *config) { c.openForce = true } }
 
 // WithMaxSessions bounds the number of sessions; a session over it is
 // refused with 429. Default: DefaultMaxSessions (10000).
@@ -110,6 +119,7 @@ type Gateway struct {
 	mux     *http.ServeMux
 	lockOps map[string]http.Handler // the lock routes, by their last segment
 	inst    *instruments
+	anyone  *principal // who every request is without tokens
 
 	// mu guards the fields below. It is taken before a session's mu
 	// (see session), and never held while the backend or a Client is
@@ -149,8 +159,10 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 			cfg.minTTL, cfg.maxTTL, distlock.DefaultSafetyMargin, distlock.MaxTTL)
 	case cfg.logger == nil:
 		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
+	case cfg.openForce && cfg.tokens != nil:
+		return nil, fmt.Errorf("%w: WithForceWithoutTokens with tokens: give a token the admin scope instead", ErrInvalidOption)
 	}
-	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10],
+	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10], anyone: &principal{prefixes: []string{""}, admin: cfg.openForce},
 		sessions: map[string]*session{}, holders: map[string]*held{}, feed: feed{changed: make(chan struct{})}}
 	g.lister, _ = b.(distlock.Lister)
 	inst, err := newInstruments(cfg.meters, g)
@@ -161,6 +173,10 @@ func New(b distlock.Backend, opts ...Option) (*Gateway, error) {
 	g.mux = g.routes()
 	return g, nil
 }
+
+// crossOrigin refuses the state-changing requests of web pages of other
+// origins.
+var crossOrigin = http.NewCrossOriginProtection()
 
 // ServeHTTP serves the gateway's API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -174,6 +190,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// was rebound to 127.0.0.1 still sends its own name as Host.
 		writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden,
 			"without tokens the gateway answers requests for localhost or a loopback address only"))
+		return
+	}
+	if err := crossOrigin.Check(r); err != nil {
+		// A browser says where a request comes from (Sec-Fetch-Site, or
+		// Origin): a page of another origin, even one served on another
+		// port of this host, may not change anything here. Programs send
+		// neither header, and the dashboard is served from this origin.
+		writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden,
+			"a request of a web page of another origin is refused: the gateway's API is for programs and its own dashboard"))
 		return
 	}
 	if rawDotSegment(r.URL.EscapedPath()) {

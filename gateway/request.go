@@ -84,15 +84,16 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) *pr
 // readJSON decodes r's body (read by readBody), a single JSON object with
 // only known fields, into v.
 func readJSON(r *http.Request, v any) *problem {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			// Also what keeps a web page from posting a form to a gateway
-			// on the loopback interface: JSON needs a CORS preflight,
-			// which the gateway never grants.
-			return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia,
-				"the body must be JSON, sent with Content-Type: application/json")
-		}
+	// The media type is required, not only checked when present: it is
+	// also what keeps a web page from posting to a gateway on the
+	// loopback interface. A page may send a body without a Content-Type
+	// (fetch with mode no-cors and a Blob, navigator.sendBeacon) or as a
+	// form, but application/json needs a CORS preflight, which the
+	// gateway never grants.
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia,
+			"the body must be JSON, sent with Content-Type: application/json")
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()

@@ -158,8 +158,8 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 				return newProblem(http.StatusMethodNotAllowed, ProblemMethodNotAllowed,
 					fmt.Sprintf("%s takes %s", rt.pattern, strings.Join(allow, ", ")))
 			}
-			p := anyone
-			if rt.auth {
+			p := g.anyone
+			if rt.auth && g.cfg.tokens != nil {
 				var pr *problem
 				if p, pr = g.cfg.tokens.authenticate(r); pr != nil {
 					return pr
@@ -473,7 +473,11 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	var h *held
 	if req.Force {
-		if !p.admin {
+		switch {
+		case !p.admin && g.cfg.tokens == nil:
+			return newProblem(http.StatusForbidden, ProblemForbidden,
+				"a forced release needs an admin token, and this gateway has none: its operator may allow forced releases to every local user (distlock serve --allow-force-release)")
+		case !p.admin:
 			return newProblem(http.StatusForbidden, ProblemForbidden, "a forced release needs a token with the admin scope")
 		}
 		g.mu.Lock()

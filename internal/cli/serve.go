@@ -34,6 +34,7 @@ type serveFlags struct {
 	tlsClientCA string
 	maxSessions int
 	maxWait     time.Duration
+	openForce   bool
 }
 
 func (r *runner) serveCommand() *cobra.Command {
@@ -48,7 +49,10 @@ check. The API is described at /v1/openapi.json; /healthz answers whether
 it serves and /metrics has Prometheus metrics.
 
 Without --tokens it listens on the loopback interface only, and every user
-of this host may take, and force the release of, any lock. With --tokens
+of this host may take any lock; none may force the release of another's,
+unless --allow-force-release lets every one of them. Requests from web
+pages of other origins, and request bodies not sent as application/json,
+are refused, so that a page the user opens cannot use the gateway. With --tokens
 FILE (JSON: {"tokens": [{"name", "token", "prefixes", "admin"}]}) every
 request needs "Authorization: Bearer TOKEN", each token may use the lock
 names starting with one of its prefixes, and only admin tokens may force a
@@ -79,6 +83,7 @@ sessions, which releases their locks.`,
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mutual TLS)")
 	fl.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "most sessions open at once")
 	fl.DurationVar(&f.maxWait, "max-wait", gateway.DefaultMaxWait, "longest wait of one acquire or keepalive")
+	fl.BoolVar(&f.openForce, "allow-force-release", false, "without --tokens, let every local user force the release of any lock")
 	return cmd
 }
 
@@ -95,6 +100,12 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	opts := []gateway.Option{gateway.WithLogger(r.log), gateway.WithMaxSessions(f.maxSessions), gateway.WithMaxWait(f.maxWait)}
+	switch {
+	case f.openForce && f.tokens != "":
+		return usagef("--allow-force-release is for a gateway without --tokens: with them, give a token \"admin\": true")
+	case f.openForce:
+		opts = append(opts, gateway.WithForceWithoutTokens())
+	}
 	if f.tokens != "" {
 		t, err := gateway.ReadTokens(f.tokens)
 		if err != nil {
@@ -158,8 +169,11 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 		shown = "file://" + defaultDirHelp()
 	}
 	auth := "bearer tokens from " + f.tokens
-	if f.tokens == "" {
+	switch {
+	case f.tokens == "" && f.openForce:
 		auth = "no --tokens: loopback only, every local user may take and force-release any lock"
+	case f.tokens == "":
+		auth = "no --tokens: loopback only, every local user may take any lock, none may force a release"
 	}
 	fmt.Fprintf(r.stderr, "distlock serve: locks of %s on %s://%s (%s)\n", redact(shown), scheme, ln.Addr(), auth)
 	if err := g.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -149,7 +149,7 @@ func python(t *testing.T, args ...string) *exec.Cmd {
 
 func TestPythonClientWalk(t *testing.T) {
 	e := newEnv(t)
-	s := e.serve()
+	s := e.serve("--allow-force-release") // the walk forces a release, as an operator does
 	cmd := python(t, "walk", s.url, e.tmp)
 	out, err := cmd.Output()
 	if err != nil {
