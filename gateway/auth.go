@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -50,18 +53,65 @@ type tokenFile struct {
 // by a password generator is out of reach.
 const minSecret = 16
 
-// ReadTokens reads a token file (see ParseTokens). Its errors never
-// contain a secret.
+// ReadTokens reads a token file (see ParseTokens). It refuses a file
+// that other users of the host may read or write, or that its group may
+// write (its group may read it): they could read an admin secret or add
+// a token of their own. As ssh does with such a private key, it refuses
+// rather than warns, since a warning of a service is read too late. (On
+// Windows, where the mode does not say who may read, it does not check.)
+// Its errors never contain a secret.
 func ReadTokens(path string) (*Tokens, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	defer f.Close()
+	// The mode of the file read, not of the path: it may be replaced in
+	// between.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	if err := checkTokensMode(path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	case len(data) > maxTokenFile:
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTokens, path, maxTokenFile)
 	}
 	t, err := ParseTokens(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, path)
 	}
 	return t, nil
+}
+
+// maxTokenFile bounds a token file, which is read into memory.
+const maxTokenFile = 1 << 20
+
+// checkTokensMode refuses the mode of a token file that other users may
+// read or write, or its group write.
+func checkTokensMode(path string, mode fs.FileMode) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	var who string
+	switch perm := mode.Perm(); {
+	case perm&0o006 == 0o006:
+		who = "every user of this host may read and write it"
+	case perm&0o004 != 0:
+		who = "every user of this host may read it"
+	case perm&0o002 != 0:
+		who = "every user of this host may write it"
+	case perm&0o020 != 0:
+		who = "its group may write it"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s has mode %04o: %s (chmod go-w,o-r %s)", ErrTokens, path, mode.Perm(), who, path)
 }
 
 // ParseTokens reads the JSON form of a token file:

@@ -84,6 +84,34 @@ func TestServeRefusesBadTokenFile(t *testing.T) {
 	}
 }
 
+// A token file that every user of the host may read is refused, with
+// its name and mode; so is --allow-force-release with tokens, where the
+// admin scope decides.
+func TestServeRefusesOpenTokenFile(t *testing.T) {
+	e := newEnv(t)
+	const secret = "a-secret-that-must-not-show"
+	path := e.path("tokens.json")
+	if err := os.WriteFile(path, []byte(`{"tokens":[{"name":"a","token":"`+secret+`","prefixes":[""]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// (A --listen that serve would refuse after reading the tokens: a
+	// file read without complaint ends serve at once too.)
+	r := e.run("serve", "--listen", "no-port", "--tokens", path)
+	if r.code != 64 || strings.Contains(r.stderr, secret) || !strings.Contains(r.stderr, path+" has mode 0644") {
+		t.Errorf("exit %d, stderr %q; want 64, the file and its mode, and no secret", r.code, r.stderr)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run("serve", "--listen", "no-port", "--tokens", path, "--allow-force-release")
+	if r.code != 64 || !strings.Contains(r.stderr, "--allow-force-release") {
+		t.Errorf("--tokens with --allow-force-release: exit %d, stderr %q; want 64", r.code, r.stderr)
+	}
+}
+
 func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 	e := newEnv(t)
 	s := e.serve()
