@@ -52,14 +52,16 @@ Without --tokens it listens on the loopback interface only, and every user
 of this host may take any lock; none may force the release of another's,
 unless --allow-force-release lets every one of them. Requests from web
 pages of other origins, and request bodies not sent as application/json,
-are refused, so that a page the user opens cannot use the gateway. With --tokens
-FILE (JSON: {"tokens": [{"name", "token", "prefixes", "admin"}]}, which
-other users of the host may neither read nor write, and its group not
-write: mode 0600 or 0640) every request needs "Authorization: Bearer TOKEN", each token may use the lock
-names starting with one of its prefixes, and only admin tokens may force a
-release. Tokens are never logged. With --tls-cert and --tls-key it serves
-HTTPS, and with --tls-client-ca it asks every client for a certificate
-signed by that CA.
+are refused, so that a page the user opens cannot use the gateway.
+
+With --tokens FILE (JSON: {"tokens": [{"name", "token", "prefixes",
+"admin"}]}; other users of the host may neither read nor write it, nor
+its group write it: mode 0600 or 0640) every request needs
+"Authorization: Bearer TOKEN", each token may use the lock names starting
+with one of its prefixes, and only admin tokens may force a release.
+Tokens are never logged. With --tls-cert and --tls-key it serves HTTPS,
+and with --tls-client-ca it asks every client for a certificate signed
+by that CA.
 
 Several gateways over one network lock service exclude each other's
 clients. It runs until interrupted (Ctrl-C or SIGTERM), then ends its
