@@ -241,9 +241,9 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	v := r.URL.Query().Get("index")
 	blocking := v != "" && wait > 0
 	if v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return newProblem(http.StatusBadRequest, ProblemBadRequest, "index must be a decimal integer from an earlier answer")
+		n, pr := parseUint64("index", v, "a decimal integer from an earlier answer")
+		if pr != nil {
+			return pr
 		}
 		since = n
 	}

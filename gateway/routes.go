@@ -182,28 +182,40 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 }
 
 // durationJSON is a duration in JSON: a string such as "15s", or a number
-// of seconds.
-type durationJSON time.Duration
+// of seconds. It is checked by the handler, which knows the field and its
+// range: decoding never fails, so that the answer can say which field is
+// wrong, and how, rather than that the JSON is malformed.
+type durationJSON struct {
+	d    time.Duration // clamped to the range of time.Duration (see parseDuration)
+	sent string        // the JSON value as sent, for errors
+	bad  bool          // not a duration
+}
 
 func (d *durationJSON) UnmarshalJSON(b []byte) error {
+	d.sent = string(b)
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return errors.New("not a duration")
-		}
-		*d = durationJSON(v)
+		v, err := parseDuration(s)
+		d.d, d.bad = v, err != nil
 		return nil
 	}
-	var n float64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return errors.New("not a duration")
+	// A JSON number is valid input to ParseFloat; one too large for a
+	// float64 is ±Inf with ErrRange, which seconds clamps.
+	n, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		d.bad = true
+		return nil
 	}
-	if n > distlock.MaxTTL.Seconds()*2 || n < -1 {
-		n = -1 // out of range either way
-	}
-	*d = durationJSON(n * float64(time.Second))
+	d.d = seconds(n)
 	return nil
+}
+
+// shown is the value sent, shortened, for an error.
+func (d *durationJSON) shown() string {
+	if len(d.sent) > maxQuoted {
+		return d.sent[:maxQuoted] + "..."
+	}
+	return d.sent
 }
 
 type createSessionRequest struct {
@@ -224,8 +236,19 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request, p *princ
 		return pr
 	}
 	ttl := distlock.DefaultTTL
-	if req.TTL != nil {
-		ttl = time.Duration(*req.TTL)
+	if t := req.TTL; t != nil {
+		switch {
+		case t.bad:
+			return newProblem(http.StatusBadRequest, ProblemBadRequest,
+				`ttl must be a duration such as "15s", or a number of seconds`)
+		case t.d > g.cfg.maxTTL:
+			return newProblem(http.StatusBadRequest, ProblemBadTTL,
+				fmt.Sprintf("ttl %s is above the maximum, %v", t.shown(), g.cfg.maxTTL))
+		case t.d < g.cfg.minTTL:
+			return newProblem(http.StatusBadRequest, ProblemBadTTL,
+				fmt.Sprintf("ttl %s is below the minimum, %v", t.shown(), g.cfg.minTTL))
+		}
+		ttl = t.d
 	}
 	s, pr := g.newSession(req.Owner, ttl, p)
 	if pr != nil {

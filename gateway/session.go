@@ -101,7 +101,7 @@ func checkOwner(owner string) *problem {
 
 // newSession creates and publishes a session.
 func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*session, *problem) {
-	if ttl < g.cfg.minTTL || ttl > g.cfg.maxTTL {
+	if ttl < g.cfg.minTTL || ttl > g.cfg.maxTTL { // (createSession says why of the TTL sent)
 		return nil, newProblem(http.StatusBadRequest, ProblemBadTTL,
 			fmt.Sprintf("ttl %v is not within [%v, %v]", ttl, g.cfg.minTTL, g.cfg.maxTTL))
 	}
