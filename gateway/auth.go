@@ -30,22 +30,28 @@ type token struct {
 	digest   [sha256.Size]byte // of the secret: compared in constant time, never shown
 	prefixes []string
 	admin    bool
+
+	// Its share of the gateway's limits; 0: an even part (see share).
+	maxSessions, maxWaiting, maxStreams int
 }
 
 // tokenFile is the JSON form of a token file:
 //
 //	{"tokens": [
-//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"]},
+//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"], "max_sessions": 500},
 //	  {"name": "ops", "token": "SECRET2", "prefixes": [""], "admin": true}
 //	]}
 //
 // An empty prefix allows every name.
 type tokenFile struct {
 	Tokens []struct {
-		Name     string   `json:"name"`
-		Token    string   `json:"token"`
-		Prefixes []string `json:"prefixes"`
-		Admin    bool     `json:"admin"`
+		Name        string   `json:"name"`
+		Token       string   `json:"token"`
+		Prefixes    []string `json:"prefixes"`
+		Admin       bool     `json:"admin"`
+		MaxSessions int      `json:"max_sessions"`
+		MaxWaiting  int      `json:"max_waiting"`
+		MaxStreams  int      `json:"max_streams"`
 	} `json:"tokens"`
 }
 
@@ -117,14 +123,17 @@ func checkTokensMode(path string, mode fs.FileMode) error {
 // ParseTokens reads the JSON form of a token file:
 //
 //	{"tokens": [
-//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"]},
+//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"], "max_sessions": 500},
 //	  {"name": "ops", "token": "SECRET2", "prefixes": [""], "admin": true}
 //	]}
 //
 // Each token has a unique name (shown in logs in place of the secret), a
 // secret of at least 16 characters, and the prefixes of the lock names it
-// may use ("" allows every name); admin allows forced releases. Unknown
-// fields are refused. Its errors never contain a secret.
+// may use ("" allows every name); admin allows forced releases.
+// max_sessions, max_waiting and max_streams, if set, are the token's share
+// of the gateway's limits; a token without them gets an even part of what
+// the others leave (see WithTokens). Unknown fields are refused. Its
+// errors never contain a secret.
 func ParseTokens(data []byte) (*Tokens, error) {
 	var f tokenFile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -159,6 +168,8 @@ func ParseTokens(data []byte) (*Tokens, error) {
 			return nil, fmt.Errorf("%w: token %q is shorter than %d characters", ErrTokens, e.Name, minSecret)
 		case len(e.Prefixes) == 0:
 			return nil, fmt.Errorf("%w: token %q has no prefixes (\"\" allows every name)", ErrTokens, e.Name)
+		case e.MaxSessions < 0 || e.MaxWaiting < 0 || e.MaxStreams < 0:
+			return nil, fmt.Errorf("%w: token %q has a negative share (max_sessions, max_waiting or max_streams)", ErrTokens, e.Name)
 		}
 		for _, o := range t.list {
 			if o.digest == sha256.Sum256([]byte(e.Token)) {
@@ -167,7 +178,7 @@ func ParseTokens(data []byte) (*Tokens, error) {
 		}
 		seen[e.Name] = true
 		t.list = append(t.list, token{name: e.Name, digest: sha256.Sum256([]byte(e.Token)),
-			prefixes: e.Prefixes, admin: e.Admin})
+			prefixes: e.Prefixes, admin: e.Admin, maxSessions: e.MaxSessions, maxWaiting: e.MaxWaiting, maxStreams: e.MaxStreams})
 	}
 	return t, nil
 }

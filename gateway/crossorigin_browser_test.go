@@ -99,10 +99,10 @@ func attackPage(gw, name string) string {
 			`" action="` + action + `"><input name='` + field + `' value='"}'></form>`
 	}
 	return `<!DOCTYPE html><html><body>` + form("f1", release, `{"force":true,"session":"`) +
-		form("f2", sessions, `{"ttl":"1h","owner":"`) + `<script>
+		form("f2", sessions, `{"ttl":"5m","owner":"`) + `<script>
 "use strict";
 (async () => {
-  const targets = [[` + jsString(release) + `, '{"force":true}'], [` + jsString(sessions) + `, '{"owner":"page","ttl":"1h"}']];
+  const targets = [[` + jsString(release) + `, '{"force":true}'], [` + jsString(sessions) + `, '{"owner":"page","ttl":"5m"}']];
   const beacons = [];
   for (const [u, body] of targets) {
     try { await fetch(u, {method: "POST", mode: "no-cors", body: new Blob([body])}); } catch (e) {}

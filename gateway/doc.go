@@ -88,9 +88,15 @@
 // # Limits
 //
 // Request bodies are at most MaxBody bytes; the number of sessions, of
-// locks per session and of waiting requests (acquires and keepalives) is
-// bounded (WithMaxSessions, WithMaxLocks, WithMaxWaiting), and each wait
-// at most WithMaxWait. An idle session costs about 5 KB of heap and no
+// locks per session, of waiting requests (acquires, keepalives and
+// blocking reads) and of event streams is bounded (WithMaxSessions,
+// WithMaxLocks, WithMaxWaiting, WithMaxStreams), each wait at most
+// WithMaxWait, and a session's TTL at most 10 minutes (WithTTLRange), so
+// that a client that vanishes frees its locks and its place in time.
+// With tokens each token has its own share of the sessions, waiting
+// requests and event streams (set in its entry of the token file, or an
+// even part of what the other tokens leave), so that one token's clients
+// cannot starve another's; without tokens all callers share the limits. An idle session costs about 5 KB of heap and no
 // goroutine (measured with 10,000 sessions, the default limit: about 48 MB
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for

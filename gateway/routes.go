@@ -301,7 +301,7 @@ func (g *Gateway) keepalive(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	defer s.leave()
 	if wait > 0 {
-		end, pr := g.startWait()
+		end, pr := g.startWait(p)
 		if pr != nil {
 			return pr
 		}
@@ -389,7 +389,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	defer s.leave()
 	if wait > 0 {
-		end, pr := g.startWait()
+		end, pr := g.startWait(p)
 		if pr != nil {
 			return pr
 		}

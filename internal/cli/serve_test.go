@@ -112,6 +112,31 @@ func TestServeRefusesOpenTokenFile(t *testing.T) {
 	}
 }
 
+// --max-ttl bounds the TTL of the gateway's sessions.
+func TestServeMaxTTL(t *testing.T) {
+	e := newEnv(t)
+	s := e.serve("--max-ttl", "30s")
+	for _, tc := range []struct {
+		ttl    string
+		status int
+	}{{"30s", 201}, {"31s", 400}} {
+		resp, err := http.Post(s.url+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"`+tc.ttl+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("a session of %s: %s %s, want %d", tc.ttl, resp.Status, body, tc.status)
+		}
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	e.wait(s.started)
+	if r := e.run("serve", "--listen", "127.0.0.1:0", "--max-ttl", "48h"); r.code != 64 || !strings.Contains(r.stderr, "--max-ttl 48h0m0s: want") {
+		t.Errorf("--max-ttl 48h: exit %d, stderr %q; want 64 and the range", r.code, r.stderr)
+	}
+}
+
 func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 	e := newEnv(t)
 	s := e.serve()
