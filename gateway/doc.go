@@ -79,11 +79,15 @@
 // contended locks: see Gateway.Contention), the sessions, and a feed of
 // losses with their reasons, forced releases and stale-token rejections.
 // It reads GET /v1/dashboard and refreshes on each event of GET
-// /v1/events (a reset event included), and every second. With tokens the page asks for one and
-// keeps it in the tab's sessionStorage; an admin token gets a forced
-// release button per lock, which asks for confirmation. Names and owners
-// are shown as text only, and the page's Content-Security-Policy allows
-// its own script alone.
+// /v1/events (a reset event included), and every second. With tokens the
+// page asks for one and keeps it in the tab's sessionStorage; a caller who
+// may force a release (an admin token, or anyone without tokens when
+// WithForceWithoutTokens allows it) gets a forced release button per
+// lock, which asks for confirmation. Names and owners
+// are shown as text only, one with a character that does not print (a
+// control, a bidirectional control such as U+202E, a zero-width
+// character) quoted with escapes, as `distlock status` shows it; and the
+// page's Content-Security-Policy allows its own script alone.
 //
 // # Limits
 //
