@@ -100,8 +100,9 @@
 // With tokens each token has its own share of the sessions, waiting
 // requests and event streams (set in its entry of the token file, or an
 // even part of what the other tokens leave), so that one token's clients
-// cannot starve another's; without tokens all callers share the limits. An idle session costs about 5 KB of heap and no
-// goroutine (measured with 10,000 sessions, the default limit: about 48 MB
+// cannot starve another's; without tokens all callers share the limits.
+//
+// An idle session costs about 5 KB of heap and no goroutine (measured with 10,000 sessions, the default limit: about 48 MB
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for
 // its next keepalive, and the gateway the last 1024 for its event streams;

@@ -85,8 +85,14 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 	}
 	sh := g.share(p)
 	g.mu.Lock()
-	if sh.streams >= sh.maxStreams {
-		pr := sh.tooMany(sh.streams, "event streams open")
+	var pr *problem
+	switch {
+	case sh.streams >= sh.maxStreams:
+		pr = sh.tooMany(sh.streams, "event streams open")
+	case g.feed.streams >= g.cfg.maxStreams:
+		pr = tooMany(g.feed.streams, "event streams open")
+	}
+	if pr != nil {
 		g.mu.Unlock()
 		pr.retryAfter = 5
 		return pr

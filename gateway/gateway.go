@@ -53,8 +53,8 @@ type config struct {
 // WithTokens makes the gateway require bearer tokens (see ParseTokens).
 // Each token has its own share of the limits on sessions, waiting
 // requests and event streams: the share its entry sets, or else an even
-// part of what the other tokens leave; New refuses shares that add up to
-// more than the limits. Default: none, every request is allowed, and all
+// part of what the other tokens leave (at least 1); New refuses shares
+// set that add up to more than the limits. Default: none, every request is allowed, and all
 // share the limits.
 func WithTokens(t *Tokens) Option { return func(c *config) { c.tokens = t } }
 
@@ -314,8 +314,13 @@ func (g *Gateway) goBackground(f func()) bool {
 func (g *Gateway) startWait(p *principal) (func(), *problem) {
 	sh := g.share(p)
 	g.mu.Lock()
-	if sh.waiting >= sh.maxWaiting {
+	switch {
+	case sh.waiting >= sh.maxWaiting:
 		pr := sh.tooMany(sh.waiting, "requests waiting")
+		g.mu.Unlock()
+		return nil, pr
+	case g.waiting >= g.cfg.maxWaiting:
+		pr := tooMany(g.waiting, "requests waiting")
 		g.mu.Unlock()
 		return nil, pr
 	}

@@ -133,6 +133,10 @@ func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*se
 		pr := s.share.tooMany(s.share.sessions, "sessions open")
 		g.mu.Unlock()
 		return nil, pr
+	case len(g.sessions) >= g.cfg.maxSessions:
+		pr := tooMany(len(g.sessions), "sessions open")
+		g.mu.Unlock()
+		return nil, pr
 	}
 	s.share.sessions++
 	s.timer = time.AfterFunc(ttl, s.expire)

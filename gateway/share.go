@@ -11,10 +11,13 @@ import (
 // the wrong hands) cannot take what the others need: its share is the
 // max_sessions, max_waiting and max_streams of its entry in the token
 // file, or else an even part of what the gateway's limits (WithMaxSessions,
-// WithMaxWaiting, WithMaxStreams) leave after the tokens that set theirs.
-// The shares add up to no more than the limits, so that every token can
-// always use its whole share. Without tokens every caller is trusted
-// alike (the users of the gateway's host): there is one share, the limits.
+// WithMaxWaiting, WithMaxStreams) leave after the tokens that set theirs,
+// and at least 1. The shares set add up to no more than the limits, so
+// that every token can use its whole share, unless there are more tokens
+// than a limit leaves room for: then those with a share of 1 take what
+// is left of the limit in turn (the limits hold whatever the shares).
+// Without tokens every caller is trusted alike (the users of the
+// gateway's host): there is one share, the limits.
 //
 // Its counts are guarded by the Gateway's mu; the limits never change.
 type share struct {
@@ -53,13 +56,13 @@ func newShares(cfg config) (map[string]*share, error) {
 			}
 		}
 		left := l.limit - set
-		if left < 0 || (unset > 0 && left < unset) {
-			return nil, fmt.Errorf("%w: the tokens' shares of %s (%d, and at least 1 for each of the %d others) are more than the gateway's limit, %d",
-				ErrInvalidOption, l.what, set, unset, l.limit)
+		if left < 0 || (unset > 0 && left == 0) {
+			return nil, fmt.Errorf("%w: the tokens' shares of %s add up to %d, and the gateway's limit is %d (with %d tokens without a share)",
+				ErrInvalidOption, l.what, set, l.limit, unset)
 		}
 		for _, s := range out {
 			if f := l.field(s); *f == 0 {
-				*f = left / unset
+				*f = max(left/unset, 1)
 			}
 		}
 	}
@@ -69,14 +72,22 @@ func newShares(cfg config) (map[string]*share, error) {
 // share is p's share.
 func (g *Gateway) share(p *principal) *share { return g.shares[p.name] }
 
-// tooMany is the answer to a request over a share of n things (such as
-// "sessions open").
+// tooMany is the answer to a request over sh, of which n things (such as
+// "sessions open") are taken.
 func (sh *share) tooMany(n int, what string) *problem {
-	detail := fmt.Sprintf("%d %s, the most this gateway allows", n, what)
-	if sh.who != "" {
-		detail = fmt.Sprintf("%s has %d %s, the most it may (its share of this gateway's limits)", sh.who, n, what)
+	if sh.who == "" {
+		return tooMany(n, what)
 	}
-	pr := newProblem(http.StatusTooManyRequests, ProblemTooMany, detail)
+	pr := newProblem(http.StatusTooManyRequests, ProblemTooMany,
+		fmt.Sprintf("%s has %d %s, the most it may (its share of this gateway's limits)", sh.who, n, what))
+	pr.retryAfter = 1
+	return pr
+}
+
+// tooMany is the answer to a request over one of the gateway's limits,
+// of which n things are taken.
+func tooMany(n int, what string) *problem {
+	pr := newProblem(http.StatusTooManyRequests, ProblemTooMany, fmt.Sprintf("%d %s, the most this gateway allows", n, what))
 	pr.retryAfter = 1
 	return pr
 }

@@ -102,6 +102,22 @@ func TestTokenSharesFromTheFile(t *testing.T) {
 			t.Errorf("shares %s %s: New returned %v, want ErrInvalidOption", tc.reader, tc.ops, err)
 		}
 	}
+	// More tokens than a limit has room for: each may have 1, while the
+	// limit lasts.
+	many, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"a","token":"a-secret-0123456789","prefixes":[""]},
+		{"name":"b","token":"b-secret-0123456789","prefixes":[""]},{"name":"c","token":"c-secret-0123456789","prefixes":[""]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = start(t, fileBackend(t), gateway.WithTokens(many), gateway.WithMaxSessions(2))
+	a, b := g.session("a-secret-0123456789", "a", "5m"), g.session("b-secret-0123456789", "b", "5m")
+	g.do("POST", "/v1/sessions", "a-secret-0123456789", map[string]any{"ttl": "5m"}).want(t, 429, gateway.ProblemTooMany)
+	g.do("POST", "/v1/sessions", "c-secret-0123456789", map[string]any{"ttl": "5m"}).want(t, 429, gateway.ProblemTooMany)
+	g.do("DELETE", "/v1/sessions/"+a, "a-secret-0123456789", nil).want(t, 204, "")
+	g.do("DELETE", "/v1/sessions/"+g.session("c-secret-0123456789", "c", "5m"), "c-secret-0123456789", nil).want(t, 204, "")
+	g.do("DELETE", "/v1/sessions/"+b, "b-secret-0123456789", nil).want(t, 204, "")
+	g.idle()
+
 	if _, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"a","token":"` + readerSecret + `","prefixes":[""],"max_sessions":-1}]}`)); !errors.Is(err, gateway.ErrTokens) {
 		t.Errorf("a negative share: ParseTokens returned %v, want ErrTokens", err)
 	}
