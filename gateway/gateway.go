@@ -54,8 +54,8 @@ type config struct {
 // Each token has its own share of the limits on sessions, waiting
 // requests and event streams: the share its entry sets, or else an even
 // part of what the other tokens leave (at least 1); New refuses shares
-// set that add up to more than the limits. Default: none, every request is allowed, and all
-// share the limits.
+// set that add up to more than the limits. Default: none, every request
+// is allowed, and all share the limits.
 func WithTokens(t *Tokens) Option { return func(c *config) { c.tokens = t } }
 
 // WithForceWithoutTokens lets every request force the release of any

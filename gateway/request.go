@@ -185,9 +185,9 @@ func waitParam(r *http.Request, max time.Duration) (time.Duration, *problem) {
 	return min(d, max), nil
 }
 
-// parseUint64 reads a decimal uint64 named what, which must be a
-// positive one if positive: a number over 64 bits is answered as out of
-// range, anything else as not a decimal integer (how, says what).
+// parseUint64 reads the decimal uint64 s of the parameter what: one over
+// 64 bits is answered as out of range, anything else that is not a
+// decimal integer as "what must be how".
 func parseUint64(what, s, how string) (uint64, *problem) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	switch {

@@ -210,7 +210,8 @@ func (d *durationJSON) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// shown is the value sent, shortened, for an error.
+// shown is the value sent, shortened, for an error. (Only a value that
+// was read, out of range, is shown: ASCII, never cut within a character.)
 func (d *durationJSON) shown() string {
 	if len(d.sent) > maxQuoted {
 		return d.sent[:maxQuoted] + "..."
