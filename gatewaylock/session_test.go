@@ -357,7 +357,7 @@ func TestGrantWithNoTimeLeftIsNotUnbounded(t *testing.T) {
 // a keepalive whose answer came before the grant's, is not held: the
 // event is the only word of the loss until a later answer omits the lock.
 func TestGrantLostBeforeItsAnswerCame(t *testing.T) {
-	f := startFront(t, memlock.New(), "127.0.0.1:0")
+	f := startFront(t, memlock.New(), "127.0.0.1:0", gateway.WithForceWithoutTokens())
 	b := newBackend(t, f.url)
 	ctx := context.Background()
 	// A first lock starts the session and its keepalive loop.

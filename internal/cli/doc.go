@@ -214,10 +214,13 @@
 // in tenths of a second below a minute and in whole seconds above. Keys
 // and owners are what anyone with access to the service wrote: the table
 // shows one with a character that does not print (control characters,
-// invalid UTF-8) Go-quoted, with escapes; --json escapes them as JSON
-// does. status changes nothing in the service: on PostgreSQL, a database
-// without pglock's tables holds no lock, and a role that may only read
-// the tables can list.
+// format characters such as the bidirectional controls and the
+// zero-width ones, invalid UTF-8) Go-quoted, with escapes; --json
+// escapes the same characters as \uXXXX, which decodes to the same
+// string (the rule is internal/visible's, which the gateway's dashboard
+// follows too). status changes nothing in the service: on PostgreSQL, a
+// database without pglock's tables holds no lock, and a role that may
+// only read the tables can list.
 //
 // Logging: without --verbose distlock reports each outcome once, on
 // standard error; with it, it and the Client log what they do (renewals,

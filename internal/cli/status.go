@@ -8,16 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/visible"
 )
 
 // DefaultInterval is the default time between the listings of
@@ -119,9 +117,12 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 	}
 	now := time.Now()
 	if f.json {
-		enc := json.NewEncoder(r.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(holdersJSON(hs, now))
+		data, err := json.MarshalIndent(holdersJSON(hs, now), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = r.stdout.Write(append(visible.JSON(data), '\n'))
+		return err
 	}
 	if len(hs) == 0 {
 		// Said on stderr: stdout stays empty for scripts.
@@ -173,18 +174,14 @@ func writeTable(w io.Writer, hs []distlock.Holder, now time.Time) error {
 	return tw.Flush()
 }
 
-// printable returns s for a terminal: as it is if every character prints
-// (and it does not begin with a double quote), else Go-quoted, with its
-// control characters, invalid UTF-8 and invisible format characters
-// escaped. Keys and owners come from the lock service, where anyone with
-// access may have written escape sequences or a newline that would forge a
-// row.
-func printable(s string) string {
-	if strings.HasPrefix(s, `"`) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == utf8.RuneError }) >= 0 {
-		return strconv.Quote(s)
-	}
-	return s
-}
+// printable returns s for a terminal (see visible.Quote): as it is if
+// every character prints, else Go-quoted, with its control characters,
+// invisible format characters (bidirectional controls, zero-width
+// characters) and invalid UTF-8 escaped. Keys and owners come from the
+// lock service, where anyone with access may have written escape
+// sequences or a newline that would forge a row, or a U+202E that shows
+// a name backwards.
+func printable(s string) string { return visible.Quote(s) }
 
 // span shows a duration in the status table: tenths of a second below a
 // minute, whole seconds from then on; never negative.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/visible"
 )
 
 // Terminal sequences (ANSI) of the watch's redraw. The screen is cleared
@@ -50,9 +51,12 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 			fmt.Fprintln(r.stderr, retrying(err, f.interval))
 		case f.json:
 			// One line per listing, so that line-oriented tools can follow.
-			if err := json.NewEncoder(&frame).Encode(holdersJSON(hs, now)); err != nil {
+			data, err := json.Marshal(holdersJSON(hs, now))
+			if err != nil {
 				return err
 			}
+			frame.Write(visible.JSON(data))
+			frame.WriteByte('\n')
 		default:
 			fmt.Fprintf(&frame, "%s: %s\n\n", title, now.Format(time.DateTime))
 			switch {
