@@ -37,7 +37,12 @@ func (b *Backend) writeInfo(name string, in info) error {
 		return err
 	}
 	tmp := filepath.Join(b.dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, b.perm)
+	// A file left by a holder that died while writing it is removed, and
+	// the new one created afresh (O_EXCL): never written through a name
+	// someone else made, such as a hard link to another file planted in a
+	// sticky directory.
+	os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, b.perm)
 	if err != nil {
 		return err
 	}
