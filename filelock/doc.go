@@ -119,9 +119,10 @@
 // lets another user write shows as the group's write permission). They
 // are made when New opens the directory and whenever a lock file is
 // opened; only users they trust can make them wrong later. Holder
-// descriptions (<name>.info) are written through a file created afresh; in
-// a sticky directory another user can plant one, which List may then show
-// as the holder's owner, but it grants nothing. Files a Backend creates may be readable by
+// descriptions (<name>.info) are read from regular files only, at most
+// 1 MB, and written through a file created afresh; in a sticky directory
+// another user can plant one, which List may then show as the holder's
+// owner, but it grants nothing. Files a Backend creates may be readable by
 // others (WithFileMode(0o644)): any user who can open a lock file can hold
 // its key (flock needs no more), a denial of service to allow only to
 // trusted users. DefaultDir is held to more: it must belong to this user
@@ -147,7 +148,9 @@
 // "." encoded too; a name longer than 200 bytes is replaced by the SHA-256
 // of the key. No key can name a path outside the directory, and two keys
 // never share a file. Backend.List reports the keys whose lock file is
-// locked, not descriptions left behind by dead holders.
+// locked, not descriptions left behind by dead holders; a lock file it
+// cannot read (permission denied) does not hide the others: it lists them
+// and names that one in a ListError.
 //
 // # Concurrency
 //
