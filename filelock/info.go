@@ -101,7 +101,11 @@ func (e *ListError) Error() string {
 	for i, err := range e.Unread {
 		msgs[i] = err.Error()
 	}
-	return fmt.Sprintf("filelock: cannot tell whether %d lock file(s) are held: %s", len(e.Unread), strings.Join(msgs, "; "))
+	files := "1 lock file is"
+	if len(e.Unread) != 1 {
+		files = fmt.Sprintf("%d lock files are", len(e.Unread))
+	}
+	return fmt.Sprintf("filelock: cannot tell whether %s held: %s", files, strings.Join(msgs, "; "))
 }
 
 // Unwrap returns Unread.
