@@ -120,7 +120,9 @@ func TestStatusPassesOverOddEntries(t *testing.T) {
 		// The holder's description, replaced: opening it to read would block.
 		func() error { return os.Remove(filepath.Join(e.dir, "jobs%2Fa.info")) },
 		func() error { return syscall.Mkfifo(filepath.Join(e.dir, "jobs%2Fa.info"), 0o600) },
-		func() error { return os.WriteFile(filepath.Join(e.dir, "c.lock"), []byte(strings.Repeat("\xff", 64)), 0o600) },
+		func() error {
+			return os.WriteFile(filepath.Join(e.dir, "c.lock"), []byte(strings.Repeat("\xff", 64)), 0o600)
+		},
 	} {
 		if err := mk(); err != nil {
 			t.Fatal(err)
