@@ -528,10 +528,15 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (distlock.Validi
 		}
 		return distlock.Validity{}, err
 	}
-	if now := time.Now(); now.Sub(fi.ModTime()) > touchAfter {
-		// Best effort: a file that cannot be touched is still held.
+	if time.Since(fi.ModTime()) > touchAfter {
+		// Best effort: a file that cannot be touched is still held. The
+		// description is touched through a descriptor of a regular file,
+		// never through a link put in its place.
 		_ = touch(l.f)
-		_ = os.Chtimes(filepath.Join(l.b.dir, l.name+infoSuffix), now, now)
+		if f, err := openRegular(filepath.Join(l.b.dir, l.name+infoSuffix)); err == nil && f != nil {
+			_ = touch(f)
+			f.Close()
+		}
 	}
 	return distlock.Validity{Sent: sent}, nil
 }

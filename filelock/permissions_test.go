@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/filelock"
@@ -283,4 +284,55 @@ func content(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Refresh keeps an old holder description fresh through the file itself,
+// never through a symbolic link put in its place: that would set the
+// times of whatever file the link names.
+func TestRefreshTouchesNoLinkedFile(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	l := acquire(t, b, "k")
+	defer release(t, l)
+	info := filepath.Join(dir, "k.info")
+	old := time.Now().Add(-40 * 24 * time.Hour).Truncate(time.Second)
+	age := func(path string) {
+		t.Helper()
+		if err := os.Chtimes(path, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modified := func(path string) time.Time {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.ModTime()
+	}
+	age(b.Path("k"))
+	age(info)
+	if _, err := l.Refresh(ctxFor(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if m := modified(info); m.Equal(old) {
+		t.Errorf("an old holder description was not touched by Refresh")
+	}
+
+	victim := filepath.Join(t.TempDir(), "victim")
+	writeFile(t, victim, "", 0o600, os.Getuid())
+	age(victim)
+	if err := os.Remove(info); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, info); err != nil {
+		t.Fatal(err)
+	}
+	age(b.Path("k"))
+	if _, err := l.Refresh(ctxFor(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if m := modified(victim); !m.Equal(old) {
+		t.Errorf("Refresh set the times of the file a link in place of the description names: modified %v, was %v", m, old)
+	}
 }
