@@ -12,7 +12,10 @@
 // $TMPDIR), so that a login shell and a cron job of one user take the same
 // locks, and it survives reboots and logouts. file:///dir names another.
 // status --verbose and the help name the directory; status on a directory
-// that does not exist says that no lock is held, and creates nothing. The
+// that does not exist says that no lock is held, and creates nothing. A
+// lock directory, the default or another, that a user other than this one
+// and root could remove or replace lock files in is refused (exit 69),
+// with its path, owner and mode (see Permissions in package filelock). The
 // other schemes are those of package backends, which opens every URL but
 // file:// for the command, as it does for Go programs: redis, rediss,
 // redis+cluster, rediss+cluster, redis+sentinel, redlock, redlocks, etcd,
@@ -220,7 +223,10 @@
 // string (the rule is internal/visible's, which the gateway's dashboard
 // follows too). status changes nothing in the service: on PostgreSQL, a
 // database without pglock's tables holds no lock, and a role that may
-// only read the tables can list.
+// only read the tables can list. With file://, a lock file that cannot be
+// read (permission denied) is named on standard error, and the others
+// listed: status fails (exit 69) only when it could read no lock file
+// under the prefix, since it could then tell nothing.
 //
 // Logging: without --verbose distlock reports each outcome once, on
 // standard error; with it, it and the Client log what they do (renewals,

@@ -51,7 +51,12 @@ TERM=dumb) each listing is printed after the last, the same line first
 and an empty line after. With --json each listing is one JSON array on
 a line of its own. If the first listing fails, status exits as without
 --watch; a later failure is shown in its place (on standard error when
-not on a terminal) and the next listing tries again.`,
+not on a terminal) and the next listing tries again.
+
+With file://, a lock file that status cannot read (permission denied)
+is named on standard error (under the table on a terminal, with
+--watch) and the others are listed; status fails (exit 69) only if it
+could read none under PREFIX.`,
 		Example: `  distlock status jobs/
   distlock status --watch
   distlock status --watch --interval 5s --json jobs/ | jq -c 'length'`,
@@ -111,7 +116,10 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 		defer wl.Close()
 		return r.watch(ctx, wl, where, prefix, f)
 	}
-	hs, err := lister.List(ctx, prefix)
+	hs, unread, err := listHolders(ctx, lister, prefix, where)
+	for _, u := range unread {
+		fmt.Fprintf(r.stderr, "distlock: %s\n", printable(u))
+	}
 	if err != nil {
 		return err
 	}
@@ -126,14 +134,41 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 	}
 	if len(hs) == 0 {
 		// Said on stderr: stdout stays empty for scripts.
+		among := ""
+		if len(unread) > 0 {
+			among = " among the lock files read"
+		}
 		if prefix != "" {
-			fmt.Fprintf(r.stderr, "distlock: no lock held under %q on %s\n", prefix, where)
+			fmt.Fprintf(r.stderr, "distlock: no lock held under %q%s on %s\n", prefix, among, where)
 		} else {
-			fmt.Fprintf(r.stderr, "distlock: no lock held on %s\n", where)
+			fmt.Fprintf(r.stderr, "distlock: no lock held%s on %s\n", among, where)
 		}
 		return nil
 	}
 	return writeTable(r.stdout, hs, now)
+}
+
+// listHolders lists the holders under prefix through lister, which is the
+// backend named where. A file:// listing that could not read some lock
+// files lists the others: they are returned in unread, said as lines for
+// standard error, and the listing fails only if it read none.
+func listHolders(ctx context.Context, lister distlock.Lister, prefix, where string) (hs []distlock.Holder, unread []string, err error) {
+	hs, err = lister.List(ctx, prefix)
+	files, listed, ok := unreadFiles(err)
+	if !ok {
+		return hs, nil, err
+	}
+	for _, f := range files {
+		unread = append(unread, "cannot tell whether a lock is held: "+f.Error())
+	}
+	if !listed {
+		under := ""
+		if prefix != "" {
+			under = fmt.Sprintf(" under %q", prefix)
+		}
+		return nil, unread, fmt.Errorf("could not read any lock file%s on %s", under, where)
+	}
+	return hs, unread, nil
 }
 
 // holdersJSON is the document of `distlock status --json` for hs at now.

@@ -37,9 +37,15 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 	defer tick.Stop()
 	var frame bytes.Buffer
 	for n := 0; ; n++ {
-		hs, err := lister.List(ctx, prefix)
+		hs, unread, err := listHolders(ctx, lister, prefix, where)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if !tty || f.json || (err != nil && n == 0) {
+			for _, u := range unread {
+				fmt.Fprintf(r.stderr, "distlock: %s\n", printable(u))
+			}
+			unread = nil
 		}
 		if err != nil && n == 0 {
 			return err // a service that cannot be listed at all fails as without --watch
@@ -68,6 +74,9 @@ func (r *runner) watch(ctx context.Context, lister distlock.Lister, where, prefi
 				frame.WriteString("no lock held\n")
 			default:
 				writeTable(&frame, hs, now)
+			}
+			for _, u := range unread { // only on a terminal: off it, said on stderr
+				fmt.Fprintln(&frame, printable(u))
 			}
 			if tty {
 				rows, cols, _ := terminalSize(r.stdout)
