@@ -110,13 +110,15 @@
 //   - A lock file must be a regular file with a single name (in a sticky
 //     directory, another user could plant a hard link to some other file
 //     of ours, to have its token counter written into it), belong to root
-//     or this user (or, shared, to anyone), and be writable by no one else
-//     (shared: by no one outside its group). In a sticky directory another
+//     or this user (shared: to anyone, since only the group can create
+//     one there), and be writable by no one else (shared: by no one
+//     outside its group). In a sticky directory another
 //     user can create the lock file of a key first; that key is then
 //     refused: a denial of service, not a breach.
 //
 // The checks read permission bits, not access control lists (an ACL that
-// lets another user write shows as the group's write permission). They
+// lets another user write shows as the group's write permission, refused
+// unless the Backend is shared). They
 // are made when New opens the directory and whenever a lock file is
 // opened; only users they trust can make them wrong later. Holder
 // descriptions (<name>.info) are read from regular files only, at most
