@@ -413,7 +413,7 @@ func (c *Client) start(g *grant, lease driver.Lease, parent context.Context) err
 		maxHoldAt = now.Add(g.cfg.maxHold)
 	}
 	g.setLimits(deadline, maxHoldAt)
-	g.nextRenew = g.renewAfterLocked(now)
+	g.confirmedLocked(now)
 	c.grants[g] = struct{}{} // published: Close may release it from here on
 	c.scheduleLocked(g)
 	c.mu.Unlock()

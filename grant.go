@@ -28,8 +28,8 @@ import (
 //   - atomics, read without a lock (by Err): end, written only under c.mu;
 //     until (the local deadline), written under c.mu, except for Err's one
 //     move to deadlinePassed; maxUntil, written once before publication;
-//   - c.mu: started, lostEarly, handles, atRisk, riskFired, and the
-//     watchdog's bookkeeping (nextRenew, inflight, when, idx);
+//   - c.mu: started, lostEarly, handles, atRisk, riskFired, window, and
+//     the watchdog's bookkeeping (nextRenew, inflight, when, idx);
 //   - relMu: the release's outcome. It is held while the Backend is asked,
 //     with no other lock held.
 //
@@ -55,6 +55,7 @@ type grant struct {
 	handles   int
 	atRisk    chan struct{} // made by Lock.AtRisk, or closedChan
 	riskFired bool          // atRisk is (to be) closed: re-armed by a renewal
+	window    time.Duration // the at-risk window, set with each confirmation
 	nextRenew time.Time
 	inflight  bool      // the watchdog's refresh is under way
 	when      time.Time // the next event, the heap's order
@@ -174,6 +175,13 @@ func (g *grant) deadline() time.Time { return timeOf(g.until.Load()) }
 // maxHoldAt is the end of MaxHold, zero if none.
 func (g *grant) maxHoldAt() time.Time { return timeOf(g.maxUntil.Load()) }
 
+// confirmedLocked schedules g after a confirmation at now (the grant, or a
+// renewal): its next renewal, and the at-risk window that goes with it.
+func (g *grant) confirmedLocked(now time.Time) {
+	g.nextRenew = g.renewAfterLocked(now)
+	g.window = g.windowLocked(now)
+}
+
 // renewAfterLocked is when to renew next: after the renewal interval, but
 // never later than halfway to the deadline, so that a grant confirmed late
 // is still renewed in time.
@@ -187,6 +195,28 @@ func (g *grant) renewAfterLocked(now time.Time) time.Time {
 	return next
 }
 
+// windowLocked is the at-risk window after a confirmation at now, once
+// nextRenew is set: WithAtRiskWindow's, or else a third of the TTL, cut to
+// half the time between the next renewal (now, for a lock WithoutRenewal)
+// and the deadline, so that the renewal has the other half to be
+// confirmed in. It is measured on the deadline the service confirmed,
+// not on the TTL asked for: a session backend's lease is its session
+// timeout, which may be shorter.
+func (g *grant) windowLocked(now time.Time) time.Duration {
+	if g.cfg.atRisk > 0 {
+		return g.cfg.atRisk
+	}
+	d := g.deadline()
+	if d.IsZero() {
+		return 0
+	}
+	from := now
+	if g.cfg.renews() {
+		from = g.nextRenew
+	}
+	return max(min(g.cfg.ttl/defaultRenewFraction, d.Sub(from)/2), 0)
+}
+
 // closedChan is a closed channel, for an at-risk signal that fired before
 // anyone asked for it.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -198,7 +228,7 @@ func (g *grant) riskAtLocked() time.Time {
 	if g.riskFired || d.IsZero() {
 		return time.Time{}
 	}
-	return d.Add(-g.cfg.atRiskWindow())
+	return d.Add(-g.window)
 }
 
 // fireRiskLocked closes the at-risk channel.
@@ -214,7 +244,7 @@ func (g *grant) fireRiskLocked() {
 // rearmRiskLocked opens a new at-risk channel after a renewal moved the
 // deadline out of the window.
 func (g *grant) rearmRiskLocked(now time.Time) {
-	if g.riskFired && g.deadline().Sub(now) > g.cfg.atRiskWindow() {
+	if g.riskFired && g.deadline().Sub(now) > g.window {
 		g.riskFired, g.atRisk = false, nil
 	}
 }

@@ -92,6 +92,28 @@ func (l *Lock) Deadline() (deadline time.Time, ok bool) {
 	return d, !d.IsZero()
 }
 
+// RiskWindow returns the Deadline together with the at-risk window that
+// goes with it (see AtRisk and WithAtRiskWindow), read at one instant:
+// the lock is at risk from deadline less window unless a renewal is
+// confirmed first. Both are set with each confirmation of the grant, and
+// with the default window the Client sends the next renewal at least two
+// windows before the deadline, so that a healthy lock never comes within
+// the window of its deadline. ok is as for Deadline.
+//
+// A process that watches the lock from outside (the CLI's supervisor)
+// can end its work at the start of the window: it then ends no sooner
+// than the lock is at risk, whatever the backend's lease.
+func (l *Lock) RiskWindow() (deadline time.Time, window time.Duration, ok bool) {
+	c := l.g.c
+	c.mu.Lock()
+	deadline, window = l.g.deadline(), l.g.window
+	c.mu.Unlock()
+	if deadline.IsZero() || l.Err() != nil {
+		return time.Time{}, 0, false
+	}
+	return deadline, window, true
+}
+
 // Refresh extends the lease now, without waiting for the watchdog. It returns
 // an error matching ErrLockLost if the lock was lost (and then the lock ends)
 // and ErrNotHeld after Release. A lock whose context ended with an

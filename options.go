@@ -163,10 +163,13 @@ func WithKeyLabel(label func(key string) string) Option {
 
 // WithAtRiskWindow sets how close to its local deadline a lock whose
 // renewals have not been confirmed in time is reported at risk (see
-// Lock.AtRisk). Default: a third of the TTL, or less when the renewal
-// interval leaves less room (half the time between a renewal's deadline
-// and the next renewal), so that a healthy lock is never at risk. It must
-// be positive and shorter than the usable TTL.
+// Lock.AtRisk). Default: a third of the TTL, or less when the lease leaves
+// less room: half the time between the next renewal and the deadline that
+// the last confirmation set, so that a healthy lock is never at risk. The
+// default is measured on the lease the service confirmed, which a session
+// backend may make shorter than the TTL (a ZooKeeper session timeout);
+// this option's window is not. It must be positive and shorter than the
+// usable TTL.
 func WithAtRiskWindow(d time.Duration) LockOption { return func(c *config) { c.atRisk = d } }
 
 // with is c with a Client's options.
@@ -199,18 +202,6 @@ func (c config) withLockOpts(opts []LockOption) (config, error) {
 // usable is the part of a TTL the holder can count on.
 func (c config) usable(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*(1-c.drift)) - c.margin
-}
-
-// atRiskWindow is how long before the deadline a lock is at risk.
-func (c config) atRiskWindow() time.Duration {
-	if c.atRisk > 0 {
-		return c.atRisk
-	}
-	w := c.ttl / defaultRenewFraction
-	if c.renews() {
-		w = min(w, (c.usable(c.ttl)-c.renewInterval())/2)
-	}
-	return max(w, 0)
 }
 
 // renews reports whether held locks are renewed automatically.

@@ -310,7 +310,7 @@ func (c *Client) applyRefresh(g *grant, v driver.Validity, err error, by refresh
 				return tooLate() // Err saw the deadline pass since now was read
 			}
 		}
-		g.nextRenew = g.renewAfterLocked(now)
+		g.confirmedLocked(now)
 		g.rearmRiskLocked(now)
 	} else if by == byWatchdog {
 		// Try again soon, and well before the deadline.

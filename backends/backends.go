@@ -25,8 +25,11 @@
 // one that does not parse. The user information of a URL is everything
 // between "//" and the last "@": a password may hold any character as it
 // is ("/", "?", "#" and "@" included), and "@" elsewhere must be written
-// %40. The user information is never shown, the user name included (a
-// mistyped URL can put the password there): Redact writes it "xxxxx". A
+// %40. Redact never shows the user information, the user name included
+// (a mistyped URL can put the password there): it writes it "xxxxx". In
+// an error of Open, a user name is masked too where it stands as a word,
+// but for one that is also a part of the URL that Redact shows (a user
+// named like the scheme, a host or the database). A
 // query parameter is secret when its name holds "pass", "pwd", "secret",
 // "token", "auth", "cred", "apikey" or "signature". When a URL cannot be
 // shown safely (its hosts are not host names, a form without "//" holds an

@@ -34,9 +34,14 @@
 //   - Queue: one process's acquirers of a key, served in arrival order, so
 //     that one of them at a time talks to the service about the key.
 //   - URL, ParseURL, Redact, Scrub, WithoutSecrets: one reading of backend
-//     URLs, and what of a URL may ever be shown (nothing of its user
-//     information, the user name included: a mistyped URL can put the
-//     password there).
+//     URLs, and what of a URL may ever be shown. The user information is
+//     everything between "//" and the last "@" (a password may hold any
+//     character as it is; "@" elsewhere must be written %40). Redact shows
+//     nothing of it, the user name included: a mistyped URL can put the
+//     password there. Scrub masks a password wherever a message shows it,
+//     and a user name where it stands as a word, but not within the URL as
+//     Redact shows it, nor where the user name is also a shown part of the
+//     URL (a user named postgres leaves "postgres://" as it is).
 //   - TLSConfig, IsTLSFailure, SpeaksTLS: client TLS from a URL's ca, cert
 //     and key files, and telling a TLS failure from a network one.
 //   - ValidateKey, MaxKeyLen, MaxTTL and the errors (ErrNotAcquired,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -152,37 +153,17 @@ func IsSecretParam(name string) bool {
 }
 
 // Secrets returns the strings that must not appear in a message about
-// raw: its user information, whole and its password alone, and the values
-// of its secret query parameters, each as written and percent-decoded, and
-// as URL encoders would write them. Longer ones come first.
+// raw: its user information when it holds a password (a ":"), whole and
+// its password alone, and the values of its secret query parameters, each
+// as written and percent-decoded, and as URL encoders would write them.
+// Longer ones come first. User information without a ":" is a user name,
+// or a password written without one: see UserSecrets.
 func Secrets(raw string) []string {
 	var s []string
-	add := func(v string) {
-		if v == "" {
-			return
-		}
-		s = append(s, v)
-		for _, unescape := range []func(string) (string, error){url.PathUnescape, url.QueryUnescape} {
-			if d, err := unescape(v); err == nil && d != "" {
-				s = append(s, d, url.PathEscape(d), url.QueryEscape(d))
-				// As url.URL.String writes a password.
-				if _, e, ok := strings.Cut(url.UserPassword("", d).String(), ":"); ok {
-					s = append(s, e)
-				}
-			}
-		}
-	}
-	_, rest, ok := Scheme(raw)
-	if !ok {
-		rest = raw
-	}
-	rest = strings.TrimPrefix(rest, "//")
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		info := rest[:at]
-		add(info)
-		if _, pass, ok := strings.Cut(info, ":"); ok {
-			add(pass)
-		}
+	if info, ok := userInfo(raw); ok && strings.Contains(info, ":") {
+		_, pass, _ := strings.Cut(info, ":")
+		s = forms(s, info)
+		s = forms(s, pass)
 	}
 	// Secret parameters, wherever a "?" starts what may be a query.
 	for q := raw; ; {
@@ -194,48 +175,187 @@ func Secrets(raw string) []string {
 		for _, pair := range strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == ';' || r == '#' || r == '?' }) {
 			if k, v, ok := strings.Cut(pair, "="); ok {
 				if name, err := url.QueryUnescape(k); err != nil || IsSecretParam(name) {
-					add(v)
+					s = forms(s, v)
 				}
 			}
 		}
 	}
+	return sorted(s)
+}
+
+// UserSecrets returns, in the forms Secrets gives, the user information of
+// raw when it holds no ":": a user name, or a password written without
+// one. Scrub masks them only where they stand as words, and not at all
+// when the user information is also a part of raw that is shown (its
+// scheme, a host, a piece of its path), which a message may name in its
+// own right: a user named postgres does not hide the scheme postgres://,
+// nor a user ro the word "error".
+func UserSecrets(raw string) []string {
+	info, ok := userInfo(raw)
+	if !ok || info == "" || strings.Contains(info, ":") || shownPart(raw, info) {
+		return nil
+	}
+	return sorted(forms(nil, info))
+}
+
+// userInfo returns what stands between "//" (or the scheme's ":", or the
+// start) and the last "@" of raw.
+func userInfo(raw string) (string, bool) {
+	_, rest, ok := Scheme(raw)
+	if !ok {
+		rest = raw
+	}
+	rest = strings.TrimPrefix(rest, "//")
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
+		return "", false
+	}
+	return rest[:at], true
+}
+
+// shownPart reports whether info, percent-decoded, is the scheme of raw, a
+// host name of it, or a piece of its path between "/": parts that Redact
+// shows.
+func shownPart(raw, info string) bool {
+	u, err := ParseURL(raw)
+	if err != nil {
+		return false
+	}
+	user, err := url.PathUnescape(info)
+	if err != nil || user == "" {
+		return false
+	}
+	parts := []string{u.Scheme}
+	for _, h := range u.Hosts {
+		if hp, err := HostPort(h, "1"); err == nil {
+			if host, _, err := net.SplitHostPort(hp); err == nil {
+				parts = append(parts, host)
+			}
+		}
+	}
+	for _, p := range strings.Split(u.Path, "/") {
+		if d, err := url.PathUnescape(p); err == nil {
+			parts = append(parts, d)
+		}
+	}
+	return slices.ContainsFunc(parts, func(p string) bool { return strings.EqualFold(p, user) })
+}
+
+// forms adds v to s, as written and percent-decoded, and as URL encoders
+// would write it.
+func forms(s []string, v string) []string {
+	if v == "" {
+		return s
+	}
+	s = append(s, v)
+	for _, unescape := range []func(string) (string, error){url.PathUnescape, url.QueryUnescape} {
+		if d, err := unescape(v); err == nil && d != "" {
+			s = append(s, d, url.PathEscape(d), url.QueryEscape(d))
+			// As url.URL.String writes a password.
+			if _, e, ok := strings.Cut(url.UserPassword("", d).String(), ":"); ok {
+				s = append(s, e)
+			}
+		}
+	}
+	return s
+}
+
+// sorted sorts s longest first, without repeats.
+func sorted(s []string) []string {
 	slices.SortStableFunc(s, func(a, b string) int { return len(b) - len(a) })
 	return slices.Compact(s)
 }
 
-// Scrub returns err with every secret of raw (see Secrets) masked in its
-// message. errors.Is and errors.As still see err's chain; errors.Unwrap
-// does not reach the unmasked messages. A nil err gives nil; an err whose
-// message holds no secret is returned as it is.
+// Scrub returns err with the secrets of raw masked in its message: those
+// of Secrets wherever they stand, those of UserSecrets where they stand as
+// words (not glued to a letter or a digit), and neither within raw as
+// Redact shows it, which holds none and is left whole. errors.Is and
+// errors.As still see err's chain; errors.Unwrap does not reach the
+// unmasked messages. A nil err gives nil; an err whose message holds no
+// secret is returned as it is.
 func Scrub(err error, raw string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	masked := mask(msg, Secrets(raw))
+	masked := mask(msg, Redact(raw), Secrets(raw), UserSecrets(raw))
 	if masked == msg {
 		return err
 	}
 	return &scrubbed{err: err, msg: masked}
 }
 
-// mask replaces the secrets in msg until none is left (a mask next to
-// what remains can form a secret again); a secret that is a piece of the
-// mask itself cannot be removed and is left. Every round that changes msg
-// shortens it or leaves fewer characters other than the mask's.
-func mask(msg string, secrets []string) string {
+// mask replaces the secrets and the user's words in msg, outside the
+// occurrences of shown, until none is left (a mask next to what remains
+// can form a secret again); a secret that is a piece of the mask itself
+// cannot be removed and is left. Every round that changes msg shortens it
+// or leaves fewer characters other than the mask's.
+func mask(msg, shown string, secrets, words []string) string {
 	for range len(msg) + 1 {
 		before := msg
 		for _, s := range secrets {
-			if !strings.Contains(Mask, s) {
-				msg = strings.ReplaceAll(msg, s, Mask)
-			}
+			msg = maskOutside(msg, shown, s, false)
+		}
+		for _, s := range words {
+			msg = maskOutside(msg, shown, s, true)
 		}
 		if msg == before {
 			break
 		}
 	}
 	return msg
+}
+
+// maskOutside replaces by Mask the occurrences of s in msg but those
+// within an occurrence of shown and, if word, those glued to a letter or
+// a digit (see Glued).
+func maskOutside(msg, shown, s string, word bool) string {
+	if s == "" || strings.Contains(Mask, s) {
+		return msg
+	}
+	var spans [][2]int
+	for i := 0; shown != ""; {
+		j := strings.Index(msg[i:], shown)
+		if j < 0 {
+			break
+		}
+		spans = append(spans, [2]int{i + j, i + j + len(shown)})
+		i += j + len(shown)
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(msg); {
+		j := strings.Index(msg[i:], s)
+		if j < 0 {
+			break
+		}
+		start, end := i+j, i+j+len(s)
+		inside := slices.ContainsFunc(spans, func(sp [2]int) bool { return sp[0] <= start && end <= sp[1] })
+		if inside || word && Glued(msg, start, end) {
+			i = start + 1
+			continue
+		}
+		b.WriteString(msg[last:start])
+		b.WriteString(Mask)
+		last, i = end, end
+	}
+	if last == 0 {
+		return msg
+	}
+	b.WriteString(msg[last:])
+	return b.String()
+}
+
+// Glued reports whether msg[start:end] is a piece of a longer word: a
+// letter or digit (or any byte of a non-ASCII character) on one side of
+// it touches one at its edge.
+func Glued(msg string, start, end int) bool {
+	return start > 0 && wordByte(msg[start-1]) && wordByte(msg[start]) ||
+		end < len(msg) && wordByte(msg[end]) && wordByte(msg[end-1])
+}
+
+func wordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c >= 0x80
 }
 
 // scrubbed is an error with secrets masked in its message. It has no

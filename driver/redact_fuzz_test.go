@@ -100,21 +100,57 @@ func FuzzRedactQuery(f *testing.F) {
 }
 
 // Scrub masks the password and the secret parameters of a URL in any
-// message, as written and decoded.
+// message, as written and decoded, and a user name where it stands as a
+// word, everywhere but within the URL as Redact shows it.
 func FuzzScrub(f *testing.F) {
 	f.Add("redis://u:", "p%2Fw", "@h/0?token=", "abc%26")
 	f.Add("etcd:", "pw", "@h", "")
+	f.Add("postgres://", "postgres", "@localhost/", "postgres")
+	f.Add("redis://", "ro", "@h/0?x=", "error")
 	f.Fuzz(func(t *testing.T, prefix, password, middle, token string) {
 		raw := prefix + password + middle + token
-		msg := "open " + raw + ": " + password + " " + token
-		err := driver.Scrub(errors.New(msg), raw)
-		got := err.Error()
+		shown := driver.Redact(raw)
+		msg := "open " + raw + ": " + password + " " + token + " (" + shown + ")"
+		got := driver.Scrub(errors.New(msg), raw).Error()
 		for _, s := range driver.Secrets(raw) {
-			if strings.Trim(s, "x") != "" && strings.Contains(got, s) {
+			if strings.Trim(s, "x") != "" && exposed(got, shown, s, false) {
 				t.Fatalf("Scrub(%q) for %q = %q: shows the secret %q", msg, raw, got, s)
 			}
 		}
+		for _, s := range driver.UserSecrets(raw) {
+			if strings.Trim(s, "x") != "" && exposed(got, shown, s, true) {
+				t.Fatalf("Scrub(%q) for %q = %q: shows the user name %q", msg, raw, got, s)
+			}
+		}
 	})
+}
+
+// exposed reports whether s stands in msg outside the occurrences of
+// shown, and, if word, as a word.
+func exposed(msg, shown, s string, word bool) bool {
+	var spans [][2]int
+	for i := 0; shown != ""; {
+		j := strings.Index(msg[i:], shown)
+		if j < 0 {
+			break
+		}
+		spans = append(spans, [2]int{i + j, i + j + len(shown)})
+		i += j + len(shown)
+	}
+	for i := 0; ; i++ {
+		j := strings.Index(msg[i:], s)
+		if j < 0 {
+			return false
+		}
+		i += j
+		inside := false
+		for _, sp := range spans {
+			inside = inside || sp[0] <= i && i+len(s) <= sp[1]
+		}
+		if !inside && !(word && driver.Glued(msg, i, i+len(s))) {
+			return true
+		}
+	}
 }
 
 // Parse never panics, and when it finds user information, Redact masks

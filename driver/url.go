@@ -32,8 +32,9 @@ type URL struct {
 	// commas, as written; at least one (possibly empty) element.
 	Hosts []string
 
-	Path  string     // from the "/" after the hosts up to the "?", as written
-	Query url.Values // the parameters after the "?"
+	Path     string     // from the "/" after the hosts up to the "?", as written
+	Query    url.Values // the parameters after the "?"
+	RawQuery string     // what follows the "?", as written
 }
 
 // Parse splits raw, of the form
@@ -85,7 +86,7 @@ func ParseURL(raw string) (*URL, error) {
 		// Not err: it quotes a piece of the query.
 		return nil, errors.New("malformed query parameters")
 	}
-	u.Query = q
+	u.Query, u.RawQuery = q, query
 	return u, nil
 }
 

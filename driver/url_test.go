@@ -52,9 +52,10 @@ func TestRedact(t *testing.T) {
 func TestParse(t *testing.T) {
 	for raw, want := range map[string]driver.URL{
 		"Redis://h":                   {Scheme: "redis", Hosts: []string{"h"}, Query: url.Values{}},
-		"redis://u:p%40w@h1,h2/0?a=1": {Scheme: "redis", User: "u", Password: "p@w", HasUser: true, HasPassword: true, Hosts: []string{"h1", "h2"}, Path: "/0", Query: url.Values{"a": {"1"}}},
+		"redis://u:p%40w@h1,h2/0?a=1": {Scheme: "redis", User: "u", Password: "p@w", HasUser: true, HasPassword: true, Hosts: []string{"h1", "h2"}, Path: "/0", Query: url.Values{"a": {"1"}}, RawQuery: "a=1"},
 		"etcd://u:p@s/?@h/x":          {Scheme: "etcd", User: "u", Password: "p@s/?", HasUser: true, HasPassword: true, Hosts: []string{"h"}, Path: "/x", Query: url.Values{}},
-		"redis://PW@h?x":              {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}},
+		"x://h?o=-c%20a%3Db+c":        {Scheme: "x", Hosts: []string{"h"}, Query: url.Values{"o": {"-c a=b c"}}, RawQuery: "o=-c%20a%3Db+c"},
+		"redis://PW@h?x":              {Scheme: "redis", User: "PW", HasUser: true, Hosts: []string{"h"}, Query: url.Values{"x": {""}}, RawQuery: "x"},
 	} {
 		got, err := driver.ParseURL(raw)
 		if err != nil || !reflect.DeepEqual(*got, want) {
@@ -121,6 +122,42 @@ func TestScrub(t *testing.T) {
 	}
 }
 
+// Scrub leaves the URL as Redact shows it whole, and does not take a user
+// name (user information without a password) for a secret where it is
+// only a piece of a word, nor where it is also the URL's scheme, a host or
+// its database, which the message may name in their own right; a password
+// is masked wherever it stands outside the redacted URL.
+func TestScrubUserNames(t *testing.T) {
+	for _, tc := range []struct{ raw, msg, want string }{
+		{"postgres://postgres@db.internal:5432/postgres",
+			"pglock: postgres://xxxxx@db.internal:5432/postgres: failed to connect to `user=postgres database=postgres`: dial error",
+			"pglock: postgres://xxxxx@db.internal:5432/postgres: failed to connect to `user=postgres database=postgres`: dial error"},
+		{"redis://redis@h:6379/0",
+			"redislock: redis://xxxxx@h:6379/0: dial tcp h:6379: redis not ready",
+			"redislock: redis://xxxxx@h:6379/0: dial tcp h:6379: redis not ready"},
+		{"postgres://localhost@localhost/db",
+			"pglock: postgres://xxxxx@localhost/db: 127.0.0.1:5432 (localhost): user=localhost: refused",
+			"pglock: postgres://xxxxx@localhost/db: 127.0.0.1:5432 (localhost): user=localhost: refused"},
+		{"postgres://ro@h/app",
+			"pglock: postgres://xxxxx@h/app: server error: FATAL: role \"ro\" does not exist (user=ro)",
+			"pglock: postgres://xxxxx@h/app: server error: FATAL: role \"xxxxx\" does not exist (user=xxxxx)"},
+		{"redis://s3cret@h/0",
+			"redislock: redis://xxxxx@h/0: AUTH s3cret: WRONGPASS",
+			"redislock: redis://xxxxx@h/0: AUTH xxxxx: WRONGPASS"},
+		// A password is masked outside the redacted URL even in a word.
+		{"redis://:redis@h/0",
+			"redislock: redis://xxxxx@h/0: AUTH redis: WRONGPASS",
+			"xxxxxlock: redis://xxxxx@h/0: AUTH xxxxx: WRONGPASS"},
+		{"postgres://u:db@db/db",
+			"pglock: postgres://xxxxx@db/db: password db for u rejected",
+			"pglock: postgres://xxxxx@db/db: password xxxxx for u rejected"},
+	} {
+		if got := driver.Scrub(errors.New(tc.msg), tc.raw).Error(); got != tc.want {
+			t.Errorf("Scrub for %q:\n%q\nwant\n%q", tc.raw, got, tc.want)
+		}
+	}
+}
+
 func TestWithoutSecrets(t *testing.T) {
 	for raw, want := range map[string]string{
 		"":                       "",
@@ -138,6 +175,22 @@ func TestWithoutSecrets(t *testing.T) {
 	for _, raw := range []string{"redis:default:PW@h", "redis://h:PW", "redis://u:PW?x@h", "redis://h/0\nPW", "://u:PW@h"} {
 		if got, ok := driver.WithoutSecrets(raw); ok {
 			t.Errorf("WithoutSecrets(%q) = %q, true; want false", raw, got)
+		}
+	}
+}
+
+// OtherSecret changes letters and digits, escapes included, but keeps
+// each escape valid or not, and a NUL or not.
+func TestOtherSecret(t *testing.T) {
+	for s, want := range map[string]string{
+		"s3cret":   "i8fhbj",
+		"p%2Fw%zz": "z%7Cm%pp",
+		"%00%55%0": "%00%55%5",
+		"%5A%a":    "%0D%d",
+		"":         "",
+	} {
+		if got := driver.OtherSecret(s); got != want {
+			t.Errorf("OtherSecret(%q) = %q, want %q", s, got, want)
 		}
 	}
 }

@@ -34,7 +34,8 @@
 //   - Exclusion when the directory is tampered with: removing a held lock
 //     file breaks exclusion (the next acquirer creates a new file) until
 //     the old holder's next refresh. Never clean the directory while it is
-//     in use.
+//     in use. Only this user and root (and a group the Backend is shared
+//     with) can: see Permissions.
 //   - Fairness between processes (see Waiting).
 //
 // # Durability
@@ -81,6 +82,54 @@
 // unless the wall clock was set back meanwhile. Fence the storage with the
 // tokens through package fence, as with any backend.
 //
+// # Permissions
+//
+// A lock is only as safe as its lock file: a user who can remove or
+// replace it breaks exclusion, one who can write it can set its token
+// counter back. New and Acquire therefore refuse, with an error matching
+// ErrUnsafe that names the path, its owner and its mode, whatever lets a
+// user other than this one and root do either, as ssh does for ~/.ssh:
+//
+//   - The lock directory, every directory above it, and every symbolic
+//     link followed to reach it must belong to root or to this user: the
+//     owner of a directory can always change it.
+//   - None of those directories may be writable by others unless it is
+//     sticky, as /tmp and /var/tmp are: there others can create entries
+//     but not remove or rename this user's.
+//   - Nor writable by their group, unless sticky or the Backend is shared
+//     with the group: a file mode that lets the group write
+//     (WithFileMode(0o660)). Sharing locks between users needs it, since
+//     each member must be able to create lock files; the group is then
+//     trusted as the owner is (a member who removes a held lock file
+//     breaks exclusion, as the owner would), and nobody outside it can.
+//     Give such a directory to root or to one of the users, with the
+//     sharing group and mode 2770 (setgid, so that lock files get that
+//     group). The lock directory of a shared Backend must not be writable
+//     by others at all, sticky or not: a lock file one of them made there
+//     would be the group's lock.
+//   - A lock file must be a regular file with a single name (in a sticky
+//     directory, another user could plant a hard link to some other file
+//     of ours, to have its token counter written into it), belong to root
+//     or this user (shared: to anyone, since only the group can create
+//     one there), and be writable by no one else (shared: by no one
+//     outside its group). In a sticky directory another
+//     user can create the lock file of a key first; that key is then
+//     refused: a denial of service, not a breach.
+//
+// The checks read permission bits, not access control lists (an ACL that
+// lets another user write shows as the group's write permission, refused
+// unless the Backend is shared). They
+// are made when New opens the directory and whenever a lock file is
+// opened; only users they trust can make them wrong later. Holder
+// descriptions (<name>.info) are read from regular files only, at most
+// 1 MB, and written through a file created afresh; in a sticky directory
+// another user can plant one, which List may then show as the holder's
+// owner, but it grants nothing. Files a Backend creates may be readable by
+// others (WithFileMode(0o644)): any user who can open a lock file can hold
+// its key (flock needs no more), a denial of service to allow only to
+// trusted users. DefaultDir is held to more: it must belong to this user
+// and be closed to everyone else (mode 0700).
+//
 // # Handing a grant to a child process
 //
 // Backend.File returns a descriptor of a held lock's lock file. Since the
@@ -101,7 +150,9 @@
 // "." encoded too; a name longer than 200 bytes is replaced by the SHA-256
 // of the key. No key can name a path outside the directory, and two keys
 // never share a file. Backend.List reports the keys whose lock file is
-// locked, not descriptions left behind by dead holders.
+// locked, not descriptions left behind by dead holders; a lock file it
+// cannot read (permission denied) does not hide the others: it lists them
+// and names that one in a ListError.
 //
 // # Concurrency
 //

@@ -48,11 +48,12 @@ const (
 // call New. A Backend is safe for concurrent use and needs no closing: it
 // holds open files only for held leases and for waiters.
 type Backend struct {
-	dir  string
-	perm fs.FileMode
-	poll time.Duration
-	host string
-	w    watcher
+	dir    string
+	perm   fs.FileMode
+	shared bool // perm lets the group write: the group is trusted (see checkPath)
+	poll   time.Duration
+	host   string
+	w      watcher
 
 	// queue holds the acquirers of each key (by file name) within the
 	// Backend: only the one that has the turn touches the lock file, and
@@ -77,14 +78,21 @@ func WithPollInterval(d time.Duration) Option { return func(c *config) { c.poll 
 
 // WithFileMode sets the permissions of the files a Backend creates, and of
 // the directory if New creates it (with the matching search bits). Use
-// 0o660 and a group-owned directory to share locks between users.
-// Default: 0o600. Only permission bits are allowed.
+// 0o660 and a group-owned directory to share locks between users: a mode
+// that lets the group write makes the Backend shared with the group, which
+// then may write to the lock directory and the lock files (see Permissions
+// in the package documentation). Default: 0o600. Only permission bits are
+// allowed, 0o600 included, and not the write permission for others, which
+// would let every user rewrite token counters.
 func WithFileMode(perm fs.FileMode) Option { return func(c *config) { c.perm = perm } }
 
 // New returns a Backend over the lock directory dir, creating it (and its
 // parents) if needed. With dir "" it uses DefaultDir, creating it (but not
 // /var/tmp) with mode 0700 if needed, and checks that it is a directory of
 // the current user that others cannot enter, whatever WithFileMode says.
+// Any lock directory is refused with an error matching ErrUnsafe when a
+// user other than this one and root could remove or replace its lock
+// files (see Permissions in the package documentation).
 // The directory should be on a local file system that persists across
 // reboots if tokens must keep increasing across reboots (see the package
 // documentation). A bad option returns an error matching
@@ -101,7 +109,10 @@ func New(dir string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("%w: filelock: poll interval %v is not positive", driver.ErrInvalidOption, cfg.poll)
 	case cfg.perm&^fs.ModePerm != 0 || cfg.perm&0o600 != 0o600:
 		return nil, fmt.Errorf("%w: filelock: file mode %v must be permission bits including 0600", driver.ErrInvalidOption, cfg.perm)
+	case cfg.perm&0o002 != 0:
+		return nil, fmt.Errorf("%w: filelock: file mode %v lets every user rewrite token counters; share locks with a group (0660) instead", driver.ErrInvalidOption, cfg.perm)
 	}
+	shared := cfg.perm&0o020 != 0
 	private := dir == ""
 	if private {
 		dir = DefaultDir()
@@ -124,8 +135,11 @@ func New(dir string, opts ...Option) (*Backend, error) {
 	} else if err := makeDir(abs, dirMode(cfg.perm)); err != nil {
 		return nil, err
 	}
+	if err := checkPath(abs, shared); err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
-	return &Backend{dir: abs, perm: cfg.perm, poll: cfg.poll, host: host}, nil
+	return &Backend{dir: abs, perm: cfg.perm, shared: shared, poll: cfg.poll, host: host}, nil
 }
 
 // dirMode adds search bits where perm has read bits.
@@ -286,10 +300,18 @@ func isNil(h Held) bool {
 // openLock opens (creating if needed) the lock file at path, on its own
 // open file description: flock locks belong to that description, so two
 // opens exclude each other even within one process.
+//
+// The file is checked before anything is written to it: in a directory
+// where others may create entries (a sticky one, such as /tmp), the name
+// may be another user's file, or a hard link to some file of ours.
 func (b *Backend) openLock(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, b.perm)
 	if err != nil {
 		return nil, fileErr("open lock file", err)
+	}
+	if err := b.checkLockFile(f); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }
@@ -509,10 +531,15 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 		}
 		return driver.Validity{}, err
 	}
-	if now := time.Now(); now.Sub(fi.ModTime()) > touchAfter {
-		// Best effort: a file that cannot be touched is still held.
+	if time.Since(fi.ModTime()) > touchAfter {
+		// Best effort: a file that cannot be touched is still held. The
+		// description is touched through a descriptor of a regular file,
+		// never through a link put in its place.
 		_ = touch(l.f)
-		_ = os.Chtimes(filepath.Join(l.b.dir, l.name+infoSuffix), now, now)
+		if f, err := openRegular(filepath.Join(l.b.dir, l.name+infoSuffix)); err == nil && f != nil {
+			_ = touch(f)
+			f.Close()
+		}
 	}
 	return driver.Validity{Sent: sent}, nil
 }

@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		helperMain()
 		return
 	}
+	if os.Getenv(listDirEnv) != "" {
+		listHelperMain()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

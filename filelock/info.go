@@ -5,7 +5,10 @@ package filelock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +40,12 @@ func (b *Backend) writeInfo(name string, in info) error {
 		return err
 	}
 	tmp := filepath.Join(b.dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, b.perm)
+	// A file left by a holder that died while writing it is removed, and
+	// the new one created afresh (O_EXCL): never written through a name
+	// someone else made, such as a hard link to another file planted in a
+	// sticky directory.
+	os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, b.perm)
 	if err != nil {
 		return err
 	}
@@ -52,9 +60,21 @@ func (b *Backend) writeInfo(name string, in info) error {
 	return os.Rename(tmp, filepath.Join(b.dir, name+infoSuffix))
 }
 
+// maxInfo bounds the size of a holder description that readInfo reads.
+const maxInfo = 1 << 20
+
+// readInfo returns the holder description of name, if there is a valid
+// one. It reads a regular file only, and at most maxInfo bytes: whoever
+// can write to the directory could have put a FIFO there, or a link to
+// /dev/zero, to hang or exhaust a listing.
 func (b *Backend) readInfo(name string) (info, bool) {
-	data, err := os.ReadFile(filepath.Join(b.dir, name+infoSuffix))
-	if err != nil {
+	f, err := openRegular(filepath.Join(b.dir, name+infoSuffix))
+	if err != nil || f == nil {
+		return info{}, false
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxInfo+1))
+	if err != nil || len(data) > maxInfo {
 		return info{}, false
 	}
 	var in info
@@ -64,7 +84,34 @@ func (b *Backend) readInfo(name string) (info, bool) {
 	return in, true
 }
 
-// List implements distlock.Lister: the keys with prefix whose lock file is
+// ListError is the error of a List that could not tell whether some lock
+// files are held; List returns it together with the holders among the
+// lock files it could read. Unread holds an error for each lock file that
+// could not be opened or probed (permission denied, an I/O error), whose
+// path it names, sorted by path. Read is the number of lock files under
+// the prefix that List could read, held or not: 0 means that nothing
+// could be listed, and a caller may then treat the listing as failed.
+type ListError struct {
+	Unread []error
+	Read   int
+}
+
+func (e *ListError) Error() string {
+	msgs := make([]string, len(e.Unread))
+	for i, err := range e.Unread {
+		msgs[i] = err.Error()
+	}
+	files := "1 lock file is"
+	if len(e.Unread) != 1 {
+		files = fmt.Sprintf("%d lock files are", len(e.Unread))
+	}
+	return fmt.Sprintf("filelock: cannot tell whether %s held: %s", files, strings.Join(msgs, "; "))
+}
+
+// Unwrap returns Unread.
+func (e *ListError) Unwrap() []error { return e.Unread }
+
+// List implements driver.Lister: the keys with prefix whose lock file is
 // locked now, with the token, owner and start of the current grant.
 // Expires is always zero: grants have no time bound.
 //
@@ -72,12 +119,24 @@ func (b *Backend) readInfo(name string) (info, bool) {
 // briefly takes a shared, non-blocking flock on each candidate lock file: a
 // single try to acquire that key at that very instant (TryAcquire, or
 // `distlock run --no-wait`) can then find it held. Waiters are not affected.
+//
+// One lock file that cannot be read does not hide the others: List lists
+// what it can and returns a *ListError, with the holders, naming the lock
+// files it could not read. Entries that no key can be held through are
+// passed over: a directory or a symbolic link named like a lock file, or
+// anything but a regular file (Acquire refuses them). A lock file whose
+// token counter is corrupt is listed with the token of its holder's
+// description, if any, else 0.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	entries, err := os.ReadDir(b.dir)
 	if err != nil {
 		return nil, fileErr("list lock directory", err)
 	}
-	var hs []driver.Holder
+	var (
+		hs     []driver.Holder
+		unread []error
+		read   int
+	)
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -89,50 +148,82 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		if key, ok := keyOfName(name); ok && !strings.HasPrefix(key, prefix) {
 			continue // skip without opening the file
 		}
-		h, held, err := b.probe(name)
-		if err != nil {
-			return nil, err
-		}
-		if held && strings.HasPrefix(h.Key, prefix) {
+		h, state, err := b.probe(name)
+		switch {
+		case err != nil:
+			unread = append(unread, err)
+		case state == probeGone || !strings.HasPrefix(h.Key, prefix):
+		case state == probeHeld:
 			hs = append(hs, h)
+			read++
+		default:
+			read++
 		}
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
+	if len(unread) > 0 {
+		// ReadDir sorts by name: so are the errors.
+		return hs, &ListError{Unread: unread, Read: read}
+	}
 	return hs, nil
 }
 
-// probe reports whether the lock file of name is locked, and by whom.
-func (b *Backend) probe(name string) (driver.Holder, bool, error) {
-	f, err := os.OpenFile(filepath.Join(b.dir, name+lockSuffix), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if os.IsNotExist(err) {
-		return driver.Holder{}, false, nil
-	}
-	if err != nil {
-		return driver.Holder{}, false, fileErr("open lock file", err)
+// The states of a lock file that probe found.
+const (
+	probeGone = iota // removed, or not a regular file: nothing can hold it
+	probeFree
+	probeHeld
+)
+
+// probe reports whether the lock file of name is held, and by whom; with
+// probeFree, h.Key is set when the file names its key. An error names the
+// lock file.
+func (b *Backend) probe(name string) (h driver.Holder, state int, err error) {
+	f, err := openRegular(filepath.Join(b.dir, name+lockSuffix))
+	if err != nil || f == nil {
+		return h, probeGone, err
 	}
 	defer f.Close()
-	free, err := flock(f, flockSH|flockNB)
-	if err != nil {
-		return driver.Holder{}, false, fileErr("probe lock file", err)
-	}
-	if free {
-		flock(f, flockUN)
-		return driver.Holder{}, false, nil
-	}
 	key, ok := readKey(f)
 	if !ok {
 		if key, ok = keyOfName(name); !ok {
 			key = name // a hashed name whose key was never recorded
 		}
 	}
-	h := driver.Holder{Key: key}
+	h.Key = key
+	free, err := flock(f, flockSH|flockNB)
+	if err != nil {
+		return h, probeGone, err
+	}
+	if free {
+		flock(f, flockUN)
+		return h, probeFree, nil
+	}
 	h.Token, _ = readCounter(f)
 	// A description with an older token is a dead holder's; a newer one means
 	// the counter was read in the middle of the holder's update.
 	if in, ok := b.readInfo(name); ok && in.Key == key && in.Token >= h.Token {
 		h.Token, h.Owner, h.Since = in.Token, in.Owner, in.Since
 	}
-	return h, true, nil
+	return h, probeHeld, nil
+}
+
+// openRegular opens path for reading if it is a regular file (not through
+// a symbolic link); it returns a nil file, and no error, if there is none.
+// Opening does not block on a FIFO.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // String describes the Backend for logs.

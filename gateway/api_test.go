@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -225,6 +227,42 @@ func TestForcedReleaseNeedsAdminAndIsReported(t *testing.T) {
 	}
 	g.do("DELETE", "/v1/sessions/"+a, app, nil).want(t, 204, "")
 	g.idle()
+}
+
+// Without tokens every caller is trusted alike, and a forced release,
+// which takes a lock from its holder, is refused unless the operator
+// allowed it (WithForceWithoutTokens); the dashboard then offers no
+// forced release. With tokens the admin scope decides instead.
+func TestForcedReleaseWithoutTokens(t *testing.T) {
+	for _, allowed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allowed=%v", allowed), func(t *testing.T) {
+			var opts []gateway.Option
+			status, typ := 403, gateway.ProblemForbidden
+			if allowed {
+				opts = append(opts, gateway.WithForceWithoutTokens())
+				status, typ = 200, ""
+			}
+			g := start(t, fileBackend(t), opts...)
+			a := g.session("", "a", "10s")
+			g.acquire("", a, "jobs/x", "0").want(t, 200, "")
+			if d := g.do("GET", "/v1/dashboard", "", nil).want(t, 200, ""); d.body["admin"] != allowed {
+				t.Errorf("the dashboard answers admin %v, want %v", d.body["admin"], allowed)
+			}
+			g.do("POST", "/v1/locks/jobs%2Fx/release", "", map[string]any{"force": true}).want(t, status, typ)
+			if held := g.do("GET", "/v1/locks/jobs%2Fx", "", nil).want(t, 200, "").body["held"]; held != !allowed {
+				t.Errorf("after the forced release the lock is held: %v, want %v", held, !allowed)
+			}
+			g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
+			g.idle()
+		})
+	}
+	toks, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"ops","token":"ops-secret-0123456789","prefixes":[""],"admin":true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gateway.New(fileBackend(t), gateway.WithTokens(toks), gateway.WithForceWithoutTokens()); !errors.Is(err, gateway.ErrInvalidOption) {
+		t.Errorf("New with tokens and WithForceWithoutTokens: %v, want ErrInvalidOption", err)
+	}
 }
 
 func TestSupersededKeepalive(t *testing.T) {

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -27,22 +30,28 @@ type token struct {
 	digest   [sha256.Size]byte // of the secret: compared in constant time, never shown
 	prefixes []string
 	admin    bool
+
+	// Its share of the gateway's limits; 0: an even part (see share).
+	maxSessions, maxWaiting, maxStreams int
 }
 
 // tokenFile is the JSON form of a token file:
 //
 //	{"tokens": [
-//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"]},
+//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"], "max_sessions": 500},
 //	  {"name": "ops", "token": "SECRET2", "prefixes": [""], "admin": true}
 //	]}
 //
 // An empty prefix allows every name.
 type tokenFile struct {
 	Tokens []struct {
-		Name     string   `json:"name"`
-		Token    string   `json:"token"`
-		Prefixes []string `json:"prefixes"`
-		Admin    bool     `json:"admin"`
+		Name        string   `json:"name"`
+		Token       string   `json:"token"`
+		Prefixes    []string `json:"prefixes"`
+		Admin       bool     `json:"admin"`
+		MaxSessions int      `json:"max_sessions"`
+		MaxWaiting  int      `json:"max_waiting"`
+		MaxStreams  int      `json:"max_streams"`
 	} `json:"tokens"`
 }
 
@@ -50,12 +59,34 @@ type tokenFile struct {
 // by a password generator is out of reach.
 const minSecret = 16
 
-// ReadTokens reads a token file (see ParseTokens). Its errors never
-// contain a secret.
+// ReadTokens reads a token file (see ParseTokens). It refuses a file
+// that other users of the host may read or write, or that its group may
+// write (its group may read it): they could read an admin secret or add
+// a token of their own. As ssh does with such a private key, it refuses
+// rather than warns, since a warning of a service is read too late. (On
+// Windows, where the mode does not say who may read, it does not check.)
+// Its errors never contain a secret.
 func ReadTokens(path string) (*Tokens, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	defer f.Close()
+	// The mode of the file read, not of the path: it may be replaced in
+	// between.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	if err := checkTokensMode(path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	case len(data) > maxTokenFile:
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTokens, path, maxTokenFile)
 	}
 	t, err := ParseTokens(data)
 	if err != nil {
@@ -64,17 +95,45 @@ func ReadTokens(path string) (*Tokens, error) {
 	return t, nil
 }
 
+// maxTokenFile bounds a token file, which is read into memory.
+const maxTokenFile = 1 << 20
+
+// checkTokensMode refuses the mode of a token file that other users may
+// read or write, or its group write.
+func checkTokensMode(path string, mode fs.FileMode) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	var who string
+	switch perm := mode.Perm(); {
+	case perm&0o006 == 0o006:
+		who = "every user of this host may read and write it"
+	case perm&0o004 != 0:
+		who = "every user of this host may read it"
+	case perm&0o002 != 0:
+		who = "every user of this host may write it"
+	case perm&0o020 != 0:
+		who = "its group may write it"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s has mode %04o: %s (chmod go-w,o-r %s)", ErrTokens, path, mode.Perm(), who, path)
+}
+
 // ParseTokens reads the JSON form of a token file:
 //
 //	{"tokens": [
-//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"]},
+//	  {"name": "ci", "token": "SECRET", "prefixes": ["jobs/", "deploy/"], "max_sessions": 500},
 //	  {"name": "ops", "token": "SECRET2", "prefixes": [""], "admin": true}
 //	]}
 //
 // Each token has a unique name (shown in logs in place of the secret), a
 // secret of at least 16 characters, and the prefixes of the lock names it
-// may use ("" allows every name); admin allows forced releases. Unknown
-// fields are refused. Its errors never contain a secret.
+// may use ("" allows every name); admin allows forced releases.
+// max_sessions, max_waiting and max_streams, if set, are the token's share
+// of the gateway's limits; a token without them gets an even part of what
+// the others leave (see WithTokens). Unknown fields are refused. Its
+// errors never contain a secret.
 func ParseTokens(data []byte) (*Tokens, error) {
 	var f tokenFile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -109,6 +168,8 @@ func ParseTokens(data []byte) (*Tokens, error) {
 			return nil, fmt.Errorf("%w: token %q is shorter than %d characters", ErrTokens, e.Name, minSecret)
 		case len(e.Prefixes) == 0:
 			return nil, fmt.Errorf("%w: token %q has no prefixes (\"\" allows every name)", ErrTokens, e.Name)
+		case e.MaxSessions < 0 || e.MaxWaiting < 0 || e.MaxStreams < 0:
+			return nil, fmt.Errorf("%w: token %q has a negative share (max_sessions, max_waiting or max_streams)", ErrTokens, e.Name)
 		}
 		for _, o := range t.list {
 			if o.digest == sha256.Sum256([]byte(e.Token)) {
@@ -117,29 +178,23 @@ func ParseTokens(data []byte) (*Tokens, error) {
 		}
 		seen[e.Name] = true
 		t.list = append(t.list, token{name: e.Name, digest: sha256.Sum256([]byte(e.Token)),
-			prefixes: e.Prefixes, admin: e.Admin})
+			prefixes: e.Prefixes, admin: e.Admin, maxSessions: e.MaxSessions, maxWaiting: e.MaxWaiting, maxStreams: e.MaxStreams})
 	}
 	return t, nil
 }
 
 // principal is who a request comes from: a token, or anyone when the
-// gateway has no tokens.
+// gateway has no tokens (see Gateway.anyone).
 type principal struct {
 	name     string // "" without tokens
 	prefixes []string
 	admin    bool
 }
 
-// anyone is the principal of every request to a gateway without tokens.
-var anyone = &principal{prefixes: []string{""}, admin: true}
-
 // authenticate finds the token of r. It compares the digest of the
 // presented secret with every token's, in constant time, so that neither
 // a match nor its position shows in the timing.
 func (t *Tokens) authenticate(r *http.Request) (*principal, *problem) {
-	if t == nil {
-		return anyone, nil
-	}
 	h := r.Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {

@@ -2,6 +2,9 @@ package gateway_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -83,5 +86,42 @@ func TestParseTokensRefusesBadFiles(t *testing.T) {
 		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "short\"") {
 			t.Errorf("%s: the error shows the secret: %v", name, err)
 		}
+	}
+}
+
+// A token file that other users of the host may read or change is
+// refused, as ssh refuses such a private key: they could read the admin
+// secret, or write their own token. Its error names the file and its
+// mode, and never a secret. Its group may read it (a service's group).
+func TestReadTokensRefusesOpenFiles(t *testing.T) {
+	const secret = "file-secret-0123456789"
+	data := []byte(`{"tokens":[{"name":"a","token":"` + secret + `","prefixes":[""]}]}`)
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true}, {0o400, true}, {0o640, true}, {0o440, true},
+		{0o644, false}, {0o604, false}, {0o602, false}, {0o666, false}, {0o620, false},
+	} {
+		t.Run(fmt.Sprintf("%04o", tc.mode), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokens.json")
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil { // (WriteFile's mode passes the umask)
+				t.Fatal(err)
+			}
+			_, err := gateway.ReadTokens(path)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("ReadTokens: %v", err)
+			case tc.ok:
+			case err == nil:
+				t.Fatal("ReadTokens accepted the file")
+			case !errors.Is(err, gateway.ErrTokens) || !strings.Contains(err.Error(), path) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("%04o", tc.mode)) || strings.Contains(err.Error(), secret):
+				t.Errorf("error %q: want ErrTokens, the path, the mode %04o, and no secret", err, tc.mode)
+			}
+		})
 	}
 }

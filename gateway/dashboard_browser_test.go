@@ -3,11 +3,15 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/distlock/distlock/gateway"
+	"github.com/distlock/distlock/internal/visible"
 )
 
 // The forced release as a person does it: a token typed into the page,
@@ -81,11 +85,7 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 		if err := json.Unmarshal(m.Params, &d); err != nil {
 			t.Fatal(err)
 		}
-		var want strings.Builder
-		enc := json.NewEncoder(&want) // as JSON.stringify quotes it
-		enc.SetEscapeHTML(false)
-		enc.Encode(evil)
-		if d.Type != "confirm" || !strings.Contains(d.Message, strings.TrimSpace(want.String())) ||
+		if d.Type != "confirm" || !strings.Contains(d.Message, strconv.Quote(evil)) ||
 			!strings.Contains(d.Message, tok) {
 			t.Errorf("the confirmation %+v does not name the lock %q and its token %s", d, evil, tok)
 		}
@@ -180,4 +180,102 @@ func TestDashboardReloadsOnReset(t *testing.T) {
 	br.until("the page does not show the lock granted in the gap",
 		`[...document.querySelectorAll("#locks tbody tr")].some(r => r.dataset.lock === "jobs/gap" && r.textContent.includes(`+jsString(gap)+`))`)
 	p.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+}
+
+// Names and owners with characters that do not print are shown as
+// `distlock status` shows them, quoted with escapes (visible.Quote): a
+// bidirectional control such as U+202E, which shows the rest of a name
+// backwards, an isolate, or a zero-width joiner would make one name look
+// like another. So in the tables and in the forced release's
+// confirmation; and the page's rule is Go's, for every character both
+// know.
+func TestDashboardEscapesInvisibleCharacters(t *testing.T) {
+	bin := chromium(t)
+	p, _ := startPage(t, gateway.WithForceWithoutTokens())
+	names := []string{"jobs/\u202egnp.exe", "jobs/a\u200db", "jobs/\u2066iso\u2069", "jobs/\u061cmark\u200f", "\"quoted", "ключ/😀", "jobs/tab\u00a0nbsp"}
+	const owner = "eve\u202e\u200b"
+	sid := p.session("", owner, "5m")
+	for _, n := range names {
+		p.acquire("", sid, n, "0").want(t, 200, "")
+	}
+	br := startBrowser(t, bin)
+	dialogs := br.on("Page.javascriptDialogOpening")
+	br.navigate(p.url + "/")
+	tb := br.waitTables(func(tb map[string][][]string) string {
+		for _, n := range names {
+			if row(tb["locks"], visible.Quote(n), visible.Quote(owner)) == nil {
+				return "does not show " + visible.Quote(n) + " held by " + visible.Quote(owner)
+			}
+		}
+		if row(tb["sessions"], visible.Quote(owner)) == nil {
+			return "does not show the session of " + visible.Quote(owner)
+		}
+		return ""
+	})
+	for id, rows := range tb {
+		for _, r := range rows {
+			for _, c := range r {
+				if strings.ContainsFunc(c, visible.Hidden) {
+					t.Errorf("table %s shows %+q", id, c)
+				}
+			}
+		}
+	}
+
+	// The confirmation names the lock and its holder, quoted with escapes.
+	bidi := `[...document.querySelectorAll("#locks tbody tr")].find(r => r.dataset.lock === ` + jsString(names[0]) + `)`
+	dismissed := br.press("the forced release button", bidi+`.querySelector("button")`)
+	select {
+	case m := <-dialogs:
+		var d struct{ Message string }
+		if err := json.Unmarshal(m.Params, &d); err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsFunc(d.Message, visible.Hidden) || !strings.Contains(d.Message, strconv.Quote(names[0])) ||
+			!strings.Contains(d.Message, strconv.Quote(owner)) {
+			t.Errorf("the confirmation %+q does not name the lock and its holder quoted with escapes", d.Message)
+		}
+	case <-dismissed:
+		t.Fatal("the forced release did not ask for confirmation")
+	case <-time.After(cdpWaitTime):
+		t.Fatal("no confirmation dialog")
+	}
+	br.call(br.session, "Page.handleJavaScriptDialog", map[string]any{"accept": false}, nil)
+	br.wait("the dismissed click's release", dismissed, nil)
+
+	// The page's rule, over every code point (as ranges of hidden ones).
+	var ranges [][2]rune
+	if err := br.eval(`(() => { const out = []; let start = -1;
+		for (let c = 0; c <= 0x10FFFF; c++) {
+			const h = hiddenChar.test(String.fromCodePoint(c));
+			if (h && start < 0) start = c;
+			if (!h && start >= 0) { out.push([start, c - 1]); start = -1; }
+		}
+		if (start >= 0) out.push([start, 0x10FFFF]);
+		return out; })()`, &ranges); err != nil {
+		t.Fatal(err)
+	}
+	pageHidden := func(r rune) bool {
+		i := sort.Search(len(ranges), func(i int) bool { return ranges[i][1] >= r })
+		return i < len(ranges) && ranges[i][0] <= r
+	}
+	// Characters that Go's Unicode tables do not know (assigned by a later
+	// version, which the browser may know) are left out.
+	known := []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs}
+	differ := 0
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.IsOneOf(known, r) && pageHidden(r) != visible.Hidden(r) {
+			if differ++; differ <= 10 {
+				t.Errorf("%U: hidden by the page %v, by visible.Hidden %v", r, pageHidden(r), visible.Hidden(r))
+			}
+		}
+	}
+	if differ > 10 {
+		t.Errorf("and %d more", differ-10)
+	}
+	for _, r := range []rune{0x202e, 0x2066, 0x200d, 0x200b, 0xfeff, 0x7f, 0x85, 0xfffd} {
+		if !pageHidden(r) {
+			t.Errorf("the page does not escape %U", r)
+		}
+	}
 }

@@ -144,7 +144,7 @@ func contains(cells []string, s string) bool {
 // order, and names and owners are shown as text, never as markup.
 func TestDashboardShowsTheAPI(t *testing.T) {
 	bin := chromium(t)
-	p, mem := startPage(t)
+	p, mem := startPage(t, gateway.WithForceWithoutTokens())
 	evil := `<img src=x onerror="document.body.dataset.pwned=1">`
 	evilOwner := `<b id="pwned">mallory</b>`
 	alice := p.session("", evilOwner, "5m")
@@ -222,7 +222,8 @@ func TestDashboardShowsTheAPI(t *testing.T) {
 
 // The page updates live: a holder granted while it is open appears,
 // through the event stream (the page's timer refreshes are held until a
-// refresh caused by an event has been answered).
+// refresh caused by an event has been answered), without a forced
+// release button, which this gateway does not allow.
 func TestDashboardLive(t *testing.T) {
 	bin := chromium(t)
 	p, _ := startPage(t)
@@ -253,6 +254,12 @@ func TestDashboardLive(t *testing.T) {
 	if err := br.eval(`({text: document.getElementById("status").textContent, class: document.getElementById("status").className})`, &status); err != nil ||
 		status.Text != "live" || status.Class != "live" {
 		t.Errorf("the page's status is %+v (%v), want live", status, err)
+	}
+	// Without tokens, and without WithForceWithoutTokens, nobody may
+	// force a release: the page offers none.
+	var buttons int
+	if err := br.eval(`document.querySelectorAll("#locks button").length`, &buttons); err != nil || buttons != 0 {
+		t.Errorf("the page has %d forced release buttons (%v), want none", buttons, err)
 	}
 	p.release()
 }
@@ -305,7 +312,7 @@ func TestDashboardTokens(t *testing.T) {
 // GET /v1/dashboard answers waiters in the order they began, a refused
 // try as contention, and a renewal once the lock was renewed.
 func TestDashboardAnswers(t *testing.T) {
-	p, _ := startPage(t)
+	p, _ := startPage(t, gateway.WithForceWithoutTokens())
 	holder := p.session("", "holder", "600ms")
 	p.acquire("", holder, "q", "0").want(t, 200, "")
 	// A keepalive in progress keeps the session alive while the Client

@@ -79,19 +79,30 @@
 // contended locks: see Gateway.Contention), the sessions, and a feed of
 // losses with their reasons, forced releases and stale-token rejections.
 // It reads GET /v1/dashboard and refreshes on each event of GET
-// /v1/events (a reset event included), and every second. With tokens the page asks for one and
-// keeps it in the tab's sessionStorage; an admin token gets a forced
-// release button per lock, which asks for confirmation. Names and owners
-// are shown as text only, and the page's Content-Security-Policy allows
-// its own script alone.
+// /v1/events (a reset event included), and every second. With tokens the
+// page asks for one and keeps it in the tab's sessionStorage; a caller who
+// may force a release (an admin token, or anyone without tokens when
+// WithForceWithoutTokens allows it) gets a forced release button per
+// lock, which asks for confirmation. Names and owners
+// are shown as text only, one with a character that does not print (a
+// control, a bidirectional control such as U+202E, a zero-width
+// character) quoted with escapes, as `distlock status` shows it; and the
+// page's Content-Security-Policy allows its own script alone.
 //
 // # Limits
 //
 // Request bodies are at most MaxBody bytes; the number of sessions, of
-// locks per session and of waiting requests (acquires and keepalives) is
-// bounded (WithMaxSessions, WithMaxLocks, WithMaxWaiting), and each wait
-// at most WithMaxWait. An idle session costs about 5 KB of heap and no
-// goroutine (measured with 10,000 sessions, the default limit: about 48 MB
+// locks per session, of waiting requests (acquires, keepalives and
+// blocking reads) and of event streams is bounded (WithMaxSessions,
+// WithMaxLocks, WithMaxWaiting, WithMaxStreams), each wait at most
+// WithMaxWait, and a session's TTL at most 10 minutes (WithTTLRange), so
+// that a client that vanishes frees its locks and its place in time.
+// With tokens each token has its own share of the sessions, waiting
+// requests and event streams (set in its entry of the token file, or an
+// even part of what the other tokens leave), so that one token's clients
+// cannot starve another's; without tokens all callers share the limits.
+//
+// An idle session costs about 5 KB of heap and no goroutine (measured with 10,000 sessions, the default limit: about 48 MB
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for
 // its next keepalive, and the gateway the last 1024 for its event streams;
@@ -103,16 +114,28 @@
 //
 // # Authentication
 //
-// With tokens (WithTokens, `distlock serve --tokens FILE`), every request
+// With tokens (WithTokens, `distlock serve --tokens FILE`; ReadTokens
+// refuses a file that other users may read or write), every request
 // under /v1 but the OpenAPI document needs "Authorization: Bearer TOKEN";
 // each token may use the lock names that start with one of its prefixes,
 // and only a token with the admin scope may force the release of another
 // session's lock. A session belongs to the token that created it (and an
 // admin token that may use every name may use it too). Tokens
-// are never logged. Without tokens every request is allowed, which is
-// safe only on the loopback interface: `distlock serve` then refuses to
+// are never logged. Without tokens every request may take any lock, which
+// is safe only on the loopback interface: `distlock serve` then refuses to
 // listen elsewhere, and the gateway answers only requests whose Host is
-// localhost or a loopback address (against DNS rebinding). Request bodies
-// must be sent as application/json, which a web page cannot do across
-// origins without a CORS preflight that the gateway never grants.
+// localhost or a loopback address (against DNS rebinding). Forced
+// releases are then refused, unless WithForceWithoutTokens (`distlock
+// serve --allow-force-release`) allows them to every caller; the
+// dashboard shows a forced release button only to a caller who may.
+//
+// A web page that the user of the gateway's host opens is not a caller:
+// the gateway refuses every request that changes something (any method
+// but GET, HEAD and OPTIONS) when the browser says that it comes from a
+// page of another origin, another port of the same host included
+// (Sec-Fetch-Site other than same-origin or none, or else an Origin that
+// is not the gateway's), and every request body not sent as
+// application/json, which a page can send to another origin only after
+// a CORS preflight that the gateway never grants. Programs send neither
+// header; the dashboard is served from the gateway's own origin.
 package gateway

@@ -20,8 +20,9 @@ const (
 	streamBatch       = 64 << 10         // bytes of events a stream builds before it writes them
 )
 
-// WithMaxStreams bounds the event streams (GET /v1/events) open at once.
-// Default: DefaultMaxStreams (256).
+// WithMaxStreams bounds the event streams (GET /v1/events) open at once
+// (split among the tokens, see WithTokens). Default: DefaultMaxStreams
+// (256).
 func WithMaxStreams(n int) Option { return func(c *config) { c.maxStreams = n } }
 
 // WithHeartbeat sets how often an idle event stream gets a comment line,
@@ -82,14 +83,21 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 	if v := r.URL.Query().Get("last_event_id"); v != "" {
 		last = v
 	}
+	sh := g.share(p)
 	g.mu.Lock()
-	if g.feed.streams >= g.cfg.maxStreams {
-		n := g.feed.streams
+	var pr *problem
+	switch {
+	case sh.streams >= sh.maxStreams:
+		pr = sh.tooMany(sh.streams, "event streams open")
+	case g.feed.streams >= g.cfg.maxStreams:
+		pr = tooMany(g.feed.streams, "event streams open")
+	}
+	if pr != nil {
 		g.mu.Unlock()
-		pr := newProblem(http.StatusTooManyRequests, ProblemTooMany, fmt.Sprintf("%d event streams are open, the most this gateway allows", n))
 		pr.retryAfter = 5
 		return pr
 	}
+	sh.streams++
 	g.feed.streams++
 	from := g.feed.seq
 	reset := ""
@@ -112,6 +120,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()
+		sh.streams--
 		g.feed.streams--
 		g.mu.Unlock()
 	}()
@@ -241,14 +250,14 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	v := r.URL.Query().Get("index")
 	blocking := v != "" && wait > 0
 	if v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return newProblem(http.StatusBadRequest, ProblemBadRequest, "index must be a decimal integer from an earlier answer")
+		n, pr := parseUint64("index", v, "a decimal integer from an earlier answer")
+		if pr != nil {
+			return pr
 		}
 		since = n
 	}
 	if blocking {
-		end, pr := g.startWait()
+		end, pr := g.startWait(p)
 		if pr != nil {
 			return pr
 		}

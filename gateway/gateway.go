@@ -24,7 +24,7 @@ const (
 	DefaultMaxWaiting    = 1024
 	DefaultMaxWait       = time.Minute
 	DefaultMinTTL        = 100 * time.Millisecond
-	DefaultMaxTTL        = time.Hour
+	DefaultMaxTTL        = 10 * time.Minute
 	DefaultHeaderTimeout = 5 * time.Second
 	DefaultIdleTimeout   = 2 * time.Minute
 	maxHeaderBytes       = 16 << 10
@@ -36,6 +36,7 @@ type Option func(*config)
 
 type config struct {
 	tokens        *Tokens
+	openForce     bool
 	maxSessions   int
 	maxLocks      int
 	maxWaiting    int
@@ -51,28 +52,44 @@ type config struct {
 }
 
 // WithTokens makes the gateway require bearer tokens (see ParseTokens).
-// Default: none, every request is allowed.
+// Each token has its own share of the limits on sessions, waiting
+// requests and event streams: the share its entry sets, or else an even
+// part of what the other tokens leave (at least 1); New refuses shares
+// set that add up to more than the limits. Default: none, every request
+// is allowed, and all share the limits.
 func WithTokens(t *Tokens) Option { return func(c *config) { c.tokens = t } }
 
-// WithMaxSessions bounds the number of sessions; a session over it is
-// refused with 429. Default: DefaultMaxSessions (10000).
+// WithForceWithoutTokens lets every request force the release of any
+// lock when the gateway has no tokens (WithTokens), where every caller
+// is trusted alike. With tokens, only admin tokens may, and New refuses
+// this option. Default: off, a gateway without tokens refuses forced
+// releases, so that no program of the host, nor a page that slipped past
+// the gateway's cross-origin checks, can take a lock from its holder.
+func WithForceWithoutTokens() Option { return func(c *config) { c.openForce = true } }
+
+// WithMaxSessions bounds the number of sessions (split among the tokens,
+// see WithTokens); a session over it is refused with 429. Default:
+// DefaultMaxSessions (10000).
 func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
 
 // WithMaxLocks bounds the locks held or being acquired by one session.
 // Default: DefaultMaxLocks (64).
 func WithMaxLocks(n int) Option { return func(c *config) { c.maxLocks = n } }
 
-// WithMaxWaiting bounds the requests waiting at once (acquires with a
-// wait, and keepalives with a wait), over all sessions; one over it is
-// refused with 429. Default: DefaultMaxWaiting (1024).
+// WithMaxWaiting bounds the requests waiting at once (acquires, keepalives
+// and blocking reads with a wait), over all sessions (split among the
+// tokens, see WithTokens); one over it is refused with 429. Default:
+// DefaultMaxWaiting (1024).
 func WithMaxWaiting(n int) Option { return func(c *config) { c.maxWaiting = n } }
 
 // WithMaxWait caps the ?wait= of acquires and keepalives. Default:
 // DefaultMaxWait (1m).
 func WithMaxWait(d time.Duration) Option { return func(c *config) { c.maxWait = d } }
 
-// WithTTLRange bounds the TTL of sessions. Default: DefaultMinTTL (100ms)
-// to DefaultMaxTTL (1h).
+// WithTTLRange bounds the TTL of sessions. The TTL only has to outlast
+// the gap between a client's keepalives, and it is how long a vanished
+// client's session keeps its locks and its place in its token's share.
+// Default: DefaultMinTTL (100ms) to DefaultMaxTTL (10m).
 func WithTTLRange(lo, hi time.Duration) Option {
 	return func(c *config) { c.minTTL, c.maxTTL = lo, hi }
 }
@@ -111,6 +128,8 @@ type Gateway struct {
 	mux     *http.ServeMux
 	lockOps map[string]http.Handler // the lock routes, by their last segment
 	inst    *instruments
+	anyone  *principal        // who every request is without tokens
+	shares  map[string]*share // by token name ("" without tokens); their counts by mu
 
 	// mu guards the fields below. It is taken before a session's mu
 	// (see session), and never held while the backend or a Client is
@@ -150,9 +169,15 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 			cfg.minTTL, cfg.maxTTL, distlock.DefaultSafetyMargin, distlock.MaxTTL)
 	case cfg.logger == nil:
 		return nil, fmt.Errorf("%w: nil logger", ErrInvalidOption)
+	case cfg.openForce && cfg.tokens != nil:
+		return nil, fmt.Errorf("%w: WithForceWithoutTokens with tokens: give a token the admin scope instead", ErrInvalidOption)
 	}
-	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10],
+	var err error
+	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10], anyone: &principal{prefixes: []string{""}, admin: cfg.openForce},
 		sessions: map[string]*session{}, holders: map[string]*held{}, feed: feed{changed: make(chan struct{})}}
+	if g.shares, err = newShares(cfg); err != nil {
+		return nil, err
+	}
 	g.lister, _ = b.(driver.Lister)
 	inst, err := newInstruments(cfg.meters, g)
 	if err != nil {
@@ -162,6 +187,10 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 	g.mux = g.routes()
 	return g, nil
 }
+
+// crossOrigin refuses the state-changing requests of web pages of other
+// origins.
+var crossOrigin = http.NewCrossOriginProtection()
 
 // ServeHTTP serves the gateway's API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +204,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// was rebound to 127.0.0.1 still sends its own name as Host.
 		writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden,
 			"without tokens the gateway answers requests for localhost or a loopback address only"))
+		return
+	}
+	if err := crossOrigin.Check(r); err != nil {
+		// A browser says where a request comes from (Sec-Fetch-Site, or
+		// Origin): a page of another origin, even one served on another
+		// port of this host, may not change anything here. Programs send
+		// neither header, and the dashboard is served from this origin.
+		writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden,
+			"a request of a web page of another origin is refused: the gateway's API is for programs and its own dashboard"))
 		return
 	}
 	if rawDotSegment(r.URL.EscapedPath()) {
@@ -272,17 +310,22 @@ func (g *Gateway) goBackground(f func()) bool {
 	return true
 }
 
-// startWait counts a waiting request, or refuses it past WithMaxWaiting.
-// The returned func ends it.
-func (g *Gateway) startWait() (func(), *problem) {
+// startWait counts a waiting request of p, or refuses it past p's share
+// of WithMaxWaiting. The returned func ends it.
+func (g *Gateway) startWait(p *principal) (func(), *problem) {
+	sh := g.share(p)
 	g.mu.Lock()
-	if g.waiting >= g.cfg.maxWaiting {
-		p := newProblem(http.StatusTooManyRequests, ProblemTooMany,
-			fmt.Sprintf("%d requests are waiting already, the most this gateway allows", g.waiting))
+	switch {
+	case sh.waiting >= sh.maxWaiting:
+		pr := sh.tooMany(sh.waiting, "requests waiting")
 		g.mu.Unlock()
-		p.retryAfter = 1
-		return nil, p
+		return nil, pr
+	case g.waiting >= g.cfg.maxWaiting:
+		pr := tooMany(g.waiting, "requests waiting")
+		g.mu.Unlock()
+		return nil, pr
 	}
+	sh.waiting++
 	g.waiting++
 	g.mu.Unlock()
 	// The gauge is told outside g.mu, so that no instrument runs under it.
@@ -290,6 +333,7 @@ func (g *Gateway) startWait() (func(), *problem) {
 	return func() {
 		g.inst.waiting.Add(context.Background(), -1)
 		g.mu.Lock()
+		sh.waiting--
 		g.waiting--
 		g.mu.Unlock()
 	}, nil

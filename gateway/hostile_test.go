@@ -84,6 +84,63 @@ func TestHostileInput(t *testing.T) {
 	g.idle()
 }
 
+// A value out of range is answered as such, with what was sent and the
+// bound, never as malformed JSON: a duration too large for Go's
+// time.Duration, a number of seconds too large for it, a token or an index
+// over 64 bits. A wait out of range is cut to the longest wait, as any
+// wait over it is.
+func TestOutOfRangeValuesAreNamed(t *testing.T) {
+	g := start(t, fileBackend(t), gateway.WithMaxWait(50*time.Millisecond))
+	sid := g.session("", "a", "10s")
+	cases := []struct {
+		name, method, path string
+		body               any
+		status             int
+		typ                string
+		detail             []string
+	}{
+		{"TTL over the maximum", "POST", "/v1/sessions", map[string]any{"ttl": "2h"}, 400, gateway.ProblemBadTTL,
+			[]string{`"2h"`, "above the maximum, 10m0s"}},
+		{"TTL over time.Duration", "POST", "/v1/sessions", map[string]any{"ttl": "999999999999h"}, 400, gateway.ProblemBadTTL,
+			[]string{`"999999999999h"`, "above the maximum, 10m0s"}},
+		{"TTL under time.Duration", "POST", "/v1/sessions", map[string]any{"ttl": "-999999999999h"}, 400, gateway.ProblemBadTTL,
+			[]string{`"-999999999999h"`, "below the minimum, 100ms"}},
+		{"TTL of many seconds", "POST", "/v1/sessions", `{"ttl":1e300}`, 400, gateway.ProblemBadTTL,
+			[]string{"1e300", "above the maximum, 10m0s"}},
+		{"TTL of more seconds than a float holds", "POST", "/v1/sessions", `{"ttl":1e400}`, 400, gateway.ProblemBadTTL,
+			[]string{"1e400", "above the maximum, 10m0s"}},
+		{"TTL of many negative seconds", "POST", "/v1/sessions", `{"ttl":-1e300}`, 400, gateway.ProblemBadTTL,
+			[]string{"-1e300", "below the minimum, 100ms"}},
+		{"TTL not a duration", "POST", "/v1/sessions", map[string]any{"ttl": "soon"}, 400, gateway.ProblemBadRequest,
+			[]string{"ttl", `"15s"`}},
+		{"TTL of the wrong type", "POST", "/v1/sessions", `{"ttl":true}`, 400, gateway.ProblemBadRequest,
+			[]string{"ttl", `"15s"`}},
+		{"token over 64 bits", "POST", "/v1/locks/k/check", map[string]any{"token": "18446744073709551616"}, 400, gateway.ProblemBadRequest,
+			[]string{"18446744073709551616", "out of range", "18446744073709551615"}},
+		{"index over 64 bits", "GET", "/v1/locks/k?wait=1s&index=18446744073709551616", nil, 400, gateway.ProblemBadRequest,
+			[]string{"18446744073709551616", "out of range", "18446744073709551615"}},
+		{"wait over time.Duration", "POST", "/v1/sessions/" + sid + "/keepalive?wait=999999999999h", nil, 200, "", nil},
+		{"wait of more seconds than a float holds", "POST", "/v1/sessions/" + sid + "/keepalive?wait=1e400", nil, 200, "", nil},
+		{"negative wait under time.Duration", "POST", "/v1/sessions/" + sid + "/keepalive?wait=-999999999999h", nil, 400, gateway.ProblemBadRequest,
+			[]string{"wait", "negative"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := g.do(tc.method, tc.path, "", tc.body).want(t, tc.status, tc.typ)
+			for _, d := range tc.detail {
+				if !strings.Contains(a.str("detail"), d) {
+					t.Errorf("detail %q does not say %s", a.str("detail"), d)
+				}
+			}
+		})
+	}
+	if s := g.g.Stats(); s.Sessions != 1 {
+		t.Errorf("%d sessions, want the one", s.Sessions)
+	}
+	g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	g.idle()
+}
+
 func TestOddNamesAreDistinctLocks(t *testing.T) {
 	g := start(t, fileBackend(t))
 	sid := g.session("", "a", "10s")
@@ -116,12 +173,12 @@ func TestManyIdleSessions(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < n; i += 8 {
-				ids[i] = g.session("", "idle", "1h")
+				ids[i] = g.session("", "idle", "10m")
 			}
 		})
 	}
 	wg.Wait()
-	g.do("POST", "/v1/sessions", "", map[string]any{"ttl": "1h"}).want(t, 429, gateway.ProblemTooMany)
+	g.do("POST", "/v1/sessions", "", map[string]any{"ttl": "10m"}).want(t, 429, gateway.ProblemTooMany)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n

@@ -13,7 +13,7 @@ const (
 	ProblemBadName          = "urn:distlock:problem:bad-name"           // 400: not a valid lock name
 	ProblemBadTTL           = "urn:distlock:problem:bad-ttl"            // 400: session TTL out of range
 	ProblemUnauthorized     = "urn:distlock:problem:unauthorized"       // 401: no or unknown bearer token
-	ProblemForbidden        = "urn:distlock:problem:forbidden"          // 403: the token may not use this name, or is not admin
+	ProblemForbidden        = "urn:distlock:problem:forbidden"          // 403: the token may not use this name, or may not force a release; a web page of another origin
 	ProblemNotFound         = "urn:distlock:problem:not-found"          // 404: no such route
 	ProblemSessionNotFound  = "urn:distlock:problem:session-not-found"  // 404: the session ended, or never existed here
 	ProblemMethodNotAllowed = "urn:distlock:problem:method-not-allowed" // 405
@@ -22,7 +22,7 @@ const (
 	ProblemLockLost         = "urn:distlock:problem:lock-lost"          // 409: the lock had been lost before the release
 	ProblemTooLarge         = "urn:distlock:problem:too-large"          // 413: body over MaxBody
 	ProblemUnsupportedMedia = "urn:distlock:problem:unsupported-media"  // 415: body not application/json
-	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit on sessions, locks or waits
+	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit (or a token's share) of sessions, locks, waits or streams
 	ProblemInternal         = "urn:distlock:problem:internal"           // 500
 	ProblemUnsupported      = "urn:distlock:problem:unsupported"        // 501: the lock service cannot answer this
 	ProblemUnavailable      = "urn:distlock:problem:unavailable"        // 503: the lock service failed, or the gateway is closing

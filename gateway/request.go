@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -84,15 +86,16 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) *pr
 // readJSON decodes r's body (read by readBody), a single JSON object with
 // only known fields, into v.
 func readJSON(r *http.Request, v any) *problem {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			// Also what keeps a web page from posting a form to a gateway
-			// on the loopback interface: JSON needs a CORS preflight,
-			// which the gateway never grants.
-			return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia,
-				"the body must be JSON, sent with Content-Type: application/json")
-		}
+	// The media type is required, not only checked when present: it is
+	// also what keeps a web page from posting to a gateway on the
+	// loopback interface. A page may send a body without a Content-Type
+	// (fetch with mode no-cors and a Blob, navigator.sendBeacon) or as a
+	// form, but application/json needs a CORS preflight, which the
+	// gateway never grants.
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia,
+			"the body must be JSON, sent with Content-Type: application/json")
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -126,20 +129,55 @@ func jsonError(err error) string {
 	return "not a JSON object"
 }
 
+// durationSyntax matches what time.ParseDuration reads, whatever the
+// size: a string that matches and that it refuses is out of range.
+var durationSyntax = regexp.MustCompile(`^[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+
+// parseDuration reads a duration such as "1m30s". One beyond the range
+// of time.Duration (about 292 years either way) is clamped to its bound,
+// so that it is answered as above (or below) the bound the caller checks,
+// not as malformed.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err == nil:
+		return d, nil
+	case !durationSyntax.MatchString(s):
+		return 0, err
+	case strings.HasPrefix(s, "-"):
+		return math.MinInt64, nil
+	}
+	return math.MaxInt64, nil
+}
+
+// seconds is n seconds as a duration, clamped to the range of
+// time.Duration as parseDuration does. n must not be NaN.
+func seconds(n float64) time.Duration {
+	switch ns := n * float64(time.Second); {
+	case ns >= math.MaxInt64:
+		return math.MaxInt64
+	case ns <= math.MinInt64:
+		return math.MinInt64
+	default:
+		return time.Duration(ns)
+	}
+}
+
 // waitParam reads the ?wait= duration of r (default 0), capped at max.
 func waitParam(r *http.Request, max time.Duration) (time.Duration, *problem) {
 	s := r.URL.Query().Get("wait")
 	if s == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	if err != nil {
-		// A bare number is seconds, as in Consul's blocking queries.
+		// A bare number is seconds, as in Consul's blocking queries; one
+		// too large for a float64 is ±Inf with ErrRange.
 		n, nerr := strconv.ParseFloat(s, 64)
-		if nerr != nil || n != n {
-			return 0, newProblem(http.StatusBadRequest, ProblemBadRequest, "wait must be a duration such as 10s")
+		if (nerr != nil && !errors.Is(nerr, strconv.ErrRange)) || n != n {
+			return 0, newProblem(http.StatusBadRequest, ProblemBadRequest, "wait must be a duration such as 10s, or a number of seconds")
 		}
-		d = time.Duration(min(n, max.Seconds()+1) * float64(time.Second))
+		d = seconds(n)
 	}
 	if d < 0 {
 		return 0, newProblem(http.StatusBadRequest, ProblemBadRequest, "wait must not be negative")
@@ -147,13 +185,29 @@ func waitParam(r *http.Request, max time.Duration) (time.Duration, *problem) {
 	return min(d, max), nil
 }
 
+// parseUint64 reads the decimal uint64 s of the parameter what: one over
+// 64 bits is answered as out of range, anything else that is not a
+// decimal integer as "what must be how".
+func parseUint64(what, s, how string) (uint64, *problem) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, newProblem(http.StatusBadRequest, ProblemBadRequest,
+			fmt.Sprintf("%s %s is out of range: the largest is %d", what, s, uint64(math.MaxUint64)))
+	case err != nil:
+		return 0, newProblem(http.StatusBadRequest, ProblemBadRequest, what+" must be "+how)
+	}
+	return n, nil
+}
+
 // parseToken reads a fencing token, a decimal string.
 func parseToken(s string) (uint64, *problem) {
-	t, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || t == 0 {
-		return 0, newProblem(http.StatusBadRequest, ProblemBadRequest, "token must be a positive decimal integer in a string")
+	const how = "a positive decimal integer in a string"
+	t, pr := parseUint64("token", s, how)
+	if pr == nil && t == 0 {
+		pr = newProblem(http.StatusBadRequest, ProblemBadRequest, "token must be "+how)
 	}
-	return t, nil
+	return t, pr
 }
 
 // ms is d in whole milliseconds, rounded down and never negative.

@@ -158,8 +158,8 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 				return newProblem(http.StatusMethodNotAllowed, ProblemMethodNotAllowed,
 					fmt.Sprintf("%s takes %s", rt.pattern, strings.Join(allow, ", ")))
 			}
-			p := anyone
-			if rt.auth {
+			p := g.anyone
+			if rt.auth && g.cfg.tokens != nil {
 				var pr *problem
 				if p, pr = g.cfg.tokens.authenticate(r); pr != nil {
 					return pr
@@ -182,28 +182,41 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 }
 
 // durationJSON is a duration in JSON: a string such as "15s", or a number
-// of seconds.
-type durationJSON time.Duration
+// of seconds. It is checked by the handler, which knows the field and its
+// range: decoding never fails, so that the answer can say which field is
+// wrong, and how, rather than that the JSON is malformed.
+type durationJSON struct {
+	d    time.Duration // clamped to the range of time.Duration (see parseDuration)
+	sent string        // the JSON value as sent, for errors
+	bad  bool          // not a duration
+}
 
 func (d *durationJSON) UnmarshalJSON(b []byte) error {
+	d.sent = string(b)
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return errors.New("not a duration")
-		}
-		*d = durationJSON(v)
+		v, err := parseDuration(s)
+		d.d, d.bad = v, err != nil
 		return nil
 	}
-	var n float64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return errors.New("not a duration")
+	// A JSON number is valid input to ParseFloat; one too large for a
+	// float64 is ±Inf with ErrRange, which seconds clamps.
+	n, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		d.bad = true
+		return nil
 	}
-	if n > distlock.MaxTTL.Seconds()*2 || n < -1 {
-		n = -1 // out of range either way
-	}
-	*d = durationJSON(n * float64(time.Second))
+	d.d = seconds(n)
 	return nil
+}
+
+// shown is the value sent, shortened, for an error. (Only a value that
+// was read, out of range, is shown: ASCII, never cut within a character.)
+func (d *durationJSON) shown() string {
+	if len(d.sent) > maxQuoted {
+		return d.sent[:maxQuoted] + "..."
+	}
+	return d.sent
 }
 
 type createSessionRequest struct {
@@ -224,8 +237,19 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request, p *princ
 		return pr
 	}
 	ttl := distlock.DefaultTTL
-	if req.TTL != nil {
-		ttl = time.Duration(*req.TTL)
+	if t := req.TTL; t != nil {
+		switch {
+		case t.bad:
+			return newProblem(http.StatusBadRequest, ProblemBadRequest,
+				`ttl must be a duration such as "15s", or a number of seconds`)
+		case t.d > g.cfg.maxTTL:
+			return newProblem(http.StatusBadRequest, ProblemBadTTL,
+				fmt.Sprintf("ttl %s is above the maximum, %v", t.shown(), g.cfg.maxTTL))
+		case t.d < g.cfg.minTTL:
+			return newProblem(http.StatusBadRequest, ProblemBadTTL,
+				fmt.Sprintf("ttl %s is below the minimum, %v", t.shown(), g.cfg.minTTL))
+		}
+		ttl = t.d
 	}
 	s, pr := g.newSession(req.Owner, ttl, p)
 	if pr != nil {
@@ -278,7 +302,7 @@ func (g *Gateway) keepalive(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	defer s.leave()
 	if wait > 0 {
-		end, pr := g.startWait()
+		end, pr := g.startWait(p)
 		if pr != nil {
 			return pr
 		}
@@ -366,7 +390,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	defer s.leave()
 	if wait > 0 {
-		end, pr := g.startWait()
+		end, pr := g.startWait(p)
 		if pr != nil {
 			return pr
 		}
@@ -473,7 +497,11 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	var h *held
 	if req.Force {
-		if !p.admin {
+		switch {
+		case !p.admin && g.cfg.tokens == nil:
+			return newProblem(http.StatusForbidden, ProblemForbidden,
+				"a forced release needs an admin token, and this gateway has none: its operator may allow forced releases to every local user (distlock serve --allow-force-release)")
+		case !p.admin:
 			return newProblem(http.StatusForbidden, ProblemForbidden, "a forced release needs a token with the admin scope")
 		}
 		g.mu.Lock()

@@ -34,8 +34,9 @@ const maxOwner = 256
 
 // A session is a lease that owns locks, kept alive by its client.
 //
-// Who guards what: id, owner, ttl, principal, client, timer are set before
-// the session is published and never changed; mu guards the rest, and the
+// Who guards what: id, owner, ttl, principal, share, client, timer are set
+// before the session is published and never changed (the counts of share
+// are the Gateway's mu's); mu guards the rest, and the
 // dropped field of its held locks. Lock order: the Gateway's mu, then a
 // session's mu (so that a lock enters or leaves both the session and the
 // gateway's holders at once); nothing else is locked or called under a
@@ -46,6 +47,7 @@ type session struct {
 	owner     string
 	ttl       time.Duration
 	principal string
+	share     *share // its principal's, whose counts g.mu guards
 	client    *distlock.Client
 	timer     *time.Timer // fires at the deadline, unless a request is in progress
 
@@ -101,7 +103,7 @@ func checkOwner(owner string) *problem {
 
 // newSession creates and publishes a session.
 func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*session, *problem) {
-	if ttl < g.cfg.minTTL || ttl > g.cfg.maxTTL {
+	if ttl < g.cfg.minTTL || ttl > g.cfg.maxTTL { // (createSession says why of the TTL sent)
 		return nil, newProblem(http.StatusBadRequest, ProblemBadTTL,
 			fmt.Sprintf("ttl %v is not within [%v, %v]", ttl, g.cfg.minTTL, g.cfg.maxTTL))
 	}
@@ -119,7 +121,7 @@ func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*se
 	if err != nil {
 		return nil, newProblem(http.StatusBadRequest, ProblemBadTTL, strings.TrimPrefix(err.Error(), "distlock: "))
 	}
-	s := &session{g: g, id: g.newID(), owner: owner, ttl: ttl, principal: p.name, client: c,
+	s := &session{g: g, id: g.newID(), owner: owner, ttl: ttl, principal: p.name, share: g.share(p), client: c,
 		deadline: time.Now().Add(ttl), locks: map[string]*held{}, pending: map[string]*pendingAcquire{},
 		changed: make(chan struct{})}
 	g.mu.Lock()
@@ -127,14 +129,16 @@ func (g *Gateway) newSession(owner string, ttl time.Duration, p *principal) (*se
 	case g.closed:
 		g.mu.Unlock()
 		return nil, closingProblem()
-	case len(g.sessions) >= g.cfg.maxSessions:
-		n := len(g.sessions)
+	case s.share.sessions >= s.share.maxSessions:
+		pr := s.share.tooMany(s.share.sessions, "sessions open")
 		g.mu.Unlock()
-		pr := newProblem(http.StatusTooManyRequests, ProblemTooMany,
-			fmt.Sprintf("%d sessions are open, the most this gateway allows", n))
-		pr.retryAfter = 1
+		return nil, pr
+	case len(g.sessions) >= g.cfg.maxSessions:
+		pr := tooMany(len(g.sessions), "sessions open")
+		g.mu.Unlock()
 		return nil, pr
 	}
+	s.share.sessions++
 	s.timer = time.AfterFunc(ttl, s.expire)
 	g.sessions[s.id] = s
 	g.mu.Unlock()
@@ -217,6 +221,7 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 	clear(s.locks)
 	s.wakeLocked() // (replaced, not just closed: a request that entered before may still wake it)
 	delete(g.sessions, s.id)
+	s.share.sessions--
 	s.mu.Unlock()
 	g.mu.Unlock()
 	g.inst.sessions.Add(context.Background(), -1)

@@ -67,6 +67,7 @@ func revoker(url string) func(t *testing.T, key string) {
 	return func(t *testing.T, key string) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", url+"/v1/locks/"+gatewaylock.Escape(key)+"/release", strings.NewReader(`{"force":true}`))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+adminSecret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -358,17 +359,21 @@ func TestGrantWithNoTimeLeftIsNotUnbounded(t *testing.T) {
 // a keepalive whose answer came before the grant's, is not held: the
 // event is the only word of the loss until a later answer omits the lock.
 func TestGrantLostBeforeItsAnswerCame(t *testing.T) {
-	f := startFront(t, memlock.New(), "127.0.0.1:0")
-	b := newBackend(t, f.url)
-	ctx := context.Background()
-	// A first lock starts the session and its keepalive loop.
-	first, err := b.Acquire(ctx, "first", driver.AcquireOptions{TTL: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Release(ctx)
+	f := startFront(t, memlock.New(), "127.0.0.1:0", gateway.WithForceWithoutTokens())
 	f.mu.Lock()
+	// Every answer goes through rewrite, from the first keepalive on.
+	// lossAnswered is the keepalive count when the gateway answered a
+	// keepalive with the forced release (that keepalive included): the
+	// Backend's keepalive loop sends one at a time, so a keepalive counted
+	// after it was sent once that answer had been taken in.
+	var released atomic.Bool
+	var lossAnswered atomic.Int64
+	const keepalive = "POST /v1/sessions/{id}/keepalive"
 	f.rewrite = func(route string, status int, body []byte) []byte {
+		if route == keepalive && released.Load() && strings.Contains(string(body), `"lock_lost"`) {
+			lossAnswered.CompareAndSwap(0, int64(f.counts()[keepalive]))
+			return body
+		}
 		if route != "POST /v1/locks/{name}/acquire" || status != http.StatusOK || !strings.Contains(string(body), `"lock":"late"`) {
 			return body
 		}
@@ -380,27 +385,37 @@ func TestGrantLostBeforeItsAnswerCame(t *testing.T) {
 			return body
 		}
 		// An administrator forces the release: the gateway reports it to
-		// the session's open keepalive, which returns before this answer
-		// is sent; the loop takes that answer in before it sends the next.
-		kas := f.counts()["POST /v1/sessions/{id}/keepalive"]
+		// the session's keepalive, whose answer the loop takes in before
+		// it sends the next keepalive, all before this answer is sent.
 		req := httptest.NewRequest("POST", "/v1/locks/late/release", strings.NewReader(`{"force":true,"token":"`+g.Token+`"}`))
 		req.Host = "127.0.0.1"
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
+		released.Store(true)
 		f.g.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Errorf("forced release: %d %s", rec.Code, rec.Body)
 		}
-		for deadline := time.Now().Add(10 * time.Second); f.counts()["POST /v1/sessions/{id}/keepalive"] <= kas; {
-			if time.Now().After(deadline) {
-				t.Error("no keepalive after the forced release in 10s")
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if n := lossAnswered.Load(); n != 0 && int64(f.counts()[keepalive]) > n {
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Error("no keepalive after the one that carried the forced release, in 10s")
+				break
+			}
 		}
 		return body
 	}
 	f.mu.Unlock()
+	b := newBackend(t, f.url)
+	ctx := context.Background()
+	// A first lock starts the session and its keepalive loop.
+	first, err := b.Acquire(ctx, "first", driver.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release(ctx)
 	lost := make(chan error, 1)
 	l, err := b.Acquire(ctx, "late", driver.AcquireOptions{TTL: 30 * time.Second, OnLost: func(err error) { lost <- err }})
 	if err != nil {

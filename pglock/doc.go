@@ -41,7 +41,11 @@
 // while the connection lives nobody else holds the key: not through this
 // package, nor from psql, where an operator takes the same lock with
 //
-//	SELECT pg_advisory_lock(hashtextextended('reports/nightly', 0));
+//	SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended('reports/nightly', 0::int8));
+//
+// (named with their schema, and with a bigint seed, so that no function
+// another role created in a schema of the search_path is called instead;
+// see Schema and trust).
 //
 // A grant has no time bound: its Validity has TTL 0, and distlock's Client
 // keeps no deadline for it. It ends when it is released or when its
@@ -232,9 +236,10 @@
 // distlock_admit(resource, token), which raises SQLSTATE DL001 for a stale
 // token, for clients in any language and for triggers:
 //
-//	CREATE FUNCTION orders_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+//	CREATE FUNCTION orders_fence() RETURNS trigger LANGUAGE plpgsql
+//	SET search_path = pg_catalog, pg_temp AS $$
 //	BEGIN
-//	    PERFORM distlock_admit('orders/' || NEW.id, NEW.fence_token);
+//	    PERFORM public.distlock_admit('orders/' || NEW.id, NEW.fence_token::int8);
 //	    RETURN NEW;
 //	END $$;
 //	CREATE TRIGGER orders_fence BEFORE INSERT OR UPDATE ON orders
@@ -268,13 +273,48 @@
 // a call to another service, a long computation) or spans many
 // transactions; then fence what it writes.
 //
-// # Schema and cost
+// # Schema and trust
 //
-// The Backend creates its tables and functions on first use, in the first
-// schema of its connections' search_path, if they are missing; Migrate
-// does it on demand, and Schema (the file schema.sql) is the same SQL for
-// an operator to run with psql, when the application's role may use but
-// not create them. distlock_fence keeps one row per key ever locked (key,
+// The package's tables and functions live in one schema: the first
+// schema of the connections' search_path that holds a table
+// distlock_fence or, when none does, the first schema of the search_path
+// (never pg_catalog, nor the session's temporary schema). An Acquire
+// creates them there on first use if they are missing, and replaces those
+// of an earlier version; Migrate does it on demand, and Schema (the file
+// schema.sql) is the same SQL for an operator to run with psql, when the
+// application's role may use but not create them. List creates and
+// changes nothing: with no schema it lists no holder, and a role that may
+// only read the tables (SELECT on distlock_fence, and on distlock_lease
+// in lease mode) can list.
+//
+// Every statement the package sends, and every function of the schema,
+// names the schema's objects with their schema and calls pg_catalog's
+// functions and operators by their schema too, with arguments of the
+// types they take; the functions also run with search_path pg_catalog,
+// pg_temp (all but the procedure distlock_release, which cannot and names
+// everything instead). So a function or an operator that another role
+// creates in a schema of the search_path (public, where any role may
+// create objects before PostgreSQL 15) is never called in their place,
+// even one that matches an argument's type better than pg_catalog's
+// (CVE-2018-1058); nor is a table of the session's temporary schema taken
+// for one of the schema's.
+//
+// The objects, and the schema that holds them, must be owned by a role
+// that the connecting role (current_user) trusts, since their owner could
+// run its own code with the connecting role's rights through them: the
+// connecting role itself, a role it is a member of, the database's owner
+// or a superuser; the schema may also belong to pg_database_owner (public,
+// since PostgreSQL 15). In a superuser's session the objects must belong
+// to a superuser, so that no other role's code runs with a superuser's
+// rights. Acquire, List, Fence and Migrate refuse anything else with an
+// error that names the object and its owner. An operator who installs
+// the schema for the application should do it as one of those roles (the
+// database's owner, say), or as a role that owns nothing else and is
+// granted to the application's role.
+//
+// # Cost
+//
+// distlock_fence keeps one row per key ever locked (key,
 // token, and the last grant's owner, time and whether it was released), so
 // it grows with the number of distinct keys; so does distlock_lease in
 // lease mode (one row per key, kept after release so that its token stays;

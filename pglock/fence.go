@@ -15,7 +15,32 @@ import (
 )
 
 // admitSQL admits a token for a resource (see distlock_admit in Schema).
-const admitSQL = `SELECT distlock_admit($1, $2)`
+const admitSQL = `SELECT @schema@.distlock_admit($1::pg_catalog.text, $2::pg_catalog.int8)`
+
+// admitKey is where a connection's CustomData keeps admitSQL for the
+// schema Fence found through it.
+const admitKey = "github.com/distlock/distlock/pglock.admit"
+
+// admitStatement returns admitSQL for the schema that holds distlock_admit,
+// as seen through tx's connection: found (see locate) on the connection's
+// first Fence, and kept with the connection; "" when distlock_admit is
+// missing.
+func admitStatement(ctx context.Context, tx pgx.Tx) (string, error) {
+	data := tx.Conn().PgConn().CustomData()
+	if sql, ok := data[admitKey].(string); ok {
+		return sql, nil
+	}
+	f, err := locate(ctx, tx)
+	if err != nil {
+		return "", err
+	}
+	if !f.has("distlock_admit", "distlock_resource") {
+		return "", nil
+	}
+	sql := newStatements(f).qualified(admitSQL)
+	data[admitKey] = sql
+	return sql, nil
+}
 
 // Fence admits token for resource inside tx, the transaction that writes
 // the resource: it succeeds if token is at least the highest token admitted
@@ -30,7 +55,10 @@ const admitSQL = `SELECT distlock_admit($1, $2)`
 // with the same token (one holder writing twice) both commit.
 //
 // Fence works with any lock's token (a distlock.Lock's Token, from any
-// backend), on any database where Migrate has been run. The same check is
+// backend), on any database where Migrate has been run. It finds the
+// schema that holds distlock_admit through tx's connection, and checks
+// who owns it (see Schema and trust in the package documentation), at its
+// first use on the connection, which keeps what it found. The same check is
 // available without Go as the SQL function distlock_admit(resource, token),
 // which raises SQLSTATE DL001 for a stale token: call it in the writing
 // transaction from any language, or from a trigger (see the package
@@ -45,8 +73,15 @@ func Fence(ctx context.Context, tx pgx.Tx, resource string, token uint64) error 
 	if token > math.MaxInt64 {
 		return fmt.Errorf("%w: pglock: fence: token %d is beyond PostgreSQL's bigint", driver.ErrInvalidOption, token)
 	}
+	sql, err := admitStatement(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if sql == "" {
+		return fmt.Errorf("pglock: fence %q: distlock_admit is missing: run pglock.Migrate (or pglock.Schema) on this database", resource)
+	}
 	var highest int64
-	err := tx.QueryRow(ctx, admitSQL, resource, int64(token)).Scan(&highest)
+	err = tx.QueryRow(ctx, sql, resource, int64(token)).Scan(&highest)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
@@ -54,7 +89,8 @@ func Fence(ctx context.Context, tx pgx.Tx, resource string, token uint64) error 
 	case errors.As(err, &pgErr) && pgErr.Code == staleState:
 		h, _ := strconv.ParseUint(pgErr.Detail, 10, 64)
 		return &fence.StaleTokenError{Resource: resource, Token: token, Highest: h}
-	case errors.As(err, &pgErr) && pgErr.Code == "42883": // undefined_function
+	case errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "3F000"): // undefined_function, invalid_schema_name
+		delete(tx.Conn().PgConn().CustomData(), admitKey) // the schema moved: find it again
 		return fmt.Errorf("pglock: fence %q: distlock_admit is missing: run pglock.Migrate (or pglock.Schema) on this database: %w", resource, err)
 	}
 	return sortErr(fmt.Sprintf("fence %q", resource), err)

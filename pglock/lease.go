@@ -173,11 +173,12 @@ func (l *lease) endedLocked() error {
 // shows a bigint advisory lock as classid (the high 32 bits), objid (the
 // low 32 bits) and objsubid 1.
 const heldSQL = `SELECT EXISTS (
-	SELECT 1 FROM pg_locks
-	WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-		AND mode = 'ExclusiveLock' AND objsubid = 1
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND ((classid::int8 << 32) | objid::int8) = hashtextextended($1, 0))`
+	SELECT 1 FROM pg_catalog.pg_locks
+	WHERE locktype OPERATOR(pg_catalog.=) 'advisory' AND pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() AND granted
+		AND mode OPERATOR(pg_catalog.=) 'ExclusiveLock' AND objsubid OPERATOR(pg_catalog.=) 1::pg_catalog.int2
+		AND database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+		AND ((classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) objid::pg_catalog.int8)
+			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))`
 
 // Refresh implements distlock.Lease. It checks that the connection is alive
 // and that the server still holds the lock on it; there is no TTL to
@@ -240,15 +241,16 @@ func (l *lease) checkLocked(ctx context.Context) error {
 // server less than a WITH that joins the unlock to the mark. It returns no row when the key's row does not name this grant (a
 // lease-mode grant of the key took a token since) or the lock is held by
 // another session: unlockSQL then unlocks without the mark.
-const releaseSQL = `UPDATE distlock_fence SET held = false
-WHERE key = $1 AND token = $2 AND pg_try_advisory_xact_lock(hashtextextended($1, 0))
-	AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-RETURNING pg_advisory_unlock(hashtextextended($1, 0))`
+const releaseSQL = `UPDATE @schema@.distlock_fence SET held = false
+WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND token OPERATOR(pg_catalog.=) $2::pg_catalog.int8
+	AND pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))
+	AND pg_catalog.set_config('synchronous_commit', 'off', true) IS NOT NULL
+RETURNING pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))`
 
 // unlockSQL gives up the key's lock without marking the grant released:
 // for a release whose row does not name it. It reports false if the
 // session did not hold the lock.
-const unlockSQL = `SELECT pg_advisory_unlock(hashtextextended($1, 0))`
+const unlockSQL = `SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))`
 
 // Release implements distlock.Lease: pg_advisory_unlock on the holding
 // connection, which then goes back to the pool. The grant is marked
@@ -281,7 +283,7 @@ func (l *lease) unlockLocked(ctx context.Context) error {
 		return err
 	}
 	var unlocked bool
-	err := l.conn.QueryRow(ctx, releaseSQL, l.key, int64(l.token)).Scan(&unlocked)
+	err := l.conn.QueryRow(ctx, l.b.schema.sql.release, l.key, int64(l.token)).Scan(&unlocked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = l.conn.QueryRow(ctx, unlockSQL, l.key).Scan(&unlocked)
 	}

@@ -37,16 +37,17 @@ type abandonStatement struct {
 //     the queue, and wakes the next waiter if the key is free.
 var (
 	abandonKeyRow = []abandonStatement{
-		{`INSERT INTO distlock_lease (key, grant_id, expires) VALUES ($1, NULL, '-infinity') ON CONFLICT (key) DO NOTHING`, 1},
-		{`SELECT 1 FROM distlock_lease WHERE key = $1 FOR UPDATE`, 1},
+		{`INSERT INTO @schema@.distlock_lease (key, grant_id, expires) VALUES ($1::pg_catalog.text, NULL, '-infinity') ON CONFLICT (key) DO NOTHING`, 1},
+		{`SELECT 1 FROM @schema@.distlock_lease WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.text FOR UPDATE`, 1},
 	}
 	abandonTry = append(abandonKeyRow[:len(abandonKeyRow):len(abandonKeyRow)],
-		abandonStatement{`SELECT distlock_lease_release($1, $2)`, 2})
+		abandonStatement{`SELECT @schema@.distlock_lease_release($1::pg_catalog.text, $2::pg_catalog.text)`, 2})
 	abandonWaiter = append(abandonKeyRow[:len(abandonKeyRow):len(abandonKeyRow)],
-		abandonStatement{`INSERT INTO distlock_lease_waiter AS w (key, waiter, expires) VALUES ($1, $2, '-infinity')
+		abandonStatement{`INSERT INTO @schema@.distlock_lease_waiter AS w (key, waiter, expires)
+VALUES ($1::pg_catalog.text, $2::pg_catalog.text, '-infinity')
 ON CONFLICT (key, waiter) DO UPDATE SET expires = '-infinity'`, 2},
-		abandonStatement{`SELECT distlock_lease_release($1, $2)`, 2},
-		abandonStatement{`SELECT distlock_lease_leave($1, $2)`, 2})
+		abandonStatement{`SELECT @schema@.distlock_lease_release($1::pg_catalog.text, $2::pg_catalog.text)`, 2},
+		abandonStatement{`SELECT @schema@.distlock_lease_leave($1::pg_catalog.text, $2::pg_catalog.text)`, 2})
 )
 
 // abandonRow cleans up after a try for key whose outcome is unknown: its
@@ -64,6 +65,10 @@ func (b *Backend) abandonRow(ctx context.Context, key, grant string, queued bool
 	if queued {
 		stmts = abandonWaiter
 	}
+	sql, err := b.schema.ensure(ctx, b.pool)
+	if err != nil {
+		return err
+	}
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -72,7 +77,7 @@ func (b *Backend) abandonRow(ctx context.Context, key, grant string, queued bool
 	params := [][]byte{[]byte(key), []byte(grant)}
 	batch := &pgconn.Batch{}
 	for _, s := range stmts {
-		batch.ExecParams(s.sql, params[:s.params], nil, nil, nil)
+		batch.ExecParams(sql.qualified(s.sql), params[:s.params], nil, nil, nil)
 	}
 	_, err = conn.Conn().PgConn().ExecBatch(ctx, batch).ReadAll()
 	return err

@@ -84,25 +84,27 @@ const (
 	// rowAcquireSQL grants the key's row unless it is held or awaited by
 	// earlier waiters, queueing a waiter to live $5 ms, and otherwise
 	// reports when to try again (see distlock_lease_wait in schema.sql).
-	rowAcquireSQL = `SELECT granted, retry_ms FROM distlock_lease_wait($1, $2, $3, $4, $5)`
+	rowAcquireSQL = `SELECT granted, retry_ms FROM @schema@.distlock_lease_wait($1::pg_catalog.text, $2::pg_catalog.text,
+	$3::pg_catalog.text, $4::pg_catalog.int8, $5::pg_catalog.int8)`
 
 	// rowLeaveSQL takes the waiter $2 out of the queue of key $1.
-	rowLeaveSQL = `SELECT distlock_lease_leave($1, $2)`
+	rowLeaveSQL = `SELECT @schema@.distlock_lease_leave($1::pg_catalog.text, $2::pg_catalog.text)`
 
 	// rowRefreshSQL extends the grant $2 of key $1 to $3 ms from the
 	// server's now(), if it has not expired.
-	rowRefreshSQL = `SELECT distlock_lease_refresh($1, $2, $3)`
+	rowRefreshSQL = `SELECT @schema@.distlock_lease_refresh($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8)`
 
 	// rowReleaseSQL frees the grant $2 of key $1 if it has not expired,
 	// and notifies the waiters (see distlock_lease_release in schema.sql).
-	rowReleaseSQL = `SELECT distlock_lease_release($1, $2)`
+	rowReleaseSQL = `SELECT @schema@.distlock_lease_release($1::pg_catalog.text, $2::pg_catalog.text)`
 
 	// rowListSQL lists the unexpired grants of keys starting with $1,
 	// with the key's latest token.
 	rowListSQL = `SELECT l.key, f.token, l.owner, l.granted_at, l.expires
-FROM distlock_lease l JOIN distlock_fence f ON f.key = l.key
-WHERE starts_with(l.key, $1) AND l.grant_id IS NOT NULL AND l.expires > now()
-ORDER BY l.key COLLATE "C"`
+FROM @schema@.distlock_lease l JOIN @schema@.distlock_fence f ON f.key OPERATOR(pg_catalog.=) l.key
+WHERE pg_catalog.starts_with(l.key, $1::pg_catalog.text) AND l.grant_id IS NOT NULL
+	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+ORDER BY l.key COLLATE pg_catalog."C"`
 )
 
 // leaseChannel is the LISTEN/NOTIFY channel of releases.
@@ -195,7 +197,8 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 // opts.Wait, pausing between tries until a release is notified, the
 // current grant expires or a poll is due.
 func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions) (*rowLease, error) {
-	if err := b.schema.ensure(ctx, b.pool); err != nil {
+	sql, err := b.schema.ensure(ctx, b.pool)
+	if err != nil {
 		return nil, err
 	}
 	ms, ttl := ttlMillis(opts.TTL)
@@ -204,7 +207,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 	leave := func() {
 		if queued {
 			b.settle(func(ctx context.Context) {
-				_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
+				_, _ = b.pool.Exec(ctx, sql.rowLeave, pgx.QueryExecModeExec, key, grant)
 			})
 		}
 	}
@@ -219,7 +222,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		}
 		sent := time.Now()
 		var token, retry pgtype.Int8
-		err := b.pool.QueryRow(ctx, rowAcquireSQL, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
+		err := b.pool.QueryRow(ctx, sql.rowAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
 		case err != nil:
 			sub.cancel()
@@ -338,7 +341,7 @@ func (b *Backend) registerRow(l *rowLease) bool {
 
 func (l *rowLease) Token() uint64 { return l.token }
 
-// Validity implements distlock.Lease: the TTL, in whole milliseconds, from
+// Validity implements driver.Lease: the TTL, in whole milliseconds, from
 // before the statement that granted or last refreshed it was sent. The
 // server's expiry is its own now() at that statement plus the TTL, which
 // is no earlier.
@@ -348,11 +351,11 @@ func (l *rowLease) Validity() driver.Validity {
 	return l.validity
 }
 
-// Refresh implements distlock.Lease: one statement that extends the row to
+// Refresh implements driver.Lease: one statement that extends the row to
 // ttl from the server's now() if it still names this grant and has not
 // expired. Otherwise the grant is over, and Refresh returns an error
-// matching distlock.ErrLockLost. A failure to reach the server changes
-// nothing here (the error matches distlock.ErrUnavailable): the Client's
+// matching driver.ErrLockLost. A failure to reach the server changes
+// nothing here (the error matches driver.ErrUnavailable): the Client's
 // deadline decides when the grant must be taken for lost.
 func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := checkRefresh(ctx, ttl); err != nil {
@@ -366,7 +369,7 @@ func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Valid
 	ms, v := ttlMillis(ttl)
 	sent := time.Now()
 	var ok bool
-	if err := l.b.pool.QueryRow(ctx, rowRefreshSQL, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
+	if err := l.b.pool.QueryRow(ctx, l.b.schema.sql.rowRefresh, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
 		return driver.Validity{}, sortErr("refresh", err)
 	}
 	if !ok {
@@ -377,11 +380,11 @@ func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Valid
 	return l.validity, nil
 }
 
-// Release implements distlock.Lease: one statement that frees the row if
+// Release implements driver.Lease: one statement that frees the row if
 // it still names this grant and has not expired, and notifies the
 // waiters. If it had expired (taken by another or not) Release returns an
-// error matching distlock.ErrLockLost and changes nothing. If the server
-// cannot be reached the error matches distlock.ErrUnavailable, and the
+// error matching driver.ErrLockLost and changes nothing. If the server
+// cannot be reached the error matches driver.ErrUnavailable, and the
 // grant is given up all the same: it ends when it expires.
 func (l *rowLease) Release(ctx context.Context) error {
 	l.mu.Lock()
@@ -408,7 +411,7 @@ var errReleased = errors.New("pglock: released")
 // has ended.
 func (l *rowLease) releaseStatement(ctx context.Context) (bool, error) {
 	var released bool
-	err := l.b.pool.QueryRow(ctx, rowReleaseSQL, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
+	err := l.b.pool.QueryRow(ctx, l.b.schema.sql.rowRelease, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
 	return released, err
 }
 
@@ -487,10 +490,11 @@ func (b *Backend) forgetRow(l *rowLease) {
 
 // listRows is List in lease-table mode.
 func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder, error) {
-	if err := b.schema.ensure(ctx, b.pool); err != nil {
-		return nil, err
+	sql, err := b.schema.find(ctx, b.pool, "distlock_lease", "distlock_fence")
+	if sql == nil {
+		return nil, err // nil, nil: no lease was ever granted
 	}
-	rows, err := b.pool.Query(ctx, rowListSQL, pgx.QueryExecModeExec, prefix)
+	rows, err := b.pool.Query(ctx, sql.rowList, pgx.QueryExecModeExec, prefix)
 	if err != nil {
 		return nil, sortErr("list", err)
 	}

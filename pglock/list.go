@@ -10,13 +10,15 @@ import (
 // listSQL lists the keys of the fence table whose advisory lock is held in
 // this database, with the token, owner and time of their last grant.
 const listSQL = `SELECT f.key, f.token, f.owner, f.granted_at
-FROM distlock_fence f
-WHERE starts_with(f.key, $1) AND EXISTS (
-	SELECT 1 FROM pg_locks l
-	WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 1
-		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended(f.key, 0))
-ORDER BY f.key COLLATE "C"`
+FROM @schema@.distlock_fence f
+WHERE pg_catalog.starts_with(f.key, $1::pg_catalog.text) AND EXISTS (
+	SELECT 1 FROM pg_catalog.pg_locks l
+	WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted AND l.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+		AND l.objsubid OPERATOR(pg_catalog.=) 1::pg_catalog.int2
+		AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+		AND ((l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8)
+			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8))
+ORDER BY f.key COLLATE pg_catalog."C"`
 
 // List implements distlock.Lister: the keys starting with prefix whose
 // lock is held in the server, sorted by key, with the token, owner and
@@ -42,10 +44,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		return nil, sortErr("connect", err)
 	}
 	defer conn.Release()
-	if err := b.schema.ensure(ctx, conn); err != nil {
-		return nil, err
+	sql, err := b.schema.find(ctx, conn, "distlock_fence")
+	if sql == nil {
+		return nil, err // nil, nil: no lock was ever granted
 	}
-	rows, err := conn.Query(ctx, listSQL, prefix)
+	rows, err := conn.Query(ctx, sql.list, prefix)
 	if err != nil {
 		return nil, sortErr("list", err)
 	}

@@ -53,7 +53,7 @@ func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrac
 // DefaultRequestTimeout (5s). It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
-// Backend is a distlock.Backend over PostgreSQL: session advisory locks
+// Backend is a driver.Backend over PostgreSQL: session advisory locks
 // (SessionMode, the default) or rows of a lease table (LeaseMode). See the
 // package documentation for its safety model. It is safe for concurrent
 // use.
@@ -102,7 +102,7 @@ type Backend struct {
 // in transaction mode would hand the session that holds a lock to another
 // client. For a pool through a pooler in transaction mode, use
 // WithMode(LeaseMode). A bad option returns an error matching
-// distlock.ErrInvalidOption.
+// driver.ErrInvalidOption.
 func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pglock: nil pool", driver.ErrInvalidOption)
@@ -148,7 +148,7 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 // lock the Backend holds, by closing its connection in SessionMode and by
 // releasing its row in LeaseMode (bounded by the request timeout; a row
 // not released expires); their holders are told through OnLost, with an
-// error matching distlock.ErrLockLost. It closes
+// error matching driver.ErrLockLost. It closes
 // the pool only if OpenURL opened it. Calling Close again does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
@@ -183,7 +183,7 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Acquire implements distlock.Backend.
+// Acquire implements driver.Backend.
 //
 // In LeaseMode the lock is the key's row of distlock_lease, granted for
 // opts.TTL (in whole milliseconds) from the server's now() by one
@@ -201,7 +201,7 @@ func (b *Backend) Close() error {
 //
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in the server; a try
-// (opts.Wait false) fails with distlock.ErrNotAcquired when the key is
+// (opts.Wait false) fails with driver.ErrNotAcquired when the key is
 // held or awaited through this Backend, or held in the server.
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
@@ -258,11 +258,12 @@ func (b *Backend) grab(ctx context.Context, turn *driver.Turn[*lease], key strin
 	if err != nil {
 		return nil, err
 	}
-	if err := b.schema.ensure(ctx, conn); err != nil {
+	sql, err := b.schema.ensure(ctx, conn)
+	if err != nil {
 		conn.Release()
 		return nil, err
 	}
-	token, err := b.lock(ctx, conn, key, opts)
+	token, err := b.lock(ctx, conn, sql, key, opts)
 	if err != nil {
 		return nil, err // lock discarded the connection
 	}
@@ -301,7 +302,11 @@ func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
 }
 
 // acquireSQL takes the lock and then increments the token (see schema.sql).
-const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
+// Like every statement of the package, it names each function and
+// operator with its schema, and casts its parameters to the types the
+// function takes, so that no object another role created in a schema of
+// the search_path can be called instead.
+const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text, $4::pg_catalog.interval)`
 
 // lock runs distlock_acquire on conn and returns the new token, or 0 when a
 // try found the lock held. It runs the statement with a context of its own
@@ -312,7 +317,7 @@ const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
 // the failed transaction that took it) and a cancel request may arrive late
 // and hit a later statement: lock then closes the connection rather than
 // return it to the pool.
-func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts driver.AcquireOptions) (uint64, error) {
+func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts driver.AcquireOptions) (uint64, error) {
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
 	pg := conn.Conn().PgConn()
@@ -333,7 +338,7 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts
 		}
 	})
 	var token pgtype.Int8
-	err := conn.QueryRow(qctx, acquireSQL, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
+	err := conn.QueryRow(qctx, sql.acquire, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
 	close(finished)
 	if !stop() {
 		<-fired

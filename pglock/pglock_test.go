@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -372,6 +373,64 @@ func TestList(t *testing.T) {
 	}
 	if hs[0].Token != a.Token() || hs[0].Owner != "host:1" || hs[1].Owner != "host:2" || hs[0].Since.IsZero() || !hs[0].Expires.IsZero() {
 		t.Errorf("List = %+v", hs)
+	}
+}
+
+// List creates and changes nothing, so that a role that may only read
+// can list: with no schema it lists no holder, and a schema of an earlier
+// version is listed as it is, not migrated.
+func TestListCreatesNothing(t *testing.T) {
+	for _, mode := range []pglock.Mode{pglock.SessionMode, pglock.LeaseMode} {
+		for _, schema := range []string{"none", "v3", "current"} {
+			t.Run(mode.String()+"/"+schema, func(t *testing.T) {
+				ctx := testCtx(t)
+				s := newSharedDB(t)
+				s.exec(t, "postgres", "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+				reader := s.backend(t, s.app, pglock.WithMode(mode))
+				objects := func() []string {
+					var names []string
+					if err := s.admin.QueryRow(ctx, `SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}') FROM pg_class c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'distlock%'`).Scan(&names); err != nil {
+						t.Fatal(err)
+					}
+					return names
+				}
+				if schema == "none" {
+					hs, err := reader.List(ctx, "")
+					if err != nil || len(hs) != 0 {
+						t.Fatalf("List without a schema = %v, %v; want nothing", hs, err)
+					}
+					if names := objects(); len(names) > 0 {
+						t.Fatalf("List created %v", names)
+					}
+					return
+				}
+				install := pglock.Schema
+				if schema == "v3" {
+					old, err := os.ReadFile("testdata/schema-v3.sql")
+					if err != nil {
+						t.Fatal(err)
+					}
+					install = string(old)
+				}
+				s.exec(t, "postgres", install)
+				s.exec(t, "postgres", "GRANT SELECT ON ALL TABLES IN SCHEMA public TO "+s.app)
+				key := "list/" + t.Name()
+				writer := s.backend(t, "postgres", pglock.WithMode(mode))
+				held := acquire(t, writer, ctx, key, driver.AcquireOptions{})
+				defer held.Release(ctx)
+				// The writer migrated an old schema: put it back.
+				s.exec(t, "postgres", install)
+				before := s.functions(t)
+				hs, err := reader.List(ctx, "list/")
+				if err != nil || len(hs) != 1 || hs[0].Key != key || hs[0].Token != held.Token() {
+					t.Fatalf("List = %+v, %v; want %q with token %d", hs, err, key, held.Token())
+				}
+				if after := s.functions(t); after != before {
+					t.Errorf("List changed the functions:\n%s\nto\n%s", before, after)
+				}
+			})
+		}
 	}
 }
 

@@ -1,10 +1,25 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 3.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 4.
 --
--- A Backend runs this on first use if the objects are missing (Migrate does
--- it explicitly); an operator can run it instead with
+-- A Backend runs this on first use if the objects are missing or of an
+-- earlier version (Migrate does it explicitly); an operator can run it
+-- instead with
 --     psql -v ON_ERROR_STOP=1 -f schema.sql
 -- in the database and schema (the first of the search_path) the Backend's
--- connections use. It is idempotent.
+-- connections use. It is idempotent, and it migrates a schema of an
+-- earlier version in place.
+--
+-- Version 4 makes the schema safe in a schema where other roles may create
+-- objects (public, before PostgreSQL 15): every function runs with
+-- search_path pg_catalog, pg_temp (the temporary schema is never searched
+-- for functions and operators, and last for tables and types), names the schema's own tables and
+-- functions with their schema, and types its literals, so that no function
+-- or operator that another role created, even an exact match for an
+-- argument type where pg_catalog's needs a cast, is ever called; and no
+-- table of the session's temporary schema is taken for one of the
+-- schema's. The objects are created in one DO block, which puts the name
+-- of the schema they are created in (the current schema) where the SQL
+-- below says @schema@. A Backend refuses objects, and a schema holding
+-- them, owned by a role it does not trust (see the package documentation).
 --
 -- distlock_fence: one row per lock key ever granted, with the key's last
 -- token. It is a logged table so that tokens survive a crash and restart.
@@ -30,35 +45,44 @@
 -- does with each try; a waiter that died is thus passed over once its row
 -- expires, and its row is deleted by the next grant of the key.
 
-CREATE TABLE IF NOT EXISTS distlock_fence (
+DO $install$
+DECLARE
+    target pg_catalog.text := pg_catalog.quote_ident(pg_catalog.current_schema());
+BEGIN
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'distlock: schema: the search_path names no schema that exists to create the objects in'
+            USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    EXECUTE pg_catalog.replace($schema$
+CREATE TABLE IF NOT EXISTS @schema@.distlock_fence (
     key        text PRIMARY KEY,
     token      bigint NOT NULL CHECK (token > 0),
     owner      text NOT NULL DEFAULT '',
-    granted_at timestamptz NOT NULL DEFAULT now(),
+    granted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     held       boolean NOT NULL DEFAULT false
 );
 
-CREATE TABLE IF NOT EXISTS distlock_resource (
+CREATE TABLE IF NOT EXISTS @schema@.distlock_resource (
     resource text PRIMARY KEY,
     token    bigint NOT NULL CHECK (token > 0)
 );
 
-CREATE TABLE IF NOT EXISTS distlock_lease (
+CREATE TABLE IF NOT EXISTS @schema@.distlock_lease (
     key        text PRIMARY KEY,
     grant_id   text,
     owner      text NOT NULL DEFAULT '',
-    granted_at timestamptz NOT NULL DEFAULT now(),
+    granted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires    timestamptz NOT NULL
 );
 
-CREATE TABLE IF NOT EXISTS distlock_lease_waiter (
+CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_waiter (
     key     text NOT NULL,
     waiter  text NOT NULL,
     seq     bigint GENERATED ALWAYS AS IDENTITY,
     expires timestamptz NOT NULL,
     PRIMARY KEY (key, waiter)
 );
-CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON distlock_lease_waiter (key, seq);
+CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON @schema@.distlock_lease_waiter (key, seq);
 
 -- distlock_acquire takes the session advisory lock of lock_key
 -- (pg_advisory_lock(hashtextextended(lock_key, 0)), waiting in the server's
@@ -83,39 +107,40 @@ CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON distlock_lease_waiter 
 -- row lock its UPDATE holds until then makes the SELECT ... FOR UPDATE
 -- below wait for that commit, so that a released grant is never mistaken
 -- for a lost one.
-CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
+CREATE OR REPLACE FUNCTION @schema@.distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
 RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     granted bigint;
     lost    boolean;
 BEGIN
     IF wait THEN
-        PERFORM pg_advisory_lock(hashtextextended(lock_key, 0));
-    ELSIF NOT pg_try_advisory_lock(hashtextextended(lock_key, 0)) THEN
+        PERFORM pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(lock_key, 0::int8));
+    ELSIF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended(lock_key, 0::int8)) THEN
         RETURN NULL;
     END IF;
     -- A token must be durable before it is handed out, or a crash could
     -- hand it out again.
-    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
-        PERFORM set_config('synchronous_commit', 'on', true);
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
     -- The common case, a key whose last grant was released: one UPDATE.
-    UPDATE distlock_fence f
-    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = clock_timestamp(), held = true
+    UPDATE @schema@.distlock_fence f
+    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(), held = true
     WHERE f.key = lock_key AND NOT f.held
     RETURNING f.token INTO granted;
     IF FOUND THEN
         RETURN granted;
     END IF;
     -- A new key, a lost grant, or a release not yet committed.
-    SELECT f.held INTO lost FROM distlock_fence f WHERE f.key = lock_key FOR UPDATE;
+    SELECT f.held INTO lost FROM @schema@.distlock_fence f WHERE f.key = lock_key FOR UPDATE;
     IF lost AND loss_grace > interval '0' THEN
-        PERFORM pg_sleep(extract(epoch FROM loss_grace));
+        PERFORM pg_catalog.pg_sleep(extract(epoch FROM loss_grace));
     END IF;
-    INSERT INTO distlock_fence AS f (key, token, owner, granted_at, held)
-    VALUES (lock_key, 1, coalesce(lock_owner, ''), clock_timestamp(), true)
+    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held)
+    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true)
     ON CONFLICT (key) DO UPDATE
         SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true
     RETURNING f.token INTO granted;
@@ -131,23 +156,26 @@ $$;
 -- for the loss grace. It sets
 -- released to false, and changes nothing, if this session did not hold
 -- the lock. It is a procedure (CALL distlock_release(key, token)), for its
--- COMMIT: it must not be called inside a transaction block.
-CREATE OR REPLACE PROCEDURE distlock_release(lock_key text, lock_token bigint, INOUT released boolean DEFAULT NULL)
+-- COMMIT: it must not be called inside a transaction block. A procedure
+-- with a SET clause cannot COMMIT, so its search_path is not pinned as the
+-- functions' are: every name in it is qualified, operators included.
+CREATE OR REPLACE PROCEDURE @schema@.distlock_release(lock_key text, lock_token bigint, INOUT released boolean DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
 BEGIN
     IF NOT EXISTS (
-        SELECT 1 FROM pg_locks
-        WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-            AND mode = 'ExclusiveLock' AND objsubid = 1
-            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND ((classid::int8 << 32) | objid::int8) = hashtextextended(lock_key, 0)) THEN
+        SELECT 1 FROM pg_catalog.pg_locks
+        WHERE locktype OPERATOR(pg_catalog.=) 'advisory' AND pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() AND granted
+            AND mode OPERATOR(pg_catalog.=) 'ExclusiveLock' AND objsubid OPERATOR(pg_catalog.=) 1::pg_catalog.int2
+            AND database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+            AND ((classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) objid::pg_catalog.int8)
+                OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(lock_key, 0::pg_catalog.int8)) THEN
         released := false;
         RETURN;
     END IF;
-    UPDATE distlock_fence SET held = false WHERE key = lock_key AND token = lock_token;
+    UPDATE @schema@.distlock_fence SET held = false WHERE key OPERATOR(pg_catalog.=) lock_key AND token OPERATOR(pg_catalog.=) lock_token;
     COMMIT;
-    released := pg_advisory_unlock(hashtextextended(lock_key, 0));
+    released := pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended(lock_key, 0::pg_catalog.int8));
 END
 $$;
 
@@ -160,9 +188,10 @@ $$;
 -- current grant expires unless refreshed (at least 1). Two acquirers of
 -- one key queue on its row lock; the second then sees the first's grant
 -- and is refused.
-CREATE OR REPLACE FUNCTION distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     current_expiry timestamptz;
@@ -173,30 +202,30 @@ BEGIN
     END IF;
     -- The common case, a key granted before: one UPDATE, which waits for
     -- a concurrent acquirer's transaction and then sees its grant.
-    UPDATE distlock_lease l
-    SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = now(),
-        expires = now() + ttl_ms * interval '1 millisecond'
-    WHERE l.key = lock_key AND l.expires <= now();
+    UPDATE @schema@.distlock_lease l
+    SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.now(),
+        expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.expires <= pg_catalog.now();
     IF NOT FOUND THEN
-        INSERT INTO distlock_lease (key, grant_id, owner, granted_at, expires)
-        VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), now(), now() + ttl_ms * interval '1 millisecond')
+        INSERT INTO @schema@.distlock_lease (key, grant_id, owner, granted_at, expires)
+        VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), pg_catalog.now(), pg_catalog.now() + ttl_ms * interval '1 millisecond')
         ON CONFLICT (key) DO NOTHING;
         IF NOT FOUND THEN
             -- Released meanwhile ('-infinity') or expired: 1ms.
-            SELECT l.expires INTO current_expiry FROM distlock_lease l WHERE l.key = lock_key;
-            retry_ms := CASE WHEN current_expiry IS NULL OR current_expiry <= clock_timestamp() THEN 1
-                ELSE greatest(1, ceil(extract(epoch FROM current_expiry - clock_timestamp()) * 1000))::bigint END;
+            SELECT l.expires INTO current_expiry FROM @schema@.distlock_lease l WHERE l.key = lock_key;
+            retry_ms := CASE WHEN current_expiry IS NULL OR current_expiry <= pg_catalog.clock_timestamp() THEN 1
+                ELSE greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint END;
             RETURN;
         END IF;
     END IF;
     -- A token must be durable before it is handed out.
-    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
-        PERFORM set_config('synchronous_commit', 'on', true);
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
-    UPDATE distlock_fence f SET token = f.token + 1 WHERE f.key = lock_key
+    UPDATE @schema@.distlock_fence f SET token = f.token + 1 WHERE f.key = lock_key
     RETURNING f.token INTO granted;
     IF NOT FOUND THEN
-        INSERT INTO distlock_fence AS f (key, token) VALUES (lock_key, 1)
+        INSERT INTO @schema@.distlock_fence AS f (key, token) VALUES (lock_key, 1)
         ON CONFLICT (key) DO UPDATE SET token = f.token + 1
         RETURNING f.token INTO granted;
     END IF;
@@ -214,9 +243,10 @@ $$;
 -- waiter's row expires when the key is free but awaited by earlier
 -- waiters, and NULL when it was granted. A try refused while the key is
 -- free, for earlier waiters, notifies the head waiter, as a release would.
-CREATE OR REPLACE FUNCTION distlock_lease_wait(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_wait(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     mine  bigint;
@@ -227,39 +257,39 @@ BEGIN
         RAISE EXCEPTION 'distlock: lease wait: a waiter lifetime of at least 0 is required'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT w.seq INTO mine FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
-    SELECT min(w.expires) INTO ahead FROM distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.waiter <> lock_grant AND w.expires > now()
+    SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+    SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.waiter <> lock_grant AND w.expires > pg_catalog.now()
         AND (mine IS NULL OR w.seq < mine);
     IF ahead IS NULL THEN
         SELECT a.granted, a.retry_ms INTO granted, retry_ms
-        FROM distlock_lease_acquire(lock_key, lock_grant, lock_owner, ttl_ms) a;
+        FROM @schema@.distlock_lease_acquire(lock_key, lock_grant, lock_owner, ttl_ms) a;
         IF granted IS NOT NULL THEN
-            DELETE FROM distlock_lease_waiter w
-            WHERE w.key = lock_key AND (w.waiter = lock_grant OR w.expires <= now());
+            DELETE FROM @schema@.distlock_lease_waiter w
+            WHERE w.key = lock_key AND (w.waiter = lock_grant OR w.expires <= pg_catalog.now());
             RETURN;
         END IF;
     ELSE
-        retry_ms := greatest(1, ceil(extract(epoch FROM ahead - clock_timestamp()) * 1000))::bigint;
+        retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM ahead - pg_catalog.clock_timestamp()) * 1000))::bigint;
         -- The key is free and an earlier waiter is to have it. A release
         -- names the head it sees, and a waiter's row that committed after
         -- that, with a lower seq than the one named, was not: wake the
         -- head, or it waits for its poll, and this waiter for its row to
         -- expire.
-        IF NOT EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
-            SELECT w.waiter INTO head FROM distlock_lease_waiter w
-            WHERE w.key = lock_key AND w.expires > now()
+        IF NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
+            SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+            WHERE w.key = lock_key AND w.expires > pg_catalog.now()
             ORDER BY w.seq LIMIT 1;
             IF head IS NOT NULL THEN
-                PERFORM pg_notify('distlock_lease', lock_key || E'\n' || head);
+                PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
             END IF;
         END IF;
     END IF;
     IF wait_ms = 0 THEN
         RETURN;
     END IF;
-    INSERT INTO distlock_lease_waiter AS w (key, waiter, expires)
-    VALUES (lock_key, lock_grant, now() + wait_ms * interval '1 millisecond')
+    INSERT INTO @schema@.distlock_lease_waiter AS w (key, waiter, expires)
+    VALUES (lock_key, lock_grant, pg_catalog.now() + wait_ms * interval '1 millisecond')
     ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
 END
 $$;
@@ -272,25 +302,26 @@ $$;
 -- comes after sees the leaver gone, and names the next waiter itself.
 -- Without it a release could name the leaver while the leave, still
 -- seeing the key held, named no one.
-CREATE OR REPLACE FUNCTION distlock_lease_leave(lock_key text, lock_grant text)
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_leave(lock_key text, lock_grant text)
 RETURNS void
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     head text;
 BEGIN
-    PERFORM 1 FROM distlock_lease l WHERE l.key = lock_key FOR SHARE;
-    DELETE FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
-    IF NOT FOUND OR EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
+    PERFORM 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
+    DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
         RETURN;
     END IF;
-    SELECT w.waiter INTO head FROM distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.expires > now()
+    SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > pg_catalog.now()
     ORDER BY w.seq LIMIT 1;
     IF head IS NOT NULL THEN
-        PERFORM pg_notify('distlock_lease', lock_key || E'\n' || head);
+        PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
     END IF;
-    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
 END
 $$;
 
@@ -299,20 +330,21 @@ $$;
 -- whether it did. The extension is committed durably (synchronous_commit
 -- at least on), since a holder counts on it: an extension lost in a crash
 -- would let the server grant the key while its holder goes on.
-CREATE OR REPLACE FUNCTION distlock_lease_refresh(lock_key text, lock_grant text, ttl_ms bigint)
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_refresh(lock_key text, lock_grant text, ttl_ms bigint)
 RETURNS boolean
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
         RAISE EXCEPTION 'distlock: lease refresh: a positive TTL is required'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
-        PERFORM set_config('synchronous_commit', 'on', true);
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
-    UPDATE distlock_lease l SET expires = now() + ttl_ms * interval '1 millisecond'
-    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
+    UPDATE @schema@.distlock_lease l SET expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.now();
     RETURN FOUND;
 END
 $$;
@@ -326,23 +358,24 @@ $$;
 -- release wakes one waiter, not all. The release is committed without
 -- waiting for its WAL flush: lost in a crash, it leaves the grant to
 -- expire.
-CREATE OR REPLACE FUNCTION distlock_lease_release(lock_key text, lock_grant text)
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release(lock_key text, lock_grant text)
 RETURNS boolean
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     head text;
 BEGIN
-    UPDATE distlock_lease l SET grant_id = NULL, expires = '-infinity'
-    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
+    UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.now();
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    SELECT w.waiter INTO head FROM distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.expires > now()
+    SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > pg_catalog.now()
     ORDER BY w.seq LIMIT 1;
-    PERFORM pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
-    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
     RETURN true;
 END
 $$;
@@ -355,30 +388,34 @@ $$;
 -- atomic step: a stale writer cannot commit after a newer one has
 -- admitted its token. Call it in the transaction that writes the resource,
 -- from any client, or from a trigger.
-CREATE OR REPLACE FUNCTION distlock_admit(fenced_resource text, fence_token bigint)
+CREATE OR REPLACE FUNCTION @schema@.distlock_admit(fenced_resource text, fence_token bigint)
 RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     highest bigint;
 BEGIN
     IF fenced_resource IS NULL OR fence_token IS NULL OR fence_token <= 0 THEN
         RAISE EXCEPTION 'distlock: fence: resource % with token %: a resource and a positive token are required',
-            quote_nullable(fenced_resource), quote_nullable(fence_token)
+            pg_catalog.quote_nullable(fenced_resource), pg_catalog.quote_nullable(fence_token)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO distlock_resource AS r (resource, token)
+    INSERT INTO @schema@.distlock_resource AS r (resource, token)
     VALUES (fenced_resource, fence_token)
     ON CONFLICT (resource) DO UPDATE
         SET token = EXCLUDED.token
         WHERE r.token <= EXCLUDED.token
     RETURNING r.token INTO highest;
     IF NOT FOUND THEN
-        SELECT r.token INTO highest FROM distlock_resource r WHERE r.resource = fenced_resource;
+        SELECT r.token INTO highest FROM @schema@.distlock_resource r WHERE r.resource = fenced_resource;
         RAISE EXCEPTION 'distlock: fence: stale token % for %: % already admitted',
-            fence_token, quote_literal(fenced_resource), highest
+            fence_token, pg_catalog.quote_literal(fenced_resource), highest
             USING ERRCODE = 'DL001', DETAIL = highest::text;
     END IF;
     RETURN highest;
 END
 $$;
+$schema$, '@schema@', target);
+END
+$install$;

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/driver"
@@ -26,7 +28,7 @@ const OpenTimeout = 5 * time.Second
 //
 // Options are this package's, and those of pgx and libpq, such as
 // "sslmode", "connect_timeout", "application_name" and "pool_max_conns"
-// (see the Schema and cost section of the package documentation for
+// (see the Cost section of the package documentation for
 // sizing the pool). This package's are:
 //
 //   - "mode": "session" (the default) or "lease" (WithMode); lease is for
@@ -38,6 +40,11 @@ const OpenTimeout = 5 * time.Second
 //     poll.
 //   - "poll_interval", "loss_grace", "request_timeout": Go durations
 //     (WithPollInterval, WithLossGrace, WithRequestTimeout).
+//
+// The URL is read as libpq reads it, but for its user information, which
+// ends at the last "@" (a password may hold "/" as it is): percent-escapes
+// are decoded and a "+" is a plus, so a space is written %20, as in
+// options=-c%20statement_timeout%3D5000.
 //
 // opts are applied after the URL's.
 //
@@ -62,7 +69,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if err := pool.Ping(pctx); err != nil {
 		b.Close()
 		pool.Close()
-		return nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrUnavailable, shown, driver.Scrub(err, rawURL))
+		return nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrUnavailable, shown, driver.Scrub(connectCause(err), rawURL))
 	}
 	b.ownsPool = true
 	return b, nil
@@ -96,17 +103,19 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 			return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q: host #%d: %v", driver.ErrInvalidOption, driver.Redact(rawURL), i+1, err)
 		}
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		// url.Error quotes the whole URL, password included: do not wrap it.
-		return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q", driver.ErrInvalidOption, driver.Redact(rawURL))
-	}
 	shown := driver.Redact(rawURL)
-	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+	if bu.Scheme != "postgres" && bu.Scheme != "postgresql" {
 		return nil, nil, fmt.Errorf("%w: pglock: %s: the scheme must be postgres or postgresql", driver.ErrInvalidOption, shown)
 	}
 
-	q := u.Query()
+	params, err := libpqParams(bu.RawQuery)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: pglock: %s: %v", driver.ErrInvalidOption, shown, err)
+	}
+	q := url.Values{}
+	for _, p := range params {
+		q.Add(p.name, p.value)
+	}
 	var own []Option
 	// In order, so that the same URL always gets the same error.
 	for _, name := range slices.Sorted(maps.Keys(durationParams)) {
@@ -118,7 +127,6 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 			return nil, nil, fmt.Errorf("%w: pglock: %s: %s %q is not a duration", driver.ErrInvalidOption, shown, name, q.Get(name))
 		}
 		own = append(own, durationParams[name](d))
-		q.Del(name)
 	}
 	mode := SessionMode
 	if q.Has("mode") {
@@ -129,15 +137,10 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 		default:
 			return nil, nil, fmt.Errorf("%w: pglock: %s: unknown mode %q: want session or lease", driver.ErrInvalidOption, shown, m)
 		}
-		q.Del("mode")
 		own = append(own, WithMode(mode))
 	}
-	listenHost := q.Get("listen_host")
-	hasListen := q.Has("listen_host")
-	q.Del("listen_host")
-	u.RawQuery = q.Encode()
-
-	if hasListen {
+	if q.Has("listen_host") {
+		listenHost := q.Get("listen_host")
 		if mode != LeaseMode {
 			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host is for mode=lease", driver.ErrInvalidOption, shown)
 		}
@@ -146,21 +149,135 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 		}
 		// The same URL with the listen host, less the pool's parameters,
 		// which a single connection would send to the server as settings.
-		lu := *u
-		lu.Host = listenHost
-		lq := lu.Query()
-		for name := range lq {
-			if strings.HasPrefix(name, "pool_") {
-				lq.Del(name)
-			}
+		lu, err := libpqURL(bu, listenHost, params, func(name string) bool { return ours(name) || strings.HasPrefix(name, "pool_") })
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: pglock: %s: %v", driver.ErrInvalidOption, shown, err)
 		}
-		lu.RawQuery = lq.Encode()
-		own = append(own, WithListen(lu.String()))
+		own = append(own, WithListen(lu))
 	}
 
-	cfg, err := pgxpool.ParseConfig(u.String())
+	pu, err := libpqURL(bu, strings.Join(bu.Hosts, ","), params, ours)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrInvalidOption, shown, driver.Scrub(err, rawURL))
+		return nil, nil, fmt.Errorf("%w: pglock: %s: %v", driver.ErrInvalidOption, shown, err)
+	}
+	cfg, err := pgxpool.ParseConfig(pu)
+	if err != nil {
+		// Without the quote of the URL, pgx's message names settings and
+		// their values, never the user information (see libpqURL), which
+		// a driver.Scrub could only garble: a password "P" masked in
+		// "ParseInt".
+		return nil, nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrInvalidOption, shown, unquoted(err))
 	}
 	return cfg, own, nil
+}
+
+// ours reports whether name is a parameter of this package, which pgx is
+// not given.
+func ours(name string) bool {
+	_, duration := durationParams[name]
+	return duration || name == "mode" || name == "listen_host"
+}
+
+// libpqURL writes bu, with hosts, for pgx, which reads a URL as libpq
+// does: the user information (as backendurl read it), the database and
+// params (less those drop names) each percent-encoded in full (see
+// libpqEscape), so that pgx reads them as they were read here and finds
+// nothing to refuse or to quote. Written as they came, they were read
+// otherwise: libpq ends the user information at a "/", so it took the
+// rest of a password holding one for a path and a query (and pgx quoted
+// it in an error); and url.Values.Encode writes a space as "+", a plus
+// for libpq, which made the server refuse
+// "options=-c%20statement_timeout%3D5000".
+func libpqURL(bu *driver.URL, hosts string, params []param, drop func(name string) bool) (string, error) {
+	// pgx refuses a NUL, which no setting can hold, quoting what holds
+	// it: refused here, quoting nothing.
+	if strings.ContainsRune(bu.User+bu.Password, 0) {
+		return "", errors.New("the user information holds a NUL")
+	}
+	var b strings.Builder
+	b.WriteString("postgres://")
+	if bu.HasUser {
+		b.WriteString(libpqEscape(bu.User))
+		if bu.HasPassword {
+			b.WriteString(":" + libpqEscape(bu.Password))
+		}
+		b.WriteByte('@')
+	}
+	// libpq percent-decodes the hosts too; HostPort checked the rest of
+	// them.
+	if _, err := url.PathUnescape(hosts); err != nil {
+		return "", errors.New("bad percent-encoding in a host")
+	}
+	b.WriteString(hosts)
+	if db, ok := strings.CutPrefix(bu.Path, "/"); ok {
+		name, err := url.PathUnescape(db)
+		switch {
+		case err != nil:
+			return "", errors.New("bad percent-encoding in the database name")
+		case strings.ContainsRune(name, 0):
+			return "", errors.New("the database name holds a NUL")
+		}
+		b.WriteString("/" + libpqEscape(name))
+	}
+	sep := "?"
+	for _, p := range params {
+		if !drop(p.name) {
+			b.WriteString(sep + libpqEscape(p.name) + "=" + libpqEscape(p.value))
+			sep = "&"
+		}
+	}
+	return b.String(), nil
+}
+
+// unquoted returns pgx's error of a connection string it cannot parse
+// without the connection string, which it quotes (password masked, as far
+// as pgx can tell), so that it shows nothing of the URL that OpenURL does
+// not show itself. errors.Is and errors.As still see err's chain;
+// errors.Unwrap does not reach the quote.
+func unquoted(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	msg := pe.Error()
+	// libpqURL percent-encodes everything: "`: " cannot be in the string.
+	if i := strings.Index(msg, "`: "); strings.HasPrefix(msg, "cannot parse `") && i >= 0 {
+		return &reworded{err: err, msg: "cannot parse the URL: " + msg[i+3:]}
+	}
+	return err
+}
+
+// param is a URL's query parameter, as libpq reads it.
+type param struct{ name, value string }
+
+// libpqParams reads rawQuery, what follows a URL's "?", as libpq does:
+// pairs separated by "&", percent-decoded, a "+" left a plus (where
+// net/url reads a space). A pair without "=" has an empty value, and an
+// "=" in a value is kept, as net/url reads them (libpq refuses both). A
+// NUL is an error (see libpqURL).
+func libpqParams(rawQuery string) ([]param, error) {
+	var ps []param
+	for _, pair := range strings.Split(rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err1 := url.PathUnescape(k)
+		value, err2 := url.PathUnescape(v)
+		switch {
+		case err1 != nil || err2 != nil:
+			return nil, errors.New("malformed query parameters")
+		case strings.ContainsRune(name+value, 0):
+			return nil, errors.New("a query parameter holds a NUL (%00)")
+		}
+		ps = append(ps, param{name, value})
+	}
+	return ps, nil
+}
+
+// libpqEscape percent-encodes every byte of s but letters, digits and
+// "-._~".
+func libpqEscape(s string) string {
+	// QueryEscape writes a space as "+", and a plus as "%2B".
+	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }

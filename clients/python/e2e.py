@@ -69,7 +69,8 @@ def walk(url, d):
     out["time_left"] = lock.time_left()
     out["first_write"] = store.write(lock.token, "v1")
     out["check_current"] = gw.check(name, lock.token)
-    # An operator forces the release: the keepalive reports the loss.
+    # An operator forces the release (the gateway allows it: serve
+    # --allow-force-release): the keepalive reports the loss.
     gw.request("POST", "/v1/locks/e2e%2Freport%2Edaily/release", {"force": True})
     until(lambda: not lock.valid(), 10, "the loss was not reported")
     out["lost_reason"] = lock.lost

@@ -41,6 +41,17 @@ func describeFile(b driver.Backend) (string, bool) {
 	return "", false
 }
 
+// unreadFiles returns the lock files that the listing of a file backend
+// could not read, if err says so (see filelock.ListError), and whether it
+// read others (listed something, if only that nothing is held).
+func unreadFiles(err error) (unread []error, listed, ok bool) {
+	var le *filelock.ListError
+	if !errors.As(err, &le) {
+		return nil, false, false
+	}
+	return le.Unread, le.Read > 0, true
+}
+
 // defaultDirHelp names the default lock directory in the help.
 func defaultDirHelp() string { return filelock.DefaultDir() }
 

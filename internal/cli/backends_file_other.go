@@ -17,6 +17,9 @@ func openFile(context.Context, string) (driver.Backend, io.Closer, error) {
 // describeFile names a file backend; there is none here.
 func describeFile(driver.Backend) (string, bool) { return "", false }
 
+// unreadFiles: there are no lock files here.
+func unreadFiles(error) (unread []error, listed, ok bool) { return nil, false, false }
+
 // defaultDirHelp names the default lock directory in the help.
 func defaultDirHelp() string { return " (not supported on " + runtime.GOOS + ")" }
 

@@ -12,12 +12,15 @@
 // $TMPDIR), so that a login shell and a cron job of one user take the same
 // locks, and it survives reboots and logouts. file:///dir names another.
 // status --verbose and the help name the directory; status on a directory
-// that does not exist says that no lock is held, and creates nothing. The
+// that does not exist says that no lock is held, and creates nothing. A
+// lock directory, the default or another, that a user other than this one
+// and root could remove or replace lock files in is refused (exit 69),
+// with its path, owner and mode (see Permissions in package filelock). The
 // other schemes are those of package backends, which opens every URL but
 // file:// for the command, as it does for Go programs: redis, rediss,
-// redis+cluster, rediss+cluster, redis+sentinel, redlock, redlocks, etcd
-// and etcds; zk and postgres are reserved for the other backends and report that they
-// are not available until they register with it. A URL without a host is
+// redis+cluster, rediss+cluster, redis+sentinel, redlock, redlocks, etcd,
+// etcds, zk, postgres, postgresql, and distlock+http and distlock+https
+// (a gateway). A URL without a host is
 // refused (exit 64). Passwords in URLs, and password-like query
 // parameters, are never printed: messages and logs show URLs as
 // backends.Redact does. A password given with --backend shows in the
@@ -29,8 +32,9 @@
 // run waits for the lock (forever, or up to --timeout; --no-wait tries
 // once), starts COMMAND with DISTLOCK_KEY and DISTLOCK_TOKEN added to its
 // environment, and keeps the lock while it runs: the distlock.Client renews
-// it every TTL/3 (--ttl, default 15s). When the command ends, the lock is
-// released and distlock exits with the command's status.
+// it every TTL/3 (--ttl, default 15s; see The lease, below, for what the
+// TTL is on each backend). When the command ends, the lock is released and
+// distlock exits with the command's status.
 //
 // --timeout bounds the wait for a held lock, not the first try: one try is
 // always made (given up to 5s, however short the timeout). When the lock
@@ -60,17 +64,46 @@
 // check DISTLOCK_TOKEN against fenced storage for the writes that matter.
 //
 // The deadline: the supervisor (below) keeps the lock's local deadline
-// itself. distlock tells it the deadline before the command starts and
-// after each confirmed renewal (within TTL/30, at most 500ms); when the
-// deadline comes within the grace without a newer one, the supervisor
-// sends the group SIGTERM (and SIGCONT, for a stopped job), then SIGKILL
-// at the deadline, whatever distlock is doing: stopped alone (SIGSTOP, a
-// debugger, a freezer of its pid), or starved. The grace counts against
-// the deadline, so that the job is gone before the lease can lapse, and
-// for this it is cut to TTL/3: the lock is renewed every TTL/3, and a
-// SIGTERM further ahead would come before a renewal is even late. distlock
-// then exits 76, also if a renewal came in after all. Only a pause of both
+// itself, the one the Client keeps (distlock.Lock.RiskWindow), which comes
+// from the lease the service confirmed, not always from --ttl (see The
+// lease, below). distlock tells it the deadline before the command starts
+// and after each confirmed renewal (within a tenth of the lock's at-risk
+// window, at most 500ms); when the deadline comes within the grace
+// without a newer one, the supervisor sends the group SIGTERM (and
+// SIGCONT, for a stopped job), then SIGKILL at the deadline, whatever
+// distlock is doing: stopped alone (SIGSTOP, a debugger, a freezer of its
+// pid), or starved. The grace counts against the deadline, so that the
+// job is gone before the lease can lapse, and for this it is cut to the
+// lock's at-risk window (distlock.WithAtRiskWindow's default): the Client
+// sends each renewal at least two windows before the deadline, so that a
+// renewal that is merely on time never meets a SIGTERM, and one further
+// ahead would come before a renewal is even late. Once it has sent
+// SIGTERM, the supervisor keeps to that deadline for SIGKILL, and distlock
+// exits 76, also if a renewal came in after all. Only a pause of both
 // distlock and the supervisor remains, which fencing covers.
+//
+// The lease, per backend, with the defaults (--ttl 15s; the Client renews
+// every TTL/3, or halfway to the deadline when that comes sooner; the
+// deadline is the lease's TTL×0.99 less 10ms after the send of the
+// request that confirmed it):
+//   - redis (every form), redlock, etcd and postgres with ?mode=lease: a
+//     lease of --ttl (etcd: a session lease of whole seconds; redlock: less
+//     the quorum's time and the drift), renewed every 5s; the window is
+//     about 4.9s.
+//   - zk: the ZooKeeper session timeout (?session_timeout=, default 10s),
+//     whatever --ttl is, which only sets the renewal interval: renewed
+//     halfway to each deadline, about every 4.9s, with a window of about
+//     2.5s; a session timeout of 4s, renewals about every 2s, a window of
+//     about 1s.
+//   - distlock+http (a gateway): the time left that the gateway reports
+//     for its lock, from the send of the keepalive it answered; the window
+//     is half of what is left after the next renewal, at most TTL/3.
+//   - file:// and postgres (its session locks): no time bound. The Client
+//     keeps no deadline and neither does the supervisor: the lock lasts
+//     as long as the lock file is open (the supervisor holds it too) or
+//     distlock's connection to the server, whatever distlock is doing;
+//     the Client checks it every TTL/3. A lock found lost (the connection
+//     broke) ends the command as above, once distlock learns it.
 //
 // Signals: the signals one sends on purpose (SIGHUP, SIGINT, SIGQUIT,
 // SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH and SIGCONT) sent
@@ -114,9 +147,11 @@
 // such; run it from an interactive shell. Without a terminal the same
 // relay applies to SIGTSTP sent to distlock.
 //
-// While stopped, distlock renews nothing: on a TTL backend a stop longer
-// than the TTL loses the lock, and the supervisor ends the job at the
-// lock's deadline, stopped or not. Members of the job that catch SIGTSTP
+// While stopped, distlock renews nothing: on a backend with a lease a
+// stop longer than the lease loses the lock (for ZooKeeper and etcd, the
+// client's keep-alives of the session stop too), and the supervisor ends
+// the job at the lock's deadline, stopped or not. file:// and postgres
+// session locks stay held. Members of the job that catch SIGTSTP
 // and go on running go on while distlock is stopped, until then. SIGTTIN
 // and SIGTTOU concern distlock's own use of the terminal: they stop
 // distlock alone (with `stty tostop`, its own messages while the job has
@@ -143,9 +178,14 @@
 // kills the job's group with SIGKILL, waits until none of its processes is
 // alive, and exits. With file:// it holds a descriptor of the lock file
 // (filelock.Backend.File, passed over the socket), so the flock, and the lock, stays held until then:
-// the key is never granted again while the job runs. On TTL backends the
-// lock lapses at its TTL, long after the job is gone. If the supervisor
-// alone dies, distlock kills the group itself and exits 70.
+// the key is never granted again while the job runs. On the backends with
+// a lease the lock lapses with the lease (the TTL, etcd's session lease,
+// the ZooKeeper session timeout), long after the job is gone. With
+// postgres session locks the server frees the lock as soon as distlock's
+// connection closes, which is when distlock dies: the next holder may be
+// granted it while the supervisor is still killing the job, and only
+// fencing covers that. If the supervisor alone dies, distlock kills the
+// group itself and exits 70.
 //
 // What remains uncovered: processes of the job that leave its process
 // group (setsid, setpgid; daemons do) are neither signalled nor killed;
@@ -154,7 +194,7 @@
 // waited for; a supervisor killed together with distlock (kill -9 of
 // both, an OOM kill of both) leaves the job running without the lock, and
 // one paused together with it (SIGSTOP of both, or of the whole host) past
-// the TTL leaves it running unprotected; a process stuck in the kernel
+// the lease leaves it running unprotected; a process stuck in the kernel
 // (state D) is waited for. Tests show each of these limits. On other Unix systems there is no parent-death signal: the
 // supervisor polls its parent every 100ms, the job's orphans are not
 // reaped by it, and the wait for the group gives up after 10s. On Windows
@@ -177,8 +217,16 @@
 // in tenths of a second below a minute and in whole seconds above. Keys
 // and owners are what anyone with access to the service wrote: the table
 // shows one with a character that does not print (control characters,
-// invalid UTF-8) Go-quoted, with escapes; --json escapes them as JSON
-// does.
+// format characters such as the bidirectional controls and the
+// zero-width ones, invalid UTF-8) Go-quoted, with escapes; --json
+// escapes the same characters as \uXXXX, which decodes to the same
+// string (the rule is internal/visible's, which the gateway's dashboard
+// follows too). status changes nothing in the service: on PostgreSQL, a
+// database without pglock's tables holds no lock, and a role that may
+// only read the tables can list. With file://, a lock file that cannot be
+// read (permission denied) is named on standard error, and the others
+// listed: status fails (exit 69) only when it could read no lock file
+// under the prefix, since it could then tell nothing.
 //
 // Logging: without --verbose distlock reports each outcome once, on
 // standard error; with it, it and the Client log what they do (renewals,

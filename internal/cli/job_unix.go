@@ -555,56 +555,60 @@ func (t *terminal) move(from, to int) {
 	}
 }
 
-// supervisorGrace is the part of --grace that the supervisor's own
-// enforcement of the deadline uses: SIGTERM that long before the lock's
-// deadline, SIGKILL at it, so that the group is gone before the lease can
-// lapse. It is cut to a third of the TTL: the lock is renewed every TTL/3,
-// and a SIGTERM further ahead of the deadline would come before a renewal
-// is even late.
-func supervisorGrace(f runFlags) time.Duration { return min(f.grace, f.ttl/3) }
-
 // supervisorDeadline is what the supervisor is told of lock now: its
-// local deadline, with SIGTERM supervisorGrace before it, or no bound.
+// local deadline, with SIGTERM before it, or no bound.
 func supervisorDeadline(lock *distlock.Lock, f runFlags) deadline {
 	now := monoNow()
-	d, ok := lock.Deadline()
+	d, w, ok := lock.RiskWindow()
 	if !ok {
 		if lock.Err() != nil {
 			return deadline{term: now, kill: now} // ended already
 		}
 		return deadline{}
 	}
-	return limitAt(now, d, f)
+	return limitAt(now, d, w, f)
 }
 
-// limitAt converts d, read from the lock after now (monoNow), to the
-// supervisor's clock. A pause between the two readings only moves the
-// result earlier.
-func limitAt(now int64, d time.Time, f runFlags) deadline {
+// limitAt converts d, read from the lock after now (monoNow), with its
+// at-risk window w, to the supervisor's clock: SIGKILL at d, SIGTERM --grace
+// before it, but no earlier than the window's start. The Client keeps d
+// and w from the lease the service confirmed (a ZooKeeper session timeout,
+// whatever --ttl is) and sends each renewal at least two windows before d,
+// so that a renewal that is merely on time never meets a SIGTERM; a
+// SIGTERM further ahead would come before a renewal is even late. A pause
+// between the two readings only moves the result earlier.
+func limitAt(now int64, d time.Time, w time.Duration, f runFlags) deadline {
 	kill := now + int64(time.Until(d))
-	return deadline{term: kill - int64(supervisorGrace(f)), kill: kill}
+	return deadline{term: kill - int64(min(f.grace, w)), kill: kill}
 }
 
 // deadlinePoll is how often distlock looks for a renewed deadline to pass
-// on to the supervisor: often enough that the supervisor's copy lags the
-// lock's by a small part of the TTL.
-func deadlinePoll(ttl time.Duration) time.Duration {
-	return min(max(ttl/30, 10*time.Millisecond), 500*time.Millisecond)
+// on to the supervisor, for a lock whose at-risk window is w: often enough
+// that the supervisor's copy lags the lock's by a small part of the time
+// a renewal has before the window.
+func deadlinePoll(w time.Duration) time.Duration {
+	return min(max(w/10, 10*time.Millisecond), 500*time.Millisecond)
 }
 
 // sendDeadlines passes each renewed deadline of lock on to j's supervisor
 // until the returned stop is called, which also closes the pipe.
 func (r *runner) sendDeadlines(lock *distlock.Lock, j *job, first deadline, f runFlags) (stop func()) {
 	if !first.bounded() {
+		// No time bound (file://, PostgreSQL's session locks): the
+		// Client keeps none, and these backends confirm none later.
 		j.limits.Close()
 		return func() {}
 	}
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(deadlinePoll(f.ttl))
+		_, w, _ := lock.RiskWindow()
+		t := time.NewTimer(deadlinePoll(w))
 		defer t.Stop()
-		var last time.Time // the first tick resends the first deadline, or a renewed one
+		var (
+			last  time.Time // the first tick resends the first deadline, or a renewed one
+			lastW time.Duration
+		)
 		for {
 			select {
 			case <-quit:
@@ -612,15 +616,16 @@ func (r *runner) sendDeadlines(lock *distlock.Lock, j *job, first deadline, f ru
 			case <-t.C:
 			}
 			now := monoNow()
-			d, ok := lock.Deadline()
+			d, w, ok := lock.RiskWindow()
 			if !ok {
 				return // ended: the supervisor keeps the last deadline, and distlock ends the job
 			}
-			if d.Equal(last) {
+			t.Reset(deadlinePoll(w))
+			if d.Equal(last) && w == lastW {
 				continue
 			}
-			last = d
-			if _, err := io.WriteString(j.limits, limitAt(now, d, f).line()); err != nil {
+			last, lastW = d, w
+			if _, err := io.WriteString(j.limits, limitAt(now, d, w, f).line()); err != nil {
 				r.log.Debug("telling the supervisor the lock's deadline", "err", err)
 				return
 			}

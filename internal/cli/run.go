@@ -52,12 +52,17 @@ Ctrl-Z reach it once. When the command exits, whatever is left of its
 group is killed (SIGKILL) before the lock is released. If the lock is lost,
 the group gets SIGTERM, then SIGKILL after --grace, and distlock exits 76.
 A supervisor process between distlock and the command keeps the lock's
-deadline too: if it nears without a confirmed renewal (distlock stopped or
-starved), the supervisor sends the group SIGTERM --grace before the
-deadline (at most TTL/3 before it) and SIGKILL at it, so that the job is
-gone before the lease can lapse. Signals sent to distlock (all but SIGKILL,
-SIGSTOP, SIGCHLD, SIGPIPE, SIGURG, SIGTTIN and SIGTTOU) are forwarded to
-the group; ignored ones (nohup) stay ignored. The supervisor kills the
+deadline too, as the Client keeps it from the lease the service confirmed:
+--ttl on most backends, the session timeout on zk://, the time left that
+the gateway reports on distlock+http://; no deadline on file:// (the lock
+file, which the supervisor holds too) and postgres:// session locks
+(distlock's connection). If the deadline nears without a confirmed renewal
+(distlock stopped or starved), the supervisor sends the group SIGTERM
+--grace before it (at most the lock's at-risk window before it: the Client
+renews at least two windows before the deadline) and SIGKILL at it, so
+that the job is gone before the lease can lapse. Signals sent to
+distlock (all but SIGKILL, SIGSTOP, SIGCHLD, SIGPIPE, SIGURG, SIGTTIN and
+SIGTTOU) are forwarded to the group; ignored ones (nohup) stay ignored. The supervisor kills the
 group if distlock itself dies (at once on Linux) and, with file://, keeps
 the lock until the group is gone. Not covered: processes that leave the
 group (setsid), that run as another user than distlock, and distlock and
@@ -99,8 +104,8 @@ the lock was lost or its deadline neared while the command ran.`,
 	fl.BoolVar(&f.noWait, "no-wait", false, "try once; if the lock is held, exit 75 at once")
 	fl.IntVar(&f.heldExit, "held-exit", ExitNotAcquired, "exit status when the lock is not acquired (held with --no-wait, or --timeout passed)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing when the lock is not acquired")
-	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service; the lock is renewed every TTL/3")
-	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command (at most TTL/3 when the lock's deadline nears without a renewal)")
+	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service (zk:// keeps its session timeout); the lock is renewed every TTL/3, or halfway to its deadline when sooner")
+	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command (cut to the lock's at-risk window when its deadline nears without a renewal)")
 	return cmd
 }
 

@@ -314,6 +314,24 @@ func TestUnreachableService(t *testing.T) {
 	}
 }
 
+// The message about an unreachable service shows its URL as given, less
+// the user information, even when the user is named like the URL's
+// scheme, host or database (a user name that is also one of those parts
+// is not taken for a password where the message names that part).
+func TestUnreachableServiceShowsURL(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ url, shown string }{
+		{"postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5", "postgres://xxxxx@127.0.0.1:1/postgres?connect_timeout=5"},
+		{"postgres://localhost@localhost:1/db?connect_timeout=5", "postgres://xxxxx@localhost:1/db?connect_timeout=5"},
+		{"redis://redis@127.0.0.1:1/0", "redis://xxxxx@127.0.0.1:1/0"},
+	} {
+		r := e.run("--backend", tc.url, "status")
+		if r.code != cli.ExitUnavailable || !strings.Contains(r.stderr, tc.shown) {
+			t.Errorf("status on %s: exit %d, stderr %q; want %d naming %s", tc.url, r.code, r.stderr, cli.ExitUnavailable, tc.shown)
+		}
+	}
+}
+
 // status lists the holder of a key with its token, as a table and as JSON.
 func TestStatus(t *testing.T) {
 	e := newEnv(t)

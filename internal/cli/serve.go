@@ -20,6 +20,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/gateway"
 )
 
@@ -34,6 +35,8 @@ type serveFlags struct {
 	tlsClientCA string
 	maxSessions int
 	maxWait     time.Duration
+	maxTTL      time.Duration
+	openForce   bool
 }
 
 func (r *runner) serveCommand() *cobra.Command {
@@ -48,13 +51,26 @@ check. The API is described at /v1/openapi.json; /healthz answers whether
 it serves and /metrics has Prometheus metrics.
 
 Without --tokens it listens on the loopback interface only, and every user
-of this host may take, and force the release of, any lock. With --tokens
-FILE (JSON: {"tokens": [{"name", "token", "prefixes", "admin"}]}) every
-request needs "Authorization: Bearer TOKEN", each token may use the lock
-names starting with one of its prefixes, and only admin tokens may force a
-release. Tokens are never logged. With --tls-cert and --tls-key it serves
-HTTPS, and with --tls-client-ca it asks every client for a certificate
-signed by that CA.
+of this host may take any lock; none may force the release of another's,
+unless --allow-force-release lets every one of them. Requests from web
+pages of other origins, and request bodies not sent as application/json,
+are refused, so that a page the user opens cannot use the gateway.
+
+With --tokens FILE (JSON: {"tokens": [{"name", "token", "prefixes",
+"admin"}]}; other users of the host may neither read nor write it, nor
+its group write it: mode 0600 or 0640) every request needs
+"Authorization: Bearer TOKEN", each token may use the lock names starting
+with one of its prefixes, and only admin tokens may force a release.
+Tokens are never logged. Each token has its own share of --max-sessions,
+and of the waiting requests (1024) and event streams (256): the
+"max_sessions", "max_waiting" and "max_streams" of its entry, or else an
+even part of what the other tokens leave. With --tls-cert and --tls-key
+it serves HTTPS, and with --tls-client-ca it asks every client for a
+certificate signed by that CA.
+
+A session's TTL is at most --max-ttl: it only has to outlast the gap
+between a client's keepalives, and it is how long the locks of a client
+that vanished stay held.
 
 Several gateways over one network lock service exclude each other's
 clients. It runs until interrupted (Ctrl-C or SIGTERM), then ends its
@@ -79,6 +95,8 @@ sessions, which releases their locks.`,
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mutual TLS)")
 	fl.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "most sessions open at once")
 	fl.DurationVar(&f.maxWait, "max-wait", gateway.DefaultMaxWait, "longest wait of one acquire or keepalive")
+	fl.DurationVar(&f.maxTTL, "max-ttl", gateway.DefaultMaxTTL, "longest TTL of a session: how long a vanished client keeps its locks")
+	fl.BoolVar(&f.openForce, "allow-force-release", false, "without --tokens, let every local user force the release of any lock")
 	return cmd
 }
 
@@ -94,7 +112,16 @@ func loopbackOnly(addr net.Addr) error {
 func (r *runner) serve(ctx context.Context, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opts := []gateway.Option{gateway.WithLogger(r.log), gateway.WithMaxSessions(f.maxSessions), gateway.WithMaxWait(f.maxWait)}
+	opts := []gateway.Option{gateway.WithLogger(r.log), gateway.WithMaxSessions(f.maxSessions), gateway.WithMaxWait(f.maxWait),
+		gateway.WithTTLRange(gateway.DefaultMinTTL, f.maxTTL)}
+	switch {
+	case f.maxTTL < gateway.DefaultMinTTL || f.maxTTL > distlock.MaxTTL:
+		return usagef("--max-ttl %v: want %v to %v", f.maxTTL, gateway.DefaultMinTTL, distlock.MaxTTL)
+	case f.openForce && f.tokens != "":
+		return usagef("--allow-force-release is for a gateway without --tokens: with them, give a token \"admin\": true")
+	case f.openForce:
+		opts = append(opts, gateway.WithForceWithoutTokens())
+	}
 	if f.tokens != "" {
 		t, err := gateway.ReadTokens(f.tokens)
 		if err != nil {
@@ -158,8 +185,11 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 		shown = "file://" + defaultDirHelp()
 	}
 	auth := "bearer tokens from " + f.tokens
-	if f.tokens == "" {
+	switch {
+	case f.tokens == "" && f.openForce:
 		auth = "no --tokens: loopback only, every local user may take and force-release any lock"
+	case f.tokens == "":
+		auth = "no --tokens: loopback only, every local user may take any lock, none may force a release"
 	}
 	fmt.Fprintf(r.stderr, "distlock serve: locks of %s on %s://%s (%s)\n", redact(shown), scheme, ln.Addr(), auth)
 	if err := g.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

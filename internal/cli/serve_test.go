@@ -85,6 +85,59 @@ func TestServeRefusesBadTokenFile(t *testing.T) {
 	}
 }
 
+// A token file that every user of the host may read is refused, with
+// its name and mode; so is --allow-force-release with tokens, where the
+// admin scope decides.
+func TestServeRefusesOpenTokenFile(t *testing.T) {
+	e := newEnv(t)
+	const secret = "a-secret-that-must-not-show"
+	path := e.path("tokens.json")
+	if err := os.WriteFile(path, []byte(`{"tokens":[{"name":"a","token":"`+secret+`","prefixes":[""]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// (A --listen that serve would refuse after reading the tokens: a
+	// file read without complaint ends serve at once too.)
+	r := e.run("serve", "--listen", "no-port", "--tokens", path)
+	if r.code != 64 || strings.Contains(r.stderr, secret) || !strings.Contains(r.stderr, path+" has mode 0644") {
+		t.Errorf("exit %d, stderr %q; want 64, the file and its mode, and no secret", r.code, r.stderr)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.run("serve", "--listen", "no-port", "--tokens", path, "--allow-force-release")
+	if r.code != 64 || !strings.Contains(r.stderr, "--allow-force-release") {
+		t.Errorf("--tokens with --allow-force-release: exit %d, stderr %q; want 64", r.code, r.stderr)
+	}
+}
+
+// --max-ttl bounds the TTL of the gateway's sessions.
+func TestServeMaxTTL(t *testing.T) {
+	e := newEnv(t)
+	s := e.serve("--max-ttl", "30s")
+	for _, tc := range []struct {
+		ttl    string
+		status int
+	}{{"30s", 201}, {"31s", 400}} {
+		resp, err := http.Post(s.url+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"`+tc.ttl+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("a session of %s: %s %s, want %d", tc.ttl, resp.Status, body, tc.status)
+		}
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	e.wait(s.started)
+	if r := e.run("serve", "--listen", "127.0.0.1:0", "--max-ttl", "48h"); r.code != 64 || !strings.Contains(r.stderr, "--max-ttl 48h0m0s: want") {
+		t.Errorf("--max-ttl 48h: exit %d, stderr %q; want 64 and the range", r.code, r.stderr)
+	}
+}
+
 func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 	e := newEnv(t)
 	s := e.serve()
@@ -150,7 +203,7 @@ func python(t *testing.T, args ...string) *exec.Cmd {
 
 func TestPythonClientWalk(t *testing.T) {
 	e := newEnv(t)
-	s := e.serve()
+	s := e.serve("--allow-force-release") // the walk forces a release, as an operator does
 	cmd := python(t, "walk", s.url, e.tmp)
 	out, err := cmd.Output()
 	if err != nil {

@@ -19,21 +19,53 @@ import (
 // the command before the lease can lapse: no write of the command lands
 // after the next holder's grant, whether the command obeys SIGTERM or
 // only dies of the SIGKILL at the deadline (--grace longer than the TTL
-// allows is cut to TTL/3). When distlock is continued it exits 76.
+// allows is cut to the lock's at-risk window). When distlock is continued
+// it exits 76.
 func TestRedisStoppedDistlockCommandEndsInTime(t *testing.T) {
 	backend := "redis://" + testserver.StartRedis(t).Addr
-	t.Run("ObeysSIGTERM", func(t *testing.T) { stoppedDistlockCommandEndsInTime(t, backend, "k1", "", "10s") })
-	t.Run("IgnoresSIGTERM", func(t *testing.T) { stoppedDistlockCommandEndsInTime(t, backend, "k2", "trap '' TERM;", "1h") })
+	t.Run("ObeysSIGTERM", func(t *testing.T) { stoppedDistlockCommandEndsInTime(newEnv(t), backend, "k1", "", "10s") })
+	t.Run("IgnoresSIGTERM", func(t *testing.T) {
+		stoppedDistlockCommandEndsInTime(newEnv(t), backend, "k2", "trap '' TERM;", "1h")
+	})
 }
 
 // The same on etcd: the stopped distlock sends no keep-alives, the server
 // expires the session's lease, and the command is gone by then.
 func TestEtcdStoppedDistlockCommandEndsInTime(t *testing.T) {
-	stoppedDistlockCommandEndsInTime(t, "etcd://"+testserver.StartEtcd(t).Members[0].ClientAddr, "k", "trap '' TERM;", "1h")
+	e := newEnv(t)
+	stoppedDistlockCommandEndsInTime(e, "etcd://"+testserver.StartEtcd(t).Members[0].ClientAddr, "k", "trap '' TERM;", "1h")
 }
 
-func stoppedDistlockCommandEndsInTime(t *testing.T, backend, key, trap, grace string) {
+// The same on ZooKeeper, where the lease is the session timeout (here 2s),
+// not --ttl: the stopped distlock's client sends no pings, the ensemble
+// expires the session, and the command is gone by then.
+func TestZooKeeperStoppedDistlockCommandEndsInTime(t *testing.T) {
 	e := newEnv(t)
+	z := testserver.StartZooKeeper(t)
+	stoppedDistlockCommandEndsInTime(e, "zk://"+z.ConnectString()+"/locks?session_timeout=2s", "k", "trap '' TERM;", "1h")
+}
+
+// The same through a gateway (over file://), where the lease is the time
+// left that the gateway reports: the stopped distlock sends no keepalives,
+// the gateway's session expires and its lock is released, and the command
+// is gone by then.
+func TestGatewayStoppedDistlockCommandEndsInTime(t *testing.T) {
+	e := newEnv(t)
+	stoppedDistlockCommandEndsInTime(e, "distlock+"+e.serve().url, "k", "trap '' TERM;", "1h")
+}
+
+// The same on PostgreSQL's lease table (?mode=lease, through PgBouncer):
+// the stopped distlock renews nothing, the lease expires, and the command
+// is gone by then.
+func TestPostgresLeaseStoppedDistlockCommandEndsInTime(t *testing.T) {
+	e := newEnv(t)
+	pg := testserver.StartPostgres(t)
+	backend := fmt.Sprintf("%s&mode=lease&listen_host=127.0.0.1:%d", testserver.StartPgBouncer(t, pg).DSN, pg.Port)
+	stoppedDistlockCommandEndsInTime(e, backend, "k", "trap '' TERM;", "1h")
+}
+
+func stoppedDistlockCommandEndsInTime(e *env, backend, key, trap, grace string) {
+	t := e.t
 	log, pidFile := e.path("log"), e.path("a.pid")
 	// The holder's command appends a line every few milliseconds; the next
 	// holder's appends one when it is granted the key, and holds it a

@@ -8,16 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/visible"
 )
 
 // DefaultInterval is the default time between the listings of
@@ -53,7 +51,12 @@ TERM=dumb) each listing is printed after the last, the same line first
 and an empty line after. With --json each listing is one JSON array on
 a line of its own. If the first listing fails, status exits as without
 --watch; a later failure is shown in its place (on standard error when
-not on a terminal) and the next listing tries again.`,
+not on a terminal) and the next listing tries again.
+
+With file://, a lock file that status cannot read (permission denied)
+is named on standard error (under the table on a terminal, with
+--watch) and the others are listed; status fails (exit 69) only if it
+could read none under PREFIX.`,
 		Example: `  distlock status jobs/
   distlock status --watch
   distlock status --watch --interval 5s --json jobs/ | jq -c 'length'`,
@@ -113,26 +116,59 @@ func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error
 		defer wl.Close()
 		return r.watch(ctx, wl, where, prefix, f)
 	}
-	hs, err := lister.List(ctx, prefix)
+	hs, unread, err := listHolders(ctx, lister, prefix, where)
+	for _, u := range unread {
+		fmt.Fprintf(r.stderr, "distlock: %s\n", printable(u))
+	}
 	if err != nil {
 		return err
 	}
 	now := time.Now()
 	if f.json {
-		enc := json.NewEncoder(r.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(holdersJSON(hs, now))
+		data, err := json.MarshalIndent(holdersJSON(hs, now), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = r.stdout.Write(append(visible.JSON(data), '\n'))
+		return err
 	}
 	if len(hs) == 0 {
 		// Said on stderr: stdout stays empty for scripts.
+		among := ""
+		if len(unread) > 0 {
+			among = " among the lock files read"
+		}
 		if prefix != "" {
-			fmt.Fprintf(r.stderr, "distlock: no lock held under %q on %s\n", prefix, where)
+			fmt.Fprintf(r.stderr, "distlock: no lock held under %q%s on %s\n", prefix, among, where)
 		} else {
-			fmt.Fprintf(r.stderr, "distlock: no lock held on %s\n", where)
+			fmt.Fprintf(r.stderr, "distlock: no lock held%s on %s\n", among, where)
 		}
 		return nil
 	}
 	return writeTable(r.stdout, hs, now)
+}
+
+// listHolders lists the holders under prefix through lister, which is the
+// backend named where. A file:// listing that could not read some lock
+// files lists the others: they are returned in unread, said as lines for
+// standard error, and the listing fails only if it read none.
+func listHolders(ctx context.Context, lister driver.Lister, prefix, where string) (hs []driver.Holder, unread []string, err error) {
+	hs, err = lister.List(ctx, prefix)
+	files, listed, ok := unreadFiles(err)
+	if !ok {
+		return hs, nil, err
+	}
+	for _, f := range files {
+		unread = append(unread, "cannot tell whether a lock is held: "+f.Error())
+	}
+	if !listed {
+		under := ""
+		if prefix != "" {
+			under = fmt.Sprintf(" under %q", prefix)
+		}
+		return nil, unread, fmt.Errorf("could not read any lock file%s on %s", under, where)
+	}
+	return hs, unread, nil
 }
 
 // holdersJSON is the document of `distlock status --json` for hs at now.
@@ -173,18 +209,14 @@ func writeTable(w io.Writer, hs []driver.Holder, now time.Time) error {
 	return tw.Flush()
 }
 
-// printable returns s for a terminal: as it is if every character prints
-// (and it does not begin with a double quote), else Go-quoted, with its
-// control characters, invalid UTF-8 and invisible format characters
-// escaped. Keys and owners come from the lock service, where anyone with
-// access may have written escape sequences or a newline that would forge a
-// row.
-func printable(s string) string {
-	if strings.HasPrefix(s, `"`) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == utf8.RuneError }) >= 0 {
-		return strconv.Quote(s)
-	}
-	return s
-}
+// printable returns s for a terminal (see visible.Quote): as it is if
+// every character prints, else Go-quoted, with its control characters,
+// invisible format characters (bidirectional controls, zero-width
+// characters) and invalid UTF-8 escaped. Keys and owners come from the
+// lock service, where anyone with access may have written escape
+// sequences or a newline that would forge a row, or a U+202E that shows
+// a name backwards.
+func printable(s string) string { return visible.Quote(s) }
 
 // span shows a duration in the status table: tenths of a second below a
 // minute, whole seconds from then on; never negative.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/visible"
 )
 
 // Terminal sequences (ANSI) of the watch's redraw. The screen is cleared
@@ -36,9 +37,15 @@ func (r *runner) watch(ctx context.Context, lister driver.Lister, where, prefix 
 	defer tick.Stop()
 	var frame bytes.Buffer
 	for n := 0; ; n++ {
-		hs, err := lister.List(ctx, prefix)
+		hs, unread, err := listHolders(ctx, lister, prefix, where)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if !tty || f.json || (err != nil && n == 0) {
+			for _, u := range unread {
+				fmt.Fprintf(r.stderr, "distlock: %s\n", printable(u))
+			}
+			unread = nil
 		}
 		if err != nil && n == 0 {
 			return err // a service that cannot be listed at all fails as without --watch
@@ -50,9 +57,12 @@ func (r *runner) watch(ctx context.Context, lister driver.Lister, where, prefix 
 			fmt.Fprintln(r.stderr, retrying(err, f.interval))
 		case f.json:
 			// One line per listing, so that line-oriented tools can follow.
-			if err := json.NewEncoder(&frame).Encode(holdersJSON(hs, now)); err != nil {
+			data, err := json.Marshal(holdersJSON(hs, now))
+			if err != nil {
 				return err
 			}
+			frame.Write(visible.JSON(data))
+			frame.WriteByte('\n')
 		default:
 			fmt.Fprintf(&frame, "%s: %s\n\n", title, now.Format(time.DateTime))
 			switch {
@@ -64,6 +74,9 @@ func (r *runner) watch(ctx context.Context, lister driver.Lister, where, prefix 
 				frame.WriteString("no lock held\n")
 			default:
 				writeTable(&frame, hs, now)
+			}
+			for _, u := range unread { // only on a terminal: off it, said on stderr
+				fmt.Fprintln(&frame, printable(u))
 			}
 			if tty {
 				rows, cols, _ := terminalSize(r.stdout)

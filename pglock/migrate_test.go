@@ -1,0 +1,101 @@
+package pglock_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/pglock"
+)
+
+// A database made by an earlier version of the schema (in testdata) is
+// migrated by the first use of several Backends at once, in both modes,
+// each of which then works; the previous versions' lease acquire, which
+// ignores the queue, still excludes the new one; and the migrated
+// functions call no function that another role put in schema public.
+func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
+	for _, version := range []string{"v1", "v2", "v3"} {
+		t.Run(version, func(t *testing.T) {
+			ctx := testCtx(t)
+			old, err := os.ReadFile("testdata/schema-" + version + ".sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSharedDB(t)
+			s.exec(t, s.app, string(old))
+			dsn := s.dsn(s.app)
+			const n = 6
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					opts := []pglock.Option{pglock.WithMode(pglock.LeaseMode), pglock.WithListen(dsn)}
+					if i%2 == 1 {
+						opts = nil
+					}
+					b, err := pglock.New(newPoolDSN(t, dsn), opts...)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer b.Close()
+					l, err := b.Acquire(ctx, "migrate/"+t.Name(), driver.AcquireOptions{TTL: time.Minute, Wait: true})
+					if err != nil {
+						t.Errorf("backend %d: %v", i, err)
+						return
+					}
+					if err := l.Release(ctx); err != nil {
+						t.Errorf("backend %d: release: %v", i, err)
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			pool := s.pool(t, s.app)
+			var unpinned []string
+			if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(proname::text ORDER BY proname), '{}') FROM pg_proc
+WHERE proname LIKE 'distlock\_%' AND prokind = 'f' AND NOT coalesce(proconfig @> '{"search_path=pg_catalog, pg_temp"}', false)`).Scan(&unpinned); err != nil {
+				t.Fatal(err)
+			}
+			if len(unpinned) > 0 {
+				t.Errorf("functions without a pinned search_path after the migration: %v", unpinned)
+			}
+			// The previous versions' lease acquire, which ignores the
+			// queue, and the new one exclude each other.
+			key := "migrate/old/" + t.Name()
+			var token *int64
+			if err := pool.QueryRow(ctx, `SELECT granted FROM distlock_lease_acquire($1, 'old', '', 60000)`, key).Scan(&token); err != nil || token == nil {
+				t.Fatalf("old acquire: %v (token %v)", err, token)
+			}
+			b, err := pglock.New(pool, pglock.WithMode(pglock.LeaseMode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); err == nil {
+				t.Fatal("a try was granted a key the previous version's acquire holds")
+			}
+			s.exec(t, s.evil, shadowingFunctions["lock id per session"])
+			checkExclusion(t, s, pglock.SessionMode)
+		})
+	}
+}
+
+// newPoolDSN is newPool for a DSN of another database.
+func newPoolDSN(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
