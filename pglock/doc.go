@@ -79,20 +79,24 @@
 // expiring by its clock.
 //
 // A lease-mode Acquire or TryAcquire whose statement fails, or whose
-// context ends, after the statement may have reached the server leaves no
-// grant and no place in the queue behind it, though the server may still
-// grant the key or queue the waiter (the driver's cancel request, which
-// normally stops the statement, can be lost or come too late). The
-// Backend then sends, in the background (Close waits for it), one
+// context ends, after the statement may have reached the server may have
+// been granted the key, or queued, all the same: the driver gives up on
+// a statement by closing its connection, which does not stop the
+// statement in the server. Before it returns, such an Acquire sends one
 // clean-up transaction that waits on the row locks the statement takes,
-// so that a statement still running in the server normally ends first, and then
-// releases a grant named by the try's own id, waking the next waiter as a
-// release does, and takes the try's waiter row out of the queue. It never
-// touches another grant or waiter: the id is the try's own and
-// unguessable. It is bounded by the request timeout (WithRequestTimeout,
-// 5s by default): the key is free as soon as the abandoned statement
-// ends, if that is within the request timeout of the failure, instead of
-// when the grant expires.
+// so that a statement still running in the server normally ends first,
+// and then releases a grant named by the try's own id, waking the next
+// waiter as a release does, and takes the try's waiter row out of the
+// queue. It never touches another grant or waiter: the id is the try's
+// own and unguessable. A waiting Acquire whose context ends between its
+// tries leaves the queue, likewise before it returns. So an Acquire that
+// gave up leaves nothing behind when it returns: another client's try
+// that comes after finds the key as the Acquire found it. The clean-up
+// is bounded by the request timeout (WithRequestTimeout, 5s by default),
+// and so is the time an Acquire takes to return after its context ended;
+// it takes longer than a round trip only while the abandoned statement
+// waits in the server, for a row lock that a transaction of another
+// client holds on the key.
 //
 // # Not guaranteed
 //
@@ -135,17 +139,18 @@
 //     allows. Fence the writes.
 //   - Lease mode: the clean-up of an abandoned try (see Guarantees) when
 //     the try's statement reaches the server after the clean-up (held up
-//     in the network or in a pooler's queue, its cancel request lost),
-//     is still running when the request timeout has passed, or when the
-//     server cannot be reached for the clean-up within it: the grant then
-//     holds the key until it expires, and a waiter row stands in the
-//     queue for its life (three mean pauses, see Waiting) at most. The
-//     same holds, in a narrow race, for a try that was itself waiting on
-//     the key's row behind a release: the clean-up waits on that release
-//     too and may lock the row first when both wake. The clean-up also
-//     needs the default isolation, READ COMMITTED: under REPEATABLE READ
-//     its row lock fails on the try's grant (lease mode already needs READ
-//     COMMITTED wherever acquirers contend).
+//     in the network or in a pooler's queue, or its server process not
+//     yet scheduled), is still running when the request timeout has
+//     passed, or when the server cannot be reached for the clean-up
+//     within it: the grant then holds the key until it expires, and a
+//     waiter row stands in the queue for its life (three mean pauses,
+//     see Waiting) at most. The same holds, in a narrow race, for a try
+//     that was itself waiting on the key's row behind a release: the
+//     clean-up waits on that release too and may lock the row first when
+//     both wake. The clean-up also needs the default isolation, READ
+//     COMMITTED: under REPEATABLE READ its row lock fails on the try's
+//     grant (lease mode already needs READ COMMITTED wherever acquirers
+//     contend).
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
@@ -318,9 +323,8 @@
 //
 // In session mode a Backend runs one goroutine per held lock, reading its
 // idle connection, and one per waiting Acquire while its context is being
-// cancelled. In lease mode it runs one for LISTEN when given WithListen,
-// and one, for the request timeout at most, to clean up after an Acquire
-// whose statement failed or was cancelled (see Guarantees). Close ends them.
+// cancelled. In lease mode it runs one for LISTEN when given WithListen.
+// Close ends them.
 // The Backend and its leases are safe for concurrent use.
 //
 // # URLs

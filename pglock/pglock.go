@@ -52,7 +52,9 @@ func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrac
 
 // WithRequestTimeout bounds what the Backend does on its own behalf, with no
 // caller's context to bound it: cancelling a wait in the server (the cancel
-// request, then the wait's end), closing a connection. Default:
+// request, then the wait's end), closing a connection, and in LeaseMode
+// the clean-up of a try that failed or whose context ended, which an
+// Acquire waits for before it returns. Default:
 // DefaultRequestTimeout (5s). It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
@@ -88,8 +90,9 @@ type Backend struct {
 	cancel context.CancelFunc
 
 	// life says whether the Backend is open and tracks its goroutines
-	// (the watchers of held leases, the listener, clean-ups); Close shuts
-	// it holding mu, so that under mu it stays as read.
+	// (the watchers of held leases, the listener) and, in LeaseMode, its
+	// acquires in progress; Close shuts it holding mu, so that under mu it
+	// stays as read.
 	life *backend.Tracker
 
 	mu     sync.Mutex
