@@ -228,8 +228,11 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 			// The server may still grant the key, or queue the waiter,
 			// and the reply never come: free the grant, or it holds the
 			// key until it expires, and leave the queue, once the
-			// statement has ended (see abandonRow).
-			b.settle(ctx, func(ctx context.Context) { _ = b.abandonRow(ctx, key, grant, opts.Wait) })
+			// statement has ended, or make sure that it does nothing if
+			// it reaches the server later (see abandonRow).
+			b.settle(ctx, func(ctx context.Context) {
+				_ = b.abandonRow(ctx, key, grant, ttl, time.Duration(waitMs)*time.Millisecond)
+			})
 			return nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
 			sub.cancel()

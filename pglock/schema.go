@@ -11,9 +11,10 @@ import (
 
 // Schema is the SQL that creates the package's tables and functions
 // (distlock_fence, distlock_resource, distlock_lease, distlock_lease_waiter,
-// distlock_acquire, distlock_lease_acquire, distlock_lease_wait,
-// distlock_lease_leave, distlock_lease_refresh, distlock_lease_release,
-// distlock_release, distlock_admit). It is idempotent. A Backend runs it on first use when
+// distlock_lease_abandoned, distlock_acquire, distlock_lease_acquire,
+// distlock_lease_wait, distlock_lease_leave, distlock_lease_abandon,
+// distlock_lease_refresh, distlock_lease_release, distlock_release,
+// distlock_admit). It is idempotent. A Backend runs it on first use when
 // they are missing; Migrate runs it explicitly, and an operator can run it
 // with psql instead (it is the file schema.sql of this package), for
 // example to let the Backend's role use the objects without the right to
@@ -28,9 +29,11 @@ const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
 	AND to_regclass('distlock_resource') IS NOT NULL
 	AND to_regclass('distlock_lease') IS NOT NULL
 	AND to_regclass('distlock_lease_waiter') IS NOT NULL
+	AND to_regclass('distlock_lease_abandoned') IS NOT NULL
 	AND to_regprocedure('distlock_lease_acquire(text, text, text, bigint)') IS NOT NULL
 	AND to_regprocedure('distlock_lease_wait(text, text, text, bigint, bigint)') IS NOT NULL
 	AND to_regprocedure('distlock_lease_leave(text, text)') IS NOT NULL
+	AND to_regprocedure('distlock_lease_abandon(text, text, bigint)') IS NOT NULL
 	AND to_regprocedure('distlock_lease_refresh(text, text, bigint)') IS NOT NULL
 	AND to_regprocedure('distlock_lease_release(text, text)') IS NOT NULL
 	AND to_regprocedure('distlock_acquire(text, boolean, text, interval)') IS NOT NULL
@@ -39,7 +42,9 @@ const schemaCheckSQL = `SELECT to_regclass('distlock_fence') IS NOT NULL
 
 // migrationLock serialises migrations (concurrent CREATE OR REPLACE
 // FUNCTION statements can fail). It is an advisory lock of the two-int4
-// form, a space of its own that no key's lock (the bigint form) can share.
+// form, a space of its own that no key's lock (the bigint form) can share;
+// the lease tries and their clean-ups use the class after it (see
+// distlock_lease_abandon).
 const migrationLock = `SELECT pg_advisory_xact_lock(1685086060, 1)`
 
 // Migrate creates the package's tables and functions in the database of

@@ -1,0 +1,384 @@
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 3.
+--
+-- A Backend runs this on first use if the objects are missing (Migrate does
+-- it explicitly); an operator can run it instead with
+--     psql -v ON_ERROR_STOP=1 -f schema.sql
+-- in the database and schema (the first of the search_path) the Backend's
+-- connections use. It is idempotent.
+--
+-- distlock_fence: one row per lock key ever granted, with the key's last
+-- token. It is a logged table so that tokens survive a crash and restart.
+-- owner and granted_at describe the last grant, for listings; held is true
+-- from a grant until its release through distlock_release, so that it is
+-- still true when a grant ended otherwise (its session was terminated or
+-- broke).
+--
+-- distlock_resource: one row per resource fenced with distlock_admit, with
+-- the highest token admitted for it.
+--
+-- distlock_lease: the locks of lease-table mode, one row per key ever
+-- granted in that mode. grant_id is the current grant's unguessable id
+-- (NULL once released), which every refresh and release must name;
+-- expires is when the grant ends unless refreshed, by the server's clock
+-- ('-infinity' once released). A grant's token is taken from the key's
+-- row in distlock_fence, so that a key's tokens increase across both
+-- modes.
+--
+-- distlock_lease_waiter: the queue of lease-table mode, one row per
+-- waiting Acquire (waiter is its grant id), in order of arrival (seq).
+-- A waiter's row lives until expires unless the waiter renews it, which it
+-- does with each try; a waiter that died is thus passed over once its row
+-- expires, and its row is deleted by the next grant of the key.
+
+CREATE TABLE IF NOT EXISTS distlock_fence (
+    key        text PRIMARY KEY,
+    token      bigint NOT NULL CHECK (token > 0),
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    held       boolean NOT NULL DEFAULT false
+);
+
+CREATE TABLE IF NOT EXISTS distlock_resource (
+    resource text PRIMARY KEY,
+    token    bigint NOT NULL CHECK (token > 0)
+);
+
+CREATE TABLE IF NOT EXISTS distlock_lease (
+    key        text PRIMARY KEY,
+    grant_id   text,
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    expires    timestamptz NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS distlock_lease_waiter (
+    key     text NOT NULL,
+    waiter  text NOT NULL,
+    seq     bigint GENERATED ALWAYS AS IDENTITY,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (key, waiter)
+);
+CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON distlock_lease_waiter (key, seq);
+
+-- distlock_acquire takes the session advisory lock of lock_key
+-- (pg_advisory_lock(hashtextextended(lock_key, 0)), waiting in the server's
+-- lock queue when wait is true, or trying once), then, and only then,
+-- increments the key's token and returns it. It returns NULL when a try
+-- finds the lock held. The statements of a PL/pgSQL function run in order,
+-- each with a snapshot taken when it starts, so the token is never
+-- incremented by a session that does not hold the lock, and it is read
+-- after the previous holder's release. The lock is a session lock: it
+-- outlives the statement and is kept even if the transaction fails, so a
+-- caller that gets an error must unlock or close the session.
+--
+-- If the key's previous grant was not released (its session ended while
+-- it held the lock), it waits loss_grace before granting, with the lock
+-- held: the server released the lock as it told the previous holder that
+-- its session was ending, and the grace lets that holder act on the news
+-- before anyone else can write with a newer token. The release (releaseSQL
+-- in the Go code) marks the row released and unlocks in one transaction,
+-- holding the lock at transaction level until that commits, so that the
+-- next holder normally finds the mark committed (the one-UPDATE path);
+-- for a release that commits after its unlock (an earlier version's), the
+-- row lock its UPDATE holds until then makes the SELECT ... FOR UPDATE
+-- below wait for that commit, so that a released grant is never mistaken
+-- for a lost one.
+CREATE OR REPLACE FUNCTION distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    granted bigint;
+    lost    boolean;
+BEGIN
+    IF wait THEN
+        PERFORM pg_advisory_lock(hashtextextended(lock_key, 0));
+    ELSIF NOT pg_try_advisory_lock(hashtextextended(lock_key, 0)) THEN
+        RETURN NULL;
+    END IF;
+    -- A token must be durable before it is handed out, or a crash could
+    -- hand it out again.
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    -- The common case, a key whose last grant was released: one UPDATE.
+    UPDATE distlock_fence f
+    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = clock_timestamp(), held = true
+    WHERE f.key = lock_key AND NOT f.held
+    RETURNING f.token INTO granted;
+    IF FOUND THEN
+        RETURN granted;
+    END IF;
+    -- A new key, a lost grant, or a release not yet committed.
+    SELECT f.held INTO lost FROM distlock_fence f WHERE f.key = lock_key FOR UPDATE;
+    IF lost AND loss_grace > interval '0' THEN
+        PERFORM pg_sleep(extract(epoch FROM loss_grace));
+    END IF;
+    INSERT INTO distlock_fence AS f (key, token, owner, granted_at, held)
+    VALUES (lock_key, 1, coalesce(lock_owner, ''), clock_timestamp(), true)
+    ON CONFLICT (key) DO UPDATE
+        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true
+    RETURNING f.token INTO granted;
+    RETURN granted;
+END
+$$;
+
+-- distlock_release is the release of the schema's first version, which
+-- took two commits; it is kept so that Backends of that version keep
+-- working on a database migrated by a later one. It marks the grant with
+-- lock_token released, commits that, and then unlocks lock_key's advisory
+-- lock, so that the next holder sees the grant released and does not wait
+-- for the loss grace. It sets
+-- released to false, and changes nothing, if this session did not hold
+-- the lock. It is a procedure (CALL distlock_release(key, token)), for its
+-- COMMIT: it must not be called inside a transaction block.
+CREATE OR REPLACE PROCEDURE distlock_release(lock_key text, lock_token bigint, INOUT released boolean DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_locks
+        WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+            AND mode = 'ExclusiveLock' AND objsubid = 1
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND ((classid::int8 << 32) | objid::int8) = hashtextextended(lock_key, 0)) THEN
+        released := false;
+        RETURN;
+    END IF;
+    UPDATE distlock_fence SET held = false WHERE key = lock_key AND token = lock_token;
+    COMMIT;
+    released := pg_advisory_unlock(hashtextextended(lock_key, 0));
+END
+$$;
+
+-- distlock_lease_acquire grants lock_key in lease-table mode to the grant
+-- lock_grant if the key's row is free (released, or expired by the
+-- server's clock: expires <= now(), the start of this transaction), for
+-- ttl_ms milliseconds from now(), and returns its token, taken from the
+-- key's counter in distlock_fence once the row is won. Otherwise it
+-- returns a NULL token and, in retry_ms, the milliseconds until the
+-- current grant expires unless refreshed (at least 1). Two acquirers of
+-- one key queue on its row lock; the second then sees the first's grant
+-- and is refused.
+CREATE OR REPLACE FUNCTION distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+    OUT granted bigint, OUT retry_ms bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    current_expiry timestamptz;
+BEGIN
+    IF lock_grant IS NULL OR ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease acquire: a grant id and a positive TTL are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The common case, a key granted before: one UPDATE, which waits for
+    -- a concurrent acquirer's transaction and then sees its grant.
+    UPDATE distlock_lease l
+    SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = now(),
+        expires = now() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.expires <= now();
+    IF NOT FOUND THEN
+        INSERT INTO distlock_lease (key, grant_id, owner, granted_at, expires)
+        VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), now(), now() + ttl_ms * interval '1 millisecond')
+        ON CONFLICT (key) DO NOTHING;
+        IF NOT FOUND THEN
+            -- Released meanwhile ('-infinity') or expired: 1ms.
+            SELECT l.expires INTO current_expiry FROM distlock_lease l WHERE l.key = lock_key;
+            retry_ms := CASE WHEN current_expiry IS NULL OR current_expiry <= clock_timestamp() THEN 1
+                ELSE greatest(1, ceil(extract(epoch FROM current_expiry - clock_timestamp()) * 1000))::bigint END;
+            RETURN;
+        END IF;
+    END IF;
+    -- A token must be durable before it is handed out.
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    UPDATE distlock_fence f SET token = f.token + 1 WHERE f.key = lock_key
+    RETURNING f.token INTO granted;
+    IF NOT FOUND THEN
+        INSERT INTO distlock_fence AS f (key, token) VALUES (lock_key, 1)
+        ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+        RETURNING f.token INTO granted;
+    END IF;
+END
+$$;
+
+-- distlock_lease_wait is distlock_lease_acquire for a waiting Acquire, in
+-- the order of arrival: the key is granted to lock_grant only if no live
+-- waiter came before it (a waiter's row with an earlier seq that has not
+-- expired), and otherwise lock_grant is queued, or its row renewed, to
+-- live wait_ms milliseconds from now(); with wait_ms 0 (a try) it is not
+-- queued. Granted, its row is deleted, with
+-- the rows of the key's waiters that expired. retry_ms is as in
+-- distlock_lease_acquire when the key is held, the time until the head
+-- waiter's row expires when the key is free but awaited by earlier
+-- waiters, and NULL when it was granted. A try refused while the key is
+-- free, for earlier waiters, notifies the head waiter, as a release would.
+CREATE OR REPLACE FUNCTION distlock_lease_wait(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+    wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    mine  bigint;
+    ahead timestamptz;
+    head  text;
+BEGIN
+    IF wait_ms IS NULL OR wait_ms < 0 THEN
+        RAISE EXCEPTION 'distlock: lease wait: a waiter lifetime of at least 0 is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT w.seq INTO mine FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+    SELECT min(w.expires) INTO ahead FROM distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.waiter <> lock_grant AND w.expires > now()
+        AND (mine IS NULL OR w.seq < mine);
+    IF ahead IS NULL THEN
+        SELECT a.granted, a.retry_ms INTO granted, retry_ms
+        FROM distlock_lease_acquire(lock_key, lock_grant, lock_owner, ttl_ms) a;
+        IF granted IS NOT NULL THEN
+            DELETE FROM distlock_lease_waiter w
+            WHERE w.key = lock_key AND (w.waiter = lock_grant OR w.expires <= now());
+            RETURN;
+        END IF;
+    ELSE
+        retry_ms := greatest(1, ceil(extract(epoch FROM ahead - clock_timestamp()) * 1000))::bigint;
+        -- The key is free and an earlier waiter is to have it. A release
+        -- names the head it sees, and a waiter's row that committed after
+        -- that, with a lower seq than the one named, was not: wake the
+        -- head, or it waits for its poll, and this waiter for its row to
+        -- expire.
+        IF NOT EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
+            SELECT w.waiter INTO head FROM distlock_lease_waiter w
+            WHERE w.key = lock_key AND w.expires > now()
+            ORDER BY w.seq LIMIT 1;
+            IF head IS NOT NULL THEN
+                PERFORM pg_notify('distlock_lease', lock_key || E'\n' || head);
+            END IF;
+        END IF;
+    END IF;
+    IF wait_ms = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO distlock_lease_waiter AS w (key, waiter, expires)
+    VALUES (lock_key, lock_grant, now() + wait_ms * interval '1 millisecond')
+    ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
+END
+$$;
+
+-- distlock_lease_leave takes lock_grant out of lock_key's queue, when its
+-- Acquire gives up; if the key is free, the next waiter is notified, as a
+-- release would (the one leaving may have been notified last). It first
+-- locks the key's row, as a release does: a release that comes first has
+-- committed before the leave sees the key free and notifies; one that
+-- comes after sees the leaver gone, and names the next waiter itself.
+-- Without it a release could name the leaver while the leave, still
+-- seeing the key held, named no one.
+CREATE OR REPLACE FUNCTION distlock_lease_leave(lock_key text, lock_grant text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    head text;
+BEGIN
+    PERFORM 1 FROM distlock_lease l WHERE l.key = lock_key FOR SHARE;
+    DELETE FROM distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM distlock_lease l WHERE l.key = lock_key AND l.expires > now()) THEN
+        RETURN;
+    END IF;
+    SELECT w.waiter INTO head FROM distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > now()
+    ORDER BY w.seq LIMIT 1;
+    IF head IS NOT NULL THEN
+        PERFORM pg_notify('distlock_lease', lock_key || E'\n' || head);
+    END IF;
+    PERFORM set_config('synchronous_commit', 'off', true);
+END
+$$;
+
+-- distlock_lease_refresh extends the grant lock_grant of lock_key to
+-- ttl_ms milliseconds from now() if it has not expired, and reports
+-- whether it did. The extension is committed durably (synchronous_commit
+-- at least on), since a holder counts on it: an extension lost in a crash
+-- would let the server grant the key while its holder goes on.
+CREATE OR REPLACE FUNCTION distlock_lease_refresh(lock_key text, lock_grant text, ttl_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease refresh: a positive TTL is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    UPDATE distlock_lease l SET expires = now() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
+    RETURN FOUND;
+END
+$$;
+
+-- distlock_lease_release frees the grant lock_grant of lock_key if it has
+-- not expired, notifies the key's head waiter (the live row of
+-- distlock_lease_waiter with the lowest seq) on the channel distlock_lease,
+-- with the key, a newline and the waiter as the payload (an empty waiter
+-- when none is queued: every waiter of the key may try), and reports
+-- whether it freed the grant. Only the head waiter then tries: a
+-- release wakes one waiter, not all. The release is committed without
+-- waiting for its WAL flush: lost in a crash, it leaves the grant to
+-- expire.
+CREATE OR REPLACE FUNCTION distlock_lease_release(lock_key text, lock_grant text)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    head text;
+BEGIN
+    UPDATE distlock_lease l SET grant_id = NULL, expires = '-infinity'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > now();
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    SELECT w.waiter INTO head FROM distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > now()
+    ORDER BY w.seq LIMIT 1;
+    PERFORM pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
+    PERFORM set_config('synchronous_commit', 'off', true);
+    RETURN true;
+END
+$$;
+
+-- distlock_admit admits fence_token for fenced_resource if it is at least
+-- the highest token admitted so far, and records it; otherwise it raises
+-- SQLSTATE 'DL001' (its DETAIL is the highest token admitted), which aborts
+-- the transaction, writes and all. The admitted row stays locked until the
+-- transaction ends, so the check and the transaction's writes are one
+-- atomic step: a stale writer cannot commit after a newer one has
+-- admitted its token. Call it in the transaction that writes the resource,
+-- from any client, or from a trigger.
+CREATE OR REPLACE FUNCTION distlock_admit(fenced_resource text, fence_token bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    highest bigint;
+BEGIN
+    IF fenced_resource IS NULL OR fence_token IS NULL OR fence_token <= 0 THEN
+        RAISE EXCEPTION 'distlock: fence: resource % with token %: a resource and a positive token are required',
+            quote_nullable(fenced_resource), quote_nullable(fence_token)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO distlock_resource AS r (resource, token)
+    VALUES (fenced_resource, fence_token)
+    ON CONFLICT (resource) DO UPDATE
+        SET token = EXCLUDED.token
+        WHERE r.token <= EXCLUDED.token
+    RETURNING r.token INTO highest;
+    IF NOT FOUND THEN
+        SELECT r.token INTO highest FROM distlock_resource r WHERE r.resource = fenced_resource;
+        RAISE EXCEPTION 'distlock: fence: stale token % for %: % already admitted',
+            fence_token, quote_literal(fenced_resource), highest
+            USING ERRCODE = 'DL001', DETAIL = highest::text;
+    END IF;
+    RETURN highest;
+END
+$$;
