@@ -182,6 +182,13 @@
 // no polling. When its context ends, the Backend sends the server a cancel
 // request, so that the server's wait ends too, and closes the connection
 // (a late cancel could otherwise hit the connection's next statement).
+// If the server granted the lock all the same (the release came first),
+// or the statement had taken it before it was cancelled, the Acquire
+// first releases it on that connection, as Release does, so that the key
+// is free when the Acquire returns, and the next grant need not wait for
+// the loss grace. Only when the cancel request fails, or the wait has not
+// ended within the request timeout, is the connection closed without
+// that: the server then gives the lock up when it ends the session.
 // Acquires of one key through one Backend queue in this process, first
 // come first served, and only the first of them holds a connection and
 // waits in the server; the next takes its turn when the grant ends. The

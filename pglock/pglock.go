@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -201,7 +202,7 @@ func (b *Backend) Close() error {
 // taken from the pool and kept for the lock's life; a waiting Acquire waits
 // in the server's lock queue, and when ctx ends the server is asked to
 // cancel the wait (its connection is then closed, not returned to the
-// pool). The token is incremented in the same statement, once the lock is
+// pool, once a grant the server made all the same is released). The token is incremented in the same statement, once the lock is
 // held. opts.TTL is checked but the grant has no time bound: its Validity
 // has TTL 0. opts.OnLost is called when the connection breaks.
 //
@@ -315,9 +316,10 @@ const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
 // server stops waiting too (a connection merely closed would go on waiting
 // in the server until it next tried to answer). A statement that failed or
 // was cancelled may leave the session lock held (a session lock outlives
-// the failed transaction that took it) and a cancel request may arrive late
-// and hit a later statement: lock then closes the connection rather than
-// return it to the pool.
+// the failed transaction that took it), the server may grant the lock
+// before the cancel request arrives, and a cancel request may arrive late
+// and hit a later statement: lock then gives the lock up and closes the
+// connection rather than return it to the pool (see abandon).
 func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts distlock.AcquireOptions) (uint64, error) {
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
@@ -343,20 +345,50 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts
 	close(finished)
 	if !stop() {
 		<-fired
-		b.discard(conn)
+		var granted uint64
+		if err == nil && token.Int64 > 0 {
+			granted = uint64(token.Int64) // the server granted it all the same
+		}
+		b.abandon(conn, key, granted)
 		return 0, b.endedErr(ctx)
 	}
 	switch {
 	case err != nil:
-		b.discard(conn)
+		b.abandon(conn, key, 0)
 		return 0, sortErr("acquire", err)
 	case !token.Valid:
 		return 0, nil
 	case token.Int64 <= 0:
-		b.discard(conn)
+		b.abandon(conn, key, 0)
 		return 0, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 	}
 	return uint64(token.Int64), nil
+}
+
+// abandon gives up what the session of conn may hold after an acquire
+// that failed or whose context ended, and then closes conn (a late cancel
+// request could otherwise hit its next statement): a grant the server
+// made all the same (token, 0 for none) is released as Release does,
+// marked released, and otherwise the key's lock is unlocked if the session
+// holds it (a session lock outlives the failed statement that took it).
+// Closing the connection alone gives the lock up only when the server
+// ends the session, a moment after the Acquire has returned, and leaves a
+// grant marked lost, which makes the next grant wait for the loss grace.
+// Closing is all it does when the connection is broken.
+func (b *Backend) abandon(conn *pgxpool.Conn, key string, token uint64) {
+	if !conn.Conn().IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+		var unlocked bool
+		err := pgx.ErrNoRows
+		if token > 0 {
+			err = conn.QueryRow(ctx, releaseSQL, key, int64(token)).Scan(&unlocked)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			_ = conn.QueryRow(ctx, unlockSQL, key).Scan(&unlocked)
+		}
+		cancel()
+	}
+	b.discard(conn)
 }
 
 // discard closes conn, taking it out of the pool: the server ends its
