@@ -18,16 +18,31 @@ import (
 // cancellation, was granted the key (and released it again).
 var errGranted = errors.New("granted")
 
+// cancelMoment is when a round of TestCancelledAcquireLeavesNothing
+// cancels its waiter.
+type cancelMoment int
+
+const (
+	cancelQueued cancelMoment = iota // once it waits in the server, before the release
+	cancelEarly                      // at a random moment of its start, before the release
+	cancelRacing                     // racing the release
+	cancelMoments
+)
+
+var cancelMomentNames = [cancelMoments]string{"once queued", "early", "racing the release"}
+
 // A waiting Acquire whose context ends leaves nothing behind once it has
 // returned, in every mode: after the holder releases, another Backend's
 // try is granted the key at once, neither refused for a grant the waiter
 // was given nor for its place in the queue. Each round cancels a waiter
-// either before the holder releases (the waiter is between tries, or in
-// the middle of one) or racing the release (the waiter may be granted the
-// key, and then releases it). The waiters of lease mode poll often, so
-// that cancellations land in their tries as well as between them.
+// before the holder releases, once the waiter waits in the server (it is
+// between tries, or in the middle of one) or at a random moment of its
+// start (its statement may not have reached the server yet), or racing
+// the release (the waiter may be granted the key, and then releases it).
+// The waiters of lease mode poll often, so that cancellations land in
+// their tries as well as between them.
 func TestCancelledAcquireLeavesNothing(t *testing.T) {
-	const rounds = 40 // of each: cancelled before the release, racing it
+	const rounds = 30 // of each moment
 	bouncer := testserver.StartPgBouncer(t, server)
 	admin := newPool(t, server)
 	poll := 5 * time.Millisecond
@@ -47,10 +62,10 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, run := testCtx(t), rand.Text()[:8] // keys of their own in each run of -count
 			holder, waiter, other := tc.newBackend(t), tc.newBackend(t), tc.newBackend(t)
-			refused := map[bool]int{}
+			var refused [cancelMoments]int
 			var first error
-			for round := range 2 * rounds {
-				racing := round%2 == 1
+			for round := range int(cancelMoments) * rounds {
+				moment := cancelMoment(round % int(cancelMoments))
 				key := fmt.Sprintf("cancelled/%s/%s/%d", run, t.Name(), round)
 				l := acquire(t, holder, ctx, key, distlock.AcquireOptions{})
 				wctx, cancel := context.WithCancel(ctx)
@@ -64,13 +79,17 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 					}
 					got <- err
 				}()
-				eventually(t, 10*time.Second, "the waiter waits in the server", func() bool {
-					return count(t, admin, tc.waitingSQL, key) == 1
-				})
-				// Vary where the cancellation lands in the waiter's cycle
-				// of tries and pauses.
-				time.Sleep(mathrand.N(2 * poll))
-				if racing {
+				if moment == cancelEarly {
+					time.Sleep(mathrand.N(20 * time.Millisecond))
+				} else {
+					eventually(t, 10*time.Second, "the waiter waits in the server", func() bool {
+						return count(t, admin, tc.waitingSQL, key) == 1
+					})
+					// Vary where the cancellation lands in the waiter's
+					// cycle of tries and pauses.
+					time.Sleep(mathrand.N(2 * poll))
+				}
+				if moment == cancelRacing {
 					go func() {
 						time.Sleep(mathrand.N(time.Millisecond))
 						cancel()
@@ -84,7 +103,7 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 				if err := l.Release(ctx); err != nil {
 					t.Fatalf("round %d: release: %v", round, err)
 				}
-				if racing {
+				if moment == cancelRacing {
 					if err := <-got; err != errGranted && !errors.Is(err, context.Canceled) {
 						t.Fatalf("round %d: Acquire racing its cancellation: %v", round, err)
 					}
@@ -95,9 +114,9 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 				o, err := other.Acquire(tctx, key, distlock.AcquireOptions{TTL: time.Minute})
 				tcancel()
 				if err != nil {
-					refused[racing]++
+					refused[moment]++
 					if first == nil {
-						first = fmt.Errorf("round %d: %w", round, err)
+						first = fmt.Errorf("round %d, cancelled %s: %w", round, cancelMomentNames[moment], err)
 					}
 					continue
 				}
@@ -105,9 +124,9 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 					t.Fatalf("round %d: release: %v", round, err)
 				}
 			}
-			if refused[false] > 0 || refused[true] > 0 {
-				t.Errorf("another Backend's try was refused after a cancelled Acquire had returned, in %d of %d rounds cancelled before the release and %d of %d racing it; first: %v",
-					refused[false], rounds, refused[true], rounds, first)
+			if refused != [cancelMoments]int{} {
+				t.Errorf("another Backend's try was refused after a cancelled Acquire had returned, in %d, %d and %d of %d rounds cancelled %s, %s and %s; first: %v",
+					refused[0], refused[1], refused[2], rounds, cancelMomentNames[0], cancelMomentNames[1], cancelMomentNames[2], first)
 			}
 		})
 	}

@@ -180,8 +180,10 @@
 // A waiting Acquire waits in the server's own lock queue,
 // pg_advisory_lock, and is woken by the server when the lock is released:
 // no polling. When its context ends, the Backend sends the server a cancel
-// request, so that the server's wait ends too, and closes the connection
-// (a late cancel could otherwise hit the connection's next statement).
+// request, again until the wait has ended (a cancel request that the
+// server takes before the statement has started is ignored), so that the
+// server's wait ends too, and closes the connection (a late cancel could
+// otherwise hit the connection's next statement).
 // If the server granted the lock all the same (the release came first),
 // or the statement had taken it before it was cancelled, the Acquire
 // first releases it on that connection, as Release does, so that the key

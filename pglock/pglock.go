@@ -307,14 +307,23 @@ func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
 	return nil, sortErr("connect", err)
 }
 
+// The pauses between the cancel requests of a statement that goes on:
+// from cancelRetryMin, doubling, up to cancelRetryMax. A cancel request
+// that arrives while the statement runs ends it at once.
+const (
+	cancelRetryMin = 20 * time.Millisecond
+	cancelRetryMax = time.Second
+)
+
 // acquireSQL takes the lock and then increments the token (see schema.sql).
 const acquireSQL = `SELECT distlock_acquire($1, $2, $3, $4)`
 
 // lock runs distlock_acquire on conn and returns the new token, or 0 when a
 // try found the lock held. It runs the statement with a context of its own
-// and, when ctx ends first, sends the server a cancel request, so that the
-// server stops waiting too (a connection merely closed would go on waiting
-// in the server until it next tried to answer). A statement that failed or
+// and, when ctx ends first, sends the server cancel requests until the
+// statement has ended, so that the server stops waiting too (a connection
+// merely closed would go on waiting in the server until it next tried to
+// answer, and be granted the lock meanwhile). A statement that failed or
 // was cancelled may leave the session lock held (a session lock outlives
 // the failed transaction that took it), the server may grant the lock
 // before the cancel request arrives, and a cancel request may arrive late
@@ -330,14 +339,26 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, key string, opts
 		defer close(fired)
 		cctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
 		defer cancel()
-		if pg.CancelRequest(cctx) != nil {
-			qcancel() // breaks the connection; the server then ends the session
-			return
-		}
-		select {
-		case <-finished:
-		case <-cctx.Done():
-			qcancel()
+		// A cancel request that the server takes before the statement
+		// has started (ctx ended as it was sent) is ignored, and the
+		// statement then waits in the server's queue: send it again until
+		// the statement has ended.
+		for pause := cancelRetryMin; ; pause = min(2*pause, cancelRetryMax) {
+			if pg.CancelRequest(cctx) != nil {
+				qcancel() // breaks the connection; the server then ends the session
+				return
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-finished:
+				t.Stop()
+				return
+			case <-cctx.Done():
+				t.Stop()
+				qcancel()
+				return
+			case <-t.C:
+			}
 		}
 	})
 	var token pgtype.Int8
