@@ -151,8 +151,9 @@
 //     row stands in the queue for its life (three mean pauses, see
 //     Waiting) at most. The clean-up also needs the default isolation,
 //     READ COMMITTED: under REPEATABLE READ it does not see a grant that
-//     its try committed while it waited, nor the try the tombstone (lease
-//     mode already needs READ COMMITTED wherever acquirers contend).
+//     its try committed while it waited for it, nor does a try that
+//     waited for its clean-up see the tombstone (lease mode already needs
+//     READ COMMITTED wherever acquirers contend).
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).

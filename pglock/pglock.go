@@ -190,7 +190,11 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Acquire implements distlock.Backend.
+// Acquire implements distlock.Backend. An Acquire that fails, or whose
+// ctx ends, returns once it has undone what it may have left in the
+// server (a grant made all the same, a place in the queue), each step of
+// that bounded by the request timeout (see WithRequestTimeout and the
+// package documentation).
 //
 // In LeaseMode the lock is the key's row of distlock_lease, granted for
 // opts.TTL (in whole milliseconds) from the server's now() by one
@@ -202,9 +206,10 @@ func (b *Backend) Close() error {
 // taken from the pool and kept for the lock's life; a waiting Acquire waits
 // in the server's lock queue, and when ctx ends the server is asked to
 // cancel the wait (its connection is then closed, not returned to the
-// pool, once a grant the server made all the same is released). The token is incremented in the same statement, once the lock is
-// held. opts.TTL is checked but the grant has no time bound: its Validity
-// has TTL 0. opts.OnLost is called when the connection breaks.
+// pool, once a grant the server made all the same is released). The
+// token is incremented in the same statement, once the lock is held.
+// opts.TTL is checked but the grant has no time bound: its Validity has
+// TTL 0. opts.OnLost is called when the connection breaks.
 //
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in the server; a try
