@@ -429,3 +429,50 @@ func TestLeaseAbandonAfterMigrateFromV3(t *testing.T) {
 		t.Errorf("the abandoned grant still holds the key")
 	}
 }
+
+// A try that never reached the server (no connection could be made) has
+// nothing to clean up, and its Acquire sends nothing more: with the
+// server unreachable, a clean-up would only wait for a connection in
+// vain before the Acquire could return.
+func TestLeaseUnsentTrySendsNoCleanUp(t *testing.T) {
+	ctx, key := testCtx(t), "lease/unsent/"+t.Name()
+	cfg, err := pgxpool.ParseConfig(server.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		dials atomic.Int64
+		down  atomic.Bool
+	)
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		if down.Load() {
+			return nil, errors.New("connection refused")
+		}
+		return dial(ctx, network, addr)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b, err := pglock.New(pool, pglock.WithMode(pglock.LeaseMode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	// The schema is checked by the first Acquire, before its try.
+	if err := acquire(t, b, ctx, key, distlock.AcquireOptions{}).Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	pool.Reset()
+	before := dials.Load()
+	if _, err := b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("Acquire with the server unreachable: %v, want ErrUnavailable", err)
+	}
+	if n := dials.Load() - before; n != 1 {
+		t.Errorf("%d connections tried, want 1 (the try's): a clean-up followed a try that never reached the server", n)
+	}
+}

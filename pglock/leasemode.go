@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/distlock/distlock"
@@ -223,6 +224,10 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 		var token, retry pgtype.Int8
 		err := b.pool.QueryRow(ctx, rowAcquireSQL, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
+		case err != nil && changedNothing(err):
+			sub.cancel()
+			leave() // the place an earlier try took
+			return nil, sortErr("acquire", err)
 		case err != nil:
 			sub.cancel()
 			// The server may still grant the key, or queue the waiter,
@@ -258,6 +263,28 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts distlock.Acquire
 			return nil, err
 		}
 	}
+}
+
+// changedNothing reports whether err, the error of a try's statement, says
+// that the statement changed nothing in the server: it was never sent (no
+// connection could be made, or ctx had ended before), or the server
+// refused it with an error, which rolled its transaction back (not a
+// FATAL one, which a server may send after a commit as it ends the
+// session).
+func changedNothing(err error) bool {
+	var connErr *pgconn.ConnectError
+	if pgconn.SafeToRetry(err) || errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	severity := pgErr.SeverityUnlocalized // PostgreSQL 9.6 and later
+	if severity == "" {
+		severity = pgErr.Severity
+	}
+	return severity == "ERROR"
 }
 
 // waiterLife is how long a waiter's row in the key's queue lives unless
