@@ -1,6 +1,9 @@
 package pglock
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ParseURL is OpenURL's parse step, which does no I/O, for the fuzz test.
 func ParseURL(raw string) error {
@@ -25,7 +28,7 @@ func OnGrabbed(t interface{ Cleanup(func()) }, f func()) {
 const ReleaseSQL = releaseSQL
 
 // Abandon runs the clean-up of a lease-table try whose outcome is unknown,
-// for grant.
-func (b *Backend) Abandon(ctx context.Context, key, grant string, queued bool) error {
-	return b.abandonRow(ctx, key, grant, queued)
+// for grant, with a tombstone kept for ttl at least.
+func (b *Backend) Abandon(ctx context.Context, key, grant string, ttl time.Duration) error {
+	return b.abandonRow(ctx, key, grant, ttl, 0)
 }
