@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -24,8 +25,9 @@ func OnGrabbed(t interface{ Cleanup(func()) }, f func()) {
 }
 
 // ReleaseSQL is the session-mode release statement, for the cycle's
-// breakdown.
-const ReleaseSQL = releaseSQL
+// breakdown, naming the objects of schema public, where its server has
+// them.
+var ReleaseSQL = strings.ReplaceAll(releaseSQL, schemaMarker, "public")
 
 // Abandon runs the clean-up of a lease-table try whose outcome is unknown,
 // for grant, with a tombstone kept for ttl at least.
