@@ -83,20 +83,30 @@
 // expiring by its clock.
 //
 // A lease-mode Acquire or TryAcquire whose statement fails, or whose
-// context ends, after the statement may have reached the server leaves no
-// grant and no place in the queue behind it, though the server may still
-// grant the key or queue the waiter (the driver's cancel request, which
-// normally stops the statement, can be lost or come too late). The
-// Backend then sends, in the background (Close waits for it), one
-// clean-up transaction that waits on the row locks the statement takes,
-// so that a statement still running in the server normally ends first, and then
-// releases a grant named by the try's own id, waking the next waiter as a
-// release does, and takes the try's waiter row out of the queue. It never
-// touches another grant or waiter: the id is the try's own and
-// unguessable. It is bounded by the request timeout (WithRequestTimeout,
-// 5s by default): the key is free as soon as the abandoned statement
-// ends, if that is within the request timeout of the failure, instead of
-// when the grant expires.
+// context ends, after the statement may have reached the server may have
+// been granted the key, or queued, all the same: the driver gives up on
+// a statement by closing its connection, which does not stop the
+// statement in the server, and a statement held up in the network, in a
+// pooler, or in a server process not yet scheduled, reaches the server
+// later. Before it returns, such an Acquire sends one clean-up statement
+// (distlock_lease_abandon), which waits for the try's statement if the
+// server is still running it (a try holds a lock of its own id until it
+// commits); leaves a tombstone of the try's id, so that the statement
+// does nothing if it reaches the server only later; and then releases a
+// grant named by the try's id, waking the next waiter as a release does,
+// and takes the try's waiter row out of the queue. It never touches
+// another grant or waiter: the id is the try's own and unguessable. A
+// waiting Acquire whose context ends between its tries leaves the queue,
+// likewise before it returns. So an Acquire that gave up leaves nothing
+// behind when it returns, nor later: another client's try that comes
+// after finds the key as the Acquire found it. The clean-up is bounded by
+// the request timeout (WithRequestTimeout, 5s by default), and so is the
+// time an Acquire takes to return after its context ended; it takes
+// longer than a round trip only while the abandoned statement is still
+// running in the server, which it does for long only while it waits for
+// a row lock that a transaction of another client holds on the key. A
+// tombstone is kept for the longest of the try's TTL, its waiter row's
+// life (see Waiting) and 10s.
 //
 // # Not guaranteed
 //
@@ -138,18 +148,16 @@
 //     slewed, not stepped), or that runs faster than the Client's drift
 //     allows. Fence the writes.
 //   - Lease mode: the clean-up of an abandoned try (see Guarantees) when
-//     the try's statement reaches the server after the clean-up (held up
-//     in the network or in a pooler's queue, its cancel request lost),
-//     is still running when the request timeout has passed, or when the
-//     server cannot be reached for the clean-up within it: the grant then
-//     holds the key until it expires, and a waiter row stands in the
-//     queue for its life (three mean pauses, see Waiting) at most. The
-//     same holds, in a narrow race, for a try that was itself waiting on
-//     the key's row behind a release: the clean-up waits on that release
-//     too and may lock the row first when both wake. The clean-up also
-//     needs the default isolation, READ COMMITTED: under REPEATABLE READ
-//     its row lock fails on the try's grant (lease mode already needs READ
-//     COMMITTED wherever acquirers contend).
+//     it is not done within the request timeout (the try's statement is
+//     still waiting in the server, or the server cannot be reached), or
+//     when the try's statement reaches the server after its tombstone is
+//     gone: the grant then holds the key until it expires, and a waiter
+//     row stands in the queue for its life (three mean pauses, see
+//     Waiting) at most. The clean-up also needs the default isolation,
+//     READ COMMITTED: under REPEATABLE READ it does not see a grant that
+//     its try committed while it waited for it, nor does a try that
+//     waited for its clean-up see the tombstone (lease mode already needs
+//     READ COMMITTED wherever acquirers contend).
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
@@ -177,8 +185,17 @@
 // A waiting Acquire waits in the server's own lock queue,
 // pg_advisory_lock, and is woken by the server when the lock is released:
 // no polling. When its context ends, the Backend sends the server a cancel
-// request, so that the server's wait ends too, and closes the connection
-// (a late cancel could otherwise hit the connection's next statement).
+// request, again until the wait has ended (a cancel request that the
+// server takes before the statement has started is ignored), so that the
+// server's wait ends too, and closes the connection (a late cancel could
+// otherwise hit the connection's next statement).
+// If the server granted the lock all the same (the release came first),
+// or the statement had taken it before it was cancelled, the Acquire
+// first releases it on that connection, as Release does, so that the key
+// is free when the Acquire returns, and the next grant need not wait for
+// the loss grace. Only when the cancel request fails, or the wait has not
+// ended within the request timeout, is the connection closed without
+// that: the server then gives the lock up when it ends the session.
 // Acquires of one key through one Backend queue in this process, first
 // come first served, and only the first of them holds a connection and
 // waits in the server; the next takes its turn when the grant ends. The
@@ -317,12 +334,11 @@
 // distlock_fence keeps one row per key ever locked (key,
 // token, and the last grant's owner, time and whether it was released), so
 // it grows with the number of distinct keys; so does distlock_lease in
-// lease mode (one row per key, kept after release so that its token stays;
-// the clean-up of an abandoned try adds the key's row, free, if it had
-// none).
+// lease mode (one row per key, kept after release so that its token stays).
 // distlock_lease_waiter holds a row per waiting Acquire, deleted when it
 // is granted or gives up; the row of a waiter that died is deleted by the
-// key's next grant.
+// key's next grant. distlock_lease_abandoned holds the tombstones of the
+// tries abandoned within their lifetime, and one more per key at most.
 //
 // In session mode each held lock takes an entry of the server's shared lock table, which
 // holds max_locks_per_transaction × (max_connections +
@@ -349,7 +365,12 @@
 // trip, and three row writes (the lease row and the token; the release).
 // A contended lease-mode grant costs three: the try that queues the
 // waiter, the try after the release names it, and its release (and a
-// renewal of the waiter's row per pause while it waits).
+// renewal of the waiter's row per pause while it waits). Each try also
+// takes a transaction-level advisory lock of its own id, which nothing but
+// its own clean-up waits for, and looks its id up among the tombstones
+// (one index probe). Those locks are of the two-int4 form, with the first
+// key 1685086061 (migrations take 1685086060): an application's own
+// advisory locks of that form should use other first keys.
 //
 // List reports the keys in distlock_fence whose lock is held, with the
 // token and owner of their last grant (pg_locks shows lock ids, not keys).
@@ -358,9 +379,8 @@
 //
 // In session mode a Backend runs one goroutine per held lock, reading its
 // idle connection, and one per waiting Acquire while its context is being
-// cancelled. In lease mode it runs one for LISTEN when given WithListen,
-// and one, for the request timeout at most, to clean up after an Acquire
-// whose statement failed or was cancelled (see Guarantees). Close ends them.
+// cancelled. In lease mode it runs one for LISTEN when given WithListen.
+// Close ends them.
 // The Backend and its leases are safe for concurrent use.
 //
 // # URLs

@@ -1,6 +1,10 @@
 package pglock
 
-import "context"
+import (
+	"context"
+	"strings"
+	"time"
+)
 
 // ParseURL is OpenURL's parse step, which does no I/O, for the fuzz test.
 func ParseURL(raw string) error {
@@ -21,11 +25,12 @@ func OnGrabbed(t interface{ Cleanup(func()) }, f func()) {
 }
 
 // ReleaseSQL is the session-mode release statement, for the cycle's
-// breakdown.
-const ReleaseSQL = releaseSQL
+// breakdown, naming the objects of schema public, where its server has
+// them.
+var ReleaseSQL = strings.ReplaceAll(releaseSQL, schemaMarker, "public")
 
 // Abandon runs the clean-up of a lease-table try whose outcome is unknown,
-// for grant.
-func (b *Backend) Abandon(ctx context.Context, key, grant string, queued bool) error {
-	return b.abandonRow(ctx, key, grant, queued)
+// for grant, with a tombstone kept for ttl at least.
+func (b *Backend) Abandon(ctx context.Context, key, grant string, ttl time.Duration) error {
+	return b.abandonRow(ctx, key, grant, ttl, 0)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/distlock/distlock/driver"
@@ -163,7 +164,7 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 	} else {
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
-	// Counted, so that Close waits for the grab's clean-up (see settle),
+	// Counted, so that Close waits for the grab and its clean-up (see settle),
 	// and for the release of a grant it made as Close began (registerRow
 	// refuses it), before it closes the pool.
 	if !b.life.Enter() {
@@ -206,7 +207,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 	queued := false
 	leave := func() {
 		if queued {
-			b.settle(func(ctx context.Context) {
+			b.settle(ctx, func(ctx context.Context) {
 				_, _ = b.pool.Exec(ctx, sql.rowLeave, pgx.QueryExecModeExec, key, grant)
 			})
 		}
@@ -224,13 +225,20 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		var token, retry pgtype.Int8
 		err := b.pool.QueryRow(ctx, sql.rowAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
+		case err != nil && changedNothing(err):
+			sub.cancel()
+			leave() // the place an earlier try took
+			return nil, sortErr("acquire", err)
 		case err != nil:
 			sub.cancel()
 			// The server may still grant the key, or queue the waiter,
 			// and the reply never come: free the grant, or it holds the
 			// key until it expires, and leave the queue, once the
-			// statement has ended (see abandonRow).
-			b.settle(func(ctx context.Context) { _ = b.abandonRow(ctx, key, grant, opts.Wait) })
+			// statement has ended, or make sure that it does nothing if
+			// it reaches the server later (see abandonRow).
+			b.settle(ctx, func(ctx context.Context) {
+				_ = b.abandonRow(ctx, key, grant, ttl, time.Duration(waitMs)*time.Millisecond)
+			})
 			return nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
 			sub.cancel()
@@ -256,6 +264,28 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 			return nil, err
 		}
 	}
+}
+
+// changedNothing reports whether err, the error of a try's statement, says
+// that the statement changed nothing in the server: it was never sent (no
+// connection could be made, or ctx had ended before), or the server
+// refused it with an error, which rolled its transaction back (not a
+// FATAL one, which a server may send after a commit as it ends the
+// session).
+func changedNothing(err error) bool {
+	var connErr *pgconn.ConnectError
+	if pgconn.SafeToRetry(err) || errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	severity := pgErr.SeverityUnlocalized // PostgreSQL 9.6 and later
+	if severity == "" {
+		severity = pgErr.Severity
+	}
+	return severity == "ERROR"
 }
 
 // waiterLife is how long a waiter's row in the key's queue lives unless
@@ -298,28 +328,16 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 	return nil
 }
 
-// background runs f in a goroutine that Close waits for, with a context
-// bounded by the request timeout, unless the Backend is closed; it
-// reports whether it did.
-func (b *Backend) background(f func(ctx context.Context)) bool {
-	return b.life.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
-		defer cancel()
-		f(ctx)
-	})
-}
-
 // settle runs f, a grab's clean-up (its leave of the queue, the release
-// of a grant whose reply was lost), in the background; or, once the
-// Backend is closing, at once: the Acquires that Close cancels must still
-// leave the queue, or their rows hold up the waiters behind them until
-// they expire. The grab is counted in b.life (see acquireRow), so the pool
-// is still open.
-func (b *Backend) settle(f func(ctx context.Context)) {
-	if b.background(f) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+// of a grant whose reply was lost), before the grab returns: an Acquire
+// that gave up leaves nothing behind when it returns, or another
+// client's try could still find the key held, or awaited, by it. f gets
+// a context of its own, ctx's values without its end (ctx has ended, or
+// its statement failed), bounded by the request timeout. The grab is
+// counted in b.life (see acquireRow), so the pool is still open, and
+// Close waits for it.
+func (b *Backend) settle(ctx context.Context, f func(ctx context.Context)) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.requestTimeout)
 	defer cancel()
 	f(ctx)
 }

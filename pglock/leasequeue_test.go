@@ -59,7 +59,7 @@ func countedLeaseBackend(t *testing.T, dsn string, opts ...pglock.Option) (*pglo
 
 // queued counts the live waiters of key in the lease queue.
 func queued(t testing.TB, admin *pgxpool.Pool, key string) int {
-	return count(t, admin, `SELECT count(*) FROM distlock_lease_waiter WHERE key = $1 AND expires > now()`, key)
+	return count(t, admin, queuedSQL, key)
 }
 
 // Waiters in separate processes are granted a released key in the order

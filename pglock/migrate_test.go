@@ -60,14 +60,7 @@ func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
 				return
 			}
 			pool := s.pool(t, s.app)
-			var unpinned []string
-			if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(proname::text ORDER BY proname), '{}') FROM pg_proc
-WHERE proname LIKE 'distlock\_%' AND prokind = 'f' AND NOT coalesce(proconfig @> '{"search_path=pg_catalog, pg_temp"}', false)`).Scan(&unpinned); err != nil {
-				t.Fatal(err)
-			}
-			if len(unpinned) > 0 {
-				t.Errorf("functions without a pinned search_path after the migration: %v", unpinned)
-			}
+			checkPinned(t, pool)
 			// The previous versions' lease acquire, which ignores the
 			// queue, and the new one exclude each other.
 			key := "migrate/old/" + t.Name()
@@ -86,6 +79,54 @@ WHERE proname LIKE 'distlock\_%' AND prokind = 'f' AND NOT coalesce(proconfig @>
 			s.exec(t, s.evil, shadowingFunctions["lock id per session"])
 			checkExclusion(t, s, pglock.SessionMode)
 		})
+	}
+}
+
+// A schema of this version with one of its objects missing, or a
+// function whose search_path is not pinned (an operator's ALTER FUNCTION
+// may leave it so), is brought up to date by a Backend's first use, as a
+// schema of an earlier version is: the clean-up of a lease try then
+// leaves the try's tombstone, which a late try of it finds.
+func TestMigrateRestoresObjects(t *testing.T) {
+	for _, tc := range []struct{ name, change string }{
+		{"tombstone table missing", "DROP TABLE distlock_lease_abandoned"},
+		{"abandon missing", "DROP FUNCTION distlock_lease_abandon(text, text, bigint)"},
+		{"abandon unpinned", "ALTER FUNCTION distlock_lease_abandon(text, text, bigint) RESET search_path"},
+		{"wait unpinned", "ALTER FUNCTION distlock_lease_wait(text, text, text, bigint, bigint) RESET search_path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, key := testCtx(t), "migrate/restore/"+t.Name()
+			s := newSharedDB(t)
+			s.exec(t, s.app, pglock.Schema)
+			s.exec(t, s.app, tc.change)
+			b := s.backend(t, s.app, pglock.WithMode(pglock.LeaseMode))
+			if err := b.Abandon(ctx, key, "late", time.Minute); err != nil {
+				t.Fatalf("Abandon: %v", err)
+			}
+			pool := s.pool(t, s.app)
+			checkPinned(t, pool)
+			var late *int64
+			if err := pool.QueryRow(ctx, `SELECT granted FROM distlock_lease_wait($1, 'late', '', 60000, 0)`, key).Scan(&late); err != nil {
+				t.Fatal(err)
+			}
+			if late != nil {
+				t.Errorf("a late try of the abandoned grant id was granted the key (token %d)", *late)
+			}
+		})
+	}
+}
+
+// checkPinned fails t if a function of the package in pool's database
+// runs without the pinned search_path.
+func checkPinned(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	var unpinned []string
+	if err := pool.QueryRow(testCtx(t), `SELECT coalesce(array_agg(proname::text ORDER BY proname), '{}') FROM pg_proc
+WHERE proname LIKE 'distlock\_%' AND prokind = 'f' AND NOT coalesce(proconfig @> '{"search_path=pg_catalog, pg_temp"}', false)`).Scan(&unpinned); err != nil {
+		t.Fatal(err)
+	}
+	if len(unpinned) > 0 {
+		t.Errorf("functions without a pinned search_path after the migration: %v", unpinned)
 	}
 }
 

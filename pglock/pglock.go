@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,9 @@ func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrac
 
 // WithRequestTimeout bounds what the Backend does on its own behalf, with no
 // caller's context to bound it: cancelling a wait in the server (the cancel
-// request, then the wait's end), closing a connection. Default:
+// request, then the wait's end), closing a connection, and in LeaseMode
+// the clean-up of a try that failed or whose context ended, which an
+// Acquire waits for before it returns. Default:
 // DefaultRequestTimeout (5s). It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
@@ -85,8 +88,9 @@ type Backend struct {
 	cancel context.CancelFunc
 
 	// life says whether the Backend is open and tracks its goroutines
-	// (the watchers of held leases, the listener, clean-ups); Close shuts
-	// it holding mu, so that under mu it stays as read.
+	// (the watchers of held leases, the listener) and, in LeaseMode, its
+	// acquires in progress; Close shuts it holding mu, so that under mu it
+	// stays as read.
 	life *driver.Tracker
 
 	mu     sync.Mutex
@@ -183,7 +187,11 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Acquire implements driver.Backend.
+// Acquire implements driver.Backend. An Acquire that fails, or whose
+// ctx ends, returns once it has undone what it may have left in the
+// server (a grant made all the same, a place in the queue), each step of
+// that bounded by the request timeout (see WithRequestTimeout and the
+// package documentation).
 //
 // In LeaseMode the lock is the key's row of distlock_lease, granted for
 // opts.TTL (in whole milliseconds) from the server's now() by one
@@ -195,9 +203,10 @@ func (b *Backend) Close() error {
 // taken from the pool and kept for the lock's life; a waiting Acquire waits
 // in the server's lock queue, and when ctx ends the server is asked to
 // cancel the wait (its connection is then closed, not returned to the
-// pool). The token is incremented in the same statement, once the lock is
-// held. opts.TTL is checked but the grant has no time bound: its Validity
-// has TTL 0. opts.OnLost is called when the connection breaks.
+// pool, once a grant the server made all the same is released). The
+// token is incremented in the same statement, once the lock is held.
+// opts.TTL is checked but the grant has no time bound: its Validity has
+// TTL 0. opts.OnLost is called when the connection breaks.
 //
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in the server; a try
@@ -301,6 +310,14 @@ func (b *Backend) conn(ctx context.Context, wait bool) (*pgxpool.Conn, error) {
 	return nil, sortErr("connect", err)
 }
 
+// The pauses between the cancel requests of a statement that goes on:
+// from cancelRetryMin, doubling, up to cancelRetryMax. A cancel request
+// that arrives while the statement runs ends it at once.
+const (
+	cancelRetryMin = 20 * time.Millisecond
+	cancelRetryMax = time.Second
+)
+
 // acquireSQL takes the lock and then increments the token (see schema.sql).
 // Like every statement of the package, it names each function and
 // operator with its schema, and casts its parameters to the types the
@@ -310,13 +327,15 @@ const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg
 
 // lock runs distlock_acquire on conn and returns the new token, or 0 when a
 // try found the lock held. It runs the statement with a context of its own
-// and, when ctx ends first, sends the server a cancel request, so that the
-// server stops waiting too (a connection merely closed would go on waiting
-// in the server until it next tried to answer). A statement that failed or
+// and, when ctx ends first, sends the server cancel requests until the
+// statement has ended, so that the server stops waiting too (a connection
+// merely closed would go on waiting in the server until it next tried to
+// answer, and be granted the lock meanwhile). A statement that failed or
 // was cancelled may leave the session lock held (a session lock outlives
-// the failed transaction that took it) and a cancel request may arrive late
-// and hit a later statement: lock then closes the connection rather than
-// return it to the pool.
+// the failed transaction that took it), the server may grant the lock
+// before the cancel request arrives, and a cancel request may arrive late
+// and hit a later statement: lock then gives the lock up and closes the
+// connection rather than return it to the pool (see abandon).
 func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts driver.AcquireOptions) (uint64, error) {
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
@@ -327,14 +346,26 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 		defer close(fired)
 		cctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
 		defer cancel()
-		if pg.CancelRequest(cctx) != nil {
-			qcancel() // breaks the connection; the server then ends the session
-			return
-		}
-		select {
-		case <-finished:
-		case <-cctx.Done():
-			qcancel()
+		// A cancel request that the server takes before the statement
+		// has started (ctx ended as it was sent) is ignored, and the
+		// statement then waits in the server's queue: send it again until
+		// the statement has ended.
+		for pause := cancelRetryMin; ; pause = min(2*pause, cancelRetryMax) {
+			if pg.CancelRequest(cctx) != nil {
+				qcancel() // breaks the connection; the server then ends the session
+				return
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-finished:
+				t.Stop()
+				return
+			case <-cctx.Done():
+				t.Stop()
+				qcancel()
+				return
+			case <-t.C:
+			}
 		}
 	})
 	var token pgtype.Int8
@@ -342,20 +373,50 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 	close(finished)
 	if !stop() {
 		<-fired
-		b.discard(conn)
+		var granted uint64
+		if err == nil && token.Int64 > 0 {
+			granted = uint64(token.Int64) // the server granted it all the same
+		}
+		b.abandon(conn, sql, key, granted)
 		return 0, b.endedErr(ctx)
 	}
 	switch {
 	case err != nil:
-		b.discard(conn)
+		b.abandon(conn, sql, key, 0)
 		return 0, sortErr("acquire", err)
 	case !token.Valid:
 		return 0, nil
 	case token.Int64 <= 0:
-		b.discard(conn)
+		b.abandon(conn, sql, key, 0)
 		return 0, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 	}
 	return uint64(token.Int64), nil
+}
+
+// abandon gives up what the session of conn may hold after an acquire
+// that failed or whose context ended, and then closes conn (a late cancel
+// request could otherwise hit its next statement): a grant the server
+// made all the same (token, 0 for none) is released as Release does,
+// marked released, and otherwise the key's lock is unlocked if the session
+// holds it (a session lock outlives the failed statement that took it).
+// Closing the connection alone gives the lock up only when the server
+// ends the session, a moment after the Acquire has returned, and leaves a
+// grant marked lost, which makes the next grant wait for the loss grace.
+// Closing is all it does when the connection is broken.
+func (b *Backend) abandon(conn *pgxpool.Conn, sql *statements, key string, token uint64) {
+	if !conn.Conn().IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
+		var unlocked bool
+		err := pgx.ErrNoRows
+		if token > 0 {
+			err = conn.QueryRow(ctx, sql.release, key, int64(token)).Scan(&unlocked)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			_ = conn.QueryRow(ctx, unlockSQL, key).Scan(&unlocked)
+		}
+		cancel()
+	}
+	b.discard(conn)
 }
 
 // discard closes conn, taking it out of the pool: the server ends its

@@ -13,15 +13,15 @@ import (
 
 // Schema is the SQL that creates the package's tables and functions
 // (distlock_fence, distlock_resource, distlock_lease, distlock_lease_waiter,
-// distlock_acquire, distlock_lease_acquire, distlock_lease_wait,
-// distlock_lease_leave, distlock_lease_refresh, distlock_lease_release,
-// distlock_release, distlock_admit) in the current schema (the first of
-// the search_path), or brings those of an earlier version up to date. It
-// is idempotent. A Backend runs it on first use when they are missing or
-// of an earlier version; Migrate runs it explicitly, and an operator can
-// run it with psql instead (it is the file schema.sql of this package),
-// for example to let the Backend's role use the objects without the right
-// to create them.
+// distlock_lease_abandoned, distlock_acquire, distlock_lease_acquire,
+// distlock_lease_wait, distlock_lease_leave, distlock_lease_abandon,
+// distlock_lease_refresh, distlock_lease_release, distlock_release,
+// distlock_admit) in the current schema (the first of the search_path),
+// or brings those of an earlier version up to date. It is idempotent. A
+// Backend runs it on first use when they are missing or of an earlier
+// version; Migrate runs it explicitly, and an operator can run it with
+// psql instead (it is the file schema.sql of this package), for example to
+// let the Backend's role use the objects without the right to create them.
 //
 //go:embed schema.sql
 var Schema string
@@ -65,11 +65,13 @@ var locateSQL = `WITH me AS (
 	('table', 'distlock_resource', NULL),
 	('table', 'distlock_lease', NULL),
 	('table', 'distlock_lease_waiter', NULL),
+	('table', 'distlock_lease_abandoned', NULL),
 	('function', 'distlock_acquire', 'text, boolean, text, interval'),
 	('procedure', 'distlock_release', 'text, bigint, boolean'),
 	('function', 'distlock_lease_acquire', 'text, text, text, bigint'),
 	('function', 'distlock_lease_wait', 'text, text, text, bigint, bigint'),
 	('function', 'distlock_lease_leave', 'text, text'),
+	('function', 'distlock_lease_abandon', 'text, text, bigint'),
 	('function', 'distlock_lease_refresh', 'text, text, bigint'),
 	('function', 'distlock_lease_release', 'text, text'),
 	('function', 'distlock_admit', 'text, bigint')
@@ -185,14 +187,14 @@ func untrusted(me, what, owner string) error {
 type statements struct {
 	schema string // quoted
 
-	acquire, release, list                                string // SessionMode
-	rowAcquire, rowLeave, rowRefresh, rowRelease, rowList string // LeaseMode
+	acquire, release, list                                            string // SessionMode
+	rowAcquire, rowLeave, rowAbandon, rowRefresh, rowRelease, rowList string // LeaseMode
 }
 
 func newStatements(f *located) *statements {
 	s := &statements{schema: f.schema}
 	s.acquire, s.release, s.list = s.qualified(acquireSQL), s.qualified(releaseSQL), s.qualified(listSQL)
-	s.rowAcquire, s.rowLeave = s.qualified(rowAcquireSQL), s.qualified(rowLeaveSQL)
+	s.rowAcquire, s.rowLeave, s.rowAbandon = s.qualified(rowAcquireSQL), s.qualified(rowLeaveSQL), s.qualified(rowAbandonSQL)
 	s.rowRefresh, s.rowRelease, s.rowList = s.qualified(rowRefreshSQL), s.qualified(rowReleaseSQL), s.qualified(rowListSQL)
 	return s
 }
@@ -204,7 +206,9 @@ func (s *statements) qualified(sql string) string {
 
 // migrationLock serialises migrations (concurrent CREATE OR REPLACE
 // FUNCTION statements can fail). It is an advisory lock of the two-int4
-// form, a space of its own that no key's lock (the bigint form) can share.
+// form, a space of its own that no key's lock (the bigint form) can share;
+// the lease tries and their clean-ups use the class after it (see
+// distlock_lease_abandon).
 const migrationLock = `SELECT pg_catalog.pg_advisory_xact_lock(1685086060, 1)`
 
 // Migrate creates the package's tables and functions in the database of

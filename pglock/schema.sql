@@ -20,6 +20,9 @@
 -- of the schema they are created in (the current schema) where the SQL
 -- below says @schema@. A Backend refuses objects, and a schema holding
 -- them, owned by a role it does not trust (see the package documentation).
+-- Version 4 also adds the tombstones of lease-table mode
+-- (distlock_lease_abandoned, distlock_lease_abandon), so that a try that
+-- reaches the server after the clean-up of its Acquire does nothing.
 --
 -- distlock_fence: one row per lock key ever granted, with the key's last
 -- token. It is a logged table so that tokens survive a crash and restart.
@@ -44,6 +47,11 @@
 -- A waiter's row lives until expires unless the waiter renews it, which it
 -- does with each try; a waiter that died is thus passed over once its row
 -- expires, and its row is deleted by the next grant of the key.
+--
+-- distlock_lease_abandoned: the tombstones of lease-table mode, one row per
+-- try given up by its Acquire (grant_id is the try's grant id, which also
+-- names its waiter), kept until `until`: a try that reaches the server
+-- after its clean-up (distlock_lease_abandon) finds it and does nothing.
 
 DO $install$
 DECLARE
@@ -83,6 +91,13 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_waiter (
     PRIMARY KEY (key, waiter)
 );
 CREATE INDEX IF NOT EXISTS distlock_lease_waiter_order ON @schema@.distlock_lease_waiter (key, seq);
+
+CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_abandoned (
+    key      text NOT NULL,
+    grant_id text NOT NULL,
+    until    timestamptz NOT NULL,
+    PRIMARY KEY (key, grant_id)
+);
 
 -- distlock_acquire takes the session advisory lock of lock_key
 -- (pg_advisory_lock(hashtextextended(lock_key, 0)), waiting in the server's
@@ -243,6 +258,8 @@ $$;
 -- waiter's row expires when the key is free but awaited by earlier
 -- waiters, and NULL when it was granted. A try refused while the key is
 -- free, for earlier waiters, notifies the head waiter, as a release would.
+-- A try whose grant id has a tombstone (see distlock_lease_abandon) does
+-- nothing and returns NULL in both.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_wait(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -256,6 +273,16 @@ BEGIN
     IF wait_ms IS NULL OR wait_ms < 0 THEN
         RAISE EXCEPTION 'distlock: lease wait: a waiter lifetime of at least 0 is required'
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A try and the clean-up of its grant id exclude each other on this
+    -- lock, held until the transaction ends: the clean-up waits for a try
+    -- still running, and a try that comes after the clean-up sees its
+    -- tombstone (the next statement's snapshot is taken once the lock is
+    -- granted). Shared, so that tries whose grant ids' hashes collide do
+    -- not wait for each other.
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1685086061::int4, pg_catalog.hashtext(lock_grant));
+    IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.grant_id = lock_grant) THEN
+        RETURN;
     END IF;
     SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
     SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
@@ -377,6 +404,40 @@ BEGIN
     PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
     PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
     RETURN true;
+END
+$$;
+
+-- distlock_lease_abandon cleans up after a try of lock_grant for lock_key
+-- that its Acquire gave up without knowing its outcome (its statement
+-- failed, or the Acquire's context ended, after the statement may have
+-- reached the server, which may then grant the key to lock_grant or queue
+-- it). It takes the lock of lock_grant that every try of it holds (see
+-- distlock_lease_wait), and so waits for a try that the server is still
+-- running; leaves lock_grant's tombstone, kept keep_ms milliseconds, so
+-- that a try of it that reaches the server later does nothing; and then
+-- releases a grant named lock_grant and takes lock_grant out of the
+-- key's queue, waking the next waiter as a release or a leave does. It
+-- touches no other grant nor waiter: lock_grant is the try's own,
+-- unguessable id. It deletes the key's expired tombstones, so that a key
+-- keeps those of its tries abandoned within keep_ms, and one at most
+-- besides.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_abandon(lock_key text, lock_grant text, keep_ms bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF lock_grant IS NULL OR keep_ms IS NULL OR keep_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease abandon: a grant id and a positive tombstone lifetime are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_catalog.pg_advisory_xact_lock(1685086061::int4, pg_catalog.hashtext(lock_grant));
+    DELETE FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.until <= pg_catalog.now();
+    INSERT INTO @schema@.distlock_lease_abandoned AS a (key, grant_id, until)
+    VALUES (lock_key, lock_grant, pg_catalog.now() + keep_ms * interval '1 millisecond')
+    ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
+    PERFORM @schema@.distlock_lease_release(lock_key, lock_grant);
+    PERFORM @schema@.distlock_lease_leave(lock_key, lock_grant);
 END
 $$;
 

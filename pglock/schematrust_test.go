@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -142,16 +143,21 @@ CREATE OPERATOR public.* (LEFTARG = bigint, RIGHTARG = interval, FUNCTION = publ
 // Functions and operators that another role creates in schema public,
 // where the functions of the schema found built-in ones before
 // (CVE-2018-1058), change nothing: no second holder while a key is held,
-// no token given twice. The hostile code would run as the application's
-// role.
+// no token given twice, no lease try done after its clean-up. The hostile
+// code would run as the application's role.
 func TestShadowingObjectsChangeNothing(t *testing.T) {
+	exclusion := func(mode pglock.Mode) func(*testing.T, *sharedDB) {
+		return func(t *testing.T, s *sharedDB) { checkExclusion(t, s, mode) }
+	}
 	for _, tc := range []struct {
-		name string
-		mode pglock.Mode
+		name    string
+		objects string // in shadowingFunctions
+		check   func(t *testing.T, s *sharedDB)
 	}{
-		{"lock id per session", pglock.SessionMode},
-		{"tokens wound back", pglock.SessionMode},
-		{"leases born expired", pglock.LeaseMode},
+		{"lock id per session", "lock id per session", exclusion(pglock.SessionMode)},
+		{"tokens wound back", "tokens wound back", exclusion(pglock.SessionMode)},
+		{"leases born expired", "leases born expired", exclusion(pglock.LeaseMode)},
+		{"tombstones born expired", "leases born expired", checkTombstones},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -159,9 +165,31 @@ func TestShadowingObjectsChangeNothing(t *testing.T) {
 			if err := pglock.Migrate(ctx, s.pool(t, s.app)); err != nil {
 				t.Fatal(err)
 			}
-			s.exec(t, s.evil, shadowingFunctions[tc.name])
-			checkExclusion(t, s, tc.mode)
+			s.exec(t, s.evil, shadowingFunctions[tc.objects])
+			tc.check(t, s)
 		})
+	}
+}
+
+// checkTombstones fails t if a lease try of s's app role that reaches the
+// server after its clean-up is granted the key, once the clean-up of
+// another try of the key has deleted the key's expired tombstones.
+func checkTombstones(t *testing.T, s *sharedDB) {
+	t.Helper()
+	ctx := testCtx(t)
+	key := "hijack/" + t.Name()
+	b := s.backend(t, s.app, pglock.WithMode(pglock.LeaseMode))
+	for _, grant := range []string{"late", "next"} {
+		if err := b.Abandon(ctx, key, grant, time.Minute); err != nil {
+			t.Fatalf("clean-up of %s: %v", grant, err)
+		}
+	}
+	var late *int64
+	if err := s.pool(t, s.app).QueryRow(ctx, `SELECT granted FROM public.distlock_lease_wait($1::text, 'late', '', 60000::int8, 0::int8)`, key).Scan(&late); err != nil {
+		t.Fatal(err)
+	}
+	if late != nil {
+		t.Errorf("a try that reached the server after its clean-up was granted the key (token %d): its tombstone was gone", *late)
 	}
 }
 
@@ -226,6 +254,18 @@ RETURNS bigint LANGUAGE sql AS $$ SELECT 1::bigint $$`
 			s.exec(t, s.evil, fmt.Sprintf(fakeAcquire, "locks."))
 			return settings
 		}, func(s *sharedDB) string { return s.evil }},
+		// A schema of an earlier version, where another role added an
+		// object of this version before the application's migration.
+		{"tombstone table planted", func(t *testing.T, s *sharedDB) []string {
+			s.exec(t, s.app, schemaV3(t))
+			s.exec(t, s.evil, "CREATE TABLE public.distlock_lease_abandoned (key text, grant_id text, until timestamptz, PRIMARY KEY (key, grant_id))")
+			return nil
+		}, func(s *sharedDB) string { return s.evil }},
+		{"abandon planted", func(t *testing.T, s *sharedDB) []string {
+			s.exec(t, s.app, schemaV3(t))
+			s.exec(t, s.evil, "CREATE FUNCTION public.distlock_lease_abandon(text, text, bigint) RETURNS void LANGUAGE sql AS ''")
+			return nil
+		}, func(s *sharedDB) string { return s.evil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -257,6 +297,16 @@ RETURNS bigint LANGUAGE sql AS $$ SELECT 1::bigint $$`
 			}
 		})
 	}
+}
+
+// schemaV3 is the schema of version 3, in testdata.
+func schemaV3(t *testing.T) string {
+	t.Helper()
+	old, err := os.ReadFile("testdata/schema-v3.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(old)
 }
 
 // A table of the session's temporary schema named as one of the schema's
