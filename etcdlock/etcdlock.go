@@ -179,7 +179,7 @@ func (b *Backend) Close() error {
 	return errors.Join(errs...)
 }
 
-// ttlSeconds converts a lease duration, checked with backend.CheckTTL, to
+// ttlSeconds converts a lease duration, checked with driver.CheckTTL, to
 // etcd's whole seconds, rounding up.
 func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) / time.Second) }
 

@@ -424,7 +424,7 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 	}
 }
 
-// interrupted reports the end of ctx (backend.Canceled: it matches
+// interrupted reports the end of ctx (driver.Canceled: it matches
 // ctx.Err() and its cause) or of the Backend, leaving the queue.
 func (a *attempt) interrupted(ctx context.Context) error {
 	var err error

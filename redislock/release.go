@@ -108,7 +108,7 @@ func (a *attempt) leaveQueue(ctx context.Context) {
 // whose reply was lost, a place in the queue) and leaves the attempt's
 // tombstone, so that a try still on its way does nothing when it arrives.
 // It tries at once and, if that fails, goes on in the background
-// (backend.Retry, paced by cleanupRetry) while it fails with
+// (driver.Retry, paced by cleanupRetry) while it fails with
 // distlock.ErrUnavailable, until the grant would have lapsed anyway or the
 // Backend is closed.
 func (a *attempt) abandon(ctx context.Context, sent time.Time) {

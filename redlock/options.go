@@ -88,7 +88,7 @@ func drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*driftFactor) + driftFixed
 }
 
-// checkTTL is backend.CheckTTL with this Backend's maximum.
+// checkTTL is driver.CheckTTL with this Backend's maximum.
 func (c config) checkTTL(ttl time.Duration) error {
 	if ttl > c.maxTTL {
 		return fmt.Errorf("%w: redlock: TTL %v exceeds the Backend's maximum %v (WithMaxTTL)", driver.ErrInvalidOption, ttl, c.maxTTL)
