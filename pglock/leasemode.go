@@ -192,24 +192,25 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 }
 
 // grabRow tries for key's row until it is granted, or once without
-// opts.Wait, pausing between tries until a release is notified, the
-// current grant expires or a poll is due.
+// opts.Wait; between tries, driver.Wait waits until a release is
+// notified, the current grant expires or a poll is due.
 func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions) (*rowLease, error) {
 	if err := b.schema.ensure(ctx, b.pool); err != nil {
 		return nil, err
 	}
 	ms, ttl := ttlMillis(opts.TTL)
 	grant := rand.Text() // also the waiter's name in the key's queue
+	// queued is set once a try may have put the waiter in the key's queue,
+	// and cleared when a failed try's clean-up takes it out.
 	queued := false
-	leave := func() {
-		if queued {
-			b.settle(func(ctx context.Context) {
-				_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
-			})
-		}
-	}
-	for {
-		var sub *subscription
+	// sub is the waiter's interest in releases of key, taken before each
+	// try: a release committed after the try read the row is notified
+	// after it.
+	var sub *subscription
+	defer func() { sub.cancel() }()
+	try := func(ctx context.Context) (*rowLease, *driver.Held, error) {
+		sub.cancel()
+		sub = nil
 		var waitMs int64
 		if opts.Wait {
 			if b.listen != nil {
@@ -222,37 +223,44 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		err := b.pool.QueryRow(ctx, rowAcquireSQL, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
 		case err != nil:
-			sub.cancel()
 			// The server may still grant the key, or queue the waiter,
 			// and the reply never come: free the grant, or it holds the
 			// key until it expires, and leave the queue, once the
 			// statement has ended (see abandonRow).
 			b.settle(func(ctx context.Context) { _ = b.abandonRow(ctx, key, grant, opts.Wait) })
-			return nil, sortErr("acquire", err)
+			queued = false
+			return nil, nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
-			sub.cancel()
 			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost,
 				validity: driver.Validity{Sent: sent, TTL: ttl}}
-			return l, nil
+			return l, nil, nil
 		case token.Valid:
-			sub.cancel()
-			leave()
-			return nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
-		case !opts.Wait:
-			return nil, fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
+			return nil, nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 		}
-		queued = true
+		queued = opts.Wait
 		next := time.Duration(math.MaxInt64)
 		if retry.Valid {
 			next = time.Duration(retry.Int64) * time.Millisecond
 		}
-		err = b.pause(ctx, sub, next)
-		sub.cancel()
-		if err != nil {
-			leave()
-			return nil, err
-		}
+		return nil, &driver.Held{Wake: sub.notified(), RetryIn: b.pause(sub, next)}, nil
 	}
+	if !opts.Wait {
+		l, held, err := try(ctx)
+		if held != nil {
+			err = fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
+		}
+		return l, err
+	}
+	return driver.Wait(ctx, driver.Waiter[*rowLease]{
+		Try: func(ctx context.Context, _ bool) (*rowLease, *driver.Held, error) { return try(ctx) },
+		Leave: func() {
+			if queued {
+				b.settle(func(ctx context.Context) {
+					_, _ = b.pool.Exec(ctx, rowLeaveSQL, pgx.QueryExecModeExec, key, grant)
+				})
+			}
+		},
+	})
 }
 
 // waiterLife is how long a waiter's row in the key's queue lives unless
@@ -268,10 +276,11 @@ func (b *Backend) waiterLife(sub *subscription) time.Duration {
 	return max(3*poll, time.Millisecond)
 }
 
-// pause waits before a waiter's next try: for a notified release, a change
-// of the listener's state, the current grant's expiry (expires from now,
-// as the server reported it) or the next poll, whichever comes first.
-func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Duration) error {
+// pause is how long a waiter waits at most before its next try, unless a
+// release is notified or the listener's state changes (see listener): the
+// current grant's expiry (expires from now, as the server reported it) or
+// the next poll, whichever comes first.
+func (b *Backend) pause(sub *subscription, expires time.Duration) time.Duration {
 	poll := b.cfg.pollInterval
 	if sub.live() {
 		poll *= listenPollFactor
@@ -283,16 +292,7 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 			d = e
 		}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-sub.notified():
-	case <-sub.changed():
-	case <-timer.C:
-	}
-	return nil
+	return d
 }
 
 // background runs f in a goroutine that Close waits for, with a context
