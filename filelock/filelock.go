@@ -383,14 +383,10 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 		quick := driver.ExponentialBackoff(time.Millisecond, maxBurst) // after a wake-up
 		slow := driver.ExponentialBackoff(time.Millisecond, b.poll)    // with no wake-ups to wait for
 		// Failed tries since the last wake-up (0: none since), and without
-		// wake-ups; whether a subscription was tried since the last try,
-		// and whether there was a try before this one.
-		burst, polls := 0, 0
-		subscribed, tried := false, false
+		// wake-ups; whether there was a try before this one.
+		burst, polls, tried := 0, 0, false
 		w := driver.Waiter[struct{}]{
 			Try: func(_ context.Context, woke bool) (struct{}, *driver.Held, error) {
-				justSubscribed := subscribed
-				subscribed = false
 				if tried {
 					if same, err := sameFile(f, path); err == nil && !same {
 						// Removed or replaced while we waited: wait on the
@@ -409,11 +405,11 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 				}
 				var delay time.Duration
 				switch {
-				case sub == nil && canWatch && !justSubscribed:
-					return struct{}{}, &driver.Held{}, nil // to subscribe
 				case sub == nil:
-					// No wake-ups to wait for: poll, backing off up to the
-					// poll interval.
+					// Nothing watches the file: driver.Wait subscribes
+					// (Subscribe), or if that was just tried and failed,
+					// the waiter polls, backing off up to the poll
+					// interval.
 					polls++
 					delay, _ = slow.Backoff(polls)
 					return struct{}{}, &driver.Held{RetryIn: min(delay, b.poll)}, nil
@@ -433,7 +429,6 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 				// confirmation to wait for. When it cannot be added, the
 				// waiter polls, and subscribes again after its next try.
 				sub = b.w.subscribe(path)
-				subscribed = true
 				return nil, nil
 			}
 		}
