@@ -12,6 +12,9 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
+// The tests of Wait run in synctest bubbles: time is exact, and a
+// goroutine left behind (Wait starts none) fails the test.
+
 // fakeKey is one key of a lock service whose wake-ups reach only the
 // waiter subscribed when they are sent, as Redis pub/sub does: a release
 // before the subscription reaches nobody. It serves one waiter, whose
