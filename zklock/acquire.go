@@ -433,7 +433,7 @@ func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lea
 			first = nil
 			return l, held, err
 		},
-		// Close ends the current session, and with it n's.
+		// Close ends the current session; n's, if another, has ended.
 		Closing: n.sess.done,
 		Closed: func() error {
 			if b.ctx.Err() != nil {
@@ -446,10 +446,10 @@ func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lea
 
 // try lists the lock's nodes, within wctx (ctx, or a try's request
 // timeout), until it can tell: it returns the lease when our node is
-// first, and otherwise a Held whose Wake w has, when ZooKeeper reports an
-// event on the node just before ours, which try watches (without w, a
-// single try, it watches nothing). It lists again at once after deleting
-// late nodes of ours, or when the predecessor is gone before its watch.
+// first; otherwise it watches the node just before ours, whose next event
+// wakes w, and returns a Held on w's wake-up (a single try, without w,
+// watches nothing). It lists again at once after deleting late nodes of
+// ours, or when the predecessor is gone before its watch.
 //
 // While waiting (w not nil), a request that fails for a reason that may
 // pass (the connection broke, ZooKeeper did not answer in time) is tried
