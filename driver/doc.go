@@ -43,12 +43,13 @@
 //
 // # Waiting
 //
-// A backend whose service does not wait for it (a server-side lock queue
-// does) waits in the client, with Wait: it gives a Waiter whose Try asks
-// the service once, and Wait runs the loop. A try that finds the key held
-// returns a Held: the channel that will wake the waiter when the key may
-// be free (a release message, a watch that the try set), and how long to
-// wait at most without one (the holder's expiry, a poll, a backoff).
+// A backend whose service does not wait on its behalf (as a statement
+// blocked in the server's lock queue, or a long poll, does) waits in the
+// client with Wait: it gives a Waiter whose Try asks the service once, and
+// Wait runs the loop. A try that finds the key held returns a Held: the
+// channel that will wake the waiter when the key may be free (a release
+// message, a watch that the try set), and how long to wait at most
+// without one (the holder's expiry, a poll, a backoff).
 //
 // A wake-up reaches only the waiters subscribed when the service sends
 // it, so the order matters. A service whose watch is set by the try itself,
@@ -72,7 +73,11 @@
 // processes would otherwise try together. A waiter whose place in the
 // service's queue survives a transient failure (a ZooKeeper node, while
 // its session lives) may answer it with a Held and a backoff; others
-// return the error, and the Client retries.
+// return the error, and the Client retries. A watch stream that says more
+// than "wake up" may keep its own loop: etcdlock's watch starts at the
+// revision of the read that found the predecessor, so it cannot miss the
+// release, and its messages (a compaction, a watch registered late) each
+// need their own answer.
 //
 // # Outline of a backend's package documentation
 //
