@@ -7,7 +7,11 @@ import (
 
 // ConfirmWait bounds how long Wait waits for a new subscription to be
 // confirmed before it tries again without the confirmation. A
-// confirmation that comes later still wakes the waiter.
+// confirmation that comes later still wakes the waiter, so the bound
+// matters only when none comes (a connection that broke): it is long
+// enough that a slow server is not sent a try per waiter before its
+// confirmation, and short enough not to hold a waiter whose release was
+// missed for longer than a request's timeout.
 const ConfirmWait = 2 * time.Second
 
 // Held is a try's answer when the key is held: what tells the waiter to
