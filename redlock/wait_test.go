@@ -126,3 +126,81 @@ func TestSubscriptionConfirmWait(t *testing.T) {
 		t.Fatal("the late confirmation did not wake the waiter")
 	}
 }
+
+// cancelOnGrant is a go-redis hook that cancels a context once n acquire
+// requests have been granted (a vote is the reply {1, counter}).
+type cancelOnGrant struct {
+	mu      sync.Mutex
+	n       int
+	granted int
+	cancel  context.CancelFunc
+}
+
+func (h *cancelOnGrant) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cancelOnGrant) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *cancelOnGrant) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		c, ok := cmd.(*redis.Cmd)
+		if !ok {
+			return err
+		}
+		if v, e := c.Int64Slice(); e == nil && len(v) == 2 && v[0] == 1 {
+			h.mu.Lock()
+			if h.granted++; h.granted == h.n {
+				h.cancel()
+			}
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// A waiting Acquire whose context ends just as its try is granted on
+// every node returns the grant, as a try granted in time does: an error
+// would leave the key held by nobody until the grant's TTL ran out.
+func TestGrantAsContextEnds(t *testing.T) {
+	srvs := startNodes(t, 3)
+	ctx := testCtx(t)
+	const key = "grant-as-context-ends"
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := &cancelOnGrant{n: len(srvs), cancel: cancel}
+	var nodes []redlock.Node
+	for _, s := range srvs {
+		c := newClient(t, s.Addr)
+		c.AddHook(h)
+		nodes = append(nodes, c)
+	}
+	b, err := redlock.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Backend.Close: %v", err)
+		}
+	})
+	l, err := b.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+	if wctx.Err() == nil {
+		t.Fatal("the context did not end with the grant: the hook did not bite")
+	}
+	if err == nil {
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release of the grant: %v", err)
+		}
+		return
+	}
+	other := newBackend(t, addrs(srvs))
+	lo, terr := other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if terr != nil {
+		t.Fatalf("Acquire returned %v, and left the key held: %v", err, terr)
+	}
+	if err := lo.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
