@@ -44,9 +44,48 @@
 //     URL (a user named postgres leaves "postgres://" as it is).
 //   - TLSConfig, IsTLSFailure, SpeaksTLS: client TLS from a URL's ca, cert
 //     and key files, and telling a TLS failure from a network one.
+//   - Wait: the loop of a blocking Acquire (see Waiting).
 //   - ValidateKey, MaxKeyLen, MaxTTL and the errors (ErrNotAcquired,
 //     ErrLockLost, ErrUnavailable, ErrInvalidKey, ErrInvalidOption,
 //     ErrClosed), which package distlock exports under the same names.
+//
+// # Waiting
+//
+// A backend whose service does not wait on its behalf (as a statement
+// blocked in the server's lock queue, or a long poll, does) waits in the
+// client with Wait: it gives a Waiter whose Try asks the service once, and
+// Wait runs the loop. A try that finds the key held returns a Held: the
+// channel that will wake the waiter when the key may be free (a release
+// message, a watch that the try set), and how long to wait at most
+// without one (the holder's expiry, a poll, a backoff).
+//
+// A wake-up reaches only the waiters subscribed when the service sends
+// it, so the order matters. A service whose watch is set by the try itself,
+// atomically with its read (a ZooKeeper getData watch, an in-process
+// channel), returns it in Held.Wake and needs nothing else. A service
+// whose subscription is separate from the try (Redis pub/sub, inotify)
+// sets Waiter.Subscribe: after a try that found the key held with nothing
+// watching it, Wait subscribes, waits for the service's confirmation (at
+// most ConfirmWait, the same for every backend) and tries again, because
+// a release between the first try and the subscription reached nobody. An
+// uncontended Acquire thus costs one try and no subscription. A backend
+// that keeps a subscription between Acquires (a channel that lingers)
+// registers the waiter before calling Wait and returns the subscription's
+// channel from the first try: that try is covered.
+//
+// Wait reports the end of ctx before anything else (with Canceled), then
+// the backend's Close (Waiter.Closing), and calls Waiter.Leave once on
+// every return without a grant, so that the waiter leaves nothing in the
+// service's queue. Fallback timers are the backend's to choose: jitter
+// them (ExponentialBackoff's full jitter) when waiters of several
+// processes would otherwise try together. A waiter whose place in the
+// service's queue survives a transient failure (a ZooKeeper node, while
+// its session lives) may answer it with a Held and a backoff; others
+// return the error, and the Client retries. A watch stream that says more
+// than "wake up" may keep its own loop: etcdlock's watch starts at the
+// revision of the read that found the predecessor, so it cannot miss the
+// release, and its messages (a compaction, a watch registered late) each
+// need their own answer.
 //
 // # Outline of a backend's package documentation
 //

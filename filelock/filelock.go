@@ -338,15 +338,15 @@ func fileErr(what string, err error) error { return fileSorter.Sort(nil, nil, wh
 //
 // Waiting: a blocking flock cannot be cancelled, and a goroutine blocked
 // in it (with the lock it might get later) would outlive the caller's
-// context. So the waiter keeps its file open and tries LOCK_EX|LOCK_NB each
-// time inotify reports that the file was closed (a holder releasing or
-// exiting closes it) or renamed or removed. The kernel reports a close just
-// before it drops the closed file's lock, so a try that fails right after a
-// wake-up is repeated burstTries times over short, growing, jittered pauses
-// (up to maxBurst) before the waiter sleeps again; the jitter spreads the
-// waiting Backends of other processes that woke together. A slow poll
-// covers wake-ups that never come (an inotify queue overflow, or no inotify
-// at all).
+// context. So the waiter keeps its file open and, in driver.Wait, tries
+// LOCK_EX|LOCK_NB each time inotify reports that the file was closed (a
+// holder releasing or exiting closes it) or renamed or removed. The
+// kernel reports a close just before it drops the closed file's lock, so
+// a try that fails right after a wake-up is repeated burstTries times over
+// short, growing, jittered pauses (up to maxBurst) before the waiter
+// sleeps again; the jitter spreads the waiting Backends of other processes
+// that woke together. A slow poll covers wake-ups that never come (an
+// inotify queue overflow, or no inotify at all).
 func (b *Backend) grab(ctx context.Context, key, name string, opts driver.AcquireOptions) (*lease, error) {
 	path := filepath.Join(b.dir, name+lockSuffix)
 	f, err := b.openLock(path)
@@ -355,90 +355,113 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 	}
 	var sub *subscription
 	defer func() { sub.close() }()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	quick := driver.ExponentialBackoff(time.Millisecond, maxBurst) // after a wake-up
-	slow := driver.ExponentialBackoff(time.Millisecond, b.poll)    // with no wake-ups to wait for
-	burst, polls := 0, 0                                           // failed tries since the last wake-up (0: none since), and without wake-ups
-	for {
-		ok, err := flock(f, flockEX|flockNB)
-		if err != nil {
+	closeFile := func() {
+		if f != nil {
 			f.Close()
-			return nil, fileErr("lock", err)
-		}
-		if ok {
-			if same, err := sameFile(f, path); err != nil || !same {
-				// The file was removed or replaced after we opened it:
-				// this lock guards nothing. Start over on the current file.
-				f.Close()
-				if err != nil {
-					return nil, err
-				}
-				if f, err = b.openLock(path); err != nil {
-					return nil, err
-				}
-				sub.close()
-				sub = nil
-				continue
-			}
-			break
-		}
-		if !opts.Wait {
-			f.Close()
-			return nil, fmt.Errorf("%w: %q is held", driver.ErrNotAcquired, key)
-		}
-		if sub == nil {
-			if sub = b.w.subscribe(path); sub != nil {
-				// Try once more: a release between the try and the watch
-				// sent no event.
-				continue
-			}
-		}
-		var delay time.Duration
-		switch {
-		case sub == nil:
-			// No wake-ups to wait for: poll, backing off up to the poll interval.
-			polls++
-			delay, _ = slow.Backoff(polls)
-		case burst > 0 && burst <= burstTries:
-			delay, _ = quick.Backoff(burst)
-			burst++
-		default:
-			burst, delay = 0, b.poll // back to waiting for wake-ups
-		}
-		delay = min(delay, b.poll)
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-		var woke <-chan struct{}
-		if sub != nil {
-			woke = sub.C
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, driver.Canceled(ctx)
-		case <-woke:
-			burst = 1
-		case <-timer.C:
-		}
-		if same, err := sameFile(f, path); err == nil && !same {
-			// Removed or replaced while we waited: wait on the current file.
-			f.Close()
-			if f, err = b.openLock(path); err != nil {
-				return nil, err
-			}
-			sub.close()
-			sub = nil
+			f = nil
 		}
 	}
-
+	// reopen opens the file that path names now, in place of f, which was
+	// removed or replaced: its lock guards nothing, and sub watched it.
+	reopen := func() error {
+		closeFile()
+		sub.close()
+		sub = nil
+		var err error
+		f, err = b.openLock(path)
+		return err
+	}
+	// try takes the flock of the file at path without waiting, and
+	// reports whether it did.
+	try := func() (bool, error) {
+		for {
+			ok, err := flock(f, flockEX|flockNB)
+			if err != nil {
+				return false, fileErr("lock", err)
+			}
+			if !ok {
+				return false, nil
+			}
+			same, err := sameFile(f, path)
+			switch {
+			case err != nil:
+				return false, err
+			case same:
+				return true, nil
+			}
+			// Removed or replaced after we opened it: start over on the
+			// current file.
+			if err := reopen(); err != nil {
+				return false, err
+			}
+		}
+	}
+	if !opts.Wait {
+		ok, err := try()
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: %q is held", driver.ErrNotAcquired, key)
+		}
+		if err != nil {
+			closeFile()
+			return nil, err
+		}
+	} else {
+		quick := driver.ExponentialBackoff(time.Millisecond, maxBurst) // after a wake-up
+		slow := driver.ExponentialBackoff(time.Millisecond, b.poll)    // with no wake-ups to wait for
+		// Failed tries since the last wake-up (0: none since), and without
+		// wake-ups; whether there was a try before this one.
+		burst, polls, tried := 0, 0, false
+		w := driver.Waiter[struct{}]{
+			Try: func(_ context.Context, woke bool) (struct{}, *driver.Held, error) {
+				if tried {
+					if same, err := sameFile(f, path); err == nil && !same {
+						// Removed or replaced while we waited: wait on the
+						// current file.
+						if err := reopen(); err != nil {
+							return struct{}{}, nil, err
+						}
+					}
+				}
+				tried = true
+				if ok, err := try(); err != nil || ok {
+					return struct{}{}, nil, err
+				}
+				if woke {
+					burst = 1
+				}
+				var delay time.Duration
+				switch {
+				case sub == nil:
+					// Nothing watches the file: driver.Wait subscribes
+					// (Subscribe), or if that was just tried and failed,
+					// the waiter polls, backing off up to the poll
+					// interval.
+					polls++
+					delay, _ = slow.Backoff(polls)
+					return struct{}{}, &driver.Held{RetryIn: min(delay, b.poll)}, nil
+				case burst > 0 && burst <= burstTries:
+					delay, _ = quick.Backoff(burst)
+					burst++
+				default:
+					burst, delay = 0, b.poll // back to waiting for wake-ups
+				}
+				return struct{}{}, &driver.Held{Wake: sub.C, RetryIn: min(delay, b.poll)}, nil
+			},
+			Leave: closeFile,
+		}
+		if canWatch {
+			w.Subscribe = func(context.Context) (<-chan struct{}, error) {
+				// The watch is in effect once added: there is no
+				// confirmation to wait for. When it cannot be added, the
+				// waiter polls, and subscribes again after its next try.
+				sub = b.w.subscribe(path)
+				return nil, nil
+			}
+		}
+		if _, err := driver.Wait(ctx, w); err != nil {
+			return nil, err
+		}
+	}
 	token, err := nextToken(f, key, b.dir)
 	if err != nil {
 		unlockClose(f)

@@ -10,6 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// canWatch: waiters are woken by inotify.
+const canWatch = true
+
 // watcher wakes the waiters of one Backend when their lock files are closed
 // (a holder releasing or dying closes its file), removed or replaced. It
 // multiplexes one inotify instance, and its one reading goroutine, over all

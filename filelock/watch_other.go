@@ -2,6 +2,9 @@
 
 package filelock
 
+// canWatch: there is no inotify to wake waiters.
+const canWatch = false
+
 // watcher is a no-op where inotify does not exist: waiters poll.
 type watcher struct{}
 

@@ -58,26 +58,29 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 		return nil, fmt.Errorf("%w: memlock: held (or awaited)", driver.ErrNotAcquired)
 	}
 	defer turn.Done()
-	for {
+	// A try's answer is atomic with the watch it returns: freed is closed
+	// when the holder it saw goes.
+	try := func(context.Context, bool) (*lease, *driver.Held, error) {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		e := b.entryLocked(key)
 		b.expireLocked(e, time.Now())
 		if e.holder == nil {
-			l := b.grantLocked(e, opts)
-			b.mu.Unlock()
+			return b.grantLocked(e, opts), nil, nil
+		}
+		return nil, &driver.Held{Wake: e.freed}, nil
+	}
+	if !opts.Wait {
+		if l, _, _ := try(ctx, false); l != nil {
 			return l, nil
 		}
-		freed := e.freed
-		b.mu.Unlock()
-		if !opts.Wait {
-			return nil, fmt.Errorf("%w: memlock: held", driver.ErrNotAcquired)
-		}
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return nil, driver.Canceled(ctx)
-		}
+		return nil, fmt.Errorf("%w: memlock: held", driver.ErrNotAcquired)
 	}
+	l, err := driver.Wait(ctx, driver.Waiter[*lease]{Try: try})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func (b *Backend) entryLocked(key string) *entry {

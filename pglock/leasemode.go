@@ -195,8 +195,8 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 }
 
 // grabRow tries for key's row until it is granted, or once without
-// opts.Wait, pausing between tries until a release is notified, the
-// current grant expires or a poll is due.
+// opts.Wait; between tries, driver.Wait waits until a release is
+// notified, the current grant expires or a poll is due.
 func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions) (*rowLease, error) {
 	sql, err := b.schema.ensure(ctx, b.pool)
 	if err != nil {
@@ -204,16 +204,17 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 	}
 	ms, ttl := ttlMillis(opts.TTL)
 	grant := rand.Text() // also the waiter's name in the key's queue
+	// queued is set once a try may have put the waiter in the key's queue,
+	// and cleared when a failed try's clean-up takes it out.
 	queued := false
-	leave := func() {
-		if queued {
-			b.settle(ctx, func(ctx context.Context) {
-				_, _ = b.pool.Exec(ctx, sql.rowLeave, pgx.QueryExecModeExec, key, grant)
-			})
-		}
-	}
-	for {
-		var sub *subscription
+	// sub is the waiter's interest in releases of key, taken before each
+	// try: a release committed after the try read the row is notified
+	// after it.
+	var sub *subscription
+	defer func() { sub.cancel() }()
+	try := func(ctx context.Context) (*rowLease, *driver.Held, error) {
+		sub.cancel()
+		sub = nil
 		var waitMs int64
 		if opts.Wait {
 			if b.listen != nil {
@@ -226,44 +227,51 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		err := b.pool.QueryRow(ctx, sql.rowAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
 		case err != nil && changedNothing(err):
-			sub.cancel()
-			leave() // the place an earlier try took
-			return nil, sortErr("acquire", err)
+			// The place an earlier try took, if any, is left by Leave.
+			return nil, nil, sortErr("acquire", err)
 		case err != nil:
-			sub.cancel()
 			// The server may still grant the key, or queue the waiter,
 			// and the reply never come: free the grant, or it holds the
 			// key until it expires, and leave the queue, once the
 			// statement has ended, or make sure that it does nothing if
-			// it reaches the server later (see abandonRow).
+			// it reaches the server later (see abandonRow); that also
+			// takes the waiter out of the queue.
 			b.settle(ctx, func(ctx context.Context) {
 				_ = b.abandonRow(ctx, key, grant, ttl, time.Duration(waitMs)*time.Millisecond)
 			})
-			return nil, sortErr("acquire", err)
+			queued = false
+			return nil, nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
-			sub.cancel()
 			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost,
 				validity: driver.Validity{Sent: sent, TTL: ttl}}
-			return l, nil
+			return l, nil, nil
 		case token.Valid:
-			sub.cancel()
-			leave()
-			return nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
-		case !opts.Wait:
-			return nil, fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
+			return nil, nil, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 		}
-		queued = true
+		queued = opts.Wait
 		next := time.Duration(math.MaxInt64)
 		if retry.Valid {
 			next = time.Duration(retry.Int64) * time.Millisecond
 		}
-		err = b.pause(ctx, sub, next)
-		sub.cancel()
-		if err != nil {
-			leave()
-			return nil, err
-		}
+		return nil, &driver.Held{Wake: sub.notified(), RetryIn: b.pause(sub, next)}, nil
 	}
+	if !opts.Wait {
+		l, held, err := try(ctx)
+		if held != nil {
+			err = fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
+		}
+		return l, err
+	}
+	return driver.Wait(ctx, driver.Waiter[*rowLease]{
+		Try: func(ctx context.Context, _ bool) (*rowLease, *driver.Held, error) { return try(ctx) },
+		Leave: func() {
+			if queued {
+				b.settle(ctx, func(ctx context.Context) {
+					_, _ = b.pool.Exec(ctx, sql.rowLeave, pgx.QueryExecModeExec, key, grant)
+				})
+			}
+		},
+	})
 }
 
 // changedNothing reports whether err, the error of a try's statement, says
@@ -301,10 +309,11 @@ func (b *Backend) waiterLife(sub *subscription) time.Duration {
 	return max(3*poll, time.Millisecond)
 }
 
-// pause waits before a waiter's next try: for a notified release, a change
-// of the listener's state, the current grant's expiry (expires from now,
-// as the server reported it) or the next poll, whichever comes first.
-func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Duration) error {
+// pause is how long a waiter waits at most before its next try, unless a
+// release is notified or the listener's state changes (see listener): the
+// current grant's expiry (expires from now, as the server reported it) or
+// the next poll, whichever comes first.
+func (b *Backend) pause(sub *subscription, expires time.Duration) time.Duration {
 	poll := b.cfg.pollInterval
 	if sub.live() {
 		poll *= listenPollFactor
@@ -316,16 +325,7 @@ func (b *Backend) pause(ctx context.Context, sub *subscription, expires time.Dur
 			d = e
 		}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-sub.notified():
-	case <-sub.changed():
-	case <-timer.C:
-	}
-	return nil
+	return d
 }
 
 // settle runs f, a grab's clean-up (its leave of the queue, the release

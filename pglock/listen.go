@@ -22,33 +22,31 @@ import (
 type listener struct {
 	cfg *pgx.ConnConfig
 
-	mu      sync.Mutex
-	live    bool                                  // LISTEN is in effect
-	changed chan struct{}                         // closed, and replaced, when live changes
-	subs    map[string]map[*subscription]struct{} // waiters by key
+	mu   sync.Mutex
+	live bool                                  // LISTEN is in effect
+	subs map[string]map[*subscription]struct{} // waiters by key
 }
 
 // subscription is one waiter's interest in releases of its key. Its
 // methods accept a nil subscription (no listener): it is never live and
 // never notified.
 type subscription struct {
-	l       *listener
-	key     string
-	waiter  string        // the waiter's name in the key's queue
-	c       chan struct{} // receives a value when a release is notified
-	isLive  bool          // whether the listener was live when it subscribed
-	changes chan struct{} // the listener's changed when it subscribed
+	l      *listener
+	key    string
+	waiter string        // the waiter's name in the key's queue
+	c      chan struct{} // receives a value when a release is notified or live changes
+	isLive bool          // whether the listener was live when it subscribed
 }
 
 func newListener(cfg *pgx.ConnConfig) *listener {
-	return &listener{cfg: cfg, changed: make(chan struct{}), subs: map[string]map[*subscription]struct{}{}}
+	return &listener{cfg: cfg, subs: map[string]map[*subscription]struct{}{}}
 }
 
 func (l *listener) subscribe(key, waiter string) *subscription {
 	s := &subscription{l: l, key: key, waiter: waiter, c: make(chan struct{}, 1)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s.isLive, s.changes = l.live, l.changed
+	s.isLive = l.live
 	m := l.subs[key]
 	if m == nil {
 		m = map[*subscription]struct{}{}
@@ -75,18 +73,13 @@ func (s *subscription) cancel() {
 
 func (s *subscription) live() bool { return s != nil && s.isLive }
 
+// notified returns the channel that receives a value when a release of
+// the key is notified or the listener's state changes.
 func (s *subscription) notified() <-chan struct{} {
 	if s == nil {
 		return nil
 	}
 	return s.c
-}
-
-func (s *subscription) changed() <-chan struct{} {
-	if s == nil {
-		return nil
-	}
-	return s.changes
 }
 
 func (l *listener) setLive(live bool) {
@@ -96,8 +89,18 @@ func (l *listener) setLive(live bool) {
 		return
 	}
 	l.live = live
-	close(l.changed)
-	l.changed = make(chan struct{})
+	for _, m := range l.subs {
+		for s := range m {
+			s.wake()
+		}
+	}
+}
+
+func (s *subscription) wake() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
 }
 
 // notify wakes the key's waiter named by a release (see
@@ -115,12 +118,8 @@ func (l *listener) notify(payload string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for s := range l.subs[key] {
-		if waiter != "" && s.waiter != waiter {
-			continue
-		}
-		select {
-		case s.c <- struct{}{}:
-		default:
+		if waiter == "" || s.waiter == waiter {
+			s.wake()
 		}
 	}
 }

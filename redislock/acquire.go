@@ -1,8 +1,8 @@
 package redislock
 
-// Acquire: one try of the acquire script, and the waiting loop around it
-// (subscribe to the key's release channel, try again, sleep until a
-// release message or the holder's expiry).
+// Acquire: one try of the acquire script, and what driver.Wait needs to
+// wait around it (the subscription to the release channel, the hand-off,
+// the holder's expiry).
 
 import (
 	"context"
@@ -17,19 +17,15 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
-const (
-	// subscribeWait bounds how long a waiter waits for its channel
-	// subscription to be confirmed before trying anyway.
-	subscribeWait = 2 * time.Second
-	// noExpiryPoll is the fallback re-check interval while the lock key has
-	// no expiry (set by something else than this package).
-	noExpiryPoll = time.Second
-)
+// noExpiryPoll is the fallback re-check interval while the lock key has
+// no expiry (set by something else than this package).
+const noExpiryPoll = time.Second
 
 // Acquire implements distlock.Backend. The try is one round trip (one Lua
 // script sets the lock and increments its fencing counter). A waiting
 // Acquire whose first try finds the key held subscribes to the key's
-// release channel, tries again once the subscription is confirmed, then
+// release channel, tries again once the subscription is confirmed (see
+// driver.Wait), then
 // waits for a release message or for the holder's TTL to run out. The first
 // Acquire of a Backend also checks the server's eviction policy (see
 // WithEvictionAllowed).
@@ -285,11 +281,10 @@ func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	return res, nil
 }
 
-// wait is a blocking Acquire: try; when held, subscribe and try again once
-// subscribed (a release between the first try and the subscription was
-// published to nobody); then wait for a wake-up or the holder's expiry,
-// and try again. An uncontended waiting Acquire thus costs no more
-// requests than a single try.
+// wait is a blocking Acquire, run by driver.Wait: try; when held,
+// subscribe and try again once subscribed; then wait for a wake-up or the
+// holder's expiry, and try again. An uncontended waiting Acquire thus
+// costs no more requests than a single try.
 //
 // With the queue the subscription is to the Backend's wake channel, and a
 // waiter joins the queue only once subscribed: a release skips a queued
@@ -320,124 +315,98 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 		a.giveWaiterID()
 		w = sub.addIfSubscribed(ch, a.waiterID)
 	}
-	// When the try that last refreshed our place was sent, and the
-	// fencing counter it found.
 	var (
+		// When the try that last refreshed our place was sent, and the
+		// fencing counter it found.
 		queued time.Time
 		seen   uint64
+		// failed is set when a try failed: it cleaned up after itself.
+		failed bool
+		// recheck is set by a new subscription; last is the pause the
+		// try before it asked for (see hooks.noRecheck).
+		recheck bool
+		last    time.Duration
 	)
-
-	var timer *time.Timer // made at the first sleep
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if err := a.interrupted(ctx); err != nil {
-			return nil, err
-		}
-		if w != nil {
-			w.tried.Store(true)
-		}
-		join := w != nil || b.cfg.unordered
-		l, r, err := a.try(ctx, join)
-		if err != nil {
-			if ctx.Err() != nil {
-				// The try cleaned up after itself (abandon): what counts
-				// is that ctx ended, as in interrupted.
-				err = driver.Canceled(ctx)
+	l, err := driver.Wait(ctx, driver.Waiter[*lease]{
+		Try: func(ctx context.Context, _ bool) (*lease, *driver.Held, error) {
+			if w != nil {
+				if g := w.handed.Swap(nil); g != nil && b.cfg.waitReplicas == 0 {
+					// A release granted us the lock. (With WithWaitReplicas,
+					// this try finds the grant and confirms it with WAIT:
+					// the release that handed it over waited for no
+					// replica.)
+					if l := a.handedLease(*g, queued, seen); l != nil {
+						return l, nil, nil
+					}
+				}
+				if recheck && b.hooks.noRecheck {
+					recheck = false
+					if h := b.hooks.beforeSleep; h != nil {
+						h()
+					}
+					return nil, &driver.Held{Wake: w.wake, RetryIn: last}, nil
+				}
+				recheck = false
+				w.tried.Store(true)
 			}
-			return nil, err
-		}
-		if l != nil {
-			return l, nil
-		}
-		if join && a.waiter != "" {
-			queued, seen = r.sent, r.seen
-		}
-		if w == nil {
-			if h := b.hooks.afterFirstHeld; h != nil {
+			join := w != nil || b.cfg.unordered
+			l, r, err := a.try(ctx, join)
+			switch {
+			case err != nil:
+				failed = true
+				return nil, nil, err
+			case l != nil:
+				return l, nil, nil
+			}
+			if join && a.waiter != "" {
+				queued, seen = r.sent, r.seen
+			}
+			last = r.retryIn
+			if !b.cfg.unordered {
+				// Trying again also refreshes our place in the queue.
+				last = min(last, b.cfg.liveness/3)
+			}
+			if w == nil {
+				if h := b.hooks.afterFirstHeld; h != nil {
+					h()
+				}
+				return nil, &driver.Held{}, nil
+			}
+			if h := b.hooks.beforeSleep; h != nil {
 				h()
 			}
+			return nil, &driver.Held{Wake: w.wake, RetryIn: last}, nil
+		},
+		Subscribe: func(context.Context) (<-chan struct{}, error) {
 			if sub == nil {
+				var err error
 				if sub, err = b.subscriber(); err != nil {
-					if a.waiter != "" {
-						a.leaveQueue(ctx)
-					}
 					return nil, err
 				}
 			}
-			// Wait for the confirmation, unless no SUBSCRIBE could be
-			// sent (the client is closed, the server unreachable): none is
-			// coming then, so try again at once and rely on the timer.
 			a.giveWaiterID()
 			var subErr error
-			if w, subErr = sub.add(ch, a.waiterID); subErr == nil {
-				ready := time.NewTimer(subscribeWait)
-				select {
-				case <-w.st.ready:
-				case <-ready.C:
-				case <-ctx.Done():
-				case <-b.closing.Done():
-				}
-				ready.Stop()
+			w, subErr = sub.add(ch, a.waiterID)
+			recheck = true
+			if subErr != nil {
+				// No SUBSCRIBE could be sent (the client is closed, the
+				// server unreachable): no confirmation is coming.
+				return nil, nil
 			}
-			if !b.hooks.noRecheck {
-				continue
+			return w.st.ready, nil
+		},
+		Leave: func() {
+			if a.waiter != "" && !failed {
+				a.leaveQueue(ctx)
 			}
-		}
-		retryIn := r.retryIn
-		if !b.cfg.unordered {
-			// Trying again also refreshes our place in the queue.
-			retryIn = min(retryIn, b.cfg.liveness/3)
-		}
-		if h := b.hooks.beforeSleep; h != nil {
-			h()
-		}
-		if timer == nil {
-			timer = time.NewTimer(retryIn)
-		} else {
-			timer.Reset(retryIn)
-		}
-		select {
-		case <-w.wake:
-		case <-timer.C:
-		case <-ctx.Done():
-		case <-b.closing.Done():
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		if g := w.handed.Swap(nil); g != nil && ctx.Err() == nil && b.cfg.waitReplicas == 0 {
-			// A release granted us the lock. (With ctx ended, leaving the
-			// queue releases it again. With WithWaitReplicas, the next
-			// try finds the grant and confirms it with WAIT: the release
-			// that handed it over waited for no replica.)
-			if l := a.handedLease(*g, queued, seen); l != nil {
-				return l, nil
-			}
-		}
+		},
+		Closing: b.closing.Done(),
+		Closed:  closed,
+	})
+	if err != nil {
+		return nil, err
 	}
+	return l, nil
 }
 
-// interrupted reports the end of ctx (driver.Canceled: it matches
-// ctx.Err() and its cause) or of the Backend, leaving the queue.
-func (a *attempt) interrupted(ctx context.Context) error {
-	var err error
-	switch {
-	case ctx.Err() != nil:
-		err = driver.Canceled(ctx)
-	case a.b.isClosed():
-		err = ErrClosed
-	default:
-		return nil
-	}
-	if a.waiter != "" {
-		a.leaveQueue(ctx)
-	}
-	return err
-}
+func closed() error { return ErrClosed }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -282,5 +286,126 @@ func TestCanceledAcquireMatchesContext(t *testing.T) {
 				t.Errorf("%d waiters queued after the only one gave up", n)
 			}
 		})
+	}
+}
+
+// pubsubVia is a client whose pub/sub connections go to another client's
+// server (through a fault proxy), and whose other requests go to its own.
+type pubsubVia struct {
+	*redis.Client
+	ps *redis.Client
+}
+
+func (c *pubsubVia) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	return c.ps.Subscribe(ctx, channels...)
+}
+
+// A waiter whose subscription is not confirmed waits driver.ConfirmWait
+// for the confirmation, the time every backend waits, before it tries
+// again; when the confirmation comes later, it wakes the waiter. Here the
+// SUBSCRIBE is held back in the network: the holder's release reaches
+// nobody, and only the late confirmation serves the waiter before its
+// fallback timer (an hour).
+func TestSubscriptionConfirmWait(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	proxy := faultproxy.Start(t, srv.Addr)
+	b := mustNew(t, &pubsubVia{Client: newClient(t, srv.Addr), ps: newClient(t, proxy.Addr())},
+		redislock.WithWaiterLiveness(time.Hour))
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Backend.Close: %v", err)
+		}
+	})
+	redislock.SetLinger(b, time.Millisecond)
+	var (
+		mu               sync.Mutex
+		firstHeld, slept time.Time
+	)
+	sleeping := make(chan struct{}, 1)
+	redislock.SetWaitHooks(b,
+		func() {
+			mu.Lock()
+			firstHeld = time.Now()
+			mu.Unlock()
+		},
+		func() {
+			mu.Lock()
+			slept = time.Now()
+			mu.Unlock()
+			select {
+			case sleeping <- struct{}{}:
+			default:
+			}
+		})
+	holder := newBackend(t, srv.Addr)
+	const key = "confirm-wait"
+	const hold = time.Hour
+	// A first wait, confirmed, opens the pub/sub connection; its
+	// subscription lapses once the waiter is served (linger 1ms).
+	lh, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan driver.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("first waiter: %v", err)
+		}
+		res <- l
+	}()
+	<-sleeping
+	if err := lh.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := <-res; l == nil || l.Release(ctx) != nil {
+		t.Fatal("the first waiter got no lock to release")
+	}
+	// The first waiter may have slept more than once (a confirmation
+	// wakes the waiters that have tried, and the waiter may have tried as
+	// soon as it saw the confirmation): forget it.
+	select {
+	case <-sleeping:
+	default:
+	}
+	ch := redislock.WakeChannel(b)
+	eventually(t, time.Minute, "the first wait's subscription lapses", func() bool {
+		return admin.PubSubNumSub(ctx, ch).Val()[ch] == 0
+	})
+
+	// The second wait's SUBSCRIBE is held back.
+	if lh, err = holder.Acquire(ctx, key, driver.AcquireOptions{TTL: hold}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("second waiter: %v", err)
+		}
+		res <- l
+	}()
+	select {
+	case <-sleeping:
+	case <-ctx.Done():
+		t.Fatal("the second waiter never went to sleep")
+	}
+	mu.Lock()
+	waited := slept.Sub(firstHeld)
+	mu.Unlock()
+	if waited < driver.ConfirmWait {
+		t.Fatalf("the waiter tried again %v after its first try, without a confirmation; want at least driver.ConfirmWait (%v)", waited, driver.ConfirmWait)
+	}
+	t.Logf("without a confirmation, the waiter tried again after %v", waited)
+	if err := lh.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := admin.PubSubNumSub(ctx, ch).Val()[ch]; n != 0 {
+		t.Fatalf("%d subscribers when the holder released: the SUBSCRIBE was not held back", n)
+	}
+	proxy.Heal()
+	if l := <-res; l == nil || l.Release(ctx) != nil {
+		t.Fatal("the second waiter got no lock to release")
 	}
 }

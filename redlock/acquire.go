@@ -14,9 +14,6 @@ import (
 )
 
 const (
-	// subscribeWait bounds how long a waiter waits for its subscriptions
-	// to be confirmed before it tries again anyway.
-	subscribeWait = time.Second
 	// noExpiryPoll is the fallback re-check interval while a lock key has
 	// no expiry (set by something else than this package).
 	noExpiryPoll = time.Second
@@ -295,115 +292,91 @@ func (b *Backend) expiryWait(held []int64) time.Duration {
 	return time.Duration(p+1) * time.Millisecond
 }
 
-// wait is a blocking Acquire: try; when the key is held, join the key's
-// queue on every node and wait for a release to wake this waiter, for the
-// holders' expiry, or after a split vote for a jittered backoff, and try
-// again. The first waiting Acquire of a Backend subscribes to its wake
-// channel first (a try before that, which found the key held, is tried
-// again once the channel is subscribed: the try queues the waiter);
-// later ones queue with their first try.
-func (b *Backend) wait(ctx context.Context, k lockKeys, opts driver.AcquireOptions) (l driver.Lease, err error) {
+// wait is a blocking Acquire, run by driver.Wait: try; when the key is
+// held, join the key's queue on every node and wait for a release to wake
+// this waiter, for the holders' expiry, or after a split vote for a
+// jittered backoff, and try again. The first waiting Acquire of a Backend
+// subscribes to its wake channel first (a try before that, which found
+// the key held, is tried again once the channel is subscribed: the try
+// queues the waiter); later ones queue with their first try.
+func (b *Backend) wait(ctx context.Context, k lockKeys, opts driver.AcquireOptions) (driver.Lease, error) {
 	var w *waiter
 	if s := b.readySubscriber(); s != nil {
 		w = s.add()
 	}
-	defer func() {
-		if w == nil {
-			return
-		}
-		wokeBy := w.sub.remove(w, err != nil && w.queued)
-		if err != nil && w.queued {
-			// Bounded as a failed try's clean-up is: a node that is down
-			// must not hold a caller that gave up for a long TTL's
-			// per-node timeout (its entry expires with the queue).
-			b.leave(ctx, k, w, wokeBy, min(cleanupTimeout, b.cfg.timeoutFor(opts.TTL)))
-		}
-	}()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	splits := 0
-	for {
-		switch {
-		case ctx.Err() != nil:
-			return nil, driver.Canceled(ctx)
-		case b.isClosed():
-			return nil, ErrClosed
-		}
-		l, r, err := b.try(ctx, k, opts, w)
-		if w != nil {
-			w.queued = true
-		}
-		switch {
-		case ctx.Err() != nil:
-			return nil, driver.Canceled(ctx)
-		case err != nil:
-			return nil, err
-		case l != nil:
-			return l, nil
-		}
-		if w == nil {
+	var gathered time.Time // the end of the gathering of wake-ups (see below)
+	l, err := driver.Wait(ctx, driver.Waiter[*lease]{
+		Try: func(ctx context.Context, woke bool) (*lease, *driver.Held, error) {
+			if w != nil && woke && !w.woke {
+				w.woke = true
+				gathered = time.Now().Add(gatherWait)
+			}
+			if w != nil && w.woke {
+				// After the first node's release woke w, wait for the
+				// releases of a majority of nodes to wake it too, for
+				// at most gatherWait: the nodes of one release free the
+				// key one after the other, and a try sent at the first
+				// wake-up finds the others still held.
+				if left := time.Until(gathered); left > 0 && w.sub.woken(w, false) < b.maj {
+					return nil, &driver.Held{Wake: w.wake, RetryIn: left}, nil
+				}
+			}
+			l, r, err := b.try(ctx, k, opts, w)
+			if w != nil {
+				w.queued = true
+			}
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case l != nil:
+				return l, nil, nil
+			case w == nil:
+				return nil, &driver.Held{}, nil
+			}
+			w.woke = false
+			w.sub.woken(w, true)
+			retryIn := r.retryIn
+			if r.split {
+				splits++
+				retryIn, _ = splitBackoff.Backoff(splits)
+			}
+			return nil, &driver.Held{Wake: w.wake, RetryIn: retryIn}, nil
+		},
+		Subscribe: func(context.Context) (<-chan struct{}, error) {
 			sub, err := b.subscriber()
 			if err != nil {
 				return nil, err
 			}
 			w = sub.add()
-			ready := time.NewTimer(subscribeWait)
-			select {
-			case <-sub.ready:
-			case <-ready.C:
-			case <-ctx.Done():
-			case <-b.closing.Done():
+			return sub.ready, nil
+		},
+		Leave: func() {
+			if w == nil {
+				return
 			}
-			ready.Stop()
-			continue
-		}
-		retryIn := r.retryIn
-		if r.split {
-			splits++
-			retryIn, _ = splitBackoff.Backoff(splits)
-		}
-		w.sub.woken(w, true)
-		timer.Reset(retryIn)
-		w.woke = false
-		select {
-		case <-w.wake:
-			w.woke = true
-			b.gather(ctx, w)
-		case <-timer.C:
-		case <-ctx.Done():
-		case <-b.closing.Done():
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
+			wokeBy := w.sub.remove(w, w.queued)
+			if w.queued {
+				// Bounded as a failed try's clean-up is: a node that is
+				// down must not hold a caller that gave up for a long
+				// TTL's per-node timeout (its entry expires with the
+				// queue).
+				b.leave(ctx, k, w, wokeBy, min(cleanupTimeout, b.cfg.timeoutFor(opts.TTL)))
 			}
-		}
+		},
+		Closing: b.closing.Done(),
+		Closed:  closed,
+	})
+	if err != nil {
+		return nil, err
 	}
+	if w != nil {
+		w.sub.remove(w, false)
+	}
+	return l, nil
 }
 
-// gather waits, after the first node's release woke w, for the releases
-// of a majority of nodes to wake it too, for at most gatherWait: the
-// nodes of one release free the key one after the other, and a try sent
-// at the first wake-up finds the others still held and has to wait again.
-func (b *Backend) gather(ctx context.Context, w *waiter) {
-	if w.sub.woken(w, false) >= b.maj {
-		return
-	}
-	t := time.NewTimer(gatherWait)
-	defer t.Stop()
-	for w.sub.woken(w, false) < b.maj {
-		select {
-		case <-w.wake:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		case <-b.closing.Done():
-			return
-		}
-	}
-}
+func closed() error { return ErrClosed }
 
 // leave takes a waiter that gave up out of the key's queue on every node,
 // once per node, each bounded by timeout, before its Acquire returns: a

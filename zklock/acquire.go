@@ -411,82 +411,161 @@ func unsupported(err error) bool {
 }
 
 // wait waits until our node is first of the lock's nodes, watching only the
-// node just before it, so that a release wakes one waiter. first, if not
-// nil, brings its first listing (see prefetch).
+// node just before it, so that a release wakes one waiter; without
+// opts.Wait it looks once. first, if not nil, brings its first listing
+// (see prefetch).
 func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lease, error) {
 	b := a.b
-	wctx := ctx // bounds the whole wait: ctx, or a try's request timeout
 	if !a.opts.Wait {
-		var cancel context.CancelFunc
-		wctx, cancel = b.request(ctx)
+		wctx, cancel := b.request(ctx)
 		defer cancel()
+		l, held, err := a.try(ctx, wctx, n, first, nil)
+		if held != nil {
+			err = fmt.Errorf("%w: zklock: held", driver.ErrNotAcquired)
+		}
+		return l, err
 	}
-	failures := 0 // transient failures in a row
+	w := &watcher{wake: make(chan struct{}, 1)}
+	defer b.watch(w, "")
+	return driver.Wait(ctx, driver.Waiter[*lease]{
+		Try: func(ctx context.Context, _ bool) (*lease, *driver.Held, error) {
+			l, held, err := a.try(ctx, ctx, n, first, w)
+			first = nil
+			return l, held, err
+		},
+		// Close ends the current session; n's, if another, has ended.
+		Closing: n.sess.done,
+		Closed: func() error {
+			if b.ctx.Err() != nil {
+				return ErrClosed
+			}
+			return fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, b.sessionErr(n.sess))
+		},
+	})
+}
+
+// try lists the lock's nodes, within wctx (ctx, or a try's request
+// timeout), until it can tell: it returns the lease when our node is
+// first; otherwise it watches the node just before ours, whose next event
+// wakes w, and returns a Held on w's wake-up (a single try, without w,
+// watches nothing). It lists again at once after deleting late nodes of
+// ours, or when the predecessor is gone before its watch.
+//
+// While waiting (w not nil), a request that fails for a reason that may
+// pass (the connection broke, ZooKeeper did not answer in time) is tried
+// again after a pause, in a Held: the node keeps its place in the queue
+// as long as the session lives, so a waiter goes on until the session
+// ends or ctx does.
+func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, w *watcher) (*lease, *driver.Held, error) {
+	b := a.b
+	failed := func(err error) (*lease, *driver.Held, error) {
+		if w == nil || !errors.Is(err, driver.ErrUnavailable) {
+			return nil, nil, err
+		}
+		w.failures++
+		d, _ := driver.ExponentialBackoff(dropRetryMin, dropRetryMax).Backoff(w.failures)
+		return nil, &driver.Held{RetryIn: d}, nil
+	}
 	for {
 		rctx, cancel := b.request(wctx)
 		children, sent, err := a.list(rctx, n, first)
 		first = nil
-		if err != nil {
-			err = b.sortErr(ctx, rctx, err)
-			cancel()
-			if err = a.pause(ctx, n, err, &failures); err == nil {
-				continue
-			}
-			return nil, err
-		}
+		err = b.sortErr(ctx, rctx, err)
 		cancel()
-		failures = 0
+		if err != nil {
+			return failed(err)
+		}
+		if w != nil {
+			w.failures = 0
+		}
 		sortNodes(children)
 		if late := a.late(children, n.name); len(late) > 0 {
 			if err := a.dropLate(wctx, late); err != nil {
-				if err = a.pause(ctx, n, b.sortErr(ctx, wctx, err), &failures); err == nil {
-					continue
-				}
-				return nil, err
+				return failed(b.sortErr(ctx, wctx, err))
 			}
 			continue
 		}
 		i := slices.Index(children, n.name)
 		switch {
 		case i < 0:
-			return nil, a.vanished(n)
+			return nil, nil, a.vanished(n)
 		case i == 0:
-			return a.grant(n, sent)
-		case !a.opts.Wait:
-			return nil, fmt.Errorf("%w: zklock: held", driver.ErrNotAcquired)
+			l, err := a.grant(n, sent)
+			return l, nil, err
+		case w == nil:
+			return nil, &driver.Held{}, nil
 		}
 		pred := a.dir + "/" + children[i-1]
 		if b.beforeWatch != nil {
 			b.beforeWatch(pred)
 		}
+		// Registered before the read that sets the watch: its event
+		// comes after the read's reply.
+		b.watch(w, pred)
 		rctx, cancel = b.request(wctx)
 		// GetW, not ExistsW: on a node that is gone ExistsW leaves a watch
 		// for its creation behind, which nothing would ever fire.
-		ch, err := call(rctx, b, func() (<-chan zk.Event, error) {
-			_, _, ch, err := b.conn.GetW(pred)
-			return ch, err
+		_, err = call(rctx, b, func() (struct{}, error) {
+			_, _, _, err := b.conn.GetW(pred)
+			return struct{}{}, err
 		}, nil)
 		if errors.Is(err, zk.ErrNoNode) {
 			cancel()
 			continue // the predecessor went between listing and watching
 		}
-		if err != nil {
-			err = b.sortErr(ctx, rctx, err)
-			cancel()
-			if err = a.pause(ctx, n, err, &failures); err == nil {
-				continue
-			}
-			return nil, err
-		}
+		err = b.sortErr(ctx, rctx, err)
 		cancel()
+		if err != nil {
+			return failed(err)
+		}
+		return nil, &driver.Held{Wake: w.wake}, nil
+	}
+}
+
+// watcher is one waiter's wake-up: wake receives a value when ZooKeeper
+// reports an event on the node it watches (see Backend.watch).
+type watcher struct {
+	wake     chan struct{}
+	path     string // the watched node, "" for none; guarded by Backend.watchMu
+	failures int    // transient failures in a row (see acquire.try)
+}
+
+// watch makes w watch path in place of what it watched before, or nothing
+// if path is "". The zk client gives each watch a channel of its own, of
+// its own type; onEvent sees every event, and wakes the waiters of its
+// path, so that waiting needs no goroutine per watch.
+func (b *Backend) watch(w *watcher, path string) {
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	if ws := b.watchers[w.path]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(b.watchers, w.path)
+		}
+	}
+	w.path = path
+	if path == "" {
+		return
+	}
+	if b.watchers == nil {
+		b.watchers = map[string]map[*watcher]struct{}{}
+	}
+	ws := b.watchers[path]
+	if ws == nil {
+		ws = map[*watcher]struct{}{}
+		b.watchers[path] = ws
+	}
+	ws[w] = struct{}{}
+}
+
+// wakeWatchers wakes the waiters that watch path.
+func (b *Backend) wakeWatchers(path string) {
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	for w := range b.watchers[path] {
 		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, driver.Canceled(ctx)
-		case <-n.sess.done:
-			return nil, fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, b.sessionErr(n.sess))
-		case <-b.ctx.Done():
-			return nil, ErrClosed
+		case w.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -541,38 +620,6 @@ func (a *acquire) dropLate(ctx context.Context, late []string) error {
 		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// pause waits before a waiter's next try after a transient failure (the
-// connection broke, ZooKeeper did not answer in time): the node keeps its
-// place in the queue as long as the session lives, so a waiter goes on
-// until the session ends or ctx does. It returns nil to go on, or the error
-// to give up with: err itself for a try or an error a retry cannot fix, and
-// otherwise what ended the wait (the session, ctx, the Backend).
-func (a *acquire) pause(ctx context.Context, n *node, err error, failures *int) error {
-	b := a.b
-	if !a.opts.Wait || !errors.Is(err, driver.ErrUnavailable) {
-		return err
-	}
-	*failures++
-	d, _ := driver.ExponentialBackoff(dropRetryMin, dropRetryMax).Backoff(*failures)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-n.sess.done:
-	case <-b.ctx.Done():
-	}
-	switch {
-	case b.ctx.Err() != nil:
-		return ErrClosed
-	case b.sessionErr(n.sess) != nil:
-		return fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, b.sessionErr(n.sess))
-	case ctx.Err() != nil:
-		return driver.Canceled(ctx)
 	}
 	return nil
 }

@@ -122,6 +122,10 @@ type Backend struct {
 	mu      sync.Mutex
 	sess    *session      // the current session; nil before the first and after an expiry
 	changed chan struct{} // closed and replaced whenever sess changes
+
+	// watchers are the waiters by the node they watch (see watch).
+	watchMu  sync.Mutex
+	watchers map[string]map[*watcher]struct{}
 }
 
 // session is one ZooKeeper session of the Backend, with the leases held in
@@ -316,7 +320,8 @@ func (b *Backend) liveSession(id int64) *session {
 	return nil
 }
 
-// onEvent follows the session through the zk client's state changes. A
+// onEvent wakes the waiters that watch the node of a node event, and
+// follows the session through the zk client's state changes. A
 // disconnection does nothing here: the leases' validity runs from the last
 // reply of the ensemble, so the Client's deadline ends them unless the
 // connection comes back (with the session) in time.
@@ -324,6 +329,9 @@ func (b *Backend) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		if ev.Type != zk.EventNotWatching {
 			b.watchEvents.Add(1)
+		}
+		if ev.Path != "" {
+			b.wakeWatchers(ev.Path)
 		}
 		return
 	}
