@@ -98,6 +98,7 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 		{"AcquireAll/LostIfAnyPartLost", s.testSetLost},
 		{"Do", s.testDo},
 		{"Close", s.testClose},
+		{"BackendClose/EndsWaiters", s.testBackendClose},
 		{"BadInput/Keys", s.testBadKeys},
 		{"BadInput/OddKeysAreDistinct", s.testOddKeys},
 		{"BadInput/Options", s.testBadOptions},

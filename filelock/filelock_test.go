@@ -41,6 +41,7 @@ func newBackend(t testing.TB, dir string, opts ...filelock.Option) *filelock.Bac
 	if err != nil {
 		t.Fatalf("New(%q): %v", dir, err)
 	}
+	t.Cleanup(func() { b.Close() })
 	return b
 }
 
@@ -712,5 +713,57 @@ func TestFIFOWithinBackend(t *testing.T) {
 	}
 	if n := filelock.Queued(b); n != 0 {
 		t.Errorf("%d keys still queued", n)
+	}
+}
+
+// Close ends both kinds of waiter with ErrClosed (the one that has the
+// key's turn and waits for another Backend's flock, and the one queued for
+// the turn), refuses later acquisitions, and leaves the other Backend's
+// lease working.
+func TestCloseEndsWaiters(t *testing.T) {
+	dir := t.TempDir()
+	a, b := newBackend(t, dir), newBackend(t, dir)
+	ctx := ctxFor(t)
+	holder := acquire(t, a, "k")
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err == nil {
+				l.Release(ctx)
+			}
+			errs <- err
+		}()
+		for filelock.Queued(b)+filelock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, filelock.ErrClosed) || !errors.Is(err, distlock.ErrClosed) {
+				t.Errorf("waiter at Close: %v, want ErrClosed", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a waiter did not end at Close")
+		}
+	}
+	for _, wait := range []bool{false, true} {
+		if _, err := b.Acquire(ctx, "other", driver.AcquireOptions{TTL: time.Minute, Wait: wait}); !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("Acquire (wait %v) after Close: %v, want ErrClosed", wait, err)
+		}
+	}
+	if n := filelock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued after Close", n)
+	}
+	release(t, holder)
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }

@@ -49,5 +49,6 @@
 // and the Client inside the bubble).
 //
 // A Backend and its leases are safe for concurrent use; a Backend starts a
-// timer per held key and no goroutine.
+// timer per held key and no goroutine. Close ends the waiters and refuses
+// later acquisitions; held leases last until released or expired.
 package memlock
