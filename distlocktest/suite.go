@@ -70,7 +70,9 @@ const pushBound = 2 * time.Second
 func Run(t *testing.T, newBackend Factory, opts ...Option) {
 	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
 	for _, o := range opts {
-		o(s)
+		if o != nil {
+			o(s)
+		}
 	}
 	s.probe(t)
 	tests := []struct {
