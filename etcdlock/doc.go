@@ -131,7 +131,7 @@
 //
 // The lock name of a key is the Backend's prefix (WithPrefix, default
 // "distlock/") followed by the key with "%" written "%25" and "/" written
-// "%2F" (see LockName), so that no lock's keys fall in another lock's range.
+// "%2F" (see Backend.KeyPath), so that no lock's keys fall in another lock's range.
 // The holder's and the waiters' keys are NAME + "/" + their session's lease
 // ID in lowercase hex, with an empty value, as `etcdctl lock NAME` lays them
 // out: an operator's

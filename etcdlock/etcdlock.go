@@ -39,7 +39,7 @@ type config struct {
 	meters         metric.MeterProvider
 }
 
-// WithPrefix sets the prefix of every lock name (see LockName). Backends
+// WithPrefix sets the prefix of every lock name (see Backend.KeyPath). Backends
 // and `etcdctl lock` users contend for the same locks when they use the
 // same prefix. Default: DefaultPrefix ("distlock/"). It must be non-empty
 // valid UTF-8 of at most 1024 bytes.
@@ -204,7 +204,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	name := LockName(b.cfg.prefix, key)
+	name := b.KeyPath(key)
 	t, err := b.takeTurn(ctx, name, opts.Wait)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ func (b *Backend) Fence(lock Held) (clientv3.Cmp, error) {
 	if isNil(lock) {
 		return clientv3.Cmp{}, fmt.Errorf("%w: etcdlock: nil lock", driver.ErrInvalidOption)
 	}
-	l := b.queue.Holder(LockName(b.cfg.prefix, lock.Key()))
+	l := b.queue.Holder(b.KeyPath(lock.Key()))
 	if l == nil || l.token != lock.Token() || l.ended() {
 		return clientv3.Cmp{}, &FenceError{Key: lock.Key(), Token: lock.Token()}
 	}

@@ -211,12 +211,12 @@ func checkPrivate(dir string) error {
 // Dir returns the absolute path of the lock directory.
 func (b *Backend) Dir() string { return b.dir }
 
-// Path returns the path of the lock file of a valid key, which exists once
-// the key has been acquired. Removing or replacing it while the key is held
-// makes the holder lose the lock (its next Refresh fails) and leaves the
-// key's next token to the wall clock: it is meant for inspection, not for
-// unlocking.
-func (b *Backend) Path(key string) string {
+// KeyPath returns where a valid key's lock lives: the path of its lock
+// file, which exists once the key has been acquired. Removing or replacing
+// it while the key is held makes the holder lose the lock (its next
+// Refresh fails) and leaves the key's next token to the wall clock: it is
+// meant for inspection, not for unlocking.
+func (b *Backend) KeyPath(key string) string {
 	return filepath.Join(b.dir, fileName(key)+lockSuffix)
 }
 

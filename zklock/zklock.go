@@ -48,7 +48,7 @@ type authInfo struct {
 }
 
 // WithPrefix sets the ZooKeeper path under which the locks live (see
-// LockPath). Backends, and Curator locks, contend for the same locks when
+// Backend.KeyPath). Backends, and Curator locks, contend for the same locks when
 // they use the same paths. Default: DefaultPrefix ("/distlock"). It must be
 // an absolute path other than "/", outside /zookeeper, of at most 1024
 // bytes, without a trailing "/" or a segment that starts with a dot.
@@ -431,7 +431,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
-	a := &acquire{b: b, key: key, dir: LockPath(b.cfg.prefix, key), opts: opts}
+	a := &acquire{b: b, key: key, dir: b.KeyPath(key), opts: opts}
 	l, err := a.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil && !errorsIsClosed(err) {
