@@ -130,7 +130,7 @@
 //
 // # Node layout and zkCli.sh
 //
-// The lock of a key is the path LockPath(prefix, key): the prefix
+// The lock of a key is the path Backend.KeyPath(key): the prefix
 // (WithPrefix, default "/distlock"), "/", then the key with "%", "/", a
 // leading "." and the characters ZooKeeper refuses in paths percent-escaped,
 // so that distinct keys never share a path and no key reaches outside the
