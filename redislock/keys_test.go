@@ -25,7 +25,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	var opts []redislock.Option
 	holderB, waiterB := mustNew(t, cc, opts...), mustNew(t, cc, opts...)
 	t.Cleanup(func() { holderB.Close(); waiterB.Close() })
-	f := redislock.NewFence(cc)
+	f := redislock.NewFence(cc, redislock.DefaultFencePrefix)
 
 	for _, key := range []string{"a{b}c", "{", "}", "{}", "}{", "{a}", "a}b{c", "%7D", "plain"} {
 		lh, err := holderB.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
