@@ -111,8 +111,9 @@
 //
 // To let storage refuse a holder that lost its lock while paused, pass
 // Lock.Token to it (see package fence), or, for data in the same etcd, use
-// Txn or Fence: a transaction that etcd applies only if the lock key still
-// exists with the lock's token as create revision.
+// a Fence (NewFence), whose Txn, or Cmp in a transaction of your own, makes
+// a transaction that etcd applies only if the lock key still exists with
+// the lock's token as create revision.
 //
 // # Sessions
 //

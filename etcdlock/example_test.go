@@ -23,7 +23,7 @@ func ExampleLockName() {
 
 // A lock on etcd, and a write that etcd refuses if the lock has been lost
 // by the time it is applied.
-func ExampleBackend_Txn() {
+func ExampleFence_Txn() {
 	ctx := context.Background()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -47,7 +47,8 @@ func ExampleBackend_Txn() {
 	}
 	defer lock.Release(ctx)
 	// Work under lock.Context(); write through the fence.
-	if _, err := backend.Txn(lock.Context(), lock, clientv3.OpPut("accounts/42/balance", "100")); err != nil {
+	accounts := etcdlock.NewFence(backend)
+	if _, err := accounts.Txn(lock.Context(), lock, clientv3.OpPut("accounts/42/balance", "100")); err != nil {
 		log.Fatal(err) // errors.Is(err, distlock.ErrLockLost) if the lock was lost
 	}
 }
