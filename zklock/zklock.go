@@ -144,6 +144,11 @@ type handshake struct {
 // client addresses ("host:port") are servers. It connects in the
 // background: an unreachable ensemble is reported by Acquire. A bad option
 // returns an error matching distlock.ErrInvalidOption.
+//
+// Unlike the other backends' New, it takes addresses rather than the
+// caller's client, because what the Backend must see of a *zk.Conn can only
+// be arranged when the connection is made (see "Why New takes addresses"
+// in the package documentation); Conn returns the connection it makes.
 func New(servers []string, opts ...Option) (*Backend, error) {
 	cfg := config{
 		prefix:         DefaultPrefix,
