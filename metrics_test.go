@@ -86,7 +86,7 @@ func TestMetrics(t *testing.T) {
 		l.Release(ctx)
 		d, _ := c.Acquire(ctx, "d") // acquired
 		d.Release(ctx)              // released
-		reg := &fence.Register{Meters: mp}
+		reg := fence.NewRegister(fence.WithMeterProvider(mp))
 		reg.Admit("r", 5)
 		if err := reg.Admit("r", 4); !errors.Is(err, fence.ErrStaleToken) { // a rejection
 			t.Fatalf("stale Admit: %v", err)

@@ -1,7 +1,18 @@
 // Package backends opens a lock service from a URL, so that a program can
 // leave the choice of its backend to its configuration (an environment
 // variable, a flag, a file), as the distlock command does with --backend
-// and DISTLOCK_BACKEND:
+// and DISTLOCK_BACKEND.
+//
+// Each backend package registers its URL schemes here when it is
+// imported, as database/sql drivers do: a program imports the backends it
+// may open, for their registration only if it uses nothing else of them,
+// and opens the URL:
+//
+//	import (
+//		"github.com/distlock/distlock/backends"
+//		_ "github.com/distlock/distlock/etcdlock"
+//		_ "github.com/distlock/distlock/redislock"
+//	)
 //
 //	b, err := backends.Open(ctx, os.Getenv("DISTLOCK_BACKEND"))
 //	if err != nil {
@@ -10,13 +21,16 @@
 //	defer b.Close()
 //	client, err := distlock.New(b)
 //
-// The schemes are those of the backend packages: file (filelock, on Unix),
-// redis, rediss, redis+cluster, rediss+cluster and redis+sentinel
-// (redislock), redlock and redlocks (redlock), etcd and etcds
-// (etcdlock), zk (zklock), postgres and postgresql (pglock), distlock+http
-// and distlock+https (gatewaylock, a distlock serve gateway); each
-// package's OpenURL documents its forms and parameters. A program adds a
-// backend of its own with Register.
+// This package imports no backend, so a program builds only the client
+// libraries of the services it imports. The schemes are those of the
+// backend packages: file (filelock, on Unix), redis, rediss,
+// redis+cluster, rediss+cluster and redis+sentinel (redislock), redlock
+// and redlocks (redlock), etcd and etcds (etcdlock), zk (zklock), postgres
+// and postgresql (pglock), distlock+http and distlock+https (gatewaylock,
+// a distlock serve gateway); each package's Schemes lists them, and its
+// OpenURL documents their forms and parameters. A scheme whose package is
+// not imported is unknown to Open. A program adds a backend of its own
+// with Register.
 //
 // # Credentials
 //
@@ -45,17 +59,15 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 )
 
 // Backend is a lock service opened from a URL. Close releases what it
 // holds (connections to the service); call it once the backend, and every
 // Client over it, is no longer used. The value is the backend package's
-// own type where it has a Close (*redislock.Backend, *etcdlock.Backend),
-// so that its optional interfaces (distlock.Lister, distlock.BatchRefresher)
-// and its own methods stay reachable; a file:// Backend embeds a
-// *filelock.Backend, with a Close that does nothing.
+// own type (*redislock.Backend, *filelock.Backend, ...), so that its
+// optional interfaces (driver.Lister, driver.BatchRefresher) and its own
+// methods stay reachable.
 type Backend interface {
 	driver.Backend
 	io.Closer
@@ -68,23 +80,22 @@ type Backend interface {
 type Opener func(ctx context.Context, rawURL string) (Backend, error)
 
 // ErrUnknownScheme is matched by the error of Open for a URL whose scheme
-// has no backend: unknown, reserved for a backend not built yet, or not
-// supported on this system. Such errors match distlock.ErrInvalidOption
-// too.
+// has no backend: unknown (its package is not imported, see the package
+// documentation), or not supported on this system. Such errors match
+// distlock.ErrInvalidOption too.
 var ErrUnknownScheme = errors.New("backends: unknown scheme")
 
 var (
 	mu       sync.RWMutex
 	openers  = map[string]Opener{}
-	reserved = map[string]string{ // scheme: why it has no backend
-	}
+	reserved = map[string]string{} // scheme: why this system has no backend for it
 )
 
 // Register makes open the Opener of the given URL schemes (lower case,
 // without "://"). A backend package, or a program with a backend of its
-// own, calls it from an init function. Registering a reserved scheme
-// makes it available. Register panics if a scheme is not a valid URL
-// scheme or already has an Opener, or if open is nil.
+// own, calls it from an init function, usually with OpenerOf. Register
+// panics if a scheme is not a valid URL scheme or already has an Opener,
+// or if open is nil.
 func Register(open Opener, schemes ...string) {
 	if open == nil {
 		panic("backends: Register of a nil Opener")
@@ -142,6 +153,9 @@ func lookup(rawURL string) (Opener, error) {
 	open, why := openers[scheme], reserved[scheme]
 	mu.RUnlock()
 	want := "; want one of " + list(Schemes())
+	if len(Schemes()) == 0 {
+		want = "; no backend package is imported (see package backends)"
+	}
 	switch {
 	case !ok:
 		return nil, &schemeError{fmt.Sprintf("backends: malformed backend URL %q: no scheme%s", Redact(rawURL), want)}
@@ -168,7 +182,7 @@ type schemeError struct{ msg string }
 func (e *schemeError) Error() string { return e.msg }
 
 func (e *schemeError) Is(target error) bool {
-	return target == ErrUnknownScheme || target == distlock.ErrInvalidOption
+	return target == ErrUnknownScheme || target == driver.ErrInvalidOption
 }
 
 // Redact returns rawURL fit for messages and logs, as every backend
@@ -178,12 +192,15 @@ func (e *schemeError) Is(target error) bool {
 // documentation).
 func Redact(rawURL string) string { return driver.Redact(rawURL) }
 
-// adapt makes an Opener of a backend package's OpenURL.
-func adapt[B Backend, O any](open func(context.Context, string, ...O) (B, error)) Opener {
+// OpenerOf makes an Opener of a backend package's OpenURL, which it calls
+// without options:
+//
+//	func init() { backends.Register(backends.OpenerOf(OpenURL), Schemes()...) }
+func OpenerOf[B Backend, O any](open func(context.Context, string, ...O) (B, error)) Opener {
 	return func(ctx context.Context, rawURL string) (Backend, error) {
 		b, err := open(ctx, rawURL)
 		if err != nil {
-			return nil, err
+			return nil, err // not b: a nil *B in a Backend is not a nil Backend
 		}
 		return b, nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
+	_ "github.com/distlock/distlock/filelock" // registers file://
 )
 
 // A program whose lock service is configured by URL: here a lock

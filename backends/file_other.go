@@ -4,6 +4,7 @@ package backends
 
 import "runtime"
 
+// filelock has no backend on this system, and so registers nothing.
 func init() {
 	reserved["file"] = "the file:// backend is not supported on " + runtime.GOOS
 }

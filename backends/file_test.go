@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
 	"github.com/distlock/distlock/driver"
+	_ "github.com/distlock/distlock/filelock" // registers file://
 )
 
 // A file:// backend lists its holders and closes.

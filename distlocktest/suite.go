@@ -70,7 +70,9 @@ const pushBound = 2 * time.Second
 func Run(t *testing.T, newBackend Factory, opts ...Option) {
 	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
 	for _, o := range opts {
-		o(s)
+		if o != nil {
+			o(s)
+		}
 	}
 	s.probe(t)
 	tests := []struct {
@@ -98,6 +100,7 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 		{"AcquireAll/LostIfAnyPartLost", s.testSetLost},
 		{"Do", s.testDo},
 		{"Close", s.testClose},
+		{"BackendClose/EndsWaiters", s.testBackendClose},
 		{"BadInput/Keys", s.testBadKeys},
 		{"BadInput/OddKeysAreDistinct", s.testOddKeys},
 		{"BadInput/Options", s.testBadOptions},

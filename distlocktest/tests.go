@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -776,6 +777,69 @@ func (s *suite) testClose(t *testing.T) {
 	}
 	if err := l.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
 		t.Errorf("Release after Close: %v, want ErrNotHeld", err)
+	}
+}
+
+// A Backend's Close ends its waiting acquisitions with an error matching
+// ErrClosed, refuses later ones, and can be called again; the Backends of
+// other processes go on. (A factory that returns one shared Backend, an
+// in-process service, cannot show it here: its package tests its Close.)
+func (s *suite) testBackendClose(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	holder, waiter := s.newBackend(t), s.newBackend(t)
+	closer, ok := waiter.(io.Closer)
+	if !ok {
+		t.Fatalf("%T has no Close method", waiter)
+	}
+	if holder == waiter {
+		t.Logf("the factory returns one shared %T: not closed here", waiter)
+		return
+	}
+	long := driver.AcquireOptions{TTL: time.Minute}
+	held, err := holder.Acquire(ctx, key, long)
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	defer held.Release(context.WithoutCancel(ctx))
+	if _, err := waiter.Acquire(ctx, key, long); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("try of a held key: %v, want ErrNotAcquired", err)
+	}
+
+	errc := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			l.Release(ctx)
+		}
+		errc <- err
+	}()
+	// The waiter waits for the holder (and so, in most runs, Close finds
+	// it waiting rather than not yet started; either way it must end with
+	// ErrClosed).
+	select {
+	case err := <-errc:
+		t.Fatalf("Acquire of a held key returned before Close: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := closer.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("waiting Acquire as its Backend closed: %v, want ErrClosed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waiting Acquire did not return after its Backend's Close")
+	}
+	if _, err := waiter.Acquire(ctx, s.key(t), long); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+	if err := closer.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Errorf("another Backend's Release after Close: %v", err)
 	}
 }
 

@@ -111,8 +111,9 @@
 //
 // To let storage refuse a holder that lost its lock while paused, pass
 // Lock.Token to it (see package fence), or, for data in the same etcd, use
-// Txn or Fence: a transaction that etcd applies only if the lock key still
-// exists with the lock's token as create revision.
+// a Fence (NewFence), whose Txn, or Cmp in a transaction of your own, makes
+// a transaction that etcd applies only if the lock key still exists with
+// the lock's token as create revision.
 //
 // # Sessions
 //
@@ -131,7 +132,7 @@
 //
 // The lock name of a key is the Backend's prefix (WithPrefix, default
 // "distlock/") followed by the key with "%" written "%25" and "/" written
-// "%2F" (see LockName), so that no lock's keys fall in another lock's range.
+// "%2F" (see Backend.KeyPath), so that no lock's keys fall in another lock's range.
 // The holder's and the waiters' keys are NAME + "/" + their session's lease
 // ID in lowercase hex, with an empty value, as `etcdctl lock NAME` lays them
 // out: an operator's

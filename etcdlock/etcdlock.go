@@ -10,10 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/fencecount"
 )
 
 var (
@@ -36,10 +34,9 @@ type Option func(*config)
 type config struct {
 	prefix         string
 	requestTimeout time.Duration
-	meters         metric.MeterProvider
 }
 
-// WithPrefix sets the prefix of every lock name (see LockName). Backends
+// WithPrefix sets the prefix of every lock name (see Backend.KeyPath). Backends
 // and `etcdctl lock` users contend for the same locks when they use the
 // same prefix. Default: DefaultPrefix ("distlock/"). It must be non-empty
 // valid UTF-8 of at most 1024 bytes.
@@ -53,11 +50,6 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 // It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
-// WithMeterProvider sets where the writes that Txn refuses are counted
-// (distlock.fence.rejections, distlock.guard "etcdlock.Txn"). Default: the
-// global provider.
-func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
-
 // Backend is a distlock.Backend over etcd, built on the Session and the
 // Mutex recipe of go.etcd.io/etcd/client/v3/concurrency. See the package
 // documentation for its safety model, key layout and way of waiting. It is
@@ -67,12 +59,11 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 // distinct TTL, in whole seconds, and owner that it is asked for, shared by
 // every lock with that TTL and owner: a lock costs no lease of its own.
 type Backend struct {
-	cli      *clientv3.Client
-	view     *clientv3.Client // cli's services, with a context that ends at Close
-	ownsCli  bool
-	cfg      config
-	sorter   driver.Sorter
-	rejected *fencecount.Counter
+	cli     *clientv3.Client
+	view    *clientv3.Client // cli's services, with a context that ends at Close
+	ownsCli bool
+	cfg     config
+	sorter  driver.Sorter
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -119,7 +110,6 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 		cli:      cli,
 		cfg:      cfg,
 		sorter:   driver.Sorter{Pkg: "etcdlock", Permanent: permanent, RequestTimeout: cfg.requestTimeout},
-		rejected: fencecount.New(cfg.meters, "etcdlock.Txn"),
 		life:     driver.NewTracker(ErrClosed),
 		sessions: map[sessionKey]*session{},
 		pending:  map[sessionKey]*sessionCall{},
@@ -135,7 +125,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 }
 
 // Client returns the etcd client the Backend uses, for transactions fenced
-// with Fence.
+// with a Fence.
 func (b *Backend) Client() *clientv3.Client { return b.cli }
 
 // Close revokes the Backend's sessions, which frees every lock it holds
@@ -204,7 +194,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	name := LockName(b.cfg.prefix, key)
+	name := b.KeyPath(key)
 	t, err := b.takeTurn(ctx, name, opts.Wait)
 	if err != nil {
 		return nil, err

@@ -12,18 +12,30 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 )
 
-// The etcd lock name of a key, as `etcdctl lock` takes it.
-func ExampleLockName() {
-	fmt.Println(etcdlock.LockName(etcdlock.DefaultPrefix, "reports/nightly"))
-	fmt.Println(etcdlock.LockName("app/", "100%"))
+// The etcd lock name of a key, as `etcdctl lock` takes it. Making the
+// client and the Backend contacts no server.
+func ExampleBackend_KeyPath() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	for _, prefix := range []string{etcdlock.DefaultPrefix, "app/"} {
+		backend, err := etcdlock.New(cli, etcdlock.WithPrefix(prefix))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(backend.KeyPath("reports/nightly"), backend.KeyPath("100%"))
+		backend.Close()
+	}
 	// Output:
-	// distlock/reports%2Fnightly
-	// app/100%25
+	// distlock/reports%2Fnightly distlock/100%25
+	// app/reports%2Fnightly app/100%25
 }
 
 // A lock on etcd, and a write that etcd refuses if the lock has been lost
 // by the time it is applied.
-func ExampleBackend_Txn() {
+func ExampleFence_Txn() {
 	ctx := context.Background()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -47,7 +59,8 @@ func ExampleBackend_Txn() {
 	}
 	defer lock.Release(ctx)
 	// Work under lock.Context(); write through the fence.
-	if _, err := backend.Txn(lock.Context(), lock, clientv3.OpPut("accounts/42/balance", "100")); err != nil {
+	accounts := etcdlock.NewFence(backend)
+	if _, err := accounts.Txn(lock.Context(), lock, clientv3.OpPut("accounts/42/balance", "100")); err != nil {
 		log.Fatal(err) // errors.Is(err, distlock.ErrLockLost) if the lock was lost
 	}
 }

@@ -136,7 +136,10 @@ func (t *faultyTxn) Commit() (*clientv3.TxnResponse, error) {
 
 // Waiting returns the number of acquirers of key waiting for its turn,
 // besides the one that has it.
-func Waiting(b *Backend, key string) int { return b.queue.Waiting(LockName(b.cfg.prefix, key)) }
+func Waiting(b *Backend, key string) int { return b.queue.Waiting(b.KeyPath(key)) }
+
+// LockName is Backend.KeyPath under prefix, for tests without a Backend.
+var LockName = lockName
 
 // WatchLog records the start revisions of the watches a Backend opens
 // through its view of the client.

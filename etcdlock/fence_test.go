@@ -23,8 +23,9 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	ctx := testCtx(t)
 	const key, resource = "fenced", "resources/fenced"
 	reader, mp := metrictest.Reader()
-	ba := newBackend(t, newClient(t, e.Endpoints), etcdlock.WithMeterProvider(mp))
+	ba := newBackend(t, newClient(t, e.Endpoints))
 	bb := newBackend(t, newClient(t, e.Endpoints))
+	fa, fb := etcdlock.NewFence(ba, fence.WithMeterProvider(mp)), etcdlock.NewFence(bb, fence.WithMeterProvider(mp))
 	ca := newLockClient(t, ba, distlock.WithTTL(3*time.Second))
 	cb := newLockClient(t, bb, distlock.WithTTL(3*time.Second))
 	get := func() string {
@@ -40,12 +41,12 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ba.Txn(ctx, la, clientv3.OpPut(resource, "a1")); err != nil {
+	if _, err := fa.Txn(ctx, la, clientv3.OpPut(resource, "a1")); err != nil {
 		t.Fatalf("holder's fenced Txn: %v", err)
 	}
 	// A prepares a write, then pauses; meanwhile its lease ends in etcd
 	// (revoked here, as expiry would) and B takes the lock.
-	staleFence, err := ba.Fence(la)
+	staleFence, err := fa.Cmp(la)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	if lb.Token() <= la.Token() {
 		t.Fatalf("token %d after %d", lb.Token(), la.Token())
 	}
-	if _, err := bb.Txn(ctx, lb, clientv3.OpPut(resource, "b")); err != nil {
+	if _, err := fb.Txn(ctx, lb, clientv3.OpPut(resource, "b")); err != nil {
 		t.Fatalf("new holder's fenced Txn: %v", err)
 	}
 
@@ -73,7 +74,7 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 		t.Errorf("resource = %q after the stale fenced write, want %q", v, "b")
 	}
 	// ...and so is one through Txn, once A knows or not.
-	_, err = ba.Txn(ctx, la, clientv3.OpPut(resource, "a3"))
+	_, err = fa.Txn(ctx, la, clientv3.OpPut(resource, "a3"))
 	var fe *etcdlock.FenceError
 	if !errors.As(err, &fe) || !errors.Is(err, distlock.ErrLockLost) || !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("stale holder's Txn: %v; want a FenceError matching ErrLockLost and fence.ErrStaleToken", err)
@@ -81,7 +82,7 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	if v := get(); v != "b" {
 		t.Errorf("resource = %q after the stale Txn, want %q", v, "b")
 	}
-	if n := metrictest.Rejections(t, reader, "etcdlock.Txn"); n != 1 {
+	if n := metrictest.Rejections(t, reader, "etcdlock.Fence"); n != 1 {
 		t.Errorf("distlock.fence.rejections %d after one refused Txn, want 1", n)
 	}
 	// Baseline: without the fence, the stale write lands over B's.
@@ -94,17 +95,25 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	t.Logf("baseline: the stale holder's plain Put overwrote the new holder's value")
 
 	// The new holder's fence still holds; a released lock has none.
-	if _, err := bb.Txn(ctx, lb, clientv3.OpPut(resource, "b2")); err != nil {
+	if _, err := fb.Txn(ctx, lb, clientv3.OpPut(resource, "b2")); err != nil {
 		t.Errorf("new holder's fenced Txn: %v", err)
 	}
 	if err := lb.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bb.Fence(lb); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("Fence of a released lock: %v, want ErrLockLost", err)
+	if _, err := fb.Cmp(lb); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Cmp of a released lock: %v, want ErrLockLost", err)
 	}
-	if _, err := bb.Fence(la); !errors.Is(err, fence.ErrStaleToken) {
-		t.Errorf("Fence of another backend's lock: %v, want ErrStaleToken", err)
+	if _, err := fb.Cmp(la); !errors.Is(err, fence.ErrStaleToken) {
+		t.Errorf("Cmp of another backend's lock: %v, want ErrStaleToken", err)
+	}
+	// A Txn that the Backend refuses itself (the grant is known to have
+	// ended) is counted too.
+	if _, err := fb.Txn(ctx, lb, clientv3.OpPut(resource, "b3")); !errors.Is(err, fence.ErrStaleToken) {
+		t.Errorf("Txn of a released lock: %v, want ErrStaleToken", err)
+	}
+	if n := metrictest.Rejections(t, reader, "etcdlock.Fence"); n != 2 {
+		t.Errorf("distlock.fence.rejections %d after two refused Txns, want 2", n)
 	}
 	la.Release(ctx)
 }

@@ -23,16 +23,20 @@ const DefaultPrefix = "distlock/"
 // since keys never contain NUL and escaping never writes "%00".
 const ownerDir = "%00/"
 
-// LockName returns the etcd lock name of key under prefix: prefix followed
-// by key with every "%" written as "%25" and every "/" as "%2F". It is the
-// NAME to give `etcdctl lock NAME` to contend for the same lock; the keys of
-// the holder and the waiters are NAME + "/" + their lease ID in lowercase
-// hex, the holder being the one created first.
+// KeyPath returns where key's lock lives in etcd: its lock name, the
+// Backend's prefix followed by key with every "%" written as "%25" and
+// every "/" as "%2F". It is the NAME to give `etcdctl lock NAME` to contend
+// for the same lock; the keys of the holder and the waiters are NAME + "/"
+// + their lease ID in lowercase hex, the holder being the one created
+// first.
 //
 // Escaping "/" keeps the keys of one lock out of every other lock's range
 // ("a" and "a/b" are "a" and "a%2Fb"), and escaping "%" keeps the mapping
 // one-to-one ("a/b" and "a%2Fb" are "a%2Fb" and "a%252Fb").
-func LockName(prefix, key string) string { return prefix + escapeKey(key) }
+func (b *Backend) KeyPath(key string) string { return lockName(b.cfg.prefix, key) }
+
+// lockName is the lock name of key under prefix (see KeyPath).
+func lockName(prefix, key string) string { return prefix + escapeKey(key) }
 
 func escapeKey(key string) string {
 	if !strings.ContainsAny(key, "%/") {

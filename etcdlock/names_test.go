@@ -56,7 +56,10 @@ func TestList(t *testing.T) {
 	}
 	// A waiter is not a holder.
 	go other.Acquire(ctx, "jobs/a", driver.AcquireOptions{TTL: 5 * time.Second, Wait: true, Owner: "host-b:2"})
-	waitKeys(t, adminClient(t, e.Endpoints), etcdlock.LockName("list-test/", "jobs/a"), 2)
+	if name := b.KeyPath("jobs/a"); name != "list-test/jobs%2Fa" {
+		t.Errorf("KeyPath(jobs/a) = %q, want list-test/jobs%%2Fa", name)
+	}
+	waitKeys(t, adminClient(t, e.Endpoints), b.KeyPath("jobs/a"), 2)
 
 	hs, err := b.List(ctx, "jobs/")
 	if err != nil {

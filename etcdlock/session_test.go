@@ -534,11 +534,14 @@ func TestBadInput(t *testing.T) {
 	if _, err := l.Refresh(ctx, 0); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("Refresh with TTL 0: %v, want ErrInvalidOption", err)
 	}
-	if _, err := b.Fence(nil); !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Errorf("Fence(nil): %v, want ErrInvalidOption", err)
+	if _, err := etcdlock.NewFence(b).Cmp(nil); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("Cmp(nil): %v, want ErrInvalidOption", err)
 	}
-	if _, err := b.Txn(ctx, (*distlock.Lock)(nil)); !errors.Is(err, distlock.ErrInvalidOption) {
+	if _, err := etcdlock.NewFence(b).Txn(ctx, (*distlock.Lock)(nil)); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("Txn of a nil *Lock: %v, want ErrInvalidOption", err)
+	}
+	if _, err := etcdlock.NewFence(nil).Txn(ctx, l.(etcdlock.Held)); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("Txn of a Fence of a nil Backend: %v, want ErrInvalidOption", err)
 	}
 	foreign := newBackend(t, cli)
 	if res := foreign.RefreshAll(ctx, []driver.Lease{l, nil}, time.Second); !errors.Is(res[0].Err, distlock.ErrInvalidOption) || !errors.Is(res[1].Err, distlock.ErrInvalidOption) {

@@ -22,4 +22,14 @@
 // process (Admit under the caller's own lock, or Do). For data kept
 // elsewhere, use the storage's own atomic check-and-write: the redislock,
 // etcdlock and pglock packages provide helpers.
+//
+// Every guard has one shape: a constructor that takes what the guard
+// writes through, if anything, and then options of this package (Option,
+// WithMeterProvider): NewRegister(opts...),
+// redislock.NewFence(client, prefix, opts...),
+// etcdlock.NewFence(backend, opts...) and pglock.NewFence(opts...). Each
+// counts the writes it refuses on one OpenTelemetry counter, through a
+// Counter (NewCounter), which a guard of another package can use too:
+//
+//	distlock.fence.rejections  counter  {write}  distlock.guard: "fence.Register", "redislock.Fence", "etcdlock.Fence", "pglock.Fence"
 package fence

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"go.opentelemetry.io/otel/metric"
-
-	"github.com/distlock/distlock/internal/fencecount"
 )
 
 // ErrStaleToken means a write carried a token lower than one the resource
@@ -31,18 +27,24 @@ func (e *StaleTokenError) Error() string {
 // Is reports whether target is ErrStaleToken.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
-// Register remembers, per resource, the highest token admitted. It is safe
-// for concurrent use; the zero value is ready to use.
+// Register remembers, per resource, the highest token admitted. It counts
+// the tokens it refuses (distlock.fence.rejections, distlock.guard
+// "fence.Register"; see WithMeterProvider). It is safe for concurrent use;
+// the zero value is ready to use, and counts on the global provider. A
+// Register must not be copied after first use.
 type Register struct {
-	// Meters is where refused writes are counted (distlock.fence.rejections,
-	// distlock.guard "fence.Register"). Default (nil): the global provider.
-	// Set it before the first use.
-	Meters metric.MeterProvider
-
 	mu       sync.Mutex
 	highest  map[string]uint64
-	rejected *fencecount.Counter
+	rejected *Counter // made at the first refusal when NewRegister did not
 }
+
+// NewRegister returns an empty Register configured by opts.
+func NewRegister(opts ...Option) *Register {
+	return &Register{rejected: NewCounter(registerGuard, opts...)}
+}
+
+// registerGuard is the distlock.guard of a Register's refusals.
+const registerGuard = "fence.Register"
 
 // Admit admits token for resource if it is at least the highest admitted so
 // far, and records it; otherwise it returns a *StaleTokenError. Token 0 is
@@ -76,7 +78,7 @@ func (r *Register) admitLocked(resource string, token uint64) error {
 	h := r.highest[resource]
 	if token == 0 || token < h {
 		if r.rejected == nil {
-			r.rejected = fencecount.New(r.Meters, "fence.Register")
+			r.rejected = NewCounter(registerGuard)
 		}
 		r.rejected.Rejected(context.Background())
 		return &StaleTokenError{Resource: resource, Token: token, Highest: h}

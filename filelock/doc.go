@@ -158,7 +158,8 @@
 //
 // A Backend and its leases are safe for concurrent use. A Backend runs one
 // goroutine (reading inotify events) while it has waiters, and none
-// otherwise; it needs no closing.
+// otherwise. Close ends the waiters and refuses later acquisitions; held
+// leases stay held until released.
 //
 // The package builds on Linux and the BSDs, macOS included; the inotify
 // wake-ups are Linux only.

@@ -42,11 +42,15 @@ const (
 	burstTries = 7
 )
 
+// ErrClosed is matched by the errors of a Backend used after Close; it
+// matches distlock.ErrClosed.
+var ErrClosed = driver.ClosedError("filelock")
+
 // Backend is a lock service over one directory of lock files on the local
 // host. Every Backend, in this or any other process, that uses the same
 // directory takes part in the same locks. The zero value is not usable;
-// call New. A Backend is safe for concurrent use and needs no closing: it
-// holds open files only for held leases and for waiters.
+// call New. A Backend is safe for concurrent use. It holds open files only
+// for held leases and for waiters, and Close ends the waiters.
 type Backend struct {
 	dir    string
 	perm   fs.FileMode
@@ -60,6 +64,9 @@ type Backend struct {
 	// it keeps the turn while it holds the lease, which is the turn's
 	// holder (for File).
 	queue driver.Queue[*lease]
+
+	closing context.Context // ends at Close
+	close   context.CancelFunc
 }
 
 // Option configures a Backend.
@@ -139,7 +146,19 @@ func New(dir string, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &Backend{dir: abs, perm: cfg.perm, shared: shared, poll: cfg.poll, host: host}, nil
+	b := &Backend{dir: abs, perm: cfg.perm, shared: shared, poll: cfg.poll, host: host}
+	b.closing, b.close = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Close ends every waiting Acquire with an error matching ErrClosed, and
+// makes later ones fail with it; the waiters close their files. Leases
+// granted before keep their keys until they are released, or until the
+// process ends, and can still be refreshed. Calling Close again does
+// nothing.
+func (b *Backend) Close() error {
+	b.close()
+	return nil
 }
 
 // dirMode adds search bits where perm has read bits.
@@ -192,12 +211,12 @@ func checkPrivate(dir string) error {
 // Dir returns the absolute path of the lock directory.
 func (b *Backend) Dir() string { return b.dir }
 
-// Path returns the path of the lock file of a valid key, which exists once
-// the key has been acquired. Removing or replacing it while the key is held
-// makes the holder lose the lock (its next Refresh fails) and leaves the
-// key's next token to the wall clock: it is meant for inspection, not for
-// unlocking.
-func (b *Backend) Path(key string) string {
+// KeyPath returns where a valid key's lock lives: the path of its lock
+// file, which exists once the key has been acquired. Removing or replacing
+// it while the key is held makes the holder lose the lock (its next
+// Refresh fails) and leaves the key's next token to the wall clock: it is
+// meant for inspection, not for unlocking.
+func (b *Backend) KeyPath(key string) string {
 	return filepath.Join(b.dir, fileName(key)+lockSuffix)
 }
 
@@ -213,6 +232,31 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
+	if b.closing.Err() != nil {
+		return nil, ErrClosed
+	}
+	wctx := ctx
+	if opts.Wait {
+		// Close ends the wait: the waiter's context ends with the Backend.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(b.closing, cancel)()
+	}
+	l, err := b.acquire(wctx, key, opts)
+	switch {
+	case err == nil:
+		return l, nil
+	case wctx.Err() == nil:
+		return nil, err
+	case ctx.Err() != nil:
+		return nil, driver.Canceled(ctx)
+	}
+	return nil, ErrClosed
+}
+
+// acquire is Acquire of a checked key, while the Backend is open.
+func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOptions) (*lease, error) {
 	name := fileName(key)
 	var turn *driver.Turn[*lease]
 	if opts.Wait {

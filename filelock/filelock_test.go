@@ -41,6 +41,7 @@ func newBackend(t testing.TB, dir string, opts ...filelock.Option) *filelock.Bac
 	if err != nil {
 		t.Fatalf("New(%q): %v", dir, err)
 	}
+	t.Cleanup(func() { b.Close() })
 	return b
 }
 
@@ -129,7 +130,7 @@ func TestOneProcessTwoAcquisitions(t *testing.T) {
 		t.Errorf("second Backend in the same process: %v, want ErrNotAcquired", err)
 	}
 	// The kernel itself refuses a third open of the file in this process.
-	f, err := os.Open(b1.Path("k"))
+	f, err := os.Open(b1.KeyPath("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestTokensSurviveLockFileRemoval(t *testing.T) {
 				last = l.Token()
 				release(t, l)
 			}
-			if err := os.Remove(b.Path("jobs/monthly")); err != nil {
+			if err := os.Remove(b.KeyPath("jobs/monthly")); err != nil {
 				t.Fatal(err)
 			}
 			l := acquire(t, b, "jobs/monthly")
@@ -212,7 +213,7 @@ func TestTokenJumpKeepsLastSlot(t *testing.T) {
 	filelock.SetFloor(t, 1001) // odd, like 3
 	l := acquire(t, b, "k")
 	release(t, l)
-	s0, s1, err := filelock.Slots(b.Path("k"))
+	s0, s1, err := filelock.Slots(b.KeyPath("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestTokenJumpKeepsLastSlot(t *testing.T) {
 	}
 	// Had the jump's write been torn by a crash (so it was never granted),
 	// the next token must still be above 3, the last one granted.
-	tear(t, b.Path("k"), int64(l.Token()%2)*16)
+	tear(t, b.KeyPath("k"), int64(l.Token()%2)*16)
 	filelock.SetFloor(t, 0)
 	next := acquire(t, b, "k")
 	defer release(t, next)
@@ -240,7 +241,7 @@ func TestTornCounterWrite(t *testing.T) {
 		release(t, acquire(t, b, "k"))
 	}
 	// Token 4 would go to slot 0 (bytes 0-15): tear it.
-	tear(t, b.Path("k"), 0)
+	tear(t, b.KeyPath("k"), 0)
 	l := acquire(t, b, "k")
 	if l.Token() != 4 {
 		t.Errorf("token after a torn write of 4: %d, want 4", l.Token())
@@ -248,14 +249,14 @@ func TestTornCounterWrite(t *testing.T) {
 	release(t, l)
 
 	// Both slots unreadable: refused, not guessed, and not retried as transient.
-	tear(t, b.Path("k"), 0)
-	tear(t, b.Path("k"), 16)
+	tear(t, b.KeyPath("k"), 0)
+	tear(t, b.KeyPath("k"), 16)
 	_, err := tryAcquire(b, "k")
 	if !errors.Is(err, filelock.ErrCorruptCounter) || errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("Acquire with a corrupt counter: %v, want ErrCorruptCounter", err)
 	}
 	// Nothing is left held: the gate and the flock were given back.
-	f, err := os.Open(b.Path("k"))
+	f, err := os.Open(b.KeyPath("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,12 +302,12 @@ func TestKeyFileNames(t *testing.T) {
 	}
 	var held []driver.Lease
 	for key, want := range names {
-		if got := filepath.Base(b.Path(key)); got != want {
+		if got := filepath.Base(b.KeyPath(key)); got != want {
 			t.Errorf("file of %q = %q, want %q", key, got, want)
 		}
 		held = append(held, acquire(t, b, key))
 	}
-	if base := filepath.Base(b.Path(long)); !strings.HasPrefix(base, "~sha256-") || len(base) > 255 {
+	if base := filepath.Base(b.KeyPath(long)); !strings.HasPrefix(base, "~sha256-") || len(base) > 255 {
 		t.Errorf("file of a long key = %q, want a hashed name", base)
 	}
 	held = append(held, acquire(t, b, long))
@@ -378,7 +379,7 @@ func TestLockFileRemovedWhileHeld(t *testing.T) {
 	dir := t.TempDir()
 	ba, bb, bc := newBackend(t, dir), newBackend(t, dir), newBackend(t, dir)
 	la := acquire(t, ba, "k")
-	if err := os.Remove(ba.Path("k")); err != nil {
+	if err := os.Remove(ba.KeyPath("k")); err != nil {
 		t.Fatal(err)
 	}
 	lb := acquire(t, bb, "k") // the fault bites: a second holder
@@ -406,10 +407,10 @@ func TestLockFileRemovedWhileHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(ba.Path("k")+".new", nil, 0o600); err != nil {
+	if err := os.WriteFile(ba.KeyPath("k")+".new", nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(ba.Path("k")+".new", ba.Path("k")); err != nil { // replace it
+	if err := os.Rename(ba.KeyPath("k")+".new", ba.KeyPath("k")); err != nil { // replace it
 		t.Fatal(err)
 	}
 	select {
@@ -519,7 +520,7 @@ func TestDefaultDir(t *testing.T) {
 	}
 	key := fmt.Sprintf("filelock-test/default-dir/%d-%d", os.Getpid(), time.Now().UnixNano())
 	release(t, acquire(t, b, key))
-	os.Remove(b.Path(key))
+	os.Remove(b.KeyPath(key))
 }
 
 // The default directory is refused unless it is a private directory of
@@ -559,13 +560,13 @@ func TestRefreshTouchesOldLockFile(t *testing.T) {
 	l := acquire(t, b, "k")
 	defer release(t, l)
 	old := time.Now().Add(-40 * 24 * time.Hour)
-	if err := os.Chtimes(b.Path("k"), old, old); err != nil {
+	if err := os.Chtimes(b.KeyPath("k"), old, old); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Refresh(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(b.Path("k"))
+	fi, err := os.Stat(b.KeyPath("k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,9 +575,9 @@ func TestRefreshTouchesOldLockFile(t *testing.T) {
 	}
 	// A fresh file is left as it is: touching wakes waiters.
 	recent := time.Now().Add(-time.Minute).Truncate(time.Second)
-	os.Chtimes(b.Path("k"), recent, recent)
+	os.Chtimes(b.KeyPath("k"), recent, recent)
 	l.Refresh(context.Background(), time.Minute)
-	if fi, _ := os.Stat(b.Path("k")); !fi.ModTime().Equal(recent) {
+	if fi, _ := os.Stat(b.KeyPath("k")); !fi.ModTime().Equal(recent) {
 		t.Errorf("a lock file modified a minute ago was touched: %v", fi.ModTime())
 	}
 }
@@ -712,5 +713,57 @@ func TestFIFOWithinBackend(t *testing.T) {
 	}
 	if n := filelock.Queued(b); n != 0 {
 		t.Errorf("%d keys still queued", n)
+	}
+}
+
+// Close ends both kinds of waiter with ErrClosed (the one that has the
+// key's turn and waits for another Backend's flock, and the one queued for
+// the turn), refuses later acquisitions, and leaves the other Backend's
+// lease working.
+func TestCloseEndsWaiters(t *testing.T) {
+	dir := t.TempDir()
+	a, b := newBackend(t, dir), newBackend(t, dir)
+	ctx := ctxFor(t)
+	holder := acquire(t, a, "k")
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			l, err := b.Acquire(ctx, "k", driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err == nil {
+				l.Release(ctx)
+			}
+			errs <- err
+		}()
+		for filelock.Queued(b)+filelock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, filelock.ErrClosed) || !errors.Is(err, distlock.ErrClosed) {
+				t.Errorf("waiter at Close: %v, want ErrClosed", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a waiter did not end at Close")
+		}
+	}
+	for _, wait := range []bool{false, true} {
+		if _, err := b.Acquire(ctx, "other", driver.AcquireOptions{TTL: time.Minute, Wait: wait}); !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("Acquire (wait %v) after Close: %v, want ErrClosed", wait, err)
+		}
+	}
+	if n := filelock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued after Close", n)
+	}
+	release(t, holder)
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }

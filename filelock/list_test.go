@@ -39,7 +39,7 @@ func TestListPassesOverOddEntries(t *testing.T) {
 	}
 	defer release(t, lc)
 	// c's token counter is overwritten while it is held.
-	if err := os.WriteFile(b.Path("c"), []byte(strings.Repeat("\xff", 32)), 0o600); err != nil {
+	if err := os.WriteFile(b.KeyPath("c"), []byte(strings.Repeat("\xff", 32)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// A file of another program, held by it.

@@ -209,7 +209,7 @@ func TestLockFilePermissions(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "locks")
 			mkdir(t, dir, tc.dirMode, 0)
 			b := newBackend(t, dir, tc.opts...)
-			path := b.Path("k")
+			path := b.KeyPath("k")
 			tc.plant(t, path)
 			before := content(t, path)
 			l, err := tryAcquire(b, "k")
@@ -310,7 +310,7 @@ func TestRefreshTouchesNoLinkedFile(t *testing.T) {
 		}
 		return fi.ModTime()
 	}
-	age(b.Path("k"))
+	age(b.KeyPath("k"))
 	age(info)
 	if _, err := l.Refresh(ctxFor(t), time.Minute); err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestRefreshTouchesNoLinkedFile(t *testing.T) {
 	if err := os.Symlink(victim, info); err != nil {
 		t.Fatal(err)
 	}
-	age(b.Path("k"))
+	age(b.KeyPath("k"))
 	if _, err := l.Refresh(ctxFor(t), time.Minute); err != nil {
 		t.Fatal(err)
 	}

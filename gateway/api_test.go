@@ -263,6 +263,13 @@ func TestForcedReleaseWithoutTokens(t *testing.T) {
 	if _, err := gateway.New(fileBackend(t), gateway.WithTokens(toks), gateway.WithForceWithoutTokens()); !errors.Is(err, gateway.ErrInvalidOption) {
 		t.Errorf("New with tokens and WithForceWithoutTokens: %v, want ErrInvalidOption", err)
 	}
+	g, err := gateway.New(fileBackend(t), nil, gateway.WithMaxLocks(2), nil)
+	if err != nil {
+		t.Fatalf("New with nil options (ignored): %v", err)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g.Close(cctx)
 }
 
 func TestSupersededKeepalive(t *testing.T) {

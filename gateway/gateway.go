@@ -157,7 +157,9 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 		maxStreams: DefaultMaxStreams, heartbeat: DefaultHeartbeat,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	switch {
 	case cfg.maxSessions < 1 || cfg.maxLocks < 1 || cfg.maxWaiting < 1 || cfg.maxStreams < 1:

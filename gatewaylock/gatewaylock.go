@@ -24,7 +24,8 @@ const (
 	// gateway's own cap (gateway.DefaultMaxWait), so that the gateway
 	// answers before it would cut the wait short.
 	DefaultMaxWait = 50 * time.Second
-	// DefaultRequestTimeout bounds a request beyond its wait.
+	// DefaultRequestTimeout bounds a request beyond its wait, unless set
+	// with WithRequestTimeout.
 	DefaultRequestTimeout = 30 * time.Second
 )
 
@@ -34,63 +35,89 @@ const (
 var ErrRefused = errors.New("gatewaylock: refused by the gateway")
 
 // Option configures a Backend.
-type Option func(*Backend)
+type Option func(*config)
+
+type config struct {
+	token          string
+	hc             *http.Client
+	ownClient      bool // Close closes hc's idle connections
+	maxWait        time.Duration
+	requestTimeout time.Duration
+}
 
 // WithToken sets the bearer token sent to the gateway. Default: none.
-func WithToken(secret string) Option { return func(b *Backend) { b.token = secret } }
+func WithToken(secret string) Option { return func(c *config) { c.token = secret } }
 
 // WithHTTPClient sets the HTTP client. It should have no Timeout (waits
 // are bounded per request). Default: a client of its own, whose idle
 // connections Close closes.
-func WithHTTPClient(c *http.Client) Option { return func(b *Backend) { b.hc, b.ownClient = c, false } }
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *config) { c.hc, c.ownClient = hc, false }
+}
 
 // withTransport gives the Backend's own HTTP client a transport (TLS
 // settings from a URL).
 func withTransport(t *http.Transport) Option {
-	return func(b *Backend) { b.hc, b.ownClient = &http.Client{Transport: t}, true }
+	return func(c *config) { c.hc, c.ownClient = &http.Client{Transport: t}, true }
 }
 
 // WithMaxWait sets the longest wait of one acquire request. Default:
-// DefaultMaxWait (50s).
-func WithMaxWait(d time.Duration) Option { return func(b *Backend) { b.maxWait = d } }
+// DefaultMaxWait (50s). It must be positive.
+func WithMaxWait(d time.Duration) Option { return func(c *config) { c.maxWait = d } }
+
+// WithRequestTimeout bounds each request to the gateway beyond the time
+// it is asked to wait (an acquire's or a keepalive's long poll): a gateway
+// that does not answer then fails the request with distlock.ErrUnavailable
+// after this long. Close's requests are bounded by it too. Default:
+// DefaultRequestTimeout (30s). It must be positive.
+func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
 // Backend takes locks from a gateway. It is safe for concurrent use.
 type Backend struct {
-	base      string // the gateway's URL, without a trailing "/"
-	token     string
-	hc        *http.Client
-	ownClient bool
-	maxWait   time.Duration
+	base string // the gateway's URL, without a trailing "/"
+	config
 
 	ctx    context.Context // ends at Close: the keepalive loops and cleanups
 	cancel context.CancelFunc
-	bg     sync.WaitGroup // the loops and background requests
+
+	// life says whether the Backend is open and tracks the loops and
+	// background requests; Close shuts it holding mu, so that under mu it
+	// stays as read.
+	life *driver.Tracker
 
 	mu       sync.Mutex
-	closed   bool
 	sessions map[sessionKey][]*session // the live sessions (see Backend.session)
 }
 
 var _ driver.Backend = (*Backend)(nil)
 
 // New returns a Backend on the gateway at baseURL (http://HOST:PORT, or
-// https://, with a path if the gateway is served under one).
+// https://, with a path if the gateway is served under one). A bad option
+// returns an error matching distlock.ErrInvalidOption.
 func New(baseURL string, opts ...Option) (*Backend, error) {
 	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
 		return nil, fmt.Errorf("%w: gatewaylock: the gateway URL must start with http:// or https://", driver.ErrInvalidOption)
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
-	b := &Backend{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{Transport: t}, ownClient: true,
-		maxWait: DefaultMaxWait}
+	cfg := config{hc: &http.Client{Transport: t}, ownClient: true,
+		maxWait: DefaultMaxWait, requestTimeout: DefaultRequestTimeout}
 	for _, o := range opts {
-		o(b)
+		if o != nil {
+			o(&cfg)
+		}
 	}
-	if b.hc == nil || b.maxWait <= 0 {
-		return nil, fmt.Errorf("%w: gatewaylock: nil HTTP client or wait not positive", driver.ErrInvalidOption)
+	switch {
+	case cfg.hc == nil:
+		return nil, fmt.Errorf("%w: gatewaylock: nil HTTP client", driver.ErrInvalidOption)
+	case cfg.maxWait <= 0:
+		return nil, fmt.Errorf("%w: gatewaylock: max wait %v is not positive", driver.ErrInvalidOption, cfg.maxWait)
+	case cfg.requestTimeout <= 0:
+		return nil, fmt.Errorf("%w: gatewaylock: request timeout %v is not positive", driver.ErrInvalidOption, cfg.requestTimeout)
 	}
+	b := &Backend{base: strings.TrimRight(baseURL, "/"), config: cfg, life: driver.NewTracker(ErrClosed),
+		sessions: map[sessionKey][]*session{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.sessions = map[sessionKey][]*session{}
 	return b, nil
 }
 
@@ -104,11 +131,10 @@ var ErrClosed = driver.ClosedError("gatewaylock")
 // client. Release the locks first.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if !b.life.Shut() {
 		b.mu.Unlock()
 		return nil
 	}
-	b.closed = true
 	var all []*session
 	for _, ss := range b.sessions {
 		all = append(all, ss...)
@@ -116,14 +142,14 @@ func (b *Backend) Close() error {
 	clear(b.sessions)
 	b.mu.Unlock()
 	b.cancel()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.requestTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, s := range all {
 		wg.Go(func() { s.close(ctx) })
 	}
 	wg.Wait()
-	b.bg.Wait()
+	b.life.Wait()
 	if b.ownClient {
 		b.hc.CloseIdleConnections()
 	}
@@ -165,7 +191,7 @@ func (e *apiError) Is(target error) bool {
 // *apiError for an answer, else match distlock.ErrUnavailable (or, when
 // ctx ended, ctx.Err()).
 func (b *Backend) do(pctx context.Context, method, path string, in, out any, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(pctx, wait+DefaultRequestTimeout)
+	ctx, cancel := context.WithTimeout(pctx, wait+b.requestTimeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {

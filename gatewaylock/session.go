@@ -81,7 +81,7 @@ type keepaliveAnswer struct {
 // session with the first one's grant.
 func (b *Backend) session(ctx context.Context, k sessionKey, key string) (*session, error) {
 	b.mu.Lock()
-	if b.closed {
+	if b.life.Closed() {
 		b.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -97,7 +97,7 @@ func (b *Backend) session(ctx context.Context, k sessionKey, key string) (*sessi
 			busy: map[string]int{}, settled: map[string]time.Time{}, lostEarly: map[string]string{}}
 		s.reserve(key)
 		b.sessions[k] = append(b.sessions[k], s)
-		b.bg.Go(s.create)
+		b.life.Go(s.create) // open: mu keeps it so
 	}
 	b.mu.Unlock()
 	select {
@@ -131,26 +131,21 @@ func (b *Backend) forget(s *session) {
 // goBG runs f in the background, unless the Backend is closed, and
 // reports whether it does.
 func (b *Backend) goBG(f func(ctx context.Context)) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(b.ctx, DefaultRequestTimeout)
+	return b.life.Go(func() {
+		ctx, cancel := context.WithTimeout(b.ctx, b.requestTimeout)
 		defer cancel()
 		f(ctx)
 	})
-	return true
 }
 
 // create asks the gateway for the session and starts its loop.
 func (s *session) create() {
 	defer close(s.ready)
-	ctx, cancel := context.WithTimeout(s.b.ctx, DefaultRequestTimeout)
-	defer cancel()
+	// do bounds the request: a timeout is the Backend's own, and matches
+	// distlock.ErrUnavailable (a bound set here would be taken for the
+	// caller's context, and be returned as it is).
 	var a sessionAnswer
-	err := s.b.do(ctx, "POST", "/v1/sessions", map[string]any{"owner": s.key.owner, "ttl": s.key.ttl.String()}, &a, 0)
+	err := s.b.do(s.b.ctx, "POST", "/v1/sessions", map[string]any{"owner": s.key.owner, "ttl": s.key.ttl.String()}, &a, 0)
 	if err == nil && a.ID == "" {
 		err = fmt.Errorf("%w: gatewaylock: the gateway answered a session without an id", driver.ErrUnavailable)
 	}
@@ -168,7 +163,9 @@ func (s *session) create() {
 	s.id = a.ID
 	lctx, stop := context.WithCancel(s.b.ctx)
 	s.stop, s.done = stop, make(chan struct{})
-	s.b.bg.Go(func() { s.loop(lctx) })
+	// From create, which Close waits for: Close stops the loop it starts
+	// (s.close), even one that starts as Close begins.
+	s.b.life.GoAlways(func() { s.loop(lctx) })
 }
 
 // reserve marks key as being acquired in s, if s lives and neither holds
@@ -251,7 +248,7 @@ func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOp
 		// The grant came after a long wait: its validity counts from the
 		// send time, so confirm it afresh.
 		if _, err := l.Refresh(ctx, opts.TTL); err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRequestTimeout)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.requestTimeout)
 			defer cancel()
 			l.Release(rctx)
 			return nil, err
@@ -263,7 +260,7 @@ func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOp
 // abandon has the gateway end s's acquire of key still in progress there
 // and release whatever grant of key s has, within the request timeout.
 func (s *session) abandon(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRequestTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.requestTimeout)
 	defer cancel()
 	return s.b.do(ctx, "POST", "/v1/locks/"+escape(key)+"/abandon", map[string]string{"session": s.id}, nil, 0)
 }

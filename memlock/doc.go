@@ -22,7 +22,9 @@
 // Exclusion holds within one Backend, which lives in one process: it
 // protects nothing shared with another process. Each key's token counter is
 // kept for the life of the Backend (tokens never repeat), so memory grows
-// with the number of distinct keys ever locked.
+// with the number of distinct keys ever locked. For the same reason it has
+// no OpenURL or Schemes, unlike the other backends: a URL names a service
+// that several processes reach, which a memlock Backend is not.
 //
 // # Durability
 //
@@ -49,5 +51,6 @@
 // and the Client inside the bubble).
 //
 // A Backend and its leases are safe for concurrent use; a Backend starts a
-// timer per held key and no goroutine.
+// timer per held key and no goroutine. Close ends the waiters and refuses
+// later acquisitions; held leases last until released or expired.
 package memlock

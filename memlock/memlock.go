@@ -17,10 +17,17 @@ var (
 	_ driver.Lister         = (*Backend)(nil)
 )
 
+// ErrClosed is matched by the errors of a Backend used after Close; it
+// matches distlock.ErrClosed.
+var ErrClosed = driver.ClosedError("memlock")
+
 // Backend is the in-process lock service. The zero value is not usable; call
 // New. It is safe for concurrent use.
 type Backend struct {
 	queue driver.Queue[struct{}] // acquirers of each key, first come first served
+
+	closing context.Context // ends at Close
+	close   context.CancelFunc
 
 	mu   sync.Mutex
 	keys map[string]*entry
@@ -35,8 +42,41 @@ type entry struct {
 	freed   chan struct{} // closed when the holder goes; a new one per grant
 }
 
-// New returns an empty lock service.
-func New() *Backend { return &Backend{keys: map[string]*entry{}} }
+// New returns an empty lock service. It cannot fail, so unlike the
+// constructors of the network backends it returns no error.
+func New() *Backend {
+	b := &Backend{keys: map[string]*entry{}}
+	b.closing, b.close = context.WithCancel(context.Background())
+	return b
+}
+
+// Close ends every waiting Acquire with an error matching ErrClosed, and
+// makes later ones fail with it. Leases granted before keep their keys
+// until they are released or expire, and can still be refreshed, as on a
+// service whose client went away. Calling Close again does nothing.
+func (b *Backend) Close() error {
+	b.close()
+	return nil
+}
+
+// waitTurn waits for key's turn behind this Backend's other acquirers,
+// until ctx ends or the Backend is closed.
+func (b *Backend) waitTurn(ctx context.Context, key string) (*driver.Turn[struct{}], error) {
+	if t, ok := b.queue.Try(key); ok {
+		return t, nil // nobody has it or waits for it: no context to make
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.closing, cancel)()
+	t, err := b.queue.Wait(wctx, key)
+	switch {
+	case err == nil:
+		return t, nil
+	case ctx.Err() != nil:
+		return nil, driver.Canceled(ctx)
+	}
+	return nil, ErrClosed
+}
 
 // Acquire implements distlock.Backend. Waiters are served in arrival order:
 // they queue for the key's turn, and the one that has it waits for the
@@ -45,11 +85,14 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
+	if b.closing.Err() != nil {
+		return nil, ErrClosed
+	}
 	var turn *driver.Turn[struct{}]
 	if opts.Wait {
-		t, err := b.queue.Wait(ctx, key)
+		t, err := b.waitTurn(ctx, key)
 		if err != nil {
-			return nil, driver.Canceled(ctx)
+			return nil, err
 		}
 		turn = t
 	} else if t, ok := b.queue.Try(key); ok {
@@ -76,7 +119,11 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 		}
 		return nil, fmt.Errorf("%w: memlock: held", driver.ErrNotAcquired)
 	}
-	l, err := driver.Wait(ctx, driver.Waiter[*lease]{Try: try})
+	l, err := driver.Wait(ctx, driver.Waiter[*lease]{
+		Try:     try,
+		Closing: b.closing.Done(),
+		Closed:  func() error { return ErrClosed },
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -142,3 +142,60 @@ func TestFirstWaiterGivesUp(t *testing.T) {
 		t.Errorf("%d keys still queued", n)
 	}
 }
+
+// Close ends both kinds of waiter with ErrClosed (the one that has the
+// key's turn and waits for the holder, and the one queued for the turn),
+// refuses later acquisitions, and leaves a held lease working.
+func TestCloseEndsWaiters(t *testing.T) {
+	b := memlock.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
+	holder, err := b.Acquire(ctx, "k", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := b.Acquire(ctx, "k", opts)
+			errs <- err
+		}()
+		for memlock.Queued(b)+memlock.Waiting(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			runtime.Gosched()
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, memlock.ErrClosed) || !errors.Is(err, distlock.ErrClosed) {
+				t.Errorf("waiter at Close: %v, want ErrClosed", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a waiter did not end at Close")
+		}
+	}
+	for _, wait := range []bool{false, true} {
+		if _, err := b.Acquire(ctx, "other", driver.AcquireOptions{TTL: time.Minute, Wait: wait}); !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("Acquire (wait %v) after Close: %v, want ErrClosed", wait, err)
+		}
+	}
+	if _, err := holder.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("Refresh of a lease held at Close: %v", err)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Errorf("Release of a lease held at Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if n := memlock.Queued(b); n != 0 {
+		t.Errorf("%d keys still queued", n)
+	}
+}

@@ -244,12 +244,13 @@
 // from one mode to the other and keep its fenced data) and a try that
 // finds the key held takes none.
 //
-// Fence(ctx, tx, resource, token) checks a token in the transaction that
-// writes the resource, atomically with those writes: it admits a token at
-// least as high as any admitted before for the resource, records it in
-// distlock_resource, and keeps the resource's row locked until the
-// transaction ends; a lower token is refused with fence.ErrStaleToken and
-// the transaction aborted. The same check is the SQL function
+// A Fence's Admit(ctx, tx, resource, token) checks a token in the
+// transaction that writes the resource, atomically with those writes: it
+// admits a token at least as high as any admitted before for the
+// resource, records it in distlock_resource, and keeps the resource's row
+// locked until the transaction ends; a lower token is refused with
+// fence.ErrStaleToken (and counted, see NewFence) and the transaction
+// aborted. The same check is the SQL function
 // distlock_admit(resource, token), which raises SQLSTATE DL001 for a stale
 // token, for clients in any language and for triggers:
 //
@@ -262,7 +263,7 @@
 //	CREATE TRIGGER orders_fence BEFORE INSERT OR UPDATE ON orders
 //	    FOR EACH ROW EXECUTE FUNCTION orders_fence();
 //
-// Call Fence first in the transaction: fenced writers of one resource then
+// Call Admit first in the transaction: fenced writers of one resource then
 // queue on its row before they touch anything else, and cannot deadlock
 // with each other.
 //
@@ -323,7 +324,7 @@
 // or a superuser; the schema may also belong to pg_database_owner (public,
 // since PostgreSQL 15). In a superuser's session the objects must belong
 // to a superuser, so that no other role's code runs with a superuser's
-// rights. Acquire, List, Fence and Migrate refuse anything else with an
+// rights. Acquire, List, Fence.Admit and Migrate refuse anything else with an
 // error that names the object and its owner. An operator who installs
 // the schema for the application should do it as one of those roles (the
 // database's owner, say), or as a role that owns nothing else and is

@@ -47,8 +47,9 @@ func Example() {
 	defer lock.Release(ctx)
 
 	// Work under lock.Context(); write under the fence.
+	reports := pglock.NewFence()
 	err = pgx.BeginFunc(lock.Context(), pool, func(tx pgx.Tx) error {
-		if err := pglock.Fence(ctx, tx, "reports/nightly", lock.Token()); err != nil {
+		if err := reports.Admit(ctx, tx, "reports/nightly", lock.Token()); err != nil {
 			return err // fence.ErrStaleToken: a newer holder has written
 		}
 		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS reports (name text PRIMARY KEY, done_at timestamptz)`)
@@ -74,11 +75,12 @@ func ExampleFence() {
 	if err := pglock.Migrate(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
+	f := pglock.NewFence()
 	write := func(token uint64) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			// Fence first: the writes after it cannot deadlock with another
+			// Admit first: the writes after it cannot deadlock with another
 			// fenced writer's.
-			if err := pglock.Fence(ctx, tx, "example/fence", token); err != nil {
+			if err := f.Admit(ctx, tx, "example/fence", token); err != nil {
 				return err
 			}
 			// ... the transaction's own writes ...

@@ -18,6 +18,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/metrictest"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
 )
@@ -265,8 +266,11 @@ func TestRestartKeepsTokens(t *testing.T) {
 // A stale holder's transaction is refused by Fence, and none of its writes
 // commit; a newer holder's concurrent transaction wins even when the stale
 // one admitted its token first, because the admitted row stays locked.
+// Every refusal is counted.
 func TestFence(t *testing.T) {
 	ctx := testCtx(t)
+	reader, mp := metrictest.Reader()
+	f := pglock.NewFence(fence.WithMeterProvider(mp))
 	pool := newPool(t, server)
 	if err := pglock.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -277,7 +281,7 @@ func TestFence(t *testing.T) {
 	}
 	write := func(token uint64, balance int) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if err := pglock.Fence(ctx, tx, resource, token); err != nil {
+			if err := f.Admit(ctx, tx, resource, token); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO fenced_accounts VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = EXCLUDED.balance`, resource, balance)
@@ -316,7 +320,7 @@ func TestFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer staleTx.Rollback(ctx)
-	if err := pglock.Fence(ctx, staleTx, resource, 35); err != nil {
+	if err := f.Admit(ctx, staleTx, resource, 35); err != nil {
 		t.Fatal(err)
 	}
 	newer := make(chan error, 1)
@@ -345,8 +349,11 @@ func TestFence(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "DL001" || pgErr.Detail != "36" {
 		t.Fatalf("distlock_admit with a stale token: %v, want SQLSTATE DL001 with detail 36", err)
 	}
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return pglock.Fence(ctx, tx, resource, 0) }); !errors.Is(err, fence.ErrStaleToken) {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return f.Admit(ctx, tx, resource, 0) }); !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("Fence with token 0: %v, want ErrStaleToken", err)
+	}
+	if n := metrictest.Rejections(t, reader, "pglock.Fence"); n != 2 {
+		t.Errorf("distlock.fence.rejections %d after two refused tokens (33 and 0), want 2", n)
 	}
 }
 

@@ -290,7 +290,7 @@ RETURNS bigint LANGUAGE sql AS $$ SELECT 1::bigint $$`
 				}
 			}
 			err := pgx.BeginFunc(ctx, s.pool(t, s.app, settings...), func(tx pgx.Tx) error {
-				return pglock.Fence(ctx, tx, "foreign/resource", 1)
+				return pglock.NewFence().Admit(ctx, tx, "foreign/resource", 1)
 			})
 			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.owner(s))) {
 				t.Errorf("Fence: %v; want a refusal naming the owner %q", err, tc.owner(s))

@@ -16,8 +16,8 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
-// OpenTimeout bounds the ping with which OpenURL checks the server.
-const OpenTimeout = 5 * time.Second
+// DefaultDialTimeout bounds the ping with which OpenURL checks the server.
+const DefaultDialTimeout = 5 * time.Second
 
 // OpenURL connects a pool of its own to the PostgreSQL server named by
 // rawURL, checks that the server answers, and returns a Backend over the
@@ -64,7 +64,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 		pool.Close()
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, OpenTimeout)
+	pctx, cancel := context.WithTimeout(ctx, DefaultDialTimeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		b.Close()

@@ -39,7 +39,7 @@ func Example() {
 	defer l.Release(ctx)
 
 	// The data key carries the account's hash tag: one Cluster slot.
-	f := redislock.NewFence(rdb)
+	f := redislock.NewFence(rdb, redislock.DefaultFencePrefix)
 	err = f.Set(l.Context(), account, l.Token(), "balance:"+redislock.HashTag(account), "100", 0)
 	if errors.Is(err, fence.ErrStaleToken) {
 		fmt.Println("a newer holder has written; this one lost its lock")

@@ -11,30 +11,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
-	"github.com/distlock/distlock/internal/fencecount"
 )
 
-// DefaultFencePrefix is the prefix of fence keys, unless set with
-// WithFencePrefix.
+// DefaultFencePrefix is the usual prefix of fence keys (see NewFence).
 const DefaultFencePrefix = DefaultPrefix + "fence"
-
-// FenceOption configures a Fence.
-type FenceOption func(*Fence)
-
-// WithFencePrefix sets the prefix of the fence keys. Default:
-// DefaultFencePrefix ("distlock:fence"). It must not contain '{' or '}'.
-func WithFencePrefix(prefix string) FenceOption { return func(f *Fence) { f.prefix = prefix } }
-
-// WithFenceMeterProvider sets where refused writes are counted
-// (distlock.fence.rejections, distlock.guard "redislock.Fence"). Default:
-// the global provider.
-func WithFenceMeterProvider(mp metric.MeterProvider) FenceOption {
-	return func(f *Fence) { f.meters = mp }
-}
 
 // Fence guards data kept in Redis with fencing tokens: each write carries
 // the writer's token, and one Lua script compares it with the highest token
@@ -50,27 +33,23 @@ func WithFenceMeterProvider(mp metric.MeterProvider) FenceOption {
 // this is checked on every deployment, standalone too, and a key that does
 // not carry it is refused with ErrWrongSlot. Fence keys never expire.
 //
-// What a Fence does not do: protect writes that bypass it, or order writes
-// of one token among themselves. Its methods are safe for concurrent use.
+// A Fence counts the writes it refuses (distlock.fence.rejections,
+// distlock.guard "redislock.Fence"; see fence.WithMeterProvider). What it
+// does not do: protect writes that bypass it, or order writes of one token
+// among themselves. Its methods are safe for concurrent use.
 type Fence struct {
 	client   redis.Scripter
 	prefix   string
-	meters   metric.MeterProvider
-	rejected *fencecount.Counter
+	rejected *fence.Counter
 }
 
 // NewFence returns a Fence writing through client (any go-redis client,
 // including a *redis.ClusterClient, or a pipeline's or transaction's
-// underlying client).
-func NewFence(client redis.Scripter, opts ...FenceOption) *Fence {
-	f := &Fence{client: client, prefix: DefaultFencePrefix}
-	for _, o := range opts {
-		if o != nil {
-			o(f)
-		}
-	}
-	f.rejected = fencecount.New(f.meters, "redislock.Fence")
-	return f
+// underlying client), whose fence keys start with prefix, usually
+// DefaultFencePrefix ("distlock:fence"). Every writer of a resource must
+// use the same prefix; it must not contain '{' or '}'.
+func NewFence(client redis.Scripter, prefix string, opts ...fence.Option) *Fence {
+	return &Fence{client: client, prefix: prefix, rejected: fence.NewCounter("redislock.Fence", opts...)}
 }
 
 // key returns the Redis key that holds the highest token admitted for

@@ -18,7 +18,7 @@ func TestFence(t *testing.T) {
 	srv := startRedis(t)
 	ctx, c := testCtx(t), newClient(t, srv.Addr)
 	reader, mp := metrictest.Reader()
-	f := redislock.NewFence(c, redislock.WithFenceMeterProvider(mp))
+	f := redislock.NewFence(c, redislock.DefaultFencePrefix, fence.WithMeterProvider(mp))
 	const res = "acct/42"
 	key := "balance:" + redislock.HashTag(res)
 
@@ -58,6 +58,12 @@ func TestFence(t *testing.T) {
 	}
 	if err := f.Del(ctx, res, 34, key); !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("stale Del: %v", err)
+	}
+	if err := f.Set(ctx, res, 0, key, "v", 0); !errors.Is(err, fence.ErrStaleToken) {
+		t.Errorf("token 0: %v", err) // refused without a round trip
+	}
+	if n := metrictest.Rejections(t, reader, "redislock.Fence"); n != 4 {
+		t.Errorf("distlock.fence.rejections %d after four refused writes, want 4", n)
 	}
 	if c.Exists(ctx, key).Val() != 1 {
 		t.Errorf("a refused Del deleted the key")
@@ -102,7 +108,7 @@ func TestFence(t *testing.T) {
 	if err := f.Set(ctx, res, 40, key, "v", -time.Second); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("negative TTL: %v", err)
 	}
-	if err := redislock.NewFence(c, redislock.WithFencePrefix("a{")).Set(ctx, res, 40, key, "v", 0); !errors.Is(err, distlock.ErrInvalidOption) {
+	if err := redislock.NewFence(c, "a{").Set(ctx, res, 40, key, "v", 0); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("brace prefix: %v", err)
 	}
 	if h, _ := f.Highest(ctx, res); h != 35 {
@@ -117,7 +123,7 @@ func TestFenceWithLocks(t *testing.T) {
 	ctx, c := testCtx(t), newClient(t, srv.Addr)
 	key := "fenced/resource"
 	data := "data:" + redislock.HashTag(key)
-	f := redislock.NewFence(c)
+	f := redislock.NewFence(c, redislock.DefaultFencePrefix)
 	ba, bb := newBackend(t, srv.Addr), newBackend(t, srv.Addr)
 
 	la, err := ba.Acquire(ctx, key, driver.AcquireOptions{TTL: 50 * time.Millisecond})
@@ -141,7 +147,7 @@ func TestFenceWithLocks(t *testing.T) {
 		t.Errorf("data = %q, %v; want B", v, err)
 	}
 	lb.Release(ctx)
-	if _, err := redislock.NewFence(nil).Highest(ctx, key); err == nil {
+	if _, err := redislock.NewFence(nil, redislock.DefaultFencePrefix).Highest(ctx, key); err == nil {
 		t.Errorf("Highest with a nil client succeeded")
 	}
 }

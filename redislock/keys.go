@@ -44,6 +44,12 @@ func HashTag(key string) string {
 	return "{" + tagEscaper.Replace(key) + "}"
 }
 
+// KeyPath returns where key's lock lives in Redis: the lock key,
+// prefix + HashTag(key) + ":lock", whose value names the holder (see the
+// key layout in the package documentation). The other keys of the lock
+// share its prefix and hash tag.
+func (b *Backend) KeyPath(key string) string { return b.cfg.prefix + HashTag(key) + suffixLock }
+
 // keyTag returns the content of the hash tag of a Redis key, by the
 // Cluster rule: the text between the first '{' and the first '}' after it,
 // if not empty; otherwise the whole key.

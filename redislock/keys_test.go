@@ -25,7 +25,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	var opts []redislock.Option
 	holderB, waiterB := mustNew(t, cc, opts...), mustNew(t, cc, opts...)
 	t.Cleanup(func() { holderB.Close(); waiterB.Close() })
-	f := redislock.NewFence(cc)
+	f := redislock.NewFence(cc, redislock.DefaultFencePrefix)
 
 	for _, key := range []string{"a{b}c", "{", "}", "{}", "}{", "{a}", "a}b{c", "%7D", "plain"} {
 		lh, err := holderB.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
@@ -100,4 +100,33 @@ func scanKeys(t *testing.T, cc *redis.ClusterClient, pattern string) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// KeyPath names the Redis key that holds a lock, under the Backend's
+// prefix: it exists while the lock is held, and is gone after the release.
+func TestKeyPath(t *testing.T) {
+	srv := startRedis(t)
+	ctx := testCtx(t)
+	if got, want := newBackend(t, srv.Addr).KeyPath("a{b}"), lockKey("a{b}"); got != want {
+		t.Errorf("KeyPath(a{b}) = %q, want the documented %q", got, want)
+	}
+	b := newBackend(t, srv.Addr, redislock.WithPrefix("kp:"))
+	key := "jobs/{nightly}"
+	path := b.KeyPath(key)
+	if !strings.HasPrefix(path, "kp:"+redislock.HashTag(key)) {
+		t.Errorf("KeyPath(%q) = %q, not under the prefix and hash tag", key, path)
+	}
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := srv.Do("EXISTS", path); err != nil || v != int64(1) {
+		t.Errorf("EXISTS %s while held: %v, %v; want 1", path, v, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := srv.Do("EXISTS", path); err != nil || v != int64(0) {
+		t.Errorf("EXISTS %s after the release: %v, %v; want 0", path, v, err)
+	}
 }

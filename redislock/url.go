@@ -13,10 +13,10 @@ import (
 	"github.com/distlock/distlock/internal/redisurl"
 )
 
-// OpenTimeout bounds the PING with which OpenURL checks the server, so that
-// an unreachable server (or a Sentinel set that cannot name a master) fails
-// promptly instead of after go-redis's own dial retries.
-const OpenTimeout = 5 * time.Second
+// DefaultDialTimeout bounds the PING with which OpenURL checks the server,
+// so that an unreachable server (or a Sentinel set that cannot name a
+// master) fails promptly instead of after go-redis's own dial retries.
+const DefaultDialTimeout = 5 * time.Second
 
 // Schemes returns the URL schemes OpenURL takes.
 func Schemes() []string {
@@ -253,7 +253,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	}
 	b.ownsClient = true
 
-	pctx, cancel := context.WithTimeout(ctx, OpenTimeout)
+	pctx, cancel := context.WithTimeout(ctx, DefaultDialTimeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		_ = b.Close()

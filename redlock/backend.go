@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,8 +110,11 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 	return b, nil
 }
 
-// Nodes returns how many nodes the Backend has.
-func (b *Backend) Nodes() int { return len(b.nodes) }
+// Nodes returns the Backend's nodes, in the order given to New (for a
+// Backend from OpenURL, the URL's order, each a *redis.Client), as
+// etcdlock's Client and pglock's Pool return the client they use. The
+// Backend keeps using them: do not close them before the Backend.
+func (b *Backend) Nodes() []Node { return slices.Clone(b.nodes) }
 
 // Close stops what the Backend started: its pub/sub connections, its
 // goroutines and any clean-up still being retried (a grant whose clean-up

@@ -20,7 +20,7 @@
 //
 // A try is one round: the acquire script runs on every node in parallel,
 // each request bounded by the per-node timeout (a tenth of the TTL by
-// default, WithNodeTimeout). On each node it sets the lock key with SET PX
+// default, WithRequestTimeout). On each node it sets the lock key with SET PX
 // and a random owner value from crypto/rand (unguessable), unless another
 // grant holds it, and increments the key's counter on that node,
 // atomically. The try is granted when a majority of the nodes voted for it

@@ -99,7 +99,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		t.Run(fmt.Sprintf("bypass=%v", bypass), func(t *testing.T) {
 			srvs := startNodes(t, 3)
 			toNode2 := faultproxy.Start(t, srvs[2].Addr)
-			a := newBackend(t, []string{srvs[0].Addr, srvs[1].Addr, toNode2.Addr()}, redlock.WithMaxTTL(maxTTL), redlock.WithNodeTimeout(200*time.Millisecond))
+			a := newBackend(t, []string{srvs[0].Addr, srvs[1].Addr, toNode2.Addr()}, redlock.WithMaxTTL(maxTTL), redlock.WithRequestTimeout(200*time.Millisecond))
 			b := newBackend(t, addrs(srvs), redlock.WithMaxTTL(maxTTL))
 			key := "restart/" + t.Name()
 			counter := redlock.DefaultPrefix + redislock.HashTag(key) + ":token"
@@ -314,7 +314,7 @@ func TestLostReplies(t *testing.T) {
 		proxies[i] = faultproxy.Start(t, s.Addr)
 		paths[i] = proxies[i].Addr()
 	}
-	a := newBackend(t, paths, redlock.WithNodeTimeout(200*time.Millisecond))
+	a := newBackend(t, paths, redlock.WithRequestTimeout(200*time.Millisecond))
 	other := newBackend(t, addrs(srvs))
 	opts := driver.AcquireOptions{TTL: 5 * time.Second}
 	key := "lost/" + t.Name()

@@ -133,7 +133,7 @@ func testWokenWaiterGivesUp(t *testing.T, closeBackend bool) {
 	// The first waiter queues on every node, but its try has not returned
 	// when the release wakes it; then it gives up.
 	h := &holdReplies{held: make(chan struct{}, len(addrs)), free: make(chan struct{})}
-	first := newB(h, WithNodeTimeout(30*time.Second))
+	first := newB(h, WithRequestTimeout(30*time.Second))
 	h.mu.Lock()
 	h.armed = true
 	h.mu.Unlock()

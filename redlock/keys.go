@@ -48,6 +48,11 @@ func (b *Backend) keysFor(key string) lockKeys {
 	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, queue: base + suffixQueue, waiting: base + suffixWaiting, woken: base + suffixWoken}
 }
 
+// KeyPath returns where key's lock lives on each node: the lock key,
+// prefix + redislock.HashTag(key) + ":lock", the same on every node (see
+// the key layout in the package documentation).
+func (b *Backend) KeyPath(key string) string { return b.keysFor(key).lock }
+
 // tomb returns the tombstone key of the grant with the given secret.
 func (k lockKeys) tomb(secret string) string { return k.base + suffixTomb + secret }
 

@@ -33,7 +33,7 @@ type nodeGrant struct {
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper(prefix)) + "*}" + suffixLock
 	now := time.Now()
-	res := each(ctx, b, nil, OpenTimeout, func(ctx context.Context, n Node) ([]nodeGrant, error) {
+	res := each(ctx, b, nil, b.cfg.listTimeout(), func(ctx context.Context, n Node) ([]nodeGrant, error) {
 		var rkeys []string
 		it := n.Scan(ctx, 0, pattern, scanCount).Iterator()
 		for it.Next(ctx) {

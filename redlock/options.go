@@ -11,10 +11,14 @@ import (
 )
 
 const (
-	// DefaultNodeTimeoutDivisor sets the default per-node timeout of every
-	// request: the lease's TTL divided by it (a tenth), unless
-	// WithNodeTimeout fixes it.
-	DefaultNodeTimeoutDivisor = 10
+	// DefaultRequestTimeoutDivisor sets the default per-node timeout of
+	// every request for a lease: the lease's TTL divided by it (a tenth),
+	// unless WithRequestTimeout fixes it.
+	DefaultRequestTimeoutDivisor = 10
+
+	// defaultListTimeout bounds each node's part of a listing, which is for no
+	// lease, unless WithRequestTimeout fixes it.
+	defaultListTimeout = 5 * time.Second
 
 	// DefaultMaxTTL is the longest lease TTL a Backend accepts, unless set
 	// with WithMaxTTL. It is also how long a node that lost its data waits
@@ -31,9 +35,10 @@ const (
 type Option func(*config)
 
 type config struct {
-	prefix      string
-	nodeTimeout time.Duration // 0: TTL / DefaultNodeTimeoutDivisor
-	maxTTL      time.Duration
+	prefix         string
+	requestTimeout time.Duration // unless fixedTimeout: TTL / DefaultRequestTimeoutDivisor
+	fixedTimeout   bool
+	maxTTL         time.Duration
 }
 
 // WithPrefix sets the prefix of every Redis key and pub/sub channel the
@@ -41,11 +46,14 @@ type config struct {
 // not contain '{' or '}'. Backends sharing locks must use the same prefix.
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
-// WithNodeTimeout fixes how long every request waits for each node's
+// WithRequestTimeout fixes how long every request waits for each node's
 // reply. Default: the TTL of the lease divided by
-// DefaultNodeTimeoutDivisor (a tenth), so that a node that does not answer
-// costs a small part of the validity. It must be positive.
-func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
+// DefaultRequestTimeoutDivisor (a tenth), so that a node that does not
+// answer costs a small part of the validity; 5s for each node's part of a
+// listing. It must be positive.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *config) { c.requestTimeout, c.fixedTimeout = d, true }
+}
 
 // WithMaxTTL sets the longest lease TTL that Acquire and Refresh accept
 // (longer ones get an error matching distlock.ErrInvalidOption), and so how
@@ -67,8 +75,8 @@ func newConfig(opts []Option) (config, error) {
 	switch {
 	case strings.ContainsAny(c.prefix, "{}"):
 		return c, bad("prefix %q contains a brace", c.prefix)
-	case c.nodeTimeout < 0:
-		return c, bad("node timeout %v is negative", c.nodeTimeout)
+	case c.fixedTimeout && c.requestTimeout <= 0:
+		return c, bad("request timeout %v is not positive", c.requestTimeout)
 	case c.maxTTL <= 0 || c.maxTTL > driver.MaxTTL:
 		return c, bad("max TTL %v is not in (0, %v]", c.maxTTL, driver.MaxTTL)
 	}
@@ -77,10 +85,18 @@ func newConfig(opts []Option) (config, error) {
 
 // timeoutFor is the per-node timeout of a request for a lease of ttl.
 func (c config) timeoutFor(ttl time.Duration) time.Duration {
-	if c.nodeTimeout > 0 {
-		return c.nodeTimeout
+	if c.fixedTimeout {
+		return c.requestTimeout
 	}
-	return max(ttl/DefaultNodeTimeoutDivisor, time.Millisecond)
+	return max(ttl/DefaultRequestTimeoutDivisor, time.Millisecond)
+}
+
+// listTimeout is the per-node timeout of a listing.
+func (c config) listTimeout() time.Duration {
+	if c.fixedTimeout {
+		return c.requestTimeout
+	}
+	return defaultListTimeout
 }
 
 // drift is the clock drift allowed for in a validity of ttl.

@@ -18,9 +18,8 @@ import (
 	"github.com/distlock/distlock/internal/redisurl"
 )
 
-// OpenTimeout bounds the PING with which OpenURL checks the nodes, and
-// each node's part of a listing.
-const OpenTimeout = 5 * time.Second
+// DefaultDialTimeout bounds the PING with which OpenURL checks the nodes.
+const DefaultDialTimeout = 5 * time.Second
 
 // Schemes returns the URL schemes OpenURL takes.
 func Schemes() []string { return []string{"redlock", "redlocks"} }
@@ -47,7 +46,7 @@ func urlForm(scheme string) string {
 // everything before the last "@", percent-decoded, as for redis://.
 //
 // Options are this package's "prefix" (WithPrefix), "node_timeout"
-// (WithNodeTimeout) and "max_ttl" (WithMaxTTL), both Go durations; over
+// (WithRequestTimeout) and "max_ttl" (WithMaxTTL), both Go durations; over
 // TLS "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
 // own URL options such as "dial_timeout", "read_timeout", "pool_size" and
 // "max_retries", for every server. opts are applied after the URL's
@@ -128,7 +127,7 @@ func (r *redlockURL) ourOptions(q url.Values) error {
 	for _, o := range []struct {
 		name string
 		opt  func(time.Duration) Option
-	}{{"node_timeout", WithNodeTimeout}, {"max_ttl", WithMaxTTL}} {
+	}{{"node_timeout", WithRequestTimeout}, {"max_ttl", WithMaxTTL}} {
 		d, ok, err := redisurl.Duration(q, o.name)
 		if err != nil {
 			return err
@@ -177,7 +176,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
 	}
-	res := each(ctx, b, nil, OpenTimeout, func(ctx context.Context, n Node) (string, error) {
+	res := each(ctx, b, nil, DefaultDialTimeout, func(ctx context.Context, n Node) (string, error) {
 		return n.(*redis.Client).Ping(ctx).Result()
 	})
 	up := 0

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
 	"github.com/distlock/distlock/driver"
@@ -83,8 +85,14 @@ func TestOpenURLAndList(t *testing.T) {
 	}
 	defer bk.Close()
 	b := bk.(*redlock.Backend)
-	if b.Nodes() != 3 {
-		t.Fatalf("%d nodes, want 3", b.Nodes())
+	nodes := b.Nodes()
+	if len(nodes) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes))
+	}
+	for i, n := range nodes {
+		if c, ok := n.(*redis.Client); !ok || c.Options().Addr != srvs[i].Addr {
+			t.Errorf("node %d is %v, want the client of %s, in the URL's order", i+1, n, srvs[i].Addr)
+		}
 	}
 	var want []uint64
 	for _, key := range []string{"list/a", "list/b", "other/c"} {

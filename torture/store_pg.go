@@ -22,7 +22,8 @@ import (
 // atomically with the write, not its behaviour under concurrent writers,
 // which pglock's own tests race.
 type pgStore struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	fence *pglock.Fence
 }
 
 // pgStoreTable holds the registers of PGFenced stores. Resource names are
@@ -53,7 +54,7 @@ func (s *Store) usePostgres(srv *testserver.Postgres) error {
 		return fmt.Errorf("torture: store: %w", err)
 	}
 	s.mu.Lock()
-	s.pg = &pgStore{pool: pool}
+	s.pg = &pgStore{pool: pool, fence: pglock.NewFence()}
 	s.mu.Unlock()
 	return nil
 }
@@ -82,7 +83,7 @@ func (p *pgStore) write(resource string, token uint64, value int64) (stale bool,
 	ctx, cancel := context.WithTimeout(context.Background(), pgStoreTimeout)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if err := pglock.Fence(ctx, tx, resource, token); err != nil {
+		if err := p.fence.Admit(ctx, tx, resource, token); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO torture_register (resource, value) VALUES ($1, $2)

@@ -274,10 +274,17 @@ func redisLockToken(srv *testserver.Redis, key string) (uint64, bool, error) {
 	return t, true, nil
 }
 
+// EtcdLockName is the etcd lock name of a lock taken by etcdlock with the
+// default prefix, per the documented layout (etcdlock's Backend.KeyPath):
+// the prefix, then the key with "%" written "%25" and "/" written "%2F".
+func EtcdLockName(key string) string {
+	return etcdlock.DefaultPrefix + strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
+}
+
 // etcdKeys returns the create revisions of the keys under key's lock name
 // (default prefix) in the cluster, through the JSON gateway.
 func etcdKeys(e *testserver.Etcd, key string) ([]int64, error) {
-	name := etcdlock.LockName(etcdlock.DefaultPrefix, key) + "/"
+	name := EtcdLockName(key) + "/"
 	end := []byte(name)
 	end[len(end)-1]++
 	in := map[string]string{

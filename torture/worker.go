@@ -353,7 +353,7 @@ func (w *worker) naiveRelease(ctx context.Context, key string) error {
 	case backendRedis:
 		return w.raw.Del(ctx, RedisLockKey(key)).Err()
 	case backendEtcd:
-		_, err := w.etcd.Client().Delete(ctx, etcdlock.LockName(etcdlock.DefaultPrefix, key)+"/", clientv3.WithPrefix())
+		_, err := w.etcd.Client().Delete(ctx, w.etcd.KeyPath(key)+"/", clientv3.WithPrefix())
 		return err
 	}
 	return fmt.Errorf("no naive release for backend %q", w.kind)

@@ -128,9 +128,31 @@
 // WithSessionTimeout (default 10s). Close ends the session, which deletes
 // every node it has.
 //
+// # Why New takes addresses
+//
+// The other backends' New takes the caller's client; this one takes the
+// ensemble's addresses and makes its own connection, because go-zookeeper
+// lets only the code that calls zk.Connect see what the safety model needs:
+//
+//   - the session timeout the ensemble granted, which is the TTL of every
+//     Validity, is kept private by the *zk.Conn; the Backend reads it from
+//     the connect reply through its own dialer (zk.WithDialer);
+//   - session expiry, which must end every lock of the session, is an
+//     event delivered to the callback given to zk.Connect, or to the event
+//     channel zk.Connect returns to its caller (who must drain it); a Conn
+//     made elsewhere gives the Backend neither, short of polling State;
+//   - a lock's token is its node's czxid, which the same dialer reads from
+//     the reply to the create, so that a grant needs no read of its node.
+//
+// The first two are the safety model itself: a Backend that could not see
+// them could not end its locks before the ensemble may grant them again.
+//
+// Conn returns the connection for data the application keeps beside its
+// locks; closing it ends the Backend's session.
+//
 // # Node layout and zkCli.sh
 //
-// The lock of a key is the path LockPath(prefix, key): the prefix
+// The lock of a key is the path Backend.KeyPath(key): the prefix
 // (WithPrefix, default "/distlock"), "/", then the key with "%", "/", a
 // leading "." and the characters ZooKeeper refuses in paths percent-escaped,
 // so that distinct keys never share a path and no key reaches outside the

@@ -17,6 +17,7 @@ var (
 	UnescapeKey = unescapeKey
 	ProtectedID = protectedID
 	NodePrefix  = nodePrefix
+	LockPath    = lockPath // Backend.KeyPath under a prefix, for tests without a Backend
 )
 
 // URLServers returns the server addresses of a zk:// URL.

@@ -34,7 +34,10 @@ func TestLayoutAndList(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	dir := zklock.LockPath(zklock.DefaultPrefix, key)
+	dir := b.KeyPath(key)
+	if want := zklock.DefaultPrefix + "/layout%2Fa b"; dir != want {
+		t.Errorf("KeyPath(%q) = %q, want %q", key, dir, want)
+	}
 	nodes := nodesOf(t, admin, key)
 	if len(nodes) != 1 || !nodeName.MatchString(nodes[0]) {
 		t.Fatalf("nodes under %s: %q, want one _c_<uuid>-lock-<seq>", dir, nodes)

@@ -22,15 +22,19 @@ const lockName = "lock-"
 // follow it.
 const protectedPrefix = "_c_"
 
-// LockPath returns the ZooKeeper path of key's lock under prefix: prefix,
-// "/", then the key with "%" written "%25", "/" written "%2F", a leading
+// KeyPath returns where key's lock lives in ZooKeeper: the path of its lock
+// node's parent, the Backend's prefix, "/", then the key with "%" written "%25", "/" written "%2F", a leading
 // "." written "%2E", and every character ZooKeeper refuses in a path
 // (controls, surrogates and the private use area, U+FFF0 to U+FFFF, and
 // everything above U+FFFF, which Java strings hold as surrogate pairs) written
 // as the %XX of its UTF-8 bytes. The escaping is reversible, so distinct keys
 // never share a path, and the result is a single child of prefix, so no key
-// reaches outside it.
-func LockPath(prefix, key string) string { return prefix + "/" + escapeKey(key) }
+// reaches outside it. Curator's InterProcessMutex on that path contends
+// for the same lock.
+func (b *Backend) KeyPath(key string) string { return lockPath(b.cfg.prefix, key) }
+
+// lockPath is the lock path of key under prefix (see KeyPath).
+func lockPath(prefix, key string) string { return prefix + "/" + escapeKey(key) }
 
 func escapeKey(key string) string {
 	if clean(key) {

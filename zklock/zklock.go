@@ -48,7 +48,7 @@ type authInfo struct {
 }
 
 // WithPrefix sets the ZooKeeper path under which the locks live (see
-// LockPath). Backends, and Curator locks, contend for the same locks when
+// Backend.KeyPath). Backends, and Curator locks, contend for the same locks when
 // they use the same paths. Default: DefaultPrefix ("/distlock"). It must be
 // an absolute path other than "/", outside /zookeeper, of at most 1024
 // bytes, without a trailing "/" or a segment that starts with a dot.
@@ -148,6 +148,11 @@ type handshake struct {
 // client addresses ("host:port") are servers. It connects in the
 // background: an unreachable ensemble is reported by Acquire. A bad option
 // returns an error matching distlock.ErrInvalidOption.
+//
+// Unlike the other backends' New, it takes addresses rather than the
+// caller's client, because what the Backend must see of a *zk.Conn can only
+// be arranged when the connection is made (see "Why New takes addresses"
+// in the package documentation); Conn returns the connection it makes.
 func New(servers []string, opts ...Option) (*Backend, error) {
 	cfg := config{
 		prefix:         DefaultPrefix,
@@ -439,7 +444,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
-	a := &acquire{b: b, key: key, dir: LockPath(b.cfg.prefix, key), opts: opts}
+	a := &acquire{b: b, key: key, dir: b.KeyPath(key), opts: opts}
 	l, err := a.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil && !errorsIsClosed(err) {

@@ -18,12 +18,10 @@ import (
 type Opener func(ctx context.Context, rawURL string) (driver.Backend, io.Closer, error)
 
 // registry holds the openers the command puts in place of the backends
-// package's: file://, whose backend hands the lock file of a lock to the
-// supervisor of the command. Every other scheme is opened by
-// backends.Open, so the command and Go programs share one implementation.
-var registry = map[string]Opener{
-	"file": openFile,
-}
+// package's: none on Unix, where every scheme is opened by backends.Open,
+// so the command and Go programs share one implementation (the backend
+// packages register their schemes: see backends_builtin.go).
+var registry = map[string]Opener{}
 
 // AsOpener adapts a backend package's OpenURL function, whose backend has a
 // Close method, to an Opener.

@@ -3,9 +3,7 @@
 package cli
 
 import (
-	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,14 +12,6 @@ import (
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 )
-
-func openFile(ctx context.Context, rawURL string) (driver.Backend, io.Closer, error) {
-	b, err := filelock.OpenURL(ctx, rawURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, nopCloser{}, nil
-}
 
 // lockFile returns a new descriptor of the lock file that holds lock, for
 // the supervisor of the command (see filelock.Backend.File), or nil if b

@@ -10,6 +10,8 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
+func init() { registry["file"] = openFile }
+
 func openFile(context.Context, string) (driver.Backend, io.Closer, error) {
 	return nil, nil, usagef("the file:// backend is not supported on %s; name a lock service with --backend", runtime.GOOS)
 }

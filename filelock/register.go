@@ -1,0 +1,11 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package filelock
+
+import "github.com/distlock/distlock/backends"
+
+// Schemes returns the URL schemes OpenURL takes.
+func Schemes() []string { return []string{"file"} }
+
+// A program that imports this package opens its URLs with backends.Open.
+func init() { backends.Register(backends.OpenerOf(OpenURL), Schemes()...) }

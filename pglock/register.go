@@ -1,0 +1,9 @@
+package pglock
+
+import "github.com/distlock/distlock/backends"
+
+// Schemes returns the URL schemes OpenURL takes.
+func Schemes() []string { return []string{"postgres", "postgresql"} }
+
+// A program that imports this package opens its URLs with backends.Open.
+func init() { backends.Register(backends.OpenerOf(OpenURL), Schemes()...) }
