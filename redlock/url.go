@@ -7,9 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,12 +22,14 @@ const OpenTimeout = 5 * time.Second
 // Schemes returns the URL schemes OpenURL takes.
 func Schemes() []string { return []string{"redlock", "redlocks"} }
 
-// urlForm names the form of a URL of scheme, for errors.
-func urlForm(scheme string) string {
-	if !slices.Contains(Schemes(), scheme) {
-		scheme = "redlock"
-	}
-	return "want " + scheme + "://[user:password@]host[:port],host[:port],...[/db][?options]"
+// urlForm is what this package's URLs look like.
+var urlForm = driver.URLForm{
+	Pkg:        "redlock",
+	Schemes:    Schemes(),
+	TLSSchemes: []string{"redlocks"},
+	Usage: func(scheme string) string {
+		return scheme + "://[user:password@]host[:port],host[:port],...[/db][?options]"
+	},
 }
 
 // OpenURL connects to the Redis servers named by rawURL, checks that a
@@ -46,12 +45,16 @@ func urlForm(scheme string) string {
 // (default 0) are those of every server. The user information is
 // everything before the last "@", percent-decoded, as for redis://.
 //
-// Options are this package's "prefix" (WithPrefix), "node_timeout"
-// (WithNodeTimeout) and "max_ttl" (WithMaxTTL), both Go durations; over
-// TLS "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
-// own URL options such as "dial_timeout", "read_timeout", "pool_size" and
-// "max_retries", for every server. opts are applied after the URL's
-// options, so they win.
+// Options are this package's "prefix" (WithPrefix), "request_timeout"
+// (WithNodeTimeout: how long each request waits for each server) and
+// "max_ttl" (WithMaxTTL), both Go durations; over TLS (redlocks:// only)
+// "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
+// options that redislock.OpenURL takes for a client of one server, such
+// as "dial_timeout" (connecting), "read_timeout", "pool_size" and
+// "max_retries", for every server. Other options, and options given
+// twice, are refused (see driver.ParseURL); "node_timeout" is now
+// "request_timeout". opts are applied after the URL's options, so they
+// win.
 //
 // Errors never contain the password: they show the URL redacted. A
 // malformed URL gives an error matching distlock.ErrInvalidOption; fewer
@@ -67,81 +70,57 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 
 // redlockURL is what a redlock URL says, read without I/O.
 type redlockURL struct {
-	*redisurl.URL
+	*driver.URL
 	opts  []Option
 	nodes []*redis.Options
-}
-
-// urlForms is what this package's URLs look like.
-var urlForms = redisurl.Form{
-	Pkg:           "redlock",
-	Schemes:       Schemes(),
-	TLSSchemes:    []string{"redlocks"},
-	Want:          urlForm,
-	UnknownScheme: " (redlocks:// for TLS)",
 }
 
 // parseURL reads a redlock URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*redlockURL, error) {
-	r := &redlockURL{}
-	u, err := redisurl.Read(urlForms, raw, r.ourOptions)
+	u, err := driver.ParseURL(raw, urlForm)
 	if err != nil {
 		return nil, err
 	}
-	r.URL = u
-	if err := u.NoAddrOption(); err != nil {
+	r := &redlockURL{URL: u}
+	addrs, err := u.HostPorts("6379")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, a := range addrs {
+		if seen[a] {
+			return nil, u.Bad("host #%d: %s is named twice", i+1, a)
+		}
+		seen[a] = true
+	}
+	if p, ok := u.Get("prefix"); ok {
+		r.opts = append(r.opts, WithPrefix(p))
+	}
+	if d, ok := u.PositiveDuration("request_timeout"); ok {
+		r.opts = append(r.opts, WithNodeTimeout(d))
+	}
+	if d, ok := u.Duration("max_ttl"); ok {
+		r.opts = append(r.opts, WithMaxTTL(d))
+	}
+	u.Refuse("node_timeout", "renamed request_timeout")
+	q := redisurl.Query(u, false)
+	if err := u.Done(); err != nil {
 		return nil, err
 	}
 	scheme := "redis"
 	if u.Scheme == "redlocks" {
 		scheme = "rediss"
 	}
-	seen := map[string]bool{}
-	for i := range u.Hosts {
-		a, err := u.Addr(i, "6379")
-		if err != nil {
-			return nil, err
-		}
-		if seen[a] {
-			return nil, u.Bad("host #%d: %s is named twice", i+1, a)
-		}
-		seen[a] = true
-		o, err := u.Options(scheme, a, u.Path)
+	for _, a := range addrs {
+		o, err := redisurl.Options(u, q, scheme, a, u.Path)
 		if err != nil {
 			return nil, err
 		}
 		o.ContextTimeoutEnabled = true
 		r.nodes = append(r.nodes, o)
 	}
-	if _, err := newConfig(r.opts); err != nil {
-		return nil, u.Bad("%v", strings.TrimPrefix(err.Error(), driver.ErrInvalidOption.Error()+": redlock: "))
-	}
 	return r, nil
-}
-
-// ourOptions takes this package's options out of q.
-func (r *redlockURL) ourOptions(q url.Values) error {
-	if p, ok := redisurl.String(q, "prefix"); ok {
-		r.opts = append(r.opts, WithPrefix(p))
-	}
-	for _, o := range []struct {
-		name string
-		opt  func(time.Duration) Option
-	}{{"node_timeout", WithNodeTimeout}, {"max_ttl", WithMaxTTL}} {
-		d, ok, err := redisurl.Duration(q, o.name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if o.name == "node_timeout" && d <= 0 {
-			return errors.New("option node_timeout: not positive")
-		}
-		r.opts = append(r.opts, o.opt(d))
-	}
-	return nil
 }
 
 // open makes the clients and the Backend, and checks that a majority of
@@ -172,7 +151,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	b, err := New(nodes, append(r.opts, opts...)...)
 	if err != nil {
 		closeAll()
-		return nil, r.Fail(driver.ErrInvalidOption, "options", err)
+		return nil, err
 	}
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)

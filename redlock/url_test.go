@@ -19,17 +19,18 @@ const pw = "S3cret-pw"
 func TestOpenURLMalformed(t *testing.T) {
 	ctx := testCtx(t)
 	for raw, want := range map[string]string{
-		"redlock://u:" + pw + "@":                          "no host; want redlock://",
-		"redlocks:u:" + pw + "@h1":                         "no host; want redlocks://",
-		"redlock://u:" + pw + "@h1:6379,h2,h1":             "h1:6379 is named twice",
-		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=x":   "node_timeout: not a duration",
-		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=-1s": "node_timeout: not positive",
-		"redlock://u:" + pw + "@h1,h2,h3?max_ttl=0s":       "max TTL 0s",
-		"redlock://u:" + pw + "@h1,h2,h3?ca=/x.pem":        "need redlocks://",
-		"redlock://u:" + pw + "@h1,h2:99999":               "host #2",
-		"redlock://u:" + pw + "@h1,h2?addr=h3":             "not as addr parameters",
-		"redlock://u:" + pw + "@h1,h2?prefix=a{b":          "brace",
-		"redis+redlock://u:" + pw + "@h1":                  "unsupported scheme",
+		"redlock://u:" + pw + "@":                             "no host; want redlock://",
+		"redlocks:u:" + pw + "@h1":                            "no host; want redlocks://",
+		"redlock://u:" + pw + "@h1:6379,h2,h1":                "h1:6379 is named twice",
+		"redlock://u:" + pw + "@h1,h2,h3?request_timeout=x":   `parameter "request_timeout": not a duration`,
+		"redlock://u:" + pw + "@h1,h2,h3?request_timeout=-1s": `parameter "request_timeout": not a positive duration`,
+		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=1s":     `parameter "node_timeout": renamed request_timeout`,
+		"redlock://u:" + pw + "@h1,h2,h3?max_ttl=0s":          "max TTL 0s",
+		"redlock://u:" + pw + "@h1,h2,h3?ca=/x.pem":           `parameter "ca": needs redlocks://`,
+		"redlock://u:" + pw + "@h1,h2:99999":                  "host #2",
+		"redlock://u:" + pw + "@h1,h2?addr=h3":                `parameter "addr": list the hosts before the path`,
+		"redlock://u:" + pw + "@h1,h2?prefix=a{b":             "brace",
+		"redis+redlock://u:" + pw + "@h1":                     "the scheme must be redlock or redlocks",
 	} {
 		start := time.Now()
 		b, err := redlock.OpenURL(ctx, raw)
@@ -76,7 +77,7 @@ func TestOpenURLUnreachable(t *testing.T) {
 func TestOpenURLAndList(t *testing.T) {
 	ctx := testCtx(t)
 	srvs := startNodes(t, 3)
-	raw := "redlock://" + strings.Join(addrs(srvs), ",") + "?node_timeout=500ms"
+	raw := "redlock://" + strings.Join(addrs(srvs), ",") + "?request_timeout=500ms"
 	bk, err := backends.Open(ctx, raw)
 	if err != nil {
 		t.Fatal(err)
