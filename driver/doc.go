@@ -42,8 +42,9 @@
 //     stands as a word, but not within the URL as Redact shows it, nor
 //     where the user name is also a shown part of the URL (a user named
 //     postgres leaves "postgres://" as it is).
-//   - TLSConfig, IsTLSFailure, SpeaksTLS: client TLS from PEM files, and
-//     telling a TLS failure from a network one.
+//   - TLSConfig, IsTLSFailure, ExpectsTLS: client TLS from PEM files,
+//     telling a TLS failure from a network one, and a server that expects
+//     TLS from one that does not.
 //   - ValidateKey, MaxKeyLen, MaxTTL and the errors (ErrNotAcquired,
 //     ErrLockLost, ErrUnavailable, ErrInvalidKey, ErrInvalidOption,
 //     ErrClosed), which package distlock exports under the same names.
@@ -120,6 +121,10 @@
 //     value, and name a bad host by its place; Fail scrubs the secrets of
 //     the URL from a client library's error. A malformed URL's error
 //     matches ErrInvalidOption; an unreachable service's, ErrUnavailable.
+//   - A plain-text client whose connection the server closed at once
+//     (TLSClosedAtOnce), or a backend before connecting, asks
+//     URL.ExpectsTLS whether the servers expect TLS, and says so, naming
+//     the TLS scheme, rather than reporting them unreachable.
 //
 // A backend's URL tests fuzz its parsing with distlocktest.PasswordBlind
 // (no error depends on the password), and add its schemes to the table of

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -100,8 +99,11 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 		// Likewise for plain text sent to a server that expects TLS. The
 		// check gives up within a second: an unreachable cluster is the
 		// requests' to report.
-		if err := checkPlain(ctx, u.hosts, min(u.dialTimeout, time.Second)); err != nil {
-			return nil, u.Fail(driver.ErrInvalidOption, "plain text", err)
+		pctx, cancel := context.WithTimeout(ctx, min(u.dialTimeout, time.Second))
+		err := u.ExpectsTLS(pctx, u.hosts, http2Preface, []string{"h2"})
+		cancel()
+		if err != nil {
+			return nil, err
 		}
 	}
 	cfg := clientv3.Config{
@@ -240,56 +242,3 @@ func probeTLS(ctx context.Context, host string, cfg *tls.Config) error {
 // http2Preface starts every HTTP/2 (gRPC) connection; a plain-text etcd
 // answers it with its settings, a TLS one closes the connection.
 const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// checkPlain returns an error naming etcds:// when every host that
-// answers speaks TLS: it sends the HTTP/2 preface to each host at once,
-// and where the server closes the connection without a word, offers a TLS
-// handshake (without verifying anything: it only asks whether the server
-// speaks TLS). It returns nil as soon as a host answers in plain text,
-// and when none can be reached (the requests report that).
-func checkPlain(ctx context.Context, hosts []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type verdict struct {
-		host  string
-		isTLS bool
-	}
-	results := make(chan verdict, len(hosts))
-	for _, h := range hosts {
-		go func() { results <- verdict{h, speaksTLS(ctx, h)} }()
-	}
-	var tlsHost string
-	for range hosts {
-		v := <-results
-		if !v.isTLS {
-			return nil
-		}
-		tlsHost = v.host
-	}
-	return fmt.Errorf("the server at %s expects TLS: use etcds:// (with ca, cert and key as it needs)", tlsHost)
-}
-
-// speaksTLS reports whether the server at host closes a plain HTTP/2
-// connection at once and accepts a TLS handshake. An unreachable host, or
-// one that answers in plain text, does not.
-func speaksTLS(ctx context.Context, host string) bool {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
-	if err != nil {
-		return false
-	}
-	deadline := time.Now().Add(500 * time.Millisecond)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = conn.SetDeadline(deadline)
-	_, err = io.WriteString(conn, http2Preface)
-	if err == nil {
-		_, err = conn.Read(make([]byte, 1))
-	}
-	conn.Close()
-	if !driver.TLSClosedAtOnce(err) {
-		return false // it answered in plain text, or said nothing in time
-	}
-	return driver.SpeaksTLS(ctx, host, []string{"h2"})
-}

@@ -192,7 +192,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		return nil, err
 	}
 	var client redis.UniversalClient
-	var plainAddr string // the first server, when spoken to in plain text
+	var plainAddrs []string // the servers, when spoken to in plain text
 	switch {
 	case r.single != nil:
 		o := *r.single
@@ -201,7 +201,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
-			plainAddr = o.Addr
+			plainAddrs = []string{o.Addr}
 		}
 		client = redis.NewClient(&o)
 	case r.cluster != nil:
@@ -211,7 +211,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
-			plainAddr = o.Addrs[0]
+			plainAddrs = o.Addrs
 		}
 		client = redis.NewClusterClient(&o)
 	default:
@@ -234,13 +234,13 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			// A certificate problem is not worth retrying.
 			return nil, r.Fail(nil, "TLS", err)
 		}
-		if plainAddr != "" && driver.TLSClosedAtOnce(err) {
+		if plainAddrs != nil && driver.TLSClosedAtOnce(err) {
 			// A TLS server hangs up on plain text: say so rather than EOF.
 			tctx, cancel := context.WithTimeout(ctx, time.Second)
-			isTLS := driver.SpeaksTLS(tctx, plainAddr, nil)
+			err := r.ExpectsTLS(tctx, plainAddrs, redisurl.Hello, nil)
 			cancel()
-			if isTLS {
-				return nil, r.Fail(driver.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
+			if err != nil {
+				return nil, err
 			}
 		}
 		if ctx.Err() != nil {

@@ -59,7 +59,9 @@ var urlForm = driver.URLForm{
 // Errors never contain the password: they show the URL redacted. A
 // malformed URL gives an error matching distlock.ErrInvalidOption; fewer
 // than a majority of servers answering, one matching
-// distlock.ErrUnavailable that names the servers that did not.
+// distlock.ErrUnavailable that names the servers that did not, unless
+// they expect TLS, which redlock:// spoke to them in plain text: then one
+// matching distlock.ErrInvalidOption that says to use redlocks://.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
@@ -161,9 +163,13 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	})
 	up := 0
 	why := make([]string, len(res))
+	var hungUp []string // servers that closed a plain-text connection at once
 	for i, x := range res {
 		if x.err != nil {
 			why[i] = r.Scrub(x.err).Error()
+			if driver.TLSClosedAtOnce(x.err) {
+				hungUp = append(hungUp, r.nodes[i].Addr)
+			}
 			continue
 		}
 		up++
@@ -172,6 +178,15 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 		_ = b.Close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", r.Fail(driver.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
+		}
+		if len(hungUp) > 0 {
+			// TLS servers hang up on plain text: say so rather than EOF.
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := r.ExpectsTLS(tctx, hungUp, redisurl.Hello, nil)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
 		}
 		return nil, r.Fail(driver.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
 	}

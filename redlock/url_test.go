@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -120,5 +121,20 @@ func TestOpenURLAndList(t *testing.T) {
 	srvs[2].Kill()
 	if _, err := b.List(ctx, ""); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Fatalf("List with two of three down: %v, want ErrUnavailable", err)
+	}
+}
+
+// Plain text to servers that expect TLS: OpenURL says to use redlocks://
+// rather than reporting the servers unreachable.
+func TestOpenURLPlainTextToTLS(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3, testserver.WithRedisTLS())
+	b, err := redlock.OpenURL(ctx, "redlock://"+strings.Join(addrs(srvs), ",")+"?dial_timeout=1s")
+	if err == nil {
+		b.Close()
+		t.Fatal("OpenURL in plain text against TLS servers succeeded")
+	}
+	if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "expects TLS: use redlocks://") {
+		t.Errorf("plain text against TLS: %v, want ErrInvalidOption naming redlocks://", err)
 	}
 }

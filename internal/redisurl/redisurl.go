@@ -18,6 +18,9 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
+// Hello is what a plain-text Redis answers (see driver.ExpectsTLS).
+const Hello = "PING\r\n"
+
 // go-redis's URL options that a URL passes on, by kind, for every client
 // (those that its Sentinel client takes too). The others are refused:
 // those of routing reads to replicas (a lock reads what it wrote), the
