@@ -132,3 +132,24 @@ func TestURLSameErrorEveryTime(t *testing.T) {
 		})
 	}
 }
+
+// No error shows a secret: the password, or the value of a parameter
+// whose name says it is secret, known or not, given once or twice.
+func TestURLErrorsShowNoSecret(t *testing.T) {
+	const secret = "S3cretValue"
+	for scheme, c := range urlCases {
+		t.Run(scheme, func(t *testing.T) {
+			for _, raw := range []string{
+				strings.Replace(c.base, "://", "://u:"+secret+"@", 1) + "?zzz=1",
+				c.base + "?api_token=" + secret,
+				c.base + "?password=" + secret,
+				c.base + "?token=" + secret + "&token=" + secret,
+				c.base + "?sslpassword=" + secret + "&sslpassword=x",
+			} {
+				if err := openErr(t, raw); err != nil && strings.Contains(err.Error(), secret) {
+					t.Errorf("Open(...): the error shows the secret: %v", err)
+				}
+			}
+		})
+	}
+}
