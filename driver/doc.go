@@ -33,17 +33,18 @@
 //   - Retry: background retries of a clean-up whose reply was lost.
 //   - Queue: one process's acquirers of a key, served in arrival order, so
 //     that one of them at a time talks to the service about the key.
-//   - URL, ParseURL, Redact, Scrub, WithoutSecrets: one reading of backend
-//     URLs, and what of a URL may ever be shown. The user information is
-//     everything between "//" and the last "@" (a password may hold any
-//     character as it is; "@" elsewhere must be written %40). Redact shows
-//     nothing of it, the user name included: a mistyped URL can put the
-//     password there. Scrub masks a password wherever a message shows it,
-//     and a user name where it stands as a word, but not within the URL as
-//     Redact shows it, nor where the user name is also a shown part of the
-//     URL (a user named postgres leaves "postgres://" as it is).
-//   - TLSConfig, IsTLSFailure, SpeaksTLS: client TLS from a URL's ca, cert
-//     and key files, and telling a TLS failure from a network one.
+//   - URLForm, ParseURL and URL: the one reader of backend URLs (see URLs
+//     below).
+//   - Redact, Scrub, WithoutSecrets: what of a URL may ever be shown.
+//     Redact shows nothing of the user information, the user name
+//     included: a mistyped URL can put the password there. Scrub masks a
+//     password wherever a message shows it, and a user name where it
+//     stands as a word, but not within the URL as Redact shows it, nor
+//     where the user name is also a shown part of the URL (a user named
+//     postgres leaves "postgres://" as it is).
+//   - TLSConfig, IsTLSFailure, ExpectsTLS: client TLS from PEM files,
+//     telling a TLS failure from a network one, and a server that expects
+//     TLS from one that does not.
 //   - Wait: the loop of a blocking Acquire (see Waiting).
 //   - ValidateKey, MaxKeyLen, MaxTTL and the errors (ErrNotAcquired,
 //     ErrLockLost, ErrUnavailable, ErrInvalidKey, ErrInvalidOption,
@@ -86,6 +87,86 @@
 // revision of the read that found the predecessor, so it cannot miss the
 // release, and its messages (a compaction, a watch registered late) each
 // need their own answer.
+// # URLs
+//
+// A backend that opens from a URL has an OpenURL(ctx, rawURL, opts...),
+// which package backends calls for the backend's schemes. It reads the
+// URL with ParseURL and a URLForm of its own, so that every backend reads
+// URLs by one set of rules and words its errors alike:
+//
+//	var urlForm = driver.URLForm{
+//		Pkg:        "foolock",
+//		Schemes:    []string{"foo", "foos"},
+//		TLSSchemes: []string{"foos"},
+//		Usage: func(scheme string) string {
+//			return scheme + "://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS]"
+//		},
+//	}
+//
+//	func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
+//		u, err := driver.ParseURL(rawURL, urlForm)
+//		if err != nil {
+//			return nil, err
+//		}
+//		addrs, err := u.HostPorts("7000")
+//		if err != nil {
+//			return nil, err
+//		}
+//		var own []Option
+//		if d, ok := u.PositiveDuration("request_timeout"); ok {
+//			own = append(own, WithRequestTimeout(d))
+//		}
+//		lib := u.PassThrough("client_name", "pool_size") // the client library's, a fixed list
+//		u.Refuse("node_timeout", "renamed request_timeout")
+//		if err := u.Done(); err != nil {
+//			return nil, err
+//		}
+//		tlsConfig, err := u.TLS(nil) // nil for foo://; reads ca, cert and key for foos://
+//		...
+//		if err := client.Ping(ctx); err != nil {
+//			return nil, u.Fail(driver.ErrUnavailable, "ping", err)
+//		}
+//	}
+//
+// The rules, which ParseURL and URL's methods apply:
+//
+//   - The user information is everything between "//" and the last "@",
+//     percent-decoded: a password may hold any character as it is, and
+//     "@" elsewhere is written %40. The hosts follow, separated by commas
+//     (HostPorts checks them; an IPv6 address is written in brackets);
+//     then the path, whose meaning is the backend's (a prefix, a
+//     database). A URL without "//" or without a host is refused, so that
+//     a mistyped URL never reaches a client library's default server.
+//   - The query is NAME=VALUE pairs separated by "&", percent-decoded,
+//     with "+" a plus (a space is %20). Each parameter is taken by name
+//     with a getter (Get, Secret, Bool, Int, Duration,
+//     PositiveDuration), which checks its kind, or handed to a client
+//     library by PassThrough, from a fixed list of the library's options
+//     that the backend documents; ask for every name whatever the URL
+//     holds. Then Done refuses the parameters no getter asked for and those
+//     given more than once (before any library sees them), with what the
+//     getters, Problem and Refuse found wrong, in the order of the
+//     parameters' names.
+//   - The names say the same thing in every backend: dial_timeout bounds
+//     connecting, request_timeout each request the backend makes on its
+//     own, prefix is where the backend's keys live, and ca, cert and key
+//     are PEM files for TLS, taken with the TLS schemes only (a scheme's
+//     TLS twin is its name with an "s": rediss, etcds). Durations are Go
+//     durations (1.5s, 300ms). A renamed parameter is refused with its new
+//     name (Refuse), never read as an alias.
+//   - No error shows more of the URL than Redact does: ParseURL, Bad and
+//     Done quote parameter names only when they look like names, never a
+//     value, and name a bad host by its place; Fail scrubs the secrets of
+//     the URL from a client library's error. A malformed URL's error
+//     matches ErrInvalidOption; an unreachable service's, ErrUnavailable.
+//   - A plain-text client whose connection the server closed at once
+//     (TLSClosedAtOnce), or a backend before connecting, asks
+//     URL.ExpectsTLS whether the servers expect TLS, and says so, naming
+//     the TLS scheme, rather than reporting them unreachable.
+//
+// A backend's URL tests fuzz its parsing with distlocktest.PasswordBlind
+// (no error depends on the password), and add its schemes to the table of
+// package backends' URL tests, which check every backend's refusals.
 //
 // # Outline of a backend's package documentation
 //

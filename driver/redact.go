@@ -217,8 +217,9 @@ func userInfo(raw string) (string, bool) {
 // host name of it, or a piece of its path between "/": parts that Redact
 // shows.
 func shownPart(raw, info string) bool {
-	u, err := ParseURL(raw)
-	if err != nil {
+	scheme, rest, ok := Scheme(raw)
+	u := &URL{Scheme: scheme}
+	if !ok || u.split(rest) != nil {
 		return false
 	}
 	user, err := url.PathUnescape(info)

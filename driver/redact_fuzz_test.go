@@ -153,19 +153,25 @@ func exposed(msg, shown, s string, word bool) bool {
 	}
 }
 
-// Parse never panics, and when it finds user information, Redact masks
-// it or hides all but the scheme.
+// ParseURL and Done never panic, and when ParseURL finds user
+// information, Redact masks it or hides all but the scheme.
 func FuzzParse(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s)
 		f.Add(s + "u:PW@h")
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		u, err := driver.ParseURL(raw)
+		scheme, _, _ := driver.Scheme(raw)
+		u, err := driver.ParseURL(raw, driver.URLForm{Pkg: "x", Schemes: []string{scheme}})
 		shown := driver.Redact(raw)
 		checkPrintable(t, shown)
 		if err == nil && u.HasUser && !strings.Contains(shown, driver.Mask+"@") && !strings.HasSuffix(shown, "(redacted)") {
 			t.Fatalf("ParseURL(%q) finds user information, Redact shows %q", raw, shown)
+		}
+		if err == nil {
+			u.Get("a")
+			u.Duration("d")
+			_ = u.Done()
 		}
 	})
 }

@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // TLSConfig returns a client TLS configuration (TLS 1.2 or later) that
@@ -71,12 +75,83 @@ func IsTLSFailure(err error) bool {
 		strings.Contains(err.Error(), "remote error: tls:")
 }
 
-// SpeaksTLS reports whether the server at host (host:port) accepts a TLS
-// handshake, or refuses it with a TLS alert. It verifies nothing and sends
-// no data: it only tells a TLS server from one that is not, for a clearer
-// message when a client spoke plain text to it. nextProtos is offered
-// through ALPN (nil for none).
-func SpeaksTLS(ctx context.Context, host string, nextProtos []string) bool {
+// ExpectsTLS sends hello, the first words of the service's protocol, in
+// plain text to each of addrs (host:port) at once; where a server closes
+// the connection without a word, as a TLS server does, it offers it a TLS
+// handshake, which verifies nothing and only tells a TLS server from one
+// that is not. It returns the address of a server that speaks TLS when
+// every server that could be reached within ctx does, and "" as soon as
+// one answers in plain text (or says nothing within half a second), or
+// when none can be reached: the client's requests report that. It returns
+// once every probe has ended. nextProtos is offered through ALPN (nil for
+// none).
+func ExpectsTLS(ctx context.Context, addrs []string, hello string, nextProtos []string) string {
+	ctx, cancel := context.WithCancel(ctx)
+	type verdict struct {
+		addr        string
+		reached, ok bool // ok: it speaks TLS
+	}
+	results := make(chan verdict, len(addrs))
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Go(func() {
+			reached, ok := probePlain(ctx, a, hello, nextProtos)
+			results <- verdict{a, reached, ok}
+		})
+	}
+	defer func() {
+		cancel() // ends the probes still running
+		wg.Wait()
+	}()
+	tlsAddr := ""
+	for range addrs {
+		v := <-results
+		switch {
+		case v.reached && !v.ok:
+			return ""
+		case v.ok && tlsAddr == "":
+			tlsAddr = v.addr
+		}
+	}
+	return tlsAddr
+}
+
+// plainAnswerWait is how long a probe waits for a server's first words
+// in plain text: a TLS server hangs up at once, and one that says nothing
+// is not taken for one. Tests lengthen it, so that a loaded machine cannot
+// make a TLS server seem silent.
+var plainAnswerWait = 500 * time.Millisecond
+
+// probePlain sends hello to the server at addr and, if it closes the
+// connection at once, offers it a TLS handshake. reached says the server
+// could be reached, ok that it speaks TLS.
+func probePlain(ctx context.Context, addr, hello string, nextProtos []string) (reached, ok bool) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false, false
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	deadline := time.Now().Add(plainAnswerWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = conn.SetDeadline(deadline)
+	_, err = io.WriteString(conn, hello)
+	if err == nil {
+		_, err = conn.Read(make([]byte, 1))
+	}
+	conn.Close()
+	if !TLSClosedAtOnce(err) {
+		return true, false // it answered in plain text, or said nothing in time
+	}
+	return true, speaksTLS(ctx, addr, nextProtos)
+}
+
+// speaksTLS reports whether the server at host (host:port) accepts a TLS
+// handshake, or refuses it with a TLS alert.
+func speaksTLS(ctx context.Context, host string, nextProtos []string) bool {
 	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: nextProtos}}
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err == nil {
@@ -84,13 +159,43 @@ func SpeaksTLS(ctx context.Context, host string, nextProtos []string) bool {
 		return true
 	}
 	// A reply that is not a TLS record (say an HTTP 400) means the
-	// opposite; IsFailure counts it, as a TLS client's failure.
+	// opposite; IsTLSFailure counts it, as a TLS client's failure.
 	var rec tls.RecordHeaderError
 	return IsTLSFailure(err) && !errors.As(err, &rec)
 }
 
 // TLSClosedAtOnce reports whether err means that the peer closed the
 // connection without answering: what a TLS server does with plain text.
+// A client that sees it can ask ExpectsTLS (or URL.ExpectsTLS) why.
 func TLSClosedAtOnce(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// ExpectsTLS returns an error matching ErrInvalidOption, naming the URL's
+// TLS scheme, when the servers at addrs, spoken to in plain text, expect
+// TLS (see the function ExpectsTLS); nil otherwise, and for a URL of a
+// TLS scheme.
+func (u *URL) ExpectsTLS(ctx context.Context, addrs []string, hello string, nextProtos []string) error {
+	if len(u.form.TLSSchemes) == 0 || slices.Contains(u.form.TLSSchemes, u.Scheme) {
+		return nil
+	}
+	addr := ExpectsTLS(ctx, addrs, hello, nextProtos)
+	if addr == "" {
+		return nil
+	}
+	return u.Fail(ErrInvalidOption, fmt.Sprintf("the server at %s expects TLS: use %s (with ca, cert and key as it needs)", addr, u.tlsTwin()), nil)
+}
+
+// tlsTwin names the TLS scheme of the URL's: the one of its form's
+// TLSSchemes that is its scheme with an "s" added (rediss+cluster for
+// redis+cluster), or all of them.
+func (u *URL) tlsTwin() string {
+	for _, t := range u.form.TLSSchemes {
+		for i := range len(t) {
+			if t[i] == 's' && t[:i]+t[i+1:] == u.Scheme {
+				return t + "://"
+			}
+		}
+	}
+	return orList(u.form.TLSSchemes, "://")
 }

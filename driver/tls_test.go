@@ -12,7 +12,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestConfigBadFiles(t *testing.T) {
@@ -56,28 +60,105 @@ func TestIsFailure(t *testing.T) {
 	}
 }
 
-func TestSpeaksTLS(t *testing.T) {
+// ExpectsTLS names a server that hangs up on plain text and speaks TLS,
+// when no other server answers in plain text; an unreachable server does
+// not count, and a silent one is not taken for a TLS one.
+func TestExpectsTLS(t *testing.T) {
+	// A silent server is told apart by ctx's deadline below, not by this
+	// wait, which then only bounds a TLS server's hanging up.
+	defer func(d time.Duration) { plainAnswerWait = d }(plainAnswerWait)
+	plainAnswerWait = time.Hour
 	ctx := context.Background()
-	srv := httptest.NewTLSServer(http.NotFoundHandler())
-	defer srv.Close()
-	if !SpeaksTLS(ctx, srv.Listener.Addr().String(), nil) {
-		t.Error("a TLS server is not recognised")
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	tlsAddr := tlsSrv.Listener.Addr().String()
+	plain := serve(t, func(c net.Conn) {
+		c.Read(make([]byte, 64))
+		io.WriteString(c, "+PONG\r\n")
+	})
+	silent := serve(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	closed := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}()
+	for _, tc := range []struct {
+		addrs []string
+		want  string
+	}{
+		{[]string{tlsAddr}, tlsAddr},
+		{[]string{closed, tlsAddr}, tlsAddr},
+		{[]string{plain}, ""},
+		{[]string{tlsAddr, plain}, ""},
+		{[]string{closed}, ""},
+		{[]string{silent}, ""},
+		{[]string{silent, tlsAddr}, ""},
+	} {
+		ctx := ctx
+		if slices.Contains(tc.addrs, silent) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+		}
+		if got := ExpectsTLS(ctx, tc.addrs, "PING\r\n", nil); got != tc.want {
+			t.Errorf("ExpectsTLS(%v) = %q, want %q", tc.addrs, got, tc.want)
+		}
 	}
-	plain := httptest.NewServer(http.NotFoundHandler())
-	defer plain.Close()
-	if SpeaksTLS(ctx, plain.Listener.Addr().String(), nil) {
-		t.Error("a plain HTTP server is taken for a TLS one")
+	// The URL's error names its scheme's TLS twin.
+	u, err := ParseURL("redis+cluster://"+tlsAddr, URLForm{Pkg: "xlock", Schemes: []string{"redis+cluster", "rediss+cluster"}, TLSSchemes: []string{"rediss+cluster"}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	err = u.ExpectsTLS(ctx, []string{tlsAddr}, "PING\r\n", nil)
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "the server at "+tlsAddr+" expects TLS: use rediss+cluster://") {
+		t.Errorf("URL.ExpectsTLS: %v", err)
+	}
+	if !TLSClosedAtOnce(fmt.Errorf("read: %w", io.EOF)) || TLSClosedAtOnce(errors.New("timeout")) {
+		t.Error("TLSClosedAtOnce")
+	}
+}
+
+// serve runs handle on every connection to a new listener until the test
+// ends, and returns its address.
+func serve(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	if SpeaksTLS(ctx, addr, nil) {
-		t.Error("a closed port is taken for a TLS server")
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				handle(c)
+			})
+		}
+	})
+	return l.Addr().String()
+}
+
+func TestSpeaksTLS(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	if !speaksTLS(ctx, srv.Listener.Addr().String(), nil) {
+		t.Error("a TLS server is not recognised")
 	}
-	if !TLSClosedAtOnce(fmt.Errorf("read: %w", io.EOF)) || TLSClosedAtOnce(errors.New("timeout")) {
-		t.Error("ClosedAtOnce")
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	if speaksTLS(ctx, plain.Listener.Addr().String(), nil) {
+		t.Error("a plain HTTP server is taken for a TLS one")
 	}
 }

@@ -80,7 +80,7 @@ func ParseURL(raw string) (ParsedURL, error) {
 	if err != nil {
 		return ParsedURL{}, err
 	}
-	return ParsedURL{u.endpoints, u.prefix, u.user, u.password, u.tls != nil, u.dialTimeout, u.requestTimeout}, nil
+	return ParsedURL{u.endpoints, u.prefix, u.user, u.password, u.Scheme == "etcds", u.dialTimeout, u.requestTimeout}, nil
 }
 
 // TryFault loses the reply of a chosen Txn that the Backend sends through

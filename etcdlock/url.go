@@ -5,11 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,12 +26,14 @@ const defaultPort = "2379"
 // Schemes returns the URL schemes OpenURL takes.
 func Schemes() []string { return []string{"etcd", "etcds"} }
 
-// urlForm names the form of a URL of scheme, for errors.
-func urlForm(scheme string) string {
-	if scheme != "etcds" {
-		scheme = "etcd"
-	}
-	return "want " + scheme + "://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS]"
+// urlForm is what this package's URLs look like.
+var urlForm = driver.URLForm{
+	Pkg:        "etcdlock",
+	Schemes:    Schemes(),
+	TLSSchemes: []string{"etcds"},
+	Usage: func(scheme string) string {
+		return scheme + "://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?PARAMS]"
+	},
 }
 
 // OpenURL opens a Backend on the etcd cluster that rawURL names, with a
@@ -53,26 +52,27 @@ func urlForm(scheme string) string {
 // "@" in PREFIX or PARAMS must be written %40 (and "#" anywhere after the
 // user information %23). PARAMS are:
 //
-//	ca=FILE               PEM CA bundle to verify the servers (implies TLS)
-//	cert=FILE&key=FILE    client certificate and key, PEM (imply TLS)
-//	dial_timeout=DURATION how long to wait for etcd (default 5s)
+//	ca=FILE                  PEM CA bundle to verify the servers (etcds:// only)
+//	cert=FILE&key=FILE       client certificate and key, PEM (etcds:// only)
+//	dial_timeout=DURATION    how long to wait for etcd (default 5s)
 //	request_timeout=DURATION see WithRequestTimeout (default 5s)
 //
-// Over TLS without ca, the system's roots verify the servers. Unknown
-// parameters are refused. opts are applied after the URL's prefix and
-// request timeout, so they win. The connection is made lazily, except
-// that with a user name the credentials are checked at once, within the
-// dial timeout (and ctx's deadline, if sooner), and that over TLS one TLS
-// handshake is made with the servers, so that a certificate the client
-// cannot verify, or a server refusing the client's certificate (or its
-// absence), is reported by OpenURL rather than as requests timing out;
-// without TLS, a cluster whose every reachable endpoint expects TLS is
-// reported the same way, naming etcds://. An unreachable cluster is not an
-// OpenURL error.
+// Over TLS without ca, the system's roots verify the servers. Durations
+// are Go durations (1.5s, 300ms). Unknown parameters, and parameters
+// given twice, are refused (see driver.ParseURL). opts are applied after
+// the URL's prefix and request timeout, so they win. The connection is
+// made lazily, except that with a user name the credentials are checked
+// at once, within the dial timeout (and ctx's deadline, if sooner), and
+// that over TLS one TLS handshake is made with the servers, so that a
+// certificate the client cannot verify, or a server refusing the
+// client's certificate (or its absence), is reported by OpenURL rather
+// than as requests timing out; without TLS, a cluster whose every
+// reachable endpoint expects TLS is reported the same way, naming
+// etcds://. An unreachable cluster is not an OpenURL error.
 //
-// Errors never contain the password: they show the URL redacted (see the
-// backends package), which hides the user information and, when the
-// hosts are not host names, all but the scheme. A malformed URL returns
+// Errors never contain the password: they show the URL redacted (see
+// driver.Redact), which hides the user information and, when the hosts
+// are not host names, all but the scheme. A malformed URL returns
 // an error matching distlock.ErrInvalidOption.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
@@ -82,41 +82,44 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if u.tls != nil {
-		if u.tls, err = driver.TLSConfig(u.tls, u.ca, u.cert, u.key); err != nil {
-			return nil, fmt.Errorf("%w: etcdlock: %s: TLS options: %w", driver.ErrInvalidOption, u.shown, err)
-		}
+	tlsConfig, err := u.TLS(nil)
+	if err != nil {
+		return nil, err
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < u.dialTimeout {
 		u.dialTimeout = max(time.Until(d), time.Millisecond)
 	}
-	if u.tls != nil {
+	if tlsConfig != nil {
 		// The etcd client retries a failed TLS handshake silently until
 		// a request times out; say at once what is wrong instead.
-		if err := checkTLS(ctx, u.endpoints, u.tls, u.dialTimeout); err != nil {
-			return nil, fmt.Errorf("etcdlock: %s: %w", u.shown, err)
+		if err := checkTLS(ctx, u.hosts, tlsConfig, u.dialTimeout); err != nil {
+			return nil, u.Fail(nil, "handshake", err)
 		}
-	} else if err := checkPlain(ctx, u.endpoints, min(u.dialTimeout, time.Second)); err != nil {
+	} else {
 		// Likewise for plain text sent to a server that expects TLS. The
 		// check gives up within a second: an unreachable cluster is the
 		// requests' to report.
-		return nil, fmt.Errorf("%w: etcdlock: %s: %w", driver.ErrInvalidOption, u.shown, err)
+		pctx, cancel := context.WithTimeout(ctx, min(u.dialTimeout, time.Second))
+		err := u.ExpectsTLS(pctx, u.hosts, http2Preface, []string{"h2"})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	cfg := clientv3.Config{
 		Endpoints:   u.endpoints,
 		DialTimeout: u.dialTimeout,
 		Username:    u.user,
 		Password:    u.password,
-		TLS:         u.tls,
+		TLS:         tlsConfig,
 		Logger:      zap.NewNop(),
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		err = driver.Scrub(err, rawURL)
-		if permanent(err) {
-			return nil, fmt.Errorf("etcdlock: %s: connect: %w", u.shown, err)
+		if err = u.Scrub(err); permanent(err) {
+			return nil, u.Fail(nil, "connect", err)
 		}
-		return nil, fmt.Errorf("%w: etcdlock: %s: connect: %w", driver.ErrUnavailable, u.shown, err)
+		return nil, u.Fail(driver.ErrUnavailable, "connect", err)
 	}
 	b, err := New(cli, append([]Option{WithPrefix(u.prefix), WithRequestTimeout(u.requestTimeout)}, opts...)...)
 	if err != nil {
@@ -129,12 +132,11 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 
 // etcdURL is what an etcd URL says, read without I/O.
 type etcdURL struct {
-	shown          string // for messages: the URL redacted
-	endpoints      []string
+	*driver.URL
+	hosts          []string // host:port
+	endpoints      []string // the hosts with http:// or https://
 	user, password string
 	prefix         string
-	tls            *tls.Config // nil: plain text; else completed with ca, cert and key when opening
-	ca, cert, key  string
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
 }
@@ -142,87 +144,48 @@ type etcdURL struct {
 // parseURL reads an etcd URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*etcdURL, error) {
-	u := &etcdURL{shown: driver.Redact(raw), dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: etcdlock: malformed backend URL %q: %s", driver.ErrInvalidOption, u.shown, fmt.Sprintf(format, args...))
-	}
-	p, err := driver.ParseURL(raw)
+	p, err := driver.ParseURL(raw, urlForm)
 	if err != nil {
-		scheme, _, _ := driver.Scheme(raw)
-		return nil, bad("%v; %s", err, urlForm(scheme))
+		return nil, err
 	}
-	var useTLS bool
-	switch p.Scheme {
-	case "etcd":
-	case "etcds":
-		useTLS = true
-	default:
-		return nil, bad("scheme must be etcd or etcds; %s", urlForm(""))
-	}
+	u := &etcdURL{URL: p, dialTimeout: DefaultDialTimeout, requestTimeout: DefaultRequestTimeout, prefix: DefaultPrefix}
 	if p.HasUser {
 		switch {
 		case p.User == "":
-			return nil, bad("empty user name")
+			return nil, p.Bad("empty user name")
 		case !p.HasPassword || p.Password == "":
-			return nil, bad("no password after the user name (write USER:PASSWORD@HOST)")
+			return nil, p.Bad("no password after the user name (write USER:PASSWORD@HOST)")
 		}
 		u.user, u.password = p.User, p.Password
 	}
-	for i, h := range p.Hosts {
-		hp, err := driver.HostPort(h, defaultPort)
-		if err != nil {
-			return nil, bad("host #%d: %v", i+1, err)
-		}
-		u.endpoints = append(u.endpoints, hp)
+	if u.hosts, err = p.HostPorts(defaultPort); err != nil {
+		return nil, err
 	}
 	if prefix := strings.TrimPrefix(p.Path, "/"); prefix != "" {
 		prefix, err := url.PathUnescape(prefix)
 		if err != nil {
-			return nil, bad("bad percent-encoding in the prefix")
+			return nil, p.Bad("bad percent-encoding in the prefix")
 		}
 		if !strings.HasSuffix(prefix, "/") {
 			prefix += "/"
 		}
 		u.prefix = prefix
 	}
-	// In order, so that the same URL always gets the same error.
-	for _, k := range slices.Sorted(maps.Keys(p.Query)) {
-		vs := p.Query[k]
-		v := vs[len(vs)-1]
-		switch k {
-		case "ca":
-			u.ca = v
-		case "cert":
-			u.cert = v
-		case "key":
-			u.key = v
-		case "dial_timeout", "request_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return nil, bad("%s is not a positive duration", k)
-			}
-			if k == "dial_timeout" {
-				u.dialTimeout = d
-			} else {
-				u.requestTimeout = d
-			}
-		default:
-			return nil, bad("unknown parameter %q (known: ca, cert, key, dial_timeout, request_timeout)", k)
-		}
+	if d, ok := p.PositiveDuration("dial_timeout"); ok {
+		u.dialTimeout = d
 	}
-	if u.ca != "" || u.cert != "" || u.key != "" {
-		useTLS = true
+	if d, ok := p.PositiveDuration("request_timeout"); ok {
+		u.requestTimeout = d
 	}
-	if (u.cert == "") != (u.key == "") {
-		return nil, bad("cert and key go together")
+	if err := p.Done(); err != nil {
+		return nil, err
 	}
 	scheme := "http://"
-	if useTLS {
+	if p.Scheme == "etcds" {
 		scheme = "https://"
-		u.tls = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	for i, e := range u.endpoints {
-		u.endpoints[i] = scheme + e
+	for _, h := range u.hosts {
+		u.endpoints = append(u.endpoints, scheme+h)
 	}
 	return u, nil
 }
@@ -233,15 +196,15 @@ func parseURL(raw string) (*etcdURL, error) {
 // missing or refused) and none accepted. It returns nil as soon as one
 // endpoint accepts, and also when none can be reached at all: an
 // unreachable cluster is reported by the requests, as ErrUnavailable.
-func checkTLS(ctx context.Context, endpoints []string, cfg *tls.Config, timeout time.Duration) error {
+func checkTLS(ctx context.Context, hosts []string, cfg *tls.Config, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	results := make(chan error, len(endpoints)) // nil: accepted
-	for _, ep := range endpoints {
-		go func() { results <- probeTLS(ctx, ep, cfg) }()
+	results := make(chan error, len(hosts)) // nil: accepted
+	for _, h := range hosts {
+		go func() { results <- probeTLS(ctx, h, cfg) }()
 	}
 	var tlsErr error
-	for range endpoints {
+	for range hosts {
 		err := <-results
 		if err == nil {
 			return nil
@@ -253,13 +216,9 @@ func checkTLS(ctx context.Context, endpoints []string, cfg *tls.Config, timeout 
 	return tlsErr
 }
 
-// probeTLS makes one TLS connection to endpoint and closes it; it returns
+// probeTLS makes one TLS connection to host and closes it; it returns
 // nil if the server accepted the handshake.
-func probeTLS(ctx context.Context, endpoint string, cfg *tls.Config) error {
-	host := endpoint
-	if i := strings.Index(host, "://"); i >= 0 {
-		host = host[i+3:]
-	}
+func probeTLS(ctx context.Context, host string, cfg *tls.Config) error {
 	c := cfg.Clone()
 	c.NextProtos = []string{"h2"}
 	conn, err := (&tls.Dialer{Config: c}).DialContext(ctx, "tcp", host)
@@ -283,62 +242,3 @@ func probeTLS(ctx context.Context, endpoint string, cfg *tls.Config) error {
 // http2Preface starts every HTTP/2 (gRPC) connection; a plain-text etcd
 // answers it with its settings, a TLS one closes the connection.
 const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// checkPlain returns an error naming etcds:// when every endpoint that
-// answers speaks TLS: it sends the HTTP/2 preface to each endpoint at once,
-// and where the server closes the connection without a word, offers a TLS
-// handshake (without verifying anything: it only asks whether the server
-// speaks TLS). It returns nil as soon as an endpoint answers in plain text,
-// and when none can be reached (the requests report that).
-func checkPlain(ctx context.Context, endpoints []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type verdict struct {
-		host  string
-		isTLS bool
-	}
-	results := make(chan verdict, len(endpoints))
-	for _, ep := range endpoints {
-		go func() {
-			host := ep
-			if i := strings.Index(host, "://"); i >= 0 {
-				host = host[i+3:]
-			}
-			results <- verdict{host, speaksTLS(ctx, host)}
-		}()
-	}
-	var tlsHost string
-	for range endpoints {
-		v := <-results
-		if !v.isTLS {
-			return nil
-		}
-		tlsHost = v.host
-	}
-	return fmt.Errorf("the server at %s expects TLS: use etcds:// (with ca, cert and key as it needs)", tlsHost)
-}
-
-// speaksTLS reports whether the server at host closes a plain HTTP/2
-// connection at once and accepts a TLS handshake. An unreachable host, or
-// one that answers in plain text, does not.
-func speaksTLS(ctx context.Context, host string) bool {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
-	if err != nil {
-		return false
-	}
-	deadline := time.Now().Add(500 * time.Millisecond)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = conn.SetDeadline(deadline)
-	_, err = io.WriteString(conn, http2Preface)
-	if err == nil {
-		_, err = conn.Read(make([]byte, 1))
-	}
-	conn.Close()
-	if !driver.TLSClosedAtOnce(err) {
-		return false // it answered in plain text, or said nothing in time
-	}
-	return driver.SpeaksTLS(ctx, host, []string{"h2"})
-}

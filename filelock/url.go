@@ -4,12 +4,10 @@ package filelock
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -44,7 +42,7 @@ func DefaultDir() string {
 //	file:relative/dir        a directory relative to the working directory
 //
 // Other hosts, user information (an "@" in a directory name must be
-// written %40), queries and fragments are refused with an error matching
+// written %40), parameters and fragments are refused with an error matching
 // distlock.ErrInvalidOption. ctx is checked once; opening does not block.
 // opts are passed to New.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
@@ -58,38 +56,29 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	return New(dir, opts...)
 }
 
+// urlForm is what a file URL looks like.
+var urlForm = driver.URLForm{
+	Pkg:     "filelock",
+	Schemes: []string{"file"},
+	Usage:   func(string) string { return "file:///DIR or file:DIR" },
+	Local:   true,
+}
+
 // ParseURL returns the lock directory that a file URL names, as OpenURL
 // would use it ("" for DefaultDir), without touching the file system.
 func ParseURL(rawURL string) (dir string, err error) {
-	bad := func(why string) error {
-		return fmt.Errorf("%w: filelock: backend URL %q: %s", driver.ErrInvalidOption, driver.Redact(rawURL), why)
-	}
-	if strings.Contains(rawURL, "@") {
-		// Any "@" would be user information to the other backends, and
-		// so it is hidden in messages: refuse it rather than lock a
-		// directory no message can name.
-		return "", bad("a file URL takes no user information (write \"@\" in a directory name as %40)")
-	}
-	u, err := url.Parse(rawURL)
+	u, err := driver.ParseURL(rawURL, urlForm)
 	if err != nil {
-		// Not err: url.Error repeats the URL, and its reasons quote parts.
-		return "", bad("malformed URL; want file:///DIR or file:DIR")
+		return "", err
 	}
-	switch {
-	case u.Scheme != "file":
-		return "", bad("the scheme must be file")
-	case u.Host != "" && u.Host != "localhost":
-		return "", bad("the host is not this host; a lock directory is local (use file:///path)")
-	case u.RawQuery != "" || u.ForceQuery:
-		return "", bad("a file URL takes no query")
-	case u.Fragment != "" || strings.Contains(rawURL, "#"):
-		return "", bad("a file URL takes no fragment")
+	if len(u.Hosts) > 1 || len(u.Hosts) == 1 && u.Hosts[0] != "" && u.Hosts[0] != "localhost" {
+		return "", u.Bad("the host is not this host; a lock directory is local (use file:///path)")
 	}
-	dir = u.Path
-	if u.Opaque != "" {
-		if dir, err = url.PathUnescape(u.Opaque); err != nil {
-			return "", bad("malformed path")
-		}
+	if err := u.Done(); err != nil {
+		return "", err
+	}
+	if dir, err = url.PathUnescape(u.Path); err != nil {
+		return "", u.Bad("malformed path")
 	}
 	return dir, nil
 }

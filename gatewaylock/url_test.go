@@ -52,4 +52,17 @@ func TestOpenURL(t *testing.T) {
 			t.Errorf("OpenURL(%q): the error shows the token: %v", raw, err)
 		}
 	}
+	// TLS files are for distlock+https://, once each.
+	for raw, want := range map[string]string{
+		"distlock+http://h?ca=/ca.pem":               `parameter "ca": needs distlock+https://`,
+		"distlock+https://h?ca=/a.pem&ca=/b.pem":     `parameter "ca" given 2 times`,
+		"distlock+https://h?cert=/c.pem":             `parameter "cert": needs key`,
+		"distlock+https://h?ca=/nonexistent/ca.pem":  "TLS files: CA file",
+		"distlock+http://:" + secret + "@h?token=t2": `parameter "token": the URL has a token before the host too`,
+	} {
+		_, err := gatewaylock.OpenURL(ctx, raw)
+		if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenURL(%q): %v, want ErrInvalidOption saying %q", raw, err, want)
+		}
+	}
 }

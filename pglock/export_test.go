@@ -8,7 +8,7 @@ import (
 
 // ParseURL is OpenURL's parse step, which does no I/O, for the fuzz test.
 func ParseURL(raw string) error {
-	_, _, err := parseURL(raw)
+	_, _, _, err := parseURL(raw)
 	return err
 }
 

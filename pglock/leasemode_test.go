@@ -223,9 +223,9 @@ func TestOpenURLLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ query, want string }{
-		{"mode=table", `unknown mode "table": want session or lease`},
-		{"listen_host=" + addrOf(server), "listen_host is for mode=lease"},
-		{"mode=lease&listen_host=", "listen_host: empty"},
+		{"mode=table", `parameter "mode": want session or lease`},
+		{"listen_host=" + addrOf(server), `parameter "listen_host": for mode=lease only`},
+		{"mode=lease&listen_host=", `parameter "listen_host": empty`},
 		{"mode=lease&poll_interval=0s", "poll interval 0s is not in"},
 	} {
 		_, err := pglock.OpenURL(ctx, "postgres://u:s3cret@127.0.0.1/db?"+tc.query)

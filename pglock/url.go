@@ -3,7 +3,6 @@ package pglock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -23,13 +22,26 @@ const DefaultDialTimeout = 5 * time.Second
 // rawURL, checks that the server answers, and returns a Backend over the
 // pool whose Close also closes the pool. The form is libpq's and pgx's:
 //
-//	postgres://[user[:password]@]host[:port][,host[:port]...]/database[?options]
+//	postgres://[user[:password]@]host[:port][,host[:port]...]/database[?PARAMS]
 //	postgresql://...
 //
-// Options are this package's, and those of pgx and libpq, such as
-// "sslmode", "connect_timeout", "application_name" and "pool_max_conns"
-// (see the Cost section of the package documentation for
-// sizing the pool). This package's are:
+// PARAMS are this package's and those of libpq and pgx that it passes on
+// to pgx, which are:
+//
+//   - libpq's connection parameters that pgx reads: connect_timeout,
+//     sslmode, sslkey, sslcert, sslcertmode, sslrootcert, sslnegotiation,
+//     sslpassword, sslsni, krbspn, krbsrvname, target_session_attrs,
+//     service, servicefile, passfile, min_protocol_version,
+//     max_protocol_version, channel_binding and require_auth;
+//   - libpq's application_name and options, which the server reads;
+//   - pgx's statement_cache_capacity, description_cache_capacity and
+//     default_query_exec_mode, and its pool's pool_max_conns,
+//     pool_min_conns, pool_min_idle_conns, pool_max_conn_lifetime,
+//     pool_max_conn_idle_time, pool_health_check_period,
+//     pool_max_conn_lifetime_jitter and pool_ping_timeout (see the Cost
+//     section of the package documentation for sizing the pool).
+//
+// This package's are:
 //
 //   - "mode": "session" (the default) or "lease" (WithMode); lease is for
 //     a URL that goes through a pooler in transaction mode, such as
@@ -41,6 +53,13 @@ const DefaultDialTimeout = 5 * time.Second
 //   - "poll_interval", "loss_grace", "request_timeout": Go durations
 //     (WithPollInterval, WithLossGrace, WithRequestTimeout).
 //
+// Connecting is bounded by libpq's connect_timeout (seconds), which
+// stands for the dial_timeout of the other backends. Any other parameter
+// is refused, and so is a parameter given twice (see driver.ParseURL): a
+// server setting is given as libpq gives one, in options, such as
+// options=-c%20statement_timeout%3D5000. The hosts, the user information
+// and the database are given in their places, not as parameters.
+//
 // The URL is read as libpq reads it, but for its user information, which
 // ends at the last "@" (a password may hold "/" as it is): percent-escapes
 // are decoded and a "+" is a plus, so a space is written %20, as in
@@ -50,14 +69,13 @@ const DefaultDialTimeout = 5 * time.Second
 //
 // Errors never contain the password: they show the URL redacted.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
-	cfg, own, err := parseURL(rawURL)
+	u, cfg, own, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	shown := driver.Redact(rawURL)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrInvalidOption, shown, driver.Scrub(err, rawURL))
+		return nil, u.Fail(driver.ErrInvalidOption, "pool", err)
 	}
 	b, err := New(pool, append(own, opts...)...)
 	if err != nil {
@@ -69,96 +87,106 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 	if err := pool.Ping(pctx); err != nil {
 		b.Close()
 		pool.Close()
-		return nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrUnavailable, shown, driver.Scrub(connectCause(err), rawURL))
+		return nil, u.Fail(driver.ErrUnavailable, "ping", connectCause(err))
 	}
 	b.ownsPool = true
 	return b, nil
 }
 
-// durationParams are the package's URL parameters that take a duration.
-var durationParams = map[string]func(time.Duration) Option{
-	"loss_grace":      WithLossGrace,
-	"request_timeout": WithRequestTimeout,
-	"poll_interval":   WithPollInterval,
+// libpqParams are the URL parameters of libpq and pgx that OpenURL
+// passes on to pgx. pgx would send any other name to the server as a
+// setting, which libpq does not do: OpenURL refuses it.
+var libpqParams = []string{
+	// libpq's, which pgx reads (pgconn.ParseConfig).
+	"connect_timeout", "sslmode", "sslkey", "sslcert", "sslcertmode", "sslrootcert", "sslnegotiation",
+	"sslpassword", "sslsni", "krbspn", "krbsrvname", "target_session_attrs", "service", "servicefile",
+	"passfile", "min_protocol_version", "max_protocol_version", "channel_binding", "require_auth",
+	// libpq's that the server reads.
+	"application_name", "options",
+	// pgx's (pgx.ParseConfig).
+	"statement_cache_capacity", "description_cache_capacity", "default_query_exec_mode",
+	// pgx's pool's (pgxpool.ParseConfig), which the LISTEN session is not given.
+	"pool_max_conns", "pool_min_conns", "pool_min_idle_conns", "pool_max_conn_lifetime",
+	"pool_max_conn_idle_time", "pool_health_check_period", "pool_max_conn_lifetime_jitter", "pool_ping_timeout",
+}
+
+// urlForm is what this package's URLs look like.
+var urlForm = driver.URLForm{
+	Pkg:     "pglock",
+	Schemes: []string{"postgres", "postgresql"},
+	Usage: func(scheme string) string {
+		return scheme + "://[user[:password]@]host[:port][,host[:port]...]/database[?PARAMS]"
+	},
 }
 
 // parseURL is OpenURL's reading of rawURL, with no I/O: the pool's
 // configuration and the options the URL sets. Its errors match
 // distlock.ErrInvalidOption and never show the password.
-func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
-	// First the reading every backend URL gets (driver.ParseURL): "//" and a
-	// host are required, so that a mistyped URL never reaches libpq's
-	// default (the local server) and the password is never shown.
-	bu, err := driver.ParseURL(rawURL)
+func parseURL(rawURL string) (*driver.URL, *pgxpool.Config, []Option, error) {
+	// The reading every backend URL gets: "//" and a host are required,
+	// so that a mistyped URL never reaches libpq's default (the local
+	// server) and the password is never shown.
+	u, err := driver.ParseURL(rawURL, urlForm)
 	if err != nil {
-		scheme, _, _ := driver.Scheme(rawURL)
-		if scheme != "postgresql" {
-			scheme = "postgres"
-		}
-		return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q: %v; want %s://[user[:password]@]host[:port][,host[:port]...]/database[?options]",
-			driver.ErrInvalidOption, driver.Redact(rawURL), err, scheme)
+		return nil, nil, nil, err
 	}
-	for i, h := range bu.Hosts {
-		if _, err := driver.HostPort(h, "5432"); err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: malformed backend URL %q: host #%d: %v", driver.ErrInvalidOption, driver.Redact(rawURL), i+1, err)
-		}
-	}
-	shown := driver.Redact(rawURL)
-	if bu.Scheme != "postgres" && bu.Scheme != "postgresql" {
-		return nil, nil, fmt.Errorf("%w: pglock: %s: the scheme must be postgres or postgresql", driver.ErrInvalidOption, shown)
-	}
-
-	params, err := libpqParams(bu.RawQuery)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: pglock: %s: %v", driver.ErrInvalidOption, shown, err)
-	}
-	q := url.Values{}
-	for _, p := range params {
-		q.Add(p.name, p.value)
+	if _, err := u.HostPorts("5432"); err != nil {
+		return nil, nil, nil, err
 	}
 	var own []Option
-	// In order, so that the same URL always gets the same error.
-	for _, name := range slices.Sorted(maps.Keys(durationParams)) {
-		if !q.Has(name) {
-			continue
+	for _, p := range []struct {
+		name string
+		opt  func(time.Duration) Option
+	}{{"loss_grace", WithLossGrace}, {"poll_interval", WithPollInterval}, {"request_timeout", WithRequestTimeout}} {
+		if d, ok := u.Duration(p.name); ok {
+			own = append(own, p.opt(d))
 		}
-		d, err := time.ParseDuration(q.Get(name))
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: %s %q is not a duration", driver.ErrInvalidOption, shown, name, q.Get(name))
-		}
-		own = append(own, durationParams[name](d))
 	}
 	mode := SessionMode
-	if q.Has("mode") {
-		switch m := q.Get("mode"); m {
+	if m, ok := u.Get("mode"); ok {
+		switch m {
 		case "session":
 		case "lease":
 			mode = LeaseMode
 		default:
-			return nil, nil, fmt.Errorf("%w: pglock: %s: unknown mode %q: want session or lease", driver.ErrInvalidOption, shown, m)
+			u.Problem("mode", "want session or lease")
 		}
 		own = append(own, WithMode(mode))
 	}
-	if q.Has("listen_host") {
-		listenHost := q.Get("listen_host")
+	listenHost, listen := u.Get("listen_host")
+	if listen {
 		if mode != LeaseMode {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host is for mode=lease", driver.ErrInvalidOption, shown)
+			u.Problem("listen_host", "for mode=lease only")
+		} else if _, err := driver.HostPort(listenHost, "5432"); err != nil {
+			u.Problem("listen_host", "%v", err)
 		}
-		if _, err := driver.HostPort(listenHost, "5432"); err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: listen_host: %v", driver.ErrInvalidOption, shown, err)
-		}
+	}
+	params := u.PassThrough(libpqParams...)
+	u.Refuse("dial_timeout", "libpq's connect_timeout (seconds) bounds connecting")
+	for _, name := range []string{"host", "hostaddr", "port"} {
+		u.Refuse(name, "the hosts go between \"//\" and the database")
+	}
+	for _, name := range []string{"user", "password"} {
+		u.Refuse(name, "the user information goes before the host (postgres://USER:PASSWORD@HOST)")
+	}
+	for _, name := range []string{"dbname", "database"} {
+		u.Refuse(name, "the database is the path (postgres://HOST/DATABASE)")
+	}
+	if err := u.Done(); err != nil {
+		return nil, nil, nil, err
+	}
+	if listen {
 		// The same URL with the listen host, less the pool's parameters,
 		// which a single connection would send to the server as settings.
-		lu, err := libpqURL(bu, listenHost, params, func(name string) bool { return ours(name) || strings.HasPrefix(name, "pool_") })
+		lu, err := libpqURL(u, listenHost, params, func(name string) bool { return strings.HasPrefix(name, "pool_") })
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: pglock: %s: %v", driver.ErrInvalidOption, shown, err)
+			return nil, nil, nil, u.Bad("%v", err)
 		}
 		own = append(own, WithListen(lu))
 	}
-
-	pu, err := libpqURL(bu, strings.Join(bu.Hosts, ","), params, ours)
+	pu, err := libpqURL(u, strings.Join(u.Hosts, ","), params, func(string) bool { return false })
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: pglock: %s: %v", driver.ErrInvalidOption, shown, err)
+		return nil, nil, nil, u.Bad("%v", err)
 	}
 	cfg, err := pgxpool.ParseConfig(pu)
 	if err != nil {
@@ -166,50 +194,43 @@ func parseURL(rawURL string) (*pgxpool.Config, []Option, error) {
 		// their values, never the user information (see libpqURL), which
 		// a driver.Scrub could only garble: a password "P" masked in
 		// "ParseInt".
-		return nil, nil, fmt.Errorf("%w: pglock: %s: %w", driver.ErrInvalidOption, shown, unquoted(err))
+		return nil, nil, nil, u.Bad("%w", unquoted(err))
 	}
-	return cfg, own, nil
+	return u, cfg, own, nil
 }
 
-// ours reports whether name is a parameter of this package, which pgx is
-// not given.
-func ours(name string) bool {
-	_, duration := durationParams[name]
-	return duration || name == "mode" || name == "listen_host"
-}
-
-// libpqURL writes bu, with hosts, for pgx, which reads a URL as libpq
-// does: the user information (as backendurl read it), the database and
-// params (less those drop names) each percent-encoded in full (see
-// libpqEscape), so that pgx reads them as they were read here and finds
-// nothing to refuse or to quote. Written as they came, they were read
-// otherwise: libpq ends the user information at a "/", so it took the
-// rest of a password holding one for a path and a query (and pgx quoted
-// it in an error); and url.Values.Encode writes a space as "+", a plus
-// for libpq, which made the server refuse
+// libpqURL writes u, with hosts, for pgx, which reads a URL as libpq
+// does: the user information (as driver.ParseURL read it), the database
+// and params (less those drop names), in the order of their names, each
+// percent-encoded in full (see libpqEscape), so that pgx reads them as
+// they were read here and finds nothing to refuse or to quote. Written as
+// they came, they were read otherwise: libpq ends the user information at
+// a "/", so it took the rest of a password holding one for a path and a
+// query (and pgx quoted it in an error); and url.Values.Encode writes a
+// space as "+", a plus for libpq, which made the server refuse
 // "options=-c%20statement_timeout%3D5000".
-func libpqURL(bu *driver.URL, hosts string, params []param, drop func(name string) bool) (string, error) {
+func libpqURL(u *driver.URL, hosts string, params url.Values, drop func(name string) bool) (string, error) {
 	// pgx refuses a NUL, which no setting can hold, quoting what holds
 	// it: refused here, quoting nothing.
-	if strings.ContainsRune(bu.User+bu.Password, 0) {
+	if strings.ContainsRune(u.User+u.Password, 0) {
 		return "", errors.New("the user information holds a NUL")
 	}
 	var b strings.Builder
 	b.WriteString("postgres://")
-	if bu.HasUser {
-		b.WriteString(libpqEscape(bu.User))
-		if bu.HasPassword {
-			b.WriteString(":" + libpqEscape(bu.Password))
+	if u.HasUser {
+		b.WriteString(libpqEscape(u.User))
+		if u.HasPassword {
+			b.WriteString(":" + libpqEscape(u.Password))
 		}
 		b.WriteByte('@')
 	}
-	// libpq percent-decodes the hosts too; HostPort checked the rest of
+	// libpq percent-decodes the hosts too; HostPorts checked the rest of
 	// them.
 	if _, err := url.PathUnescape(hosts); err != nil {
 		return "", errors.New("bad percent-encoding in a host")
 	}
 	b.WriteString(hosts)
-	if db, ok := strings.CutPrefix(bu.Path, "/"); ok {
+	if db, ok := strings.CutPrefix(u.Path, "/"); ok {
 		name, err := url.PathUnescape(db)
 		switch {
 		case err != nil:
@@ -220,9 +241,9 @@ func libpqURL(bu *driver.URL, hosts string, params []param, drop func(name strin
 		b.WriteString("/" + libpqEscape(name))
 	}
 	sep := "?"
-	for _, p := range params {
-		if !drop(p.name) {
-			b.WriteString(sep + libpqEscape(p.name) + "=" + libpqEscape(p.value))
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		if !drop(name) {
+			b.WriteString(sep + libpqEscape(name) + "=" + libpqEscape(params.Get(name)))
 			sep = "&"
 		}
 	}
@@ -245,34 +266,6 @@ func unquoted(err error) error {
 		return &reworded{err: err, msg: "cannot parse the URL: " + msg[i+3:]}
 	}
 	return err
-}
-
-// param is a URL's query parameter, as libpq reads it.
-type param struct{ name, value string }
-
-// libpqParams reads rawQuery, what follows a URL's "?", as libpq does:
-// pairs separated by "&", percent-decoded, a "+" left a plus (where
-// net/url reads a space). A pair without "=" has an empty value, and an
-// "=" in a value is kept, as net/url reads them (libpq refuses both). A
-// NUL is an error (see libpqURL).
-func libpqParams(rawQuery string) ([]param, error) {
-	var ps []param
-	for _, pair := range strings.Split(rawQuery, "&") {
-		if pair == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(pair, "=")
-		name, err1 := url.PathUnescape(k)
-		value, err2 := url.PathUnescape(v)
-		switch {
-		case err1 != nil || err2 != nil:
-			return nil, errors.New("malformed query parameters")
-		case strings.ContainsRune(name+value, 0):
-			return nil, errors.New("a query parameter holds a NUL (%00)")
-		}
-		ps = append(ps, param{name, value})
-	}
-	return ps, nil
 }
 
 // libpqEscape percent-encodes every byte of s but letters, digits and

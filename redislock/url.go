@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -23,17 +22,20 @@ func Schemes() []string {
 	return []string{"redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel"}
 }
 
-// urlForm names the form of a URL of scheme, for errors.
-func urlForm(scheme string) string {
-	switch scheme {
-	case "redis", "rediss":
-		return "want " + scheme + "://[user:password@]host[:port][/db][?options]"
-	case "redis+cluster", "rediss+cluster":
-		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...][?options]"
-	case "redis+sentinel":
-		return "want " + scheme + "://[user:password@]host[:port][,host[:port]...]/master[/db][?options]"
-	}
-	return "want one of " + strings.Join(Schemes(), ", ") + ", such as redis://host:6379/0"
+// urlForm is what this package's URLs look like.
+var urlForm = driver.URLForm{
+	Pkg:        "redislock",
+	Schemes:    Schemes(),
+	TLSSchemes: []string{"rediss", "rediss+cluster"},
+	Usage: func(scheme string) string {
+		switch scheme {
+		case "redis+cluster", "rediss+cluster":
+			return scheme + "://[user:password@]host[:port][,host[:port]...][?options]"
+		case "redis+sentinel":
+			return scheme + "://[user:password@]host[:port][,host[:port]...]/master[/db][?options]"
+		}
+		return scheme + "://[user:password@]host[:port][/db][?options]"
+	},
 }
 
 // OpenURL connects to the Redis named by rawURL, checks it answers PING, and
@@ -57,14 +59,20 @@ func urlForm(scheme string) string {
 // "@" in the path or the options must be written %40.
 //
 // Options are this package's "prefix" (WithPrefix), "unordered"
-// (WithUnordered, a boolean),
-// "eviction_allowed" (WithEvictionAllowed, a boolean) and
-// "waiter_liveness" (WithWaiterLiveness, a Go duration); over TLS
-// (rediss:// and rediss+cluster://) "ca" (a PEM CA bundle verifying the
-// server instead of the system's roots) and "cert" and "key" (a PEM client
-// certificate and its key, together); and go-redis's own URL options such
-// as "dial_timeout", "read_timeout", "write_timeout", "pool_size" and
-// "max_retries". opts are applied after the URL's options, so they win.
+// (WithUnordered, a boolean), "eviction_allowed" (WithEvictionAllowed, a
+// boolean) and "waiter_liveness" (WithWaiterLiveness, a Go duration); over
+// TLS (rediss:// and rediss+cluster:// only) "ca" (a PEM CA bundle
+// verifying the server instead of the system's roots) and "cert" and
+// "key" (a PEM client certificate and its key, together); and these of
+// go-redis's options, for the client: "dial_timeout" (connecting),
+// "read_timeout", "write_timeout", "pool_timeout", "min_retry_backoff",
+// "max_retry_backoff", "conn_max_idle_time" and "conn_max_lifetime" (Go
+// durations), "protocol", "max_retries", "pool_size", "min_idle_conns",
+// "max_idle_conns", "max_active_conns" and, for a Cluster,
+// "max_redirects" (integers), "pool_fifo" (a boolean) and "client_name".
+// Other options, and options given twice, are refused (see
+// driver.ParseURL). opts are applied after the URL's options, so they
+// win.
 //
 // Errors never contain the password: they show the URL redacted (see
 // the backends package). A malformed URL gives an error matching
@@ -80,7 +88,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 
 // redisURL is what a Redis URL says, read without I/O.
 type redisURL struct {
-	*redisurl.URL
+	*driver.URL
 	opts []Option
 
 	// One of these is set.
@@ -89,32 +97,37 @@ type redisURL struct {
 	failover *redis.FailoverOptions
 }
 
-// urlForms is what this package's URLs look like.
-var urlForms = redisurl.Form{
-	Pkg:        "redislock",
-	Schemes:    Schemes(),
-	TLSSchemes: []string{"rediss", "rediss+cluster"},
-	Want:       urlForm,
-}
-
 // parseURL reads a Redis URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*redisURL, error) {
-	r := &redisURL{}
-	u, err := redisurl.Read(urlForms, raw, r.ourOptions)
+	u, err := driver.ParseURL(raw, urlForm)
 	if err != nil {
 		return nil, err
 	}
-	r.URL = u
+	r := &redisURL{URL: u}
 	defaultPort := "6379"
 	if u.Scheme == "redis+sentinel" {
 		defaultPort = "26379"
 	}
-	addrs, err := u.Addrs(defaultPort)
+	addrs, err := u.HostPorts(defaultPort)
 	if err != nil {
 		return nil, err
 	}
-	if err := u.NoAddrOption(); err != nil {
+	if p, ok := u.Get("prefix"); ok {
+		r.opts = append(r.opts, WithPrefix(p))
+	}
+	if on, _ := u.Bool("unordered"); on {
+		r.opts = append(r.opts, WithUnordered())
+	}
+	if on, _ := u.Bool("eviction_allowed"); on {
+		r.opts = append(r.opts, WithEvictionAllowed())
+	}
+	if d, ok := u.Duration("waiter_liveness"); ok {
+		r.opts = append(r.opts, WithWaiterLiveness(d))
+	}
+	cluster := strings.HasSuffix(u.Scheme, "+cluster")
+	q := redisurl.Query(u, cluster)
+	if err := u.Done(); err != nil {
 		return nil, err
 	}
 	switch u.Scheme {
@@ -122,24 +135,16 @@ func parseURL(raw string) (*redisURL, error) {
 		if len(addrs) > 1 {
 			return nil, u.Bad("%s:// takes one host; for several use redis+cluster:// or redis+sentinel://", u.Scheme)
 		}
-		o, err := u.Options(u.Scheme, addrs[0], u.Path)
-		if err != nil {
+		if r.single, err = redisurl.Options(u, q, u.Scheme, addrs[0], u.Path); err != nil {
 			return nil, err
 		}
-		r.single = o
 	case "redis+cluster", "rediss+cluster":
 		if p := strings.Trim(u.Path, "/"); p != "" {
 			return nil, u.Bad("a Cluster has no database to choose")
 		}
-		for _, a := range addrs[1:] {
-			u.Query.Add("addr", a)
+		if r.cluster, err = redisurl.ClusterOptions(u, q, strings.TrimSuffix(u.Scheme, "+cluster"), addrs); err != nil {
+			return nil, err
 		}
-		o, err := redis.ParseClusterURL(u.GoRedisURL(strings.TrimSuffix(u.Scheme, "+cluster"), addrs[0], ""))
-		if err != nil {
-			return nil, u.Bad("%v", err)
-		}
-		o.Username, o.Password = u.User, u.Password
-		r.cluster = o
 	case "redis+sentinel":
 		path := strings.Split(strings.Trim(u.Path, "/"), "/")
 		if path[0] == "" || len(path) > 2 {
@@ -149,7 +154,7 @@ func parseURL(raw string) (*redisURL, error) {
 		if len(path) == 2 {
 			db = "/" + path[1]
 		}
-		o, err := u.Options("redis", addrs[0], db)
+		o, err := redisurl.Options(u, q, "redis", addrs[0], db)
 		if err != nil {
 			return nil, err
 		}
@@ -180,38 +185,6 @@ func parseURL(raw string) (*redisURL, error) {
 	return r, nil
 }
 
-// newBackend is New with the options in a slice.
-func newBackend(client redis.UniversalClient, opts []Option) (*Backend, error) {
-	return New(client, opts...)
-}
-
-// ourOptions takes this package's options out of q.
-func (r *redisURL) ourOptions(q url.Values) error {
-	if p, ok := redisurl.String(q, "prefix"); ok {
-		r.opts = append(r.opts, WithPrefix(p))
-	}
-	for _, b := range []struct {
-		name string
-		opt  Option
-	}{{"unordered", WithUnordered()}, {"eviction_allowed", WithEvictionAllowed()}} {
-		on, _, err := redisurl.Bool(q, b.name)
-		if err != nil {
-			return err
-		}
-		if on {
-			r.opts = append(r.opts, b.opt)
-		}
-	}
-	d, ok, err := redisurl.Duration(q, "waiter_liveness")
-	if err != nil {
-		return err
-	}
-	if ok {
-		r.opts = append(r.opts, WithWaiterLiveness(d))
-	}
-	return nil
-}
-
 // open makes the client, the Backend with the URL's options and then opts,
 // and checks that the server answers.
 func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
@@ -219,7 +192,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		return nil, err
 	}
 	var client redis.UniversalClient
-	var plainAddr string // the first server, when spoken to in plain text
+	var plainAddrs []string // the servers, when spoken to in plain text
 	switch {
 	case r.single != nil:
 		o := *r.single
@@ -228,7 +201,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
-			plainAddr = o.Addr
+			plainAddrs = []string{o.Addr}
 		}
 		client = redis.NewClient(&o)
 	case r.cluster != nil:
@@ -238,7 +211,7 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			return nil, err
 		}
 		if o.TLSConfig == nil {
-			plainAddr = o.Addrs[0]
+			plainAddrs = o.Addrs
 		}
 		client = redis.NewClusterClient(&o)
 	default:
@@ -246,10 +219,10 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		client = redis.NewFailoverClient(&o)
 	}
 
-	b, err := newBackend(client, append(r.opts, opts...))
+	b, err := New(client, append(r.opts, opts...)...)
 	if err != nil {
 		_ = client.Close()
-		return nil, r.Fail(driver.ErrInvalidOption, "options", err)
+		return nil, err
 	}
 	b.ownsClient = true
 
@@ -261,13 +234,13 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 			// A certificate problem is not worth retrying.
 			return nil, r.Fail(nil, "TLS", err)
 		}
-		if plainAddr != "" && driver.TLSClosedAtOnce(err) {
+		if plainAddrs != nil && driver.TLSClosedAtOnce(err) {
 			// A TLS server hangs up on plain text: say so rather than EOF.
 			tctx, cancel := context.WithTimeout(ctx, time.Second)
-			isTLS := driver.SpeaksTLS(tctx, plainAddr, nil)
+			err := r.ExpectsTLS(tctx, plainAddrs, redisurl.Hello, nil)
 			cancel()
-			if isTLS {
-				return nil, r.Fail(driver.ErrInvalidOption, "the server at "+plainAddr+" expects TLS: use rediss:// or rediss+cluster://", nil)
+			if err != nil {
+				return nil, err
 			}
 		}
 		if ctx.Err() != nil {

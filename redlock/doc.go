@@ -252,7 +252,8 @@
 // OpenURL reads redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?options]
 // (redlocks:// for TLS), with the credentials, TLS files and go-redis
 // options of a redis:// URL applied to every server, and this package's
-// options prefix, node_timeout and max_ttl.
+// options prefix, request_timeout (how long each request waits for each
+// server, WithRequestTimeout) and max_ttl.
 //
 // # Goroutines and connections
 //

@@ -51,7 +51,7 @@ func TestMinorityAndMajorityDown(t *testing.T) {
 	// The test is of the quorum, not of the nodes' speed: a live node's
 	// reply must not miss the default per-node timeout (a tenth of the
 	// TTL, 200ms) on a loaded machine, and be counted as a node down.
-	b := newBackend(t, addrs(srvs), redlock.WithNodeTimeout(time.Second))
+	b := newBackend(t, addrs(srvs), redlock.WithRequestTimeout(time.Second))
 	key := "down/" + t.Name()
 	last := cycle(t, ctx, b, key)
 	srvs[1].Kill()

@@ -7,9 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,12 +21,14 @@ const DefaultDialTimeout = 5 * time.Second
 // Schemes returns the URL schemes OpenURL takes.
 func Schemes() []string { return []string{"redlock", "redlocks"} }
 
-// urlForm names the form of a URL of scheme, for errors.
-func urlForm(scheme string) string {
-	if !slices.Contains(Schemes(), scheme) {
-		scheme = "redlock"
-	}
-	return "want " + scheme + "://[user:password@]host[:port],host[:port],...[/db][?options]"
+// urlForm is what this package's URLs look like.
+var urlForm = driver.URLForm{
+	Pkg:        "redlock",
+	Schemes:    Schemes(),
+	TLSSchemes: []string{"redlocks"},
+	Usage: func(scheme string) string {
+		return scheme + "://[user:password@]host[:port],host[:port],...[/db][?options]"
+	},
 }
 
 // OpenURL connects to the Redis servers named by rawURL, checks that a
@@ -45,17 +44,23 @@ func urlForm(scheme string) string {
 // (default 0) are those of every server. The user information is
 // everything before the last "@", percent-decoded, as for redis://.
 //
-// Options are this package's "prefix" (WithPrefix), "node_timeout"
-// (WithRequestTimeout) and "max_ttl" (WithMaxTTL), both Go durations; over
-// TLS "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
-// own URL options such as "dial_timeout", "read_timeout", "pool_size" and
-// "max_retries", for every server. opts are applied after the URL's
-// options, so they win.
+// Options are this package's "prefix" (WithPrefix), "request_timeout"
+// (WithRequestTimeout: how long each request waits for each server) and
+// "max_ttl" (WithMaxTTL), both Go durations; over TLS (redlocks:// only)
+// "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
+// options that redislock.OpenURL takes for a client of one server, such
+// as "dial_timeout" (connecting), "read_timeout", "pool_size" and
+// "max_retries", for every server. Other options, and options given
+// twice, are refused (see driver.ParseURL); "node_timeout" is now
+// "request_timeout". opts are applied after the URL's options, so they
+// win.
 //
 // Errors never contain the password: they show the URL redacted. A
 // malformed URL gives an error matching distlock.ErrInvalidOption; fewer
 // than a majority of servers answering, one matching
-// distlock.ErrUnavailable that names the servers that did not.
+// distlock.ErrUnavailable that names the servers that did not, unless
+// they expect TLS, which redlock:// spoke to them in plain text: then one
+// matching distlock.ErrInvalidOption that says to use redlocks://.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
@@ -66,81 +71,57 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 
 // redlockURL is what a redlock URL says, read without I/O.
 type redlockURL struct {
-	*redisurl.URL
+	*driver.URL
 	opts  []Option
 	nodes []*redis.Options
-}
-
-// urlForms is what this package's URLs look like.
-var urlForms = redisurl.Form{
-	Pkg:           "redlock",
-	Schemes:       Schemes(),
-	TLSSchemes:    []string{"redlocks"},
-	Want:          urlForm,
-	UnknownScheme: " (redlocks:// for TLS)",
 }
 
 // parseURL reads a redlock URL without I/O. Its errors match
 // distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*redlockURL, error) {
-	r := &redlockURL{}
-	u, err := redisurl.Read(urlForms, raw, r.ourOptions)
+	u, err := driver.ParseURL(raw, urlForm)
 	if err != nil {
 		return nil, err
 	}
-	r.URL = u
-	if err := u.NoAddrOption(); err != nil {
+	r := &redlockURL{URL: u}
+	addrs, err := u.HostPorts("6379")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, a := range addrs {
+		if seen[a] {
+			return nil, u.Bad("host #%d: %s is named twice", i+1, a)
+		}
+		seen[a] = true
+	}
+	if p, ok := u.Get("prefix"); ok {
+		r.opts = append(r.opts, WithPrefix(p))
+	}
+	if d, ok := u.PositiveDuration("request_timeout"); ok {
+		r.opts = append(r.opts, WithRequestTimeout(d))
+	}
+	if d, ok := u.Duration("max_ttl"); ok {
+		r.opts = append(r.opts, WithMaxTTL(d))
+	}
+	u.Refuse("node_timeout", "renamed request_timeout")
+	q := redisurl.Query(u, false)
+	if err := u.Done(); err != nil {
 		return nil, err
 	}
 	scheme := "redis"
 	if u.Scheme == "redlocks" {
 		scheme = "rediss"
 	}
-	seen := map[string]bool{}
-	for i := range u.Hosts {
-		a, err := u.Addr(i, "6379")
-		if err != nil {
-			return nil, err
-		}
-		if seen[a] {
-			return nil, u.Bad("host #%d: %s is named twice", i+1, a)
-		}
-		seen[a] = true
-		o, err := u.Options(scheme, a, u.Path)
+	for _, a := range addrs {
+		o, err := redisurl.Options(u, q, scheme, a, u.Path)
 		if err != nil {
 			return nil, err
 		}
 		o.ContextTimeoutEnabled = true
 		r.nodes = append(r.nodes, o)
 	}
-	if _, err := newConfig(r.opts); err != nil {
-		return nil, u.Bad("%v", strings.TrimPrefix(err.Error(), driver.ErrInvalidOption.Error()+": redlock: "))
-	}
 	return r, nil
-}
-
-// ourOptions takes this package's options out of q.
-func (r *redlockURL) ourOptions(q url.Values) error {
-	if p, ok := redisurl.String(q, "prefix"); ok {
-		r.opts = append(r.opts, WithPrefix(p))
-	}
-	for _, o := range []struct {
-		name string
-		opt  func(time.Duration) Option
-	}{{"node_timeout", WithRequestTimeout}, {"max_ttl", WithMaxTTL}} {
-		d, ok, err := redisurl.Duration(q, o.name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if o.name == "node_timeout" && d <= 0 {
-			return errors.New("option node_timeout: not positive")
-		}
-		r.opts = append(r.opts, o.opt(d))
-	}
-	return nil
 }
 
 // open makes the clients and the Backend, and checks that a majority of
@@ -171,7 +152,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	b, err := New(nodes, append(r.opts, opts...)...)
 	if err != nil {
 		closeAll()
-		return nil, r.Fail(driver.ErrInvalidOption, "options", err)
+		return nil, err
 	}
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
@@ -181,9 +162,13 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	})
 	up := 0
 	why := make([]string, len(res))
+	var hungUp []string // servers that closed a plain-text connection at once
 	for i, x := range res {
 		if x.err != nil {
 			why[i] = r.Scrub(x.err).Error()
+			if driver.TLSClosedAtOnce(x.err) {
+				hungUp = append(hungUp, r.nodes[i].Addr)
+			}
 			continue
 		}
 		up++
@@ -192,6 +177,15 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 		_ = b.Close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", r.Fail(driver.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
+		}
+		if len(hungUp) > 0 {
+			// TLS servers hang up on plain text: say so rather than EOF.
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := r.ExpectsTLS(tctx, hungUp, redisurl.Hello, nil)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
 		}
 		return nil, r.Fail(driver.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -21,17 +22,18 @@ const pw = "S3cret-pw"
 func TestOpenURLMalformed(t *testing.T) {
 	ctx := testCtx(t)
 	for raw, want := range map[string]string{
-		"redlock://u:" + pw + "@":                          "no host; want redlock://",
-		"redlocks:u:" + pw + "@h1":                         "no host; want redlocks://",
-		"redlock://u:" + pw + "@h1:6379,h2,h1":             "h1:6379 is named twice",
-		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=x":   "node_timeout: not a duration",
-		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=-1s": "node_timeout: not positive",
-		"redlock://u:" + pw + "@h1,h2,h3?max_ttl=0s":       "max TTL 0s",
-		"redlock://u:" + pw + "@h1,h2,h3?ca=/x.pem":        "need redlocks://",
-		"redlock://u:" + pw + "@h1,h2:99999":               "host #2",
-		"redlock://u:" + pw + "@h1,h2?addr=h3":             "not as addr parameters",
-		"redlock://u:" + pw + "@h1,h2?prefix=a{b":          "brace",
-		"redis+redlock://u:" + pw + "@h1":                  "unsupported scheme",
+		"redlock://u:" + pw + "@":                             "no host; want redlock://",
+		"redlocks:u:" + pw + "@h1":                            "no host; want redlocks://",
+		"redlock://u:" + pw + "@h1:6379,h2,h1":                "h1:6379 is named twice",
+		"redlock://u:" + pw + "@h1,h2,h3?request_timeout=x":   `parameter "request_timeout": not a duration`,
+		"redlock://u:" + pw + "@h1,h2,h3?request_timeout=-1s": `parameter "request_timeout": not a positive duration`,
+		"redlock://u:" + pw + "@h1,h2,h3?node_timeout=1s":     `parameter "node_timeout": renamed request_timeout`,
+		"redlock://u:" + pw + "@h1,h2,h3?max_ttl=0s":          "max TTL 0s",
+		"redlock://u:" + pw + "@h1,h2,h3?ca=/x.pem":           `parameter "ca": needs redlocks://`,
+		"redlock://u:" + pw + "@h1,h2:99999":                  "host #2",
+		"redlock://u:" + pw + "@h1,h2?addr=h3":                `parameter "addr": list the hosts before the path`,
+		"redlock://u:" + pw + "@h1,h2?prefix=a{b":             "brace",
+		"redis+redlock://u:" + pw + "@h1":                     "the scheme must be redlock or redlocks",
 	} {
 		start := time.Now()
 		b, err := redlock.OpenURL(ctx, raw)
@@ -78,7 +80,7 @@ func TestOpenURLUnreachable(t *testing.T) {
 func TestOpenURLAndList(t *testing.T) {
 	ctx := testCtx(t)
 	srvs := startNodes(t, 3)
-	raw := "redlock://" + strings.Join(addrs(srvs), ",") + "?node_timeout=500ms"
+	raw := "redlock://" + strings.Join(addrs(srvs), ",") + "?request_timeout=500ms"
 	bk, err := backends.Open(ctx, raw)
 	if err != nil {
 		t.Fatal(err)
@@ -127,5 +129,20 @@ func TestOpenURLAndList(t *testing.T) {
 	srvs[2].Kill()
 	if _, err := b.List(ctx, ""); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Fatalf("List with two of three down: %v, want ErrUnavailable", err)
+	}
+}
+
+// Plain text to servers that expect TLS: OpenURL says to use redlocks://
+// rather than reporting the servers unreachable.
+func TestOpenURLPlainTextToTLS(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3, testserver.WithRedisTLS())
+	b, err := redlock.OpenURL(ctx, "redlock://"+strings.Join(addrs(srvs), ",")+"?dial_timeout=1s")
+	if err == nil {
+		b.Close()
+		t.Fatal("OpenURL in plain text against TLS servers succeeded")
+	}
+	if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "expects TLS: use redlocks://") {
+		t.Errorf("plain text against TLS: %v, want ErrInvalidOption naming redlocks://", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +88,8 @@ func init() {
 			Expect: map[string]Expect{backendPG: ExpectBite},
 			Why:    others("a PostgreSQL setting"),
 			Run: func(f *Fixture) error {
-				f.Target.PGSession = "idle_session_timeout=" + url.QueryEscape(fmt.Sprint(pgIdleTimeout.Milliseconds()))
+				// A server setting goes in libpq's options, a space written %20.
+				f.Target.PGSession = fmt.Sprintf("options=-c%%20idle_session_timeout%%3D%d", pgIdleTimeout.Milliseconds())
 				return pauseScenario(f)
 			},
 		},

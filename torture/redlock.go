@@ -260,7 +260,7 @@ func redlockNodeFault(kind string, which ...int) func(f *Fixture) error {
 		// A per-node timeout of a quarter of the TTL (instead of a tenth):
 		// on a loaded machine, 3 of the 4 other nodes answer a refresh
 		// within it.
-		u := redlockURL(addrs, fmt.Sprintf("node_timeout=%v", f.P.TTL/4))
+		u := redlockURL(addrs, fmt.Sprintf("request_timeout=%v", f.P.TTL/4))
 		ws := f.Workers(map[string]WorkerConfig{"A": {URL: u}, "B": {URL: u}})
 		a, b := ws["A"], ws["B"]
 		for round := range f.rounds() {
@@ -379,7 +379,7 @@ func redlockNodeKill(mode int) func(f *Fixture) error {
 		// loss) in the time the restart takes, and a max_ttl of the same,
 		// so that the restarted node is re-seeded within the round.
 		ttl := 3 * time.Second
-		opt := fmt.Sprintf("max_ttl=%v&node_timeout=200ms", ttl)
+		opt := fmt.Sprintf("max_ttl=%v&request_timeout=200ms", ttl)
 		aAddrs, cut := redlockVia(r, nodes, 3, 4)
 		ws := f.Workers(map[string]WorkerConfig{
 			"A": {URL: redlockURL(aAddrs, opt), TTL: ttl, RenewEvery: ttl / 2},
@@ -556,7 +556,7 @@ func redlockClockJumpScenario(f *Fixture) error {
 	nodes := startRedlockNodes(f.T, redlockNodes, testserver.WithRedisMovableClock())
 	f.Target.Redlock = nodes
 	ttl := 4 * time.Second
-	opt := "node_timeout=200ms"
+	opt := "request_timeout=200ms"
 	aAddrs, cut := redlockVia(r, nodes, 3, 4)
 	ws := f.Workers(map[string]WorkerConfig{
 		"A": {URL: redlockURL(aAddrs, opt), TTL: ttl, RenewEvery: ttl / 2},

@@ -182,7 +182,9 @@
 //
 // The user information runs to the last "@" of the URL, so a password is
 // written as it is, and "@" in the prefix or the parameters as %40. Errors
-// never show the password, the user name or the hosts as written.
+// never show the password nor the user name: they show the URL redacted
+// as driver.Redact does, the scheme alone when its hosts are not host
+// names.
 //
 // # Goroutines
 //

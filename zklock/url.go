@@ -2,13 +2,8 @@ package zklock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -31,17 +26,20 @@ const defaultPort = "2181"
 //	session_timeout=DURATION see WithSessionTimeout (default 10s)
 //	request_timeout=DURATION see WithRequestTimeout (default 5s)
 //
-// Unknown parameters are refused. opts apply after what the URL says. The
-// connection is made in the background, as with New: an unreachable
-// ensemble is not an OpenURL error. ctx is only checked.
+// Durations are Go durations (1.5s, 300ms). Unknown parameters, and
+// parameters given twice, are refused (see driver.ParseURL). opts apply
+// after what the URL says. The connection is made in the background, as
+// with New: an unreachable ensemble is not an OpenURL error. ctx is only
+// checked.
 //
-// Errors never contain the password, nor the URL, the user name or the
-// hosts as written (a mistyped URL can put the password in any of them).
-// A malformed URL returns an error matching distlock.ErrInvalidOption.
+// Errors never contain the password: they show the URL redacted (see
+// driver.Redact), which hides the user information and, when the hosts
+// are not host names, all but the scheme. A malformed URL returns an
+// error matching distlock.ErrInvalidOption.
 func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: zklock: malformed backend URL %q: %w", driver.ErrInvalidOption, driver.Redact(rawURL), err)
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -54,75 +52,47 @@ type zkURL struct {
 	opts    []Option
 }
 
-// urlForm is the form of a zk:// URL, for error messages.
-const urlForm = "want zk://[user:password@]host[:port][,host[:port]...][/prefix][?session_timeout=D&request_timeout=D]"
+// urlForm is what this package's URLs look like.
+var urlForm = driver.URLForm{
+	Pkg:     "zklock",
+	Schemes: []string{"zk"},
+	Usage: func(string) string {
+		return "zk://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/PREFIX][?session_timeout=D&request_timeout=D]"
+	},
+}
 
-// parseURL reads a zk:// URL through driver.ParseURL, the one reading of backend
-// URLs (user information up to the last "@"). Its errors never quote the
-// input: a mistyped URL can put the password anywhere.
+// parseURL reads a zk:// URL without I/O. Its errors match
+// distlock.ErrInvalidOption and show the URL redacted.
 func parseURL(raw string) (*zkURL, error) {
-	p, err := driver.ParseURL(raw)
+	p, err := driver.ParseURL(raw, urlForm)
 	if err != nil {
-		return nil, fmt.Errorf("%v; %s", err, urlForm)
-	}
-	if p.Scheme != "zk" {
-		return nil, fmt.Errorf("the scheme is not zk; %s", urlForm)
+		return nil, err
 	}
 	u := &zkURL{}
 	if p.HasUser {
 		if !p.HasPassword || p.User == "" {
-			return nil, errors.New("the user information is not USER:PASSWORD@")
+			return nil, p.Bad("the user information is not USER:PASSWORD@")
 		}
 		u.opts = append(u.opts, WithDigestAuth(p.User, p.Password))
 	}
-	for i, h := range p.Hosts {
-		hp, err := driver.HostPort(h, defaultPort)
-		if err != nil {
-			return nil, fmt.Errorf("host #%d: %v", i+1, err)
-		}
-		u.servers = append(u.servers, hp)
+	if u.servers, err = p.HostPorts(defaultPort); err != nil {
+		return nil, err
 	}
 	if prefix := strings.Trim(p.Path, "/"); prefix != "" {
 		dec, err := url.PathUnescape(prefix)
 		if err != nil {
-			return nil, errors.New("the prefix is badly percent-encoded")
+			return nil, p.Bad("the prefix is badly percent-encoded")
 		}
 		u.opts = append(u.opts, WithPrefix("/"+dec))
 	}
-	// In order, so that the same URL always gets the same error.
-	for _, k := range slices.Sorted(maps.Keys(p.Query)) {
-		vs := p.Query[k]
-		if len(vs) != 1 {
-			return nil, fmt.Errorf("parameter %s given %d times", safeName(k), len(vs))
-		}
-		switch k {
-		case "session_timeout", "request_timeout":
-			d, err := time.ParseDuration(vs[0])
-			if err != nil {
-				return nil, fmt.Errorf("parameter %s is not a duration", k)
-			}
-			if k == "session_timeout" {
-				u.opts = append(u.opts, WithSessionTimeout(d))
-			} else {
-				u.opts = append(u.opts, WithRequestTimeout(d))
-			}
-		default:
-			return nil, fmt.Errorf("unknown parameter %s", safeName(k))
-		}
+	if d, ok := p.PositiveDuration("session_timeout"); ok {
+		u.opts = append(u.opts, WithSessionTimeout(d))
+	}
+	if d, ok := p.PositiveDuration("request_timeout"); ok {
+		u.opts = append(u.opts, WithRequestTimeout(d))
+	}
+	if err := p.Done(); err != nil {
+		return nil, err
 	}
 	return u, nil
-}
-
-// safeName returns a parameter name for a message, or a placeholder if it
-// could be something else typed in the wrong place.
-func safeName(k string) string {
-	for _, r := range k {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return "(not shown)"
-		}
-	}
-	if len(k) > 32 {
-		return "(not shown)"
-	}
-	return k
 }

@@ -259,7 +259,7 @@ func TestBadInput(t *testing.T) {
 		{args: []string{"--backend", "://nohost", "status"}, want: "malformed backend URL"},
 		{args: []string{"--backend", "file://otherhost/x", "status"}, want: "not this host"},
 		{args: []string{"--backend", "redlock://u:" + secret + "@h1:6379,h2:6379,h1:6379", "run", "k", "--", "true"}, want: "h1:6379 is named twice"},
-		{args: []string{"--backend", "zk://u:" + secret + "@h1:2181?nope=1", "status"}, want: "unknown parameter nope"},
+		{args: []string{"--backend", "zk://u:" + secret + "@h1:2181?nope=1", "status"}, want: `unknown parameter "nope"`},
 		{args: []string{"--backend", "postgres:u:" + secret + "@h/db", "--verbose", "status"}, want: "no host; want postgres://"},
 		{args: []string{"--backend", "postgresql:///db?password=" + secret, "status"}, want: "no host; want postgresql://"},
 		{args: []string{"--backend", "redis://user:" + secret + "@ho st:6379", "status"}, want: "malformed backend URL"},
