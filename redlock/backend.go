@@ -62,9 +62,11 @@ type Backend struct {
 	// votes: the deployment exists, and nodes all without a marker then
 	// lost their data (see seed).
 	sawVoting atomic.Bool
-	// marking says, by node index, that a mark of the node's wait is
-	// pending (see markLater); guarded by mu.
-	marking []bool
+	// seedWG counts the re-seedings run in the background (seedLater),
+	// which Close lets finish for a moment before it cancels seedCtx.
+	seedWG   sync.WaitGroup
+	seedCtx  context.Context
+	seedStop context.CancelFunc
 }
 
 // New returns a Backend over nodes, each the client of one independent
@@ -106,6 +108,7 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 		b.names = append(b.names, name)
 	}
 	b.closing, b.stop = context.WithCancel(context.Background())
+	b.seedCtx, b.seedStop = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -114,10 +117,11 @@ func (b *Backend) Nodes() int { return len(b.nodes) }
 
 // Close stops what the Backend started: its pub/sub connections, its
 // goroutines and any clean-up still being retried (a grant whose clean-up
-// is abandoned that way lapses by its TTL). Waiting Acquire calls return
-// an error matching ErrClosed. Leases keep working. Close does not close
-// the clients given to New; a Backend from OpenURL closes those it
-// created. Close is idempotent.
+// is abandoned that way lapses by its TTL). A re-seeding of a node under
+// way in the background is given up to 2s to finish first. Waiting
+// Acquire calls return an error matching ErrClosed. Leases keep working.
+// Close does not close the clients given to New; a Backend from OpenURL
+// closes those it created. Close is idempotent.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -132,6 +136,7 @@ func (b *Backend) Close() error {
 	if sub != nil {
 		err = sub.close()
 	}
+	b.finishSeeding()
 	b.wg.Wait()
 	for _, c := range b.owned {
 		err = errors.Join(err, c())
@@ -152,10 +157,7 @@ type reply[T any] struct {
 // have answered or timed out. Every call has returned when each returns.
 func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Duration, f func(ctx context.Context, n Node) (T, error)) []reply[T] {
 	if idx == nil {
-		idx = make([]int, len(b.nodes))
-		for i := range idx {
-			idx[i] = i
-		}
+		idx = all(len(b.nodes))
 	}
 	out := make([]reply[T], len(b.nodes))
 	if len(idx) == 0 {
