@@ -62,9 +62,14 @@ type Backend struct {
 	// votes: the deployment exists, and nodes all without a marker then
 	// lost their data (see seed).
 	sawVoting atomic.Bool
-	// marking says, by node index, that a mark of the node's wait is
-	// pending (see markLater); guarded by mu.
-	marking []bool
+	// seedWG counts the re-seedings run in the background (seedLater),
+	// which Close lets finish for a moment before it cancels seedCtx.
+	seedWG   sync.WaitGroup
+	seedCtx  context.Context
+	seedStop context.CancelFunc
+	// stragglers counts the requests of eachQuorum, which may outlive it;
+	// Add under mu, before closed is set.
+	stragglers sync.WaitGroup
 }
 
 // New returns a Backend over nodes, each the client of one independent
@@ -106,6 +111,7 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 		b.names = append(b.names, name)
 	}
 	b.closing, b.stop = context.WithCancel(context.Background())
+	b.seedCtx, b.seedStop = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -114,10 +120,13 @@ func (b *Backend) Nodes() int { return len(b.nodes) }
 
 // Close stops what the Backend started: its pub/sub connections, its
 // goroutines and any clean-up still being retried (a grant whose clean-up
-// is abandoned that way lapses by its TTL). Waiting Acquire calls return
-// an error matching ErrClosed. Leases keep working. Close does not close
-// the clients given to New; a Backend from OpenURL closes those it
-// created. Close is idempotent.
+// is abandoned that way lapses by its TTL). A re-seeding of a node under
+// way in the background is given up to 2s to finish first; the requests
+// of an OpenURL or List that a node had not answered yet end with the
+// clients that Close closes, or else with their timeout. Waiting
+// Acquire calls return an error matching ErrClosed. Leases keep working.
+// Close does not close the clients given to New; a Backend from OpenURL
+// closes those it created. Close is idempotent.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -132,10 +141,12 @@ func (b *Backend) Close() error {
 	if sub != nil {
 		err = sub.close()
 	}
+	b.finishSeeding()
 	b.wg.Wait()
 	for _, c := range b.owned {
 		err = errors.Join(err, c())
 	}
+	b.stragglers.Wait()
 	return err
 }
 
@@ -152,10 +163,7 @@ type reply[T any] struct {
 // have answered or timed out. Every call has returned when each returns.
 func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Duration, f func(ctx context.Context, n Node) (T, error)) []reply[T] {
 	if idx == nil {
-		idx = make([]int, len(b.nodes))
-		for i := range idx {
-			idx[i] = i
-		}
+		idx = all(len(b.nodes))
 	}
 	out := make([]reply[T], len(b.nodes))
 	if len(idx) == 0 {
@@ -179,6 +187,85 @@ func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Durati
 	}
 	call(idx[len(idx)-1])
 	wg.Wait()
+	return out
+}
+
+// eachQuorum is each for the operations that need the answers of a
+// majority of the nodes only (opening, listing): once a majority of all
+// the nodes answered without an error, which took d, it waits for the
+// others straggle(d) more at most, so that a node that is paused or cut
+// off does not hold the operation for the whole timeout; nor does it wait
+// once ctx ends. A node it stops waiting for gets an error matching
+// distlock.ErrUnavailable (or ctx's error); its request goes on in the
+// background until it is answered or times out (a request cannot be
+// called back once sent), and Close waits for it after it closed the
+// clients it owns. After Close, eachQuorum is each.
+func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, straggle func(d time.Duration) time.Duration, f func(ctx context.Context, n Node) (T, error)) []reply[T] {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return each(ctx, b, nil, timeout, f)
+	}
+	b.stragglers.Add(len(b.nodes) + 1)
+	b.mu.Unlock()
+	type answer struct {
+		i int
+		r reply[T]
+	}
+	// Buffered for every answer: a request answered after eachQuorum
+	// returned does not block.
+	answers := make(chan answer, len(b.nodes))
+	nctx, cancel := context.WithTimeout(ctx, timeout)
+	var calls sync.WaitGroup
+	calls.Add(len(b.nodes))
+	for i := range b.nodes {
+		go func() {
+			defer b.stragglers.Done()
+			defer calls.Done()
+			v, err := f(nctx, b.nodes[i])
+			answers <- answer{i, reply[T]{v, classify(ctx, err)}}
+		}()
+	}
+	go func() {
+		defer b.stragglers.Done()
+		calls.Wait()
+		cancel()
+	}()
+	out := make([]reply[T], len(b.nodes))
+	answered := make([]bool, len(b.nodes))
+	start := time.Now()
+	var cut <-chan time.Time
+	for got, ok := 0, 0; got < len(b.nodes); got++ {
+		var a answer
+		select {
+		case a = <-answers:
+		case <-cut:
+			waited := time.Since(start).Round(time.Millisecond)
+			for i := range out {
+				if !answered[i] {
+					out[i].err = fmt.Errorf("%w: no answer within %v, when a majority had answered", distlock.ErrUnavailable, waited)
+				}
+			}
+			return out
+		case <-ctx.Done():
+			// A request is not interrupted by ctx's end, only by its
+			// deadline: do not wait for it.
+			for i := range out {
+				if !answered[i] {
+					out[i].err = classify(ctx, ctx.Err())
+				}
+			}
+			return out
+		}
+		out[a.i], answered[a.i] = a.r, true
+		if a.r.err == nil {
+			if ok++; ok == b.maj {
+				t := time.NewTimer(straggle(time.Since(start)))
+				defer t.Stop()
+				cut = t.C
+			}
+		}
+	}
 	return out
 }
 

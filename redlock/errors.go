@@ -30,6 +30,9 @@ func classify(ctx context.Context, err error) error {
 		return nil
 	}
 	if ctx.Err() != nil {
+		if errors.Is(err, context.Cause(ctx)) {
+			return err // says so already
+		}
 		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	var rerr redis.Error
@@ -44,6 +47,16 @@ func classify(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w: %w", distlock.ErrUnavailable, err)
 }
+
+// quietCause is an error that reads as msg and matches cause, whose
+// text msg shows already.
+type quietCause struct {
+	msg   string
+	cause error
+}
+
+func (e quietCause) Error() string { return e.msg }
+func (e quietCause) Unwrap() error { return e.cause }
 
 // nodeErrors describes the nodes that did not take part, for the error of
 // an operation that found too few: "node 3 (127.0.0.1:6381): dial tcp ...;

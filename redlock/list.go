@@ -15,6 +15,15 @@ import (
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
+// minStraggle is the least time a listing waits for the nodes that did
+// not answer when a majority had.
+const minStraggle = 100 * time.Millisecond
+
+// listStraggle is how long a listing waits for the other nodes once a
+// majority answered, which took elapsed: as long again (a node with as
+// many keys takes about as long), and at least minStraggle.
+func listStraggle(elapsed time.Duration) time.Duration { return max(elapsed, minStraggle) }
+
 // nodeGrant is one node's lock value for a key.
 type nodeGrant struct {
 	key, secret, owner string
@@ -28,12 +37,13 @@ type nodeGrant struct {
 // nodes hold one grant of it. Token is the grant's token (the highest its
 // nodes record), Since the earliest of its nodes' clocks at the grant,
 // Expires this host's clock plus the time a majority still holds it. The
-// listing is not a snapshot; nodes that do not answer are left out, and
-// List fails when fewer than a majority answer.
+// listing is not a snapshot; nodes that do not answer are left out (once
+// a majority answered, the others are waited for as long again, at least
+// 100ms), and List fails when fewer than a majority answer.
 func (b *Backend) List(ctx context.Context, prefix string) ([]distlock.Holder, error) {
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper(prefix)) + "*}" + suffixLock
 	now := time.Now()
-	res := each(ctx, b, nil, OpenTimeout, func(ctx context.Context, n Node) ([]nodeGrant, error) {
+	res := eachQuorum(ctx, b, OpenTimeout, listStraggle, func(ctx context.Context, n Node) ([]nodeGrant, error) {
 		var rkeys []string
 		it := n.Scan(ctx, 0, pattern, scanCount).Iterator()
 		for it.Next(ctx) {

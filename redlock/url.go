@@ -19,7 +19,8 @@ import (
 )
 
 // OpenTimeout bounds the PING with which OpenURL checks the nodes, and
-// each node's part of a listing.
+// each node's part of a listing (ctx's deadline, if sooner, bounds them
+// too).
 const OpenTimeout = 5 * time.Second
 
 // Schemes returns the URL schemes OpenURL takes.
@@ -35,7 +36,8 @@ func urlForm(scheme string) string {
 
 // OpenURL connects to the Redis servers named by rawURL, checks that a
 // majority of them answer PING, and returns a Backend over them whose Close
-// also closes the connections. Forms:
+// also closes the connections. It returns as soon as a majority answered:
+// a node that is down or paused does not hold it up. Forms:
 //
 //	redlock://[user:password@]host[:port],host[:port],...[/db][?options]
 //	redlocks://...                                                  (TLS)
@@ -177,7 +179,8 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
 	}
-	res := each(ctx, b, nil, OpenTimeout, func(ctx context.Context, n Node) (string, error) {
+	noStraggler := func(time.Duration) time.Duration { return 0 }
+	res := eachQuorum(ctx, b, OpenTimeout, noStraggler, func(ctx context.Context, n Node) (string, error) {
 		return n.(*redis.Client).Ping(ctx).Result()
 	})
 	up := 0
@@ -191,10 +194,12 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	}
 	if up < b.maj {
 		_ = b.Close()
+		var nodes error = errors.New(b.nodeErrors(why))
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", r.Fail(distlock.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
+			// The nodes' errors say that ctx ended; the error matches it.
+			nodes = quietCause{nodes.Error(), context.Cause(ctx)}
 		}
-		return nil, r.Fail(distlock.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
+		return nil, r.Fail(distlock.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), nodes)
 	}
 	return b, nil
 }
