@@ -108,7 +108,7 @@ failures() {
 			sub(/^[^ ]* /, " ", why)
 			sub(/ \[.*\]$/, "", f[2])
 		} else if (nfail == 0) {
-			why = " (no test reported failing: the test binary exited early; see its output above)"
+			why = " (no test reported failing: TestMain or the test binary failed; see its output above)"
 		}
 		flush(f[2], why)
 	}
