@@ -308,8 +308,9 @@
 // on the caller's), and returns once each node has answered or timed out;
 // OpenURL and List, which need the answers of a majority only, wait for
 // the other nodes briefly once a majority answered (a node that is paused
-// does not hold them for its timeout), and leave those nodes' requests
-// to finish in the background, which Close waits for.
+// does not hold them for its timeout), unless a List's result may depend
+// on them (see List), and leave those nodes' requests to finish in the
+// background, which Close waits for.
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter

@@ -179,8 +179,12 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
 	}
-	noStraggler := func(time.Duration) time.Duration { return 0 }
-	res := eachQuorum(ctx, b, OpenTimeout, noStraggler, func(ctx context.Context, n Node) (string, error) {
+	// A majority's PING is all an opening needs.
+	q := quorum[string]{
+		straggle: func(time.Duration) time.Duration { return 0 },
+		decided:  func([]reply[string], []bool) bool { return true },
+	}
+	res := eachQuorum(ctx, b, OpenTimeout, q, func(ctx context.Context, n Node) (string, error) {
 		return n.(*redis.Client).Ping(ctx).Result()
 	})
 	up := 0
