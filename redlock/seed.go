@@ -101,20 +101,24 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 	return voting
 }
 
-// seedLater runs seed in the background, for a round that was granted
-// without the nodes that need it: the holder does not wait for it. Close
-// lets it finish (for closeSeedWait at most).
-func (b *Backend) seedLater(r round) {
+// seedLater runs seed in the background, whose report the returned
+// channel receives: the caller need not wait for it, and it goes on when
+// the caller gives up. Close lets it finish (for closeSeedWait at most);
+// after Close, it reports false at once.
+func (b *Backend) seedLater(r round) <-chan bool {
+	done := make(chan bool, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return
+		done <- false
+		return done
 	}
 	b.seedWG.Add(1)
 	go func() {
 		defer b.seedWG.Done()
-		b.seed(b.seedCtx, r)
+		done <- b.seed(b.seedCtx, r)
 	}()
+	return done
 }
 
 // finishSeeding waits for the re-seeding started by seedLater, for
