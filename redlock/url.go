@@ -49,7 +49,9 @@ func urlForm(scheme string) string {
 // everything before the last "@", percent-decoded, as for redis://.
 //
 // Options are this package's "prefix" (WithPrefix), "node_timeout"
-// (WithNodeTimeout) and "max_ttl" (WithMaxTTL), both Go durations; over
+// (WithNodeTimeout: replies that come a second or more after a round's
+// first request do not count toward a token, whatever the timeout) and
+// "max_ttl" (WithMaxTTL), both Go durations; over
 // TLS "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
 // own URL options such as "dial_timeout", "read_timeout", "pool_size" and
 // "max_retries", for every server. opts are applied after the URL's
