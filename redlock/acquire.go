@@ -184,8 +184,9 @@ func pickToken(votes []reply[vote], granted []int, maj int) (T int64, enough boo
 
 // try runs one round, and when it is granted with disagreeing counters the
 // raising round. A round that finds nodes without their data starts or
-// completes their re-seeding, and when that lets them vote at once, the
-// try runs one more round.
+// completes their re-seeding in the background; a refused one waits for
+// it (within ctx) when the nodes it may let vote could grant the try, and
+// when they vote at once, runs one more round.
 func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOptions, w *waiter) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
 	ttlMillis := ceilMillis(opts.TTL)
@@ -220,19 +221,33 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts distlock.AcquireOpti
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
 				l.member = member
 				if len(r.unseeded) > 0 || len(r.due) > 0 {
-					b.seedLater(r)
+					b.seedLater(r) // the holder does not wait for it
 				}
 				return l, refusal{}, nil
 			}
 		}
 		b.abandon(ctx, k, secret, sent, opts.TTL, votes)
+		if len(r.unseeded) > 0 || len(r.due) > 0 {
+			// The marking and the copy run in the background, as after a
+			// grant, whatever becomes of the caller (a process that exits
+			// right after a refusal gives them Close's wait). The try
+			// waits for them, within ctx, only where the nodes they may
+			// let vote could turn the refusal into a grant: a new
+			// deployment's first round, a copy onto a node whose wait is
+			// over. A copy may scan every counter of a majority.
+			seeded := b.seedLater(r)
+			if pass == 0 && len(r.granted)+len(r.unseeded)+len(r.due) >= b.maj {
+				select {
+				case voting := <-seeded:
+					if voting && ctx.Err() == nil {
+						continue
+					}
+				case <-ctx.Done():
+				}
+			}
+		}
 		if ctx.Err() != nil {
 			return nil, refusal{}, backend.Canceled(ctx)
-		}
-		if len(r.unseeded) > 0 || len(r.due) > 0 {
-			if b.seed(context.WithoutCancel(ctx), r) && pass == 0 {
-				continue
-			}
 		}
 		switch {
 		case len(r.granted) >= b.maj:

@@ -190,17 +190,28 @@ func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Durati
 	return out
 }
 
+// quorum says when eachQuorum may stop waiting for the nodes that have
+// not answered once a majority answered without an error, which took d:
+// when decided reports that the replies so far (answered by node index)
+// fix the result whatever those nodes say, straggle(d) after that
+// majority at most; while it does not, for as long as the timeout.
+type quorum[T any] struct {
+	straggle func(d time.Duration) time.Duration
+	decided  func(out []reply[T], answered []bool) bool
+}
+
 // eachQuorum is each for the operations that need the answers of a
 // majority of the nodes only (opening, listing): once a majority of all
-// the nodes answered without an error, which took d, it waits for the
-// others straggle(d) more at most, so that a node that is paused or cut
-// off does not hold the operation for the whole timeout; nor does it wait
-// once ctx ends. A node it stops waiting for gets an error matching
-// distlock.ErrUnavailable (or ctx's error); its request goes on in the
-// background until it is answered or times out (a request cannot be
-// called back once sent), and Close waits for it after it closed the
-// clients it owns. After Close, eachQuorum is each.
-func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, straggle func(d time.Duration) time.Duration, f func(ctx context.Context, n Node) (T, error)) []reply[T] {
+// the nodes answered without an error, and as long as q.decided says
+// that the others cannot change the result, it waits for them
+// q.straggle more at most, so that a node that is paused or cut off does
+// not hold the operation for the whole timeout when nothing depends on
+// it; nor does it wait once ctx ends. A node it stops waiting for gets
+// an error matching distlock.ErrUnavailable (or ctx's error); its request
+// goes on in the background until it is answered or times out (a
+// request cannot be called back once sent), and Close waits for it after
+// it closed the clients it owns. After Close, eachQuorum is each.
+func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q quorum[T], f func(ctx context.Context, n Node) (T, error)) []reply[T] {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -234,12 +245,17 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, s
 	out := make([]reply[T], len(b.nodes))
 	answered := make([]bool, len(b.nodes))
 	start := time.Now()
-	var cut <-chan time.Time
+	// cutAt is when to stop waiting once the result is decided: straggle
+	// after the majority answered. The timer runs only while decided.
+	var cutAt time.Time
+	cut := time.NewTimer(time.Hour)
+	cut.Stop()
+	defer cut.Stop()
 	for got, ok := 0, 0; got < len(b.nodes); got++ {
 		var a answer
 		select {
 		case a = <-answers:
-		case <-cut:
+		case <-cut.C:
 			waited := time.Since(start).Round(time.Millisecond)
 			for i := range out {
 				if !answered[i] {
@@ -260,10 +276,15 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, s
 		out[a.i], answered[a.i] = a.r, true
 		if a.r.err == nil {
 			if ok++; ok == b.maj {
-				t := time.NewTimer(straggle(time.Since(start)))
-				defer t.Stop()
-				cut = t.C
+				cutAt = time.Now().Add(q.straggle(time.Since(start)))
 			}
+		}
+		if ok >= b.maj && got+1 < len(b.nodes) && q.decided(out, answered) {
+			// Past cutAt already (a late answer decided the result),
+			// the timer fires at once.
+			cut.Reset(time.Until(cutAt))
+		} else {
+			cut.Stop()
 		}
 	}
 	return out

@@ -101,8 +101,11 @@
 //   - The first try that finds it copied and past its vote time marks it
 //     "ok" and counts its vote.
 //
-// A granted round leaves the marking and the copy to a background
-// goroutine (the holder does not wait for it), which Close lets finish.
+// A round leaves the marking and the copy to a background goroutine,
+// which Close lets finish (2s at most): the holder of a grant does not
+// wait for it, nor does a refused try, unless the nodes it may let vote
+// could grant the try (a new deployment's first round, a copy onto a
+// node whose wait is over), and then only until the try's context ends.
 // A node restarted empty thus votes again the longest TTL and its drift
 // after the first round that met it, provided rounds keep coming (any
 // Backend's, however short-lived) and a majority of the nodes have their
@@ -308,13 +311,14 @@
 // on the caller's), and returns once each node has answered or timed out;
 // OpenURL and List, which need the answers of a majority only, wait for
 // the other nodes briefly once a majority answered (a node that is paused
-// does not hold them for its timeout), and leave those nodes' requests
-// to finish in the background, which Close waits for.
+// does not hold them for its timeout), unless a List's result may depend
+// on them (see List), and leave those nodes' requests to finish in the
+// background, which Close waits for.
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter
 // that returned as it was woken runs in a background goroutine. Clean-ups and releases
 // that could not reach a node run in background goroutines that Close
-// stops; the marking and copying that a granted round found due run in
-// one that Close lets finish, for 2s at most.
+// stops; the marking and copying that a round found due run in one that
+// Close lets finish, for 2s at most.
 package redlock

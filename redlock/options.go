@@ -45,6 +45,15 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 // reply. Default: the TTL of the lease divided by
 // DefaultNodeTimeoutDivisor (a tenth), so that a node that does not answer
 // costs a small part of the validity. It must be positive.
+//
+// A timeout beyond a second waits for slower replies, but a reply that
+// comes a second or more after its round's first request does not count
+// toward the grant's token, which needs the replies of a majority of the
+// nodes within a second of one round's first request (see Fencing in the
+// package documentation): such a node votes, but a try that fewer than a
+// majority answered in time fails, with an error matching
+// distlock.ErrUnavailable. The default exceeds a second for TTLs over
+// 10s.
 func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
 
 // WithMaxTTL sets the longest lease TTL that Acquire and Refresh accept

@@ -101,20 +101,24 @@ func (b *Backend) seed(ctx context.Context, r round) bool {
 	return voting
 }
 
-// seedLater runs seed in the background, for a round that was granted
-// without the nodes that need it: the holder does not wait for it. Close
-// lets it finish (for closeSeedWait at most).
-func (b *Backend) seedLater(r round) {
+// seedLater runs seed in the background, whose report the returned
+// channel receives: the caller need not wait for it, and it goes on when
+// the caller gives up. Close lets it finish (for closeSeedWait at most);
+// after Close, it reports false at once.
+func (b *Backend) seedLater(r round) <-chan bool {
+	done := make(chan bool, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return
+		done <- false
+		return done
 	}
 	b.seedWG.Add(1)
 	go func() {
 		defer b.seedWG.Done()
-		b.seed(b.seedCtx, r)
+		done <- b.seed(b.seedCtx, r)
 	}()
+	return done
 }
 
 // finishSeeding waits for the re-seeding started by seedLater, for
@@ -145,10 +149,13 @@ var errNotSource = errors.New("redlock: the node lost its data while its counter
 // least a majority was read whole. The source's marker is read before
 // its keys are listed and again, atomically, with each batch of
 // counters: a source that lost its data during the read (even one
-// copied again since) does not count.
+// copied again since) does not count. A copied source that starts to
+// vote meanwhile ("c:<due>", then "ok") counts while the read is younger
+// than settleWindow (see sameEpisode).
 func (b *Backend) readCounters(ctx context.Context, sources []int) (map[string]int64, bool) {
 	pattern := globEscape.Replace(b.cfg.prefix) + "{*}" + suffixToken
 	res := each(ctx, b, sources, seedTimeout, func(ctx context.Context, n Node) (map[string]int64, error) {
+		start := time.Now()
 		marker, err := peekScript.Run(ctx, n, []string{b.marker()}).Slice()
 		if err != nil {
 			return nil, err
@@ -172,7 +179,7 @@ func (b *Backend) readCounters(ctx context.Context, sources []int) (map[string]i
 			if err != nil {
 				return nil, err
 			}
-			if vals[0] != marker[0] {
+			if !sameEpisode(marker[0], vals[0], time.Since(start)) {
 				return nil, errNotSource
 			}
 			for j, key := range batch {
@@ -197,6 +204,27 @@ func (b *Backend) readCounters(ctx context.Context, sources []int) (map[string]i
 		}
 	}
 	return highest, read >= b.maj
+}
+
+// sameEpisode reports whether a source whose marker read before when its
+// read began, and after a while later (elapsed, by this host's clock,
+// from the first request), kept its counters in between. An unchanged
+// marker says so (as it did before this check: a node that loses its
+// data gets a new wait, whose marker differs, unless it completes that
+// wait within the read). So does a copied node that started to vote
+// ("c:<due>", then "ok", which acquire.lua writes once due has passed)
+// when the read took less than settleWindow: a node that lost its data
+// after the first read could not be "ok" again yet, since it votes no
+// sooner than its copy, which comes copyDelay (settleWindow and the
+// drift, on the node's clock) after the loss was found at the earliest
+// (short of every node losing its data, or an operator's mark). Longer
+// reads drop it, as any other change.
+func sameEpisode(before, after any, elapsed time.Duration) bool {
+	if before == after {
+		return true
+	}
+	b, _ := before.(string)
+	return strings.HasPrefix(b, "c:") && after == "ok" && elapsed < settleWindow
 }
 
 // writeCounters raises node n's counters to counters and, with the last

@@ -3,7 +3,10 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -189,4 +193,131 @@ func contains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// scanGate is a hook of a node's client that holds every SCAN (a copy
+// lists the counters of its sources with it) until open is closed, and
+// counts the SCANs that gave up first, their context ended.
+type scanGate struct {
+	open   chan struct{}
+	held   chan struct{} // receives when a SCAN is held
+	gaveUp atomic.Int32
+}
+
+func (g *scanGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *scanGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (g *scanGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "scan" {
+			select {
+			case g.held <- struct{}{}:
+			default:
+			}
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+				g.gaveUp.Add(1)
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A try refused while a node's counters are due for their copy does not
+// run the copy on its own time (the copy may scan every counter of a
+// majority, for up to 30s, and a `distlock run --no-wait` that found the
+// key held would wait for it): the copy runs in the background and
+// lands. The try waits for it only when the copied node could let it
+// win, and then only until its context ends. Here the copy's SCAN on a
+// source node is held until the try returned: a try that waited for the
+// copy returns only once that SCAN gave up, at the copy's timeout.
+func TestRefusedTryLeavesTheCopyToTheBackground(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holders []int // the nodes on which another grant holds the key
+		waits   bool  // the copied node could let the try win
+	}{
+		{"held by a majority", []int{0, 1}, false},
+		{"split vote", []int{0}, true},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			srvs := startNodes(t, 3)
+			key := "copy/" + t.Name()
+			tokenKey := redlock.DefaultPrefix + redislock.HashTag(key) + ":token"
+			do := func(s *testserver.Redis, args ...string) any {
+				t.Helper()
+				v, err := s.Do(args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			// Nodes 0 and 1 vote; node 2 lost its data, and its copy is
+			// due (its vote is far off, so the copy marks it "c:").
+			for _, s := range srvs[:2] {
+				do(s, "SET", seedMarker, "ok")
+				do(s, "SET", tokenKey, "7")
+			}
+			tm, _ := do(srvs[2], "TIME").([]any)
+			sec, _ := strconv.ParseInt(fmt.Sprint(tm[0]), 10, 64)
+			now := sec * 1000
+			do(srvs[2], "SET", seedMarker, fmt.Sprintf("p:%d:%d:%d", now-2000, now-1000, now+600000))
+			for _, i := range tc.holders {
+				do(srvs[i], "SET", lockKey(key), fmt.Sprintf("other|7|%d|other", now), "PX", "60000")
+			}
+			gate := &scanGate{open: make(chan struct{}), held: make(chan struct{}, 1)}
+			gated := newClient(t, srvs[1].Addr)
+			gated.AddHook(gate)
+			b, err := redlock.New([]redlock.Node{newClient(t, srvs[0].Addr), gated, newClient(t, srvs[2].Addr)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			if tc.waits {
+				// Given up once the copy is under way (held at its SCAN).
+				go func() {
+					select {
+					case <-gate.held:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+			}
+			_, err = b.Acquire(ctx, key, distlock.AcquireOptions{TTL: time.Minute})
+			switch {
+			case tc.waits && !(errors.Is(err, distlock.ErrNotAcquired) && errors.Is(err, context.Canceled)):
+				t.Errorf("Acquire: %v, want ErrNotAcquired and context.Canceled", err)
+			case !tc.waits && (!errors.Is(err, distlock.ErrNotAcquired) || ctx.Err() != nil):
+				t.Errorf("Acquire: %v, want ErrNotAcquired while the context is live", err)
+			}
+			if n := gate.gaveUp.Load(); n > 0 {
+				t.Errorf("the refused try returned only after the copy gave up (%d SCANs timed out)", n)
+			}
+			close(gate.open)
+			deadline := time.Now().Add(time.Minute)
+			for !strings.HasPrefix(markerOf(srvs[2]), "c:") {
+				if time.Now().After(deadline) {
+					t.Fatalf("node 2 not copied after a minute: marker %q", markerOf(srvs[2]))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			var want int64
+			for _, s := range srvs[:2] {
+				v, _ := strconv.ParseInt(fmt.Sprint(do(s, "GET", tokenKey)), 10, 64)
+				want = max(want, v)
+			}
+			if got := fmt.Sprint(do(srvs[2], "GET", tokenKey)); got != fmt.Sprint(want) {
+				t.Errorf("node 2's counter after the copy: %s, want %d", got, want)
+			}
+		})
+	}
 }

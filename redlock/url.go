@@ -49,7 +49,9 @@ func urlForm(scheme string) string {
 // everything before the last "@", percent-decoded, as for redis://.
 //
 // Options are this package's "prefix" (WithPrefix), "node_timeout"
-// (WithNodeTimeout) and "max_ttl" (WithMaxTTL), both Go durations; over
+// (WithNodeTimeout: replies that come a second or more after a round's
+// first request do not count toward a token, whatever the timeout) and
+// "max_ttl" (WithMaxTTL), both Go durations; over
 // TLS "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
 // own URL options such as "dial_timeout", "read_timeout", "pool_size" and
 // "max_retries", for every server. opts are applied after the URL's
@@ -179,8 +181,12 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
 	}
-	noStraggler := func(time.Duration) time.Duration { return 0 }
-	res := eachQuorum(ctx, b, OpenTimeout, noStraggler, func(ctx context.Context, n Node) (string, error) {
+	// A majority's PING is all an opening needs.
+	q := quorum[string]{
+		straggle: func(time.Duration) time.Duration { return 0 },
+		decided:  func([]reply[string], []bool) bool { return true },
+	}
+	res := eachQuorum(ctx, b, OpenTimeout, q, func(ctx context.Context, n Node) (string, error) {
 		return n.(*redis.Client).Ping(ctx).Result()
 	})
 	up := 0
