@@ -322,7 +322,7 @@ func redlockNodeFault(kind string, which ...int) func(f *Fixture) error {
 			if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 				return res.Err
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 		}
@@ -422,7 +422,7 @@ func redlockNodeKill(mode int) func(f *Fixture) error {
 				if ok {
 					r.Injected()
 				}
-				if err := b.Release(); err != nil {
+				if err := f.release(b); err != nil {
 					return err
 				}
 			case ErrKind(berr) == kindNotAcquired:
@@ -454,7 +454,7 @@ func redlockNodeKill(mode int) func(f *Fixture) error {
 			if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 				return res.Err
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 			if mode == nodeKillEmpty {
@@ -607,7 +607,7 @@ func clockJumpRounds(f *Fixture, a, b *Worker, ttl time.Duration, prepare func()
 			if ok {
 				r.Injected()
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 		}
