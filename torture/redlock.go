@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,9 @@ func redlockNodeFault(kind string, which ...int) func(f *Fixture) error {
 			if err != nil {
 				return err
 			}
+			if ta, err = holdOnEveryNode(f, a, ta); err != nil {
+				return err
+			}
 			if err := inject(); err != nil {
 				return err
 			}
@@ -355,6 +359,54 @@ const (
 
 // redlockSeedKey is the seed marker key of redlock's default prefix.
 const redlockSeedKey = redlock.DefaultPrefix + "node:seed"
+
+// holdOnEveryNode returns once every node of the target holds the grant of
+// a, which holds the key with token ta; until then a takes the key again.
+// A grant needs a majority only: a node that a release had just reserved
+// for the waiter it woke, or whose vote came after the per-node timeout,
+// is left out of it. Were such a node outside the fault's minority, the
+// fault would leave a grant on less than a majority, and the round would
+// show a lock lost, not a lock held by the majority.
+func holdOnEveryNode(f *Fixture, a *Worker, ta uint64) (uint64, error) {
+	nodes := f.Target.Redlock
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := redlockHolders(nodes, f.Key, ta)
+		if err != nil {
+			return 0, err
+		}
+		if n == len(nodes) {
+			return ta, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("A's grant never held on every node (token %d on %d of %d)", ta, n, len(nodes))
+		}
+		f.Run.Notef("A's grant (token %d) is held on %d of %d nodes: A takes the key again", ta, n, len(nodes))
+		if err := f.release(a); err != nil {
+			return 0, err
+		}
+		if ta, err = a.Acquire(f.Key, Acq{Wait: true}); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// redlockHolders returns how many of nodes hold the grant of key with
+// token tok: their lock key's value is "<secret>|<token>|<since>|<owner>".
+func redlockHolders(nodes []*testserver.Redis, key string, tok uint64) (int, error) {
+	n := 0
+	for _, node := range nodes {
+		v, err := node.Do("GET", redlock.DefaultPrefix+redislock.HashTag(key)+":lock")
+		if err != nil {
+			return 0, err
+		}
+		s, _ := v.(string)
+		if f := strings.Split(s, "|"); len(f) > 1 && f[1] == strconv.FormatUint(tok, 10) {
+			n++
+		}
+	}
+	return n, nil
+}
 
 // redlockCounter reads key's counter on node.
 func redlockCounter(node *testserver.Redis, key string) (int64, error) {
