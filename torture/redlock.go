@@ -404,17 +404,27 @@ func holdOnEveryNode(f *Fixture, a *Worker, ta uint64) (uint64, error) {
 	}
 }
 
-// redlockHolders returns how many of nodes hold the grant of key with
-// token tok: their lock key's value is "<secret>|<token>|<since>|<owner>".
+// redlockHolders returns how many of nodes hold the grant of key whose
+// token is tok. A node's lock value is "<secret>|<counter>|<since>|<owner>":
+// the secret is the grant's on every node, and the token is the highest
+// counter of its voters, which a majority of them record. So the grant is
+// the secret recorded with tok, and its holders the nodes with that secret.
 func redlockHolders(nodes []*testserver.Redis, key string, tok uint64) (int, error) {
-	n := 0
-	for _, node := range nodes {
+	vals := make([]string, len(nodes))
+	secret := ""
+	for i, node := range nodes {
 		v, err := node.Do("GET", redlock.DefaultPrefix+redislock.HashTag(key)+":lock")
 		if err != nil {
 			return 0, err
 		}
-		s, _ := v.(string)
-		if f := strings.Split(s, "|"); len(f) > 1 && f[1] == strconv.FormatUint(tok, 10) {
+		vals[i], _ = v.(string)
+		if f := strings.Split(vals[i], "|"); len(f) > 1 && f[1] == strconv.FormatUint(tok, 10) {
+			secret = f[0]
+		}
+	}
+	n := 0
+	for _, v := range vals {
+		if secret != "" && strings.HasPrefix(v, secret+"|") {
 			n++
 		}
 	}
