@@ -398,6 +398,12 @@ func holdOnEveryNode(f *Fixture, a *Worker, ta uint64) (uint64, error) {
 		if err := f.release(a); err != nil {
 			return 0, err
 		}
+		// A node kept for a woken waiter refuses every other try until
+		// the reservation ends: taking the key before would leave it out
+		// again.
+		if !Eventually(time.Minute, func() bool { return redlockReserved(nodes, f.Key) == 0 }) {
+			return 0, fmt.Errorf("a node stayed reserved for a woken waiter")
+		}
 		if ta, err = a.Acquire(f.Key, Acq{Wait: true}); err != nil {
 			return 0, err
 		}
@@ -429,6 +435,22 @@ func redlockHolders(nodes []*testserver.Redis, key string, tok uint64) (int, err
 		}
 	}
 	return n, nil
+}
+
+// redlockReserved returns how many of nodes keep key for a waiter that a
+// release woke (their reservation key exists), -1 if one cannot be asked.
+func redlockReserved(nodes []*testserver.Redis, key string) int {
+	n := 0
+	for _, node := range nodes {
+		v, err := node.Do("EXISTS", redlock.DefaultPrefix+redislock.HashTag(key)+":woken")
+		if err != nil {
+			return -1
+		}
+		if c, _ := v.(int64); c > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // redlockCounter reads key's counter on node.
