@@ -211,11 +211,12 @@ func init() {
 }
 
 // redlockNodeFault runs the faults of a minority of the nodes of the shared
-// target (those named in which): the holder holds the lock on all 5 nodes, the fault is injected, a
-// waiter starts, and the holder goes on with checked writes for twice the
-// TTL, which it can only do if its refreshes gathered a majority. The
-// fault is healed before the holder releases; the waiter must not be
-// granted before.
+// target (those named in which): the holder holds the lock on all 5 nodes
+// (see holdOnEveryNode), the fault is injected, a waiter starts, and the
+// holder goes on with checked writes for twice the TTL. A checked write
+// more than a TTL after the fault began shows that its refreshes gathered
+// a majority: the round took effect. The fault is healed before the holder
+// releases; the waiter must not be granted before.
 func redlockNodeFault(kind string, which ...int) func(f *Fixture) error {
 	return func(f *Fixture) error {
 		r := f.Run
