@@ -399,11 +399,11 @@ func holdOnEveryNode(f *Fixture, a *Worker, ta uint64) (uint64, error) {
 		if err := f.release(a); err != nil {
 			return 0, err
 		}
-		// A node kept for a woken waiter refuses every other try until
-		// the reservation ends: taking the key before would leave it out
-		// again.
-		if !Eventually(time.Minute, func() bool { return redlockReserved(nodes, f.Key) == 0 }) {
-			return 0, fmt.Errorf("a node stayed reserved for a woken waiter")
+		// A node that holds another grant (a late vote, a release still
+		// retried) or is kept for a woken waiter refuses every other try
+		// until that ends: taking the key before would leave it out again.
+		if !Eventually(time.Minute, func() bool { return redlockBusy(nodes, f.Key) == 0 }) {
+			return 0, fmt.Errorf("a node stayed held or reserved after A's release")
 		}
 		if ta, err = a.Acquire(f.Key, Acq{Wait: true}); err != nil {
 			return 0, err
@@ -438,12 +438,14 @@ func redlockHolders(nodes []*testserver.Redis, key string, tok uint64) (int, err
 	return n, nil
 }
 
-// redlockReserved returns how many of nodes keep key for a waiter that a
-// release woke (their reservation key exists), -1 if one cannot be asked.
-func redlockReserved(nodes []*testserver.Redis, key string) int {
+// redlockBusy returns how many of nodes hold a grant of key or keep it for
+// a waiter that a release woke (its lock or reservation key exists), -1 if
+// one cannot be asked.
+func redlockBusy(nodes []*testserver.Redis, key string) int {
+	base := redlock.DefaultPrefix + redislock.HashTag(key)
 	n := 0
 	for _, node := range nodes {
-		v, err := node.Do("EXISTS", redlock.DefaultPrefix+redislock.HashTag(key)+":woken")
+		v, err := node.Do("EXISTS", base+":lock", base+":woken")
 		if err != nil {
 			return -1
 		}
