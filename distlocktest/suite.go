@@ -55,6 +55,7 @@ type suite struct {
 	leakOpts    []goleak.Option
 	run         string // unique per Run, so keys never collide on a reused server
 	seq         atomic.Int64
+	probed      bool // the probe has set unbounded
 	unbounded   bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
 }
 
@@ -74,7 +75,6 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 			o(s)
 		}
 	}
-	s.probe(t)
 	tests := []struct {
 		name string
 		fn   func(t *testing.T)
@@ -110,20 +110,43 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s.checkLeaks(t)
+			s.probe(t)
 			tc.fn(t)
 		})
 	}
 }
 
-// probe finds out whether the backend's grants are bounded by a TTL.
+// probe finds out, in the first test that runs, whether the backend's
+// grants are bounded by a TTL. Its Backend is closed with that test: one
+// that lived through the run would start goroutines inside later tests
+// when it reconnected (a session client does on a slow ping), and fail
+// their leak checks.
 func (s *suite) probe(t *testing.T) {
+	if s.probed {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := s.newBackend(t).Acquire(ctx, s.key(t), driver.AcquireOptions{TTL: s.ttl})
+	b, key := s.newBackend(t), s.key(t)
+	// A service that is unavailable for a moment is tried again, as a
+	// Client would: the probe is often the first request to fresh servers,
+	// which a loaded machine may not answer within a short TTL's timeouts.
+	pauses := distlock.ExponentialBackoff(10*time.Millisecond, time.Second)
+	var l driver.Lease
+	var err error
+	for failures := 1; ; failures++ {
+		l, err = b.Acquire(ctx, key, driver.AcquireOptions{TTL: s.ttl})
+		if !errors.Is(err, distlock.ErrUnavailable) || ctx.Err() != nil {
+			break
+		}
+		t.Logf("probe Acquire, try %d: %v", failures, err)
+		pause, _ := pauses.Backoff(failures)
+		time.Sleep(pause)
+	}
 	if err != nil {
 		t.Fatalf("probe Acquire: %v", err)
 	}
-	s.unbounded = l.Validity().TTL == 0
+	s.unbounded, s.probed = l.Validity().TTL == 0, true
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("probe Release: %v", err)
 	}

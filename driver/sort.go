@@ -11,7 +11,8 @@ import (
 // of a Backend, by one rule for every backend:
 //
 //   - the caller's context ended: an error matching ctx.Err() and its
-//     cause, not ErrUnavailable (no retry can help an ended context);
+//     cause, not ErrUnavailable (no retry can help an ended context); an
+//     error that says so already is not wrapped in them again;
 //   - the backend's own bound on one request passed: ErrUnavailable, "no
 //     answer within" the bound, without a context error in the chain (it
 //     must not be mistaken for the caller's);
@@ -57,7 +58,13 @@ func (s Sorter) Sort(ctx, rctx context.Context, op string, err error) error {
 	case errors.Is(err, ErrClosed):
 		return err
 	case ctx != nil && ctx.Err() != nil:
-		if cause := context.Cause(ctx); cause != ctx.Err() {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(err, ctx.Err()) && errors.Is(err, cause):
+			return fmt.Errorf("%s%w", at, err) // says so already
+		case errors.Is(err, cause):
+			return fmt.Errorf("%s%w: %w", at, ctx.Err(), err)
+		case cause != ctx.Err():
 			return fmt.Errorf("%s%w: %w: %w", at, ctx.Err(), cause, err)
 		}
 		return fmt.Errorf("%s%w: %w", at, ctx.Err(), err)

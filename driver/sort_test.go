@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ func TestSorter(t *testing.T) {
 		{name: "permanent", ctx: live, err: errRefused, match: []error{errRefused}, notMatch: []error{driver.ErrUnavailable}, text: "somelock: refused"},
 		{name: "closed", ctx: live, err: closed, match: []error{driver.ErrClosed}, notMatch: []error{driver.ErrUnavailable}, text: "somelock: backend closed"},
 		{name: "caller's context ended", ctx: ended, err: netErr, match: []error{context.Canceled, cause, netErr}, notMatch: []error{driver.ErrUnavailable}, text: "somelock: context canceled: shutting down: connection reset"},
+		{name: "error of the ended context", ctx: ended, err: context.Cause(ended), match: []error{context.Canceled, cause}, notMatch: []error{driver.ErrUnavailable}, text: "somelock: context canceled: shutting down"},
+		{name: "error of the context and its cause", ctx: ended, err: fmt.Errorf("%w: %w", context.Canceled, cause), match: []error{context.Canceled, cause}, text: "somelock: context canceled: shutting down"},
 		{name: "context ended before the permanent", ctx: ended, err: errRefused, match: []error{context.Canceled}},
 		{name: "request timeout", ctx: live, rctx: timedOut, err: netErr, match: []error{driver.ErrUnavailable}, notMatch: []error{context.DeadlineExceeded, netErr}, text: "distlock: service unavailable: somelock: no answer within 3s: connection reset"},
 		{name: "no package name", ctx: live, err: netErr, text: "distlock: service unavailable: connection reset"},

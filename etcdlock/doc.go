@@ -99,6 +99,13 @@
 // to the next grant: p50 1.5-1.6ms and p99 7.5-10ms, against 1.9-2.5ms
 // and 51-52ms with Mutex.Lock.
 //
+// A wait whose context ends leaves no watch in etcd. The etcd client asks
+// etcd to cancel a watch only once etcd has answered its creation (before
+// that it does not know the watch's id), and a watch it abandoned earlier
+// stays in etcd until an event on its key reaches it. So a wait cancelled
+// while its watch is being created returns when etcd has answered, or
+// after the request timeout (WithRequestTimeout) if etcd does not answer.
+//
 // # Fencing
 //
 // A lock's token is the create revision of its etcd key. Revisions are

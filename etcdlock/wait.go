@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -73,7 +74,7 @@ func (s *session) lock(ctx context.Context, name string) (int64, error) {
 	}
 	resyncs := 0
 	for pred != nil {
-		deleted, err := waitDelete(ctx, cli, string(pred.Key), pred.CreateRevision, rev, resyncs < maxResyncs)
+		deleted, err := waitDelete(ctx, cli, string(pred.Key), pred.CreateRevision, rev, resyncs < maxResyncs, s.b.cfg.requestTimeout)
 		if err != nil {
 			return myRev, err
 		}
@@ -125,11 +126,43 @@ func (s *session) predecessor(ctx context.Context, pfx, myKey string, myRev int6
 // revisions the watch starts at, or, if resync, the watch may have been
 // registered among etcd's unsynced watchers (a write came between the read
 // and the watch). The caller then reads again and watches from there.
-func waitDelete(ctx context.Context, cli *clientv3.Client, key string, createRev, rev int64, resync bool) (bool, error) {
-	wctx, cancel := context.WithCancel(ctx)
+//
+// The watch outlives ctx until etcd has answered its creation, or for
+// settle at most: the etcd client asks etcd to cancel a watch only once it
+// knows the watch's id, so a watch abandoned while its creation is on its
+// way stays registered in etcd until an event on key reaches it, which for
+// a long-held lock may be never.
+func waitDelete(ctx context.Context, cli *clientv3.Client, key string, createRev, rev int64, resync bool, settle time.Duration) (bool, error) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	created := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(settle)
+		defer t.Stop()
+		select {
+		case <-created:
+		case <-t.C:
+		}
+		cancel()
+	})
+	defer stop()
+	// Watch returns once etcd has answered the creation (or wctx ended).
 	wch := cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithCreatedNotify())
-	for wr := range wch {
+	close(created)
+	for {
+		var wr clientv3.WatchResponse
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err() // cancel tells etcd
+		case r, ok := <-wch:
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return false, err
+				}
+				return false, fmt.Errorf("etcdlock: the watch of %q ended", key)
+			}
+			wr = r
+		}
 		switch {
 		case wr.Created:
 			// etcd read its revision just before registering the watch: if
@@ -151,8 +184,4 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, key string, createRev
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return false, fmt.Errorf("etcdlock: the watch of %q ended", key)
 }

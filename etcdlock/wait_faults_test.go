@@ -183,18 +183,66 @@ func TestCancelledWaitsLeaveNoWatch(t *testing.T) {
 			t.Fatalf("wait %d: %v", i, err)
 		}
 	}
+	waitWatchers(t, e, base)
+	la.Release(ctx)
+}
+
+// waitWatchers waits until etcd counts no more than base watchers: the
+// cancellations of watches reach it an instant after the waits return.
+func waitWatchers(t *testing.T, e *testserver.Etcd, base int) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n := watcherCount(t, e)
 		if n <= base {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d watchers in etcd after cancelled waits, %d before", n, base)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	la.Release(ctx)
+}
+
+// A wait cancelled while etcd's answer to its watch's creation is on its
+// way leaves no watch in etcd either. The etcd client cancels a watch in
+// etcd only once it knows the watch's id, from that answer: a watch it
+// abandons before stays in etcd until an event on its key, here the
+// holder's, which holds on.
+func TestWaitCancelledBeforeWatchCreatedLeavesNoWatch(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	p := faultproxy.Start(t, e.Members[0].ClientAddr)
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, []string{p.Addr()}))
+	watches := etcdlock.InterceptWatches(bb)
+	ctx := testCtx(t)
+	const key = "cancelled-before-created"
+	opts := driver.AcquireOptions{TTL: 10 * time.Second, Wait: true}
+	la, err := ba.Acquire(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := watcherCount(t, e)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watches.BeforeEach(func() {
+		// The watch's creation reaches etcd 500ms after it is sent, and
+		// etcd's answer comes back 500ms later: the wait is cancelled
+		// in between.
+		p.Delay(500 * time.Millisecond)
+		time.AfterFunc(300*time.Millisecond, cancel)
+	})
+	if _, err := bb.Acquire(wctx, key, opts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v, want Canceled", err)
+	}
+	if _, ok := watches.Next(ctx); !ok {
+		t.Fatal("the wait opened no watch")
+	}
+	p.Heal()
+	waitWatchers(t, e, base)
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Waiters of this package and concurrency.Mutex.Lock, on one name, take

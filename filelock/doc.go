@@ -98,7 +98,9 @@
 //     but not remove or rename this user's.
 //   - Nor writable by their group, unless sticky or the Backend is shared
 //     with the group: a file mode that lets the group write
-//     (WithFileMode(0o660)). Sharing locks between users needs it, since
+//     (WithFileMode(0o660)); a directory above the lock directory then
+//     only by the lock directory's group, the one the Backend is shared
+//     with. Sharing locks between users needs it, since
 //     each member must be able to create lock files; the group is then
 //     trusted as the owner is (a member who removes a held lock file
 //     breaks exclusion, as the owner would), and nobody outside it can.

@@ -41,19 +41,29 @@ func unsafeErr(what, path, where string, st *syscall.Stat_t, mode fs.FileMode, w
 // it, every directory above it and every symbolic link followed to reach
 // it are safe from other users: owned by root or this user; not writable
 // by others unless sticky; not writable by the group unless sticky or the
-// Backend is shared with the group. The lock directory itself is held to
-// more: in a shared Backend it must not be writable by others at all,
-// since a lock file another user made there would be the group's lock.
+// Backend is shared with the group, the lock directory's (a directory
+// above it that another group may write to lets that group's members
+// replace it). The lock directory itself is held to more: in a shared
+// Backend it must not be writable by others at all, since a lock file
+// another user made there would be the group's lock.
 // It walks the path as the kernel resolves it, so that a link an
 // attacker could point elsewhere is caught where it lies.
 func checkPath(dir string, shared bool) error {
 	uid := uint32(os.Getuid())
+	var group uint32 // the group a shared Backend trusts
+	if shared {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("filelock: lock directory %s: %w", dir, err)
+		}
+		group = fi.Sys().(*syscall.Stat_t).Gid
+	}
 	cur := "/"
 	fi, err := os.Lstat(cur)
 	if err != nil {
 		return fmt.Errorf("filelock: lock directory %s: %w", dir, err)
 	}
-	if err := checkDir(dir, cur, fi, uid, shared, dir == "/"); err != nil {
+	if err := checkDir(dir, cur, fi, uid, shared, group, dir == "/"); err != nil {
 		return err
 	}
 	todo, final := dir, dir == "/"
@@ -71,7 +81,7 @@ func checkPath(dir string, shared bool) error {
 			if err != nil {
 				return fmt.Errorf("filelock: lock directory %s: %w", dir, err)
 			}
-			return checkDir(dir, cur, fi, uid, shared, true)
+			return checkDir(dir, cur, fi, uid, shared, group, true)
 		case ".":
 			continue
 		case "..":
@@ -105,7 +115,7 @@ func checkPath(dir string, shared bool) error {
 			return fmt.Errorf("filelock: lock directory %s: %s: %w", dir, p, syscall.ENOTDIR)
 		}
 		final = onlyDots(todo)
-		if err := checkDir(dir, p, fi, uid, shared, final); err != nil {
+		if err := checkDir(dir, p, fi, uid, shared, group, final); err != nil {
 			return err
 		}
 		cur = p
@@ -130,8 +140,9 @@ func onlyDots(path string) bool {
 }
 
 // checkDir applies the rules of checkPath to the directory p on the way
-// to the lock directory dir (final: p is dir).
-func checkDir(dir, p string, fi fs.FileInfo, uid uint32, shared, final bool) error {
+// to the lock directory dir (final: p is dir), whose group is group if
+// the Backend is shared.
+func checkDir(dir, p string, fi fs.FileInfo, uid uint32, shared bool, group uint32, final bool) error {
 	st := fi.Sys().(*syscall.Stat_t)
 	mode := fi.Mode()
 	sticky := mode&fs.ModeSticky != 0
@@ -148,6 +159,8 @@ func checkDir(dir, p string, fi fs.FileInfo, uid uint32, shared, final bool) err
 		return unsafeErr(what, p, where, st, mode, "every user can create lock files in it for the group to use; a directory shared with a group must not be writable by others (chmod o-w)")
 	case mode&0o020 != 0 && !sticky && !shared:
 		return unsafeErr(what, p, where, st, mode, fmt.Sprintf("members of group %d can write to it, and so remove a held lock file (chmod g-w; a Backend shared with the group, WithFileMode(0o660), accepts it)", st.Gid))
+	case mode&0o020 != 0 && !sticky && !final && st.Gid != group:
+		return unsafeErr(what, p, where, st, mode, fmt.Sprintf("members of group %d, not the lock directory's group %d, can write to it, and so replace the lock directory (chmod g-w)", st.Gid, group))
 	}
 	return nil
 }

@@ -45,9 +45,10 @@ func mkdir(t *testing.T, dir string, mode uint32, uid int) {
 // A lock directory, explicit or default, is refused when a user other
 // than this one and root could remove or replace its lock files: it, a
 // directory above it or a link on the way belongs to another user, or
-// others (or, unless the Backend is shared with it, the group) can write
-// to it without the sticky bit. The error names the path, its owner and
-// its mode.
+// others (or, unless the Backend is shared with it, the group; above the
+// lock directory, a group other than the lock directory's) can write to
+// it without the sticky bit. The error names the path, its owner and its
+// mode.
 func TestLockDirPermissions(t *testing.T) {
 	needRoot(t)
 	shared := filelock.WithFileMode(0o660)
@@ -74,6 +75,23 @@ func TestLockDirPermissions(t *testing.T) {
 			want: []string{"mode drwxrwx---", "members of group 0 can write to it"}},
 		{name: "group-writable, shared", layout: oneDir(0o770, 0), opts: []filelock.Option{shared}},
 		{name: "group-writable and setgid, shared", layout: oneDir(0o2770, 0), opts: []filelock.Option{shared}},
+		{name: "shared, under a directory another group can write to", layout: func(t *testing.T, base string) (string, string) {
+			// A member of that group who is not one of the lock
+			// directory's could rename it away and put another in its
+			// place.
+			mkdir(t, filepath.Join(base, "p"), 0o770, 0)
+			if err := os.Lchown(filepath.Join(base, "p"), 0, nobody); err != nil {
+				t.Fatal(err)
+			}
+			mkdir(t, filepath.Join(base, "p", "locks"), 0o2770, 0)
+			return filepath.Join(base, "p", "locks"), filepath.Join(base, "p")
+		}, opts: []filelock.Option{shared},
+			want: []string{"mode drwxrwx---), above lock directory ", "members of group 65534, not the lock directory's group 0,"}},
+		{name: "shared, under a directory its group can write to", layout: func(t *testing.T, base string) (string, string) {
+			mkdir(t, filepath.Join(base, "p"), 0o770, 0)
+			mkdir(t, filepath.Join(base, "p", "locks"), 0o2770, 0)
+			return filepath.Join(base, "p", "locks"), ""
+		}, opts: []filelock.Option{shared}},
 		{name: "under another user's directory", layout: func(t *testing.T, base string) (string, string) {
 			mkdir(t, filepath.Join(base, "p"), 0o755, nobody)
 			mkdir(t, filepath.Join(base, "p", "locks"), 0o700, 0)

@@ -61,11 +61,12 @@ const minSecret = 16
 
 // ReadTokens reads a token file (see ParseTokens). It refuses a file
 // that other users of the host may read or write, or that its group may
-// write (its group may read it): they could read an admin secret or add
-// a token of their own. As ssh does with such a private key, it refuses
-// rather than warns, since a warning of a service is read too late. (On
-// Windows, where the mode does not say who may read, it does not check.)
-// Its errors never contain a secret.
+// write (its group may read it), or that belongs to a user other than
+// this process's and root, who may change it: they could read an admin
+// secret or add a token of their own. As ssh does with such a private
+// key, it refuses rather than warns, since a warning of a service is read
+// too late. (On Windows, where the mode does not say who may read, it
+// does not check.) Its errors never contain a secret.
 func ReadTokens(path string) (*Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -78,7 +79,7 @@ func ReadTokens(path string) (*Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
 	}
-	if err := checkTokensMode(path, fi.Mode()); err != nil {
+	if err := checkTokensMode(path, fi); err != nil {
 		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
@@ -98,12 +99,17 @@ func ReadTokens(path string) (*Tokens, error) {
 // maxTokenFile bounds a token file, which is read into memory.
 const maxTokenFile = 1 << 20
 
-// checkTokensMode refuses the mode of a token file that other users may
-// read or write, or its group write.
-func checkTokensMode(path string, mode fs.FileMode) error {
+// checkTokensMode refuses a token file that other users may read or
+// write, or its group write, or another user owns.
+func checkTokensMode(path string, fi fs.FileInfo) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
+	if uid, ok := fileOwner(fi); ok && uid != 0 && uid != os.Getuid() {
+		return fmt.Errorf("%w: %s belongs to user %d, who may change it (chown it to the user distlock runs as, %d, or to root)",
+			ErrTokens, path, uid, os.Getuid())
+	}
+	mode := fi.Mode()
 	var who string
 	switch perm := mode.Perm(); {
 	case perm&0o006 == 0o006:

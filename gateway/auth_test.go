@@ -91,25 +91,46 @@ func TestParseTokensRefusesBadFiles(t *testing.T) {
 
 // A token file that other users of the host may read or change is
 // refused, as ssh refuses such a private key: they could read the admin
-// secret, or write their own token. Its error names the file and its
-// mode, and never a secret. Its group may read it (a service's group).
+// secret, or write their own token. One that belongs to another user
+// (not root) is refused whatever its mode: its owner may change it. Its
+// error names the file and its mode, or its owner, and never a secret.
+// Its group may read it (a service's group).
 func TestReadTokensRefusesOpenFiles(t *testing.T) {
-	const secret = "file-secret-0123456789"
+	const (
+		secret = "file-secret-0123456789"
+		nobody = 65534
+	)
 	data := []byte(`{"tokens":[{"name":"a","token":"` + secret + `","prefixes":[""]}]}`)
 	for _, tc := range []struct {
-		mode os.FileMode
-		ok   bool
+		mode  os.FileMode
+		owner int // 0: this process's user
+		ok    bool
 	}{
-		{0o600, true}, {0o400, true}, {0o640, true}, {0o440, true},
-		{0o644, false}, {0o604, false}, {0o602, false}, {0o666, false}, {0o620, false},
+		{mode: 0o600, ok: true}, {mode: 0o400, ok: true}, {mode: 0o640, ok: true}, {mode: 0o440, ok: true},
+		{mode: 0o644}, {mode: 0o604}, {mode: 0o602}, {mode: 0o666}, {mode: 0o620},
+		{mode: 0o600, owner: nobody}, {mode: 0o400, owner: nobody},
 	} {
-		t.Run(fmt.Sprintf("%04o", tc.mode), func(t *testing.T) {
+		name := fmt.Sprintf("%04o", tc.mode)
+		if tc.owner != 0 {
+			name += fmt.Sprintf(" uid %d", tc.owner)
+		}
+		t.Run(name, func(t *testing.T) {
+			if tc.owner != 0 && os.Getuid() != 0 {
+				t.Skip("giving a file to another user (chown) needs root")
+			}
 			path := filepath.Join(t.TempDir(), "tokens.json")
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Chmod(path, tc.mode); err != nil { // (WriteFile's mode passes the umask)
 				t.Fatal(err)
+			}
+			said := fmt.Sprintf("%04o", tc.mode)
+			if tc.owner != 0 {
+				if err := os.Chown(path, tc.owner, tc.owner); err != nil {
+					t.Fatal(err)
+				}
+				said = fmt.Sprintf("user %d", tc.owner)
 			}
 			_, err := gateway.ReadTokens(path)
 			switch {
@@ -119,8 +140,8 @@ func TestReadTokensRefusesOpenFiles(t *testing.T) {
 			case err == nil:
 				t.Fatal("ReadTokens accepted the file")
 			case !errors.Is(err, gateway.ErrTokens) || !strings.Contains(err.Error(), path) ||
-				!strings.Contains(err.Error(), fmt.Sprintf("%04o", tc.mode)) || strings.Contains(err.Error(), secret):
-				t.Errorf("error %q: want ErrTokens, the path, the mode %04o, and no secret", err, tc.mode)
+				!strings.Contains(err.Error(), said) || strings.Contains(err.Error(), secret):
+				t.Errorf("error %q: want ErrTokens, the path, %q, and no secret", err, said)
 			}
 		})
 	}

@@ -115,7 +115,7 @@
 // # Authentication
 //
 // With tokens (WithTokens, `distlock serve --tokens FILE`; ReadTokens
-// refuses a file that other users may read or write), every request
+// refuses a file that other users may read or write, or own), every request
 // under /v1 but the OpenAPI document needs "Authorization: Bearer TOKEN";
 // each token may use the lock names that start with one of its prefixes,
 // and only a token with the admin scope may force the release of another

@@ -73,10 +73,13 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	return l, nil
 }
 
-// vote is one node's reply to acquire.lua.
+// vote is one node's reply to acquire.lua. late says that it came
+// settleWindow or more after the round's first request was sent: the
+// node's counter then does not count towards settling the token without
+// the raising round (see grant).
 type vote struct {
 	status, val int64
-	err         error
+	late        bool
 }
 
 // refusal is why a try was not granted, and when to try again.
@@ -88,20 +91,24 @@ type refusal struct {
 
 // round is what the votes of one round say, by node index.
 type round struct {
-	granted               []int // nodes that voted for this try
-	held                  []int64
-	reserved              []int    // indexes in held of reservations (their PTTL)
-	why                   []string // why a node did not vote; "" for a node that voted or refused
-	unseeded, due, normal []int
-	// waitEnd is, by node index, the end of the wait that a node of due
-	// reported over: its re-seeding applies to that wait only.
-	waitEnd []int64
+	granted  []int // nodes that voted for this try
+	held     []int64
+	reserved []int    // indexes in held of reservations (their PTTL)
+	why      []string // why a node did not vote; "" for a node that voted or refused
+	// The nodes by their seed marker (see seed.go): normal ones vote
+	// ("ok"); copied ones wait with their counters copied; due ones wait
+	// for the copy of theirs; unseeded ones have no marker. marked counts
+	// the nodes that have one.
+	normal, copied, due, unseeded []int
+	marked                        int
+	// waitOf is, by node index, the start of the wait of a node of due:
+	// the copy applies to that wait only.
+	waitOf []int64
 }
 
-// countVotes sorts the votes of a round. normal are the nodes whose reply
-// shows they may vote (their marker is "ok").
+// countVotes sorts the votes of a round.
 func countVotes(votes []reply[vote]) round {
-	r := round{why: make([]string, len(votes)), waitEnd: make([]int64, len(votes))}
+	r := round{why: make([]string, len(votes)), waitOf: make([]int64, len(votes))}
 	for i, v := range votes {
 		if v.err != nil {
 			r.why[i] = v.err.Error()
@@ -125,41 +132,57 @@ func countVotes(votes []reply[vote]) round {
 			r.why[i] = "lost its data (no seed marker); it does not vote until re-seeded"
 			r.unseeded = append(r.unseeded, i)
 		case votePending:
-			r.why[i] = fmt.Sprintf("lost its data; it does not vote for %v more", time.Duration(v.val.val)*time.Millisecond)
-		case voteSeedDue:
-			r.why[i] = "lost its data; it is being re-seeded"
+			r.why[i] = fmt.Sprintf("lost its data; it does not vote for %v more at least", time.Duration(v.val.val)*time.Millisecond)
+			r.marked++
+		case voteCopyDue:
+			r.why[i] = "lost its data; its counters are being copied, then it waits until it may vote"
 			r.due = append(r.due, i)
-			r.waitEnd[i] = v.val.val
+			r.waitOf[i] = v.val.val
+		case voteCopied:
+			r.why[i] = fmt.Sprintf("lost its data; its counters were copied, and it votes in %v", time.Duration(v.val.val)*time.Millisecond)
+			r.copied = append(r.copied, i)
+		case voteBadMarker:
+			r.why[i] = "its seed marker is not one this package writes; it does not vote"
 		default:
 			r.why[i] = fmt.Sprintf("unexpected acquire reply %d", v.val.status)
 		}
 	}
+	r.marked += len(r.normal) + len(r.copied) + len(r.due)
 	return r
 }
 
-// pickToken is the token of a grant whose granting nodes reported
-// counters: their maximum T, and the granting nodes whose counter is below
-// T (they need raising, unless enough are at T already: enough reports
-// whether a majority of n nodes has reported T itself).
-func pickToken(counters map[int]int64, maj int) (T int64, below []int, enough bool) {
-	for _, c := range counters {
-		T = max(T, c)
+// settleWindow bounds how long after a round's first request the replies
+// that settle a token may come: a token is handed out only when a
+// majority of the nodes reported, in one round and within settleWindow
+// of its first request, a counter of at least the token while they held
+// the grant. A node that lost its data is copied no earlier than
+// settleWindow (and the drift) after it was found so: by then every token
+// that counted its old counter is settled on nodes that the copy reads
+// (see Durability in the package documentation).
+const settleWindow = time.Second
+
+// pickToken is the token of a grant whose voters (granted, indexes in
+// votes) reported counters: their maximum T, and whether a majority of
+// maj reported T itself in time (not late), which settles T without the
+// raising round.
+func pickToken(votes []reply[vote], granted []int, maj int) (T int64, enough bool) {
+	for _, i := range granted {
+		T = max(T, votes[i].val.val)
 	}
 	at := 0
-	for i, c := range counters {
-		if c == T {
+	for _, i := range granted {
+		if v := votes[i].val; v.val == T && !v.late {
 			at++
-		} else {
-			below = append(below, i)
 		}
 	}
-	return T, below, at >= maj
+	return T, at >= maj
 }
 
 // try runs one round, and when it is granted with disagreeing counters the
 // raising round. A round that finds nodes without their data starts or
-// completes their re-seeding, and when that lets them vote at once, the
-// try runs one more round.
+// completes their re-seeding in the background; a refused one waits for
+// it (within ctx) when the nodes it may let vote could grant the try, and
+// when they vote at once, runs one more round.
 func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOptions, w *waiter) (*lease, refusal, error) {
 	timeout := b.cfg.timeoutFor(opts.TTL)
 	ttlMillis := ceilMillis(opts.TTL)
@@ -184,7 +207,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 			if len(res) != 2 {
 				return vote{}, fmt.Errorf("redlock: unexpected acquire reply %v", res)
 			}
-			return vote{status: res[0], val: res[1]}, nil
+			return vote{status: res[0], val: res[1], late: time.Since(sent) >= settleWindow}, nil
 		})
 		r := countVotes(votes)
 		if len(r.normal) > 0 && !b.sawVoting.Load() {
@@ -194,23 +217,37 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
 				l.member = member
 				if len(r.unseeded) > 0 || len(r.due) > 0 {
-					b.seedLater(r)
+					b.seedLater(r) // the holder does not wait for it
 				}
 				return l, refusal{}, nil
 			}
 		}
 		b.abandon(ctx, k, secret, sent, opts.TTL, votes)
+		if len(r.unseeded) > 0 || len(r.due) > 0 {
+			// The marking and the copy run in the background, as after a
+			// grant, whatever becomes of the caller (a process that exits
+			// right after a refusal gives them Close's wait). The try
+			// waits for them, within ctx, only where the nodes they may
+			// let vote could turn the refusal into a grant: a new
+			// deployment's first round, a copy onto a node whose wait is
+			// over. A copy may scan every counter of a majority.
+			seeded := b.seedLater(r)
+			if pass == 0 && len(r.granted)+len(r.unseeded)+len(r.due) >= b.maj {
+				select {
+				case voting := <-seeded:
+					if voting && ctx.Err() == nil {
+						continue
+					}
+				case <-ctx.Done():
+				}
+			}
+		}
 		if ctx.Err() != nil {
 			return nil, refusal{}, driver.Canceled(ctx)
 		}
-		if len(r.unseeded) > 0 || len(r.due) > 0 {
-			if b.seed(context.WithoutCancel(ctx), r) && pass == 0 {
-				continue
-			}
-		}
 		switch {
 		case len(r.granted) >= b.maj:
-			return nil, refusal{}, fmt.Errorf("%w: redlock: a majority granted, but its validity was used up before the token was settled", driver.ErrUnavailable)
+			return nil, refusal{}, fmt.Errorf("%w: redlock: a majority granted, but its token was not settled in time (a majority at the token within %v of a round's first request, with validity left)", driver.ErrUnavailable, settleWindow)
 		case len(r.granted)+len(r.held) < b.maj:
 			return nil, refusal{}, b.unavailable("acquire", len(r.granted)+len(r.held), r.why)
 		case len(r.held) > len(b.nodes)-b.maj:
@@ -222,22 +259,30 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 }
 
 // grant completes a round that a majority granted: it settles the token
-// (raising counters when needed) and checks that validity remains.
+// and checks that validity remains. When the votes do not settle it (a
+// majority at T, in time), the raising round sends raise.lua to every
+// voter, those at T included: each raises its counter to T or confirms
+// it, while it holds the grant, and the replies that count all come from
+// that round, within settleWindow of its first request. So every
+// contribution to a token comes within settleWindow of another's (see
+// settleWindow), and a round that had to wait for a slow node does not
+// make the raising round's replies late.
 func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent time.Time, opts driver.AcquireOptions, votes []reply[vote], r round) (*lease, bool) {
-	counters := map[int]int64{}
-	for _, i := range r.granted {
-		counters[i] = votes[i].val.val
-	}
-	T, below, enough := pickToken(counters, b.maj)
+	T, enough := pickToken(votes, r.granted, b.maj)
 	if T <= 0 {
 		return nil, false
 	}
 	if !enough {
-		raised := each(ctx, b, below, b.cfg.timeoutFor(opts.TTL), func(ctx context.Context, n Node) (int64, error) {
-			return raiseScript.Run(ctx, n, []string{k.lock, k.token}, secret, T).Int64()
+		rsent := time.Now()
+		raised := each(ctx, b, r.granted, b.cfg.timeoutFor(opts.TTL), func(ctx context.Context, n Node) (int64, error) {
+			v, err := raiseScript.Run(ctx, n, []string{k.lock, k.token}, secret, T).Int64()
+			if err == nil && time.Since(rsent) >= settleWindow {
+				return nodeLate, nil
+			}
+			return v, err
 		})
-		at := len(r.granted) - len(below)
-		for _, i := range below {
+		at := 0
+		for _, i := range r.granted {
 			if raised[i].err == nil && raised[i].val == nodeKept {
 				at++
 			}

@@ -63,9 +63,14 @@ type Backend struct {
 	// votes: the deployment exists, and nodes all without a marker then
 	// lost their data (see seed).
 	sawVoting atomic.Bool
-	// marking says, by node index, that a mark of the node's wait is
-	// pending (see markLater); guarded by mu.
-	marking []bool
+	// seedWG counts the re-seedings run in the background (seedLater),
+	// which Close lets finish for a moment before it cancels seedCtx.
+	seedWG   sync.WaitGroup
+	seedCtx  context.Context
+	seedStop context.CancelFunc
+	// stragglers counts the requests of eachQuorum, which may outlive it;
+	// Add under mu, before closed is set.
+	stragglers sync.WaitGroup
 }
 
 // New returns a Backend over nodes, each the client of one independent
@@ -107,6 +112,7 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 		b.names = append(b.names, name)
 	}
 	b.closing, b.stop = context.WithCancel(context.Background())
+	b.seedCtx, b.seedStop = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -118,10 +124,13 @@ func (b *Backend) Nodes() []Node { return slices.Clone(b.nodes) }
 
 // Close stops what the Backend started: its pub/sub connections, its
 // goroutines and any clean-up still being retried (a grant whose clean-up
-// is abandoned that way lapses by its TTL). Waiting Acquire calls return
-// an error matching ErrClosed. Leases keep working. Close does not close
-// the clients given to New; a Backend from OpenURL closes those it
-// created. Close is idempotent.
+// is abandoned that way lapses by its TTL). A re-seeding of a node under
+// way in the background is given up to 2s to finish first; the requests
+// of an OpenURL or List that a node had not answered yet end with the
+// clients that Close closes, or else with their timeout. Waiting
+// Acquire calls return an error matching ErrClosed. Leases keep working.
+// Close does not close the clients given to New; a Backend from OpenURL
+// closes those it created. Close is idempotent.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -136,10 +145,12 @@ func (b *Backend) Close() error {
 	if sub != nil {
 		err = sub.close()
 	}
+	b.finishSeeding()
 	b.wg.Wait()
 	for _, c := range b.owned {
 		err = errors.Join(err, c())
 	}
+	b.stragglers.Wait()
 	return err
 }
 
@@ -156,10 +167,7 @@ type reply[T any] struct {
 // have answered or timed out. Every call has returned when each returns.
 func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Duration, f func(ctx context.Context, n Node) (T, error)) []reply[T] {
 	if idx == nil {
-		idx = make([]int, len(b.nodes))
-		for i := range idx {
-			idx[i] = i
-		}
+		idx = all(len(b.nodes))
 	}
 	out := make([]reply[T], len(b.nodes))
 	if len(idx) == 0 {
@@ -183,6 +191,106 @@ func each[T any](ctx context.Context, b *Backend, idx []int, timeout time.Durati
 	}
 	call(idx[len(idx)-1])
 	wg.Wait()
+	return out
+}
+
+// quorum says when eachQuorum may stop waiting for the nodes that have
+// not answered once a majority answered without an error, which took d:
+// when decided reports that the replies so far (answered by node index)
+// fix the result whatever those nodes say, straggle(d) after that
+// majority at most; while it does not, for as long as the timeout.
+type quorum[T any] struct {
+	straggle func(d time.Duration) time.Duration
+	decided  func(out []reply[T], answered []bool) bool
+}
+
+// eachQuorum is each for the operations that need the answers of a
+// majority of the nodes only (opening, listing): once a majority of all
+// the nodes answered without an error, and as long as q.decided says
+// that the others cannot change the result, it waits for them
+// q.straggle more at most, so that a node that is paused or cut off does
+// not hold the operation for the whole timeout when nothing depends on
+// it; nor does it wait once ctx ends. A node it stops waiting for gets
+// an error matching distlock.ErrUnavailable (or ctx's error); its request
+// goes on in the background until it is answered or times out (a
+// request cannot be called back once sent), and Close waits for it after
+// it closed the clients it owns. After Close, eachQuorum is each.
+func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q quorum[T], f func(ctx context.Context, n Node) (T, error)) []reply[T] {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return each(ctx, b, nil, timeout, f)
+	}
+	b.stragglers.Add(len(b.nodes) + 1)
+	b.mu.Unlock()
+	type answer struct {
+		i int
+		r reply[T]
+	}
+	// Buffered for every answer: a request answered after eachQuorum
+	// returned does not block.
+	answers := make(chan answer, len(b.nodes))
+	nctx, cancel := context.WithTimeout(ctx, timeout)
+	var calls sync.WaitGroup
+	calls.Add(len(b.nodes))
+	for i := range b.nodes {
+		go func() {
+			defer b.stragglers.Done()
+			defer calls.Done()
+			v, err := f(nctx, b.nodes[i])
+			answers <- answer{i, reply[T]{v, classify(ctx, err)}}
+		}()
+	}
+	go func() {
+		defer b.stragglers.Done()
+		calls.Wait()
+		cancel()
+	}()
+	out := make([]reply[T], len(b.nodes))
+	answered := make([]bool, len(b.nodes))
+	start := time.Now()
+	// cutAt is when to stop waiting once the result is decided: straggle
+	// after the majority answered. The timer runs only while decided.
+	var cutAt time.Time
+	cut := time.NewTimer(time.Hour)
+	cut.Stop()
+	defer cut.Stop()
+	for got, ok := 0, 0; got < len(b.nodes); got++ {
+		var a answer
+		select {
+		case a = <-answers:
+		case <-cut.C:
+			waited := time.Since(start).Round(time.Millisecond)
+			for i := range out {
+				if !answered[i] {
+					out[i].err = fmt.Errorf("%w: no answer within %v, when a majority had answered", driver.ErrUnavailable, waited)
+				}
+			}
+			return out
+		case <-ctx.Done():
+			// A request is not interrupted by ctx's end, only by its
+			// deadline: do not wait for it.
+			for i := range out {
+				if !answered[i] {
+					out[i].err = classify(ctx, ctx.Err())
+				}
+			}
+			return out
+		}
+		out[a.i], answered[a.i] = a.r, true
+		if a.r.err == nil {
+			if ok++; ok == b.maj {
+				cutAt = time.Now().Add(q.straggle(time.Since(start)))
+			}
+		}
+		if ok >= b.maj && got+1 < len(b.nodes) && q.decided(out, answered) {
+			// Past cutAt already (a late answer decided the result),
+			// the timer fires at once.
+			cut.Reset(time.Until(cutAt))
+		} else {
+			cut.Stop()
+		}
+	}
 	return out
 }
 

@@ -83,25 +83,59 @@
 // that a node either keeps its lock keys and counters, or loses all of
 // them together (a restart without persistence, a lost disk), and marks
 // that event: every node carries a seed marker (key layout below), kept
-// like the rest of its data. A node without the marker does not vote. A
-// round that finds it so, while another node votes, marks it a few
-// seconds later (so that the marks of a new deployment being written by
-// another Backend land first) waiting for the longest TTL any Backend uses (WithMaxTTL, default 5m)
-// plus the drift; the first round after that copies onto it, for every
-// key, the highest counter read from a majority of the other nodes, and
-// lets it vote again (a copy applies only to the wait that its round saw
-// over: a node that voted and lost its data again since waits anew). The
-// wait is what keeps exclusion: every grant the node forgot has expired
-// on it by then, and every token that counted the node's old counter has
-// been handed out or abandoned (both happen within a TTL of a request
-// sent before the restart), so the copy sees it. A deployment whose every
-// node answers without a marker is new: its nodes vote at once. Measured
-// in this package's tests (three nodes, a lock with token 11 held on two
-// of them): the holder's node restarted empty does not vote, a second
-// client is refused while the lock is held, and the next tokens are
-// higher (12, then 13 and 14 once the node was re-seeded); marked seeded
-// by hand right after its restart, the same node lets a second client in
-// while the first holds the lock, with token 2.
+// like the rest of its data. A node without the marker does not vote.
+// What follows is written on the node itself, so that whichever client
+// meets the node next acts on it, one that lives for a single lock (a
+// distlock run) as well as one that lives for days:
+//
+//   - A round that finds a node without a marker, while another node has
+//     one, marks its wait at once, in the node's clock: found empty at
+//     time s, its counters may be copied from s + 1s + the drift
+//     (1.012s), and it may vote from s + the longest TTL any Backend uses
+//     (WithMaxTTL, default 5m) + its drift, once copied.
+//   - The first round that finds it past its copy time copies onto it,
+//     for every key, the highest counter read from a majority of the
+//     nodes that have their counters (voting, or copied and waiting), and
+//     marks it copied. A copy applies only to the wait its round saw: a
+//     node that lost its data again since waits anew.
+//   - The first try that finds it copied and past its vote time marks it
+//     "ok" and counts its vote.
+//
+// A round leaves the marking and the copy to a background goroutine,
+// which Close lets finish (2s at most): the holder of a grant does not
+// wait for it, nor does a refused try, unless the nodes it may let vote
+// could grant the try (a new deployment's first round, a copy onto a
+// node whose wait is over), and then only until the try's context ends.
+// A node restarted empty thus votes again the longest TTL and its drift
+// after the first round that met it, provided rounds keep coming (any
+// Backend's, however short-lived) and a majority of the nodes have their
+// counters at its copy time. The vote time keeps exclusion: every grant
+// the node forgot has expired on it by then. The copy time keeps tokens:
+// a token is handed out only once a majority of the nodes reported a
+// counter at least as high in one round, within a second of that round's
+// first request (see Fencing), so every token that counted the node's
+// old counter is settled by then on nodes that the copy reads. A
+// deployment whose every node answers without a marker is new: its nodes
+// vote at once (and a new deployment's "ok" takes back, for a second, a
+// wait marked by a round that met its first marks before the others).
+//
+// Measured in this package's tests (three nodes, a lock with token 11
+// held on two of them): the holder's node restarted empty does not vote,
+// a second client is refused while the lock is held, and the next tokens
+// are higher (12, then 13 and 14 once the node was re-seeded); marked
+// seeded by hand right after its restart, the same node lets a second
+// client in while the first holds the lock, with token 2. With a longest
+// TTL of 2s, a node restarted empty under Backends that each live for one
+// acquire and release votes again 2.05s after its restart.
+//
+// Rolling restarts. Nodes restarted empty one after another recover by
+// themselves as long as no more than a minority of the nodes lack their
+// counters at once (restarted and not yet copied): restart the next node
+// once the last one's marker reads "c:" (copied, a little over a second
+// after a round met it; it need not vote yet). With five nodes, two may
+// be restarted at once. Grants stop while fewer than a majority vote
+// (with three nodes, from the second restart until the first votes
+// again, up to the longest TTL): availability, not safety.
 //
 // What the marker cannot see is a node that kept its marker but lost its
 // latest writes: "appendonly yes" with "appendfsync everysec" can lose the
@@ -112,13 +146,13 @@
 // node either without persistence (its restarts are then total losses,
 // which the marker handles, at the price of the wait) or with
 // "appendonly yes" and "appendfsync always"; never with RDB snapshots
-// alone or "appendfsync everysec". A majority of nodes losing their data
-// at once is beyond any quorum: when every node restarted empty the
-// deployment starts over (tokens restart at 1) for a Backend that never
-// saw it vote, and stops for one that did; otherwise grants stop while
-// fewer than a majority can vote, until an operator marks the
-// waiting nodes seeded (SET <prefix>node:seed ok) and accepts that tokens
-// may repeat.
+// alone or "appendfsync everysec". A majority of the nodes without their
+// counters at once (lost and not yet copied: restarted closer together
+// than Rolling restarts allows) is beyond any quorum: when every node
+// restarted empty the deployment starts over (tokens restart at 1) for a
+// Backend that never saw it vote, and stops for one that did; otherwise
+// grants stop until an operator marks the waiting nodes seeded (SET
+// <prefix>node:seed ok) and accepts that tokens may repeat.
 //
 // # Waiting
 //
@@ -188,13 +222,14 @@
 //
 // Each node keeps a counter per key. A grant's token T is the highest
 // counter among the nodes that voted for it, and it is handed to the
-// caller only once a majority of the nodes hold a counter of at least T
-// while they hold the grant. When the votes already show that (a majority
-// of the voters reported T itself, as they do once the counters agree),
-// acquiring stays one round; otherwise one more parallel round raises the
-// counter of the voters below T to T, each only while that node still
-// holds the grant, and the token counts only if a majority is then at T
-// with validity left.
+// caller only once a majority of the nodes reported, in one round and
+// within a second of that round's first request, a counter of at least T
+// while they held the grant. When the votes already show that (a majority
+// of the voters reported T itself, in time, as they do once the counters
+// agree), acquiring stays one round; otherwise one more parallel round
+// goes to every voter, raising its counter to T or confirming it, each
+// only while that node still holds the grant, and the token counts only
+// if a majority is then at T, in time, with validity left.
 //
 // Why tokens increase. Let A be granted with token T, settled on the
 // majority Q: each node q in Q held A's grant when its counter reached T
@@ -217,15 +252,30 @@
 // one when the raising round or the seed marker is left out.
 //
 // The argument assumes that a counter never decreases, which is where
-// Durability comes in. A node that lost its counter after q's counter
-// reached T breaks it unless it is kept from voting until it holds a
-// counter of at least T again: the wait covers every token that counted
-// the old counter (each is settled within a TTL of a request sent before
-// the loss), and the copy then reads a majority of the other nodes, which
-// shares a node with Q, so it copies a counter of at least T. A delayed
-// restart alone (Redlock's usual advice) protects exclusion, not
-// counters: the node comes back with counters at 0, and a token settled
-// on it and a minority is repeated.
+// Durability comes in. A node q that lost its counter after it reached T
+// breaks it unless it is kept from voting until it holds a counter of at
+// least T again. Call the nodes that have their counters (voting, or
+// copied and waiting) complete. For every token T handed out, every
+// majority of the complete nodes contains a node at T or above, from the
+// moment T is settled on: then a majority of the nodes reported T, and
+// those that lost their data since are not complete (their copy comes a
+// second after their loss at the earliest, after T's round); a loss
+// removes a node from both sides of the count; and a copy reads a
+// majority of the complete nodes, so the copied node joins both. Every
+// token that counted q's old counter was settled within a second of its
+// round's first request, before the loss, so by q's copy time: the copy
+// gives q a counter of at least T. The model check restarts a node at
+// every point of every interleaving and finds no counterexample; it finds
+// one when the copy comes before the rounds under way at the loss are
+// decided, or when the raising round counts the earlier votes at T
+// instead of confirming them (a vote before the loss and a raise after it
+// would settle a token that a copy between them misses). Rolling restarts
+// rest on the count above and on this package's tests against real
+// servers: every interleaving with two restarts is more than the model
+// check can hold. A delayed restart
+// alone (Redlock's usual advice) protects exclusion, not counters: the
+// node comes back with counters at 0, and a token settled on it and a
+// minority is repeated.
 //
 // Tokens are ordinary uint64 values: pass Lock.Token to the storage and
 // let it refuse stale ones, with package fence or with the storage's own
@@ -245,7 +295,7 @@
 //	P{key}:waiting            present while the queue may have members (as long as the queue)
 //	P{key}:woken              the member a release woke: the node is kept for it (at most 250ms)
 //	Pwake:<Backend id>        pub/sub channel on which releases wake that Backend's waiters
-//	Pnode:seed                the node's seed marker: "ok", or "p:<server ms>" while it waits
+//	Pnode:seed                the node's seed marker: "ok"; after it lost its data, "p:<found>:<copy>:<vote>" (server ms), then "c:<vote>" once copied
 //
 // # URLs
 //
@@ -259,11 +309,17 @@
 //
 // A Backend is safe for concurrent use. Every operation sends to all
 // nodes at once, one goroutine per node but the last (whose request runs
-// on the caller's), and returns once each node has answered or timed out.
+// on the caller's), and returns once each node has answered or timed out;
+// OpenURL and List, which need the answers of a majority only, wait for
+// the other nodes briefly once a majority answered (a node that is paused
+// does not hold them for its timeout), unless a List's result may depend
+// on them (see List), and leave those nodes' requests to finish in the
+// background, which Close waits for.
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter
 // that returned as it was woken runs in a background goroutine. Clean-ups and releases
-// that could not reach a node, and the re-seeding that a granted round
-// found due, run in background goroutines that Close stops.
+// that could not reach a node run in background goroutines that Close
+// stops; the marking and copying that a round found due run in one that
+// Close lets finish, for 2s at most.
 package redlock

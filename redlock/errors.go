@@ -35,6 +35,16 @@ func classify(ctx context.Context, err error) error {
 	return sorter.Sort(ctx, nil, "", err)
 }
 
+// quietCause is an error that reads as msg and matches cause, whose
+// text msg shows already.
+type quietCause struct {
+	msg   string
+	cause error
+}
+
+func (e quietCause) Error() string { return e.msg }
+func (e quietCause) Unwrap() error { return e.cause }
+
 // nodeErrors describes the nodes that did not take part, for the error of
 // an operation that found too few: "node 3 (127.0.0.1:6381): dial tcp ...;
 // node 4 ...". why[i] is "" for a node that took part.

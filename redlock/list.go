@@ -15,6 +15,44 @@ import (
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
+// minStraggle is the least time a listing waits for the nodes that did
+// not answer when a majority had.
+const minStraggle = 100 * time.Millisecond
+
+// listStraggle is how long a listing waits for the other nodes once a
+// majority answered, which took elapsed, when their answers cannot change
+// which keys are listed: as long again (a node with as many keys takes
+// about as long), and at least minStraggle.
+func listStraggle(elapsed time.Duration) time.Duration { return max(elapsed, minStraggle) }
+
+// listDecided reports whether the nodes that answered (out, by answered)
+// decide which keys a listing shows, whatever the others say: no grant
+// seen on fewer than maj nodes could reach maj with the nodes that have
+// not answered yet. A grant held on exactly a majority, one of whose
+// nodes is slow, is then waited for, not dropped.
+func listDecided(maj int) func(out []reply[[]nodeGrant], answered []bool) bool {
+	return func(out []reply[[]nodeGrant], answered []bool) bool {
+		pending := 0
+		seen := map[[2]string]int{}
+		for i, r := range out {
+			switch {
+			case !answered[i]:
+				pending++
+			case r.err == nil:
+				for _, g := range r.val {
+					seen[[2]string{g.key, g.secret}]++
+				}
+			}
+		}
+		for _, n := range seen {
+			if n < maj && n+pending >= maj {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // nodeGrant is one node's lock value for a key.
 type nodeGrant struct {
 	key, secret, owner string
@@ -28,12 +66,19 @@ type nodeGrant struct {
 // nodes hold one grant of it. Token is the grant's token (the highest its
 // nodes record), Since the earliest of its nodes' clocks at the grant,
 // Expires this host's clock plus the time a majority still holds it. The
-// listing is not a snapshot; nodes that do not answer are left out, and
-// List fails when fewer than a majority answer.
+// listing is not a snapshot, and List fails when fewer than a majority
+// of the nodes answer. Once a majority answered, List waits for the
+// other nodes as long as their answers may decide whether a key is
+// listed (a grant that the nodes that answered hold on fewer than a
+// majority, but on a majority with the others), up to the request timeout
+// (5s unless WithRequestTimeout fixes it) or ctx's end; otherwise only as
+// long again as the majority took, at least 100ms, so that a paused node
+// does not hold it. Nodes it stops waiting for are left out.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper(prefix)) + "*}" + suffixLock
 	now := time.Now()
-	res := each(ctx, b, nil, b.cfg.listTimeout(), func(ctx context.Context, n Node) ([]nodeGrant, error) {
+	q := quorum[[]nodeGrant]{straggle: listStraggle, decided: listDecided(b.maj)}
+	res := eachQuorum(ctx, b, b.cfg.listTimeout(), q, func(ctx context.Context, n Node) ([]nodeGrant, error) {
 		var rkeys []string
 		it := n.Scan(ctx, 0, pattern, scanCount).Iterator()
 		for it.Next(ctx) {

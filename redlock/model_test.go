@@ -35,21 +35,30 @@ var clientOf = [mAttempts]int{0, 0, 1}
 
 // variant drops one assumption of the package documentation.
 type variant struct {
-	name         string
-	noMarker     bool // a node restarted empty votes at once
-	delayOnly    bool // it waits, but is not re-seeded (counters restart at 0)
-	noRaise      bool // T is handed out without a majority at T
-	maxCrashes   int
-	attempts     int // how many of the attempts of clientOf run
+	name        string
+	noMarker    bool // a node restarted empty votes at once
+	delayOnly   bool // it waits, but is not re-seeded (counters restart at 0)
+	noRaise     bool // T is handed out without a majority at T
+	copyAtOnce  bool // its counters are copied before the rounds under way at its crash are decided
+	noReconfirm bool // the raising round counts the votes at T instead of confirming them
+	maxCrashes  int
+	attempts    int // how many of the attempts of clientOf run
+	// skew starts node 0's counter one ahead of the others, as an
+	// earlier attempt that only it counted leaves it: with two attempts,
+	// the raising round then runs (a third attempt to skew the counters
+	// is more than the checker can hold).
+	skew bool
+	// wantFindings says that the variant breaks the protocol: the checker
+	// must find a counterexample.
 	wantFindings bool
 }
 
 // Seed states of a model node, as its marker says.
 const (
-	seedOK = iota
-	seedNone
-	seedPending
-	seedDue
+	seedOK      = iota
+	seedNone    // no marker
+	seedPending // "p:...": waits for the copy of its counters
+	seedCopied  // "c:...": copied, waits to vote
 )
 
 // modelNode mirrors one Redis node's keys for one lock key and the
@@ -69,8 +78,8 @@ func (n *modelNode) acquire(id int) (status, val int64) {
 		return voteUnseeded, 0
 	case seedPending:
 		return votePending, 1
-	case seedDue:
-		return voteSeedDue, 0
+	case seedCopied:
+		return voteCopied, 1
 	}
 	if n.holder >= 0 {
 		if int(n.holder) == id {
@@ -151,6 +160,13 @@ type mstate struct {
 	// per node: the attempts not finished at its crash, which its wait
 	// outlasts (bit per attempt id)
 	waitFor [mNodes]uint16
+	// per node and attempt: the phase of the attempt at the node's crash
+	// when a round of it was under way (phVoting, phRaising), else 0.
+	// The copy of the node's counters comes after those rounds are
+	// decided: in the package, the replies that settle a token come
+	// within settleWindow of their round's first request, and the copy
+	// no earlier than that after the crash.
+	roundAt [mNodes][mAttempts]int8
 }
 
 // finished reports whether attempt id has been handed out and ended, or
@@ -158,6 +174,23 @@ type mstate struct {
 func (s *mstate) finished(id int) bool {
 	p := s.att[id].phase
 	return p == phIdle || p == phOver || p == phAbandoned
+}
+
+// forget clears what no step reads any more, so that states that differ
+// only there are explored once: a crash's record of an attempt that has
+// moved on (its round decided, or the attempt finished), and both records
+// of a node that votes.
+func (s *mstate) forget() {
+	for i := range s.nodes {
+		for id := range s.att {
+			if p := s.roundAt[i][id]; p != 0 && (s.att[id].phase != p || s.nodes[i].seed == seedOK) {
+				s.roundAt[i][id] = 0
+			}
+			if s.waitFor[i]&(1<<id) != 0 && (s.finished(id) || s.nodes[i].seed == seedOK) {
+				s.waitFor[i] &^= 1 << id
+			}
+		}
+	}
 }
 
 // checker explores every state reachable under v.
@@ -172,6 +205,9 @@ func (c *checker) run() {
 	var init mstate
 	for i := range init.nodes {
 		init.nodes[i].holder = -1
+	}
+	if c.v.skew {
+		init.nodes[0].counter = 1
 	}
 	if c.v.attempts == 0 {
 		c.v.attempts = mAttempts
@@ -197,6 +233,7 @@ func (c *checker) successors(s *mstate) []mstate {
 	add := func(f func(n *mstate) bool) {
 		n := *s
 		if f(&n) {
+			n.forget()
 			out = append(out, n)
 		}
 	}
@@ -318,16 +355,20 @@ func (c *checker) successors(s *mstate) []mstate {
 					if !n.finished(id) {
 						n.waitFor[i] |= 1 << id
 					}
+					n.roundAt[i][id] = 0
+					if p := n.att[id].phase; p == phVoting || p == phRaising {
+						n.roundAt[i][id] = p
+					}
 				}
 				return true
 			})
 		}
 		switch nd.seed {
 		case seedNone:
-			// Marked waiting by a round that hears a voting node.
+			// Marked waiting by a round that hears a node with a marker.
 			add(func(n *mstate) bool {
 				for j := range mNodes {
-					if j != i && n.nodes[j].seed == seedOK {
+					if j != i && n.nodes[j].seed != seedNone {
 						n.nodes[i].seed = seedPending
 						return true
 					}
@@ -335,32 +376,40 @@ func (c *checker) successors(s *mstate) []mstate {
 				return false
 			})
 		case seedPending:
-			// The wait outlasts every attempt unfinished at the crash.
+			// Copied from a majority of the nodes that have their
+			// counters (marked "ok" or copied), once the rounds under way
+			// at the crash are decided.
+			add(func(n *mstate) bool {
+				for id, p := range n.roundAt[i] {
+					if p != 0 && n.att[id].phase == p && !c.v.copyAtOnce {
+						return false
+					}
+				}
+				var hi int8
+				sources := 0
+				for j := range mNodes {
+					if s := n.nodes[j].seed; j != i && (s == seedOK || s == seedCopied) {
+						sources++
+						hi = max(hi, n.nodes[j].counter)
+					}
+				}
+				if sources < mMaj {
+					return false
+				}
+				if !c.v.delayOnly {
+					n.nodes[i].counter = max(n.nodes[i].counter, hi)
+				}
+				n.nodes[i].seed = seedCopied
+				return true
+			})
+		case seedCopied:
+			// It votes once its wait outlasted every attempt unfinished
+			// at the crash.
 			add(func(n *mstate) bool {
 				for id := range n.att {
 					if n.waitFor[i]&(1<<id) != 0 && !n.finished(id) {
 						return false
 					}
-				}
-				n.nodes[i].seed = seedDue
-				return true
-			})
-		case seedDue:
-			// Re-seeded from a majority of the other nodes.
-			add(func(n *mstate) bool {
-				var hi int8
-				ok := 0
-				for j := range mNodes {
-					if j != i && n.nodes[j].seed == seedOK {
-						ok++
-						hi = max(hi, n.nodes[j].counter)
-					}
-				}
-				if ok < mMaj {
-					return false
-				}
-				if !c.v.delayOnly {
-					n.nodes[i].counter = max(n.nodes[i].counter, hi)
 				}
 				n.nodes[i].seed = seedOK
 				return true
@@ -385,30 +434,27 @@ func (c *checker) decide(n *mstate, id int) bool {
 		}
 		r := countVotes(votes)
 		if len(r.granted) >= mMaj {
-			counters := map[int]int64{}
-			for _, i := range r.granted {
-				counters[i] = votes[i].val.val
-			}
-			T, below, enough := pickToken(counters, mMaj)
+			T, enough := pickToken(votes, r.granted, mMaj)
 			a.T = T
 			if enough || c.v.noRaise {
 				return c.handOut(n, id)
 			}
+			// The raising round goes to every voter: it raises or
+			// confirms each.
 			a.phase = phRaising
 			a.below = 0
 			for i := range a.req {
 				a.req[i] = msgNone
 			}
-			for _, i := range below {
-				a.below |= 1 << i
-				a.req[i] = msgInFlight
-			}
-			// the voters at T keep their reply: count them below
 			for _, i := range r.granted {
-				if counters[i] == T {
+				if c.v.noReconfirm && votes[i].val.val == T {
+					// the vote at T counts as it is
 					a.val[i] = vote{status: nodeKept}
 					a.req[i] = msgGot
+					continue
 				}
+				a.below |= 1 << i
+				a.req[i] = msgInFlight
 			}
 			return true
 		}
@@ -501,6 +547,9 @@ func TestModelExhaustive(t *testing.T) {
 		{name: "no raising round", noRaise: true, wantFindings: true},
 		{name: "restart votes at once", noMarker: true, maxCrashes: 1, attempts: 2, wantFindings: true},
 		{name: "delayed restart without re-seeding", delayOnly: true, maxCrashes: 1, attempts: 2, wantFindings: true},
+		{name: "copy before the rounds under way are decided", copyAtOnce: true, maxCrashes: 1, attempts: 2, wantFindings: true},
+		{name: "as documented, counters skewed", maxCrashes: 1, attempts: 2, skew: true},
+		{name: "raising round without confirmation", noReconfirm: true, maxCrashes: 1, attempts: 2, skew: true, wantFindings: true},
 	} {
 		t.Run(strings.ReplaceAll(v.name, " ", "_"), func(t *testing.T) {
 			c := &checker{v: v}

@@ -80,12 +80,13 @@ func TestModelNodeMatchesScripts(t *testing.T) {
 				if v, _ := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret(id)), b.marker(), k.queue, k.waiting, k.woken}, secret(id), 60000, "o", int64(id%2), "b|"+secret(id), id, strconv.Itoa(id%2)).Int64Slice(); v[0] != voteUnseeded {
 					t.Fatalf("a flushed node answers %v, want UNSEEDED", v)
 				}
+				// Its wait, copy and vote at once (no delays).
 				c := int64(rng.IntN(5))
-				markScript.Run(ctx, rdb, []string{b.marker()}, 1)
+				markScript.Run(ctx, rdb, []string{b.marker()}, 0, 0)
 				marker, _ := rdb.Get(ctx, b.marker()).Result()
-				end, _ := strconv.ParseInt(strings.TrimPrefix(marker, "p:"), 10, 64)
-				if ok, err := seedScript.Run(ctx, rdb, []string{b.marker(), k.token}, "1", end, c).Int64(); err != nil || ok != 1 {
-					t.Fatalf("seed: %d, %v", ok, err)
+				since, _ := strconv.ParseInt(strings.Split(strings.TrimPrefix(marker, "p:"), ":")[0], 10, 64)
+				if ok, err := seedScript.Run(ctx, rdb, []string{b.marker(), k.token}, "1", since, c).Int64(); err != nil || ok != copyVotes {
+					t.Fatalf("seed of marker %q: %d, %v", marker, ok, err)
 				}
 				m.seed, m.counter = seedOK, int8(c)
 			}

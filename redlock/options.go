@@ -51,6 +51,15 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 // DefaultRequestTimeoutDivisor (a tenth), so that a node that does not
 // answer costs a small part of the validity; 5s for each node's part of a
 // listing. It must be positive.
+//
+// A timeout beyond a second waits for slower replies, but a reply that
+// comes a second or more after its round's first request does not count
+// toward the grant's token, which needs the replies of a majority of the
+// nodes within a second of one round's first request (see Fencing in the
+// package documentation): such a node votes, but a try that fewer than a
+// majority answered in time fails, with an error matching
+// distlock.ErrUnavailable. The default exceeds a second for TTLs over
+// 10s.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(c *config) { c.requestTimeout, c.fixedTimeout = d, true }
 }

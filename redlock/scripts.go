@@ -46,13 +46,22 @@ var (
 
 // Statuses of acquire.lua, the first element of its reply {status, value}.
 const (
-	voteHeld     = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
-	voteGranted  = 1 // GRANTED: value is the node's counter for the grant
-	voteTooLate  = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
-	voteUnseeded = 4 // UNSEEDED: the node has no seed marker
-	votePending  = 5 // PENDING: value is ms until the node may be re-seeded
-	voteReserved = 7 // RESERVED: value is the reservation's PTTL in ms
-	voteSeedDue  = 6 // SEED_DUE: the node may be re-seeded now; value is the end of its wait, which seed.lua checks
+	voteHeld      = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
+	voteGranted   = 1 // GRANTED: value is the node's counter for the grant
+	voteTooLate   = 3 // TOO_LATE: the secret's tombstone exists; nothing was done
+	voteUnseeded  = 4 // UNSEEDED: the node has no seed marker
+	votePending   = 5 // PENDING: the node waits; value is ms until it may vote, at the earliest
+	voteCopyDue   = 6 // COPY_DUE: the node's counters may be copied now; value is the start of its wait, which seed.lua checks
+	voteReserved  = 7 // RESERVED: value is the reservation's PTTL in ms
+	voteCopied    = 8 // COPIED: the node's counters were copied; value is ms until it votes
+	voteBadMarker = 9 // BAD_MARKER: the seed marker is not one this package writes
+)
+
+// Replies of seed.lua.
+const (
+	copyStale = 0 // STALE
+	copyDone  = 1 // COPIED
+	copyVotes = 2 // VOTES
 )
 
 // Replies of release.lua.
@@ -62,10 +71,12 @@ const (
 	releaseAlreadyReleased = 2 // ALREADY_RELEASED
 )
 
-// Replies of refresh.lua and raise.lua.
+// Replies of refresh.lua and raise.lua, and nodeLate for a reply that
+// came too late to count.
 const (
-	nodeGone = 0 // GONE
-	nodeKept = 1 // EXTENDED (refresh.lua), RAISED (raise.lua)
+	nodeGone = 0  // GONE
+	nodeKept = 1  // EXTENDED (refresh.lua), RAISED (raise.lua)
+	nodeLate = -1 // a raise.lua reply after the settle window (see grant)
 )
 
 // ceilMillis rounds d up to whole milliseconds, the unit of the scripts'

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,70 +15,78 @@ import (
 
 // A new deployment being marked "ok" by one Backend while another's round
 // reads the markers: the round sees some nodes marked and the others not
-// yet. Those must not be taken for nodes that lost their data: marked
-// waiting, they would not vote for the longest TTL (five minutes by
-// default), and with two of three the key could not be granted at all.
+// yet, and marks those waiting, as nodes that lost their data. The first
+// Backend's "ok" takes such a wait back, within markGrace of its marking:
+// marked waiting, the nodes of the new deployment would not vote for the
+// longest TTL (five minutes by default), and with two of three the key
+// could not be granted at all. A wait older than that stays.
 func TestNewDeploymentMarkRace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srvs, b := threeNodeBackend(t)
-	over := make(chan struct{}, 1)
-	markedLater = func() { over <- struct{}{} }
-	defer func() { markedLater = nil }()
+	other, err := New(b.nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
 
-	// The other Backend's marks: node 0 has its "ok", nodes 1 and 2 not yet.
+	// The other Backend's round found every node without a marker, and its
+	// first mark landed: node 0 has its "ok", nodes 1 and 2 not yet. This
+	// Backend's round sees that and marks nodes 1 and 2 waiting.
 	if _, err := srvs[0].Do("SET", b.marker(), "ok"); err != nil {
 		t.Fatal(err)
 	}
-	b.seed(ctx, round{normal: []int{0}, unseeded: []int{1, 2}, why: make([]string, 3), waitEnd: make([]int64, 3)})
-	// Now they land, as the other Backend's (SET NX) would.
-	for _, s := range srvs[1:] {
-		if _, err := s.Do("SET", b.marker(), "ok", "NX"); err != nil {
-			t.Fatal(err)
+	b.seed(ctx, countVotes([]reply[vote]{{val: vote{status: voteGranted, val: 1}}, {val: vote{status: voteUnseeded}}, {val: vote{status: voteUnseeded}}}))
+	for i, s := range srvs[1:] {
+		if v, _ := s.Do("GET", b.marker()); !strings.HasPrefix(fmt.Sprint(v), "p:") {
+			t.Fatalf("node %d's marker is %v, want a wait", i+1, v)
 		}
 	}
-	select {
-	case <-over:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the later mark did not end in 30s")
+	// Node 2's wait is older than the grace (marked by hand 2s back).
+	if _, err := srvs[2].Do("EVAL", "local t = redis.call('TIME'); local now = t[1] * 1000 - 2000; redis.call('SET', KEYS[1], 'p:' .. now .. ':' .. now .. ':' .. (now + 300000))", "1", b.marker()); err != nil {
+		t.Fatal(err)
 	}
+	// Now the other Backend's marks land.
+	other.seed(ctx, countVotes([]reply[vote]{{val: vote{status: voteUnseeded}}, {val: vote{status: voteUnseeded}}, {val: vote{status: voteUnseeded}}}))
 	for i, s := range srvs {
 		v, err := s.Do("GET", b.marker())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v != "ok" {
-			t.Errorf("node %d's marker is %v, want ok: a node of the new deployment was set waiting", i, v)
+		if want := i < 2; want != (v == "ok") {
+			t.Errorf("node %d's marker is %v after a new deployment's marks; want ok: %v", i, v, want)
 		}
 	}
 }
 
-// A node that lost its data while the others vote is still marked
-// waiting, markGrace after a round met it.
-func TestLostNodeMarkedLater(t *testing.T) {
+// A node that lost its data while the others vote is marked waiting by
+// the round that meets it: when it was found so, when its counters may be
+// copied (copyDelay later), and when it may vote (the longest TTL and the
+// drift later), in the node's own clock.
+func TestLostNodeMarkedWaiting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srvs, b := threeNodeBackend(t)
-	over := make(chan struct{}, 1)
-	markedLater = func() { over <- struct{}{} }
-	defer func() { markedLater = nil }()
+	const maxTTL = 10 * time.Second
+	srvs, b := threeNodeBackend(t, WithMaxTTL(maxTTL))
 	for _, s := range srvs[:2] {
 		if _, err := s.Do("SET", b.marker(), "ok"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b.seed(ctx, round{normal: []int{0, 1}, unseeded: []int{2}, why: make([]string, 3), waitEnd: make([]int64, 3)})
-	select {
-	case <-over:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the later mark did not end in 30s")
-	}
+	b.seed(ctx, countVotes([]reply[vote]{{val: vote{status: voteHeld, val: 1}}, {val: vote{status: voteGranted, val: 1}}, {val: vote{status: voteUnseeded}}}))
 	v, err := srvs[2].Do("GET", b.marker())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := v.(string); len(s) < 2 || s[:2] != "p:" {
-		t.Errorf("node 2's marker is %v, want p:<ms>: the node that lost its data must wait", v)
+	var since, copyAt, due int64
+	if n, _ := fmt.Sscanf(fmt.Sprint(v), "p:%d:%d:%d", &since, &copyAt, &due); n != 3 {
+		t.Fatalf("node 2's marker is %v, want p:<since>:<copy>:<due>: the node that lost its data must wait", v)
+	}
+	if got, want := copyAt-since, ceilMillis(copyDelay()); got != want {
+		t.Errorf("copy %dms after it was found, want %dms", got, want)
+	}
+	if got, want := due-since, ceilMillis(maxTTL+drift(maxTTL)); got != want {
+		t.Errorf("vote %dms after it was found, want %dms", got, want)
 	}
 }
 

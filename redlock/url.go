@@ -15,7 +15,8 @@ import (
 	"github.com/distlock/distlock/internal/redisurl"
 )
 
-// DefaultDialTimeout bounds the PING with which OpenURL checks the nodes.
+// DefaultDialTimeout bounds the PING with which OpenURL checks the nodes
+// (ctx's deadline, if sooner, bounds it too).
 const DefaultDialTimeout = 5 * time.Second
 
 // Schemes returns the URL schemes OpenURL takes.
@@ -33,7 +34,8 @@ var urlForm = driver.URLForm{
 
 // OpenURL connects to the Redis servers named by rawURL, checks that a
 // majority of them answer PING, and returns a Backend over them whose Close
-// also closes the connections. Forms:
+// also closes the connections. It returns as soon as a majority answered:
+// a node that is down or paused does not hold it up. Forms:
 //
 //	redlock://[user:password@]host[:port],host[:port],...[/db][?options]
 //	redlocks://...                                                  (TLS)
@@ -45,11 +47,13 @@ var urlForm = driver.URLForm{
 // everything before the last "@", percent-decoded, as for redis://.
 //
 // Options are this package's "prefix" (WithPrefix), "request_timeout"
-// (WithRequestTimeout: how long each request waits for each server) and
-// "max_ttl" (WithMaxTTL), both Go durations; over TLS (redlocks:// only)
-// "ca", "cert" and "key" (PEM files, as for rediss://); and go-redis's
-// options that redislock.OpenURL takes for a client of one server, such
-// as "dial_timeout" (connecting), "read_timeout", "pool_size" and
+// (WithRequestTimeout: how long each request waits for each server;
+// replies that come a second or more after a round's first request do not
+// count toward a token, whatever the timeout) and "max_ttl" (WithMaxTTL),
+// both Go durations; over TLS (redlocks:// only) "ca", "cert" and "key"
+// (PEM files, as for rediss://); and go-redis's options that
+// redislock.OpenURL takes for a client of one server, such as
+// "dial_timeout" (connecting), "read_timeout", "pool_size" and
 // "max_retries", for every server. Other options, and options given
 // twice, are refused (see driver.ParseURL); "node_timeout" is now
 // "request_timeout". opts are applied after the URL's options, so they
@@ -157,7 +161,12 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	for _, c := range clients {
 		b.owned = append(b.owned, c.Close)
 	}
-	res := each(ctx, b, nil, DefaultDialTimeout, func(ctx context.Context, n Node) (string, error) {
+	// A majority's PING is all an opening needs.
+	q := quorum[string]{
+		straggle: func(time.Duration) time.Duration { return 0 },
+		decided:  func([]reply[string], []bool) bool { return true },
+	}
+	res := eachQuorum(ctx, b, DefaultDialTimeout, q, func(ctx context.Context, n Node) (string, error) {
 		return n.(*redis.Client).Ping(ctx).Result()
 	})
 	up := 0
@@ -175,10 +184,11 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 	}
 	if up < b.maj {
 		_ = b.Close()
+		var nodes error = errors.New(b.nodeErrors(why))
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", r.Fail(driver.ErrUnavailable, "PING", errors.New(b.nodeErrors(why))), context.Cause(ctx))
-		}
-		if len(hungUp) > 0 {
+			// The nodes' errors say that ctx ended; the error matches it.
+			nodes = quietCause{nodes.Error(), context.Cause(ctx)}
+		} else if len(hungUp) > 0 {
 			// TLS servers hang up on plain text: say so rather than EOF.
 			tctx, cancel := context.WithTimeout(ctx, time.Second)
 			err := r.ExpectsTLS(tctx, hungUp, redisurl.Hello, nil)
@@ -187,7 +197,7 @@ func (r *redlockURL) open(ctx context.Context, opts []Option) (*Backend, error) 
 				return nil, err
 			}
 		}
-		return nil, r.Fail(driver.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), errors.New(b.nodeErrors(why)))
+		return nil, r.Fail(driver.ErrUnavailable, fmt.Sprintf("PING: %d of %d servers answered, %d needed", up, len(res), b.maj), nodes)
 	}
 	return b, nil
 }

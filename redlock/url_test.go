@@ -146,3 +146,54 @@ func TestOpenURLPlainTextToTLS(t *testing.T) {
 		t.Errorf("plain text against TLS: %v, want ErrInvalidOption naming redlocks://", err)
 	}
 }
+
+// A paused server (SIGSTOP: its connections stay open, nothing is
+// answered) holds neither OpenURL nor List for their timeout, nor Close
+// after them: they need a majority, which answers at once.
+func TestOpenURLAndListWithPausedServer(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3)
+	raw := "redlock://" + strings.Join(addrs(srvs), ",")
+	holder, err := redlock.OpenURL(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	l, err := holder.Acquire(ctx, "paused/held", driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if err := srvs[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srvs[2].Resume()
+	// Far below the timeout (5s) that each waited for the paused server,
+	// far above what a majority takes to answer.
+	const bound = redlock.DefaultDialTimeout - time.Second
+	timed := func(what string, f func()) {
+		t.Helper()
+		start := time.Now()
+		f()
+		if took := time.Since(start); took > bound {
+			t.Errorf("%s with a server paused took %v, want at most %v", what, took, bound)
+		}
+	}
+	var b *redlock.Backend
+	timed("OpenURL", func() {
+		if b, err = redlock.OpenURL(ctx, raw); err != nil {
+			t.Fatal(err)
+		}
+	})
+	timed("List", func() {
+		hs, err := b.List(ctx, "paused/")
+		if err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
+			t.Errorf("List = %+v, %v; want paused/held with token %d", hs, err, l.Token())
+		}
+	})
+	timed("Close", func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}

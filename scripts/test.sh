@@ -5,6 +5,12 @@
 # The install changes the machine only when something is missing, and then
 # needs root or sudo: see scripts/install-test-deps.sh for what it does.
 # The tests themselves start their own servers on free ports.
+#
+# The tests run in an order shuffled with one seed, printed first. Every
+# step runs even when an earlier one failed; at the end the script names
+# the failed steps and the failing tests, each package with the command
+# that runs its failing tests again in the same order. TEST_SHUFFLE=N
+# runs the whole script again with seed N.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,22 +19,126 @@ scripts/install-test-deps.sh
 # Under CI=true a missing server fails a test instead of skipping it.
 export CI="${CI:-true}"
 
-echo "test.sh: go vet"
-go vet ./...
-echo "test.sh: go test -race (all packages)"
-go test -race -shuffle=on -count=1 -timeout 30m ./...
+seed="${TEST_SHUFFLE:-$(date +%s%N)}"
+if ! [[ "$seed" =~ ^-?[0-9]+$ ]]; then
+	echo "test.sh: TEST_SHUFFLE must be an integer, not \"$seed\"" >&2
+	exit 2
+fi
+echo "test.sh: shuffle seed $seed (TEST_SHUFFLE=$seed scripts/test.sh runs the tests in the same order)"
+
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+failed_steps=()
+nlogs=0
+
+# step NAME DIR COMMAND...: runs COMMAND in DIR (a module's directory),
+# keeping its output in a log for the summary; a failure is recorded, and
+# the next step runs.
+step() {
+	local name="$1" dir="$2"
+	shift 2
+	nlogs=$((nlogs + 1))
+	local log="$logs/$nlogs.log"
+	printf '%s\n' "$dir" >"$log.dir"
+	printf '%s\n' "$*" >"$log.cmd"
+	echo "test.sh: $name"
+	if ! (cd "$dir" && "$@") 2>&1 | tee "$log"; then
+		failed_steps+=("$nlogs:$name")
+	fi
+}
+
+# failures N prints, for each package that failed in the output of step
+# N (go test without -v), its failing tests (the innermost ones) and the
+# command that runs them again, in the order of the shuffle.
+failures() {
+	local race=""
+	case " $(cat "$logs/$1.log.cmd") " in *" -race "*) race="-race " ;; esac
+	awk -v seed="$seed" -v dir="$(cat "$logs/$1.log.dir")" -v race="$race" '
+	function flush(pkg, why,    i, j, top, seen, run, n, inner) {
+		printf "    %s%s\n", pkg, why
+		n = 0
+		for (i = 1; i <= nfail; i++) {
+			inner = 1
+			for (j = 1; j <= nfail; j++) {
+				if (index(fail[j], fail[i] "/") == 1) {
+					inner = 0
+				}
+			}
+			if (inner) {
+				printf "      --- FAIL: %s%s\n", fail[i], note[i]
+			}
+			top = fail[i]
+			sub(/\/.*/, "", top)
+			if (!(top in seen)) {
+				seen[top] = 1
+				run = run (n++ ? "|" : "") top
+			}
+		}
+		printf "      again: %sgo test %s-count=1 -shuffle=%s", (dir != "." ? "(cd " dir " && " : ""), race, seed
+		if (n > 0) {
+			printf " -run '\''^(%s)$'\''", run
+		}
+		printf " %s%s\n", pkg, (dir != "." ? ")" : "")
+		nfail = 0
+		timedout = 0
+	}
+	# A test that failed, at any depth.
+	/^ *--- FAIL: / {
+		name = $0
+		sub(/^ *--- FAIL: /, "", name)
+		sub(/ \([0-9.]+s\)$/, "", name)
+		fail[++nfail] = name
+		note[nfail] = ""
+		next
+	}
+	# A test binary that timed out lists the tests still running.
+	/^panic: test timed out/ { timedout = 1; next }
+	timedout && /^\t\t[^ ]+ \(/ {
+		fail[++nfail] = $1
+		note[nfail] = " (still running at the timeout)"
+		next
+	}
+	# The end of a failed package: "FAIL<TAB>pkg<TAB>time", or
+	# "FAIL<TAB>pkg [build failed]".
+	/^FAIL\t/ {
+		split($0, f, "\t")
+		why = ""
+		if (f[2] ~ / \[.*\]$/) {
+			why = f[2]
+			sub(/^[^ ]* /, " ", why)
+			sub(/ \[.*\]$/, "", f[2])
+		} else if (nfail == 0) {
+			why = " (no test reported failing: TestMain or the test binary failed; see its output above)"
+		}
+		flush(f[2], why)
+	}
+	' "$logs/$1.log"
+}
+
+step "go vet" . go vet ./...
+step "go test -race (all packages)" . go test -race -shuffle="$seed" -count=1 -timeout 30m ./...
 # The allocation bounds skip under the race detector (it allocates): they
 # run once more without it.
-echo "test.sh: allocation bounds (without the race detector)"
-go test -count=1 -timeout 10m -run 'Allocs' . ./redislock/
-
+step "allocation bounds (without the race detector)" . go test -shuffle="$seed" -count=1 -timeout 10m -run 'Allocs' . ./redislock/
 if [ -f bench/go.mod ]; then
-	echo "test.sh: bench module: vet, tests and a smoke run"
-	(cd bench && go vet ./... && go test -race -count=1 -timeout 15m ./...)
+	step "bench module: vet" bench go vet ./...
+	step "bench module: tests and a smoke run" bench go test -race -shuffle="$seed" -count=1 -timeout 15m ./...
 fi
 if [ -f torture/go.mod ]; then
 	# The short run: one fault round per scenario and store mode.
-	echo "test.sh: torture module: vet and the short run"
-	(cd torture && go vet ./... && go test -race -shuffle=on -count=1 -timeout 20m ./...)
+	step "torture module: vet" torture go vet ./...
+	step "torture module: the short run" torture go test -race -shuffle="$seed" -count=1 -timeout 20m ./...
 fi
-echo "test.sh: all tests passed"
+
+if [ "${#failed_steps[@]}" -eq 0 ]; then
+	echo "test.sh: all tests passed"
+	exit 0
+fi
+echo
+echo "test.sh: FAILED (shuffle seed $seed); the failed steps and their failing tests:"
+for f in "${failed_steps[@]}"; do
+	echo "  ${f#*:}"
+	failures "${f%%:*}"
+done
+echo "test.sh: the whole run again in the same order: TEST_SHUFFLE=$seed scripts/test.sh"
+exit 1

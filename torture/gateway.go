@@ -300,7 +300,7 @@ func gatewayKillScenario(f *Fixture) error {
 		if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 			return res.Err
 		}
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}

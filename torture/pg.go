@@ -224,7 +224,7 @@ func connectionKillScenario(checked bool) func(f *Fixture) error {
 			if err := a.Release(); ErrKind(err) != kindLost {
 				r.Notef("round %d: A's release after its session ended: %s", round, errKindOrOK(err))
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 		}
@@ -303,7 +303,7 @@ func pgServerKillScenario(settings ...string) func(f *Fixture) error {
 			if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 				return res.Err
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 			if err := a.Release(); ErrKind(err) != kindLost {

@@ -180,7 +180,7 @@ func pgLeaseConnectionKillScenario(f *Fixture) error {
 		}
 		r.Notef("round %d: %d sessions of A (token %d) and %d of B ended; A then wrote %d increments and its own check refused %d; A's release: %s; B granted token %d %s",
 			round, ended[app("A")], ta, ended[app("B")], written, refused, errKindOrOK(relErr), bres.Token, when)
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}
@@ -236,7 +236,7 @@ func pgLeaseServerKillScenario(f *Fixture) error {
 		}
 		r.Notef("round %d: A held token %d when the server was killed; after the restart A wrote %d increments and its own check refused %d; A's release: %s; B granted token %d %s",
 			round, ta, written, refused, errKindOrOK(relErr), bres.Token, when)
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}

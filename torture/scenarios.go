@@ -213,7 +213,7 @@ func pauseScenario(f *Fixture) error {
 				return res.Err
 			}
 		}
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}
@@ -264,7 +264,7 @@ func delayScenario(f *Fixture) error {
 			return ares.Err
 		}
 		r.Notef("round %d: A's write: %s (gave up after 300ms; released)", round, ares.Outcome)
-		if err := a.Release(); err != nil {
+		if err := f.release(a); err != nil {
 			return err
 		}
 		if _, ok, err := waitGrant(bc, time.Minute); !ok {
@@ -285,7 +285,7 @@ func delayScenario(f *Fixture) error {
 			r.Injected()
 		}
 		pa.Heal()
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}
@@ -428,7 +428,7 @@ func partitionRounds(f *Fixture, a, b *Worker, cut, heal func(), note string) er
 		if err := a.Release(); err != nil {
 			r.Notef("round %d: A's release after the heal: %s", round, ErrKind(err))
 		}
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}
@@ -456,7 +456,7 @@ func holderKillScenario(f *Fixture) error {
 		if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 			return res.Err
 		}
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}
@@ -527,7 +527,7 @@ func serverKillScenario(fsync bool) func(f *Fixture) error {
 			if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 				return res.Err
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 		}
@@ -603,7 +603,7 @@ func leaderKillScenario(f *Fixture) error {
 		if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 			return res.Err
 		}
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 		leader.Restart(f.T)
@@ -649,7 +649,7 @@ func failoverScenario(missed int) func(f *Fixture) error {
 			var ta uint64
 			for i := range missed {
 				if i > 0 {
-					if err := a.Release(); err != nil {
+					if err := f.release(a); err != nil {
 						return err
 					}
 				}
@@ -678,7 +678,7 @@ func failoverScenario(missed int) func(f *Fixture) error {
 			} else if ok {
 				r.Injected()
 			}
-			if err := b.Release(); err != nil {
+			if err := f.release(b); err != nil {
 				return err
 			}
 			if !r.waitEnded(a, time.Minute) {
@@ -766,7 +766,7 @@ func lateReleaseScenario(naive bool) func(f *Fixture) error {
 					return res.Err
 				}
 				r.Notef("round %d: B's write after C's grant: %s", round, res.Outcome)
-				if err := c.Release(); err != nil {
+				if err := f.release(c); err != nil {
 					return err
 				}
 			case ErrKind(err) == kindNotAcquired:
@@ -854,7 +854,7 @@ func naiveLostReply(f *Fixture, round int, a, b *Worker, pl interface {
 	if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 		return res.Err
 	}
-	return b.Release()
+	return f.release(b)
 }
 
 // lostReplyRound drops the replies while A acquires, until the request is
@@ -923,7 +923,7 @@ func lostReplyRound(f *Fixture, round int, a, b *Worker, pl interface {
 		if res := a.RMW(f.Res, RMWOptions{}); res.Err != nil {
 			return res.Err
 		}
-		if err := a.Release(); err != nil {
+		if err := f.release(a); err != nil {
 			return err
 		}
 	} else if !consistent {
@@ -932,7 +932,7 @@ func lostReplyRound(f *Fixture, round int, a, b *Worker, pl interface {
 		if _, err := a.Acquire(f.Key, Acq{Wait: true}); err != nil {
 			return fmt.Errorf("A's next acquire: %w", err)
 		}
-		if err := a.Release(); err != nil {
+		if err := f.release(a); err != nil {
 			return err
 		}
 		r.Notef("round %d: A's next acquire of the key removed the orphan", round)
@@ -943,7 +943,7 @@ func lostReplyRound(f *Fixture, round int, a, b *Worker, pl interface {
 	if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 		return res.Err
 	}
-	return b.Release()
+	return f.release(b)
 }
 
 // grantMark returns a number that grows with every grant of the key at the

@@ -142,7 +142,7 @@ func sessionExpiryScenario(f *Fixture) error {
 		relErr := a.Release()
 		r.Notef("round %d: A (token %d) cut off: %d increments written while its lock was live, %d refused by its own check after; B granted token %d; A's release after the heal: %s",
 			round, ta, written, refused, bres.Token, errKindOrOK(relErr))
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 	}
@@ -203,7 +203,7 @@ func zkLeaderKillScenario(f *Fixture) error {
 		if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
 			return res.Err
 		}
-		if err := b.Release(); err != nil {
+		if err := f.release(b); err != nil {
 			return err
 		}
 		leader.Restart(f.T)

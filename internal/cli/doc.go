@@ -36,8 +36,10 @@
 // TTL is on each backend). When the command ends, the lock is released and
 // distlock exits with the command's status.
 //
-// --timeout bounds the wait for a held lock, not the first try: one try is
-// always made (given up to 5s, however short the timeout). When the lock
+// --timeout bounds the opening of the lock service (given 1s at least; a
+// service that does not answer in time exits 69) and the wait for a held
+// lock, not the first try: one try is always made (given up to 5s,
+// however short the timeout). When the lock
 // is not acquired, distlock exits 75, or the status chosen with
 // --held-exit, and says so unless --quiet; a lock service that does not
 // answer is still reported, with 69. For cron, where every output is

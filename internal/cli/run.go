@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -42,8 +43,9 @@ func (r *runner) runCommand() *cobra.Command {
 		Long: `Run waits for the lock on KEY (or, with --no-wait, tries once), then runs
 COMMAND with DISTLOCK_KEY and DISTLOCK_TOKEN (the fencing token) in its
 environment, renews the lock while it runs, and releases it when it ends.
---timeout bounds the wait; one try is always made. The default lock service
-is file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND with its
+--timeout bounds the wait, and the opening of the lock service (given 1s at
+least); one try is always made. The default lock service is
+file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND with its
 password removed.
 
 The command runs in a process group of its own, the job, which gets the
@@ -128,7 +130,7 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	if err := runSupported(); err != nil {
 		return err
 	}
-	b, closer, err := openBackend(ctx, r.backendURL, r.openers)
+	b, closer, err := r.openWithin(ctx, f.timeout)
 	if err != nil {
 		return err
 	}
@@ -157,6 +159,28 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	}
 	// The Client logs the grant (with --verbose): said once.
 	return r.supervise(ctx, lock, b, argv, f, sigc)
+}
+
+// minOpen is how long opening the lock service may take under a shorter
+// --timeout: far longer than a service that answers takes, so that a
+// tiny timeout still makes its one try.
+const minOpen = time.Second
+
+// openWithin opens the backend, bounded by timeout when it is not 0
+// (--timeout), or minOpen if longer: a lock service that does not answer
+// must not hold a run much longer than a held lock would. The backend's
+// own bound on each server applies as well, whichever is sooner.
+func (r *runner) openWithin(ctx context.Context, timeout time.Duration) (driver.Backend, io.Closer, error) {
+	if timeout <= 0 {
+		return openBackend(ctx, r.backendURL, r.openers)
+	}
+	octx, cancel := context.WithTimeout(ctx, max(timeout, minOpen))
+	defer cancel()
+	b, closer, err := openBackend(octx, r.backendURL, r.openers)
+	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) && errors.Is(err, distlock.ErrUnavailable) {
+		return nil, nil, &exitError{code: ExitUnavailable, err: fmt.Errorf("the lock service did not answer within --timeout %v: %w", max(timeout, minOpen), err)}
+	}
+	return b, closer, err
 }
 
 // notify relays the signals of sigs that are not ignored to c.

@@ -58,9 +58,10 @@ are refused, so that a page the user opens cannot use the gateway.
 
 With --tokens FILE (JSON: {"tokens": [{"name", "token", "prefixes",
 "admin"}]}; other users of the host may neither read nor write it, nor
-its group write it: mode 0600 or 0640) every request needs
-"Authorization: Bearer TOKEN", each token may use the lock names starting
-with one of its prefixes, and only admin tokens may force a release.
+its group write it: mode 0600 or 0640, owned by this user or root)
+every request needs "Authorization: Bearer TOKEN", each token may use
+the lock names starting with one of its prefixes, and only admin tokens
+may force a release.
 Tokens are never logged. Each token has its own share of --max-sessions,
 and of the waiting requests (1024) and event streams (256): the
 "max_sessions", "max_waiting" and "max_streams" of its entry, or else an

@@ -5,8 +5,11 @@
 -- KEYS[2] the key's fencing counter: INCR per grant, never expires
 -- KEYS[3] tombstone of this secret: present once this grant was released,
 --         or once its Acquire gave up and cleaned up
--- KEYS[4] the node's seed marker: "ok" once the node may vote; "p:<ms>"
---         while it waits, after losing its data, until server time <ms>
+-- KEYS[4] the node's seed marker: "ok" once the node may vote; after it
+--         lost its data, "p:<since>:<copy>:<due>" (server times in ms: found
+--         without a marker at since; its counters may be copied from copy
+--         on; it votes from due, once they were), then "c:<due>" once they
+--         were copied (the first try from due on marks it "ok" and votes)
 -- KEYS[5] the key's queue of waiters: a sorted set of "<backend>|<waiter>"
 --         members, scored by the waiter's ticket (the same on every node,
 --         so that every node has the same first waiter); release.lua wakes
@@ -39,12 +42,13 @@
 --                         its Acquire gave up or its grant was released
 --   {UNSEEDED 4, 0}       the node has no seed marker: it lost its data
 --                         (or is new) and does not vote
---   {PENDING 5, ms}       the node waits ms more before it is re-seeded
---   {SEED_DUE 6, due}     the wait that ends at server time due is over:
---                         re-seed the node (seed.lua, naming this wait),
---                         then it votes
+--   {PENDING 5, ms}       the node waits; it votes in ms at the earliest
+--   {COPY_DUE 6, since}   its counters may be copied now (seed.lua, naming
+--                         the wait by since); it does not vote
+--   {COPIED 8, ms}        its counters were copied; it votes in ms
+--   {BAD_MARKER 9, 0}     the marker is none of the above; it does not vote
 
-local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, SEED_DUE, RESERVED = 0, 1, 3, 4, 5, 6, 7
+local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, COPY_DUE, RESERVED, COPIED, BAD_MARKER = 0, 1, 3, 4, 5, 6, 7, 8, 9
 
 -- One read for the keys the vote depends on, and the clock only where
 -- its reading is used: every command here is paid on every node of every
@@ -75,12 +79,22 @@ if not m then
   return {UNSEEDED, 0}
 end
 if m ~= 'ok' then
-  local due = tonumber(string.sub(m, 3)) or 0
   local t = now()
-  if t < due then
-    return {PENDING, due - t}
+  local since, copy, due = string.match(m, '^p:(%d+):(%d+):(%d+)$')
+  if since then
+    if t < tonumber(copy) then
+      return {PENDING, math.max(tonumber(due) - t, 0)}
+    end
+    return {COPY_DUE, tonumber(since)}
   end
-  return {SEED_DUE, due}
+  due = tonumber(string.match(m, '^c:(%d+)$'))
+  if not due then
+    return {BAD_MARKER, 0}
+  end
+  if t < due then
+    return {COPIED, due - t}
+  end
+  redis.call('SET', KEYS[4], 'ok')
 end
 
 if v then
