@@ -305,7 +305,17 @@ func (b *browser) tables() map[string][][]string {
 // answered.
 func (b *browser) press(what, elementExpr string) <-chan cdpMessage {
 	b.t.Helper()
-	var at struct{ X, Y float64 }
+	return b.up(b.down(what, elementExpr))
+}
+
+// point is a place in the page's viewport, in CSS pixels.
+type point struct{ X, Y float64 }
+
+// down moves the mouse to the middle of the element that the expression
+// finds and presses its left button there, and returns where.
+func (b *browser) down(what, elementExpr string) point {
+	b.t.Helper()
+	var at point
 	err := b.eval(`(() => { const e = `+elementExpr+`; if (!e) throw new Error("no such element");
 		e.scrollIntoView({block: "center"}); const r = e.getBoundingClientRect();
 		return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()`, &at)
@@ -316,6 +326,13 @@ func (b *browser) press(what, elementExpr string) <-chan cdpMessage {
 		b.call(b.session, "Input.dispatchMouseEvent", map[string]any{"type": typ, "x": at.X, "y": at.Y,
 			"button": "left", "buttons": 1, "clickCount": 1}, nil)
 	}
+	return at
+}
+
+// up releases the left button pressed at at, and returns where the
+// answer arrives (see press).
+func (b *browser) up(at point) <-chan cdpMessage {
+	b.t.Helper()
 	return b.send(b.session, "Input.dispatchMouseEvent", map[string]any{"type": "mouseReleased", "x": at.X, "y": at.Y,
 		"button": "left", "buttons": 0, "clickCount": 1})
 }

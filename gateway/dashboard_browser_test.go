@@ -147,6 +147,54 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	p.do("DELETE", "/v1/sessions/"+sid, viewerSecret, nil).want(t, 204, "")
 }
 
+// A click on a lock's forced release button whose press and release come
+// on either side of a render of the page (it renders every second and on
+// every event) still asks, and releases that lock: the page keeps the
+// rows of the locks still held, since the browser sends no click for a
+// button replaced between the press and the release.
+func TestDashboardClickSpanningARender(t *testing.T) {
+	bin := chromium(t)
+	p, _ := startPage(t, gateway.WithForceWithoutTokens())
+	sid := p.session("", "ops", "5m")
+	tok := p.acquire("", sid, "jobs/a", "0").want(t, 200, "").str("token")
+	br := startBrowser(t, bin)
+	dialogs := br.on("Page.javascriptDialogOpening")
+	br.navigate(p.url + "/")
+	rowOf := func(name string) string {
+		return `[...document.querySelectorAll("#locks tbody tr")].find(r => r.dataset.lock === ` + jsString(name) + `)`
+	}
+	br.until("the page shows no forced release button for jobs/a", `!!`+rowOf("jobs/a")+`?.querySelector("button")`)
+	at := br.down("the forced release button of jobs/a", rowOf("jobs/a")+`.querySelector("button")`)
+	// A lock taken now is an event, on which the page renders; it comes
+	// after jobs/a, whose row stays where it is.
+	p.acquire("", sid, "jobs/b", "0").want(t, 200, "")
+	br.until("the page does not show jobs/b", `!!`+rowOf("jobs/b"))
+	released := br.up(at)
+	select {
+	case m := <-dialogs:
+		var d struct{ Message string }
+		if err := json.Unmarshal(m.Params, &d); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(d.Message, strconv.Quote("jobs/a")) || !strings.Contains(d.Message, tok) {
+			t.Errorf("the confirmation %q does not name jobs/a and its token %s", d.Message, tok)
+		}
+	case <-released:
+		t.Fatal("a click across a render of the page was lost: no confirmation")
+	case <-time.After(cdpWaitTime):
+		t.Fatal("no confirmation dialog")
+	}
+	br.call(br.session, "Page.handleJavaScriptDialog", map[string]any{"accept": true}, nil)
+	br.wait("the click's release", released, nil)
+	waitFor(t, cdpWaitTime, "the clicked forced release did not free jobs/a", func() bool {
+		return p.do("GET", "/v1/locks/"+esc("jobs/a"), "", nil).want(t, 200, "").body["held"] == false
+	})
+	if p.do("GET", "/v1/locks/"+esc("jobs/b"), "", nil).want(t, 200, "").body["held"] != true {
+		t.Error("jobs/b was released too")
+	}
+	p.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+}
+
 // A page whose event stream falls behind, so that the gateway drops
 // events before sending them, reads its state anew on the reset event,
 // and shows the lock whose grant it was never sent.

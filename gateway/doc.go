@@ -83,7 +83,8 @@
 // page asks for one and keeps it in the tab's sessionStorage; a caller who
 // may force a release (an admin token, or anyone without tokens when
 // WithForceWithoutTokens allows it) gets a forced release button per
-// lock, which asks for confirmation. Names and owners
+// lock, which asks for confirmation; a refresh keeps the rows of the
+// locks still held, so that a click that spans it is not lost. Names and owners
 // are shown as text only, one with a character that does not print (a
 // control, a bidirectional control such as U+202E, a zero-width
 // character) quoted with escapes, as `distlock status` shows it; and the

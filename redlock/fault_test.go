@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
@@ -45,43 +48,130 @@ func cycle(t *testing.T, ctx context.Context, b *redlock.Backend, key string) ui
 // Two of five nodes down: locks still work, tokens keep increasing. Three
 // of five down: Acquire fails with ErrUnavailable naming the unreachable
 // nodes, and leaves no lock key on the two live ones.
+//
+// A node is down here when its server is killed: its requests fail at
+// once. A live node whose reply misses the per-node timeout counts as down
+// as well, as it must, and a loaded machine can make it miss it. The test
+// is of the quorum, not of the nodes' speed: the timeout is 1s rather than
+// the default (a tenth of the TTL, 200ms), and a step during which a
+// request to a live node timed out all the same is tried again, once the
+// key is gone from the live nodes, up to stallTries times; the test fails
+// if every try of a step stalled so, and at once when a step fails with
+// no such timeout.
 func TestMinorityAndMajorityDown(t *testing.T) {
 	ctx := testCtx(t)
 	srvs := startNodes(t, 5)
-	// The test is of the quorum, not of the nodes' speed: a live node's
-	// reply must not miss the default per-node timeout (a tenth of the
-	// TTL, 200ms) on a loaded machine, and be counted as a node down.
-	b := newBackend(t, addrs(srvs), redlock.WithRequestTimeout(time.Second))
+	timeouts := make([]atomic.Int64, len(srvs)) // by node: its requests that timed out
+	var nodes []redlock.Node
+	for i, s := range srvs {
+		c := newClient(t, s.Addr)
+		c.AddHook(timeoutCounter{&timeouts[i]})
+		nodes = append(nodes, c)
+	}
+	b := newBackendOf(t, nodes, redlock.WithRequestTimeout(time.Second))
 	key := "down/" + t.Name()
-	last := cycle(t, ctx, b, key)
+	opts := driver.AcquireOptions{TTL: 2 * time.Second}
+	step := func(what string, live []int, try func() error) {
+		t.Helper()
+		timedOut := func() (n int64) {
+			for _, i := range live {
+				n += timeouts[i].Load()
+			}
+			return n
+		}
+		for n := 1; ; n++ {
+			before := timedOut()
+			err := try()
+			switch {
+			case err == nil:
+				return
+			case timedOut() == before:
+				t.Fatalf("%s: %v", what, err)
+			case n == stallTries:
+				t.Fatalf("%s: a request to a live node timed out in each of %d tries, the last: %v", what, n, err)
+			}
+			t.Logf("%s, try %d: a request to a live node timed out (%v); trying again once the key is gone", what, n, err)
+			for _, i := range live {
+				eventually(t, time.Minute, fmt.Sprintf("the stalled try's grant gone from node %d", i), func() bool {
+					v, err := srvs[i].Do("EXISTS", lockKey(key))
+					return err == nil && v == int64(0)
+				})
+			}
+		}
+	}
+	var last uint64
+	cycle := func() error {
+		l, err := b.Acquire(ctx, key, opts)
+		if err != nil {
+			return fmt.Errorf("Acquire: %w", err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("token %d after %d", l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Release(ctx); err != nil {
+			return fmt.Errorf("Release: %w", err)
+		}
+		return nil
+	}
+	step("all five up", []int{0, 1, 2, 3, 4}, cycle)
 	srvs[1].Kill()
 	srvs[3].Kill()
-	for range 10 {
-		tok := cycle(t, ctx, b, key)
-		if tok <= last {
-			t.Fatalf("token %d after %d with two nodes down", tok, last)
-		}
-		last = tok
+	for i := range 10 {
+		step(fmt.Sprintf("two of five down, cycle %d", i), []int{0, 2, 4}, cycle)
 	}
 	srvs[4].Kill()
-	_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: 2 * time.Second})
-	if !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, distlock.ErrNotAcquired) {
-		t.Fatalf("Acquire with three of five down: %v, want ErrUnavailable", err)
-	}
-	for _, i := range []int{1, 3, 4} {
-		if !strings.Contains(err.Error(), srvs[i].Addr) {
-			t.Errorf("the error does not name the unreachable node %s: %v", srvs[i].Addr, err)
+	step("three of five down", []int{0, 2}, func() error {
+		_, err := b.Acquire(ctx, key, opts)
+		if !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("Acquire with three of five down: %v, want ErrUnavailable", err)
 		}
-	}
-	for _, i := range []int{0, 2} {
-		if strings.Contains(err.Error(), srvs[i].Addr) {
-			t.Errorf("the error names the live node %s: %v", srvs[i].Addr, err)
+		for _, i := range []int{1, 3, 4} {
+			if !strings.Contains(err.Error(), srvs[i].Addr) {
+				t.Errorf("the error does not name the unreachable node %s: %v", srvs[i].Addr, err)
+			}
 		}
-		if keys := lockKeysOn(t, srvs[i]); len(keys) != 0 {
-			t.Errorf("live node %s keeps %v after the failed Acquire", srvs[i].Addr, keys)
+		var problems []string
+		for _, i := range []int{0, 2} {
+			if strings.Contains(err.Error(), srvs[i].Addr) {
+				problems = append(problems, fmt.Sprintf("the error names the live node %s: %v", srvs[i].Addr, err))
+			}
+			if keys := lockKeysOn(t, srvs[i]); len(keys) != 0 {
+				problems = append(problems, fmt.Sprintf("live node %s keeps %v after the failed Acquire", srvs[i].Addr, keys))
+			}
 		}
+		if len(problems) > 0 {
+			return errors.New(strings.Join(problems, "; "))
+		}
+		t.Logf("three of five down: %v", err)
+		return nil
+	})
+}
+
+// stallTries is how many times TestMinorityAndMajorityDown tries a step
+// during which a request to a live node timed out.
+const stallTries = 3
+
+// timeoutCounter is a go-redis hook that counts the requests of its client
+// that ended in a timeout: the per-node timeout, or a dial or read that
+// timed out.
+type timeoutCounter struct{ n *atomic.Int64 }
+
+func (h timeoutCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h timeoutCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h timeoutCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			h.n.Add(1)
+		}
+		return err
 	}
-	t.Logf("three of five down: %v", err)
 }
 
 // A node restarted without persistence while a lock is held has lost the

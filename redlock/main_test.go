@@ -63,6 +63,12 @@ func newBackend(t testing.TB, addrs []string, opts ...redlock.Option) *redlock.B
 	for _, a := range addrs {
 		nodes = append(nodes, newClient(t, a))
 	}
+	return newBackendOf(t, nodes, opts...)
+}
+
+// newBackendOf returns a Backend over nodes, closed with the test.
+func newBackendOf(t testing.TB, nodes []redlock.Node, opts ...redlock.Option) *redlock.Backend {
+	t.Helper()
 	b, err := redlock.New(nodes, opts...)
 	if err != nil {
 		t.Fatalf("redlock.New: %v", err)
