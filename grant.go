@@ -197,7 +197,7 @@ func (g *grant) renewAfterLocked(now time.Time) time.Time {
 
 // windowLocked is the at-risk window after a confirmation at now, once
 // nextRenew is set: WithAtRiskWindow's, or else a third of the TTL, cut to
-// half the time between the next renewal (now, for a lock WithoutRenewal)
+// half the time between the next renewal (now, for a lock with NoRenewal)
 // and the deadline, so that the renewal has the other half to be
 // confirmed in. It is measured on the deadline the service confirmed,
 // not on the TTL asked for: a session backend's lease is its session

@@ -36,12 +36,20 @@ type Option interface {
 // that lock. Given to New, a LockOption sets the Client's default.
 type LockOption func(*config)
 
-func (o LockOption) applyToClient(c *config) { o(c) }
+func (o LockOption) applyToClient(c *config) {
+	if o != nil { // a nil LockOption in an Option is not a nil Option
+		o(c)
+	}
+}
 
 // clientOption is an Option that only a Client takes.
 type clientOption func(*config)
 
-func (o clientOption) applyToClient(c *config) { o(c) }
+func (o clientOption) applyToClient(c *config) {
+	if o != nil {
+		o(c)
+	}
+}
 
 type config struct {
 	ttl        time.Duration

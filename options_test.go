@@ -66,3 +66,23 @@ func TestLockOptionsRefused(t *testing.T) {
 		t.Errorf("New with Client options: %v", err)
 	}
 }
+
+// A nil option is ignored wherever it is given: a LockOption left unset
+// (set only when a flag is given) and passed to New is a non-nil Option
+// holding a nil func.
+func TestNilOptionsIgnored(t *testing.T) {
+	var lockOpt distlock.LockOption
+	var opt distlock.Option
+	c, err := distlock.New(memlock.New(), lockOpt, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	l, err := c.Acquire(context.Background(), "k", lockOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,9 +46,21 @@ func admitStatement(ctx context.Context, tx pgx.Tx) (string, error) {
 // Fence guards data kept in PostgreSQL with fencing tokens: Admit checks a
 // token in the transaction that writes the data. It counts the tokens it
 // refuses (distlock.fence.rejections, distlock.guard "pglock.Fence"; see
-// fence.WithMeterProvider). It is safe for concurrent use.
+// fence.WithMeterProvider). The zero Fence is ready to use and counts on
+// the global provider. It is safe for concurrent use.
 type Fence struct {
-	rejected *fence.Counter
+	once     sync.Once
+	rejected *fence.Counter // made at the first refusal when NewFence did not
+}
+
+// counter returns the Counter of f's refusals.
+func (f *Fence) counter() *fence.Counter {
+	f.once.Do(func() {
+		if f.rejected == nil {
+			f.rejected = fence.NewCounter("pglock.Fence")
+		}
+	})
+	return f.rejected
 }
 
 // NewFence returns a Fence configured by opts.
@@ -81,7 +94,7 @@ func (f *Fence) Admit(ctx context.Context, tx pgx.Tx, resource string, token uin
 		return fmt.Errorf("%w: pglock: fence: nil transaction", driver.ErrInvalidOption)
 	}
 	if token == 0 {
-		f.rejected.Rejected(ctx)
+		f.counter().Rejected(ctx)
 		return &fence.StaleTokenError{Resource: resource, Token: 0}
 	}
 	if token > math.MaxInt64 {
@@ -102,7 +115,7 @@ func (f *Fence) Admit(ctx context.Context, tx pgx.Tx, resource string, token uin
 		return nil
 	case errors.As(err, &pgErr) && pgErr.Code == staleState:
 		h, _ := strconv.ParseUint(pgErr.Detail, 10, 64)
-		f.rejected.Rejected(ctx)
+		f.counter().Rejected(ctx)
 		return &fence.StaleTokenError{Resource: resource, Token: token, Highest: h}
 	case errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "3F000"): // undefined_function, invalid_schema_name
 		delete(tx.Conn().PgConn().CustomData(), admitKey) // the schema moved: find it again

@@ -47,7 +47,7 @@ type Fence struct {
 // including a *redis.ClusterClient, or a pipeline's or transaction's
 // underlying client), whose fence keys start with prefix, usually
 // DefaultFencePrefix ("distlock:fence"). Every writer of a resource must
-// use the same prefix; it must not contain '{' or '}'.
+// use the same prefix; it must not be empty or contain '{' or '}'.
 func NewFence(client redis.Scripter, prefix string, opts ...fence.Option) *Fence {
 	return &Fence{client: client, prefix: prefix, rejected: fence.NewCounter("redislock.Fence", opts...)}
 }
@@ -111,6 +111,10 @@ func (f *Fence) run(ctx context.Context, resource string, token uint64, key, op 
 	switch {
 	case f.client == nil:
 		return fmt.Errorf("%w: redislock: fence: nil redis client", driver.ErrInvalidOption)
+	case f.prefix == "":
+		// Writers that share a resource must share its fence key: an
+		// empty prefix is almost surely one that meant the default.
+		return fmt.Errorf("%w: redislock: fence: empty prefix (DefaultFencePrefix is the usual one)", driver.ErrInvalidOption)
 	case strings.ContainsAny(f.prefix, "{}"):
 		return fmt.Errorf("%w: redislock: fence: prefix %q contains a brace", driver.ErrInvalidOption, f.prefix)
 	case resource == "":

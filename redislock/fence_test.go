@@ -111,6 +111,9 @@ func TestFence(t *testing.T) {
 	if err := redislock.NewFence(c, "a{").Set(ctx, res, 40, key, "v", 0); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("brace prefix: %v", err)
 	}
+	if err := redislock.NewFence(c, "").Set(ctx, res, 40, key, "v", 0); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("empty prefix: %v", err)
+	}
 	if h, _ := f.Highest(ctx, res); h != 35 {
 		t.Errorf("refused calls changed the highest token to %d", h)
 	}
