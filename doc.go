@@ -1,5 +1,7 @@
 // Package distlock gives one API over distributed lock services (Redis,
-// etcd, a local host, and in-process memory) with the parts that make a lock
+// Redlock over several independent Redis servers, etcd, ZooKeeper,
+// PostgreSQL, a distlock gateway, a local host's files, and in-process
+// memory) with the parts that make a lock
 // safe when things go wrong: a fencing token on every grant, loss delivered
 // as a cancelled context before anyone else can hold the key, owner-checked
 // renewal and release, push-based waiting, reentrancy and deadlock-free
@@ -8,7 +10,9 @@
 // # Using it
 //
 // A Client wraps a Backend (see the backend packages: memlock, filelock,
-// redislock, etcdlock). Acquire waits for a key and returns a Lock:
+// redislock, redlock, etcdlock, zklock, pglock and gatewaylock; package
+// backends opens one from a URL, and package driver is for writing
+// another). Acquire waits for a key and returns a Lock:
 //
 //	b, err := redislock.New(rdb)
 //	if err != nil { ... }
