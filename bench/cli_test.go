@@ -46,10 +46,9 @@ func TestCLIRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "distlock")
-	// Built in the root module (the parent directory), with its own
-	// dependencies, as users build it.
-	build := exec.Command("go", "build", "-o", bin, "./cmd/distlock")
-	build.Dir = ".."
+	// Built in its own module, with its own dependencies, as users build it.
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = "../cmd/distlock"
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

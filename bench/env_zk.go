@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // ZooKeeper returns the client addresses of a standalone ZooKeeper server,

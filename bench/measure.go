@@ -739,7 +739,7 @@ func distlockGoroutines() int {
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		for _, line := range strings.Split(g, "\n") {
 			if strings.Contains(line, "github.com/distlock/distlock") && !strings.Contains(line, "github.com/distlock/distlock/bench") &&
-				!strings.Contains(line, "github.com/distlock/distlock/internal/testserver") {
+				!strings.Contains(line, "github.com/distlock/distlock/testserver") {
 				count++
 				break
 			}

@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // Uncontended acquire and release: distlock's Client over etcdlock against

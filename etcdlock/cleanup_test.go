@@ -11,8 +11,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/distlock/distlock/testserver"
 )
 
 // ghostTTL is the session TTL of the clean-up tests: long enough that the

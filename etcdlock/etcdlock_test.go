@@ -12,7 +12,7 @@ import (
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -11,7 +11,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/metrictest"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A holder whose lease ended while it was paused must not be able to write

@@ -8,7 +8,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 func TestLockName(t *testing.T) {

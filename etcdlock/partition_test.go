@@ -8,8 +8,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A holder cut off from etcd has its lock's context cancelled by the local

@@ -15,8 +15,8 @@ import (
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/distlock/distlock/testserver"
 )
 
 // acquireResult is what an Acquire in a goroutine returned.

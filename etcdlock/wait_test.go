@@ -7,7 +7,7 @@ import (
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A waiter's watch of its predecessor starts after the revision etcd is at,

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/gateway"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/memlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // chromium finds the headless browser of the dashboard tests.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // errGranted is what a waiter reports when its Acquire, racing its

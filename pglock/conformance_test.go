@@ -11,8 +11,8 @@ import (
 
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 func TestConformance(t *testing.T) {

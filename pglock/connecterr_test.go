@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // With sslmode=prefer (libpq's default) and a server without TLS, the

@@ -19,9 +19,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A LeaseMode Acquire or TryAcquire whose context ends while its statement

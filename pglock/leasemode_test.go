@@ -13,9 +13,9 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // newLeaseBackend returns a LeaseMode Backend over a pool of its own to

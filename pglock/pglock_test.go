@@ -19,8 +19,8 @@ import (
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/metrictest"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // waitingSQL counts the sessions waiting for key's advisory lock.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A try whose secret has a tombstone (its attempt was cleaned up), or

@@ -9,8 +9,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // Tokens survive a crash (kill -9) only with appendonly yes and appendfsync

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/rediserr"
+	"github.com/distlock/distlock/internal/redis/rediserr"
 )
 
 // Errors of this package, for errors.Is. Errors about the service itself

@@ -11,8 +11,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // An evicting maxmemory-policy breaks mutual exclusion and tokens: filling

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // Every key a lock uses hashes to one slot, whatever braces the user key

@@ -11,7 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // RefreshAll over a single server refreshes up to 256 leases per script

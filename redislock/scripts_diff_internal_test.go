@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // The acquire and release scripts, run side by side with those of the

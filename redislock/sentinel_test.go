@@ -13,8 +13,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // sentinelSet is a primary, one replica and a Sentinel watching them as

@@ -12,8 +12,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/testserver"
 )
 
 func TestOpenURL(t *testing.T) {

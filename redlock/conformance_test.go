@@ -8,7 +8,7 @@ import (
 
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 func TestConformance(t *testing.T) {

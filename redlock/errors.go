@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/rediserr"
+	"github.com/distlock/distlock/internal/redis/rediserr"
 )
 
 // ErrClosed is returned by a Backend after Close. It matches

@@ -15,10 +15,10 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // lockKeysOn returns the lock keys present on s.

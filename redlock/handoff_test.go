@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // queueKey is the Redis key of the queue of waiters of key, per the

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // A lock held on exactly a majority of the nodes is listed even when one

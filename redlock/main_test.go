@@ -8,9 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // The model's nodes (modelNode) answer as the real scripts do: random

@@ -14,9 +14,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // seedMarker is the seed marker key of the default prefix.

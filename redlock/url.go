@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/redisurl"
+	"github.com/distlock/distlock/internal/redis/redisurl"
 )
 
 // DefaultDialTimeout bounds the PING with which OpenURL checks the nodes

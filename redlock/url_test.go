@@ -11,8 +11,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 const pw = "S3cret-pw"

@@ -13,13 +13,20 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/go-zookeeper/zk v1.0.4 // indirect
+
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/distlock/distlock/etcdlock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/internal/redis v0.0.0-00010101000000-000000000000 // indirect
+	github.com/distlock/distlock/pglock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/redislock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/redlock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/zklock v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -44,3 +51,15 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/distlock/distlock/internal/redis => ../internal/redis
+
+replace github.com/distlock/distlock/redislock => ../redislock
+
+replace github.com/distlock/distlock/redlock => ../redlock
+
+replace github.com/distlock/distlock/etcdlock => ../etcdlock
+
+replace github.com/distlock/distlock/zklock => ../zklock
+
+replace github.com/distlock/distlock/pglock => ../pglock

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // Run is one execution of a scenario: a Store in one Mode, worker

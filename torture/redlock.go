@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // backendRedlock is the kind of a Target of independent Redis servers

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // Scenario is one fault, injected the same way in an unfenced and a fenced

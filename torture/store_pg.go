@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/fence"
-	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // pgStore keeps a PGFenced Store's registers in a PostgreSQL table, one row

@@ -9,7 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // The store's modes: fenced and pg-fenced refuse a token below the highest

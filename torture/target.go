@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/distlock/distlock/testserver"
 )
 
 // Target is the lock service a scenario runs against.

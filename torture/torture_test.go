@@ -12,7 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"go.uber.org/goleak"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/torture"
 )
 

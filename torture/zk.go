@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/zklock"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // ZooKeeper's opcodes that the pipelining tests look for.

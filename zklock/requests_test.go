@@ -16,7 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/zklock"
 )
 

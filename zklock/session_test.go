@@ -9,8 +9,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/zklock"
 )
 

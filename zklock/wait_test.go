@@ -9,7 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A waiter whose context ends as its Backend closes reports its context,

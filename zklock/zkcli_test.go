@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/zklock"
 )
 

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"github.com/distlock/distlock/internal/cli"
-	_ "github.com/distlock/distlock/internal/cli/standby/early" // the supervisor starts while distlock initialises
+	"github.com/distlock/distlock/cmd/distlock/internal/cli"
+	_ "github.com/distlock/distlock/cmd/distlock/internal/cli/standby/early" // the supervisor starts while distlock initialises
 )
 
 func main() { cli.Main() }

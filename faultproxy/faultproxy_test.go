@@ -1,0 +1,137 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock/faultproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echo starts a line echo server that records what it received.
+func echo(t *testing.T) (addr string, got chan string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = make(chan string, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- strings.TrimSpace(line)
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String(), got
+}
+
+func dial(t *testing.T, p *faultproxy.Proxy) (net.Conn, *bufio.Reader) {
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) (string, error) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(timeout))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, msg+"\n"); err != nil {
+		return "", err
+	}
+	line, err := r.ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+func TestForwardBlackholeHeal(t *testing.T) {
+	addr, got := echo(t)
+	p := faultproxy.Start(t, addr)
+	c, r := dial(t, p)
+	if s, err := roundTrip(t, c, r, "one", 5*time.Second); err != nil || s != "one" {
+		t.Fatalf("pass: %q, %v", s, err)
+	}
+	<-got
+	p.Blackhole()
+	if _, err := roundTrip(t, c, r, "two", 200*time.Millisecond); err == nil {
+		t.Fatal("reply came through a blackhole")
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("server received %q through a blackhole", s)
+	default:
+	}
+	p.Heal()
+	// What was held back arrives after the heal.
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if line, err := r.ReadString('\n'); err != nil || strings.TrimSpace(line) != "two" {
+		t.Fatalf("after heal: %q, %v", line, err)
+	}
+}
+
+func TestDropReplies(t *testing.T) {
+	addr, got := echo(t)
+	p := faultproxy.Start(t, addr)
+	c, r := dial(t, p)
+	p.DropReplies()
+	if _, err := roundTrip(t, c, r, "lost", 5*time.Second); err == nil {
+		t.Fatal("reply was not dropped")
+	}
+	select {
+	case s := <-got:
+		if s != "lost" {
+			t.Fatalf("server got %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the server")
+	}
+	p.Heal()
+	c2, r2 := dial(t, p)
+	if s, err := roundTrip(t, c2, r2, "again", 5*time.Second); err != nil || s != "again" {
+		t.Fatalf("after heal: %q, %v", s, err)
+	}
+}
+
+func TestDelayAndReset(t *testing.T) {
+	addr, _ := echo(t)
+	p := faultproxy.Start(t, addr)
+	c, r := dial(t, p)
+	p.Delay(100 * time.Millisecond)
+	start := time.Now()
+	if s, err := roundTrip(t, c, r, "slow", 5*time.Second); err != nil || s != "slow" {
+		t.Fatalf("delay: %q, %v", s, err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Errorf("round trip took %v through a 100ms delay each way", el)
+	}
+	p.Reset()
+	if _, err := roundTrip(t, c, r, "x", 5*time.Second); err == nil {
+		t.Fatal("connection survived Reset")
+	}
+}
