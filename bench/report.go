@@ -292,7 +292,7 @@ func (rp *Report) Write(w io.Writer) error {
 			vs = append(vs, k+" "+v)
 		}
 	}
-	pf("Servers: %s, each a local process on 127.0.0.1 started by internal/testserver (Redis without persistence; etcd one member, fsync on every write, data on the local disk; ZooKeeper standalone, its transaction log fsynced before each write is answered; PostgreSQL with fsync off). ", strings.Join(vs, ", "))
+	pf("Servers: %s, each a local process on 127.0.0.1 started by testserver (Redis without persistence; etcd one member, fsync on every write, data on the local disk; ZooKeeper standalone, its transaction log fsynced before each write is answered; PostgreSQL with fsync off). ", strings.Join(vs, ", "))
 	pf("Clients, servers and the benchmark share the machine's cores, so the figures that matter are the ratios between rows of one run, not the absolute times.\n\n")
 	pf("Method: the subjects of a measurement take turns in a rotating order (cycle by cycle within a service for latency; in %d rounds for throughput and %d for contention), so that noise on the machine (other work runs on it) falls on all of them alike. ", p.Rounds, p.ContentionRounds)
 	pf("Each subject has its own keys. \"Requests\" are what clients sent (Redis: commands counted by a go-redis hook, plus SUBSCRIBE/UNSUBSCRIBE from INFO commandstats; a script call is one request; etcd: gRPC messages received, from /metrics `grpc_server_msg_received_total`, which counts unary requests and stream messages such as watch creations and lease keep-alives; ZooKeeper: packets received, from mntr `zk_packets_received`, session pings included; PostgreSQL: statements sent, counted by a pgx tracer). ")

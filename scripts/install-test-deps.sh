@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the servers that the integration tests start through
-# internal/testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
+# testserver: redis-server, etcd + etcdctl, ZooKeeper, PostgreSQL and
 # PgBouncer (Debian/Ubuntu packages), tmux, which the CLI's terminal
 # tests drive, and Apache Curator with a JDK, with which the ZooKeeper
 # interop tests build a Curator client, and a C compiler (gcc, libc6-dev),
-# with which internal/testserver builds the clock shim of a Redis whose
+# with which testserver builds the clock shim of a Redis whose
 # clock a test moves. Idempotent and non-interactive. It
 # does not run the tests.
 #

@@ -1,5 +1,12 @@
 // Package testserver starts real Redis, etcd, ZooKeeper, PostgreSQL and
-// PgBouncer servers for Go tests.
+// PgBouncer servers for Go tests: distlock's own, and yours, when your
+// code under a lock should meet the real service in its tests:
+//
+//	func TestJob(t *testing.T) {
+//		r := testserver.StartRedis(t)
+//		client := redis.NewClient(&redis.Options{Addr: r.Addr})
+//		...
+//	}
 //
 // Every server runs as a child process of the test binary, listens only on
 // 127.0.0.1 on free ports, keeps its data and log files in directories from
@@ -21,7 +28,7 @@
 // (runtime.LockOSThread): do not start servers from such a goroutine.
 //
 // The server binaries come from the operating system. On Debian/Ubuntu they
-// are installed by scripts/install-test-deps.sh (packages redis-server,
+// are installed by scripts/install-test-deps.sh of distlock's repository (packages redis-server,
 // etcd-server, etcd-client, zookeeper, postgresql, pgbouncer, and gcc for
 // the clock shim of WithRedisMovableClock, which moves a Redis server's
 // wall clock under a test). When a binary

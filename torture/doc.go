@@ -26,7 +26,7 @@
 // delayed or cut off, the holder cut off from a majority, a node of a bare
 // majority killed and restarted with and without its data; and a lock
 // server's wall clock jumping forward (moved in redis-server by
-// internal/testserver's clock shim). Every scenario runs once
+// testserver's clock shim). Every scenario runs once
 // per mode; the unfenced run must show the fault biting, and the
 // fenced run must accept no stale write.
 //
@@ -74,7 +74,7 @@
 // runs more rounds and writes REPORT.md and report/index.html (a timeline
 // of every run), which are committed, and report/histories/ (porcupine's
 // visualization of every history, megabytes), which is not.
-// The servers come from internal/testserver; without them the tests skip,
+// The servers come from testserver; without them the tests skip,
 // or fail under CI=true.
 //
 // The package is a test harness: its API takes a testing.TB, starts

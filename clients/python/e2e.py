@@ -1,5 +1,5 @@
 """End-to-end walk through the distlock gateway, driven by the Go tests
-(internal/cli/serve_test.go): python3 e2e.py MODE URL DIR
+(cmd/distlock/internal/cli/serve_test.go): python3 e2e.py MODE URL DIR
 
 walk: acquire, keepalive, fenced write, loss (forced release), a stale
       write refused, release; prints one JSON object.
