@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backends"
+	_ "github.com/distlock/distlock/gatewaylock" // registers distlock+http
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -73,8 +74,8 @@ func TestRegister(t *testing.T) {
 		"twice": func() {
 			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "test+mem")
 		},
-		"built-in": func() {
-			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "redis")
+		"a backend's": func() {
+			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "distlock+http")
 		},
 		"upper case": func() {
 			backends.Register(func(context.Context, string) (backends.Backend, error) { return nil, nil }, "Test")
