@@ -15,7 +15,7 @@
 // each one works: every subject completes cycles, no two holders of a key
 // ever overlap, no lock is lost while held, and the report names every
 // subject. It never touches the committed RESULTS.md. Servers come from
-// internal/testserver: a missing redis-server, etcd, ZooKeeper or
+// testserver: a missing redis-server, etcd, ZooKeeper or
 // PostgreSQL skips the run, or fails it under CI=true.
 //
 // # What is measured
