@@ -191,7 +191,7 @@ func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 // python runs the end-to-end script of the Python client.
 func python(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	dir, err := filepath.Abs("../../clients/python")
+	dir, err := filepath.Abs("../../../../clients/python")
 	if err != nil {
 		t.Fatal(err)
 	}
