@@ -22,7 +22,8 @@ import (
 // the lock's options when it has none (config.withLock returns before its
 // config would escape). Nothing for the end of a released lock: errPtr
 // shares one pointer for ErrReleased, and does not take &err, which would
-// move err to the heap on every call.
+// move err to the heap on every call. Nor a Debug log line, built only for
+// a logger that takes it (the default discards everything).
 //
 // TryAcquire costs as much: it sets wait in the lock's config rather than
 // appending WithWait(false), which costs one more (the options of a lock
