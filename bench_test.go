@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/metrictest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -55,36 +54,5 @@ func BenchmarkHold10k(b *testing.B) {
 		b.ReportMetric(float64(be.leases.Load())/window.Seconds(), "renewals/s")
 		b.ReportMetric(float64(be.calls.Load())/window.Seconds(), "calls/s")
 		b.ReportMetric(float64(lost), "lost")
-	}
-}
-
-// BenchmarkCycleMetrics measures an acquire and release on memlock with
-// the metrics off (the global no-op provider), and on with the OTel SDK and
-// a manual reader (what a Client exporting metrics pays per cycle):
-//
-//	go test -run '^$' -bench CycleMetrics -count 5 .
-func BenchmarkCycleMetrics(b *testing.B) {
-	ctx := context.Background()
-	_, sdk := metrictest.Reader()
-	defer sdk.Shutdown(ctx)
-	for _, sub := range []struct {
-		name string
-		opts []distlock.Option
-	}{
-		{"default", nil},
-		{"sdk", []distlock.Option{distlock.WithMeterProvider(sdk)}},
-	} {
-		b.Run(sub.name, func(b *testing.B) {
-			c, _ := distlock.New(memlock.New(), sub.opts...)
-			defer c.Close(ctx)
-			b.ReportAllocs()
-			for b.Loop() {
-				l, err := c.Acquire(ctx, "k")
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release(ctx)
-			}
-		})
 	}
 }

@@ -65,9 +65,9 @@ type grant struct {
 	relDone bool // the service answered the release, either way
 	relErr  error
 
-	// What a held grant needs besides, allocated with it: its scope (the
-	// lock's context), the node that records the lock in that context,
-	// and the Lock of its first handle.
+	// What a held grant needs besides, in it (see TestCycleAllocs): its
+	// scope (the lock's context), the node that records the lock in that
+	// context, and the Lock of its first handle.
 	ownScope scope
 	node     heldNode
 	first    Lock
@@ -77,13 +77,13 @@ func newGrant(c *Client, key string, cfg config) *grant {
 	return &grant{c: c, key: key, cfg: cfg, idx: -1}
 }
 
-// errPtr returns a pointer to err for an atomic.Pointer[error], without
-// allocating for ErrReleased, the end of most locks.
+// errPtr returns a pointer to err for an atomic.Pointer[error]; ErrReleased,
+// the end of most locks, shares one (see TestCycleAllocs).
 func errPtr(err error) *error {
 	if err == ErrReleased {
 		return &errReleased
 	}
-	p := new(error) // (not &err: err would be moved to the heap on every call)
+	p := new(error) // not &err: see TestCycleAllocs
 	*p = err
 	return p
 }

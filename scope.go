@@ -268,7 +268,7 @@ func (s *scope) context() context.Context {
 // holdCtx is what a scope's context derives from: the values of the
 // context the lock was acquired with, and its locks under heldKey, but
 // none of its cancellation or deadline (context.WithoutCancel and
-// context.WithValue in one, without their two allocations). Only the
+// context.WithValue in one; see TestCycleAllocs). Only the
 // scope's own cancelCtx derives from it: that answers the lookups of its
 // cancellation itself, and takes a nil Done as "never cancelled".
 type holdCtx struct {

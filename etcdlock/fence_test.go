@@ -22,7 +22,7 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	admin := adminClient(t, e.Endpoints)
 	ctx := testCtx(t)
 	const key, resource = "fenced", "resources/fenced"
-	reader, mp := metrictest.Reader()
+	mp := metrictest.NewProvider()
 	ba := newBackend(t, newClient(t, e.Endpoints))
 	bb := newBackend(t, newClient(t, e.Endpoints))
 	fa, fb := etcdlock.NewFence(ba, fence.WithMeterProvider(mp)), etcdlock.NewFence(bb, fence.WithMeterProvider(mp))
@@ -82,7 +82,7 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	if v := get(); v != "b" {
 		t.Errorf("resource = %q after the stale Txn, want %q", v, "b")
 	}
-	if n := metrictest.Rejections(t, reader, "etcdlock.Fence"); n != 1 {
+	if n := metrictest.Rejections(t, mp, "etcdlock.Fence"); n != 1 {
 		t.Errorf("distlock.fence.rejections %d after one refused Txn, want 1", n)
 	}
 	// Baseline: without the fence, the stale write lands over B's.
@@ -112,7 +112,7 @@ func TestFencedTxnRefusesStaleHolder(t *testing.T) {
 	if _, err := fb.Txn(ctx, lb, clientv3.OpPut(resource, "b3")); !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("Txn of a released lock: %v, want ErrStaleToken", err)
 	}
-	if n := metrictest.Rejections(t, reader, "etcdlock.Fence"); n != 2 {
+	if n := metrictest.Rejections(t, mp, "etcdlock.Fence"); n != 2 {
 		t.Errorf("distlock.fence.rejections %d after two refused Txns, want 2", n)
 	}
 	la.Release(ctx)

@@ -11,11 +11,11 @@ import (
 // A Counter counts on the provider of its options, under its guard's name;
 // nil options are ignored.
 func TestCounter(t *testing.T) {
-	r, mp := metrictest.Reader()
+	mp := metrictest.NewProvider()
 	c := fence.NewCounter("g", nil, fence.WithMeterProvider(mp), nil)
 	c.Rejected(context.Background())
 	c.Rejected(context.Background())
-	if n := metrictest.Rejections(t, r, "g"); n != 2 {
+	if n := metrictest.Rejections(t, mp, "g"); n != 2 {
 		t.Errorf("rejections %d, want 2", n)
 	}
 }
@@ -23,7 +23,7 @@ func TestCounter(t *testing.T) {
 // A Register counts each token it refuses, whether made with NewRegister or
 // the zero value (on the global provider, which is not this test's).
 func TestRegisterCountsRejections(t *testing.T) {
-	r, mp := metrictest.Reader()
+	mp := metrictest.NewProvider()
 	reg := fence.NewRegister(fence.WithMeterProvider(mp))
 	for _, token := range []uint64{5, 4, 6, 0, 5} {
 		reg.Admit("res", token)
@@ -31,7 +31,7 @@ func TestRegisterCountsRejections(t *testing.T) {
 	if err := reg.Do("res", 3, func() error { return nil }); err == nil {
 		t.Fatal("Do with a stale token succeeded")
 	}
-	if n := metrictest.Rejections(t, r, "fence.Register"); n != 4 {
+	if n := metrictest.Rejections(t, mp, "fence.Register"); n != 4 {
 		t.Errorf("rejections %d, want 4 (tokens 4, 0, 5 and 3)", n)
 	}
 	var zero fence.Register

@@ -269,7 +269,7 @@ func TestRestartKeepsTokens(t *testing.T) {
 // Every refusal is counted.
 func TestFence(t *testing.T) {
 	ctx := testCtx(t)
-	reader, mp := metrictest.Reader()
+	mp := metrictest.NewProvider()
 	f := pglock.NewFence(fence.WithMeterProvider(mp))
 	pool := newPool(t, server)
 	if err := pglock.Migrate(ctx, pool); err != nil {
@@ -352,7 +352,7 @@ func TestFence(t *testing.T) {
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return f.Admit(ctx, tx, resource, 0) }); !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("Fence with token 0: %v, want ErrStaleToken", err)
 	}
-	if n := metrictest.Rejections(t, reader, "pglock.Fence"); n != 2 {
+	if n := metrictest.Rejections(t, mp, "pglock.Fence"); n != 2 {
 		t.Errorf("distlock.fence.rejections %d after two refused tokens (33 and 0), want 2", n)
 	}
 }

@@ -72,10 +72,10 @@ type attempt struct {
 	waiter   string
 	opts     driver.AcquireOptions
 	// rest is the value's end that the last try sent (see valueRest),
-	// passed by pointer: boxing a pointer allocates nothing.
+	// passed by pointer (see TestClientCycleAllocs).
 	rest string
 	// lease is the attempt's grant once it has one (an attempt is granted
-	// at most once): allocated with the attempt, not apart from it.
+	// at most once), in the attempt (see TestClientCycleAllocs).
 	lease lease
 }
 

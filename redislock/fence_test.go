@@ -17,7 +17,7 @@ import (
 func TestFence(t *testing.T) {
 	srv := startRedis(t)
 	ctx, c := testCtx(t), newClient(t, srv.Addr)
-	reader, mp := metrictest.Reader()
+	mp := metrictest.NewProvider()
 	f := redislock.NewFence(c, redislock.DefaultFencePrefix, fence.WithMeterProvider(mp))
 	const res = "acct/42"
 	key := "balance:" + redislock.HashTag(res)
@@ -36,7 +36,7 @@ func TestFence(t *testing.T) {
 	if v := c.Get(ctx, key).Val(); v != "200" {
 		t.Errorf("after a refused write the value is %q, want 200", v)
 	}
-	if n := metrictest.Rejections(t, reader, "redislock.Fence"); n != 1 {
+	if n := metrictest.Rejections(t, mp, "redislock.Fence"); n != 1 {
 		t.Errorf("distlock.fence.rejections %d after one refused write, want 1", n)
 	}
 	if err := f.Set(ctx, res, 34, key, "201", time.Minute); err != nil {
@@ -62,7 +62,7 @@ func TestFence(t *testing.T) {
 	if err := f.Set(ctx, res, 0, key, "v", 0); !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("token 0: %v", err) // refused without a round trip
 	}
-	if n := metrictest.Rejections(t, reader, "redislock.Fence"); n != 4 {
+	if n := metrictest.Rejections(t, mp, "redislock.Fence"); n != 4 {
 		t.Errorf("distlock.fence.rejections %d after four refused writes, want 4", n)
 	}
 	if c.Exists(ctx, key).Val() != 1 {

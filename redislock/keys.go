@@ -78,8 +78,8 @@ type lockKeys struct {
 }
 
 // keysFor returns the names of the lock on key for the grant with secret,
-// and the grant's value prefix. They are substrings of one string: one
-// allocation for all of them.
+// and the grant's value prefix. They are substrings of one string (see
+// TestClientCycleAllocs).
 func (b *Backend) keysFor(key, secret string) lockKeys {
 	base := [...]string{b.cfg.prefix, "{", tagEscaper.Replace(key), "}"}
 	n := 0
@@ -112,9 +112,8 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 
 // scriptArgs are the arguments that every script call of one grant
 // passes, as interface values made once for all of them. They are
-// pointers to the strings (go-redis writes a *string as the string, and
-// routes by it in a Cluster): converting a pointer allocates nothing, where
-// each conversion of a string allocates its header. (A hook that prints a
+// pointers to the strings (see TestClientCycleAllocs): go-redis writes a
+// *string as the string, and routes by it in a Cluster. (A hook that prints a
 // command with cmd.String shows them as addresses: the secret among them
 // stays out of such logs and traces.)
 type scriptArgs struct {

@@ -75,8 +75,7 @@ type processor interface {
 // script cache does not have it (after a restart or SCRIPT FLUSH). args
 // are {nil, nil, number of keys, keys..., arguments...}: runScript fills in
 // the first two. Unlike redis.Script.Run, it takes the arguments in the
-// one slice that the command is sent with, so that a call allocates no
-// other copy of them.
+// one slice that the command is sent with (see TestClientCycleAllocs).
 func runScript(ctx context.Context, c processor, s *script, args []any) *redis.Cmd {
 	args[0], args[1] = "evalsha", s.hash
 	cmd := redis.NewCmd(ctx, args...)

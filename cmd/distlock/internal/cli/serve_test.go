@@ -161,11 +161,21 @@ func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Client's instruments reach /metrics through the OTel SDK and its
+	// Prometheus exporter: the one test of that path end to end.
 	code, metrics := get(t, s.url+"/metrics")
-	for _, want := range []string{"distlock_gateway_sessions", "distlock_locks_held", "distlock_gateway_requests"} {
-		if code != 200 || !strings.Contains(metrics, want) {
-			t.Errorf("/metrics (%d) lacks %s", code, want)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^distlock_gateway_sessions\{[^}]*\} 1$`),
+		regexp.MustCompile(`(?m)^distlock_gateway_requests_total\{[^}]*route="/v1/sessions"[^}]*\} 1$`),
+		regexp.MustCompile(`(?m)^distlock_locks_held\{[^}]*distlock_backend="filelock"[^}]*\} 1$`),
+		regexp.MustCompile(`(?m)^distlock_acquire_duration_seconds_count\{[^}]*distlock_backend="filelock"[^}]*outcome="acquired"[^}]*\} 1$`),
+	} {
+		if code != 200 || !want.MatchString(metrics) {
+			t.Errorf("/metrics (%d) has no line matching %s", code, want)
 		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", metrics)
 	}
 	// The lock is held in the lock directory, by the gateway.
 	fb, err := filelock.New(e.dir)
