@@ -65,11 +65,12 @@ func gatewayFactory(url string, opts ...gatewaylock.Option) distlocktest.Factory
 }
 
 // gatewayRevoker forces the release of the gateway's grant of a key, as
-// an administrator does.
+// an administrator does. (Dots are escaped too, so that a key "." or ".."
+// is not a path segment that the server's router cleans away.)
 func gatewayRevoker(base string) func(t *testing.T, key string) {
 	return func(t *testing.T, key string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", base+"/v1/locks/"+url.PathEscape(key)+"/release", strings.NewReader(`{"force":true}`))
+		req, _ := http.NewRequest("POST", base+"/v1/locks/"+strings.ReplaceAll(url.PathEscape(key), ".", "%2E")+"/release", strings.NewReader(`{"force":true}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+adminSecret)
 		resp, err := http.DefaultClient.Do(req)

@@ -75,7 +75,7 @@ failures() {
 				run = run (n++ ? "|" : "") top
 			}
 		}
-		printf "      again: %sgo test %s-count=1 -shuffle=%s", (dir != "." ? "(cd " dir " && " : ""), race, seed
+		printf "      again: %sGOWORK=off go test %s-count=1 -shuffle=%s", (dir != "." ? "(cd " dir " && " : ""), race, seed
 		if (n > 0) {
 			printf " -run '\''^(%s)$'\''", run
 		}
@@ -119,11 +119,20 @@ failures() {
 # Every module of the repository, as go.work lists them. Each is vetted
 # and tested on its own, without the go.work (GOWORK=off), as a user's
 # build sees it: a require missing from a module's go.mod fails here.
+# (The list is read from go.work whatever GOWORK says in the caller's
+# environment, and a failure to read it stops the script: a short list
+# would pass without testing the rest.)
 root="$(pwd)"
+list="$(GOWORK="$root/go.work" go list -m -f '{{.Dir}}')"
+mapfile -t dirs <<<"$list"
+if [ "${#dirs[@]}" -lt 2 ] || [ "${dirs[0]}" != "$root" ]; then
+	echo "test.sh: go.work lists the modules ${dirs[*]}: want the root module first, and the others" >&2
+	exit 2
+fi
 modules=()
-while IFS= read -r dir; do
+for dir in "${dirs[@]}"; do
 	modules+=("${dir#"$root"}")
-done < <(go list -m -f '{{.Dir}}')
+done
 export GOWORK=off
 for m in "${modules[@]}"; do
 	dir=".${m}"

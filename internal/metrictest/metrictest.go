@@ -14,6 +14,7 @@ package metrictest
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -214,6 +215,9 @@ func (p *Provider) record(name string, attrs attribute.Set, value int64, f float
 	if pt == nil {
 		pt = &point{attrs: attrs}
 		p.points[k] = pt
+	} else if !pt.attrs.Equals(&attrs) {
+		// Distinct is a hash: a test helper must be exact.
+		panic(fmt.Sprintf("metrictest: attribute sets %v and %v of %s share a key", pt.attrs.ToSlice(), attrs.ToSlice(), name))
 	}
 	pt.count++
 	pt.value += value
@@ -243,6 +247,14 @@ func (m meter) Int64UpDownCounter(name string, opts ...metric.Int64UpDownCounter
 
 func (m meter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
 	cfg := metric.NewFloat64HistogramConfig(opts...)
+	// The SDK refuses bucket boundaries that are not finite and strictly
+	// ascending; so does this provider, so that the tests catch them.
+	b := cfg.ExplicitBucketBoundaries()
+	for i, v := range b {
+		if math.IsNaN(v) || math.IsInf(v, 0) || i > 0 && v <= b[i-1] {
+			return noop.Float64Histogram{}, fmt.Errorf("metrictest: %s: bucket boundaries %v not finite and strictly ascending", name, b)
+		}
+	}
 	if err := m.p.register(name, Instrument{Float64Histogram, cfg.Unit(), cfg.Description()}); err != nil {
 		return noop.Float64Histogram{}, err
 	}

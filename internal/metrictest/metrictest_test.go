@@ -2,6 +2,7 @@ package metrictest_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -109,5 +110,13 @@ func TestProviderRefuses(t *testing.T) {
 	}
 	if _, err := m.Int64Counter("a"); err != nil {
 		t.Errorf("the same counter made again: %v", err)
+	}
+	for _, b := range [][]float64{{1, 1}, {2, 1}, {0, math.Inf(1)}, {math.NaN()}} {
+		if _, err := m.Float64Histogram("h", metric.WithExplicitBucketBoundaries(b...)); err == nil {
+			t.Errorf("a histogram with bucket boundaries %v made", b)
+		}
+	}
+	if _, err := m.Float64Histogram("h", metric.WithExplicitBucketBoundaries(0.001, 0.01, 1)); err != nil {
+		t.Errorf("a histogram with ascending boundaries: %v", err)
 	}
 }
