@@ -97,34 +97,26 @@ func (c *Client) watchHolder(ctx context.Context, key string, out chan<- Holder)
 	backoff := driver.ExponentialBackoff(10*time.Millisecond, WatchPoll)
 	var (
 		wake     <-chan struct{} // the backend's watch, nil when none is set
-		wctx     context.Context // its context, ended to drop it
-		unwatch  context.CancelFunc
-		sent     *Holder // last sent
-		pending  *Holder // read and not yet sent
+		unwatch  = func() {}     // drops it
+		sent     Holder          // last sent
+		hasSent  bool
+		pending  Holder        // read and not yet sent
+		send     chan<- Holder // out while pending is to be sent
 		failures int
 	)
-	defer func() {
-		if unwatch != nil {
-			unwatch()
-		}
-	}()
+	defer func() { unwatch() }()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		// The watch is set before the read, so that a change after the
 		// read wakes us.
 		if wake == nil && w != nil {
-			wctx, unwatch = context.WithCancel(ctx)
-			ch, err := w.WatchHolder(wctx, key)
+			ch, cancel, err := setWatch(ctx, w, key)
 			switch {
 			case err == nil:
-				wake = ch
+				wake, unwatch = ch, cancel
 			case errors.Is(err, errors.ErrUnsupported):
 				w = nil // poll from now on
-				fallthrough
-			default:
-				unwatch()
-				unwatch = nil
 			}
 		}
 		h, held, err := c.readHolder(ctx, key)
@@ -143,10 +135,10 @@ func (c *Client) watchHolder(ctx context.Context, key string, out chan<- Holder)
 			if !held {
 				h = Holder{Key: key}
 			}
-			if sent == nil || sent.Token != h.Token || sent.Owner != h.Owner {
-				pending = &h
+			if !hasSent || sent.Token != h.Token || sent.Owner != h.Owner {
+				pending, send = h, out
 			} else {
-				pending = nil // back to what the receiver has
+				send = nil // back to what the receiver has
 			}
 			next = WatchPoll
 			if wake != nil {
@@ -166,19 +158,15 @@ func (c *Client) watchHolder(ctx context.Context, key string, out chan<- Holder)
 			tick = timer.C
 		}
 		for again := false; !again; {
-			var send chan<- Holder
-			if pending != nil {
-				send = out
-			}
 			select {
 			case <-ctx.Done():
 				return
-			case send <- *pending:
-				sent, pending = pending, nil
+			case send <- pending:
+				sent, hasSent, send = pending, true, nil
 			case _, ok := <-wake:
 				if !ok { // the watch ended: set it again
 					unwatch()
-					wake, unwatch = nil, nil
+					wake, unwatch = nil, func() {}
 				}
 				again = true
 			case <-tick:
@@ -186,6 +174,17 @@ func (c *Client) watchHolder(ctx context.Context, key string, out chan<- Holder)
 			}
 		}
 	}
+}
+
+// setWatch sets a watch of key, which its cancel function drops.
+func setWatch(ctx context.Context, w driver.HolderWatcher, key string) (<-chan struct{}, context.CancelFunc, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	ch, err := w.WatchHolder(wctx, key)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ch, cancel, nil
 }
 
 // SetOwner replaces the owner stored with the lock's grant (see
