@@ -50,7 +50,7 @@ func (c *Client) readHolder(ctx context.Context, key string) (Holder, bool, erro
 	hs, err := l.List(ctx, key)
 	for _, h := range hs {
 		if h.Key == key {
-			return h, true, err
+			return h, true, nil // (err, if any, is about other keys)
 		}
 	}
 	return Holder{}, false, err

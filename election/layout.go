@@ -55,8 +55,11 @@ func (l lockLayout) observe(ctx context.Context) <-chan Leader {
 		defer close(out)
 		// The latest leader not yet received, sent while w is read, so
 		// that this goroutine ends with w whether or not anyone receives.
-		var pending Leader
-		var send chan<- Leader // out while pending is to be sent
+		var (
+			pending, sent Leader
+			hasSent       bool
+			send          chan<- Leader // out while pending is to be sent
+		)
 		for {
 			select {
 			case h, ok := <-w:
@@ -64,8 +67,11 @@ func (l lockLayout) observe(ctx context.Context) <-chan Leader {
 					return
 				}
 				pending, send = Leader{Value: h.Owner, Token: h.Token}, out
+				if hasSent && pending == sent {
+					send = nil // changed and back while the receiver was away
+				}
 			case send <- pending:
-				send = nil
+				sent, hasSent, send = pending, true, nil
 			}
 		}
 	}()

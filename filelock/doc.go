@@ -78,8 +78,8 @@
 // and holder description: a grant, a release, a holder's death and a new
 // owner (SetOwner) wake it. Elsewhere, or past inotify's limits, the
 // watcher polls. Reading the holder takes the brief shared flock that
-// List takes. Between a grant's new token and its description, the
-// holder is read with no owner.
+// List takes, and reports a grant once its description is written: a grant
+// or a release in progress reads as free (see Backend.Holder).
 //
 // # Fencing
 //

@@ -19,9 +19,13 @@ var (
 
 // Holder implements driver.HolderReader: whether the lock file of key is
 // locked now, and by whom, read as List reads it (with the same brief
-// shared flock). A grant's token counter is written before its holder
-// description: read in between, the holder is reported with the new token
-// and no owner.
+// shared flock). A grant is reported once it is complete, its holder
+// description written with its token: a grant in progress (its flock
+// taken, its token or description not yet written), a release in
+// progress (its description removed, its flock not yet dropped) and a
+// grant whose description could not be written read as free. Only a
+// reader that comes between the death of a holder and the next holder's
+// first step (removing the dead one's description) reads the dead holder.
 func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return driver.Holder{}, false, err
@@ -29,11 +33,11 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 	if err := ctx.Err(); err != nil {
 		return driver.Holder{}, false, err
 	}
-	h, state, err := b.probe(fileName(key))
+	h, state, described, err := b.probe(fileName(key))
 	switch {
 	case err != nil:
 		return driver.Holder{}, false, fileErr("probe lock file", err)
-	case state != probeHeld || h.Key != key:
+	case state != probeHeld || !described || h.Key != key:
 		return driver.Holder{}, false, nil
 	}
 	return h, true, nil

@@ -5,9 +5,13 @@ package filelock_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
@@ -141,4 +145,41 @@ func TestWatchHolderSeesDeath(t *testing.T) {
 	if got, held, err := b.Holder(ctx, "jobs/nightly"); held || err != nil {
 		t.Errorf("Holder() after the holder's death = %+v, %v, %v", got, held, err)
 	}
+}
+
+// A grant in progress (its flock taken, its token and description not yet
+// written) is not reported with the token of the grant before it: a
+// reader would see an ended term come back. Nor is a release in progress
+// (its description removed, its flock not yet dropped) reported with no
+// owner. Both read as free until the grant is complete.
+func TestHolderInTransition(t *testing.T) {
+	ctx := ctxFor(t)
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	l := acquire(t, b, "k")
+	first := l.Token()
+
+	// A release in progress: the description is gone, the flock held.
+	if err := os.Remove(filepath.Join(dir, "k.info")); err != nil {
+		t.Fatal(err)
+	}
+	if h, held, err := b.Holder(ctx, "k"); held || err != nil {
+		t.Errorf("Holder() during a release = %+v, %v, %v; want free", h, held, err)
+	}
+	release(t, l)
+
+	// A grant in progress: the next holder has taken the flock and written
+	// nothing yet.
+	f, err := os.OpenFile(b.KeyPath("k"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if h, held, err := b.Holder(ctx, "k"); held || err != nil {
+		t.Errorf("Holder() during the next grant = %+v, %v, %v; want free, not token %d again", h, held, err, first)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
 }
