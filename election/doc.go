@@ -35,6 +35,11 @@
 //     twice and reuse a token (see each backend's package documentation).
 //   - Fairness between processes, beyond what the backend gives locks.
 //
+// # Durability
+//
+// An election keeps nothing of its own: its terms, and their tokens, last
+// as the backend's locks do (see the backend's Durability).
+//
 // # Waiting
 //
 // Campaign waits as Acquire does, on the service's own signal (a watch, a
