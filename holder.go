@@ -68,11 +68,18 @@ func (c *Client) readHolder(ctx context.Context, key string) (Holder, bool, erro
 // decrease, because grants' tokens do not.
 //
 // A failed read is tried again, backing off up to WatchPoll. The channel is
-// closed when ctx ends or the Client is closed. An invalid key, or a
-// closed Client, is an error (a *KeyError) and no channel.
+// closed when ctx ends or the Client is closed. An invalid key, a closed
+// Client, or a backend that can neither read a key's holder nor list
+// holders (errors.ErrUnsupported) is an error (a *KeyError) and no
+// channel.
 func (c *Client) Watch(ctx context.Context, key string) (<-chan Holder, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, keyErr("watch", key, err)
+	}
+	_, reads := c.b.(driver.HolderReader)
+	_, lists := c.b.(driver.Lister)
+	if !reads && !lists {
+		return nil, keyErr("watch", key, fmt.Errorf("distlock: %s cannot read holders: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported))
 	}
 	out := make(chan Holder)
 	c.mu.Lock()

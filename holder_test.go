@@ -247,6 +247,10 @@ func TestWatchEnds(t *testing.T) {
 	if _, err := c2.Watch(ctx, ""); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf(`Watch(""): %v, want ErrInvalidKey`, err)
 	}
+	c3 := newClient(t, acquireOnly{srv})
+	if _, err := c3.Watch(ctx, "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Watch on a backend that cannot read holders: %v, want errors.ErrUnsupported", err)
+	}
 }
 
 // SetOwner changes the stored owner of a held lock only: after Release it

@@ -129,7 +129,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // and ends between two reads of the service is not seen. Tokens never
 // decrease, as terms' tokens do not.
 //
-// The channel is closed when ctx ends or the Client is closed.
+// The channel is closed when ctx ends or the Client is closed, and at
+// once when the backend cannot read a key's holder (Leader says so).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	return e.layout.observe(ctx)
 }

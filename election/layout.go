@@ -47,7 +47,7 @@ func (l lockLayout) leader(ctx context.Context) (Leader, error) {
 func (l lockLayout) observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	w, err := l.e.c.Watch(ctx, l.e.key)
-	if err != nil { // a closed Client: nothing to observe
+	if err != nil { // a closed Client, a backend that cannot read holders
 		close(out)
 		return out
 	}
