@@ -72,7 +72,9 @@
 // ledger, one writer per account), use a consensus service (etcdlock) and
 // check the fencing token in the storage. For processes on
 // one host, filelock needs nothing installed; memlock serves tests and
-// single-process programs.
+// single-process programs. If one process among many must do a job for as
+// long as it can (a leader), use package election on the same backend:
+// its terms are locks, fenced the same way.
 //
 // # Waiting, reentrancy, several keys
 //
@@ -82,6 +84,8 @@
 // Acquire to take the same key again (reentrancy, counted, see WithMaxDepth).
 // AcquireAll takes several keys in sorted order, all or nothing, so callers
 // asking for the same keys in any order cannot deadlock.
+// Client.Holder reads who holds exactly one key, and Client.Watch
+// follows it, woken by the backend where it can watch the key.
 //
 // A lock acquired under another lock's context (or a lock set's) is nested
 // in it: its context ends when the enclosing lock ends, so that work under

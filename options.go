@@ -17,6 +17,7 @@ const (
 	DefaultSafetyMargin  = 10 * time.Millisecond
 	DefaultMaxDepth      = 32
 	MaxTTL               = driver.MaxTTL
+	MaxOwnerLen          = driver.MaxOwnerLen
 	maxDrift             = 0.5
 	minRenewInterval     = time.Millisecond
 	defaultRenewFraction = 3 // renew every TTL/3
@@ -136,10 +137,20 @@ func WithSafetyMargin(d time.Duration) LockOption { return func(c *config) { c.m
 func WithMaxDepth(n int) LockOption { return func(c *config) { c.maxDepth = n } }
 
 // WithOwner sets the description of this Client stored with its locks where
-// the backend keeps one (see Lister). Default: "hostname:pid".
+// the backend keeps one (see Client.Holder). Default: "hostname:pid". It
+// must be valid UTF-8 of at most MaxOwnerLen bytes. WithLockOwner
+// overrides it for one acquisition.
 func WithOwner(owner string) Option {
 	return clientOption(func(c *config) { c.owner = owner })
 }
+
+// WithLockOwner sets the description stored with this one lock, in place
+// of the Client's (WithOwner), where the backend keeps one: what
+// Client.Holder, Client.Watch and the holder listing report for the grant,
+// and what Lock.SetOwner changes. An election stores its candidate's value
+// so. Default: the Client's owner. It must be valid UTF-8 of at most
+// MaxOwnerLen bytes.
+func WithLockOwner(owner string) LockOption { return func(c *config) { c.owner = owner } }
 
 // WithLogger sets where the Client logs: losses and renewal failures at
 // Warn; acquisitions, renewals, releases and retried failures at Debug.
@@ -250,5 +261,5 @@ func (c config) validate() error {
 	case c.atRisk < 0 || c.atRisk >= c.usable(c.ttl):
 		return bad("at-risk window %v is not in [0, the usable TTL %v)", c.atRisk, c.usable(c.ttl))
 	}
-	return nil
+	return driver.CheckOwner(c.owner)
 }

@@ -16,6 +16,11 @@
 // documentation, with deadlines on every wait and a goroutine-leak check at
 // the end. Tests use unique keys, so a shared server can be reused.
 //
+// RunElection is the conformance suite of package election, with the same
+// factory and options: many candidates campaigning, resigning and
+// abandoning terms, checked for one live term at a time, increasing and
+// fenced tokens, and an Observe in term order.
+//
 // Faulty wraps any Backend with switchable faults; the suite uses it to cut
 // a holder off from the service, and users can use it in their own tests.
 package distlocktest

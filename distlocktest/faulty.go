@@ -2,6 +2,7 @@ package distlocktest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,12 +14,20 @@ import (
 var (
 	_ driver.Backend        = (*Faulty)(nil)
 	_ driver.BatchRefresher = (*Faulty)(nil)
+	_ driver.Lister         = (*Faulty)(nil)
+	_ driver.HolderReader   = (*Faulty)(nil)
+	_ driver.HolderWatcher  = (*Faulty)(nil)
+	_ driver.OwnerSetter    = (*faultyLease)(nil)
 )
 
 // Faulty wraps a Backend and can make refreshes fail, as when the holder is
 // cut off from the service while the service goes on (its leases then lapse
 // by their TTL). Acquire and Release pass through, so that the Client's
-// own clean-up still reaches the service. It is safe for concurrent use.
+// own clean-up still reaches the service, and so do the optional
+// interfaces (Lister, HolderReader, HolderWatcher, a lease's OwnerSetter),
+// with an error matching errors.ErrUnsupported when the wrapped backend
+// lacks one; a lease's SetOwner fails like a refresh while its key is
+// partitioned. It is safe for concurrent use.
 type Faulty struct {
 	driver.Backend
 
@@ -113,4 +122,42 @@ func (l *faultyLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Va
 		return driver.Validity{}, err
 	}
 	return l.Lease.Refresh(ctx, ttl)
+}
+
+// List implements driver.Lister.
+func (f *Faulty) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
+	l, ok := f.Backend.(driver.Lister)
+	if !ok {
+		return nil, fmt.Errorf("distlocktest: %T cannot list: %w", f.Backend, errors.ErrUnsupported)
+	}
+	return l.List(ctx, prefix)
+}
+
+// Holder implements driver.HolderReader.
+func (f *Faulty) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
+	r, ok := f.Backend.(driver.HolderReader)
+	if !ok {
+		return driver.Holder{}, false, fmt.Errorf("distlocktest: %T cannot read a holder: %w", f.Backend, errors.ErrUnsupported)
+	}
+	return r.Holder(ctx, key)
+}
+
+// WatchHolder implements driver.HolderWatcher.
+func (f *Faulty) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
+	w, ok := f.Backend.(driver.HolderWatcher)
+	if !ok {
+		return nil, fmt.Errorf("distlocktest: %T cannot watch a holder: %w", f.Backend, errors.ErrUnsupported)
+	}
+	return w.WatchHolder(ctx, key)
+}
+
+func (l *faultyLease) SetOwner(ctx context.Context, owner string) error {
+	if err := l.f.cut(l.key); err != nil {
+		return err
+	}
+	s, ok := l.Lease.(driver.OwnerSetter)
+	if !ok {
+		return fmt.Errorf("distlocktest: %T cannot change its owner: %w", l.Lease, errors.ErrUnsupported)
+	}
+	return s.SetOwner(ctx, owner)
 }

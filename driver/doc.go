@@ -11,7 +11,12 @@
 // owns the policy: the local deadline, renewal, reentrancy, several keys
 // at once, retries. A backend reports facts and keeps no policy of its own.
 // A backend may also implement BatchRefresher (renew many leases in one
-// round trip) and Lister (distlock status).
+// round trip), Lister (distlock status), HolderReader (the holder of
+// exactly one key) and HolderWatcher (a push-based watch of it, for
+// Client.Watch and elections), and its leases OwnerSetter (a new owner
+// for a held grant, for an election's Proclaim). The Client falls back to
+// Lister, then to polling, when a backend lacks one, or when it returns
+// an error matching errors.ErrUnsupported.
 //
 // Every backend passes the conformance suite of package distlocktest
 // against its real service; that suite is the precise statement of the
@@ -46,9 +51,10 @@
 //     telling a TLS failure from a network one, and a server that expects
 //     TLS from one that does not.
 //   - Wait: the loop of a blocking Acquire (see Waiting).
-//   - ValidateKey, MaxKeyLen, MaxTTL and the errors (ErrNotAcquired,
-//     ErrLockLost, ErrUnavailable, ErrInvalidKey, ErrInvalidOption,
-//     ErrClosed), which package distlock exports under the same names.
+//   - ValidateKey, MaxKeyLen, MaxTTL, CheckOwner, MaxOwnerLen and the
+//     errors (ErrNotAcquired, ErrLockLost, ErrUnavailable, ErrInvalidKey,
+//     ErrInvalidOption, ErrClosed), which package distlock exports under
+//     the same names.
 //
 // # Waiting
 //

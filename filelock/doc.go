@@ -73,6 +73,14 @@
 // Between processes there is no order: a release wakes every waiting
 // Backend of the key on the host, and they race for it.
 //
+// A watch of a key's holder (Client.Watch, an election's Observe) is an
+// inotify watch of the lock directory on Linux, for the key's lock file
+// and holder description: a grant, a release, a holder's death and a new
+// owner (SetOwner) wake it. Elsewhere, or past inotify's limits, the
+// watcher polls. Reading the holder takes the brief shared flock that
+// List takes, and reports a grant once its description is written: a grant
+// or a release in progress reads as free (see Backend.Holder).
+//
 // # Fencing
 //
 // A new token is the last one plus one, or the wall clock in microseconds

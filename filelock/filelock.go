@@ -506,6 +506,9 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 			return nil, err
 		}
 	}
+	// A dead holder's description goes first: until ours is written,
+	// readers of the holder see a grant in progress, not the dead one.
+	os.Remove(filepath.Join(b.dir, name+infoSuffix))
 	token, err := nextToken(f, key, b.dir)
 	if err != nil {
 		unlockClose(f)

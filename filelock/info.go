@@ -148,7 +148,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		if key, ok := keyOfName(name); ok && !strings.HasPrefix(key, prefix) {
 			continue // skip without opening the file
 		}
-		h, state, err := b.probe(name)
+		h, state, _, err := b.probe(name)
 		switch {
 		case err != nil:
 			unread = append(unread, err)
@@ -176,12 +176,15 @@ const (
 )
 
 // probe reports whether the lock file of name is held, and by whom; with
-// probeFree, h.Key is set when the file names its key. An error names the
-// lock file.
-func (b *Backend) probe(name string) (h driver.Holder, state int, err error) {
+// probeFree, h.Key is set when the file names its key. described is
+// whether the holder's description confirms the token: without it, a
+// grant or a release is in progress (or the holder could not write its
+// description) and the token is the counter's, which may be the grant's
+// before. An error names the lock file.
+func (b *Backend) probe(name string) (h driver.Holder, state int, described bool, err error) {
 	f, err := openRegular(filepath.Join(b.dir, name+lockSuffix))
 	if err != nil || f == nil {
-		return h, probeGone, err
+		return h, probeGone, false, err
 	}
 	defer f.Close()
 	key, ok := readKey(f)
@@ -193,19 +196,20 @@ func (b *Backend) probe(name string) (h driver.Holder, state int, err error) {
 	h.Key = key
 	free, err := flock(f, flockSH|flockNB)
 	if err != nil {
-		return h, probeGone, err
+		return h, probeGone, false, err
 	}
 	if free {
 		flock(f, flockUN)
-		return h, probeFree, nil
+		return h, probeFree, false, nil
 	}
 	h.Token, _ = readCounter(f)
 	// A description with an older token is a dead holder's; a newer one means
 	// the counter was read in the middle of the holder's update.
 	if in, ok := b.readInfo(name); ok && in.Key == key && in.Token >= h.Token {
 		h.Token, h.Owner, h.Since = in.Token, in.Owner, in.Since
+		described = true
 	}
-	return h, probeHeld, nil
+	return h, probeHeld, described, nil
 }
 
 // openRegular opens path for reading if it is a regular file (not through

@@ -5,6 +5,8 @@ package filelock
 import (
 	"encoding/binary"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -30,13 +32,16 @@ type inotify struct {
 	closed bool
 }
 
-// subscription is one waiter's interest in one lock file. C receives a
-// value (coalesced) after each event on the file.
+// subscription is one waiter's interest in one lock file, or one holder
+// watch's interest in the files of one key (a watch of the directory,
+// whose events names filters). C receives a value (coalesced) after each
+// event on the files.
 type subscription struct {
-	C    chan struct{}
-	w    *watcher
-	inst *inotify
-	wd   int32
+	C     chan struct{}
+	w     *watcher
+	inst  *inotify
+	wd    int32
+	names []string // for a directory watch: the entries it concerns
 }
 
 // watchMask: a close may be a release (IN_CLOSE_*); a removal or rename
@@ -44,9 +49,30 @@ type subscription struct {
 const watchMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE | unix.IN_ATTRIB |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
 
+// dirMask: the changes of a key's holder, seen in its directory. A grant
+// writes the token counter into the lock file (IN_MODIFY) and renames the
+// holder description into place (IN_MOVED_TO), as SetOwner does; a
+// release removes the description (IN_DELETE) and closes the lock file,
+// as a holder's death does (IN_CLOSE_WRITE: the lock file is open for
+// writing). Closes of files opened for reading only are left out: List's
+// and Holder's probes make them, and would wake the watch that made them.
+const dirMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
+	unix.IN_CREATE | unix.IN_DELETE | unix.IN_ONLYDIR
+
 // subscribe watches the file at path. It returns nil when the system cannot
 // watch it (inotify limits reached); the caller then polls.
 func (w *watcher) subscribe(path string) *subscription {
+	return w.add(path, watchMask, nil)
+}
+
+// subscribeDir watches the entries names of the directory dir (every
+// subscription of a directory has the same mask, dirMask: a watch's mask
+// is per inode). It returns nil when the system cannot watch it.
+func (w *watcher) subscribeDir(dir string, names ...string) *subscription {
+	return w.add(dir, dirMask, names)
+}
+
+func (w *watcher) add(path string, mask uint32, names []string) *subscription {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	inst := w.inst
@@ -58,7 +84,7 @@ func (w *watcher) subscribe(path string) *subscription {
 		}
 		inst = &inotify{f: os.NewFile(uintptr(fd), "inotify"), fd: fd, subs: map[int32]map[*subscription]struct{}{}}
 	}
-	wd, err := unix.InotifyAddWatch(inst.fd, path, watchMask)
+	wd, err := unix.InotifyAddWatch(inst.fd, path, mask)
 	if err != nil {
 		if fresh {
 			inst.f.Close()
@@ -69,7 +95,7 @@ func (w *watcher) subscribe(path string) *subscription {
 		w.inst = inst
 		go w.read(inst)
 	}
-	s := &subscription{C: make(chan struct{}, 1), w: w, inst: inst, wd: int32(wd)}
+	s := &subscription{C: make(chan struct{}, 1), w: w, inst: inst, wd: int32(wd), names: names}
 	set := inst.subs[s.wd]
 	if set == nil {
 		set = map[*subscription]struct{}{}
@@ -138,7 +164,13 @@ func (w *watcher) read(inst *inotify) {
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			wd := int32(binary.NativeEndian.Uint32(buf[off:]))
 			mask := binary.NativeEndian.Uint32(buf[off+4:])
-			off += unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[off+12:]))
+			nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
+			start := off + unix.SizeofInotifyEvent
+			off = start + nameLen
+			name := ""
+			if nameLen > 0 && off <= n {
+				name = strings.TrimRight(string(buf[start:off]), "\x00")
+			}
 			if mask&unix.IN_Q_OVERFLOW != 0 {
 				for _, set := range inst.subs {
 					for s := range set {
@@ -148,7 +180,9 @@ func (w *watcher) read(inst *inotify) {
 				continue
 			}
 			for s := range inst.subs[wd] {
-				s.wake()
+				if s.names == nil || slices.Contains(s.names, name) {
+					s.wake()
+				}
 			}
 		}
 		w.mu.Unlock()

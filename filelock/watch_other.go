@@ -12,4 +12,6 @@ type subscription struct{ C chan struct{} }
 
 func (w *watcher) subscribe(string) *subscription { return nil }
 
+func (w *watcher) subscribeDir(string, ...string) *subscription { return nil }
+
 func (s *subscription) close() {}

@@ -38,6 +38,10 @@
 // at once, without polling. A try (distlock.TryAcquire) fails while the key
 // is held or awaited.
 //
+// A watch of a key's holder (Client.Watch, an election's Observe) is woken
+// at every change: a grant, a release, an expiry, a revocation, a new
+// owner.
+//
 // # Fencing
 //
 // Tokens are a counter per key, starting at 1 and incremented at each grant.

@@ -15,6 +15,9 @@ var (
 	_ driver.Backend        = (*Backend)(nil)
 	_ driver.BatchRefresher = (*Backend)(nil)
 	_ driver.Lister         = (*Backend)(nil)
+	_ driver.HolderReader   = (*Backend)(nil)
+	_ driver.HolderWatcher  = (*Backend)(nil)
+	_ driver.OwnerSetter    = (*lease)(nil)
 )
 
 // ErrClosed is matched by the errors of a Backend used after Close; it
@@ -40,6 +43,9 @@ type entry struct {
 	expires time.Time
 	timer   *time.Timer   // fires at expires, to free the key
 	freed   chan struct{} // closed when the holder goes; a new one per grant
+	// watchers are woken (a value, coalesced) at each change of holder or
+	// owner; each is closed when its watch ends.
+	watchers map[chan struct{}]struct{}
 }
 
 // New returns an empty lock service. It cannot fail, so unlike the
@@ -148,7 +154,18 @@ func (b *Backend) grantLocked(e *entry, opts driver.AcquireOptions) *lease {
 	e.holder = l
 	e.freed = make(chan struct{})
 	b.armLocked(e, now, opts.TTL)
+	e.notifyLocked()
 	return l
+}
+
+// notifyLocked wakes the watchers of e.
+func (e *entry) notifyLocked() {
+	for ch := range e.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // armLocked sets e's expiry to now+ttl.
@@ -187,6 +204,7 @@ func (b *Backend) freeLocked(e *entry, l *lease) bool {
 	e.holder = nil
 	e.timer.Stop()
 	close(e.freed)
+	e.notifyLocked()
 	return true
 }
 
@@ -223,6 +241,55 @@ func (b *Backend) List(_ context.Context, prefix string) ([]driver.Holder, error
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return hs, nil
+}
+
+// Holder implements driver.HolderReader.
+func (b *Backend) Holder(_ context.Context, key string) (driver.Holder, bool, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Holder{}, false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.keys[key]
+	if e == nil {
+		return driver.Holder{}, false, nil
+	}
+	b.expireLocked(e, time.Now())
+	if e.holder == nil {
+		return driver.Holder{}, false, nil
+	}
+	return driver.Holder{Key: key, Token: e.holder.token, Owner: e.holder.owner,
+		Since: e.holder.since, Expires: e.expires}, true, nil
+}
+
+// WatchHolder implements driver.HolderWatcher. Every change is announced,
+// an expiry included (a timer frees the key at its expiry). The watch
+// ends when ctx ends or the Backend is closed.
+func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if b.closing.Err() != nil {
+		return nil, ErrClosed
+	}
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	e := b.entryLocked(key)
+	if e.watchers == nil {
+		e.watchers = map[chan struct{}]struct{}{}
+	}
+	e.watchers[ch] = struct{}{}
+	b.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(b.closing, cancel)
+	context.AfterFunc(wctx, func() {
+		stop()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(e.watchers, ch)
+		close(ch)
+	})
+	return ch, nil
 }
 
 // RefreshAll implements distlock.BatchRefresher.
@@ -274,6 +341,24 @@ func (l *lease) refreshLocked(ttl time.Duration) (driver.Validity, error) {
 	}
 	l.b.armLocked(l.e, now, ttl)
 	return driver.Validity{Sent: now, TTL: ttl}, nil
+}
+
+// SetOwner implements driver.OwnerSetter.
+func (l *lease) SetOwner(ctx context.Context, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
+	}
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	l.b.expireLocked(l.e, time.Now())
+	if l.e.holder != l {
+		return fmt.Errorf("%w: token %d no longer holds %q", driver.ErrLockLost, l.token, l.e.key)
+	}
+	if l.owner != owner {
+		l.owner = owner
+		l.e.notifyLocked()
+	}
+	return nil
 }
 
 func (l *lease) Release(ctx context.Context) error {
