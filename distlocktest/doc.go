@@ -1,16 +1,19 @@
-// Package distlocktest is the conformance suite every distlock.Backend must
+// Package distlocktest is the conformance suite every driver.Backend must
 // pass. The backends in this repository run it against real servers; a third
 // party can run it against its own backend:
 //
 //	func TestConformance(t *testing.T) {
-//		distlocktest.Run(t, func(t *testing.T) distlock.Backend {
+//		distlocktest.Run(t, func(t *testing.T) driver.Backend {
 //			return mybackend.New(connect(t)) // a fresh connection each call
 //		})
 //	}
 //
 // The factory is called once per simulated process: each call must return a
-// Backend with its own connections or session, as a separate host would have.
-// Resources it opens should be closed with t.Cleanup.
+// Backend with its own connections or session, as a separate host would have;
+// an in-process backend returns one more client of a service that every call
+// of one Run shares. Resources it opens should be closed with t.Cleanup. The
+// suite also closes backends itself, through their Close() error method (see
+// driver.Backend), and fails one that has none.
 //
 // Each test checks a sentence of the contract in distlock's package
 // documentation, with deadlines on every wait and a goroutine-leak check at

@@ -77,7 +77,7 @@ func (f *Faulty) cut(key string) error {
 	return nil
 }
 
-// Acquire implements distlock.Backend.
+// Acquire implements driver.Backend.
 func (f *Faulty) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	l, err := f.Backend.Acquire(ctx, key, opts)
 	if err != nil {
@@ -86,7 +86,7 @@ func (f *Faulty) Acquire(ctx context.Context, key string, opts driver.AcquireOpt
 	return &faultyLease{Lease: l, f: f, key: key}, nil
 }
 
-// RefreshAll implements distlock.BatchRefresher, passing unfaulted leases to
+// RefreshAll implements driver.BatchRefresher, passing unfaulted leases to
 // the wrapped backend in one batch when it can batch.
 func (f *Faulty) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	res := make([]driver.RefreshResult, len(leases))

@@ -32,7 +32,10 @@ func WithTTL(ttl time.Duration) Option { return func(s *suite) { s.ttl = ttl } }
 // WithRevoke gives the suite a way to make the service drop the current
 // grant of key, as it does when a lease expires on the server or a session
 // ends. Session backends, whose grants do not lapse while their session
-// lives, must provide it; without it the suite lets TTL grants lapse.
+// lives, must provide it; without it the suite lets TTL grants lapse. With
+// it the suite revokes grants where it would otherwise let them lapse, so a
+// TTL backend that gives it runs the suite without it too: a silent expiry
+// that leaves a waiter asleep, or that gives a token again, shows only then.
 func WithRevoke(revoke func(t *testing.T, key string)) Option {
 	return func(s *suite) { s.revoke = revoke }
 }

@@ -18,6 +18,13 @@
 // Lister, then to polling, when a backend lacks one, or when it returns
 // an error matching errors.ErrUnsupported.
 //
+// A backend also has a Close() error method, outside the Backend interface:
+// the Client's Close releases its locks but does not close its Backend, so
+// whoever made the Backend closes it after the Client. Close ends the
+// Acquires waiting in it with the package's ErrClosed (see ClosedError, and
+// Waiter.Closing, a channel the backend closes itself), and later Acquires
+// fail with it. The conformance suite closes backends through that method.
+//
 // Every backend passes the conformance suite of package distlocktest
 // against its real service; that suite is the precise statement of the
 // contracts below.
@@ -93,6 +100,14 @@
 // revision of the read that found the predecessor, so it cannot miss the
 // release, and its messages (a compaction, a watch registered late) each
 // need their own answer.
+//
+// Wait is for Acquire with AcquireOptions.Wait; without it, a backend calls
+// its Try once and answers a Held with ErrNotAcquired. Wait orders nothing
+// either: every waiter that a wake-up reaches tries again, and the first try
+// to reach the service wins. A backend whose acquirers within one process
+// should be served in arrival order, one request per key at a time, takes
+// the key's Turn of a Queue before it asks the service (see Queue).
+//
 // # URLs
 //
 // A backend that opens from a URL has an OpenURL(ctx, rawURL, opts...),

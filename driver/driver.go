@@ -52,8 +52,10 @@ type Backend interface {
 	// with it (a goroutine, a context.AfterFunc, a derived context) it
 	// ends before returning, or that stays until Close.
 	//
-	// The key has passed ValidateKey; the backend escapes characters it
-	// cannot store so that distinct keys never share a lock.
+	// It checks key, opts and ctx with CheckAcquire before anything else:
+	// callers other than the Client reach it too (the conformance suite
+	// gives it bad keys and TTLs). It escapes characters of a valid key that
+	// the service cannot store, so that distinct keys never share a lock.
 	Acquire(ctx context.Context, key string, opts AcquireOptions) (Lease, error)
 }
 

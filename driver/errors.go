@@ -2,10 +2,11 @@ package driver
 
 import "errors"
 
-// Errors that every Backend returns, wrapped with detail (the key, the
-// service's own error, the context's error). Package distlock exports the
-// same values under the same names, so that callers compare them with
-// errors.Is without importing this package.
+// Errors that every Backend returns, wrapped with detail (the service's own
+// error, the context's error). The Client adds the key and the operation
+// (its KeyError), so a backend's error need not name them. Package distlock
+// exports the same values under the same names, so that callers compare them
+// with errors.Is without importing this package.
 var (
 	// ErrNotAcquired means the lock was not granted: it was held by someone
 	// else when trying once, or the context ended while waiting. In the
