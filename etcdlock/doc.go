@@ -1,4 +1,4 @@
-// Package etcdlock is a distlock.Backend over etcd v3, built on the
+// Package etcdlock is a driver.Backend over etcd v3, built on the
 // Session of go.etcd.io/etcd/client/v3/concurrency (the lease and its
 // keep-alive) and on the lock recipe of its Mutex, whose key layout and
 // order it keeps (see Waiting for why it waits in its own way).

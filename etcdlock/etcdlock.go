@@ -50,7 +50,7 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 // It must be positive.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
-// Backend is a distlock.Backend over etcd, built on the Session and the
+// Backend is a driver.Backend over etcd, built on the Session and the
 // Mutex recipe of go.etcd.io/etcd/client/v3/concurrency. See the package
 // documentation for its safety model, key layout and way of waiting. It is
 // safe for concurrent use.
@@ -173,7 +173,7 @@ func (b *Backend) Close() error {
 // etcd's whole seconds, rounding up.
 func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) / time.Second) }
 
-// Acquire implements distlock.Backend.
+// Acquire implements driver.Backend.
 //
 // The lease TTL is opts.TTL rounded up to whole seconds, or etcd's minimum
 // if that is larger (the confirmed TTL is in the lease's Validity). Locks

@@ -168,7 +168,7 @@ func (l *lease) ended() bool {
 	return l.state == ended
 }
 
-// RefreshAll implements distlock.BatchRefresher: one KeepAliveOnce per
+// RefreshAll implements driver.BatchRefresher: one KeepAliveOnce per
 // session and one transaction reading the lock keys, in parallel, whatever
 // the number of leases. As with Refresh, the sessions' TTLs apply.
 func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {

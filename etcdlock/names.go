@@ -61,7 +61,7 @@ var unescaper = strings.NewReplacer("%2F", "/", "%25", "%")
 
 func unescapeKey(name string) string { return unescaper.Replace(name) }
 
-// List implements distlock.Lister: it reads every lock key under the
+// List implements driver.Lister: it reads every lock key under the
 // Backend's prefix whose key starts with prefix, and reports for each lock
 // name the key created first (the holder), its create revision as the
 // token, the owner its session recorded, and when its lease expires unless

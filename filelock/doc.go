@@ -1,4 +1,4 @@
-// Package filelock is a distlock.Backend for processes on one host: each key
+// Package filelock is a driver.Backend for processes on one host: each key
 // is a lock file in a directory, held with flock(2). It is the default
 // backend of the distlock command.
 //

@@ -220,7 +220,7 @@ func (b *Backend) KeyPath(key string) string {
 	return filepath.Join(b.dir, fileName(key)+lockSuffix)
 }
 
-// Acquire implements distlock.Backend. The key is granted when this Backend
+// Acquire implements driver.Backend. The key is granted when this Backend
 // holds an exclusive flock on the key's lock file; the new token is durable
 // on disk before Acquire returns. Waiting is woken by inotify on Linux and
 // polls elsewhere; see the package documentation.

@@ -117,7 +117,7 @@ func WithMetricsHandler(h http.Handler) Option { return func(c *config) { c.metr
 // ErrInvalidOption is matched by the error of New for a bad option.
 var ErrInvalidOption = fmt.Errorf("gateway: %w", distlock.ErrInvalidOption)
 
-// A Gateway serves the locks of one distlock.Backend over HTTP. It is an
+// A Gateway serves the locks of one driver.Backend over HTTP. It is an
 // http.Handler; Serve runs it with the right server timeouts. It is safe
 // for concurrent use.
 type Gateway struct {

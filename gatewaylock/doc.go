@@ -1,4 +1,4 @@
-// Package gatewaylock is a distlock.Backend that takes its locks from a
+// Package gatewaylock is a driver.Backend that takes its locks from a
 // distlock gateway (`distlock serve`, package gateway) over HTTP, so that
 // Go programs share the gateway's locks with programs in other languages.
 //
@@ -64,6 +64,6 @@
 // A blocking Acquire waits in the gateway (a long-poll of at most
 // WithMaxWait, repeated), which waits on the lock service's own signal.
 //
-// The Backend is a distlock.Lister (GET /v1/locks), so that `distlock
+// The Backend is a driver.Lister (GET /v1/locks), so that `distlock
 // status --backend distlock+http://...` lists the locks through a gateway.
 package gatewaylock

@@ -84,7 +84,7 @@ func (b *Backend) waitTurn(ctx context.Context, key string) (*driver.Turn[struct
 	return nil, ErrClosed
 }
 
-// Acquire implements distlock.Backend. Waiters are served in arrival order:
+// Acquire implements driver.Backend. Waiters are served in arrival order:
 // they queue for the key's turn, and the one that has it waits for the
 // holder to go (a release, an expiry or a revocation wakes it at once).
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
@@ -226,7 +226,7 @@ func (b *Backend) Revoke(key string) bool {
 	return true
 }
 
-// List implements distlock.Lister.
+// List implements driver.Lister.
 func (b *Backend) List(_ context.Context, prefix string) ([]driver.Holder, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -292,7 +292,7 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	return ch, nil
 }
 
-// RefreshAll implements distlock.BatchRefresher.
+// RefreshAll implements driver.BatchRefresher.
 func (b *Backend) RefreshAll(_ context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	res := make([]driver.RefreshResult, len(leases))
 	b.mu.Lock()

@@ -1,4 +1,4 @@
-// Package pglock is a distlock.Backend over PostgreSQL, on a pgx v5
+// Package pglock is a driver.Backend over PostgreSQL, on a pgx v5
 // connection pool: for applications that already keep their data in
 // PostgreSQL and want locks, and fencing of the writes made under them,
 // from the same server. It has two modes:

@@ -37,7 +37,7 @@ var unbounded = driver.Validity{} // TTL 0: no time bound
 
 func (l *lease) Token() uint64 { return l.token }
 
-// Validity implements distlock.Lease: TTL 0, the grant lasts until released
+// Validity implements driver.Lease: TTL 0, the grant lasts until released
 // or lost.
 func (l *lease) Validity() driver.Validity { return unbounded }
 
@@ -180,7 +180,7 @@ const heldSQL = `SELECT EXISTS (
 		AND ((classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) objid::pg_catalog.int8)
 			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))`
 
-// Refresh implements distlock.Lease. It checks that the connection is alive
+// Refresh implements driver.Lease. It checks that the connection is alive
 // and that the server still holds the lock on it; there is no TTL to
 // extend, and the Validity it returns has TTL 0. A check that fails for any
 // reason, ctx included, ends the grant: a connection that cannot be
@@ -252,7 +252,7 @@ RETURNING pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catal
 // session did not hold the lock.
 const unlockSQL = `SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))`
 
-// Release implements distlock.Lease: pg_advisory_unlock on the holding
+// Release implements driver.Lease: pg_advisory_unlock on the holding
 // connection, which then goes back to the pool. The grant is marked
 // released in the same statement, so the next grant of the key does not
 // wait for WithLossGrace. If the grant was lost it

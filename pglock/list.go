@@ -20,7 +20,7 @@ WHERE pg_catalog.starts_with(f.key, $1::pg_catalog.text) AND EXISTS (
 			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8))
 ORDER BY f.key COLLATE pg_catalog."C"`
 
-// List implements distlock.Lister: the keys starting with prefix whose
+// List implements driver.Lister: the keys starting with prefix whose
 // lock is held in the server, sorted by key, with the token, owner and
 // grant time of the key's last grant through this package. pg_locks knows
 // only lock ids, so the keys come from the fence table, and a listing can

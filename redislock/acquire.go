@@ -21,7 +21,7 @@ import (
 // no expiry (set by something else than this package).
 const noExpiryPoll = time.Second
 
-// Acquire implements distlock.Backend. The try is one round trip (one Lua
+// Acquire implements driver.Backend. The try is one round trip (one Lua
 // script sets the lock and increments its fencing counter). A waiting
 // Acquire whose first try finds the key held subscribes to the key's
 // release channel, tries again once the subscription is confirmed (see

@@ -22,7 +22,7 @@ var (
 	_ driver.Lease          = (*lease)(nil)
 )
 
-// Backend is a distlock.Backend over Redis: a single server, a Sentinel
+// Backend is a driver.Backend over Redis: a single server, a Sentinel
 // failover client or a Cluster, through a go-redis client. Create it with New;
 // it is safe for concurrent use.
 //

@@ -1,4 +1,4 @@
-// Package redislock is a distlock.Backend over Redis: one server, a
+// Package redislock is a driver.Backend over Redis: one server, a
 // Sentinel-managed primary, or a Cluster, through a go-redis client. Use it
 // where a lock is for efficiency (duplicate work is merely wasteful), or for
 // correctness together with fencing tokens checked by the storage (see

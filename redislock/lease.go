@@ -27,13 +27,13 @@ type lease struct {
 	released bool // a release was confirmed
 }
 
-// Token implements distlock.Lease.
+// Token implements driver.Lease.
 func (l *lease) Token() uint64 { return l.token }
 
-// Validity implements distlock.Lease.
+// Validity implements driver.Lease.
 func (l *lease) Validity() driver.Validity { return l.validity }
 
-// Refresh implements distlock.Lease: refresh.lua extends the grant only if
+// Refresh implements driver.Lease: refresh.lua extends the grant only if
 // it still holds the lease's secret, so that a holder whose lease lapsed
 // cannot extend the next holder's.
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
@@ -60,7 +60,7 @@ func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration
 	return driver.Validity{}, fmt.Errorf("redislock: unexpected refresh reply %d", n)
 }
 
-// Release implements distlock.Lease. A release whose reply was lost can be
+// Release implements driver.Lease. A release whose reply was lost can be
 // retried: the key's last-release record left by the first attempt makes
 // the retry report success, not a loss (see release.go).
 func (l *lease) Release(ctx context.Context) error {

@@ -19,7 +19,7 @@ import (
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
-// List implements distlock.Lister: it SCANs for lock keys whose key starts
+// List implements driver.Lister: it SCANs for lock keys whose key starts
 // with prefix (on every primary of a Cluster) and reads their values and
 // PTTLs in one pipeline. Since is the acquiring host's clock at the grant;
 // Expires is this host's clock plus the PTTL read. The listing is not a snapshot:

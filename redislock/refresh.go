@@ -17,7 +17,7 @@ import (
 // a call of that size keeps the server busy for about a millisecond.
 const refreshBatch = 256
 
-// RefreshAll implements distlock.BatchRefresher: it refreshes every lease
+// RefreshAll implements driver.BatchRefresher: it refreshes every lease
 // in one pipeline (one round trip on a single server; one per node that
 // holds some of the keys on a Cluster). Over a *redis.Client (a single
 // server, or a Sentinel-managed primary) one script call refreshes up to

@@ -37,7 +37,7 @@ const (
 // round do not meet again in the next.
 var splitBackoff = driver.ExponentialBackoff(5*time.Millisecond, 500*time.Millisecond)
 
-// Acquire implements distlock.Backend. A try is one round of votes: the
+// Acquire implements driver.Backend. A try is one round of votes: the
 // acquire script on every node in parallel, each bounded by the per-node
 // timeout. It is granted with a majority of votes and validity left (the
 // TTL less the time since the round's first request and the drift), and

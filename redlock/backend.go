@@ -35,7 +35,7 @@ type Node interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// Backend is a distlock.Backend over N independent Redis servers (no
+// Backend is a driver.Backend over N independent Redis servers (no
 // replication between them): a grant needs a majority of them. Create it
 // with New; it is safe for concurrent use.
 //

@@ -32,13 +32,13 @@ type lease struct {
 	last driver.Validity // the latest confirmed validity (grant or refresh)
 }
 
-// Token implements distlock.Lease.
+// Token implements driver.Lease.
 func (l *lease) Token() uint64 { return l.token }
 
-// Validity implements distlock.Lease.
+// Validity implements driver.Lease.
 func (l *lease) Validity() driver.Validity { return l.validity }
 
-// Refresh implements distlock.Lease: refresh.lua extends the grant on
+// Refresh implements driver.Lease: refresh.lua extends the grant on
 // every node that still holds it, in parallel. The refresh counts only
 // when a majority extended it with validity left (ttl less the time since
 // the first request and the drift); when a majority no longer holds the
@@ -91,7 +91,7 @@ func tallyKept(res []reply[int64]) (kept, gone int, why []string) {
 	return kept, gone, why
 }
 
-// Release implements distlock.Lease. It releases the grant on every node
+// Release implements driver.Lease. It releases the grant on every node
 // in parallel; it succeeds when a majority released it (or had, per their
 // tombstones: a retried release after a lost reply succeeds), reports
 // distlock.ErrLockLost when a majority no longer held it, and otherwise

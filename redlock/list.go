@@ -61,7 +61,7 @@ type nodeGrant struct {
 	pttl               time.Duration
 }
 
-// List implements distlock.Lister: it reads the lock keys under prefix on
+// List implements driver.Lister: it reads the lock keys under prefix on
 // every node in parallel, and lists a key as held when a majority of the
 // nodes hold one grant of it. Token is the grant's token (the highest its
 // nodes record), Since the earliest of its nodes' clocks at the grant,

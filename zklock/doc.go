@@ -1,4 +1,4 @@
-// Package zklock is a distlock.Backend over ZooKeeper, with the lock recipe
+// Package zklock is a driver.Backend over ZooKeeper, with the lock recipe
 // and node layout of Apache Curator's InterProcessMutex, so that this
 // package and Curator's locks exclude each other on the same paths.
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
-// List implements distlock.Lister: for each lock path under the Backend's
+// List implements driver.Lister: for each lock path under the Backend's
 // prefix whose key starts with prefix, the first node in Curator's order,
 // whoever created it (this package, or Curator's InterProcessMutex under the
 // same paths). Owner is the node's data, as text; Since its creation time

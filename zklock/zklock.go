@@ -87,7 +87,7 @@ func WithDigestAuth(user, password string) Option {
 	}
 }
 
-// Backend is a distlock.Backend over ZooKeeper, with Curator's lock recipe
+// Backend is a driver.Backend over ZooKeeper, with Curator's lock recipe
 // and node layout. See the package documentation for its safety model. It
 // is safe for concurrent use.
 //
@@ -421,7 +421,7 @@ func (b *Backend) sessionErr(s *session) error {
 	return s.lost
 }
 
-// Acquire implements distlock.Backend.
+// Acquire implements driver.Backend.
 //
 // Every acquire creates its own lock node, so acquires of one key through
 // one Backend queue in ZooKeeper like those of different processes, in the

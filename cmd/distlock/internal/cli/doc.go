@@ -213,7 +213,7 @@
 //
 // # Status
 //
-// status lists holders through distlock.Lister: key, token, owner, how long
+// status lists holders through driver.Lister: key, token, owner, how long
 // held and the time left before the service expires the grant unless
 // renewed ("unbounded" when it has no time bound, as with file://), both
 // in tenths of a second below a minute and in whole seconds above. Keys
