@@ -102,4 +102,36 @@
 // number (and for about a second after the last), keeps them in a heap
 // ordered by their next event, and renews the locks that are due together
 // (in one round trip on backends that batch).
+//
+// # Metrics
+//
+// A Client records OpenTelemetry metrics on the provider WithMeterProvider
+// names (default: the global one, a no-op until the application installs
+// one), and the fencing guards count the writes they refuse (see
+// fence.WithMeterProvider). The names, units and attribute values are part
+// of the API:
+//
+//	distlock.acquire.duration  histogram, s                  outcome: acquired, not_acquired, timeout, canceled, error
+//	distlock.hold.duration     histogram, s                  outcome: released, lost, max_hold, closed
+//	distlock.locks.held        up-down counter, {lock}
+//	distlock.waiters           up-down counter, {acquisition} acquisitions waiting
+//	distlock.renewals          counter, {renewal}            outcome: ok, failed, lost
+//	distlock.lease.headroom    histogram, s                  time left before the local deadline when a renewal was confirmed
+//	distlock.losses            counter, {loss}               reason: deadline, service_reported, revoked, max_hold
+//	distlock.fence.rejections  counter, {write}              distlock.guard: fence.Register, redislock.Fence, etcdlock.Fence, pglock.Fence
+//
+// Every Client measurement carries distlock.backend, the backend's package
+// name (memlock, filelock, redislock, etcdlock, ...). Lock keys are never
+// attributes; WithKeyLabel adds distlock.key.label, a label of the key
+// that must take few values. In Prometheus the names become
+// distlock_acquire_duration_seconds, distlock_losses_total,
+// distlock_locks_held, and so on.
+//
+// Counters and up-down counters exist from the start, at 0, for every
+// attribute value above (added when the Client or the guard is made: a
+// global provider installed later gets the counts, not the zeros), so that an alert on losses sees 0 rather than
+// no data; with WithKeyLabel the zero series carry no key label, since the
+// labels are not known in advance. Histograms have no zero (a measurement
+// is an event): their series appear with the first acquisition, release or
+// renewal.
 package distlock

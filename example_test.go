@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
@@ -61,6 +62,41 @@ func Example_fencing() {
 	// B holds token 34
 	// B writes: <nil>
 	// A writes: fence: stale token 33 for "ledger": 34 already admitted true
+}
+
+// Simulating the guide's pause, to test fencing of your own: a plain
+// time.Sleep does not lose a lock, since the Client renews it meanwhile. A
+// lock with renewal off and a short TTL is lost by simply waiting: the
+// holder's context ends at its local deadline, the service frees the key
+// after its TTL, and the next holder's token is higher. The same steps run
+// on any backend, a real server included (with a TTL backend; see the
+// README for the others).
+func Example_pause() {
+	ctx := context.Background()
+	srv := memlock.New() // or redislock.New(rdb), etcdlock.New(cli), ...
+	a, _ := distlock.New(srv)
+	b, _ := distlock.New(srv)
+	defer a.Close(ctx)
+	defer b.Close(ctx)
+	var storage fence.Register // or redislock.Fence, pglock.Fence, etcdlock.Fence
+
+	lockA, _ := a.Acquire(ctx, "ledger",
+		distlock.WithTTL(200*time.Millisecond), distlock.WithRenewal(distlock.NoRenewal))
+	// A pauses: it does nothing until its lease lapses.
+	<-lockA.Done()
+	fmt.Println("A's lock lost:", errors.Is(lockA.Err(), distlock.ErrLockLost))
+
+	lockB, _ := b.Acquire(ctx, "ledger") // granted once the service frees the key
+	fmt.Println("B writes:", storage.Admit("ledger", lockB.Token()))
+	// A wakes up and writes without looking at its lock: the fence refuses it.
+	err := storage.Admit("ledger", lockA.Token())
+	fmt.Println("A writes:", errors.Is(err, fence.ErrStaleToken))
+	lockA.Release(ctx)
+	lockB.Release(ctx)
+	// Output:
+	// A's lock lost: true
+	// B writes: <nil>
+	// A writes: true
 }
 
 func ExampleClient_Do() {

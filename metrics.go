@@ -13,24 +13,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// The Client's OpenTelemetry instruments. Their names, units and attributes
-// are part of the API (dashboards depend on them):
-//
-//	distlock.acquire.duration  histogram, s   outcome: acquired, not_acquired, timeout, canceled, error
-//	distlock.hold.duration     histogram, s   outcome: released, lost, max_hold, closed
-//	distlock.locks.held        up-down counter
-//	distlock.waiters           up-down counter (acquisitions waiting)
-//	distlock.renewals          counter        outcome: ok, failed, lost
-//	distlock.lease.headroom    histogram, s   time left before the local deadline when a renewal was confirmed
-//	distlock.losses            counter        reason: deadline, service_reported, revoked, max_hold
-//
-// Every measurement carries distlock.backend (the backend's package name:
-// memlock, filelock, redislock, etcdlock, ...). Lock keys are never
-// attributes unless WithKeyLabel maps them to a bounded label
-// (distlock.key.label).
-//
-// Attribute sets are made once, when the Client is created (see
-// TestMetricsAllocs).
+// The Client's OpenTelemetry instruments: the package doc's Metrics
+// section lists their names, units and attributes, which are part of the
+// API (dashboards depend on them). Attribute sets are made once, when the
+// Client is created (see TestMetricsAllocs).
 
 const instrumentationName = "github.com/distlock/distlock"
 
@@ -176,7 +162,24 @@ func newMetrics(mp metric.MeterProvider, backend string, keyLabel func(string) s
 	for i, n := range lossReasonNames {
 		ms.lossOpts[i] = []metric.AddOption{set(attribute.String("reason", n))}
 	}
+	ms.zero()
 	return ms, nil
+}
+
+// zero adds 0 to every counter, for each attribute value it takes, so that
+// its series exist from the start: an alert on losses sees 0, not "no
+// data". With a key label the labels are not known in advance; the zero
+// series then carry none. Histograms have no zero: a measurement is an
+// event (their series appear with the first).
+func (ms *metrics) zero() {
+	ms.held.Add(bg, 0, ms.baseAdd...)
+	ms.waiters.Add(bg, 0, ms.baseAdd...)
+	for _, o := range ms.renewalOpts {
+		ms.renewals.Add(bg, 0, o...)
+	}
+	for _, o := range ms.lossOpts {
+		ms.losses.Add(bg, 0, o...)
+	}
 }
 
 // withKey adds the key's label, if there is one, to a measurement's

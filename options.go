@@ -164,10 +164,11 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithMeterProvider sets where the Client's metrics go (see the
-// instruments listed in the package's metrics documentation). Default: the
+// WithMeterProvider sets where the Client's metrics go (the instruments
+// are listed under Metrics in the package documentation). Default: the
 // global provider (otel.GetMeterProvider), a no-op until the application
-// installs one.
+// installs one; install it before New, or the counters' zero series (see
+// Metrics) are not seen.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return clientOption(func(c *config) { c.meters = mp })
 }

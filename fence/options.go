@@ -2,7 +2,6 @@ package fence
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -21,8 +20,9 @@ type config struct {
 // WithMeterProvider sets where the guard counts the writes it refuses:
 // the counter distlock.fence.rejections, with the attribute
 // distlock.guard naming the guard ("fence.Register", "redislock.Fence",
-// ...). Default: the global provider, read at the first refusal, so that
-// a provider installed later still gets it.
+// ...). The guard's series is there from its creation, at 0. Default: the
+// global provider (otel.GetMeterProvider); one installed after the guard
+// was made gets the counts, not the zero.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.meters = mp }
 }
@@ -32,17 +32,14 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // guard of another package makes one with NewCounter from its options, so
 // that every guard counts the same way. It is safe for concurrent use.
 type Counter struct {
-	mp    metric.MeterProvider
-	guard string
-
-	once sync.Once
-	c    metric.Int64Counter
+	c    metric.Int64Counter // nil if the provider refused it
 	opts []metric.AddOption
 }
 
 // NewCounter returns the Counter of the guard named guard (its package and
 // type, such as "redislock.Fence"), configured by opts; nil options are
-// ignored.
+// ignored. The guard's series starts at 0, so that an alert on it sees 0
+// rather than no data.
 func NewCounter(guard string, opts ...Option) *Counter {
 	var cfg config
 	for _, o := range opts {
@@ -50,24 +47,22 @@ func NewCounter(guard string, opts ...Option) *Counter {
 			o(&cfg)
 		}
 	}
-	return &Counter{mp: cfg.meters, guard: guard}
+	mp := cfg.meters
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	c, err := mp.Meter("github.com/distlock/distlock").Int64Counter("distlock.fence.rejections",
+		metric.WithUnit("{write}"), metric.WithDescription("Writes refused for a stale fencing token."))
+	if err != nil {
+		return &Counter{}
+	}
+	ctr := &Counter{c: c, opts: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("distlock.guard", guard)))}}
+	c.Add(context.Background(), 0, ctr.opts...)
+	return ctr
 }
 
 // Rejected counts one refused write.
 func (c *Counter) Rejected(ctx context.Context) {
-	c.once.Do(func() {
-		mp := c.mp
-		if mp == nil {
-			mp = otel.GetMeterProvider()
-		}
-		var err error
-		c.c, err = mp.Meter("github.com/distlock/distlock").Int64Counter("distlock.fence.rejections",
-			metric.WithUnit("{write}"), metric.WithDescription("Writes refused for a stale fencing token."))
-		if err != nil {
-			c.c = nil
-		}
-		c.opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("distlock.guard", c.guard)))}
-	})
 	if c.c != nil {
 		c.c.Add(ctx, 1, c.opts...)
 	}

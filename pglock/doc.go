@@ -58,7 +58,8 @@
 // releases the lock; so that a running holder acts on it before anyone
 // else can act on the key, the next grant of a key whose previous grant
 // was lost rather than released waits a grace period in the server,
-// holding the lock (WithLossGrace, 1s by default). A holder stopped for
+// holding the lock (WithLossGrace, 1s by default; counted from the server's
+// start after a restart, see WithLossGrace). A holder stopped for
 // longer than the grace when the notice comes is not covered (see Not
 // guaranteed).
 // Release and Refresh are owner-checked on the holding session:
@@ -120,6 +121,10 @@
 //     compare against, and asking the server would cost a round trip per
 //     check; fencing (Fence, or a store's fence.Register) is what protects
 //     the write.
+//   - A server clock stepped back across a restart: a grant's time and the
+//     server's start are read from its wall clock, and a grant made after
+//     the start but stamped before it waits only what is left of the grace
+//     since the start.
 //   - A network partition that the server notices before the holder does:
 //     the server ends a session whose client it cannot reach after its TCP
 //     keepalive (tcp_keepalives_idle, _interval, _count) or tcp_user_timeout

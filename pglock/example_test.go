@@ -46,15 +46,21 @@ func Example() {
 	}
 	defer lock.Release(ctx)
 
-	// Work under lock.Context(); write under the fence.
+	// One context for the whole transaction, lock.Context(): once the lock
+	// is lost, pgx cancels whichever statement is running and the
+	// transaction rolls back, so work that no longer holds the lock stops
+	// at once. The fence is what refuses a holder that was paused past its
+	// loss (its context looked live when it checked); the context saves
+	// the work of one that is told in time.
+	lctx := lock.Context()
 	reports := pglock.NewFence()
-	err = pgx.BeginFunc(lock.Context(), pool, func(tx pgx.Tx) error {
-		if err := reports.Admit(ctx, tx, "reports/nightly", lock.Token()); err != nil {
+	err = pgx.BeginFunc(lctx, pool, func(tx pgx.Tx) error {
+		if err := reports.Admit(lctx, tx, "reports/nightly", lock.Token()); err != nil {
 			return err // fence.ErrStaleToken: a newer holder has written
 		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS reports (name text PRIMARY KEY, done_at timestamptz)`)
+		_, err := tx.Exec(lctx, `CREATE TABLE IF NOT EXISTS reports (name text PRIMARY KEY, done_at timestamptz)`)
 		if err == nil {
-			_, err = tx.Exec(ctx, `INSERT INTO reports VALUES ('nightly', now()) ON CONFLICT (name) DO UPDATE SET done_at = now()`)
+			_, err = tx.Exec(lctx, `INSERT INTO reports VALUES ('nightly', now()) ON CONFLICT (name) DO UPDATE SET done_at = now()`)
 		}
 		return err
 	})

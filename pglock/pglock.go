@@ -46,6 +46,16 @@ type config struct {
 // than the grace is not covered: fence its writes. Default:
 // DefaultLossGrace (1s). A try (distlock.TryAcquire) of such a key waits
 // the grace too. It must not be negative; 0 grants at once.
+//
+// The grace counts from the loss where the server knows when that was: a
+// grant made before the server last started (a crash, a restart) ended by
+// then, and the next grant waits only what is left of the grace since the
+// start. Otherwise it counts from the next grant, which is the moment of
+// the loss for a waiter queued in the server then (it is granted the lock
+// as the session ends); for a grant that comes later the server cannot
+// tell: PostgreSQL keeps no record of when a session ended
+// (pg_stat_activity lists live sessions only, and no hook runs at a
+// session's end), so the whole grace is waited.
 func WithLossGrace(d time.Duration) Option { return func(c *config) { c.lossGrace = d } }
 
 // WithRequestTimeout bounds what the Backend does on its own behalf, with no

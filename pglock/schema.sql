@@ -114,7 +114,11 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_abandoned (
 -- it held the lock), it waits loss_grace before granting, with the lock
 -- held: the server released the lock as it told the previous holder that
 -- its session was ending, and the grace lets that holder act on the news
--- before anyone else can write with a newer token. The release (releaseSQL
+-- before anyone else can write with a newer token. The grace counts from
+-- the server's start when the previous grant is older (its session ended
+-- by then), and otherwise from now: a waiter queued when the session ended
+-- gets the lock at that moment, and PostgreSQL records no session's end
+-- for a grant that comes later. The release (releaseSQL
 -- in the Go code) marks the row released and unlocks in one transaction,
 -- holding the lock at transaction level until that commits, so that the
 -- next holder normally finds the mark committed (the one-UPDATE path);
@@ -130,6 +134,7 @@ AS $$
 DECLARE
     granted bigint;
     lost    boolean;
+    lost_at timestamptz;
 BEGIN
     IF wait THEN
         PERFORM pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(lock_key, 0::int8));
@@ -150,9 +155,16 @@ BEGIN
         RETURN granted;
     END IF;
     -- A new key, a lost grant, or a release not yet committed.
-    SELECT f.held INTO lost FROM @schema@.distlock_fence f WHERE f.key = lock_key FOR UPDATE;
+    SELECT f.held, f.granted_at INTO lost, lost_at FROM @schema@.distlock_fence f WHERE f.key = lock_key FOR UPDATE;
     IF lost AND loss_grace > interval '0' THEN
-        PERFORM pg_catalog.pg_sleep(extract(epoch FROM loss_grace));
+        -- The grace counts from the loss where the server knows when that
+        -- was: a grant made before the server last started ended, at the
+        -- latest, when it started. Otherwise the server keeps no record of
+        -- when a session ended, and the grace counts from now.
+        lost_at := CASE WHEN lost_at < pg_catalog.pg_postmaster_start_time()
+            THEN pg_catalog.pg_postmaster_start_time() ELSE pg_catalog.clock_timestamp() END;
+        PERFORM pg_catalog.pg_sleep(greatest(0, least(extract(epoch FROM loss_grace),
+            extract(epoch FROM lost_at + loss_grace - pg_catalog.clock_timestamp()))));
     END IF;
     INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held)
     VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true)

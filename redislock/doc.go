@@ -195,7 +195,12 @@
 //
 // Pass Lock.Token to the storage and let it refuse stale tokens: through
 // package fence, or, for data kept in Redis, through a Fence, which checks
-// the token and writes the data in one script, atomically.
+// the token and writes the data in one script, atomically: Set, HSet and
+// Del; IncrBy for a counter or a balance (an update relative to the value
+// as it is, where a read and then Set of an absolute value would lose
+// updates); Exec for any list of commands; and Eval for the caller's own
+// Lua body (a check and a write of its own, say), which runs after the
+// token check, in the same script, and cannot leave the fence key changed.
 //
 // # Key layout
 //

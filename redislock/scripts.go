@@ -26,6 +26,10 @@ var (
 	refreshManyLua string
 	//go:embed scripts/fence.lua
 	fenceLua string
+	//go:embed scripts/fence_eval.lua
+	fenceEvalLua string
+	//go:embed scripts/fence_exec.lua
+	fenceExecLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
@@ -109,10 +113,14 @@ const (
 	refreshExtended = 1 // EXTENDED
 )
 
-// Statuses of fence.lua, the first element of its reply.
+// Statuses of fence.lua and fence_eval.lua, the first element of their
+// replies, and the prefixes of fence_eval.lua's errors.
 const (
 	fenceRefused  = 0 // REFUSED: {0, highest}
-	fenceAdmitted = 1 // ADMITTED: {1}
+	fenceAdmitted = 1 // ADMITTED: {1} (fence_eval.lua: {1, result})
+
+	fenceBodyFailed = "FENCEBODY"
+	fenceKeyChanged = "FENCEKEY"
 )
 
 // ceilMillis rounds d up to whole milliseconds, the unit of the scripts'

@@ -169,6 +169,9 @@ func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 		regexp.MustCompile(`(?m)^distlock_gateway_requests_total\{[^}]*route="/v1/sessions"[^}]*\} 1$`),
 		regexp.MustCompile(`(?m)^distlock_locks_held\{[^}]*distlock_backend="filelock"[^}]*\} 1$`),
 		regexp.MustCompile(`(?m)^distlock_acquire_duration_seconds_count\{[^}]*distlock_backend="filelock"[^}]*outcome="acquired"[^}]*\} 1$`),
+		// Counters are there at 0 before their first event.
+		regexp.MustCompile(`(?m)^distlock_losses_total\{[^}]*distlock_backend="filelock"[^}]*reason="deadline"[^}]*\} 0$`),
+		regexp.MustCompile(`(?m)^distlock_renewals_total\{[^}]*distlock_backend="filelock"[^}]*outcome="lost"[^}]*\} 0$`),
 	} {
 		if code != 200 || !want.MatchString(metrics) {
 			t.Errorf("/metrics (%d) has no line matching %s", code, want)
