@@ -290,7 +290,7 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 
 	for failures := 0; ; {
 		g := newGrant(c, key, cfg)
-		lease, err := c.b.Acquire(ctx, key, driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost})
+		lease, err := c.b.Acquire(ctx, key, driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost, Election: cfg.election})
 		if err == nil {
 			if err = c.start(g, lease, parent); err == nil {
 				if c.debug() {

@@ -63,6 +63,7 @@ type config struct {
 	maxDepth   int
 	atRisk     time.Duration // 0: the default window
 	owner      string
+	election   string
 	logger     *slog.Logger
 	meters     metric.MeterProvider // nil: the global provider
 	keyLabel   func(key string) string
@@ -151,6 +152,15 @@ func WithOwner(owner string) Option {
 // so. Default: the Client's owner. It must be valid UTF-8 of at most
 // MaxOwnerLen bytes.
 func WithLockOwner(owner string) LockOption { return func(c *config) { c.owner = owner } }
+
+// WithElection makes the lock a candidacy in the election named name,
+// as package election's terms are: a backend whose service has an
+// election layout of its own (etcd's) keeps it there, where the service's
+// other clients see it, and any other backend takes the key as a lock
+// (see driver.AcquireOptions.Election). The key must be the election's
+// lock key, and the owner (WithLockOwner) is the candidate's value. Use
+// package election rather than this option. Default: none, a lock.
+func WithElection(name string) LockOption { return func(c *config) { c.election = name } }
 
 // WithLogger sets where the Client logs: losses and renewal failures at
 // Warn; acquisitions, renewals, releases and retried failures at Debug.

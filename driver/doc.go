@@ -108,6 +108,38 @@
 // should be served in arrival order, one request per key at a time, takes
 // the key's Turn of a Queue before it asks the service (see Queue).
 //
+// # Elections
+//
+// Package election keeps an election as the lock of the election's key
+// (a key under its KeyPrefix), held by the leader, with the candidate's
+// value as the grant's owner, on every backend: a term is a lock, with
+// the Client's policy (deadline, renewal, loss). A backend whose service
+// has an election layout of its own, which the service's other clients
+// use (etcd's concurrency.Election, `etcdctl elect`), may keep the
+// candidacies there, so that those clients take part in the same
+// elections. Such a backend:
+//
+//   - grants a candidacy (AcquireOptions.Election not empty) in its
+//     layout, at a place it derives from the key, or from the election's
+//     name, and never shared with a lock of another key; the Lease is
+//     one grant as for a lock (Token, Validity, Refresh, owner-checked
+//     Release), and its Token is strictly greater than every earlier
+//     term's and every earlier lock's of the key;
+//   - stores Owner as the candidate's value where the layout keeps it,
+//     and lets its leases change it (OwnerSetter), owner-checked;
+//   - reports the leader as the holder of the election's key: Holder
+//     gives the live term's token and value, and WatchHolder wakes on
+//     every change of leader or value, whoever the candidate is (a
+//     client of the service, or this package). Neither needs to be told
+//     that the key is an election's: the layout lives at the key's place;
+//   - keeps locks of the key excluding candidacies where it can (a layout
+//     of the same order at the same place), so that programs that hold
+//     the election's key as a lock, an older release among them, still
+//     exclude the leader.
+//
+// Every other backend ignores AcquireOptions.Election. Its tokens come
+// from the lock counter, so one fence.Register admits locks and terms.
+//
 // # URLs
 //
 // A backend that opens from a URL has an OpenURL(ctx, rawURL, opts...),

@@ -78,6 +78,15 @@ type AcquireOptions struct {
 	// connection holding the lock broke). It must not block. Backends that
 	// cannot tell never call it; the Client's local deadline covers them.
 	OnLost func(err error)
+
+	// Election, when not empty, says that this grant is a candidacy in
+	// the election of that name (package election): key is then the
+	// election's lock key, and Owner the candidate's value, which
+	// OwnerSetter changes (Proclaim). A backend whose service has an
+	// election layout of its own keeps the candidacy in that layout (see
+	// "Elections" in the package documentation); every other backend
+	// ignores it and grants key as a lock, the token from its counter.
+	Election string
 }
 
 // Lease is one grant of a key by a Backend. Its methods are safe for

@@ -63,3 +63,51 @@ func TestCampaignGrantedAsContextEnds(t *testing.T) {
 		t.Errorf("the grant was left behind: %+v, %v, %v", h, held, err)
 	}
 }
+
+// recordsElection is a backend that records what each Acquire was asked.
+type recordsElection struct {
+	*memlock.Backend
+	asked chan driver.AcquireOptions
+}
+
+func (b recordsElection) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
+	b.asked <- o
+	return b.Backend.Acquire(ctx, key, o)
+}
+
+// Campaign asks the backend for a candidacy in the election (so that a
+// backend with an election layout of its own can keep it there), with
+// the candidate's value as its owner; a lock of the same key is a lock.
+func TestCampaignAsksForACandidacy(t *testing.T) {
+	ctx := context.Background()
+	b := recordsElection{memlock.New(), make(chan driver.AcquireOptions, 1)}
+	c, err := distlock.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	e, err := election.New(c, "payments/leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := e.Campaign(ctx, "10.0.0.7:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := <-b.asked; o.Election != "payments/leader" || o.Owner != "10.0.0.7:8080" || !o.Wait {
+		t.Errorf("Campaign asked for %+v; want a candidacy in payments/leader, owner the value, waiting", o)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(ctx, e.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := <-b.asked; o.Election != "" {
+		t.Errorf("Acquire of the election's key asked for a candidacy in %q; want a lock", o.Election)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -45,9 +45,9 @@
 // Campaign waits as Acquire does, on the service's own signal (a watch, a
 // pub/sub message, the kernel), and polls only for a holder that vanished
 // silently. Observe is woken by the backend where it can watch a key
-// (memlock, filelock on Linux, through driver.HolderWatcher), reads again
-// at the leader's expiry, which a service may pass silently, and polls
-// every distlock.WatchPoll where the backend cannot watch.
+// (memlock, filelock on Linux, etcdlock, through driver.HolderWatcher),
+// reads again at the leader's expiry, which a service may pass silently,
+// and polls every distlock.WatchPoll where the backend cannot watch.
 //
 // # Fencing
 //
@@ -66,10 +66,26 @@
 // same name, which the program may take for another reason, while
 // `distlock status election/` lists every election's leader, and an
 // operator can see, or take part with, `distlock run election/NAME`.
-// Every backend has this layout today; the layout is the one seam through
-// which a backend whose service already has one (etcd's
-// concurrency.Election, Curator's LeaderLatch) can supply its own, so that
-// other clients of the service take part in the same elections.
+//
+// Each term is a Lock with the Client's policy (deadline, renewal, loss),
+// acquired as a candidacy in the election (distlock.WithElection): a
+// backend whose service has an election layout of its own keeps the
+// candidacy in it, so that the service's other clients take part in the
+// same elections, and every other backend takes the key as a lock (see
+// "Elections" in package driver's documentation). Leader and Observe read
+// and watch the holder of the key, which such a backend reports from its
+// layout, whoever the candidate is.
+//
+//   - etcd (etcdlock): concurrency.Election's layout, at the lock name of
+//     the election's key (Backend.KeyPath(Election.Key())): a candidate
+//     is the key NAME/<lease ID in hex> with its value as the key's
+//     value, the leader is the key created first, and the term is its
+//     create revision. `etcdctl elect NAME PROPOSAL` campaigns in the
+//     same election and `etcdctl elect -l NAME` observes it. The place is
+//     also where the lock layout kept the key, so locks of it, and
+//     releases that kept elections as locks, still exclude the leader.
+//   - Every other backend: the lock layout above. Terms' tokens come from
+//     the key's lock counter.
 //
 // An Election, a Term and the channels they return are safe for
 // concurrent use. Observe runs a goroutine until its context ends or the

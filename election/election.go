@@ -29,7 +29,6 @@ type Election struct {
 	name     string
 	key      string
 	lockOpts []distlock.LockOption
-	layout   layout
 }
 
 // Option configures an Election.
@@ -42,8 +41,8 @@ type config struct {
 // WithLockOptions sets the options of the lock that each term is (its TTL,
 // renewal, drift, at-risk window...), over the Client's defaults.
 // Campaign refuses a bad one with an error matching
-// distlock.ErrInvalidOption. WithWait, WithMaxDepth and WithLockOwner are
-// the Election's own and are overridden. Default: none.
+// distlock.ErrInvalidOption. WithWait, WithMaxDepth, WithLockOwner and
+// WithElection are the Election's own and are overridden. Default: none.
 func WithLockOptions(opts ...distlock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -69,13 +68,7 @@ func New(c *distlock.Client, name string, opts ...Option) (*Election, error) {
 			o(&cfg)
 		}
 	}
-	e := &Election{c: c, name: name, key: key, lockOpts: cfg.lockOpts}
-	// Every backend has the lock layout today. A backend whose service
-	// has a layout of its own (etcd's concurrency.Election, Curator's
-	// LeaderLatch) will supply it here, so that other clients of the
-	// service take part in the same elections.
-	e.layout = lockLayout{e}
-	return e, nil
+	return &Election{c: c, name: name, key: key, lockOpts: cfg.lockOpts}, nil
 }
 
 // Name returns the election's name.
@@ -97,7 +90,7 @@ func (e *Election) Key() string { return e.key }
 // distlock.ErrTooDeep). value must be valid UTF-8 of at most
 // distlock.MaxOwnerLen bytes (distlock.ErrInvalidOption).
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
-	t, err := e.layout.campaign(ctx, value)
+	t, err := e.campaign(ctx, value)
 	if err != nil {
 		return nil, fmt.Errorf("election: campaign: %w", err)
 	}
@@ -109,7 +102,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 // matching ErrNoLeader. A backend that cannot read a key's holder gives an
 // error matching errors.ErrUnsupported.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	l, err := e.layout.leader(ctx)
+	l, err := e.leader(ctx)
 	if err != nil {
 		return Leader{}, err
 	}
@@ -132,7 +125,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // The channel is closed when ctx ends or the Client is closed, and at
 // once when the backend cannot read a key's holder (Leader says so).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	return e.layout.observe(ctx)
+	return e.observe(ctx)
 }
 
 // Leader is the leader of an election: its value and the token of its
@@ -205,21 +198,9 @@ func lead(ctx context.Context, t *Term, fn func(ctx context.Context, t *Term) er
 // process is not paused between checking and acting. Pass Token to the
 // storage and let it refuse an older term (see package fence).
 type Term struct {
-	g     termGrant
+	g     *distlock.Lock // the term's grant of the election's key
 	mu    sync.Mutex
 	value string
-}
-
-// termGrant is what a Term holds: the lock of the lock layout (a
-// *distlock.Lock), or a layout's own grant.
-type termGrant interface {
-	Token() uint64
-	Context() context.Context
-	Done() <-chan struct{}
-	Err() error
-	AtRisk() <-chan struct{}
-	SetOwner(ctx context.Context, owner string) error
-	Release(ctx context.Context) error
 }
 
 // Token returns the term's fencing token: strictly greater than the token

@@ -7,23 +7,16 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// layout is how an election is kept in the service. lockLayout, a lock of
-// the election's key, serves every backend; a service with a layout of its
-// own will have another.
-type layout interface {
-	campaign(ctx context.Context, value string) (*Term, error)
-	leader(ctx context.Context) (Leader, error)
-	observe(ctx context.Context) <-chan Leader
-}
-
-// lockLayout keeps an election as the lock of its key: a term is a grant,
-// with the candidate's value as the grant's owner.
-type lockLayout struct{ e *Election }
-
-func (l lockLayout) campaign(ctx context.Context, value string) (*Term, error) {
-	e := l.e
+// An election is kept in the service as the lock of its key. campaign
+// acquires the key as a candidacy (distlock.WithElection), with the
+// candidate's value as the grant's owner; a backend with an election
+// layout of its own keeps the candidacy there, and reports its leader as
+// the key's holder, which leader reads and observe watches (see the
+// package documentation).
+func (e *Election) campaign(ctx context.Context, value string) (*Term, error) {
 	opts := append(e.lockOpts[:len(e.lockOpts):len(e.lockOpts)],
-		distlock.WithWait(true), distlock.WithMaxDepth(1), distlock.WithLockOwner(value))
+		distlock.WithWait(true), distlock.WithMaxDepth(1), distlock.WithLockOwner(value),
+		distlock.WithElection(e.name))
 	lock, err := e.c.Acquire(ctx, e.key, opts...)
 	if err != nil {
 		return nil, err
@@ -36,17 +29,17 @@ func (l lockLayout) campaign(ctx context.Context, value string) (*Term, error) {
 	return &Term{g: lock, value: value}, nil
 }
 
-func (l lockLayout) leader(ctx context.Context) (Leader, error) {
-	h, held, err := l.e.c.Holder(ctx, l.e.key)
+func (e *Election) leader(ctx context.Context) (Leader, error) {
+	h, held, err := e.c.Holder(ctx, e.key)
 	if err != nil || !held {
 		return Leader{}, err
 	}
 	return Leader{Value: h.Owner, Token: h.Token}, nil
 }
 
-func (l lockLayout) observe(ctx context.Context) <-chan Leader {
+func (e *Election) observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
-	w, err := l.e.c.Watch(ctx, l.e.key)
+	w, err := e.c.Watch(ctx, e.key)
 	if err != nil { // a closed Client, a backend that cannot read holders
 		close(out)
 		return out

@@ -1,7 +1,9 @@
 // Package etcdlock is a driver.Backend over etcd v3, built on the
 // Session of go.etcd.io/etcd/client/v3/concurrency (the lease and its
 // keep-alive) and on the lock recipe of its Mutex, whose key layout and
-// order it keeps (see Waiting for why it waits in its own way).
+// order it keeps (see Waiting for why it waits in its own way), and keeps
+// package election's elections in the layout of its Election, which
+// `etcdctl elect` shares (see Elections).
 //
 //	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	backend, _ := etcdlock.New(cli)
@@ -61,6 +63,14 @@
 //     hold the lock for nobody, acquires of the name through this Backend
 //     wait, and tries fail with distlock.ErrNotAcquired. A forgotten key
 //     would be kept alive by its session for as long as the session lives.
+//     A waiting acquire cancelled while the transaction that creates its
+//     key is on its way waits for etcd's answer (up to the request
+//     timeout), so that it knows what to delete: etcd serves each request
+//     in a goroutine of its own, and may apply an abandoned transaction
+//     after the delete that followed it. A transaction etcd did not answer
+//     in time may still be applied late; its key then holds the name until
+//     this Backend acquires the name again (it takes the key over) or the
+//     session ends.
 //   - Fairness between Backends: etcd's order of key creation applies.
 //
 // # Durability
@@ -106,6 +116,12 @@
 // while its watch is being created returns when etcd has answered, or
 // after the request timeout (WithRequestTimeout) if etcd does not answer.
 //
+// distlock's Client.Watch, and so an election's Observe, is woken by an
+// etcd watch of every key under the lock name (WatchHolder), which starts
+// at etcd's current revision (registered synced) and requires a leader: a
+// grant, a release, an expired or revoked lease and a new value each wake
+// it, and it reads the holder again.
+//
 // # Fencing
 //
 // A lock's token is the create revision of its etcd key. Revisions are
@@ -127,7 +143,8 @@
 // A Backend keeps one concurrency.Session per distinct TTL and owner
 // (distlock.WithOwner) it is asked for: one etcd lease and one keep-alive
 // stream, shared by every lock with that TTL and owner, so a lock costs no
-// lease of its own. A Client has one owner, so a Backend shared by a few
+// lease of its own. Election candidates keep their value in their key,
+// and share the session of their TTL with no owner. A Client has one owner, so a Backend shared by a few
 // Clients keeps a few sessions per TTL. etcd counts lease TTLs in whole
 // seconds: a TTL is rounded up, and etcd raises one below its minimum (1.5
 // times the election timeout, rounded up to a second: 2s for default
@@ -141,8 +158,9 @@
 // "distlock/") followed by the key with "%" written "%25" and "/" written
 // "%2F" (see Backend.KeyPath), so that no lock's keys fall in another lock's range.
 // The holder's and the waiters' keys are NAME + "/" + their session's lease
-// ID in lowercase hex, with an empty value, as `etcdctl lock NAME` lays them
-// out: an operator's
+// ID in lowercase hex, with an empty value (an election candidate's holds
+// its value: see Elections), as `etcdctl lock NAME` lays them out: an
+// operator's
 //
 //	etcdctl lock 'distlock/reports%2Fnightly'
 //
@@ -150,6 +168,44 @@
 // owner (distlock.WithOwner) to "<prefix>%00/<lease ID in hex>", attached
 // to its lease, for List; sessions are per owner, so each lock is listed
 // with the owner of the Client that took it.
+//
+// # Elections
+//
+// Package election's terms are candidacies (distlock.WithElection), which
+// the Backend keeps in the layout of concurrency.Election, at the lock
+// name of the election's key (KeyPath(Election.Key()), for the election
+// "payments/leader" by default "distlock/election%2Fpayments%2Fleader"):
+// a candidate is the key NAME + "/" + its session's lease ID in lowercase
+// hex, with the candidate's value as the key's value; the leader is the
+// key created first, and the term, its fencing token, the key's create
+// revision. So an operator's
+//
+//	etcdctl elect 'distlock/election%2Fpayments%2Fleader' 10.0.0.9:8080
+//
+// campaigns in the same election: it leads when distlock's leader
+// resigns, and distlock's candidates wait while it leads; and
+//
+//	etcdctl elect -l 'distlock/election%2Fpayments%2Fleader'
+//
+// shows distlock's leader's value. Proclaim is
+// concurrency.Election.Proclaim, which writes the new value only while the
+// key keeps the term's create revision. Holder and List report a leader
+// with its value, whoever elected it, and WatchHolder wakes Observe at
+// each change.
+//
+// The layout is the lock layout's at the same name, with a value in the
+// key: a lock of "election/payments/leader", and an older distlock that
+// kept elections as locks, exclude the leader. Candidacies wait, resign
+// and are lost as locks do, with the same guards: a candidate whose
+// session ends while it waits gets an error, never a term (which
+// concurrency.Election.Campaign does not ensure: it returns once the keys
+// before its own are gone, even if its own went with its lease), and a
+// resignation compares the key's create revision whenever an earlier
+// attempt's reply was lost, so that its retry never deletes the session's
+// next key at the same path (as a retried Mutex.Unlock does). Campaign
+// does not wait in concurrency.Election.Campaign, whose watch etcd serves
+// late as Mutex.Lock's (see Waiting), and whose clean-up after a
+// cancelled wait is not bounded by a timeout.
 //
 // # URLs
 //
@@ -170,7 +226,8 @@
 //
 // A Backend runs one goroutine per session (besides the etcd client's own
 // keep-alive and watch goroutines), short-lived ones for confirmations,
-// and one per key it is still deleting (see above); Close stops them all.
+// one per key it is still deleting (see above), and one per WatchHolder
+// until its context ends; Close stops them all.
 // An Acquire waits in its caller's goroutine. The Backend and its leases
 // are safe for concurrent use.
 package etcdlock

@@ -185,6 +185,11 @@ func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) 
 // (opts.Wait false) fails with distlock.ErrNotAcquired when the key is held
 // elsewhere or is being acquired, held or cleaned up through this Backend.
 //
+// An election's candidacy (opts.Election) is kept in the layout of
+// concurrency.Election at key's lock name, with opts.Owner as its key's
+// value, and shares the session of its TTL with no owner (see Elections in
+// the package documentation).
+//
 // A waiter whose session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock. An acquire
 // that fails or is cancelled deletes the key it may have created in etcd;
@@ -261,13 +266,36 @@ func (b *Backend) takeOverTurn(l *lease) *turn {
 // success the turn belongs to the returned lease; on failure it has been
 // passed on (or will be, by the goroutine still cleaning up).
 func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, secs int64, opts driver.AcquireOptions) (*lease, error) {
-	s, err := b.session(ctx, secs, opts.Owner)
+	owner, value := opts.Owner, ""
+	if opts.Election != "" {
+		// A candidate's value is its key's value, where etcdctl elect
+		// reads it, and not its session's owner: candidates of every
+		// value share a session.
+		owner, value = "", opts.Owner
+	}
+	s, err := b.session(ctx, secs, owner)
 	if err != nil {
 		t.Done()
 		if ctx.Err() != nil {
 			return nil, driver.Canceled(ctx)
 		}
 		return nil, err
+	}
+	if !opts.Wait && opts.Election != "" {
+		// concurrency has no try for an election: one transaction
+		// creates the key with the value, as Campaign does, and reads
+		// the predecessor.
+		rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+		rev, err := s.lock(rctx, name, value, false)
+		if err != nil && !errors.Is(err, errHeld) {
+			err = b.sortErr(ctx, rctx, err)
+		}
+		cancel()
+		if errors.Is(err, errHeld) {
+			b.cleanup(t, s, s.keyOf(name), rev)
+			return nil, fmt.Errorf("%w: etcdlock: held", driver.ErrNotAcquired)
+		}
+		return b.finish(ctx, t, s, key, name, rev, opts, err)
 	}
 	if !opts.Wait {
 		m := concurrency.NewMutex(s.cs, name)
@@ -295,7 +323,7 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 	// lease, and the lock must never be reported to it.
 	stop := context.AfterFunc(s.cs.Ctx(), func() { cancel(ErrSessionLost) })
 	defer stop()
-	rev, err := s.lock(lctx, name)
+	rev, err := s.lock(lctx, name, value, true)
 	if err != nil {
 		err = b.lockErr(ctx, s, err)
 	}
@@ -360,8 +388,9 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 	}
 	l := &lease{
 		b: b, s: s, key: key, etcdKey: etcdKey,
-		token:  uint64(rev),
-		onLost: opts.OnLost,
+		token:     uint64(rev),
+		onLost:    opts.OnLost,
+		candidacy: opts.Election != "",
 	}
 	l.turn.Store(t)
 	// A wait can end in success on a session that already ended (its

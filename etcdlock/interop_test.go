@@ -21,8 +21,15 @@ import (
 // the returned channel; stop interrupts it and waits for it to exit.
 func etcdctlLock(t *testing.T, e *testserver.Etcd, name string) (lines <-chan string, stop func()) {
 	t.Helper()
+	return etcdctl(t, e, "lock", name)
+}
+
+// etcdctl runs etcdctl with args against e until stop (SIGINT), sending
+// the lines it prints.
+func etcdctl(t *testing.T, e *testserver.Etcd, args ...string) (lines <-chan string, stop func()) {
+	t.Helper()
 	cmd := exec.Command(testserver.EtcdctlPath(t),
-		"--endpoints", strings.Join(e.Endpoints, ","), "--dial-timeout", "5s", "lock", name)
+		append([]string{"--endpoints", strings.Join(e.Endpoints, ","), "--dial-timeout", "5s"}, args...)...)
 	cmd.Env = append(cleanEnv(), "ETCDCTL_API=3")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -58,7 +65,7 @@ func etcdctlLock(t *testing.T, e *testserver.Etcd, name string) (lines <-chan st
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
 			<-done
-			t.Errorf("etcdctl lock did not exit on SIGINT; stderr: %s", stderr.String())
+			t.Errorf("etcdctl %s did not exit on SIGINT; stderr: %s", args[0], stderr.String())
 		}
 	}
 	t.Cleanup(stop)

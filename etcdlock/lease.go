@@ -2,12 +2,15 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -27,6 +30,9 @@ type lease struct {
 	token    uint64               // the create revision of etcdKey
 	validity driver.Validity
 	onLost   func(error)
+	// candidacy says that the key is an election's candidate, whose value
+	// is the candidate's (driver.AcquireOptions.Election).
+	candidacy bool
 
 	mu    sync.Mutex
 	state leaseState
@@ -40,7 +46,10 @@ const (
 	ended                     // released or lost
 )
 
-var _ driver.Lease = (*lease)(nil)
+var (
+	_ driver.Lease       = (*lease)(nil)
+	_ driver.OwnerSetter = (*lease)(nil)
+)
 
 // Token is the create revision of the lock's etcd key.
 func (l *lease) Token() uint64 { return l.token }
@@ -143,6 +152,34 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: etcdlock: %q with token %d was lost while releasing", driver.ErrLockLost, l.key, l.token)
 	}
 	return fmt.Errorf("%w: etcdlock: the key of %q with token %d was gone (its session's lease ended or the key was deleted)", driver.ErrLockLost, l.key, l.token)
+}
+
+// SetOwner implements driver.OwnerSetter for an election's candidacy: it
+// replaces the value of the candidate's key, with
+// concurrency.Election.Proclaim, which compares the key's create revision
+// with the token first, so that a term that ended changes nothing (the
+// error then matches distlock.ErrLockLost). A lock's owner is its
+// session's, shared with other locks: changing it is unsupported.
+func (l *lease) SetOwner(ctx context.Context, owner string) error {
+	if !l.candidacy {
+		return fmt.Errorf("etcdlock: a lock's owner is its session's: %w", errors.ErrUnsupported)
+	}
+	if l.ended() {
+		return fmt.Errorf("%w: etcdlock: %q with token %d was released or lost", driver.ErrLockLost, l.key, l.token)
+	}
+	b := l.b
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
+	defer cancel()
+	e := concurrency.ResumeElection(l.s.cs, strings.TrimSuffix(l.etcdKey, l.s.keySuffix), l.etcdKey, int64(l.token))
+	switch err := e.Proclaim(rctx, owner); {
+	case errors.Is(err, concurrency.ErrElectionNotLeader):
+		cause := fmt.Errorf("etcdlock: the key of %q with token %d was gone when proclaiming", l.key, l.token)
+		l.lose(cause)
+		return fmt.Errorf("%w: %w", driver.ErrLockLost, cause)
+	case err != nil:
+		return b.sortErr(ctx, rctx, err)
+	}
+	return nil
 }
 
 // lose ends the lease because the service no longer holds it, and tells

@@ -64,9 +64,10 @@ func unescapeKey(name string) string { return unescaper.Replace(name) }
 // List implements driver.Lister: it reads every lock key under the
 // Backend's prefix whose key starts with prefix, and reports for each lock
 // name the key created first (the holder), its create revision as the
-// token, the owner its session recorded, and when its lease expires unless
-// kept alive. Locks taken with `etcdctl lock` under the prefix are listed
-// too, without an owner. Since is not known to etcd and is left zero.
+// token, its owner (as Holder reports it), and when its lease expires
+// unless kept alive. Locks taken with `etcdctl lock` under the prefix are
+// listed too, without an owner, and leaders elected with `etcdctl elect`,
+// with their value. Since is not known to etcd and is left zero.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
@@ -114,10 +115,14 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	leases := map[int64][]int{} // lease ID -> indexes in holders
 	for name, i := range first {
 		kv := resp.Kvs[i]
+		owner := string(kv.Value) // an election's candidate: its value
+		if owner == "" {
+			owner = owners[kv.Lease]
+		}
 		holders = append(holders, driver.Holder{
 			Key:   unescapeKey(name),
 			Token: uint64(kv.CreateRevision),
-			Owner: owners[kv.Lease],
+			Owner: owner,
 		})
 		if kv.Lease != 0 {
 			leases[kv.Lease] = append(leases[kv.Lease], len(holders)-1)

@@ -15,6 +15,10 @@ import (
 // session's lease ended, or someone deleted the key.
 var errKeyVanished = errors.New("etcdlock: the waiting key vanished (lease expired or key deleted)")
 
+// errHeld is what lock returns, without waiting, when asked not to wait and
+// a key was created before ours.
+var errHeld = errors.New("etcdlock: held")
+
 // lock creates the session's key under name, as concurrency.Mutex does and
 // with the same layout (so the two, and `etcdctl lock`, exclude each other),
 // and waits until it is the first-created key under name: every key created
@@ -33,21 +37,38 @@ var errKeyVanished = errors.New("etcdlock: the waiting key vanished (lease expir
 // transaction returns the next predecessor and checks that our key still
 // exists (three requests per wait-and-grant, against Mutex.Lock's five).
 //
+// value is the key's value: empty for a lock, as the Mutex writes it, and
+// the candidate's value for an election's candidacy, as
+// concurrency.Election.Campaign writes it. With wait false, lock returns
+// errHeld rather than wait when a key was created before ours.
+//
 // lock deletes nothing on failure: the caller cleans up the key.
-func (s *session) lock(ctx context.Context, name string) (int64, error) {
+func (s *session) lock(ctx context.Context, name, value string, wait bool) (int64, error) {
 	cli := s.cs.Client() // as the Mutex's: the Backend's view of its client
 	pfx := name + "/"
 	myKey := s.keyOf(name)
 	// The Then branch runs the Get after the Put, so it sees our key: the
 	// two last-created keys are ours and our predecessor, if any.
-	resp, err := cli.Txn(ctx).
+	//
+	// The transaction is not abandoned when ctx ends, but bounded by the
+	// request timeout: its outcome is then known, and the caller's
+	// clean-up deletes the key by its create revision. Abandoned, it could
+	// be applied after the clean-up's delete (etcd serves each request in
+	// a goroutine of its own), leaving a key that holds the name for
+	// nobody, with a stale value, for as long as the session lives.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.cfg.requestTimeout)
+	defer cancel()
+	resp, err := cli.Txn(tctx).
 		If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", 0)).
-		Then(clientv3.OpPut(myKey, "", clientv3.WithLease(s.id)),
+		Then(clientv3.OpPut(myKey, value, clientv3.WithLease(s.id)),
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 				clientv3.WithLimit(2), clientv3.WithKeysOnly())).
-		Else(clientv3.OpGet(myKey, clientv3.WithKeysOnly())).
+		Else(clientv3.OpGet(myKey)).
 		Commit()
 	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
 		return 0, err
 	}
 	var myRev int64
@@ -62,15 +83,31 @@ func (s *session) lock(ctx context.Context, name string) (int64, error) {
 		// Our key exists already. Only the holder of the name's turn in
 		// this Backend creates it, and a key that lingers keeps the turn
 		// until it is deleted, so this should not happen; the Mutex takes
-		// over such a key, and so does this.
+		// over such a key, and so does this, with the value asked for, as
+		// concurrency.Election.Campaign does.
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
 			return 0, errKeyVanished
 		}
 		myRev = kvs[0].CreateRevision
+		if string(kvs[0].Value) != value {
+			r, err := cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(myKey), "=", myRev)).
+				Then(clientv3.OpPut(myKey, value, clientv3.WithLease(s.id))).
+				Commit()
+			switch {
+			case err != nil:
+				return myRev, err
+			case !r.Succeeded:
+				return myRev, errKeyVanished
+			}
+		}
 		if pred, rev, err = s.predecessor(ctx, pfx, myKey, myRev); err != nil {
 			return myRev, err
 		}
+	}
+	if pred != nil && !wait {
+		return myRev, errHeld
 	}
 	resyncs := 0
 	for pred != nil {
