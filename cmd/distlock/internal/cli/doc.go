@@ -223,7 +223,9 @@
 // zero-width ones, invalid UTF-8) Go-quoted, with escapes; --json
 // escapes the same characters as \uXXXX, which decodes to the same
 // string (the rule is internal/visible's, which the gateway's dashboard
-// follows too). status changes nothing in the service: on PostgreSQL, a
+// follows too). In --json the token is a string of decimal digits, as in
+// the gateway's API: a JSON number above 2^53 would lose digits in
+// JavaScript. status changes nothing in the service: on PostgreSQL, a
 // database without pglock's tables holds no lock, and a role that may
 // only read the tables can list. With file://, a lock file that cannot be
 // read (permission denied) is named on standard error, and the others

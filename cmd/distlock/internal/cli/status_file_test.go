@@ -82,7 +82,7 @@ func TestStatusListsAroundUnreadableLockFiles(t *testing.T) {
 	r = e.wait(e.start(status("--json", "jobs/")))
 	var hs []struct {
 		Key   string `json:"key"`
-		Token uint64 `json:"token"`
+		Token uint64 `json:"token,string"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &hs); err != nil || r.code != 0 || len(hs) != 1 ||
 		hs[0].Key != "jobs/a" || hs[0].Token != a.Token() || r.stderr != strings.Join(unread, "") {
