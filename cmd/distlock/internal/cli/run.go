@@ -285,16 +285,15 @@ func (r *runner) clientLog() *slog.Logger {
 	return nil
 }
 
-// heldBy describes the holder of key, when the backend can tell.
+// heldBy describes the holder of key, when the backend can tell. A
+// listing that failed in part (a file:// lock file of another key that
+// cannot be read) still names the holder it found.
 func (r *runner) heldBy(ctx context.Context, b driver.Backend, key string) string {
 	l, ok := b.(driver.Lister)
 	if !ok {
 		return ""
 	}
-	hs, err := l.List(ctx, key)
-	if err != nil {
-		return ""
-	}
+	hs, _ := l.List(ctx, key)
 	for _, h := range hs {
 		if h.Key == key {
 			if h.Owner != "" {

@@ -5,6 +5,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -163,5 +164,46 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// run --no-wait names the holder of a held key also when a lock file
+// under the key's name that it cannot read (another key's, jobs/ab beside
+// jobs/a) makes the listing partial. distlock runs as another user: root
+// reads every file.
+func TestRunNamesTheHolderAroundUnreadableLockFiles(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("running distlock as another user needs root")
+	}
+	e := newEnv(t)
+	base, err := os.MkdirTemp("", "distlock-heldby-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	distlockBin := filepath.Join(base, "distlock")
+	copyFile(t, bin, distlockBin)
+	dir := filepath.Join(base, "locks")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The other user owns jobs/a's lock file, as if it had taken the
+	// lock before, and finds it held; it may not read jobs/ab's.
+	a := holdIn(t, dir, "jobs/a")
+	for _, f := range []string{"jobs%2Fa.lock", "jobs%2Fa.info"} {
+		if err := os.Chown(filepath.Join(dir, f), nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holdIn(t, dir, "jobs/ab")
+	cmd := asNobody(exec.Command(distlockBin, "--backend", "file://"+dir, "run", "--no-wait", "jobs/a", "--", "true"))
+	cmd.Env, cmd.Dir = testEnviron(), base
+	r := e.wait(e.start(cmd))
+	want := fmt.Sprintf("distlock: the lock on \"jobs/a\" is held by tester (token %d) (--no-wait)\n", a.Token())
+	if r.code != cli.ExitNotAcquired || r.stderr != want {
+		t.Errorf("run --no-wait: exit %d, stderr %q; want %d and %q", r.code, r.stderr, cli.ExitNotAcquired, want)
 	}
 }
