@@ -64,6 +64,16 @@
 // Neither sees the changes made through another gateway before the lock
 // service is asked (a blocking read asks it once, when it answers).
 //
+// Listing: GET /v1/locks?prefix= answers the holders from the lock
+// service when it can list them (else those held through this gateway),
+// asking it only about the names the caller may use. When the service
+// could not read some lock entries (a file:// lock file that the
+// gateway's user may not open), the others are listed and those are
+// named under "unread", as `distlock status` names them; only a listing
+// that could read none under its prefix fails. A read of one lock, and
+// the sequencer check, answer for a holder found so; a read of a lock
+// whose entry could not be read answers held null, "cannot tell".
+//
 // Lock names are path segments and must be percent-encoded ("/" as %2F;
 // a name that is exactly "." or ".." as %2E or %2E%2E); a path with a raw
 // "." or ".." segment is refused with 400. Names are distlock keys

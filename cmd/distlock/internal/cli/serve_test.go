@@ -38,7 +38,14 @@ var servingLine = regexp.MustCompile(`on (https?://[0-9.:]+) `)
 // it says where it listens.
 func (e *env) serve(args ...string) *serving {
 	e.t.Helper()
-	s := e.start(e.command(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
+	return e.serveCmd(e.command(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
+}
+
+// serveCmd starts cmd, a `distlock serve`, and waits until it says where
+// it listens.
+func (e *env) serveCmd(cmd *exec.Cmd) *serving {
+	e.t.Helper()
+	s := e.start(cmd)
 	end := time.Now().Add(time.Minute)
 	for time.Now().Before(end) {
 		if m := servingLine.FindStringSubmatch(s.stderr.String()); m != nil {
