@@ -50,7 +50,7 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	useToken(viewerSecret)
 	br.until("the lock is not shown to the viewer", `!!`+evilRow)
 	var buttons int
-	if err := br.eval(`document.querySelectorAll("#locks button").length`, &buttons); err != nil || buttons != 0 {
+	if err := br.eval(`document.querySelectorAll("#locks tbody button").length`, &buttons); err != nil || buttons != 0 {
 		t.Errorf("the viewer's page has %d forced release buttons (%v), want none", buttons, err)
 	}
 	p.do("POST", "/v1/locks/"+esc(evil)+"/release", viewerSecret, map[string]any{"force": true, "token": tok}).
