@@ -84,8 +84,8 @@
 //
 // GET / is a page (one HTML file with its script and style inline, no
 // external assets) that names the lock service it serves (its kind, and
-// the URL given with WithServiceURL, shown without user information or
-// secrets) and shows the locks held through this gateway: holder, token,
+// the URL given with WithServiceURL, with its user information and
+// secrets masked) and shows the locks held through this gateway: holder, token,
 // held for, time left, and what keeps the lock, as is true of the
 // service (a lease the gateway renews, with its last confirmed renewal; a
 // session with the service kept alive; or, for a lock without a lease,

@@ -53,7 +53,7 @@ type config struct {
 }
 
 // WithServiceURL names the lock service on the dashboard: the page shows
-// rawURL as driver.Redact shows it (no user information, password-like
+// rawURL as driver.Redact shows it (user information and password-like
 // query parameters masked), so that the URL that opened the backend,
 // password included, may be given; its scheme is the service's kind.
 // Default: none, the page shows the kind alone, the name of the backend's
