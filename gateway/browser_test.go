@@ -239,6 +239,9 @@ func (b *browser) navigate(url string) {
 	if r.ErrorText != "" {
 		b.t.Fatalf("navigate %s: %s", url, r.ErrorText)
 	}
+	// Page.navigate answers once the new document exists, which may be
+	// while it is still parsed: a table without its body yet.
+	b.until("the page does not finish loading", `document.readyState !== "loading"`)
 }
 
 // eval evaluates a JavaScript expression in the page (awaiting a

@@ -263,10 +263,18 @@ func TestDashboardLive(t *testing.T) {
 		t.Errorf("the page's status is %+v (%v), want live", status, err)
 	}
 	// Without tokens, and without WithForceWithoutTokens, nobody may
-	// force a release: the page offers none.
-	var buttons int
-	if err := br.eval(`document.querySelectorAll("#locks tbody button").length`, &buttons); err != nil || buttons != 0 {
-		t.Errorf("the page has %d forced release buttons (%v), want none", buttons, err)
+	// force a release: the page offers none, and says so; it has no
+	// token field.
+	var page struct {
+		Buttons int
+		Force   string
+		Auth    string
+	}
+	if err := br.eval(`({buttons: document.querySelectorAll("#locks tbody button").length,
+		force: document.getElementById("force").textContent, auth: getComputedStyle(document.getElementById("auth")).display})`, &page); err != nil ||
+		page.Buttons != 0 || !strings.HasPrefix(page.Force, "Forced release: off") || page.Auth != "none" {
+		t.Errorf("the page has %d forced release buttons, says %q, and its token field shows as %q (%v); want none, off, none",
+			page.Buttons, page.Force, page.Auth, err)
 	}
 	p.release()
 }
