@@ -227,7 +227,8 @@ func TestPythonClientWalk(t *testing.T) {
 		t.Fatalf("python3 e2e.py walk: %v\n%s", err, stderrOf(err))
 	}
 	var got struct {
-		Token, Token2     uint64
+		Token             uint64  `json:"token,string"`
+		Token2            uint64  `json:"token2,string"`
 		ValidAfterTTL     bool    `json:"valid_after_ttl"`
 		TimeLeft          float64 `json:"time_left"`
 		StaleWrite        bool    `json:"stale_write"`
@@ -235,7 +236,7 @@ func TestPythonClientWalk(t *testing.T) {
 		StaleRelease      string  `json:"stale_release"`
 		CheckAfterRelease bool    `json:"check_after_release"`
 		Stored            struct {
-			Token uint64
+			Token uint64 `json:"token,string"`
 			Data  string
 		}
 	}
