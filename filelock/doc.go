@@ -154,7 +154,8 @@
 //
 // A key's files are <name>.lock (the flock, the token counter and the key;
 // kept for good, since it carries the counter) and, while the key is held,
-// <name>.info (the holder: key, token, owner, pid, host, since). The name
+// <name>.info (the holder, in JSON: key, token as a decimal string,
+// owner, pid, host, since). The name
 // is the key with every byte outside [a-z0-9._-] percent-encoded, upper
 // case letters included (for case-insensitive file systems), and a leading
 // "." encoded too; a name longer than 200 bytes is replaced by the SHA-256

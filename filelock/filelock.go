@@ -519,7 +519,7 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 		validity: driver.Validity{Sent: now, TTL: 0}}
 	// The holder description is informational: a failure to write it does
 	// not make the grant less valid.
-	_ = b.writeInfo(name, info{Key: key, Token: token, Owner: opts.Owner, PID: os.Getpid(), Host: b.host, Since: now})
+	_ = b.writeInfo(name, info{Key: key, Token: infoToken(token), Owner: opts.Owner, PID: os.Getpid(), Host: b.host, Since: now})
 	return l, nil
 }
 

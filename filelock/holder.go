@@ -87,7 +87,7 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 		}
 		return err
 	}
-	in := info{Key: l.key, Token: l.token, Owner: owner, PID: os.Getpid(), Host: l.b.host, Since: l.since}
+	in := info{Key: l.key, Token: infoToken(l.token), Owner: owner, PID: os.Getpid(), Host: l.b.host, Since: l.since}
 	if err := l.b.writeInfo(l.name, in); err != nil {
 		return fileErr("write holder description", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,11 +26,35 @@ import (
 // locked and the tokens agree.
 type info struct {
 	Key   string    `json:"key"`
-	Token uint64    `json:"token"`
+	Token infoToken `json:"token"`
 	Owner string    `json:"owner,omitempty"`
 	PID   int       `json:"pid"`
 	Host  string    `json:"host,omitempty"`
 	Since time.Time `json:"since"`
+}
+
+// infoToken is a fencing token in a holder description: written as a string
+// of decimal digits, as every JSON of distlock writes tokens (a JSON
+// number above 2^53 loses digits in JavaScript, and the file is there for
+// anyone to read); read from such a string or, as earlier builds wrote
+// it, from a number.
+type infoToken uint64
+
+func (t infoToken) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, strconv.FormatUint(uint64(t), 10)), nil
+}
+
+func (t *infoToken) UnmarshalJSON(data []byte) error {
+	s := string(data)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("filelock: token %s: want decimal digits", data)
+	}
+	*t = infoToken(v)
+	return nil
 }
 
 // writeInfo replaces the holder description of name. Only the holder of the
@@ -205,8 +230,8 @@ func (b *Backend) probe(name string) (h driver.Holder, state int, described bool
 	h.Token, _ = readCounter(f)
 	// A description with an older token is a dead holder's; a newer one means
 	// the counter was read in the middle of the holder's update.
-	if in, ok := b.readInfo(name); ok && in.Key == key && in.Token >= h.Token {
-		h.Token, h.Owner, h.Since = in.Token, in.Owner, in.Since
+	if in, ok := b.readInfo(name); ok && in.Key == key && uint64(in.Token) >= h.Token {
+		h.Token, h.Owner, h.Since = uint64(in.Token), in.Owner, in.Since
 		described = true
 	}
 	return h, probeHeld, described, nil

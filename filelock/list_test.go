@@ -225,3 +225,42 @@ func copyFile(t *testing.T, src, dst string, perm os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// The holder description (<name>.info) carries the token as a string of
+// decimal digits, as every JSON of distlock does: a JSON number above 2^53
+// loses digits in JavaScript. A description written with a number, as
+// earlier builds wrote it, still names the holder.
+func TestHolderDescriptionTokenIsADecimalString(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	l, err := b.Acquire(ctxFor(t), "a", driver.AcquireOptions{TTL: time.Minute, Owner: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, l)
+	path := filepath.Join(dir, "a.info")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in map[string]any
+	if err := json.Unmarshal(data, &in); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint(l.Token())
+	if in["token"] != want {
+		t.Errorf("a.info: token %#v; want the string %q\n%s", in["token"], want, data)
+	}
+	// The same description with the token as a number.
+	old := strings.Replace(string(data), `"token":"`+want+`"`, `"token":`+want, 1)
+	if old == string(data) {
+		t.Fatalf("a.info %s has no token to rewrite", data)
+	}
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := b.List(ctxFor(t), "a")
+	if err != nil || len(hs) != 1 || hs[0].Owner != "tester" || hs[0].Token != l.Token() {
+		t.Errorf("List over a description with a numeric token: %+v, %v; want a held by tester, token %d", hs, err, l.Token())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -238,6 +239,9 @@ func (b *browser) navigate(url string) {
 	if r.ErrorText != "" {
 		b.t.Fatalf("navigate %s: %s", url, r.ErrorText)
 	}
+	// Page.navigate answers once the new document exists, which may be
+	// while it is still parsed: a table without its body yet.
+	b.until("the page does not finish loading", `document.readyState !== "loading"`)
 }
 
 // eval evaluates a JavaScript expression in the page (awaiting a
@@ -352,8 +356,14 @@ func (b *browser) typeInto(what, elementExpr, text string) {
 	b.call(b.session, "Input.insertText", map[string]any{"text": text}, nil)
 }
 
-// screenshot saves a PNG of the whole page into the test's directory and
-// returns its path.
+// screenshotDirEnv names a directory where screenshot keeps the
+// screenshots of the browser tests, to be looked at after the run;
+// without it they go to the test's temporary directory, removed when the
+// test ends.
+const screenshotDirEnv = "DISTLOCK_SCREENSHOTS"
+
+// screenshot saves a PNG of the whole page, into $DISTLOCK_SCREENSHOTS
+// (named after the test) or the test's directory, and returns its path.
 func (b *browser) screenshot(name string) string {
 	b.t.Helper()
 	var r struct {
@@ -365,10 +375,24 @@ func (b *browser) screenshot(name string) string {
 		b.t.Fatalf("screenshot: not a PNG (%v)", err)
 	}
 	path := filepath.Join(b.t.TempDir(), name)
+	if dir := os.Getenv(screenshotDirEnv); dir != "" {
+		path = filepath.Join(dir, strings.NewReplacer("/", "-", " ", "_").Replace(b.t.Name())+"-"+name)
+	}
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 	return path
+}
+
+// viewport makes the page width by height CSS pixels, as a window of
+// that size shows it.
+func (b *browser) viewport(width, height int) {
+	b.t.Helper()
+	b.call(b.session, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height,
+		"deviceScaleFactor": 1, "mobile": false}, nil)
+	// Without a scrollbar taking a part of the width, as on a phone, and
+	// as a screenshot of the whole page shows it.
+	b.call(b.session, "Emulation.setScrollbarsHidden", map[string]any{"hidden": true}, nil)
 }
 
 // close asks the browser to end, and ends its process group if it has not

@@ -28,21 +28,33 @@ type KeyCount struct {
 // Contention is how the locks held through a gateway are fought over,
 // since the gateway started.
 type Contention struct {
-	Acquires  uint64        // grants
-	Handoffs  uint64        // grants to an acquire that waited for another holder of this gateway
-	WaitP95   time.Duration // of the last 512 grants to acquires that waited (0 without any)
-	Contended []KeyCount    // the lock names most often found held, most first (at most 10)
+	Acquires uint64 // grants
+	Handoffs uint64 // grants to an acquire that waited for another holder of this gateway
+	// WaitP95 is the 95th percentile of the waits of the last 512 grants
+	// to acquires that waited, and of the acquires waiting now, each
+	// counted with how long it has waited so far (a lower bound of its
+	// wait): a lock held for long shows while it is held, not only once
+	// its waiters are granted it. 0 without any.
+	WaitP95   time.Duration
+	Waiting   int        // the acquires waiting now, counted in WaitP95
+	Contended []KeyCount // the lock names most often found held, most first (at most 10)
 }
 
 // contention is the gateway's counts behind Contention and the dashboard;
 // guarded by the Gateway's mu.
 type contention struct {
 	acquires, handoffs uint64
-	waits              []time.Duration // ring of waitSamples
+	waits              []waitSample // ring of waitSamples
 	waitNext           int
 	contended          map[string]uint64
 	rejections         []rejection // the last rejectionsKept, oldest first
 	waiters            map[*waiter]struct{}
+}
+
+// waitSample is the wait of one granted acquire.
+type waitSample struct {
+	lock string
+	d    time.Duration
 }
 
 // waiter is an acquire that waits for a lock.
@@ -115,7 +127,7 @@ func (g *Gateway) endAcquire(name string, w *waiter, busy, granted, refused bool
 		c.handoffs++
 	}
 	if w != nil {
-		d := time.Since(w.since)
+		d := waitSample{lock: name, d: time.Since(w.since)}
 		if len(c.waits) < waitSamples {
 			c.waits = append(c.waits, d)
 		} else {
@@ -157,8 +169,20 @@ func (g *Gateway) Contention() Contention {
 func (g *Gateway) contentionLocked(may func(string) bool) Contention {
 	c := &g.cont
 	out := Contention{Acquires: c.acquires, Handoffs: c.handoffs}
-	if n := len(c.waits); n > 0 {
-		ws := slices.Clone(c.waits)
+	ws := make([]time.Duration, 0, len(c.waits)+len(c.waiters))
+	for _, w := range c.waits {
+		if may(w.lock) {
+			ws = append(ws, w.d)
+		}
+	}
+	now := time.Now()
+	for w := range c.waiters {
+		if may(w.lock) {
+			ws = append(ws, now.Sub(w.since))
+			out.Waiting++
+		}
+	}
+	if n := len(ws); n > 0 {
 		slices.Sort(ws)
 		out.WaitP95 = ws[min(n-1, (n*95+99)/100-1)]
 	}

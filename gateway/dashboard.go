@@ -5,12 +5,14 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"net/http"
+	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // dashboardHTML is the page served at /: one file, its script and style
@@ -46,25 +48,65 @@ func (g *Gateway) dashboardPage(w http.ResponseWriter, r *http.Request, _ *princ
 }
 
 type dashboardResponse struct {
-	Time       time.Time            `json:"time"`
-	EventID    string               `json:"event_id"` // resume GET /v1/events after it
-	Admin      bool                 `json:"admin"`
-	Locks      []dashboardLock      `json:"locks"`
-	Waiters    []dashboardWaiter    `json:"waiters"`
-	Sessions   []dashboardSession   `json:"sessions"`
-	SessionsN  int                  `json:"sessions_total"`
-	Contention dashboardContention  `json:"contention"`
-	Ends       []dashboardFeedEvent `json:"ends"`
-	Rejections []rejection          `json:"rejections"`
+	Time         time.Time            `json:"time"`
+	EventID      string               `json:"event_id"` // resume GET /v1/events after it
+	Service      dashboardService     `json:"service"`
+	Tokens       bool                 `json:"tokens"` // the gateway needs bearer tokens
+	Admin        bool                 `json:"admin"`  // the caller may force releases
+	Locks        []dashboardLock      `json:"locks"`
+	Waiters      []dashboardWaiter    `json:"waiters"`
+	WaitersTotal int                  `json:"waiters_total"`
+	Sessions     []dashboardSession   `json:"sessions"`
+	SessionsN    int                  `json:"sessions_total"`
+	Contention   dashboardContention  `json:"contention"`
+	Ends         []dashboardFeedEvent `json:"ends"`
+	Rejections   []rejection          `json:"rejections"`
+}
+
+// dashboardService is what the dashboard says of the lock service.
+type dashboardService struct {
+	Kind string `json:"kind"`          // the URL's scheme, or the backend's package
+	URL  string `json:"url,omitempty"` // redacted (driver.Redact)
+}
+
+// describeService describes b, opened from rawURL if not "".
+func describeService(b driver.Backend, rawURL string) dashboardService {
+	if rawURL != "" {
+		shown := driver.Redact(rawURL)
+		if scheme, _, ok := driver.Scheme(shown); ok {
+			return dashboardService{Kind: scheme, URL: shown}
+		}
+		return dashboardService{Kind: "unknown", URL: shown}
+	}
+	t := reflect.TypeOf(b)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	kind := path.Base(t.PkgPath())
+	if kind == "." || kind == "/" {
+		kind = t.Name()
+	}
+	return dashboardService{Kind: kind}
 }
 
 type dashboardLock struct {
-	Lock           string     `json:"lock"`
-	Token          string     `json:"token"`
-	Owner          string     `json:"owner"`
-	Since          time.Time  `json:"since"`
-	Renewed        *time.Time `json:"renewed,omitempty"`
-	TTLRemainingMS int64      `json:"ttl_remaining_ms"`
+	Lock    string     `json:"lock"`
+	Token   string     `json:"token"`
+	Owner   string     `json:"owner"`
+	Since   time.Time  `json:"since"`
+	Renewed *time.Time `json:"renewed,omitempty"` // the last renewal confirmed since the grant, if any
+	// TTLRemainingMS is what the gateway vouches for: the lesser of the
+	// lease's and the session's time left.
+	TTLRemainingMS int64 `json:"ttl_remaining_ms"`
+	// LeaseRemainingMS is the time left to the lock's local deadline; nil
+	// when the lock has no lease, and lasts as long as the gateway's
+	// connection or lock file (PostgreSQL session locks, file://).
+	LeaseRemainingMS   *int64 `json:"lease_remaining_ms"`
+	SessionRemainingMS int64  `json:"session_remaining_ms"`
+	SessionTTLMS       int64  `json:"session_ttl_ms"`
+	AtRisk             bool   `json:"at_risk"`  // no renewal confirmed in time: see distlock.Lock.AtRisk
+	Expiring           bool   `json:"expiring"` // its session has less than a third of its TTL left
+	Waiting            int    `json:"waiting"`  // acquires waiting for it through this gateway
 }
 
 type dashboardWaiter struct {
@@ -87,6 +129,7 @@ type dashboardContention struct {
 	Acquires  uint64          `json:"acquires"`
 	Handoffs  uint64          `json:"handoffs"`
 	WaitP95MS float64         `json:"wait_p95_ms"`
+	Waiting   int             `json:"waiting"` // acquires waiting now, counted in the p95 with their wait so far
 	Contended []contendedLock `json:"contended"`
 }
 
@@ -101,13 +144,16 @@ type dashboardFeedEvent struct {
 }
 
 // dashboard answers what the dashboard page shows, of the locks the
-// caller may use: the locks held through this gateway, the acquires
-// waiting, the sessions (the caller's, or all for an admin), contention,
-// and the recent losses, forced releases and stale-token rejections.
+// caller may use: the lock service, the locks held through this gateway,
+// the acquires waiting, the sessions (the caller's, or all for an admin),
+// contention, and the recent losses, forced releases and stale-token
+// rejections.
 func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal) *problem {
 	now := time.Now()
-	resp := dashboardResponse{Time: now.UTC(), Admin: p.admin, Locks: []dashboardLock{}, Waiters: []dashboardWaiter{},
+	resp := dashboardResponse{Time: now.UTC(), Service: g.service, Tokens: g.cfg.tokens != nil, Admin: p.admin,
+		Locks: []dashboardLock{}, Waiters: []dashboardWaiter{},
 		Sessions: []dashboardSession{}, Ends: []dashboardFeedEvent{}, Rejections: []rejection{}}
+	waiting := map[string]int{}
 	g.mu.Lock()
 	resp.EventID = g.eventID(g.feed.seq)
 	held := make([]*held, 0, len(g.holders))
@@ -126,6 +172,7 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 		if p.may(wt.lock) {
 			resp.Waiters = append(resp.Waiters, dashboardWaiter{Lock: wt.lock, Owner: wt.owner, Since: wt.since.UTC(),
 				WaitMS: now.Sub(wt.since).Milliseconds()})
+			waiting[wt.lock]++
 		}
 	}
 	c := g.contentionLocked(p.may)
@@ -143,23 +190,7 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 	g.mu.Unlock()
 
 	for _, h := range held {
-		s := h.s
-		s.mu.Lock()
-		l := dashboardLock{Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: s.owner, Since: h.since.UTC(),
-			TTLRemainingMS: ms(s.lockLeftLocked(h))}
-		s.mu.Unlock()
-		if d, ok := h.lock.Deadline(); ok {
-			// The session's Client sets the local deadline the usable
-			// part of the TTL (its defaults: less the drift and the safety
-			// margin) after sending the last confirmed renewal, or the
-			// acquire, which was sent before h.since.
-			usable := time.Duration(float64(s.ttl)*(1-distlock.DefaultDrift)) - distlock.DefaultSafetyMargin
-			at := d.Add(-usable).UTC()
-			if at.After(h.since) {
-				l.Renewed = &at
-			}
-		}
-		resp.Locks = append(resp.Locks, l)
+		resp.Locks = append(resp.Locks, dashboardLockOf(h, waiting[h.name]))
 	}
 	slices.SortFunc(resp.Locks, func(a, b dashboardLock) int { return strings.Compare(a.Lock, b.Lock) })
 	for _, s := range ss {
@@ -184,14 +215,49 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 	if len(resp.Sessions) > sessionsListed {
 		resp.Sessions = resp.Sessions[:sessionsListed]
 	}
+	resp.WaitersTotal = len(resp.Waiters)
 	if len(resp.Waiters) > waitersListed {
 		resp.Waiters = resp.Waiters[:waitersListed]
 	}
 	resp.Contention = dashboardContention{Acquires: c.Acquires, Handoffs: c.Handoffs,
-		WaitP95MS: float64(c.WaitP95.Microseconds()) / 1000, Contended: []contendedLock{}}
+		WaitP95MS: float64(c.WaitP95.Microseconds()) / 1000, Waiting: c.Waiting, Contended: []contendedLock{}}
 	for _, k := range c.Contended {
 		resp.Contention.Contended = append(resp.Contention.Contended, contendedLock{Lock: k.Lock, Count: k.Count})
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// dashboardLockOf is what the dashboard shows of h, for which waiting
+// acquires wait.
+func dashboardLockOf(h *held, waiting int) dashboardLock {
+	s := h.s
+	s.mu.Lock()
+	sessionLeft := max(s.leftLocked(), 0)
+	l := dashboardLock{Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: s.owner, Since: h.since.UTC(),
+		TTLRemainingMS: ms(s.lockLeftLocked(h)), SessionRemainingMS: ms(sessionLeft), SessionTTLMS: ms(s.ttl),
+		Expiring: sessionLeft < s.ttl/3, Waiting: waiting}
+	s.mu.Unlock()
+	if d, ok := h.lock.Deadline(); ok {
+		left := ms(max(time.Until(d), 0))
+		l.LeaseRemainingMS = &left
+		// The Client sets the deadline from the send of each confirmed
+		// request and the lease the service granted (etcd's whole
+		// seconds, ZooKeeper's session timeout, Redlock's validity), the
+		// same for each renewal as for the grant: the last renewal was
+		// confirmed about h.lease before the deadline, as the grant was,
+		// give or take a round trip. Compared on the monotonic clock, which
+		// UTC strips: without a renewal at is h.since exactly, which its
+		// wall reading need not be.
+		if at := d.Add(-h.lease); at.After(h.since) {
+			at = at.UTC()
+			l.Renewed = &at
+		}
+	}
+	select {
+	case <-h.lock.AtRisk():
+		l.AtRisk = h.lock.Err() == nil
+	default:
+	}
+	return l
 }

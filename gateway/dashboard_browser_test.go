@@ -49,9 +49,13 @@ func TestDashboardForcedReleaseClicked(t *testing.T) {
 	// Without the admin scope: the lock is shown, with no button.
 	useToken(viewerSecret)
 	br.until("the lock is not shown to the viewer", `!!`+evilRow)
-	var buttons int
-	if err := br.eval(`document.querySelectorAll("#locks button").length`, &buttons); err != nil || buttons != 0 {
-		t.Errorf("the viewer's page has %d forced release buttons (%v), want none", buttons, err)
+	var viewer struct {
+		Buttons int
+		Force   string
+	}
+	if err := br.eval(`({buttons: document.querySelectorAll("#locks tbody button").length, force: document.getElementById("force").textContent})`,
+		&viewer); err != nil || viewer.Buttons != 0 || viewer.Force != "Forced release: admin tokens only." {
+		t.Errorf("the viewer's page has %d forced release buttons and says %q (%v), want none, and admin tokens only", viewer.Buttons, viewer.Force, err)
 	}
 	p.do("POST", "/v1/locks/"+esc(evil)+"/release", viewerSecret, map[string]any{"force": true, "token": tok}).
 		want(t, 403, gateway.ProblemForbidden)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/testserver"
@@ -50,6 +51,12 @@ type page struct {
 func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 	t.Helper()
 	b := memlock.New()
+	return startPageOn(t, b, opts...), b
+}
+
+// startPageOn is startPage over the backend b.
+func startPageOn(t *testing.T, b driver.Backend, opts ...gateway.Option) *page {
+	t.Helper()
 	g, err := gateway.New(b, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +109,7 @@ func startPage(t *testing.T, opts ...gateway.Option) (*page, *memlock.Backend) {
 		hc.CloseIdleConnections()
 	})
 	p.gw = &gw{t: t, g: g, url: "http://" + ln.Addr().String(), hc: hc}
-	return p, b
+	return p
 }
 
 // release lets the held refreshes go.
@@ -167,7 +174,7 @@ func TestDashboardShowsTheAPI(t *testing.T) {
 			return "does not show the holder of " + evil
 		case row(tb["locks"], "jobs/a", evilOwner, a2.str("token")) == nil:
 			return "does not show the holder of jobs/a"
-		case row(tb["waiters"], "jobs/a", "1", "bob") == nil:
+		case row(tb["locks"], "#1", "bob") == nil:
 			return "does not show bob waiting for jobs/a"
 		case row(tb["sessions"], "bob", "0", "1") == nil:
 			return "does not show bob's session with one waiting acquire"
@@ -256,10 +263,18 @@ func TestDashboardLive(t *testing.T) {
 		t.Errorf("the page's status is %+v (%v), want live", status, err)
 	}
 	// Without tokens, and without WithForceWithoutTokens, nobody may
-	// force a release: the page offers none.
-	var buttons int
-	if err := br.eval(`document.querySelectorAll("#locks button").length`, &buttons); err != nil || buttons != 0 {
-		t.Errorf("the page has %d forced release buttons (%v), want none", buttons, err)
+	// force a release: the page offers none, and says so; it has no
+	// token field.
+	var page struct {
+		Buttons int
+		Force   string
+		Auth    string
+	}
+	if err := br.eval(`({buttons: document.querySelectorAll("#locks tbody button").length,
+		force: document.getElementById("force").textContent, auth: getComputedStyle(document.getElementById("auth")).display})`, &page); err != nil ||
+		page.Buttons != 0 || !strings.HasPrefix(page.Force, "Forced release: off") || page.Auth != "none" {
+		t.Errorf("the page has %d forced release buttons, says %q, and its token field shows as %q (%v); want none, off, none",
+			page.Buttons, page.Force, page.Auth, err)
 	}
 	p.release()
 }
@@ -372,5 +387,48 @@ func TestDashboardAnswers(t *testing.T) {
 	for _, ch := range done {
 		(<-ch).want(t, 200, "")
 		p.do("POST", "/v1/locks/q/release", "", map[string]any{"force": true}).want(t, 200, "")
+	}
+}
+
+// The wait p95 counts the acquires still waiting, with how long they have
+// waited so far: a lock held for long shows while its waiters wait, not
+// only once they are granted it. (It counted the waits of grants alone:
+// two waiters at many seconds beside one wait that ended at once showed
+// as a p95 of that one.)
+func TestDashboardWaitP95CountsWaitsInProgress(t *testing.T) {
+	p, _ := startPage(t)
+	quick := p.session("", "quick", "10s")
+	p.acquire("", quick, "free", "1s").want(t, 200, "") // a wait that ends at once
+	holder := p.session("", "holder", "1m")
+	p.acquire("", holder, "busy", "0").want(t, 200, "")
+	// Each waiter's session ends once its acquire is answered, which
+	// hands the lock to the other.
+	done := make(chan answer, 2)
+	for _, owner := range []string{"w1", "w2"} {
+		sid := p.session("", owner, "1m")
+		go func() {
+			a := p.acquire("", sid, "busy", "1m")
+			p.do("DELETE", "/v1/sessions/"+sid, "", nil)
+			done <- a
+		}()
+	}
+	const long = 300 * time.Millisecond
+	waitFor(t, 10*time.Second, "the wait p95 does not count the two waits in progress", func() bool {
+		c := p.g.Contention()
+		return c.Waiting == 2 && c.WaitP95 >= long
+	})
+	var d struct {
+		Contention struct {
+			WaitP95MS float64 `json:"wait_p95_ms"`
+			Waiting   int     `json:"waiting"`
+		} `json:"contention"`
+	}
+	if err := json.Unmarshal(p.do("GET", "/v1/dashboard", "", nil).want(t, 200, "").raw, &d); err != nil ||
+		d.Contention.Waiting != 2 || d.Contention.WaitP95MS < float64(long.Milliseconds()) {
+		t.Errorf("GET /v1/dashboard: contention %+v (%v); want 2 waiting and a p95 of %v or more", d.Contention, err, long)
+	}
+	p.do("DELETE", "/v1/sessions/"+holder, "", nil).want(t, 204, "")
+	for range 2 {
+		(<-done).want(t, 200, "")
 	}
 }

@@ -64,6 +64,16 @@
 // Neither sees the changes made through another gateway before the lock
 // service is asked (a blocking read asks it once, when it answers).
 //
+// Listing: GET /v1/locks?prefix= answers the holders from the lock
+// service when it can list them (else those held through this gateway),
+// asking it only about the names the caller may use. When the service
+// could not read some lock entries (a file:// lock file that the
+// gateway's user may not open), the others are listed and those are
+// named under "unread", as `distlock status` names them; only a listing
+// that could read none under its prefix fails. A read of one lock, and
+// the sequencer check, answer for a holder found so; a read of a lock
+// whose entry could not be read answers held null, "cannot tell".
+//
 // Lock names are path segments and must be percent-encoded ("/" as %2F;
 // a name that is exactly "." or ".." as %2E or %2E%2E); a path with a raw
 // "." or ".." segment is refused with 400. Names are distlock keys
@@ -73,22 +83,38 @@
 // # Dashboard
 //
 // GET / is a page (one HTML file with its script and style inline, no
-// external assets) that shows the locks held through this gateway (holder,
-// token, held for, TTL left, last renewal), the acquires waiting in order,
-// contention (acquires and hand-offs per second, wait p95, the most
-// contended locks: see Gateway.Contention), the sessions, and a feed of
-// losses with their reasons, forced releases and stale-token rejections.
-// It reads GET /v1/dashboard and refreshes on each event of GET
-// /v1/events (a reset event included), and every second. With tokens the
-// page asks for one and keeps it in the tab's sessionStorage; a caller who
-// may force a release (an admin token, or anyone without tokens when
-// WithForceWithoutTokens allows it) gets a forced release button per
-// lock, which asks for confirmation; a refresh keeps the rows of the
-// locks still held, so that a click that spans it is not lost. Names and owners
-// are shown as text only, one with a character that does not print (a
-// control, a bidirectional control such as U+202E, a zero-width
-// character) quoted with escapes, as `distlock status` shows it; and the
-// page's Content-Security-Policy allows its own script alone.
+// external assets) that names the lock service it serves (its kind, and
+// the URL given with WithServiceURL, with its user information and
+// secrets masked) and shows the locks held through this gateway: holder, token,
+// held for, time left, and what keeps the lock, as is true of the
+// service (a lease the gateway renews, with its last confirmed renewal; a
+// session with the service kept alive; or, for a lock without a lease,
+// the lock file or connection it lasts as long as). Locks at risk (no
+// renewal confirmed in time: see distlock.Lock.AtRisk) and expiring (its
+// client has not kept its gateway session alive for two thirds of the
+// session's TTL) are coloured and said. The acquires waiting for a lock
+// are listed under it, in order, with their count on its row. A filter
+// keeps the locks whose names start with a prefix, and the locks can be
+// sorted by any column. The page also shows contention (acquires and
+// hand-offs per second, a wait p95 that counts the acquires still
+// waiting with their wait so far, the most contended locks: see
+// Gateway.Contention), the sessions, and a feed of losses with their
+// reasons, forced releases and stale-token rejections. On a narrow screen
+// each row is a card of labelled lines, and names break after their
+// separators ("/", ".", "-", "_", ":"), inside a part only when it is
+// wider than the screen. It reads GET /v1/dashboard and refreshes on each
+// event of GET /v1/events (a reset event included), and every second.
+// With tokens the page asks for one and keeps it in the tab's
+// sessionStorage; without tokens it shows no token field. A forced
+// release needs an admin token, or, on a gateway without tokens,
+// WithForceWithoutTokens (`distlock serve --allow-force-release`): the
+// page says which holds, and a caller who may gets a forced release
+// button per lock, which asks for confirmation; a refresh keeps the rows
+// of the locks still held, so that a click that spans it is not lost.
+// Names and owners are shown as text only, one with a character that does
+// not print (a control, a bidirectional control such as U+202E, a
+// zero-width character) quoted with escapes, as `distlock status` shows
+// it; and the page's Content-Security-Policy allows its own script alone.
 //
 // # Limits
 //

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -285,10 +286,10 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	idx := g.lockIndexLocked(name)
 	g.mu.Unlock()
 	resp := lockResponse{Lock: name, Index: strconv.FormatUint(idx, 10)}
-	if hd := g.holderOf(r.Context(), name); hd != nil {
+	if hd, known := g.holderOf(r.Context(), name); hd != nil {
 		held := true
 		resp.Held, resp.Holder = &held, hd
-	} else if g.lister != nil {
+	} else if known {
 		held := false
 		resp.Held = &held
 	}
@@ -298,7 +299,8 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 }
 
 type listResponse struct {
-	Locks []listedLock `json:"locks"`
+	Locks  []listedLock `json:"locks"`
+	Unread []string     `json:"unread,omitempty"` // the lock entries the service could not read
 }
 
 type listedLock struct {
@@ -309,21 +311,24 @@ type listedLock struct {
 // list answers the holders of the locks whose names start with ?prefix=
 // and that the caller may use: from the lock service when it can list
 // them (every gateway's locks, and others'), else those held through this
-// gateway.
+// gateway. Lock entries that the service could not read (see listFor)
+// are named in unread, and the others listed.
 func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p *principal) *problem {
 	prefix := r.URL.Query().Get("prefix")
 	resp := listResponse{Locks: []listedLock{}}
 	if g.lister != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		hs, err := g.lister.List(ctx, prefix)
+		hs, unread, err := g.listFor(ctx, prefix, p)
+		if errors.Is(err, errNothingRead) {
+			return newProblem(http.StatusInternalServerError, ProblemInternal,
+				"the lock service could not read any lock entry under the prefix: "+strings.Join(unread, "; "))
+		}
 		if err != nil {
 			return g.backendProblem(err)
 		}
+		resp.Unread = unread
 		for _, x := range hs {
-			if !p.may(x.Key) {
-				continue
-			}
 			l := listedLock{Lock: x.Key, holder: holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}}
 			if !x.Since.IsZero() {
 				l.Since = &x.Since

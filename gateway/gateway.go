@@ -35,6 +35,7 @@ const (
 type Option func(*config)
 
 type config struct {
+	serviceURL    string
 	tokens        *Tokens
 	openForce     bool
 	maxSessions   int
@@ -50,6 +51,14 @@ type config struct {
 	maxStreams    int
 	heartbeat     time.Duration
 }
+
+// WithServiceURL names the lock service on the dashboard: the page shows
+// rawURL as driver.Redact shows it (user information and password-like
+// query parameters masked), so that the URL that opened the backend,
+// password included, may be given; its scheme is the service's kind.
+// Default: none, the page shows the kind alone, the name of the backend's
+// package (such as redislock).
+func WithServiceURL(rawURL string) Option { return func(c *config) { c.serviceURL = rawURL } }
 
 // WithTokens makes the gateway require bearer tokens (see ParseTokens).
 // Each token has its own share of the limits on sessions, waiting
@@ -129,6 +138,7 @@ type Gateway struct {
 	lockOps map[string]http.Handler // the lock routes, by their last segment
 	inst    *instruments
 	anyone  *principal        // who every request is without tokens
+	service dashboardService  // what the dashboard says of the lock service
 	shares  map[string]*share // by token name ("" without tokens); their counts by mu
 
 	// mu guards the fields below. It is taken before a session's mu
@@ -181,6 +191,7 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 		return nil, err
 	}
 	g.lister, _ = b.(driver.Lister)
+	g.service = describeService(b, cfg.serviceURL)
 	inst, err := newInstruments(cfg.meters, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)

@@ -409,7 +409,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 	case errors.Is(err, errNotAcquired), errors.Is(err, distlock.ErrNotAcquired):
 		pr := newProblem(http.StatusConflict, ProblemNotAcquired,
 			fmt.Sprintf("lock %s is held by another", quoteName(name)))
-		pr.Holder = g.holderOf(r.Context(), name)
+		pr.Holder, _ = g.holderOf(r.Context(), name)
 		return pr
 	case errors.Is(err, distlock.ErrInvalidKey):
 		return newProblem(http.StatusBadRequest, ProblemBadName, strings.TrimPrefix(err.Error(), "distlock: "))
@@ -439,37 +439,35 @@ func (g *Gateway) backendProblem(err error) *problem {
 }
 
 // holderOf describes the holder of name, if the gateway or the lock
-// service can tell.
-func (g *Gateway) holderOf(ctx context.Context, name string) *holder {
+// service can tell; known reports whether it could tell, holder or not.
+// A listing that failed in part (another name's lock entry could not be
+// read) still tells a holder it found, and nothing else.
+func (g *Gateway) holderOf(ctx context.Context, name string) (hd *holder, known bool) {
 	g.mu.Lock()
 	h := g.holders[name]
 	g.mu.Unlock()
 	if h != nil {
 		since := h.since
-		return &holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}
+		return &holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}, true
 	}
 	if g.lister == nil {
-		return nil
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	hs, err := g.lister.List(ctx, name)
-	if err != nil {
-		return nil
+	x, found := holderIn(hs, name)
+	if !found {
+		return nil, err == nil
 	}
-	for _, x := range hs {
-		if x.Key == name {
-			out := &holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}
-			if !x.Since.IsZero() {
-				out.Since = &x.Since
-			}
-			if !x.Expires.IsZero() {
-				out.Expires = &x.Expires
-			}
-			return out
-		}
+	hd = &holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}
+	if !x.Since.IsZero() {
+		hd.Since = &x.Since
 	}
-	return nil
+	if !x.Expires.IsZero() {
+		hd.Expires = &x.Expires
+	}
+	return hd, true
 }
 
 type releaseRequest struct {
@@ -648,16 +646,14 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
+	// A listing that failed in part answers if it found the holder: the
+	// entries it could not read are other names'.
 	hs, err := g.lister.List(ctx, name)
-	if err != nil {
+	x, found := holderIn(hs, name)
+	if err != nil && !found {
 		return g.backendProblem(err)
 	}
-	current := false
-	for _, x := range hs {
-		if x.Key == name {
-			current = x.Token == tok
-		}
-	}
+	current := found && x.Token == tok
 	if !current {
 		g.reject("check", name, tok)
 	}

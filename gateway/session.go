@@ -70,6 +70,7 @@ type held struct {
 	lock  *distlock.Lock
 	token uint64
 	since time.Time
+	lease time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
 
 	dropped string // by s.mu: why the gateway gave it up ("released", "forced"); "" while held
 }
@@ -401,6 +402,9 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration) (*h
 		return nil, err
 	}
 	h := &held{s: s, name: name, lock: l, token: l.Token(), since: time.Now()}
+	if d, ok := l.Deadline(); ok {
+		h.lease = d.Sub(h.since)
+	}
 	// Re-check the session before answering the grant: it may have ended
 	// while the acquire waited.
 	g := s.g

@@ -48,7 +48,7 @@ type Op struct {
 	Kind    Kind    `json:"kind"`
 	Key     string  `json:"key,omitempty"` // lock key, or resource for reads and writes
 	Grant   int     `json:"grant,omitempty"`
-	Token   uint64  `json:"token,omitempty"`
+	Token   uint64  `json:"token,string,omitempty"`
 	Value   int64   `json:"value,omitempty"`
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`

@@ -82,7 +82,7 @@ type reply struct {
 	Err     string `json:"err,omitempty"`
 	ErrKind string `json:"err_kind,omitempty"` // see errKind
 
-	Token uint64 `json:"token,omitempty"`
+	Token uint64 `json:"token,string,omitempty"`
 	Grant int    `json:"grant,omitempty"`
 
 	Value    int64  `json:"value,omitempty"`

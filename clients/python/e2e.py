@@ -28,7 +28,9 @@ from distlock_gateway import Gateway, GatewayError, SessionGone
 
 class FencedFile:
     """Storage that keeps its own fence: it refuses a write whose token is
-    below the highest it has seen."""
+    below the highest it has seen. Tokens are kept in JSON as decimal
+    strings, as distlock writes them: a JSON number above 2^53 loses
+    digits in JavaScript."""
 
     def __init__(self, path):
         self.path = path
@@ -38,12 +40,12 @@ class FencedFile:
             fcntl.flock(f, fcntl.LOCK_EX)
             f.seek(0)
             raw = f.read()
-            cur = json.loads(raw) if raw else {"token": 0}
-            if token < cur["token"]:
+            cur = json.loads(raw) if raw else {"token": "0"}
+            if token < int(cur["token"]):
                 return False
             f.seek(0)
             f.truncate()
-            json.dump({"token": token, "data": data}, f)
+            json.dump({"token": str(token), "data": data}, f)
             return True
 
 
@@ -62,7 +64,7 @@ def walk(url, d):
     name = "e2e/report.daily"
     s = gw.session(owner="python-e2e", ttl=2.0)
     lock = s.acquire(name, wait=5)
-    out["token"] = lock.token
+    out["token"] = str(lock.token)
     # Several keepalives renew the lock past its TTL.
     time.sleep(3.0)
     out["valid_after_ttl"] = lock.valid()
@@ -76,7 +78,7 @@ def walk(url, d):
     out["lost_reason"] = lock.lost
     s2 = gw.session(owner="python-e2e-2", ttl=2.0)
     lock2 = s2.acquire(name, wait=5)
-    out["token2"] = lock2.token
+    out["token2"] = str(lock2.token)
     out["second_write"] = store.write(lock2.token, "v2")
     out["stale_write"] = store.write(lock.token, "stale")
     out["check_stale"] = gw.check(name, lock.token)
@@ -132,7 +134,7 @@ def race(url, d):
     lock = s.acquire("e2e/race", wait=5)
     gw.go.set()
     t.join(10)
-    out = {"token": lock.token, "valid": lock.valid(), "lost": lock.lost}
+    out = {"token": str(lock.token), "valid": lock.valid(), "lost": lock.lost}
     s.keepalive()  # a keepalive sent after the grant confirms it
     out["valid_after_next"] = lock.valid()
     lock.release()

@@ -39,7 +39,8 @@ func WithStdio(stdin io.Reader, stdout, stderr io.Writer) Option {
 
 // WithGetenv sets how distlock reads its environment (DISTLOCK_BACKEND).
 // Default: os.Getenv. Commands run by `distlock run` get the process's own
-// environment either way, with the password taken out of DISTLOCK_BACKEND.
+// environment either way, with DISTLOCK_BACKEND set to the lock service
+// used, its password taken out.
 func WithGetenv(getenv func(string) string) Option { return func(r *runner) { r.getenv = getenv } }
 
 // WithOpener adds (or replaces) the opener of a URL scheme for one Run, for

@@ -47,11 +47,16 @@
 //
 //	*/5 * * * * distlock run --no-wait --quiet --held-exit 0 jobs/sync -- /usr/local/bin/sync
 //
-// The command's environment: DISTLOCK_BACKEND, if set, is passed on with
-// the password of its URL and its password-like query parameters removed
-// (one that cannot be parsed is left out): the command is other code,
+// The command's environment: DISTLOCK_BACKEND names the lock service
+// that distlock used, whether --backend or DISTLOCK_BACKEND named it (it
+// is absent for the default, file://), with the password of its URL and
+// its password-like query parameters removed: the command is other code,
 // which may print or report its environment. A distlock run inside it
-// reaches the same lock service and must be given the password itself.
+// reaches the same lock service and must be given the password itself. A
+// URL that cannot be cleaned with certainty (a password with "?" in it)
+// is not passed at all, and distlock says so on standard error: a
+// distlock inside the command would then take its locks in the default
+// file:// directory, unless given --backend.
 //
 // The job: the command runs in a process group of its own, so that the job
 // is the group, workers it starts included. When the command exits,
@@ -223,7 +228,9 @@
 // zero-width ones, invalid UTF-8) Go-quoted, with escapes; --json
 // escapes the same characters as \uXXXX, which decodes to the same
 // string (the rule is internal/visible's, which the gateway's dashboard
-// follows too). status changes nothing in the service: on PostgreSQL, a
+// follows too). In --json the token is a string of decimal digits, as in
+// the gateway's API: a JSON number above 2^53 would lose digits in
+// JavaScript. status changes nothing in the service: on PostgreSQL, a
 // database without pglock's tables holds no lock, and a role that may
 // only read the tables can list. With file://, a lock file that cannot be
 // read (permission denied) is named on standard error, and the others

@@ -11,27 +11,37 @@ import (
 const backendEnv = "DISTLOCK_BACKEND"
 
 // commandEnv is the environment of the command that `distlock run` runs:
-// environ with DISTLOCK_KEY and DISTLOCK_TOKEN, and with the password
-// taken out of DISTLOCK_BACKEND. The command is not distlock: it may print
-// or report its environment, and the password is distlock's to use. A
-// `distlock run` inside the command then reaches the same service, and
-// fails to authenticate (rather than take locks elsewhere) until it is
-// given the password itself. A DISTLOCK_BACKEND that cannot be parsed, and
-// so cannot be cleaned, is left out.
-func commandEnv(environ []string, key string, token uint64) []string {
-	env := make([]string, 0, len(environ)+2)
+// environ with DISTLOCK_KEY and DISTLOCK_TOKEN, and with DISTLOCK_BACKEND
+// set to backendURL, the lock service that distlock used (from --backend
+// or from DISTLOCK_BACKEND), with its password taken out; without
+// DISTLOCK_BACKEND when backendURL is "" (the default, file://, which is
+// the same for every process of the user).
+//
+// The command is not distlock: it may print or report its environment,
+// and the password is distlock's to use. A `distlock run` inside the
+// command then reaches the same service, and fails to authenticate
+// (rather than take locks elsewhere) until it is given the password
+// itself. A URL that cannot be cleaned with certainty (see
+// driver.WithoutSecrets: a password holding "?" is one) is not passed
+// at all, and neither is the DISTLOCK_BACKEND of environ, which may name
+// another service: passed is then false, and the caller says so, since a
+// distlock inside the command would take its locks in the default
+// file:// directory unless given --backend.
+func commandEnv(environ []string, backendURL, key string, token uint64) (env []string, passed bool) {
+	env = make([]string, 0, len(environ)+3)
 	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if name == backendEnv {
-			clean, ok := withoutSecrets(value)
-			if !ok {
-				continue
-			}
-			kv = name + "=" + clean
+		if name, _, _ := strings.Cut(kv, "="); name != backendEnv {
+			env = append(env, kv)
 		}
-		env = append(env, kv)
 	}
-	return append(env, "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(token, 10))
+	passed = true
+	if backendURL != "" {
+		var clean string
+		if clean, passed = withoutSecrets(backendURL); passed {
+			env = append(env, backendEnv+"="+clean)
+		}
+	}
+	return append(env, "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(token, 10)), passed
 }
 
 // withoutSecrets returns rawURL without the password of its user and

@@ -80,10 +80,15 @@ func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b driver.Ba
 		return execError(argv[0], resolved.Err)
 	}
 	notify(sigc, forwardSignals)
+	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token())
+	if !passed {
+		fmt.Fprintf(r.stderr, "distlock: the command gets no DISTLOCK_BACKEND: %s cannot be passed on without its password; a distlock inside the command uses file:// unless given --backend\n",
+			redact(r.backendURL))
+	}
 	spec := jobSpec{
 		path: resolved.Path,
 		argv: argv,
-		env:  commandEnv(os.Environ(), key, lock.Token()),
+		env:  env,
 		tty:  foregroundTerminal(r.stdin, r.stdout, r.stderr),
 	}
 	if spec.tty != nil && groupShared(spec.tty.pgrp) {

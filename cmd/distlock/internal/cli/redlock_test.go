@@ -132,7 +132,7 @@ func TestRedlockPausedNodeBoundedByTimeout(t *testing.T) {
 	r := e.run("--backend", backend, "status", "--json", "paused/")
 	var hs []struct {
 		Key   string
-		Token uint64
+		Token uint64 `json:",string"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &hs); r.code != 0 || err != nil || len(hs) != 1 || hs[0].Key != "paused/held" || hs[0].Token != l.Token() {
 		t.Errorf("status with one node paused: exit %d, stdout %q (%v), want 0 listing paused/held with token %d; stderr %q", r.code, r.stdout, err, l.Token(), r.stderr)

@@ -45,8 +45,10 @@ COMMAND with DISTLOCK_KEY and DISTLOCK_TOKEN (the fencing token) in its
 environment, renews the lock while it runs, and releases it when it ends.
 --timeout bounds the wait, and the opening of the lock service (given 1s at
 least); one try is always made. The default lock service is
-file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND with its
-password removed.
+file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND naming
+the lock service used (from --backend or $DISTLOCK_BACKEND) with its
+password removed; a URL that cannot be cleaned with certainty is not
+passed, and distlock says so.
 
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and
@@ -283,16 +285,15 @@ func (r *runner) clientLog() *slog.Logger {
 	return nil
 }
 
-// heldBy describes the holder of key, when the backend can tell.
+// heldBy describes the holder of key, when the backend can tell. A
+// listing that failed in part (a file:// lock file of another key that
+// cannot be read) still names the holder it found.
 func (r *runner) heldBy(ctx context.Context, b driver.Backend, key string) string {
 	l, ok := b.(driver.Lister)
 	if !ok {
 		return ""
 	}
-	hs, err := l.List(ctx, key)
-	if err != nil {
-		return ""
-	}
+	hs, _ := l.List(ctx, key)
 	for _, h := range hs {
 		if h.Key == key {
 			if h.Owner != "" {

@@ -352,7 +352,7 @@ func TestStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &hs); err != nil || r.code != 0 {
 		t.Fatalf("status --json: exit %d, %v, stdout %q", r.code, err, r.stdout)
 	}
-	if len(hs) != 1 || hs[0]["key"] != "jobs/a" || hs[0]["token"] != float64(tok) ||
+	if len(hs) != 1 || hs[0]["key"] != "jobs/a" || hs[0]["token"] != fmt.Sprint(tok) ||
 		!strings.Contains(fmt.Sprint(hs[0]["owner"]), ":") || hs[0]["since"] == nil || hs[0]["expires"] != nil {
 		t.Errorf("status --json = %v; want jobs/a, token %d, an owner, a start, no expiry", hs, tok)
 	}

@@ -48,7 +48,9 @@ func (r *runner) serveCommand() *cobra.Command {
 (--backend): sessions kept alive by long-polling keepalives, blocking
 acquires, fencing tokens, release fenced by the token, and the sequencer
 check. The API is described at /v1/openapi.json; /healthz answers whether
-it serves and /metrics has Prometheus metrics.
+it serves and /metrics has Prometheus metrics. The page at / is a live
+dashboard of the locks held through it, which names the lock service
+without its password.
 
 Without --tokens it listens on the loopback interface only, and every user
 of this host may take any lock; none may force the release of another's,
@@ -162,6 +164,8 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	defer closer.Close()
+	// The dashboard names the service as messages do: without secrets.
+	opts = append(opts, gateway.WithServiceURL(describeBackend(b, r.backendURL)))
 	g, err := gateway.New(b, opts...)
 	if err != nil {
 		return err

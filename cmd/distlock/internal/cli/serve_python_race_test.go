@@ -23,7 +23,7 @@ func TestPythonClientKeepaliveBeforeGrant(t *testing.T) {
 		t.Fatalf("python3 e2e.py race: %v\n%s", err, stderrOf(err))
 	}
 	var got struct {
-		Token          uint64
+		Token          uint64 `json:"token,string"`
 		Valid          bool
 		Lost           *string
 		ValidAfterNext bool `json:"valid_after_next"`

@@ -38,7 +38,14 @@ var servingLine = regexp.MustCompile(`on (https?://[0-9.:]+) `)
 // it says where it listens.
 func (e *env) serve(args ...string) *serving {
 	e.t.Helper()
-	s := e.start(e.command(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
+	return e.serveCmd(e.command(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
+}
+
+// serveCmd starts cmd, a `distlock serve`, and waits until it says where
+// it listens.
+func (e *env) serveCmd(cmd *exec.Cmd) *serving {
+	e.t.Helper()
+	s := e.start(cmd)
 	end := time.Now().Add(time.Minute)
 	for time.Now().Before(end) {
 		if m := servingLine.FindStringSubmatch(s.stderr.String()); m != nil {
@@ -223,7 +230,8 @@ func TestPythonClientWalk(t *testing.T) {
 		t.Fatalf("python3 e2e.py walk: %v\n%s", err, stderrOf(err))
 	}
 	var got struct {
-		Token, Token2     uint64
+		Token             uint64  `json:"token,string"`
+		Token2            uint64  `json:"token2,string"`
 		ValidAfterTTL     bool    `json:"valid_after_ttl"`
 		TimeLeft          float64 `json:"time_left"`
 		StaleWrite        bool    `json:"stale_write"`
@@ -231,7 +239,7 @@ func TestPythonClientWalk(t *testing.T) {
 		StaleRelease      string  `json:"stale_release"`
 		CheckAfterRelease bool    `json:"check_after_release"`
 		Stored            struct {
-			Token uint64
+			Token uint64 `json:"token,string"`
 			Data  string
 		}
 	}

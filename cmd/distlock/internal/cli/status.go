@@ -43,6 +43,12 @@ held, and how long until the lock service expires it unless renewed
 With --verbose it also names the lock service on standard error: the
 default is file://` + defaultDirHelp() + `.
 
+With --json it prints a JSON array of {key, token, owner, since, expires,
+time_left_seconds}; the token is a string of decimal digits, as the
+gateway writes it (a JSON number above 2^53 would lose digits in
+JavaScript), and expires and time_left_seconds are absent for grants
+without a time bound.
+
 With --watch it lists them again every --interval until interrupted
 (Ctrl-C or SIGTERM), which ends it with status 0. On a terminal
 the table is redrawn in place, under a line naming the lock service and
@@ -87,10 +93,12 @@ could read none under PREFIX.`,
 	return cmd
 }
 
-// holderJSON is one element of `distlock status --json`.
+// holderJSON is one element of `distlock status --json`. The token is a
+// decimal string, as the gateway writes it: a JSON number above 2^53
+// loses digits in JavaScript (and in jq before 1.7).
 type holderJSON struct {
 	Key             string     `json:"key"`
-	Token           uint64     `json:"token"`
+	Token           uint64     `json:"token,string"`
 	Owner           string     `json:"owner,omitempty"`
 	Since           *time.Time `json:"since,omitempty"`
 	Expires         *time.Time `json:"expires,omitempty"`           // absent: no time bound

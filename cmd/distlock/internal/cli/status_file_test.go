@@ -5,6 +5,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -82,7 +83,7 @@ func TestStatusListsAroundUnreadableLockFiles(t *testing.T) {
 	r = e.wait(e.start(status("--json", "jobs/")))
 	var hs []struct {
 		Key   string `json:"key"`
-		Token uint64 `json:"token"`
+		Token uint64 `json:"token,string"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &hs); err != nil || r.code != 0 || len(hs) != 1 ||
 		hs[0].Key != "jobs/a" || hs[0].Token != a.Token() || r.stderr != strings.Join(unread, "") {
@@ -163,5 +164,55 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// partlyReadable returns a lock directory that another user (nobody) may
+// list, and a copy of distlock that it may run, for tests where distlock
+// runs as that user (root reads every file): jobs/a is held by this
+// process, its lock file the other user's own, as if it had taken the
+// lock before, and jobs/ab is held too, its lock file not readable by the
+// other user.
+func partlyReadable(t *testing.T) (distlockBin, dir string, a driver.Lease) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("running distlock as another user needs root")
+	}
+	base, err := os.MkdirTemp("", "distlock-partial-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	distlockBin = filepath.Join(base, "distlock")
+	copyFile(t, bin, distlockBin)
+	dir = filepath.Join(base, "locks")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a = holdIn(t, dir, "jobs/a")
+	for _, f := range []string{"jobs%2Fa.lock", "jobs%2Fa.info"} {
+		if err := os.Chown(filepath.Join(dir, f), nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holdIn(t, dir, "jobs/ab")
+	return distlockBin, dir, a
+}
+
+// run --no-wait names the holder of a held key also when a lock file
+// under the key's name that it cannot read (another key's, jobs/ab beside
+// jobs/a) makes the listing partial.
+func TestRunNamesTheHolderAroundUnreadableLockFiles(t *testing.T) {
+	e := newEnv(t)
+	distlockBin, dir, a := partlyReadable(t)
+	cmd := asNobody(exec.Command(distlockBin, "--backend", "file://"+dir, "run", "--no-wait", "jobs/a", "--", "true"))
+	cmd.Env, cmd.Dir = testEnviron(), filepath.Dir(dir)
+	r := e.wait(e.start(cmd))
+	want := fmt.Sprintf("distlock: the lock on \"jobs/a\" is held by tester (token %d) (--no-wait)\n", a.Token())
+	if r.code != cli.ExitNotAcquired || r.stderr != want {
+		t.Errorf("run --no-wait: exit %d, stderr %q; want %d and %q", r.code, r.stderr, cli.ExitNotAcquired, want)
 	}
 }

@@ -157,3 +157,41 @@ func TestPostgresStatusCreatesNothing(t *testing.T) {
 		e.wait(holder)
 	}
 }
+
+// status --json writes the token as a string of decimal digits, as the
+// gateway does, with --watch too: a token above 2^53 written as a JSON
+// number would lose digits in JavaScript (and in jq before 1.7). The
+// largest token there is, forged into a real Redis, comes out whole.
+func TestStatusJSONTokensAreDecimalStrings(t *testing.T) {
+	e := newEnv(t)
+	r := testserver.StartRedis(t)
+	const token = "18446744073709551615" // 2^64-1
+	value := fmt.Sprintf("secret|%s|%d|0|big", token, time.Now().UnixMilli())
+	if _, err := r.Do("SET", "distlock:{jobs/big}:lock", value, "PX", "600000"); err != nil {
+		t.Fatal(err)
+	}
+	backend := "redis://" + r.Addr
+	for _, args := range [][]string{{"--backend", backend, "status", "--json"}, {"--backend", backend, "status", "--json", "--watch"}} {
+		var out string
+		if args[len(args)-1] == "--watch" {
+			s := e.start(e.command(args...))
+			waitFor(t, "status --watch --json printed nothing", func() bool { return strings.Contains(s.stdout.String(), "\n") })
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			e.wait(s)
+			out, _, _ = strings.Cut(s.stdout.String(), "\n")
+		} else {
+			res := e.run(args...)
+			if res.code != 0 {
+				t.Fatalf("%v: exit %d, stderr %q", args, res.code, res.stderr)
+			}
+			out = res.stdout
+		}
+		var doc []map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc) != 1 {
+			t.Fatalf("%v: %q (%v); want one holder", args, out, err)
+		}
+		if got, ok := doc[0]["token"].(string); !ok || got != token {
+			t.Errorf("%v: token %#v; want the string %q", args, doc[0]["token"], token)
+		}
+	}
+}

@@ -255,7 +255,7 @@ func TestStatusWatchJSON(t *testing.T) {
 	for i, line := range strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n") {
 		var doc []struct {
 			Key   string `json:"key"`
-			Token uint64 `json:"token"`
+			Token uint64 `json:"token,string"`
 		}
 		if err := json.Unmarshal([]byte(line), &doc); err != nil || len(doc) != 1 || doc[0].Key != "jobs/j" || doc[0].Token != h.token {
 			t.Errorf("line %d: %q (%v); want an array of jobs/j with token %d", i, line, err, h.token)
