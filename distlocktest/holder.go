@@ -14,8 +14,9 @@ import (
 
 // RunHolder runs the tests of a backend's holder of one key against the
 // backends newBackend returns, with the options of Run: its
-// driver.HolderReader and driver.HolderWatcher, which the backend must
-// implement, and its leases' driver.OwnerSetter, if they implement it. The tests run one
+// driver.HolderReader, which the backend must implement, its
+// driver.HolderWatcher and its leases' driver.OwnerSetter, if it
+// implements them (the tests of what it lacks are skipped). The tests run one
 // after another, each as a subtest.
 func RunHolder(t *testing.T, newBackend Factory, opts ...Option) {
 	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
@@ -43,14 +44,25 @@ func RunHolder(t *testing.T, newBackend Factory, opts ...Option) {
 	}
 }
 
-// holderOf returns the backend's holder reader and watcher, failing the
-// test when it lacks them.
-func holderOf(t *testing.T, b driver.Backend) (driver.HolderReader, driver.HolderWatcher) {
+// readerOf returns the backend's holder reader, failing the test when it
+// has none.
+func readerOf(t *testing.T, b driver.Backend) driver.HolderReader {
 	t.Helper()
 	r, ok := b.(driver.HolderReader)
-	w, ok2 := b.(driver.HolderWatcher)
-	if !ok || !ok2 {
-		t.Fatalf("%T implements HolderReader %v, HolderWatcher %v; want both", b, ok, ok2)
+	if !ok {
+		t.Fatalf("%T is no driver.HolderReader", b)
+	}
+	return r
+}
+
+// watcherOf returns the backend's holder reader and watcher; it skips the
+// test when the backend cannot watch (a Client's Watch then polls).
+func watcherOf(t *testing.T, b driver.Backend) (driver.HolderReader, driver.HolderWatcher) {
+	t.Helper()
+	r := readerOf(t, b)
+	w, ok := b.(driver.HolderWatcher)
+	if !ok {
+		t.Skipf("%T is no driver.HolderWatcher: a Client's Watch polls", b)
 	}
 	return r, w
 }
@@ -84,7 +96,7 @@ func releaseRaw(t *testing.T, ctx context.Context, l driver.Lease) {
 func (s *suite) testHolderExactKey(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	b := s.newBackend(t)
-	reader, _ := holderOf(t, s.newBackend(t))
+	reader := readerOf(t, s.newBackend(t))
 	other := acquireRaw(t, ctx, b, key+"2", "other")
 	defer releaseRaw(t, ctx, other)
 	if h, held, err := reader.Holder(ctx, key); held || err != nil {
@@ -114,7 +126,7 @@ func (s *suite) testHolderExactKey(t *testing.T) {
 func (s *suite) testSetOwner(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	b := s.newBackend(t)
-	reader, _ := holderOf(t, s.newBackend(t))
+	reader := readerOf(t, s.newBackend(t))
 	l := acquireRaw(t, ctx, b, key, "a")
 	set, ok := l.(driver.OwnerSetter)
 	if !ok {
@@ -188,6 +200,7 @@ func (s *suite) nextHolder(t *testing.T, ch <-chan distlock.Holder, what string)
 func (s *suite) testWatchExactKey(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	b := s.newBackend(t)
+	readerOf(t, b)
 	c := s.client(t)
 	ch, err := c.Watch(ctx, key)
 	if err != nil {
@@ -228,7 +241,7 @@ func (s *suite) testWatchWokenNotPolled(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	b := s.newBackend(t)
 	wb := s.newBackend(t)
-	r, w := holderOf(t, wb)
+	r, w := watcherOf(t, wb)
 	counted := &countingReader{Backend: wb, r: r, w: w}
 	c := s.clientOver(t, counted)
 	l := acquireRaw(t, ctx, b, key, "holder")
@@ -275,7 +288,7 @@ func (s *suite) testWatchWokenNotPolled(t *testing.T) {
 func (s *suite) testWatchEnds(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	b := s.newBackend(t)
-	_, w := holderOf(t, b)
+	_, w := watcherOf(t, b)
 	wctx, stop := context.WithCancel(ctx)
 	ch, err := w.WatchHolder(wctx, key)
 	if err != nil {

@@ -1,0 +1,30 @@
+package pglock_test
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/pglock"
+)
+
+// The holder of one key (Holder, SetOwner) and the election suite, in
+// both modes, against a real server. The Backend cannot watch a key: a
+// Client's Watch polls, and the suite skips the tests of a watch.
+func TestHolderAndElection(t *testing.T) {
+	admin := newPool(t, server)
+	for _, tc := range []struct {
+		name    string
+		factory distlocktest.Factory
+		opts    []distlocktest.Option
+	}{
+		{"Session", func(t *testing.T) driver.Backend { return newBackend(t, server) },
+			[]distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { terminateHolder(t, admin, key) })}},
+		{"Lease", func(t *testing.T) driver.Backend {
+			return newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN))
+		}, nil},
+	} {
+		t.Run(tc.name+"/Holder", func(t *testing.T) { distlocktest.RunHolder(t, tc.factory, tc.opts...) })
+		t.Run(tc.name+"/Election", func(t *testing.T) { distlocktest.RunElection(t, tc.factory, tc.opts...) })
+	}
+}
