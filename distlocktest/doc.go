@@ -24,6 +24,12 @@
 // abandoning terms, checked for one live term at a time, increasing and
 // fenced tokens, and an Observe in term order.
 //
+// RunHolder tests a backend's holder of one key (driver.HolderReader,
+// driver.HolderWatcher, a lease's driver.OwnerSetter), with the same
+// factory and options: exact keys, an owner change seen by another
+// process and owner-checked, and a watch woken by the service, not by
+// polling.
+//
 // Faulty wraps any Backend with switchable faults; the suite uses it to cut
 // a holder off from the service, and users can use it in their own tests.
 package distlocktest

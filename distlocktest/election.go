@@ -222,7 +222,7 @@ func (s *suite) testCandidates(t *testing.T) {
 					abandonedMu.Unlock()
 				default:
 					time.Sleep(time.Duration(mrand.IntN(2000)) * time.Microsecond)
-					if err := term.Resign(ctx); err != nil {
+					if err := term.Resign(ctx); err != nil && !lostBefore(term, err) {
 						t.Errorf("Resign: %v", err)
 					}
 				}
@@ -288,10 +288,19 @@ func (s *suite) leadOnce(t *testing.T, ctx context.Context, cand candidate, term
 	if mrand.IntN(4) == 0 {
 		v := value + ", proclaimed"
 		ts.proclaimed(term, v)
-		if err := term.Proclaim(ctx, v); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		if err := term.Proclaim(ctx, v); err != nil && !errors.Is(err, errors.ErrUnsupported) && !lostBefore(term, err) {
 			t.Errorf("Proclaim: %v", err)
 		}
 	}
+}
+
+// lostBefore reports whether err, from a call on term, reports the term
+// lost, and the term had indeed ended by loss: renewals that came late on
+// a loaded machine end a term early, which the contract allows (its
+// context ends before another can be elected); the checks of at most one
+// live term at a time still apply to it.
+func lostBefore(term *election.Term, err error) bool {
+	return errors.Is(err, distlock.ErrLockLost) && errors.Is(term.Err(), distlock.ErrLockLost)
 }
 
 // write writes as the leader of term through reg: a live term's write must

@@ -36,3 +36,24 @@ func TestConformanceFilelock(t *testing.T) {
 		return b
 	}, distlocktest.WithTTL(time.Second))
 }
+
+// RunHolder, the tests of the holder of one key that elections rely on,
+// over the two backends of this module that implement it: memlock, one
+// service for all, and filelock, a Backend per process on one directory.
+func TestHolderMemlock(t *testing.T) {
+	srv := memlock.New()
+	distlocktest.RunHolder(t, func(t *testing.T) driver.Backend { return srv },
+		distlocktest.WithTTL(300*time.Millisecond))
+}
+
+func TestHolderFilelock(t *testing.T) {
+	dir := t.TempDir()
+	distlocktest.RunHolder(t, func(t *testing.T) driver.Backend {
+		b, err := filelock.New(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}, distlocktest.WithTTL(time.Second))
+}

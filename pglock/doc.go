@@ -335,6 +335,21 @@
 // database's owner, say), or as a role that owns nothing else and is
 // granted to the application's role.
 //
+// # Holder
+//
+// Holder (a Client's Holder, an election's Leader) reads one key as List
+// reads keys, in one statement: in session mode the key's row of
+// distlock_fence while pg_locks shows its advisory lock granted, in lease
+// mode its unexpired row of distlock_lease. It reads that key only:
+// "svc/leader" is never "svc/leader2". SetOwner (Lock.SetOwner, an
+// election's Proclaim) updates the owner in that row, owner-checked in the
+// same statement: in session mode only while the row has the grant's token
+// and the grant's session (by its pid) holds the key's lock, in lease mode
+// only while the row names the grant and has not expired; it needs UPDATE
+// on the table. The Backend cannot watch a key (it implements no
+// driver.HolderWatcher): a Client's Watch, and an election's Observe,
+// read the key every distlock.WatchPoll, and at a lease's expiry.
+//
 // # Cost
 //
 // distlock_fence keeps one row per key ever locked (key,

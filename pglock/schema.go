@@ -187,8 +187,8 @@ func untrusted(me, what, owner string) error {
 type statements struct {
 	schema string // quoted
 
-	acquire, release, list                                            string // SessionMode
-	rowAcquire, rowLeave, rowAbandon, rowRefresh, rowRelease, rowList string // LeaseMode
+	acquire, release, list, holder, setOwner                                                  string // SessionMode
+	rowAcquire, rowLeave, rowAbandon, rowRefresh, rowRelease, rowList, rowHolder, rowSetOwner string // LeaseMode
 }
 
 func newStatements(f *located) *statements {
@@ -196,6 +196,8 @@ func newStatements(f *located) *statements {
 	s.acquire, s.release, s.list = s.qualified(acquireSQL), s.qualified(releaseSQL), s.qualified(listSQL)
 	s.rowAcquire, s.rowLeave, s.rowAbandon = s.qualified(rowAcquireSQL), s.qualified(rowLeaveSQL), s.qualified(rowAbandonSQL)
 	s.rowRefresh, s.rowRelease, s.rowList = s.qualified(rowRefreshSQL), s.qualified(rowReleaseSQL), s.qualified(rowListSQL)
+	s.holder, s.setOwner = s.qualified(holderSQL), s.qualified(setOwnerSQL)
+	s.rowHolder, s.rowSetOwner = s.qualified(rowHolderSQL), s.qualified(rowSetOwnerSQL)
 	return s
 }
 

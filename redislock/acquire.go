@@ -190,7 +190,7 @@ func (a *attempt) acquireArgs(join bool) []any {
 		flags = b.acquireFlags[1]
 	}
 	a.rest = valueRest(time.Now(), a.opts.Owner)
-	args := []any{nil, nil, 6, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last,
+	args := []any{nil, nil, 7, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last, a.args.watched,
 		a.args.held, b.millisArg(a.opts.TTL), &a.rest, flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]

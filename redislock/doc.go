@@ -202,6 +202,30 @@
 // Lua body (a check and a write of its own, say), which runs after the
 // token check, in the same script, and cannot leave the fence key changed.
 //
+// # Holder and watch
+//
+// Holder (a Client's Holder, an election's Leader) reads one key's lock
+// key and its PTTL, in one round trip; Expires is this host's clock plus
+// the PTTL. It reads that key only: "svc/leader" is never "svc/leader2".
+//
+// WatchHolder (a Client's Watch, an election's Observe) is woken by Redis,
+// not by polling: it subscribes to the key's release channel, on the pub/sub
+// connection the Backend's waiters share, and sets the key's watch marker
+// (a key that lives 30s, set again every 10s while the watch lasts). While
+// the marker exists, the scripts publish on the release channel at every
+// grant, hand-off and release of the key, and a change of owner always
+// does (Lock.SetOwner, an election's Proclaim: an owner-checked script
+// that keeps the grant's expiry). A grant that lapses is not announced:
+// the Client reads again at the holder's Expires. A watch costs the
+// watcher a subscription and one script call every 10s; it costs every
+// grant and release of the watched key a PUBLISH (on a Cluster, a message
+// over the cluster bus), and, in the default mode, a look at the empty
+// queue on release. A key nobody watches costs nothing: an uncontended
+// acquire and release stay two requests and eight server commands
+// (TestUncontendedServerCommands). Backends of an older version, which do
+// not know the marker, grant and release without announcing it: during a
+// rolling upgrade, a watcher sees their changes at the holder's expiry.
+//
 // # Key layout
 //
 // Keys are arbitrary UTF-8 (distlock.ValidateKey). Each lock key is
@@ -217,7 +241,8 @@
 //	P{key}:released:<secret>  tombstone of an Acquire that gave up
 //	P{key}:queue              waiter id -> arrival order (sorted set)
 //	P{key}:alive              waiter id -> liveness deadline, server ms (sorted set)
-//	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload)
+//	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload), and of the changes of the key's holder while it is watched (payload "h")
+//	P{key}:watched            the watch marker: present while a Backend watches the key's holder, with PX
 //	P waiters:<Backend id>    pub/sub channel waking a Backend's waiters (payload: the waiter's id, "<Backend id>:<random>"; from a release that hands the waiter the lock, "<id>|<token>|<ms since its last refresh>")
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
 //
@@ -243,6 +268,7 @@
 // whose clean-up failed (see Guarantees), or a waiter whose request to
 // leave the queue (and release a grant handed to it meanwhile) failed,
 // leaves one goroutine retrying it, which Close stops. The first Acquire of a Backend sends one CONFIG GET
-// besides the script. A *redis.Ring is not supported (its shards do not
+// besides the script. Each WatchHolder runs one goroutine, on the
+// pub/sub connection, until its context ends or Close. A *redis.Ring is not supported (its shards do not
 // share pub/sub).
 package redislock

@@ -21,6 +21,7 @@ const (
 	suffixAlive   = ":alive"
 	suffixChannel = ":released"
 	suffixFence   = ":fence"
+	suffixWatched = ":watched"
 
 	// wakeSuffix follows the prefix in the name of a Backend's wake
 	// channel: prefix + "waiters:" + the Backend's id.
@@ -74,6 +75,7 @@ type lockKeys struct {
 	channel string
 	tomb    string
 	last    string
+	watched string
 	held    string
 }
 
@@ -86,9 +88,9 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 	for _, s := range base {
 		n += len(s)
 	}
-	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast}
+	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast, suffixWatched}
 	var sb strings.Builder
-	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast) + 2*len(secret) + 1)
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast+suffixWatched) + 2*len(secret) + 1)
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		for _, s := range base {
@@ -107,7 +109,7 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		}
 		return all[ends[i-1]:ends[i]]
 	}
-	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6), held: all[held:]}
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6), watched: at(7), held: all[held:]}
 }
 
 // scriptArgs are the arguments that every script call of one grant
@@ -117,13 +119,13 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 // command with cmd.String shows them as addresses: the secret among them
 // stays out of such logs and traces.)
 type scriptArgs struct {
-	lock, token, queue, alive, tomb, last, held any
+	lock, token, queue, alive, tomb, last, watched, held any
 }
 
 // boxArgs makes the scriptArgs of k, which must not change afterwards (the
 // attempt's own field: it lives as long as its leases).
 func boxArgs(k *lockKeys) scriptArgs {
-	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, held: &k.held}
+	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, watched: &k.watched, held: &k.held}
 }
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.

@@ -23,6 +23,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// holderChanged is the payload the scripts publish on a key's release
+// channel when its holder changed, for the watchers of the holder.
+const holderChanged = "h"
+
 // subscriptionLinger is how long a release channel stays subscribed after
 // its last waiter left.
 const subscriptionLinger = time.Second
@@ -34,7 +38,10 @@ const subscriptionLinger = time.Second
 // "<id>|<token>|<ms>" hands that waiter a grant, see waiter.handed). A
 // subscription confirmation wakes the channel's waiters
 // that have already tried: it is sent again after go-redis reconnects, and
-// releases published while disconnected are lost.
+// releases published while disconnected are lost. The scripts publish
+// holderChanged on a key's release channel at every grant, release and
+// change of owner: it wakes the channel's watchers (WatchHolder), which
+// are registered as waiters with watch set and no id, and no waiter.
 type subscriber struct {
 	ps     *redis.PubSub
 	linger time.Duration
@@ -70,6 +77,7 @@ type waiter struct {
 	id    string
 	ch    string
 	st    *channelState
+	watch bool          // a watcher of the key's holder (WatchHolder), not a waiter
 	wake  chan struct{} // buffered: a wake-up is never lost or blocking
 	tried atomic.Bool   // the waiter has sent a try since registering
 
@@ -126,6 +134,14 @@ func (s *subscriber) message(ch, payload string) {
 	if st == nil {
 		return
 	}
+	if payload == holderChanged {
+		for w := range st.waiters {
+			if w.watch {
+				w.notify()
+			}
+		}
+		return
+	}
 	if payload != "" {
 		id, grant, handed := strings.Cut(payload, "|")
 		if w := s.byID[id]; w != nil && w.st == st {
@@ -175,6 +191,16 @@ func (s *subscriber) addIfSubscribed(ch, id string) *waiter {
 // (or being subscribed) already. It returns the error of a SUBSCRIBE that
 // could not be sent: no confirmation is then on its way.
 func (s *subscriber) add(ch, id string) (*waiter, error) {
+	return s.subscribe(ch, id, false)
+}
+
+// addWatcher registers a watcher of the holder of the key whose release
+// channel is ch, as add does a waiter.
+func (s *subscriber) addWatcher(ch string) (*waiter, error) {
+	return s.subscribe(ch, "", true)
+}
+
+func (s *subscriber) subscribe(ch, id string, watch bool) (*waiter, error) {
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
 	s.mu.Lock()
@@ -185,6 +211,7 @@ func (s *subscriber) add(ch, id string) (*waiter, error) {
 		s.chans[ch] = st
 	}
 	w := s.register(st, ch, id)
+	w.watch = watch
 	s.mu.Unlock()
 	if first {
 		// An error is not fatal: go-redis subscribes again when it

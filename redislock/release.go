@@ -73,16 +73,16 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter *string, abandon time.Dur
 		id = waiter
 	}
 	if abandon > 0 {
-		return []any{nil, nil, 6, args.lock, args.last, args.queue, args.alive, args.token, args.tomb,
+		return []any{nil, nil, 7, args.lock, args.last, args.queue, args.alive, args.token, args.watched, args.tomb,
 			args.held, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
 	// A release leaves the tombstone out of its keys.
 	if !queued {
 		// The common case: no waiter, and no argument for it.
-		return []any{nil, nil, 5, args.lock, args.last, args.queue, args.alive, args.token,
+		return []any{nil, nil, 6, args.lock, args.last, args.queue, args.alive, args.token, args.watched,
 			args.held, b.releaseFlags[0]}
 	}
-	return []any{nil, nil, 5, args.lock, args.last, args.queue, args.alive, args.token,
+	return []any{nil, nil, 6, args.lock, args.last, args.queue, args.alive, args.token, args.watched,
 		args.held, b.releaseFlags[0], id}
 }
 

@@ -30,6 +30,10 @@ var (
 	fenceEvalLua string
 	//go:embed scripts/fence_exec.lua
 	fenceExecLua string
+	//go:embed scripts/setowner.lua
+	setOwnerLua string
+	//go:embed scripts/watch.lua
+	watchLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
@@ -40,6 +44,8 @@ var (
 	refreshScript = redis.NewScript(refreshLua)
 	refreshMany   = redis.NewScript(refreshManyLua)
 	fenceScript   = redis.NewScript(fenceLua)
+	setOwner      = redis.NewScript(setOwnerLua)
+	watchScript   = redis.NewScript(watchLua)
 )
 
 // queueMarker is the line of acquire.lua and release.lua where queue.lua
@@ -111,6 +117,12 @@ const (
 const (
 	refreshGone     = 0 // GONE
 	refreshExtended = 1 // EXTENDED
+)
+
+// Replies of setowner.lua.
+const (
+	setOwnerGone = 0 // GONE
+	setOwnerSet  = 1 // OWNER_SET
 )
 
 // Statuses of fence.lua and fence_eval.lua, the first element of their

@@ -198,7 +198,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 	for pass := 0; ; pass++ {
 		secret := rand.Text()
 		sent := time.Now()
-		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken}
+		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched}
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
 			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {

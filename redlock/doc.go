@@ -283,6 +283,38 @@
 // nodes offer no fenced write of their own: data kept in one of them would
 // not survive that node's loss.
 //
+// # Holder and watch
+//
+// Holder (a Client's Holder, an election's Leader) has List's view of one
+// key: it reads the key's lock key on every node, and reports the grant a
+// majority of the nodes hold, with its highest token; a grant on a
+// minority of the nodes is no holder. It waits for the nodes as List
+// does, and reads that key only: "svc/leader" is never "svc/leader2".
+//
+// WatchHolder (a Client's Watch, an election's Observe) is woken by the
+// nodes, not by polling: it subscribes to the key's holder channel on
+// every node, on the pub/sub connections of the Backend's waiters, and
+// sets the key's watch marker on every node (a key that lives 30s, set
+// again every 10s while the watch lasts). While a node holds the marker,
+// it publishes on the channel at every grant, release and raised token of
+// the key on it. The majority view can change only by a change on some
+// node, so the watch needs every node: when a node does not confirm the
+// subscription, or the marker cannot be set on it, the watch fails and the
+// Client polls (distlock.WatchPoll) and tries to watch again. A grant that
+// lapses is not announced: the Client reads again at the holder's
+// Expires. A watch costs the watcher a subscription on every node, kept
+// until Close, and a request to every node every 10s; it costs each grant
+// and release of the watched key a PUBLISH on every node. A key nobody
+// watches costs nothing: the scripts read the marker with the keys they
+// read anyway (TestCommandsPerCycle).
+//
+// A held grant's owner cannot be changed (Lock.SetOwner, an election's
+// Proclaim, return an error matching errors.ErrUnsupported). A new owner
+// written to a majority of the nodes could not be told from the old one by
+// a reader of another majority, which may share a single node with it: the
+// value carries no version that would order the two, so Holder could
+// report the old owner after SetOwner returned.
+//
 // # Key layout
 //
 // On every node, with the prefix P (WithPrefix, default "redlock:") and
@@ -294,6 +326,8 @@
 //	P{key}:waiters            the queue of waiters: members "<Backend id>|<n>", scored by ticket (the holder's PTTL and 3s)
 //	P{key}:waiting            present while the queue may have members (as long as the queue)
 //	P{key}:woken              the member a release woke: the node is kept for it (at most 250ms)
+//	P{key}:watched            the watch marker: present while a Backend watches the key's holder (30s, set again every 10s)
+//	P{key}:holder             pub/sub channel of the changes of the node's grant of the key, while it is watched (empty payload)
 //	Pwake:<Backend id>        pub/sub channel on which releases wake that Backend's waiters
 //	Pnode:seed                the node's seed marker: "ok"; after it lost its data, "p:<found>:<copy>:<vote>" (server ms), then "c:<vote>" once copied
 //
@@ -318,7 +352,8 @@
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter
-// that returned as it was woken runs in a background goroutine. Clean-ups and releases
+// that returned as it was woken runs in a background goroutine. Each
+// WatchHolder runs one goroutine until its context ends or Close. Clean-ups and releases
 // that could not reach a node run in background goroutines that Close
 // stops; the marking and copying that a round found due run in one that
 // Close lets finish, for 2s at most.

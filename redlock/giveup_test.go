@@ -36,8 +36,8 @@ func (h *holdReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		a := cmd.Args()
-		// EVALSHA sha 7 KEYS[1..7] ARGV[1..7]: ARGV[5] is the member.
-		if len(a) != 17 || (a[1] != acquireScript.Hash() && a[1] != acquireLua) || a[14] == "" {
+		// EVALSHA sha 8 KEYS[1..8] ARGV[1..7]: ARGV[5] is the member.
+		if len(a) != 18 || (a[1] != acquireScript.Hash() && a[1] != acquireLua) || a[15] == "" {
 			return err
 		}
 		h.mu.Lock()

@@ -22,6 +22,12 @@ const (
 	suffixQueue   = ":waiters"
 	suffixWaiting = ":waiting"
 	suffixWoken   = ":woken"
+	// suffixHolder names the channel on which a node announces that the
+	// key's grant on it changed (a grant, a release, a raised token).
+	suffixHolder = ":holder"
+	// suffixWatched names the key's watch marker: present while a Backend
+	// watches the key's holder.
+	suffixWatched = ":watched"
 	// wakeName follows the prefix, then a Backend's id: the channel on
 	// which releases wake that Backend's waiters.
 	wakeName = "wake:"
@@ -41,11 +47,13 @@ type lockKeys struct {
 	waiting string
 	// woken keeps a node for the waiter a release woke, for a moment.
 	woken string
+	// watched is present while a Backend watches the key's holder.
+	watched string
 }
 
 func (b *Backend) keysFor(key string) lockKeys {
 	base := b.cfg.prefix + redislock.HashTag(key)
-	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, queue: base + suffixQueue, waiting: base + suffixWaiting, woken: base + suffixWoken}
+	return lockKeys{base: base, lock: base + suffixLock, token: base + suffixToken, queue: base + suffixQueue, waiting: base + suffixWaiting, woken: base + suffixWoken, watched: base + suffixWatched}
 }
 
 // KeyPath returns where key's lock lives on each node: the lock key,

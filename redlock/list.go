@@ -93,33 +93,61 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		for len(rkeys) > 0 {
 			batch := rkeys[:min(seedBatch, len(rkeys))]
 			rkeys = rkeys[len(batch):]
-			vals, err := peekScript.Run(ctx, n, batch).Slice()
+			gs, err := b.peekGrants(ctx, n, batch)
 			if err != nil {
 				return nil, err
 			}
-			for j, rk := range batch {
-				key, ok := decodeKey(b.cfg.prefix, rk, suffixLock)
-				v, isStr := vals[2*j].(string)
-				if !ok || !isStr || !strings.HasPrefix(key, prefix) {
-					continue
+			for _, g := range gs {
+				if strings.HasPrefix(g.key, prefix) {
+					out = append(out, g)
 				}
-				g, ok := parseValue(v)
-				if !ok {
-					continue
-				}
-				g.key = key
-				if p, ok := vals[2*j+1].(int64); ok && p > 0 {
-					g.pttl = time.Duration(p) * time.Millisecond
-				}
-				out = append(out, g)
 			}
 		}
 		return out, nil
 	})
-	type group struct {
-		grants []nodeGrant
+	hs, err := b.majorityHolders("list", res, now)
+	if err != nil {
+		return nil, err
 	}
-	groups := map[[2]string]*group{}
+	slices.SortFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
+	return hs, nil
+}
+
+// peekGrants reads the lock keys rkeys on n, and returns the grants they
+// hold.
+func (b *Backend) peekGrants(ctx context.Context, n Node, rkeys []string) ([]nodeGrant, error) {
+	vals, err := peekScript.Run(ctx, n, rkeys).Slice()
+	if err != nil {
+		return nil, err
+	}
+	var out []nodeGrant
+	for j, rk := range rkeys {
+		key, ok := decodeKey(b.cfg.prefix, rk, suffixLock)
+		v, isStr := vals[2*j].(string)
+		if !ok || !isStr {
+			continue
+		}
+		g, ok := parseValue(v)
+		if !ok {
+			continue
+		}
+		g.key = key
+		if p, ok := vals[2*j+1].(int64); ok && p > 0 {
+			g.pttl = time.Duration(p) * time.Millisecond
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// majorityHolders returns the grants that a majority of the nodes hold,
+// from the nodes' replies res, read from now on; it fails, naming the
+// operation op, when fewer than a majority answered. A grant's Token is
+// the highest its nodes record, Since the earliest of their clocks,
+// Expires now plus the time a majority still holds it. (Its owner is the
+// same on every node: it is written with the grant and never changed.)
+func (b *Backend) majorityHolders(op string, res []reply[[]nodeGrant], now time.Time) ([]driver.Holder, error) {
+	groups := map[[2]string][]nodeGrant{}
 	answered := 0
 	why := make([]string, len(res))
 	for i, r := range res {
@@ -130,23 +158,20 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		answered++
 		for _, g := range r.val {
 			id := [2]string{g.key, g.secret}
-			if groups[id] == nil {
-				groups[id] = &group{}
-			}
-			groups[id].grants = append(groups[id].grants, g)
+			groups[id] = append(groups[id], g)
 		}
 	}
 	if answered < b.maj {
-		return nil, b.unavailable("list", answered, why)
+		return nil, b.unavailable(op, answered, why)
 	}
 	var hs []driver.Holder
-	for id, g := range groups {
-		if len(g.grants) < b.maj {
+	for id, grants := range groups {
+		if len(grants) < b.maj {
 			continue
 		}
-		h := driver.Holder{Key: id[0], Owner: g.grants[0].owner, Since: g.grants[0].since}
+		h := driver.Holder{Key: id[0], Owner: grants[0].owner, Since: grants[0].since}
 		var pttls []time.Duration
-		for _, x := range g.grants {
+		for _, x := range grants {
 			h.Token = max(h.Token, x.token)
 			if x.since.Before(h.Since) {
 				h.Since = x.since
@@ -160,7 +185,6 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		}
 		hs = append(hs, h)
 	}
-	slices.SortFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
 	return hs, nil
 }
 

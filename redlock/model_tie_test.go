@@ -41,7 +41,7 @@ func TestModelNodeMatchesScripts(t *testing.T) {
 			switch rng.IntN(6) {
 			case 0, 1:
 				op = "acquire"
-				res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret(id)), b.marker(), k.queue, k.waiting, k.woken}, secret(id), 60000, "o", int64(id%2), "b|"+secret(id), id, strconv.Itoa(id%2)).Int64Slice()
+				res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret(id)), b.marker(), k.queue, k.waiting, k.woken, k.watched}, secret(id), 60000, "o", int64(id%2), "b|"+secret(id), id, strconv.Itoa(id%2)).Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,7 +77,7 @@ func TestModelNodeMatchesScripts(t *testing.T) {
 				if st, _ := m.acquire(id); st != voteUnseeded {
 					t.Fatal("model: not unseeded")
 				}
-				if v, _ := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret(id)), b.marker(), k.queue, k.waiting, k.woken}, secret(id), 60000, "o", int64(id%2), "b|"+secret(id), id, strconv.Itoa(id%2)).Int64Slice(); v[0] != voteUnseeded {
+				if v, _ := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret(id)), b.marker(), k.queue, k.waiting, k.woken, k.watched}, secret(id), 60000, "o", int64(id%2), "b|"+secret(id), id, strconv.Itoa(id%2)).Int64Slice(); v[0] != voteUnseeded {
 					t.Fatalf("a flushed node answers %v, want UNSEEDED", v)
 				}
 				// Its wait, copy and vote at once (no delays).

@@ -41,6 +41,10 @@ type subscriber struct {
 	next      uint64
 	gaveUp    map[string]time.Time // members that returned without a grant, and when
 
+	// holders are the keys' holder channels that the Backend watches
+	// (WatchHolder), by channel; they stay subscribed until Close.
+	holders map[string]*holderChannel
+
 	// gone is told of a wake-up for a waiter that has returned, with the
 	// node and the key's queue: it passes the turn on.
 	gone func(node int, member, queue string)
@@ -101,6 +105,7 @@ func newSubscriber(nodes []Node, need int, channelPrefix string) *subscriber {
 	s := &subscriber{
 		need: need, id: id, channel: channelPrefix + id, ready: make(chan struct{}),
 		confirmed: map[int]bool{}, waiters: map[string]*waiter{}, gaveUp: map[string]time.Time{},
+		holders: map[string]*holderChannel{},
 	}
 	for i, n := range nodes {
 		ps := n.Subscribe(context.Background())
@@ -125,11 +130,19 @@ func (s *subscriber) dispatch(node int, msgs <-chan any) {
 	for m := range msgs {
 		switch m := m.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch {
+			case m.Kind != "subscribe":
+			case m.Channel == s.channel:
 				s.confirm(node)
+			default:
+				s.confirmHolder(m.Channel, node)
 			}
 		case *redis.Message:
-			s.notify(m.Payload, node)
+			if m.Channel == s.channel {
+				s.notify(m.Payload, node)
+			} else {
+				s.holderChanged(m.Channel)
+			}
 		}
 	}
 }

@@ -27,7 +27,7 @@ func TestShortTryDoesNotShortenQueue(t *testing.T) {
 	}
 	acquire := func(secret string, ttl time.Duration, member string, ticket int) int64 {
 		t.Helper()
-		res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken},
+		res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched},
 			secret, ceilMillis(ttl), "o", ceilMillis(queueSlack), member, ticket, "1").Int64Slice()
 		if err != nil {
 			t.Fatal(err)

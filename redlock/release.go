@@ -53,7 +53,7 @@ func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force
 	if force {
 		f = "1"
 	}
-	keys := []string{k.lock, k.tomb(secret), k.waiting, k.queue, k.woken}
+	keys := []string{k.lock, k.tomb(secret), k.waiting, k.queue, k.woken, k.watched}
 	args := []any{secret, ceilMillis(keep), b.cfg.prefix + wakeName, f, member, ceilMillis(reserve)}
 	return func(ctx context.Context, n Node) (int64, error) {
 		return releaseScript.Run(ctx, n, keys, args...).Int64()

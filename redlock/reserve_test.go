@@ -33,7 +33,7 @@ func TestReleaseReservesForWokenWaiter(t *testing.T) {
 	}
 	acquire := func(secret, member string) int64 {
 		t.Helper()
-		res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken},
+		res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched},
 			secret, 60000, "o", ceilMillis(queueSlack), member, 1, "1").Int64Slice()
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +110,7 @@ func TestWakeOfGoneWaiterPassesTurn(t *testing.T) {
 	}
 	acquire := func(secret, member string, ticket int) int64 {
 		t.Helper()
-		res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken},
+		res, err := acquireScript.Run(ctx, rdb, []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched},
 			secret, 60000, "o", ceilMillis(queueSlack), member, ticket, "1").Int64Slice()
 		if err != nil {
 			t.Fatal(err)

@@ -30,6 +30,8 @@ var (
 	leaveLua string
 	//go:embed scripts/pass.lua
 	passLua string
+	//go:embed scripts/watch.lua
+	watchLua string
 
 	// Run with EVALSHA, falling back to EVAL when a node's script cache
 	// does not have them (after a restart).
@@ -42,6 +44,7 @@ var (
 	peekScript    = redis.NewScript(peekLua)
 	leaveScript   = redis.NewScript(leaveLua)
 	passScript    = redis.NewScript(passLua)
+	watchScript   = redis.NewScript(watchLua)
 )
 
 // Statuses of acquire.lua, the first element of its reply {status, value}.

@@ -40,7 +40,7 @@ func TestSeedOfAnEarlierWaitDoesNotEndALaterOne(t *testing.T) {
 	var stale round
 	for {
 		votes := each(ctx, b, nil, time.Second, func(ctx context.Context, n Node) (vote, error) {
-			res, err := acquireScript.Run(ctx, n, []string{probe.lock, probe.token, probe.tomb("p"), b.marker(), probe.queue, probe.waiting, probe.woken}, "p", 1000, "probe", 0, "", 0, "0").Int64Slice()
+			res, err := acquireScript.Run(ctx, n, []string{probe.lock, probe.token, probe.tomb("p"), b.marker(), probe.queue, probe.waiting, probe.woken, probe.watched}, "p", 1000, "probe", 0, "", 0, "0").Int64Slice()
 			if err != nil {
 				return vote{}, err
 			}

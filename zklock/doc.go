@@ -150,6 +150,34 @@
 // Conn returns the connection for data the application keeps beside its
 // locks; closing it ends the Backend's session.
 //
+// # Holder and watch
+//
+// Holder (a Client's Holder, an election's Leader) reads as List does, one
+// lock path only ("svc/leader" is never "svc/leader2"): its children, then
+// the data and stat of the first of them in Curator's order, two requests
+// or more when nodes go meanwhile. Token is the node's czxid, Owner its
+// data, Expires zero (a holder's session timeout is not visible to other
+// sessions).
+//
+// WatchHolder (a Client's Watch, an election's Observe) is woken by
+// ZooKeeper, not by polling: a watch on the children of the lock path (a
+// grant or release creates or deletes a node there, and so does the
+// ensemble when a holder's session expires), or on the creation of the
+// path while it does not exist, and a data watch on its first node, which
+// SetOwner wakes. Each event costs two requests that set the watches
+// again, and wakes the watcher, which reads again: waiters coming and
+// going wake it too, for nothing. The zk client sets the watches again
+// after a reconnection, and the ensemble then reports what changed
+// meanwhile. The ensemble keeps a watch until it fires, even after its
+// watcher stopped watching.
+//
+// SetOwner (Lock.SetOwner, an election's Proclaim) replaces the data of
+// the lease's node, version-checked: it reads the node's stat, checks that
+// the node is still the grant's (its czxid is the token, its owner the
+// lease's session), and writes at the version read, again if the version
+// changed meanwhile. Curator's LeaderLatch layout is not used: an
+// election is a lock of this layout (see package election).
+//
 // # Node layout and zkCli.sh
 //
 // The lock of a key is the path Backend.KeyPath(key): the prefix
@@ -191,7 +219,8 @@
 // A Backend runs the zk client's goroutines, one goroutine per request in
 // flight (the zk client's calls take no context; the listing sent behind a
 // create has its goroutine from the create's start, waiting for the create
-// to be written), and one per node it is still deleting (see above); Close
+// to be written), one per node it is still deleting (see above), and one
+// per WatchHolder until its context ends; Close
 // stops them all. The Backend and its
 // leases are safe for concurrent use.
 package zklock

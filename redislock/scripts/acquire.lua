@@ -12,6 +12,10 @@
 --         secret there was released, and a copy of its request that
 --         arrives late (go-redis re-sent it after a read timeout, and the
 --         first copy lagged in the network) must not take the key again
+-- KEYS[7] the key's watch marker: present while a Backend watches the
+--         key's holder (watch.lua); a grant then publishes "h" on the
+--         key's release channel (the lock key's base .. ":released") and
+--         marks itself waited for, so that its release publishes too
 -- ARGV[1] "<secret>|": the caller's unguessable owner value and the
 --         separator that follows it in KEYS[1] (the start of the value)
 -- ARGV[2] TTL in milliseconds
@@ -44,8 +48,8 @@
 --                        Acquire gave up and cleaned up, or after its
 --                        grant was released; it does nothing
 --
--- Written for the common case, a free key that nobody waits for: one
--- EXISTS, GET, INCR and SET, before anything else is defined (each
+-- Written for the common case, a free key that nobody waits for or
+-- watches: one EXISTS, GET, INCR and SET, before anything else is defined (each
 -- function definition makes a closure, at every call). The queue's
 -- functions, first_live and wake_prefix (queue.lua), are inserted after
 -- that, where the marker line below stands.
@@ -58,9 +62,9 @@ local queued = string.find(flags, 'q', 1, true) ~= nil
 
 local n
 if queued then
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3], KEYS[7])
 else
-  n = redis.call('EXISTS', KEYS[1], KEYS[5])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[7])
 end
 if n == 0 then
   -- Free, no tombstone, nobody queued: grant, unless the key's last
@@ -80,14 +84,21 @@ end
 
 local waiting = string.find(flags, 'j', 1, true) ~= nil
 local id = ARGV[5]
+local watched = redis.call('EXISTS', KEYS[7]) == 1
+if watched then
+  n = n - 1
+end
 
 local function grant(waited)
   local token = redis.call('INCR', KEYS[2])
   local rest = ARGV[3]
-  if waited then
+  if waited or watched then
     rest = string.gsub(rest, '^(|[^|]*|)0', '%11', 1)
   end
   redis.call('SET', KEYS[1], prefix .. token .. rest, 'PX', ARGV[2])
+  if watched then
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
+  end
   return token
 end
 

@@ -10,8 +10,9 @@
 -- KEYS[3] waiter queue (ZSET)
 -- KEYS[4] waiter liveness (ZSET)
 -- KEYS[5] fencing counter
--- KEYS[6] tombstone of this grant ("<lock base>:released:<secret>"), with
---         "f" only: a release that is not an abandon declares five keys
+-- KEYS[6] the key's watch marker (see acquire.lua)
+-- KEYS[7] tombstone of this grant ("<lock base>:released:<secret>"), with
+--         "f" only: a release that is not an abandon declares six keys
 -- ARGV[1] "<secret>|": the secret of the grant to release and the
 --         separator that follows it in the lock key's value
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
@@ -30,6 +31,13 @@
 --   NOT_HELD 0          the grant is not held by secret: it expired or was
 --                       taken over (or, with "f", never existed)
 --
+-- A release of a grant marked waited for (a grant made while the key was
+-- watched is) publishes on the key's release channel: "" with
+-- WithUnordered, which wakes the waiters and the watchers of the key's
+-- holder; "h" otherwise, while the key is watched, which wakes the
+-- watchers only. A grant handed to a waiter while the key is watched is
+-- marked waited for, as acquire.lua marks its grants.
+--
 -- Written for the common case, a lock that nobody waited for: one GET
 -- and one RENAME, before anything else is defined (each function
 -- definition makes a closure, at every call). The queue's functions,
@@ -47,7 +55,7 @@ local v = redis.call('GET', KEYS[1])
 if v and string.find(v, prefix, 1, true) == 1 then
   if force then
     redis.call('DEL', KEYS[1])
-    redis.call('SET', KEYS[6], '1', 'PX', ARGV[4])
+    redis.call('SET', KEYS[7], '1', 'PX', ARGV[4])
   else
     redis.call('RENAME', KEYS[1], KEYS[2])
   end
@@ -59,7 +67,7 @@ if v and string.find(v, prefix, 1, true) == 1 then
   i = i and string.find(v, '|', i + 1, true)
   waited = not i or string.byte(v, i + 1) ~= 48 -- '0'
 elseif force then
-  redis.call('SET', KEYS[6], '1', 'PX', ARGV[4])
+  redis.call('SET', KEYS[7], '1', 'PX', ARGV[4])
 else
   local last = redis.call('GET', KEYS[2])
   if last and string.find(last, prefix, 1, true) == 1 then
@@ -104,9 +112,9 @@ local function hand_off(now, counted)
       local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
       if heard > 0 or not counted then
         local more = '0'
-        if redis.call('EXISTS', KEYS[3]) == 1 then more = '1' end
+        if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then more = '1' end
         redis.call('SET', KEYS[1], secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
-        return
+        return true
       end
     end
     head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
@@ -116,7 +124,10 @@ end
 if string.find(flags, 'q', 1, true) then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
+  local granted = hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
+  if (granted or result == RELEASED) and redis.call('EXISTS', KEYS[6]) == 1 then
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
+  end
 else
   redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
 end

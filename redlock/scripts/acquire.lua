@@ -19,6 +19,8 @@
 --         command less on every uncontended release)
 -- KEYS[7] the key's reservation: the member that a release woke, for a
 --         moment (see release.lua); other tries find the node held
+-- KEYS[8] the key's watch marker: present while a Backend watches the
+--         key's holder
 -- ARGV[1] secret: the caller's unguessable owner value
 -- ARGV[2] TTL in milliseconds
 -- ARGV[3] owner description (informational)
@@ -47,14 +49,18 @@
 --                         the wait by since); it does not vote
 --   {COPIED 8, ms}        its counters were copied; it votes in ms
 --   {BAD_MARKER 9, 0}     the marker is none of the above; it does not vote
+--
+-- A grant publishes on the key's holder channel (the lock key's base ..
+-- ":holder") while the key's watch marker (KEYS[8]) exists: a Backend
+-- watches the key's holder.
 
 local HELD, GRANTED, TOO_LATE, UNSEEDED, PENDING, COPY_DUE, RESERVED, COPIED, BAD_MARKER = 0, 1, 3, 4, 5, 6, 7, 8, 9
 
 -- One read for the keys the vote depends on, and the clock only where
 -- its reading is used: every command here is paid on every node of every
 -- try.
-local r = redis.call('MGET', KEYS[4], KEYS[1], KEYS[3], KEYS[7])
-local m, v, tomb, woken = r[1], r[2], r[3], r[4]
+local r = redis.call('MGET', KEYS[4], KEYS[1], KEYS[3], KEYS[7], KEYS[8])
+local m, v, tomb, woken, watched = r[1], r[2], r[3], r[4], r[5]
 
 local function now()
   local t = redis.call('TIME')
@@ -120,6 +126,9 @@ end
 
 local c = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. c .. '|' .. now() .. '|' .. ARGV[3], 'PX', ARGV[2])
+if watched then
+  redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':holder', '')
+end
 if woken then
   redis.call('DEL', KEYS[7])
 end

@@ -11,6 +11,9 @@
 -- Returns (the names are those of scripts.go):
 --   RAISED 1   the counter is now at least T, and the lock value records T
 --   GONE 0     the node no longer holds the grant; nothing changed
+--
+-- A raise publishes on the key's holder channel (see acquire.lua): the
+-- token a reader finds may have changed.
 
 local GONE, RAISED = 0, 1
 
@@ -25,4 +28,5 @@ if tonumber(redis.call('GET', KEYS[2]) or '0') < T then
 end
 local rest = string.match(v, '^[^|]*|%d+|(.*)$')
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. rest, 'KEEPTTL')
+redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':holder', '')
 return RAISED

@@ -9,6 +9,7 @@
 --         when set
 -- KEYS[4] the key's queue of waiters (see acquire.lua)
 -- KEYS[5] the key's reservation (see acquire.lua)
+-- KEYS[6] the key's watch marker (see acquire.lua)
 -- ARGV[1] secret of the grant
 -- ARGV[2] tombstone lifetime in milliseconds
 -- ARGV[3] prefix of the Backends' wake channels: a member "<b>|<w>" is
@@ -24,11 +25,14 @@
 --   RELEASED 1          this call released the node's grant
 --   ALREADY_RELEASED 2  an earlier call did (its tombstone is there)
 --   NOT_HELD 0          the node does not hold the grant
+--
+-- A release publishes on the key's holder channel while the key is
+-- watched (see acquire.lua).
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
 local prefix = ARGV[1] .. '|'
-local r = redis.call('MGET', KEYS[1], KEYS[3])
+local r = redis.call('MGET', KEYS[1], KEYS[3], KEYS[6])
 local v = r[1]
 if r[2] and ARGV[5] ~= '' then
   redis.call('ZREM', KEYS[4], ARGV[5])
@@ -36,6 +40,9 @@ end
 if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  if r[3] then
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':holder', '')
+  end
   -- Wake the first waiter whose Backend still listens, and only it (no
   -- herd): PUBLISH counts the subscribers it reached, so a waiter whose
   -- process died (its connections closed) is dropped here and the next

@@ -1,0 +1,138 @@
+package pglock
+
+// The holder of one key: read, and its owner changed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/distlock/distlock/driver"
+)
+
+var (
+	_ driver.HolderReader = (*Backend)(nil)
+	_ driver.OwnerSetter  = (*lease)(nil)
+	_ driver.OwnerSetter  = (*rowLease)(nil)
+)
+
+const (
+	// heldLockSQL is the condition, in pg_locks l, that the advisory lock
+	// of the key f.key is granted: the condition of listSQL.
+	heldLockSQL = `l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted AND l.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+		AND l.objsubid OPERATOR(pg_catalog.=) 1::pg_catalog.int2
+		AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+		AND ((l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8)
+			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8)`
+
+	// holderSQL reads the key $1 as listSQL lists keys.
+	holderSQL = `SELECT f.token, f.owner, f.granted_at
+FROM @schema@.distlock_fence f
+WHERE f.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND EXISTS (
+	SELECT 1 FROM pg_catalog.pg_locks l WHERE ` + heldLockSQL + `)`
+
+	// setOwnerSQL sets the owner $3 of the grant of $1 with token $2,
+	// only while the session with pid $4 holds the key's lock.
+	setOwnerSQL = `UPDATE @schema@.distlock_fence f SET owner = $3::pg_catalog.text
+WHERE f.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND f.token OPERATOR(pg_catalog.=) $2::pg_catalog.int8 AND EXISTS (
+	SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid OPERATOR(pg_catalog.=) $4::pg_catalog.int4 AND ` + heldLockSQL + `)`
+
+	// rowHolderSQL reads the key $1 as rowListSQL lists keys.
+	rowHolderSQL = `SELECT f.token, l.owner, l.granted_at, l.expires
+FROM @schema@.distlock_lease l JOIN @schema@.distlock_fence f ON f.key OPERATOR(pg_catalog.=) l.key
+WHERE l.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND l.grant_id IS NOT NULL
+	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()`
+
+	// rowSetOwnerSQL sets the owner $3 of the grant $2 of $1, only while
+	// the key's row names it and it has not expired.
+	rowSetOwnerSQL = `UPDATE @schema@.distlock_lease l SET owner = $3::pg_catalog.text
+WHERE l.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND l.grant_id OPERATOR(pg_catalog.=) $2::pg_catalog.text
+	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()`
+)
+
+// Holder implements driver.HolderReader with the view of List, for one
+// key: in session mode the token, owner and grant time of the key's last
+// grant while its advisory lock is held (Expires zero), in lease mode its
+// unexpired grant, with Expires by the server's clock. It reads that key
+// only: "svc/leader" is never "svc/leader2".
+func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Holder{}, false, err
+	}
+	if err := b.life.CheckOpen(); err != nil {
+		return driver.Holder{}, false, err
+	}
+	names, query := []string{"distlock_fence"}, func(s *statements) string { return s.holder }
+	if b.cfg.mode == LeaseMode {
+		names, query = []string{"distlock_lease", "distlock_fence"}, func(s *statements) string { return s.rowHolder }
+	}
+	sql, err := b.schema.find(ctx, b.pool, names...)
+	if sql == nil {
+		return driver.Holder{}, false, err // nil: no lock was ever granted
+	}
+	h := driver.Holder{Key: key}
+	var token int64
+	dest := []any{&token, &h.Owner, &h.Since}
+	if b.cfg.mode == LeaseMode {
+		dest = append(dest, &h.Expires)
+	}
+	err = b.pool.QueryRow(ctx, query(sql), pgx.QueryExecModeExec, key).Scan(dest...)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Holder{}, false, nil
+	case err != nil:
+		return driver.Holder{}, false, sortErr("holder", err)
+	}
+	h.Token = uint64(token)
+	return h, true, nil
+}
+
+// SetOwner implements driver.OwnerSetter: it updates the owner in the
+// key's row of distlock_fence, only while the row has the grant's token
+// and the session that holds the grant's connection holds the key's lock
+// (pg_locks). It needs UPDATE on distlock_fence.
+func (l *lease) SetOwner(ctx context.Context, owner string) error {
+	l.mu.Lock()
+	if l.conn == nil {
+		defer l.mu.Unlock()
+		return l.endedLocked()
+	}
+	pid := l.conn.Conn().PgConn().PID()
+	l.mu.Unlock()
+	sql, err := l.b.schema.find(ctx, l.b.pool, "distlock_fence")
+	if sql == nil {
+		if err == nil {
+			err = errors.New("no table distlock_fence")
+		}
+		return fmt.Errorf("pglock: set owner: %w", err)
+	}
+	tag, err := l.b.pool.Exec(ctx, sql.setOwner, pgx.QueryExecModeExec, l.key, int64(l.token), owner, int32(pid))
+	if err != nil {
+		return sortErr("set owner", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: pglock: %q (token %d) is no longer held by its session", driver.ErrLockLost, l.key, l.token)
+	}
+	return nil
+}
+
+// SetOwner implements driver.OwnerSetter: it updates the owner in the
+// key's row of distlock_lease, only while the row names the grant and has
+// not expired. It needs UPDATE on distlock_lease.
+func (l *rowLease) SetOwner(ctx context.Context, owner string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return l.endedLocked()
+	}
+	tag, err := l.b.pool.Exec(ctx, l.b.schema.sql.rowSetOwner, pgx.QueryExecModeExec, l.key, l.grant, owner)
+	if err != nil {
+		return sortErr("set owner", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return l.endLocked(l.lostErr("it had expired, or was taken after it expired"))
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package redislock
+
+// The holder of one key: read, watched, and its owner changed.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/driver"
+)
+
+var (
+	_ driver.HolderReader  = (*Backend)(nil)
+	_ driver.HolderWatcher = (*Backend)(nil)
+	_ driver.OwnerSetter   = (*lease)(nil)
+)
+
+// Holder implements driver.HolderReader: a GET and a PTTL of key's lock
+// key, in one round trip, as List reads each key it finds. Expires is this
+// host's clock plus the PTTL read.
+func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Holder{}, false, err
+	}
+	rk := b.KeyPath(key)
+	pipe := b.client.Pipeline()
+	get, pttl := pipe.Get(ctx, rk), pipe.PTTL(ctx, rk)
+	now := time.Now()
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return driver.Holder{}, false, classify(ctx, "holder", err)
+	}
+	v, err := get.Result()
+	if err == redis.Nil {
+		return driver.Holder{}, false, nil
+	}
+	if err != nil {
+		return driver.Holder{}, false, classify(ctx, "holder", err)
+	}
+	h, err := parseValue(v)
+	if err != nil {
+		return driver.Holder{}, false, fmt.Errorf("redislock: holder: %q: %w", key, err)
+	}
+	h.Key = key
+	if d, err := pttl.Result(); err == nil && d > 0 {
+		h.Expires = now.Add(d)
+	}
+	return h, true, nil
+}
+
+// watchMarkerTTL is the lifetime of a key's watch marker, which a
+// watching Backend sets again every third of it.
+const watchMarkerTTL = 30 * time.Second
+
+// WatchHolder implements driver.HolderWatcher with the key's release
+// channel, on the Backend's pub/sub connection that its waiters share,
+// and the key's watch marker: while the marker exists, every grant and
+// release of the key publishes on the channel (a change of owner always
+// does). WatchHolder returns once Redis confirmed the subscription
+// (waiting at most driver.ConfirmWait) and the marker is set, so that no
+// later change is missed; the marker is set again every 10s while the
+// watch lasts, and the watch ends when that fails (the watcher then reads
+// and watches again). A confirmation sent again after go-redis reconnected
+// wakes the watcher, since what was published meanwhile is lost. A grant
+// that lapses is not announced: the watcher reads again at its Expires.
+// The watch ends when ctx ends or the Backend is closed.
+func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	sub, err := b.subscriber()
+	if err != nil {
+		return nil, err
+	}
+	k := b.keysFor(key, "")
+	w, err := sub.addWatcher(k.channel)
+	if err != nil {
+		sub.remove(w)
+		return nil, classify(ctx, "watch holder", err)
+	}
+	confirm := time.NewTimer(driver.ConfirmWait)
+	defer confirm.Stop()
+	select {
+	case <-w.st.ready:
+	case <-ctx.Done():
+		sub.remove(w)
+		return nil, ctx.Err()
+	case <-b.closing.Done():
+		sub.remove(w)
+		return nil, ErrClosed
+	case <-confirm.C:
+		sub.remove(w)
+		return nil, fmt.Errorf("%w: redislock: watch holder: no confirmation of the subscription within %v", driver.ErrUnavailable, driver.ConfirmWait)
+	}
+	mark := func(ctx context.Context) error {
+		return watchScript.Run(ctx, b.client, []string{k.lock, k.watched}, watchMarkerTTL.Milliseconds()).Err()
+	}
+	if err := mark(ctx); err != nil {
+		sub.remove(w)
+		return nil, classify(ctx, "watch holder", err)
+	}
+	// From now on a confirmation (after a reconnection) wakes w.
+	w.tried.Store(true)
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		defer sub.remove(w)
+		remark := time.NewTicker(watchMarkerTTL / 3)
+		defer remark.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.closing.Done():
+				return
+			case <-remark.C:
+				mctx, cancel := context.WithTimeout(ctx, commandTimeout)
+				err := mark(mctx)
+				cancel()
+				if err != nil {
+					return // the marker may lapse: the watcher watches again
+				}
+			case <-w.wake:
+				select {
+				case out <- struct{}{}:
+				default: // one is pending already
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// SetOwner implements driver.OwnerSetter: setowner.lua replaces the owner
+// in the lock key's value only if the grant still holds the lease's
+// secret, keeping its expiry, and tells the key's watchers.
+func (l *lease) SetOwner(ctx context.Context, owner string) error {
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return fmt.Errorf("%w: redislock: token %d was released", driver.ErrLockLost, l.token)
+	}
+	n, err := setOwner.Run(ctx, l.b.client, []string{l.k.lock}, &l.k.held, owner).Int64()
+	if err != nil {
+		return classify(ctx, "", err)
+	}
+	switch n {
+	case setOwnerSet:
+		return nil
+	case setOwnerGone:
+		return l.gone()
+	}
+	return fmt.Errorf("redislock: unexpected set-owner reply %d", n)
+}

@@ -1,0 +1,239 @@
+package redlock
+
+// The holder of one key, as a majority of the nodes have it, and a watch
+// of it.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/driver"
+)
+
+var (
+	_ driver.HolderReader  = (*Backend)(nil)
+	_ driver.HolderWatcher = (*Backend)(nil)
+)
+
+// Holder implements driver.HolderReader with the view of List: it reads
+// key's lock key (and its PTTL) on every node in parallel, and reports the
+// grant a majority of the nodes hold, with List's Token, Since and
+// Expires. It waits for the nodes as List does, and fails when fewer than
+// a majority answer.
+func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Holder{}, false, err
+	}
+	rk := []string{b.keysFor(key).lock}
+	now := time.Now()
+	q := quorum[[]nodeGrant]{straggle: listStraggle, decided: listDecided(b.maj)}
+	res := eachQuorum(ctx, b, b.cfg.listTimeout(), q, func(ctx context.Context, n Node) ([]nodeGrant, error) {
+		return b.peekGrants(ctx, n, rk)
+	})
+	hs, err := b.majorityHolders("holder", res, now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return driver.Holder{}, false, ctx.Err()
+		}
+		return driver.Holder{}, false, err
+	}
+	for _, h := range hs {
+		if h.Key == key {
+			return h, true, nil
+		}
+	}
+	return driver.Holder{}, false, nil
+}
+
+// watchMarkerTTL is the lifetime of a key's watch marker on a node, which
+// a watching Backend sets again every third of it.
+const watchMarkerTTL = 30 * time.Second
+
+// WatchHolder implements driver.HolderWatcher with the key's holder
+// channel and watch marker on every node: while the marker exists on a
+// node, the node publishes on the channel when its grant of the key
+// changes (a grant, a release, a raised token). The subscriptions share
+// the pub/sub connections of the Backend's waiters. WatchHolder returns
+// once every node confirmed the subscription (waiting at most
+// driver.ConfirmWait) and holds the marker, so that no later change of
+// any node, and thus of the majority view, is missed; it fails with an
+// error matching ErrUnavailable when a node did not, and the watcher then
+// polls. The marker is set again on every node every 10s while the watch
+// lasts, and the watch ends when that fails. A confirmation sent again
+// after a reconnection wakes the watcher, since what was published
+// meanwhile is lost. A grant that lapses is not announced: the watcher
+// reads again at its Expires. The Backend stays subscribed to a key's
+// channel until it is closed. The watch ends when ctx ends or the Backend
+// is closed.
+func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	sub, err := b.subscriber()
+	if err != nil {
+		return nil, err
+	}
+	k := b.keysFor(key)
+	ch := k.base + suffixHolder
+	w := sub.addWatch(ch)
+	confirm := time.NewTimer(driver.ConfirmWait)
+	defer confirm.Stop()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		sub.removeWatch(ch, w)
+		return nil, ctx.Err()
+	case <-b.closing.Done():
+		sub.removeWatch(ch, w)
+		return nil, ErrClosed
+	case <-confirm.C:
+		sub.removeWatch(ch, w)
+		return nil, fmt.Errorf("%w: redlock: watch holder: not every node confirmed the subscription within %v", driver.ErrUnavailable, driver.ConfirmWait)
+	}
+	mark := func(ctx context.Context) error {
+		res := each(ctx, b, nil, b.cfg.listTimeout(), func(ctx context.Context, n Node) (struct{}, error) {
+			return struct{}{}, watchScript.Run(ctx, n, []string{k.watched}, watchMarkerTTL.Milliseconds()).Err()
+		})
+		why := make([]string, len(res))
+		failed := false
+		for i, r := range res {
+			if r.err != nil {
+				why[i], failed = r.err.Error(), true
+			}
+		}
+		if failed {
+			return fmt.Errorf("%w: redlock: watch holder: the watch marker is not set on every node: %s", driver.ErrUnavailable, b.nodeErrors(why))
+		}
+		return nil
+	}
+	if err := mark(ctx); err != nil {
+		sub.removeWatch(ch, w)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		defer sub.removeWatch(ch, w)
+		remark := time.NewTicker(watchMarkerTTL / 3)
+		defer remark.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.closing.Done():
+				return
+			case <-remark.C:
+				if mark(ctx) != nil {
+					return // the marker may lapse: the watcher watches again
+				}
+			case <-w.wake:
+				select {
+				case out <- struct{}{}:
+				default: // one is pending already
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// holderChannel is one key's holder channel: the nodes that confirmed
+// its subscription, and its watchers. Guarded by subscriber.mu.
+type holderChannel struct {
+	confirmed map[int]bool
+	watchers  map[*holderWatch]struct{}
+}
+
+// holderWatch is one WatchHolder.
+type holderWatch struct {
+	wake    chan struct{} // buffered: a wake-up is never lost or blocking
+	ready   chan struct{} // closed once a majority confirmed
+	isReady bool
+}
+
+func (w *holderWatch) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// addWatch registers a watcher of the holder channel ch, subscribing to
+// ch on every node unless it is subscribed already.
+func (s *subscriber) addWatch(ch string) *holderWatch {
+	w := &holderWatch{wake: make(chan struct{}, 1), ready: make(chan struct{})}
+	s.mu.Lock()
+	hc := s.holders[ch]
+	first := hc == nil
+	if first {
+		hc = &holderChannel{confirmed: map[int]bool{}, watchers: map[*holderWatch]struct{}{}}
+		s.holders[ch] = hc
+	}
+	hc.watchers[w] = struct{}{}
+	if len(hc.confirmed) == len(s.pss) {
+		w.isReady = true
+		close(w.ready)
+	}
+	s.mu.Unlock()
+	if first {
+		for _, ps := range s.pss {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				// As for the wake channel: go-redis subscribes again
+				// when it reconnects, should this fail.
+				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+				defer cancel()
+				_ = ps.Subscribe(ctx, ch)
+			}()
+		}
+	}
+	return w
+}
+
+// removeWatch unregisters w. The channel stays subscribed.
+func (s *subscriber) removeWatch(ch string, w *holderWatch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hc := s.holders[ch]; hc != nil {
+		delete(hc.watchers, w)
+	}
+}
+
+// confirmHolder counts node's confirmation of the holder channel ch. The
+// watchers become ready once every node confirmed; a ready watcher is
+// woken by any later confirmation (a node that reconnected), since the
+// node may have changed while it was not heard.
+func (s *subscriber) confirmHolder(ch string, node int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hc := s.holders[ch]
+	if hc == nil {
+		return
+	}
+	hc.confirmed[node] = true
+	for w := range hc.watchers {
+		switch {
+		case w.isReady:
+			w.notify()
+		case len(hc.confirmed) == len(s.pss):
+			w.isReady = true
+			close(w.ready)
+		}
+	}
+}
+
+// holderChanged wakes the watchers of the holder channel ch.
+func (s *subscriber) holderChanged(ch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hc := s.holders[ch]; hc != nil {
+		for w := range hc.watchers {
+			w.notify()
+		}
+	}
+}

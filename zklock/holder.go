@@ -1,0 +1,194 @@
+package zklock
+
+// The holder of one key: read, watched, and its owner changed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/driver"
+)
+
+var (
+	_ driver.HolderReader  = (*Backend)(nil)
+	_ driver.HolderWatcher = (*Backend)(nil)
+	_ driver.OwnerSetter   = (*lease)(nil)
+)
+
+// Holder implements driver.HolderReader as List reads each lock path: the
+// first node under key's lock path in Curator's order, its data as Owner,
+// its czxid as Token. It reads that path only: "svc/leader" is never
+// "svc/leader2".
+func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Holder{}, false, err
+	}
+	if err := b.life.CheckOpen(); err != nil {
+		return driver.Holder{}, false, err
+	}
+	rctx, cancel := b.request(ctx)
+	defer cancel()
+	h, ok, err := b.holder(rctx, lockPath(b.cfg.prefix, key))
+	if err != nil {
+		return driver.Holder{}, false, b.sortErr(ctx, rctx, err)
+	}
+	h.Key = key
+	return h, ok, nil
+}
+
+// WatchHolder implements driver.HolderWatcher with ZooKeeper watches: one
+// on the children of key's lock path (a node created or deleted: a grant,
+// a release, a holder whose session expired, a waiter coming or going),
+// or on the creation of the path while it does not exist, and one on the
+// data of its first node (SetOwner). Each event sets the watches again
+// before it wakes the watcher, so that no later change is missed; a
+// waiter coming or going wakes the watcher too. The zk client sets them
+// again after a reconnection, and the ensemble then reports what changed
+// meanwhile; a session that expires ends them, and wakes the watcher. The
+// watch ends when ctx ends, when setting the watches fails, or when the
+// Backend is closed.
+func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if err := b.life.CheckOpen(); err != nil {
+		return nil, err
+	}
+	dir := lockPath(b.cfg.prefix, key)
+	wake := make(chan struct{}, 1)
+	onDir, onFirst := &watcher{wake: wake}, &watcher{wake: wake}
+	unwatch := func() { b.watch(onDir, ""); b.watch(onFirst, "") }
+	if err := b.watchHolder(ctx, dir, onDir, onFirst); err != nil {
+		unwatch()
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	started := b.life.Go(func() {
+		defer close(out)
+		defer unwatch()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.ctx.Done():
+				return
+			case <-wake:
+				if b.watchHolder(ctx, dir, onDir, onFirst) != nil {
+					return // the watcher reads and watches again
+				}
+				select {
+				case out <- struct{}{}:
+				default: // one is pending already
+				}
+			}
+		}
+	})
+	if !started {
+		unwatch()
+		return nil, ErrClosed
+	}
+	return out, nil
+}
+
+// watchHolder sets the watches of WatchHolder on the lock path dir: its
+// children (or its creation), and the data of its first node. Each
+// watcher is registered before the request that sets its watch, whose
+// event comes after the reply.
+func (b *Backend) watchHolder(ctx context.Context, dir string, onDir, onFirst *watcher) error {
+	rctx, cancel := b.request(ctx)
+	defer cancel()
+	for {
+		b.watch(onDir, dir)
+		children, err := call(rctx, b, func() ([]string, error) {
+			c, _, _, err := b.conn.ChildrenW(dir)
+			return c, err
+		}, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			// ExistsW on a missing node watches for its creation.
+			exists, err := call(rctx, b, func() (bool, error) {
+				ok, _, _, err := b.conn.ExistsW(dir)
+				return ok, err
+			}, nil)
+			if err != nil {
+				return b.sortErr(ctx, rctx, err)
+			}
+			if exists {
+				continue // created meanwhile: watch its children
+			}
+			b.watch(onFirst, "")
+			return nil
+		}
+		if err != nil {
+			return b.sortErr(ctx, rctx, err)
+		}
+		sortNodes(children)
+		b.watch(onFirst, "")
+		for _, c := range children {
+			node := dir + "/" + c
+			b.watch(onFirst, node)
+			_, err := call(rctx, b, func() (struct{}, error) {
+				_, _, _, err := b.conn.GetW(node)
+				return struct{}{}, err
+			}, nil)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // deleted meanwhile: the children watch fired
+			}
+			if err != nil {
+				return b.sortErr(ctx, rctx, err)
+			}
+			break
+		}
+		return nil
+	}
+}
+
+// SetOwner implements driver.OwnerSetter: it replaces the data of the
+// lease's lock node, version-checked. It reads the node's stat, checks
+// that the node is the grant's (its czxid is the token, its owner the
+// lease's session), and writes the data only if the node's version is
+// still the one read. The grant gone (its node deleted, its session
+// expired), it fails with an error matching ErrLockLost.
+func (l *lease) SetOwner(ctx context.Context, owner string) error {
+	l.mu.Lock()
+	state := l.state
+	l.mu.Unlock()
+	if state == ended {
+		return l.gone()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
+	}
+	b := l.b
+	if err := b.sessionErr(l.sess); err != nil {
+		return fmt.Errorf("%w: %w", driver.ErrLockLost, err)
+	}
+	rctx, cancel := b.request(ctx)
+	defer cancel()
+	for {
+		st, err := call(rctx, b, func() (*zk.Stat, error) {
+			_, st, err := b.conn.Exists(l.path)
+			return st, err
+		}, nil)
+		if err != nil {
+			return b.sortErr(ctx, rctx, err)
+		}
+		if st == nil || st.EphemeralOwner != l.sess.id || uint64(st.Czxid) != l.token {
+			return fmt.Errorf("%w: zklock: the node of %q with token %d is gone (its session expired or it was deleted)", driver.ErrLockLost, l.key, l.token)
+		}
+		_, err = call(rctx, b, func() (*zk.Stat, error) {
+			return b.conn.Set(l.path, []byte(owner), st.Version)
+		}, nil)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // changed since the read: read it again
+		case errors.Is(err, zk.ErrNoNode):
+			return fmt.Errorf("%w: zklock: the node of %q with token %d is gone (its session expired or it was deleted)", driver.ErrLockLost, l.key, l.token)
+		}
+		return b.sortErr(ctx, rctx, err)
+	}
+}
