@@ -39,6 +39,21 @@ func TestElectionConformance(t *testing.T) {
 	)
 }
 
+// The shared tests of a backend's holder of one key (exact keys, a watch
+// woken without polling, SetOwner seen by another process and
+// owner-checked), over etcd.
+func TestHolderConformance(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	distlocktest.RunHolder(t,
+		func(t *testing.T) driver.Backend { return newBackend(t, newClient(t, e.Endpoints)) },
+		distlocktest.WithTTL(suiteTTL),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			revokeHolder(t, admin, etcdlock.DefaultPrefix, key)
+		}),
+	)
+}
+
 // newElection returns the election name over a Client of b.
 func newElection(t *testing.T, b driver.Backend, name string, opts ...distlock.LockOption) *election.Election {
 	t.Helper()
