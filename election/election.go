@@ -148,6 +148,11 @@ func Run(ctx context.Context, e *Election, value string, fn func(ctx context.Con
 		t, err := e.Campaign(ctx, value)
 		switch {
 		case ctx.Err() != nil:
+			if err == nil {
+				// Elected as ctx ended: a term left held would keep the
+				// election leading for nobody while the Client renews it.
+				t.Resign(context.WithoutCancel(ctx))
+			}
 			return ctx.Err()
 		case errors.Is(err, distlock.ErrUnavailable):
 			failures++

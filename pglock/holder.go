@@ -99,7 +99,7 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 		defer l.mu.Unlock()
 		return l.endedLocked()
 	}
-	pid := l.conn.Conn().PgConn().PID()
+	pid := l.pid // pg_backend_pid(), which a pooler does not announce
 	l.mu.Unlock()
 	sql, err := l.b.schema.find(ctx, l.b.pool, "distlock_fence")
 	if sql == nil {
@@ -108,7 +108,7 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 		}
 		return fmt.Errorf("pglock: set owner: %w", err)
 	}
-	tag, err := l.b.pool.Exec(ctx, sql.setOwner, pgx.QueryExecModeExec, l.key, int64(l.token), owner, int32(pid))
+	tag, err := l.b.pool.Exec(ctx, sql.setOwner, pgx.QueryExecModeExec, l.key, int64(l.token), owner, pid)
 	if err != nil {
 		return sortErr("set owner", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // The holder of one key (Holder, SetOwner) and the election suite, in
@@ -42,5 +43,38 @@ func expireRow(t testing.TB, admin *pgxpool.Pool, key string) {
 	tag, err := admin.Exec(ctx, `UPDATE distlock_lease SET expires = '-infinity' WHERE key = $1 AND grant_id IS NOT NULL AND expires > now()`, key)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("expire the grant of %q: %v, %v", key, tag, err)
+	}
+}
+
+// SetOwner in session mode through a pooler in session mode (PgBouncer
+// with pool_mode=session), where session locks work: the pid the pooler
+// announces is its own, not the server session's, and the owner check must
+// use the session's real pid (it compared the announced one, so that
+// SetOwner always reported the lock lost, and the Client ended a live
+// lock).
+func TestSetOwnerThroughSessionPooler(t *testing.T) {
+	bouncer := testserver.StartPgBouncer(t, server, testserver.WithPgBouncerSessionPool())
+	pool, err := pgxpool.New(context.Background(), bouncer.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b, err := pglock.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := b.Acquire(ctx, "pooled/owner", driver.AcquireOptions{TTL: time.Minute, Owner: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if err := l.(driver.OwnerSetter).SetOwner(ctx, "b"); err != nil {
+		t.Fatalf("SetOwner through a session pooler: %v", err)
+	}
+	if h, held, err := b.Holder(ctx, "pooled/owner"); err != nil || !held || h.Owner != "b" || h.Token != l.Token() {
+		t.Errorf("Holder after SetOwner = %+v, %v, %v; want owner b, token %d", h, held, err, l.Token())
 	}
 }

@@ -21,6 +21,7 @@ type lease struct {
 	b      *Backend
 	key    string
 	token  uint64
+	pid    int32 // the session's pid on the server (pg_backend_pid), for SetOwner
 	onLost func(error)
 	turn   *driver.Turn[*lease] // the key's turn in the Backend's queue, passed on when the grant ends
 

@@ -282,7 +282,7 @@ func (b *Backend) grab(ctx context.Context, turn *driver.Turn[*lease], key strin
 		conn.Release()
 		return nil, err
 	}
-	token, err := b.lock(ctx, conn, sql, key, opts)
+	token, pid, err := b.lock(ctx, conn, sql, key, opts)
 	if err != nil {
 		return nil, err // lock discarded the connection
 	}
@@ -290,7 +290,7 @@ func (b *Backend) grab(ctx context.Context, turn *driver.Turn[*lease], key strin
 		conn.Release()
 		return nil, fmt.Errorf("%w: pglock: %q is held", driver.ErrNotAcquired, key)
 	}
-	l := &lease{b: b, key: key, token: token, onLost: opts.OnLost, conn: conn, turn: turn}
+	l := &lease{b: b, key: key, token: token, pid: pid, onLost: opts.OnLost, conn: conn, turn: turn}
 	turn.Set(l)
 	if !b.register(l) {
 		b.discard(conn)
@@ -333,10 +333,13 @@ const (
 // operator with its schema, and casts its parameters to the types the
 // function takes, so that no object another role created in a schema of
 // the search_path can be called instead.
-const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text, $4::pg_catalog.interval)`
+// It also returns the server's pid of the session, which a pooler such as
+// PgBouncer does not announce (the pid it announces is its own), for
+// SetOwner's check that this session still holds the lock.
+const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg_catalog.bool, $3::pg_catalog.text, $4::pg_catalog.interval), pg_catalog.pg_backend_pid()`
 
 // lock runs distlock_acquire on conn and returns the new token, or 0 when a
-// try found the lock held. It runs the statement with a context of its own
+// try found the lock held, and the session's pid on the server. It runs the statement with a context of its own
 // and, when ctx ends first, sends the server cancel requests until the
 // statement has ended, so that the server stops waiting too (a connection
 // merely closed would go on waiting in the server until it next tried to
@@ -346,7 +349,7 @@ const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg
 // before the cancel request arrives, and a cancel request may arrive late
 // and hit a later statement: lock then gives the lock up and closes the
 // connection rather than return it to the pool (see abandon).
-func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts driver.AcquireOptions) (uint64, error) {
+func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts driver.AcquireOptions) (uint64, int32, error) {
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
 	pg := conn.Conn().PgConn()
@@ -379,7 +382,8 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 		}
 	})
 	var token pgtype.Int8
-	err := conn.QueryRow(qctx, sql.acquire, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token)
+	var pid int32
+	err := conn.QueryRow(qctx, sql.acquire, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token, &pid)
 	close(finished)
 	if !stop() {
 		<-fired
@@ -388,19 +392,19 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 			granted = uint64(token.Int64) // the server granted it all the same
 		}
 		b.abandon(conn, sql, key, granted)
-		return 0, b.endedErr(ctx)
+		return 0, 0, b.endedErr(ctx)
 	}
 	switch {
 	case err != nil:
 		b.abandon(conn, sql, key, 0)
-		return 0, sortErr("acquire", err)
+		return 0, 0, sortErr("acquire", err)
 	case !token.Valid:
-		return 0, nil
+		return 0, 0, nil
 	case token.Int64 <= 0:
 		b.abandon(conn, sql, key, 0)
-		return 0, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
+		return 0, 0, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 	}
-	return uint64(token.Int64), nil
+	return uint64(token.Int64), pid, nil
 }
 
 // abandon gives up what the session of conn may hold after an acquire

@@ -11,6 +11,18 @@ import (
 	"time"
 )
 
+// A PgBouncerOption configures StartPgBouncer.
+type PgBouncerOption func(*pgBouncerConfig)
+
+type pgBouncerConfig struct{ poolMode string }
+
+// WithPgBouncerSessionPool makes the bouncer pool in session mode (a
+// server session for each client connection, for its whole life) instead
+// of transaction mode, the default.
+func WithPgBouncerSessionPool() PgBouncerOption {
+	return func(c *pgBouncerConfig) { c.poolMode = "session" }
+}
+
 // PgBouncer is a PgBouncer started by StartPgBouncer in front of a Postgres.
 type PgBouncer struct {
 	// DSN is "postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable",
@@ -22,6 +34,8 @@ type PgBouncer struct {
 	Dir string
 	// Postgres is the server the bouncer forwards to.
 	Postgres *Postgres
+
+	poolMode string
 	// Process is the bouncer: Stop (SIGTERM, its immediate shutdown), Kill,
 	// Pause, Resume, Restart (same port and configuration; it waits until a
 	// session through the bouncer reaches the server).
@@ -41,13 +55,17 @@ var pgbouncerPaths = []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer"
 // POOLS, SHOW CONFIG, ...). When the test runs as root, PgBouncer runs as the
 // "postgres" user, as it refuses to run as root. It is stopped when the test
 // ends.
-func StartPgBouncer(t testing.TB, pg *Postgres) *PgBouncer {
+func StartPgBouncer(t testing.TB, pg *Postgres, opts ...PgBouncerOption) *PgBouncer {
 	t.Helper()
+	cfg := pgBouncerConfig{poolMode: "transaction"}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	bin := findPgBouncer()
 	if bin == "" {
 		Missing(t, "pgbouncer")
 	}
-	b := &PgBouncer{Dir: t.TempDir(), Postgres: pg}
+	b := &PgBouncer{Dir: t.TempDir(), Postgres: pg, poolMode: cfg.poolMode}
 	if err := giveTo(pg.runAs, b.Dir); err != nil {
 		t.Fatalf("testserver: prepare %s for user postgres: %v", b.Dir, err)
 	}
@@ -117,7 +135,7 @@ func (b *PgBouncer) config(users string) string {
 		"auth_type = trust",
 		"auth_file = " + users,
 		"admin_users = postgres",
-		"pool_mode = transaction",
+		"pool_mode = " + b.poolMode,
 		"max_client_conn = 500",
 		"default_pool_size = 20",
 		// Drivers such as lib/pq send it; PgBouncer would refuse the
