@@ -94,10 +94,12 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		sub.remove(w)
 		return nil, fmt.Errorf("%w: redislock: watch holder: no confirmation of the subscription within %v", driver.ErrUnavailable, driver.ConfirmWait)
 	}
-	mark := func(ctx context.Context) error {
-		return watchScript.Run(ctx, b.client, []string{k.lock, k.watched}, watchMarkerTTL.Milliseconds()).Err()
+	// mark sets the marker, and reports whether it was there.
+	mark := func(ctx context.Context) (bool, error) {
+		had, err := watchScript.Run(ctx, b.client, []string{k.lock, k.watched}, watchMarkerTTL.Milliseconds()).Int()
+		return had == 1, err
 	}
-	if err := mark(ctx); err != nil {
+	if _, err := mark(ctx); err != nil {
 		sub.remove(w)
 		return nil, classify(ctx, "watch holder", err)
 	}
@@ -117,10 +119,18 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 				return
 			case <-remark.C:
 				mctx, cancel := context.WithTimeout(ctx, commandTimeout)
-				err := mark(mctx)
+				had, err := mark(mctx)
 				cancel()
 				if err != nil {
 					return // the marker may lapse: the watcher watches again
+				}
+				if !had {
+					// The marker was lost: grants since were not
+					// announced. The watcher reads again.
+					select {
+					case out <- struct{}{}:
+					default:
+					}
 				}
 			case <-w.wake:
 				select {

@@ -91,23 +91,27 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		sub.removeWatch(ch, w)
 		return nil, fmt.Errorf("%w: redlock: watch holder: not every node confirmed the subscription within %v", driver.ErrUnavailable, driver.ConfirmWait)
 	}
-	mark := func(ctx context.Context) error {
-		res := each(ctx, b, nil, b.cfg.listTimeout(), func(ctx context.Context, n Node) (struct{}, error) {
-			return struct{}{}, watchScript.Run(ctx, n, []string{k.watched}, watchMarkerTTL.Milliseconds()).Err()
+	// mark sets the marker on every node, and reports whether every node
+	// had it.
+	mark := func(ctx context.Context) (bool, error) {
+		res := each(ctx, b, nil, b.cfg.listTimeout(), func(ctx context.Context, n Node) (bool, error) {
+			had, err := watchScript.Run(ctx, n, []string{k.watched}, watchMarkerTTL.Milliseconds()).Int()
+			return had == 1, err
 		})
 		why := make([]string, len(res))
-		failed := false
+		failed, every := false, true
 		for i, r := range res {
 			if r.err != nil {
 				why[i], failed = r.err.Error(), true
 			}
+			every = every && r.val
 		}
 		if failed {
-			return fmt.Errorf("%w: redlock: watch holder: the watch marker is not set on every node: %s", driver.ErrUnavailable, b.nodeErrors(why))
+			return false, fmt.Errorf("%w: redlock: watch holder: the watch marker is not set on every node: %s", driver.ErrUnavailable, b.nodeErrors(why))
 		}
-		return nil
+		return every, nil
 	}
-	if err := mark(ctx); err != nil {
+	if _, err := mark(ctx); err != nil {
 		sub.removeWatch(ch, w)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -127,8 +131,17 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 			case <-b.closing.Done():
 				return
 			case <-remark.C:
-				if mark(ctx) != nil {
+				all, err := mark(ctx)
+				if err != nil {
 					return // the marker may lapse: the watcher watches again
+				}
+				if !all {
+					// A node lost the marker: its grants since were not
+					// announced. The watcher reads again.
+					select {
+					case out <- struct{}{}:
+					default:
+					}
 				}
 			case <-w.wake:
 				select {
