@@ -231,6 +231,12 @@ func (t *Term) Err() error { return t.g.Err() }
 // distlock.Lock.AtRisk).
 func (t *Term) AtRisk() <-chan struct{} { return t.g.AtRisk() }
 
+// Deadline returns the local time at which the term's context will be
+// cancelled unless a renewal of its lock is confirmed first; ok is false
+// when the term has no time bound or has ended (see
+// distlock.Lock.Deadline).
+func (t *Term) Deadline() (deadline time.Time, ok bool) { return t.g.Deadline() }
+
 // Value returns the leader's value: Campaign's, or the last Proclaim's.
 func (t *Term) Value() string {
 	t.mu.Lock()

@@ -1,7 +1,8 @@
-// Package gateway serves fenced locks over HTTP, so that programs in any
-// language get the same locks as a Go program with a distlock.Client: a
-// blocking acquire that waits on the lock service's own signal, a fencing
-// token with every grant, renewal by the gateway, and loss reported early.
+// Package gateway serves fenced locks, and leader elections, over HTTP, so
+// that programs in any language get the same locks as a Go program with a
+// distlock.Client: a blocking acquire that waits on the lock service's own
+// signal, a fencing token with every grant, renewal by the gateway, and
+// loss reported early.
 // `distlock serve` runs it.
 //
 // # Model
@@ -78,7 +79,45 @@
 // a name that is exactly "." or ".." as %2E or %2E%2E); a path with a raw
 // "." or ".." segment is refused with 400. Names are distlock keys
 // (distlock.ValidateKey): 1 to 512 bytes of UTF-8 without control
-// characters.
+// characters. So are election names, which leave room for the prefix
+// "election/".
+//
+// # Elections
+//
+// Leader elections of package election, over the same sessions: POST
+// /v1/elections/{name}/campaign?wait=30s {session, value} waits until the
+// session is elected (wait, which must be positive, defaults to
+// WithMaxWait), and answers the term: its token (strictly greater than
+// every earlier term's of the election: the fencing token), its value
+// (the session's owner unless sent) and its time left, which a client
+// counts as for a lock. A wait that ends first is answered 409
+// (ProblemNotElected, with the leader when it can be read). The session
+// holds the term as the lock election/NAME (election.KeyPrefix), through
+// its own Client: its keepalives renew the term and report its loss as
+// that lock's lock_lost, the term counts among the session's locks, and
+// a session that ends (deleted, expired, its gateway closed) ends its
+// term, whose context is cancelled before another candidate can be
+// elected, as it ends a campaign in progress, which then never answers a
+// term. A retried campaign answers the session's term, or waits for its
+// campaign in progress. A session cannot campaign while it holds the
+// election's key as a lock, nor acquire it as a lock while it leads.
+//
+// POST .../resign {session, token} and POST .../proclaim {session,
+// token, value} are owner-checked: a token that is not the session's
+// live term (an earlier term's, another session's) changes nothing
+// (409, ProblemNotHeld). GET .../leader answers the leader as the lock
+// service has it, whoever elected it (another gateway, a Go program, an
+// etcdctl elect on etcd), or 404 (ProblemNoLeader). GET .../observe is a
+// stream of Server-Sent Events: the leader first, then each change in
+// term order, a "leader" event {election, value, token} (a proclamation
+// too) or a "no_leader" event; like election.Observe it reports states,
+// so that a slow stream gets the latest, and a term that begins and ends
+// between two reads of the service is not seen. Observe streams count
+// with the event streams (WithMaxStreams). A token may use an election
+// if it may use its lock name, election/NAME. A leader's value is at most
+// 1024 bytes of UTF-8 without control characters; one that another
+// client of the service stored with control characters is answered with
+// them escaped, as every answer is.
 //
 // # Dashboard
 //
@@ -119,9 +158,10 @@
 // # Limits
 //
 // Request bodies are at most MaxBody bytes; the number of sessions, of
-// locks per session, of waiting requests (acquires, keepalives and
-// blocking reads) and of event streams is bounded (WithMaxSessions,
-// WithMaxLocks, WithMaxWaiting, WithMaxStreams), each wait at most
+// locks per session (its terms included), of waiting requests (acquires,
+// campaigns, keepalives and blocking reads) and of event streams (observe
+// streams included) is bounded (WithMaxSessions, WithMaxLocks,
+// WithMaxWaiting, WithMaxStreams), each wait at most
 // WithMaxWait, and a session's TTL at most 10 minutes (WithTTLRange), so
 // that a client that vanishes frees its locks and its place in time.
 // With tokens each token has its own share of the sessions, waiting

@@ -21,9 +21,9 @@ const (
 	streamBatch       = 64 << 10         // bytes of events a stream builds before it writes them
 )
 
-// WithMaxStreams bounds the event streams (GET /v1/events) open at once
-// (split among the tokens, see WithTokens). Default: DefaultMaxStreams
-// (256).
+// WithMaxStreams bounds the event streams (GET /v1/events, and GET
+// /v1/elections/{name}/observe) open at once (split among the tokens, see
+// WithTokens). Default: DefaultMaxStreams (256).
 func WithMaxStreams(n int) Option { return func(c *config) { c.maxStreams = n } }
 
 // WithHeartbeat sets how often an idle event stream gets a comment line,
@@ -39,7 +39,7 @@ type feedEvent struct {
 	Lock   string    `json:"lock"`
 	Token  string    `json:"token"`
 	Owner  string    `json:"owner,omitempty"`
-	Reason string    `json:"reason,omitempty"` // released: by_holder, forced, session_deleted, session_expired, session_gateway_closed; lost: as lock_lost
+	Reason string    `json:"reason,omitempty"` // released: by_holder, forced, resigned, session_deleted, session_expired, session_gateway_closed; lost: as lock_lost
 	Time   time.Time `json:"time"`
 }
 
@@ -84,22 +84,12 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 	if v := r.URL.Query().Get("last_event_id"); v != "" {
 		last = v
 	}
-	sh := g.share(p)
-	g.mu.Lock()
-	var pr *problem
-	switch {
-	case sh.streams >= sh.maxStreams:
-		pr = sh.tooMany(sh.streams, "event streams open")
-	case g.feed.streams >= g.cfg.maxStreams:
-		pr = tooMany(g.feed.streams, "event streams open")
-	}
+	end, pr := g.startStream(p)
 	if pr != nil {
-		g.mu.Unlock()
-		pr.retryAfter = 5
 		return pr
 	}
-	sh.streams++
-	g.feed.streams++
+	defer end()
+	g.mu.Lock()
 	from := g.feed.seq
 	reset := ""
 	if last != "" {
@@ -119,26 +109,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 		}
 	}
 	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		sh.streams--
-		g.feed.streams--
-		g.mu.Unlock()
-	}()
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	write := func(s string) bool {
-		rc.SetWriteDeadline(time.Now().Add(streamWriteTime))
-		if _, err := fmt.Fprint(w, s); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	write := startSSE(w)
 	hello := "retry: 1000\n\n"
 	if reset != "" {
 		data, _ := json.Marshal(map[string]string{"reason": reset})
@@ -178,6 +149,52 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, p *principal) *
 	}
 }
 
+// startStream counts an event stream of p, or refuses it past p's share
+// of WithMaxStreams. The returned func ends it.
+func (g *Gateway) startStream(p *principal) (func(), *problem) {
+	sh := g.share(p)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var pr *problem
+	switch {
+	case sh.streams >= sh.maxStreams:
+		pr = sh.tooMany(sh.streams, "event streams open")
+	case g.feed.streams >= g.cfg.maxStreams:
+		pr = tooMany(g.feed.streams, "event streams open")
+	}
+	if pr != nil {
+		pr.retryAfter = 5
+		return nil, pr
+	}
+	sh.streams++
+	g.feed.streams++
+	return func() {
+		g.mu.Lock()
+		sh.streams--
+		g.feed.streams--
+		g.mu.Unlock()
+	}, nil
+}
+
+// startSSE answers 200 with the headers of an event stream, and returns
+// the func that writes to it: each write is flushed, within
+// streamWriteTime, and reports whether it was.
+func startSSE(w http.ResponseWriter) func(string) bool {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	return func(s string) bool {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTime))
+		if _, err := fmt.Fprint(w, s); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+}
+
 // streamNextLocked writes to out the events after seq from that a stream of
 // the locks under prefix that p may use sends, at most about
 // streamBatch bytes of them, and returns the sequence number of the last
@@ -207,6 +224,7 @@ func (g *Gateway) streamNextLocked(out *strings.Builder, from uint64, prefix str
 			continue
 		}
 		data, _ := json.Marshal(e)
+		data = escapeControls(data)
 		fmt.Fprintf(out, "id: %s\nevent: %s\ndata: %s\n\n", g.eventID(e.seq), e.Type, data)
 	}
 	return from

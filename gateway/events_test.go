@@ -25,12 +25,19 @@ type sse struct {
 type sseEvent struct {
 	id, typ, comment string
 	data             map[string]any
+	raw              string // the data line as sent
 }
 
 func (g *gw) stream(token, query, lastID string) *sse {
 	g.t.Helper()
+	return g.streamAt(token, "/v1/events"+query, lastID)
+}
+
+// streamAt opens the event stream at path.
+func (g *gw) streamAt(token, path, lastID string) *sse {
+	g.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/events"+query, nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.url+path, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -44,7 +51,7 @@ func (g *gw) stream(token, query, lastID string) *sse {
 	}
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		cancel()
-		g.t.Fatalf("GET /v1/events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+		g.t.Fatalf("GET %s: %s %s", path, resp.Status, resp.Header.Get("Content-Type"))
 	}
 	s := &sse{t: g.t, cancel: cancel, events: make(chan sseEvent, 100)}
 	done := make(chan struct{})
@@ -68,7 +75,8 @@ func (g *gw) stream(token, query, lastID string) *sse {
 			case strings.HasPrefix(line, "event: "):
 				e.typ = line[7:]
 			case strings.HasPrefix(line, "data: "):
-				json.Unmarshal([]byte(line[6:]), &e.data)
+				e.raw = line[6:]
+				json.Unmarshal([]byte(e.raw), &e.data)
 			}
 		}
 		close(s.events)

@@ -1,5 +1,7 @@
 package gateway
 
+import "github.com/distlock/distlock/election"
+
 // Routes returns the methods of every route of g, by pattern.
 func Routes(g *Gateway) map[string][]string {
 	out := map[string][]string{}
@@ -9,4 +11,21 @@ func Routes(g *Gateway) map[string][]string {
 		}
 	}
 	return out
+}
+
+// TermDone returns the Done channel of the term of the election name
+// that the session id holds, or nil if it holds none.
+func TermDone(g *Gateway, id, name string) <-chan struct{} {
+	g.mu.Lock()
+	s := g.sessions[id]
+	g.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.locks[election.KeyPrefix+name]; h != nil && h.term != nil {
+		return h.term.Done()
+	}
+	return nil
 }

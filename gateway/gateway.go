@@ -81,12 +81,12 @@ func WithForceWithoutTokens() Option { return func(c *config) { c.openForce = tr
 // DefaultMaxSessions (10000).
 func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
 
-// WithMaxLocks bounds the locks held or being acquired by one session.
-// Default: DefaultMaxLocks (64).
+// WithMaxLocks bounds the locks held or being acquired by one session,
+// terms of elections and campaigns included. Default: DefaultMaxLocks (64).
 func WithMaxLocks(n int) Option { return func(c *config) { c.maxLocks = n } }
 
-// WithMaxWaiting bounds the requests waiting at once (acquires, keepalives
-// and blocking reads with a wait), over all sessions (split among the
+// WithMaxWaiting bounds the requests waiting at once (acquires,
+// campaigns, keepalives and blocking reads with a wait), over all sessions (split among the
 // tokens, see WithTokens); one over it is refused with 429. Default:
 // DefaultMaxWaiting (1024).
 func WithMaxWaiting(n int) Option { return func(c *config) { c.maxWaiting = n } }
@@ -126,7 +126,8 @@ func WithMetricsHandler(h http.Handler) Option { return func(c *config) { c.metr
 // ErrInvalidOption is matched by the error of New for a bad option.
 var ErrInvalidOption = fmt.Errorf("gateway: %w", distlock.ErrInvalidOption)
 
-// A Gateway serves the locks of one driver.Backend over HTTP. It is an
+// A Gateway serves the locks, and the elections, of one driver.Backend
+// over HTTP. It is an
 // http.Handler; Serve runs it with the right server timeouts. It is safe
 // for concurrent use.
 type Gateway struct {
@@ -135,7 +136,8 @@ type Gateway struct {
 	cfg     config
 	epoch   string // drawn at New: the prefix of this gateway's session ids
 	mux     *http.ServeMux
-	lockOps map[string]http.Handler // the lock routes, by their last segment
+	nameOps map[string]map[string]http.Handler // the routes of a lock or an election, by prefix and last segment
+	reader  *distlock.Client                   // reads and watches the leaders of elections
 	inst    *instruments
 	anyone  *principal        // who every request is without tokens
 	service dashboardService  // what the dashboard says of the lock service
@@ -197,6 +199,13 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.inst = inst
+	ropts := []distlock.Option{distlock.WithLogger(cfg.logger)}
+	if cfg.meters != nil {
+		ropts = append(ropts, distlock.WithMeterProvider(cfg.meters))
+	}
+	if g.reader, err = distlock.New(b, ropts...); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	g.mux = g.routes()
 	return g, nil
 }
@@ -233,7 +242,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`the path has a "." or ".." segment: percent-encode such a lock name (%2E)`))
 		return
 	}
-	if h := g.lockRoute(r); h != nil {
+	if h := g.nameRoute(r); h != nil {
 		h.ServeHTTP(w, r)
 		return
 	}
@@ -278,8 +287,9 @@ func (g *Gateway) server() *http.Server {
 	}
 }
 
-// Close ends every session (releasing its locks) and waits for the
-// gateway's goroutines, or for ctx. Requests that arrive later are
+// Close ends every session (releasing its locks, and its terms) and the
+// streams of elections' leaders, and waits for the gateway's goroutines,
+// or for ctx. Requests that arrive later are
 // answered 503. It returns the joined errors of the releases that failed.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.mu.Lock()
@@ -296,6 +306,10 @@ func (g *Gateway) Close(ctx context.Context) error {
 		if err := g.endSession(ctx, s, endClosed); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// The elections' observers end with the reader's watches.
+	if err := g.reader.Close(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	done := make(chan struct{})
 	go func() { g.bg.Wait(); close(done) }()

@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Problem types: the stable "type" of each kind of error the gateway
@@ -18,8 +21,10 @@ const (
 	ProblemSessionNotFound  = "urn:distlock:problem:session-not-found"  // 404: the session ended, or never existed here
 	ProblemMethodNotAllowed = "urn:distlock:problem:method-not-allowed" // 405
 	ProblemNotAcquired      = "urn:distlock:problem:not-acquired"       // 409: held by another when the wait ended
-	ProblemNotHeld          = "urn:distlock:problem:not-held"           // 409: the session does not hold the lock with this token
-	ProblemLockLost         = "urn:distlock:problem:lock-lost"          // 409: the lock had been lost before the release
+	ProblemNotHeld          = "urn:distlock:problem:not-held"           // 409: the session does not hold the lock (or the term) with this token
+	ProblemLockLost         = "urn:distlock:problem:lock-lost"          // 409: the lock (or the term) had been lost before the release (or the resignation)
+	ProblemNotElected       = "urn:distlock:problem:not-elected"        // 409: another candidate led when the campaign's wait ended
+	ProblemNoLeader         = "urn:distlock:problem:no-leader"          // 404: the election has no leader
 	ProblemTooLarge         = "urn:distlock:problem:too-large"          // 413: body over MaxBody
 	ProblemUnsupportedMedia = "urn:distlock:problem:unsupported-media"  // 415: body not application/json
 	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit (or a token's share) of sessions, locks, waits or streams
@@ -29,13 +34,14 @@ const (
 )
 
 // problem is an error answer. Holder is set on not-acquired when the lock
-// service can tell who holds the lock.
+// service can tell who holds the lock, and Leader on not-elected.
 type problem struct {
-	Type   string  `json:"type"`
-	Title  string  `json:"title"`
-	Status int     `json:"status"`
-	Detail string  `json:"detail,omitempty"`
-	Holder *holder `json:"holder,omitempty"`
+	Type   string      `json:"type"`
+	Title  string      `json:"title"`
+	Status int         `json:"status"`
+	Detail string      `json:"detail,omitempty"`
+	Holder *holder     `json:"holder,omitempty"`
+	Leader *leaderJSON `json:"leader,omitempty"`
 
 	retryAfter int // seconds, for 429 and 503
 }
@@ -53,6 +59,8 @@ var titles = map[string]string{
 	ProblemNotAcquired:      "Not acquired",
 	ProblemNotHeld:          "Lock not held",
 	ProblemLockLost:         "Lock lost",
+	ProblemNotElected:       "Not elected",
+	ProblemNoLeader:         "No leader",
 	ProblemTooLarge:         "Request too large",
 	ProblemUnsupportedMedia: "Unsupported media type",
 	ProblemTooMany:          "Too many",
@@ -79,7 +87,7 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}
 	w.WriteHeader(p.Status)
-	json.NewEncoder(w).Encode(p)
+	writeEncoded(w, p)
 }
 
 // writeJSON answers v with status.
@@ -88,5 +96,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	writeEncoded(w, v)
 }
+
+// writeEncoded writes v as JSON and a newline, with no raw control
+// character (see escapeControls).
+func writeEncoded(w http.ResponseWriter, v any) {
+	data, _ := json.Marshal(v)
+	w.Write(append(escapeControls(data), '\n'))
+}
+
+// escapeControls escapes, in JSON text, the control characters that
+// encoding/json leaves raw: DEL and the C1 controls, which a terminal
+// showing the answer may act on (U+009B starts an escape sequence). An
+// owner or a leader's value read from the lock service may hold them,
+// written by another client of it. They can occur only within strings,
+// where \uXXXX is the same character. (json.Marshal writes valid UTF-8.)
+func escapeControls(data []byte) []byte {
+	if !bytes.ContainsFunc(data, rawControl) {
+		return data
+	}
+	out := make([]byte, 0, len(data)+16)
+	for len(data) > 0 {
+		r, n := utf8.DecodeRune(data)
+		if rawControl(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, data[:n]...)
+		}
+		data = data[n:]
+	}
+	return out
+}
+
+func rawControl(r rune) bool { return r == 0x7f || (r >= 0x80 && r < 0xa0) }

@@ -48,6 +48,11 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},
 		{"/v1/locks/{name}/abandon", map[string]handlerFunc{"POST": g.abandon}, true},
 		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
+		{"/v1/elections/{name}/campaign", map[string]handlerFunc{"POST": g.campaign}, true},
+		{"/v1/elections/{name}/leader", map[string]handlerFunc{"GET": g.leader}, true},
+		{"/v1/elections/{name}/observe", map[string]handlerFunc{"GET": g.observe}, true},
+		{"/v1/elections/{name}/proclaim", map[string]handlerFunc{"POST": g.proclaim}, true},
+		{"/v1/elections/{name}/resign", map[string]handlerFunc{"POST": g.resign}, true},
 		{"/v1/events", map[string]handlerFunc{"GET": g.events}, true},
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
 		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
@@ -61,16 +66,20 @@ func (g *Gateway) routeTable() []route {
 func (g *Gateway) routes() *http.ServeMux {
 	table := g.routeTable()
 	mux := http.NewServeMux()
-	g.lockOps = map[string]http.Handler{}
+	g.nameOps = map[string]map[string]http.Handler{lockPrefix: {}, electionPrefix: {}}
 	for _, rt := range table {
-		if rt.pattern == lockPrefix+"{name}" {
-			g.lockOps[""] = g.serveRoute(rt)
-			continue
+		named := false
+		for prefix, ops := range g.nameOps {
+			if rt.pattern == prefix+"{name}" {
+				ops[""], named = g.serveRoute(rt), true
+			} else if op, ok := strings.CutPrefix(rt.pattern, prefix+"{name}/"); ok {
+				// The router unescapes a path before it cleans it, so it
+				// cannot route a name such as "/" or "a//b": nameRoute
+				// does.
+				ops[op], named = g.serveRoute(rt), true
+			}
 		}
-		if op, ok := strings.CutPrefix(rt.pattern, lockPrefix+"{name}/"); ok {
-			// The router unescapes a path before it cleans it, so it
-			// cannot route a name such as "/" or "a//b": lockRoute does.
-			g.lockOps[op] = g.serveRoute(rt)
+		if named {
 			continue
 		}
 		pattern := rt.pattern
@@ -83,15 +92,23 @@ func (g *Gateway) routes() *http.ServeMux {
 	return mux
 }
 
-// lockPrefix is the path of the lock routes, before the name.
-const lockPrefix = "/v1/locks/"
+// The paths of the routes of a lock and of an election, before the name.
+const (
+	lockPrefix     = "/v1/locks/"
+	electionPrefix = "/v1/elections/"
+)
 
-// lockRoute finds the handler of a lock route, /v1/locks/NAME/OP or
-// /v1/locks/NAME with NAME percent-encoded, and sets the name as the path
-// value "name".
-func (g *Gateway) lockRoute(r *http.Request) http.Handler {
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), lockPrefix)
-	if !ok {
+// nameRoute finds the handler of a lock's or an election's route,
+// /v1/locks/NAME/OP, /v1/locks/NAME or /v1/elections/NAME/OP with NAME
+// percent-encoded, and sets the name as the path value "name".
+func (g *Gateway) nameRoute(r *http.Request) http.Handler {
+	var rest, prefix string
+	for p := range g.nameOps {
+		if x, ok := strings.CutPrefix(r.URL.EscapedPath(), p); ok {
+			rest, prefix = x, p
+		}
+	}
+	if prefix == "" {
 		return nil
 	}
 	i := strings.LastIndexByte(rest, '/')
@@ -101,13 +118,13 @@ func (g *Gateway) lockRoute(r *http.Request) http.Handler {
 	} else {
 		op = rest[i+1:]
 	}
-	h := g.lockOps[op]
+	h := g.nameOps[prefix][op]
 	if h == nil {
 		return nil
 	}
 	if strings.Contains(rest[:i], "/") {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			writeProblem(w, newProblem(http.StatusBadRequest, ProblemBadName, `a lock name is one path segment: percent-encode "/" in it as %2F`))
+			writeProblem(w, newProblem(http.StatusBadRequest, ProblemBadName, `a name is one path segment: percent-encode "/" in it as %2F`))
 		})
 	}
 	name, err := url.PathUnescape(rest[:i])
@@ -396,11 +413,14 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 		}
 		defer end()
 	}
-	h, err := s.acquire(r.Context(), name, wait)
+	h, err := s.acquire(r.Context(), name, wait, candidacy{})
 	switch {
 	case err == nil:
 	case errors.Is(err, errSessionEnded):
 		return sessionEnded()
+	case errors.Is(err, errHeldOtherwise):
+		return newProblem(http.StatusConflict, ProblemNotAcquired,
+			fmt.Sprintf("the session holds lock %s as its term of an election: resign it there", quoteName(name)))
 	case errors.Is(err, errTooManyLocks):
 		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
 			fmt.Sprintf("the session holds or waits for %d locks, the most this gateway allows", g.cfg.maxLocks))

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/election"
 )
 
 // Why a session ended.
@@ -63,17 +64,39 @@ type session struct {
 	poll     uint64        // the generation of the newest keepalive
 }
 
-// held is a lock held by a session.
+// held is a lock held by a session, or a term of an election, which the
+// session holds as the lock of the election's key (see package election).
 type held struct {
 	s     *session
 	name  string
-	lock  *distlock.Lock
+	lock  grant
+	term  *election.Term // nil for a lock
 	token uint64
 	since time.Time
 	lease time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
 
 	dropped string // by s.mu: why the gateway gave it up ("released", "forced"); "" while held
 }
+
+// grant is what the gateway holds: a *distlock.Lock, or a term.
+type grant interface {
+	Token() uint64
+	Err() error
+	Done() <-chan struct{}
+	AtRisk() <-chan struct{}
+	Deadline() (time.Time, bool)
+	Release(ctx context.Context) error
+}
+
+// termGrant is a term as a grant: its release is its resignation.
+type termGrant struct{ *election.Term }
+
+func (t termGrant) Release(ctx context.Context) error { return t.Resign(ctx) }
+
+var (
+	_ grant = (*distlock.Lock)(nil)
+	_ grant = termGrant{}
+)
 
 // event is what a keepalive reports.
 type event struct {
@@ -286,9 +309,18 @@ func lockLeft(sessionLeft time.Duration, l deadliner) time.Duration {
 // errNotAcquired is an acquire whose wait ended.
 var errNotAcquired = errors.New("not acquired")
 
+// candidacy is what an acquire asks for: a lock when e is nil, else a
+// term of e, the election whose key is the name acquired, with value.
+type candidacy struct {
+	e     *election.Election
+	value string
+}
+
 // acquire returns the session's grant of name: the one it holds (a retried
-// acquire), or a new one, waiting at most wait.
-func (s *session) acquire(ctx context.Context, name string, wait time.Duration) (*held, error) {
+// acquire), or a new one, waiting at most wait. With a candidacy it is a
+// campaign, and the grant a term; a lock and a term of the same name are
+// not each other (errHeldOtherwise).
+func (s *session) acquire(ctx context.Context, name string, wait time.Duration, cand candidacy) (*held, error) {
 	if wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
@@ -302,6 +334,9 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 		}
 		if h := s.locks[name]; h != nil {
 			s.mu.Unlock()
+			if (h.term != nil) != (cand.e != nil) {
+				return nil, errHeldOtherwise
+			}
 			return h, nil
 		}
 		if p := s.pending[name]; p != nil {
@@ -338,7 +373,7 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration) 
 		s.g.mu.Lock()
 		w, busy := s.g.startAcquireLocked(s, name, wait)
 		s.g.mu.Unlock()
-		h, err := s.take(tctx, name, wait)
+		h, err := s.take(tctx, name, wait, cand)
 		tcancel()
 		s.g.endAcquire(name, w, busy, err == nil, errors.Is(err, distlock.ErrNotAcquired))
 		s.mu.Lock()
@@ -382,17 +417,28 @@ func (s *session) abandon(ctx context.Context, name string) (*held, bool) {
 }
 
 var (
-	errSessionEnded = errors.New("session ended")
-	errTooManyLocks = errors.New("too many locks")
+	errSessionEnded  = errors.New("session ended")
+	errTooManyLocks  = errors.New("too many locks")
+	errHeldOtherwise = errors.New("held as a lock, not a term, or the other way round")
 )
 
-// take acquires name through the session's Client and publishes the grant.
-func (s *session) take(ctx context.Context, name string, wait time.Duration) (*held, error) {
-	var l *distlock.Lock
-	var err error
-	if wait > 0 {
+// take acquires name through the session's Client, as a lock or as a
+// term of cand's election, and publishes the grant.
+func (s *session) take(ctx context.Context, name string, wait time.Duration, cand candidacy) (*held, error) {
+	var (
+		l    grant
+		term *election.Term
+		err  error
+	)
+	switch {
+	case cand.e != nil:
+		// A campaign always waits: the handler asks for a wait.
+		if term, err = cand.e.Campaign(ctx, cand.value); err == nil {
+			l = termGrant{term}
+		}
+	case wait > 0:
 		l, err = s.client.Acquire(ctx, name)
-	} else {
+	default:
 		l, err = s.client.TryAcquire(ctx, name)
 	}
 	if err != nil {
@@ -401,7 +447,7 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration) (*h
 		}
 		return nil, err
 	}
-	h := &held{s: s, name: name, lock: l, token: l.Token(), since: time.Now()}
+	h := &held{s: s, name: name, lock: l, term: term, token: l.Token(), since: time.Now()}
 	if d, ok := l.Deadline(); ok {
 		h.lease = d.Sub(h.since)
 	}
