@@ -10,6 +10,18 @@
             ...
         lock.release()
 
+Elections (a term is held by the session as the lock election/NAME, so
+that the keepalive thread renews it and reports its loss as a lock's):
+
+    term = s.campaign("payments/leader", value="10.0.0.7:8080", wait=30)  # raises NotElected
+    storage.write(data, fence=term.token)          # strictly greater than every earlier term's
+    if not term.valid(): ...                       # lost (term.lost says why), or not confirmed in time
+    term.proclaim("10.0.0.7:9090")                 # a new value, same term
+    term.resign()                                  # a stale term never ends a later one
+    gw.leader("payments/leader")                   # Leader(election, value, token), or None
+    for leader in gw.observe("payments/leader"):   # each change in term order; None: no leader
+        ...
+
 A lock is valid until the send time of the last request that confirmed it
 plus the time left the gateway reported, unless the gateway reported it
 lost. A keepalive that cannot reach the gateway, because nothing listens
@@ -23,6 +35,7 @@ storage you protect: only the token keeps out a holder that was paused
 past its deadline.
 """
 
+import collections
 import json
 import threading
 import time
@@ -30,18 +43,25 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-__all__ = ["Gateway", "Session", "Lock", "GatewayError", "NotAcquired", "SessionGone"]
+__all__ = ["Gateway", "Session", "Lock", "Term", "Leader", "GatewayError", "NotAcquired", "NotElected", "SessionGone"]
+
+# The lock name of the election NAME is ELECTION_PREFIX + NAME.
+ELECTION_PREFIX = "election/"
+
+Leader = collections.namedtuple("Leader", "election value token")
+Leader.__doc__ = "The leader of an election: its value and the token (an int) of its term."
 
 
 class GatewayError(Exception):
     """An error answer of the gateway (application/problem+json), or no answer."""
 
-    def __init__(self, status, type_, detail, holder=None):
+    def __init__(self, status, type_, detail, holder=None, leader=None):
         super().__init__("%s %s: %s" % (status, type_.rsplit(":", 1)[-1], detail))
         self.status = status
         self.type = type_
         self.detail = detail
         self.holder = holder
+        self.leader = leader
 
     @property
     def kind(self):
@@ -51,6 +71,10 @@ class GatewayError(Exception):
 
 class NotAcquired(GatewayError):
     """The lock was held by another when the wait ended; .holder may say who."""
+
+
+class NotElected(GatewayError):
+    """Another candidate led when the campaign's wait ended; .leader may say who."""
 
 
 class SessionGone(GatewayError):
@@ -70,8 +94,8 @@ class Gateway:
         self.token = token
         self.timeout = timeout
 
-    def request(self, method, path, body=None, wait=0.0):
-        """Sends one request; returns the decoded answer or raises GatewayError."""
+    def _open(self, method, path, body, timeout):
+        """Sends one request and returns the open response, or raises GatewayError."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
@@ -79,9 +103,7 @@ class Gateway:
         if self.token:
             req.add_header("Authorization", "Bearer " + self.token)
         try:
-            with urllib.request.urlopen(req, timeout=wait + self.timeout) as resp:
-                raw = resp.read()
-                status = resp.status
+            return urllib.request.urlopen(req, timeout=timeout)
         except urllib.error.HTTPError as e:
             try:
                 p = json.loads(e.read())
@@ -91,14 +113,26 @@ class Gateway:
             t = p.get("type", "http")
             if t.endswith(":not-acquired"):
                 cls = NotAcquired
+            elif t.endswith(":not-elected"):
+                cls = NotElected
             elif t.endswith(":session-not-found"):
                 cls = SessionGone
-            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder")) from None
+            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder"), p.get("leader")) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             if isinstance(reason, ConnectionRefusedError):
                 raise SessionGone(0, "unreachable", "nothing listens at %s: the gateway went away" % self.url) from None
             raise GatewayError(0, "unavailable", str(reason)) from None
+
+    def request(self, method, path, body=None, wait=0.0):
+        """Sends one request; returns the decoded answer or raises GatewayError."""
+        resp = self._open(method, path, body, wait + self.timeout)
+        try:
+            with resp:
+                raw = resp.read()
+                status = resp.status
+        except OSError as e:
+            raise GatewayError(0, "unavailable", str(e)) from None
         try:
             return json.loads(raw) if raw else {}
         except ValueError as e:
@@ -118,6 +152,46 @@ class Gateway:
     def check(self, name, token):
         """The sequencer check: is token the current grant of name?"""
         return self.request("POST", "/v1/locks/%s/check" % _quote(name), {"token": str(token)})["current"]
+
+    def leader(self, election):
+        """The election's leader as the lock service has it now: a Leader, or None."""
+        try:
+            a = self.request("GET", "/v1/elections/%s/leader" % _quote(election))
+        except GatewayError as e:
+            if e.kind == "no-leader":
+                return None
+            raise
+        return Leader(a["election"], a["value"], int(a["token"]))
+
+    def observe(self, election):
+        """Yields the election's leader as it changes: first as it is, then
+        each change in term order (tokens never decrease), a Leader, or None
+        when the election has no leader. It reports states, not every
+        event: a term that begins and ends while the caller is slow is not
+        seen, the latest state always is. It ends when the gateway ends the
+        stream; close() the generator to stop. Raises GatewayError if the
+        gateway refuses, or the stream breaks (no heartbeat within timeout)."""
+        resp = self._open("GET", "/v1/elections/%s/observe" % _quote(election), None, self.timeout)
+        with resp:
+            typ, data = None, None
+            while True:
+                try:
+                    raw = resp.readline()
+                except OSError as e:
+                    raise GatewayError(0, "unavailable", "the stream broke: %s" % e) from None
+                if not raw:
+                    return
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line == "":
+                    if typ == "leader" and data is not None:
+                        yield Leader(data["election"], data["value"], int(data["token"]))
+                    elif typ == "no_leader":
+                        yield None
+                    typ, data = None, None
+                elif line.startswith("event:"):
+                    typ = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = json.loads(line[5:].strip())
 
 
 class Lock:
@@ -151,8 +225,39 @@ class Lock:
             self.session._forget(self, "released")
 
 
+class Term(Lock):
+    """A term of an election, held by its session as the lock election/NAME:
+    token is its fencing token (an int, strictly greater than every earlier
+    term's), value the leader's value. valid(), lost and on_lost are a
+    Lock's: the keepalives renew the term and report its loss."""
+
+    def __init__(self, session, election, token, value, deadline):
+        super().__init__(session, ELECTION_PREFIX + election, token, deadline)
+        self.election = election
+        self.value = value
+
+    def proclaim(self, value):
+        """Replaces the leader's value, in the same term. Raises GatewayError
+        (kind "not-held" or "lock-lost") if the term ended."""
+        a = self.session.gw.request("POST", "/v1/elections/%s/proclaim" % _quote(self.election),
+                                    {"session": self.session.id, "token": str(self.token), "value": value})
+        self.value = a["value"]
+
+    def resign(self):
+        """Ends the term, owner-checked by its token: a later term, this
+        session's or another's, is never ended. Raises GatewayError (kind
+        "not-held" or "lock-lost") if the term had ended."""
+        try:
+            self.session.gw.request("POST", "/v1/elections/%s/resign" % _quote(self.election),
+                                    {"session": self.session.id, "token": str(self.token)})
+        finally:
+            self.session._forget(self, "resigned")
+
+    release = resign
+
+
 class Session:
-    """A gateway session: a lease that owns locks."""
+    """A gateway session: a lease that owns locks and terms."""
 
     def __init__(self, gw, id_, ttl, deadline, on_lost=None):
         self.gw = gw
@@ -190,6 +295,25 @@ class Session:
         with self._mu:
             self.locks[name] = lock
         return lock
+
+    def campaign(self, election, value=None, wait=30.0):
+        """Campaigns in election, waiting at most wait seconds (more than 0)
+        to be elected, with value as the leader's value (default: the
+        session's owner); returns the Term. Raises NotElected when the wait
+        ends, or SessionGone once the session ended. A campaign retried
+        after a lost answer returns the session's term."""
+        if self.gone is not None:
+            raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error
+        body = {"session": self.id}
+        if value is not None:
+            body["value"] = value
+        sent = time.monotonic()
+        a = self.gw.request("POST", "/v1/elections/%s/campaign?wait=%dms" % (_quote(election), max(1, int(wait * 1000))),
+                            body, wait=wait)
+        term = Term(self, election, int(a["token"]), a["value"], sent + a["ttl_remaining_ms"] / 1000.0)
+        with self._mu:
+            self.locks[term.name] = term
+        return term
 
     def keepalive(self, wait=0.0):
         """One keepalive: waits up to wait seconds for an event; applies what it says."""

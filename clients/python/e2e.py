@@ -14,6 +14,11 @@ refused TOKEN: holds a lock, then its token stops being accepted (as when
 broken: holds a lock, then the keepalive thread fails in this process (a
       bug, a malformed answer): it ends the session and says why; prints
       one JSON object.
+elect: two campaigners, one leader at a time; a resignation elects the
+      next; a stale resignation refused; proclaim; a campaigner whose
+      session dies loses its term before the next is elected; a term
+      forced away is seen lost; observe follows it all; prints one JSON
+      object.
 """
 
 import fcntl
@@ -23,7 +28,7 @@ import sys
 import threading
 import time
 
-from distlock_gateway import Gateway, GatewayError, SessionGone
+from distlock_gateway import Gateway, GatewayError, NotElected, SessionGone
 
 
 class FencedFile:
@@ -197,9 +202,131 @@ def broken(url, d):
     print(json.dumps(out), flush=True)
 
 
+class Observer:
+    """Follows an election's leader through gw.observe in a thread; await_
+    waits until a state is seen, each state as "TOKEN=VALUE", or "" for
+    no leader."""
+
+    def __init__(self, gw, election):
+        self.seen = []
+        self.error = None
+        self._cv = threading.Condition()
+        self._gen = gw.observe(election)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            for leader in self._gen:
+                with self._cv:
+                    self.seen.append("" if leader is None else "%d=%s" % (leader.token, leader.value))
+                    self._cv.notify_all()
+        except Exception as e:  # reported by await_
+            with self._cv:
+                self.error = e
+                self._cv.notify_all()
+
+    def await_(self, state, after):
+        """Waits until state is seen at or after index after; returns its index."""
+        with self._cv:
+            def found():
+                return self.error is not None or state in self.seen[after:]
+            if not self._cv.wait_for(found, timeout=30):
+                raise SystemExit("timed out: observe did not show %r: %r" % (state, self.seen))
+            if self.error is not None:
+                raise SystemExit("observe failed: %r" % self.error)
+            return self.seen.index(state, after)
+
+
+def campaign_async(s, election, value):
+    """Campaigns in a thread; returns a dict that gets the term, or the error,
+    and the monotonic time of the answer, and the thread."""
+    out = {}
+
+    def run():
+        try:
+            out["term"] = s.campaign(election, value=value, wait=60)
+        except Exception as e:
+            out["error"] = e
+        out["at"] = time.monotonic()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return out, t
+
+
+def leader_json(leader):
+    """A Leader as JSON, its token a decimal string as distlock writes it."""
+    return None if leader is None else {"value": leader.value, "token": str(leader.token)}
+
+
+def elect(url, d):
+    out = {}
+    gw = Gateway(url)
+    name = "e2e/leader"
+    out["leader_before"] = leader_json(gw.leader(name))
+    obs = Observer(gw, name)
+    at = obs.await_("", 0)
+    s1 = gw.session(owner="py-1", ttl=2.0)
+    s2 = gw.session(owner="py-2", ttl=1.0)
+    t1 = s1.campaign(name, value="10.0.0.1:80", wait=5)
+    at = obs.await_("%d=10.0.0.1:80" % t1.token, at)
+    # The second waits while the first leads; a short campaign is not elected.
+    try:
+        s2.campaign(name, value="x", wait=0.05)
+        out["short_campaign"] = "elected"
+    except NotElected as e:
+        out["short_campaign"] = e.kind
+        out["short_campaign_leader"] = e.leader
+    c2, th2 = campaign_async(s2, name, "10.0.0.2:80")
+    until(lambda: gw.leader(name) is not None and gw.leader(name).token == t1.token, 10, "the first leads")
+    out["second_waits"] = "term" not in c2 and "error" not in c2
+    out["leader_first"] = leader_json(gw.leader(name))
+    t1.proclaim("10.0.0.1:81")
+    at = obs.await_("%d=10.0.0.1:81" % t1.token, at)
+    t1.resign()
+    th2.join(30)
+    if "term" not in c2:
+        raise SystemExit("the second was not elected: %r" % c2.get("error"))
+    t2 = c2["term"]
+    out["t1"], out["t2"] = str(t1.token), str(t2.token)
+    at = obs.await_("%d=10.0.0.2:80" % t2.token, at)
+    out["first_valid_after_resign"] = t1.valid()
+    try:
+        t1.resign()
+        out["stale_resign"] = "resigned"
+    except GatewayError as e:
+        out["stale_resign"] = e.kind
+    out["leader_after_stale"] = leader_json(gw.leader(name))
+    # The second's session dies (its keepalive stops, as in a crashed
+    # process): its term ends before a third is elected.
+    s3 = gw.session(owner="py-3", ttl=5.0)
+    c3, th3 = campaign_async(s3, name, "10.0.0.3:80")
+    s2._stop.set()
+    s2._thread.join(5)
+    th3.join(30)
+    if "term" not in c3:
+        raise SystemExit("the third was not elected: %r" % c3.get("error"))
+    t3 = c3["term"]
+    with s2._mu:
+        out["dead_deadline_before_next"] = t2.deadline <= c3["at"]
+    out["dead_valid"] = t2.valid()
+    out["t3"] = str(t3.token)
+    at = obs.await_("%d=10.0.0.3:80" % t3.token, at)
+    # An operator forces the term away: the keepalive reports the loss.
+    gw.request("POST", "/v1/locks/election%2Fe2e%2Fleader/release", {"force": True})
+    until(lambda: not t3.valid(), 10, "the forced loss was not reported")
+    out["forced_lost"] = t3.lost
+    at = obs.await_("", at)
+    out["leader_after"] = leader_json(gw.leader(name))
+    out["observed"] = obs.seen
+    s1.close()
+    s3.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
     if mode == "refused":
         refused(url, d, sys.argv[4])
     else:
-        {"walk": walk, "kill": kill, "race": race, "broken": broken}[mode](url, d)
+        {"walk": walk, "kill": kill, "race": race, "broken": broken, "elect": elect}[mode](url, d)
