@@ -43,11 +43,13 @@ func (r *runner) serveCommand() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve fenced locks over HTTP, for programs in any language",
+		Short: "Serve fenced locks and leader elections over HTTP, for programs in any language",
 		Long: `Serve runs a gateway that gives HTTP clients the locks of the lock service
 (--backend): sessions kept alive by long-polling keepalives, blocking
 acquires, fencing tokens, release fenced by the token, and the sequencer
-check. The API is described at /v1/openapi.json; /healthz answers whether
+check; and its leader elections (campaign, leader, observe, proclaim,
+resign under /v1/elections/NAME/), whose terms the sessions hold as the
+locks election/NAME. The API is described at /v1/openapi.json; /healthz answers whether
 it serves and /metrics has Prometheus metrics. The page at / is a live
 dashboard of the locks held through it, which names the lock service
 without its password.
@@ -62,7 +64,8 @@ With --tokens FILE (JSON: {"tokens": [{"name", "token", "prefixes",
 "admin"}]}; other users of the host may neither read nor write it, nor
 its group write it: mode 0600 or 0640, owned by this user or root)
 every request needs "Authorization: Bearer TOKEN", each token may use
-the lock names starting with one of its prefixes, and only admin tokens
+the lock names starting with one of its prefixes (an election NAME is
+the lock name election/NAME), and only admin tokens
 may force a release.
 Tokens are never logged. Each token has its own share of --max-sessions,
 and of the waiting requests (1024) and event streams (256): the
