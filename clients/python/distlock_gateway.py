@@ -74,7 +74,7 @@ class NotAcquired(GatewayError):
 
 
 class NotElected(GatewayError):
-    """Another candidate led when the campaign's wait ended; .leader may say who."""
+    """Another candidate led when the campaign's wait ended; .leader (a Leader) may say who."""
 
 
 class SessionGone(GatewayError):
@@ -117,7 +117,10 @@ class Gateway:
                 cls = NotElected
             elif t.endswith(":session-not-found"):
                 cls = SessionGone
-            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder"), p.get("leader")) from None
+            leader = p.get("leader")
+            if isinstance(leader, dict):
+                leader = Leader(leader.get("election"), leader.get("value"), int(leader.get("token", 0)))
+            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder"), leader) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             if isinstance(reason, ConnectionRefusedError):

@@ -276,7 +276,7 @@ def elect(url, d):
         out["short_campaign"] = "elected"
     except NotElected as e:
         out["short_campaign"] = e.kind
-        out["short_campaign_leader"] = e.leader
+        out["short_campaign_leader"] = leader_json(e.leader)
     c2, th2 = campaign_async(s2, name, "10.0.0.2:80")
     until(lambda: gw.leader(name) is not None and gw.leader(name).token == t1.token, 10, "the first leads")
     out["second_waits"] = "term" not in c2 and "error" not in c2
