@@ -393,3 +393,55 @@ func TestElectionTermIsNotALock(t *testing.T) {
 	g.do("DELETE", "/v1/sessions/"+b, "", nil).want(t, 204, "")
 	g.idle()
 }
+
+// A term forced away is reported by the session's keepalive as the loss
+// of the lock election/NAME, and can no longer be resigned.
+func TestElectionTermLossReported(t *testing.T) {
+	g := start(t, memlock.New(), gateway.WithForceWithoutTokens())
+	a := g.session("", "alice", "10s")
+	ta := g.campaign("", a, "svc", "v", "10s").want(t, 200, "")
+	g.do("POST", "/v1/locks/election%2Fsvc/release", "", map[string]any{"force": true}).want(t, 200, "")
+	k := g.do("POST", "/v1/sessions/"+a+"/keepalive?wait=10s", "", nil).want(t, 200, "")
+	evs, _ := k.body["events"].([]any)
+	if len(evs) != 1 {
+		t.Fatalf("keepalive: %s, want the term's loss", k.raw)
+	}
+	if ev, _ := evs[0].(map[string]any); ev["type"] != "lock_lost" || ev["lock"] != "election/svc" ||
+		ev["token"] != ta.str("token") || ev["reason"] != "forced_release" {
+		t.Errorf("event %v, want the loss of the term %s", ev, ta.raw)
+	}
+	g.electionOp("", "resign", a, "svc", ta.str("token"), nil).want(t, 409, gateway.ProblemNotHeld)
+	g.do("GET", "/v1/elections/svc/leader", "", nil).want(t, 404, gateway.ProblemNoLeader)
+	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
+	g.idle()
+}
+
+// An observe stream counts among the event streams, and ends when the
+// gateway closes.
+func TestElectionObserveStreams(t *testing.T) {
+	g := start(t, memlock.New(), gateway.WithMaxStreams(1))
+	st := g.streamAt("", "/v1/elections/svc/observe", "")
+	if e := st.next(); e.typ != "no_leader" {
+		t.Fatalf("first event %q: %s", e.typ, e.raw)
+	}
+	g.do("GET", "/v1/elections/svc/observe", "", nil).want(t, 429, gateway.ProblemTooMany)
+	g.do("GET", "/v1/events", "", nil).want(t, 429, gateway.ProblemTooMany)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case e, ok := <-st.events:
+			if !ok {
+				return // the stream ended
+			}
+			if e.comment != "heartbeat" {
+				t.Fatalf("event %q after Close: %s", e.typ, e.raw)
+			}
+		case <-ctx.Done():
+			t.Fatal("the observe stream outlived the gateway's Close")
+		}
+	}
+}
