@@ -50,6 +50,14 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 // a watching Backend sets again every third of it.
 const watchMarkerTTL = 30 * time.Second
 
+// remarkPeriod is how often a watch sets its marker again.
+func (b *Backend) remarkPeriod() time.Duration {
+	if b.hooks.remark > 0 {
+		return b.hooks.remark
+	}
+	return watchMarkerTTL / 3
+}
+
 // WatchHolder implements driver.HolderWatcher with the key's holder
 // channel and watch marker on every node: while the marker exists on a
 // node, the node publishes on the channel when its grant of the key
@@ -65,7 +73,7 @@ const watchMarkerTTL = 30 * time.Second
 // meanwhile is lost. A grant that lapses is not announced: the watcher
 // reads again at its Expires. The Backend stays subscribed to a key's
 // channel until it is closed. The watch ends when ctx ends or the Backend
-// is closed.
+// is closed; Close waits for it.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -118,17 +126,28 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		}
 		return nil, err
 	}
+	// The watch's goroutine is one that Close waits for, so that nothing
+	// of the watch uses the nodes after Close returns.
+	if !b.track() {
+		sub.removeWatch(ch, w)
+		return nil, ErrClosed
+	}
 	out := make(chan struct{}, 1)
 	go func() {
+		defer b.wg.Done()
 		defer close(out)
 		defer sub.removeWatch(ch, w)
-		remark := time.NewTicker(watchMarkerTTL / 3)
+		// A re-mark under way ends with the watch, so that Close does
+		// not wait for it.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(b.closing, cancel)
+		defer stop()
+		remark := time.NewTicker(b.remarkPeriod())
 		defer remark.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				return
-			case <-b.closing.Done():
 				return
 			case <-remark.C:
 				all, err := mark(ctx)
