@@ -34,7 +34,11 @@
 //     the time a hand-off wastes, fairness, and requests per hand-off;
 //  4. the same with more waiters (the herd);
 //  5. held locks: goroutines, heap and renewal traffic of a Client holding
-//     thousands of locks.
+//     thousands of locks;
+//  6. elections: candidates (each an instance of its own) of one election,
+//     the time from a leader's resignation to the next leader's Campaign
+//     returning; distlock's package election over each distlock row's
+//     Client, and etcd's concurrency.Election.
 //
 // Adding a backend or a peer is adding one entry to Subjects. Entries with
 // NotBuilt set are reported as "not built yet".

@@ -37,6 +37,9 @@ type Params struct {
 	HeldSizes  []int         // numbers of locks held at once
 	HeldTTL    time.Duration // lock TTL while held (renewal every TTL/3)
 	HeldWindow time.Duration // how long renewals are counted
+
+	ElectionCandidates int // candidates (each its own instance) of one election
+	ElectionTerms      int // terms per subject and round
 }
 
 // FullParams is the run that produces RESULTS.md.
@@ -54,6 +57,9 @@ var FullParams = Params{
 	HeldSizes:         []int{1_000, 10_000},
 	HeldTTL:           3 * time.Second,
 	HeldWindow:        3 * time.Second,
+
+	ElectionCandidates: 4,
+	ElectionTerms:      100,
 }
 
 // SmokeParams is the run of `go test ./...`: every code path, in seconds.
@@ -71,6 +77,9 @@ var SmokeParams = Params{
 	HeldSizes:         []int{10, 50},
 	HeldTTL:           3 * time.Second,
 	HeldWindow:        1100 * time.Millisecond,
+
+	ElectionCandidates: 3,
+	ElectionTerms:      10,
 }
 
 // Results are what a run measured, by subject ID.
@@ -82,6 +91,7 @@ type Results struct {
 	Throughput map[string]*ThroughputResult
 	Contention map[int]map[string]*ContentionResult // by number of waiters
 	Held       map[string][]*HeldResult
+	Election   map[string]*ElectionResult
 	IdleRTT    map[string][]time.Duration // round trips after Hold of idleness, by round-trip subject, sorted
 	Versions   map[string]string
 }
@@ -186,6 +196,7 @@ func (r *Runner) Run(ctx context.Context) *Results {
 	}
 	res.IdleRTT = r.idle
 	res.Held = r.held(ctx)
+	res.Election = r.elections(ctx)
 	res.Versions = r.env.Versions(ctx)
 	res.Elapsed = time.Since(res.Started)
 	return res

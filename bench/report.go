@@ -320,6 +320,7 @@ func (rp *Report) Write(w io.Writer) error {
 		rp.writeContention(pf, n, i+3)
 	}
 	rp.writeHeld(pf)
+	rp.writeElection(pf, 4+len(p.ContentionWaiters))
 	rp.writeSubjects(pf)
 
 	if rp.Analysis != "" {

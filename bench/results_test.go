@@ -67,7 +67,7 @@ func TestResults(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		checkResults(t, p, res)
+		checkResults(t, p, res, Subjects)
 		b, err := json.Marshal(res)
 		if err != nil {
 			t.Fatal(err)
@@ -104,10 +104,11 @@ func TestResults(t *testing.T) {
 }
 
 // checkResults fails the test when a measurement did not do what it
-// claims: every subject ran, no two holders overlapped, nothing was lost.
-func checkResults(t *testing.T, p Params, res *Results) {
+// claims: every subject of subs ran, no two holders overlapped, nothing
+// was lost.
+func checkResults(t *testing.T, p Params, res *Results, subs []Subject) {
 	t.Helper()
-	for _, s := range Subjects {
+	for _, s := range subs {
 		if s.Has(Latency) {
 			if lr := res.Latency[s.ID]; lr == nil || len(lr.Samples) != p.Rounds*p.LatencyOps {
 				t.Errorf("%s: latency samples missing", s.Name)
@@ -133,6 +134,21 @@ func checkResults(t *testing.T, p Params, res *Results) {
 				case len(cr.Errors) > 0:
 					t.Errorf("%s, %d waiters: errors: %v", s.Name, n, cr.Errors)
 				}
+			}
+		}
+		if s.Has(Election) {
+			er := res.Election[s.ID]
+			switch {
+			case er == nil || er.Terms < p.Rounds*p.ElectionTerms:
+				t.Errorf("%s: elections: too few terms", s.Name)
+			case er.Handoffs == 0:
+				t.Errorf("%s: elections: no term passed to another candidate", s.Name)
+			case er.Incomplete > 0:
+				t.Errorf("%s: elections: %d rounds did not finish within %v", s.Name, er.Incomplete, p.ContentionLimit)
+			case er.Violations > 0:
+				t.Errorf("%s: elections: two leaders at once %d times", s.Name, er.Violations)
+			case len(er.Errors) > 0:
+				t.Errorf("%s: elections: errors: %v", s.Name, er.Errors)
 			}
 		}
 		if s.Has(Held) {

@@ -46,6 +46,7 @@ const (
 	Throughput                     // 64 goroutines on distinct keys
 	Contention                     // waiters on one key: hand-off waste, fairness, herd
 	Held                           // 10,000 held locks with renewal
+	Election                       // candidates of one election: a resignation to the next term
 )
 
 // Locker is one instance of a lock library, standing for one process: its
@@ -80,6 +81,10 @@ type Subject struct {
 	Counters func(ctx context.Context, e *Env) (Snapshot, error)
 	// Backend opens the distlock backend, for the held-locks measurement.
 	Backend func(e *Env) (driver.Backend, func() error, error)
+	// Elect starts one candidate (one "process") for the election
+	// measurement; nil for a distlock row, whose candidates are package
+	// election over the Client that Open returns.
+	Elect func(e *Env) (Elector, error)
 }
 
 // Has reports whether s takes part in m.
@@ -144,7 +149,7 @@ var Subjects = []Subject{
 	{
 		ID: "distlock-redis", Name: "distlock Redis (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
 		Settings: "defaults: TTL 15s, renewal every 5s; waiters queue in Redis (FIFO), a release wakes the first live waiter over pub/sub; waiter liveness 3s; fencing token per grant",
-		Measures: Latency | Throughput | Contention | Held,
+		Measures: Latency | Throughput | Contention | Held | Election,
 		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisQueue, false) },
 		Counters: redisCounters(1),
 		Backend: func(e *Env) (driver.Backend, func() error, error) {
@@ -242,7 +247,7 @@ var Subjects = []Subject{
 	{
 		ID: "distlock-etcd", Name: "distlock etcd (Client.Acquire)", Service: SvcEtcd, Kind: KindDistlock,
 		Settings: "defaults: TTL 15s, renewal every 5s; fencing token = create revision",
-		Measures: Latency | Throughput | Contention | Held,
+		Measures: Latency | Throughput | Contention | Held | Election,
 		Open:     openDistlockEtcd,
 		Counters: etcdCounters,
 		Backend: func(e *Env) (driver.Backend, func() error, error) {
@@ -258,6 +263,7 @@ var Subjects = []Subject{
 			return b, func() error { return errors.Join(b.Close(), cli.Close()) }, nil
 		},
 	},
+	etcdElectionSubject,                     // election.go
 	fileFloor, fileTokenFloor, distlockFile, // subjects_file.go
 	gatewayRTT, gatewayDirect, distlockGateway, // subjects_gateway.go
 	{

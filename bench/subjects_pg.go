@@ -44,7 +44,7 @@ var (
 		ID: "distlock-pg", Name: "distlock PostgreSQL, session mode (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
 		Settings: "pglock defaults over a pgx pool of 64 connections: the session advisory lock of hashtextextended(key, 0) on a pool connection kept for the grant, " +
 			"the token incremented in the same statement (distlock_acquire), a release that marks the grant released and unlocks in one statement (an UPDATE whose RETURNING calls pg_advisory_unlock); a waiter waits in the server's queue",
-		Measures: Latency | Throughput | Contention,
+		Measures: Latency | Throughput | Contention | Election,
 		Open:     openDistlockPG,
 		Counters: pgCounters,
 	}

@@ -222,7 +222,8 @@ func (s *suite) testCandidates(t *testing.T) {
 					abandonedMu.Unlock()
 				default:
 					time.Sleep(time.Duration(mrand.IntN(2000)) * time.Microsecond)
-					if err := term.Resign(ctx); err != nil && !lostBefore(term, err) {
+					before := stateOf(term)
+					if err := term.Resign(ctx); err != nil && !before.lostBy(err) {
 						t.Errorf("Resign: %v", err)
 					}
 				}
@@ -288,19 +289,41 @@ func (s *suite) leadOnce(t *testing.T, ctx context.Context, cand candidate, term
 	if mrand.IntN(4) == 0 {
 		v := value + ", proclaimed"
 		ts.proclaimed(term, v)
-		if err := term.Proclaim(ctx, v); err != nil && !errors.Is(err, errors.ErrUnsupported) && !lostBefore(term, err) {
+		before := stateOf(term)
+		if err := term.Proclaim(ctx, v); err != nil && !errors.Is(err, errors.ErrUnsupported) && !before.lostBy(err) {
 			t.Errorf("Proclaim: %v", err)
 		}
 	}
 }
 
-// lostBefore reports whether err, from a call on term, reports the term
-// lost, and the term had indeed ended by loss: renewals that came late on
-// a loaded machine end a term early, which the contract allows (its
-// context ends before another can be elected); the checks of at most one
-// live term at a time still apply to it.
-func lostBefore(term *election.Term, err error) bool {
-	return errors.Is(err, distlock.ErrLockLost) && errors.Is(term.Err(), distlock.ErrLockLost)
+// termState is a term's state before a call on it, on which the call's
+// report of a loss is judged. The term's state after the call cannot
+// judge it: a call that reports the term lost ends it (Lock.SetOwner does,
+// as a refresh does), so that afterwards any report of a loss, a false one
+// from a backend that cannot find its own live grant included, would look
+// borne out.
+type termState struct {
+	err      error     // the term's Err
+	deadline time.Time // its local deadline; zero if it has none
+}
+
+func stateOf(term *election.Term) termState {
+	d, _ := term.Lock().Deadline()
+	return termState{err: term.Err(), deadline: d}
+}
+
+// lostBy reports whether err, from a call on a term that was in state b
+// when the call began, reports the term lost, and the term could indeed
+// be: it was lost already, or its local deadline as it stood passed
+// during the call. Renewals that came late on a loaded machine end a term
+// early, which the contract allows (its context ends before another can be
+// elected); the checks of at most one live term at a time still apply to
+// it.
+func (b termState) lostBy(err error) bool {
+	if !errors.Is(err, distlock.ErrLockLost) {
+		return false
+	}
+	return errors.Is(b.err, distlock.ErrLockLost) || (!b.deadline.IsZero() && !time.Now().Before(b.deadline))
 }
 
 // write writes as the leader of term through reg: a live term's write must

@@ -1,11 +1,18 @@
 package election_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
@@ -56,4 +63,61 @@ func TestHolderFilelock(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		return b
 	}, distlocktest.WithTTL(time.Second))
+}
+
+// falseLossEnv, when set, makes TestConformanceRefusesFalseLoss the child
+// that runs the suite over a backend that reports false losses.
+const falseLossEnv = "ELECTION_TEST_FALSE_LOSS"
+
+// The election suite fails a backend whose SetOwner reports a live term
+// lost (as pglock's did through a session pooler): Proclaim's report of a
+// loss is judged on the term's state before the call, since the call's
+// report ends the term. The suite runs in a child process, whose failure
+// is the result.
+func TestConformanceRefusesFalseLoss(t *testing.T) {
+	if os.Getenv(falseLossEnv) != "" {
+		srv := memlock.New()
+		distlocktest.RunElection(t, func(t *testing.T) driver.Backend { return falseLoss{srv} },
+			distlocktest.WithTTL(300*time.Millisecond))
+		return
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestConformanceRefusesFalseLoss$/^Candidates$", "-test.count=1")
+	child.Env = append(os.Environ(), falseLossEnv+"=1")
+	out, err := child.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the suite over a backend that reports false losses: %v, want a failure; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Proclaim: election: proclaim") {
+		t.Errorf("the suite failed, but not on Proclaim's false loss:\n%s", out)
+	}
+}
+
+// falseLoss is memlock with a SetOwner that reports every grant lost,
+// touching nothing. It is not a driver.BatchRefresher: memlock's takes its
+// own leases only.
+type falseLoss struct{ srv *memlock.Backend }
+
+func (b falseLoss) Acquire(ctx context.Context, key string, o driver.AcquireOptions) (driver.Lease, error) {
+	l, err := b.srv.Acquire(ctx, key, o)
+	if err != nil {
+		return nil, err
+	}
+	return falseLossLease{l}, nil
+}
+
+func (b falseLoss) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
+	return b.srv.Holder(ctx, key)
+}
+
+func (b falseLoss) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
+	return b.srv.WatchHolder(ctx, key)
+}
+
+func (b falseLoss) Close() error { return nil } // srv is shared by the run
+
+type falseLossLease struct{ driver.Lease }
+
+func (falseLossLease) SetOwner(context.Context, string) error {
+	return fmt.Errorf("%w: not found", distlock.ErrLockLost)
 }

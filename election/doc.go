@@ -56,7 +56,10 @@
 // earlier term's, and than every earlier lock of the election's key. One
 // fence.Register, or a backend's check-and-write helper, admits locks and
 // terms alike: pass Token with every write the leader makes, and let the
-// storage refuse a token lower than one it has admitted.
+// storage refuse a token lower than one it has admitted. A helper that
+// takes the lock itself (etcdlock's Fence, which has etcd compare the
+// candidate key's create revision in the write's transaction) takes the
+// term's Lock.
 //
 // # Layout
 //

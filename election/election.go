@@ -226,6 +226,17 @@ func (t *Term) Done() <-chan struct{} { return t.g.Done() }
 // context's cancellation: check it just before acting as the leader.
 func (t *Term) Err() error { return t.g.Err() }
 
+// Lock returns the lock that the term is: the grant of the election's
+// key, with the term's Token, Context and deadline. It is for what takes a
+// lock, a backend's check-and-write helper above all (etcdlock's Fence,
+// filelock's File), so that the storage refuses the writes of an ended
+// term as it refuses those of a lost lock; the helpers that take a token
+// take Token.
+// Its Release is the term's Resign, its Refresh renews the term, and
+// locks acquired under its Context nest in the term. Do not change its
+// owner with Lock.SetOwner: Proclaim does that, and keeps Value true.
+func (t *Term) Lock() *distlock.Lock { return t.g }
+
 // AtRisk returns a channel that is closed when the term is at risk: its
 // renewals have not been confirmed in time and its end is near (see
 // distlock.Lock.AtRisk).

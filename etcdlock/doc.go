@@ -63,8 +63,8 @@
 //     hold the lock for nobody, acquires of the name through this Backend
 //     wait, and tries fail with distlock.ErrNotAcquired. A forgotten key
 //     would be kept alive by its session for as long as the session lives.
-//     A waiting acquire cancelled while the transaction that creates its
-//     key is on its way waits for etcd's answer (up to the request
+//     An acquire (a wait or a try) cancelled while the transaction that
+//     creates its key is on its way waits for etcd's answer (up to the request
 //     timeout), so that it knows what to delete: etcd serves each request
 //     in a goroutine of its own, and may apply an abandoned transaction
 //     after the delete that followed it. A transaction etcd did not answer
@@ -88,9 +88,11 @@
 // a key in etcd: Mutex keys are per session, and two waiters of one session
 // would share a key and both believe they hold the lock.
 //
-// Tries use concurrency.Mutex.TryLock. A blocking acquire does not use
-// Mutex.Lock: it creates its key with the Mutex's transaction and layout,
-// and waits in its own way, because of how etcd serves the Mutex's watch.
+// Neither tries nor blocking acquires use the Mutex's methods: they create
+// their key with the Mutex's transaction and layout, a try without
+// abandoning that transaction when its context ends (Mutex.TryLock does;
+// see above), and a blocking acquire waits in its own way, because of how
+// etcd serves the Mutex's watch.
 // Mutex.Lock reads the key before its own, then watches it from the
 // revision of that read. etcd registers a watch that starts at or before
 // its current revision among its "unsynced" watchers, which a server loop

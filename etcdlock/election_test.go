@@ -427,60 +427,79 @@ func TestFrozenLeaderIsFenced(t *testing.T) {
 	}
 }
 
-// A Campaign cancelled while the transaction that creates its key is on
-// its way leaves no key behind. etcd serves each request in a goroutine of
-// its own, so a transaction the client abandoned can be applied after the
-// clean-up's delete that followed it: the key would then hold the
-// election for nobody, with a stale value, while its session lives.
-func TestCampaignCancelledWhileCreatingLeavesNoKey(t *testing.T) {
+// A Campaign, or a try of a lock (which concurrency has as
+// Mutex.TryLock), cancelled while the transaction that creates its key is
+// on its way leaves no key behind. etcd serves each request in a
+// goroutine of its own, so a transaction the client abandoned can be
+// applied after the clean-up's delete that followed it: the key would
+// then hold the election, or the lock, for nobody (with a stale value)
+// while its session lives. (The try abandoned its transaction before.)
+func TestCancelledWhileCreatingLeavesNoKey(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	admin := adminClient(t, e.Endpoints)
-	ctx := testCtx(t)
-	cli := newClient(t, e.Endpoints)
-	kv := &lateTxnKV{KV: cli.KV, pending: make(chan struct{}), release: make(chan struct{}), deleted: make(chan struct{}), late: make(chan struct{})}
-	cli.KV = kv
-	b := newBackend(t, cli)
-	el := newElection(t, b, "late/leader", distlock.WithRetry(distlock.NoRetry))
-	name := b.KeyPath(el.Key())
-	warm, err := el.Campaign(ctx, "warm") // the session exists: the next request is the creation
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	for _, tc := range []struct {
+		name string
+		// start returns the lock key and a function that asks for it
+		// once, ending whatever it was granted.
+		start func(t *testing.T, b *etcdlock.Backend) (key string, ask func(ctx context.Context) error)
+	}{
+		{"Campaign", func(t *testing.T, b *etcdlock.Backend) (string, func(context.Context) error) {
+			el := newElection(t, b, "late/leader", distlock.WithRetry(distlock.NoRetry))
+			return el.Key(), func(ctx context.Context) error {
+				term, err := el.Campaign(ctx, "a")
+				if term != nil {
+					term.Resign(context.WithoutCancel(ctx))
+				}
+				return err
+			}
+		}},
+		{"TryAcquire", func(t *testing.T, b *etcdlock.Backend) (string, func(context.Context) error) {
+			c := newLockClient(t, b, distlock.WithRetry(distlock.NoRetry))
+			return "late/lock", func(ctx context.Context) error {
+				l, err := c.Acquire(ctx, "late/lock", distlock.WithWait(false))
+				if l != nil {
+					l.Release(context.WithoutCancel(ctx))
+				}
+				return err
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			cli := newClient(t, e.Endpoints)
+			kv := &lateTxnKV{KV: cli.KV, pending: make(chan struct{}), release: make(chan struct{}), deleted: make(chan struct{}), late: make(chan struct{})}
+			cli.KV = kv
+			b := newBackend(t, cli)
+			key, ask := tc.start(t, b)
+			name := b.KeyPath(key)
+			if err := ask(ctx); err != nil { // the session exists: the next request is the creation
+				t.Fatal(err)
+			}
 
-	kv.armed.Store(true)
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		term, err := el.Campaign(cctx, "a")
-		if term != nil {
-			term.Resign(ctx)
-		}
-		done <- err
-	}()
-	waitClosed(t, kv.pending, 30*time.Second, "the creating transaction")
-	cancel()
-	released := false
-	if !kv.abandonable() {
-		close(kv.release) // the client waits for the answer: etcd gives it
-		released = true
-	}
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Campaign cancelled: %v, want context.Canceled", err)
-	}
-	if !released {
-		close(kv.release)
-	}
-	if kv.wasAbandoned() {
-		waitClosed(t, kv.late, 30*time.Second, "the abandoned transaction")
-	}
-	if kvs := keysUnder(t, admin, name); len(kvs) != 0 {
-		t.Fatalf("the cancelled Campaign left %d key(s), value %q: a leader for nobody", len(kvs), kvs[0].Value)
-	}
-	if l, err := el.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
-		t.Errorf("Leader() = %+v, %v; want ErrNoLeader", l, err)
+			kv.armed.Store(true)
+			cctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- ask(cctx) }()
+			waitClosed(t, kv.pending, 30*time.Second, "the creating transaction")
+			cancel()
+			released := false
+			if !kv.abandonable() {
+				close(kv.release) // the client waits for the answer: etcd gives it
+				released = true
+			}
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("cancelled: %v, want context.Canceled", err)
+			}
+			if !released {
+				close(kv.release)
+			}
+			if kv.wasAbandoned() {
+				waitClosed(t, kv.late, 30*time.Second, "the abandoned transaction")
+			}
+			if kvs := keysUnder(t, admin, name); len(kvs) != 0 {
+				t.Fatalf("the cancelled %s left %d key(s), value %q: held for nobody", tc.name, len(kvs), kvs[0].Value)
+			}
+		})
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -281,10 +280,14 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 		}
 		return nil, err
 	}
-	if !opts.Wait && opts.Election != "" {
-		// concurrency has no try for an election: one transaction
-		// creates the key with the value, as Campaign does, and reads
-		// the predecessor.
+	if !opts.Wait {
+		// One transaction creates the key (with the candidate's value, as
+		// Campaign does) and reads the predecessor, as Mutex.TryLock
+		// does; concurrency has no try for an election. session.lock
+		// does not abandon the transaction when ctx ends, so that the
+		// clean-up of a try that found the name held, or was given up,
+		// comes after it (an abandoned creation could be applied after
+		// the clean-up's delete, and hold the name for nobody).
 		rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
 		rev, err := s.lock(rctx, name, value, false)
 		if err != nil && !errors.Is(err, errHeld) {
@@ -295,21 +298,14 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 			b.cleanup(t, s, s.keyOf(name), rev)
 			return nil, fmt.Errorf("%w: etcdlock: held", driver.ErrNotAcquired)
 		}
-		return b.finish(ctx, t, s, key, name, rev, opts, err)
-	}
-	if !opts.Wait {
-		m := concurrency.NewMutex(s.cs, name)
-		rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
-		err := m.TryLock(rctx)
-		if err != nil && !errors.Is(err, concurrency.ErrLocked) {
-			err = b.sortErr(ctx, rctx, err)
+		l, err := b.finish(ctx, t, s, key, name, rev, opts, err)
+		switch {
+		case ctx.Err() == nil:
+			return l, err
+		case err == nil:
+			b.releaseUnwanted(l) // granted as the caller gave up
 		}
-		cancel()
-		rev := ownerRevision(m)
-		if m.Key() != s.keyOf(name) {
-			rev = 0 // the Txn's answer never came
-		}
-		return b.finish(ctx, t, s, key, name, rev, opts, err)
+		return nil, driver.Canceled(ctx)
 	}
 
 	// The wait is this package's own (session.lock), not Mutex.Lock, whose
@@ -363,10 +359,6 @@ func (b *Backend) releaseUnwanted(l *lease) {
 func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name string, rev int64, opts driver.AcquireOptions, lockErr error) (*lease, error) {
 	etcdKey := s.keyOf(name)
 	if lockErr != nil {
-		if errors.Is(lockErr, concurrency.ErrLocked) {
-			t.Done() // TryLock deleted its key
-			return nil, fmt.Errorf("%w: etcdlock: held", driver.ErrNotAcquired)
-		}
 		// The key may exist: the Txn that creates it may have taken
 		// effect without its reply reaching us. Its create revision is
 		// known if the reply came.
@@ -417,12 +409,6 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 		return nil, err
 	}
 	return l, nil
-}
-
-// ownerRevision is the create revision the Mutex holds its key with.
-func ownerRevision(m *concurrency.Mutex) int64 {
-	cmp := m.IsOwner()
-	return cmp.GetCompare().GetCreateRevision()
 }
 
 // cleanup deletes one of our keys under name after a failed or abandoned

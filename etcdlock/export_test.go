@@ -84,9 +84,8 @@ func ParseURL(raw string) (ParsedURL, error) {
 }
 
 // TryFault loses the reply of a chosen Txn that the Backend sends through
-// its view of the client: the Txn that creates a lock key (the try of
-// Mutex.TryLock, and the one a blocking acquire makes before it waits)
-// takes effect in etcd, and the acquire sees an error, as when the
+// its view of the client: the Txn that creates a lock key (a try's, and
+// the one a blocking acquire makes before it waits) takes effect in etcd, and the acquire sees an error, as when the
 // connection breaks while the reply is on its way.
 type TryFault struct {
 	next atomic.Pointer[func()]

@@ -49,7 +49,8 @@ type Backend struct {
 	lastTTL      atomic.Pointer[cachedTTL]
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
-	// wg counts the clean-ups retried in the background (see abandon).
+	// wg counts the clean-ups retried in the background (see abandon) and
+	// the watches' goroutines (WatchHolder), which Close waits for.
 	mu      sync.Mutex
 	closed  bool
 	closing context.Context
@@ -91,6 +92,7 @@ type testHooks struct {
 	noRecheck      bool          // skip the try after a new subscription is confirmed
 	linger         time.Duration // replaces subscriptionLinger when not zero
 	beforeAbandon  func()        // a try failed; its clean-up is about to be sent
+	remark         time.Duration // replaces a watch's re-mark period when not zero
 }
 
 // New returns a Backend that keeps its locks in the Redis that client talks
@@ -124,7 +126,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 }
 
 // Close stops what the Backend started: its pub/sub connection, its
-// goroutines and any clean-up still being retried (a lock whose clean-up is
+// goroutines (the watches' among them) and any clean-up still being retried (a lock whose clean-up is
 // abandoned that way lapses by its TTL). Waiting Acquire calls return an
 // error matching ErrClosed. Leases keep working: they can still be refreshed
 // and released. Close does not close the redis client given to New; a

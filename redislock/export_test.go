@@ -81,3 +81,6 @@ func TryWithSecret(ctx context.Context, b *Backend, key, secret string, opts dri
 	}
 	return r.why
 }
+
+// SetRemarkPeriod replaces how often b's watches set their markers again.
+func SetRemarkPeriod(b *Backend, d time.Duration) { b.hooks.remark = d }

@@ -54,6 +54,14 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 // watching Backend sets again every third of it.
 const watchMarkerTTL = 30 * time.Second
 
+// remarkPeriod is how often a watch sets its marker again.
+func (b *Backend) remarkPeriod() time.Duration {
+	if b.hooks.remark > 0 {
+		return b.hooks.remark
+	}
+	return watchMarkerTTL / 3
+}
+
 // WatchHolder implements driver.HolderWatcher with the key's release
 // channel, on the Backend's pub/sub connection that its waiters share,
 // and the key's watch marker: while the marker exists, every grant and
@@ -65,7 +73,8 @@ const watchMarkerTTL = 30 * time.Second
 // and watches again). A confirmation sent again after go-redis reconnected
 // wakes the watcher, since what was published meanwhile is lost. A grant
 // that lapses is not announced: the watcher reads again at its Expires.
-// The watch ends when ctx ends or the Backend is closed.
+// The watch ends when ctx ends or the Backend is closed; Close waits for
+// it.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -105,17 +114,32 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	}
 	// From now on a confirmation (after a reconnection) wakes w.
 	w.tried.Store(true)
+	// The watch's goroutine is one that Close waits for, so that nothing
+	// of the watch uses the client after Close returns.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		sub.remove(w)
+		return nil, ErrClosed
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
 	out := make(chan struct{}, 1)
 	go func() {
+		defer b.wg.Done()
 		defer close(out)
 		defer sub.remove(w)
-		remark := time.NewTicker(watchMarkerTTL / 3)
+		// A re-mark under way ends with the watch, so that Close does
+		// not wait for it.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(b.closing, cancel)
+		defer stop()
+		remark := time.NewTicker(b.remarkPeriod())
 		defer remark.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				return
-			case <-b.closing.Done():
 				return
 			case <-remark.C:
 				mctx, cancel := context.WithTimeout(ctx, commandTimeout)

@@ -49,7 +49,8 @@ type Backend struct {
 	owned []func() error // Close closes these (OpenURL's clients)
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
-	// wg counts the goroutines of clean-ups retried in the background.
+	// wg counts the goroutines of clean-ups retried in the background and
+	// of the watches (WatchHolder), which Close waits for.
 	mu      sync.Mutex
 	closed  bool
 	closing context.Context
@@ -71,6 +72,8 @@ type Backend struct {
 	// stragglers counts the requests of eachQuorum, which may outlive it;
 	// Add under mu, before closed is set.
 	stragglers sync.WaitGroup
+
+	hooks testHooks
 }
 
 // New returns a Backend over nodes, each the client of one independent
@@ -123,8 +126,9 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 func (b *Backend) Nodes() []Node { return slices.Clone(b.nodes) }
 
 // Close stops what the Backend started: its pub/sub connections, its
-// goroutines and any clean-up still being retried (a grant whose clean-up
-// is abandoned that way lapses by its TTL). A re-seeding of a node under
+// goroutines (the watches' among them) and any clean-up still being
+// retried (a grant whose clean-up is abandoned that way lapses by its
+// TTL). A re-seeding of a node under
 // way in the background is given up to 2s to finish first; the requests
 // of an OpenURL or List that a node had not answered yet end with the
 // clients that Close closes, or else with their timeout. Waiting
@@ -301,4 +305,10 @@ func all(n int) []int {
 		idx[i] = i
 	}
 	return idx
+}
+
+// testHooks let this package's tests change what takes long; all zero
+// outside tests.
+type testHooks struct {
+	remark time.Duration // replaces a watch's re-mark period when not zero
 }

@@ -297,13 +297,19 @@
 // sets the key's watch marker on every node (a key that lives 30s, set
 // again every 10s while the watch lasts). While a node holds the marker,
 // it publishes on the channel at every grant, release and raised token of
-// the key on it. The majority view can change only by a change on some
-// node, so the watch needs every node: when a node does not confirm the
-// subscription, or the marker cannot be set on it, the watch fails and the
-// Client polls (distlock.WatchPoll) and tries to watch again. A grant that
-// lapses is not announced: the Client reads again at the holder's
-// Expires. A watch costs the watcher a subscription on every node, kept
-// until Close, and a request to every node every 10s; it costs each grant
+// the key on it. A new grant of the majority view is on a majority of
+// the nodes, so the watch needs the nodes that every majority meets: one
+// more than a majority leaves out (a majority, of an odd number of
+// nodes). A node down (or not confirming the subscription, or refusing
+// the marker) then does not keep the watch from being woken by the others; with fewer
+// nodes heard the watch fails and the Client polls (distlock.WatchPoll)
+// and tries to watch again. A node heard from again later wakes the
+// watch, since it may have changed unheard. A grant that lapses is not
+// announced, nor a release that reached only nodes not heard: the Client
+// reads again at the holder's Expires. A watch costs the watcher a
+// subscription on every node, kept while the key is watched and for 1s
+// after (watches that follow each other, as Observe's do, subscribe
+// once), and a request to every node every 10s; it costs each grant
 // and release of the watched key a PUBLISH on every node. A key nobody
 // watches costs nothing: the scripts read the marker with the keys they
 // read anyway (TestCommandsPerCycle).
@@ -353,8 +359,9 @@
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter
 // that returned as it was woken runs in a background goroutine. Each
-// WatchHolder runs one goroutine until its context ends or Close. Clean-ups and releases
-// that could not reach a node run in background goroutines that Close
-// stops; the marking and copying that a round found due run in one that
+// WatchHolder runs one goroutine until its context ends or Close, which
+// waits for it; a key's holder channel unwatched for 1s is unsubscribed
+// by a timer and a goroutine per node. Clean-ups and releases that could
+// not reach a node run in background goroutines that Close stops; the marking and copying that a round found due run in one that
 // Close lets finish, for 2s at most.
 package redlock

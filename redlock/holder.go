@@ -6,6 +6,8 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/driver"
@@ -50,22 +52,36 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 // a watching Backend sets again every third of it.
 const watchMarkerTTL = 30 * time.Second
 
+// remarkPeriod is how often a watch sets its marker again.
+func (b *Backend) remarkPeriod() time.Duration {
+	if b.hooks.remark > 0 {
+		return b.hooks.remark
+	}
+	return watchMarkerTTL / 3
+}
+
 // WatchHolder implements driver.HolderWatcher with the key's holder
 // channel and watch marker on every node: while the marker exists on a
 // node, the node publishes on the channel when its grant of the key
 // changes (a grant, a release, a raised token). The subscriptions share
 // the pub/sub connections of the Backend's waiters. WatchHolder returns
-// once every node confirmed the subscription (waiting at most
-// driver.ConfirmWait) and holds the marker, so that no later change of
-// any node, and thus of the majority view, is missed; it fails with an
-// error matching ErrUnavailable when a node did not, and the watcher then
-// polls. The marker is set again on every node every 10s while the watch
-// lasts, and the watch ends when that fails. A confirmation sent again
-// after a reconnection wakes the watcher, since what was published
-// meanwhile is lost. A grant that lapses is not announced: the watcher
-// reads again at its Expires. The Backend stays subscribed to a key's
-// channel until it is closed. The watch ends when ctx ends or the Backend
-// is closed.
+// once enough nodes confirmed the subscription and hold the marker that
+// every majority has one of them (one more than the nodes a majority
+// leaves out: a majority, of an odd number of nodes), waiting at most
+// driver.ConfirmWait, so that a new grant of the majority view is
+// announced by one of them: a node down does not keep the watch from
+// being woken by the others. It fails with an error matching
+// ErrUnavailable when too few did, and the watcher then polls. The
+// marker is set again on every node every 10s while the watch lasts, and
+// the watch ends when too few nodes then hold it. A confirmation sent
+// again after a reconnection, or a node's first, wakes the watcher, since
+// what was published meanwhile is lost. A grant that lapses is not
+// announced, nor a release that reached only the nodes not heard: the
+// watcher reads again at the grant's Expires. The Backend stays
+// subscribed to a key's channel while it is watched, and for
+// holderLinger after, so that watches that follow each other subscribe
+// once. The watch ends when ctx ends or the Backend is closed; Close
+// waits for it.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -89,25 +105,30 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		return nil, ErrClosed
 	case <-confirm.C:
 		sub.removeWatch(ch, w)
-		return nil, fmt.Errorf("%w: redlock: watch holder: not every node confirmed the subscription within %v", driver.ErrUnavailable, driver.ConfirmWait)
+		return nil, fmt.Errorf("%w: redlock: watch holder: fewer than %d nodes confirmed the subscription within %v", driver.ErrUnavailable, sub.need, driver.ConfirmWait)
 	}
 	// mark sets the marker on every node, and reports whether every node
-	// had it.
+	// heard from (confirmed, and marked now) had it; it fails when too few
+	// nodes are heard from.
 	mark := func(ctx context.Context) (bool, error) {
 		res := each(ctx, b, nil, b.cfg.listTimeout(), func(ctx context.Context, n Node) (bool, error) {
 			had, err := watchScript.Run(ctx, n, []string{k.watched}, watchMarkerTTL.Milliseconds()).Int()
 			return had == 1, err
 		})
+		confirmed := sub.confirmedHolder(ch)
 		why := make([]string, len(res))
-		failed, every := false, true
+		heard, every := 0, true
 		for i, r := range res {
-			if r.err != nil {
-				why[i], failed = r.err.Error(), true
+			switch {
+			case r.err != nil:
+				why[i] = r.err.Error()
+			case confirmed[i]:
+				heard++
+				every = every && r.val
 			}
-			every = every && r.val
 		}
-		if failed {
-			return false, fmt.Errorf("%w: redlock: watch holder: the watch marker is not set on every node: %s", driver.ErrUnavailable, b.nodeErrors(why))
+		if heard < sub.need {
+			return false, fmt.Errorf("%w: redlock: watch holder: the watch marker is set on %d confirmed nodes, fewer than %d: %s", driver.ErrUnavailable, heard, sub.need, b.nodeErrors(why))
 		}
 		return every, nil
 	}
@@ -118,17 +139,28 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		}
 		return nil, err
 	}
+	// The watch's goroutine is one that Close waits for, so that nothing
+	// of the watch uses the nodes after Close returns.
+	if !b.track() {
+		sub.removeWatch(ch, w)
+		return nil, ErrClosed
+	}
 	out := make(chan struct{}, 1)
 	go func() {
+		defer b.wg.Done()
 		defer close(out)
 		defer sub.removeWatch(ch, w)
-		remark := time.NewTicker(watchMarkerTTL / 3)
+		// A re-mark under way ends with the watch, so that Close does
+		// not wait for it.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(b.closing, cancel)
+		defer stop()
+		remark := time.NewTicker(b.remarkPeriod())
 		defer remark.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				return
-			case <-b.closing.Done():
 				return
 			case <-remark.C:
 				all, err := mark(ctx)
@@ -154,17 +186,27 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	return out, nil
 }
 
+// holderLinger is how long a holder channel stays subscribed after its
+// last watcher left: Observe sets its watch again after each end of one,
+// and a subscription is a request to every node.
+const holderLinger = time.Second
+
 // holderChannel is one key's holder channel: the nodes that confirmed
-// its subscription, and its watchers. Guarded by subscriber.mu.
+// its subscription, and its watchers. With no watcher left, it lingers:
+// idleSince is when the last one left, and expiry (when not nil) the
+// timer that unsubscribes once it has been idle for holderLinger.
+// Guarded by subscriber.mu.
 type holderChannel struct {
 	confirmed map[int]bool
 	watchers  map[*holderWatch]struct{}
+	idleSince time.Time
+	expiry    *time.Timer
 }
 
 // holderWatch is one WatchHolder.
 type holderWatch struct {
 	wake    chan struct{} // buffered: a wake-up is never lost or blocking
-	ready   chan struct{} // closed once a majority confirmed
+	ready   chan struct{} // closed once enough nodes confirmed
 	isReady bool
 }
 
@@ -176,7 +218,8 @@ func (w *holderWatch) notify() {
 }
 
 // addWatch registers a watcher of the holder channel ch, subscribing to
-// ch on every node unless it is subscribed already.
+// ch on every node unless it is subscribed already. An UNSUBSCRIBE of ch
+// still being sent is sent first.
 func (s *subscriber) addWatch(ch string) *holderWatch {
 	w := &holderWatch{wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	s.mu.Lock()
@@ -187,16 +230,23 @@ func (s *subscriber) addWatch(ch string) *holderWatch {
 		s.holders[ch] = hc
 	}
 	hc.watchers[w] = struct{}{}
-	if len(hc.confirmed) == len(s.pss) {
+	if len(hc.confirmed) >= s.need {
 		w.isReady = true
 		close(w.ready)
 	}
+	unsubscribed := s.unsubscribing[ch]
+	subscribe := first && !s.closed
+	if subscribe {
+		s.wg.Add(len(s.pss))
+	}
 	s.mu.Unlock()
-	if first {
+	if subscribe {
 		for _, ps := range s.pss {
-			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
+				if unsubscribed != nil {
+					<-unsubscribed
+				}
 				// As for the wake channel: go-redis subscribes again
 				// when it reconnects, should this fail.
 				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -208,19 +258,91 @@ func (s *subscriber) addWatch(ch string) *holderWatch {
 	return w
 }
 
-// removeWatch unregisters w. The channel stays subscribed.
+// removeWatch unregisters w. When it was the channel's last watcher, the
+// channel lingers, and is unsubscribed by a timer once it has been idle
+// for holderLinger: not on the caller's path.
 func (s *subscriber) removeWatch(ch string, w *holderWatch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if hc := s.holders[ch]; hc != nil {
-		delete(hc.watchers, w)
+	hc := s.holders[ch]
+	if hc == nil {
+		return
+	}
+	delete(hc.watchers, w)
+	if len(hc.watchers) > 0 || s.closed {
+		return
+	}
+	hc.idleSince = time.Now()
+	if hc.expiry == nil {
+		hc.expiry = time.AfterFunc(holderLinger, func() { s.expireHolder(ch, hc) })
 	}
 }
 
+// expireHolder unsubscribes from ch on every node if it has been idle for
+// holderLinger, and otherwise waits again (a watcher came and left
+// meanwhile) or stops (a watcher is there; the next one to leave starts
+// the timer again).
+func (s *subscriber) expireHolder(ch string, hc *holderChannel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.holders[ch] != hc || len(hc.watchers) > 0 {
+		hc.expiry = nil
+		return
+	}
+	if left := holderLinger - time.Since(hc.idleSince); left > 0 {
+		hc.expiry = time.AfterFunc(left, func() { s.expireHolder(ch, hc) })
+		return
+	}
+	hc.expiry = nil
+	delete(s.holders, ch)
+	// A SUBSCRIBE of ch sent by a new watcher must follow these on each
+	// node: it waits for done.
+	done := make(chan struct{})
+	prev := s.unsubscribing[ch]
+	s.unsubscribing[ch] = done
+	var sent sync.WaitGroup
+	sent.Add(len(s.pss))
+	s.wg.Add(len(s.pss) + 1)
+	for _, ps := range s.pss {
+		go func() {
+			defer s.wg.Done()
+			defer sent.Done()
+			if prev != nil {
+				<-prev
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			_ = ps.Unsubscribe(ctx, ch)
+		}()
+	}
+	go func() {
+		defer s.wg.Done()
+		sent.Wait()
+		s.mu.Lock()
+		if s.unsubscribing[ch] == done {
+			delete(s.unsubscribing, ch)
+		}
+		s.mu.Unlock()
+		close(done)
+	}()
+}
+
+// confirmedHolder returns the nodes that confirmed the holder channel ch.
+func (s *subscriber) confirmedHolder(ch string) map[int]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hc := s.holders[ch]
+	if hc == nil {
+		return nil
+	}
+	return maps.Clone(hc.confirmed)
+}
+
 // confirmHolder counts node's confirmation of the holder channel ch. The
-// watchers become ready once every node confirmed; a ready watcher is
-// woken by any later confirmation (a node that reconnected), since the
-// node may have changed while it was not heard.
+// watchers become ready once enough nodes confirmed; a ready watcher is
+// woken by any later confirmation (a node that reconnected, or a node
+// heard for the first time), since the node may have changed while it was
+// not heard.
 func (s *subscriber) confirmHolder(ch string, node int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -233,7 +355,7 @@ func (s *subscriber) confirmHolder(ch string, node int) {
 		switch {
 		case w.isReady:
 			w.notify()
-		case len(hc.confirmed) == len(s.pss):
+		case len(hc.confirmed) >= s.need:
 			w.isReady = true
 			close(w.ready)
 		}

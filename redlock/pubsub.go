@@ -42,8 +42,13 @@ type subscriber struct {
 	gaveUp    map[string]time.Time // members that returned without a grant, and when
 
 	// holders are the keys' holder channels that the Backend watches
-	// (WatchHolder), by channel; they stay subscribed until Close.
-	holders map[string]*holderChannel
+	// (WatchHolder), by channel, subscribed while watched and for
+	// holderLinger after (see holderChannel); unsubscribing has the
+	// channels being unsubscribed, each with a channel closed once every
+	// node's UNSUBSCRIBE was sent; closed is set by close.
+	holders       map[string]*holderChannel
+	unsubscribing map[string]chan struct{}
+	closed        bool
 
 	// gone is told of a wake-up for a waiter that has returned, with the
 	// node and the key's queue: it passes the turn on.
@@ -105,7 +110,7 @@ func newSubscriber(nodes []Node, need int, channelPrefix string) *subscriber {
 	s := &subscriber{
 		need: need, id: id, channel: channelPrefix + id, ready: make(chan struct{}),
 		confirmed: map[int]bool{}, waiters: map[string]*waiter{}, gaveUp: map[string]time.Time{},
-		holders: map[string]*holderChannel{},
+		holders: map[string]*holderChannel{}, unsubscribing: map[string]chan struct{}{},
 	}
 	for i, n := range nodes {
 		ps := n.Subscribe(context.Background())
@@ -242,6 +247,14 @@ func (s *subscriber) remove(w *waiter, gaveUp bool) (wokeBy uint64) {
 
 // close closes the pub/sub connections and waits for the goroutines.
 func (s *subscriber) close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, hc := range s.holders {
+		if hc.expiry != nil {
+			hc.expiry.Stop()
+		}
+	}
+	s.mu.Unlock()
 	var err error
 	for _, ps := range s.pss {
 		if e := ps.Close(); e != nil && err == nil {
