@@ -98,7 +98,7 @@ func electionServerKillScenario(f *Fixture) error {
 		// A leads on, paced, checking its term before each write.
 		var outs []string
 		for range 3 {
-			res := f.Run.checkedRMW(a, f.Res)
+			res := checkedRMW(a, f.Res)
 			if res.Err != nil {
 				return res.Err
 			}
@@ -150,7 +150,7 @@ func (f *Fixture) waitObserved(token uint64, d time.Duration) bool {
 
 // checkedRMW is an increment by w that checks its lock before the read and
 // the write; a lock found ended is the outcome "not-live", not an error.
-func (r *Run) checkedRMW(w *Worker, resource string) RMWResult {
+func checkedRMW(w *Worker, resource string) RMWResult {
 	res := w.RMW(resource, RMWOptions{})
 	if ErrKind(res.Err) == kindNotLive {
 		res.Err, res.Outcome = nil, kindNotLive
@@ -207,7 +207,9 @@ func (f *Fixture) killableService() (what string, kill func(), restart func() er
 
 // checkObserved judges what the observer received: leaders in term order
 // (a token never below one received before), each with the value of the
-// candidate its term was granted to. A token no grant of the run has is
+// candidate its term was granted to, and a channel that stays open while
+// the run lasts (Observe's ends with its context or the Client, neither of
+// which ends before the worker exits). A token no grant of the run has is
 // noted, not counted: the service may have reported a candidacy whose
 // grant's reply the harness never received. It waits a while for the
 // observer to report the end of the last term (Observe's last state reaches
@@ -238,22 +240,26 @@ func (f *Fixture) checkObserved() {
 		}
 	}
 	var (
-		high          uint64
-		seen          []string
-		unknown       []uint64
-		closedEarly   bool
-		disorderNotes []string
+		high         uint64
+		seen         []string
+		unknown      []uint64
+		closedAtOnce bool
+		errs         []string
 	)
 	for i, l := range o.leaders {
 		switch {
+		case l.closed && i == 0:
+			closedAtOnce = true
+			continue
 		case l.closed:
-			closedEarly = i == 0
+			f.Res0.ObserveViolations++
+			errs = append(errs, fmt.Sprintf("Observe's channel closed during the run, after %d leaders", i))
 			continue
 		case l.token == 0:
 			continue
 		case l.token < high:
 			f.Res0.ObserveViolations++
-			disorderNotes = append(disorderNotes, fmt.Sprintf("term %d (%s) after term %d", l.token, l.value, high))
+			errs = append(errs, fmt.Sprintf("term %d (%s) after term %d", l.token, l.value, high))
 		}
 		high = max(high, l.token)
 		w, ok := byToken[l.token]
@@ -262,22 +268,21 @@ func (f *Fixture) checkObserved() {
 			unknown = append(unknown, l.token)
 		case w != l.value:
 			f.Res0.ObserveViolations++
-			disorderNotes = append(disorderNotes, fmt.Sprintf("term %d with value %q, granted to %s", l.token, l.value, w))
+			errs = append(errs, fmt.Sprintf("term %d with value %q, granted to %s", l.token, l.value, w))
 		}
 		if n := fmt.Sprintf("%d:%s", l.token, l.value); len(seen) == 0 || seen[len(seen)-1] != n {
 			seen = append(seen, n)
 		}
 	}
-	switch {
-	case closedEarly:
+	if closedAtOnce {
 		r.notes = append(r.notes, "observer: Observe's channel closed at once (the backend reads no holder)")
-	default:
+	} else {
 		r.notes = append(r.notes, fmt.Sprintf("observer: %d of %d terms seen, in this order: %s", len(seen), len(byToken), strings.Join(seen, " ")))
 	}
 	if len(unknown) > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v reported by the service that no grant of the run has", unknown))
 	}
-	for _, n := range disorderNotes {
-		r.notes = append(r.notes, "observer out of order: "+n)
+	for _, e := range errs {
+		r.notes = append(r.notes, "observer error: "+e)
 	}
 }

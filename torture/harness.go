@@ -202,9 +202,8 @@ type Worker struct {
 	leaders []observed // what Observe sent, for an observer
 }
 
-// observed is one leader an observer's Observe sent, stamped on arrival.
+// observed is one leader an observer's Observe sent.
 type observed struct {
-	at     int64
 	token  uint64 // 0: no leader
 	value  string
 	closed bool // Observe's channel closed
@@ -349,7 +348,7 @@ func (w *Worker) read(dec *json.Decoder) {
 			continue
 		case evLeader:
 			w.run.mu.Lock()
-			w.leaders = append(w.leaders, observed{at: at, token: rep.Token, value: rep.Leader, closed: rep.Closed})
+			w.leaders = append(w.leaders, observed{token: rep.Token, value: rep.Leader, closed: rep.Closed})
 			w.run.mu.Unlock()
 			continue
 		}
@@ -626,7 +625,7 @@ func (w *Worker) Go() error {
 }
 
 // Observe has the worker follow the election named key with
-// election.Observe until it exits; Leaders returns what it saw.
+// election.Observe until it exits, sending each leader to the harness.
 func (w *Worker) Observe(key string) error {
 	_, err := w.must(request{Cmd: cmdObserve, Key: key})
 	return err
