@@ -33,8 +33,9 @@
 // # Elections
 //
 // The election rows (election/pause, election/partition and
-// election/server-kill, on every backend but file, where no term can
-// lapse and no server dies) run the same scenarios on package election's
+// election/server-kill, on every backend but file, where no term lapses
+// and no server dies, and partition not on PostgreSQL, where a session cut
+// off keeps its lock) run the same scenarios on package election's
 // terms: a Scenario with Election set opens its workers as candidates, so
 // that acquire campaigns (election.Campaign in the election named by the
 // row's key, the worker's name as the value), release resigns, and every
@@ -44,8 +45,8 @@
 // late write of an old leader that a fenced store admitted. A third
 // worker follows the election with election.Observe; the row counts an
 // error where it reports a leader out of term order, with another
-// candidate's value, or, on server-kill, never reports the leader
-// elected after the restart. On pause the frozen leader's term must have
+// candidate's value, closes its channel during the run, or, on
+// server-kill, never reports the leader elected after the restart. On pause the frozen leader's term must have
 // ended (Term.Err, exact when called) before its late write goes out.
 //
 // # One clock, conservative intervals
