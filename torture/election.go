@@ -62,7 +62,7 @@ func init() {
 	)
 	findings["election/pause"] = "A term is a lease like a lock's: the frozen leader's term ends by its local deadline before the service elects another candidate (checked with Term.Err just before the late write: ended, in every round of the full run; its context, which a stopped process cancels only once it runs again, was already cancelled in about two rounds of three), but a leader paused between its check and its write still writes, with its old term's token, after the new leader wrote. Without a fence the store takes it; a fenced store refuses it, on every backend."
 	findings["election/partition"] = "The cut-off leader's term context is cancelled by its local deadline before the service lets the term lapse and elects the next candidate (the mutex model holds; detection takes about the usable TTL, on ZooKeeper the session's safe window), but a leader that ignores its context keeps writing: only the fence refuses its writes."
-	findings["election/server-kill"] = "Terms stay strictly increasing across a restart of the service, and no two terms are live at once. Where the service keeps the term (Redis and Redlock with appendfsync always, etcd, and ZooKeeper when it is back within the session's safe window) the leader leads on through the restart and the next candidate is elected after its resignation; where it does not (PostgreSQL's session, the gateway's session, a ZooKeeper restart slower than the safe window) the leader's term ends first and its checked writes stop. The observer, a third process, received leaders in term order, each with its candidate's value, and received the leader elected after the restart in every round; it does not see every term (Observe reports states), and the notes say which it saw."
+	findings["election/server-kill"] = "Terms stay strictly increasing across a restart of the service, and no two terms are live at once. Where the service keeps the term (Redis and Redlock with appendfsync always, etcd, and ZooKeeper when it is back within the session's safe window) the leader leads on through the restart and the next candidate is elected after its resignation; where it does not (PostgreSQL's session, the gateway's session, a ZooKeeper restart slower than the safe window) the leader's term ends first and its checked writes stop. The observer, a third process, received leaders in term order, each with its candidate's value, and received the leader elected after the restart in every round; it does not see every term (Observe reports states), and the notes say which it saw. Through the gateway, in any election row, it now and then receives a term with no value: gatewaylock reads holders by listing them, and the file backend's List reports a lock file held while a grant or a release is in progress, without its holder's description (filelock's Holder reads that state as free); the notes name such terms."
 }
 
 // electionServerKillScenario kills the lock service with SIGKILL and
@@ -211,7 +211,11 @@ func (f *Fixture) killableService() (what string, kill func(), restart func() er
 // the run lasts (Observe's ends with its context or the Client, neither of
 // which ends before the worker exits). A token no grant of the run has is
 // noted, not counted: the service may have reported a candidacy whose
-// grant's reply the harness never received. It waits a while for the
+// grant's reply the harness never received. So is a leader with no value:
+// a backend that reads holders by listing them (gatewaylock, through the
+// gateway's listing of its file backend) reports a lock file held while
+// its grant or release is in progress, its description not written or
+// already removed, as held with no owner. It waits a while for the
 // observer to report the end of the last term (Observe's last state reaches
 // its receiver).
 func (f *Fixture) checkObserved() {
@@ -243,6 +247,7 @@ func (f *Fixture) checkObserved() {
 		high         uint64
 		seen         []string
 		unknown      []uint64
+		noValue      []uint64
 		closedAtOnce bool
 		errs         []string
 	)
@@ -266,6 +271,8 @@ func (f *Fixture) checkObserved() {
 		switch {
 		case !ok:
 			unknown = append(unknown, l.token)
+		case l.value == "":
+			noValue = append(noValue, l.token)
 		case w != l.value:
 			f.Res0.ObserveViolations++
 			errs = append(errs, fmt.Sprintf("term %d with value %q, granted to %s", l.token, l.value, w))
@@ -278,6 +285,9 @@ func (f *Fixture) checkObserved() {
 		r.notes = append(r.notes, "observer: Observe's channel closed at once (the backend reads no holder)")
 	} else {
 		r.notes = append(r.notes, fmt.Sprintf("observer: %d of %d terms seen, in this order: %s", len(seen), len(byToken), strings.Join(seen, " ")))
+	}
+	if len(noValue) > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v reported with no value (a grant or release in progress, read by listing)", noValue))
 	}
 	if len(unknown) > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v reported by the service that no grant of the run has", unknown))
