@@ -63,6 +63,15 @@ type Result struct {
 	LostUpdates      int // acknowledged increments missing from the final values
 	TokenRegressions int // grants whose token is not above every earlier grant's
 	Orphans          int // grants left behind by a failed acquire (set by the scenario)
+	// UnendedLateWrites counts writes that a paused leader sent after
+	// another candidate had been elected while its own term had not ended
+	// (Term.Err nil): the term's promise broken (set by the scenario).
+	UnendedLateWrites int
+	// ObserveViolations counts what an observer of an election row got
+	// wrong: a leader out of term order (a lower token after a higher
+	// one), a leader with the value of another candidate than the term's,
+	// or a standing leader never reported (set by the scenario).
+	ObserveViolations int
 	// Effective is the number of rounds in which the fault took effect as
 	// designed (the other holder was granted during the pause, the delayed
 	// write landed after the newer ones, the lost reply's request was
@@ -78,7 +87,8 @@ type Result struct {
 
 // Violations is the number of safety (and orphan) violations found.
 func (r *Result) Violations() int {
-	return r.Overlaps + r.StaleAccepted + r.LostUpdates + r.TokenRegressions + r.Orphans
+	return r.Overlaps + r.StaleAccepted + r.LostUpdates + r.TokenRegressions + r.Orphans +
+		r.UnendedLateWrites + r.ObserveViolations
 }
 
 // Illegal reports whether porcupine found some history not linearizable.
@@ -131,6 +141,8 @@ func (r *Result) violationText() string {
 	add(r.LostUpdates, "lost updates")
 	add(r.TokenRegressions, "token regressions")
 	add(r.Orphans, "orphaned grants")
+	add(r.UnendedLateWrites, "late writes under a term not ended")
+	add(r.ObserveViolations, "observer errors (a leader out of term order, with another's value, or never reported)")
 	for _, k := range modelKinds {
 		if r.Verdicts[string(k)] == porcupine.Illegal {
 			s = append(s, string(k)+" model illegal")

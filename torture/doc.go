@@ -30,6 +30,25 @@
 // per mode; the unfenced run must show the fault biting, and the
 // fenced run must accept no stale write.
 //
+// # Elections
+//
+// The election rows (election/pause, election/partition and
+// election/server-kill, on every backend but file, where no term lapses
+// and no server dies, and partition not on PostgreSQL, where a session cut
+// off keeps its lock) run the same scenarios on package election's
+// terms: a Scenario with Election set opens its workers as candidates, so
+// that acquire campaigns (election.Campaign in the election named by the
+// row's key, the worker's name as the value), release resigns, and every
+// write carries the term's token. The checkers need nothing new: a term
+// is a grant of the election's key, so the mutex model finds two live
+// terms, the token model a term not above the last, and the register a
+// late write of an old leader that a fenced store admitted. A third
+// worker follows the election with election.Observe; the row counts an
+// error where it reports a leader out of term order, with another
+// candidate's value, closes its channel during the run, or, on
+// server-kill, never reports the leader elected after the restart. On pause the frozen leader's term must have
+// ended (Term.Err, exact when called) before its late write goes out.
+//
 // # One clock, conservative intervals
 //
 // Every event is stamped by the harness process with one monotonic Clock:

@@ -199,6 +199,14 @@ type Worker struct {
 	current *grantRec
 	faultAt int64
 	paused  bool
+	leaders []observed // what Observe sent, for an observer
+}
+
+// observed is one leader an observer's Observe sent.
+type observed struct {
+	token  uint64 // 0: no leader
+	value  string
+	closed bool // Observe's channel closed
 }
 
 type call struct {
@@ -337,6 +345,11 @@ func (w *Worker) read(dec *json.Decoder) {
 			continue
 		case evEnd:
 			w.run.ended(w, rep, at)
+			continue
+		case evLeader:
+			w.run.mu.Lock()
+			w.leaders = append(w.leaders, observed{token: rep.Token, value: rep.Leader, closed: rep.Closed})
+			w.run.mu.Unlock()
 			continue
 		}
 		w.mu.Lock()
@@ -490,13 +503,17 @@ type OpenOptions struct {
 	Drift      float64       // distlock.WithDrift
 	Margin     time.Duration // distlock.WithSafetyMargin
 	RenewEvery time.Duration // distlock.WithRenewal; 0 for the default
+	// Election makes the worker a candidate: Acquire campaigns in the
+	// election named by the key (election.Campaign, the worker's name as
+	// its value), Release resigns the term.
+	Election bool
 }
 
 // Open opens the worker's backend, its Client and its store connection
 // (through storeAddr, which may be a proxy).
 func (w *Worker) Open(o OpenOptions, storeAddr string) error {
 	_, err := w.must(request{Cmd: cmdOpen, Backend: o.Backend, URL: o.URL, StoreAddr: storeAddr,
-		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Timeout: time.Minute})
+		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Election: o.Election, Timeout: time.Minute})
 	return err
 }
 
@@ -566,12 +583,16 @@ type RMWResult struct {
 	Read    int64
 	Outcome string // of the write, as for Write
 	Err     error
+	// With Announce: the lock (or term) had ended, by its Err, when the
+	// unchecked write went out (EndedBefore), and its context had been
+	// cancelled (DoneBefore).
+	EndedBefore, DoneBefore bool
 }
 
 // RMW reads resource and writes the value read plus one, as one command.
 func (w *Worker) RMW(resource string, o RMWOptions) RMWResult {
 	rep, err := w.must(request{Cmd: cmdRMW, Resource: resource, NoCheck: o.NoCheck, Announce: o.Announce, StoreTimeout: o.StoreTimeout})
-	return RMWResult{Read: rep.Value, Outcome: rep.Outcome, Err: err}
+	return RMWResult{Read: rep.Value, Outcome: rep.Outcome, Err: err, EndedBefore: rep.EndedBefore, DoneBefore: rep.DoneBefore}
 }
 
 // RMWAsync starts RMW and returns a channel that receives its outcome.
@@ -601,6 +622,13 @@ func (w *Worker) Go() error {
 	w.encM.Lock()
 	defer w.encM.Unlock()
 	return w.enc.Encode(request{Cmd: cmdGo})
+}
+
+// Observe has the worker follow the election named key with
+// election.Observe until it exits, sending each leader to the harness.
+func (w *Worker) Observe(key string) error {
+	_, err := w.must(request{Cmd: cmdObserve, Key: key})
+	return err
 }
 
 // Release releases the worker's lock. An error matching kind "lost" means

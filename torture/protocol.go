@@ -20,6 +20,7 @@ const (
 	cmdRelease      = "release"       // release the lock
 	cmdNaiveRelease = "naive-release" // delete the lock without checking its owner
 	cmdNaiveAcquire = "naive-acquire" // Redis SET NX PX, one attempt, no clean-up
+	cmdObserve      = "observe"       // follow the election named Key: leader events until exit
 	cmdGo           = "go"            // continue after an announce
 	cmdExit         = "exit"          // close everything and exit
 )
@@ -29,6 +30,7 @@ const (
 	evHello    = "hello"    // first message: Name, Pid
 	evEnd      = "end"      // the lock's context ended: Grant, Cause, Lost
 	evAnnounce = "announce" // between the read and the write of an rmw with Announce
+	evLeader   = "leader"   // an observed leader: Token (0: none), Leader; Closed when Observe's channel closed
 )
 
 // Backend kinds.
@@ -53,6 +55,10 @@ type request struct {
 	Drift      float64       `json:"drift,omitempty"`
 	Margin     time.Duration `json:"margin,omitempty"`
 	RenewEvery time.Duration `json:"renew_every,omitempty"`
+	// Election makes acquire campaign in the election named Key
+	// (election.Campaign, the worker's name as the value) and release
+	// resign the term.
+	Election bool `json:"election,omitempty"`
 
 	// acquire
 	Key     string        `json:"key,omitempty"`
@@ -94,6 +100,14 @@ type reply struct {
 	// deadline not passed) after the store's reply arrived: the grant was
 	// held at least until the store answered.
 	LiveAfter bool `json:"live_after,omitempty"`
+	// EndedBefore (an rmw with Announce) reports that the lock, or term,
+	// had ended (Err not nil) when the write went out without a check;
+	// DoneBefore that its context was already cancelled then.
+	EndedBefore bool `json:"ended_before,omitempty"`
+	DoneBefore  bool `json:"done_before,omitempty"`
+
+	Leader string `json:"leader,omitempty"` // evLeader: the leader's value
+	Closed bool   `json:"closed,omitempty"` // evLeader: Observe's channel closed
 
 	Cause string `json:"cause,omitempty"`
 	Lost  bool   `json:"lost,omitempty"`

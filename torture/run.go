@@ -24,7 +24,7 @@ func RunScenario(t testing.TB, sc Scenario, target Target, mode Mode, p Params, 
 			t.Fatal(err)
 		}
 	}
-	f := &Fixture{T: t, Run: r, Target: target, P: p, Res0: res,
+	f := &Fixture{T: t, Run: r, Target: target, P: p, Res0: res, Election: sc.Election,
 		Key: fmt.Sprintf("torture/%s/%s/%d", sc.ID(), mode, n),
 		Res: fmt.Sprintf("res-%s-%s-%d", sc.Name, mode, n)}
 	run := sc.Run
@@ -34,6 +34,9 @@ func RunScenario(t testing.TB, sc Scenario, target Target, mode Mode, p Params, 
 	if err := run(f); err != nil {
 		r.Close()
 		t.Fatalf("torture: %s on %s (%s): %v", sc.ID(), target.Kind, mode, err)
+	}
+	if f.observer != nil {
+		f.checkObserved()
 	}
 	return r.Check(res, visPath)
 }

@@ -25,6 +25,11 @@ type Scenario struct {
 	// Own is set when the scenario starts servers of its own instead of
 	// using the shared one.
 	Own bool
+	// Election runs the scenario on an election instead of a lock: the
+	// workers campaign (election.Campaign) in the election named by the
+	// key, their writes carry the term's token, release resigns, and a
+	// third process follows the leader with election.Observe.
+	Election bool
 	// BreaksTokens is set when the fault breaks the backend's promise of
 	// increasing tokens (outside the deployment it documents as needed).
 	BreaksTokens bool
@@ -201,6 +206,14 @@ func pauseScenario(f *Fixture) error {
 			r.Notef("round %d: A (token %d) wrote after the pause, B holding token %d: %s", round, a.Holding(), bres.Token, ares.Outcome)
 		} else {
 			r.Notef("round %d: A (token %d) wrote after the pause, still holding its lock: %s", round, a.Holding(), ares.Outcome)
+		}
+		if granted && f.Election {
+			// The term's promise: ended (Err, exact when called) before
+			// another candidate was elected, so before this write.
+			if !ares.EndedBefore {
+				f.Res0.UnendedLateWrites++
+			}
+			r.Notef("round %d: A's term had ended before its late write: %v (its context cancelled by then: %v)", round, ares.EndedBefore, ares.DoneBefore)
 		}
 		if err := a.Release(); err != nil {
 			r.Notef("round %d: A's release after the pause: %s", round, ErrKind(err))

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strconv"
 	"strings"
@@ -102,6 +103,11 @@ type Fixture struct {
 	Key    string
 	Res    string
 	Res0   *Result // the result being filled: scenarios set Orphans and notes
+	// Election makes every worker a candidate in the election named Key
+	// (see OpenOptions.Election), and the first Workers call spawns an
+	// observer of it as well.
+	Election bool
+	observer *Worker
 }
 
 // WorkerConfig configures a worker spawned by a Fixture.
@@ -130,6 +136,11 @@ func (f *Fixture) Worker(name string, c WorkerConfig) *Worker {
 // takes a noticeable time to start).
 func (f *Fixture) Workers(cfgs map[string]WorkerConfig) map[string]*Worker {
 	f.T.Helper()
+	observe := f.Election && f.observer == nil
+	if observe {
+		cfgs = maps.Clone(cfgs)
+		cfgs[observerName] = WorkerConfig{}
+	}
 	type result struct {
 		name string
 		w    *Worker
@@ -154,6 +165,13 @@ func (f *Fixture) Workers(cfgs map[string]WorkerConfig) map[string]*Worker {
 	if len(errs) > 0 {
 		f.T.Fatal(errors.Join(errs...))
 	}
+	if observe {
+		f.observer = ws[observerName]
+		delete(ws, observerName)
+		if err := f.observer.Observe(f.Key); err != nil {
+			f.T.Fatal(err)
+		}
+	}
 	return ws
 }
 
@@ -177,7 +195,8 @@ func (f *Fixture) open(name string, c WorkerConfig) (*Worker, error) {
 	if c.TTL == 0 {
 		c.TTL = f.P.TTL
 	}
-	err = w.Open(OpenOptions{Backend: f.Target.Kind, URL: u, TTL: c.TTL, Drift: workerDrift, Margin: workerMargin, RenewEvery: c.RenewEvery}, store)
+	err = w.Open(OpenOptions{Backend: f.Target.Kind, URL: u, TTL: c.TTL, Drift: workerDrift, Margin: workerMargin, RenewEvery: c.RenewEvery,
+		Election: f.Election}, store)
 	if err != nil {
 		return nil, fmt.Errorf("torture: open worker %s: %w\n%s", name, err, w.LogTail())
 	}

@@ -124,6 +124,14 @@ func judge(t *testing.T, sc torture.Scenario, res *torture.Result) {
 	if res.Verdicts["register"] == porcupine.Illegal && res.Mode != torture.Unfenced {
 		t.Errorf("the fenced register's history is not linearizable")
 	}
+	// The term's promises, in every mode: an old leader's term had ended
+	// before its late write, and the observer reported leaders in order.
+	if res.UnendedLateWrites > 0 {
+		t.Errorf("%d late writes by a leader whose term had not ended after another's election", res.UnendedLateWrites)
+	}
+	if res.ObserveViolations > 0 {
+		t.Errorf("%d observer errors: see the notes", res.ObserveViolations)
+	}
 	if !sc.BreaksTokens && res.TokenRegressions > 0 {
 		t.Errorf("%d token regressions: the backend promises increasing tokens here", res.TokenRegressions)
 	}

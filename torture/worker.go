@@ -19,6 +19,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/redislock"
@@ -62,10 +63,27 @@ type worker struct {
 	etcd    *etcdlock.Backend // for the naive release
 	raw     *redis.Client     // for naive operations on Redis
 	store   *storeClient
-	lock    *distlock.Lock
+	elect   bool // acquire campaigns, release resigns
+	lock    held
 	grant   int
 	watches sync.WaitGroup
+	// observing ends the observers (cmdObserve) at close.
+	observing context.Context
+	stopObs   context.CancelFunc
 }
+
+// held is what a worker holds: a *distlock.Lock, or an election's term.
+type held interface {
+	Token() uint64
+	Err() error
+	Done() <-chan struct{}
+	Release(ctx context.Context) error
+}
+
+// term is a held election term: its release is Resign.
+type term struct{ *election.Term }
+
+func (t term) Release(ctx context.Context) error { return t.Resign(ctx) }
 
 func runWorker(addr string) error {
 	redis.SetLogger(quietLogger{})
@@ -75,6 +93,7 @@ func runWorker(addr string) error {
 	}
 	defer conn.Close()
 	w := &worker{name: os.Getenv(WorkerEnv + "_NAME"), out: json.NewEncoder(conn), in: make(chan request)}
+	w.observing, w.stopObs = context.WithCancel(context.Background())
 	w.send(reply{Event: evHello, Name: w.name, Pid: os.Getpid()})
 	go func() {
 		defer close(w.in)
@@ -110,6 +129,7 @@ func (w *worker) send(r reply) {
 }
 
 func (w *worker) close() {
+	w.stopObs()
 	if w.client != nil {
 		// Release what is held; give-backs still retried in the background
 		// are not waited for long: the run is over.
@@ -153,11 +173,7 @@ func (w *worker) exec(r request) reply {
 		if w.lock != nil {
 			return fail(errors.New("already holding a lock"))
 		}
-		opts := []distlock.LockOption{distlock.WithWait(r.Wait)}
-		if r.NoRetry {
-			opts = append(opts, distlock.WithRetry(distlock.NoRetry))
-		}
-		l, err := w.client.Acquire(ctx, r.Key, opts...)
+		l, err := w.acquire(ctx, r)
 		if err != nil {
 			return fail(err)
 		}
@@ -211,8 +227,15 @@ func (w *worker) exec(r request) reply {
 				}
 			}
 			// The write goes out without a second check: the pause came
-			// between the check and the write.
+			// between the check and the write. What a check would have
+			// found is reported.
 			r.NoCheck = true
+			rep.EndedBefore = w.lock.Err() != nil
+			select {
+			case <-w.lock.Done():
+				rep.DoneBefore = true
+			default:
+			}
 		}
 		w.write(&rep, r, v+1)
 	case cmdRelease:
@@ -222,6 +245,10 @@ func (w *worker) exec(r request) reply {
 		l := w.lock
 		w.lock = nil
 		if err := l.Release(ctx); err != nil {
+			return fail(err)
+		}
+	case cmdObserve:
+		if err := w.observe(r.Key); err != nil {
 			return fail(err)
 		}
 	case cmdNaiveRelease:
@@ -271,8 +298,56 @@ var errNotLive = errors.New("torture: lock not live")
 // then Deadline: a lock whose loss etcd reported between the two calls,
 // ended but its context not yet cancelled, looked live with no deadline.
 // That was the one overlap counted on etcd, in a pause round.)
-func live(l *distlock.Lock) bool {
+func live(l held) bool {
 	return l != nil && l.Err() == nil
+}
+
+// acquire takes the lock of r.Key, or, in an election worker, campaigns in
+// the election named r.Key with the worker's name as its value.
+func (w *worker) acquire(ctx context.Context, r request) (held, error) {
+	if w.elect {
+		if !r.Wait || r.NoRetry {
+			return nil, errors.New("a campaign waits, with the Client's retries")
+		}
+		e, err := election.New(w.client, r.Key)
+		if err != nil {
+			return nil, err
+		}
+		t, err := e.Campaign(ctx, w.name)
+		if err != nil {
+			return nil, err
+		}
+		return term{t}, nil
+	}
+	opts := []distlock.LockOption{distlock.WithWait(r.Wait)}
+	if r.NoRetry {
+		opts = append(opts, distlock.WithRetry(distlock.NoRetry))
+	}
+	l, err := w.client.Acquire(ctx, r.Key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// observe follows the election named key until the worker exits: every
+// leader Observe sends becomes an evLeader event, and the end of its
+// channel one with Closed set.
+func (w *worker) observe(key string) error {
+	e, err := election.New(w.client, key)
+	if err != nil {
+		return err
+	}
+	ch := e.Observe(w.observing)
+	w.watches.Add(1)
+	go func() {
+		defer w.watches.Done()
+		for l := range ch {
+			w.send(reply{Event: evLeader, Token: l.Token, Leader: l.Value})
+		}
+		w.send(reply{Event: evLeader, Closed: true})
+	}()
+	return nil
 }
 
 func errKind(err error) string {
@@ -343,6 +418,7 @@ func (w *worker) open(ctx context.Context, r request) error {
 		return err
 	}
 	w.store = &storeClient{addr: r.StoreAddr, worker: w.name}
+	w.elect = r.Election
 	return nil
 }
 

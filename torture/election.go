@@ -1,0 +1,298 @@
+package torture
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/testserver"
+)
+
+// observerName is the worker that follows an election row's leader.
+const observerName = "O"
+
+// The election rows: package election's terms under the faults of the
+// lock rows. The workers campaign instead of acquiring (see
+// Scenario.Election), so the generic scenarios run unchanged on terms:
+// the mutex model checks that terms do not overlap, the token model that
+// they increase, the register that a fenced store refuses an old term.
+func init() {
+	Scenarios = append(Scenarios,
+		Scenario{
+			Name: "election", Variant: "pause", Election: true,
+			Title: "as pause, on an election: the leader, having checked its term, is SIGSTOPped past its TTL; another candidate's Campaign returns and it writes; then the old leader resumes and writes with its old term's token",
+			Expect: map[string]Expect{backendRedis: ExpectBite, backendRedlock: ExpectBite, backendEtcd: ExpectBite,
+				backendZK: ExpectBite, backendPG: ExpectBite, backendGateway: ExpectBite},
+			Why: map[string]string{
+				backendPG:   "pglock in lease mode (a session lock has no TTL: a stopped leader keeps its term, see pause)",
+				backendFile: "flock has no TTL: a stopped leader keeps its term and nobody else is elected (see pause)",
+			},
+			Run:   pauseScenario,
+			RunOn: map[string]func(*Fixture) error{backendPG: inLeaseMode(pauseScenario)},
+		},
+		Scenario{
+			Name: "election", Variant: "partition", Election: true,
+			Title: "as partition, on an election: the leader cut off from the service (proxy blackhole) keeps writing with its term's token, ignoring its term's context, after another candidate was elected",
+			Expect: map[string]Expect{backendRedis: ExpectBite, backendRedlock: ExpectBite, backendEtcd: ExpectBite,
+				backendZK: ExpectBite, backendGateway: ExpectBite},
+			Why: map[string]string{
+				backendRedlock: "the leader is cut off from 3 of the 5 nodes",
+				backendPG:      "a session cut off keeps its lock (see partition)",
+				backendFile:    "no network between a process and its kernel",
+			},
+			Run:   partitionScenario,
+			RunOn: map[string]func(*Fixture) error{backendRedlock: redlockPartitionScenario},
+		},
+		Scenario{
+			Name: "election", Variant: "server-kill", Election: true,
+			Title: "the lock service killed with SIGKILL and restarted while a leader leads (Redis and 5 Redlock nodes with appendfsync always, etcd, ZooKeeper, PostgreSQL, the gateway); the leader goes on, checking its term before each write, and resigns; another candidate campaigns after the restart; a third process follows the leader with Observe",
+			Expect: map[string]Expect{backendRedis: ExpectHold, backendRedlock: ExpectHold, backendEtcd: ExpectHold,
+				backendZK: ExpectHold, backendPG: ExpectHold, backendGateway: ExpectHold},
+			Why: map[string]string{
+				backendRedis:   "its own server, appendonly yes, appendfsync always (see server-kill/no-fsync for a server that forgets)",
+				backendRedlock: "5 nodes of its own, all killed at once, appendfsync always",
+				backendEtcd:    "the single-member cluster killed and restarted from its WAL (see leader-kill for a 3-member cluster)",
+				backendZK:      "the standalone server killed and restarted from its transaction log: sessions outlive the restart on the server, the leader's safe window may not",
+				backendPG:      "its own server, fsync=on; the leader's session ends with the server, so its term is lost",
+				backendGateway: "the gateway killed and restarted (see gateway-kill)",
+				backendFile:    "no server",
+			},
+			Run: electionServerKillScenario,
+		},
+	)
+	findings["election/pause"] = "A term is a lease like a lock's: the frozen leader's term ends by its local deadline before the service elects another candidate (checked with Term.Err just before the late write: ended, in every round of the full run; its context, which a stopped process cancels only once it runs again, was already cancelled in about two rounds of three), but a leader paused between its check and its write still writes, with its old term's token, after the new leader wrote. Without a fence the store takes it; a fenced store refuses it, on every backend."
+	findings["election/partition"] = "The cut-off leader's term context is cancelled by its local deadline before the service lets the term lapse and elects the next candidate (the mutex model holds; detection takes about the usable TTL, on ZooKeeper the session's safe window), but a leader that ignores its context keeps writing: only the fence refuses its writes."
+	findings["election/server-kill"] = "Terms stay strictly increasing across a restart of the service, and no two terms are live at once. Where the service keeps the term (Redis and Redlock with appendfsync always, etcd, and ZooKeeper when it is back within the session's safe window) the leader leads on through the restart and the next candidate is elected after its resignation; where it does not (PostgreSQL's session, the gateway's session, a ZooKeeper restart slower than the safe window) the leader's term ends first and its checked writes stop. The observer, a third process, received leaders in term order, each with its candidate's value, and received the leader elected after the restart in every round; it does not see every term (Observe reports states), and the notes say which it saw. Through the gateway, in any election row, it now and then receives a term with no value: gatewaylock reads holders by listing them, and the file backend's List reports a lock file held while a grant or a release is in progress, without its holder's description (filelock's Holder reads that state as free); the notes name such terms."
+}
+
+// electionServerKillScenario kills the lock service with SIGKILL and
+// restarts it while A leads; B campaigns once the service is back; A goes
+// on leading, checking its term before each write, then resigns. Whether
+// A's term survives depends on the service (its notes say); what must hold
+// is that no two terms are live at once and that B's term is above A's.
+func electionServerKillScenario(f *Fixture) error {
+	r := f.Run
+	what, kill, restart, err := f.killableService()
+	if err != nil {
+		return err
+	}
+	// A long TTL with a renewal at TTL/2: a leader whose term the service
+	// kept does not lose it locally while the service restarts.
+	ttl := 6 * time.Second
+	cfg := WorkerConfig{TTL: ttl, RenewEvery: ttl / 2}
+	ws := f.Workers(map[string]WorkerConfig{"A": cfg, "B": cfg})
+	a, b := ws["A"], ws["B"]
+	for round := range f.rounds() {
+		ta, err := f.warmThenHold(a, b)
+		if err != nil {
+			return err
+		}
+		kill()
+		r.Fault("", what+" kill -9")
+		r.MarkFault(a)
+		if err := restart(); err != nil {
+			return err
+		}
+		r.Fault("", what+" restarted")
+		bc := b.AcquireAsync(f.Key, Acq{Wait: true, Timeout: 2 * time.Minute})
+		// A leads on, paced, checking its term before each write.
+		var outs []string
+		for range 3 {
+			res := checkedRMW(a, f.Res)
+			if res.Err != nil {
+				return res.Err
+			}
+			outs = append(outs, res.Outcome)
+			if res.Outcome == kindNotLive {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // the workload's pace
+		}
+		relErr := a.Release()
+		bres, ok, err := waitGrant(bc, 2*time.Minute)
+		if !ok {
+			return fmt.Errorf("B not elected after the restart: %v", err)
+		}
+		r.Injected()
+		r.Notef("round %d: %s killed and restarted while A led with term %d; A's checked writes after the restart: %s; A's resignation: %s; B elected with term %d",
+			round, what, ta, strings.Join(outs, ","), errKindOrOK(relErr), bres.Token)
+		if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil {
+			return res.Err
+		}
+		// B leads until the observer has reported it: the last state
+		// reaches Observe's receiver, after the restart too.
+		if !f.waitObserved(bres.Token, 30*time.Second) {
+			f.Res0.ObserveViolations++
+			r.Notef("round %d: the observer did not report B's term %d within 30s of B's election", round, bres.Token)
+		}
+		if err := f.release(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitObserved waits up to d until the observer has received the leader
+// of term token; it reports whether it has.
+func (f *Fixture) waitObserved(token uint64, d time.Duration) bool {
+	r, o := f.Run, f.observer
+	return Eventually(d, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, l := range o.leaders {
+			if l.token == token {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// checkedRMW is an increment by w that checks its lock before the read and
+// the write; a lock found ended is the outcome "not-live", not an error.
+func checkedRMW(w *Worker, resource string) RMWResult {
+	res := w.RMW(resource, RMWOptions{})
+	if ErrKind(res.Err) == kindNotLive {
+		res.Err, res.Outcome = nil, kindNotLive
+	}
+	return res
+}
+
+// killableService points f's target at a lock service that the
+// server-kill election row may kill: servers of its own where the shared
+// ones are not durable (Redis, Redlock) or hold the pg-fenced store's data
+// (PostgreSQL), the shared single server elsewhere. It returns what it is
+// called in the timeline and how to kill and restart it.
+func (f *Fixture) killableService() (what string, kill func(), restart func() error, err error) {
+	t := f.T
+	switch f.Target.Kind {
+	case backendRedis:
+		srv := testserver.StartRedis(t, testserver.WithRedisAppendOnly())
+		f.Target.Redis = srv
+		return "redis", srv.Kill, func() error { srv.Restart(t); return nil }, nil
+	case backendRedlock:
+		nodes := startRedlockNodes(t, redlockNodes, testserver.WithRedisAppendOnly())
+		f.Target.Redlock = nodes
+		return "every redlock node", func() {
+				for _, n := range nodes {
+					n.Kill()
+				}
+			}, func() error {
+				for _, n := range nodes {
+					n.Restart(t)
+				}
+				return nil
+			}, nil
+	case backendEtcd:
+		e := f.Target.Etcd
+		m := e.Members[0]
+		return "etcd", m.Kill, func() error { m.Restart(t); e.WaitHealthy(t); return nil }, nil
+	case backendZK:
+		z := f.Target.ZK
+		m := z.Members[0]
+		return "zookeeper", m.Kill, func() error { m.Restart(t); z.WaitReady(t); return nil }, nil
+	case backendPG:
+		srv := testserver.StartPostgres(t)
+		if _, err := pgPrepare(srv); err != nil {
+			return "", nil, nil, err
+		}
+		f.Target.PG = srv
+		return "postgres", srv.Kill, func() error { srv.Restart(t); return nil }, nil
+	case backendGateway:
+		gw := f.Target.Gateway
+		return "gateway", gw.Kill, gw.Restart, nil
+	}
+	return "", nil, nil, fmt.Errorf("no service to kill on %s", f.Target.Kind)
+}
+
+// checkObserved judges what the observer received: leaders in term order
+// (a token never below one received before), each with the value of the
+// candidate its term was granted to, and a channel that stays open while
+// the run lasts (Observe's ends with its context or the Client, neither of
+// which ends before the worker exits). A token no grant of the run has is
+// noted, not counted: the service may have reported a candidacy whose
+// grant's reply the harness never received. So is a leader with no value:
+// a backend that reads holders by listing them (gatewaylock, through the
+// gateway's listing of its file backend) reports a lock file held while
+// its grant or release is in progress, its description not written or
+// already removed, as held with no owner. It waits a while for the
+// observer to report the end of the last term (Observe's last state reaches
+// its receiver).
+func (f *Fixture) checkObserved() {
+	r, o := f.Run, f.observer
+	last := func() (observed, int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(o.leaders) == 0 {
+			return observed{}, 0
+		}
+		return o.leaders[len(o.leaders)-1], len(o.leaders)
+	}
+	if !Eventually(30*time.Second, func() bool {
+		l, n := last()
+		return n > 0 && (l.closed || l.token == 0)
+	}) {
+		l, _ := last()
+		r.Notef("observer: no \"no leader\" received within 30s of the last resignation (last: term %d, %q)", l.token, l.value)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byToken := map[uint64]string{}
+	for _, g := range r.grants {
+		if g.key == f.Key {
+			byToken[g.token] = g.worker
+		}
+	}
+	var (
+		high         uint64
+		seen         []string
+		unknown      []uint64
+		noValue      []uint64
+		closedAtOnce bool
+		errs         []string
+	)
+	for i, l := range o.leaders {
+		switch {
+		case l.closed && i == 0:
+			closedAtOnce = true
+			continue
+		case l.closed:
+			f.Res0.ObserveViolations++
+			errs = append(errs, fmt.Sprintf("Observe's channel closed during the run, after %d leaders", i))
+			continue
+		case l.token == 0:
+			continue
+		case l.token < high:
+			f.Res0.ObserveViolations++
+			errs = append(errs, fmt.Sprintf("term %d (%s) after term %d", l.token, l.value, high))
+		}
+		high = max(high, l.token)
+		w, ok := byToken[l.token]
+		switch {
+		case !ok:
+			unknown = append(unknown, l.token)
+		case l.value == "":
+			noValue = append(noValue, l.token)
+		case w != l.value:
+			f.Res0.ObserveViolations++
+			errs = append(errs, fmt.Sprintf("term %d with value %q, granted to %s", l.token, l.value, w))
+		}
+		if n := fmt.Sprintf("%d:%s", l.token, l.value); len(seen) == 0 || seen[len(seen)-1] != n {
+			seen = append(seen, n)
+		}
+	}
+	if closedAtOnce {
+		r.notes = append(r.notes, "observer: Observe's channel closed at once (the backend reads no holder)")
+	} else {
+		r.notes = append(r.notes, fmt.Sprintf("observer: %d of %d terms seen, in this order: %s", len(seen), len(byToken), strings.Join(seen, " ")))
+	}
+	if len(noValue) > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v reported with no value (a grant or release in progress, read by listing)", noValue))
+	}
+	if len(unknown) > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v reported by the service that no grant of the run has", unknown))
+	}
+	for _, e := range errs {
+		r.notes = append(r.notes, "observer error: "+e)
+	}
+}
