@@ -527,7 +527,20 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 type watcher struct {
 	wake     chan struct{}
 	path     string // the watched node, "" for none; guarded by Backend.watchMu
+	fired    events // since the last took; guarded by Backend.watchMu
 	failures int    // transient failures in a row (see acquire.try)
+}
+
+// events is a set of kinds of node events (zk.EventType), among them
+// zk.EventNotWatching: the zk client dropped every watch of the session.
+type events uint8
+
+func eventSet(types ...zk.EventType) events {
+	var s events
+	for _, t := range types {
+		s |= 1 << (t + 2) // EventNotWatching is -2, the lowest
+	}
+	return s
 }
 
 // watch makes w watch path in place of what it watched before, or nothing
@@ -542,6 +555,9 @@ func (b *Backend) watch(w *watcher, path string) {
 		if len(ws) == 0 {
 			delete(b.watchers, w.path)
 		}
+	}
+	if path != w.path {
+		w.fired = 0
 	}
 	w.path = path
 	if path == "" {
@@ -558,16 +574,28 @@ func (b *Backend) watch(w *watcher, path string) {
 	ws[w] = struct{}{}
 }
 
-// wakeWatchers wakes the waiters that watch path.
-func (b *Backend) wakeWatchers(path string) {
+// wakeWatchers wakes the waiters that watch the path of ev, and tells
+// them what it was.
+func (b *Backend) wakeWatchers(ev zk.Event) {
 	b.watchMu.Lock()
 	defer b.watchMu.Unlock()
-	for w := range b.watchers[path] {
+	for w := range b.watchers[ev.Path] {
+		w.fired |= eventSet(ev.Type)
 		select {
 		case w.wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// took returns the kinds of the events w was told of since the last
+// call, and forgets them.
+func (b *Backend) took(w *watcher) events {
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	fired := w.fired
+	w.fired = 0
+	return fired
 }
 
 // list lists the lock's nodes, and returns them with a time before the

@@ -336,7 +336,7 @@ func (b *Backend) onEvent(ev zk.Event) {
 			b.watchEvents.Add(1)
 		}
 		if ev.Path != "" {
-			b.wakeWatchers(ev.Path)
+			b.wakeWatchers(ev)
 		}
 		return
 	}
