@@ -67,12 +67,27 @@ func (a *acquire) run(ctx context.Context) (*lease, error) {
 }
 
 // data is what our node holds: the owner, as text (Curator writes the
-// host's address by default; either is a plain byte string to it).
+// host's address by default; either is a plain byte string to it); for a
+// candidacy, the candidate's value as it is, which Curator's LeaderLatch
+// reads as the participant id (UTF-8, empty for none).
 func (a *acquire) data() []byte {
-	if a.opts.Owner != "" {
+	if a.opts.Owner != "" || a.candidacy() {
 		return []byte(a.opts.Owner)
 	}
 	return []byte(hostname())
+}
+
+// candidacy reports whether the acquire is a candidacy in an election
+// (see Elections in the package documentation).
+func (a *acquire) candidacy() bool { return a.opts.Election != "" }
+
+// prefix is what our node's name starts with, the sequence following:
+// "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy.
+func (a *acquire) prefix() string {
+	if a.candidacy() {
+		return nodePrefix(a.uuid, latchName)
+	}
+	return nodePrefix(a.uuid, lockName)
 }
 
 // hostname is the host's name, read once: it costs system calls, and
@@ -98,7 +113,7 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 	// the node is gone when Acquire returns, as long as ZooKeeper answers.
 	rctx, cancel := b.request(b.ctx)
 	defer cancel()
-	target := a.dir + "/" + nodePrefix(a.uuid)
+	target := a.dir + "/" + a.prefix()
 	data := a.data()
 	orphan := func(p string, err error) {
 		// No answer within the request timeout; this one came later.
@@ -355,7 +370,7 @@ func (a *acquire) adopt(ctx context.Context, p string) (*node, bool, error) {
 // means current throughout, and s is the node's ephemeral owner. It
 // returns nil when that is not known: adopt reads the node.
 func (a *acquire) known(s *session, p string) *node {
-	czxid, ok := a.b.created.take(a.dir+"/"+nodePrefix(a.uuid), p)
+	czxid, ok := a.b.created.take(a.dir+"/"+a.prefix(), p)
 	if !ok || a.b.liveSession(s.id) != s {
 		return nil
 	}

@@ -15,7 +15,7 @@ import (
 
 // The holder of one key (Holder, WatchHolder, SetOwner) and the election
 // suite against a real ensemble: a watch is woken by ZooKeeper watches on
-// the lock path.
+// the lock path, and candidacies are kept in Curator's LeaderLatch layout.
 func TestHolderAndElection(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	factory := func(t *testing.T) driver.Backend { return newBackendTimeout(t, z.Servers, conformanceSession) }

@@ -432,6 +432,11 @@ func (b *Backend) sessionErr(s *session) error {
 // (opts.Wait false) fails with distlock.ErrNotAcquired when another node
 // is ahead of ours.
 //
+// An election's candidacy (opts.Election) creates a node of Curator's
+// LeaderLatch layout in place of a lock node, with opts.Owner as its data
+// as it is, and waits and is granted as a lock is (see Elections in the
+// package documentation).
+//
 // A waiter whose session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock. An acquire
 // that fails or is cancelled deletes the node it created or may have
