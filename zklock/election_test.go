@@ -162,14 +162,8 @@ func TestCuratorLeaderLatch(t *testing.T) {
 	if l, err := el.Leader(ctx); err != nil || l != want {
 		t.Errorf("Leader() = %+v, %v while Java leads; want %+v", l, err, want)
 	}
-	for l := range obs {
-		if l.Token == 0 {
-			continue // between the terms
-		}
-		if l != want {
-			t.Errorf("Observe sent %+v, want %+v", l, want)
-		}
-		break
+	if l := nextLeader(t, obs); l != want {
+		t.Errorf("Observe sent %+v, want %+v", l, want)
 	}
 
 	// Another distlock candidate waits while Java leads.
@@ -203,16 +197,31 @@ func TestCuratorLeaderLatch(t *testing.T) {
 		t.Errorf("term %d after Java's %d", r.term.Token(), javaTerm)
 	}
 	candidacyNode(t, admin, ob, dir, nodes[1], "10.0.0.8:8080", r.term.Token())
-	for l := range obs {
-		if l.Token == r.term.Token() {
-			if l.Value != "10.0.0.8:8080" {
-				t.Errorf("Observe sent %+v, want the value 10.0.0.8:8080", l)
-			}
-			break
-		}
+	if l := nextLeader(t, obs); l != (election.Leader{Value: "10.0.0.8:8080", Token: r.term.Token()}) {
+		t.Errorf("Observe sent %+v, want the term %d with the value 10.0.0.8:8080", l, r.term.Token())
 	}
 	if err := r.term.Resign(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// nextLeader returns the next leader Observe sends, skipping no leader
+// (between two terms), within 30s.
+func nextLeader(t testing.TB, obs <-chan election.Leader) election.Leader {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-obs:
+			if !ok {
+				t.Fatal("Observe ended")
+			}
+			if l.Token != 0 {
+				return l
+			}
+		case <-timeout:
+			t.Fatal("Observe sent no leader within 30s")
+		}
 	}
 }
 
