@@ -60,6 +60,9 @@ func TestWatchHolderKeepsOneWatchEach(t *testing.T) {
 	}
 	// Once the watch has caught up: a children watch on the path and a
 	// data watch on the holder's node.
+	if b.ClientWatches() < 0 {
+		t.Fatal("the zk client keeps its watches otherwise than go-zookeeper v1.0.4: update ClientWatches")
+	}
 	settled := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
