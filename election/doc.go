@@ -88,6 +88,17 @@
 //     same election and `etcdctl elect -l NAME` observes it. The place is
 //     also where the lock layout kept the key, so locks of it, and
 //     releases that kept elections as locks, still exclude the leader.
+//   - ZooKeeper (zklock): Apache Curator's LeaderLatch layout, at the
+//     lock path of the election's key (Backend.KeyPath(Election.Key())):
+//     a candidate is a protected ephemeral sequential node
+//     "_c_<uuid>-latch-<sequence>" whose data is its value (the
+//     participant id), the leader is the first node in sequence order,
+//     and the term is the node's czxid. Curator's LeaderLatch on that
+//     path campaigns in the same election (do not Proclaim when it does:
+//     see zklock's Elections). zklock orders locks of the path and
+//     candidacies together, by sequence, so they exclude each other;
+//     Curator's recipes, and releases that kept elections as locks, do
+//     not order the other kind's nodes ahead of their own.
 //   - Every other backend: the lock layout above. Terms' tokens come from
 //     the key's lock counter.
 //

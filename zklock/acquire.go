@@ -67,12 +67,27 @@ func (a *acquire) run(ctx context.Context) (*lease, error) {
 }
 
 // data is what our node holds: the owner, as text (Curator writes the
-// host's address by default; either is a plain byte string to it).
+// host's address by default; either is a plain byte string to it); for a
+// candidacy, the candidate's value as it is, which Curator's LeaderLatch
+// reads as the participant id (UTF-8, empty for none).
 func (a *acquire) data() []byte {
-	if a.opts.Owner != "" {
+	if a.opts.Owner != "" || a.candidacy() {
 		return []byte(a.opts.Owner)
 	}
 	return []byte(hostname())
+}
+
+// candidacy reports whether the acquire is a candidacy in an election
+// (see Elections in the package documentation).
+func (a *acquire) candidacy() bool { return a.opts.Election != "" }
+
+// prefix is what our node's name starts with, the sequence following:
+// "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy.
+func (a *acquire) prefix() string {
+	if a.candidacy() {
+		return nodePrefix(a.uuid, latchName)
+	}
+	return nodePrefix(a.uuid, lockName)
 }
 
 // hostname is the host's name, read once: it costs system calls, and
@@ -98,7 +113,7 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 	// the node is gone when Acquire returns, as long as ZooKeeper answers.
 	rctx, cancel := b.request(b.ctx)
 	defer cancel()
-	target := a.dir + "/" + nodePrefix(a.uuid)
+	target := a.dir + "/" + a.prefix()
 	data := a.data()
 	orphan := func(p string, err error) {
 		// No answer within the request timeout; this one came later.
@@ -355,7 +370,7 @@ func (a *acquire) adopt(ctx context.Context, p string) (*node, bool, error) {
 // means current throughout, and s is the node's ephemeral owner. It
 // returns nil when that is not known: adopt reads the node.
 func (a *acquire) known(s *session, p string) *node {
-	czxid, ok := a.b.created.take(a.dir+"/"+nodePrefix(a.uuid), p)
+	czxid, ok := a.b.created.take(a.dir+"/"+a.prefix(), p)
 	if !ok || a.b.liveSession(s.id) != s {
 		return nil
 	}
@@ -527,7 +542,20 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 type watcher struct {
 	wake     chan struct{}
 	path     string // the watched node, "" for none; guarded by Backend.watchMu
+	fired    events // since the last took; guarded by Backend.watchMu
 	failures int    // transient failures in a row (see acquire.try)
+}
+
+// events is a set of kinds of node events (zk.EventType), among them
+// zk.EventNotWatching: the zk client dropped every watch of the session.
+type events uint8
+
+func eventSet(types ...zk.EventType) events {
+	var s events
+	for _, t := range types {
+		s |= 1 << (t + 2) // EventNotWatching is -2, the lowest
+	}
+	return s
 }
 
 // watch makes w watch path in place of what it watched before, or nothing
@@ -542,6 +570,9 @@ func (b *Backend) watch(w *watcher, path string) {
 		if len(ws) == 0 {
 			delete(b.watchers, w.path)
 		}
+	}
+	if path != w.path {
+		w.fired = 0
 	}
 	w.path = path
 	if path == "" {
@@ -558,16 +589,28 @@ func (b *Backend) watch(w *watcher, path string) {
 	ws[w] = struct{}{}
 }
 
-// wakeWatchers wakes the waiters that watch path.
-func (b *Backend) wakeWatchers(path string) {
+// wakeWatchers wakes the waiters that watch the path of ev, and tells
+// them what it was.
+func (b *Backend) wakeWatchers(ev zk.Event) {
 	b.watchMu.Lock()
 	defer b.watchMu.Unlock()
-	for w := range b.watchers[path] {
+	for w := range b.watchers[ev.Path] {
+		w.fired |= eventSet(ev.Type)
 		select {
 		case w.wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// took returns the kinds of the events w was told of since the last
+// call, and forgets them.
+func (b *Backend) took(w *watcher) events {
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	fired := w.fired
+	w.fired = 0
+	return fired
 }
 
 // list lists the lock's nodes, and returns them with a time before the

@@ -168,7 +168,7 @@ func TestOrphanOfAnotherSessionIsDeleted(t *testing.T) {
 			}
 			b, p, sid := lossyBackend(t, ctx, z.Servers[0], key, uuid)
 			makeLockDir(t, admin, dir)
-			orphan, err := admin.Create(dir+"/"+zklock.NodePrefix(uuid), []byte("earlier"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+			orphan, err := admin.Create(dir+"/"+zklock.NodePrefix(uuid, "lock-"), []byte("earlier"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 			if err != nil {
 				t.Fatalf("create the orphan: %v", err)
 			}

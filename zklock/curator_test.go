@@ -24,7 +24,8 @@ import (
 // does not end them.
 const holdTimeout = 15 * time.Second
 
-// curatorJars are the class path of testdata/CuratorMutex.java as Debian's
+// curatorJars are the class path of the Java programs of testdata
+// (CuratorMutex, CuratorLatch) as Debian's
 // packages install it (libcurator-recipes-java, libcurator-framework-java,
 // libzookeeper-java and their dependencies).
 var curatorJars = []string{
@@ -38,8 +39,8 @@ var curatorJars = []string{
 	"/usr/share/java/slf4j-nop.jar",
 }
 
-// buildCurator compiles testdata/CuratorMutex.java and returns the java
-// binary and the class path to run it with.
+// buildCurator compiles the Java programs of testdata and returns the
+// java binary and the class path to run them with.
 func buildCurator(t testing.TB) (java, classpath string) {
 	t.Helper()
 	javac := testserver.Require(t, "javac")
@@ -51,30 +52,43 @@ func buildCurator(t testing.TB) (java, classpath string) {
 	}
 	jars := strings.Join(curatorJars, ":")
 	dir := t.TempDir()
-	out, err := exec.Command(javac, "-cp", jars, "-d", dir, filepath.Join("testdata", "CuratorMutex.java")).CombinedOutput()
+	sources, err := filepath.Glob(filepath.Join("testdata", "*.java"))
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("the Java programs of testdata: %q, %v", sources, err)
+	}
+	out, err := exec.Command(javac, append([]string{"-cp", jars, "-d", dir}, sources...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("javac CuratorMutex.java: %v\n%s", err, out)
+		t.Fatalf("javac %s: %v\n%s", strings.Join(sources, " "), err, out)
 	}
 	return java, dir + ":" + jars
 }
 
-// curator is a running CuratorMutex: a JVM holding, or waiting for,
-// Curator's InterProcessMutex on one path.
+// curator is a running Java program of testdata: a JVM holding, or
+// waiting for, Curator's InterProcessMutex on one path (CuratorMutex), or
+// taking part in an election with Curator's LeaderLatch (CuratorLatch).
 type curator struct {
 	stdin   io.WriteCloser
-	lines   chan string // its stdout, closed when it exits
+	lines   chan string // its stdout but for events, closed when it exits
+	events  chan string // the lines that start with "event ", without it
 	session int64       // its ZooKeeper session
 	stderr  *lockedBuffer
 }
 
 // startCurator starts CuratorMutex on the lock path path of the ensemble at
-// connect and waits until it has a session. It is stopped when the test
-// ends: the end of its stdin closes its session, and a process still there
-// 30s later is killed.
+// connect and waits until it has a session (see startJava).
 func startCurator(t testing.TB, java, classpath, connect, path string) *curator {
 	t.Helper()
-	cmd := exec.Command(java, "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, "CuratorMutex", connect, path)
-	c := &curator{lines: make(chan string, 16), stderr: &lockedBuffer{}}
+	return startJava(t, java, classpath, "CuratorMutex", connect, path)
+}
+
+// startJava starts the Java program main of testdata with args and waits
+// until it has a session. It is stopped when the test ends: the end of its
+// stdin closes its session, and a process still there 30s later is
+// killed.
+func startJava(t testing.TB, java, classpath, main string, args ...string) *curator {
+	t.Helper()
+	cmd := exec.Command(java, append([]string{"-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, main}, args...)...)
+	c := &curator{lines: make(chan string, 16), events: make(chan string, 16), stderr: &lockedBuffer{}}
 	cmd.Stderr = c.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -86,12 +100,16 @@ func startCurator(t testing.TB, java, classpath, connect, path string) *curator 
 	}
 	c.stdin = stdin
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start CuratorMutex: %v", err)
+		t.Fatalf("start %s: %v", main, err)
 	}
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if ev, ok := strings.CutPrefix(sc.Text(), "event "); ok {
+				c.events <- ev
+				continue
+			}
 			c.lines <- sc.Text()
 		}
 	}()
@@ -106,51 +124,51 @@ func startCurator(t testing.TB, java, classpath, connect, path string) *curator 
 	ready := c.next(t, time.Minute)
 	hex, ok := strings.CutPrefix(ready, "ready ")
 	if !ok {
-		t.Fatalf("CuratorMutex said %q, want ready SESSION", ready)
+		t.Fatalf("%s said %q, want ready SESSION", main, ready)
 	}
 	id, err := strconv.ParseUint(hex, 16, 64)
 	if err != nil {
-		t.Fatalf("CuratorMutex's session %q: %v", hex, err)
+		t.Fatalf("%s's session %q: %v", main, hex, err)
 	}
 	c.session = int64(id)
 	return c
 }
 
-// next returns CuratorMutex's next line, waiting for it at most d.
+// next returns the program's next line, waiting for it at most d.
 func (c *curator) next(t testing.TB, d time.Duration) string {
 	t.Helper()
 	select {
 	case l, ok := <-c.lines:
 		if !ok {
-			t.Fatalf("CuratorMutex exited; stderr:\n%s", c.stderr)
+			t.Fatalf("the Java program exited; stderr:\n%s", c.stderr)
 		}
 		return l
 	case <-time.After(d):
-		t.Fatalf("CuratorMutex said nothing for %v; stderr:\n%s", d, c.stderr)
+		t.Fatalf("the Java program said nothing for %v; stderr:\n%s", d, c.stderr)
 	}
 	return ""
 }
 
-// do sends cmd to CuratorMutex and checks its answer.
+// do sends cmd to the program and checks its answer.
 func (c *curator) do(t testing.TB, cmd, want string) {
 	t.Helper()
 	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
-		t.Fatalf("CuratorMutex %s: %v", cmd, err)
+		t.Fatalf("Java %s: %v", cmd, err)
 	}
 	if got := c.next(t, time.Minute); got != want {
-		t.Fatalf("CuratorMutex %s: %q, want %q", cmd, got, want)
+		t.Fatalf("Java %s: %q, want %q", cmd, got, want)
 	}
 }
 
-// send sends cmd to CuratorMutex without waiting for its answer.
+// send sends cmd to the program without waiting for its answer.
 func (c *curator) send(t testing.TB, cmd string) {
 	t.Helper()
 	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
-		t.Fatalf("CuratorMutex %s: %v", cmd, err)
+		t.Fatalf("Java %s: %v", cmd, err)
 	}
 }
 
-// said returns a line CuratorMutex has said and not yet been read, if any.
+// said returns a line the program has said and not yet been read, if any.
 func (c *curator) said() (string, bool) {
 	select {
 	case l, ok := <-c.lines:

@@ -1,6 +1,8 @@
 // Package zklock is a driver.Backend over ZooKeeper, with the lock recipe
 // and node layout of Apache Curator's InterProcessMutex, so that this
-// package and Curator's locks exclude each other on the same paths.
+// package and Curator's locks exclude each other on the same paths, and
+// package election's elections in the layout of Curator's LeaderLatch, so
+// that LeaderLatch participants take part in them (see Elections).
 //
 //	backend, _ := zklock.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"})
 //	defer backend.Close()
@@ -164,19 +166,21 @@
 // grant or release creates or deletes a node there, and so does the
 // ensemble when a holder's session expires), or on the creation of the
 // path while it does not exist, and a data watch on its first node, which
-// SetOwner wakes. Each event costs two requests that set the watches
-// again, and wakes the watcher, which reads again: waiters coming and
-// going wake it too, for nothing. The zk client sets the watches again
-// after a reconnection, and the ensemble then reports what changed
-// meanwhile. The ensemble keeps a watch until it fires, even after its
-// watcher stopped watching.
+// SetOwner wakes. Each event costs a listing of the path, which sets its
+// watch again if that one fired, and a read that sets the data watch of
+// the first node if it fired or the first node changed; then it wakes the
+// watcher, which reads again: waiters coming and going wake it too, for
+// nothing. A watch is set again only once it fired, since the zk client
+// keeps every watch set until its event, however many were set on the
+// same node. The zk client sets the watches again after a reconnection,
+// and the ensemble then reports what changed meanwhile. The ensemble keeps
+// a watch until it fires, even after its watcher stopped watching.
 //
 // SetOwner (Lock.SetOwner, an election's Proclaim) replaces the data of
 // the lease's node, version-checked: it reads the node's stat, checks that
 // the node is still the grant's (its czxid is the token, its owner the
 // lease's session), and writes at the version read, again if the version
-// changed meanwhile. Curator's LeaderLatch layout is not used: an
-// election is a lock of this layout (see package election).
+// changed meanwhile.
 //
 // # Node layout and zkCli.sh
 //
@@ -189,17 +193,79 @@
 // persistent nodes on servers older than 3.5.
 //
 // Under a lock's path each acquire creates a protected ephemeral sequential
-// node named "_c_<uuid>-lock-<sequence>", as Curator names them: the UUID
-// is a random one in its canonical 36-character form, which lets a create
-// whose reply was lost be found again. Nodes are ordered by the text after
-// the last "lock-", as Curator orders them; a node's data is the holder's
-// owner (distlock.WithOwner), or the host name. An operator sees the queue
-// with
+// node named "_c_<uuid>-lock-<sequence>", as Curator names them, or
+// "_c_<uuid>-latch-<sequence>" for an election's candidacy (see
+// Elections): the UUID is a random one in its canonical 36-character
+// form, which lets a create whose reply was lost be found again. Nodes
+// are ordered by their sequence, the text after the last "lock-" or
+// "latch-", as Curator orders the nodes of each kind; a lock node's data
+// is the holder's owner (distlock.WithOwner), or the host name. An
+// operator sees the queue with
 //
 //	zkCli.sh -server zk1:2181 ls /distlock/reports%2Fnightly
 //
 // and Curator's InterProcessMutex on the path "/distlock/reports%2Fnightly"
 // excludes this package's locks and is excluded by them.
+//
+// # Elections
+//
+// Package election's terms are candidacies (distlock.WithElection), which
+// the Backend keeps in the layout of Curator's LeaderLatch, at the lock
+// path of the election's key (KeyPath(Election.Key()), for the election
+// "payments/leader" by default "/distlock/election%2Fpayments%2Fleader"):
+// a candidate is a protected ephemeral sequential node named
+// "_c_<uuid>-latch-<sequence>", whose data is the candidate's value (the
+// participant id of a LeaderLatch, in UTF-8); the leader is the first
+// node in sequence order, and the term, its fencing token, the node's
+// czxid, as for a lock (see Fencing). So Curator's
+//
+//	new LeaderLatch(client, "/distlock/election%2Fpayments%2Fleader", "10.0.0.9:8080")
+//
+// campaigns in the same election: it leads when distlock's leader
+// resigns, and distlock's candidates wait while it leads; its getLeader
+// and getParticipants read distlock's values, and Holder, List, an
+// election's Leader and Observe report it, with its participant id as the
+// value and its node's czxid as the term. Proclaim is SetOwner (see
+// Holder and watch).
+//
+// Do not Proclaim in an election that LeaderLatch participants take part
+// in: a LeaderLatch watches the node before its own for its deletion only,
+// and a change of that node's data ends the watch without a new one being
+// set, so the participant just behind a leader that proclaimed would not
+// see the leader resign, and would stand first without leading (until a
+// reconnection makes it list again), with every candidate behind it
+// waiting.
+//
+// Locks and candidacies of the same path are ordered together by this
+// package, by sequence (ZooKeeper numbers the sequential children of a
+// path from one counter): a lock of "election/payments/leader" through
+// this package and the leader exclude each other, and each term's token
+// is greater than every earlier lock's and term's of the key. Curator's
+// recipes do not order the two kinds together: InterProcessMutex orders
+// its "-lock-" nodes and puts every "-latch-" node after them, and
+// LeaderLatch does the reverse, so a Curator lock on an election's path
+// is granted while a leader leads, and a LeaderLatch participant leads
+// while a lock of the key is held, if the other's node came first. The
+// same holds for releases of this package that kept elections as locks of
+// "-lock-" nodes: a candidate of such a release that campaigns while a
+// leader of this one leads is elected too. Stop the candidates of an
+// older release before those of this one campaign, and keep Curator's
+// locks off elections' paths. A path of its own would not be safer: it
+// would separate the two kinds always, where sharing the path keeps this
+// package's locks and candidacies, and LeaderLatch participants and this
+// package's candidates, excluding each other.
+//
+// Candidacies wait, resign and are lost as locks do, with the same
+// guards. A term is granted only once the node's ephemeral owner is the
+// current session, so that the node of a session that ended is never a
+// term (a LeaderLatch took it for one until CURATOR-696: two leaders
+// after a session expiry). A reconnection within the session changes
+// nothing: the node, and the term, outlive it, and the term ends only as
+// a lock does (the session's expiry, or the Client's deadline when
+// renewals fail for the safe window). LeaderLatch answered reconnections
+// by listing again, and for a time by deleting and creating its node
+// again, racing the listings of the previous answer: two leaders after two
+// quick reconnections (apache/curator#1024, #1160).
 //
 // # URLs
 //

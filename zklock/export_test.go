@@ -1,5 +1,11 @@
 package zklock
 
+import (
+	"reflect"
+	"sync"
+	"unsafe"
+)
+
 // SortNodes sorts lock node names into queue order, for tests.
 func SortNodes(children []string) []string {
 	sortNodes(children)
@@ -70,4 +76,27 @@ func ReadAlong(requests, replies []byte, cutRequests, cutReplies int, target str
 	default:
 		return false
 	}
+}
+
+// ClientWatches returns how many watches the zk client of b keeps for
+// events to come, counted one per registration: the zk client keeps, per
+// path and kind of watch, a list to which each request that sets a watch
+// adds one, and which only the watch's event (or the session's end) empties.
+// The list is private to the zk client, so it is read by reflection, under
+// the client's own lock (go-zookeeper v1.0.4's watchers and watchersLock);
+// it returns -1 if the zk client keeps them otherwise.
+func (b *Backend) ClientWatches() int {
+	v := reflect.ValueOf(b.conn).Elem()
+	lock, m := v.FieldByName("watchersLock"), v.FieldByName("watchers")
+	if !lock.IsValid() || lock.Type() != reflect.TypeFor[sync.Mutex]() || !m.IsValid() || m.Kind() != reflect.Map {
+		return -1
+	}
+	mu := (*sync.Mutex)(unsafe.Pointer(lock.UnsafeAddr()))
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for it := m.MapRange(); it.Next(); {
+		n += it.Value().Len()
+	}
+	return n
 }

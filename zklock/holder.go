@@ -43,13 +43,13 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 // on the children of key's lock path (a node created or deleted: a grant,
 // a release, a holder whose session expired, a waiter coming or going),
 // or on the creation of the path while it does not exist, and one on the
-// data of its first node (SetOwner). Each event sets the watches again
-// before it wakes the watcher, so that no later change is missed; a
-// waiter coming or going wakes the watcher too. The zk client sets them
-// again after a reconnection, and the ensemble then reports what changed
-// meanwhile; a session that expires ends them, and wakes the watcher. The
-// watch ends when ctx ends, when setting the watches fails, or when the
-// Backend is closed.
+// data of its first node (SetOwner). Each event sets again the watch it
+// fired, and the first node's if it changed, before it wakes the watcher,
+// so that no later change is missed; a waiter coming or going wakes the
+// watcher too. The zk client sets them again after a reconnection, and
+// the ensemble then reports what changed meanwhile; a session that expires
+// ends them, and wakes the watcher. The watch ends when ctx ends, when
+// setting the watches fails, or when the Backend is closed.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -57,11 +57,10 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
-	dir := lockPath(b.cfg.prefix, key)
 	wake := make(chan struct{}, 1)
-	onDir, onFirst := &watcher{wake: wake}, &watcher{wake: wake}
-	unwatch := func() { b.watch(onDir, ""); b.watch(onFirst, "") }
-	if err := b.watchHolder(ctx, dir, onDir, onFirst); err != nil {
+	hw := &holderWatch{b: b, dir: lockPath(b.cfg.prefix, key), onDir: &watcher{wake: wake}, onFirst: &watcher{wake: wake}}
+	unwatch := func() { b.watch(hw.onDir, ""); b.watch(hw.onFirst, "") }
+	if err := hw.arm(ctx); err != nil {
 		unwatch()
 		return nil, err
 	}
@@ -76,7 +75,7 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 			case <-b.ctx.Done():
 				return
 			case <-wake:
-				if b.watchHolder(ctx, dir, onDir, onFirst) != nil {
+				if hw.arm(ctx) != nil {
 					return // the watcher reads and watches again
 				}
 				select {
@@ -93,42 +92,105 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	return out, nil
 }
 
-// watchHolder sets the watches of WatchHolder on the lock path dir: its
-// children (or its creation), and the data of its first node. Each
-// watcher is registered before the request that sets its watch, whose
-// event comes after the reply.
-func (b *Backend) watchHolder(ctx context.Context, dir string, onDir, onFirst *watcher) error {
+// The events that end a watch of each kind that the zk client sets: a
+// children watch (ChildrenW), a watch for a node's creation (ExistsW on a
+// node that does not exist), a data watch (GetW). The zk client ends
+// every watch of the session with zk.EventNotWatching when the session
+// ends.
+var (
+	endsChildren = eventSet(zk.EventNodeChildrenChanged, zk.EventNodeDeleted, zk.EventNotWatching)
+	endsCreation = eventSet(zk.EventNodeCreated, zk.EventNodeDataChanged, zk.EventNodeDeleted, zk.EventNotWatching)
+	endsData     = eventSet(zk.EventNodeDataChanged, zk.EventNodeDeleted, zk.EventNotWatching)
+)
+
+// holderWatch is the state of one WatchHolder: which of its watches are
+// set in the zk client and not yet fired. Its fields are used by one
+// goroutine at a time (WatchHolder's caller, then the goroutine it starts).
+//
+// A watch is set again only once it fired: the zk client adds a watch to
+// its list for the path at every request that sets one, and only the
+// watch's event empties the list, so a watch set again before it fired
+// would stay in the client until it does, one more at each event of the
+// other watch.
+type holderWatch struct {
+	b              *Backend
+	dir            string   // the lock path
+	onDir, onFirst *watcher // wake-ups of the watches on dir and on its first node
+	dirSet         events   // the events that end the watch set on dir; 0 for none
+	firstSet       string   // the node whose data watch is set, "" for none
+}
+
+// arm sets the watches that are not set: on the lock path's children (or
+// its creation), and on the data of its first node. Each watcher is
+// registered before the request that sets its watch, whose event comes
+// after the reply.
+func (hw *holderWatch) arm(ctx context.Context) error {
+	b := hw.b
+	if hw.dirSet&b.took(hw.onDir) != 0 {
+		hw.dirSet = 0
+	}
+	if endsData&b.took(hw.onFirst) != 0 {
+		hw.firstSet = ""
+	}
 	rctx, cancel := b.request(ctx)
 	defer cancel()
 	for {
-		b.watch(onDir, dir)
-		children, err := call(rctx, b, func() ([]string, error) {
-			c, _, _, err := b.conn.ChildrenW(dir)
-			return c, err
-		}, nil)
+		b.watch(hw.onDir, hw.dir)
+		var children []string
+		var err error
+		switch hw.dirSet {
+		case 0:
+			children, err = call(rctx, b, func() ([]string, error) {
+				c, _, _, err := b.conn.ChildrenW(hw.dir)
+				return c, err
+			}, nil)
+			if err == nil {
+				hw.dirSet = endsChildren
+			}
+		case endsCreation:
+			// The path did not exist, and has not been created since.
+			b.watch(hw.onFirst, "")
+			hw.firstSet = ""
+			return nil
+		default:
+			children, err = call(rctx, b, func() ([]string, error) {
+				c, _, err := b.conn.Children(hw.dir)
+				return c, err
+			}, nil)
+			if errors.Is(err, zk.ErrNoNode) {
+				hw.dirSet = 0 // deleted since: its watch fired
+				continue
+			}
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			// ExistsW on a missing node watches for its creation.
 			exists, err := call(rctx, b, func() (bool, error) {
-				ok, _, _, err := b.conn.ExistsW(dir)
+				ok, _, _, err := b.conn.ExistsW(hw.dir)
 				return ok, err
 			}, nil)
 			if err != nil {
 				return b.sortErr(ctx, rctx, err)
 			}
 			if exists {
-				continue // created meanwhile: watch its children
+				// Created meanwhile: watch its children. ExistsW set a
+				// data watch on it, which its deletion ends.
+				continue
 			}
-			b.watch(onFirst, "")
+			hw.dirSet = endsCreation
+			b.watch(hw.onFirst, "")
+			hw.firstSet = ""
 			return nil
 		}
 		if err != nil {
 			return b.sortErr(ctx, rctx, err)
 		}
 		sortNodes(children)
-		b.watch(onFirst, "")
 		for _, c := range children {
-			node := dir + "/" + c
-			b.watch(onFirst, node)
+			node := hw.dir + "/" + c
+			if node == hw.firstSet {
+				return nil // its watch is set and has not fired
+			}
+			b.watch(hw.onFirst, node)
 			_, err := call(rctx, b, func() (struct{}, error) {
 				_, _, _, err := b.conn.GetW(node)
 				return struct{}{}, err
@@ -137,10 +199,14 @@ func (b *Backend) watchHolder(ctx context.Context, dir string, onDir, onFirst *w
 				continue // deleted meanwhile: the children watch fired
 			}
 			if err != nil {
+				hw.firstSet = ""
 				return b.sortErr(ctx, rctx, err)
 			}
-			break
+			hw.firstSet = node
+			return nil
 		}
+		b.watch(hw.onFirst, "")
+		hw.firstSet = ""
 		return nil
 	}
 }

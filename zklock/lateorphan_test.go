@@ -32,7 +32,7 @@ func TestLateNodeOfOursAheadIsDeleted(t *testing.T) {
 	b := newBackend(t, z.Servers)
 	b.SetUUID(func() (string, error) { return uuid, nil })
 	makeLockDir(t, admin, dir)
-	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid, "lock-"), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatalf("create the late node: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestLateNodeOfOursBehindIsDeletedAtRelease(t *testing.T) {
 		t.Fatalf("holder Release: %v", err)
 	}
 	l := granted(t, admin, key, done, b, sid)
-	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	late, err := b.Conn().Create(dir+"/"+zklock.NodePrefix(uuid, "lock-"), []byte("late"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		t.Fatalf("create the late node: %v", err)
 	}

@@ -14,9 +14,14 @@ import (
 // when WithPrefix is not given.
 const DefaultPrefix = "/distlock"
 
-// lockName is the name every lock node has after its protection prefix, as
-// Curator's InterProcessMutex names them; the sequence number follows it.
-const lockName = "lock-"
+// The names nodes have after their protection prefix, the sequence
+// number following: lockName a lock's, as Curator's InterProcessMutex
+// names them, and latchName an election's candidacy's, as Curator's
+// LeaderLatch names them.
+const (
+	lockName  = "lock-"
+	latchName = "latch-"
+)
 
 // protectedPrefix starts every protected node name; the UUID and a "-"
 // follow it.
@@ -143,9 +148,9 @@ func newUUID() (string, error) {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
 }
 
-// nodePrefix is what a lock node is created with (ZooKeeper appends the
-// sequence): "_c_<uuid>-lock-".
-func nodePrefix(uuid string) string { return protectedPrefix + uuid + "-" + lockName }
+// nodePrefix is what a node is created with (ZooKeeper appends the
+// sequence): "_c_<uuid>-" and name (lockName or latchName).
+func nodePrefix(uuid, name string) string { return protectedPrefix + uuid + "-" + name }
 
 // protectedID returns the UUID of a protected node name, as Curator finds
 // it: the name starts with "_c_", is longer than the 40 characters of
@@ -158,15 +163,28 @@ func protectedID(name string) (string, bool) {
 	return name[len(protectedPrefix) : n-1], true
 }
 
-// sortKey is what lock nodes are ordered by: the part after the last
-// "lock-", or the whole name if it has none, compared as strings, as
-// Curator's lock driver does. Sequences are zero-padded to 10 digits, so
-// the string order is the sequence order.
+// sortKey is what the nodes under a lock path are ordered by: their
+// sequence, the part after the last "lock-" or "latch-", whichever comes
+// later, or the whole name if it has neither, compared as strings.
+// Sequences are zero-padded to 10 digits, so the string order is the
+// sequence order, and ZooKeeper numbers the sequential children of a
+// parent from one counter, so locks and candidacies under one path are
+// ordered by creation, both kinds together.
+//
+// Curator's recipes each look for their own name only (InterProcessMutex
+// "lock-", LeaderLatch "latch-") and order the other's nodes by the whole
+// name, which starts with "_c_" and so comes after every sequence: each
+// puts the other's nodes behind its own (see Elections in the package
+// documentation). For nodes of one kind, this order is Curator's.
 func sortKey(name string) string {
-	if i := strings.LastIndex(name, lockName); i >= 0 {
-		return name[i+len(lockName):]
+	i, n := strings.LastIndex(name, lockName), len(lockName)
+	if j := strings.LastIndex(name, latchName); j > i {
+		i, n = j, len(latchName)
 	}
-	return name
+	if i < 0 {
+		return name
+	}
+	return name[i+n:]
 }
 
 // sortNodes sorts the children of a lock path into queue order, stably, as

@@ -32,7 +32,7 @@ func TestUUIDIsCanonicalV4(t *testing.T) {
 
 func TestProtectedName(t *testing.T) {
 	u, _ := zklock.NewUUID()
-	name := zklock.NodePrefix(u) + "0000000042"
+	name := zklock.NodePrefix(u, "lock-") + "0000000042"
 	if !strings.HasPrefix(name, "_c_"+u+"-lock-") {
 		t.Fatalf("node name %q", name)
 	}
@@ -50,23 +50,66 @@ func TestProtectedName(t *testing.T) {
 	}
 }
 
+// Nodes are ordered by their sequence, as Curator's recipes order the
+// nodes of their own kind (InterProcessMutex's "-lock-", LeaderLatch's
+// "-latch-"); locks and candidacies under one path are ordered together,
+// by sequence, where each of Curator's recipes puts the other's behind
+// its own.
 func TestSortsAsCurator(t *testing.T) {
 	a, _ := zklock.NewUUID()
 	b, _ := zklock.NewUUID()
-	got := zklock.SortNodes([]string{
-		"_c_" + a + "-lock-0000000012",
-		"lock-0000000003", // Curator without protection
-		"_c_" + b + "-lock-0000000001",
-		"_c_" + b + "-lock-0000000010",
-	})
-	want := []string{
-		"_c_" + b + "-lock-0000000001",
-		"lock-0000000003",
-		"_c_" + b + "-lock-0000000010",
-		"_c_" + a + "-lock-0000000012",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("sorted\n%q\nwant\n%q", got, want)
+	tests := []struct {
+		name        string
+		nodes, want []string
+	}{{
+		name: "locks",
+		nodes: []string{
+			"_c_" + a + "-lock-0000000012",
+			"lock-0000000003", // Curator without protection
+			"_c_" + b + "-lock-0000000001",
+			"_c_" + b + "-lock-0000000010",
+		},
+		want: []string{
+			"_c_" + b + "-lock-0000000001",
+			"lock-0000000003",
+			"_c_" + b + "-lock-0000000010",
+			"_c_" + a + "-lock-0000000012",
+		},
+	}, {
+		name: "candidacies",
+		nodes: []string{
+			"_c_" + a + "-latch-0000000012",
+			"_c_" + b + "-latch-0000000001",
+			"_c_" + b + "-latch-0000000010",
+		},
+		want: []string{
+			"_c_" + b + "-latch-0000000001",
+			"_c_" + b + "-latch-0000000010",
+			"_c_" + a + "-latch-0000000012",
+		},
+	}, {
+		name: "both",
+		nodes: []string{
+			"_c_" + a + "-latch-0000000012",
+			"_c_" + a + "-lock-0000000011",
+			"_c_" + b + "-latch-0000000001",
+			"_c_" + b + "-lock-0000000002",
+			"other", // neither: by its whole name, after every sequence
+		},
+		want: []string{
+			"_c_" + b + "-latch-0000000001",
+			"_c_" + b + "-lock-0000000002",
+			"_c_" + a + "-lock-0000000011",
+			"_c_" + a + "-latch-0000000012",
+			"other",
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := zklock.SortNodes(slices.Clone(tc.nodes)); !slices.Equal(got, tc.want) {
+				t.Errorf("sorted\n%q\nwant\n%q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -336,7 +336,7 @@ func (b *Backend) onEvent(ev zk.Event) {
 			b.watchEvents.Add(1)
 		}
 		if ev.Path != "" {
-			b.wakeWatchers(ev.Path)
+			b.wakeWatchers(ev)
 		}
 		return
 	}
@@ -431,6 +431,11 @@ func (b *Backend) sessionErr(s *session) error {
 // checked (the session timeout is set once, by WithSessionTimeout). A try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when another node
 // is ahead of ours.
+//
+// An election's candidacy (opts.Election) creates a node of Curator's
+// LeaderLatch layout in place of a lock node, with opts.Owner as its data
+// as it is, and waits and is granted as a lock is (see Elections in the
+// package documentation).
 //
 // A waiter whose session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock. An acquire
