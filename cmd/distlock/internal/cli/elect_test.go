@@ -37,6 +37,9 @@ func electBackends() []electBackend {
 		{"memory", func(t *testing.T, e *env) *candidates { return &candidates{env: e, mem: memlock.New()} }},
 		{"file", over(func(t *testing.T, e *env) string { return "file://" + e.dir })},
 		{"redis", over(func(t *testing.T, e *env) string { return "redis://" + testserver.StartRedis(t).Addr })},
+		{"redis-cluster", over(func(t *testing.T, e *env) string {
+			return "redis+cluster://" + strings.Join(testserver.StartRedisCluster(t, 3).Addrs(), ",")
+		})},
 		{"redlock", over(func(t *testing.T, e *env) string {
 			var addrs []string
 			for range 3 {
@@ -353,6 +356,39 @@ func TestElectLossTerminatesCommand(t *testing.T) {
 			waitGone(t, pid)
 		})
 	}
+}
+
+// On Redis too, a term the service drops while the command runs ends the
+// command: here the term's key is deleted behind the leader's back, and
+// the leader learns it at its next renewal.
+func TestElectRedisDroppedTermEndsCommand(t *testing.T) {
+	e := newEnv(t)
+	r := testserver.StartRedis(t)
+	pidFile := e.path("a.pid")
+	a := e.start(e.command("--backend", "redis://"+r.Addr, "elect", "--ttl", "3s", "--grace", "1s", "x", "--", "sh", "-c",
+		fmt.Sprintf(`trap '' TERM; echo $$ > %s; while :; do sleep 0.05; done`, sh(pidFile))))
+	childPid := readInt(t, pidFile)
+	keys, err := r.Do("KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted bool
+	for _, k := range keys.([]any) {
+		if s := fmt.Sprint(k); strings.Contains(s, "{election/x}") && !strings.Contains(s, "token") {
+			if _, err := r.Do("DEL", s); err != nil {
+				t.Fatal(err)
+			}
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Fatalf("no key of the term found in %v", keys)
+	}
+	ra := e.wait(a)
+	if ra.code != cli.ExitLockLost || !strings.Contains(ra.stderr, `lost the leadership of the election "x"`) {
+		t.Errorf("exit %d, stderr %q; want %d, saying the leadership was lost", ra.code, ra.stderr, cli.ExitLockLost)
+	}
+	waitGone(t, childPid) // it ignored SIGTERM: SIGKILL after --grace
 }
 
 // SIGINT while campaigning ends the campaign: 128+2, the command never
