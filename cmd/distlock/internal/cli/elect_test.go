@@ -526,3 +526,18 @@ func TestElectAndLeaderHelp(t *testing.T) {
 		}
 	}
 }
+
+// leader on a lock directory that does not exist: no leader (exit 1),
+// and nothing created.
+func TestLeaderCreatesNothing(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{"leader", "x"}, {"leader", "--json", "x"}} {
+		r := e.run(args...)
+		if r.code != cli.ExitNoLeader {
+			t.Errorf("%q on a missing lock directory: exit %d, stdout %q, stderr %q; want %d", args, r.code, r.stdout, r.stderr, cli.ExitNoLeader)
+		}
+	}
+	if _, err := os.Stat(e.dir); err == nil {
+		t.Errorf("leader created the lock directory %s", e.dir)
+	}
+}
