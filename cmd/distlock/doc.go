@@ -1,6 +1,8 @@
 // Command distlock runs a command under a distributed lock:
 //
 //	distlock run [flags] KEY -- CMD [ARGS...]
+//	distlock elect [flags] NAME -- CMD [ARGS...]
+//	distlock leader [--json] [--watch] NAME
 //	distlock status [PREFIX]
 //
 // The lock service is chosen with --backend URL or $DISTLOCK_BACKEND; the

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/filelock"
 )
@@ -16,7 +15,7 @@ import (
 // lockFile returns a new descriptor of the lock file that holds lock, for
 // the supervisor of the command (see filelock.Backend.File), or nil if b
 // is not a file backend.
-func lockFile(b driver.Backend, lock *distlock.Lock) (*os.File, error) {
+func lockFile(b driver.Backend, lock filelock.Held) (*os.File, error) {
 	if fb, ok := b.(*filelock.Backend); ok {
 		return fb.File(lock)
 	}

@@ -127,15 +127,17 @@ func (r *runner) rootCommand() *cobra.Command {
 		Short: "Run commands under locks that stay safe when things go wrong",
 		Long: `distlock runs a command while holding a lock, on this host (the default,
 file://` + defaultDirHelp() + `) or on a lock service, and gives the command
-the lock's fencing token.
+the lock's fencing token. It also runs a command while leading an
+election (elect), with the term's token, and shows an election's leader
+(leader).
 
 ` + wrap("Lock services (--backend URL): "+schemes(r.openers)+".", 76) + `
 
 Exit codes: 64 usage, 69 lock service failed, 70 internal error, 75 lock not
-acquired (held or timed out), 76 lock lost while the command ran; otherwise
-the command's own status, 126/127 when it cannot be run, 128+n when killed
-by signal n (distlock then dies of the same signal, for SIGHUP, SIGINT,
-SIGQUIT and SIGTERM).`,
+acquired (held or timed out), 76 lock (or term) lost while the command
+ran, 1 no leader (leader); otherwise the command's own status, 126/127
+when it cannot be run, 128+n when killed by signal n (distlock then dies
+of the same signal, for SIGHUP, SIGINT, SIGQUIT and SIGTERM).`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -148,7 +150,7 @@ SIGQUIT and SIGTERM).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(r.stderr)
 			cmd.Help()
-			return exitWith(usagef("a command is required (run, status or serve)"))
+			return exitWith(usagef("a command is required (run, elect, leader, status or serve)"))
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("backend") {
@@ -169,7 +171,7 @@ SIGQUIT and SIGTERM).`,
 	pf.StringVar(&r.backendURL, "backend", "",
 		"lock service URL (default $DISTLOCK_BACKEND, else file://"+defaultDirHelp()+")")
 	pf.BoolVarP(&r.verbose, "verbose", "v", false, "log what distlock does to standard error")
-	root.AddCommand(r.runCommand(), r.statusCommand(), r.serveCommand())
+	root.AddCommand(r.runCommand(), r.electCommand(), r.leaderCommand(), r.statusCommand(), r.serveCommand())
 	return root
 }
 

@@ -1,6 +1,8 @@
 // Package cli implements the distlock command: cmd/distlock calls Main.
 //
 //	distlock [--backend URL] [--verbose] run [--timeout D | --no-wait] [--held-exit N] [--quiet] [--ttl D] [--grace D] KEY -- COMMAND [ARG...]
+//	distlock [--backend URL] [--verbose] elect [--value V] [--ttl D] [--grace D] NAME -- COMMAND [ARG...]
+//	distlock [--backend URL] leader [--json] [--watch] NAME
 //	distlock [--backend URL] status [--json] [PREFIX]
 //
 // # Backends
@@ -207,14 +209,51 @@
 // reaped by it, and the wait for the group gives up after 10s. On Windows
 // run and the file:// backend are not available.
 //
+// # elect and leader
+//
+// elect runs a command while leading an election of package election:
+// the lock of the key election/NAME (election.KeyPrefix), held by the
+// leader with its value as the grant's owner, which etcd:// keeps in
+// etcd's own election layout (`etcdctl elect NAME` campaigns in the same
+// election, `etcdctl elect -l NAME` observes it). It campaigns with
+// --value (default host:pid, the owner that run's locks have), waiting
+// until elected; a signal that would end distlock (SIGHUP, SIGINT,
+// SIGQUIT, SIGTERM) ends the campaign, and distlock then exits, or dies,
+// as run does when one ends its wait. Once elected it runs COMMAND as run
+// does, with DISTLOCK_TOKEN set to the term's token, DISTLOCK_KEY to
+// election/NAME and DISTLOCK_BACKEND as for run, through the same
+// supervisor: the term is renewed while the command runs, kept by the
+// supervisor's deadline too, and its loss ends the command (SIGTERM, then
+// SIGKILL after --grace) with exit 76; signals are forwarded, the job is
+// killed when the command exits. Then distlock resigns, so that the next
+// candidate is elected at once rather than when the term would have
+// lapsed, and exits with the command's status. What run says of the
+// lease, the job, the terminal and the death of distlock holds for the
+// term.
+//
+// leader prints the leader of an election: its value and its term's
+// token, as "VALUE (term TOKEN)", the value Go-quoted with escapes when a
+// character of it does not print (as status shows owners). With no leader
+// it says so on standard error and exits 1 (ExitNoLeader), which no
+// other outcome of leader gives. --watch prints a line at each change
+// (election.Observe: a new term, a new value, "no leader" when a term
+// ends) until interrupted (Ctrl-C or SIGTERM), which ends it with status
+// 0; a first read that fails ends it as without --watch, and later
+// failures are retried silently. --json prints each line as a JSON object
+// {election, leader, value, token} (leader false and no value or token
+// when there is none; the token a string of decimal digits), escaped as
+// status --json is. leader creates nothing: a file:// lock directory that
+// does not exist has no leader, and a watch of it looks for it again at
+// each read.
+//
 // # Exit codes
 //
 // The table is at ExitOK; in short: the command's status, 126/127 when it
 // cannot be started, 128+n for a signal (or death by the same signal, see
-// above); 64 usage, 69 lock service failed or set up unsafely (a Redis
-// that may evict keys: accept the risk with ?eviction_allowed=true), 70
-// internal error (the supervisor failed), 75 not acquired (or
-// --held-exit), 76 lock lost.
+// above); 1 no leader (leader); 64 usage, 69 lock service failed or set
+// up unsafely (a Redis that may evict keys: accept the risk with
+// ?eviction_allowed=true), 70 internal error (the supervisor failed), 75
+// not acquired (or --held-exit), 76 lock (or term) lost.
 //
 // # Status
 //

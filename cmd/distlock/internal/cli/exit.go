@@ -12,8 +12,9 @@ import (
 // Exit codes of the distlock command. This table is the one place they are
 // defined; the package documentation repeats it for users.
 //
-//	0       success (run: the command exited 0)
-//	1-125   run: the command's own exit status
+//	0       success (run, elect: the command exited 0)
+//	1       leader: the election has no leader
+//	1-125   run, elect: the command's own exit status
 //	64      usage: bad flags or arguments, an invalid key or --ttl, an
 //	        unknown, reserved or malformed backend URL, a backend that
 //	        cannot list holders, a backend or command that this operating
@@ -25,12 +26,13 @@ import (
 //	75      the lock was not acquired: held (--no-wait) or --timeout
 //	        passed; --held-exit chooses another code
 //	76      run: the lock was lost while the command ran, or its deadline
-//	        neared without a confirmed renewal; the command was terminated
-//	        (SIGTERM, then SIGKILL)
-//	126     run: the command could not be executed
-//	127     run: the command was not found
-//	128+n   run: the command was killed by signal n, or distlock was
-//	        interrupted by signal n while waiting for the lock. For SIGHUP,
+//	        neared without a confirmed renewal; elect: the same of the
+//	        term; the command was terminated (SIGTERM, then SIGKILL)
+//	126     run, elect: the command could not be executed
+//	127     run, elect: the command was not found
+//	128+n   run, elect: the command was killed by signal n, or distlock was
+//	        interrupted by signal n while waiting for the lock (or the
+//	        election). For SIGHUP,
 //	        SIGINT, SIGQUIT and SIGTERM the distlock command (Main), on
 //	        Linux, then kills itself with that same signal once the lock is
 //	        released, so that its caller sees a death by signal (a shell
@@ -42,6 +44,7 @@ import (
 // failures on standard error, which tells them apart.
 const (
 	ExitOK          = 0
+	ExitNoLeader    = 1
 	ExitUsage       = 64
 	ExitUnavailable = 69
 	ExitSoftware    = 70

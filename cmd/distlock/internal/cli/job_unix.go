@@ -60,8 +60,8 @@ func dyingSignal(s os.Signal) syscall.Signal {
 
 // supervise runs the command while the lock is held and releases the lock
 // on every path, after the command's process group is gone.
-func (r *runner) supervise(ctx context.Context, lock *distlock.Lock, b driver.Backend, argv []string, f runFlags, sigc chan os.Signal) error {
-	key := lock.Key()
+func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, argv []string, f runFlags, sigc chan os.Signal) error {
+	key, what := lock.Key(), lock.describe()
 	released := false
 	release := func() error {
 		released = true
@@ -213,24 +213,24 @@ loop:
 	switch {
 	case j.expired != 0 && lostErr == nil:
 		release()
-		return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q came within %v of its deadline without a confirmed renewal: the supervisor sent the command SIGTERM, then SIGKILL at the deadline; the command %s",
-			key, j.expired.Round(time.Millisecond), how)}
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("%s came within %v of its deadline without a confirmed renewal: the supervisor sent the command SIGTERM, then SIGKILL at the deadline; the command %s",
+			what, j.expired.Round(time.Millisecond), how)}
 	case j.expired != 0:
 		release()
-		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the supervisor sent the command SIGTERM %v before the lock's deadline, then SIGKILL at it; the command %s",
-			key, lostErr, j.expired.Round(time.Millisecond), how)}
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost %s while the command ran: %v; the supervisor sent the command SIGTERM %v before the lock's deadline, then SIGKILL at it; the command %s",
+			what, lostErr, j.expired.Round(time.Millisecond), how)}
 	case lostErr != nil && sent != "":
 		release()
-		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the command was sent %s and %s", key, lostErr, sent, how)}
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost %s while the command ran: %v; the command was sent %s and %s", what, lostErr, sent, how)}
 	case lostErr != nil:
 		release()
-		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost the lock on %q while the command ran: %v; the command %s", key, lostErr, how)}
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lost %s while the command ran: %v; the command %s", what, lostErr, how)}
 	}
 	if err := release(); err != nil {
 		if errors.Is(err, distlock.ErrLockLost) {
-			return &exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %q had been lost when the command ended (%v); the command %s", key, err, how)}
+			return &exitError{code: ExitLockLost, err: fmt.Errorf("%s had been lost when the command ended (%v); the command %s", what, err, how)}
 		}
-		fmt.Fprintf(r.stderr, "distlock: warning: releasing the lock on %q: %v\n", key, err)
+		fmt.Fprintf(r.stderr, "distlock: warning: releasing %s: %v\n", what, err)
 	}
 	if j.status == nil {
 		return &exitError{code: ExitSoftware, err: fmt.Errorf("the command %s; its process group was killed", how)}
@@ -562,7 +562,7 @@ func (t *terminal) move(from, to int) {
 
 // supervisorDeadline is what the supervisor is told of lock now: its
 // local deadline, with SIGTERM before it, or no bound.
-func supervisorDeadline(lock *distlock.Lock, f runFlags) deadline {
+func supervisorDeadline(lock held, f runFlags) deadline {
 	now := monoNow()
 	d, w, ok := lock.RiskWindow()
 	if !ok {
@@ -597,7 +597,7 @@ func deadlinePoll(w time.Duration) time.Duration {
 
 // sendDeadlines passes each renewed deadline of lock on to j's supervisor
 // until the returned stop is called, which also closes the pipe.
-func (r *runner) sendDeadlines(lock *distlock.Lock, j *job, first deadline, f runFlags) (stop func()) {
+func (r *runner) sendDeadlines(lock held, j *job, first deadline, f runFlags) (stop func()) {
 	if !first.bounded() {
 		// No time bound (file://, PostgreSQL's session locks): the
 		// Client keeps none, and these backends confirm none later.

@@ -132,20 +132,11 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	if err := runSupported(); err != nil {
 		return err
 	}
-	b, closer, err := r.openWithin(ctx, f.timeout)
+	b, c, closeClient, err := r.openClient(ctx, f.timeout, f.ttl)
 	if err != nil {
 		return err
 	}
-	defer closer.Close()
-	c, err := distlock.New(b, distlock.WithTTL(f.ttl), distlock.WithLogger(r.clientLog()))
-	if err != nil {
-		return fmt.Errorf("--ttl %v: %w", f.ttl, err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		c.Close(cctx)
-	}()
+	defer closeClient()
 
 	// From here on the signals that would end distlock interrupt the wait
 	// instead; once the command runs, they and more are forwarded to it.
@@ -160,7 +151,47 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 		return err
 	}
 	// The Client logs the grant (with --verbose): said once.
-	return r.supervise(ctx, lock, b, argv, f, sigc)
+	return r.supervise(ctx, heldLock{lock}, b, argv, f, sigc)
+}
+
+// held is what a command runs under: the lock of `run` (heldLock) or the
+// term of `elect` (leadership). Release gives it up, once the command's
+// group is gone.
+type held interface {
+	Key() string
+	Token() uint64
+	Done() <-chan struct{}
+	Err() error
+	RiskWindow() (deadline time.Time, window time.Duration, ok bool)
+	Release(ctx context.Context) error
+	// describe names it in messages: `the lock on "k"`.
+	describe() string
+}
+
+// heldLock is the lock of `run`.
+type heldLock struct{ *distlock.Lock }
+
+func (l heldLock) describe() string { return fmt.Sprintf("the lock on %q", l.Key()) }
+
+// openClient opens the lock service within timeout (see openWithin) and
+// returns it with a Client of it whose locks have ttl; closeClient
+// releases what is still held and closes both.
+func (r *runner) openClient(ctx context.Context, timeout, ttl time.Duration) (b driver.Backend, c *distlock.Client, closeClient func(), err error) {
+	b, closer, err := r.openWithin(ctx, timeout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err = distlock.New(b, distlock.WithTTL(ttl), distlock.WithLogger(r.clientLog()))
+	if err != nil {
+		closer.Close()
+		return nil, nil, nil, fmt.Errorf("--ttl %v: %w", ttl, err)
+	}
+	return b, c, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		c.Close(cctx)
+		closer.Close()
+	}, nil
 }
 
 // minOpen is how long opening the lock service may take under a shorter
@@ -208,30 +239,18 @@ const minTry = 5 * time.Second
 
 // acquire waits for the lock, until the timeout or a signal.
 func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backend, key string, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var sig os.Signal
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case sig = <-sigc:
-			cancel()
-		case <-stop:
-		}
-	}()
 	r.log.Debug("acquiring", "key", key, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
 	var (
 		lock *distlock.Lock
 		err  error
 	)
-	if f.timeout > 0 {
-		lock, err = tryThenWait(sctx, c, key, f.timeout)
-	} else {
-		lock, err = c.Acquire(sctx, key, distlock.WithWait(!f.noWait))
-	}
-	close(stop)
-	<-stopped
+	sig := untilSignal(ctx, sigc, func(sctx context.Context) {
+		if f.timeout > 0 {
+			lock, err = tryThenWait(sctx, c, key, f.timeout)
+		} else {
+			lock, err = c.Acquire(sctx, key, distlock.WithWait(!f.noWait))
+		}
+	})
 	notAcquired := func(format string, args ...any) error {
 		if f.quiet {
 			return &exitError{code: f.heldExit}
@@ -256,6 +275,28 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backe
 		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))
 	}
 	return nil, err
+}
+
+// untilSignal calls wait with a context that the first signal on sigc
+// cancels, and returns that signal, or nil if none came before wait
+// returned.
+func untilSignal(ctx context.Context, sigc <-chan os.Signal, wait func(ctx context.Context)) os.Signal {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sig os.Signal
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case sig = <-sigc:
+			cancel()
+		case <-stop:
+		}
+	}()
+	wait(sctx)
+	close(stop)
+	<-stopped
+	return sig
 }
 
 // tryThenWait makes one try for key, given at least minTry whatever the

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 )
 
@@ -26,7 +25,7 @@ func runSupervisor([]string) int {
 	return ExitUsage
 }
 
-func (r *runner) supervise(context.Context, *distlock.Lock, driver.Backend, []string, runFlags, chan os.Signal) error {
+func (r *runner) supervise(context.Context, held, driver.Backend, []string, runFlags, chan os.Signal) error {
 	return runSupported()
 }
 
