@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -137,43 +136,17 @@ func (r *runner) elect(ctx context.Context, name string, argv []string, f electF
 	case err != nil:
 		return err
 	}
-	l, err := lead(ctx, c, e, term)
-	if err != nil {
-		return err
-	}
+	l := leadership{Lock: term.Lock(), name: name}
 	return r.supervise(ctx, l, b, argv, runFlags{ttl: f.ttl, grace: f.grace}, sigc)
 }
 
-// leadership is the term of `elect`, with a handle on the term's lock
-// (a reentrant acquisition through the term's context) for its deadline,
-// which the supervisor keeps too. Release resigns the term.
+// leadership is the term of `elect`: the term's lock (election.Term.Lock),
+// which has the term's deadline, and whose Release is the term's Resign.
 type leadership struct {
-	*distlock.Lock // the handle: Key, Token, Done, Err, RiskWindow
-	term           *election.Term
-	name           string
+	*distlock.Lock
+	name string
 }
 
-// lead returns the leadership of term.
-func lead(ctx context.Context, c *distlock.Client, e *election.Election, term *election.Term) (*leadership, error) {
-	h, err := c.Acquire(term.Context(), e.Key())
-	if err != nil {
-		// Only a term that has ended already gives no handle.
-		rerr := term.Resign(context.WithoutCancel(ctx))
-		if errors.Is(rerr, distlock.ErrLockLost) || errors.Is(term.Err(), distlock.ErrLockLost) {
-			return nil, &exitError{code: ExitLockLost, err: fmt.Errorf("lost the leadership of the election %q before the command started: %w", e.Name(), term.Err())}
-		}
-		return nil, fmt.Errorf("%w: election %q: %w", errInternal, e.Name(), err)
-	}
-	return &leadership{Lock: h, term: term, name: e.Name()}, nil
-}
-
-func (l *leadership) describe() string {
+func (l leadership) describe() string {
 	return fmt.Sprintf("the leadership of the election %q", l.name)
-}
-
-// Release drops the handle, then resigns: the next candidate can be
-// elected.
-func (l *leadership) Release(ctx context.Context) error {
-	l.Lock.Release(ctx) // not the last handle: the term's own holds the grant
-	return l.term.Resign(ctx)
 }
