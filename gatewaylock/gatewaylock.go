@@ -282,14 +282,8 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
-	sk := sessionKey{ttl: opts.TTL, owner: opts.Owner}
-	if candidacyOf(key, opts) != "" {
-		// A campaign sends its value: candidacies share the session of
-		// their TTL, whatever their values.
-		sk.owner = ""
-	}
 	for fresh := false; ; fresh = true {
-		s, err := b.session(ctx, sk, key)
+		s, err := b.session(ctx, sessionKey{ttl: opts.TTL, owner: opts.Owner}, key)
 		if err != nil {
 			return nil, b.acquireErr(ctx, err)
 		}
