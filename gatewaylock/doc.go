@@ -76,9 +76,9 @@
 // reported lost as its other locks are; Proclaim is POST .../proclaim and
 // Resign POST .../resign, both owner-checked by the term's token. A Go
 // candidate and a program that campaigns through the HTTP routes, in any
-// language, thus take part in one election. The gateway cannot change the
-// owner of a held lock: a lock's SetOwner returns an error matching
-// errors.ErrUnsupported (a term's is Proclaim).
+// language, thus take part in one election. A lock's SetOwner is POST
+// /v1/locks/{name}/owner, owner-checked too; a gateway without that route
+// gives an error matching errors.ErrUnsupported.
 //
 // # Holders, and how a watch waits
 //
@@ -90,8 +90,9 @@
 // stream per watch: an election's key through its observe stream, which
 // follows the lock service, so that a change made through another gateway
 // or by another client of the service wakes it too; any other key through
-// the events of the locks held through this gateway (GET /v1/events),
-// which do not tell of a change made elsewhere: a Client's Watch then
+// the events of the locks held through this gateway (GET /v1/events:
+// grants, releases, losses, new owners), which do not tell of a change
+// made elsewhere: a Client's Watch then
 // reads the holder again at its expiry, where the service tells one. A
 // watch ends with its context, with its stream (the Client's Watch then
 // reads and watches again), and with Close; a gateway that has no room

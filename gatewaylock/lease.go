@@ -201,31 +201,32 @@ func (l *lease) Release(ctx context.Context) error {
 
 var _ driver.OwnerSetter = (*lease)(nil)
 
-// SetOwner replaces the value of a term (POST
-// /v1/elections/{name}/proclaim), owner-checked by its token. The gateway
-// cannot change the owner of a held lock: a lock's SetOwner returns an
-// error matching errors.ErrUnsupported.
+// SetOwner replaces the owner of a lock (POST /v1/locks/{name}/owner), or
+// the value of a term (POST /v1/elections/{name}/proclaim), owner-checked
+// by its token. A gateway that cannot (an older one, or a lock service
+// that cannot) gives an error matching errors.ErrUnsupported.
 func (l *lease) SetOwner(ctx context.Context, owner string) error {
-	if l.election == "" {
-		return fmt.Errorf("gatewaylock: the gateway changes the value of a term, not the owner of a lock: %w", errors.ErrUnsupported)
-	}
 	l.s.mu.Lock()
 	lost := l.lost
 	l.s.mu.Unlock()
 	if lost != nil {
 		return lost
 	}
-	err := l.s.b.do(ctx, "POST", "/v1/elections/"+escape(l.election)+"/proclaim",
-		map[string]string{"session": l.s.id, "token": strconv.FormatUint(l.token, 10), "value": owner}, nil, 0)
+	tok := strconv.FormatUint(l.token, 10)
+	path, body := "/v1/locks/"+escape(l.key)+"/owner", map[string]string{"session": l.s.id, "token": tok, "owner": owner}
+	if l.election != "" {
+		path, body = "/v1/elections/"+escape(l.election)+"/proclaim", map[string]string{"session": l.s.id, "token": tok, "value": owner}
+	}
+	err := l.s.b.do(ctx, "POST", path, body, nil, 0)
 	var ae *apiError
 	switch {
 	case err == nil || !errors.As(err, &ae):
 		return err
 	case ae.Status == http.StatusConflict || ae.kind() == "session-not-found":
-		// Not the session's live term (resigned, lost), or the session
+		// Not the session's live grant (released, lost), or the session
 		// is gone: nothing was changed.
 		return fmt.Errorf("%w: %w", driver.ErrLockLost, err)
-	case ae.Status == http.StatusNotImplemented:
+	case ae.Status == http.StatusNotImplemented || ae.kind() == "not-found":
 		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 	case ae.kind() == "bad-request":
 		return fmt.Errorf("%w: %w", driver.ErrInvalidOption, err)
