@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/distlocktest"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/gatewaylock"
@@ -244,4 +245,43 @@ func parseToken(t *testing.T, s string) uint64 {
 		t.Fatalf("token %q: %v", s, err)
 	}
 	return tok
+}
+
+// The watch of an election's key follows the lock service through the
+// gateway's observe stream: a leader elected by another client of the
+// service, not through the gateway, wakes it, and Holder reads it.
+func TestWatchElectionSeesOtherClientsOfTheService(t *testing.T) {
+	mb := memlock.New()
+	defer mb.Close()
+	url := serve(t, mb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := gatewaylock.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	key := election.KeyPrefix + "elsewhere"
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	woken, err := b.WatchHolder(wctx, key)
+	if err != nil {
+		t.Fatalf("WatchHolder: %v", err)
+	}
+	l, err := mb.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "direct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	select {
+	case <-woken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchHolder not woken by a grant made at the service")
+	}
+	if h, held, err := b.Holder(ctx, key); err != nil || !held || h.Token != l.Token() || h.Owner != "direct" {
+		t.Errorf("Holder = %+v, %v, %v; want token %d, owner direct", h, held, err, l.Token())
+	}
+	stop()
+	for range woken { // closed when its context ends
+	}
 }
