@@ -57,8 +57,8 @@
 // changes nothing (409, ProblemNotHeld), nor does a lock lost meanwhile
 // (409, ProblemLockLost); reads of the lock, listings, the dashboard and
 // an owner event report the new owner. A term's value changes with
-// proclaim (see Elections); a service that cannot change a held grant's
-// owner is answered 501.
+// proclaim (see Elections), and is reported as the term's owner the same
+// way; a service that cannot change a held grant's owner is answered 501.
 //
 // Watching: GET /v1/locks/{name}?index=N&wait=30s is a blocking read
 // (after Consul's): it answers who holds the lock once the lock changes

@@ -62,10 +62,23 @@ func TestLockOwnerChange(t *testing.T) {
 	}
 	wantOwner("after the refused changes", "bob")
 
-	// A term's value changes with proclaim only.
+	// A term's value changes with proclaim only, and is reported as its
+	// owner, whatever its session's.
+	est := g.stream("", "?prefix=election/", "")
 	term := g.do("POST", "/v1/elections/x/campaign", "", map[string]any{"session": a, "value": "v"}).want(t, 200, "")
+	if e := est.next(); e.typ != "granted" || e.data["owner"] != "v" {
+		t.Errorf("term's event %+v, want granted with owner v", e)
+	}
 	g.do("POST", "/v1/locks/election%2Fx/owner", "", map[string]any{"session": a, "token": term.str("token"), "owner": "w"}).
 		want(t, 409, "urn:distlock:problem:not-held")
+	g.do("POST", "/v1/elections/x/proclaim", "", map[string]any{"session": a, "token": term.str("token"), "value": "w"}).want(t, 200, "")
+	if e := est.next(); e.typ != "owner" || e.data["owner"] != "w" {
+		t.Errorf("event after proclaim %+v, want owner w", e)
+	}
+	read := g.do("GET", "/v1/locks/election%2Fx", "", nil).want(t, 200, "")
+	if h, _ := read.body["holder"].(map[string]any); h["owner"] != "w" {
+		t.Errorf("read of the term's lock %s, want owner w", read.raw)
+	}
 
 	g.do("POST", "/v1/locks/jobs%2F1/release", "", map[string]any{"session": a, "token": tok}).want(t, 200, "")
 	setOwner(a, tok, "late").want(t, 409, "urn:distlock:problem:not-held")

@@ -702,17 +702,23 @@ func (g *Gateway) setOwner(w http.ResponseWriter, r *http.Request, p *principal)
 	default:
 		return g.backendProblem(err)
 	}
-	owner := *req.Owner
+	g.ownerChanged(h, *req.Owner)
+	writeJSON(w, http.StatusOK, ownerResponse{Lock: name, Token: strconv.FormatUint(h.token, 10), Owner: *req.Owner})
+	return nil
+}
+
+// ownerChanged records owner as h's, which the lock service has now, and
+// publishes an owner event unless h was released meanwhile (its release
+// is then the last event); h.ownerMu is held.
+func (g *Gateway) ownerChanged(h *held, owner string) {
 	h.owner.Store(&owner)
 	g.mu.Lock()
-	s.mu.Lock()
-	if s.locks[name] == h { // (released meanwhile: its release was the last event)
+	defer g.mu.Unlock()
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if h.s.locks[h.name] == h {
 		g.publishLocked("owner", h, "")
 	}
-	s.mu.Unlock()
-	g.mu.Unlock()
-	writeJSON(w, http.StatusOK, ownerResponse{Lock: name, Token: strconv.FormatUint(h.token, 10), Owner: owner})
-	return nil
 }
 
 type checkRequest struct {

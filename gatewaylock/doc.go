@@ -69,9 +69,8 @@
 // A candidacy (package election's Campaign: driver.AcquireOptions.Election
 // with the key election/NAME) goes through the gateway's election routes:
 // a campaign (POST /v1/elections/{name}/campaign, with the candidate's
-// value) in a session of the candidacy's TTL and value as its owner, as
-// for a lock, so that the gateway's dashboard shows the value the term
-// was elected with as its owner. The gateway holds the term as the lock
+// value) in a session of the candidacy's TTL with the value as its owner,
+// as for a lock. The gateway holds the term as the lock
 // election/NAME of the session, renewed by the session's keepalives and
 // reported lost as its other locks are; Proclaim is POST .../proclaim and
 // Resign POST .../resign, both owner-checked by the term's token. A Go
