@@ -15,9 +15,9 @@ import (
 // lease is one grant, held in a session shared with the Backend's other
 // grants of the same TTL and owner.
 //
-// Who guards what: s, key, election, token, onLost never change; s.mu guards v,
-// reported, granted, lost and abandoned; relMu serializes releases and
-// guards relDone and relErr.
+// Who guards what: s, key, election, token, onLost never change; s.mu
+// guards v, reported, granted, lost and abandoned; relMu serializes
+// releases and guards relDone and relErr.
 type lease struct {
 	s        *session
 	key      string
