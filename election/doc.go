@@ -46,7 +46,8 @@
 // pub/sub message, the kernel), and polls only for a holder that vanished
 // silently. Observe is woken by the backend where it can watch a key
 // (memlock, filelock on Linux, etcdlock, redislock, redlock and zklock,
-// through driver.HolderWatcher), reads again at the leader's expiry, which
+// through driver.HolderWatcher; gatewaylock through the gateway's observe
+// stream of the election), reads again at the leader's expiry, which
 // a service may pass silently, and polls every distlock.WatchPoll where the
 // backend cannot watch.
 //

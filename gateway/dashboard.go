@@ -234,7 +234,7 @@ func dashboardLockOf(h *held, waiting int) dashboardLock {
 	s := h.s
 	s.mu.Lock()
 	sessionLeft := max(s.leftLocked(), 0)
-	l := dashboardLock{Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: s.owner, Since: h.since.UTC(),
+	l := dashboardLock{Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(), Since: h.since.UTC(),
 		TTLRemainingMS: ms(s.lockLeftLocked(h)), SessionRemainingMS: ms(sessionLeft), SessionTTLMS: ms(s.ttl),
 		Expiring: sessionLeft < s.ttl/3, Waiting: waiting}
 	s.mu.Unlock()

@@ -51,11 +51,20 @@
 // its token, and answers 204 once nothing of the session is pending or
 // held on the name.
 //
+// POST /v1/locks/{name}/owner {session, token, owner} replaces the owner
+// of the session's lock at the lock service (distlock.Lock.SetOwner),
+// owner-checked as a release is: a token that is not the session's grant
+// changes nothing (409, ProblemNotHeld), nor does a lock lost meanwhile
+// (409, ProblemLockLost); reads of the lock, listings, the dashboard and
+// an owner event report the new owner. A term's value changes with
+// proclaim (see Elections), and is reported as the term's owner the same
+// way; a service that cannot change a held grant's owner is answered 501.
+//
 // Watching: GET /v1/locks/{name}?index=N&wait=30s is a blocking read
 // (after Consul's): it answers who holds the lock once the lock changes
 // through this gateway after index N, or the wait ends; GET /v1/events is
-// a stream of Server-Sent Events (granted, released, lost) of the locks
-// held through this gateway, with heartbeats and Last-Event-ID resume. A
+// a stream of Server-Sent Events (granted, released, lost, owner) of the
+// locks held through this gateway, with heartbeats and Last-Event-ID resume. A
 // stream that cannot be sent every event since the one it asks for, or
 // since it began (it resumes too late, or it reads more slowly than the
 // events come for more than the 1024 events the gateway keeps), gets a

@@ -278,8 +278,11 @@ func (g *Gateway) proclaim(w http.ResponseWriter, r *http.Request, p *principal)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), releaseTimeout)
 	defer cancel()
+	h.ownerMu.Lock()
+	defer h.ownerMu.Unlock()
 	switch err := h.term.Proclaim(ctx, *req.Value); {
 	case err == nil:
+		g.ownerChanged(h, *req.Value)
 	case errors.Is(err, distlock.ErrLockLost), errors.Is(err, distlock.ErrNotHeld):
 		return newProblem(http.StatusConflict, ProblemLockLost, "the term ended before the proclamation: nothing was changed")
 	case errors.Is(err, errors.ErrUnsupported):

@@ -35,7 +35,7 @@ func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbea
 // through this gateway.
 type feedEvent struct {
 	seq    uint64
-	Type   string    `json:"type"` // granted, released, lost
+	Type   string    `json:"type"` // granted, released, lost, owner
 	Lock   string    `json:"lock"`
 	Token  string    `json:"token"`
 	Owner  string    `json:"owner,omitempty"`
@@ -55,7 +55,7 @@ type feed struct {
 func (g *Gateway) publishLocked(typ string, h *held, reason string) {
 	f := &g.feed
 	f.seq++
-	e := feedEvent{seq: f.seq, Type: typ, Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner,
+	e := feedEvent{seq: f.seq, Type: typ, Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(),
 		Reason: reason, Time: time.Now().UTC()}
 	if len(f.ring) == feedSize {
 		f.ring = append(f.ring[:0], f.ring[1:]...)
@@ -362,7 +362,7 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p *principal) *pr
 			if strings.HasPrefix(name, prefix) && p.may(name) {
 				since := h.since
 				resp.Locks = append(resp.Locks, listedLock{Lock: name,
-					holder: holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}})
+					holder: holder{Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(), Since: &since}})
 			}
 		}
 		g.mu.Unlock()

@@ -48,6 +48,7 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/locks/{name}/release", map[string]handlerFunc{"POST": g.release}, true},
 		{"/v1/locks/{name}/abandon", map[string]handlerFunc{"POST": g.abandon}, true},
 		{"/v1/locks/{name}/check", map[string]handlerFunc{"POST": g.check}, true},
+		{"/v1/locks/{name}/owner", map[string]handlerFunc{"POST": g.setOwner}, true},
 		{"/v1/elections/{name}/campaign", map[string]handlerFunc{"POST": g.campaign}, true},
 		{"/v1/elections/{name}/leader", map[string]handlerFunc{"GET": g.leader}, true},
 		{"/v1/elections/{name}/observe", map[string]handlerFunc{"GET": g.observe}, true},
@@ -468,7 +469,7 @@ func (g *Gateway) holderOf(ctx context.Context, name string) (hd *holder, known 
 	g.mu.Unlock()
 	if h != nil {
 		since := h.since
-		return &holder{Token: strconv.FormatUint(h.token, 10), Owner: h.s.owner, Since: &since}, true
+		return &holder{Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(), Since: &since}, true
 	}
 	if g.lister == nil {
 		return nil, false
@@ -629,6 +630,95 @@ func (g *Gateway) giveBack(r *http.Request, h *held, reason string) error {
 		g.publish("lost", h, "lost")
 	}
 	return err
+}
+
+type ownerRequest struct {
+	Session string  `json:"session"`
+	Token   string  `json:"token"`
+	Owner   *string `json:"owner"`
+}
+
+type ownerResponse struct {
+	Lock  string `json:"lock"`
+	Token string `json:"token"`
+	Owner string `json:"owner"`
+}
+
+// setOwner replaces the owner of the session's lock with the token sent,
+// at the lock service (distlock.Lock.SetOwner), and publishes an owner
+// event. It is owner-checked: a token that is not the session's grant of
+// the lock changes nothing. A term's value changes with proclaim.
+func (g *Gateway) setOwner(w http.ResponseWriter, r *http.Request, p *principal) *problem {
+	var req ownerRequest
+	name, pr := lockRequest(r, p, &req)
+	if pr != nil {
+		return pr
+	}
+	tok, pr := parseToken(req.Token)
+	if pr != nil {
+		return pr
+	}
+	if req.Owner == nil {
+		return newProblem(http.StatusBadRequest, ProblemBadRequest, "owner is required")
+	}
+	if pr := checkOwner(*req.Owner); pr != nil {
+		return pr
+	}
+	s, pr := g.lookup(req.Session, p)
+	if pr != nil {
+		return pr
+	}
+	s.mu.Lock()
+	h := s.locks[name]
+	s.mu.Unlock()
+	switch {
+	case h == nil:
+		return newProblem(http.StatusConflict, ProblemNotHeld,
+			fmt.Sprintf("the session does not hold lock %s (released, lost, or never acquired): nothing was changed", quoteName(name)))
+	case h.term != nil:
+		return newProblem(http.StatusConflict, ProblemNotHeld,
+			fmt.Sprintf("the session holds %s as a term of an election: proclaim its value", quoteName(name)))
+	case h.token != tok:
+		g.reject("set owner", name, tok)
+		return newProblem(http.StatusConflict, ProblemNotHeld,
+			fmt.Sprintf("token %d is not the session's grant of lock %s: nothing was changed", tok, quoteName(name)))
+	}
+	l, ok := h.lock.(*distlock.Lock)
+	if !ok { // (a lock that is not a term is a *distlock.Lock)
+		return newProblem(http.StatusInternalServerError, ProblemInternal, "the grant is not a lock")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), releaseTimeout)
+	defer cancel()
+	h.ownerMu.Lock()
+	defer h.ownerMu.Unlock()
+	switch err := l.SetOwner(ctx, *req.Owner); {
+	case err == nil:
+	case errors.Is(err, distlock.ErrLockLost), errors.Is(err, distlock.ErrNotHeld):
+		return newProblem(http.StatusConflict, ProblemLockLost, "the lock ended before its owner could be changed: nothing was changed")
+	case errors.Is(err, errors.ErrUnsupported):
+		return newProblem(http.StatusNotImplemented, ProblemUnsupported, "the lock service cannot change the owner of a held lock")
+	case r.Context().Err() != nil:
+		return nil // the client went away
+	default:
+		return g.backendProblem(err)
+	}
+	g.ownerChanged(h, *req.Owner)
+	writeJSON(w, http.StatusOK, ownerResponse{Lock: name, Token: strconv.FormatUint(h.token, 10), Owner: *req.Owner})
+	return nil
+}
+
+// ownerChanged records owner as h's, which the lock service has now, and
+// publishes an owner event unless h was released meanwhile (its release
+// is then the last event); h.ownerMu is held.
+func (g *Gateway) ownerChanged(h *held, owner string) {
+	h.owner.Store(&owner)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if h.s.locks[h.name] == h {
+		g.publishLocked("owner", h, "")
+	}
 }
 
 type checkRequest struct {

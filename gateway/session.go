@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -76,6 +77,18 @@ type held struct {
 	lease time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
 
 	dropped string // by s.mu: why the gateway gave it up ("released", "forced"); "" while held
+
+	ownerMu sync.Mutex             // serializes the owner changes of a lock
+	owner   atomic.Pointer[string] // a term's value, or the owner a change set (POST .../owner); nil: the session's
+}
+
+// ownerName is the owner of h as the gateway reports it: a term's value,
+// the last owner set for a lock, else its session's.
+func (h *held) ownerName() string {
+	if o := h.owner.Load(); o != nil {
+		return *o
+	}
+	return h.s.owner
 }
 
 // grant is what the gateway holds: a *distlock.Lock, or a term.
@@ -448,6 +461,10 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 		return nil, err
 	}
 	h := &held{s: s, name: name, lock: l, term: term, token: l.Token(), since: time.Now()}
+	if term != nil {
+		v := term.Value() // the owner stored with the term
+		h.owner.Store(&v)
+	}
 	if d, ok := l.Deadline(); ok {
 		h.lease = d.Sub(h.since)
 	}

@@ -64,6 +64,40 @@
 // A blocking Acquire waits in the gateway (a long-poll of at most
 // WithMaxWait, repeated), which waits on the lock service's own signal.
 //
+// # Elections
+//
+// A candidacy (package election's Campaign: driver.AcquireOptions.Election
+// with the key election/NAME) goes through the gateway's election routes:
+// a campaign (POST /v1/elections/{name}/campaign, with the candidate's
+// value) in a session of the candidacy's TTL with the value as its owner,
+// as for a lock. The gateway holds the term as the lock
+// election/NAME of the session, renewed by the session's keepalives and
+// reported lost as its other locks are; Proclaim is POST .../proclaim and
+// Resign POST .../resign, both owner-checked by the term's token. A Go
+// candidate and a program that campaigns through the HTTP routes, in any
+// language, thus take part in one election. A lock's SetOwner is POST
+// /v1/locks/{name}/owner, owner-checked too; a gateway without that route
+// gives an error matching errors.ErrUnsupported.
+//
+// # Holders, and how a watch waits
+//
+// The Backend is a driver.HolderReader: the holder of an election's key
+// is its leader (GET /v1/elections/{name}/leader, with its value as the
+// owner), as the lock service has it whoever elected it; the holder of
+// any other key is the lock's (GET /v1/locks/{name}). It is a
+// driver.HolderWatcher pushed by the gateway's Server-Sent Events, one
+// stream per watch: an election's key through its observe stream, which
+// follows the lock service, so that a change made through another gateway
+// or by another client of the service wakes it too; any other key through
+// the events of the locks held through this gateway (GET /v1/events:
+// grants, releases, losses, new owners), which do not tell of a change
+// made elsewhere: a Client's Watch then
+// reads the holder again at its expiry, where the service tells one. A
+// watch ends with its context, with its stream (the Client's Watch then
+// reads and watches again), and with Close; a gateway that has no room
+// for another stream (429) or no such route makes the Client's Watch poll
+// (errors.ErrUnsupported).
+//
 // The Backend is a driver.Lister (GET /v1/locks), so that `distlock
 // status --backend distlock+http://...` lists the locks through a gateway.
 package gatewaylock

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/election"
 )
 
 // Defaults of the options.
@@ -311,10 +312,28 @@ func (b *Backend) acquireErr(ctx context.Context, err error) error {
 	return err
 }
 
+// candidacyOf returns the name of the election in which an acquire of key
+// with opts is a candidacy, or "": a candidacy whose key is the election's
+// lock name at the gateway (election.KeyPrefix+NAME) goes through the
+// gateway's election routes.
+func candidacyOf(key string, opts driver.AcquireOptions) string {
+	if opts.Election == "" || key != election.KeyPrefix+opts.Election {
+		return ""
+	}
+	return opts.Election
+}
+
 // acquireOnce asks for key in the session, retrying an acquire whose
-// answer was lost.
+// answer was lost. A candidacy is a campaign, which the gateway holds as
+// the lock key.
 func (s *session) acquireOnce(ctx context.Context, key string, opts driver.AcquireOptions) (grantAnswer, time.Time, error) {
 	path := "/v1/locks/" + escape(key) + "/acquire"
+	body := map[string]string{"session": s.id}
+	name := candidacyOf(key, opts)
+	if name != "" {
+		path = "/v1/elections/" + escape(name) + "/campaign"
+		body["value"] = opts.Owner
+	}
 	for retries := 0; ; {
 		wait := time.Duration(0)
 		if opts.Wait {
@@ -322,16 +341,21 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts driver.Acqui
 			if d, ok := ctx.Deadline(); ok {
 				wait = min(wait, time.Until(d)+time.Millisecond)
 			}
-			wait = max(wait, time.Millisecond)
+		}
+		if opts.Wait || name != "" {
+			wait = max(wait, time.Millisecond) // (a campaign always waits)
 		}
 		sent := time.Now()
 		var g grantAnswer
-		err := s.b.do(ctx, "POST", path+"?wait="+wait.String(), map[string]string{"session": s.id}, &g, wait)
+		err := s.b.do(ctx, "POST", path+"?wait="+wait.String(), body, &g, wait)
 		var ae *apiError
 		switch {
 		case err == nil:
 			return g, sent, nil
-		case errors.As(err, &ae) && ae.kind() == "not-acquired":
+		case errors.As(err, &ae) && name != "" && ae.kind() == "bad-request":
+			// The gateway's bound on a leader's value.
+			return g, sent, fmt.Errorf("%w: %w", driver.ErrInvalidOption, err)
+		case errors.As(err, &ae) && (ae.kind() == "not-acquired" || ae.kind() == "not-elected"):
 			if !opts.Wait {
 				return g, sent, fmt.Errorf("%w: %w", driver.ErrNotAcquired, err)
 			}

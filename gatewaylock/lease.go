@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -14,14 +15,15 @@ import (
 // lease is one grant, held in a session shared with the Backend's other
 // grants of the same TTL and owner.
 //
-// Who guards what: s, key, token, onLost never change; s.mu guards v,
-// reported, granted, lost and abandoned; relMu serializes releases and
-// guards relDone and relErr.
+// Who guards what: s, key, election, token, onLost never change; s.mu
+// guards v, reported, granted, lost and abandoned; relMu serializes
+// releases and guards relDone and relErr.
 type lease struct {
-	s      *session
-	key    string
-	token  uint64
-	onLost func(error)
+	s        *session
+	key      string
+	election string // the election of a term, held through the election routes; "" for a lock
+	token    uint64
+	onLost   func(error)
 
 	v         driver.Validity // the newest confirmation
 	reported  time.Time       // the Sent of the last validity handed out
@@ -158,8 +160,11 @@ func (l *lease) Release(ctx context.Context) error {
 		l.relDone, l.relErr = true, lost
 		return lost
 	}
-	err := s.b.do(ctx, "POST", "/v1/locks/"+escape(l.key)+"/release",
-		map[string]string{"session": s.id, "token": strconv.FormatUint(l.token, 10)}, nil, 0)
+	path := "/v1/locks/" + escape(l.key) + "/release"
+	if l.election != "" {
+		path = "/v1/elections/" + escape(l.election) + "/resign"
+	}
+	err := s.b.do(ctx, "POST", path, map[string]string{"session": s.id, "token": strconv.FormatUint(l.token, 10)}, nil, 0)
 	var ae *apiError
 	answered := err == nil || errors.As(err, &ae) && ae.Status/100 == 4 && !errors.Is(err, ErrRefused)
 	s.mu.Lock()
@@ -190,6 +195,41 @@ func (l *lease) Release(ctx context.Context) error {
 	if err == nil {
 		// A later Release finds the lease gone.
 		l.relErr = fmt.Errorf("%w: gatewaylock: the lease was released already", driver.ErrLockLost)
+	}
+	return err
+}
+
+var _ driver.OwnerSetter = (*lease)(nil)
+
+// SetOwner replaces the owner of a lock (POST /v1/locks/{name}/owner), or
+// the value of a term (POST /v1/elections/{name}/proclaim), owner-checked
+// by its token. A gateway that cannot (an older one, or a lock service
+// that cannot) gives an error matching errors.ErrUnsupported.
+func (l *lease) SetOwner(ctx context.Context, owner string) error {
+	l.s.mu.Lock()
+	lost := l.lost
+	l.s.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
+	tok := strconv.FormatUint(l.token, 10)
+	path, body := "/v1/locks/"+escape(l.key)+"/owner", map[string]string{"session": l.s.id, "token": tok, "owner": owner}
+	if l.election != "" {
+		path, body = "/v1/elections/"+escape(l.election)+"/proclaim", map[string]string{"session": l.s.id, "token": tok, "value": owner}
+	}
+	err := l.s.b.do(ctx, "POST", path, body, nil, 0)
+	var ae *apiError
+	switch {
+	case err == nil || !errors.As(err, &ae):
+		return err
+	case ae.Status == http.StatusConflict || ae.kind() == "session-not-found":
+		// Not the session's live grant (released, lost), or the session
+		// is gone: nothing was changed.
+		return fmt.Errorf("%w: %w", driver.ErrLockLost, err)
+	case ae.Status == http.StatusNotImplemented || ae.kind() == "not-found":
+		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
+	case ae.kind() == "bad-request":
+		return fmt.Errorf("%w: %w", driver.ErrInvalidOption, err)
 	}
 	return err
 }

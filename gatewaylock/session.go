@@ -226,7 +226,7 @@ func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOp
 		s.settle(key)
 		return nil, err
 	}
-	l := &lease{s: s, key: key, token: tok, onLost: opts.OnLost,
+	l := &lease{s: s, key: key, election: candidacyOf(key, opts), token: tok, onLost: opts.OnLost,
 		v: driver.Validity{Sent: sent, TTL: time.Duration(g.TTLRemainingMS) * time.Millisecond}}
 	s.mu.Lock()
 	if s.ended != nil {
