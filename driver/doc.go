@@ -135,7 +135,10 @@
 //   - keeps locks of the key excluding candidacies where it can (a layout
 //     of the same order at the same place), so that programs that hold
 //     the election's key as a lock, an older release among them, still
-//     exclude the leader.
+//     exclude the leader. Where the service's own recipes order their
+//     kinds apart (ZooKeeper's Curator: see zklock's Elections), the
+//     backend's documentation says which programs do not exclude the
+//     leader, and what to do about it.
 //
 // Every other backend ignores AcquireOptions.Election. Its tokens come
 // from the lock counter, so one fence.Register admits locks and terms.
