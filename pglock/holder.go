@@ -13,9 +13,10 @@ import (
 )
 
 var (
-	_ driver.HolderReader = (*Backend)(nil)
-	_ driver.OwnerSetter  = (*lease)(nil)
-	_ driver.OwnerSetter  = (*rowLease)(nil)
+	_ driver.HolderReader  = (*Backend)(nil)
+	_ driver.HolderWatcher = (*Backend)(nil)
+	_ driver.OwnerSetter   = (*lease)(nil)
+	_ driver.OwnerSetter   = (*rowLease)(nil)
 )
 
 const (
@@ -34,10 +35,12 @@ WHERE f.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND EXISTS (
 	SELECT 1 FROM pg_catalog.pg_locks l WHERE ` + heldLockSQL + `)`
 
 	// setOwnerSQL sets the owner $3 of the grant of $1 with token $2,
-	// only while the session with pid $4 holds the key's lock.
+	// only while the session with pid $4 holds the key's lock, and
+	// notifies the key's watchers.
 	setOwnerSQL = `UPDATE @schema@.distlock_fence f SET owner = $3::pg_catalog.text
 WHERE f.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND f.token OPERATOR(pg_catalog.=) $2::pg_catalog.int8 AND EXISTS (
-	SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid OPERATOR(pg_catalog.=) $4::pg_catalog.int4 AND ` + heldLockSQL + `)`
+	SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid OPERATOR(pg_catalog.=) $4::pg_catalog.int4 AND ` + heldLockSQL + `)
+RETURNING ` + notifyWatched
 
 	// rowHolderSQL reads the key $1 as rowListSQL lists keys.
 	rowHolderSQL = `SELECT f.token, l.owner, l.granted_at, l.expires
@@ -46,10 +49,12 @@ WHERE l.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND l.grant_id IS NOT NUL
 	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()`
 
 	// rowSetOwnerSQL sets the owner $3 of the grant $2 of $1, only while
-	// the key's row names it and it has not expired.
+	// the key's row names it and it has not expired, and notifies the
+	// key's watchers.
 	rowSetOwnerSQL = `UPDATE @schema@.distlock_lease l SET owner = $3::pg_catalog.text
 WHERE l.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND l.grant_id OPERATOR(pg_catalog.=) $2::pg_catalog.text
-	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()`
+	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+RETURNING ` + notifyWatched
 )
 
 // Holder implements driver.HolderReader with the view of List, for one

@@ -13,11 +13,13 @@ import (
 	"github.com/distlock/distlock/testserver"
 )
 
-// The holder of one key (Holder, SetOwner) and the election suite, in
-// both modes, against a real server. The Backend cannot watch a key: a
-// Client's Watch polls, and the suite skips the tests of a watch.
+// The holder of one key (Holder, SetOwner, a watch woken without
+// polling) and the election suite, in both modes, against a real server,
+// and in lease mode through PgBouncer in transaction mode with LISTEN on
+// a direct session.
 func TestHolderAndElection(t *testing.T) {
 	admin := newPool(t, server)
+	bouncer := testserver.StartPgBouncer(t, server)
 	for _, tc := range []struct {
 		name    string
 		factory distlocktest.Factory
@@ -27,6 +29,9 @@ func TestHolderAndElection(t *testing.T) {
 			[]distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { terminateHolder(t, admin, key) })}},
 		{"Lease", func(t *testing.T) driver.Backend {
 			return newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN))
+		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
+		{"LeaseThroughPgBouncer", func(t *testing.T) driver.Backend {
+			return newLeaseBackend(t, bouncer.DSN, pglock.WithListen(server.DSN))
 		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
 	} {
 		t.Run(tc.name+"/Holder", func(t *testing.T) { distlocktest.RunHolder(t, tc.factory, tc.opts...) })
