@@ -380,7 +380,7 @@
 //     lock in its queue would delay the next holder; so a session-mode
 //     watch asks the server every second (distlock.WatchPoll) which
 //     session holds the key's lock (pg_locks), and wakes the watcher when
-//     that changed: such a loss is seen within a second.
+//     that changed: such a loss is seen about a second later.
 //   - A LISTEN session that breaks: what was notified meanwhile is lost,
 //     so its watches end; a Client's Watch reads again, polls every
 //     distlock.WatchPoll, and watches again once the Backend has
