@@ -343,8 +343,11 @@
 //
 // Holder (a Client's Holder, an election's Leader) reads one key as List
 // reads keys, in one statement: in session mode the key's row of
-// distlock_fence while pg_locks shows its advisory lock granted, in lease
-// mode its unexpired row of distlock_lease. It reads that key only:
+// distlock_fence while pg_locks shows its advisory lock granted to the
+// session of that grant, which has not released it (not to the next
+// grant, which holds the lock before its token commits, nor to a session
+// from psql, whose lock has no token), in lease mode its unexpired row of
+// distlock_lease. It reads that key only:
 // "svc/leader" is never "svc/leader2". SetOwner (Lock.SetOwner, an
 // election's Proclaim) updates the owner in that row, owner-checked in the
 // same statement: in session mode only while the row has the grant's token

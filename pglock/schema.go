@@ -67,6 +67,7 @@ var locateSQL = `WITH me AS (
 ), wanted(kind, name, args, body) AS (VALUES
 	('table', 'distlock_fence', NULL, NULL),
 	('column', 'distlock_fence.watched_until', NULL, NULL),
+	('column', 'distlock_fence.pid', NULL, NULL),
 	('table', 'distlock_resource', NULL, NULL),
 	('table', 'distlock_lease', NULL, NULL),
 	('column', 'distlock_lease.watched_until', NULL, NULL),
@@ -212,7 +213,15 @@ func newStatements(f *located) *statements {
 	s.acquire, s.release, s.list = s.qualified(acquireSQL), s.qualified(releaseSQL), s.qualified(listSQL)
 	s.rowAcquire, s.rowLeave, s.rowAbandon = s.qualified(rowAcquireSQL), s.qualified(rowLeaveSQL), s.qualified(rowAbandonSQL)
 	s.rowRefresh, s.rowRelease, s.rowList = s.qualified(rowRefreshSQL), s.qualified(rowReleaseSQL), s.qualified(rowListSQL)
-	s.holder, s.setOwner = s.qualified(holderSQL), s.qualified(setOwnerSQL)
+	// The grant's session is known from version 5 on; Holder and List
+	// read a schema of an earlier version too, which they do not migrate.
+	grant := ""
+	if f.present["distlock_fence.pid"] {
+		grant = lastGrantSQL
+	}
+	s.list = s.qualified(strings.ReplaceAll(listSQL, grantMarker, grant))
+	s.holder = s.qualified(strings.ReplaceAll(holderSQL, grantMarker, grant))
+	s.setOwner = s.qualified(setOwnerSQL)
 	s.rowHolder, s.rowSetOwner = s.qualified(rowHolderSQL), s.qualified(rowSetOwnerSQL)
 	s.mark, s.rowMark = s.qualified(markSQL), s.qualified(rowMarkSQL)
 	return s

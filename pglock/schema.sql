@@ -41,7 +41,11 @@
 -- owner and granted_at describe the last grant, for listings; held is true
 -- from a grant until its release through distlock_release, so that it is
 -- still true when a grant ended otherwise (its session was terminated or
--- broke). watched_until is the end of the watchers' mark (see above).
+-- broke). watched_until is the end of the watchers' mark (see above);
+-- pid is the server pid of the session of the last grant (0 for a grant
+-- made before version 5), so that a reader tells that grant's session
+-- from the next grant's, which holds the lock before its token commits
+-- (and, after a lost grant, for the loss grace).
 --
 -- distlock_resource: one row per resource fenced with distlock_admit, with
 -- the highest token admitted for it.
@@ -100,7 +104,8 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease (
 -- before distlock_fence, and so does the migration, or it could deadlock
 -- with them.
 ALTER TABLE @schema@.distlock_lease ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity';
-ALTER TABLE @schema@.distlock_fence ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity';
+ALTER TABLE @schema@.distlock_fence ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity',
+    ADD COLUMN IF NOT EXISTS pid integer NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_waiter (
     key     text NOT NULL,
@@ -169,7 +174,8 @@ BEGIN
     END IF;
     -- The common case, a key whose last grant was released: one UPDATE.
     UPDATE @schema@.distlock_fence f
-    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(), held = true
+    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(), held = true,
+        pid = pg_catalog.pg_backend_pid()
     WHERE f.key = lock_key AND NOT f.held
     RETURNING f.token, f.watched_until > pg_catalog.now() INTO granted, watched;
     IF FOUND THEN
@@ -190,10 +196,10 @@ BEGIN
         PERFORM pg_catalog.pg_sleep(greatest(0, least(extract(epoch FROM loss_grace),
             extract(epoch FROM lost_at + loss_grace - pg_catalog.clock_timestamp()))));
     END IF;
-    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held)
-    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true)
+    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held, pid)
+    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true, pg_catalog.pg_backend_pid())
     ON CONFLICT (key) DO UPDATE
-        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true
+        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true, pid = EXCLUDED.pid
     RETURNING f.token, f.watched_until > pg_catalog.now() INTO granted, watched;
     IF watched THEN
         PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
