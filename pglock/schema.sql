@@ -34,10 +34,13 @@
 -- mark committed or in progress (an UPDATE waits for a concurrent one and
 -- then sees its row), and a watcher's mark waits for a grant in progress:
 -- a change is either notified, or committed before the mark, and read by
--- the watcher after it.
+-- the watcher after it. Version 5 also records the session of each
+-- session-mode grant (distlock_fence.pid), so that the holder read is that
+-- grant's and not the next one's, in progress.
 --
--- distlock_fence: one row per lock key ever granted, with the key's last
--- token. It is a logged table so that tokens survive a crash and restart.
+-- distlock_fence: one row per lock key ever granted or watched, with the
+-- key's last token. It is a logged table so that tokens survive a crash
+-- and restart.
 -- owner and granted_at describe the last grant, for listings; held is true
 -- from a grant until its release through distlock_release, so that it is
 -- still true when a grant ended otherwise (its session was terminated or
