@@ -45,11 +45,12 @@
 // Campaign waits as Acquire does, on the service's own signal (a watch, a
 // pub/sub message, the kernel), and polls only for a holder that vanished
 // silently. Observe is woken by the backend where it can watch a key
-// (memlock, filelock on Linux, etcdlock, redislock, redlock and zklock,
-// through driver.HolderWatcher; gatewaylock through the gateway's observe
-// stream of the election), reads again at the leader's expiry, which
-// a service may pass silently, and polls every distlock.WatchPoll where the
-// backend cannot watch.
+// (memlock, filelock on Linux, etcdlock, redislock, redlock, zklock and
+// pglock, through driver.HolderWatcher; gatewaylock through the gateway's
+// observe stream of the election), reads again at the leader's expiry,
+// which a service may pass silently, and polls every distlock.WatchPoll
+// where the backend cannot watch (pglock in lease mode without a LISTEN
+// session, as through PgBouncer in transaction mode).
 //
 // # Fencing
 //

@@ -26,7 +26,8 @@
 // advisory lock would be handed to another client with the connection,
 // or to hold more locks than the pool has connections. Give it a direct
 // session for LISTEN (WithListen) when one is available, so that waiters
-// are woken by a release instead of polling.
+// are woken by a release, and watchers of a key (a Client's Watch, an
+// election's Observe) by every change of its holder, instead of polling.
 //
 // It needs PostgreSQL 11 or later (hashtextextended, and procedures that
 // commit); it is tested on PostgreSQL 15, and lease mode through PgBouncer
@@ -234,6 +235,9 @@
 // migrated, do not queue (their tries ignore the queue) and, not
 // recognising the notification, poll.
 //
+// Watchers of a key's holder are woken by NOTIFY too, in both modes, and
+// poll only for what the server does not announce (see Holder).
+//
 // # Fencing
 //
 // A key's token counter is its row in the table distlock_fence, created on
@@ -329,8 +333,8 @@
 // or a superuser; the schema may also belong to pg_database_owner (public,
 // since PostgreSQL 15). In a superuser's session the objects must belong
 // to a superuser, so that no other role's code runs with a superuser's
-// rights. Acquire, List, Fence.Admit and Migrate refuse anything else with an
-// error that names the object and its owner. An operator who installs
+// rights. Acquire, List, WatchHolder, Fence.Admit and Migrate refuse
+// anything else with an error that names the object and its owner. An operator who installs
 // the schema for the application should do it as one of those roles (the
 // database's owner, say), or as a role that owns nothing else and is
 // granted to the application's role.
@@ -339,23 +343,67 @@
 //
 // Holder (a Client's Holder, an election's Leader) reads one key as List
 // reads keys, in one statement: in session mode the key's row of
-// distlock_fence while pg_locks shows its advisory lock granted, in lease
-// mode its unexpired row of distlock_lease. It reads that key only:
+// distlock_fence while pg_locks shows its advisory lock granted to the
+// session of that grant, which has not released it (not to the next
+// grant, which holds the lock before its token commits, nor to a session
+// from psql, whose lock has no token), in lease mode its unexpired row of
+// distlock_lease. It reads that key only:
 // "svc/leader" is never "svc/leader2". SetOwner (Lock.SetOwner, an
 // election's Proclaim) updates the owner in that row, owner-checked in the
 // same statement: in session mode only while the row has the grant's token
 // and the grant's session (by its pid) holds the key's lock, in lease mode
 // only while the row names the grant and has not expired; it needs UPDATE
-// on the table. The Backend cannot watch a key (it implements no
-// driver.HolderWatcher): a Client's Watch, and an election's Observe,
-// read the key every distlock.WatchPoll, and at a lease's expiry.
+// on the table.
+//
+// WatchHolder (a Client's Watch, an election's Observe) is woken by the
+// server. A watch marks the key's row as watched (distlock_fence in
+// session mode, distlock_lease in lease mode; a key never granted gets a
+// row, with no grant), renewing the mark every 10s while it lasts, and
+// every grant, release and SetOwner of a marked key sends NOTIFY
+// distlock_holder, with the key, in its own transaction; a key nobody
+// watches costs no notification. The Backend hears it on its LISTEN
+// session: in lease mode the session of WithListen, which waiters share;
+// in session mode one connection, outside the pool, that the first watch
+// opens as the pool opens its own (its BeforeConnect and AfterConnect
+// hooks are not run). The mark is a column of the row that each of those
+// statements updates, so that a change is either notified or committed
+// before the watch begins (the watcher then reads it): none is missed.
+//
+// What is pushed: every grant (lease mode: an expired grant taken over
+// included), release and change of owner, also of Backends of an earlier
+// version on a migrated database, whose grants and lease-mode releases
+// run the schema's functions. What is not, and how a watcher learns of it:
+//
+//   - Lease mode: a grant that expires, or that an operator ends by hand.
+//     A Client's Watch reads again at the grant's expiry.
+//   - Session mode: a session that ends without releasing (terminated,
+//     crashed, its network broken), whose lock the server frees silently,
+//     and a release by a Backend of an earlier version. PostgreSQL runs
+//     nothing at a session's end that could notify, and waiting for the
+//     lock in its queue would delay the next holder; so a session-mode
+//     watch asks the server every second (distlock.WatchPoll) which
+//     session holds the key's lock (pg_locks), and wakes the watcher when
+//     that changed: such a loss is seen about a second later.
+//   - A LISTEN session that breaks: what was notified meanwhile is lost,
+//     so its watches end; a Client's Watch reads again, polls every
+//     distlock.WatchPoll, and watches again once the Backend has
+//     reconnected.
+//   - Lease mode without WithListen: the pool may be a pooler in
+//     transaction mode (PgBouncer's pool_mode = transaction), where
+//     LISTEN does not work, so the Backend cannot watch: WatchHolder
+//     reports errors.ErrUnsupported, and a Client's Watch polls every
+//     distlock.WatchPoll. Give it WithListen, a direct session, to be
+//     woken. The same holds for a role that may not mark the key's row
+//     (INSERT and UPDATE on distlock_fence, or distlock_lease). A watch,
+//     like an Acquire, creates the schema if it is missing.
 //
 // # Cost
 //
-// distlock_fence keeps one row per key ever locked (key,
-// token, and the last grant's owner, time and whether it was released), so
-// it grows with the number of distinct keys; so does distlock_lease in
-// lease mode (one row per key, kept after release so that its token stays).
+// distlock_fence keeps one row per key ever locked or watched (key,
+// token, the last grant's owner, time and whether it was released, and
+// the watchers' mark), so it grows with the number of distinct keys; so
+// does distlock_lease in lease mode (one row per key, kept after release
+// so that its token stays).
 // distlock_lease_waiter holds a row per waiting Acquire, deleted when it
 // is granted or gives up; the row of a waiter that died is deleted by the
 // key's next grant. distlock_lease_abandoned holds the tombstones of the
@@ -374,6 +422,13 @@
 // statements, and a lock's cost is its row and the watchdog's refresh, one
 // statement every TTL/3 by default; a Backend given WithListen keeps one
 // connection of its own, outside the pool.
+//
+// A watch costs one statement every 10s (its mark), and in session mode
+// a read of pg_locks every second; a session-mode Backend that has
+// watched keeps one LISTEN connection, outside the pool, until Close.
+// Each grant, release and SetOwner of a watched key sends one
+// notification; NOTIFY serialises the commits of the transactions that
+// send one, which a key nobody watches never does.
 //
 // In session mode an uncontended Acquire and Release cost one pool
 // checkout and two statements (distlock_acquire; the release, one
@@ -400,8 +455,9 @@
 //
 // In session mode a Backend runs one goroutine per held lock, reading its
 // idle connection, and one per waiting Acquire while its context is being
-// cancelled. In lease mode it runs one for LISTEN when given WithListen.
-// Close ends them.
+// cancelled. In lease mode it runs one for LISTEN when given WithListen;
+// in session mode, one from the first WatchHolder on. Each watch runs one
+// until its context ends. Close ends them.
 // The Backend and its leases are safe for concurrent use.
 //
 // # URLs

@@ -34,3 +34,11 @@ var ReleaseSQL = strings.ReplaceAll(releaseSQL, schemaMarker, "public")
 func (b *Backend) Abandon(ctx context.Context, key, grant string, ttl time.Duration) error {
 	return b.abandonRow(ctx, key, grant, ttl, 0)
 }
+
+// SetWatchPoll sets how often a SessionMode watch asks which session
+// holds its key's lock, until the test ends.
+func SetWatchPoll(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := watchPoll
+	watchPoll = d
+	t.Cleanup(func() { watchPoll = old })
+}

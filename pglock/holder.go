@@ -13,9 +13,10 @@ import (
 )
 
 var (
-	_ driver.HolderReader = (*Backend)(nil)
-	_ driver.OwnerSetter  = (*lease)(nil)
-	_ driver.OwnerSetter  = (*rowLease)(nil)
+	_ driver.HolderReader  = (*Backend)(nil)
+	_ driver.HolderWatcher = (*Backend)(nil)
+	_ driver.OwnerSetter   = (*lease)(nil)
+	_ driver.OwnerSetter   = (*rowLease)(nil)
 )
 
 const (
@@ -27,17 +28,33 @@ const (
 		AND ((l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8)
 			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8)`
 
+	// lastGrantSQL narrows heldLockSQL, in listSQL and holderSQL, to the
+	// session of the key's last grant (f.pid, 0 for a grant made before
+	// schema version 5), while that grant is not released: not the next
+	// grant's session, which holds the lock before its token commits and,
+	// after a lost grant, for the loss grace, nor a session outside the
+	// package (psql's pg_advisory_lock), whose lock has no token.
+	// Otherwise a reader woken by a release could read the released
+	// grant's token again, held by its successor.
+	lastGrantSQL = ` AND f.held AND (f.pid OPERATOR(pg_catalog.=) 0::pg_catalog.int4 OR l.pid OPERATOR(pg_catalog.=) f.pid)`
+
+	// grantMarker stands for lastGrantSQL, or nothing on a schema of an
+	// earlier version (see newStatements).
+	grantMarker = "@grant@"
+
 	// holderSQL reads the key $1 as listSQL lists keys.
 	holderSQL = `SELECT f.token, f.owner, f.granted_at
 FROM @schema@.distlock_fence f
 WHERE f.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND EXISTS (
-	SELECT 1 FROM pg_catalog.pg_locks l WHERE ` + heldLockSQL + `)`
+	SELECT 1 FROM pg_catalog.pg_locks l WHERE ` + heldLockSQL + grantMarker + `)`
 
 	// setOwnerSQL sets the owner $3 of the grant of $1 with token $2,
-	// only while the session with pid $4 holds the key's lock.
+	// only while the session with pid $4 holds the key's lock, and
+	// notifies the key's watchers.
 	setOwnerSQL = `UPDATE @schema@.distlock_fence f SET owner = $3::pg_catalog.text
 WHERE f.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND f.token OPERATOR(pg_catalog.=) $2::pg_catalog.int8 AND EXISTS (
-	SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid OPERATOR(pg_catalog.=) $4::pg_catalog.int4 AND ` + heldLockSQL + `)`
+	SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid OPERATOR(pg_catalog.=) $4::pg_catalog.int4 AND ` + heldLockSQL + `)
+RETURNING ` + notifyWatched
 
 	// rowHolderSQL reads the key $1 as rowListSQL lists keys.
 	rowHolderSQL = `SELECT f.token, l.owner, l.granted_at, l.expires
@@ -46,10 +63,12 @@ WHERE l.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND l.grant_id IS NOT NUL
 	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()`
 
 	// rowSetOwnerSQL sets the owner $3 of the grant $2 of $1, only while
-	// the key's row names it and it has not expired.
+	// the key's row names it and it has not expired, and notifies the
+	// key's watchers.
 	rowSetOwnerSQL = `UPDATE @schema@.distlock_lease l SET owner = $3::pg_catalog.text
 WHERE l.key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND l.grant_id OPERATOR(pg_catalog.=) $2::pg_catalog.text
-	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()`
+	AND l.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+RETURNING ` + notifyWatched
 )
 
 // Holder implements driver.HolderReader with the view of List, for one

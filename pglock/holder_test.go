@@ -13,11 +13,13 @@ import (
 	"github.com/distlock/distlock/testserver"
 )
 
-// The holder of one key (Holder, SetOwner) and the election suite, in
-// both modes, against a real server. The Backend cannot watch a key: a
-// Client's Watch polls, and the suite skips the tests of a watch.
+// The holder of one key (Holder, SetOwner, a watch woken without
+// polling) and the election suite, in both modes, against a real server,
+// and in lease mode through PgBouncer in transaction mode with LISTEN on
+// a direct session.
 func TestHolderAndElection(t *testing.T) {
 	admin := newPool(t, server)
+	bouncer := testserver.StartPgBouncer(t, server)
 	for _, tc := range []struct {
 		name    string
 		factory distlocktest.Factory
@@ -27,6 +29,9 @@ func TestHolderAndElection(t *testing.T) {
 			[]distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { terminateHolder(t, admin, key) })}},
 		{"Lease", func(t *testing.T) driver.Backend {
 			return newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN))
+		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
+		{"LeaseThroughPgBouncer", func(t *testing.T) driver.Backend {
+			return newLeaseBackend(t, bouncer.DSN, pglock.WithListen(server.DSN))
 		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
 	} {
 		t.Run(tc.name+"/Holder", func(t *testing.T) { distlocktest.RunHolder(t, tc.factory, tc.opts...) })
@@ -76,5 +81,52 @@ func TestSetOwnerThroughSessionPooler(t *testing.T) {
 	}
 	if h, held, err := b.Holder(ctx, "pooled/owner"); err != nil || !held || h.Owner != "b" || h.Token != l.Token() {
 		t.Errorf("Holder after SetOwner = %+v, %v, %v; want owner b, token %d", h, held, err, l.Token())
+	}
+}
+
+// In session mode the next grant of a key holds its lock before its token
+// commits (and, after a lost grant, for the loss grace): Holder must not
+// report the previous grant then, released or lost, as held by that
+// session. It did, so that a watcher woken by a release read the released
+// term again after reading no leader.
+func TestHolderNotTheNextGrantInProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, l driver.Lease, key string)
+	}{
+		{"Released", func(t *testing.T, l driver.Lease, key string) {
+			if err := l.Release(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"Lost", func(t *testing.T, l driver.Lease, key string) { terminateHolder(t, newPool(t, server), key) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, key := testCtx(t), "holder/next/"+t.Name()
+			b := newBackend(t, server)
+			l := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "first"})
+			tc.end(t, l, key)
+			expectHolder(t, b, key, 0, "")
+
+			// The next grant, its transaction not yet committed.
+			next := rawConn(t, server)
+			tx, err := next.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			var token int64
+			if err := tx.QueryRow(ctx, `SELECT distlock_acquire($1, true, 'next', '0s')`, key).Scan(&token); err != nil {
+				t.Fatal(err)
+			}
+			expectHolder(t, b, key, 0, "")
+			if hs, err := b.List(ctx, key); err != nil || len(hs) != 0 {
+				t.Errorf("List(%q) = %+v, %v while the next grant is in progress; want none", key, hs, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			expectHolder(t, b, key, uint64(token), "next")
+		})
 	}
 }

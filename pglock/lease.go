@@ -241,12 +241,15 @@ func (l *lease) checkLocked(ctx context.Context) error {
 // only makes the next grant wait the loss grace. A plain UPDATE costs the
 // server less than a WITH that joins the unlock to the mark. It returns no row when the key's row does not name this grant (a
 // lease-mode grant of the key took a token since) or the lock is held by
-// another session: unlockSQL then unlocks without the mark.
+// another session: unlockSQL then unlocks without the mark. The release
+// of a watched key is notified (see watch.go) as it commits: RETURNING
+// reads the watchers' mark in the row's latest version.
 const releaseSQL = `UPDATE @schema@.distlock_fence SET held = false
 WHERE key OPERATOR(pg_catalog.=) $1::pg_catalog.text AND token OPERATOR(pg_catalog.=) $2::pg_catalog.int8
 	AND pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))
 	AND pg_catalog.set_config('synchronous_commit', 'off', true) IS NOT NULL
-RETURNING pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))`
+RETURNING pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))
+	AND ` + notifyWatched
 
 // unlockSQL gives up the key's lock without marking the grant released:
 // for a release whose row does not name it. It reports false if the

@@ -58,12 +58,14 @@ func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 
 // WithListen gives a LeaseMode Backend a direct session with the server,
 // connString (a URL or libpq's keyword/value form, read by pgx), on which
-// it runs LISTEN so that a waiter is woken as soon as the key is released.
+// it runs LISTEN so that a waiter is woken as soon as the key is released,
+// and a watch (WatchHolder) at every change of its key's holder.
 // It must reach the same database as the pool, and not through a pooler in
 // transaction mode (which does not keep a LISTEN). The Backend keeps this
 // one connection open until Close, and reconnects when it breaks; until it
 // is back, waiters poll. Default: none, and waiters poll (see
-// WithPollInterval).
+// WithPollInterval), and the Backend cannot watch (a Client's Watch
+// polls).
 func WithListen(connString string) Option { return func(c *config) { c.listen = connString } }
 
 // WithPollInterval sets how often a waiting Acquire of a LeaseMode Backend

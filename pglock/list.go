@@ -8,7 +8,8 @@ import (
 )
 
 // listSQL lists the keys of the fence table whose advisory lock is held in
-// this database, with the token, owner and time of their last grant.
+// this database by the session of their last grant (see lastGrantSQL),
+// with the token, owner and time of that grant.
 const listSQL = `SELECT f.key, f.token, f.owner, f.granted_at
 FROM @schema@.distlock_fence f
 WHERE pg_catalog.starts_with(f.key, $1::pg_catalog.text) AND EXISTS (
@@ -17,18 +18,21 @@ WHERE pg_catalog.starts_with(f.key, $1::pg_catalog.text) AND EXISTS (
 		AND l.objsubid OPERATOR(pg_catalog.=) 1::pg_catalog.int2
 		AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
 		AND ((l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8)
-			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8))
+			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8)` + grantMarker + `)
 ORDER BY f.key COLLATE pg_catalog."C"`
 
 // List implements driver.Lister: the keys starting with prefix whose
 // lock is held in the server, sorted by key, with the token, owner and
 // grant time of the key's last grant through this package. pg_locks knows
-// only lock ids, so the keys come from the fence table, and a listing can
-// be wrong in two ways: a key whose lock is held by a session outside this
-// package (psql's pg_advisory_lock) is listed with the token of its last
-// grant here, or not at all if it never had one; and a key whose id
-// collides with a held key's is listed as held too. Expires is always
-// zero: grants have no time bound.
+// only lock ids, so the keys come from the fence table: a key is listed
+// while the session of its last grant holds the lock and the grant is not
+// released, so that neither the next grant, which holds the lock before
+// its token commits, nor a session outside this package (psql's
+// pg_advisory_lock), whose lock has no token, is listed with the last
+// grant's token. On a schema of an earlier version, which records no
+// grant's session, a key is listed while any session holds its lock, and
+// a key whose id collides with a held key's is listed as held too.
+// Expires is always zero: grants have no time bound.
 //
 // In LeaseMode it lists the unexpired grants of distlock_lease, with
 // Expires by the server's clock.

@@ -11,20 +11,34 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
-// listener keeps LISTEN distlock_lease on a direct session and passes
-// each notified release on to the waiters of its key.
+// listener keeps LISTEN distlock_lease and LISTEN distlock_holder on a
+// direct session, and passes each notified release on to the waiters of
+// its key, and each notified change of holder to the watchers of its key.
 //
 // A waiter subscribes before its try: a release committed after the try
 // read the row is notified after the subscription, so it cannot be missed
 // while the listener stays live. A waiter that subscribed while the
 // listener was not live polls; every change of state wakes every waiter,
-// so that it subscribes again and learns the new state.
+// so that it subscribes again and learns the new state. A watcher
+// subscribes only while the listener is live, and its watch ends when the
+// listener stops being live: what was notified meanwhile is lost.
 type listener struct {
 	cfg *pgx.ConnConfig
 
-	mu   sync.Mutex
-	live bool                                  // LISTEN is in effect
-	subs map[string]map[*subscription]struct{} // waiters by key
+	mu      sync.Mutex
+	started bool                                  // run was started (lazily, in SessionMode)
+	live    bool                                  // LISTEN is in effect
+	changed chan struct{}                         // closed, and replaced, when live changes
+	subs    map[string]map[*subscription]struct{} // waiters by key
+	watches map[string]map[*holderSub]struct{}    // watchers by key
+}
+
+// holderSub is one watch's interest in changes of its key's holder.
+type holderSub struct {
+	l    *listener
+	key  string
+	c    chan struct{} // receives a value when a change is notified
+	lost chan struct{} // closed when the listener stops being live
 }
 
 // subscription is one waiter's interest in releases of its key. Its
@@ -39,7 +53,56 @@ type subscription struct {
 }
 
 func newListener(cfg *pgx.ConnConfig) *listener {
-	return &listener{cfg: cfg, subs: map[string]map[*subscription]struct{}{}}
+	return &listener{cfg: cfg, changed: make(chan struct{}),
+		subs: map[string]map[*subscription]struct{}{}, watches: map[string]map[*holderSub]struct{}{}}
+}
+
+// start reports whether run is to be started: true once.
+func (l *listener) start() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was := l.started
+	l.started = true
+	return !was
+}
+
+// watch subscribes a watcher of key, once the listener is live, waiting
+// for that until ctx ends; ok is false if it ended first.
+func (l *listener) watch(ctx context.Context, key string) (s *holderSub, ok bool) {
+	for {
+		l.mu.Lock()
+		if l.live {
+			s := &holderSub{l: l, key: key, c: make(chan struct{}, 1), lost: make(chan struct{})}
+			m := l.watches[key]
+			if m == nil {
+				m = map[*holderSub]struct{}{}
+				l.watches[key] = m
+			}
+			m[s] = struct{}{}
+			l.mu.Unlock()
+			return s, true
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// cancel ends the watcher's subscription.
+func (s *holderSub) cancel() {
+	l := s.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.watches[s.key]; m != nil {
+		delete(m, s)
+		if len(m) == 0 {
+			delete(l.watches, s.key)
+		}
+	}
 }
 
 func (l *listener) subscribe(key, waiter string) *subscription {
@@ -89,9 +152,32 @@ func (l *listener) setLive(live bool) {
 		return
 	}
 	l.live = live
+	close(l.changed)
+	l.changed = make(chan struct{})
 	for _, m := range l.subs {
 		for s := range m {
 			s.wake()
+		}
+	}
+	if !live {
+		for key, m := range l.watches {
+			for s := range m {
+				close(s.lost)
+			}
+			delete(l.watches, key)
+		}
+	}
+}
+
+// notifyHolder wakes the watchers of the key named by a change of its
+// holder (see version 5 in schema.sql): the payload is the key.
+func (l *listener) notifyHolder(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.watches[key] {
+		select {
+		case s.c <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -160,8 +246,10 @@ func (l *listener) session(ctx context.Context, closeTimeout time.Duration) bool
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+leaseChannel); err != nil {
-		return false
+	for _, channel := range []string{leaseChannel, holderChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+			return false
+		}
 	}
 	l.setLive(true)
 	for {
@@ -169,8 +257,11 @@ func (l *listener) session(ctx context.Context, closeTimeout time.Duration) bool
 		if err != nil {
 			return true
 		}
-		if n.Channel == leaseChannel {
+		switch n.Channel {
+		case leaseChannel:
 			l.notify(n.Payload)
+		case holderChannel:
+			l.notifyHolder(n.Payload)
 		}
 	}
 }

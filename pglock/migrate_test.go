@@ -19,7 +19,7 @@ import (
 // ignores the queue, still excludes the new one; and the migrated
 // functions call no function that another role put in schema public.
 func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
-	for _, version := range []string{"v1", "v2", "v3"} {
+	for _, version := range []string{"v1", "v2", "v3", "v4"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := testCtx(t)
 			old, err := os.ReadFile("testdata/schema-" + version + ".sql")
@@ -139,4 +139,40 @@ func newPoolDSN(t testing.TB, dsn string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// A schema of this version over which an earlier version's schema ran
+// again (an earlier version's Migrate does that), putting back the
+// functions that do not notify the watchers of a key, is brought up to
+// date by a Backend's first use, in both modes: a watch is then woken by
+// a grant.
+func TestMigrateRestoresNotifications(t *testing.T) {
+	pglock.SetWatchPoll(t, time.Hour)
+	v4, err := os.ReadFile("testdata/schema-v4.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []pglock.Mode{pglock.SessionMode, pglock.LeaseMode} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx, key := testCtx(t), "migrate/notify/"+t.Name()
+			s := newSharedDB(t)
+			s.exec(t, s.app, pglock.Schema)
+			s.exec(t, s.app, string(v4))
+			opts := []pglock.Option{pglock.WithMode(mode)}
+			if mode == pglock.LeaseMode {
+				opts = append(opts, pglock.WithListen(s.dsn(s.app)))
+			}
+			watcher, holder := s.backend(t, s.app, opts...), s.backend(t, s.app, opts...)
+			ch, err := watcher.WatchHolder(ctx, key)
+			if err != nil {
+				t.Fatalf("WatchHolder: %v", err)
+			}
+			l, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			expectWake(t, ch, "a grant")
+		})
+	}
 }

@@ -89,7 +89,10 @@ type Backend struct {
 	queue    driver.Queue[*lease]
 	rowQueue driver.Queue[struct{}]
 
-	listen     *listener    // LeaseMode with WithListen; nil otherwise
+	// listen is the LISTEN session: in LeaseMode with WithListen, started
+	// by New; in SessionMode, on a connection made as the pool makes
+	// them, started by the first WatchHolder; nil otherwise.
+	listen     *listener
 	livePauses atomic.Int64 // pauses of waiters told of releases by listen, for tests
 
 	schema schemaState
@@ -146,10 +149,12 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 			return nil, fmt.Errorf("%w: pglock: listen connection: %w", driver.ErrInvalidOption, driver.Scrub(err, cfg.listen))
 		}
 		b.listen = newListener(lc)
+	} else if cfg.mode == SessionMode {
+		b.listen = newListener(pool.Config().ConnConfig.Copy())
 	}
 	b.schema.init()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	if b.listen != nil {
+	if cfg.mode == LeaseMode && b.listen != nil && b.listen.start() {
 		b.life.Go(func() { b.listen.run(b.ctx, b.cfg.requestTimeout) })
 	}
 	return b, nil

@@ -43,7 +43,11 @@ const pinnedPath = "search_path=pg_catalog, pg_temp"
 // trustedOwner), and whether a function has the pinned search_path. It
 // reads the catalogs only, and names everything with its schema, operators
 // included: it runs with the session's search_path, which may lead to
-// objects of other roles.
+// objects of other roles. A function of this version is pinned and, where
+// the wanted list gives a body, has it in its source: the functions that
+// notify the watchers of a key (version 5) name their channel, which an
+// earlier version's schema, run again by an earlier version's Migrate,
+// takes out.
 var locateSQL = `WITH me AS (
 	SELECT r.oid, r.rolname, r.rolsuper, d.datdba
 	FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
@@ -60,27 +64,38 @@ var locateSQL = `WITH me AS (
 		WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid AND c.relname OPERATOR(pg_catalog.=) 'distlock_fence'
 	) DESC, p.pos
 	LIMIT 1
-), wanted(kind, name, args) AS (VALUES
-	('table', 'distlock_fence', NULL),
-	('table', 'distlock_resource', NULL),
-	('table', 'distlock_lease', NULL),
-	('table', 'distlock_lease_waiter', NULL),
-	('table', 'distlock_lease_abandoned', NULL),
-	('function', 'distlock_acquire', 'text, boolean, text, interval'),
-	('procedure', 'distlock_release', 'text, bigint, boolean'),
-	('function', 'distlock_lease_acquire', 'text, text, text, bigint'),
-	('function', 'distlock_lease_wait', 'text, text, text, bigint, bigint'),
-	('function', 'distlock_lease_leave', 'text, text'),
-	('function', 'distlock_lease_abandon', 'text, text, bigint'),
-	('function', 'distlock_lease_refresh', 'text, text, bigint'),
-	('function', 'distlock_lease_release', 'text, text'),
-	('function', 'distlock_admit', 'text, bigint')
+), wanted(kind, name, args, body) AS (VALUES
+	('table', 'distlock_fence', NULL, NULL),
+	('column', 'distlock_fence.watched_until', NULL, NULL),
+	('column', 'distlock_fence.pid', NULL, NULL),
+	('table', 'distlock_resource', NULL, NULL),
+	('table', 'distlock_lease', NULL, NULL),
+	('column', 'distlock_lease.watched_until', NULL, NULL),
+	('table', 'distlock_lease_waiter', NULL, NULL),
+	('table', 'distlock_lease_abandoned', NULL, NULL),
+	('function', 'distlock_acquire', 'text, boolean, text, interval', '` + holderChannel + `'),
+	('procedure', 'distlock_release', 'text, bigint, boolean', NULL),
+	('function', 'distlock_lease_acquire', 'text, text, text, bigint', '` + holderChannel + `'),
+	('function', 'distlock_lease_wait', 'text, text, text, bigint, bigint', NULL),
+	('function', 'distlock_lease_leave', 'text, text', NULL),
+	('function', 'distlock_lease_abandon', 'text, text, bigint', NULL),
+	('function', 'distlock_lease_refresh', 'text, text, bigint', NULL),
+	('function', 'distlock_lease_release', 'text, text', '` + holderChannel + `'),
+	('function', 'distlock_admit', 'text, bigint', NULL)
 ), found AS (
-	SELECT c.relname AS name, '' AS args, c.relowner AS owner, NULL::pg_catalog.text[] AS config
+	SELECT c.relname AS name, '' AS args, c.relowner AS owner, NULL::pg_catalog.text[] AS config, NULL::pg_catalog.text AS src
 	FROM pg_catalog.pg_class c, target t
 	WHERE c.relnamespace OPERATOR(pg_catalog.=) t.oid
 	UNION ALL
-	SELECT p.proname, pg_catalog.oidvectortypes(p.proargtypes), p.proowner, p.proconfig
+	-- The columns of version 5, which its functions read.
+	SELECT (c.relname OPERATOR(pg_catalog.||) '.') OPERATOR(pg_catalog.||) a.attname, '', c.relowner, NULL, NULL
+	FROM pg_catalog.pg_attribute a
+	JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid
+	JOIN target t ON c.relnamespace OPERATOR(pg_catalog.=) t.oid
+	WHERE c.relname OPERATOR(pg_catalog.=) ANY ('{distlock_fence,distlock_lease}'::pg_catalog.name[])
+		AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped
+	UNION ALL
+	SELECT p.proname, pg_catalog.oidvectortypes(p.proargtypes), p.proowner, p.proconfig, p.prosrc
 	FROM pg_catalog.pg_proc p, target t
 	WHERE p.pronamespace OPERATOR(pg_catalog.=) t.oid
 )
@@ -92,6 +107,7 @@ SELECT me.rolname, t.nspname, so.rolname,
 	w.kind, w.name, w.args, o.rolname,
 	f.owner IS NOT NULL AND (` + trustedOwner("f.owner") + `),
 	f.config IS NOT NULL AND '` + pinnedPath + `' OPERATOR(pg_catalog.=) ANY (f.config)
+		AND (w.body IS NULL OR pg_catalog.strpos(f.src, w.body) OPERATOR(pg_catalog.>) 0)
 FROM me, target t
 JOIN pg_catalog.pg_roles so ON so.oid OPERATOR(pg_catalog.=) t.nspowner
 CROSS JOIN wanted w
@@ -189,6 +205,7 @@ type statements struct {
 
 	acquire, release, list, holder, setOwner                                                  string // SessionMode
 	rowAcquire, rowLeave, rowAbandon, rowRefresh, rowRelease, rowList, rowHolder, rowSetOwner string // LeaseMode
+	mark, rowMark                                                                             string // watchers' marks
 }
 
 func newStatements(f *located) *statements {
@@ -196,8 +213,17 @@ func newStatements(f *located) *statements {
 	s.acquire, s.release, s.list = s.qualified(acquireSQL), s.qualified(releaseSQL), s.qualified(listSQL)
 	s.rowAcquire, s.rowLeave, s.rowAbandon = s.qualified(rowAcquireSQL), s.qualified(rowLeaveSQL), s.qualified(rowAbandonSQL)
 	s.rowRefresh, s.rowRelease, s.rowList = s.qualified(rowRefreshSQL), s.qualified(rowReleaseSQL), s.qualified(rowListSQL)
-	s.holder, s.setOwner = s.qualified(holderSQL), s.qualified(setOwnerSQL)
+	// The grant's session is known from version 5 on; Holder and List
+	// read a schema of an earlier version too, which they do not migrate.
+	grant := ""
+	if f.present["distlock_fence.pid"] {
+		grant = lastGrantSQL
+	}
+	s.list = s.qualified(strings.ReplaceAll(listSQL, grantMarker, grant))
+	s.holder = s.qualified(strings.ReplaceAll(holderSQL, grantMarker, grant))
+	s.setOwner = s.qualified(setOwnerSQL)
 	s.rowHolder, s.rowSetOwner = s.qualified(rowHolderSQL), s.qualified(rowSetOwnerSQL)
+	s.mark, s.rowMark = s.qualified(markSQL), s.qualified(rowMarkSQL)
 	return s
 }
 

@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 4.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 5.
 --
 -- A Backend runs this on first use if the objects are missing or of an
 -- earlier version (Migrate does it explicitly); an operator can run it
@@ -23,13 +23,32 @@
 -- Version 4 also adds the tombstones of lease-table mode
 -- (distlock_lease_abandoned, distlock_lease_abandon), so that a try that
 -- reaches the server after the clean-up of its Acquire does nothing.
+-- Version 5 announces the holders of watched keys: every grant, release
+-- and change of owner of a key whose row is marked watched (watched_until,
+-- a column of distlock_fence and distlock_lease, in the future) sends
+-- NOTIFY distlock_holder with the key as the payload, in its own
+-- transaction. A watcher marks the row of its key, and renews the mark,
+-- while it LISTENs; a key nobody watches costs no notification. The mark
+-- is a column of the row every such statement already updates, so that
+-- the statement reads the mark of the row's latest version, after any
+-- mark committed or in progress (an UPDATE waits for a concurrent one and
+-- then sees its row), and a watcher's mark waits for a grant in progress:
+-- a change is either notified, or committed before the mark, and read by
+-- the watcher after it. Version 5 also records the session of each
+-- session-mode grant (distlock_fence.pid), so that the holder read is that
+-- grant's and not the next one's, in progress.
 --
--- distlock_fence: one row per lock key ever granted, with the key's last
--- token. It is a logged table so that tokens survive a crash and restart.
+-- distlock_fence: one row per lock key ever granted or watched, with the
+-- key's last token. It is a logged table so that tokens survive a crash
+-- and restart.
 -- owner and granted_at describe the last grant, for listings; held is true
 -- from a grant until its release through distlock_release, so that it is
 -- still true when a grant ended otherwise (its session was terminated or
--- broke).
+-- broke). watched_until is the end of the watchers' mark (see above);
+-- pid is the server pid of the session of the last grant (0 for a grant
+-- made before version 5), so that a reader tells that grant's session
+-- from the next grant's, which holds the lock before its token commits
+-- (and, after a lost grant, for the loss grace).
 --
 -- distlock_resource: one row per resource fenced with distlock_admit, with
 -- the highest token admitted for it.
@@ -40,7 +59,8 @@
 -- expires is when the grant ends unless refreshed, by the server's clock
 -- ('-infinity' once released). A grant's token is taken from the key's
 -- row in distlock_fence, so that a key's tokens increase across both
--- modes.
+-- modes. watched_until is the end of the watchers' mark; a watcher of a
+-- key never granted adds its row, released.
 --
 -- distlock_lease_waiter: the queue of lease-table mode, one row per
 -- waiting Acquire (waiter is its grant id), in order of arrival (seq).
@@ -82,6 +102,13 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease (
     granted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires    timestamptz NOT NULL
 );
+
+-- The columns of version 5. Lease-mode statements lock distlock_lease
+-- before distlock_fence, and so does the migration, or it could deadlock
+-- with them.
+ALTER TABLE @schema@.distlock_lease ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity';
+ALTER TABLE @schema@.distlock_fence ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity',
+    ADD COLUMN IF NOT EXISTS pid integer NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_waiter (
     key     text NOT NULL,
@@ -125,7 +152,8 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_abandoned (
 -- for a release that commits after its unlock (an earlier version's), the
 -- row lock its UPDATE holds until then makes the SELECT ... FOR UPDATE
 -- below wait for that commit, so that a released grant is never mistaken
--- for a lost one.
+-- for a lost one. A grant of a watched key is notified (see version 5
+-- above).
 CREATE OR REPLACE FUNCTION @schema@.distlock_acquire(lock_key text, wait boolean, lock_owner text, loss_grace interval)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -135,6 +163,7 @@ DECLARE
     granted bigint;
     lost    boolean;
     lost_at timestamptz;
+    watched boolean;
 BEGIN
     IF wait THEN
         PERFORM pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(lock_key, 0::int8));
@@ -148,10 +177,14 @@ BEGIN
     END IF;
     -- The common case, a key whose last grant was released: one UPDATE.
     UPDATE @schema@.distlock_fence f
-    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(), held = true
+    SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(), held = true,
+        pid = pg_catalog.pg_backend_pid()
     WHERE f.key = lock_key AND NOT f.held
-    RETURNING f.token INTO granted;
+    RETURNING f.token, f.watched_until > pg_catalog.now() INTO granted, watched;
     IF FOUND THEN
+        IF watched THEN
+            PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
+        END IF;
         RETURN granted;
     END IF;
     -- A new key, a lost grant, or a release not yet committed.
@@ -166,11 +199,14 @@ BEGIN
         PERFORM pg_catalog.pg_sleep(greatest(0, least(extract(epoch FROM loss_grace),
             extract(epoch FROM lost_at + loss_grace - pg_catalog.clock_timestamp()))));
     END IF;
-    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held)
-    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true)
+    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held, pid)
+    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true, pg_catalog.pg_backend_pid())
     ON CONFLICT (key) DO UPDATE
-        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true
-    RETURNING f.token INTO granted;
+        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true, pid = EXCLUDED.pid
+    RETURNING f.token, f.watched_until > pg_catalog.now() INTO granted, watched;
+    IF watched THEN
+        PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
+    END IF;
     RETURN granted;
 END
 $$;
@@ -214,7 +250,7 @@ $$;
 -- returns a NULL token and, in retry_ms, the milliseconds until the
 -- current grant expires unless refreshed (at least 1). Two acquirers of
 -- one key queue on its row lock; the second then sees the first's grant
--- and is refused.
+-- and is refused. A grant of a watched key is notified.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -222,6 +258,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     current_expiry timestamptz;
+    watched        boolean;
 BEGIN
     IF lock_grant IS NULL OR ttl_ms IS NULL OR ttl_ms <= 0 THEN
         RAISE EXCEPTION 'distlock: lease acquire: a grant id and a positive TTL are required'
@@ -232,11 +269,23 @@ BEGIN
     UPDATE @schema@.distlock_lease l
     SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.now(),
         expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
-    WHERE l.key = lock_key AND l.expires <= pg_catalog.now();
+    WHERE l.key = lock_key AND l.expires <= pg_catalog.now()
+    RETURNING l.watched_until > pg_catalog.now() INTO watched;
     IF NOT FOUND THEN
         INSERT INTO @schema@.distlock_lease (key, grant_id, owner, granted_at, expires)
         VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), pg_catalog.now(), pg_catalog.now() + ttl_ms * interval '1 millisecond')
         ON CONFLICT (key) DO NOTHING;
+    END IF;
+    IF NOT FOUND THEN
+        -- A row that committed since the UPDATE began, a grant's or a
+        -- watcher's of a key never granted (see distlock_lease), is taken
+        -- if it is free: this statement sees it. (ON CONFLICT DO UPDATE
+        -- would lock a held row until this transaction ends.)
+        UPDATE @schema@.distlock_lease l
+        SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.now(),
+            expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
+        WHERE l.key = lock_key AND l.expires <= pg_catalog.now()
+        RETURNING l.watched_until > pg_catalog.now() INTO watched;
         IF NOT FOUND THEN
             -- Released meanwhile ('-infinity') or expired: 1ms.
             SELECT l.expires INTO current_expiry FROM @schema@.distlock_lease l WHERE l.key = lock_key;
@@ -244,6 +293,9 @@ BEGIN
                 ELSE greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint END;
             RETURN;
         END IF;
+    END IF;
+    IF watched THEN
+        PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
     END IF;
     -- A token must be durable before it is handed out.
     IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
@@ -396,19 +448,24 @@ $$;
 -- whether it freed the grant. Only the head waiter then tries: a
 -- release wakes one waiter, not all. The release is committed without
 -- waiting for its WAL flush: lost in a crash, it leaves the grant to
--- expire.
+-- expire. The release of a watched key is notified on distlock_holder too.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release(lock_key text, lock_grant text)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    head text;
+    head    text;
+    watched boolean;
 BEGIN
     UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity'
-    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.now();
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.now()
+    RETURNING l.watched_until > pg_catalog.now() INTO watched;
     IF NOT FOUND THEN
         RETURN false;
+    END IF;
+    IF watched THEN
+        PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
     END IF;
     SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
     WHERE w.key = lock_key AND w.expires > pg_catalog.now()

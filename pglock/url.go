@@ -49,7 +49,8 @@ const DefaultDialTimeout = 5 * time.Second
 //   - "listen_host": host[:port] of a direct session with the same server,
 //     user and database, for LISTEN in lease mode (WithListen): the URL
 //     with its hosts replaced by this one. Without it, lease-mode waiters
-//     poll.
+//     poll, and so do watchers of a key (a Client's Watch, an election's
+//     Observe).
 //   - "poll_interval", "loss_grace", "request_timeout": Go durations
 //     (WithPollInterval, WithLossGrace, WithRequestTimeout).
 //

@@ -34,7 +34,7 @@ func TestOpenURLKeepsServerParameters(t *testing.T) {
 	}
 	admin := newPool(t, server)
 	eventually(t, 30*time.Second, "the LISTEN session, with the URL's parameters", func() bool {
-		return count(t, admin, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = 'LISTEN distlock_lease'`, app+"+a b") == 1
+		return count(t, admin, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN distlock%'`, app+"+a b") == 1
 	})
 }
 
