@@ -360,12 +360,6 @@ func (g *Gateway) observe(w http.ResponseWriter, r *http.Request, p *principal) 
 	if err != nil { // (the name was checked)
 		return newProblem(http.StatusBadRequest, ProblemBadName, err.Error())
 	}
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
-		return closingProblem()
-	}
 	end, pr := g.startStream(p)
 	if pr != nil {
 		return pr
@@ -373,7 +367,20 @@ func (g *Gateway) observe(w http.ResponseWriter, r *http.Request, p *principal) 
 	defer end()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if g.observeOpening != nil {
+		g.observeOpening()
+	}
 	leaders := e.Observe(ctx) // closed when ctx ends or the gateway closes
+	// Close marks the gateway closed before it closes the reader: a
+	// gateway not closed once the observation is open ends the stream
+	// by its Close, and one closed before is refused, never answered
+	// with a stream that ends at once.
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return closingProblem()
+	}
 	write := startSSE(w)
 	if !write("retry: 1000\n\n") {
 		return nil

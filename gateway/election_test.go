@@ -445,3 +445,17 @@ func TestElectionObserveStreams(t *testing.T) {
 		}
 	}
 }
+
+// An observe stream that opens as the gateway closes is refused 503 (the
+// gateway is closing), not answered 200 with a stream that ends at once.
+// (A Close between the stream's check of the gateway and the opening of
+// its observation was answered 200 before.)
+func TestElectionObserveWhileClosing(t *testing.T) {
+	g := start(t, fileBackend(t))
+	gateway.SetObserveOpening(g.g, func() {
+		if err := g.g.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	g.do("GET", "/v1/elections/svc%2Fapi/observe", "", nil).want(t, 503, gateway.ProblemUnavailable)
+}

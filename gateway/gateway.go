@@ -154,6 +154,10 @@ type Gateway struct {
 	feed     feed
 	cont     contention
 	bg       sync.WaitGroup // the goroutines of the held locks and of expiries
+
+	// observeOpening, set by tests before the gateway's first use, runs
+	// as an observe stream opens the election's observation.
+	observeOpening func()
 }
 
 // New returns a Gateway over b. Close it to end its sessions, which
