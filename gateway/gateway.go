@@ -91,8 +91,11 @@ func WithMaxLocks(n int) Option { return func(c *config) { c.maxLocks = n } }
 // DefaultMaxWaiting (1024).
 func WithMaxWaiting(n int) Option { return func(c *config) { c.maxWaiting = n } }
 
-// WithMaxWait caps the ?wait= of acquires and keepalives. Default:
-// DefaultMaxWait (1m).
+// WithMaxWait caps the ?wait= of acquires, keepalives, blocking reads
+// and campaigns, and is a campaign's wait when it sends none. With 0 no
+// request waits: an acquire and a campaign are each one try, and a
+// keepalive or a blocking read answers at once. Default: DefaultMaxWait
+// (1m).
 func WithMaxWait(d time.Duration) Option { return func(c *config) { c.maxWait = d } }
 
 // WithTTLRange bounds the TTL of sessions. The TTL only has to outlast
