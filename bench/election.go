@@ -31,7 +31,7 @@ type Elector interface {
 // ElectionResult is the election measurement of one subject.
 type ElectionResult struct {
 	Candidates int
-	Terms      int             // terms in all rounds
+	Terms      int             // terms in all rounds, each candidate's last of a round too
 	Handoffs   int             // terms that followed another candidate's
 	Gaps       []time.Duration // a resignation's start to the next candidate's Campaign return, sorted
 	Violations int             // terms that began before the term before them was resigned
@@ -205,12 +205,15 @@ func (r *Runner) electionRound(ctx context.Context, s Subject, round int, er *El
 					fail(fmt.Errorf("resign: %w", err))
 					return
 				}
-				if last { // enough terms: hand over to the next, and stop
-					return
-				}
+				// Every term is recorded, a candidate's last too: the
+				// check of two leaders at once covers the round's final
+				// hand-offs.
 				mu.Lock()
 				terms = append(terms, term{g: i, elected: elected, resign: at})
 				mu.Unlock()
+				if last { // enough terms: hand over to the next, and stop
+					return
+				}
 			}
 		})
 	}

@@ -41,8 +41,11 @@ type config struct {
 // WithLockOptions sets the options of the lock that each term is (its TTL,
 // renewal, drift, at-risk window...), over the Client's defaults.
 // Campaign refuses a bad one with an error matching
-// distlock.ErrInvalidOption. WithWait, WithMaxDepth, WithLockOwner and
-// WithElection are the Election's own and are overridden. Default: none.
+// distlock.ErrInvalidOption. WithMaxDepth, WithLockOwner and
+// WithElection are the Election's own and are overridden. Campaign waits
+// unless WithWait(false) is among them: Campaign is then one try, which
+// fails with an error matching distlock.ErrNotAcquired when the election
+// has a leader. Default: none.
 func WithLockOptions(opts ...distlock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -77,7 +80,8 @@ func (e *Election) Name() string { return e.name }
 // Key returns the lock key the election's terms hold: KeyPrefix+Name.
 func (e *Election) Key() string { return e.key }
 
-// Campaign waits until the candidate is elected, and returns its term,
+// Campaign waits until the candidate is elected (or tries once, with
+// WithLockOptions(distlock.WithWait(false))), and returns its term,
 // with value as the leader's value (what Leader and Observe report until
 // Proclaim changes it). Candidates are elected one at a time, each when
 // the term before has ended (resigned, lost, or its holder gone); on most

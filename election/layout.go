@@ -14,9 +14,13 @@ import (
 // the key's holder, which leader reads and observe watches (see the
 // package documentation).
 func (e *Election) campaign(ctx context.Context, value string) (*Term, error) {
-	opts := append(e.lockOpts[:len(e.lockOpts):len(e.lockOpts)],
-		distlock.WithWait(true), distlock.WithMaxDepth(1), distlock.WithLockOwner(value),
-		distlock.WithElection(e.name))
+	// WithWait(true) comes before the lock options, which may make the
+	// campaign a try (see WithLockOptions); the others after, which
+	// override them.
+	opts := make([]distlock.LockOption, 0, len(e.lockOpts)+4)
+	opts = append(opts, distlock.WithWait(true))
+	opts = append(opts, e.lockOpts...)
+	opts = append(opts, distlock.WithMaxDepth(1), distlock.WithLockOwner(value), distlock.WithElection(e.name))
 	lock, err := e.c.Acquire(ctx, e.key, opts...)
 	if err != nil {
 		return nil, err

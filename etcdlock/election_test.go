@@ -439,21 +439,27 @@ func TestCancelledWhileCreatingLeavesNoKey(t *testing.T) {
 	admin := adminClient(t, e.Endpoints)
 	for _, tc := range []struct {
 		name string
-		// start returns the lock key and a function that asks for it
-		// once, ending whatever it was granted.
-		start func(t *testing.T, b *etcdlock.Backend) (key string, ask func(ctx context.Context) error)
+		// start returns the lock key, a function that asks for it once,
+		// ending whatever it was granted, and one that checks, once the
+		// cancelled ask has ended, that nothing holds it (or nil).
+		start func(t *testing.T, b *etcdlock.Backend) (key string, ask func(ctx context.Context) error, free func(ctx context.Context) error)
 	}{
-		{"Campaign", func(t *testing.T, b *etcdlock.Backend) (string, func(context.Context) error) {
+		{"Campaign", func(t *testing.T, b *etcdlock.Backend) (string, func(context.Context) error, func(context.Context) error) {
 			el := newElection(t, b, "late/leader", distlock.WithRetry(distlock.NoRetry))
 			return el.Key(), func(ctx context.Context) error {
-				term, err := el.Campaign(ctx, "a")
-				if term != nil {
-					term.Resign(context.WithoutCancel(ctx))
+					term, err := el.Campaign(ctx, "a")
+					if term != nil {
+						term.Resign(context.WithoutCancel(ctx))
+					}
+					return err
+				}, func(ctx context.Context) error {
+					if l, err := el.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+						return fmt.Errorf("Leader() = %+v, %v; want ErrNoLeader", l, err)
+					}
+					return nil
 				}
-				return err
-			}
 		}},
-		{"TryAcquire", func(t *testing.T, b *etcdlock.Backend) (string, func(context.Context) error) {
+		{"TryAcquire", func(t *testing.T, b *etcdlock.Backend) (string, func(context.Context) error, func(context.Context) error) {
 			c := newLockClient(t, b, distlock.WithRetry(distlock.NoRetry))
 			return "late/lock", func(ctx context.Context) error {
 				l, err := c.Acquire(ctx, "late/lock", distlock.WithWait(false))
@@ -461,7 +467,7 @@ func TestCancelledWhileCreatingLeavesNoKey(t *testing.T) {
 					l.Release(context.WithoutCancel(ctx))
 				}
 				return err
-			}
+			}, nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -470,7 +476,7 @@ func TestCancelledWhileCreatingLeavesNoKey(t *testing.T) {
 			kv := &lateTxnKV{KV: cli.KV, pending: make(chan struct{}), release: make(chan struct{}), deleted: make(chan struct{}), late: make(chan struct{})}
 			cli.KV = kv
 			b := newBackend(t, cli)
-			key, ask := tc.start(t, b)
+			key, ask, free := tc.start(t, b)
 			name := b.KeyPath(key)
 			if err := ask(ctx); err != nil { // the session exists: the next request is the creation
 				t.Fatal(err)
@@ -498,6 +504,11 @@ func TestCancelledWhileCreatingLeavesNoKey(t *testing.T) {
 			}
 			if kvs := keysUnder(t, admin, name); len(kvs) != 0 {
 				t.Fatalf("the cancelled %s left %d key(s), value %q: held for nobody", tc.name, len(kvs), kvs[0].Value)
+			}
+			if free != nil {
+				if err := free(ctx); err != nil {
+					t.Error(err)
+				}
 			}
 		})
 	}

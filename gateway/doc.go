@@ -96,7 +96,8 @@
 // Leader elections of package election, over the same sessions: POST
 // /v1/elections/{name}/campaign?wait=30s {session, value} waits until the
 // session is elected (wait, which must be positive, defaults to
-// WithMaxWait), and answers the term: its token (strictly greater than
+// WithMaxWait; with WithMaxWait(0) a campaign is one try), and answers
+// the term: its token (strictly greater than
 // every earlier term's of the election: the fencing token), its value
 // (the session's owner unless sent) and its time left, which a client
 // counts as for a lock. A wait that ends first is answered 409

@@ -103,7 +103,9 @@ func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal)
 			return pr
 		}
 	}
-	if wait <= 0 {
+	// With WithMaxWait(0) no request waits: a campaign is a try, as an
+	// acquire is. Otherwise a campaign asks for a wait.
+	if wait <= 0 && g.cfg.maxWait > 0 {
 		return newProblem(http.StatusBadRequest, ProblemBadRequest,
 			fmt.Sprintf("a campaign waits: wait must be positive, at most %v", g.cfg.maxWait))
 	}
@@ -118,7 +120,11 @@ func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal)
 	if pr := checkValue(value); pr != nil {
 		return pr
 	}
-	e, err := election.New(s.client, name)
+	var opts []election.Option
+	if wait <= 0 {
+		opts = append(opts, election.WithLockOptions(distlock.WithWait(false)))
+	}
+	e, err := election.New(s.client, name, opts...)
 	if err != nil { // (the name was checked)
 		return newProblem(http.StatusBadRequest, ProblemBadName, err.Error())
 	}
@@ -126,11 +132,13 @@ func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal)
 		return sessionEnded()
 	}
 	defer s.leave()
-	end, pr := g.startWait(p)
-	if pr != nil {
-		return pr
+	if wait > 0 {
+		end, pr := g.startWait(p)
+		if pr != nil {
+			return pr
+		}
+		defer end()
 	}
-	defer end()
 	h, err := s.acquire(r.Context(), key, wait, candidacy{e: e, value: value})
 	switch {
 	case err == nil:
@@ -360,12 +368,6 @@ func (g *Gateway) observe(w http.ResponseWriter, r *http.Request, p *principal) 
 	if err != nil { // (the name was checked)
 		return newProblem(http.StatusBadRequest, ProblemBadName, err.Error())
 	}
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
-		return closingProblem()
-	}
 	end, pr := g.startStream(p)
 	if pr != nil {
 		return pr
@@ -373,7 +375,20 @@ func (g *Gateway) observe(w http.ResponseWriter, r *http.Request, p *principal) 
 	defer end()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if g.observeOpening != nil {
+		g.observeOpening()
+	}
 	leaders := e.Observe(ctx) // closed when ctx ends or the gateway closes
+	// Close marks the gateway closed before it closes the reader: a
+	// gateway not closed once the observation is open ends the stream
+	// by its Close, and one closed before is refused, never answered
+	// with a stream that ends at once.
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return closingProblem()
+	}
 	write := startSSE(w)
 	if !write("retry: 1000\n\n") {
 		return nil

@@ -445,3 +445,42 @@ func TestElectionObserveStreams(t *testing.T) {
 		}
 	}
 }
+
+// An observe stream that opens as the gateway closes is refused 503 (the
+// gateway is closing), not answered 200 with a stream that ends at once.
+// (A Close between the stream's check of the gateway and the opening of
+// its observation was answered 200 before.)
+func TestElectionObserveWhileClosing(t *testing.T) {
+	g := start(t, fileBackend(t))
+	gateway.SetObserveOpening(g.g, func() {
+		if err := g.g.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	g.do("GET", "/v1/elections/svc%2Fapi/observe", "", nil).want(t, 503, gateway.ProblemUnavailable)
+}
+
+// With WithMaxWait(0) no request waits: a campaign is a try, as an
+// acquire is, elected at once when the election has no leader and
+// answered 409 with the leader otherwise. (Every campaign was refused 400
+// before, its wait capped to nothing.)
+func TestElectionCampaignWithNoWait(t *testing.T) {
+	for _, eb := range electionBackends {
+		t.Run(eb.name, func(t *testing.T) {
+			g := start(t, eb.open(t), gateway.WithMaxWait(0))
+			a := g.session("", "alice", "10s")
+			b := g.session("", "bob", "10s")
+			for _, wait := range []string{"", "?wait=10s"} {
+				ta := g.do("POST", "/v1/elections/svc%2Fapi/campaign"+wait, "", map[string]any{"session": a, "value": "a1"}).want(t, 200, "").str("token")
+				lost := g.do("POST", "/v1/elections/svc%2Fapi/campaign"+wait, "", map[string]any{"session": b, "value": "b1"}).want(t, 409, gateway.ProblemNotElected)
+				if l, _ := lost.body["leader"].(map[string]any); l["token"] != ta || l["value"] != "a1" {
+					t.Errorf("campaign%s against a leader: leader %v, want token %s, value a1", wait, lost.body["leader"], ta)
+				}
+				g.electionOp("", "resign", a, "svc/api", ta, nil).want(t, 200, "")
+			}
+			if s := g.g.Stats(); s.Locks != 0 || s.Waiting != 0 {
+				t.Errorf("tries left %+v", s)
+			}
+		})
+	}
+}

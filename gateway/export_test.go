@@ -29,3 +29,7 @@ func TermDone(g *Gateway, id, name string) <-chan struct{} {
 	}
 	return nil
 }
+
+// SetObserveOpening sets f to run as each observe stream of g opens the
+// election's observation. Set it before g's first use.
+func SetObserveOpening(g *Gateway, f func()) { g.observeOpening = f }

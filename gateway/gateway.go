@@ -91,8 +91,11 @@ func WithMaxLocks(n int) Option { return func(c *config) { c.maxLocks = n } }
 // DefaultMaxWaiting (1024).
 func WithMaxWaiting(n int) Option { return func(c *config) { c.maxWaiting = n } }
 
-// WithMaxWait caps the ?wait= of acquires and keepalives. Default:
-// DefaultMaxWait (1m).
+// WithMaxWait caps the ?wait= of acquires, keepalives, blocking reads
+// and campaigns, and is a campaign's wait when it sends none. With 0 no
+// request waits: an acquire and a campaign are each one try, and a
+// keepalive or a blocking read answers at once. Default: DefaultMaxWait
+// (1m).
 func WithMaxWait(d time.Duration) Option { return func(c *config) { c.maxWait = d } }
 
 // WithTTLRange bounds the TTL of sessions. The TTL only has to outlast
@@ -154,6 +157,10 @@ type Gateway struct {
 	feed     feed
 	cont     contention
 	bg       sync.WaitGroup // the goroutines of the held locks and of expiries
+
+	// observeOpening, set by tests before the gateway's first use, runs
+	// as an observe stream opens the election's observation.
+	observeOpening func()
 }
 
 // New returns a Gateway over b. Close it to end its sessions, which

@@ -445,7 +445,7 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 	)
 	switch {
 	case cand.e != nil:
-		// A campaign always waits: the handler asks for a wait.
+		// A campaign waits, or tries (wait 0), as its Election says.
 		if term, err = cand.e.Campaign(ctx, cand.value); err == nil {
 			l = termGrant{term}
 		}

@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
+	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -218,11 +220,11 @@ func (w *holderWatch) notify() {
 }
 
 // addWatch registers a watcher of the holder channel ch, subscribing to
-// ch on every node unless it is subscribed already. An UNSUBSCRIBE of ch
-// still being sent is sent first.
+// ch on every node unless it is subscribed already.
 func (s *subscriber) addWatch(ch string) *holderWatch {
 	w := &holderWatch{wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	hc := s.holders[ch]
 	first := hc == nil
 	if first {
@@ -234,28 +236,49 @@ func (s *subscriber) addWatch(ch string) *holderWatch {
 		w.isReady = true
 		close(w.ready)
 	}
-	unsubscribed := s.unsubscribing[ch]
-	subscribe := first && !s.closed
-	if subscribe {
-		s.wg.Add(len(s.pss))
-	}
-	s.mu.Unlock()
-	if subscribe {
-		for _, ps := range s.pss {
-			go func() {
-				defer s.wg.Done()
-				if unsubscribed != nil {
-					<-unsubscribed
-				}
-				// As for the wake channel: go-redis subscribes again
-				// when it reconnects, should this fail.
-				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-				defer cancel()
-				_ = ps.Subscribe(ctx, ch)
-			}()
-		}
+	if first && !s.closed {
+		// As for the wake channel: go-redis subscribes again when it
+		// reconnects, should this fail.
+		s.sendLocked(ch, (*redis.PubSub).Subscribe)
 	}
 	return w
+}
+
+// sendLocked sends op (a SUBSCRIBE or an UNSUBSCRIBE) of the holder
+// channel ch to every node, each after the operations of ch already
+// sent to that node: each node gets them in the order they were decided
+// (under s.mu), so that it ends subscribed exactly when ch is watched
+// or lingers, and a node that does not answer holds up only its own.
+// The caller holds s.mu.
+func (s *subscriber) sendLocked(ch string, op func(ps *redis.PubSub, ctx context.Context, channels ...string) error) {
+	tails := s.sending[ch]
+	if tails == nil {
+		tails = make([]chan struct{}, len(s.pss))
+		s.sending[ch] = tails
+	}
+	s.wg.Add(len(s.pss))
+	for i, ps := range s.pss {
+		prev, done := tails[i], make(chan struct{})
+		tails[i] = done
+		go func() {
+			defer s.wg.Done()
+			if prev != nil {
+				<-prev
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			_ = op(ps, ctx, ch)
+			cancel()
+			s.mu.Lock()
+			if t := s.sending[ch]; t != nil && t[i] == done {
+				t[i] = nil
+				if !slices.ContainsFunc(t, func(c chan struct{}) bool { return c != nil }) {
+					delete(s.sending, ch)
+				}
+			}
+			s.mu.Unlock()
+			close(done)
+		}()
+	}
 }
 
 // removeWatch unregisters w. When it was the channel's last watcher, the
@@ -295,36 +318,7 @@ func (s *subscriber) expireHolder(ch string, hc *holderChannel) {
 	}
 	hc.expiry = nil
 	delete(s.holders, ch)
-	// A SUBSCRIBE of ch sent by a new watcher must follow these on each
-	// node: it waits for done.
-	done := make(chan struct{})
-	prev := s.unsubscribing[ch]
-	s.unsubscribing[ch] = done
-	var sent sync.WaitGroup
-	sent.Add(len(s.pss))
-	s.wg.Add(len(s.pss) + 1)
-	for _, ps := range s.pss {
-		go func() {
-			defer s.wg.Done()
-			defer sent.Done()
-			if prev != nil {
-				<-prev
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			defer cancel()
-			_ = ps.Unsubscribe(ctx, ch)
-		}()
-	}
-	go func() {
-		defer s.wg.Done()
-		sent.Wait()
-		s.mu.Lock()
-		if s.unsubscribing[ch] == done {
-			delete(s.unsubscribing, ch)
-		}
-		s.mu.Unlock()
-		close(done)
-	}()
+	s.sendLocked(ch, (*redis.PubSub).Unsubscribe)
 }
 
 // confirmedHolder returns the nodes that confirmed the holder channel ch.

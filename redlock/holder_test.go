@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/testserver"
@@ -235,5 +236,122 @@ func TestHolderChannelUnsubscribedAfterWatch(t *testing.T) {
 		for i, s := range srvs {
 			eventually(t, 30*time.Second, fmt.Sprintf("round %d: node %d unsubscribed from %s", round, i, ch), func() bool { return numSub(s) == 0 })
 		}
+	}
+}
+
+// hungNode is a Backend of three nodes whose third node's connections go
+// through a fault proxy, watching key.
+type hungNode struct {
+	t     *testing.T
+	srvs  []*testserver.Redis
+	proxy *faultproxy.Proxy
+	b     *redlock.Backend
+	ch    string
+}
+
+func newHungNode(t *testing.T, key string) *hungNode {
+	t.Helper()
+	srvs := startNodes(t, 3)
+	proxy := faultproxy.Start(t, srvs[2].Addr)
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, DialTimeout: time.Second, MaxRetries: -1, ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { slow.Close() })
+	b := newBackendOf(t, []redlock.Node{newClient(t, srvs[0].Addr), newClient(t, srvs[1].Addr), slow})
+	t.Cleanup(proxy.Heal) // before b's Close, which would wait for the node
+	return &hungNode{t: t, srvs: srvs, proxy: proxy, b: b, ch: holderChannel(key)}
+}
+
+// numSub is how many connections node i has subscribed to the holder
+// channel.
+func (h *hungNode) numSub(i int) int64 {
+	h.t.Helper()
+	v, err := h.srvs[i].Do("PUBSUB", "NUMSUB", h.ch)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.([]any)[1].(int64)
+}
+
+// hang watches key until the third node has subscribed, then blackholes
+// and breaks the node's connections (go-redis's reconnection hangs,
+// holding the node's pub/sub connection), ends the watch, and waits for
+// the channel's expiry to unsubscribe the first node: the UNSUBSCRIBE
+// to the third is on its way and hangs.
+func (h *hungNode) hang(ctx context.Context, key string) {
+	h.t.Helper()
+	wctx, cancel := context.WithCancel(ctx)
+	out, err := h.b.WatchHolder(wctx, key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	eventually(h.t, 30*time.Second, "node 2 subscribed", func() bool { return h.numSub(2) == 1 })
+	h.proxy.Blackhole()
+	h.proxy.Reset()
+	cancel()
+	for range out {
+	}
+	eventually(h.t, 30*time.Second, "node 0 unsubscribed", func() bool { return h.numSub(0) == 0 })
+}
+
+// A watch begun while the UNSUBSCRIBE of its key's channel to a hung node
+// is on its way is set by the two other nodes of three: a majority up
+// suffices. (It failed before with ErrUnavailable: its SUBSCRIBEs waited
+// for every node's UNSUBSCRIBE.)
+func TestWatchNotHeldByAHungUnsubscribe(t *testing.T) {
+	const key = "hung/unsubscribe"
+	h := newHungNode(t, key)
+	ctx := testCtx(t)
+	h.hang(ctx, key)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := h.b.WatchHolder(wctx, key); err != nil {
+		t.Fatalf("WatchHolder with nodes 0 and 1 up: %v", err)
+	}
+}
+
+// Watches that start and end while a node hangs leave no node subscribed
+// to the key's channel once the node is back: each node gets its
+// SUBSCRIBEs and UNSUBSCRIBEs of the channel in the order they were
+// decided. (An expiry's UNSUBSCRIBE raced the next watch's SUBSCRIBE on
+// each node before, and did not wait for the channel's own SUBSCRIBEs:
+// a node could stay subscribed with no watcher.)
+func TestHungNodeLeftUnsubscribed(t *testing.T) {
+	const key = "hung/orphan"
+	h := newHungNode(t, key)
+	ctx := testCtx(t)
+	h.hang(ctx, key)
+	// A second watch: its SUBSCRIBE to node 2 follows the hung
+	// UNSUBSCRIBE, and its expiry's UNSUBSCRIBE follows that.
+	wctx, cancel := context.WithCancel(ctx)
+	out, err := h.b.WatchHolder(wctx, key)
+	if err != nil {
+		t.Fatalf("WatchHolder with nodes 0 and 1 up: %v", err)
+	}
+	for i := range 2 {
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d subscribed for the second watch", i), func() bool { return h.numSub(i) == 1 })
+	}
+	cancel()
+	for range out {
+	}
+	for i := range 2 { // the second watch's channel expired
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d unsubscribed after the second watch", i), func() bool { return h.numSub(i) == 0 })
+	}
+	h.proxy.Heal()
+	eventually(t, 60*time.Second, "every (un)subscription sent", func() bool { return !redlock.HolderSending(h.b, h.ch) })
+	// Node 2's connection is back once it has the Backend's wake channel;
+	// go-redis subscribed it again to every channel it kept, at once.
+	eventually(t, 60*time.Second, "node 2's pub/sub connection back", func() bool {
+		v, err := h.srvs[2].Do("PUBSUB", "CHANNELS", redlock.DefaultPrefix+"*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range v.([]any) {
+			if c != h.ch {
+				return true
+			}
+		}
+		return false
+	})
+	for i := range h.srvs {
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d unsubscribed with no watch left", i), func() bool { return h.numSub(i) == 0 })
 	}
 }

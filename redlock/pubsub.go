@@ -43,12 +43,13 @@ type subscriber struct {
 
 	// holders are the keys' holder channels that the Backend watches
 	// (WatchHolder), by channel, subscribed while watched and for
-	// holderLinger after (see holderChannel); unsubscribing has the
-	// channels being unsubscribed, each with a channel closed once every
-	// node's UNSUBSCRIBE was sent; closed is set by close.
-	holders       map[string]*holderChannel
-	unsubscribing map[string]chan struct{}
-	closed        bool
+	// holderLinger after (see holderChannel); sending has the holder
+	// channels with a SUBSCRIBE or an UNSUBSCRIBE on its way, each with,
+	// by node, a channel closed once the last one sent to that node
+	// returned (nil when none is on its way); closed is set by close.
+	holders map[string]*holderChannel
+	sending map[string][]chan struct{}
+	closed  bool
 
 	// gone is told of a wake-up for a waiter that has returned, with the
 	// node and the key's queue: it passes the turn on.
@@ -110,7 +111,7 @@ func newSubscriber(nodes []Node, need int, channelPrefix string) *subscriber {
 	s := &subscriber{
 		need: need, id: id, channel: channelPrefix + id, ready: make(chan struct{}),
 		confirmed: map[int]bool{}, waiters: map[string]*waiter{}, gaveUp: map[string]time.Time{},
-		holders: map[string]*holderChannel{}, unsubscribing: map[string]chan struct{}{},
+		holders: map[string]*holderChannel{}, sending: map[string][]chan struct{}{},
 	}
 	for i, n := range nodes {
 		ps := n.Subscribe(context.Background())
