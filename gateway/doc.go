@@ -96,21 +96,21 @@
 // Leader elections of package election, over the same sessions: POST
 // /v1/elections/{name}/campaign?wait=30s {session, value} waits until the
 // session is elected (wait, which must be positive, defaults to
-// WithMaxWait; with WithMaxWait(0) a campaign is one try), and answers
-// the term: its token (strictly greater than
-// every earlier term's of the election: the fencing token), its value
-// (the session's owner unless sent) and its time left, which a client
-// counts as for a lock. A wait that ends first is answered 409
-// (ProblemNotElected, with the leader when it can be read). The session
-// holds the term as the lock election/NAME (election.KeyPrefix), through
-// its own Client: its keepalives renew the term and report its loss as
-// that lock's lock_lost, the term counts among the session's locks, and
-// a session that ends (deleted, expired, its gateway closed) ends its
-// term, whose context is cancelled before another candidate can be
-// elected, as it ends a campaign in progress, which then never answers a
-// term. A retried campaign answers the session's term, or waits for its
-// campaign in progress. A session cannot campaign while it holds the
-// election's key as a lock, nor acquire it as a lock while it leads.
+// WithMaxWait; with WithMaxWait(0) a campaign is one try), and answers the
+// term: its token (strictly greater than every earlier term's of the
+// election: the fencing token), its value (the session's owner unless
+// sent) and its time left, which a client counts as for a lock. A wait
+// that ends first is answered 409 (ProblemNotElected, with the leader when
+// it can be read). The session holds the term as the lock election/NAME
+// (election.KeyPrefix), through its own Client: its keepalives renew the
+// term and report its loss as that lock's lock_lost, the term counts among
+// the session's locks, and a session that ends (deleted, expired, its
+// gateway closed) ends its term, whose context is cancelled before another
+// candidate can be elected, as it ends a campaign in progress, which then
+// never answers a term. A retried campaign answers the session's term, or
+// waits for its campaign in progress. A session cannot campaign while it
+// holds the election's key as a lock, nor acquire it as a lock while it
+// leads.
 //
 // POST .../resign {session, token} and POST .../proclaim {session,
 // token, value} are owner-checked: a token that is not the session's
