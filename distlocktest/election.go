@@ -37,6 +37,7 @@ func RunElection(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Observe/ProclaimAndResign", s.testObserve},
 		{"Resign/EndedTermEndsNoLaterTerm", s.testResignEndedTerm},
 		{"Campaign/ContextEnds", s.testCampaignContextEnds},
+		{"Campaign/OneTry", s.testCampaignOneTry},
 		{"Run", s.testRun},
 	}
 	for _, tc := range tests {
@@ -525,6 +526,45 @@ func (s *suite) testResignEndedTerm(t *testing.T) {
 // Contract: a Campaign whose context ends returns an error matching
 // distlock.ErrNotAcquired and the context's error, and no term, and
 // leaves nothing behind.
+// testCampaignOneTry: with WithWait(false) among its lock options, a
+// Campaign tries once: refused with ErrNotAcquired, holding nothing,
+// while another leads, and elected at once when nobody does.
+func (s *suite) testCampaignOneTry(t *testing.T) {
+	ctx, name := s.ctx(t), s.electionName(t)
+	a, b := s.candidate(t, name), s.candidate(t, name)
+	once, err := election.New(b.c, name, election.WithLockOptions(distlock.WithTTL(s.ttl), distlock.WithWait(false)))
+	if err != nil {
+		t.Fatalf("election.New: %v", err)
+	}
+	ta, err := a.e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	term, err := once.Campaign(ctx, "b")
+	if term != nil || !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("one try while another leads = %v, %v; want no term and ErrNotAcquired", term, err)
+	}
+	if l, err := once.Leader(ctx); err != nil || l.Value != "a" || l.Token != ta.Token() {
+		t.Errorf("Leader() after a refused try = %+v, %v; want a's term %d", l, err, ta.Token())
+	}
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	term, err = once.Campaign(ctx, "b")
+	if err != nil {
+		t.Fatalf("one try with no leader: %v", err)
+	}
+	if term.Token() <= ta.Token() {
+		t.Errorf("term %d after term %d", term.Token(), ta.Token())
+	}
+	if l, err := a.e.Leader(ctx); err != nil || l.Value != "b" || l.Token != term.Token() {
+		t.Errorf("Leader() = %+v, %v; want b's term %d", l, err, term.Token())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Errorf("Resign: %v", err)
+	}
+}
+
 func (s *suite) testCampaignContextEnds(t *testing.T) {
 	ctx, name := s.ctx(t), s.electionName(t)
 	a, b := s.candidate(t, name), s.candidate(t, name)
