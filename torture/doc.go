@@ -46,8 +46,9 @@
 // worker follows the election with election.Observe; the row counts an
 // error where it reports a leader out of term order, with another
 // candidate's value, closes its channel during the run, or, on
-// server-kill, never reports the leader elected after the restart. On pause the frozen leader's term must have
-// ended (Term.Err, exact when called) before its late write goes out.
+// server-kill, never reports the leader elected after the restart. On
+// pause the frozen leader's term must have ended (Term.Err, exact when
+// called) before its late write goes out.
 //
 // # One clock, conservative intervals
 //
