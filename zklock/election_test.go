@@ -182,6 +182,9 @@ func TestCuratorLeaderLatch(t *testing.T) {
 	if nodes[0] != javaNode {
 		t.Fatalf("nodes %q, want Java's %q first", nodes, javaNode)
 	}
+	// The candidate watches Java's node once it found itself second: it
+	// has decided, so a Campaign that ignores Java's node has returned.
+	waitWatchedBy(t, z, dir+"/"+javaNode, ob.Conn().SessionID())
 	select {
 	case r := <-campaigned:
 		t.Fatalf("Campaign returned while Java leads: %v, %v", r.term, r.err)
