@@ -44,8 +44,11 @@
 // terms, the token model a term not above the last, and the register a
 // late write of an old leader that a fenced store admitted. A third
 // worker follows the election with election.Observe; the row counts an
-// error where it reports a leader out of term order, with another
-// candidate's value, closes its channel during the run, or, on
+// error where it reports a leader out of term order, with no value or
+// another candidate's, of a term no grant of the run has (ZooKeeper
+// excepted for a candidate whose campaign failed: zklock documents that
+// its node may hold the lock for nobody until deleted), closes its
+// channel during the run, or, on
 // server-kill, never reports the leader elected after the restart. On
 // pause the frozen leader's term must have ended (Term.Err, exact when
 // called) before its late write goes out.

@@ -38,6 +38,7 @@ type Run struct {
 	mu       sync.Mutex
 	workers  []*Worker
 	grants   []*grantRec
+	failed   []failedAcq // acquires answered with an error
 	proxies  []*faultproxy.Proxy
 	samples  []time.Duration // loss-detection latencies
 	notes    []string
@@ -45,6 +46,10 @@ type Run struct {
 	endAt    int64
 	injected int // rounds in which the fault took effect as designed
 }
+
+// failedAcq is an acquire, or campaign, of key by worker that failed or
+// was cancelled.
+type failedAcq struct{ worker, key string }
 
 // grantRec is the harness's view of one grant.
 type grantRec struct {
@@ -372,6 +377,7 @@ func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
 	switch c.req.Cmd {
 	case cmdAcquire:
 		if rep.Err != "" {
+			r.failed = append(r.failed, failedAcq{w.Name, c.req.Key})
 			return
 		}
 		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: c.req.Key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at}
