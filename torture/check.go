@@ -70,8 +70,9 @@ type Result struct {
 	// ObserveViolations counts what an observer of an election row got
 	// wrong: a leader out of term order (a lower token after a higher
 	// one), a leader with no value or the value of another candidate than
-	// the term's, a term no grant of the run has, or a standing leader
-	// never reported (set by the scenario).
+	// the term's, a term no grant of the run has, a standing leader never
+	// reported, or no "no leader" after the last resignation (set by the
+	// scenario).
 	ObserveViolations int
 	// Effective is the number of rounds in which the fault took effect as
 	// designed (the other holder was granted during the pause, the delayed
@@ -143,7 +144,7 @@ func (r *Result) violationText() string {
 	add(r.TokenRegressions, "token regressions")
 	add(r.Orphans, "orphaned grants")
 	add(r.UnendedLateWrites, "late writes under a term not ended")
-	add(r.ObserveViolations, "observer errors (a leader out of term order, with no value or another's, of a term no grant has, or never reported)")
+	add(r.ObserveViolations, "observer errors (a leader out of term order, with no value or another's, of a term no grant has, a leader or its end never reported)")
 	for _, k := range modelKinds {
 		if r.Verdicts[string(k)] == porcupine.Illegal {
 			s = append(s, string(k)+" model illegal")

@@ -48,8 +48,10 @@
 // another candidate's, of a term no grant of the run has (ZooKeeper
 // excepted for a candidate whose campaign failed: zklock documents that
 // its node may hold the lock for nobody until deleted), closes its
-// channel during the run, or, on
-// server-kill, never reports the leader elected after the restart. On
+// channel during the run, does not report within 30s the term a round
+// ends with (held until it has) or, on server-kill, the leader elected
+// after the restart, or does not report "no leader" within 30s of the
+// last resignation. On
 // pause the frozen leader's term must have ended (Term.Err, exact when
 // called) before its late write goes out.
 //

@@ -218,8 +218,10 @@ func (f *Fixture) killableService() (what string, kill func(), restart func() er
 // acquire that ZooKeeper has not yet confirmed deleted "may hold the lock
 // for nobody" (zklock's "Not guaranteed"), so a token no grant has is only
 // noted there when its value is that of a candidate one of whose campaigns
-// of the key failed. It waits a while for the observer to report the end
-// of the last term (Observe's last state reaches its receiver).
+// of the key failed. Its final state is judged too: after the last
+// resignation the observer must report "no leader" within 30s (Observe's
+// last state reaches its receiver), and it must have reported the last
+// term (which the row held until it had: see Fixture.release).
 func (f *Fixture) checkObserved() {
 	r, o := f.Run, f.observer
 	last := func() (observed, int) {
@@ -230,19 +232,23 @@ func (f *Fixture) checkObserved() {
 		}
 		return o.leaders[len(o.leaders)-1], len(o.leaders)
 	}
+	var errs []string
 	if !Eventually(30*time.Second, func() bool {
 		l, n := last()
-		return n > 0 && (l.closed || l.token == 0)
+		return n > 0 && !l.closed && l.token == 0
 	}) {
 		l, _ := last()
-		r.Notef("observer: no \"no leader\" received within 30s of the last resignation (last: term %d, %q)", l.token, l.value)
+		f.Res0.ObserveViolations++
+		errs = append(errs, fmt.Sprintf("no \"no leader\" received within 30s of the last resignation (last: term %d, %q, closed %v)", l.token, l.value, l.closed))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	byToken := map[uint64]string{}
+	var lastTerm uint64
 	for _, g := range r.grants {
 		if g.key == f.Key {
 			byToken[g.token] = g.worker
+			lastTerm = max(lastTerm, g.token)
 		}
 	}
 	// The candidates whose campaign's node may outlive it (see above).
@@ -255,17 +261,13 @@ func (f *Fixture) checkObserved() {
 		}
 	}
 	var (
-		high         uint64
-		seen         []string
-		unknown      []uint64
-		closedAtOnce bool
-		errs         []string
+		high        uint64
+		seen        []string
+		unknown     []uint64
+		sawLastTerm bool
 	)
 	for i, l := range o.leaders {
 		switch {
-		case l.closed && i == 0:
-			closedAtOnce = true
-			continue
 		case l.closed:
 			f.Res0.ObserveViolations++
 			errs = append(errs, fmt.Sprintf("Observe's channel closed during the run, after %d leaders", i))
@@ -277,6 +279,7 @@ func (f *Fixture) checkObserved() {
 			errs = append(errs, fmt.Sprintf("term %d (%s) after term %d", l.token, l.value, high))
 		}
 		high = max(high, l.token)
+		sawLastTerm = sawLastTerm || l.token == lastTerm
 		w, ok := byToken[l.token]
 		switch {
 		case l.value == "":
@@ -295,11 +298,11 @@ func (f *Fixture) checkObserved() {
 			seen = append(seen, n)
 		}
 	}
-	if closedAtOnce {
-		r.notes = append(r.notes, "observer: Observe's channel closed at once (the backend reads no holder)")
-	} else {
-		r.notes = append(r.notes, fmt.Sprintf("observer: %d of %d terms seen, in this order: %s", len(seen), len(byToken), strings.Join(seen, " ")))
+	if !sawLastTerm {
+		f.Res0.ObserveViolations++
+		errs = append(errs, fmt.Sprintf("the last term, %d, never reported", lastTerm))
 	}
+	r.notes = append(r.notes, fmt.Sprintf("observer: %d of %d terms seen, in this order: %s", len(seen), len(byToken), strings.Join(seen, " ")))
 	if len(unknown) > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v that no grant of the run has, each with the value of a candidate whose campaign failed (its node not yet deleted)", unknown))
 	}

@@ -686,6 +686,17 @@ func (w *Worker) Kill() {
 	<-w.exited
 }
 
+// holdingLive returns the token of w's current grant and whether its end
+// has not been reported.
+func (w *Worker) holdingLive() (uint64, bool) {
+	w.run.mu.Lock()
+	defer w.run.mu.Unlock()
+	if w.current == nil {
+		return 0, false
+	}
+	return w.current.token, w.current.endAt == 0
+}
+
 // Holding returns the token of the grant the harness believes the worker
 // holds, 0 if none.
 func (w *Worker) Holding() uint64 {
