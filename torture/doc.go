@@ -51,9 +51,11 @@
 // channel during the run, does not report within 30s the term a round
 // ends with (held until it has) or, on server-kill, the leader elected
 // after the restart, or does not report "no leader" within 30s of the
-// last resignation. On
-// pause the frozen leader's term must have ended (Term.Err, exact when
-// called) before its late write goes out.
+// last resignation. On pause the frozen leader's term must have ended
+// before the other candidate was elected: its local deadline as it stood
+// when the leader was stopped (Term.Deadline, read by the worker until the
+// stop) must come before the other's Campaign returned, both instants read
+// on the machine's wall clock, which the harness and its workers share.
 //
 // # One clock, conservative intervals
 //

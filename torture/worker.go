@@ -77,6 +77,7 @@ type held interface {
 	Token() uint64
 	Err() error
 	Done() <-chan struct{}
+	Deadline() (time.Time, bool)
 	Release(ctx context.Context) error
 }
 
@@ -177,6 +178,7 @@ func (w *worker) exec(r request) reply {
 		if err != nil {
 			return fail(err)
 		}
+		rep.Granted = time.Now().UnixNano()
 		w.grant++
 		w.lock = l
 		rep.Token, rep.Grant = l.Token(), w.grant
@@ -221,16 +223,10 @@ func (w *worker) exec(r request) reply {
 			// Checked: live. Now report, and wait until the harness has
 			// done what it wanted to do to us (typically: stopped us).
 			w.send(reply{Event: evAnnounce})
-			for m := range w.in {
-				if m.Cmd == cmdGo {
-					break
-				}
-			}
+			rep.Deadline = w.awaitGo()
 			// The write goes out without a second check: the pause came
-			// between the check and the write. What a check would have
-			// found is reported.
+			// between the check and the write.
 			r.NoCheck = true
-			rep.EndedBefore = w.lock.Err() != nil
 			select {
 			case <-w.lock.Done():
 				rep.DoneBefore = true
@@ -267,6 +263,36 @@ func (w *worker) exec(r request) reply {
 		return fail(fmt.Errorf("unknown command %q", r.Cmd))
 	}
 	return rep
+}
+
+// awaitGo waits for the harness's go and returns the lock's latest local
+// deadline meanwhile (Unix nanoseconds, 0 if it had none): read every
+// millisecond, since Deadline reports nothing once the lock has ended, so
+// that the deadline of a renewal confirmed before the harness stopped the
+// worker is read before the stop. A renewal confirmed in the last
+// millisecond before the stop may be missed; a lock whose deadline passed
+// during the stop is never renewed after it (Err is exact: ended).
+func (w *worker) awaitGo() int64 {
+	var latest int64
+	read := func() {
+		if d, ok := w.lock.Deadline(); ok {
+			latest = max(latest, d.UnixNano())
+		}
+	}
+	read()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case m, ok := <-w.in:
+			if !ok || m.Cmd == cmdGo {
+				read()
+				return latest
+			}
+		case <-tick.C:
+			read()
+		}
+	}
 }
 
 // write sends a write of value with the lock's token and fills rep.
