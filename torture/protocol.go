@@ -102,8 +102,9 @@ type reply struct {
 	LiveAfter bool `json:"live_after,omitempty"`
 	// Deadline (an rmw with Announce) is the lock's, or term's, local
 	// deadline as it stood when the harness stopped the worker: the latest
-	// Deadline read from the check until the write, in Unix nanoseconds of
-	// the machine's wall clock (0: none read); DoneBefore reports that its
+	// Deadline read from the check until the write (or, for one ended
+	// before the announce, when it was found ended), in Unix nanoseconds
+	// of the machine's wall clock (0: none read); DoneBefore reports that its
 	// context was already cancelled when the write went out.
 	Deadline   int64 `json:"deadline,omitempty"`
 	DoneBefore bool  `json:"done_before,omitempty"`

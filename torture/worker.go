@@ -222,8 +222,7 @@ func (w *worker) exec(r request) reply {
 		if r.Announce {
 			// Checked: live. Now report, and wait until the harness has
 			// done what it wanted to do to us (typically: stopped us).
-			w.send(reply{Event: evAnnounce})
-			rep.Deadline = w.awaitGo()
+			rep.Deadline = w.announce()
 			// The write goes out without a second check: the pause came
 			// between the check and the write.
 			r.NoCheck = true
@@ -265,14 +264,17 @@ func (w *worker) exec(r request) reply {
 	return rep
 }
 
-// awaitGo waits for the harness's go and returns the lock's latest local
-// deadline meanwhile (Unix nanoseconds, 0 if it had none): read every
-// millisecond, since Deadline reports nothing once the lock has ended, so
-// that the deadline of a renewal confirmed before the harness stopped the
-// worker is read before the stop. A renewal confirmed in the last
-// millisecond before the stop may be missed; a lock whose deadline passed
-// during the stop is never renewed after it (Err is exact: ended).
-func (w *worker) awaitGo() int64 {
+// announce reports the announce, waits for the harness's go and returns
+// the lock's latest local deadline meanwhile (Unix nanoseconds, 0 if it
+// had none). Deadline reports nothing once the lock has ended, so it is
+// read before the announce, which the harness may answer by stopping the
+// worker at once, and every millisecond until the go, so that the
+// deadline of a renewal confirmed before the stop is read before it. A
+// renewal confirmed in the last millisecond before the stop may be
+// missed; a lock whose deadline passed during the stop is never renewed
+// after it (Err is exact: ended). A lock already ended at the first read
+// ended by then: that instant is returned, before any stop.
+func (w *worker) announce() int64 {
 	var latest int64
 	read := func() {
 		if d, ok := w.lock.Deadline(); ok {
@@ -280,6 +282,10 @@ func (w *worker) awaitGo() int64 {
 		}
 	}
 	read()
+	if latest == 0 && w.lock.Err() != nil {
+		latest = time.Now().UnixNano()
+	}
+	w.send(reply{Event: evAnnounce})
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
