@@ -63,14 +63,17 @@ type Result struct {
 	LostUpdates      int // acknowledged increments missing from the final values
 	TokenRegressions int // grants whose token is not above every earlier grant's
 	Orphans          int // grants left behind by a failed acquire (set by the scenario)
-	// UnendedLateWrites counts writes that a paused leader sent after
-	// another candidate had been elected while its own term had not ended
-	// (Term.Err nil): the term's promise broken (set by the scenario).
+	// UnendedLateWrites counts late writes of a paused leader whose term's
+	// local deadline, as it stood when the leader was stopped, did not come
+	// before another candidate's Campaign returned: the term's promise
+	// (ended before another is elected) not shown (set by the scenario).
 	UnendedLateWrites int
 	// ObserveViolations counts what an observer of an election row got
 	// wrong: a leader out of term order (a lower token after a higher
-	// one), a leader with the value of another candidate than the term's,
-	// or a standing leader never reported (set by the scenario).
+	// one), a leader with no value or the value of another candidate than
+	// the term's, a term no grant of the run has, a standing leader never
+	// reported, or no "no leader" after the last resignation (set by the
+	// scenario).
 	ObserveViolations int
 	// Effective is the number of rounds in which the fault took effect as
 	// designed (the other holder was granted during the pause, the delayed
@@ -141,8 +144,8 @@ func (r *Result) violationText() string {
 	add(r.LostUpdates, "lost updates")
 	add(r.TokenRegressions, "token regressions")
 	add(r.Orphans, "orphaned grants")
-	add(r.UnendedLateWrites, "late writes under a term not ended")
-	add(r.ObserveViolations, "observer errors (a leader out of term order, with another's value, or never reported)")
+	add(r.UnendedLateWrites, "late writes under a term whose deadline came after another's election")
+	add(r.ObserveViolations, "observer errors (a leader out of term order, with no value or another's, of a term no grant has, a leader or its end never reported)")
 	for _, k := range modelKinds {
 		if r.Verdicts[string(k)] == porcupine.Illegal {
 			s = append(s, string(k)+" model illegal")

@@ -5,7 +5,10 @@ import "time"
 // Clock is the single clock of a run: every event of a history is stamped
 // by the harness process, in nanoseconds of its monotonic clock since the
 // run began. Worker processes never stamp events themselves, so no two
-// clocks are ever compared. It is safe for concurrent use.
+// clocks are ever compared in a history. (One check outside the history,
+// election/pause's, compares two instants that workers read on the
+// machine's wall clock, which all processes of the run share.) It is safe
+// for concurrent use.
 type Clock struct {
 	start time.Time
 }

@@ -44,10 +44,18 @@
 // terms, the token model a term not above the last, and the register a
 // late write of an old leader that a fenced store admitted. A third
 // worker follows the election with election.Observe; the row counts an
-// error where it reports a leader out of term order, with another
-// candidate's value, closes its channel during the run, or, on
-// server-kill, never reports the leader elected after the restart. On pause the frozen leader's term must have
-// ended (Term.Err, exact when called) before its late write goes out.
+// error where it reports a leader out of term order, with no value or
+// another candidate's, of a term no grant of the run has (ZooKeeper
+// excepted for a candidate whose campaign failed: zklock documents that
+// its node may hold the lock for nobody until deleted), closes its
+// channel during the run, does not report within 30s the term a round
+// ends with (held until it has) or, on server-kill, the leader elected
+// after the restart, or does not report "no leader" within 30s of the
+// last resignation. On pause the frozen leader's term must have ended
+// before the other candidate was elected: its local deadline as it stood
+// when the leader was stopped (Term.Deadline, read by the worker until the
+// stop) must come before the other's Campaign returned, both instants read
+// on the machine's wall clock, which the harness and its workers share.
 //
 // # One clock, conservative intervals
 //

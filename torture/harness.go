@@ -38,6 +38,7 @@ type Run struct {
 	mu       sync.Mutex
 	workers  []*Worker
 	grants   []*grantRec
+	failed   []failedAcq // acquires answered with an error
 	proxies  []*faultproxy.Proxy
 	samples  []time.Duration // loss-detection latencies
 	notes    []string
@@ -45,6 +46,10 @@ type Run struct {
 	endAt    int64
 	injected int // rounds in which the fault took effect as designed
 }
+
+// failedAcq is an acquire, or campaign, of key by worker that failed or
+// was cancelled.
+type failedAcq struct{ worker, key string }
 
 // grantRec is the harness's view of one grant.
 type grantRec struct {
@@ -372,6 +377,7 @@ func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
 	switch c.req.Cmd {
 	case cmdAcquire:
 		if rep.Err != "" {
+			r.failed = append(r.failed, failedAcq{w.Name, c.req.Key})
 			return
 		}
 		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: c.req.Key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at}
@@ -526,11 +532,15 @@ type Acq struct {
 
 // Acquire acquires key; the worker then holds it.
 func (w *Worker) Acquire(key string, a Acq) (uint64, error) {
+	rep, err := w.acquire(key, a)
+	return rep.Token, err
+}
+
+func (w *Worker) acquire(key string, a Acq) (reply, error) {
 	if a.Timeout == 0 {
 		a.Timeout = time.Minute
 	}
-	rep, err := w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout})
-	return rep.Token, err
+	return w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout})
 }
 
 // AcquireResult is the outcome of AcquireAsync.
@@ -538,6 +548,9 @@ type AcquireResult struct {
 	Token uint64
 	Err   error
 	At    int64 // when the answer came
+	// Granted is when the acquire returned in the worker, on the
+	// machine's wall clock: the grant is no later.
+	Granted time.Time
 }
 
 // AcquireAsync starts Acquire and returns a channel that receives its
@@ -545,8 +558,8 @@ type AcquireResult struct {
 func (w *Worker) AcquireAsync(key string, a Acq) <-chan AcquireResult {
 	ch := make(chan AcquireResult, 1)
 	go func() {
-		tok, err := w.Acquire(key, a)
-		ch <- AcquireResult{Token: tok, Err: err, At: w.run.Clock.Now()}
+		rep, err := w.acquire(key, a)
+		ch <- AcquireResult{Token: rep.Token, Err: err, At: w.run.Clock.Now(), Granted: time.Unix(0, rep.Granted)}
 	}()
 	return ch
 }
@@ -583,16 +596,22 @@ type RMWResult struct {
 	Read    int64
 	Outcome string // of the write, as for Write
 	Err     error
-	// With Announce: the lock (or term) had ended, by its Err, when the
-	// unchecked write went out (EndedBefore), and its context had been
-	// cancelled (DoneBefore).
-	EndedBefore, DoneBefore bool
+	// With Announce: the lock's (or term's) local deadline as it stood
+	// when the worker was stopped (on the machine's wall clock; zero if it
+	// had none), and whether its context had been cancelled when the
+	// unchecked write went out (DoneBefore).
+	Deadline   time.Time
+	DoneBefore bool
 }
 
 // RMW reads resource and writes the value read plus one, as one command.
 func (w *Worker) RMW(resource string, o RMWOptions) RMWResult {
 	rep, err := w.must(request{Cmd: cmdRMW, Resource: resource, NoCheck: o.NoCheck, Announce: o.Announce, StoreTimeout: o.StoreTimeout})
-	return RMWResult{Read: rep.Value, Outcome: rep.Outcome, Err: err, EndedBefore: rep.EndedBefore, DoneBefore: rep.DoneBefore}
+	res := RMWResult{Read: rep.Value, Outcome: rep.Outcome, Err: err, DoneBefore: rep.DoneBefore}
+	if rep.Deadline != 0 {
+		res.Deadline = time.Unix(0, rep.Deadline)
+	}
+	return res
 }
 
 // RMWAsync starts RMW and returns a channel that receives its outcome.
@@ -678,6 +697,17 @@ func (w *Worker) Resume() error {
 func (w *Worker) Kill() {
 	_ = w.cmd.Process.Kill()
 	<-w.exited
+}
+
+// holdingLive returns the token of w's current grant and whether its end
+// has not been reported.
+func (w *Worker) holdingLive() (uint64, bool) {
+	w.run.mu.Lock()
+	defer w.run.mu.Unlock()
+	if w.current == nil {
+		return 0, false
+	}
+	return w.current.token, w.current.endAt == 0
 }
 
 // Holding returns the token of the grant the harness believes the worker

@@ -100,11 +100,17 @@ type reply struct {
 	// deadline not passed) after the store's reply arrived: the grant was
 	// held at least until the store answered.
 	LiveAfter bool `json:"live_after,omitempty"`
-	// EndedBefore (an rmw with Announce) reports that the lock, or term,
-	// had ended (Err not nil) when the write went out without a check;
-	// DoneBefore that its context was already cancelled then.
-	EndedBefore bool `json:"ended_before,omitempty"`
-	DoneBefore  bool `json:"done_before,omitempty"`
+	// Deadline (an rmw with Announce) is the lock's, or term's, local
+	// deadline as it stood when the harness stopped the worker: the latest
+	// Deadline read from the check until the write (or, for one ended
+	// before the announce, when it was found ended), in Unix nanoseconds
+	// of the machine's wall clock (0: none read); DoneBefore reports that its
+	// context was already cancelled when the write went out.
+	Deadline   int64 `json:"deadline,omitempty"`
+	DoneBefore bool  `json:"done_before,omitempty"`
+	// Granted (an acquire's answer) is when the acquire, or Campaign,
+	// returned in the worker, in Unix nanoseconds of the wall clock.
+	Granted int64 `json:"granted,omitempty"`
 
 	Leader string `json:"leader,omitempty"` // evLeader: the leader's value
 	Closed bool   `json:"closed,omitempty"` // evLeader: Observe's channel closed

@@ -208,12 +208,16 @@ func pauseScenario(f *Fixture) error {
 			r.Notef("round %d: A (token %d) wrote after the pause, still holding its lock: %s", round, a.Holding(), ares.Outcome)
 		}
 		if granted && f.Election {
-			// The term's promise: ended (Err, exact when called) before
-			// another candidate was elected, so before this write.
-			if !ares.EndedBefore {
+			// The term's promise: it ends by its local deadline, before
+			// the service elects another candidate. A's deadline as it
+			// stood when A was stopped must come before B's Campaign
+			// returned (both on the machine's wall clock), so before the
+			// election of B, which that return follows.
+			ended := !ares.Deadline.IsZero() && ares.Deadline.Before(bres.Granted)
+			if !ended {
 				f.Res0.UnendedLateWrites++
 			}
-			r.Notef("round %d: A's term had ended before its late write: %v (its context cancelled by then: %v)", round, ares.EndedBefore, ares.DoneBefore)
+			r.Notef("round %d: A's term's deadline came before B's Campaign returned: %v (by %v; its context cancelled by the late write: %v)", round, ended, bres.Granted.Sub(ares.Deadline).Round(time.Millisecond), ares.DoneBefore)
 		}
 		if err := a.Release(); err != nil {
 			r.Notef("round %d: A's release after the pause: %s", round, ErrKind(err))

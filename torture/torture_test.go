@@ -127,7 +127,7 @@ func judge(t *testing.T, sc torture.Scenario, res *torture.Result) {
 	// The term's promises, in every mode: an old leader's term had ended
 	// before its late write, and the observer reported leaders in order.
 	if res.UnendedLateWrites > 0 {
-		t.Errorf("%d late writes by a leader whose term had not ended after another's election", res.UnendedLateWrites)
+		t.Errorf("%d late writes by a paused leader whose term's deadline came after another's election", res.UnendedLateWrites)
 	}
 	if res.ObserveViolations > 0 {
 		t.Errorf("%d observer errors: see the notes", res.ObserveViolations)

@@ -77,6 +77,7 @@ type held interface {
 	Token() uint64
 	Err() error
 	Done() <-chan struct{}
+	Deadline() (time.Time, bool)
 	Release(ctx context.Context) error
 }
 
@@ -177,6 +178,7 @@ func (w *worker) exec(r request) reply {
 		if err != nil {
 			return fail(err)
 		}
+		rep.Granted = time.Now().UnixNano()
 		w.grant++
 		w.lock = l
 		rep.Token, rep.Grant = l.Token(), w.grant
@@ -220,17 +222,10 @@ func (w *worker) exec(r request) reply {
 		if r.Announce {
 			// Checked: live. Now report, and wait until the harness has
 			// done what it wanted to do to us (typically: stopped us).
-			w.send(reply{Event: evAnnounce})
-			for m := range w.in {
-				if m.Cmd == cmdGo {
-					break
-				}
-			}
+			rep.Deadline = w.announce()
 			// The write goes out without a second check: the pause came
-			// between the check and the write. What a check would have
-			// found is reported.
+			// between the check and the write.
 			r.NoCheck = true
-			rep.EndedBefore = w.lock.Err() != nil
 			select {
 			case <-w.lock.Done():
 				rep.DoneBefore = true
@@ -267,6 +262,43 @@ func (w *worker) exec(r request) reply {
 		return fail(fmt.Errorf("unknown command %q", r.Cmd))
 	}
 	return rep
+}
+
+// announce reports the announce, waits for the harness's go and returns
+// the lock's latest local deadline meanwhile (Unix nanoseconds, 0 if it
+// had none). Deadline reports nothing once the lock has ended, so it is
+// read before the announce, which the harness may answer by stopping the
+// worker at once, and every millisecond until the go, so that the
+// deadline of a renewal confirmed before the stop is read before it. A
+// renewal confirmed in the last millisecond before the stop may be
+// missed; a lock whose deadline passed during the stop is never renewed
+// after it (Err is exact: ended). A lock already ended at the first read
+// ended by then: that instant is returned, before any stop.
+func (w *worker) announce() int64 {
+	var latest int64
+	read := func() {
+		if d, ok := w.lock.Deadline(); ok {
+			latest = max(latest, d.UnixNano())
+		}
+	}
+	read()
+	if latest == 0 && w.lock.Err() != nil {
+		latest = time.Now().UnixNano()
+	}
+	w.send(reply{Event: evAnnounce})
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case m, ok := <-w.in:
+			if !ok || m.Cmd == cmdGo {
+				read()
+				return latest
+			}
+		case <-tick.C:
+			read()
+		}
+	}
 }
 
 // write sends a write of value with the lock's token and fills rep.

@@ -102,18 +102,26 @@ func startJava(t testing.TB, java, classpath, main string, args ...string) *cura
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", main, err)
 	}
+	// Once the test is over nobody reads events, and Cleanup reads lines
+	// only to see the program exit: the reader drops what it cannot hand
+	// over then, so that it never blocks and c.lines is closed.
+	over := make(chan struct{})
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if ev, ok := strings.CutPrefix(sc.Text(), "event "); ok {
-				c.events <- ev
-				continue
+			to, l := c.lines, sc.Text()
+			if ev, ok := strings.CutPrefix(l, "event "); ok {
+				to, l = c.events, ev
 			}
-			c.lines <- sc.Text()
+			select {
+			case to <- l:
+			case <-over:
+			}
 		}
 	}()
 	t.Cleanup(func() {
+		close(over)
 		stdin.Close()
 		timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 		for range c.lines {

@@ -64,11 +64,10 @@ func (c *curator) noEvent(t testing.TB, what string) {
 // session on path.
 func waitWatchedBy(t testing.TB, z *testserver.ZooKeeper, path string, session int64) {
 	t.Helper()
-	want := path + "\n\t0x" + strconv.FormatUint(uint64(session), 16) + "\n"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := testserver.FourLetterWord(z.Servers[0], "wchp")
-		if err == nil && strings.Contains(out, want) {
+		if err == nil && watchedBy(out, path, session) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -76,6 +75,24 @@ func waitWatchedBy(t testing.TB, z *testserver.ZooKeeper, path string, session i
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// watchedBy reports whether wchp's output lists session under path: each
+// watched path on a line of its own, then the sessions that watch it, one
+// a line, indented by a tab.
+func watchedBy(wchp, path string, session int64) bool {
+	want := "0x" + strconv.FormatUint(uint64(session), 16)
+	under := false
+	for _, l := range strings.Split(wchp, "\n") {
+		if s, ok := strings.CutPrefix(l, "\t"); ok {
+			if under && s == want {
+				return true
+			}
+			continue
+		}
+		under = l == path
+	}
+	return false
 }
 
 // candidacyNode checks the node of a distlock candidate: one
@@ -182,6 +199,9 @@ func TestCuratorLeaderLatch(t *testing.T) {
 	if nodes[0] != javaNode {
 		t.Fatalf("nodes %q, want Java's %q first", nodes, javaNode)
 	}
+	// The candidate watches Java's node once it found itself second: it
+	// has decided, so a Campaign that ignores Java's node has returned.
+	waitWatchedBy(t, z, dir+"/"+javaNode, ob.Conn().SessionID())
 	select {
 	case r := <-campaigned:
 		t.Fatalf("Campaign returned while Java leads: %v, %v", r.term, r.err)
