@@ -388,6 +388,14 @@
 //     so its watches end; a Client's Watch reads again, polls every
 //     distlock.WatchPoll, and watches again once the Backend has
 //     reconnected.
+//   - Functions of an earlier version, which notify no watcher: in a
+//     rolling upgrade an instance of an earlier version migrates when it
+//     starts, and puts them back. A watch checks the schema's functions
+//     when it begins and each time it renews its mark (every 10s): under
+//     those of an earlier version WatchHolder reports
+//     errors.ErrUnsupported, and a running watch ends, so that a Client's
+//     Watch polls every distlock.WatchPoll. A Backend that starts
+//     afterwards, or Migrate, puts this version's back.
 //   - Lease mode without WithListen: the pool may be a pooler in
 //     transaction mode (PgBouncer's pool_mode = transaction), where
 //     LISTEN does not work, so the Backend cannot watch: WatchHolder

@@ -147,6 +147,12 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		}
 		return nil, watchErr(err)
 	}
+	if err := b.notifies(wctx); err != nil {
+		if wctx.Err() != nil {
+			return nil, ended()
+		}
+		return nil, err
+	}
 	var pid int32
 	if poll {
 		if err := b.pool.QueryRow(wctx, pidSQL, pgx.QueryExecModeExec, key).Scan(&pid); err != nil {
@@ -210,9 +216,12 @@ func (w *holderWatch) run(ctx context.Context) {
 		case <-renew.C:
 			rctx, cancel := context.WithTimeout(ctx, w.b.cfg.requestTimeout)
 			_, err := w.b.pool.Exec(rctx, w.mark, pgx.QueryExecModeExec, w.key, markLife.Milliseconds())
+			if err == nil {
+				err = w.b.notifies(rctx)
+			}
 			cancel()
 			if err != nil {
-				return // the mark may lapse
+				return // the mark may lapse, or changes are no longer notified
 			}
 		case <-tick:
 			rctx, cancel := context.WithTimeout(ctx, w.b.cfg.requestTimeout)
@@ -239,4 +248,21 @@ func watchErr(err error) error {
 		return fmt.Errorf("pglock: watch holder: the role may not mark the key's row (%s): %w", pgErr.Message, errors.ErrUnsupported)
 	}
 	return sortErr("watch holder", err)
+}
+
+// notifies checks that the schema's functions notify the watchers of a
+// key: an earlier version's Migrate, run while this version's Backends
+// run (a rolling upgrade), puts back functions that do not, and a watch
+// would wait for a notification that never comes. It returns an error
+// matching errors.ErrUnsupported if they do not, so that a Client's Watch
+// polls; Migrate of this version brings them back.
+func (b *Backend) notifies(ctx context.Context) error {
+	f, err := locate(ctx, b.pool)
+	switch {
+	case err != nil:
+		return watchErr(err)
+	case f.missing || f.outdated:
+		return fmt.Errorf("pglock: watch holder: the schema's functions are of an earlier version, which notifies no watcher (see Migrate): %w", errors.ErrUnsupported)
+	}
+	return nil
 }
