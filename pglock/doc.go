@@ -387,7 +387,11 @@
 //   - A LISTEN session that breaks: what was notified meanwhile is lost,
 //     so its watches end; a Client's Watch reads again, polls every
 //     distlock.WatchPoll, and watches again once the Backend has
-//     reconnected.
+//     reconnected. A connection broken without an error (a network
+//     partition, a host gone: nothing arrives, and TCP gives up only after
+//     minutes) is found by a ping after 5s of silence, which ends the
+//     session when no answer comes within the request timeout
+//     (WithRequestTimeout): within 5s and that timeout.
 //   - Functions of an earlier version, which notify no watcher: in a
 //     rolling upgrade an instance of an earlier version migrates when it
 //     starts, and puts them back. A watch checks the schema's functions

@@ -74,7 +74,8 @@ var watchPoll = time.Second
 // effect (waiting for the session at most driver.ConfirmWait) and the
 // mark is committed, so that no later change is missed; the mark is
 // renewed every 10s. The watch ends when the LISTEN session breaks (what
-// was notified meanwhile is lost), when a renewal fails, when ctx ends or
+// was notified meanwhile is lost; a session silent for 5s is pinged, and
+// ended when the ping gets no answer within the request timeout), when a renewal fails, when ctx ends or
 // when the Backend is closed. What is not notified: a LeaseMode grant that
 // expires (the watcher reads again at its Expires) and, in SessionMode, a
 // session that ended without releasing, whose lock the server frees
@@ -86,7 +87,9 @@ var watchPoll = time.Second
 // returns an error matching errors.ErrUnsupported, and a Client's Watch
 // polls. So it does for a role that may not mark the key's row (INSERT
 // and UPDATE on distlock_fence in SessionMode, on distlock_lease in
-// LeaseMode).
+// LeaseMode), and for a schema whose functions an earlier version's
+// Migrate put back, which notify no watcher: a watch checks them when it
+// begins and at each renewal of its mark, and ends if they are.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
