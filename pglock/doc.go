@@ -364,8 +364,10 @@
 // watches costs no notification. The Backend hears it on its LISTEN
 // session: in lease mode the session of WithListen, which waiters share;
 // in session mode one connection, outside the pool, that the first watch
-// opens as the pool opens its own (its BeforeConnect and AfterConnect
-// hooks are not run). The mark is a column of the row that each of those
+// opens with the pool's connection config (a pool with a BeforeConnect
+// or AfterConnect hook, which that connection would not run, cannot
+// watch: WatchHolder reports errors.ErrUnsupported, and a Client's Watch
+// polls every distlock.WatchPoll). The mark is a column of the row that each of those
 // statements updates, so that a change is either notified or committed
 // before the watch begins (the watcher then reads it): none is missed.
 //

@@ -87,7 +87,9 @@ var watchPoll = time.Second
 // returns an error matching errors.ErrUnsupported, and a Client's Watch
 // polls. So it does for a role that may not mark the key's row (INSERT
 // and UPDATE on distlock_fence in SessionMode, on distlock_lease in
-// LeaseMode), and for a schema whose functions an earlier version's
+// LeaseMode), for a SessionMode Backend whose pool has a BeforeConnect
+// or AfterConnect hook (the LISTEN connection would not run it), and for
+// a schema whose functions an earlier version's
 // Migrate put back, which notify no watcher: a watch checks them when it
 // begins and at each renewal of its mark, and ends if they are.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
@@ -98,6 +100,9 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		return nil, err
 	}
 	if b.listen == nil {
+		if b.cfg.mode == SessionMode {
+			return nil, fmt.Errorf("pglock: watch holder: the pool has a BeforeConnect or AfterConnect hook, which a LISTEN connection would not run: %w", errors.ErrUnsupported)
+		}
 		return nil, fmt.Errorf("pglock: watch holder: a LeaseMode Backend without WithListen has no LISTEN session: %w", errors.ErrUnsupported)
 	}
 	if b.listen.start() && !b.life.Go(func() { b.listen.run(b.ctx, b.cfg.requestTimeout) }) {

@@ -1,6 +1,7 @@
 package pglock_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
@@ -292,5 +294,57 @@ func TestWatchListenHalfOpen(t *testing.T) {
 		}
 	case <-time.After(pushWait):
 		t.Fatalf("Watch did not report grant %d within %v", l.Token(), pushWait)
+	}
+}
+
+// TestWatchPoolConnectHooks: a SessionMode Backend whose pool has a
+// BeforeConnect hook (here it supplies the address; a rotated credential
+// is the usual case) cannot watch, since its LISTEN connection would not
+// run the hook: WatchHolder reports errors.ErrUnsupported at once, and a
+// Client's Watch polls. Before, the LISTEN connection failed, WatchHolder
+// reported ErrUnavailable after driver.ConfirmWait on every call, and the
+// listener redialled until Close.
+func TestWatchPoolConnectHooks(t *testing.T) {
+	ctx, key := testCtx(t), "watch/hooks"
+	cfg, err := pgxpool.ParseConfig(server.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port := cfg.ConnConfig.Host, cfg.ConnConfig.Port
+	nowhere := closedAddr(t)
+	i := strings.LastIndexByte(nowhere, ':')
+	p, err := strconv.Atoi(nowhere[i+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = nowhere[:i], uint16(p)
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.Host, cc.Port = host, port
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b, err := pglock.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if _, err := b.WatchHolder(ctx, key); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("WatchHolder: %v, want errors.ErrUnsupported", err)
+	}
+	w, err := newClient(t, b).Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := <-w; h.Token != l.Token() {
+		t.Fatalf("Watch reported %+v, want token %d", h, l.Token())
 	}
 }
