@@ -27,7 +27,10 @@
 -- and change of owner of a key whose row is marked watched (watched_until,
 -- a column of distlock_fence and distlock_lease, in the future) sends
 -- NOTIFY distlock_holder with the key as the payload, in its own
--- transaction. A watcher marks the row of its key, and renews the mark,
+-- transaction; except, in session mode, a release by distlock_release
+-- (that of the first version's Backends), or by a plain unlock (a
+-- release whose row names a later grant), which a session-mode watcher
+-- learns of from its poll of pg_locks, as of a session that ended. A watcher marks the row of its key, and renews the mark,
 -- while it LISTENs; a key nobody watches costs no notification. The mark
 -- is a column of the row every such statement already updates, so that
 -- the statement reads the mark of the row's latest version, after any
