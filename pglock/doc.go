@@ -346,7 +346,10 @@
 // distlock_fence while pg_locks shows its advisory lock granted to the
 // session of that grant, which has not released it (not to the next
 // grant, which holds the lock before its token commits, nor to a session
-// from psql, whose lock has no token), in lease mode its unexpired row of
+// from psql, whose lock has no token; a grant made through an earlier
+// version's distlock_acquire, which an earlier version's Migrate puts
+// back in a rolling upgrade, records no session, and its key is read held
+// while any session holds the lock), in lease mode its unexpired row of
 // distlock_lease. It reads that key only:
 // "svc/leader" is never "svc/leader2". SetOwner (Lock.SetOwner, an
 // election's Proclaim) updates the owner in that row, owner-checked in the
