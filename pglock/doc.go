@@ -346,7 +346,10 @@
 // distlock_fence while pg_locks shows its advisory lock granted to the
 // session of that grant, which has not released it (not to the next
 // grant, which holds the lock before its token commits, nor to a session
-// from psql, whose lock has no token), in lease mode its unexpired row of
+// from psql, whose lock has no token; a grant made through an earlier
+// version's distlock_acquire, which an earlier version's Migrate puts
+// back in a rolling upgrade, records no session, and its key is read held
+// while any session holds the lock), in lease mode its unexpired row of
 // distlock_lease. It reads that key only:
 // "svc/leader" is never "svc/leader2". SetOwner (Lock.SetOwner, an
 // election's Proclaim) updates the owner in that row, owner-checked in the
@@ -364,8 +367,10 @@
 // watches costs no notification. The Backend hears it on its LISTEN
 // session: in lease mode the session of WithListen, which waiters share;
 // in session mode one connection, outside the pool, that the first watch
-// opens as the pool opens its own (its BeforeConnect and AfterConnect
-// hooks are not run). The mark is a column of the row that each of those
+// opens with the pool's connection config (a pool with a BeforeConnect
+// or AfterConnect hook, which that connection would not run, cannot
+// watch: WatchHolder reports errors.ErrUnsupported, and a Client's Watch
+// polls every distlock.WatchPoll). The mark is a column of the row that each of those
 // statements updates, so that a change is either notified or committed
 // before the watch begins (the watcher then reads it): none is missed.
 //
@@ -387,7 +392,19 @@
 //   - A LISTEN session that breaks: what was notified meanwhile is lost,
 //     so its watches end; a Client's Watch reads again, polls every
 //     distlock.WatchPoll, and watches again once the Backend has
-//     reconnected.
+//     reconnected. A connection broken without an error (a network
+//     partition, a host gone: nothing arrives, and TCP gives up only after
+//     minutes) is found by a ping after 5s of silence, which ends the
+//     session when no answer comes within the request timeout
+//     (WithRequestTimeout): within 5s and that timeout.
+//   - Functions of an earlier version, which notify no watcher: in a
+//     rolling upgrade an instance of an earlier version migrates when it
+//     starts, and puts them back. A watch checks the schema's functions
+//     when it begins and each time it renews its mark (every 10s): under
+//     those of an earlier version WatchHolder reports
+//     errors.ErrUnsupported, and a running watch ends, so that a Client's
+//     Watch polls every distlock.WatchPoll. A Backend that starts
+//     afterwards, or Migrate, puts this version's back.
 //   - Lease mode without WithListen: the pool may be a pooler in
 //     transaction mode (PgBouncer's pool_mode = transaction), where
 //     LISTEN does not work, so the Backend cannot watch: WatchHolder

@@ -29,14 +29,22 @@ const (
 			OPERATOR(pg_catalog.=) pg_catalog.hashtextextended(f.key, 0::pg_catalog.int8)`
 
 	// lastGrantSQL narrows heldLockSQL, in listSQL and holderSQL, to the
-	// session of the key's last grant (f.pid, 0 for a grant made before
-	// schema version 5), while that grant is not released: not the next
-	// grant's session, which holds the lock before its token commits and,
-	// after a lost grant, for the loss grace, nor a session outside the
-	// package (psql's pg_advisory_lock), whose lock has no token.
-	// Otherwise a reader woken by a release could read the released
-	// grant's token again, held by its successor.
-	lastGrantSQL = ` AND f.held AND (f.pid OPERATOR(pg_catalog.=) 0::pg_catalog.int4 OR l.pid OPERATOR(pg_catalog.=) f.pid)`
+	// session of the key's last grant while that grant is not released:
+	// not the next grant's session, which holds the lock before its token
+	// commits and, after a lost grant, for the loss grace, nor a session
+	// outside the package (psql's pg_advisory_lock), whose lock has no
+	// token. Otherwise a reader woken by a release could read the released
+	// grant's token again, held by its successor. The session is f.pid
+	// only while f.pid_token is the key's token: a grant through an
+	// earlier version's distlock_acquire (put back by that version's
+	// Migrate while this one runs, or made before version 5) leaves the
+	// pid of an earlier grant, and its key is then held while any session
+	// holds the lock, as on a schema of an earlier version. A session that
+	// started after the grant (pg_stat_activity.backend_start, when the
+	// role may read it) has the grant's pid reused, and is not its session.
+	lastGrantSQL = ` AND f.held AND (f.pid_token OPERATOR(pg_catalog.<>) f.token OR (l.pid OPERATOR(pg_catalog.=) f.pid
+		AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) f.pid
+			AND a.backend_start OPERATOR(pg_catalog.>) f.granted_at)))`
 
 	// grantMarker stands for lastGrantSQL, or nothing on a schema of an
 	// earlier version (see newStatements).

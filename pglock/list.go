@@ -30,8 +30,10 @@ ORDER BY f.key COLLATE pg_catalog."C"`
 // its token commits, nor a session outside this package (psql's
 // pg_advisory_lock), whose lock has no token, is listed with the last
 // grant's token. On a schema of an earlier version, which records no
-// grant's session, a key is listed while any session holds its lock, and
-// a key whose id collides with a held key's is listed as held too.
+// grant's session, and for a grant made through an earlier version's
+// distlock_acquire (which that version's Migrate puts back), a key is
+// listed while any session holds its lock, and a key whose id collides
+// with a held key's is listed as held too.
 // Expires is always zero: grants have no time bound.
 //
 // In LeaseMode it lists the unexpired grants of distlock_lease, with

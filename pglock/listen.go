@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -213,11 +214,18 @@ func (l *listener) notify(payload string) {
 // listenBackoff paces reconnections of the listener.
 var listenBackoff = driver.ExponentialBackoff(50*time.Millisecond, 5*time.Second)
 
+// listenIdle is how long the listener's session may stay silent before
+// it is pinged. A connection broken without a reset (a network partition,
+// a host gone) delivers nothing and reports no error until TCP gives up,
+// which takes minutes to hours: the watches it carries would wait that
+// long for a change, and a LeaseMode waiter for its poll.
+const listenIdle = 5 * time.Second
+
 // run keeps the listener's session until ctx ends, reconnecting after a
-// failure.
-func (l *listener) run(ctx context.Context, closeTimeout time.Duration) {
+// failure. requestTimeout bounds a ping and the session's close.
+func (l *listener) run(ctx context.Context, requestTimeout time.Duration) {
 	for failures := 0; ; {
-		wasLive := l.session(ctx, closeTimeout)
+		wasLive := l.session(ctx, requestTimeout)
 		l.setLive(false)
 		if wasLive {
 			failures = 0
@@ -235,14 +243,16 @@ func (l *listener) run(ctx context.Context, closeTimeout time.Duration) {
 }
 
 // session connects, listens and passes notifications on until the
-// connection fails or ctx ends. It reports whether LISTEN took effect.
-func (l *listener) session(ctx context.Context, closeTimeout time.Duration) bool {
+// connection fails, a ping after listenIdle of silence gets no answer
+// within requestTimeout, or ctx ends. It reports whether LISTEN took
+// effect.
+func (l *listener) session(ctx context.Context, requestTimeout time.Duration) bool {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
 		return false
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
@@ -253,8 +263,23 @@ func (l *listener) session(ctx context.Context, closeTimeout time.Duration) bool
 	}
 	l.setLive(true)
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wctx, cancel := context.WithTimeout(ctx, listenIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() == nil && pgconn.Timeout(err):
+			// Silent for listenIdle: a timeout leaves the connection
+			// usable, and a notification that comes with the ping's
+			// answer is kept for the next wait.
+			pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true
+			}
+			continue
+		default:
 			return true
 		}
 		switch n.Channel {

@@ -90,8 +90,9 @@ type Backend struct {
 	rowQueue driver.Queue[struct{}]
 
 	// listen is the LISTEN session: in LeaseMode with WithListen, started
-	// by New; in SessionMode, on a connection made as the pool makes
-	// them, started by the first WatchHolder; nil otherwise.
+	// by New; in SessionMode, on a connection made with the pool's
+	// connection config, started by the first WatchHolder, unless the
+	// pool has a connect hook; nil otherwise.
 	listen     *listener
 	livePauses atomic.Int64 // pauses of waiters told of releases by listen, for tests
 
@@ -149,8 +150,12 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
 			return nil, fmt.Errorf("%w: pglock: listen connection: %w", driver.ErrInvalidOption, driver.Scrub(err, cfg.listen))
 		}
 		b.listen = newListener(lc)
-	} else if cfg.mode == SessionMode {
-		b.listen = newListener(pool.Config().ConnConfig.Copy())
+	} else if pc := pool.Config(); cfg.mode == SessionMode && pc.BeforeConnect == nil && pc.AfterConnect == nil {
+		// The listener connects with pgx.ConnectConfig, which runs no
+		// pool hook: one that supplies a credential, or sets the session
+		// up, would be missing, and the listener would fail, or listen
+		// where the pool's sessions do not work.
+		b.listen = newListener(pc.ConnConfig.Copy())
 	}
 	b.schema.init()
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -68,6 +68,7 @@ var locateSQL = `WITH me AS (
 	('table', 'distlock_fence', NULL, NULL),
 	('column', 'distlock_fence.watched_until', NULL, NULL),
 	('column', 'distlock_fence.pid', NULL, NULL),
+	('column', 'distlock_fence.pid_token', NULL, NULL),
 	('table', 'distlock_resource', NULL, NULL),
 	('table', 'distlock_lease', NULL, NULL),
 	('column', 'distlock_lease.watched_until', NULL, NULL),
@@ -216,7 +217,7 @@ func newStatements(f *located) *statements {
 	// The grant's session is known from version 5 on; Holder and List
 	// read a schema of an earlier version too, which they do not migrate.
 	grant := ""
-	if f.present["distlock_fence.pid"] {
+	if f.present["distlock_fence.pid_token"] {
 		grant = lastGrantSQL
 	}
 	s.list = s.qualified(strings.ReplaceAll(listSQL, grantMarker, grant))

@@ -27,7 +27,10 @@
 -- and change of owner of a key whose row is marked watched (watched_until,
 -- a column of distlock_fence and distlock_lease, in the future) sends
 -- NOTIFY distlock_holder with the key as the payload, in its own
--- transaction. A watcher marks the row of its key, and renews the mark,
+-- transaction; except, in session mode, a release by distlock_release
+-- (that of the first version's Backends), or by a plain unlock (a
+-- release whose row names a later grant), which a session-mode watcher
+-- learns of from its poll of pg_locks, as of a session that ended. A watcher marks the row of its key, and renews the mark,
 -- while it LISTENs; a key nobody watches costs no notification. The mark
 -- is a column of the row every such statement already updates, so that
 -- the statement reads the mark of the row's latest version, after any
@@ -35,8 +38,9 @@
 -- then sees its row), and a watcher's mark waits for a grant in progress:
 -- a change is either notified, or committed before the mark, and read by
 -- the watcher after it. Version 5 also records the session of each
--- session-mode grant (distlock_fence.pid), so that the holder read is that
--- grant's and not the next one's, in progress.
+-- session-mode grant (distlock_fence.pid, with the token of the grant
+-- that wrote it, pid_token), so that the holder read is that grant's and
+-- not the next one's, in progress.
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -45,10 +49,14 @@
 -- from a grant until its release through distlock_release, so that it is
 -- still true when a grant ended otherwise (its session was terminated or
 -- broke). watched_until is the end of the watchers' mark (see above);
--- pid is the server pid of the session of the last grant (0 for a grant
--- made before version 5), so that a reader tells that grant's session
--- from the next grant's, which holds the lock before its token commits
--- (and, after a lost grant, for the loss grace).
+-- pid is the server pid of the session of the grant with the token
+-- pid_token (0 and 0 before any grant of version 5), so that a reader
+-- tells the last grant's session from the next grant's, which holds the
+-- lock before its token commits (and, after a lost grant, for the loss
+-- grace). A reader uses pid only while pid_token is the key's token: a
+-- grant through an earlier version's distlock_acquire, which an earlier
+-- version's Migrate may put back while Backends of this version run,
+-- takes the next token and leaves pid as it was.
 --
 -- distlock_resource: one row per resource fenced with distlock_admit, with
 -- the highest token admitted for it.
@@ -108,7 +116,8 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease (
 -- with them.
 ALTER TABLE @schema@.distlock_lease ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity';
 ALTER TABLE @schema@.distlock_fence ADD COLUMN IF NOT EXISTS watched_until timestamptz NOT NULL DEFAULT '-infinity',
-    ADD COLUMN IF NOT EXISTS pid integer NOT NULL DEFAULT 0;
+    ADD COLUMN IF NOT EXISTS pid integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS pid_token bigint NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_waiter (
     key     text NOT NULL,
@@ -178,7 +187,7 @@ BEGIN
     -- The common case, a key whose last grant was released: one UPDATE.
     UPDATE @schema@.distlock_fence f
     SET token = f.token + 1, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(), held = true,
-        pid = pg_catalog.pg_backend_pid()
+        pid = pg_catalog.pg_backend_pid(), pid_token = f.token + 1
     WHERE f.key = lock_key AND NOT f.held
     RETURNING f.token, f.watched_until > pg_catalog.now() INTO granted, watched;
     IF FOUND THEN
@@ -199,10 +208,11 @@ BEGIN
         PERFORM pg_catalog.pg_sleep(greatest(0, least(extract(epoch FROM loss_grace),
             extract(epoch FROM lost_at + loss_grace - pg_catalog.clock_timestamp()))));
     END IF;
-    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held, pid)
-    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true, pg_catalog.pg_backend_pid())
+    INSERT INTO @schema@.distlock_fence AS f (key, token, owner, granted_at, held, pid, pid_token)
+    VALUES (lock_key, 1, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), true, pg_catalog.pg_backend_pid(), 1)
     ON CONFLICT (key) DO UPDATE
-        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true, pid = EXCLUDED.pid
+        SET token = f.token + 1, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at, held = true, pid = EXCLUDED.pid,
+            pid_token = f.token + 1
     RETURNING f.token, f.watched_until > pg_catalog.now() INTO granted, watched;
     IF watched THEN
         PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);

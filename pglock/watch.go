@@ -74,7 +74,8 @@ var watchPoll = time.Second
 // effect (waiting for the session at most driver.ConfirmWait) and the
 // mark is committed, so that no later change is missed; the mark is
 // renewed every 10s. The watch ends when the LISTEN session breaks (what
-// was notified meanwhile is lost), when a renewal fails, when ctx ends or
+// was notified meanwhile is lost; a session silent for 5s is pinged, and
+// ended when the ping gets no answer within the request timeout), when a renewal fails, when ctx ends or
 // when the Backend is closed. What is not notified: a LeaseMode grant that
 // expires (the watcher reads again at its Expires) and, in SessionMode, a
 // session that ended without releasing, whose lock the server frees
@@ -86,7 +87,11 @@ var watchPoll = time.Second
 // returns an error matching errors.ErrUnsupported, and a Client's Watch
 // polls. So it does for a role that may not mark the key's row (INSERT
 // and UPDATE on distlock_fence in SessionMode, on distlock_lease in
-// LeaseMode).
+// LeaseMode), for a SessionMode Backend whose pool has a BeforeConnect
+// or AfterConnect hook (the LISTEN connection would not run it), and for
+// a schema whose functions an earlier version's
+// Migrate put back, which notify no watcher: a watch checks them when it
+// begins and at each renewal of its mark, and ends if they are.
 func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -95,6 +100,9 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 		return nil, err
 	}
 	if b.listen == nil {
+		if b.cfg.mode == SessionMode {
+			return nil, fmt.Errorf("pglock: watch holder: the pool has a BeforeConnect or AfterConnect hook, which a LISTEN connection would not run: %w", errors.ErrUnsupported)
+		}
 		return nil, fmt.Errorf("pglock: watch holder: a LeaseMode Backend without WithListen has no LISTEN session: %w", errors.ErrUnsupported)
 	}
 	if b.listen.start() && !b.life.Go(func() { b.listen.run(b.ctx, b.cfg.requestTimeout) }) {
@@ -146,6 +154,12 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 			return nil, ended()
 		}
 		return nil, watchErr(err)
+	}
+	if err := b.notifies(wctx); err != nil {
+		if wctx.Err() != nil {
+			return nil, ended()
+		}
+		return nil, err
 	}
 	var pid int32
 	if poll {
@@ -210,9 +224,12 @@ func (w *holderWatch) run(ctx context.Context) {
 		case <-renew.C:
 			rctx, cancel := context.WithTimeout(ctx, w.b.cfg.requestTimeout)
 			_, err := w.b.pool.Exec(rctx, w.mark, pgx.QueryExecModeExec, w.key, markLife.Milliseconds())
+			if err == nil {
+				err = w.b.notifies(rctx)
+			}
 			cancel()
 			if err != nil {
-				return // the mark may lapse
+				return // the mark may lapse, or changes are no longer notified
 			}
 		case <-tick:
 			rctx, cancel := context.WithTimeout(ctx, w.b.cfg.requestTimeout)
@@ -239,4 +256,21 @@ func watchErr(err error) error {
 		return fmt.Errorf("pglock: watch holder: the role may not mark the key's row (%s): %w", pgErr.Message, errors.ErrUnsupported)
 	}
 	return sortErr("watch holder", err)
+}
+
+// notifies checks that the schema's functions notify the watchers of a
+// key: an earlier version's Migrate, run while this version's Backends
+// run (a rolling upgrade), puts back functions that do not, and a watch
+// would wait for a notification that never comes. It returns an error
+// matching errors.ErrUnsupported if they do not, so that a Client's Watch
+// polls; Migrate of this version brings them back.
+func (b *Backend) notifies(ctx context.Context) error {
+	f, err := locate(ctx, b.pool)
+	switch {
+	case err != nil:
+		return watchErr(err)
+	case f.missing || f.outdated:
+		return fmt.Errorf("pglock: watch holder: the schema's functions are of an earlier version, which notifies no watcher (see Migrate): %w", errors.ErrUnsupported)
+	}
+	return nil
 }

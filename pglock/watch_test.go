@@ -1,11 +1,19 @@
 package pglock_test
 
 import (
+	"context"
 	"errors"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/testserver"
 )
@@ -158,7 +166,7 @@ func TestWatchEndsWithListenSession(t *testing.T) {
 			}
 			var n int
 			if err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
-WHERE application_name = 'watch_listen' AND query LIKE 'LISTEN%'`).Scan(&n); err != nil || n != 1 {
+WHERE application_name = 'watch_listen' AND (query LIKE 'LISTEN%' OR query = '-- ping')`).Scan(&n); err != nil || n != 1 {
 				t.Fatalf("terminate the LISTEN session: %d, %v", n, err)
 			}
 			deadline := time.After(pushWait)
@@ -241,4 +249,102 @@ func TestWatchThroughPgBouncer(t *testing.T) {
 	}
 	expectWake(t, ch, "the release")
 	next("the release", 0, "")
+}
+
+// TestWatchListenHalfOpen: a LISTEN session whose connection silently
+// stops delivering (a network partition: no reset, no error) is pinged
+// when idle, and ended when the ping gets no answer, which ends its
+// watches; a Client's Watch of the key then reads again and reports the
+// grant made meanwhile. Before, nothing checked the session, and the
+// watch waited for TCP to give up.
+func TestWatchListenHalfOpen(t *testing.T) {
+	ctx, key := testCtx(t), "watch/halfopen"
+	cfg, err := pgx.ParseConfig(server.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	proxy := faultproxy.Start(t, target)
+	listenDSN := strings.Replace(server.DSN, target, proxy.Addr(), 1)
+	if listenDSN == server.DSN {
+		t.Fatalf("no %s in the server's DSN", target)
+	}
+	watcher := newLeaseBackend(t, server.DSN, pglock.WithListen(listenDSN))
+	holder := newLeaseBackend(t, server.DSN)
+	w, err := newClient(t, watcher).Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := <-w; h.Token != 0 {
+		t.Fatalf("first report %+v, want the free key", h)
+	}
+	proxy.Blackhole()
+	t.Cleanup(proxy.Heal)
+	l, err := holder.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	// The ping comes after 5s of silence and gets 5s (the request
+	// timeout) to be answered.
+	select {
+	case h := <-w:
+		if h.Token != l.Token() {
+			t.Fatalf("Watch reported %+v, want token %d", h, l.Token())
+		}
+	case <-time.After(pushWait):
+		t.Fatalf("Watch did not report grant %d within %v", l.Token(), pushWait)
+	}
+}
+
+// TestWatchPoolConnectHooks: a SessionMode Backend whose pool has a
+// BeforeConnect hook (here it supplies the address; a rotated credential
+// is the usual case) cannot watch, since its LISTEN connection would not
+// run the hook: WatchHolder reports errors.ErrUnsupported at once, and a
+// Client's Watch polls. Before, the LISTEN connection failed, WatchHolder
+// reported ErrUnavailable after driver.ConfirmWait on every call, and the
+// listener redialled until Close.
+func TestWatchPoolConnectHooks(t *testing.T) {
+	ctx, key := testCtx(t), "watch/hooks"
+	cfg, err := pgxpool.ParseConfig(server.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port := cfg.ConnConfig.Host, cfg.ConnConfig.Port
+	nowhere := closedAddr(t)
+	i := strings.LastIndexByte(nowhere, ':')
+	p, err := strconv.Atoi(nowhere[i+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = nowhere[:i], uint16(p)
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.Host, cc.Port = host, port
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b, err := pglock.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if _, err := b.WatchHolder(ctx, key); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("WatchHolder: %v, want errors.ErrUnsupported", err)
+	}
+	w, err := newClient(t, b).Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := <-w; h.Token != l.Token() {
+		t.Fatalf("Watch reported %+v, want token %d", h, l.Token())
+	}
 }
