@@ -12,8 +12,9 @@
 // at once, retries. A backend reports facts and keeps no policy of its own.
 // A backend may also implement BatchRefresher (renew many leases in one
 // round trip), Lister (distlock status), HolderReader (the holder of
-// exactly one key) and HolderWatcher (a push-based watch of it, for
-// Client.Watch and elections), and its leases OwnerSetter (a new owner
+// exactly one key), HolderWatcher (a push-based watch of it, for
+// Client.Watch and elections) and Semaphores (permits of counting
+// semaphores, see Semaphores), and its leases OwnerSetter (a new owner
 // for a held grant, for an election's Proclaim). The Client falls back to
 // Lister, then to polling, when a backend lacks one, or when it returns
 // an error matching errors.ErrUnsupported.
@@ -58,7 +59,8 @@
 //     telling a TLS failure from a network one, and a server that expects
 //     TLS from one that does not.
 //   - Wait: the loop of a blocking Acquire (see Waiting).
-//   - ValidateKey, MaxKeyLen, MaxTTL, CheckOwner, MaxOwnerLen and the
+//   - ValidateKey, MaxKeyLen, MaxTTL, CheckOwner, MaxOwnerLen,
+//     CheckPermit, MaxPermits, LimitError and the
 //     errors (ErrNotAcquired, ErrLockLost, ErrUnavailable, ErrInvalidKey,
 //     ErrInvalidOption, ErrClosed), which package distlock exports under
 //     the same names.
@@ -142,6 +144,46 @@
 //
 // Every other backend ignores AcquireOptions.Election. Its tokens come
 // from the lock counter, so one fence.Register admits locks and terms.
+//
+// # Semaphores
+//
+// A counting semaphore grants up to a limit of permits at once on one
+// key; package semaphore keeps it at a key under its KeyPrefix. A backend
+// that grants permits implements Semaphores; the Client refuses permits
+// on any other, with an error matching errors.ErrUnsupported, rather than
+// granting a lock in their place. A permit is a lease like a lock, and
+// the Client gives it a lock's policy (deadline, renewal, loss, release);
+// it never re-enters: a permit asked from within a permit's context is
+// another permit. Such a backend:
+//
+//   - never has more than the limit of live permits on a key, and grants
+//     one whenever fewer are live and nobody waits before the asker;
+//   - stores the limit with the semaphore while a permit of it is live
+//     or awaited, and refuses a permit that names another limit with a
+//     *LimitError, granting nothing, so that two programs that disagree
+//     never over-grant. When nothing holds or awaits a permit, the next
+//     asker sets the limit;
+//   - makes each permit a Lease as for a lock: its Token unique and
+//     strictly greater than every earlier grant's on the key (a permit's
+//     or a lock's), Validity, Refresh and Release owner-checked, each
+//     permit renewed and lost on its own, OnLost when the service says a
+//     permit is gone. A permit whose holder stopped renewing is given
+//     back when its TTL runs out, or when its session ends;
+//   - with Semaphore.Slots, gives each permit the lowest slot free when
+//     it is granted (SlotLease), so that a permit's token is greater than
+//     every earlier token of its slot: one fence per slot admits it;
+//   - serves waiters in arrival order, between processes where the
+//     service can (a queue ranked by the service: a sequence number, a
+//     create revision, the service's clock), and within one process at
+//     least; and wakes the first waiter only when a permit is given back.
+//     A waiter whose Acquire fails (its context ended) leaves the queue
+//     and holds nothing: a permit granted to it as it left goes back;
+//   - lists live permits and the stored limit (Permits).
+//
+// Where the service's other clients have a semaphore layout of their own
+// (Curator's InterProcessSemaphoreV2), a backend keeps permits there, as
+// for Elections, and says in its documentation where the layout cannot
+// store the limit.
 //
 // # URLs
 //
