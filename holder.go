@@ -15,6 +15,24 @@ import (
 // expire it unless it is renewed.
 type Holder = driver.Holder
 
+// Permits returns the live permits of the semaphore kept at key, sorted
+// by token, and its stored limit (0 when nothing holds or awaits a
+// permit), from a backend that grants permits (driver.Semaphores); any
+// other gives an error matching errors.ErrUnsupported. Every error is a
+// *KeyError.
+func (c *Client) Permits(ctx context.Context, key string) (limit int, holders []Holder, err error) {
+	if err := ValidateKey(key); err != nil {
+		return 0, nil, keyErr("permits", key, err)
+	}
+	s, ok := c.b.(driver.Semaphores)
+	if !ok {
+		err := fmt.Errorf("distlock: %s cannot grant permits: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+		return 0, nil, keyErr("permits", key, err)
+	}
+	limit, holders, err = s.Permits(ctx, key)
+	return limit, holders, keyErr("permits", key, err)
+}
+
 // WatchPoll is how often Watch reads the holder of a key when the backend
 // cannot announce changes (it implements no driver.HolderWatcher, or its
 // watch cannot be set). With an announcing backend Watch reads only when

@@ -64,6 +64,7 @@ type config struct {
 	atRisk     time.Duration // 0: the default window
 	owner      string
 	election   string
+	semaphore  driver.Semaphore // Limit 0: a lock, not a permit
 	logger     *slog.Logger
 	meters     metric.MeterProvider // nil: the global provider
 	keyLabel   func(key string) string
@@ -161,6 +162,19 @@ func WithLockOwner(owner string) LockOption { return func(c *config) { c.owner =
 // lock key, and the owner (WithLockOwner) is the candidate's value. Use
 // package election rather than this option. Default: none, a lock.
 func WithElection(name string) LockOption { return func(c *config) { c.election = name } }
+
+// Semaphore describes the counting semaphore a permit is asked of
+// (WithSemaphore): its limit, and whether permits name their slots.
+type Semaphore = driver.Semaphore
+
+// WithSemaphore makes the acquisition one of s.Limit permits of the
+// semaphore kept at the key, on a backend that grants permits
+// (driver.Semaphores; any other refuses it with an error matching
+// errors.ErrUnsupported). The permit is a Lock in every other way: its
+// own token, renewal, loss and release. It never re-enters: acquired
+// under a permit's context, it is another permit. Use package semaphore
+// rather than this option. Default: none, a lock.
+func WithSemaphore(s Semaphore) LockOption { return func(c *config) { c.semaphore = s } }
 
 // WithLogger sets where the Client logs: losses and renewal failures at
 // Warn; acquisitions, renewals, releases and retried failures at Debug.
