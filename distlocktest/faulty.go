@@ -17,14 +17,17 @@ var (
 	_ driver.Lister         = (*Faulty)(nil)
 	_ driver.HolderReader   = (*Faulty)(nil)
 	_ driver.HolderWatcher  = (*Faulty)(nil)
+	_ driver.Semaphores     = (*Faulty)(nil)
 	_ driver.OwnerSetter    = (*faultyLease)(nil)
+	_ driver.SlotLease      = (*faultyLease)(nil)
 )
 
 // Faulty wraps a Backend and can make refreshes fail, as when the holder is
 // cut off from the service while the service goes on (its leases then lapse
 // by their TTL). Acquire and Release pass through, so that the Client's
 // own clean-up still reaches the service, and so do the optional
-// interfaces (Lister, HolderReader, HolderWatcher, a lease's OwnerSetter),
+// interfaces (Lister, HolderReader, HolderWatcher, Semaphores, a lease's
+// OwnerSetter and SlotLease),
 // with an error matching errors.ErrUnsupported when the wrapped backend
 // lacks one; a lease's SetOwner fails like a refresh while its key is
 // partitioned. It is safe for concurrent use.
@@ -86,6 +89,28 @@ func (f *Faulty) Acquire(ctx context.Context, key string, opts driver.AcquireOpt
 	return &faultyLease{Lease: l, f: f, key: key}, nil
 }
 
+// AcquirePermit implements driver.Semaphores.
+func (f *Faulty) AcquirePermit(ctx context.Context, key string, sem driver.Semaphore, opts driver.AcquireOptions) (driver.Lease, error) {
+	s, ok := f.Backend.(driver.Semaphores)
+	if !ok {
+		return nil, fmt.Errorf("distlocktest: %T cannot grant permits: %w", f.Backend, errors.ErrUnsupported)
+	}
+	l, err := s.AcquirePermit(ctx, key, sem, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyLease{Lease: l, f: f, key: key}, nil
+}
+
+// Permits implements driver.Semaphores.
+func (f *Faulty) Permits(ctx context.Context, key string) (int, []driver.Holder, error) {
+	s, ok := f.Backend.(driver.Semaphores)
+	if !ok {
+		return 0, nil, fmt.Errorf("distlocktest: %T cannot grant permits: %w", f.Backend, errors.ErrUnsupported)
+	}
+	return s.Permits(ctx, key)
+}
+
 // RefreshAll implements driver.BatchRefresher, passing unfaulted leases to
 // the wrapped backend in one batch when it can batch.
 func (f *Faulty) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
@@ -115,6 +140,14 @@ type faultyLease struct {
 	driver.Lease
 	f   *Faulty
 	key string
+}
+
+// Slot implements driver.SlotLease: the wrapped lease's slot, or -1.
+func (l *faultyLease) Slot() int {
+	if s, ok := l.Lease.(driver.SlotLease); ok {
+		return s.Slot()
+	}
+	return -1
 }
 
 func (l *faultyLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {

@@ -46,6 +46,7 @@ type entry struct {
 	// watchers are woken (a value, coalesced) at each change of holder or
 	// owner; each is closed when its watch ends.
 	watchers map[chan struct{}]struct{}
+	sem      *semaphore // the semaphore kept at key, if any
 }
 
 // New returns an empty lock service. It cannot fail, so unlike the
@@ -298,6 +299,10 @@ func (b *Backend) RefreshAll(_ context.Context, leases []driver.Lease, ttl time.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, dl := range leases {
+		if p, ok := dl.(*permit); ok && p.b == b {
+			res[i].Validity, res[i].Err = p.refreshLocked(ttl)
+			continue
+		}
 		l, ok := dl.(*lease)
 		if !ok || l.b != b {
 			res[i].Err = fmt.Errorf("memlock: lease %T is not from this backend", dl)

@@ -199,3 +199,10 @@ func TestCloseEndsWaiters(t *testing.T) {
 		t.Errorf("%d keys still queued", n)
 	}
 }
+
+func TestSemaphoreConformance(t *testing.T) {
+	srv := memlock.New()
+	t.Cleanup(func() { srv.Close() })
+	distlocktest.RunSemaphore(t, func(t *testing.T) driver.Backend { return srv },
+		distlocktest.WithTTL(300*time.Millisecond))
+}
