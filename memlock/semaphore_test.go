@@ -1,0 +1,112 @@
+package memlock_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/memlock"
+)
+
+// Waiters for a permit are granted one in arrival order, each as a permit
+// is given back, the first alone; a waiter that gives up is passed over,
+// and leaves no permit and no stored limit behind.
+func TestPermitFIFO(t *testing.T) {
+	b := memlock.New()
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sem := driver.Semaphore{Limit: 2}
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
+	var held []driver.Lease
+	for range sem.Limit {
+		l, err := b.AcquirePermit(ctx, "k", sem, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	const n, quitter = 6, 2
+	granted := make(chan int, n)
+	leases := make([]driver.Lease, n)
+	quit, quitCancel := context.WithCancel(ctx)
+	defer quitCancel()
+	for i := range n {
+		wctx := ctx
+		if i == quitter {
+			wctx = quit
+		}
+		go func() {
+			l, err := b.AcquirePermit(wctx, "k", sem, opts)
+			if i == quitter {
+				if err == nil {
+					t.Errorf("waiter %d granted though it gave up", i)
+				}
+				granted <- -1
+				return
+			}
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			leases[i] = l
+			granted <- i
+		}()
+		for memlock.PermitWaiters(b, "k") != i+1 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d did not queue", i)
+			}
+			runtime.Gosched()
+		}
+	}
+	quitCancel()
+	if got := <-granted; got != -1 {
+		t.Fatalf("granted to waiter %d while every permit was held", got)
+	}
+	next := func() driver.Lease {
+		t.Helper()
+		if len(held) > 0 {
+			l := held[0]
+			held = held[1:]
+			return l
+		}
+		return nil
+	}
+	for want := range n {
+		if want == quitter {
+			continue
+		}
+		if err := next().Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The release handed the permit to the first waiter alone.
+		if w, left := memlock.PermitWaiters(b, "k"), n-1-want-boolInt(want < quitter); w != left {
+			t.Fatalf("%d waiters left after a release; want %d", w, left)
+		}
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Fatalf("granted to waiter %d, want %d", i, want)
+			}
+			held = append(held, leases[i])
+		case <-ctx.Done():
+			t.Fatalf("waiter %d never granted", want)
+		}
+	}
+	for _, l := range held {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limit, hs, err := b.Permits(ctx, "k"); err != nil || limit != 0 || len(hs) != 0 {
+		t.Fatalf("Permits: %d, %v, %v; want nothing left", limit, hs, err)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
