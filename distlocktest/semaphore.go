@@ -42,6 +42,7 @@ func RunSemaphore(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Abandoned/ComesBack", s.testPermitAbandoned},
 		{"Acquire/CancelledLeaveNothing", s.testPermitCancelled},
 		{"TryAcquire", s.testPermitTry},
+		{"Holders", s.testPermitHolders},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -450,4 +451,41 @@ func (s *suite) testPermitTry(t *testing.T) {
 		}
 	}
 	assertNoPermits(t, ctx, sem)
+}
+
+// testPermitHolders: Holders lists the live permits of the semaphore
+// alone, in token order, with their owners, and the stored limit.
+func (s *suite) testPermitHolders(t *testing.T) {
+	ctx, name := s.ctx(t), s.semaphoreName(t)
+	var ps []*semaphore.Permit
+	for _, owner := range []string{"first", "second"} {
+		sem := s.semaphore(t, name, 3, semaphore.WithLockOptions(distlock.WithLockOwner(owner)))
+		p, err := sem.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		ps = append(ps, p)
+	}
+	other, err := s.semaphore(t, name+"2", 1).Acquire(ctx) // a name the first is a prefix of
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	limit, hs, err := s.semaphore(t, name, 3).Holders(ctx)
+	if err != nil {
+		t.Fatalf("Holders: %v", err)
+	}
+	if limit != 3 || len(hs) != 2 {
+		t.Fatalf("Holders: limit %d, %v; want 3 and the 2 permits", limit, hs)
+	}
+	for i, h := range hs {
+		want := []string{"first", "second"}[i]
+		if h.Key != semaphore.KeyPrefix+name || h.Token != ps[i].Token() || h.Owner != want {
+			t.Fatalf("Holders[%d] = %+v; want key %q, token %d, owner %q", i, h, semaphore.KeyPrefix+name, ps[i].Token(), want)
+		}
+	}
+	for _, p := range append(ps, other) {
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
 }

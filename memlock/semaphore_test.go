@@ -2,6 +2,7 @@ package memlock_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -109,4 +110,44 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Close ends the AcquirePermits waiting for a permit with ErrClosed, and
+// they leave nothing in line.
+func TestCloseEndsPermitWaiters(t *testing.T) {
+	b := memlock.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sem := driver.Semaphore{Limit: 1}
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true}
+	held, err := b.AcquirePermit(ctx, "k", sem, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.AcquirePermit(ctx, "k", sem, opts)
+		done <- err
+	}()
+	for memlock.PermitWaiters(b, "k") != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter did not queue")
+		}
+		runtime.Gosched()
+	}
+	b.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, memlock.ErrClosed) {
+			t.Fatalf("waiter: %v; want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close did not end the waiter")
+	}
+	if n := memlock.PermitWaiters(b, "k"); n != 0 {
+		t.Fatalf("%d waiters left in line", n)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
