@@ -44,9 +44,9 @@ func WithSlots() Option { return func(c *config) { c.slots = true } }
 
 // WithLockOptions sets the options of the lease that each permit is (its
 // TTL, renewal, drift, at-risk window, owner...), over the Client's
-// defaults. WithSemaphore is the Semaphore's own and is
-// overridden. Acquire waits unless WithWait(false) is among them.
-// Default: none.
+// defaults. WithSemaphore and WithWait are the Semaphore's own and are
+// overridden: Acquire always waits and TryAcquire always tries once,
+// whatever WithWait among opts says. Default: none.
 func WithLockOptions(opts ...distlock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }

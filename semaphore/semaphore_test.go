@@ -133,3 +133,51 @@ func TestDo(t *testing.T) {
 		t.Fatalf("Holders after Do: %d, %v, %v; want none", limit, hs, err)
 	}
 }
+
+// TestWithWaitIsOverridden: a WithWait among WithLockOptions changes
+// neither Acquire (it waits, here until its context ends, the only permit
+// being held throughout) nor TryAcquire (it tries once).
+func TestWithWaitIsOverridden(t *testing.T) {
+	b := memlock.New()
+	t.Cleanup(func() { b.Close() })
+	c := newClient(t, b)
+	tests := []struct {
+		name string
+		wait bool
+		call func(*semaphore.Semaphore, context.Context) (*semaphore.Permit, error)
+		want error // besides ErrNotAcquired
+	}{
+		{"Acquire with WithWait(false) waits", false, (*semaphore.Semaphore).Acquire, context.DeadlineExceeded},
+		{"TryAcquire with WithWait(true) tries once", true, (*semaphore.Semaphore).TryAcquire, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := semaphore.New(c, "wait", 1, semaphore.WithLockOptions(distlock.WithWait(tc.wait)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.TryAcquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Release(context.Background()) })
+			// TryAcquire's bound is far beyond one try; Acquire's ends it.
+			timeout := time.Minute
+			if tc.want != nil {
+				timeout = 50 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_, err = tc.call(s, ctx)
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("err = %v; want ErrNotAcquired", err)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v; want it to match %v: Acquire tried once", err, tc.want)
+			}
+			if tc.want == nil && ctx.Err() != nil {
+				t.Fatalf("TryAcquire waited until its context ended: %v", err)
+			}
+		})
+	}
+}
