@@ -256,7 +256,7 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	if cfg.semaphore.Limit == 0 { // a permit never re-enters
+	if !cfg.permit { // a permit never re-enters
 		if n := findHeld(parent, c, key); n != nil {
 			return c.reenter(waitCtx, parentScope(parent), n, cfg.maxDepth)
 		}
@@ -331,14 +331,26 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 // semaphore's permit.
 func (c *Client) acquireLease(ctx context.Context, key string, cfg config, g *grant) (driver.Lease, error) {
 	opts := driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost, Election: cfg.election}
-	if cfg.semaphore.Limit == 0 {
+	if !cfg.permit {
 		return c.b.Acquire(ctx, key, opts)
 	}
 	s, ok := c.b.(driver.Semaphores)
 	if !ok {
 		return nil, fmt.Errorf("distlock: %s cannot grant permits: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
 	}
-	return s.AcquirePermit(ctx, key, cfg.semaphore, opts)
+	lease, err := s.AcquirePermit(ctx, key, cfg.semaphore, opts)
+	if err != nil || !cfg.semaphore.Slots {
+		return lease, err
+	}
+	if _, ok := lease.(driver.SlotLease); !ok {
+		// A permit without its slot would let two holders share a
+		// slot's fence: give it back, and refuse.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.ttl, time.Second))
+		defer cancel()
+		_ = retry(rctx, cfg.retry, func() error { return lease.Release(rctx) }) // else it lapses within its TTL
+		return nil, fmt.Errorf("distlock: %s cannot name a permit's slot: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+	}
+	return lease, nil
 }
 
 // closingCtx is the context of an acquisition whose caller's context never

@@ -3,9 +3,10 @@ package distlock
 import (
 	"context"
 	"fmt"
-	"github.com/distlock/distlock/driver"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // A Lock is a held grant of one key. Its methods are safe for concurrent

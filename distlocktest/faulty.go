@@ -19,7 +19,7 @@ var (
 	_ driver.HolderWatcher  = (*Faulty)(nil)
 	_ driver.Semaphores     = (*Faulty)(nil)
 	_ driver.OwnerSetter    = (*faultyLease)(nil)
-	_ driver.SlotLease      = (*faultyLease)(nil)
+	_ driver.SlotLease      = faultySlotLease{}
 )
 
 // Faulty wraps a Backend and can make refreshes fail, as when the holder is
@@ -99,7 +99,11 @@ func (f *Faulty) AcquirePermit(ctx context.Context, key string, sem driver.Semap
 	if err != nil {
 		return nil, err
 	}
-	return &faultyLease{Lease: l, f: f, key: key}, nil
+	fl := &faultyLease{Lease: l, f: f, key: key}
+	if _, ok := l.(driver.SlotLease); ok {
+		return faultySlotLease{fl}, nil
+	}
+	return fl, nil
 }
 
 // Permits implements driver.Semaphores.
@@ -117,7 +121,7 @@ func (f *Faulty) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time
 	res := make([]driver.RefreshResult, len(leases))
 	inner, idx := []driver.Lease{}, []int{}
 	for i, l := range leases {
-		fl := l.(*faultyLease)
+		fl := asFaulty(l)
 		if err := f.cut(fl.key); err != nil {
 			res[i].Err = err
 			continue
@@ -142,13 +146,20 @@ type faultyLease struct {
 	key string
 }
 
-// Slot implements driver.SlotLease: the wrapped lease's slot, or -1.
-func (l *faultyLease) Slot() int {
-	if s, ok := l.Lease.(driver.SlotLease); ok {
-		return s.Slot()
+// asFaulty returns the faultyLease that l, one of Faulty's leases, is.
+func asFaulty(l driver.Lease) *faultyLease {
+	if sl, ok := l.(faultySlotLease); ok {
+		return sl.faultyLease
 	}
-	return -1
+	return l.(*faultyLease)
 }
+
+// faultySlotLease is a faultyLease over a lease with a slot: only such a
+// lease is a driver.SlotLease, as the one it wraps is.
+type faultySlotLease struct{ *faultyLease }
+
+// Slot implements driver.SlotLease: the wrapped lease's slot.
+func (l faultySlotLease) Slot() int { return l.Lease.(driver.SlotLease).Slot() }
 
 func (l *faultyLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := l.f.cut(l.key); err != nil {
