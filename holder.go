@@ -17,7 +17,7 @@ type Holder = driver.Holder
 
 // Permits returns the live permits of the semaphore kept at key, sorted
 // by token, and its stored limit (0 when nothing holds or awaits a
-// permit), from a backend that grants permits (driver.Semaphores); any
+// permit, driver.UnknownLimit where the backend's layout stores none), from a backend that grants permits (driver.Semaphores); any
 // other gives an error matching errors.ErrUnsupported. Every error is a
 // *KeyError.
 func (c *Client) Permits(ctx context.Context, key string) (limit int, holders []Holder, err error) {

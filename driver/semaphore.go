@@ -11,8 +11,9 @@ const MaxPermits = 1 << 16
 // Semaphore describes the counting semaphore a permit is asked of.
 type Semaphore struct {
 	// Limit is how many permits the semaphore grants at once, in
-	// [1, MaxPermits]. The first holder stores it with the semaphore;
-	// a holder naming another limit is refused with a *LimitError.
+	// [1, MaxPermits]. The first holder or waiter stores it with the
+	// semaphore where the backend can; an asker naming another limit is
+	// then refused with a *LimitError.
 	Limit int
 
 	// Slots asks for a permit that names its slot, an integer in
@@ -20,6 +21,10 @@ type Semaphore struct {
 	// lease then implements SlotLease.
 	Slots bool
 }
+
+// UnknownLimit is the limit Permits reports for a semaphore whose layout
+// does not store one (see "Semaphores" in the package documentation).
+const UnknownLimit = -1
 
 // Semaphores is implemented by backends that grant permits of counting
 // semaphores (see "Semaphores" in the package documentation). The Client
@@ -32,13 +37,14 @@ type Semaphores interface {
 	// and it checks its input with CheckPermit first. A semaphore whose
 	// stored limit is not sem.Limit refuses it with a *LimitError, and
 	// grants nothing. With opts.Wait, waiters are served in arrival
-	// order, and a permit that is given back wakes the first waiter only.
+	// order, as the package documentation's Semaphores says.
 	AcquirePermit(ctx context.Context, key string, sem Semaphore, opts AcquireOptions) (Lease, error)
 
 	// Permits returns the live permits of the semaphore at key, sorted by
 	// token, and its stored limit: 0 when nothing holds or awaits a
-	// permit (then the semaphore stores no limit). Each Holder's Key is
-	// key, and its Slot the permit's slot when it was asked with Slots.
+	// permit (then the semaphore stores no limit), UnknownLimit where the
+	// backend's layout stores none. Each Holder's Key is key, and its
+	// Slot and HasSlot are set for a permit asked with Slots.
 	Permits(ctx context.Context, key string) (limit int, holders []Holder, err error)
 }
 
@@ -68,17 +74,11 @@ func (e *LimitError) Unwrap() error { return ErrInvalidOption }
 // CheckAcquire's checks, then the limit (an error matching
 // ErrInvalidOption).
 func CheckPermit(ctx context.Context, key string, sem Semaphore, opts AcquireOptions) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	if err := CheckTTL(opts.TTL); err != nil {
+	if err := CheckAcquire(ctx, key, opts); err != nil {
 		return err
 	}
 	if sem.Limit < 1 || sem.Limit > MaxPermits {
 		return fmt.Errorf("%w: limit %d is not in [1, %d]", ErrInvalidOption, sem.Limit, MaxPermits)
-	}
-	if ctx.Err() != nil {
-		return Canceled(ctx)
 	}
 	return nil
 }

@@ -20,13 +20,19 @@
 // with the lease's clock drift and safety margin allowed for; the context
 // is cancelled, and Err reports the permit lost, before the service can
 // grant it to another. Release is owner-checked. An Acquire whose context
-// ends returns an error and never a permit, and leaves no permit behind.
+// ends returns an error and never a permit: its place in line, and a
+// permit granted to it as it ended, are given back, with retries, or
+// lapse within their TTL.
 //
-// The limit is stored with the semaphore by the first holder, and kept
-// while a permit is held or awaited: Acquire refuses a permit naming
-// another limit with an error matching distlock.ErrInvalidOption (a
-// *driver.LimitError), never granting more than the stored limit. Once
-// no permit is held or awaited, the next holder sets the limit afresh.
+// The limit is stored with the semaphore by the first holder or waiter,
+// and kept while a permit is held or awaited: Acquire refuses a permit
+// naming another limit with an error matching distlock.ErrInvalidOption
+// (a *driver.LimitError), never granting more than the stored limit. Once
+// no permit is held or awaited, the next holder sets the limit afresh. A
+// backend whose layout stores no limit (its package documentation says
+// so, and Holders reports driver.UnknownLimit) cannot refuse a client
+// that names another: there the guarantee holds among clients that name
+// the same limit.
 //
 // # Not guaranteed
 //
@@ -49,9 +55,12 @@
 //
 // Acquire waits on the backend's signal, never by polling alone. The
 // backend serves waiters in arrival order, and a permit given back
-// (released, expired, lost with its holder's session) wakes the first
-// waiter only, so that a release causes no herd. A holder that dies gives
-// its permit back within its TTL, or when its session ends.
+// (released, expired, lost with its holder's session) goes to the first
+// waiter; where the service can address one waiter, it alone is woken
+// (else every waiter tries again, and only the first is granted; see the
+// backend's package documentation). A holder that dies gives its permit
+// back within its TTL, or when its session ends; a waiter that dies loses
+// its place in line likewise.
 //
 // # Fencing
 //

@@ -154,7 +154,8 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) 
 
 // Holders returns the live permits of the semaphore, sorted by token, as
 // the service has them now, and the limit it stores (0 when nothing holds
-// or awaits a permit).
+// or awaits a permit, driver.UnknownLimit where the backend's layout
+// stores none). A Holder's Slot is set, with HasSlot, under WithSlots.
 func (s *Semaphore) Holders(ctx context.Context) (limit int, holders []distlock.Holder, err error) {
 	limit, holders, err = s.c.Permits(ctx, s.key)
 	if err != nil {
