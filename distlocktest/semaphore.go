@@ -39,6 +39,7 @@ func RunSemaphore(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Tokens/Increasing", s.testPermitTokens},
 		{"Slots", s.testPermitSlots},
 		{"Lost/ComesBack", s.testPermitComesBack},
+		{"Revoked/ComesBack", s.testPermitRevoked},
 		{"Abandoned/ComesBack", s.testPermitAbandoned},
 		{"Acquire/CancelledLeaveNothing", s.testPermitCancelled},
 		{"TryAcquire", s.testPermitTry},
@@ -75,15 +76,24 @@ func (s *suite) semaphoreOver(t *testing.T, c *distlock.Client, name string, lim
 	return sem
 }
 
+// storedLimit is the limit Holders reports of a semaphore whose permits
+// name limit: limit, or driver.UnknownLimit with WithUnstoredLimit.
+func (s *suite) storedLimit(limit int) int {
+	if s.unstoredLimit {
+		return driver.UnknownLimit
+	}
+	return limit
+}
+
 // assertNoPermits checks that the semaphore has no live permit and
 // stores no limit.
-func assertNoPermits(t *testing.T, ctx context.Context, sem *semaphore.Semaphore) {
+func (s *suite) assertNoPermits(t *testing.T, ctx context.Context, sem *semaphore.Semaphore) {
 	t.Helper()
 	limit, hs, err := sem.Holders(ctx)
 	if err != nil {
 		t.Fatalf("Holders: %v", err)
 	}
-	if len(hs) != 0 || limit != 0 {
+	if len(hs) != 0 || limit != s.storedLimit(0) {
 		t.Fatalf("Holders: limit %d and %d permits %v; want none left behind", limit, len(hs), hs)
 	}
 }
@@ -177,7 +187,7 @@ func (s *suite) testPermitLimit(t *testing.T) {
 			t.Fatalf("token %d granted twice", tokens[i])
 		}
 	}
-	assertNoPermits(t, ctx, s.semaphore(t, name, limit))
+	s.assertNoPermits(t, ctx, s.semaphore(t, name, limit))
 }
 
 // testPermitLimitMismatch: while a permit is live or awaited, a permit
@@ -185,6 +195,9 @@ func (s *suite) testPermitLimit(t *testing.T) {
 // ErrInvalidOption, granting nothing; once none is, the next asker sets
 // the limit.
 func (s *suite) testPermitLimitMismatch(t *testing.T) {
+	if s.unstoredLimit {
+		t.Skip("the backend's layout stores no limit (WithUnstoredLimit)")
+	}
 	ctx, name := s.ctx(t), s.semaphoreName(t)
 	three, four := s.semaphore(t, name, 3), s.semaphore(t, name, 4)
 	p, err := three.Acquire(ctx)
@@ -296,6 +309,60 @@ func (s *suite) testPermitSlots(t *testing.T) {
 	for slot, tokens := range bySlot {
 		checkIncreasing(t, fmt.Sprintf("slot %d", slot), tokens)
 	}
+	// Holders names a live permit's slot.
+	sem := s.semaphore(t, name, limit, semaphore.WithSlots())
+	p, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	_, hs, err := sem.Holders(ctx)
+	if err != nil || len(hs) != 1 || !hs[0].HasSlot || hs[0].Slot != p.Slot() || hs[0].Token != p.Token() {
+		t.Fatalf("Holders: %+v, %v; want the permit of token %d and slot %d", hs, err, p.Token(), p.Slot())
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// testPermitRevoked: the permits the service drops (WithRevoke), as when
+// their holder's session ends, are lost, the holder told at once, and
+// given back to a holder waiting for one, with a greater token.
+func (s *suite) testPermitRevoked(t *testing.T) {
+	if s.revoke == nil {
+		t.Skip("no WithRevoke")
+	}
+	ctx, name := s.ctx(t), s.semaphoreName(t)
+	p, err := s.semaphore(t, name, 1).Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	type result struct {
+		p   *semaphore.Permit
+		err error
+	}
+	got := make(chan result, 1)
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	waiter := s.semaphore(t, name, 1)
+	go func() {
+		q, err := waiter.Acquire(wctx)
+		got <- result{q, err}
+	}()
+	s.revoke(t, semaphore.KeyPrefix+name)
+	waitDone(t, p.Done(), s.lapse(), "a revoked permit")
+	if err := p.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("Err of a revoked permit: %v; want ErrLockLost", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Acquire of the revoked permit: %v", r.err)
+	}
+	if r.p.Token() <= p.Token() {
+		t.Errorf("token %d after the revoked permit's %d", r.p.Token(), p.Token())
+	}
+	if err := r.p.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 // testPermitComesBack: the permits of a holder cut off from the service
@@ -403,7 +470,7 @@ func (s *suite) testPermitCancelled(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d of %d acquires granted", granted.Load(), acquires)
-	assertNoPermits(t, ctx, sems[0])
+	s.assertNoPermits(t, ctx, sems[0])
 	var ps []*semaphore.Permit
 	for range limit {
 		p, err := s.semaphore(t, name, limit).TryAcquire(ctx)
@@ -450,7 +517,7 @@ func (s *suite) testPermitTry(t *testing.T) {
 			t.Fatalf("Release: %v", err)
 		}
 	}
-	assertNoPermits(t, ctx, sem)
+	s.assertNoPermits(t, ctx, sem)
 }
 
 // testPermitHolders: Holders lists the live permits of the semaphore
@@ -474,13 +541,13 @@ func (s *suite) testPermitHolders(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Holders: %v", err)
 	}
-	if limit != 3 || len(hs) != 2 {
+	if limit != s.storedLimit(3) || len(hs) != 2 {
 		t.Fatalf("Holders: limit %d, %v; want 3 and the 2 permits", limit, hs)
 	}
 	for i, h := range hs {
 		want := []string{"first", "second"}[i]
-		if h.Key != semaphore.KeyPrefix+name || h.Token != ps[i].Token() || h.Owner != want {
-			t.Fatalf("Holders[%d] = %+v; want key %q, token %d, owner %q", i, h, semaphore.KeyPrefix+name, ps[i].Token(), want)
+		if h.Key != semaphore.KeyPrefix+name || h.Token != ps[i].Token() || h.Owner != want || h.HasSlot {
+			t.Fatalf("Holders[%d] = %+v; want key %q, token %d, owner %q, no slot", i, h, semaphore.KeyPrefix+name, ps[i].Token(), want)
 		}
 	}
 	for _, p := range append(ps, other) {

@@ -177,17 +177,48 @@ func (b *Backend) Permits(_ context.Context, key string) (int, []driver.Holder, 
 	if e == nil || e.sem == nil {
 		return 0, nil, nil
 	}
-	b.expirePermitsLocked(e, time.Now())
-	hs := make([]driver.Holder, 0, len(e.sem.live))
+	hs := b.appendPermitsLocked(nil, e, time.Now())
+	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmpUint(a.Token, b.Token) })
+	return e.sem.limit, hs, nil
+}
+
+// appendPermitsLocked appends the live permits of e's semaphore to hs, in
+// no order, after dropping those expired at now.
+func (b *Backend) appendPermitsLocked(hs []driver.Holder, e *entry, now time.Time) []driver.Holder {
+	if e.sem == nil {
+		return hs
+	}
+	b.expirePermitsLocked(e, now)
 	for p := range e.sem.live {
-		h := driver.Holder{Key: key, Token: p.token, Owner: p.owner, Since: p.since, Expires: p.expires}
+		h := driver.Holder{Key: e.key, Token: p.token, Owner: p.owner, Since: p.since, Expires: p.expires}
 		if p.slot >= 0 {
-			h.Slot = p.slot
+			h.Slot, h.HasSlot = p.slot, true
 		}
 		hs = append(hs, h)
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmpUint(a.Token, b.Token) })
-	return e.sem.limit, hs, nil
+	return hs
+}
+
+// revokePermitsLocked drops every live permit of e's semaphore, telling
+// each holder through its OnLost before its permit goes to a waiter, and
+// reports whether there was one.
+func (b *Backend) revokePermitsLocked(e *entry) bool {
+	if e.sem == nil || len(e.sem.live) == 0 {
+		return false
+	}
+	live := make([]*permit, 0, len(e.sem.live))
+	for p := range e.sem.live {
+		live = append(live, p)
+	}
+	for _, p := range live {
+		if p.onLost != nil {
+			p.onLost(fmt.Errorf("%w: revoked by the service", driver.ErrLockLost))
+		}
+	}
+	for _, p := range live {
+		b.freePermitLocked(p)
+	}
+	return true
 }
 
 func cmpUint(a, b uint64) int {

@@ -151,3 +151,47 @@ func TestCloseEndsPermitWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestListShowsPermits: List shows a key's permits with its lock, in
+// token order, each permit's slot named, so that `distlock status` shows
+// who holds a semaphore.
+func TestListShowsPermits(t *testing.T) {
+	b := memlock.New()
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	opts := driver.AcquireOptions{TTL: time.Minute}
+	lock, err := b.Acquire(ctx, "k", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := b.AcquirePermit(ctx, "k", driver.Semaphore{Limit: 2, Slots: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := b.AcquirePermit(ctx, "k", driver.Semaphore{Limit: 2, Slots: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := b.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		token   uint64
+		slot    int
+		hasSlot bool
+	}{{lock.Token(), 0, false}, {p1.Token(), 0, true}, {p2.Token(), 1, true}}
+	if len(hs) != len(want) {
+		t.Fatalf("List = %+v; want the lock and 2 permits", hs)
+	}
+	for i, w := range want {
+		if h := hs[i]; h.Key != "k" || h.Token != w.token || h.Slot != w.slot || h.HasSlot != w.hasSlot {
+			t.Errorf("List[%d] = %+v; want token %d, slot %d (%v)", i, h, w.token, w.slot, w.hasSlot)
+		}
+	}
+	for _, l := range []driver.Lease{lock, p1, p2} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
