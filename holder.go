@@ -20,18 +20,22 @@ type Holder = driver.Holder
 // permit, driver.UnknownLimit where the backend's layout stores none), from a backend that grants permits (driver.Semaphores); any
 // other gives an error matching errors.ErrUnsupported. Every error is a
 // *KeyError.
-func (c *Client) Permits(ctx context.Context, key string) (limit int, holders []Holder, err error) {
+func (c *Client) Permits(ctx context.Context, key string) (PermitState, error) {
 	if err := ValidateKey(key); err != nil {
-		return 0, nil, keyErr("permits", key, err)
+		return PermitState{}, keyErr("permits", key, err)
 	}
 	s, ok := c.b.(driver.Semaphores)
 	if !ok {
 		err := fmt.Errorf("distlock: %s cannot grant permits: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
-		return 0, nil, keyErr("permits", key, err)
+		return PermitState{}, keyErr("permits", key, err)
 	}
-	limit, holders, err = s.Permits(ctx, key)
-	return limit, holders, keyErr("permits", key, err)
+	st, err := s.Permits(ctx, key)
+	return st, keyErr("permits", key, err)
 }
+
+// PermitState is the state of a semaphore: its stored limit, its live
+// permits and how many wait for one (see Client.Permits).
+type PermitState = driver.PermitState
 
 // WatchPoll is how often Watch reads the holder of a key when the backend
 // cannot announce changes (it implements no driver.HolderWatcher, or its

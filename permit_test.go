@@ -50,8 +50,8 @@ func TestSlotsRefusedWithoutSlotLease(t *testing.T) {
 			if !errors.Is(err, errors.ErrUnsupported) {
 				t.Fatalf("Acquire with Slots: %v; want errors.ErrUnsupported", err)
 			}
-			if limit, holders, err := srv.Permits(ctx, "s"); err != nil || limit != 0 || len(holders) != 0 {
-				t.Fatalf("after the refusal: limit %d, %d permits, %v; want none", limit, len(holders), err)
+			if st, err := srv.Permits(ctx, "s"); err != nil || st.Limit != 0 || len(st.Holders) != 0 {
+				t.Fatalf("after the refusal: %+v, %v; want no permit and no limit", st, err)
 			}
 			// Without Slots the same backend grants.
 			l, err = c.Acquire(ctx, "s", distlock.WithSemaphore(distlock.Semaphore{Limit: 2}))

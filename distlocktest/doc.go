@@ -27,8 +27,9 @@
 // RunSemaphore is the conformance suite of package semaphore, for a
 // backend that grants permits (driver.Semaphores), with the same factory
 // and options: many holders never above the limit and reaching it, a
-// stored limit that refuses another, unique and increasing tokens, slots,
-// lost and abandoned permits given back within their TTL, and randomly
+// stored limit that refuses another (kept by a waiter alone too; skipped
+// with WithUnstoredLimit), unique and increasing tokens, slots, lost,
+// revoked (WithRevoke) and abandoned permits given back, and randomly
 // cancelled acquires that leave no permit behind.
 //
 // RunHolder tests a backend's holder of one key (driver.HolderReader,

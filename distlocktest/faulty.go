@@ -107,10 +107,10 @@ func (f *Faulty) AcquirePermit(ctx context.Context, key string, sem driver.Semap
 }
 
 // Permits implements driver.Semaphores.
-func (f *Faulty) Permits(ctx context.Context, key string) (int, []driver.Holder, error) {
+func (f *Faulty) Permits(ctx context.Context, key string) (driver.PermitState, error) {
 	s, ok := f.Backend.(driver.Semaphores)
 	if !ok {
-		return 0, nil, fmt.Errorf("distlocktest: %T cannot grant permits: %w", f.Backend, errors.ErrUnsupported)
+		return driver.PermitState{}, fmt.Errorf("distlocktest: %T cannot grant permits: %w", f.Backend, errors.ErrUnsupported)
 	}
 	return s.Permits(ctx, key)
 }

@@ -36,6 +36,7 @@ func RunSemaphore(t *testing.T, newBackend Factory, opts ...Option) {
 	}{
 		{"Limit/NeverExceededAndReached", s.testPermitLimit},
 		{"Limit/Mismatch", s.testPermitLimitMismatch},
+		{"Limit/KeptByAWaiter", s.testPermitLimitKeptByAWaiter},
 		{"Tokens/Increasing", s.testPermitTokens},
 		{"Slots", s.testPermitSlots},
 		{"Lost/ComesBack", s.testPermitComesBack},
@@ -232,6 +233,79 @@ func (s *suite) testPermitLimitMismatch(t *testing.T) {
 	if err := q.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+}
+
+// testPermitLimitKeptByAWaiter: a waiter keeps the limit stored when the
+// last permit is given back, until it is granted: an asker naming another
+// limit is refused with a *driver.LimitError then too. A backend that hands
+// a permit to its first waiter as it is given back (memlock) never shows
+// a semaphore with a waiter and no permit; one whose waiter claims its
+// permit once woken does, between the release and the claim.
+func (s *suite) testPermitLimitKeptByAWaiter(t *testing.T) {
+	if s.unstoredLimit {
+		t.Skip("the backend's layout stores no limit (WithUnstoredLimit)")
+	}
+	ctx, name := s.ctx(t), s.semaphoreName(t)
+	one, two := s.semaphore(t, name, 1), s.semaphore(t, name, 2)
+	key := semaphore.KeyPrefix + name
+	c := s.client(t)
+	p, err := one.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	type result struct {
+		p   *semaphore.Permit
+		err error
+	}
+	got := make(chan result, 1)
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	waiter := s.semaphore(t, name, 1)
+	go func() {
+		q, err := waiter.Acquire(wctx)
+		got <- result{q, err}
+	}()
+	for deadline := time.Now().Add(s.lapse()); ; {
+		st, err := c.Permits(ctx, key)
+		if err != nil {
+			t.Fatalf("Permits: %v", err)
+		}
+		if st.Waiting == 1 {
+			break
+		}
+		if st.Waiting > 1 || time.Now().After(deadline) {
+			t.Fatalf("Permits: %+v; want the one waiter in line", st)
+		}
+		time.Sleep(5 * time.Millisecond) // polls a condition, with a deadline
+	}
+	refused := func(when string) {
+		t.Helper()
+		q, err := two.TryAcquire(ctx)
+		if err == nil {
+			q.Release(ctx)
+			t.Fatalf("%s: a permit of limit 2 granted while one of limit 1 is awaited", when)
+		}
+		var le *driver.LimitError
+		if !errors.As(err, &le) || le.Stored != 1 || le.Asked != 2 {
+			t.Fatalf("%s: TryAcquire with limit 2: %v; want a *driver.LimitError{Stored: 1, Asked: 2}", when, err)
+		}
+	}
+	refused("held and awaited")
+	if err := p.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	refused("given back, awaited")
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("the waiter's Acquire: %v", r.err)
+	}
+	if st, err := c.Permits(ctx, key); err != nil || st.Limit != 1 || len(st.Holders) != 1 || st.Waiting != 0 {
+		t.Fatalf("Permits: %+v, %v; want limit 1, the waiter's permit and nobody waiting", st, err)
+	}
+	if err := r.p.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	s.assertNoPermits(t, ctx, one)
 }
 
 // testPermitTokens: permits granted one after another, over Clients of

@@ -208,7 +208,7 @@
 //     limit for good. A waiter whose Acquire fails (its context ended)
 //     leaves the line, and a permit granted to it as it left is given
 //     back: both with retries, or else they lapse within their TTL;
-//   - lists live permits and the stored limit (Permits).
+//   - lists live permits, the stored limit and how many wait (Permits).
 //
 // Where the service's other clients have a semaphore layout of their own
 // (Curator's InterProcessSemaphoreV2), a backend keeps permits there, as

@@ -40,12 +40,27 @@ type Semaphores interface {
 	// order, as the package documentation's Semaphores says.
 	AcquirePermit(ctx context.Context, key string, sem Semaphore, opts AcquireOptions) (Lease, error)
 
-	// Permits returns the live permits of the semaphore at key, sorted by
-	// token, and its stored limit: 0 when nothing holds or awaits a
-	// permit (then the semaphore stores no limit), UnknownLimit where the
-	// backend's layout stores none. Each Holder's Key is key, and its
-	// Slot and HasSlot are set for a permit asked with Slots.
-	Permits(ctx context.Context, key string) (limit int, holders []Holder, err error)
+	// Permits returns the state of the semaphore at key as the service
+	// has it now.
+	Permits(ctx context.Context, key string) (PermitState, error)
+}
+
+// PermitState is the state of a semaphore (Semaphores.Permits).
+type PermitState struct {
+	// Limit is the stored limit: 0 when nothing holds or awaits a permit
+	// (then the semaphore stores no limit), UnknownLimit where the
+	// backend's layout stores none.
+	Limit int
+
+	// Holders are the live permits, sorted by token. Each Holder's Key is
+	// the semaphore's key, and its Slot and HasSlot are set for a permit
+	// asked with Slots.
+	Holders []Holder
+
+	// Waiting is how many waiters have a place in the semaphore's line,
+	// as the service keeps it (for a waiter lost with its process, until
+	// its place lapses).
+	Waiting int
 }
 
 // SlotLease is implemented by the leases of permits asked with

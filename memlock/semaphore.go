@@ -167,19 +167,19 @@ func (b *Backend) freePermitLocked(p *permit) bool {
 }
 
 // Permits implements driver.Semaphores.
-func (b *Backend) Permits(_ context.Context, key string) (int, []driver.Holder, error) {
+func (b *Backend) Permits(_ context.Context, key string) (driver.PermitState, error) {
 	if err := driver.ValidateKey(key); err != nil {
-		return 0, nil, err
+		return driver.PermitState{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.keys[key]
 	if e == nil || e.sem == nil {
-		return 0, nil, nil
+		return driver.PermitState{}, nil
 	}
 	hs := b.appendPermitsLocked(nil, e, time.Now())
 	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmpUint(a.Token, b.Token) })
-	return e.sem.limit, hs, nil
+	return driver.PermitState{Limit: e.sem.limit, Holders: hs, Waiting: len(e.sem.waiters)}, nil
 }
 
 // appendPermitsLocked appends the live permits of e's semaphore to hs, in

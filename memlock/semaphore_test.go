@@ -100,8 +100,8 @@ func TestPermitFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if limit, hs, err := b.Permits(ctx, "k"); err != nil || limit != 0 || len(hs) != 0 {
-		t.Fatalf("Permits: %d, %v, %v; want nothing left", limit, hs, err)
+	if st, err := b.Permits(ctx, "k"); err != nil || st.Limit != 0 || len(st.Holders) != 0 || st.Waiting != 0 {
+		t.Fatalf("Permits: %+v, %v; want nothing left", st, err)
 	}
 }
 

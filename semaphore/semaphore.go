@@ -157,11 +157,11 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // or awaits a permit, driver.UnknownLimit where the backend's layout
 // stores none). A Holder's Slot is set, with HasSlot, under WithSlots.
 func (s *Semaphore) Holders(ctx context.Context) (limit int, holders []distlock.Holder, err error) {
-	limit, holders, err = s.c.Permits(ctx, s.key)
+	st, err := s.c.Permits(ctx, s.key)
 	if err != nil {
 		return 0, nil, fmt.Errorf("semaphore: holders: %w", err)
 	}
-	return limit, holders, nil
+	return st.Limit, st.Holders, nil
 }
 
 // A Permit is one of a semaphore's permits, held until it is released or
