@@ -60,7 +60,7 @@
 //     TLS from one that does not.
 //   - Wait: the loop of a blocking Acquire (see Waiting).
 //   - ValidateKey, MaxKeyLen, MaxTTL, CheckOwner, MaxOwnerLen,
-//     CheckPermit, MaxPermits, LimitError and the
+//     CheckPermit, MaxPermits, LimitError, UnknownLimit and the
 //     errors (ErrNotAcquired, ErrLockLost, ErrUnavailable, ErrInvalidKey,
 //     ErrInvalidOption, ErrClosed), which package distlock exports under
 //     the same names.
