@@ -175,7 +175,8 @@ type Semaphore = driver.Semaphore
 // own token, renewal, loss and release. It never re-enters: acquired
 // under a permit's context, it is another permit. A limit outside
 // [1, driver.MaxPermits], and WithElection with it, are refused with
-// ErrInvalidOption. Use package semaphore rather than this option.
+// ErrInvalidOption; Slots, by a backend whose permits cannot name their
+// slot (driver.SlotLease), with errors.ErrUnsupported. Use package semaphore rather than this option.
 // Default: none, a lock.
 func WithSemaphore(s Semaphore) LockOption {
 	return func(c *config) { c.permit, c.semaphore = true, s }

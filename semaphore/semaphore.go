@@ -39,7 +39,9 @@ type config struct {
 // [0, limit) that no other live permit of the semaphore has: the lowest
 // free when the permit is granted. A permit's token is then greater than
 // every earlier token of its slot, so that one fence per slot admits it.
-// Default: permits have no slot.
+// A backend whose permits cannot name a slot refuses them: Acquire fails
+// with an error matching errors.ErrUnsupported. Default: permits have no
+// slot.
 func WithSlots() Option { return func(c *config) { c.slots = true } }
 
 // WithLockOptions sets the options of the lease that each permit is (its
