@@ -256,8 +256,10 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	if n := findHeld(parent, c, key); n != nil {
-		return c.reenter(waitCtx, parentScope(parent), n, cfg.maxDepth)
+	if !cfg.permit { // a permit never re-enters
+		if n := findHeld(parent, c, key); n != nil {
+			return c.reenter(waitCtx, parentScope(parent), n, cfg.maxDepth)
+		}
 	}
 	if waitCtx.Err() != nil {
 		return nil, notAcquired(waitCtx, nil)
@@ -290,7 +292,7 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 
 	for failures := 0; ; {
 		g := newGrant(c, key, cfg)
-		lease, err := c.b.Acquire(ctx, key, driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost, Election: cfg.election})
+		lease, err := c.acquireLease(ctx, key, cfg, g)
 		if err == nil {
 			if err = c.start(g, lease, parent); err == nil {
 				if c.debug() {
@@ -323,6 +325,32 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 			return nil, ErrClosed
 		}
 	}
+}
+
+// acquireLease asks the backend for key as cfg says: a lock, or a
+// semaphore's permit.
+func (c *Client) acquireLease(ctx context.Context, key string, cfg config, g *grant) (driver.Lease, error) {
+	opts := driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost, Election: cfg.election}
+	if !cfg.permit {
+		return c.b.Acquire(ctx, key, opts)
+	}
+	s, ok := c.b.(driver.Semaphores)
+	if !ok {
+		return nil, fmt.Errorf("distlock: %s cannot grant permits: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+	}
+	lease, err := s.AcquirePermit(ctx, key, cfg.semaphore, opts)
+	if err != nil || !cfg.semaphore.Slots {
+		return lease, err
+	}
+	if _, ok := lease.(driver.SlotLease); !ok {
+		// A permit without its slot would let two holders share a
+		// slot's fence: give it back, and refuse.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.ttl, time.Second))
+		defer cancel()
+		_ = retry(rctx, cfg.retry, func() error { return lease.Release(rctx) }) // else it lapses within its TTL
+		return nil, fmt.Errorf("distlock: %s cannot name a permit's slot: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+	}
+	return lease, nil
 }
 
 // closingCtx is the context of an acquisition whose caller's context never

@@ -74,7 +74,9 @@
 // one host, filelock needs nothing installed; memlock serves tests and
 // single-process programs. If one process among many must do a job for as
 // long as it can (a leader), use package election on the same backend:
-// its terms are locks, fenced the same way.
+// its terms are locks, fenced the same way. If at most N may work at once,
+// use package semaphore, on a backend that grants permits (memlock, for
+// now): each permit is a lease with its own token.
 //
 // # Waiting, reentrancy, several keys
 //

@@ -15,6 +15,28 @@ import (
 // expire it unless it is renewed.
 type Holder = driver.Holder
 
+// Permits returns the live permits of the semaphore kept at key, sorted
+// by token, and its stored limit (0 when nothing holds or awaits a
+// permit, driver.UnknownLimit where the backend's layout stores none), from a backend that grants permits (driver.Semaphores); any
+// other gives an error matching errors.ErrUnsupported. Every error is a
+// *KeyError.
+func (c *Client) Permits(ctx context.Context, key string) (PermitState, error) {
+	if err := ValidateKey(key); err != nil {
+		return PermitState{}, keyErr("permits", key, err)
+	}
+	s, ok := c.b.(driver.Semaphores)
+	if !ok {
+		err := fmt.Errorf("distlock: %s cannot grant permits: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+		return PermitState{}, keyErr("permits", key, err)
+	}
+	st, err := s.Permits(ctx, key)
+	return st, keyErr("permits", key, err)
+}
+
+// PermitState is the state of a semaphore: its stored limit, its live
+// permits and how many wait for one (see Client.Permits).
+type PermitState = driver.PermitState
+
 // WatchPoll is how often Watch reads the holder of a key when the backend
 // cannot announce changes (it implements no driver.HolderWatcher, or its
 // watch cannot be set). With an announcing backend Watch reads only when

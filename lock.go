@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // A Lock is a held grant of one key. Its methods are safe for concurrent
@@ -28,6 +30,16 @@ func (l *Lock) Key() string { return l.g.key }
 // Token returns the fencing token of the grant: strictly greater than the
 // token of every earlier grant of this key. Reentrant handles share it.
 func (l *Lock) Token() uint64 { return l.g.token }
+
+// Slot returns the slot of a permit acquired with Semaphore.Slots (see
+// WithSemaphore), in [0, Limit), and ok false for a lock or a permit
+// without a slot.
+func (l *Lock) Slot() (slot int, ok bool) {
+	if s, ok := l.g.lease.(driver.SlotLease); ok && l.g.cfg.semaphore.Slots {
+		return s.Slot(), true
+	}
+	return 0, false
+}
 
 // Context returns a context that is cancelled when the lock is lost or
 // released, or when a lock it was acquired under ends. context.Cause of it

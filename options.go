@@ -64,6 +64,8 @@ type config struct {
 	atRisk     time.Duration // 0: the default window
 	owner      string
 	election   string
+	permit     bool // WithSemaphore: a permit of semaphore, not a lock
+	semaphore  driver.Semaphore
 	logger     *slog.Logger
 	meters     metric.MeterProvider // nil: the global provider
 	keyLabel   func(key string) string
@@ -161,6 +163,24 @@ func WithLockOwner(owner string) LockOption { return func(c *config) { c.owner =
 // lock key, and the owner (WithLockOwner) is the candidate's value. Use
 // package election rather than this option. Default: none, a lock.
 func WithElection(name string) LockOption { return func(c *config) { c.election = name } }
+
+// Semaphore describes the counting semaphore a permit is asked of
+// (WithSemaphore): its limit, and whether permits name their slots.
+type Semaphore = driver.Semaphore
+
+// WithSemaphore makes the acquisition one of s.Limit permits of the
+// semaphore kept at the key, on a backend that grants permits
+// (driver.Semaphores; any other refuses it with an error matching
+// errors.ErrUnsupported). The permit is a Lock in every other way: its
+// own token, renewal, loss and release. It never re-enters: acquired
+// under a permit's context, it is another permit. A limit outside
+// [1, driver.MaxPermits], and WithElection with it, are refused with
+// ErrInvalidOption; Slots, by a backend whose permits cannot name their
+// slot (driver.SlotLease), with errors.ErrUnsupported. Use package semaphore rather than this option.
+// Default: none, a lock.
+func WithSemaphore(s Semaphore) LockOption {
+	return func(c *config) { c.permit, c.semaphore = true, s }
+}
 
 // WithLogger sets where the Client logs: losses and renewal failures at
 // Warn; acquisitions, renewals, releases and retried failures at Debug.
@@ -271,6 +291,10 @@ func (c config) validate() error {
 		return bad("max depth %d is less than 1", c.maxDepth)
 	case c.atRisk < 0 || c.atRisk >= c.usable(c.ttl):
 		return bad("at-risk window %v is not in [0, the usable TTL %v)", c.atRisk, c.usable(c.ttl))
+	case c.permit && (c.semaphore.Limit < 1 || c.semaphore.Limit > driver.MaxPermits):
+		return bad("semaphore limit %d is not in [1, %d]", c.semaphore.Limit, driver.MaxPermits)
+	case c.permit && c.election != "":
+		return bad("a permit cannot be a candidacy (WithSemaphore with WithElection)")
 	}
 	return driver.CheckOwner(c.owner)
 }

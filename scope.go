@@ -214,7 +214,7 @@ func parentScope(ctx context.Context) *scope {
 // findHeld returns the node of c's lock on key among ctx's locks.
 func findHeld(ctx context.Context, c *Client, key string) *heldNode {
 	for n := nearestHeld(ctx); n != nil; n = n.next {
-		if n.c == c && n.key == key {
+		if n.c == c && n.key == key && !n.g.cfg.permit {
 			return n
 		}
 	}

@@ -24,6 +24,14 @@
 // abandoning terms, checked for one live term at a time, increasing and
 // fenced tokens, and an Observe in term order.
 //
+// RunSemaphore is the conformance suite of package semaphore, for a
+// backend that grants permits (driver.Semaphores), with the same factory
+// and options: many holders never above the limit and reaching it, a
+// stored limit that refuses another (kept by a waiter alone too; skipped
+// with WithUnstoredLimit), unique and increasing tokens, slots, lost,
+// revoked (WithRevoke) and abandoned permits given back, and randomly
+// cancelled acquires that leave no permit behind.
+//
 // RunHolder tests a backend's holder of one key (driver.HolderReader,
 // driver.HolderWatcher, a lease's driver.OwnerSetter), with the same
 // factory and options: exact keys, an owner change seen by another

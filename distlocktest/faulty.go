@@ -17,14 +17,17 @@ var (
 	_ driver.Lister         = (*Faulty)(nil)
 	_ driver.HolderReader   = (*Faulty)(nil)
 	_ driver.HolderWatcher  = (*Faulty)(nil)
+	_ driver.Semaphores     = (*Faulty)(nil)
 	_ driver.OwnerSetter    = (*faultyLease)(nil)
+	_ driver.SlotLease      = faultySlotLease{}
 )
 
 // Faulty wraps a Backend and can make refreshes fail, as when the holder is
 // cut off from the service while the service goes on (its leases then lapse
 // by their TTL). Acquire and Release pass through, so that the Client's
 // own clean-up still reaches the service, and so do the optional
-// interfaces (Lister, HolderReader, HolderWatcher, a lease's OwnerSetter),
+// interfaces (Lister, HolderReader, HolderWatcher, Semaphores, a lease's
+// OwnerSetter and SlotLease),
 // with an error matching errors.ErrUnsupported when the wrapped backend
 // lacks one; a lease's SetOwner fails like a refresh while its key is
 // partitioned. It is safe for concurrent use.
@@ -86,13 +89,39 @@ func (f *Faulty) Acquire(ctx context.Context, key string, opts driver.AcquireOpt
 	return &faultyLease{Lease: l, f: f, key: key}, nil
 }
 
+// AcquirePermit implements driver.Semaphores.
+func (f *Faulty) AcquirePermit(ctx context.Context, key string, sem driver.Semaphore, opts driver.AcquireOptions) (driver.Lease, error) {
+	s, ok := f.Backend.(driver.Semaphores)
+	if !ok {
+		return nil, fmt.Errorf("distlocktest: %T cannot grant permits: %w", f.Backend, errors.ErrUnsupported)
+	}
+	l, err := s.AcquirePermit(ctx, key, sem, opts)
+	if err != nil {
+		return nil, err
+	}
+	fl := &faultyLease{Lease: l, f: f, key: key}
+	if _, ok := l.(driver.SlotLease); ok {
+		return faultySlotLease{fl}, nil
+	}
+	return fl, nil
+}
+
+// Permits implements driver.Semaphores.
+func (f *Faulty) Permits(ctx context.Context, key string) (driver.PermitState, error) {
+	s, ok := f.Backend.(driver.Semaphores)
+	if !ok {
+		return driver.PermitState{}, fmt.Errorf("distlocktest: %T cannot grant permits: %w", f.Backend, errors.ErrUnsupported)
+	}
+	return s.Permits(ctx, key)
+}
+
 // RefreshAll implements driver.BatchRefresher, passing unfaulted leases to
 // the wrapped backend in one batch when it can batch.
 func (f *Faulty) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	res := make([]driver.RefreshResult, len(leases))
 	inner, idx := []driver.Lease{}, []int{}
 	for i, l := range leases {
-		fl := l.(*faultyLease)
+		fl := asFaulty(l)
 		if err := f.cut(fl.key); err != nil {
 			res[i].Err = err
 			continue
@@ -116,6 +145,21 @@ type faultyLease struct {
 	f   *Faulty
 	key string
 }
+
+// asFaulty returns the faultyLease that l, one of Faulty's leases, is.
+func asFaulty(l driver.Lease) *faultyLease {
+	if sl, ok := l.(faultySlotLease); ok {
+		return sl.faultyLease
+	}
+	return l.(*faultyLease)
+}
+
+// faultySlotLease is a faultyLease over a lease with a slot: only such a
+// lease is a driver.SlotLease, as the one it wraps is.
+type faultySlotLease struct{ *faultyLease }
+
+// Slot implements driver.SlotLease: the wrapped lease's slot.
+func (l faultySlotLease) Slot() int { return l.Lease.(driver.SlotLease).Slot() }
 
 func (l *faultyLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := l.f.cut(l.key); err != nil {

@@ -40,6 +40,13 @@ func WithRevoke(revoke func(t *testing.T, key string)) Option {
 	return func(s *suite) { s.revoke = revoke }
 }
 
+// WithUnstoredLimit says that the backend's layout for permits stores no
+// semaphore limit (its Permits reports driver.UnknownLimit), so that a
+// permit naming another limit cannot be refused: RunSemaphore then skips
+// its tests of refused limits and expects driver.UnknownLimit where it
+// reads the limit. The backend's documentation says so.
+func WithUnstoredLimit() Option { return func(s *suite) { s.unstoredLimit = true } }
+
 // WithUnreachable gives the suite a Backend whose service cannot be reached,
 // to check that acquiring fails with distlock.ErrUnavailable in bounded time.
 func WithUnreachable(f Factory) Option { return func(s *suite) { s.unreachable = f } }
@@ -55,11 +62,13 @@ type suite struct {
 	ttl         time.Duration
 	revoke      func(t *testing.T, key string)
 	unreachable Factory
-	leakOpts    []goleak.Option
-	run         string // unique per Run, so keys never collide on a reused server
-	seq         atomic.Int64
-	probed      bool // the probe has set unbounded
-	unbounded   bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
+	// unstoredLimit: the backend stores no semaphore limit (WithUnstoredLimit)
+	unstoredLimit bool
+	leakOpts      []goleak.Option
+	run           string // unique per Run, so keys never collide on a reused server
+	seq           atomic.Int64
+	probed        bool // the probe has set unbounded
+	unbounded     bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
 }
 
 // pushBound is how soon after a release a waiter must be served. Waiting is

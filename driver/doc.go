@@ -12,8 +12,9 @@
 // at once, retries. A backend reports facts and keeps no policy of its own.
 // A backend may also implement BatchRefresher (renew many leases in one
 // round trip), Lister (distlock status), HolderReader (the holder of
-// exactly one key) and HolderWatcher (a push-based watch of it, for
-// Client.Watch and elections), and its leases OwnerSetter (a new owner
+// exactly one key), HolderWatcher (a push-based watch of it, for
+// Client.Watch and elections) and Semaphores (permits of counting
+// semaphores, see Semaphores), and its leases OwnerSetter (a new owner
 // for a held grant, for an election's Proclaim). The Client falls back to
 // Lister, then to polling, when a backend lacks one, or when it returns
 // an error matching errors.ErrUnsupported.
@@ -58,7 +59,8 @@
 //     telling a TLS failure from a network one, and a server that expects
 //     TLS from one that does not.
 //   - Wait: the loop of a blocking Acquire (see Waiting).
-//   - ValidateKey, MaxKeyLen, MaxTTL, CheckOwner, MaxOwnerLen and the
+//   - ValidateKey, MaxKeyLen, MaxTTL, CheckOwner, MaxOwnerLen,
+//     CheckPermit, MaxPermits, LimitError, UnknownLimit and the
 //     errors (ErrNotAcquired, ErrLockLost, ErrUnavailable, ErrInvalidKey,
 //     ErrInvalidOption, ErrClosed), which package distlock exports under
 //     the same names.
@@ -142,6 +144,82 @@
 //
 // Every other backend ignores AcquireOptions.Election. Its tokens come
 // from the lock counter, so one fence.Register admits locks and terms.
+//
+// # Semaphores
+//
+// A counting semaphore grants up to a limit of permits at once on one
+// key; package semaphore keeps it at a key under its KeyPrefix. A backend
+// that grants permits implements Semaphores; the Client refuses permits
+// on any other, with an error matching errors.ErrUnsupported, rather than
+// granting a lock in their place. A backend whose grants cannot be proven
+// never to over-grant (a quorum of independent nodes, as Redlock's)
+// does not implement it. A permit is a lease like a lock, and the Client
+// gives it a lock's policy (deadline, renewal, loss, release); it never
+// re-enters: a permit asked from within a permit's context is another
+// permit. Such a backend:
+//
+//   - never has more live permits on a key than the limit its askers
+//     agree on, and grants one whenever fewer are live and nobody waits
+//     before the asker;
+//   - stores the limit with the semaphore while a permit of it is live
+//     or awaited (a waiter alone keeps it stored), and refuses a permit
+//     that names another limit with a *LimitError, granting nothing, so
+//     that two programs that disagree never over-grant. When nothing
+//     holds or awaits a permit, the next asker sets the limit. A backend
+//     whose native layout stores no limit (Curator's
+//     InterProcessSemaphoreV2 keeps maxLeases in each client) says so in
+//     its documentation: its Permits reports UnknownLimit, a client of the
+//     layout with another limit cannot be refused, and the first rule
+//     holds among clients that name the same limit only;
+//   - makes each permit a Lease as for a lock: Validity, Refresh and
+//     Release owner-checked, renewed and lost as the backend's locks are
+//     (each on its own TTL, or with the session that holds it), OnLost
+//     when the service says a permit is gone. A permit whose holder
+//     stopped renewing is given back when its TTL runs out, or when its
+//     session ends;
+//   - draws each permit's Token from a write made when the permit is
+//     granted (a counter of the key bumped by the grant, the revision of
+//     the write that grants it), so that it is unique and strictly
+//     greater than every token granted before it on the key, a permit's
+//     or a lock's. The rank of a waiter's entry in the queue (an etcd
+//     create revision, a ZooKeeper node's czxid, a sorted-set score) is
+//     drawn when it queues, and a lock or permit granted while it waits
+//     has a greater one: it orders the line, but is not a token;
+//   - with Semaphore.Slots, gives each permit the lowest slot free when
+//     it is granted (SlotLease), so that a permit's token is greater than
+//     every earlier token of its slot: one fence per slot admits it. A
+//     backend that cannot name slots returns leases without SlotLease,
+//     and the Client refuses such a permit with errors.ErrUnsupported;
+//   - serves waiters in arrival order, between processes where the
+//     service can (a queue ranked by the service: a sequence number, a
+//     create revision, the service's clock), and within one process at
+//     least (a Queue's Turn). A permit given back wakes the first waiter
+//     only where the service can address one (a watch on the entry
+//     before the waiter's own, a channel per waiter); Wait offers one
+//     wake-up per key (Held.Wake, a subscription every waiter shares),
+//     which wakes every waiter to try again, and only the first in line
+//     is granted: correct, but each release then costs a try per waiter.
+//     A backend on such a channel that means to wake one waiter
+//     publishes to the first waiter's own channel, named by its entry;
+//   - keeps a waiter's place in line as a lease too: a waiter that dies
+//     (killed, cut off) loses its place within a TTL that it renews while
+//     it waits, or when its session ends, and with it its hold on the
+//     stored limit, so that no dead waiter blocks the line or pins the
+//     limit for good. A waiter whose Acquire fails (its context ended)
+//     leaves the line, and a permit granted to it as it left is given
+//     back: both with retries, or else they lapse within their TTL;
+//   - lists live permits, the stored limit and how many wait (Permits).
+//
+// Where the service's other clients have a semaphore layout of their own
+// (Curator's InterProcessSemaphoreV2), a backend keeps permits there, as
+// for Elections, and says in its documentation which of the rules above
+// the layout cannot keep, and between which clients the rest hold. A
+// backend whose locks are advisory locks of a session (pglock) keeps
+// permits in lease rows (a row per permit and per waiter, and the limit in
+// the semaphore's own row), written under the semaphore's lock: an
+// advisory lock per slot can neither store a limit nor serve waiters in
+// order across slots, a session blocked on one slot waiting past a slot
+// that frees first.
 //
 // # URLs
 //

@@ -152,4 +152,6 @@ type Holder struct {
 	Owner   string    // AcquireOptions.Owner of the holder, if the backend stores it
 	Since   time.Time // when it was granted, if known
 	Expires time.Time // when the service will expire it unless refreshed; zero if unbounded or unknown
+	Slot    int       // a permit's slot, when HasSlot
+	HasSlot bool      // a permit asked with Semaphore.Slots; false for a lock
 }

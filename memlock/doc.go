@@ -15,7 +15,14 @@
 // such as Redis: the holder learns of it from its Client's local deadline
 // or from a failed refresh. Revoke drops a grant the way a session service
 // does when a session ends: the holder's OnLost is called before anyone
-// else can be granted the key.
+// else can be granted the key; it drops a key's permits too. List shows a
+// key's permits with its lock, in token order.
+//
+// Permits of a semaphore (package semaphore, driver.Semaphores) are leases
+// of the same kind: at most the semaphore's limit of them live at once on
+// a key, each expiring, refreshed and released on its own. The limit is
+// kept with the semaphore while a permit is live or awaited, and a permit
+// naming another is refused.
 //
 // # Not guaranteed
 //
@@ -38,13 +45,21 @@
 // at once, without polling. A try (distlock.TryAcquire) fails while the key
 // is held or awaited.
 //
+// Waiters for a permit are served in arrival order too: a permit given
+// back (a release, an expiry) is handed at once to the first waiter
+// alone. A try fails while every permit is held or a waiter is in line.
+// A waiter whose context ends leaves the line; a permit handed to it as
+// it left goes to the next.
+//
 // A watch of a key's holder (Client.Watch, an election's Observe) is woken
 // at every change: a grant, a release, an expiry, a revocation, a new
 // owner.
 //
 // # Fencing
 //
-// Tokens are a counter per key, starting at 1 and incremented at each grant.
+// Tokens are a counter per key, starting at 1 and incremented at each grant,
+// a lock's or a permit's. A permit's slot (semaphore.WithSlots) is the
+// lowest free when it is granted.
 // Storage guarded with package fence refuses a holder whose lease expired
 // once the next holder has written with its larger token.
 //
@@ -55,6 +70,6 @@
 // and the Client inside the bubble).
 //
 // A Backend and its leases are safe for concurrent use; a Backend starts a
-// timer per held key and no goroutine. Close ends the waiters and refuses
+// timer per held key or permit and no goroutine. Close ends the waiters and refuses
 // later acquisitions; held leases last until released or expired.
 package memlock

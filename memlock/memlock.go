@@ -46,6 +46,7 @@ type entry struct {
 	// watchers are woken (a value, coalesced) at each change of holder or
 	// owner; each is closed when its watch ends.
 	watchers map[chan struct{}]struct{}
+	sem      *semaphore // the semaphore kept at key, if any
 }
 
 // New returns an empty lock service. It cannot fail, so unlike the
@@ -208,16 +209,21 @@ func (b *Backend) freeLocked(e *entry, l *lease) bool {
 	return true
 }
 
-// Revoke drops the current grant of key, as a session service does when the
-// holder's session ends, and tells the holder through its OnLost callback
-// before anyone else can be granted the key. It reports whether there was a
-// grant to drop.
+// Revoke drops the current grants of key, its lock and every live permit
+// of its semaphore, as a session service does when the holders' sessions
+// end, and tells each holder through its OnLost callback before anyone
+// else can be granted what it held. It reports whether there was a grant
+// to drop.
 func (b *Backend) Revoke(key string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.keys[key]
-	if e == nil || e.holder == nil {
+	if e == nil {
 		return false
+	}
+	revoked := b.revokePermitsLocked(e)
+	if e.holder == nil {
+		return revoked
 	}
 	if l := e.holder; l.onLost != nil {
 		l.onLost(fmt.Errorf("%w: revoked by the service", driver.ErrLockLost))
@@ -234,12 +240,21 @@ func (b *Backend) List(_ context.Context, prefix string) ([]driver.Holder, error
 	var hs []driver.Holder
 	for k, e := range b.keys {
 		b.expireLocked(e, now)
-		if e.holder != nil && strings.HasPrefix(k, prefix) {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if e.holder != nil {
 			hs = append(hs, driver.Holder{Key: k, Token: e.holder.token, Owner: e.holder.owner,
 				Since: e.holder.since, Expires: e.expires})
 		}
+		hs = b.appendPermitsLocked(hs, e, now)
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(hs, func(a, b driver.Holder) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return cmpUint(a.Token, b.Token)
+	})
 	return hs, nil
 }
 
@@ -298,6 +313,10 @@ func (b *Backend) RefreshAll(_ context.Context, leases []driver.Lease, ttl time.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, dl := range leases {
+		if p, ok := dl.(*permit); ok && p.b == b {
+			res[i].Validity, res[i].Err = p.refreshLocked(ttl)
+			continue
+		}
 		l, ok := dl.(*lease)
 		if !ok || l.b != b {
 			res[i].Err = fmt.Errorf("memlock: lease %T is not from this backend", dl)

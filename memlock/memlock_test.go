@@ -199,3 +199,15 @@ func TestCloseEndsWaiters(t *testing.T) {
 		t.Errorf("%d keys still queued", n)
 	}
 }
+
+func TestSemaphoreConformance(t *testing.T) {
+	srv := memlock.New()
+	t.Cleanup(func() { srv.Close() })
+	distlocktest.RunSemaphore(t, func(t *testing.T) driver.Backend { return srv },
+		distlocktest.WithTTL(300*time.Millisecond),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			if !srv.Revoke(key) {
+				t.Fatalf("Revoke(%q): no grant to revoke", key)
+			}
+		}))
+}
