@@ -344,10 +344,18 @@ func (c *Client) acquireLease(ctx context.Context, key string, cfg config, g *gr
 	}
 	if _, ok := lease.(driver.SlotLease); !ok {
 		// A permit without its slot would let two holders share a
-		// slot's fence: give it back, and refuse.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(cfg.ttl, time.Second))
-		defer cancel()
-		_ = retry(rctx, cfg.retry, func() error { return lease.Release(rctx) }) // else it lapses within its TTL
+		// slot's fence: give it back, in the background as start gives
+		// back a grant it cannot use, and refuse at once.
+		g.lease, g.token = lease, lease.Token()
+		c.mu.Lock()
+		closed := c.closed
+		if !closed {
+			c.goBackgroundLocked(func() { c.giveBack(g) })
+		}
+		c.mu.Unlock()
+		if closed {
+			c.giveBack(g) // Close may already be waiting: not in the background
+		}
 		return nil, fmt.Errorf("distlock: %s cannot name a permit's slot: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
 	}
 	return lease, nil

@@ -176,8 +176,10 @@ type Semaphore = driver.Semaphore
 // under a permit's context, it is another permit. A limit outside
 // [1, driver.MaxPermits], and WithElection with it, are refused with
 // ErrInvalidOption; Slots, by a backend whose permits cannot name their
-// slot (driver.SlotLease), with errors.ErrUnsupported. Use package semaphore rather than this option.
-// Default: none, a lock.
+// slot (driver.SlotLease), with errors.ErrUnsupported. Use package
+// semaphore rather than this option, and never pass it to New: every
+// Acquire of that Client would then ask for a permit. Default: none, a
+// lock.
 func WithSemaphore(s Semaphore) LockOption {
 	return func(c *config) { c.permit, c.semaphore = true, s }
 }

@@ -15,8 +15,9 @@
 // such as Redis: the holder learns of it from its Client's local deadline
 // or from a failed refresh. Revoke drops a grant the way a session service
 // does when a session ends: the holder's OnLost is called before anyone
-// else can be granted the key; it drops a key's permits too. List shows a
-// key's permits with its lock, in token order.
+// else can be granted the key; it drops a key's permits too. List shows
+// locks only, one holder per key as driver.Lister says; a key's permits
+// are read with Permits.
 //
 // Permits of a semaphore (package semaphore, driver.Semaphores) are leases
 // of the same kind: at most the semaphore's limit of them live at once on

@@ -240,21 +240,12 @@ func (b *Backend) List(_ context.Context, prefix string) ([]driver.Holder, error
 	var hs []driver.Holder
 	for k, e := range b.keys {
 		b.expireLocked(e, now)
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		if e.holder != nil {
+		if e.holder != nil && strings.HasPrefix(k, prefix) {
 			hs = append(hs, driver.Holder{Key: k, Token: e.holder.token, Owner: e.holder.owner,
 				Since: e.holder.since, Expires: e.expires})
 		}
-		hs = b.appendPermitsLocked(hs, e, now)
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return cmpUint(a.Token, b.Token)
-	})
+	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return hs, nil
 }
 

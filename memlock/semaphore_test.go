@@ -152,10 +152,11 @@ func TestCloseEndsPermitWaiters(t *testing.T) {
 	}
 }
 
-// TestListShowsPermits: List shows a key's permits with its lock, in
-// token order, each permit's slot named, so that `distlock status` shows
-// who holds a semaphore.
-func TestListShowsPermits(t *testing.T) {
+// TestListShowsLocksOnly: List shows one holder per key, the lock, as
+// driver.Lister says, so that a listing (the gateway's, status) never
+// shows a permit as the key's lock; Permits shows the permits, in token
+// order, each with its slot.
+func TestListShowsLocksOnly(t *testing.T) {
 	b := memlock.New()
 	t.Cleanup(func() { b.Close() })
 	ctx := context.Background()
@@ -164,34 +165,31 @@ func TestListShowsPermits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := b.AcquirePermit(ctx, "k", driver.Semaphore{Limit: 2, Slots: true}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2, err := b.AcquirePermit(ctx, "k", driver.Semaphore{Limit: 2, Slots: true}, opts)
-	if err != nil {
-		t.Fatal(err)
+	var permits []driver.Lease
+	for range 2 {
+		p, err := b.AcquirePermit(ctx, "k", driver.Semaphore{Limit: 2, Slots: true}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, p)
 	}
 	hs, err := b.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []struct {
-		token   uint64
-		slot    int
-		hasSlot bool
-	}{{lock.Token(), 0, false}, {p1.Token(), 0, true}, {p2.Token(), 1, true}}
-	if len(hs) != len(want) {
-		t.Fatalf("List = %+v; want the lock and 2 permits", hs)
+	if len(hs) != 1 || hs[0].Key != "k" || hs[0].Token != lock.Token() {
+		t.Errorf("List = %+v; want the lock alone (token %d)", hs, lock.Token())
 	}
-	for i, w := range want {
-		if h := hs[i]; h.Key != "k" || h.Token != w.token || h.Slot != w.slot || h.HasSlot != w.hasSlot {
-			t.Errorf("List[%d] = %+v; want token %d, slot %d (%v)", i, h, w.token, w.slot, w.hasSlot)
-		}
+	st, err := b.Permits(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range []driver.Lease{lock, p1, p2} {
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
+	if len(st.Holders) != 2 {
+		t.Fatalf("Permits = %+v; want 2 permits", st)
+	}
+	for i, h := range st.Holders {
+		if h.Token != permits[i].Token() || h.Slot != i || !h.HasSlot {
+			t.Errorf("Permits.Holders[%d] = %+v; want token %d, slot %d", i, h, permits[i].Token(), i)
 		}
 	}
 }
