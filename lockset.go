@@ -13,8 +13,9 @@ import (
 // released, and the error (a *KeyError) names the key that failed.
 //
 // Each key is acquired as Acquire would under ctx: a key that ctx already
-// holds is reentered (a lock; a permit never is: see WithSemaphore), and every lock's context ends with ctx's lock, if
-// any, and with its own grant, not with the other parts. The set's own
+// holds is reentered (a lock; a permit never is: see WithSemaphore), and
+// every lock's context ends with ctx's lock, if any, and with its own
+// grant, not with the other parts. The set's own
 // context ends when any part ends (its Err then names the part), when the
 // lock ctx came from ends, or when the set is released.
 //
