@@ -15,9 +15,9 @@ import (
 // Each key is acquired as Acquire would under ctx: a key that ctx already
 // holds is reentered (a lock; a permit never is: see WithSemaphore), and
 // every lock's context ends with ctx's lock, if any, and with its own
-// grant, not with the other parts. The set's own
-// context ends when any part ends (its Err then names the part), when the
-// lock ctx came from ends, or when the set is released.
+// grant, not with the other parts. The set's own context ends when any
+// part ends (its Err then names the part), when the lock ctx came from
+// ends, or when the set is released.
 //
 // The sorted order protects only against other AcquireAll calls and single
 // Acquires: a caller that already holds a key and then asks for a smaller
