@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/semaphore"
 )
 
 // Defaults of the run command's flags.
@@ -33,6 +35,38 @@ type runFlags struct {
 	grace    time.Duration
 	heldExit int  // exit code when the lock is not acquired
 	quiet    bool // say nothing when the lock is not acquired
+	permits  int  // --permits: a permit of a semaphore with this limit, not the lock
+	slots    bool // --slots: the permit names its slot
+}
+
+// grant names what run holds: the lock on KEY, or with --permits a permit
+// of the semaphore KEY, kept at semaphore.KeyPrefix+KEY as package
+// semaphore keeps it, so that Go programs share it.
+type grant struct {
+	name string // KEY as given
+	key  string // the key acquired
+	opts []distlock.LockOption
+	sem  *distlock.Semaphore // nil for the lock
+}
+
+func newGrant(key string, f runFlags) (grant, error) {
+	if f.permits == 0 {
+		return grant{name: key, key: key}, distlock.ValidateKey(key)
+	}
+	g := grant{name: key, key: semaphore.KeyPrefix + key, sem: &distlock.Semaphore{Limit: f.permits, Slots: f.slots}}
+	if err := distlock.ValidateKey(g.key); err != nil {
+		return grant{}, fmt.Errorf("semaphore %q: %w", key, err)
+	}
+	g.opts = []distlock.LockOption{distlock.WithSemaphore(*g.sem)}
+	return g, nil
+}
+
+// what names the grant in messages.
+func (g grant) what() string {
+	if g.sem == nil {
+		return fmt.Sprintf("the lock on %q", g.name)
+	}
+	return fmt.Sprintf("a permit of semaphore %q", g.name)
 }
 
 func (r *runner) runCommand() *cobra.Command {
@@ -49,6 +83,19 @@ file://` + defaultDirHelp() + `. The command gets $DISTLOCK_BACKEND naming
 the lock service used (from --backend or $DISTLOCK_BACKEND) with its
 password removed; a URL that cannot be cleaned with certainty is not
 passed, and distlock says so.
+
+With --permits N, run holds one of N permits of the semaphore KEY instead
+of the lock: at most N commands run at once under KEY, waiting in line for
+a permit as for the lock (kept at semaphore/KEY, shared with package
+semaphore's semaphore of the same name). DISTLOCK_KEY is then
+semaphore/KEY, DISTLOCK_TOKEN the permit's token (greater than every
+earlier grant's on KEY), and with --slots DISTLOCK_SLOT the permit's slot
+in [0, N), the lowest free, that no other running command has. Every
+holder must name the same N: a permit asked with another N while the
+semaphore is held or awaited fails with status 64. The local file://,
+mem://, redis://, etcd://, zk:// and postgres:// services grant permits;
+redlock:// does not (a quorum of independent servers could grant more
+than N).
 
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and
@@ -81,6 +128,9 @@ the lock was lost or its deadline neared while the command ran.`,
 		Example: `  distlock run jobs/nightly -- ./nightly.sh
   distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'
 
+  # at most 3 backups at once, each told its slot (0, 1 or 2)
+  distlock run --permits 3 --slots backups -- sh -c 'backup --target disk$DISTLOCK_SLOT'
+
   # crontab: skip a run while the previous one still holds the lock, silently
   */5 * * * * distlock run --no-wait --quiet --held-exit 0 jobs/sync -- /usr/local/bin/sync`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -100,6 +150,9 @@ the lock was lost or its deadline neared while the command ran.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("permits") && f.permits == 0 {
+				return exitWith(usagef("--permits 0 is not in [1, %d]", driver.MaxPermits))
+			}
 			return exitWith(r.run(cmd.Context(), args[0], args[1:], f))
 		},
 	}
@@ -109,12 +162,21 @@ the lock was lost or its deadline neared while the command ran.`,
 	fl.IntVar(&f.heldExit, "held-exit", ExitNotAcquired, "exit status when the lock is not acquired (held with --no-wait, or --timeout passed)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing when the lock is not acquired")
 	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service (zk:// keeps its session timeout); the lock is renewed every TTL/3, or halfway to its deadline when sooner")
+	fl.IntVar(&f.permits, "permits", 0, "hold one of N permits of the semaphore KEY (shared with package semaphore's of the same name and limit) instead of the lock on KEY")
+	fl.BoolVar(&f.slots, "slots", false, "with --permits, the permit names its slot in [0, N): DISTLOCK_SLOT, the lowest free")
 	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command (cut to the lock's at-risk window when its deadline nears without a renewal)")
 	return cmd
 }
 
 func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags) error {
-	if err := distlock.ValidateKey(key); err != nil {
+	switch {
+	case f.permits < 0 || f.permits > driver.MaxPermits:
+		return usagef("--permits %d is not in [1, %d]", f.permits, driver.MaxPermits)
+	case f.slots && f.permits == 0:
+		return usagef("--slots needs --permits")
+	}
+	g, err := newGrant(key, f)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -146,12 +208,12 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	notify(sigc, waitSignals)
 	defer signal.Stop(sigc)
 
-	lock, err := r.acquire(ctx, c, b, key, f, sigc)
+	lock, err := r.acquire(ctx, c, b, g, f, sigc)
 	if err != nil {
 		return err
 	}
 	// The Client logs the grant (with --verbose): said once.
-	return r.supervise(ctx, heldLock{lock}, b, argv, f, sigc)
+	return r.supervise(ctx, heldLock{Lock: lock, g: g}, b, argv, f, sigc)
 }
 
 // held is what a command runs under: the lock of `run` (heldLock) or the
@@ -168,10 +230,18 @@ type held interface {
 	describe() string
 }
 
-// heldLock is the lock of `run`.
-type heldLock struct{ *distlock.Lock }
+// heldLock is the lock or permit of `run`.
+type heldLock struct {
+	*distlock.Lock
+	g grant
+}
 
-func (l heldLock) describe() string { return fmt.Sprintf("the lock on %q", l.Key()) }
+func (l heldLock) describe() string {
+	if slot, ok := l.Slot(); ok {
+		return fmt.Sprintf("%s (slot %d)", l.g.what(), slot)
+	}
+	return l.g.what()
+}
 
 // openClient opens the lock service within timeout (see openWithin) and
 // returns it with a Client of it whose locks have ttl; closeClient
@@ -237,18 +307,19 @@ func (r *runner) backendOrDefault() string {
 // always made, as with --no-wait.
 const minTry = 5 * time.Second
 
-// acquire waits for the lock, until the timeout or a signal.
-func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backend, key string, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
-	r.log.Debug("acquiring", "key", key, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
+// acquire waits for the lock or permit, until the timeout or a signal.
+func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backend, g grant, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
+	key := g.key
+	r.log.Debug("acquiring", "key", key, "permits", f.permits, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
 	var (
 		lock *distlock.Lock
 		err  error
 	)
 	sig := untilSignal(ctx, sigc, func(sctx context.Context) {
 		if f.timeout > 0 {
-			lock, err = tryThenWait(sctx, c, key, f.timeout)
+			lock, err = tryThenWait(sctx, c, key, f.timeout, g.opts...)
 		} else {
-			lock, err = c.Acquire(sctx, key, distlock.WithWait(!f.noWait))
+			lock, err = c.Acquire(sctx, key, append(g.opts, distlock.WithWait(!f.noWait))...)
 		}
 	})
 	notAcquired := func(format string, args ...any) error {
@@ -262,17 +333,21 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backe
 		if lock != nil {
 			lock.Release(context.WithoutCancel(ctx))
 		}
-		return nil, &exitError{code: ExitSignal + signum(sig), err: fmt.Errorf("interrupted by %v while waiting for the lock on %q", sig, key), sig: dyingSignal(sig)}
+		return nil, &exitError{code: ExitSignal + signum(sig), err: fmt.Errorf("interrupted by %v while waiting for %s", sig, g.what()), sig: dyingSignal(sig)}
 	case err == nil:
 		return lock, nil
 	case ctx.Err() != nil:
+	case g.sem != nil && errors.Is(err, errors.ErrUnsupported):
+		return nil, usagef("backend %s cannot grant permits (--permits): %v", redact(r.backendOrDefault()), err)
 	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && errors.Is(err, distlock.ErrUnavailable):
 		// Not "held": the service did not answer. Said even with --quiet.
 		return nil, &exitError{code: ExitUnavailable, err: fmt.Errorf("the lock service did not answer within --timeout %v: %w", f.timeout, err)}
 	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded):
-		return nil, notAcquired("timed out after %v waiting for the lock on %q%s", f.timeout, key, r.heldBy(ctx, b, key))
+		return nil, notAcquired("timed out after %v waiting for %s%s", f.timeout, g.what(), r.heldBy(ctx, c, b, g))
+	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && g.sem != nil:
+		return nil, notAcquired("every permit of semaphore %q is held or awaited%s (--no-wait)", g.name, r.heldBy(ctx, c, b, g))
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired):
-		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, b, key))
+		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, c, b, g))
 	}
 	return nil, err
 }
@@ -302,10 +377,10 @@ func untilSignal(ctx context.Context, sigc <-chan os.Signal, wait func(ctx conte
 // tryThenWait makes one try for key, given at least minTry whatever the
 // timeout, then waits for a held key until the timeout, counted from the
 // start, has passed.
-func tryThenWait(ctx context.Context, c *distlock.Client, key string, timeout time.Duration) (*distlock.Lock, error) {
+func tryThenWait(ctx context.Context, c *distlock.Client, key string, timeout time.Duration, opts ...distlock.LockOption) (*distlock.Lock, error) {
 	end := time.Now().Add(timeout)
 	tctx, cancel := context.WithDeadline(ctx, time.Now().Add(max(timeout, minTry)))
-	lock, err := c.Acquire(tctx, key, distlock.WithWait(false))
+	lock, err := c.Acquire(tctx, key, append(slices.Clip(opts), distlock.WithWait(false))...)
 	tried := tctx.Err()
 	cancel()
 	if err == nil || !errors.Is(err, distlock.ErrNotAcquired) || tried != nil {
@@ -313,7 +388,7 @@ func tryThenWait(ctx context.Context, c *distlock.Client, key string, timeout ti
 	}
 	wctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
-	return c.Acquire(wctx, key)
+	return c.Acquire(wctx, key, opts...)
 }
 
 // clientLog is the Client's logger: distlock's own with --verbose (renewal
@@ -326,10 +401,23 @@ func (r *runner) clientLog() *slog.Logger {
 	return nil
 }
 
-// heldBy describes the holder of key, when the backend can tell. A
-// listing that failed in part (a file:// lock file of another key that
-// cannot be read) still names the holder it found.
-func (r *runner) heldBy(ctx context.Context, b driver.Backend, key string) string {
+// heldBy describes the holder of the grant's key, when the backend can
+// tell: a permit's semaphore by how many hold and wait. A listing that
+// failed in part (a file:// lock file of another key that cannot be read)
+// still names the holder it found.
+func (r *runner) heldBy(ctx context.Context, c *distlock.Client, b driver.Backend, g grant) string {
+	key := g.key
+	if g.sem != nil {
+		st, err := c.Permits(ctx, key)
+		if err != nil {
+			return ""
+		}
+		limit := ""
+		if st.Limit > 0 {
+			limit = fmt.Sprintf(" of %d", st.Limit)
+		}
+		return fmt.Sprintf(" (%d%s held, %d waiting)", len(st.Holders), limit, st.Waiting)
+	}
 	l, ok := b.(driver.Lister)
 	if !ok {
 		return ""

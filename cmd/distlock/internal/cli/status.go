@@ -26,9 +26,10 @@ const DefaultInterval = time.Second
 const minInterval = 100 * time.Millisecond
 
 type statusFlags struct {
-	json     bool
-	watch    bool
-	interval time.Duration
+	json      bool
+	watch     bool
+	interval  time.Duration
+	semaphore string // --semaphore NAME: the permits of a semaphore
 }
 
 func (r *runner) statusCommand() *cobra.Command {
@@ -62,10 +63,19 @@ not on a terminal) and the next listing tries again.
 With file://, a lock file that status cannot read (permission denied)
 is named on standard error (under the table on a terminal, with
 --watch) and the others are listed; status fails (exit 69) only if it
-could read none under PREFIX.`,
+could read none under PREFIX.
+
+With --semaphore NAME it shows the semaphore NAME instead (the one that
+run --permits and package semaphore keep at semaphore/NAME): its stored
+limit, how many wait for a permit, and each live permit with its slot
+(with --slots), token, owner, time held and time left. With --json it
+prints {name, key, limit, waiting, holders}, holders as above with a slot
+where the permit has one, and no limit where the service's layout stores
+none (zk://, shared with Apache Curator).`,
 		Example: `  distlock status jobs/
   distlock status --watch
-  distlock status --watch --interval 5s --json jobs/ | jq -c 'length'`,
+  distlock status --watch --interval 5s --json jobs/ | jq -c 'length'
+  distlock status --semaphore backups`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("want at most one PREFIX, got %d arguments", len(args))
@@ -82,6 +92,12 @@ could read none under PREFIX.`,
 				return exitWith(usagef("--interval needs --watch"))
 			case f.interval < minInterval:
 				return exitWith(usagef("--interval %v is below the minimum, %v", f.interval, minInterval))
+			case cmd.Flags().Changed("semaphore") && prefix != "":
+				return exitWith(usagef("--semaphore NAME takes no PREFIX"))
+			case cmd.Flags().Changed("semaphore") && f.watch:
+				return exitWith(usagef("--semaphore does not take --watch"))
+			case cmd.Flags().Changed("semaphore"):
+				return exitWith(r.semaphoreStatus(cmd.Context(), f))
 			}
 			return exitWith(r.status(cmd.Context(), prefix, f))
 		},
@@ -89,6 +105,7 @@ could read none under PREFIX.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table (with --watch, one per line)")
 	fl.BoolVarP(&f.watch, "watch", "w", false, "list again every --interval until interrupted, in place on a terminal")
+	fl.StringVar(&f.semaphore, "semaphore", "", "show the permits of the semaphore `NAME` (run --permits) instead of locks")
 	fl.DurationVar(&f.interval, "interval", DefaultInterval, "with --watch, time between listings (at least "+minInterval.String()+")")
 	return cmd
 }
@@ -103,6 +120,7 @@ type holderJSON struct {
 	Since           *time.Time `json:"since,omitempty"`
 	Expires         *time.Time `json:"expires,omitempty"`           // absent: no time bound
 	TimeLeftSeconds *float64   `json:"time_left_seconds,omitempty"` // absent: no time bound
+	Slot            *int       `json:"slot,omitempty"`              // a permit's, with --slots
 }
 
 func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error {
@@ -184,6 +202,9 @@ func holdersJSON(hs []driver.Holder, now time.Time) []holderJSON {
 	out := make([]holderJSON, 0, len(hs))
 	for _, h := range hs {
 		j := holderJSON{Key: h.Key, Token: h.Token, Owner: h.Owner}
+		if h.HasSlot {
+			j.Slot = &h.Slot
+		}
 		if !h.Since.IsZero() {
 			j.Since = &h.Since
 		}
@@ -202,19 +223,25 @@ func writeTable(w io.Writer, hs []driver.Holder, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
 	for _, h := range hs {
-		owner, held, left := printable(h.Owner), "-", "unbounded"
-		if owner == "" {
-			owner = "-"
-		}
-		if !h.Since.IsZero() {
-			held = span(now.Sub(h.Since))
-		}
-		if !h.Expires.IsZero() {
-			left = span(h.Expires.Sub(now))
-		}
+		owner, held, left := columns(h, now)
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", printable(h.Key), h.Token, owner, held, left)
 	}
 	return tw.Flush()
+}
+
+// columns returns the OWNER, HELD FOR and TIME LEFT columns of h at now.
+func columns(h driver.Holder, now time.Time) (owner, held, left string) {
+	owner, held, left = printable(h.Owner), "-", "unbounded"
+	if owner == "" {
+		owner = "-"
+	}
+	if !h.Since.IsZero() {
+		held = span(now.Sub(h.Since))
+	}
+	if !h.Expires.IsZero() {
+		left = span(h.Expires.Sub(now))
+	}
+	return owner, held, left
 }
 
 // printable returns s for a terminal (see visible.Quote): as it is if
