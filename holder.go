@@ -16,8 +16,9 @@ import (
 type Holder = driver.Holder
 
 // Permits returns the live permits of the semaphore kept at key, sorted
-// by token, and its stored limit (0 when nothing holds or awaits a
-// permit, driver.UnknownLimit where the backend's layout stores none), from a backend that grants permits (driver.Semaphores); any
+// by token, its stored limit (0 when nothing holds or awaits a permit,
+// driver.UnknownLimit where the backend's layout stores none) and how
+// many wait, from a backend that grants permits (driver.Semaphores); any
 // other gives an error matching errors.ErrUnsupported. Every error is a
 // *KeyError.
 func (c *Client) Permits(ctx context.Context, key string) (PermitState, error) {
