@@ -149,7 +149,7 @@ func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal)
 			fmt.Sprintf("the session holds or waits for %d locks and terms, the most this gateway allows", g.cfg.maxLocks))
 	case errors.Is(err, errHeldOtherwise):
 		return newProblem(http.StatusConflict, ProblemNotElected,
-			fmt.Sprintf("the session holds the election's key %s as a lock: release it first", quoteName(key)))
+			fmt.Sprintf("the session holds the election's key %s as a lock or a permit: release it first", quoteName(key)))
 	case r.Context().Err() != nil:
 		return nil // the client went away
 	case errors.Is(err, errNotAcquired), errors.Is(err, distlock.ErrNotAcquired):

@@ -25,6 +25,7 @@ const (
 	ProblemLockLost         = "urn:distlock:problem:lock-lost"          // 409: the lock (or the term) had been lost before the release (or the resignation)
 	ProblemNotElected       = "urn:distlock:problem:not-elected"        // 409: another candidate led when the campaign's wait ended
 	ProblemNoLeader         = "urn:distlock:problem:no-leader"          // 404: the election has no leader
+	ProblemLimitMismatch    = "urn:distlock:problem:limit-mismatch"     // 409: the semaphore stores another limit than the permit named
 	ProblemTooLarge         = "urn:distlock:problem:too-large"          // 413: body over MaxBody
 	ProblemUnsupportedMedia = "urn:distlock:problem:unsupported-media"  // 415: body not application/json
 	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit (or a token's share) of sessions, locks, waits or streams

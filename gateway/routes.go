@@ -54,6 +54,8 @@ func (g *Gateway) routeTable() []route {
 		{"/v1/elections/{name}/observe", map[string]handlerFunc{"GET": g.observe}, true},
 		{"/v1/elections/{name}/proclaim", map[string]handlerFunc{"POST": g.proclaim}, true},
 		{"/v1/elections/{name}/resign", map[string]handlerFunc{"POST": g.resign}, true},
+		{"/v1/semaphores/{name}", map[string]handlerFunc{"GET": g.permits}, true},
+		{"/v1/semaphores/{name}/acquire", map[string]handlerFunc{"POST": g.acquirePermit}, true},
 		{"/v1/events", map[string]handlerFunc{"GET": g.events}, true},
 		{"/v1/openapi.json", map[string]handlerFunc{"GET": g.openapi}, false},
 		{"/healthz", map[string]handlerFunc{"GET": g.healthz}, false},
@@ -421,7 +423,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 		return sessionEnded()
 	case errors.Is(err, errHeldOtherwise):
 		return newProblem(http.StatusConflict, ProblemNotAcquired,
-			fmt.Sprintf("the session holds lock %s as its term of an election: resign it there", quoteName(name)))
+			fmt.Sprintf("the session holds %s as its term of an election (resign it there) or as a permit, not as a lock", quoteName(name)))
 	case errors.Is(err, errTooManyLocks):
 		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
 			fmt.Sprintf("the session holds or waits for %d locks, the most this gateway allows", g.cfg.maxLocks))

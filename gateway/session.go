@@ -68,18 +68,30 @@ type session struct {
 // held is a lock held by a session, or a term of an election, which the
 // session holds as the lock of the election's key (see package election).
 type held struct {
-	s     *session
-	name  string
-	lock  grant
-	term  *election.Term // nil for a lock
-	token uint64
-	since time.Time
-	lease time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
+	s      *session
+	name   string
+	lock   grant
+	term   *election.Term // nil for a lock or a permit
+	permit bool           // a permit of the semaphore kept at name: one of its holders, never in Gateway.holders
+	token  uint64
+	since  time.Time
+	lease  time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
 
 	dropped string // by s.mu: why the gateway gave it up ("released", "forced"); "" while held
 
 	ownerMu sync.Mutex             // serializes the owner changes of a lock
 	owner   atomic.Pointer[string] // a term's value, or the owner a change set (POST .../owner); nil: the session's
+}
+
+// kind tells locks, terms and permits apart, as candidacy.kind does.
+func (h *held) kind() string {
+	switch {
+	case h.term != nil:
+		return "term"
+	case h.permit:
+		return "permit"
+	}
+	return "lock"
 }
 
 // ownerName is the owner of h as the gateway reports it: a term's value,
@@ -322,11 +334,24 @@ func lockLeft(sessionLeft time.Duration, l deadliner) time.Duration {
 // errNotAcquired is an acquire whose wait ended.
 var errNotAcquired = errors.New("not acquired")
 
-// candidacy is what an acquire asks for: a lock when e is nil, else a
-// term of e, the election whose key is the name acquired, with value.
+// candidacy is what an acquire asks for: a lock when e and permit are
+// nil; else a term of e, the election whose key is the name acquired,
+// with value; or a permit of the semaphore kept at the name.
 type candidacy struct {
-	e     *election.Election
-	value string
+	e      *election.Election
+	value  string
+	permit *distlock.Semaphore
+}
+
+// kind tells locks, terms and permits apart.
+func (c candidacy) kind() string {
+	switch {
+	case c.e != nil:
+		return "term"
+	case c.permit != nil:
+		return "permit"
+	}
+	return "lock"
 }
 
 // acquire returns the session's grant of name: the one it holds (a retried
@@ -347,7 +372,7 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration, 
 		}
 		if h := s.locks[name]; h != nil {
 			s.mu.Unlock()
-			if (h.term != nil) != (cand.e != nil) {
+			if h.kind() != cand.kind() {
 				return nil, errHeldOtherwise
 			}
 			return h, nil
@@ -432,7 +457,7 @@ func (s *session) abandon(ctx context.Context, name string) (*held, bool) {
 var (
 	errSessionEnded  = errors.New("session ended")
 	errTooManyLocks  = errors.New("too many locks")
-	errHeldOtherwise = errors.New("held as a lock, not a term, or the other way round")
+	errHeldOtherwise = errors.New("held as another kind: a lock, a term or a permit")
 )
 
 // take acquires name through the session's Client, as a lock or as a
@@ -449,6 +474,8 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 		if term, err = cand.e.Campaign(ctx, cand.value); err == nil {
 			l = termGrant{term}
 		}
+	case cand.permit != nil:
+		l, err = s.client.Acquire(ctx, name, distlock.WithSemaphore(*cand.permit), distlock.WithWait(wait > 0))
 	case wait > 0:
 		l, err = s.client.Acquire(ctx, name)
 	default:
@@ -460,7 +487,7 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 		}
 		return nil, err
 	}
-	h := &held{s: s, name: name, lock: l, term: term, token: l.Token(), since: time.Now()}
+	h := &held{s: s, name: name, lock: l, term: term, permit: cand.permit != nil, token: l.Token(), since: time.Now()}
 	if term != nil {
 		v := term.Value() // the owner stored with the term
 		h.owner.Store(&v)
@@ -476,7 +503,9 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 	ended := s.ended != "" || g.closed
 	if !ended {
 		s.locks[name] = h
-		g.holders[name] = h
+		if !h.permit { // a semaphore has many holders: Permits lists them
+			g.holders[name] = h
+		}
 		g.publishLocked("granted", h, "")
 		g.bg.Add(1)
 	}

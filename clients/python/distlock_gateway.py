@@ -22,6 +22,15 @@ that the keepalive thread renews it and reports its loss as a lock's):
     for leader in gw.observe("payments/leader"):   # each change in term order; None: no leader
         ...
 
+Semaphores (a permit is held by the session as the lock semaphore/NAME,
+renewed and lost as a lock; every holder names the same limit):
+
+    permit = s.acquire_permit("exports", limit=3, slots=True, wait=30)  # raises NotAcquired
+    storage.write(data, fence=permit.token)        # strictly greater than every earlier grant's
+    permit.slot                                    # with slots: in [0, 3), no other live permit's
+    permit.release()
+    gw.permits("exports")                          # Permits(semaphore, limit, waiting, holders)
+
 A lock is valid until the send time of the last request that confirmed it
 plus the time left the gateway reported, unless the gateway reported it
 lost. A keepalive that cannot reach the gateway, because nothing listens
@@ -43,10 +52,19 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-__all__ = ["Gateway", "Session", "Lock", "Term", "Leader", "GatewayError", "NotAcquired", "NotElected", "SessionGone"]
+__all__ = ["Gateway", "Session", "Lock", "Term", "Permit", "Leader", "Permits", "GatewayError", "NotAcquired",
+           "NotElected", "SessionGone"]
 
 # The lock name of the election NAME is ELECTION_PREFIX + NAME.
 ELECTION_PREFIX = "election/"
+
+# The lock name of the semaphore NAME is SEMAPHORE_PREFIX + NAME.
+SEMAPHORE_PREFIX = "semaphore/"
+
+Permits = collections.namedtuple("Permits", "semaphore limit waiting holders")
+Permits.__doc__ = """A semaphore as the lock service has it: its stored limit (0 when
+nothing holds or awaits a permit, None where the service stores none), how
+many wait, and its live permits (dicts: token, owner, since, expires, slot)."""
 
 Leader = collections.namedtuple("Leader", "election value token")
 Leader.__doc__ = "The leader of an election: its value and the token (an int) of its term."
@@ -166,6 +184,11 @@ class Gateway:
             raise
         return Leader(a["election"], a["value"], int(a["token"]))
 
+    def permits(self, semaphore):
+        """The semaphore's limit, waiters and live permits (Permits)."""
+        a = self.request("GET", "/v1/semaphores/%s" % _quote(semaphore))
+        return Permits(semaphore, a["limit"], a["waiting"], a["holders"])
+
     def observe(self, election):
         """Yields the election's leader as it changes: first as it is, then
         each change in term order (tokens never decrease), a Leader, or None
@@ -259,6 +282,18 @@ class Term(Lock):
     release = resign
 
 
+class Permit(Lock):
+    """A permit of a semaphore, held by its session as the lock
+    semaphore/NAME: token is its fencing token (an int), slot its slot
+    (None without slots). valid(), lost, on_lost and release() are a
+    Lock's."""
+
+    def __init__(self, session, semaphore, token, slot, deadline):
+        super().__init__(session, SEMAPHORE_PREFIX + semaphore, token, deadline)
+        self.semaphore = semaphore
+        self.slot = slot
+
+
 class Session:
     """A gateway session: a lease that owns locks and terms."""
 
@@ -317,6 +352,23 @@ class Session:
         with self._mu:
             self.locks[term.name] = term
         return term
+
+    def acquire_permit(self, semaphore, limit, slots=False, wait=30.0):
+        """Acquires one of limit permits of semaphore, waiting at most wait
+        seconds; with slots, the permit names its slot. Raises NotAcquired
+        when the wait ends, GatewayError (kind "limit-mismatch") if the
+        semaphore stores another limit, or SessionGone once the session
+        ended. A session holds at most one permit of a semaphore: a retry
+        returns it."""
+        if self.gone is not None:
+            raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error
+        sent = time.monotonic()
+        a = self.gw.request("POST", "/v1/semaphores/%s/acquire?wait=%dms" % (_quote(semaphore), int(wait * 1000)),
+                            {"session": self.id, "limit": limit, "slots": slots}, wait=wait)
+        permit = Permit(self, semaphore, int(a["token"]), a.get("slot"), sent + a["ttl_remaining_ms"] / 1000.0)
+        with self._mu:
+            self.locks[permit.name] = permit
+        return permit
 
     def keepalive(self, wait=0.0):
         """One keepalive: waits up to wait seconds for an event; applies what it says."""

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from distlock_gateway import Gateway, GatewayError, NotElected, SessionGone
+from distlock_gateway import Gateway, GatewayError, NotAcquired, NotElected, SessionGone
 
 
 class FencedFile:
@@ -324,9 +324,57 @@ def elect(url, d):
     print(json.dumps(out), flush=True)
 
 
+def permits(url, d):
+    """Two sessions hold both permits of a limit of 2, with their slots; a
+    third waits, a limit of 3 is refused; a release admits the third, a
+    dead session's permit comes back."""
+    out = {}
+    gw = Gateway(url)
+    name = "e2e/exports"
+    s1 = gw.session(owner="py-1", ttl=5.0)
+    s2 = gw.session(owner="py-2", ttl=1.0)
+    s3 = gw.session(owner="py-3", ttl=5.0)
+    p1 = s1.acquire_permit(name, 2, slots=True, wait=5)
+    p2 = s2.acquire_permit(name, 2, slots=True, wait=5)
+    out["slots"] = sorted([p1.slot, p2.slot])
+    out["increasing"] = p2.token > p1.token
+    out["lock"] = p1.name
+    try:
+        s3.acquire_permit(name, 2, wait=0.05)
+        out["third"] = "granted"
+    except NotAcquired as e:
+        out["third"] = e.kind
+    try:
+        s3.acquire_permit(name, 3, wait=0)
+        out["other_limit"] = "granted"
+    except GatewayError as e:
+        out["other_limit"] = e.kind
+    st = gw.permits(name)
+    out["state"] = {"limit": st.limit, "waiting": st.waiting, "tokens": [h["token"] for h in st.holders],
+                    "slots": [h.get("slot") for h in st.holders]}
+    p1.release()
+    p3 = s3.acquire_permit(name, 2, slots=True, wait=5)
+    out["after_release"] = {"slot": p3.slot, "increasing": p3.token > p2.token}
+    p3.release()
+    # The second's session dies (its keepalive stops): its permit comes
+    # back once the session expires, to a waiter.
+    s2._stop.set()
+    s2._thread.join(5)
+    p4 = s1.acquire_permit(name, 2, wait=0)
+    p5 = s3.acquire_permit(name, 2, wait=30)
+    out["dead_came_back"] = p5.token > p4.token and not p2.valid()
+    p4.release()
+    p5.release()
+    out["empty"] = gw.permits(name).holders == []
+    s1.close()
+    s3.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
     if mode == "refused":
         refused(url, d, sys.argv[4])
     else:
-        {"walk": walk, "kill": kill, "race": race, "broken": broken, "elect": elect}[mode](url, d)
+        {"walk": walk, "kill": kill, "race": race, "broken": broken, "elect": elect,
+         "permits": permits}[mode](url, d)
