@@ -513,13 +513,16 @@ type OpenOptions struct {
 	// election named by the key (election.Campaign, the worker's name as
 	// its value), Release resigns the term.
 	Election bool
+	// Permit makes the worker's grants permits: Acquire takes the permit
+	// of the semaphore of limit 1 named by the key, Release gives it back.
+	Permit bool
 }
 
 // Open opens the worker's backend, its Client and its store connection
 // (through storeAddr, which may be a proxy).
 func (w *Worker) Open(o OpenOptions, storeAddr string) error {
 	_, err := w.must(request{Cmd: cmdOpen, Backend: o.Backend, URL: o.URL, StoreAddr: storeAddr,
-		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Election: o.Election, Timeout: time.Minute})
+		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Election: o.Election, Permit: o.Permit, Timeout: time.Minute})
 	return err
 }
 

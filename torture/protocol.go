@@ -59,6 +59,9 @@ type request struct {
 	// (election.Campaign, the worker's name as the value) and release
 	// resign the term.
 	Election bool `json:"election,omitempty"`
+	// Permit makes acquire take the permit of a semaphore of limit 1
+	// named Key (package semaphore), and release give it back.
+	Permit bool `json:"permit,omitempty"`
 
 	// acquire
 	Key     string        `json:"key,omitempty"`

@@ -30,6 +30,10 @@ type Scenario struct {
 	// key, their writes carry the term's token, release resigns, and a
 	// third process follows the leader with election.Observe.
 	Election bool
+	// Permit runs the scenario on a semaphore of limit 1 instead of a
+	// lock: the workers' grants are permits (package semaphore), fenced
+	// as locks are.
+	Permit bool
 	// BreaksTokens is set when the fault breaks the backend's promise of
 	// increasing tokens (outside the deployment it documents as needed).
 	BreaksTokens bool
@@ -207,12 +211,13 @@ func pauseScenario(f *Fixture) error {
 		} else {
 			r.Notef("round %d: A (token %d) wrote after the pause, still holding its lock: %s", round, a.Holding(), ares.Outcome)
 		}
-		if granted && f.Election {
-			// The term's promise: it ends by its local deadline, before
-			// the service elects another candidate. A's deadline as it
-			// stood when A was stopped must come before B's Campaign
+		if granted && (f.Election || f.Permit) {
+			// The term's (and the permit's) promise: it ends by its local
+			// deadline, before the service elects another candidate
+			// (grants the permit again). A's deadline as it stood when A
+			// was stopped must come before B's Campaign (Acquire)
 			// returned (both on the machine's wall clock), so before the
-			// election of B, which that return follows.
+			// grant to B, which that return follows.
 			ended := !ares.Deadline.IsZero() && ares.Deadline.Before(bres.Granted)
 			if !ended {
 				f.Res0.UnendedLateWrites++

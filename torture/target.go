@@ -107,6 +107,8 @@ type Fixture struct {
 	// (see OpenOptions.Election), and the first Workers call spawns an
 	// observer of it as well.
 	Election bool
+	// Permit makes every worker acquire permits (see OpenOptions.Permit).
+	Permit   bool
 	observer *Worker
 }
 
@@ -196,7 +198,7 @@ func (f *Fixture) open(name string, c WorkerConfig) (*Worker, error) {
 		c.TTL = f.P.TTL
 	}
 	err = w.Open(OpenOptions{Backend: f.Target.Kind, URL: u, TTL: c.TTL, Drift: workerDrift, Margin: workerMargin, RenewEvery: c.RenewEvery,
-		Election: f.Election}, store)
+		Election: f.Election, Permit: f.Permit}, store)
 	if err != nil {
 		return nil, fmt.Errorf("torture: open worker %s: %w\n%s", name, err, w.LogTail())
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/semaphore"
 )
 
 // WorkerEnv is the environment variable that turns a process into a
@@ -64,6 +65,7 @@ type worker struct {
 	raw     *redis.Client     // for naive operations on Redis
 	store   *storeClient
 	elect   bool // acquire campaigns, release resigns
+	permit  bool // acquire takes a permit of a semaphore of limit 1
 	lock    held
 	grant   int
 	watches sync.WaitGroup
@@ -355,6 +357,21 @@ func (w *worker) acquire(ctx context.Context, r request) (held, error) {
 	if r.NoRetry {
 		opts = append(opts, distlock.WithRetry(distlock.NoRetry))
 	}
+	if w.permit {
+		s, err := semaphore.New(w.client, r.Key, 1, semaphore.WithLockOptions(opts...))
+		if err != nil {
+			return nil, err
+		}
+		acquire := s.Acquire
+		if !r.Wait {
+			acquire = s.TryAcquire
+		}
+		p, err := acquire(ctx)
+		if err != nil {
+			return nil, err // not a nil *Permit in a held
+		}
+		return p, nil
+	}
 	l, err := w.client.Acquire(ctx, r.Key, opts...)
 	if err != nil {
 		return nil, err
@@ -450,7 +467,7 @@ func (w *worker) open(ctx context.Context, r request) error {
 		return err
 	}
 	w.store = &storeClient{addr: r.StoreAddr, worker: w.name}
-	w.elect = r.Election
+	w.elect, w.permit = r.Election, r.Permit
 	return nil
 }
 
