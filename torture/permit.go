@@ -29,7 +29,7 @@ func init() {
 	Scenarios = append(Scenarios,
 		Scenario{
 			Name: "permit", Variant: "pause", Permit: true,
-			Title: "as pause, on a semaphore of limit 1: the holder of the permit, having checked it, is SIGSTOPped past its TTL; another worker is granted the permit and writes; then the first resumes and writes with its old permit's token",
+			Title:  "as pause, on a semaphore of limit 1: the holder of the permit, having checked it, is SIGSTOPped past its TTL; another worker is granted the permit and writes; then the first resumes and writes with its old permit's token",
 			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite, backendPG: ExpectBite},
 			Why: why(map[string]string{
 				backendPG:   "pglock's permits are lease rows, run in lease mode as the lock rows' pause",
@@ -40,7 +40,7 @@ func init() {
 		},
 		Scenario{
 			Name: "permit", Variant: "partition", Permit: true,
-			Title: "as partition, on a semaphore of limit 1: the holder of the permit, cut off from the service (proxy blackhole), keeps writing with its permit's token, ignoring its context, after another worker was granted the permit",
+			Title:  "as partition, on a semaphore of limit 1: the holder of the permit, cut off from the service (proxy blackhole), keeps writing with its permit's token, ignoring its context, after another worker was granted the permit",
 			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite},
 			Why: why(map[string]string{
 				backendPG:   "a session cut off keeps its connection's hold (see partition)",
