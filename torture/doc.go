@@ -57,6 +57,18 @@
 // stop) must come before the other's Campaign returned, both instants read
 // on the machine's wall clock, which the harness and its workers share.
 //
+// # Permits
+//
+// The permit rows (permit/pause and permit/partition) run the same
+// scenarios on package semaphore's permits, of a semaphore of limit 1
+// named by the row's key: a Scenario with Permit set makes acquire take
+// the permit and release give it back. A permit of a limit of 1 excludes
+// every other grant of the key, and its token is above every earlier
+// one, so the checkers need nothing new; the pause row also checks, as
+// for terms, that the stopped holder's deadline came before the next
+// grant. Redlock and the gateway grant no permits, and file:// permits
+// have no TTL: those backends have no permit row.
+//
 // # One clock, conservative intervals
 //
 // Every event is stamped by the harness process with one monotonic Clock:
