@@ -49,6 +49,15 @@
 //
 //	*/5 * * * * distlock run --no-wait --quiet --held-exit 0 jobs/sync -- /usr/local/bin/sync
 //
+// Permits: with --permits N, run holds one of N permits of the semaphore
+// KEY (package semaphore's, kept at semaphore/KEY) instead of the lock,
+// so that at most N commands run at once under KEY; everything above and
+// below holds for the permit as for the lock. DISTLOCK_KEY is then
+// semaphore/KEY, and with --slots DISTLOCK_SLOT is the permit's slot in
+// [0, N). A limit other than the one the semaphore stores is refused
+// (exit 64), as is a lock service that grants no permits (redlock://,
+// distlock+http://). status --semaphore KEY shows the semaphore.
+//
 // The command's environment: DISTLOCK_BACKEND names the lock service
 // that distlock used, whether --backend or DISTLOCK_BACKEND named it (it
 // is absent for the default, file://), with the password of its URL and
