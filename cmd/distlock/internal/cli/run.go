@@ -92,10 +92,10 @@ semaphore/KEY, DISTLOCK_TOKEN the permit's token (greater than every
 earlier grant's on KEY), and with --slots DISTLOCK_SLOT the permit's slot
 in [0, N), the lowest free, that no other running command has. Every
 holder must name the same N: a permit asked with another N while the
-semaphore is held or awaited fails with status 64. The local file://,
-mem://, redis://, etcd://, zk:// and postgres:// services grant permits;
-redlock:// does not (a quorum of independent servers could grant more
-than N).
+semaphore is held or awaited fails with status 64, as does a service
+that grants no permits: redlock:// (a quorum of independent servers could
+grant more than N) and distlock+http:// (a gateway session holds one
+permit of a semaphore).
 
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and
