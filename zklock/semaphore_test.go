@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/semaphore"
 	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/zklock"
 )
@@ -326,4 +329,219 @@ func TestPermitWaitersThatGoLeaveTheLine(t *testing.T) {
 	if leases, locks := childrenOf(t, admin, dir+"/leases"), childrenOf(t, admin, dir+"/locks"); len(leases) != 0 || len(locks) != 0 {
 		t.Errorf("left behind: leases %q, mutex nodes %q", leases, locks)
 	}
+}
+
+// heldLease reads the answer of CuratorSemaphore to an acquire: the name
+// of its lease node.
+func heldLease(t testing.TB, cur *curator, d time.Duration) string {
+	t.Helper()
+	line := cur.next(t, d)
+	node, ok := strings.CutPrefix(line, "held ")
+	if !ok || !leaseNodeName.MatchString(node) {
+		t.Fatalf("CuratorSemaphore said %q, want held _c_<uuid>-lease-<sequence>", line)
+	}
+	return node
+}
+
+// semPermit is what a semaphore's Acquire returned.
+type semPermit struct {
+	p   *semaphore.Permit
+	err error
+}
+
+func acquireSem(ctx context.Context, sem *semaphore.Semaphore) <-chan semPermit {
+	got := make(chan semPermit, 1)
+	go func() {
+		p, err := sem.Acquire(ctx)
+		got <- semPermit{p, err}
+	}()
+	return got
+}
+
+func grantedSem(t testing.TB, got <-chan semPermit, what string) *semaphore.Permit {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		return r.p
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not granted within 30s", what)
+	}
+	return nil
+}
+
+func notYetSem(t testing.TB, got <-chan semPermit, what string) {
+	t.Helper()
+	select {
+	case r := <-got:
+		t.Fatalf("%s returned (%v) while every permit is held", what, r.err)
+	default:
+	}
+}
+
+// Apache Curator's InterProcessSemaphoreV2, in a JVM, and package
+// semaphore's permits share one semaphore at the key's path, with the same
+// limit: while Curator holds every lease, a try fails and an acquire waits
+// until Curator gives one back; while distlock holds every permit,
+// Curator's timed acquire times out, leaving nothing behind, and its
+// acquire waits until distlock gives one back; in a line of both, each
+// permit given back goes to the first in line, whichever side it is on.
+// Permits (Holders) lists Curator's leases with distlock's.
+func TestCuratorSemaphoreInterop(t *testing.T) {
+	const limit = 2
+	java, classpath := buildCurator(t)
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	newSem := func(t *testing.T) (*zklock.Backend, *semaphore.Semaphore) {
+		b := newBackendTimeout(t, z.Servers, holdTimeout)
+		c := newClient(t, b, distlock.WithOwner("go-service"), distlock.WithTTL(holdTimeout))
+		sem, err := semaphore.New(c, "pool", limit)
+		if err != nil {
+			t.Fatalf("semaphore.New: %v", err)
+		}
+		return b, sem
+	}
+	b, sem := newSem(t)
+	dir := b.KeyPath(sem.Key())
+	cur := startJava(t, java, classpath, "CuratorSemaphore", z.ConnectString(), dir, strconv.Itoa(limit))
+	leaseNode := func(t *testing.T, node string) *zk.Stat {
+		t.Helper()
+		_, st, err := admin.Get(dir + "/leases/" + node)
+		if err != nil {
+			t.Fatalf("Curator's lease node %s: %v", node, err)
+		}
+		if st.EphemeralOwner != cur.session {
+			t.Fatalf("lease node %s owned by %#x, want Curator's session %#x", node, st.EphemeralOwner, cur.session)
+		}
+		return st
+	}
+
+	t.Run("curator holds", func(t *testing.T) {
+		var tokens []uint64
+		for range limit {
+			cur.send(t, "acquire")
+			tokens = append(tokens, uint64(leaseNode(t, heldLease(t, cur, time.Minute)).Czxid))
+		}
+		if p, err := sem.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			if err == nil {
+				p.Release(ctx)
+			}
+			t.Fatalf("TryAcquire while Curator holds every lease: %v, want ErrNotAcquired", err)
+		}
+		n, hs, err := sem.Holders(ctx)
+		if err != nil || n != driver.UnknownLimit || len(hs) != limit || hs[0].Token != tokens[0] || hs[1].Token != tokens[1] {
+			t.Fatalf("Holders: %d, %+v, %v; want Curator's leases %d", n, hs, err, tokens)
+		}
+		got := acquireSem(ctx, sem)
+		waitLeasesWatchedBy(t, b, dir)
+		notYetSem(t, got, "Acquire")
+		cur.do(t, "release", "released")
+		p := grantedSem(t, got, "Acquire once Curator gave a lease back")
+		if p.Token() <= tokens[1] {
+			t.Errorf("token %d after Curator's %d", p.Token(), tokens[1])
+		}
+		// Curator's timed acquire, with one lease each held, times out and
+		// leaves nothing behind.
+		cur.do(t, "try 500", "timeout")
+		if leases, locks := childrenOf(t, admin, dir+"/leases"), childrenOf(t, admin, dir+"/locks"); len(leases) != limit || len(locks) != 0 {
+			t.Fatalf("after Curator's timed out acquire: leases %q, mutex nodes %q; want %d leases", leases, locks, limit)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cur.do(t, "release", "released")
+	})
+
+	t.Run("distlock holds", func(t *testing.T) {
+		var ps []*semaphore.Permit
+		for range limit {
+			p, err := sem.Acquire(ctx)
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			ps = append(ps, p)
+		}
+		cur.do(t, "try 500", "timeout")
+		if leases, locks := childrenOf(t, admin, dir+"/leases"), childrenOf(t, admin, dir+"/locks"); len(leases) != limit || len(locks) != 0 {
+			t.Fatalf("after Curator's timed out acquire: leases %q, mutex nodes %q; want our %d", leases, locks, limit)
+		}
+		cur.send(t, "acquire")
+		// Curator's waiter holds the mutex and has made its lease node.
+		waitChildren(t, admin, dir+"/locks", 1)
+		waitChildren(t, admin, dir+"/leases", limit+1)
+		if line, ok := cur.said(); ok {
+			t.Fatalf("CuratorSemaphore said %q while distlock holds every permit", line)
+		}
+		if err := ps[0].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		leaseNode(t, heldLease(t, cur, 30*time.Second))
+		if p, err := sem.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			if err == nil {
+				p.Release(ctx)
+			}
+			t.Fatalf("TryAcquire while Curator and distlock hold a lease each: %v, want ErrNotAcquired", err)
+		}
+		if err := ps[1].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cur.do(t, "release", "released")
+	})
+
+	// One line, in the order of the mutex nodes: distlock holds every
+	// permit; a distlock waiter, Curator and another distlock waiter line
+	// up; each permit given back goes to the first in line.
+	t.Run("mixed line", func(t *testing.T) {
+		var ps []*semaphore.Permit
+		for range limit {
+			p, err := sem.Acquire(ctx)
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			ps = append(ps, p)
+		}
+		b1, sem1 := newSem(t)
+		first := acquireSem(ctx, sem1)
+		waitLeasesWatchedBy(t, b1, dir)
+		cur.send(t, "acquire")
+		waitChildren(t, admin, dir+"/locks", 2)
+		_, sem3 := newSem(t)
+		third := acquireSem(ctx, sem3)
+		waitChildren(t, admin, dir+"/locks", 3)
+
+		if err := ps[0].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p1 := grantedSem(t, first, "the first in line")
+		// Curator now holds the mutex, its lease node made, and waits.
+		waitChildren(t, admin, dir+"/leases", limit+1)
+		if line, ok := cur.said(); ok {
+			t.Fatalf("CuratorSemaphore said %q while every permit is held", line)
+		}
+		notYetSem(t, third, "the third in line")
+
+		if err := ps[1].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := leaseNode(t, heldLease(t, cur, 30*time.Second))
+		notYetSem(t, third, "the third in line")
+
+		if err := p1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p3 := grantedSem(t, third, "the third in line")
+		if p3.Token() <= uint64(st.Czxid) || uint64(st.Czxid) <= ps[1].Token() || p1.Token() <= ps[1].Token() {
+			t.Errorf("tokens %d, %d, then %d, Curator's %d, then %d; want increasing", ps[0].Token(), ps[1].Token(), p1.Token(), st.Czxid, p3.Token())
+		}
+		if err := p3.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cur.do(t, "release", "released")
+		if leases, locks := childrenOf(t, admin, dir+"/leases"), childrenOf(t, admin, dir+"/locks"); len(leases) != 0 || len(locks) != 0 {
+			t.Errorf("left behind: leases %q, mutex nodes %q", leases, locks)
+		}
+	})
 }
