@@ -87,7 +87,8 @@ func (a *acquire) data() []byte {
 func (a *acquire) candidacy() bool { return a.opts.Election != "" }
 
 // prefix is what our node's name starts with, the sequence following:
-// "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy.
+// "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy,
+// "_c_<uuid>-lease-" for a permit's lease node (a.name).
 func (a *acquire) prefix() string {
 	if a.name != "" {
 		return nodePrefix(a.uuid, a.name)
