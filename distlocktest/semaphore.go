@@ -340,6 +340,10 @@ func (s *suite) testPermitTokens(t *testing.T) {
 // testPermitSlots: with WithSlots, every live permit has its own slot in
 // [0, limit), and each slot's tokens increase.
 func (s *suite) testPermitSlots(t *testing.T) {
+	if s.noSlots {
+		s.testPermitSlotsRefused(t)
+		return
+	}
 	const limit = 3
 	ctx, name := s.ctx(t), s.semaphoreName(t)
 	var (
@@ -395,6 +399,41 @@ func (s *suite) testPermitSlots(t *testing.T) {
 	}
 	if err := p.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
+	}
+}
+
+// testPermitSlotsRefused: on a backend whose permits cannot name slots
+// (WithoutSlots), a permit asked with WithSlots is refused with an error
+// matching errors.ErrUnsupported, by Acquire as by TryAcquire, and leaves
+// no permit behind: the whole limit is free afterwards.
+func (s *suite) testPermitSlotsRefused(t *testing.T) {
+	const limit = 2
+	ctx, name := s.ctx(t), s.semaphoreName(t)
+	slots := s.semaphore(t, name, limit, semaphore.WithSlots())
+	for _, acquire := range []func(context.Context) (*semaphore.Permit, error){slots.Acquire, slots.TryAcquire} {
+		p, err := acquire(ctx)
+		if err == nil {
+			p.Release(ctx)
+			t.Fatalf("a permit with a slot granted (slot %d) by a backend without slots", p.Slot())
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("Acquire with slots: %v; want an error matching errors.ErrUnsupported", err)
+		}
+	}
+	plain := s.semaphore(t, name, limit)
+	s.assertNoPermits(t, ctx, plain)
+	var ps []*semaphore.Permit
+	for range limit {
+		p, err := plain.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("TryAcquire after the refused permits: %v", err)
+		}
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
 	}
 }
 

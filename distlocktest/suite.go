@@ -47,6 +47,13 @@ func WithRevoke(revoke func(t *testing.T, key string)) Option {
 // reads the limit. The backend's documentation says so.
 func WithUnstoredLimit() Option { return func(s *suite) { s.unstoredLimit = true } }
 
+// WithoutSlots says that the backend's permits cannot name slots (its
+// layout has none): RunSemaphore then checks, in place of its test of
+// slots, that a permit asked with slots is refused with an error matching
+// errors.ErrUnsupported, leaving no permit behind. The backend's
+// documentation says so.
+func WithoutSlots() Option { return func(s *suite) { s.noSlots = true } }
+
 // WithUnreachable gives the suite a Backend whose service cannot be reached,
 // to check that acquiring fails with distlock.ErrUnavailable in bounded time.
 func WithUnreachable(f Factory) Option { return func(s *suite) { s.unreachable = f } }
@@ -64,11 +71,13 @@ type suite struct {
 	unreachable Factory
 	// unstoredLimit: the backend stores no semaphore limit (WithUnstoredLimit)
 	unstoredLimit bool
-	leakOpts      []goleak.Option
-	run           string // unique per Run, so keys never collide on a reused server
-	seq           atomic.Int64
-	probed        bool // the probe has set unbounded
-	unbounded     bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
+	// noSlots: the backend's permits cannot name slots (WithoutSlots)
+	noSlots   bool
+	leakOpts  []goleak.Option
+	run       string // unique per Run, so keys never collide on a reused server
+	seq       atomic.Int64
+	probed    bool // the probe has set unbounded
+	unbounded bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
 }
 
 // pushBound is how soon after a release a waiter must be served. Waiting is

@@ -31,6 +31,11 @@ type acquire struct {
 	// still be applied later, as a node with our protected name that the
 	// release must look for.
 	lostReply bool
+	// name, if not empty, is what our node is named after its protected
+	// prefix, in place of lockName or latchName: leaseName for the lease
+	// node of a permit (see semaphore.go), which is created without a
+	// listing behind it.
+	name string
 }
 
 // node is our lock node, known to exist in a live session.
@@ -82,8 +87,12 @@ func (a *acquire) data() []byte {
 func (a *acquire) candidacy() bool { return a.opts.Election != "" }
 
 // prefix is what our node's name starts with, the sequence following:
-// "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy.
+// "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy,
+// "_c_<uuid>-lease-" for a permit's lease node (a.name).
 func (a *acquire) prefix() string {
+	if a.name != "" {
+		return nodePrefix(a.uuid, a.name)
+	}
 	if a.candidacy() {
 		return nodePrefix(a.uuid, latchName)
 	}
@@ -215,6 +224,11 @@ type listing struct {
 func (a *acquire) prefetch(written <-chan struct{}) (<-chan listing, func(ok bool)) {
 	b := a.b
 	res := make(chan listing, 1)
+	if a.name == leaseName {
+		// A lease node is granted by its create: nothing waits to list.
+		close(res)
+		return res, func(bool) {}
+	}
 	over := make(chan bool, 1)
 	started := b.life.Go(func() {
 		select {

@@ -1,8 +1,11 @@
 // Package zklock is a driver.Backend over ZooKeeper, with the lock recipe
 // and node layout of Apache Curator's InterProcessMutex, so that this
-// package and Curator's locks exclude each other on the same paths, and
+// package and Curator's locks exclude each other on the same paths,
 // package election's elections in the layout of Curator's LeaderLatch, so
-// that LeaderLatch participants take part in them (see Elections).
+// that LeaderLatch participants take part in them (see Elections), and
+// package semaphore's permits in the layout of Curator's
+// InterProcessSemaphoreV2, so that its leases and these permits count
+// against one limit (see Semaphores).
 //
 //	backend, _ := zklock.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"})
 //	defer backend.Close()
@@ -57,6 +60,14 @@
 // whose session ends gets an error matching distlock.ErrUnavailable and
 // ErrSessionLost, never the lock.
 //
+// A permit is held as a lock is, its lease node in place of the lock
+// node: the same validity, refreshes, loss and release. Among the clients
+// of a semaphore that name the same limit, this package's and Curator's
+// InterProcessSemaphoreV2 alike, no more permits are live at once than
+// the limit: a permit is granted only to the holder of the semaphore's
+// mutex, which counted fewer live lease nodes than the limit, and lease
+// nodes are created by the mutex's holder only.
+//
 // # Not guaranteed
 //
 //   - Nothing stops a process that pauses for longer than its lock's
@@ -78,13 +89,27 @@
 //     server until that node goes: the zk client cannot remove watches.
 //   - Fairness between acquires: ZooKeeper's order of node creation
 //     applies, within a process as between processes.
+//   - A semaphore's limit is not stored (Curator's layout has no place
+//     for it): a client that names another limit is not refused, and the
+//     limit holds only among clients that name the same one; one that
+//     names a greater limit is granted a permit while as many as the
+//     smaller are live. Permits reports driver.UnknownLimit.
+//   - Permits name no slots: a permit asked with them is refused with an
+//     error matching errors.ErrUnsupported.
+//   - A try of a permit fails while the semaphore's mutex is held, by a
+//     waiter, or by an acquirer that is about to be granted a permit and
+//     has not yet given the mutex back.
+//   - A mutex or lease node deleted by an operator: the next in line may
+//     then count and be granted while an earlier holder still counts or
+//     holds, and the holder of a lease node learns of it at its next
+//     Refresh.
 //
 // # Durability
 //
-// Exclusion and tokens rest on the ensemble's transaction log: it must be
-// written to disk before it is acknowledged (ZooKeeper's default,
-// forceSync=yes), and a server must never come back with an older data
-// directory. An ensemble restored from a backup forgets nodes and can hand
+// Exclusion, the limit of permits and tokens rest on the ensemble's
+// transaction log: it must be written to disk before it is acknowledged
+// (ZooKeeper's default, forceSync=yes), and a server must never come back
+// with an older data directory. An ensemble restored from a backup forgets nodes and can hand
 // out zxids (tokens) again.
 //
 // # Waiting
@@ -106,6 +131,13 @@
 // order is the order of the nodes' sequence numbers, the same for acquires
 // of one Backend as for acquires of different processes.
 //
+// A permit's acquire waits first for the semaphore's mutex, as a lock's
+// does, so waiters are served in the order of their mutex nodes; then, as
+// the mutex's holder, for fewer live lease nodes than the limit, with a
+// children watch on the leases, which only the mutex's holder sets: a
+// permit given back wakes that one waiter, and every other waiter watches
+// only the mutex node before its own.
+//
 // # Fencing
 //
 // A lock's token is the czxid of its node: the zxid of the transaction that
@@ -119,14 +151,25 @@
 // sequence number would not do: it is 32 bits, counted per parent, and
 // starts again at 0 when the parent container is deleted and recreated.
 //
+// A permit's token is the czxid of its lease node, which this package
+// creates only once it holds the semaphore's mutex and counted fewer
+// lease nodes than the limit: the create is the grant, and its zxid is
+// greater than every permit's and every lock's of the key granted before
+// it. Curator's InterProcessSemaphoreV2 creates its lease node before it
+// counts, and waits with it, so the czxid of a Curator lease is drawn
+// when it queues: a lock of the key granted while a Curator waiter waits
+// has a greater one. It is greater than every earlier permit's all the
+// same, since only the mutex's holder creates lease nodes.
+//
 // To let storage refuse a holder that lost its lock while paused, pass
 // Lock.Token to it (see package fence). The package offers no check inside
 // ZooKeeper itself.
 //
 // # Sessions
 //
-// A Backend has one ZooKeeper session, shared by all its locks: a lock costs
-// one node, no session of its own. The session timeout is asked for with
+// A Backend has one ZooKeeper session, shared by all its locks and
+// permits: a lock costs one node, a permit a lease node (and a mutex node
+// while it waits), no session of their own. The session timeout is asked for with
 // WithSessionTimeout (default 10s). Close ends the session, which deletes
 // every node it has.
 //
@@ -266,6 +309,47 @@
 // by listing again, and for a time by deleting and creating its node
 // again, racing the listings of the previous answer: two leaders after two
 // quick reconnections (apache/curator#1024, #1160).
+//
+// # Semaphores
+//
+// Package semaphore's permits (the Semaphores of driver) are kept in the
+// layout of Curator's InterProcessSemaphoreV2, at the lock path of the
+// semaphore's key (KeyPath(semaphore.KeyPrefix+name), for the semaphore
+// "pool" by default "/distlock/semaphore%2Fpool"):
+//
+//   - "locks" under it holds the semaphore's mutex, an InterProcessMutex:
+//     protected ephemeral sequential nodes "_c_<uuid>-lock-<sequence>",
+//     one per waiter, whose data is the owner, as a lock's (see Node
+//     layout);
+//   - "leases" under it holds a protected ephemeral sequential node
+//     "_c_<uuid>-lease-<sequence>" per live permit, whose data is the
+//     owner (Curator writes its client's default data, the host's
+//     address).
+//
+// Both are container nodes, as the lock paths are. An acquire takes the
+// mutex, counts the lease nodes, waits while there are as many as the
+// limit (see Waiting), creates its lease node (the grant; see Fencing)
+// and gives the mutex back, then or when it fails or is cancelled, with
+// the clean-ups of a lock's acquire: a waiter that gives up deletes its
+// mutex node, and a dead waiter's goes with its session. A release
+// deletes the lease node. So Curator's
+//
+//	new InterProcessSemaphoreV2(client, "/distlock/semaphore%2Fpool", 4)
+//
+// and package semaphore's
+//
+//	semaphore.New(client, "pool", 4)
+//
+// share the semaphore: each waits while the other's holders have the
+// limit, and they line up in one queue, that of the mutex. Permits lists
+// the lease nodes, Curator's too, with their czxids as tokens and their
+// data as owners, and counts the mutex nodes as waiters: a Curator
+// waiter, which holds the mutex while it waits and has its lease node
+// made already, is listed among the holders, and an acquire about to give
+// the mutex back among the waiters. A semaphore is no lock: Holder, List
+// and WatchHolder skip its "leases" and "locks", and a lock of the same
+// key, whose nodes sit beside them, neither excludes nor is excluded by
+// permits.
 //
 // # URLs
 //

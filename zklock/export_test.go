@@ -86,6 +86,20 @@ func ReadAlong(requests, replies []byte, cutRequests, cutReplies int, target str
 // the client's own lock (go-zookeeper v1.0.4's watchers and watchersLock);
 // it returns -1 if the zk client keeps them otherwise.
 func (b *Backend) ClientWatches() int {
+	return b.clientWatches(func(string, int64) bool { return true })
+}
+
+// ClientChildWatches returns how many watches on the children of path
+// the zk client of b keeps (see ClientWatches), -1 if it keeps them
+// otherwise. The kinds of watch are go-zookeeper v1.0.4's: 0 data, 1
+// existence, 2 children.
+func (b *Backend) ClientChildWatches(path string) int {
+	return b.clientWatches(func(p string, kind int64) bool { return p == path && kind == 2 })
+}
+
+// clientWatches counts the watches of the zk client of b whose path and
+// kind count says to count.
+func (b *Backend) clientWatches(count func(path string, kind int64) bool) int {
 	v := reflect.ValueOf(b.conn).Elem()
 	lock, m := v.FieldByName("watchersLock"), v.FieldByName("watchers")
 	if !lock.IsValid() || lock.Type() != reflect.TypeFor[sync.Mutex]() || !m.IsValid() || m.Kind() != reflect.Map {
@@ -96,7 +110,17 @@ func (b *Backend) ClientWatches() int {
 	defer mu.Unlock()
 	n := 0
 	for it := m.MapRange(); it.Next(); {
-		n += it.Value().Len()
+		k := it.Key()
+		if k.Kind() != reflect.Struct {
+			return -1
+		}
+		p, kind := k.FieldByName("path"), k.FieldByName("wType")
+		if !p.IsValid() || p.Kind() != reflect.String || !kind.IsValid() || !kind.CanInt() {
+			return -1
+		}
+		if count(p.String(), kind.Int()) {
+			n += it.Value().Len()
+		}
 	}
 	return n
 }

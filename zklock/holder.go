@@ -186,6 +186,9 @@ func (hw *holderWatch) arm(ctx context.Context) error {
 		}
 		sortNodes(children)
 		for _, c := range children {
+			if semaphoreChild(c) {
+				continue // a semaphore's, at the key's path: not a lock
+			}
 			node := hw.dir + "/" + c
 			if node == hw.firstSet {
 				return nil // its watch is set and has not fired

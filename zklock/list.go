@@ -54,7 +54,8 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	return holders, nil
 }
 
-// holder reads the first node under dir. A node that goes between the
+// holder reads the first lock node under dir (the parents of a semaphore
+// at the same path are not lock nodes). A node that goes between the
 // listing and the read is skipped for the next.
 func (b *Backend) holder(ctx context.Context, dir string) (driver.Holder, bool, error) {
 	children, err := call(ctx, b, func() ([]string, error) {
@@ -69,6 +70,9 @@ func (b *Backend) holder(ctx context.Context, dir string) (driver.Holder, bool, 
 	}
 	sortNodes(children)
 	for _, c := range children {
+		if semaphoreChild(c) {
+			continue // a semaphore's, at the key's path: not a lock
+		}
 		type got struct {
 			data []byte
 			st   *zk.Stat

@@ -1,7 +1,9 @@
 package zklock_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -100,6 +102,62 @@ func TestConformance(t *testing.T) {
 			return newBackendTimeout(t, []string{"127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))}, conformanceSession, zklock.WithRequestTimeout(time.Second))
 		}),
 	)
+}
+
+// The permits of Curator's InterProcessSemaphoreV2 layout: the limit is
+// not stored and slots are not named. A revoke deletes the semaphore's
+// oldest lease node, as the ensemble does when its holder's session ends.
+func TestSemaphoreConformance(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	distlocktest.RunSemaphore(t,
+		func(t *testing.T) driver.Backend { return newBackendTimeout(t, z.Servers, conformanceSession) },
+		distlocktest.WithTTL(conformanceSession),
+		distlocktest.WithRevoke(func(t *testing.T, key string) { deleteLease(t, adminConn(t, z.Servers), key) }),
+		distlocktest.WithUnstoredLimit(),
+		distlocktest.WithoutSlots(),
+	)
+}
+
+// leasesOf returns the lease nodes of the semaphore at key's path, in
+// token (czxid) order.
+func leasesOf(t testing.TB, admin *zk.Conn, key string) []string {
+	t.Helper()
+	dir := zklock.LockPath(zklock.DefaultPrefix, key) + "/leases"
+	children, _, err := admin.Children(dir)
+	if err == zk.ErrNoNode {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("leases of %q: %v", key, err)
+	}
+	czxid := map[string]int64{}
+	var live []string
+	for _, c := range children {
+		_, st, err := admin.Get(dir + "/" + c)
+		if err == zk.ErrNoNode {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("lease %s of %q: %v", c, key, err)
+		}
+		czxid[c] = st.Czxid
+		live = append(live, c)
+	}
+	slices.SortFunc(live, func(a, b string) int { return cmp.Compare(czxid[a], czxid[b]) })
+	return live
+}
+
+// deleteLease deletes the oldest lease node of the semaphore at key's
+// path, as the ensemble does when its holder's session ends.
+func deleteLease(t testing.TB, admin *zk.Conn, key string) {
+	t.Helper()
+	leases := leasesOf(t, admin, key)
+	if len(leases) == 0 {
+		t.Fatalf("no permit of %q", key)
+	}
+	if err := admin.Delete(zklock.LockPath(zklock.DefaultPrefix, key)+"/leases/"+leases[0], -1); err != nil {
+		t.Fatalf("delete the oldest permit of %q: %v", key, err)
+	}
 }
 
 // testCtx returns a context that bounds a whole test.
