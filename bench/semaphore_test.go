@@ -52,7 +52,7 @@ func semSubject(id string, b driver.Backend) Subject {
 
 // The measurement takes the rows whose backend grants permits, found at
 // run time, and records why the others take none; the report shows both.
-func TestSemaphoreRowsFollowTheBackend(t *testing.T) {
+func TestSemaphoreMeasureFollowsTheBackend(t *testing.T) {
 	subs := []Subject{
 		semSubject("permits", memlock.New()),
 		semSubject("lock-only", lockOnly{memlock.New()}),
