@@ -101,6 +101,11 @@ func (r *Runner) semaphores(ctx context.Context) map[string]*SemaphoreResult {
 	subs := r.with(Semaphore)
 	out := map[string]*SemaphoreResult{}
 	var rows []semRow
+	defer func() { // the rows opened so far, on every return
+		for _, row := range rows {
+			r.closeLocker(row.s, row.d)
+		}
+	}()
 	for _, s := range subs {
 		sr := &SemaphoreResult{Limit: r.p.SemaphoreLimit}
 		out[s.ID] = sr
@@ -135,11 +140,6 @@ func (r *Runner) semaphores(ctx context.Context) map[string]*SemaphoreResult {
 		}
 		rows = append(rows, semRow{s: s, d: d, sem: sem})
 	}
-	defer func() {
-		for _, row := range rows {
-			r.closeLocker(row.s, row.d)
-		}
-	}()
 	if len(rows) == 0 {
 		return out
 	}
