@@ -38,7 +38,12 @@
 //  6. elections: candidates (each an instance of its own) of one election,
 //     the time from a leader's resignation to the next leader's Campaign
 //     returning; distlock's package election over each distlock row's
-//     Client, and etcd's concurrency.Election.
+//     Client, and etcd's concurrency.Election;
+//  7. semaphores: a permit cycle of package semaphore against the same
+//     Client's lock cycle, uncontended, and instances sharing a few
+//     permits, on each distlock row whose backend implements
+//     driver.Semaphores (checked at run time; the others are reported as
+//     granting no permits).
 //
 // Adding a backend or a peer is adding one entry to Subjects. Entries with
 // NotBuilt set are reported as "not built yet".

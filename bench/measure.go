@@ -40,6 +40,9 @@ type Params struct {
 
 	ElectionCandidates int // candidates (each its own instance) of one election
 	ElectionTerms      int // terms per subject and round
+
+	SemaphoreLimit   int // permits of the semaphore measurement's semaphores
+	SemaphoreWorkers int // goroutines (each its own instance) sharing SemaphoreLimit permits; 0: no contended rounds
 }
 
 // FullParams is the run that produces RESULTS.md.
@@ -60,6 +63,9 @@ var FullParams = Params{
 
 	ElectionCandidates: 4,
 	ElectionTerms:      100,
+
+	SemaphoreLimit:   4,
+	SemaphoreWorkers: 8,
 }
 
 // SmokeParams is the run of `go test ./...`: every code path, in seconds.
@@ -80,6 +86,9 @@ var SmokeParams = Params{
 
 	ElectionCandidates: 3,
 	ElectionTerms:      10,
+
+	SemaphoreLimit:   2,
+	SemaphoreWorkers: 4,
 }
 
 // Results are what a run measured, by subject ID.
@@ -92,7 +101,8 @@ type Results struct {
 	Contention map[int]map[string]*ContentionResult // by number of waiters
 	Held       map[string][]*HeldResult
 	Election   map[string]*ElectionResult
-	IdleRTT    map[string][]time.Duration // round trips after Hold of idleness, by round-trip subject, sorted
+	Semaphore  map[string]*SemaphoreResult // nil in results that predate the measurement
+	IdleRTT    map[string][]time.Duration  // round trips after Hold of idleness, by round-trip subject, sorted
 	Versions   map[string]string
 }
 
@@ -197,6 +207,7 @@ func (r *Runner) Run(ctx context.Context) *Results {
 	res.IdleRTT = r.idle
 	res.Held = r.held(ctx)
 	res.Election = r.elections(ctx)
+	res.Semaphore = r.semaphores(ctx)
 	res.Versions = r.env.Versions(ctx)
 	res.Elapsed = time.Since(res.Started)
 	return res

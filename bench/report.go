@@ -321,6 +321,7 @@ func (rp *Report) Write(w io.Writer) error {
 	}
 	rp.writeHeld(pf)
 	rp.writeElection(pf, 4+len(p.ContentionWaiters))
+	rp.writeSemaphores(pf, 5+len(p.ContentionWaiters))
 	rp.writeSubjects(pf)
 
 	if rp.Analysis != "" {

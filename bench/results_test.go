@@ -108,6 +108,19 @@ func TestResults(t *testing.T) {
 // was lost.
 func checkResults(t *testing.T, p Params, res *Results, subs []Subject) {
 	t.Helper()
+	semRows, semMeasured := 0, 0
+	for _, s := range subs {
+		if s.Has(Semaphore) {
+			semRows++
+			if sr := res.Semaphore[s.ID]; sr != nil && sr.NoPermits == "" {
+				semMeasured++
+			}
+		}
+	}
+	if semRows > 0 && semMeasured == 0 {
+		// memlock grants permits: a run with its row measures at least it.
+		t.Errorf("semaphores: none of the %d rows' backends grants permits; the measurement took nothing", semRows)
+	}
 	for _, s := range subs {
 		if s.Has(Latency) {
 			if lr := res.Latency[s.ID]; lr == nil || len(lr.Samples) != p.Rounds*p.LatencyOps {
@@ -151,6 +164,9 @@ func checkResults(t *testing.T, p Params, res *Results, subs []Subject) {
 				t.Errorf("%s: elections: errors: %v", s.Name, er.Errors)
 			}
 		}
+		if s.Has(Semaphore) {
+			checkSemaphore(t, p, s, res.Semaphore[s.ID])
+		}
 		if s.Has(Held) {
 			hs := res.Held[s.ID]
 			if len(hs) != len(p.HeldSizes) {
@@ -165,6 +181,40 @@ func checkResults(t *testing.T, p Params, res *Results, subs []Subject) {
 				}
 			}
 		}
+	}
+}
+
+// checkSemaphore fails the test when the semaphore measurement of s did
+// not do what it claims: a row whose backend grants permits took every
+// cycle of both kinds, and its contended rounds finished with no more
+// holders than the limit. A row without permits says why.
+func checkSemaphore(t *testing.T, p Params, s Subject, sr *SemaphoreResult) {
+	t.Helper()
+	switch {
+	case sr == nil:
+		t.Errorf("%s: semaphores: row missing", s.Name)
+		return
+	case sr.NoPermits != "":
+		return
+	case len(sr.Lock) != p.Rounds*p.LatencyOps || len(sr.Permit) != p.Rounds*p.LatencyOps:
+		t.Errorf("%s: semaphores: %d lock and %d permit cycles, want %d of each", s.Name, len(sr.Lock), len(sr.Permit), p.Rounds*p.LatencyOps)
+	case s.Counters != nil && (sr.LockDelta.Requests < int64(sr.Counted) || sr.PermitDelta.Requests < int64(sr.Counted)):
+		t.Errorf("%s: semaphores: %d lock and %d permit requests counted for %d cycles each; the counters miss requests",
+			s.Name, sr.LockDelta.Requests, sr.PermitDelta.Requests, sr.Counted)
+	}
+	if p.SemaphoreWorkers == 0 {
+		return
+	}
+	sc := sr.Contended
+	switch {
+	case sc == nil || sc.Grants < p.ContentionRounds*p.SemaphoreWorkers*max(1, p.ContentionGrants/p.SemaphoreWorkers):
+		t.Errorf("%s: semaphores, %d workers: not every worker had its share", s.Name, p.SemaphoreWorkers)
+	case sc.Incomplete > 0:
+		t.Errorf("%s: semaphores, %d workers: %d rounds did not finish within %v", s.Name, p.SemaphoreWorkers, sc.Incomplete, p.ContentionLimit)
+	case sc.Violations > 0:
+		t.Errorf("%s: semaphores, %d workers on %d permits: %d grants made more holders than the limit (peak %d)", s.Name, sc.Workers, sc.Limit, sc.Violations, sc.Peak)
+	case len(sc.Errors) > 0:
+		t.Errorf("%s: semaphores, %d workers: errors: %v", s.Name, p.SemaphoreWorkers, sc.Errors)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,7 @@ const (
 	Contention                     // waiters on one key: hand-off waste, fairness, herd
 	Held                           // 10,000 held locks with renewal
 	Election                       // candidates of one election: a resignation to the next term
+	Semaphore                      // a permit cycle against the lock cycle, and permits under contention (rows whose backend grants permits)
 )
 
 // Locker is one instance of a lock library, standing for one process: its
@@ -149,7 +151,7 @@ var Subjects = []Subject{
 	{
 		ID: "distlock-redis", Name: "distlock Redis (Client.Acquire)", Service: SvcRedis, Kind: KindDistlock,
 		Settings: "defaults: TTL 15s, renewal every 5s; waiters queue in Redis (FIFO), a release wakes the first live waiter over pub/sub; waiter liveness 3s; fencing token per grant",
-		Measures: Latency | Throughput | Contention | Held | Election,
+		Measures: Latency | Throughput | Contention | Held | Election | Semaphore,
 		Open:     func(e *Env) (Locker, error) { return newDistlockRedis(e, redisQueue, false) },
 		Counters: redisCounters(1),
 		Backend: func(e *Env) (driver.Backend, func() error, error) {
@@ -247,7 +249,7 @@ var Subjects = []Subject{
 	{
 		ID: "distlock-etcd", Name: "distlock etcd (Client.Acquire)", Service: SvcEtcd, Kind: KindDistlock,
 		Settings: "defaults: TTL 15s, renewal every 5s; fencing token = create revision",
-		Measures: Latency | Throughput | Contention | Held | Election,
+		Measures: Latency | Throughput | Contention | Held | Election | Semaphore,
 		Open:     openDistlockEtcd,
 		Counters: etcdCounters,
 		Backend: func(e *Env) (driver.Backend, func() error, error) {
@@ -283,10 +285,10 @@ var Subjects = []Subject{
 	},
 	{
 		ID: "distlock-memlock", Name: "distlock memlock (Client.Acquire)", Service: SvcInProcess, Kind: KindDistlock,
-		Settings: "diagnostic: distlock.Client defaults (TTL 15s, renewal on) over memlock",
-		Measures: Latency,
-		Open: func(*Env) (Locker, error) {
-			return newDistlockLocker(memlock.New(), false, func() error { return nil })
+		Settings: "diagnostic: distlock.Client defaults (TTL 15s, renewal on) over memlock; every instance of a run shares one memlock.Backend, as the other rows' instances share their server",
+		Measures: Latency | Semaphore,
+		Open: func(e *Env) (Locker, error) {
+			return newDistlockLocker(sharedMemlock(e), false, func() error { return nil })
 		},
 	},
 	zkExistsSubject,
@@ -300,6 +302,19 @@ var Subjects = []Subject{
 	distlockPGSubject,
 	distlockPGLeaseSubject,
 	distlockPGLeaseBouncerSubject,
+}
+
+// memlocks holds the in-process backend of each Env: every instance of
+// the distlock memlock row ("processes") shares it, as the instances of
+// the other rows share their server.
+var memlocks sync.Map // *Env -> *memlock.Backend
+
+func sharedMemlock(e *Env) *memlock.Backend {
+	if b, ok := memlocks.Load(e); ok {
+		return b.(*memlock.Backend)
+	}
+	b, _ := memlocks.LoadOrStore(e, memlock.New())
+	return b.(*memlock.Backend)
 }
 
 func redisCounters(n int) func(context.Context, *Env) (Snapshot, error) {
@@ -425,6 +440,7 @@ func (r *redsyncLocker) Close() error {
 // distlockLocker is a distlock.Client over a backend.
 type distlockLocker struct {
 	c     *distlock.Client
+	b     driver.Backend // the Client's backend, for what it implements
 	try   bool
 	close func() error
 }
@@ -467,7 +483,7 @@ func newDistlockLocker(b driver.Backend, try bool, closeBackend func() error) (L
 	if err != nil {
 		return nil, errors.Join(err, closeBackend())
 	}
-	return &distlockLocker{c: c, try: try, close: closeBackend}, nil
+	return &distlockLocker{c: c, b: b, try: try, close: closeBackend}, nil
 }
 
 func (d *distlockLocker) Lock(ctx context.Context, key string) (Unlock, error) {

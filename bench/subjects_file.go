@@ -43,7 +43,7 @@ var (
 	distlockFile = Subject{
 		ID: "distlock-file", Name: "distlock filelock (Client.Acquire)", Service: SvcFile, Kind: KindDistlock,
 		Settings: "defaults: TTL 15s, renewal every 5s (a liveness check of the lock file); fencing token from the file's durable counter (fdatasync per grant); waiting on inotify",
-		Measures: Latency | Throughput | Contention | Election,
+		Measures: Latency | Throughput | Contention | Election | Semaphore,
 		Open: func(e *Env) (Locker, error) {
 			b, err := filelock.New(fileDir(e))
 			if err != nil {

@@ -69,7 +69,7 @@ var (
 	distlockGateway = Subject{
 		ID: "distlock-gateway", Name: "distlock via the gateway (gatewaylock, Client.Acquire)", Service: SvcGateway, Kind: KindDistlock,
 		Settings: "gatewaylock defaults over HTTP/1.1 keep-alive: a session per Client, acquire as a long-poll (waiters wait in the gateway's Client), release fenced by the token; the gateway's defaults over filelock",
-		Measures: Latency | Throughput | Contention,
+		Measures: Latency | Throughput | Contention | Semaphore,
 		Open: func(e *Env) (Locker, error) {
 			url, err := gatewayURL(e)
 			if err != nil {

@@ -44,7 +44,7 @@ var (
 		ID: "distlock-pg", Name: "distlock PostgreSQL, session mode (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
 		Settings: "pglock defaults over a pgx pool of 64 connections: the session advisory lock of hashtextextended(key, 0) on a pool connection kept for the grant, " +
 			"the token incremented in the same statement (distlock_acquire), a release that marks the grant released and unlocks in one statement (an UPDATE whose RETURNING calls pg_advisory_unlock); a waiter waits in the server's queue",
-		Measures: Latency | Throughput | Contention | Election,
+		Measures: Latency | Throughput | Contention | Election | Semaphore,
 		Open:     openDistlockPG,
 		Counters: pgCounters,
 	}
@@ -54,7 +54,7 @@ var (
 			"won by one statement that also increments the token (distlock_lease_wait), an expiry by the server's clock renewed by the Client's watchdog (TTL 15s), " +
 			"distlock_lease_release, which sends NOTIFY naming the head of the key's FIFO queue of waiter rows; only that waiter tries again, or any when the grant expires, or at a poll (every 1s with LISTEN, which renews its row); " +
 			"the LISTEN session's statements are not counted (one LISTEN per process)",
-		Measures: Latency | Throughput | Contention,
+		Measures: Latency | Throughput | Contention | Semaphore,
 		Open:     func(e *Env) (Locker, error) { return openDistlockPGLease(e, false) },
 		Counters: pgCounters,
 	}
@@ -79,7 +79,7 @@ var (
 		ID: "distlock-pg-lease-bouncer", Name: "distlock PostgreSQL, lease mode through PgBouncer (Client.Acquire)", Service: SvcPG, Kind: KindDistlock,
 		Settings: "as lease mode, with the pool of 64 connections to PgBouncer 1.18 in transaction mode (20 server connections), the deployment lease mode is for; " +
 			"WithListen on a direct session with the server, which the bouncer cannot keep",
-		Measures: Latency | Throughput | Contention,
+		Measures: Latency | Throughput | Contention | Semaphore,
 		Open:     func(e *Env) (Locker, error) { return openDistlockPGLease(e, true) },
 		Counters: pgCounters,
 	}

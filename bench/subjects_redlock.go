@@ -15,7 +15,7 @@ var (
 		ID: "distlock-redlock", Name: "distlock Redlock (5 nodes)", Service: SvcRedlock, Kind: KindDistlock,
 		Settings: "redlock defaults over 5 independent Redis servers (quorum 3): TTL 15s, renewal every 5s, the acquire script on every node in parallel, " +
 			"per-node timeout a tenth of the TTL; fencing token across grants; a waiter queues on every node (one wake channel per process) and a release wakes the first live waiter, keeping the nodes it frees for it for up to 250ms",
-		Measures: Latency | Throughput | Contention | Election,
+		Measures: Latency | Throughput | Contention | Election | Semaphore,
 		Open:     func(e *Env) (Locker, error) { return openDistlockRedlock(e, 5) },
 		Counters: redisCounters(5),
 	}

@@ -62,7 +62,7 @@ var (
 	distlockZKSubject = Subject{
 		ID: "distlock-zk", Name: "distlock ZooKeeper (Client.Acquire)", Service: SvcZK, Kind: KindDistlock,
 		Settings: "zklock defaults: one session per Backend (timeout 10s), Curator's node layout, a waiter watches its predecessor; fencing token = the node's czxid; connection state watched",
-		Measures: Latency | Throughput | Contention | Election,
+		Measures: Latency | Throughput | Contention | Election | Semaphore,
 		Open:     openDistlockZK,
 		Counters: zkCounters,
 	}
