@@ -152,6 +152,25 @@ func TestConformanceCluster(t *testing.T) {
 		})
 	}
 
+	// The semaphore suite: a semaphore's keys share its key's slot, and
+	// wake-ups reach waiters subscribed on any node.
+	t.Run("Semaphore", func(t *testing.T) {
+		admin := newCluster(t)
+		if err := admin.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		distlocktest.RunSemaphore(t,
+			func(t *testing.T) driver.Backend {
+				return closedWithTest(t, mustNew(t, newCluster(t), suiteModes[0].opts...))
+			},
+			distlocktest.WithTTL(2*time.Second),
+			distlocktest.WithRevoke(func(t *testing.T, key string) { lapsePermits(t, admin, key) }),
+			distlocktest.WithLeakOptions(goRedisDialProbe),
+		)
+	})
+
 	// List (distlock status) scans every primary, not only one. The
 	// Backend is opened from the CLI's URL form, naming two of the nodes.
 	t.Run("List", func(t *testing.T) {
