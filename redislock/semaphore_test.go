@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // semKey is the Redis key of the semaphore at key with suffix, per the
@@ -308,5 +309,37 @@ func TestPermitRefreshAll(t *testing.T) {
 	}
 	if err := lapsed.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Fatalf("Release of a lapsed permit: %v; want ErrLockLost", err)
+	}
+}
+
+// WithWaitReplicas holds for permits: a permit is confirmed by a replica,
+// or given back and reported unavailable.
+func TestPermitWaitReplicas(t *testing.T) {
+	primary := startRedis(t)
+	replica := startRedis(t, testserver.WithRedisReplicaOf(primary))
+	ctx, admin, rc := testCtx(t), newClient(t, primary.Addr), newClient(t, replica.Addr)
+	sem, opts := driver.Semaphore{Limit: 2}, driver.AcquireOptions{TTL: time.Minute}
+
+	ok := newBackend(t, primary.Addr, redislock.WithWaitReplicas(1, 10*time.Second))
+	l, err := ok.AcquirePermit(ctx, "replicated", sem, opts)
+	if err != nil {
+		t.Fatalf("AcquirePermit with 1 replica: %v", err)
+	}
+	if n := rc.ZCard(ctx, semKey("replicated", ":permits")).Val(); n != 1 {
+		t.Errorf("the replica has %d permits; want the one granted", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	tooMany := newBackend(t, primary.Addr, redislock.WithWaitReplicas(2, 200*time.Millisecond))
+	if l, err := tooMany.AcquirePermit(ctx, "unreplicated", sem, opts); !errors.Is(err, distlock.ErrUnavailable) {
+		if err == nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("AcquirePermit waiting for 2 replicas with 1: %v; want ErrUnavailable", err)
+	}
+	if n := admin.Exists(ctx, semKey("unreplicated", ":permits"), semKey("unreplicated", ":limit")).Val(); n != 0 {
+		t.Errorf("a failed replicated AcquirePermit left %d keys behind", n)
 	}
 }
