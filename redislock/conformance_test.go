@@ -34,6 +34,46 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// The semaphore suite against a real server, in each mode (WithUnordered
+// does not apply to permits, which are always served in line: the suite
+// shows that it changes nothing). Revoking lapses every live permit of
+// the semaphore at once, as the server's clock would: the scripts then
+// drop them as expired. The TTL is longer than the lock suite's: its
+// Limit test holds permits while dozens of waiters run, and on a loaded
+// machine a watchdog's refresh came later than a 500ms TTL allows.
+func TestSemaphoreConformance(t *testing.T) {
+	srv := startRedis(t)
+	admin := newClient(t, srv.Addr)
+	for _, mode := range suiteModes {
+		t.Run(mode.name, func(t *testing.T) {
+			distlocktest.RunSemaphore(t,
+				func(t *testing.T) driver.Backend { return newBackend(t, srv.Addr, mode.opts...) },
+				distlocktest.WithTTL(2*time.Second),
+				distlocktest.WithRevoke(func(t *testing.T, key string) { lapsePermits(t, admin, key) }),
+				distlocktest.WithLeakOptions(goRedisDialProbe),
+			)
+		})
+	}
+}
+
+// lapsePermits makes every live permit of the semaphore at key lapse now,
+// as when the server's clock passes their expiry; it fails the test if
+// there is none.
+func lapsePermits(t *testing.T, admin redis.Cmdable, key string) {
+	t.Helper()
+	ctx := context.Background()
+	permits := redislock.DefaultPrefix + redislock.HashTag(key) + ":permits"
+	ids, err := admin.ZRange(ctx, permits, 0, -1).Result()
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("ZRANGE %s: %v, %v; want the live permits", permits, ids, err)
+	}
+	for _, id := range ids {
+		if err := admin.ZAddXX(ctx, permits, redis.Z{Score: 0, Member: id}).Err(); err != nil {
+			t.Fatalf("ZADD XX %s: %v", permits, err)
+		}
+	}
+}
+
 // suiteModes are the modes each topology runs the suite in.
 var suiteModes = []struct {
 	name string
@@ -111,6 +151,25 @@ func TestConformanceCluster(t *testing.T) {
 			)
 		})
 	}
+
+	// The semaphore suite: a semaphore's keys share its key's slot, and
+	// wake-ups reach waiters subscribed on any node.
+	t.Run("Semaphore", func(t *testing.T) {
+		admin := newCluster(t)
+		if err := admin.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		distlocktest.RunSemaphore(t,
+			func(t *testing.T) driver.Backend {
+				return closedWithTest(t, mustNew(t, newCluster(t), suiteModes[0].opts...))
+			},
+			distlocktest.WithTTL(2*time.Second),
+			distlocktest.WithRevoke(func(t *testing.T, key string) { lapsePermits(t, admin, key) }),
+			distlocktest.WithLeakOptions(goRedisDialProbe),
+		)
+	})
 
 	// List (distlock status) scans every primary, not only one. The
 	// Backend is opened from the CLI's URL form, naming two of the nodes.

@@ -2,7 +2,8 @@
 // Sentinel-managed primary, or a Cluster, through a go-redis client. Use it
 // where a lock is for efficiency (duplicate work is merely wasteful), or for
 // correctness together with fencing tokens checked by the storage (see
-// Fencing), on a server kept as Durability describes.
+// Fencing), on a server kept as Durability describes. It also grants the
+// permits of counting semaphores (package semaphore; see Guarantees).
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	backend, err := redislock.New(rdb)
@@ -56,6 +57,30 @@
 // and lost replies, it survives a pub/sub connection that breaks while
 // clients wait (see Waiting) and a waiter that dies while queued.
 //
+// Permits of counting semaphores (AcquirePermit, for package semaphore)
+// live under their key's hash tag too: a sorted set of the live permits,
+// each scored by its expiry in the server's time (TIME, read by the
+// script, never a client's clock), the grants' tokens, slots and owners
+// in a hash beside it, and the limit in a key of its own. Every script
+// that reads or changes them first drops the permits and the waiters
+// whose time ran out, so a permit whose holder stopped refreshing is given
+// back within its TTL. A try is one script: it grants a permit when fewer
+// than the limit are live and nobody waits before the asker, and refuses
+// an asker that names another limit than the stored one with a
+// *driver.LimitError, granting nothing. The limit is kept while a permit
+// is live or a waiter in line (its key expires with the last of them);
+// once none is, the next asker sets it. With Semaphore.Slots a grant
+// takes the lowest slot that no live permit has. Refresh and release are
+// owner-checked, as a lock's are; a release retried after a lost reply
+// succeeds (the first one recorded the permit as released, until its TTL
+// would have run out), and an acquire whose request failed undoes what it
+// may have done and records its secret, so that a late copy of the
+// request does nothing, retried in the background as a lock's clean-up
+// is. RefreshAll refreshes permits with locks, one script call per permit
+// in a pipeline of their own. Holder, WatchHolder and List see locks
+// only; Permits reads a semaphore's limit, permits and line in one
+// script.
+//
 // # Not guaranteed
 //
 //   - Process pauses of the holder longer than its remaining validity (a GC
@@ -85,6 +110,10 @@
 //     holder learns of the loss at its next refresh. Deleted counters
 //     restart tokens at 1.
 //   - Fairness with WithUnordered (see Waiting).
+//   - More permits than the limit after any of the above: a permit lost
+//     with the server's memory, evicted, deleted by hand or expired early
+//     by a clock stepped forward lets another asker be granted in its
+//     place while its holder still counts on it.
 //
 // # Durability
 //
@@ -116,6 +145,10 @@
 // SENTINEL FAILOVER, a grant the replica confirmed is still held on the
 // promoted primary, its holder refreshes and releases it there, and the
 // next token is higher.
+//
+// Permits, the line of their waiters and the stored limit live in memory
+// as the lock keys do, and need what they need: a server that forgot
+// held permits grants up to the limit again while they are held.
 //
 // For exclusive grants and monotonic tokens a deployment therefore needs
 // "appendonly yes" and "appendfsync always" on the primary, and no failover
@@ -181,9 +214,30 @@
 // each of them. Sharded pub/sub would keep messages on one shard but need
 // a connection per shard and re-subscription when slots move.
 //
-// A waiting Acquire whose context ends returns an error matching
-// distlock.ErrNotAcquired, ctx.Err() and the context's cause; one that
-// Close interrupts, an error matching ErrClosed.
+// A waiting AcquirePermit waits as a lock's Acquire does, on the same
+// wake channel and pub/sub connection, but claims its permit with its own
+// try: nothing is handed over. The semaphore's line is a sorted set
+// ranked on arrival, and each waiter's place a lease, its liveness
+// deadline in the server's time, renewed by each of its tries (at most a
+// third of the liveness apart) and dropped when it lapses, with its hold
+// on the limit. The waiter of rank r (from 0) is granted when fewer than
+// the limit less r permits are live, so that those before it keep
+// theirs, and a newcomer (TryAcquire included) only when nobody waits. A
+// permit given back (released, or found lapsed by a script) and a waiter
+// leaving publish on the wake channel of each waiter that a free permit
+// now awaits, and of no other: the first in line when one permit frees.
+// On a single server, a waiter that nobody hears there is dropped, and
+// the next one woken, in the same script, as for locks. A permit that
+// lapses unannounced is claimed at the waiter's fallback timer: the first
+// live permit's expiry, capped at a third of the liveness. A waiter whose
+// context ends leaves the line before its AcquirePermit returns (in the
+// background, retried, if that fails), and a permit that a try whose
+// reply was lost may have been granted is given back. WithUnordered does
+// not apply to permits: they are always served in line.
+//
+// A waiting Acquire (or AcquirePermit) whose context ends returns an
+// error matching distlock.ErrNotAcquired, ctx.Err() and the context's
+// cause; one that Close interrupts, an error matching ErrClosed.
 //
 // # Fencing
 //
@@ -192,6 +246,12 @@
 // token granted before it for the key, as long as the counter is kept (see
 // Durability and Eviction above). Counters never expire: one is kept per
 // key ever locked.
+//
+// A permit's token is drawn the same way, from the same counter, by the
+// script that grants the permit (never when its waiter joins the line):
+// the tokens of a key's locks and permits are unique and increase
+// together. With Semaphore.Slots, a permit's token is thus above every
+// earlier token of its slot, so one fence per slot admits it.
 //
 // Pass Lock.Token to the storage and let it refuse stale tokens: through
 // package fence, or, for data kept in Redis, through a Fence, which checks
@@ -244,10 +304,18 @@
 //	P{key}:released           pub/sub channel of releases with WithUnordered (empty payload), and of the changes of the key's holder while it is watched (payload "h")
 //	P{key}:watched            the watch marker: present while a Backend watches the key's holder, with PX
 //	P waiters:<Backend id>    pub/sub channel waking a Backend's waiters (payload: the waiter's id, "<Backend id>:<random>"; from a release that hands the waiter the lock, "<id>|<token>|<ms since its last refresh>")
+//	P{key}:permits            a semaphore's live permits: secret -> expiry, server ms (sorted set)
+//	P{key}:permit-grants      secret -> "<token>|<slot, -1 for none>|<since, acquiring host's ms>|<owner>" (hash)
+//	P{key}:limit              the semaphore's stored limit, while a permit is live or awaited
+//	P{key}:line               a semaphore's waiters: waiter id -> arrival order (sorted set)
+//	P{key}:line-alive         waiter id -> liveness deadline, server ms (sorted set)
+//	P{key}:permits-done       secret -> until, server ms: permits released (until their TTL would have run out) and acquires given up (sorted set)
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
 //
-// Delete a counter only with the knowledge that tokens for that key restart
-// at 1.
+// A semaphore's keys expire with what they hold (the permits' at the last
+// permit's expiry, the line's at the last waiter's deadline, the limit at
+// the later of both), so none is left once all lapsed. Delete a counter
+// only with the knowledge that tokens for that key restart at 1.
 //
 // The layout, the grant's value, the queue's members and the messages on
 // the channels are what Backends of different versions share (a release
@@ -267,7 +335,8 @@
 // goroutine until it fires). An Acquire
 // whose clean-up failed (see Guarantees), or a waiter whose request to
 // leave the queue (and release a grant handed to it meanwhile) failed,
-// leaves one goroutine retrying it, which Close stops. The first Acquire of a Backend sends one CONFIG GET
+// leaves one goroutine retrying it, which Close stops; so do a permit's
+// waiter and acquire. The first Acquire of a Backend sends one CONFIG GET
 // besides the script. Each WatchHolder runs one goroutine, on the
 // pub/sub connection, until its context ends or Close. A *redis.Ring is not supported (its shards do not
 // share pub/sub).

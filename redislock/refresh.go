@@ -22,7 +22,8 @@ const refreshBatch = 256
 // holds some of the keys on a Cluster). Over a *redis.Client (a single
 // server, or a Sentinel-managed primary) one script call refreshes up to
 // 256 leases; on a Cluster, whose lock keys lie in different slots, each
-// lease is one call.
+// lease is one call. Permits (see AcquirePermit) are refreshed in a
+// pipeline of their own, one script call each.
 func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	res := make([]driver.RefreshResult, len(leases))
 	if err := driver.CheckTTL(ttl); err != nil {
@@ -33,14 +34,25 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 	}
 	ls := make([]*lease, len(leases))
 	var all []int
+	var (
+		permits   []*permit
+		permitIdx []int
+	)
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
 		if !ok || l.b != b {
+			if p, ok := dl.(*permit); ok && p.a.b == b {
+				permits, permitIdx = append(permits, p), append(permitIdx, i)
+				continue
+			}
 			res[i].Err = fmt.Errorf("%w: redislock: lease %T is not from this backend", driver.ErrInvalidOption, dl)
 			continue
 		}
 		ls[i] = l
 		all = append(all, i)
+	}
+	if len(permits) > 0 {
+		b.refreshPermits(ctx, permits, permitIdx, ttl, res)
 	}
 	if len(all) == 0 {
 		return res

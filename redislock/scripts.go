@@ -34,6 +34,16 @@ var (
 	setOwnerLua string
 	//go:embed scripts/watch.lua
 	watchLua string
+	//go:embed scripts/permits.lua
+	permitsLua string
+	//go:embed scripts/permit_acquire.lua
+	permitAcquireLua string
+	//go:embed scripts/permit_release.lua
+	permitReleaseLua string
+	//go:embed scripts/permit_refresh.lua
+	permitRefreshLua string
+	//go:embed scripts/permit_state.lua
+	permitStateLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
@@ -46,6 +56,13 @@ var (
 	fenceScript   = redis.NewScript(fenceLua)
 	setOwner      = redis.NewScript(setOwnerLua)
 	watchScript   = redis.NewScript(watchLua)
+
+	// The semaphore's scripts, each with queue.lua and permits.lua (see
+	// withPermits).
+	permitAcquire = newScript(withPermits(permitAcquireLua))
+	permitRelease = newScript(withPermits(permitReleaseLua))
+	permitRefresh = newScript(withPermits(permitRefreshLua))
+	permitState   = newScript(withPermits(permitStateLua))
 )
 
 // queueMarker is the line of acquire.lua and release.lua where queue.lua
@@ -61,6 +78,19 @@ func withQueue(src string) string {
 		panic("redislock: a script lacks the line " + strings.TrimSpace(queueMarker))
 	}
 	return strings.Replace(src, queueMarker, queueLua, 1)
+}
+
+// permitsMarker is the line of the semaphore's scripts where permits.lua
+// goes, after queue.lua's marker.
+const permitsMarker = "--[[permits.lua]]\n"
+
+// withPermits returns src with queue.lua and permits.lua in place of their
+// marker lines. It panics if src lacks one, as withQueue does.
+func withPermits(src string) string {
+	if !strings.Contains(src, permitsMarker) {
+		panic("redislock: a script lacks the line " + strings.TrimSpace(permitsMarker))
+	}
+	return withQueue(strings.Replace(src, permitsMarker, permitsLua, 1))
 }
 
 // script is a Lua script called through runScript, with its source and
@@ -106,14 +136,23 @@ const (
 	acquireTooLate  = 3 // TOO_LATE: the secret's tombstone exists, or its grant was the last released; nothing was done
 )
 
-// Replies of release.lua.
+// Statuses of permit_acquire.lua, the first element of its reply.
+const (
+	permitFull     = 0 // FULL: {0, ms to the first permit's expiry, or 0}
+	permitGranted  = 1 // GRANTED: {1, token, slot or -1}
+	permitTooLate  = 3 // TOO_LATE: {3, 0}
+	permitBadLimit = 4 // LIMIT: {4, the stored limit}
+)
+
+// Replies of release.lua, and of permit_release.lua.
 const (
 	releaseNotHeld         = 0 // NOT_HELD
 	releaseReleased        = 1 // RELEASED
 	releaseAlreadyReleased = 2 // ALREADY_RELEASED
 )
 
-// Replies of refresh.lua, and of refresh_many.lua per lease.
+// Replies of refresh.lua, of refresh_many.lua per lease, and of
+// permit_refresh.lua.
 const (
 	refreshGone     = 0 // GONE
 	refreshExtended = 1 // EXTENDED

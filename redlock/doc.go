@@ -321,6 +321,18 @@
 // value carries no version that would order the two, so Holder could
 // report the old owner after SetOwner returned.
 //
+// # Semaphores
+//
+// A Backend grants no permits of counting semaphores: it does not
+// implement driver.Semaphores, and a Client refuses a permit over it
+// (package semaphore's Acquire, TryAcquire and Holders) with an error
+// matching errors.ErrUnsupported, taking nothing on any node. A majority
+// vote excludes for a limit of 1 only, because any two majorities share
+// a node: with a limit of 2 on three nodes, permits voted by nodes {1, 2},
+// {2, 3} and {1, 3} keep every node at its limit of two, and three are
+// live. Use redislock, or a consensus store (etcdlock, zklock), for
+// semaphores.
+//
 // # Key layout
 //
 // On every node, with the prefix P (WithPrefix, default "redlock:") and
