@@ -97,9 +97,14 @@ func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Sema
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
-	// Close ends the acquire too.
-	actx, cancel := context.WithCancel(ctx)
+	// The acquire's requests carry the request timeout to etcd, not the
+	// caller's deadline: etcd would answer one that passes with "request
+	// timed out", which can arrive before ctx reports its end, and read as
+	// etcd being unavailable. ctx's end, and Close, cancel them.
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	stopCtx := context.AfterFunc(ctx, cancel)
+	defer stopCtx()
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 	a := &ask{b: b, key: key, sem: sem, opts: opts, secs: ttlSeconds(opts.TTL),
@@ -345,6 +350,24 @@ func (a *ask) claim(ctx context.Context, waited bool) (*permit, error) {
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
 	defer cancel()
 	p := &permit{b: b, key: a.key, id: a.id, entry: a.entry, created: a.created, slot: -1, onLost: a.opts.OnLost}
+	// The grant must come with a confirmation of the lease recent enough
+	// for the Client to use: the lease's grant, or else a KeepAliveOnce,
+	// sent with the claim so as not to add a round trip.
+	p.validity = driver.Validity{Sent: a.sent, TTL: a.ttl}
+	var (
+		ka     *clientv3.LeaseKeepAliveResponse
+		kaErr  error
+		kaSent time.Time
+		kaDone chan struct{}
+	)
+	if waited || time.Since(a.sent) > a.ttl/4 {
+		kaSent, kaDone = time.Now(), make(chan struct{})
+		go func() {
+			defer close(kaDone)
+			ka, kaErr = b.cli.KeepAliveOnce(rctx, a.id)
+		}()
+		defer func() { <-kaDone }()
+	}
 	for {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.entry), "=", a.created)}
 		then := []clientv3.Op{clientv3.OpPut(a.entry, a.limit, clientv3.WithLease(a.id))}
@@ -373,19 +396,15 @@ func (a *ask) claim(ctx context.Context, waited bool) (*permit, error) {
 		}
 		a.slotKeys = resp.Responses[1].GetResponseRange().GetKvs() // the slot was taken meanwhile
 	}
-	// The grant must come with a confirmation recent enough for the Client
-	// to use: the lease's grant, or a KeepAliveOnce sent now.
-	p.validity = driver.Validity{Sent: a.sent, TTL: a.ttl}
-	if waited || time.Since(a.sent) > a.ttl/4 {
-		sent := time.Now()
-		ka, err := b.cli.KeepAliveOnce(rctx, a.id)
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return nil, fmt.Errorf("%w: %w: granted on a lease that had ended", driver.ErrUnavailable, ErrSessionLost)
-			}
-			return nil, b.sortErr(ctx, rctx, err)
+	if kaDone != nil {
+		<-kaDone
+		switch {
+		case errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
+			return nil, fmt.Errorf("%w: %w: granted on a lease that had ended", driver.ErrUnavailable, ErrSessionLost)
+		case kaErr != nil:
+			return nil, b.sortErr(ctx, rctx, kaErr)
 		}
-		p.validity = driver.Validity{Sent: sent, TTL: time.Duration(ka.TTL) * time.Second}
+		p.validity = driver.Validity{Sent: kaSent, TTL: time.Duration(ka.TTL) * time.Second}
 	}
 	return p, nil
 }
