@@ -1,46 +1,10 @@
 package etcdlock
 
-// Permits of counting semaphores (driver.Semaphores). The semaphore kept at
-// key has, under the Backend's prefix P and the key's escaped name N (as in
-// KeyPath):
-//
-//	P%00sem/N/<lease ID hex>  an entry: an asker's place in line, on an
-//	                          etcd lease of its own, its value the limit
-//	P%00slot/N/<slot>         a permit's slot, on the permit's lease, its
-//	                          value the entry's key
-//	P%00/<lease ID hex>       the asker's owner, as a session's
-//
-// Entries rank by create revision, as concurrency.Mutex ranks its keys: an
-// entry with fewer than limit entries before it is admitted, and its asker
-// claims the permit with a transaction that writes the entry again (its
-// version becomes 2) if it still exists, and creates the slot's key if the
-// slot is free. That write's revision is the permit's token. Entries are
-// only ever deleted before an entry, so an admitted entry stays admitted,
-// and at most limit entries are admitted at once: never more live permits
-// than the limit.
-//
-// Every entry holds the limit, and an entry is created only if every
-// entry of the semaphore holds the same limit, or there is none (one
-// transaction): the stored limit is the value of any entry, it lives while
-// any permit or waiter does, and a lease that lapses as another asker
-// comes is either seen (the asker is refused) or gone (the asker sets the
-// limit), never half.
-//
-// A permit is its lease: Refresh sends one KeepAliveOnce (and checks that
-// the entry is still there), Release revokes it, which deletes the entry,
-// the slot's key and the owner's key at once. A lease whose holder stops
-// renewing lapses within its TTL. A waiter keeps its lease alive with a
-// concurrency.Session while it waits, and orphans it when it is granted
-// or gives up; a waiter that gives up revokes its lease, so that a permit
-// granted to it as it left goes back too.
-//
-// A waiter watches one thing: the entry just before its own while more
-// than limit entries are before it (it is woken when that entry is
-// granted, or goes), and, once exactly limit entries are before it (it is
-// the first waiter), the deletions under the semaphore's entries, which
-// only a release (or a later waiter giving up, which it ignores) makes. So
-// a release wakes the first waiter alone, and a grant wakes the waiter
-// after it, which becomes first.
+// Permits of counting semaphores (driver.Semaphores), in the layout that
+// "Permits" in the package documentation gives: an entry per asker, on an
+// etcd lease of its own, ranked by create revision; the limit in every
+// entry; a permit claimed by writing its entry again. How an asker waits
+// is in "Waiting".
 
 import (
 	"context"
@@ -61,10 +25,9 @@ import (
 )
 
 var (
-	_ driver.Semaphores     = (*Backend)(nil)
-	_ driver.Lease          = (*permit)(nil)
-	_ driver.SlotLease      = slotPermit{}
-	_ driver.BatchRefresher = (*Backend)(nil)
+	_ driver.Semaphores = (*Backend)(nil)
+	_ driver.Lease      = (*permit)(nil)
+	_ driver.SlotLease  = slotPermit{}
 )
 
 // The directories, under the Backend's prefix, of semaphores' entries and
