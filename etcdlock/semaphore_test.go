@@ -1,9 +1,11 @@
 package etcdlock_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	mrand "math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -456,4 +458,69 @@ func TestClosePermits(t *testing.T) {
 		t.Fatalf("the waiter: %v, %v; want ErrClosed", g.l, g.err)
 	}
 	assertEmpty(t, admin, key)
+}
+
+// txnsStarted reads etcd's count of the transactions it was sent.
+func txnsStarted(t *testing.T, e *testserver.Etcd) int {
+	t.Helper()
+	resp, err := http.Get(e.Members[0].ClientURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `grpc_server_started_total{grpc_method="Txn",grpc_service="etcdserverpb.KV",grpc_type="unary"} `); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(f)
+		}
+	}
+	t.Fatal("no count of transactions in etcd's metrics")
+	return 0
+}
+
+// TestPermitReleaseWakesOne: a permit given back wakes the first waiter
+// alone, whose grant wakes the next: handing a permit down a line of n
+// waiters, one release at a time, costs etcd a few transactions per
+// hand-off (the first waiter's read and claim, the next one's read, and a
+// read again where a write came just before a watch), not a read by every
+// waiter at every release (n(n+1)/2 in all).
+func TestPermitReleaseWakesOne(t *testing.T) {
+	const waiters = 12
+	e := testserver.StartEtcd(t)
+	cli := newClient(t, e.Endpoints)
+	ctx, key := testCtx(t), "semaphore/wakes-one"
+	sem := driver.Semaphore{Limit: 1}
+	b := newBackend(t, cli)
+	held, err := b.AcquirePermit(ctx, key, sem, permitOpts(false))
+	if err != nil {
+		t.Fatalf("AcquirePermit: %v", err)
+	}
+	watchers := watcherCount(t, e)
+	var chans []<-chan granted
+	for i := range waiters {
+		chans = append(chans, permitAsync(ctx, newBackend(t, cli), key, sem))
+		waitWaiting(t, ctx, b, key, i+1)
+	}
+	// Every waiter has its one watch: none is reading any more.
+	for deadline := time.Now().Add(30 * time.Second); watcherCount(t, e) != watchers+waiters; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watchers after 30s; want %d, one per waiter", watcherCount(t, e), watchers+waiters)
+		}
+		time.Sleep(5 * time.Millisecond) // polls a condition, with a deadline
+	}
+	before := txnsStarted(t, e)
+	for i := range waiters {
+		mustReleasePermit(t, held)
+		held = expectGrant(t, chans[i], 30*time.Second, "waiter "+strconv.Itoa(i))
+	}
+	n := txnsStarted(t, e) - before
+	t.Logf("%d transactions for %d hand-offs", n, waiters)
+	if n > 4*waiters {
+		t.Fatalf("%d transactions for %d hand-offs; want at most %d", n, waiters, 4*waiters)
+	}
+	mustReleasePermit(t, held)
 }
