@@ -1,9 +1,12 @@
 // Package etcdlock is a driver.Backend over etcd v3, built on the
 // Session of go.etcd.io/etcd/client/v3/concurrency (the lease and its
 // keep-alive) and on the lock recipe of its Mutex, whose key layout and
-// order it keeps (see Waiting for why it waits in its own way), and keeps
+// order it keeps (see Waiting for why it waits in its own way), keeps
 // package election's elections in the layout of its Election, which
-// `etcdctl elect` shares (see Elections).
+// `etcdctl elect` shares (see Elections), and grants the permits of
+// package semaphore's counting semaphores, each on an etcd lease of its
+// own, in a layout of its own ranked as the Mutex ranks its keys (see
+// Permits).
 //
 //	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	backend, _ := etcdlock.New(cli)
@@ -37,6 +40,18 @@
 // loses all its locks; later acquires use a new session. A waiter whose
 // session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock.
+//
+// A permit of a semaphore (see Permits) is an entry on an etcd lease of its
+// own, and is held while the entry exists: never more than the limit at
+// once, since an entry is granted only while fewer than the limit entries
+// were created before it, and entries before it only ever go. Its lease
+// is not kept alive in the background: each refresh sends it one
+// KeepAliveOnce, so a permit whose holder stops renewing it lapses within
+// its TTL, and its Validity is timed from before that request, as a lock's.
+// A permit is lost, and its holder told through OnLost, when a refresh
+// finds its lease or its entry gone. The limit is stored in every entry,
+// and a permit naming another is refused with a *driver.LimitError,
+// writing nothing.
 //
 // Keys, leases and revisions are in the replicated log, so a new leader
 // knows every lock, and it restarts every lease's TTL (plus an election
@@ -72,11 +87,25 @@
 //     this Backend acquires the name again (it takes the key over) or the
 //     session ends.
 //   - Fairness between Backends: etcd's order of key creation applies.
+//   - A permit's acquire that fails or is cancelled, and a permit's
+//     release, revoke its lease before returning, unless etcd does not
+//     answer within the request timeout: a goroutine then goes on revoking
+//     it, with the same pauses, until etcd answers or the Backend is
+//     closed, and the lease, which nobody renews, lapses within its TTL
+//     anyway. A transaction of the acquire that etcd applies late cannot
+//     write on a revoked lease.
+//   - A permit's loss is learnt at its next refresh (or at its deadline),
+//     not pushed by a keep-alive stream as a lock's is.
+//   - A permit asked, or a waiter's place, whose lease etcd granted but
+//     whose answer was lost holds nothing and lapses within its TTL; an
+//     entry created by hand (etcdctl put) with the limit as its value takes
+//     a place in line, and one deleted by hand is noticed at its permit's
+//     next refresh.
 //
 // # Durability
 //
-// Tokens and exclusion both rest on the cluster's replicated log: it must
-// be durable. An etcd restored from an older backup, or a single member
+// Tokens and exclusion, of locks and permits alike, and the stored limit,
+// rest on the cluster's replicated log: it must be durable. An etcd restored from an older backup, or a single member
 // whose data directory was lost, forgets keys and can hand out revisions
 // (tokens) again.
 //
@@ -118,6 +147,23 @@
 // while its watch is being created returns when etcd has answered, or
 // after the request timeout (WithRequestTimeout) if etcd does not answer.
 //
+// A permit's asker waits as a lock's does, from the revision after its
+// read and with the same guards, but for other things: while more than
+// the limit entries were created before its own, it watches the entry just
+// before its own, which wakes it when that entry is granted (written
+// again) or goes; once exactly the limit are before it (it is the first
+// waiter), it watches the deletions of the semaphore's entries, ignoring
+// those created after its own. A permit given back, in whatever order,
+// so wakes the first waiter alone, and its grant wakes the waiter after
+// it, which becomes first. While it waits, an asker keeps its entry's
+// lease alive with a concurrency.Session, which it orphans once granted;
+// a waiter that gives up (or fails) revokes its lease, deleting its entry
+// and giving back a permit granted to it as it left; a waiter that dies
+// loses its place when its lease lapses, within its TTL. Waiters are
+// served in the order etcd created their entries, within a process and
+// across processes; a try (no wait) is refused while the limit entries
+// are before its own, waiters included.
+//
 // distlock's Client.Watch, and so an election's Observe, is woken by an
 // etcd watch of every key under the lock name (WatchHolder), which starts
 // at etcd's current revision (registered synced) and requires a leader: a
@@ -133,6 +179,16 @@
 // one is gone, so each grant's token is greater than every token granted
 // before it for the name. `etcdctl lock NAME cmd` gives its command the
 // same token, as ETCD_LOCK_REV.
+//
+// A permit's token is the revision of the transaction that granted it
+// (see Permits), drawn when it is granted, not when it queued: so it is
+// greater than every token granted before it for the key, a lock's or a
+// permit's, and a permit's token is greater than every earlier token of
+// its slot. Locks and permits share etcd's counter, but a lock's token is
+// drawn when its key is created: a lock that waited while a permit of its
+// key was granted has a smaller token than that permit. A register that
+// admits both a key's locks and its permits can refuse such a lock; fence
+// them apart (a lock of the semaphore's key is another grant).
 //
 // To let storage refuse a holder that lost its lock while paused, pass
 // Lock.Token to it (see package fence), or, for data in the same etcd, use
@@ -152,7 +208,10 @@
 // times the election timeout, rounded up to a second: 2s for default
 // settings). The TTL etcd granted is the one reported in each Validity.
 // Sessions live until they are lost or the Backend is closed; the ttl given
-// to Refresh does not change a session's TTL.
+// to Refresh does not change a session's TTL. Permits are not in sessions:
+// each has an etcd lease of its own (its TTL rounded up likewise), kept
+// alive by a concurrency.Session while it waits and by its refreshes once
+// granted, so that one abandoned permit lapses alone.
 //
 // # Key layout and etcdctl
 //
@@ -170,6 +229,39 @@
 // owner (distlock.WithOwner) to "<prefix>%00/<lease ID in hex>", attached
 // to its lease, for List; sessions are per owner, so each lock is listed
 // with the owner of the Client that took it.
+//
+// # Permits
+//
+// The semaphore kept at a key (package semaphore: "semaphore/NAME") has,
+// under the prefix P and the key's escaped name N (as in KeyPath):
+//
+//	P%00sem/N/<lease ID hex>   an entry: an asker's place in line, on an etcd
+//	                           lease of its own; its value is the limit in
+//	                           decimal; written a second time (version 2)
+//	                           when its permit is granted
+//	P%00slot/N/<slot>          the slot of a permit asked with slots, on the
+//	                           permit's lease; its value is the entry's key
+//	P%00/<lease ID hex>        the asker's owner, as a session's
+//
+// Entries rank by create revision: an entry with fewer than the limit
+// entries created before it is admitted, and its asker claims its permit
+// with one transaction that writes the entry again if it still exists,
+// and creates the lowest free slot's key if that key does not exist. That
+// transaction's revision, the entry's mod revision, is the permit's token.
+// An entry is created only if every entry of the semaphore holds the
+// limit asked for, or there is none (one transaction), so the limit is
+// stored while any permit or waiter is, and a lease lapsing as an asker of
+// another limit comes is either seen (the asker is refused) or gone (it
+// sets the limit). Release revokes the permit's lease, which deletes its
+// entry, slot and owner keys at once. No lock name starts with "%00", so
+// locks and permits of a key neither collide nor exclude each other, and
+// List shows locks only; Permits shows the permits. etcdctl has no
+// semaphore, but an operator can read one:
+//
+//	etcdctl get --prefix 'distlock/%00sem/semaphore%2Fjobs/' -w json
+//
+// lists its entries: those of version 2 hold permits (their mod revision
+// is the token), the others wait, in create revision order.
 //
 // # Elections
 //
@@ -228,8 +320,9 @@
 //
 // A Backend runs one goroutine per session (besides the etcd client's own
 // keep-alive and watch goroutines), short-lived ones for confirmations,
-// one per key it is still deleting (see above), and one per WatchHolder
-// until its context ends; Close stops them all.
+// one per key it is still deleting or permit lease it is still revoking
+// (see above), one per WatchHolder until its context ends, and one per
+// waiting permit's session; Close stops them all.
 // An Acquire waits in its caller's goroutine. The Backend and its leases
 // are safe for concurrent use.
 package etcdlock

@@ -81,6 +81,7 @@ type Backend struct {
 	mu       sync.Mutex
 	sessions map[sessionKey]*session     // the live session of each TTL and owner
 	pending  map[sessionKey]*sessionCall // sessions being created
+	permits  map[*permit]struct{}        // live permits, each on a lease of its own
 }
 
 // turn is a lock name's turn in the Backend's queue.
@@ -112,6 +113,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 		life:     driver.NewTracker(ErrClosed),
 		sessions: map[sessionKey]*session{},
 		pending:  map[sessionKey]*sessionCall{},
+		permits:  map[*permit]struct{}{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Session and Mutex use their client's context for clean-ups that must
@@ -127,11 +129,12 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 // with a Fence.
 func (b *Backend) Client() *clientv3.Client { return b.cli }
 
-// Close revokes the Backend's sessions, which frees every lock it holds
-// (their holders are told through OnLost) and ends every acquire in
-// progress with ErrClosed. It closes the etcd client only if OpenURL
-// created it. Close returns the errors of revokes that failed (the leases
-// then expire after their TTL). Calling Close again does nothing.
+// Close revokes the Backend's sessions, which frees every lock it holds,
+// and the leases of its permits (their holders are told through OnLost),
+// and ends every acquire in progress with ErrClosed. It closes the etcd
+// client only if OpenURL created it. Close returns the errors of revokes
+// that failed (the leases then expire after their TTL). Calling Close
+// again does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if !b.life.Shut() {
@@ -143,10 +146,18 @@ func (b *Backend) Close() error {
 		sessions = append(sessions, s)
 	}
 	clear(b.sessions)
+	permits := make([]*permit, 0, len(b.permits))
+	for p := range b.permits {
+		permits = append(permits, p)
+	}
 	b.mu.Unlock()
 
 	errs := make([]error, len(sessions))
+	permitErrs := make([]error, len(permits))
 	var wg sync.WaitGroup
+	for i, p := range permits {
+		wg.Go(func() { permitErrs[i] = p.closeRevoke() })
+	}
 	for i, s := range sessions {
 		wg.Go(func() {
 			s.cs.Orphan() // stops the keep-alive; the session's watcher reports the loss
@@ -158,6 +169,7 @@ func (b *Backend) Close() error {
 		})
 	}
 	wg.Wait()
+	errs = append(errs, permitErrs...)
 	b.cancel()
 	b.life.Wait()
 	if b.ownsCli {

@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,50 @@ func TestConformance(t *testing.T) {
 			// lazily), and every request waits for a connection.
 			cli := newClient(t, []string{"127.0.0.1:" + itoa(testserver.FreePort(t))})
 			return newBackend(t, cli, etcdlock.WithRequestTimeout(time.Second))
+		}),
+	)
+}
+
+// permitDir is where the entries of the semaphore at key are, under
+// prefix: the layout the package documentation gives.
+func permitDir(prefix, key string) string {
+	return prefix + "%00sem/" + strings.TrimPrefix(etcdlock.LockName(prefix, key), prefix) + "/"
+}
+
+// revokePermits revokes the leases of the permits of the semaphore at
+// key (its entries granted, written twice), as etcd does when they expire;
+// the waiters' entries stay.
+func revokePermits(t testing.TB, admin *clientv3.Client, prefix, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := admin.Get(ctx, permitDir(prefix, key), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("get the entries of %q: %v", key, err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		if kv.Version < 2 {
+			continue // a waiter
+		}
+		n++
+		if _, err := admin.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
+			t.Fatalf("revoke lease %x: %v", kv.Lease, err)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no permit of %q to revoke", key)
+	}
+}
+
+func TestSemaphoreConformance(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	distlocktest.RunSemaphore(t,
+		func(t *testing.T) driver.Backend { return newBackend(t, newClient(t, e.Endpoints)) },
+		distlocktest.WithTTL(suiteTTL),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			revokePermits(t, admin, etcdlock.DefaultPrefix, key)
 		}),
 	)
 }

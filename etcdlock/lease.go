@@ -207,13 +207,23 @@ func (l *lease) ended() bool {
 
 // RefreshAll implements driver.BatchRefresher: one KeepAliveOnce per
 // session and one transaction reading the lock keys, in parallel, whatever
-// the number of leases. As with Refresh, the sessions' TTLs apply.
+// the number of leases, and a permit's Refresh for each permit, in
+// parallel too. As with Refresh, the sessions' TTLs apply.
 func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	start := time.Now()
 	res := make([]driver.RefreshResult, len(leases))
 	ttlErr := driver.CheckTTL(ttl)
 	bySession := map[*session][]int{}
+	var permits []int
 	for i, dl := range leases {
+		if p := b.permitOf(dl); p != nil {
+			if ttlErr != nil {
+				res[i].Err = ttlErr
+			} else {
+				permits = append(permits, i)
+			}
+			continue
+		}
 		l, ok := dl.(*lease)
 		switch {
 		case !ok || l == nil || l.b != b:
@@ -225,6 +235,9 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 		}
 	}
 	var wg sync.WaitGroup
+	for _, i := range permits {
+		wg.Go(func() { res[i].Validity, res[i].Err = b.permitOf(leases[i]).refresh(ctx, start) })
+	}
 	for s, idx := range bySession {
 		wg.Go(func() {
 			ls := make([]*lease, len(idx))

@@ -88,6 +88,9 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 			}
 			continue
 		}
+		if strings.HasPrefix(k, "%00") {
+			continue // a permit's (see permitDir): no lock name starts with "%00"
+		}
 		slash := strings.LastIndexByte(k, '/')
 		if slash <= 0 {
 			continue // not a lock key

@@ -170,6 +170,14 @@ func (s *session) predecessor(ctx context.Context, pfx, myKey string, myRev int6
 // way stays registered in etcd until an event on key reaches it, which for
 // a long-held lock may be never.
 func waitDelete(ctx context.Context, cli *clientv3.Client, key string, createRev, rev int64, resync bool, settle time.Duration) (bool, error) {
+	return waitEvent(ctx, cli, key, rev, resync, settle, func(ev *clientv3.Event) bool {
+		return ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != createRev
+	})
+}
+
+// waitEvent is waitDelete for any event that match accepts, on key (or
+// the range that opts make of it), after the read at revision rev.
+func waitEvent(ctx context.Context, cli *clientv3.Client, key string, rev int64, resync bool, settle time.Duration, match func(*clientv3.Event) bool, opts ...clientv3.OpOption) (bool, error) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	created := make(chan struct{})
@@ -184,7 +192,7 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, key string, createRev
 	})
 	defer stop()
 	// Watch returns once etcd has answered the creation (or wctx ended).
-	wch := cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithCreatedNotify())
+	wch := cli.Watch(wctx, key, append([]clientv3.OpOption{clientv3.WithRev(rev + 1), clientv3.WithCreatedNotify()}, opts...)...)
 	close(created)
 	for {
 		var wr clientv3.WatchResponse
@@ -216,7 +224,7 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, key string, createRev
 			return false, wr.Err()
 		}
 		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != createRev {
+			if match(ev) {
 				return true, nil
 			}
 		}
