@@ -65,6 +65,8 @@ type Backend struct {
 	// holder (for File).
 	queue driver.Queue[*lease]
 
+	permits permitSet // the live permits granted through the Backend, for File
+
 	closing context.Context // ends at Close
 	close   context.CancelFunc
 }
@@ -311,6 +313,9 @@ func (b *Backend) File(lock Held) (*os.File, error) {
 	key, token := lock.Key(), lock.Token()
 	l := b.queue.Holder(fileName(key))
 	if l == nil || l.token != token {
+		if p := b.permits.get(fileName(key), token); p != nil {
+			return p.file()
+		}
 		return nil, fmt.Errorf("%w: token %d of %q is not held through this Backend", driver.ErrLockLost, token, key)
 	}
 	l.mu.Lock()
