@@ -303,6 +303,9 @@ type Held interface {
 // description, and so the key, for the holder too. Releasing the lock
 // unlocks the description whoever still has it open.
 //
+// For a permit (AcquirePermit), File returns a descriptor of the permit's
+// slot file, whose flock is the permit in the same way.
+//
 // It returns an error matching distlock.ErrLockLost if lock is not held
 // through this Backend (never granted by it, released, or found lost), and
 // distlock.ErrInvalidOption if lock is nil. File is safe for concurrent use.
