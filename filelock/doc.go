@@ -40,11 +40,15 @@
 //     wake-ups below do not see other clients: do not use this package
 //     there.
 //   - Progress: a paused or stuck holder keeps the key. That is safe, but
-//     it blocks others (use distlock.WithMaxHold to bound holds).
+//     it blocks others (use distlock.WithMaxHold to bound holds). A process
+//     paused while it changes a semaphore's state (a few file operations
+//     under the semaphore's flock) holds up every asker of the semaphore,
+//     even one that does not wait, until it resumes or dies, or the
+//     asker's context ends.
 //   - Exclusion when the directory is tampered with: removing a held lock
-//     file breaks exclusion (the next acquirer creates a new file) until
-//     the old holder's next refresh. Never clean the directory while it is
-//     in use. Only this user and root (and a group the Backend is shared
+//     file (or slot file) breaks exclusion (the next acquirer creates a
+//     new file) until the old holder's next refresh. Never clean the
+//     directory while it is in use. Only this user and root (and a group the Backend is shared
 //     with) can: see Permissions.
 //   - Fairness between processes for locks (see Waiting); permits are
 //     served in arrival order across processes.

@@ -345,6 +345,8 @@ func isNil(h Held) bool {
 		return v == nil
 	case *lease:
 		return v == nil
+	case *permit:
+		return v == nil
 	}
 	return false
 }

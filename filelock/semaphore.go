@@ -100,7 +100,7 @@ func waitName(name string, id uint64) string {
 // counter locks of the key share. Like a lock, a permit has no time bound
 // (Validity.TTL is 0) and comes back at once when its holder releases it
 // or dies. Waiters of every process are served in arrival order; see the
-// package documentation (Permits).
+// package documentation (Waiting).
 func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Semaphore, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckPermit(ctx, key, sem, opts); err != nil {
 		return nil, err
