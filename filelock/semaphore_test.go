@@ -310,3 +310,58 @@ func TestCloseEndsPermitWaiters(t *testing.T) {
 	}
 	release(t, held)
 }
+
+// Waiters of one Backend are served in arrival order too, each permit
+// given back going to the first in line; a waiter that gives up is passed
+// over, and leaves nothing behind.
+func TestPermitWaitersServedInOrder(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	sem := driver.Semaphore{Limit: 2}
+	held := []driver.Lease{acquirePermit(t, b, "k", sem), acquirePermit(t, b, "k", sem)}
+	const n, quitter = 5, 1
+	quit, quitCancel := context.WithCancel(ctxFor(t))
+	defer quitCancel()
+	waiters := make([]<-chan permitResult, n)
+	for i := range n {
+		ctx := ctxFor(t)
+		if i == quitter {
+			ctx = quit
+		}
+		waiters[i] = waitPermit(ctx, b, "k", sem)
+		awaitPermits(t, b, "k", "one more waiter in line", func(st driver.PermitState) bool { return st.Waiting == i+1 })
+	}
+	quitCancel()
+	if r := <-waiters[quitter]; r.err == nil {
+		t.Fatalf("a waiter that gave up was granted a permit")
+	}
+	for i := range n {
+		if i == quitter {
+			continue
+		}
+		release(t, held[0])
+		held = held[1:]
+		select {
+		case r := <-waiters[i]:
+			if r.err != nil {
+				t.Fatalf("waiter %d: %v", i, r.err)
+			}
+			held = append(held, r.l)
+		case <-time.After(time.Minute):
+			t.Fatalf("waiter %d not served", i)
+		}
+		for j := i + 1; j < n; j++ {
+			select {
+			case r := <-waiters[j]:
+				t.Fatalf("waiter %d served before waiter %d's turn came (%v)", j, i+1, r.err)
+			default:
+			}
+		}
+	}
+	for _, l := range held {
+		release(t, l)
+	}
+	if st, err := b.Permits(context.Background(), "k"); err != nil || st.Limit != 0 || len(st.Holders) != 0 || st.Waiting != 0 {
+		t.Fatalf("Permits = %+v, %v; want nothing left", st, err)
+	}
+}
