@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ const (
 	// helperPassEnv makes the helper hand the lock file (Backend.File) to a
 	// child process, `sleep`, and print that child's pid.
 	helperPassEnv = "FILELOCK_TEST_HELPER_PASS"
+	// helperPermitsEnv makes the helper acquire a permit of the semaphore
+	// kept at the key, of this limit, instead of the key's lock.
+	helperPermitsEnv = "FILELOCK_TEST_HELPER_PERMITS"
 )
 
 func helperMain() {
@@ -35,8 +39,18 @@ func helperMain() {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	l, err := b.Acquire(context.Background(), os.Getenv(helperKeyEnv),
-		driver.AcquireOptions{TTL: time.Minute, Wait: true, Owner: "helper"})
+	opts := driver.AcquireOptions{TTL: time.Minute, Wait: true, Owner: "helper"}
+	var l driver.Lease
+	if n := os.Getenv(helperPermitsEnv); n != "" {
+		var limit int
+		if limit, err = strconv.Atoi(n); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		l, err = b.AcquirePermit(context.Background(), os.Getenv(helperKeyEnv), driver.Semaphore{Limit: limit}, opts)
+	} else {
+		l, err = b.Acquire(context.Background(), os.Getenv(helperKeyEnv), opts)
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -62,9 +76,10 @@ func helperMain() {
 	os.Exit(3)
 }
 
-// holder is a helper process holding a key.
+// holder is a helper process holding a key, or a permit.
 type holder struct {
 	cmd   *exec.Cmd
+	line  chan string // the line the helper prints once it holds
 	token uint64
 	child int // the pid of the helper's child that has the lock file, if any
 }
@@ -72,6 +87,21 @@ type holder struct {
 // startHolder starts a helper that acquires key in dir and waits until it
 // holds it.
 func startHolder(t *testing.T, dir, key string, env ...string) *holder {
+	t.Helper()
+	h := startHelper(t, dir, key, env...)
+	select {
+	case s := <-h.line:
+		h.parse(t, s)
+		return h
+	case <-time.After(time.Minute):
+		t.Fatal("helper did not acquire in time")
+	}
+	return nil
+}
+
+// startHelper starts a helper that acquires key in dir, without waiting
+// for it to hold it: h.line receives what it prints then (see parse).
+func startHelper(t *testing.T, dir, key string, env ...string) *holder {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), helperEnv+"="+dir, helperKeyEnv+"="+key), env...)
@@ -87,25 +117,23 @@ func startHolder(t *testing.T, dir, key string, env ...string) *holder {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	line := make(chan string, 1)
+	h := &holder{cmd: cmd, line: make(chan string, 1)}
 	go func() {
 		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- s
+		h.line <- s
 	}()
-	select {
-	case s := <-line:
-		h := &holder{cmd: cmd}
-		if _, err := fmt.Sscanf(s, "token %d child %d\n", &h.token, &h.child); err != nil {
-			t.Fatalf("helper said %q", s)
-		}
-		if h.child != 0 {
-			t.Cleanup(func() { syscall.Kill(h.child, syscall.SIGKILL) })
-		}
-		return h
-	case <-time.After(time.Minute):
-		t.Fatal("helper did not acquire in time")
+	return h
+}
+
+// parse reads the line the helper printed once it held the key.
+func (h *holder) parse(t *testing.T, s string) {
+	t.Helper()
+	if _, err := fmt.Sscanf(s, "token %d child %d\n", &h.token, &h.child); err != nil {
+		t.Fatalf("helper said %q", s)
 	}
-	return nil
+	if h.child != 0 {
+		t.Cleanup(func() { syscall.Kill(h.child, syscall.SIGKILL) })
+	}
 }
 
 // kill SIGKILLs the helper and reaps it.

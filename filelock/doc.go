@@ -23,6 +23,16 @@
 // periodic refresh (every TTL/3 by default) is how a holder learns that its
 // lock file was removed.
 //
+// Permits of counting semaphores (Backend.AcquirePermit, package
+// semaphore) are flocks too: a permit is an exclusive flock on one of the
+// semaphore's slot files, <name>.slot.<i> with i below the limit, so that
+// no more than the limit are ever held, and the slot is the permit's own
+// (driver.SlotLease). It has no time bound either, and comes back at once
+// when its holder releases it or dies. The limit is stored with the
+// semaphore while a permit is held or awaited, and a permit that names
+// another limit is refused with a *driver.LimitError; when nothing holds
+// or awaits one, the next asker sets it.
+//
 // # Not guaranteed
 //
 //   - Other hosts: the directory must be on a local file system. On NFS or
@@ -30,13 +40,23 @@
 //     wake-ups below do not see other clients: do not use this package
 //     there.
 //   - Progress: a paused or stuck holder keeps the key. That is safe, but
-//     it blocks others (use distlock.WithMaxHold to bound holds).
+//     it blocks others (use distlock.WithMaxHold to bound holds). A process
+//     paused while it changes a semaphore's state (a few file operations
+//     under the semaphore's flock) holds up every asker of the semaphore,
+//     even one that does not wait, until it resumes or dies, or the
+//     asker's context ends.
 //   - Exclusion when the directory is tampered with: removing a held lock
-//     file breaks exclusion (the next acquirer creates a new file) until
-//     the old holder's next refresh. Never clean the directory while it is
-//     in use. Only this user and root (and a group the Backend is shared
+//     file (or slot file) breaks exclusion (the next acquirer creates a
+//     new file) until the old holder's next refresh. Never clean the
+//     directory while it is in use. Only this user and root (and a group the Backend is shared
 //     with) can: see Permissions.
-//   - Fairness between processes (see Waiting).
+//   - Fairness between processes for locks (see Waiting); permits are
+//     served in arrival order across processes.
+//   - A lock and the permits of one key are independent grants, but share
+//     the key's token counter (see Fencing): while a lock of a semaphore's
+//     key is held, its permits are not granted (an asker that does not
+//     wait is refused), and a lock of the key asked without waiting can
+//     be refused while a permit's token is drawn, as while List probes it.
 //
 // # Durability
 //
@@ -52,12 +72,18 @@
 // depends on the user id only (never on $XDG_RUNTIME_DIR or $TMPDIR, so
 // that a login shell and a cron job of one user share locks) and survives
 // reboots and logouts, but /var/tmp is swept by age-based cleaners
-// (systemd-tmpfiles: 30 days). Lease.Refresh touches a held lock file whose
-// times are more than an hour old, but the lock file of a key left unused
+// (systemd-tmpfiles: 30 days). Lease.Refresh touches a held lock file (a
+// permit's: its slot file) whose times are more than an hour old, but the lock file of a key left unused
 // longer than the cleaner's age may be removed; its next token then comes
 // from the clock floor (see Fencing). To depend on the wall clock for
 // nothing, give New a directory no cleaner visits (for example
 // /var/lib/<app>/locks).
+//
+// A permit's token is made durable the same way, in the key's lock file.
+// The rest of a semaphore's state (its limit, its permits' owners, its
+// line of waiters) concerns live processes only, none of which survives a
+// reboot: it is replaced whole by a rename, never synced, and a state that
+// cannot be read is taken as empty.
 //
 // # Waiting
 //
@@ -72,6 +98,18 @@
 //
 // Between processes there is no order: a release wakes every waiting
 // Backend of the key on the host, and they race for it.
+//
+// Waiters for a permit are served in arrival order, across processes: a
+// waiter takes a place in the semaphore's line (an arrival number in its
+// state, and a waiter file, <name>.wait.<n>, that it holds with a flock
+// while it waits), and is granted a permit only when no live waiter is
+// ahead of it. On Linux inotify wakes the first in line alone when a slot
+// file is closed (a permit given back, or its holder dead), and each
+// waiter behind it when the one just before it leaves the line; they poll
+// otherwise, as lock waiters do. A waiter whose context ends, or whose
+// process dies, leaves the line at once (its flock goes), with its hold on
+// the stored limit: whoever next changes the state purges it, and the
+// permits of dead holders likewise.
 //
 // A watch of a key's holder (Client.Watch, an election's Observe) is an
 // inotify watch of the lock directory on Linux, for the key's lock file
@@ -89,6 +127,12 @@
 // tokens increasing when the lock file is lost while nobody holds the key,
 // unless the wall clock was set back meanwhile. Fence the storage with the
 // tokens through package fence, as with any backend.
+//
+// A permit's token is drawn from the same counter, the key's lock file's,
+// when it is granted (under a shared flock of the lock file, which
+// excludes the grants of locks, and the semaphore's own flock, which
+// excludes those of other permits): every grant of a key, a lock's or a
+// permit's, is above every one before it, and so each slot's tokens rise.
 //
 // # Permissions
 //
@@ -148,7 +192,8 @@
 // itself: the distlock command gives it to the supervisor of the command
 // it runs, so that the key is not granted again before that command is
 // gone. Any holder of the description that unlocks it unlocks it for all;
-// Release does so.
+// Release does so. For a permit, File returns a descriptor of its slot
+// file, which keeps the permit held the same way.
 //
 // # Files and keys
 //
@@ -165,11 +210,23 @@
 // cannot read (permission denied) does not hide the others: it lists them
 // and names that one in a ListError.
 //
+// A semaphore kept at a key has, besides the key's lock file (for its
+// token counter), <name>.sem (the flock that guards the semaphore's
+// state), <name>.sem.json (the state, in JSON: key, limit, the permits'
+// slots, tokens, owners, pids, hosts and start times, the waiters' arrival
+// numbers and pids), its slot files, <name>.slot.<i>, kept for good as
+// lock files are, and the files of its waiters, <name>.wait.<n>, removed
+// when they leave. List shows locks only, never permits, one holder per
+// key as driver.Lister says; Backend.Permits lists a semaphore's permits.
+// The semaphore's flock file and its slot files are checked as lock files
+// are (see Permissions); its state and waiter files are created afresh, as
+// holder descriptions are, and read from regular files only.
+//
 // # Concurrency
 //
 // A Backend and its leases are safe for concurrent use. A Backend runs one
-// goroutine (reading inotify events) while it has waiters, and none
-// otherwise. Close ends the waiters and refuses later acquisitions; held
+// goroutine (reading inotify events) while it has waiters (for locks or
+// permits), and none otherwise. Close ends the waiters and refuses later acquisitions; held
 // leases stay held until released.
 //
 // The package builds on Linux and the BSDs, macOS included; the inotify

@@ -65,6 +65,8 @@ type Backend struct {
 	// holder (for File).
 	queue driver.Queue[*lease]
 
+	permits permitSet // the live permits granted through the Backend, for File
+
 	closing context.Context // ends at Close
 	close   context.CancelFunc
 }
@@ -301,6 +303,9 @@ type Held interface {
 // description, and so the key, for the holder too. Releasing the lock
 // unlocks the description whoever still has it open.
 //
+// For a permit (AcquirePermit), File returns a descriptor of the permit's
+// slot file, whose flock is the permit in the same way.
+//
 // It returns an error matching distlock.ErrLockLost if lock is not held
 // through this Backend (never granted by it, released, or found lost), and
 // distlock.ErrInvalidOption if lock is nil. File is safe for concurrent use.
@@ -311,6 +316,9 @@ func (b *Backend) File(lock Held) (*os.File, error) {
 	key, token := lock.Key(), lock.Token()
 	l := b.queue.Holder(fileName(key))
 	if l == nil || l.token != token {
+		if p := b.permits.get(fileName(key), token); p != nil {
+			return p.file()
+		}
 		return nil, fmt.Errorf("%w: token %d of %q is not held through this Backend", driver.ErrLockLost, token, key)
 	}
 	l.mu.Lock()
@@ -336,6 +344,8 @@ func isNil(h Held) bool {
 	case *distlock.Lock:
 		return v == nil
 	case *lease:
+		return v == nil
+	case *permit:
 		return v == nil
 	}
 	return false

@@ -83,6 +83,17 @@ func TestConformance(t *testing.T) {
 	}, distlocktest.WithTTL(time.Second))
 }
 
+// The conformance suite of package semaphore, as TestConformance runs
+// Run: permits have no TTL either, so the suite skips the tests of
+// permits that lapse; semaphore_test covers a holder's death with real
+// processes.
+func TestSemaphoreConformance(t *testing.T) {
+	dir := t.TempDir()
+	distlocktest.RunSemaphore(t, func(t *testing.T) driver.Backend {
+		return newBackend(t, dir)
+	}, distlocktest.WithTTL(time.Second))
+}
+
 // A grant has no time bound: TTL 0, no local deadline, kept without renewal.
 func TestUnboundedGrant(t *testing.T) {
 	dir := t.TempDir()

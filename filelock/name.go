@@ -9,7 +9,8 @@ import (
 )
 
 // maxName is the longest escaped name used as is; longer ones are hashed.
-// With the longest suffix (".info.tmp") it stays well under NAME_MAX (255).
+// With the longest suffix (a waiter file's, ".wait." and up to 20 digits)
+// it stays under NAME_MAX (255).
 const maxName = 200
 
 // hashPrefix starts hashed names. Escaping never produces "~" (it is
@@ -18,7 +19,8 @@ const maxName = 200
 const hashPrefix = "~sha256-"
 
 // File name suffixes. A key's name is never a prefix problem: every file of
-// a key is its name plus exactly one of these.
+// a key is its name plus exactly one of these, or of a semaphore's (see
+// semaphore.go), none of which ends another.
 const (
 	lockSuffix = ".lock"
 	infoSuffix = ".info"

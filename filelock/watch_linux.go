@@ -41,7 +41,8 @@ type subscription struct {
 	w     *watcher
 	inst  *inotify
 	wd    int32
-	names []string // for a directory watch: the entries it concerns
+	names []string          // for a directory watch: the entries it concerns
+	match func(string) bool // or, if set, the test of the entries it concerns
 }
 
 // watchMask: a close may be a release (IN_CLOSE_*); a removal or rename
@@ -62,17 +63,24 @@ const dirMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_MOVED_TO | unix.I
 // subscribe watches the file at path. It returns nil when the system cannot
 // watch it (inotify limits reached); the caller then polls.
 func (w *watcher) subscribe(path string) *subscription {
-	return w.add(path, watchMask, nil)
+	return w.add(path, watchMask, nil, nil)
 }
 
 // subscribeDir watches the entries names of the directory dir (every
 // subscription of a directory has the same mask, dirMask: a watch's mask
 // is per inode). It returns nil when the system cannot watch it.
 func (w *watcher) subscribeDir(dir string, names ...string) *subscription {
-	return w.add(dir, dirMask, names)
+	return w.add(dir, dirMask, names, nil)
 }
 
-func (w *watcher) add(path string, mask uint32, names []string) *subscription {
+// subscribeMatch watches the entries of the directory dir whose names
+// match reports (with dirMask, as subscribeDir). It returns nil when the
+// system cannot watch it.
+func (w *watcher) subscribeMatch(dir string, match func(name string) bool) *subscription {
+	return w.add(dir, dirMask, nil, match)
+}
+
+func (w *watcher) add(path string, mask uint32, names []string, match func(string) bool) *subscription {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	inst := w.inst
@@ -95,7 +103,7 @@ func (w *watcher) add(path string, mask uint32, names []string) *subscription {
 		w.inst = inst
 		go w.read(inst)
 	}
-	s := &subscription{C: make(chan struct{}, 1), w: w, inst: inst, wd: int32(wd), names: names}
+	s := &subscription{C: make(chan struct{}, 1), w: w, inst: inst, wd: int32(wd), names: names, match: match}
 	set := inst.subs[s.wd]
 	if set == nil {
 		set = map[*subscription]struct{}{}
@@ -180,7 +188,7 @@ func (w *watcher) read(inst *inotify) {
 				continue
 			}
 			for s := range inst.subs[wd] {
-				if s.names == nil || slices.Contains(s.names, name) {
+				if s.match != nil && s.match(name) || s.match == nil && (s.names == nil || slices.Contains(s.names, name)) {
 					s.wake()
 				}
 			}
