@@ -99,6 +99,14 @@ func TestWaitAcrossCompaction(t *testing.T) {
 
 // A waiter's connection reset while it waits, and the release made while
 // it was cut off: the watch resumes, and the waiter gets the lock.
+//
+// The resets start once etcd has registered the waiter's watch, which the
+// waiter opens only after the reply of the transaction that creates its
+// key: its key showing in etcd is not enough, as that reply may still be
+// on its way then, and a reset that cuts it leaves the acquire not knowing
+// whether its key exists. The Backend then cleans the key up and answers
+// ErrUnavailable, which the Client retries: an acquire that failed, not a
+// waiter that gave up.
 func TestWaitAcrossConnectionReset(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	p := faultproxy.Start(t, e.Members[0].ClientAddr)
@@ -113,7 +121,9 @@ func TestWaitAcrossConnectionReset(t *testing.T) {
 	}
 	admin := adminClient(t, e.Endpoints)
 	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
+	base := watcherCount(t, e)
 	got := acquireAsync(ctx, bb, key, opts)
+	waitWatchersAbove(t, e, base, got)
 	waitKeys(t, admin, name, 2)
 	for range 3 {
 		p.Reset()
@@ -140,6 +150,45 @@ func TestWaitAcrossConnectionReset(t *testing.T) {
 	}
 }
 
+// A permit's waiter, as a lock's, waits across resets of its connection
+// (from when etcd has registered its watch, as above) and gets the permit
+// given back while it was cut off.
+func TestPermitWaitAcrossConnectionReset(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	p := faultproxy.Start(t, e.Members[0].ClientAddr)
+	ba := newBackend(t, newClient(t, e.Endpoints))
+	bb := newBackend(t, newClient(t, []string{p.Addr()}))
+	ctx := testCtx(t)
+	const key = "reset-permit"
+	sem := driver.Semaphore{Limit: 1}
+	la, err := ba.AcquirePermit(ctx, key, sem, permitOpts(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := watcherCount(t, e)
+	got := permitAsync(ctx, bb, key, sem)
+	waitWatchersAbove(t, e, base, got)
+	waitWaiting(t, ctx, ba, key, 1)
+	for range 3 {
+		p.Reset()
+		select {
+		case g := <-got:
+			t.Fatalf("B's permit granted or refused while A holds the only one: %v %v", g.l, g.err)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	p.Blackhole()
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Reset()
+	p.Heal()
+	l := expectGrant(t, got, 20*time.Second, "B after the release")
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // watcherCount reads etcd's count of its watchers from its metrics.
 func watcherCount(t *testing.T, e *testserver.Etcd) int {
 	t.Helper()
@@ -160,6 +209,24 @@ func watcherCount(t *testing.T, e *testserver.Etcd) int {
 	}
 	t.Fatal("no watcher gauge")
 	return 0
+}
+
+// waitWatchersAbove waits until etcd counts more than base watchers: a
+// waiter's watch is registered. It fails the test if the acquire, whose
+// outcome got delivers, ends first.
+func waitWatchersAbove[R any](t *testing.T, e *testserver.Etcd, base int, got <-chan R) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for watcherCount(t, e) <= base {
+		if time.Now().After(deadline) {
+			t.Fatalf("no watch registered in etcd after 30s (%d watchers)", base)
+		}
+		select {
+		case r := <-got:
+			t.Fatalf("the acquire ended before it watched: %+v", r)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Waits cancelled at any moment leave no watch in etcd.
