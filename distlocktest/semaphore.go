@@ -537,7 +537,6 @@ func (s *suite) testPermitAbandoned(t *testing.T) {
 		// session alone, which an open Backend keeps alive, revoke
 		// stands for the holder's end.
 		s.revoke(t, key)
-		s.revoke(t, key)
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.lapse())
 	defer cancel()

@@ -36,6 +36,8 @@ func WithTTL(ttl time.Duration) Option { return func(s *suite) { s.ttl = ttl } }
 // it the suite revokes grants where it would otherwise let them lapse, so a
 // TTL backend that gives it runs the suite without it too: a silent expiry
 // that leaves a waiter asleep, or that gives a token again, shows only then.
+// In RunSemaphore, revoke drops every live permit of the semaphore kept at
+// key.
 func WithRevoke(revoke func(t *testing.T, key string)) Option {
 	return func(s *suite) { s.revoke = revoke }
 }

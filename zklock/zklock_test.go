@@ -147,16 +147,18 @@ func leasesOf(t testing.TB, admin *zk.Conn, key string) []string {
 	return live
 }
 
-// deleteLease deletes the oldest lease node of the semaphore at key's
-// path, as the ensemble does when its holder's session ends.
+// deleteLease deletes every lease node of the semaphore at key's path,
+// as the ensemble does when their holders' sessions end.
 func deleteLease(t testing.TB, admin *zk.Conn, key string) {
 	t.Helper()
 	leases := leasesOf(t, admin, key)
 	if len(leases) == 0 {
 		t.Fatalf("no permit of %q", key)
 	}
-	if err := admin.Delete(zklock.LockPath(zklock.DefaultPrefix, key)+"/leases/"+leases[0], -1); err != nil {
-		t.Fatalf("delete the oldest permit of %q: %v", key, err)
+	for _, l := range leases {
+		if err := admin.Delete(zklock.LockPath(zklock.DefaultPrefix, key)+"/leases/"+l, -1); err != nil {
+			t.Fatalf("delete the permit %s of %q: %v", l, key, err)
+		}
 	}
 }
 
