@@ -477,7 +477,7 @@ func TestClosePermitsOwnClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenURL: %v", err)
 	}
-	const n = 4
+	const n = 12
 	waiters := make([]<-chan granted, n)
 	for i := range waiters {
 		waiters[i] = permitAsync(ctx, b, key, sem)
