@@ -100,14 +100,18 @@
 //     whose answer was lost holds nothing and lapses within its TTL; an
 //     entry created by hand (etcdctl put) with the limit as its value takes
 //     a place in line, and one deleted by hand is noticed at its permit's
-//     next refresh.
+//     next refresh (or its release, which reports the permit lost). Its
+//     slot's key, on the same lease, stays until then: an asker admitted
+//     meanwhile, with every other slot taken, fails with an error matching
+//     distlock.ErrUnavailable ("no free slot") rather than take the slot
+//     of a holder that may still be using it.
 //
 // # Durability
 //
 // Tokens and exclusion, of locks and permits alike, and the stored limit,
-// rest on the cluster's replicated log: it must be durable. An etcd restored from an older backup, or a single member
-// whose data directory was lost, forgets keys and can hand out revisions
-// (tokens) again.
+// rest on the cluster's replicated log: it must be durable. An etcd
+// restored from an older backup, or a single member whose data directory
+// was lost, forgets keys and can hand out revisions (tokens) again.
 //
 // # Waiting
 //

@@ -131,8 +131,10 @@ func (b *Backend) Client() *clientv3.Client { return b.cli }
 
 // Close revokes the Backend's sessions, which frees every lock it holds,
 // and the leases of its permits (their holders are told through OnLost),
-// and ends every acquire in progress with ErrClosed. It closes the etcd
-// client only if OpenURL created it. Close returns the errors of revokes
+// and ends every acquire in progress with ErrClosed; it waits for the
+// acquires of permits to revoke their own leases (each within the request
+// timeout), which deletes their places in line. It closes the etcd client
+// only if OpenURL created it. Close returns the errors of revokes
 // that failed (the leases then expire after their TTL). Calling Close
 // again does nothing.
 func (b *Backend) Close() error {

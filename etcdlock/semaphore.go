@@ -57,9 +57,13 @@ func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Sema
 	if err := driver.CheckPermit(ctx, key, sem, opts); err != nil {
 		return nil, err
 	}
-	if err := b.life.CheckOpen(); err != nil {
-		return nil, err
+	// Close waits for the acquire, so that its lease is revoked before an
+	// owned client is closed: otherwise its entry would stay until its
+	// TTL, queueing every other asker behind it.
+	if !b.life.Enter() {
+		return nil, ErrClosed
 	}
+	defer b.life.Leave()
 	// The acquire's requests carry the request timeout to etcd, not the
 	// caller's deadline: etcd would answer one that passes with "request
 	// timed out", which can arrive before ctx reports its end, and read as
@@ -592,8 +596,9 @@ func (p *permit) refresh(ctx context.Context, sent time.Time) (driver.Validity, 
 }
 
 // Release revokes the permit's lease, which deletes its entry (the next
-// waiter's wake-up) and its slot. If the lease was gone it returns an
-// error matching distlock.ErrLockLost. If etcd does not answer, it returns
+// waiter's wake-up) and its slot. If the lease was gone, or its entry had
+// been deleted (by hand) while the lease lived, it returns an error
+// matching distlock.ErrLockLost. If etcd does not answer, it returns
 // an error matching distlock.ErrUnavailable and the Backend goes on
 // revoking the lease in the background; a later Release is answered as if
 // the first one had succeeded, once etcd answers.
@@ -610,6 +615,14 @@ func (p *permit) Release(ctx context.Context) error {
 	b := p.b
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout)
 	defer cancel()
+	// The entry is read before the revoke deletes it: one deleted by hand
+	// (or deleted and created again) while the lease lived means that the
+	// permit was lost, which the revoke alone would not tell. A failed
+	// read says nothing; the revoke goes on all the same.
+	var vanished bool
+	if g, gerr := b.cli.Get(rctx, p.entry, clientv3.WithKeysOnly()); gerr == nil {
+		vanished = len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != p.created
+	}
 	_, err := b.cli.Revoke(rctx, p.id)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		p.mu.Lock()
@@ -626,6 +639,8 @@ func (p *permit) Release(ctx context.Context) error {
 	p.mu.Unlock()
 	b.forgetPermit(p)
 	switch {
+	case err == nil && vanished && prev == held:
+		return fmt.Errorf("%w: etcdlock: the entry of the permit of %q with token %d was deleted while its lease lived", driver.ErrLockLost, p.key, p.token)
 	case err == nil:
 		return nil
 	case prev == releaseUnknown:

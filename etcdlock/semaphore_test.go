@@ -460,6 +460,86 @@ func TestClosePermits(t *testing.T) {
 	assertEmpty(t, admin, key)
 }
 
+// TestClosePermitsOwnClient: Close of a Backend that owns its client
+// (OpenURL's) revokes the leases of its waiting acquires before it closes
+// the client: once Close returns, no waiter's entry is left in etcd to
+// queue the others behind it until its TTL.
+func TestClosePermitsOwnClient(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	ctx, key := testCtx(t), "semaphore/close-own-client"
+	sem := driver.Semaphore{Limit: 1}
+	held, err := newBackend(t, newClient(t, e.Endpoints)).AcquirePermit(ctx, key, sem, permitOpts(false))
+	if err != nil {
+		t.Fatalf("AcquirePermit: %v", err)
+	}
+	b, err := etcdlock.OpenURL(ctx, "etcd://"+strings.TrimPrefix(e.Endpoints[0], "http://"))
+	if err != nil {
+		t.Fatalf("OpenURL: %v", err)
+	}
+	const n = 12
+	waiters := make([]<-chan granted, n)
+	for i := range waiters {
+		waiters[i] = permitAsync(ctx, b, key, sem)
+	}
+	waitWaiting(t, ctx, newBackend(t, newClient(t, e.Endpoints)), key, n)
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Close has returned: the waiters' entries must be gone already.
+	if kvs := keysUnder(t, admin, strings.TrimSuffix(permitDir(etcdlock.DefaultPrefix, key), "/")); len(kvs) != 1 {
+		t.Fatalf("%d entries after Close; want only the permit held elsewhere", len(kvs))
+	}
+	for i, w := range waiters {
+		if g := <-w; !errors.Is(g.err, etcdlock.ErrClosed) {
+			t.Fatalf("waiter %d: %v, %v; want ErrClosed", i, g.l, g.err)
+		}
+	}
+	mustReleasePermit(t, held)
+	assertEmpty(t, admin, key)
+}
+
+// TestPermitReleaseAfterEntryDeleted: Release of a permit whose entry was
+// deleted by hand while its lease lived, or deleted and written again,
+// still revokes the lease (its slot goes with it) and reports the permit
+// lost rather than released.
+func TestPermitReleaseAfterEntryDeleted(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	b := newBackend(t, newClient(t, e.Endpoints))
+	ctx := testCtx(t)
+	sem := driver.Semaphore{Limit: 2, Slots: true}
+	for _, rewrite := range []bool{false, true} {
+		key := "semaphore/deleted-" + strconv.FormatBool(rewrite)
+		l, err := b.AcquirePermit(ctx, key, sem, permitOpts(false))
+		if err != nil {
+			t.Fatalf("AcquirePermit: %v", err)
+		}
+		kvs := keysUnder(t, admin, strings.TrimSuffix(permitDir(etcdlock.DefaultPrefix, key), "/"))
+		if len(kvs) != 1 {
+			t.Fatalf("%d entries; want 1", len(kvs))
+		}
+		entry := string(kvs[0].Key)
+		if _, err := admin.Delete(ctx, entry); err != nil {
+			t.Fatal(err)
+		}
+		if rewrite {
+			if _, err := admin.Put(ctx, entry, "2"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+			t.Fatalf("rewrite %v: Release: %v; want ErrLockLost", rewrite, err)
+		}
+		if rewrite {
+			if _, err := admin.Delete(ctx, entry); err != nil {
+				t.Fatal(err)
+			}
+		}
+		assertEmpty(t, admin, key) // the slot went with the lease
+	}
+}
+
 // txnsStarted reads etcd's count of the transactions it was sent.
 func txnsStarted(t *testing.T, e *testserver.Etcd) int {
 	t.Helper()
