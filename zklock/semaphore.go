@@ -189,20 +189,21 @@ func (r *room) try(ctx, wctx context.Context, w *watcher) (*lease, *driver.Held,
 	if err != nil {
 		return failed(err)
 	}
-	if w != nil {
-		w.failures = 0
-	}
 	if len(children) >= r.limit {
 		if w == nil {
 			return nil, &driver.Held{}, nil
 		}
+		w.failures = 0
 		return nil, &driver.Held{Wake: w.wake}, nil
 	}
+	// With room, the failures go on counting until the lease create
+	// succeeds: a create that fails at once each time must not be tried
+	// again after the shortest pause each time.
 	l, err := r.grant(ctx)
 	if err != nil && b.sessionErr(r.mutex.sess) == nil {
-		// The create failed, with nothing of ours left: while the mutex's
-		// session lives, a transient failure is tried again, as a failed
-		// count is.
+		// The create failed, and its node, if any, is dropped (see
+		// acquire.create): while the mutex's session lives, a transient
+		// failure is tried again, as a failed count is.
 		return failed(err)
 	}
 	return l, nil, err
