@@ -65,7 +65,7 @@ func (a *acquire) run(ctx context.Context) (*lease, error) {
 	l, err := a.wait(ctx, n, first)
 	if err != nil {
 		// Whatever went wrong, our node must not stay to block the queue.
-		a.b.dropNode(n.path, n.sess)
+		a.drop(n)
 		return nil, err
 	}
 	return l, nil
@@ -143,7 +143,7 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 		return nil, nil, b.sortErr(ctx, rctx, err)
 	}
 	canceled := func(n *node) (*node, <-chan listing, error) {
-		b.dropNode(n.path, n.sess)
+		a.drop(n)
 		return nil, nil, driver.Canceled(ctx)
 	}
 	b.created.expect(target)
@@ -733,6 +733,20 @@ func (b *Backend) dropNode(p string, sess *session) {
 		}
 		return b.deleteNode(ctx, p)
 	})
+}
+
+// drop deletes n, our node, as dropNode does, for an acquire that does
+// not keep it; after a create whose reply was lost, with every other node
+// of our protected name (see dropProtected): that create may have been
+// applied where a claim's listing did not show it, and its node would
+// otherwise stay until the session ends, a place in the queue or, under
+// a semaphore's leases, a permit held by nobody.
+func (a *acquire) drop(n *node) {
+	if a.lostReply {
+		a.b.dropProtected(a.dir, a.uuid)
+		return
+	}
+	a.b.dropNode(n.path, n.sess)
 }
 
 // dropProtected deletes our node of uuid under dir, if it exists, as

@@ -84,16 +84,38 @@
 //     then goes on deleting the node, with random pauses of up to 100ms,
 //     doubling up to 2s, until ZooKeeper confirms it gone, its session ends
 //     or the Backend is closed. Until then the node may hold the lock for
-//     nobody.
+//     nobody. After a create whose reply was lost, every node with the
+//     acquire's protected name is deleted. A permit's acquire whose lease
+//     create lost its reply also syncs the server it reads from with the
+//     leader and lists the leases again before it gives the mutex back,
+//     deleting any other lease node with its protected name; a create
+//     applied later still (the server that took it had not passed it on)
+//     counts against the limit until the permit's release sweeps it, or
+//     its session ends.
 //   - A watch set on a predecessor by an acquire that gave up stays in the
 //     server until that node goes: the zk client cannot remove watches.
+//     So does the children watch on a semaphore's leases set by a waiter
+//     that held the mutex and gave up: it stays in the server, and in the
+//     zk client, until the leases next change (a permit is granted or
+//     given back) or the session ends.
 //   - Fairness between acquires: ZooKeeper's order of node creation
 //     applies, within a process as between processes.
-//   - A semaphore's limit is not stored (Curator's layout has no place
-//     for it): a client that names another limit is not refused, and the
-//     limit holds only among clients that name the same one; one that
-//     names a greater limit is granted a permit while as many as the
-//     smaller are live. Permits reports driver.UnknownLimit.
+//   - Clients that name different limits for one semaphore are not
+//     detected, two clients of this package included: no acquire ever
+//     fails with a *driver.LimitError. The limit is not stored, since
+//     Curator's layout has no place for it; it holds only among clients
+//     that name the same one, and one that names a greater limit is
+//     granted a permit while as many as the smaller are live. Permits
+//     reports driver.UnknownLimit. The layout was kept as Curator's so
+//     that a JVM and a Go process share one semaphore and one line: a
+//     limit stored where only this package reads it would refuse a
+//     mismatch between Go clients alone, and would let a Curator client
+//     with another limit pass unseen all the same.
+//   - A lock of a semaphore's key granted after a permit of it may have a
+//     smaller token than the permit: a lock's token is drawn when it
+//     queues (see Fencing). Locks and permits of one key must not share
+//     one fence; package semaphore keeps its permits at the key
+//     semaphore/NAME, where no lock of the application goes.
 //   - Permits name no slots: a permit asked with them is refused with an
 //     error matching errors.ErrUnsupported.
 //   - A try of a permit fails while the semaphore's mutex is held, by a
@@ -136,7 +158,10 @@
 // the mutex's holder, for fewer live lease nodes than the limit, with a
 // children watch on the leases, which only the mutex's holder sets: a
 // permit given back wakes that one waiter, and every other waiter watches
-// only the mutex node before its own.
+// only the mutex node before its own. A count or a lease create that
+// fails for a reason that may pass (no answer within the request timeout,
+// a broken connection) is tried again after a pause, as a lock's waiter
+// lists again, while the mutex's session lives; a try reports it.
 //
 // # Fencing
 //
@@ -160,6 +185,13 @@
 // when it queues: a lock of the key granted while a Curator waiter waits
 // has a greater one. It is greater than every earlier permit's all the
 // same, since only the mutex's holder creates lease nodes.
+//
+// The converse does not hold: a lock's token is the czxid of the node it
+// queued with, so a lock of a semaphore's key granted after a permit that
+// was granted while the lock waited has the smaller token. Locks and
+// permits of one key must not fence one resource with one fence (package
+// semaphore keeps permits at semaphore/NAME, where no lock of the
+// application goes).
 //
 // To let storage refuse a holder that lost its lock while paused, pass
 // Lock.Token to it (see package fence). The package offers no check inside
@@ -345,8 +377,9 @@
 // the lease nodes, Curator's too, with their czxids as tokens and their
 // data as owners, and counts the mutex nodes as waiters: a Curator
 // waiter, which holds the mutex while it waits and has its lease node
-// made already, is listed among the holders, and an acquire about to give
-// the mutex back among the waiters. A semaphore is no lock: Holder, List
+// made already, is counted twice, among the holders (its lease node) and
+// among the waiters (its mutex node), and an acquire about to give the
+// mutex back among the waiters. A semaphore is no lock: Holder, List
 // and WatchHolder skip its "leases" and "locks", and a lock of the same
 // key, whose nodes sit beside them, neither excludes nor is excluded by
 // permits.

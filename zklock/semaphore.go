@@ -86,9 +86,8 @@ func (b *Backend) permit(ctx context.Context, key string, limit int, opts driver
 		return nil, err
 	}
 	// Not bound by ctx: a mutex left behind would stop the semaphore for
-	// everyone. A release that ZooKeeper does not answer in time goes on
-	// in the background (see lease.Release).
-	defer mutex.Release(b.ctx) //nolint:errcheck // the permit does not depend on it
+	// everyone (see giveBack).
+	defer m.giveBack(mutex)
 	r := &room{b: b, key: key, dir: dir + "/" + leasesChild, limit: limit, opts: opts, mutex: mutex}
 	if !opts.Wait {
 		wctx, cancel := b.request(ctx)
@@ -115,6 +114,18 @@ func (b *Backend) permit(ctx context.Context, key string, limit int, opts driver
 			return fmt.Errorf("%w: %w while waiting", driver.ErrUnavailable, b.sessionErr(mutex.sess))
 		},
 	})
+}
+
+// giveBack gives the semaphore's mutex back, whatever happened to the
+// permit: it ends the mutex's lease here and deletes its node as a failed
+// acquire drops its own (see acquire.drop): one try within the request
+// timeout, then, if ZooKeeper did not answer, tries in the background
+// until the node is gone or its session has ended. Whether ctx was
+// cancelled does not change that bound: a cancelled acquire, like a
+// lock's, returns once its nodes are gone, as long as ZooKeeper answers.
+func (m *acquire) giveBack(mutex *lease) {
+	mutex.end()
+	m.drop(&node{path: mutex.path, sess: mutex.sess})
 }
 
 // room is the wait, holding the semaphore's mutex, for fewer live permits
@@ -178,16 +189,23 @@ func (r *room) try(ctx, wctx context.Context, w *watcher) (*lease, *driver.Held,
 	if err != nil {
 		return failed(err)
 	}
-	if w != nil {
-		w.failures = 0
-	}
 	if len(children) >= r.limit {
 		if w == nil {
 			return nil, &driver.Held{}, nil
 		}
+		w.failures = 0
 		return nil, &driver.Held{Wake: w.wake}, nil
 	}
+	// With room, the failures go on counting until the lease create
+	// succeeds: a create that fails at once each time must not be tried
+	// again after the shortest pause each time.
 	l, err := r.grant(ctx)
+	if err != nil && b.sessionErr(r.mutex.sess) == nil {
+		// The create failed, and its node, if any, is dropped (see
+		// acquire.create): while the mutex's session lives, a transient
+		// failure is tried again, as a failed count is.
+		return failed(err)
+	}
 	return l, nil, err
 }
 
@@ -215,15 +233,53 @@ func (r *room) grant(ctx context.Context) (*lease, error) {
 		return nil, err
 	}
 	if n.sess != r.mutex.sess {
-		b.dropNode(n.path, n.sess)
+		a.drop(n)
 		return nil, fmt.Errorf("%w: %w: the semaphore's mutex was held in another session", driver.ErrUnavailable, ErrSessionLost)
 	}
 	l, err := a.grant(n, sent)
 	if err != nil {
-		b.dropNode(n.path, n.sess)
+		a.drop(n)
 		return nil, err
 	}
+	if a.lostReply {
+		a.dropOthers(n)
+	}
 	return l, nil
+}
+
+// dropOthers deletes, after a create of our lease node whose reply was
+// lost, the other lease nodes with our protected name: that create may
+// have been applied after the claim's listing (which a server that had
+// not yet applied it answered), and its node would count against the
+// limit, a permit held by nobody, until our release sweeps it. A sync of
+// the leases' parent first makes the server that answers the listing
+// catch up with the leader. It runs while we still hold the mutex, so
+// that no count of another asker sees the extra node; if ZooKeeper does
+// not answer within the request timeout, it goes on in the background
+// until it succeeds or our session has ended (which deletes the nodes).
+func (a *acquire) dropOthers(n *node) {
+	b := a.b
+	b.dropLater(func(ctx context.Context) error {
+		if b.sessionErr(n.sess) != nil {
+			return nil
+		}
+		if _, err := call(ctx, b, func() (string, error) { return b.conn.Sync(a.dir) }, nil); err != nil {
+			return err
+		}
+		found, err := a.find(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range found {
+			if p == n.path {
+				continue
+			}
+			if err := b.deleteNode(ctx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Permits implements driver.Semaphores: the lease nodes under
@@ -232,8 +288,11 @@ func (r *room) grant(ctx context.Context) (*lease, error) {
 // czxid as Token, its data as Owner and its creation time on the server as
 // Since; Waiting is the number of nodes of the semaphore's mutex, which
 // every waiter has; Limit is driver.UnknownLimit, since the layout stores
-// none. A waiter of Curator's counts as a holder too: it creates its
-// lease node before it waits (this package creates it when granted).
+// none. A waiter of Curator's is counted twice: in Holders, since it
+// creates its lease node before it waits (this package creates it when
+// granted), and in Waiting, by its mutex node. Each request (the two
+// listings, and the read of each lease node) has the request timeout of
+// its own.
 func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitState, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return driver.PermitState{}, err
@@ -241,11 +300,9 @@ func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitState, 
 	if err := b.life.CheckOpen(); err != nil {
 		return driver.PermitState{}, err
 	}
-	rctx, cancel := b.request(ctx)
-	defer cancel()
-	st, err := b.permits(rctx, b.KeyPath(key))
+	st, err := b.permits(ctx, b.KeyPath(key))
 	if err != nil {
-		return driver.PermitState{}, b.sortErr(ctx, rctx, err)
+		return driver.PermitState{}, err
 	}
 	for i := range st.Holders {
 		st.Holders[i].Key = key
@@ -256,14 +313,16 @@ func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitState, 
 func (b *Backend) permits(ctx context.Context, dir string) (driver.PermitState, error) {
 	st := driver.PermitState{Limit: driver.UnknownLimit}
 	children := func(p string) ([]string, error) {
-		c, err := call(ctx, b, func() ([]string, error) {
+		rctx, cancel := b.request(ctx)
+		defer cancel()
+		c, err := call(rctx, b, func() ([]string, error) {
 			c, _, err := b.conn.Children(p)
 			return c, err
 		}, nil)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
 		}
-		return c, err
+		return c, b.sortErr(ctx, rctx, err)
 	}
 	leases, err := children(dir + "/" + leasesChild)
 	if err != nil {
@@ -274,13 +333,17 @@ func (b *Backend) permits(ctx context.Context, dir string) (driver.PermitState, 
 			data []byte
 			st   *zk.Stat
 		}
-		g, err := call(ctx, b, func() (got, error) {
+		rctx, cancel := b.request(ctx)
+		g, err := call(rctx, b, func() (got, error) {
 			data, st, err := b.conn.Get(dir + "/" + leasesChild + "/" + c)
 			return got{data, st}, err
 		}, nil)
 		if errors.Is(err, zk.ErrNoNode) {
+			cancel()
 			continue // released meanwhile
 		}
+		err = b.sortErr(ctx, rctx, err)
+		cancel()
 		if err != nil {
 			return st, err
 		}
