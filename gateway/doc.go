@@ -95,11 +95,12 @@
 //
 // Leader elections of package election, over the same sessions: POST
 // /v1/elections/{name}/campaign?wait=30s {session, value} waits until the
-// session is elected (wait, which must be positive, defaults to
-// WithMaxWait; with WithMaxWait(0) a campaign is one try), and answers the
-// term: its token (strictly greater than every earlier term's of the
-// election: the fencing token), its value (the session's owner unless
-// sent) and its time left, which a client counts as for a lock. A wait
+// session is elected (wait defaults to WithMaxWait; wait=0, or any wait
+// under WithMaxWait(0), makes a campaign one try, elected at once when
+// the election has no leader), and answers the term: its token (strictly
+// greater than every earlier term's of the election: the fencing token),
+// its value (the session's owner unless sent) and its time left, which a
+// client counts as for a lock. A wait
 // that ends first is answered 409 (ProblemNotElected, with the leader when
 // it can be read). The session holds the term as the lock election/NAME
 // (election.KeyPrefix), through its own Client: its keepalives renew the

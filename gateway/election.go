@@ -88,8 +88,8 @@ type leaderJSON struct {
 	Token    string `json:"token"`
 }
 
-// campaign waits until the session is elected, or ?wait= ends, and
-// answers its term. A retried campaign (its answer lost) answers the
+// campaign waits until the session is elected, or ?wait= ends (wait=0:
+// one try), and answers its term. A retried campaign (its answer lost) answers the
 // session's term, or waits for the campaign in progress.
 func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal) *problem {
 	var req campaignRequest
@@ -97,17 +97,18 @@ func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal)
 	if pr != nil {
 		return pr
 	}
+	// A campaign without ?wait= waits as long as the gateway allows; one
+	// with ?wait=0 (or any campaign under WithMaxWait(0)) is one try, as
+	// an acquire with wait 0 is: elected at once when the election has no
+	// leader, however long the lock service takes to grant it. (A try
+	// sent as the shortest wait could be refused while nobody led, its
+	// deadline passed before a slow service or a loaded machine granted
+	// the free election.)
 	wait := g.cfg.maxWait
 	if r.URL.Query().Has("wait") {
 		if wait, pr = waitParam(r, g.cfg.maxWait); pr != nil {
 			return pr
 		}
-	}
-	// With WithMaxWait(0) no request waits: a campaign is a try, as an
-	// acquire is. Otherwise a campaign asks for a wait.
-	if wait <= 0 && g.cfg.maxWait > 0 {
-		return newProblem(http.StatusBadRequest, ProblemBadRequest,
-			fmt.Sprintf("a campaign waits: wait must be positive, at most %v", g.cfg.maxWait))
 	}
 	s, pr := g.lookup(req.Session, p)
 	if pr != nil {

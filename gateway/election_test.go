@@ -347,7 +347,6 @@ func TestElectionBadRequests(t *testing.T) {
 			map[string]any{"session": sid}, 403, gateway.ProblemForbidden},
 		{"observe outside the token's prefixes", jobsSecret, "GET", "/v1/elections/jobs%2Fx/observe", nil, 403, gateway.ProblemForbidden},
 		{"leader outside the token's prefixes", jobsSecret, "GET", "/v1/elections/jobs%2Fx/leader", nil, 403, gateway.ProblemForbidden},
-		{"zero wait", adminSecret, "POST", "/v1/elections/x/campaign?wait=0", map[string]any{"session": sid}, 400, gateway.ProblemBadRequest},
 		{"control character in the value", adminSecret, "POST", "/v1/elections/x/campaign?wait=1s",
 			map[string]any{"session": sid, "value": "a\u0085b"}, 400, gateway.ProblemBadRequest},
 		{"value too long", adminSecret, "POST", "/v1/elections/x/campaign?wait=1s",
@@ -483,4 +482,40 @@ func TestElectionCampaignWithNoWait(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A campaign with ?wait=0 is one try, as an acquire with wait 0 is:
+// elected at once when the election has no leader, answered 409 with the
+// leader while another leads, and elected again once that leader
+// resigned. (It was refused 400 unless the gateway's WithMaxWait was 0, so
+// that a one-try campaign was sent as the shortest wait, and refused
+// "another leader" while nobody led when the grant took longer.)
+func TestElectionCampaignWaitZeroIsATry(t *testing.T) {
+	forElectionBackends(t, func(t *testing.T, g *gw) {
+		a := g.session("", "alice", "10s")
+		b := g.session("", "bob", "10s")
+		ta := g.campaign("", a, "svc/api", "a1", "0").want(t, 200, "").str("token")
+		lost := g.campaign("", b, "svc/api", "b1", "0").want(t, 409, gateway.ProblemNotElected)
+		if l, _ := lost.body["leader"].(map[string]any); l["token"] != ta || l["value"] != "a1" {
+			t.Errorf("a try against a leader: leader %v, want token %s, value a1", lost.body["leader"], ta)
+		}
+		g.electionOp("", "resign", a, "svc/api", ta, nil).want(t, 200, "")
+		tb := g.campaign("", b, "svc/api", "b1", "0").want(t, 200, "").str("token")
+		if x, y := parseTok(t, ta), parseTok(t, tb); y <= x {
+			t.Errorf("term %d after term %d", y, x)
+		}
+		g.electionOp("", "resign", b, "svc/api", tb, nil).want(t, 200, "")
+		if s := g.g.Stats(); s.Locks != 0 || s.Waiting != 0 {
+			t.Errorf("tries left %+v", s)
+		}
+	})
+}
+
+func parseTok(t *testing.T, s string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("token %q: %v", s, err)
+	}
+	return n
 }

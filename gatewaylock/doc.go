@@ -70,7 +70,10 @@
 // with the key election/NAME) goes through the gateway's election routes:
 // a campaign (POST /v1/elections/{name}/campaign, with the candidate's
 // value) in a session of the candidacy's TTL with the value as its owner,
-// as for a lock. The gateway holds the term as the lock
+// as for a lock. A campaign that does not wait (distlock.WithWait(false)
+// among the election's lock options) is sent with wait=0, one try at the
+// gateway, which needs a gateway that takes wait=0 on a campaign (an
+// older one refuses it 400 unless its WithMaxWait is 0). The gateway holds the term as the lock
 // election/NAME of the session, renewed by the session's keepalives and
 // reported lost as its other locks are; Proclaim is POST .../proclaim and
 // Resign POST .../resign, both owner-checked by the term's token. A Go

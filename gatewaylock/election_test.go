@@ -285,3 +285,69 @@ func TestWatchElectionSeesOtherClientsOfTheService(t *testing.T) {
 	for range woken { // closed when its context ends
 	}
 }
+
+// slowGrants is memlock whose grants take delay, as a lock service far
+// away or a loaded machine does; an acquire whose context ends first is
+// not acquired.
+type slowGrants struct {
+	*memlock.Backend
+	delay time.Duration
+}
+
+func (b slowGrants) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	t := time.NewTimer(b.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, driver.Canceled(ctx)
+	}
+	return b.Backend.Acquire(ctx, key, opts)
+}
+
+// A one-try campaign (distlock.WithWait(false)) of an election with no
+// leader is elected however long the lock service takes to grant it, and
+// refused ErrNotAcquired while another leads. (It was sent to the gateway
+// as a wait of a millisecond, which a slower grant outlasted: refused
+// "another leader" while nobody led.)
+func TestOneTryCampaignOverASlowService(t *testing.T) {
+	mb := memlock.New()
+	t.Cleanup(func() { mb.Close() })
+	url := serve(t, slowGrants{Backend: mb, delay: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tryer := func(value string) *election.Election {
+		b := newBackend(t, url)
+		c, err := distlock.New(b, distlock.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		e, err := election.New(c, "svc", election.WithLockOptions(distlock.WithWait(false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := tryer("a"), tryer("b")
+	ta, err := a.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("one try with no leader: %v", err)
+	}
+	if term, err := b.Campaign(ctx, "b"); term != nil || !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("one try while another leads = %v, %v; want no term and ErrNotAcquired", term, err)
+	}
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	tb, err := b.Campaign(ctx, "b")
+	if err != nil {
+		t.Fatalf("one try after the leader resigned: %v", err)
+	}
+	if tb.Token() <= ta.Token() {
+		t.Errorf("term %d after term %d", tb.Token(), ta.Token())
+	}
+	if err := tb.Resign(ctx); err != nil {
+		t.Errorf("Resign: %v", err)
+	}
+}

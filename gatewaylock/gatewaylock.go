@@ -342,9 +342,13 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts driver.Acqui
 				wait = min(wait, time.Until(d)+time.Millisecond)
 			}
 		}
-		if opts.Wait || name != "" {
-			wait = max(wait, time.Millisecond) // (a campaign always waits)
+		if opts.Wait {
+			wait = max(wait, time.Millisecond)
 		}
+		// A campaign that does not wait is sent with wait=0: the gateway
+		// tries once, without a deadline. (Sent as the shortest wait, it
+		// was refused "another leader" while nobody led when the gateway
+		// took longer than that wait to grant the free election.)
 		sent := time.Now()
 		var g grantAnswer
 		err := s.b.do(ctx, "POST", path+"?wait="+wait.String(), body, &g, wait)
