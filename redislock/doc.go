@@ -77,7 +77,7 @@
 // may have done and records its secret, so that a late copy of the
 // request does nothing, retried in the background as a lock's clean-up
 // is. RefreshAll refreshes permits with locks, one script call per permit
-// in a pipeline of their own. Holder, WatchHolder and List see locks
+// in the locks' pipeline. Holder, WatchHolder and List see locks
 // only; Permits reads a semaphore's limit, permits and line in one
 // script.
 //
@@ -156,6 +156,11 @@
 // lock's keys together (they share a slot) and keeps tokens; a failover
 // within the Cluster has the replica hole above.
 //
+// The scripts need Redis 6.0 or later: they set values with KEEPTTL, and
+// read the server's clock (TIME) after writing, which only effects
+// replication allows (the default since Redis 5; Redis 7 has no other).
+// The package's tests run on Redis 7.0.
+//
 // # Waiting
 //
 // Waiters queue in Redis, in arrival order (a sorted set per key), and a
@@ -222,13 +227,17 @@
 // third of the liveness apart) and dropped when it lapses, with its hold
 // on the limit. The waiter of rank r (from 0) is granted when fewer than
 // the limit less r permits are live, so that those before it keep
-// theirs, and a newcomer (TryAcquire included) only when nobody waits. A
-// permit given back (released, or found lapsed by a script) and a waiter
-// leaving publish on the wake channel of each waiter that a free permit
-// now awaits, and of no other: the first in line when one permit frees.
-// On a single server, a waiter that nobody hears there is dropped, and
-// the next one woken, in the same script, as for locks. A permit that
-// lapses unannounced is claimed at the waiter's fallback timer: the first
+// theirs, and a newcomer (TryAcquire included) only when nobody waits; a
+// waiting try that joins the line (or refreshes its place) is granted by
+// that same try when its rank then lets it. A permit given back, a waiter
+// leaving the line, and a permit or waiter that any permit script finds
+// lapsed (Permits, a refused try included) publish on the wake channel
+// of each waiter that a free permit now awaits and did not before, and of
+// no other: the first in line when one permit frees. A grant publishes
+// nothing: the waiters free after it were free before it. On a single
+// server, a waiter that nobody hears there is dropped, and the next one
+// woken, in the same script, as for locks. A permit that lapses with no
+// script to find it is claimed at the waiter's fallback timer: the first
 // live permit's expiry, capped at a third of the liveness. A waiter whose
 // context ends leaves the line before its AcquirePermit returns (in the
 // background, retried, if that fails), and a permit that a try whose

@@ -22,8 +22,8 @@ const refreshBatch = 256
 // holds some of the keys on a Cluster). Over a *redis.Client (a single
 // server, or a Sentinel-managed primary) one script call refreshes up to
 // 256 leases; on a Cluster, whose lock keys lie in different slots, each
-// lease is one call. Permits (see AcquirePermit) are refreshed in a
-// pipeline of their own, one script call each.
+// lease is one call. Permits (see AcquirePermit) are refreshed in the
+// same pipeline, one script call each.
 func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	res := make([]driver.RefreshResult, len(leases))
 	if err := driver.CheckTTL(ttl); err != nil {
@@ -34,15 +34,15 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 	}
 	ls := make([]*lease, len(leases))
 	var all []int
-	var (
-		permits   []*permit
-		permitIdx []int
-	)
+	var permits *permitRefreshes // nil when there are none
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
 		if !ok || l.b != b {
 			if p, ok := dl.(*permit); ok && p.a.b == b {
-				permits, permitIdx = append(permits, p), append(permitIdx, i)
+				if permits == nil {
+					permits = &permitRefreshes{}
+				}
+				permits.ps, permits.idx = append(permits.ps, p), append(permits.idx, i)
 				continue
 			}
 			res[i].Err = fmt.Errorf("%w: redislock: lease %T is not from this backend", driver.ErrInvalidOption, dl)
@@ -51,10 +51,7 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 		ls[i] = l
 		all = append(all, i)
 	}
-	if len(permits) > 0 {
-		b.refreshPermits(ctx, permits, permitIdx, ttl, res)
-	}
-	if len(all) == 0 {
+	if len(all) == 0 && permits == nil {
 		return res
 	}
 	size := 1
@@ -68,7 +65,10 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 		all = all[n:]
 	}
 	sent := time.Now()
-	b.runRefresh(ctx, ls, groups, ttl)
+	b.runRefresh(ctx, ls, groups, permits, ttl)
+	if permits != nil {
+		permits.results(ctx, sent, ttl, res)
+	}
 	if size > 1 {
 		// A server in cluster mode refuses keys of different slots in one
 		// call even when it holds them all: refresh those one by one, now
@@ -84,7 +84,7 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 			}
 		}
 		if len(split) > 0 {
-			b.runRefresh(ctx, ls, split, ttl)
+			b.runRefresh(ctx, ls, split, nil, ttl)
 			groups = append(groups, split...)
 		}
 	}
@@ -118,11 +118,13 @@ type refreshGroup struct {
 	cmd *redis.Cmd
 }
 
-// runRefresh sends one script call per group in one pipeline, and sends
-// again with EVAL the calls that met a server without the script.
-func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refreshGroup, ttl time.Duration) {
+// runRefresh sends one script call per group, and one per permit of ps
+// (nil for none), in one pipeline, and sends again with EVAL the calls
+// that met a server without the script.
+func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refreshGroup, ps *permitRefreshes, ttl time.Duration) {
 	send := func(eval bool, gs []*refreshGroup) {
 		pipe := b.client.Pipeline()
+		ps.queue(ctx, pipe, ttl, eval)
 		for _, g := range gs {
 			script := refreshScript
 			var keys []string
@@ -155,7 +157,7 @@ func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refresh
 			again = append(again, g)
 		}
 	}
-	if len(again) > 0 {
+	if permitsAgain := ps.noScript(); len(again) > 0 || permitsAgain {
 		send(true, again)
 	}
 }

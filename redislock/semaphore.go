@@ -423,42 +423,62 @@ func (p *permit) gone() error {
 	return fmt.Errorf("%w: redislock: the permit of token %d is gone (it expired)", driver.ErrLockLost, p.token)
 }
 
-// refreshPermits refreshes the permits ps (leases[i] for i in idx) in one
-// pipeline, one script call each, for RefreshAll.
-func (b *Backend) refreshPermits(ctx context.Context, ps []*permit, idx []int, ttl time.Duration, res []driver.RefreshResult) {
-	cmds := make([]*redis.Cmd, len(ps))
-	send := func(eval bool, which []int) {
-		pipe := b.client.Pipeline()
-		for _, j := range which {
-			args := ps[j].refreshArgs(ttl)
-			if eval {
-				args[0], args[1] = "eval", permitRefresh.src
-			} else {
-				args[0], args[1] = "evalsha", permitRefresh.hash
-			}
-			cmds[j] = redis.NewCmd(ctx, args...)
-			_ = pipe.Process(ctx, cmds[j])
+// permitRefreshes are the permits that one RefreshAll refreshes, one
+// script call each, in the pipeline of its locks (see runRefresh).
+type permitRefreshes struct {
+	ps   []*permit
+	idx  []int // ps[j] is RefreshAll's leases[idx[j]]
+	cmds []*redis.Cmd
+	// again are the calls (indexes in ps) to send again with EVAL.
+	again []int
+}
+
+// queue adds to pipe the calls of the permits that have none yet, or
+// with eval those that met a server without the script (again).
+func (r *permitRefreshes) queue(ctx context.Context, pipe redis.Pipeliner, ttl time.Duration, eval bool) {
+	if r == nil {
+		return
+	}
+	which := r.again
+	if !eval {
+		r.cmds = make([]*redis.Cmd, len(r.ps))
+		which = make([]int, len(r.ps))
+		for j := range which {
+			which[j] = j
 		}
-		_, _ = pipe.Exec(ctx)
 	}
-	all := make([]int, len(ps))
-	for j := range all {
-		all[j] = j
+	for _, j := range which {
+		args := r.ps[j].refreshArgs(ttl)
+		if eval {
+			args[0], args[1] = "eval", permitRefresh.src
+		} else {
+			args[0], args[1] = "evalsha", permitRefresh.hash
+		}
+		r.cmds[j] = redis.NewCmd(ctx, args...)
+		_ = pipe.Process(ctx, r.cmds[j])
 	}
-	sent := time.Now()
-	send(false, all)
-	var again []int
-	for j, c := range cmds {
+}
+
+// noScript gathers the calls that met a server without the script, and
+// reports whether there are any.
+func (r *permitRefreshes) noScript() bool {
+	if r == nil {
+		return false
+	}
+	r.again = r.again[:0]
+	for j, c := range r.cmds {
 		if isNoScript(c.Err()) {
-			again = append(again, j)
+			r.again = append(r.again, j)
 		}
 	}
-	if len(again) > 0 {
-		send(true, again)
-	}
-	for j, c := range cmds {
+	return len(r.again) > 0
+}
+
+// results puts each permit's result into RefreshAll's res.
+func (r *permitRefreshes) results(ctx context.Context, sent time.Time, ttl time.Duration, res []driver.RefreshResult) {
+	for j, c := range r.cmds {
 		n, err := c.Int64()
-		res[idx[j]].Validity, res[idx[j]].Err = ps[j].refreshed(ctx, sent, ttl, n, err)
+		res[r.idx[j]].Validity, res[r.idx[j]].Err = r.ps[j].refreshed(ctx, sent, ttl, n, err)
 	}
 }
 
@@ -471,6 +491,7 @@ func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitState, 
 		return driver.PermitState{}, err
 	}
 	args := append([]any{nil, nil, 7}, b.permitKeys(key)...)
+	args = append(args, b.permitFlags())
 	res, err := runScript(ctx, b.client, permitState, args).Slice()
 	now := time.Now()
 	if err != nil {

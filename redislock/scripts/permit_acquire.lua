@@ -15,10 +15,15 @@
 --
 -- A newcomer (not in line) is granted when fewer than the limit are live
 -- and nobody waits; the waiter of rank r in line (from 0) when fewer than
--- the limit less r are live, so that those before it keep theirs. A grant
+-- the limit less r are live, so that those before it keep theirs. A
+-- waiting try that is not granted joins the line (or refreshes its
+-- place), wakes the waiters before it that a free permit awaits, dropping
+-- those nobody hears, and is granted if its rank then lets it. A grant
 -- draws the token from the key's counter (INCR, shared with the key's
 -- locks) and, with "s", the lowest slot no live permit has; it stores the
--- limit, and wakes the waiters that a permit is still free for.
+-- limit. It wakes nobody: the permit it takes and the waiter it takes out
+-- of the line leave the same waiters free as before, and those were woken
+-- when they became free.
 --
 -- Returns (the names are those of scripts.go):
 --   {GRANTED 1, token, slot}  slot -1 without "s"; a re-sent request
@@ -39,7 +44,7 @@ local secret, ttl, flags, id = ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[7]
 local waiting_try = id and string.find(flags, 'j', 1, true) ~= nil
 local counted = string.find(flags, 'c', 1, true) ~= nil
 local now = now_ms()
-local live, waiting = purge(now, id)
+local live, waiting = purge(now, id, counted, 0)
 
 if redis.call('ZSCORE', KEYS[6], secret) then
   return {TOO_LATE, 0}
@@ -55,21 +60,12 @@ end
 local limit = tonumber(ARGV[3])
 local stored = redis.call('GET', KEYS[3])
 if stored and tonumber(stored) ~= limit then
+  tidy()
   return {LIMIT, tonumber(stored)}
 end
 
-local rank = nil
-if id then
-  rank = redis.call('ZRANK', KEYS[4], id)
-end
-local ok
-if rank then
-  ok = live + rank < limit
-else
-  ok = waiting == 0 and live < limit
-end
-
-if ok then
+-- grant gives the asker (of rank in line, or nil for a newcomer) a permit.
+local function grant(rank)
   local token = redis.call('INCR', KEYS[7])
   local slot = -1
   if string.find(flags, 's', 1, true) then
@@ -91,14 +87,21 @@ if ok then
   if rank then
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZREM', KEYS[5], id)
-    waiting = waiting - 1
-  end
-  live = live + 1
-  if waiting > 0 and live < limit then
-    wake_free(limit - live, nil, counted)
   end
   tidy()
   return {GRANTED, token, slot}
+end
+
+local rank = nil
+if id then
+  rank = redis.call('ZRANK', KEYS[4], id)
+end
+if rank then
+  if live + rank < limit then
+    return grant(rank)
+  end
+elseif waiting == 0 and live < limit then
+  return grant(nil)
 end
 
 if waiting_try then
@@ -110,12 +113,18 @@ if waiting_try then
   end
   redis.call('ZADD', KEYS[5], now + tonumber(ARGV[8]), id)
   redis.call('SET', KEYS[3], limit)
-  -- Permits that lapsed unannounced are free for those before us.
   if live < limit then
-    wake_free(limit - live, id, counted)
+    -- Wake those before us that a free permit awaits (a permit that
+    -- lapsed unannounced), dropping those nobody hears: that can leave
+    -- our own rank free, and we are granted now, not at our timer.
+    wake_free(0, limit - live, id, counted)
+    rank = redis.call('ZRANK', KEYS[4], id)
+    if live + rank < limit then
+      return grant(rank)
+    end
   end
-  tidy()
 end
+tidy()
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #first > 0 then
   return {FULL, math.max(1, tonumber(first[2]) - now)}

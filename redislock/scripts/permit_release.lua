@@ -1,7 +1,7 @@
 -- permit_release.lua: owner-checked release of a permit, remembered so
 -- that a retried release can tell "already released by me" from "no
 -- longer mine"; also takes a waiter out of the line, and wakes the
--- waiters a permit is free for. An acquire that gave up after a failed
+-- waiters that a permit is now free for and was not before. An acquire that gave up after a failed
 -- request (abandon) calls it to undo whatever that request did or will
 -- do. The keys are those of permits.lua, inserted below with queue.lua.
 --
@@ -28,11 +28,13 @@ local secret, flags, id = ARGV[1], ARGV[2], ARGV[3]
 local force = string.find(flags, 'f', 1, true) ~= nil
 local now = now_ms()
 local result = NOT_HELD
+local changed = 0
 local exp = redis.call('ZSCORE', KEYS[1], secret)
 if exp and tonumber(exp) > now then
   redis.call('ZREM', KEYS[1], secret)
   redis.call('HDEL', KEYS[2], secret)
   result = RELEASED
+  changed = 1
   if not force then
     redis.call('ZADD', KEYS[6], exp, secret)
   end
@@ -46,14 +48,13 @@ if force then
   redis.call('ZADD', KEYS[6], now + tonumber(ARGV[4]), secret)
 end
 if id ~= '' then
-  redis.call('ZREM', KEYS[4], id)
+  changed = changed + redis.call('ZREM', KEYS[4], id)
   redis.call('ZREM', KEYS[5], id)
 end
 
-local live, waiting = purge(now, nil)
-local limit = tonumber(redis.call('GET', KEYS[3]) or '0')
-if waiting > 0 and live < limit then
-  wake_free(limit - live, nil, string.find(flags, 'c', 1, true) ~= nil)
-end
+local counted = string.find(flags, 'c', 1, true) ~= nil
+-- purge wakes those that this release, this waiter's leaving, or what
+-- it drops freed.
+local live, waiting = purge(now, nil, counted, changed)
 tidy()
 return result

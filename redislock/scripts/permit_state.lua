@@ -1,5 +1,9 @@
 -- permit_state.lua: the state of a semaphore, after dropping what lapsed.
 -- The keys are those of permits.lua, inserted below with queue.lua.
+-- Waiters that what it drops leaves a free permit for are woken.
+--
+-- ARGV[1] flags: "c" when PUBLISH counts every subscriber (a single
+--         server)
 --
 -- Returns {limit (0 when none is stored), waiters in line, then for each
 -- live permit its grant (as KEYS[2] holds it) and the ms left to its
@@ -9,7 +13,7 @@
 --[[permits.lua]]
 
 local now = now_ms()
-local live, waiting = purge(now, nil)
+local live, waiting = purge(now, nil, string.find(ARGV[1], 'c', 1, true) ~= nil, 0)
 tidy()
 local res = {tonumber(redis.call('GET', KEYS[3]) or '0'), waiting}
 local ps = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')

@@ -16,8 +16,7 @@
 --         its request does nothing)
 -- KEYS[7] the key's fencing counter, which its locks share (INCR per grant)
 --
--- A waiter id is "<Backend id>:<random>": first_live and wake_free
--- (below) wake it on <prefix>waiters:<Backend id> with its id as payload,
+-- A waiter id is "<Backend id>:<random>": wake_free (below) wakes it on <prefix>waiters:<Backend id> with its id as payload,
 -- as the lock scripts wake theirs (see queue.lua).
 --
 -- Times are the server's (TIME), never a client's clock.
@@ -27,35 +26,15 @@ local function now_ms()
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
--- purge drops the permits whose expiry passed by now, the waiters whose
--- liveness did (first_live, self excepted: the caller refreshes its own
--- place), the records of secrets done with that lapsed, and the limit
--- when nothing is live or awaited. It returns how many permits are live
--- and how many wait.
-local function purge(now, self)
-  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-  if #lapsed > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-    for _, s in ipairs(lapsed) do
-      redis.call('HDEL', KEYS[2], s)
-    end
-  end
-  first_live(KEYS[4], KEYS[5], now, self, nil, false)
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
-  local live, waiting = redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[4])
-  if live == 0 and waiting == 0 then
-    redis.call('DEL', KEYS[2], KEYS[3])
-  end
-  return live, waiting
-end
-
--- wake_free wakes the first free waiters in line (those a free permit
--- awaits: each claims it with its own try), self excepted, and with
--- counted (PUBLISH counts every subscriber: a single server) drops a
--- waiter nobody hears (its process is gone) and wakes the next one.
-local function wake_free(free, self, counted)
+-- wake_free wakes the waiters at ranks from to free - 1 in line (from 0),
+-- self excepted: those a free permit awaits (each claims it with its own
+-- try) that were not among the first free waiters before the change the
+-- caller made (see purge). With counted (PUBLISH counts every subscriber:
+-- a single server) it drops a waiter nobody hears there (its process is
+-- gone), and the next one takes its rank and is woken in turn.
+local function wake_free(from, free, self, counted)
   local wake = wake_prefix(KEYS[1])
-  local i = 0
+  local i = math.max(0, from)
   while i < free do
     local w = redis.call('ZRANGE', KEYS[4], i, i)[1]
     if not w then
@@ -73,6 +52,52 @@ local function wake_free(free, self, counted)
       end
     end
   end
+end
+
+-- wake_changed wakes, after changes each of which freed a permit or took
+-- a waiter out of the line (changed of them), the waiters that a free
+-- permit now awaits and did not before: with free = limit - live, those
+-- at ranks free - changed to free - 1 (each change moved each waiter up
+-- by one rank at most, or freed one more permit), self excepted. Those
+-- before them were free already, and were woken then.
+local function wake_changed(changed, live, waiting, self, counted)
+  if changed == 0 or waiting == 0 then
+    return
+  end
+  local limit = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if live < limit then
+    wake_free(limit - live - changed, limit - live, self, counted)
+  end
+end
+
+-- purge drops the permits whose expiry passed by now, the waiters whose
+-- liveness did (first_live, self excepted: the caller refreshes its own
+-- place), the records of secrets done with that lapsed, and the limit
+-- when nothing is live or awaited; it wakes (wake_changed) the waiters
+-- that what it dropped, and the caller's own changes before it (extra of
+-- them: permits given back, waiters taken out of the line), freed. It
+-- returns how many permits are live and how many wait.
+local function purge(now, self, counted, extra)
+  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+  if #lapsed > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+    for _, s in ipairs(lapsed) do
+      redis.call('HDEL', KEYS[2], s)
+    end
+  end
+  local before = redis.call('ZCARD', KEYS[4])
+  first_live(KEYS[4], KEYS[5], now, self, nil, false)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+  local live, waiting = redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[4])
+  local changed = extra + #lapsed + before - waiting
+  if changed > 0 then
+    wake_changed(changed, live, waiting, self, counted)
+    waiting = redis.call('ZCARD', KEYS[4])
+  end
+  if live == 0 and waiting == 0 then
+    redis.call('DEL', KEYS[2], KEYS[3])
+  end
+  return live, waiting
 end
 
 -- tidy makes the semaphore's keys expire with what they hold: the
