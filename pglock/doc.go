@@ -132,7 +132,9 @@
 // granted as it left before it returns, as a lease-mode Acquire does,
 // tombstone included (distlock_permit_abandon). A lock and the permits
 // of one key do not exclude each other: they share the key's token
-// counter only.
+// counter only (do not hold both at once: in session mode, a lock whose
+// key a permit took a token from meanwhile is released without its mark,
+// and the key's next grant waits the loss grace).
 //
 // # Not guaranteed
 //
