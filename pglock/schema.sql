@@ -610,15 +610,16 @@ $$;
 -- semaphore sem_key for the grant permit_grant, for ttl_ms milliseconds
 -- from now(), under the semaphore's lock (its row of distlock_semaphore,
 -- locked until the transaction ends). It first deletes the semaphore's
--- expired permits and waiters. The semaphore's stored limit binds while a
--- permit is live or another waiter is in line: an asker naming another
--- limit then gets no permit, and stored_limit, the stored one; otherwise
--- the asker stores its limit. The permit is granted when fewer than the
+-- expired permits and waiters, but for those another transaction has
+-- locked, which count until they are gone. The semaphore's stored limit
+-- binds while a permit is live or another waiter is in line: an asker
+-- naming another limit then gets no permit, and stored_limit, the stored
+-- one; otherwise the asker stores its limit. The permit is granted when fewer than the
 -- limit are live and no live waiter came before permit_grant (a waiter's
 -- row with an earlier seq); granted is then its token, taken from the
 -- key's counter in distlock_fence, and granted_slot, with with_slot, the
--- lowest slot no live permit has (NULL without). Otherwise granted is
--- NULL, permit_grant is queued, or its row renewed, to live wait_ms
+-- lowest slot that no row of the semaphore has (NULL without). Otherwise
+-- granted is NULL, permit_grant is queued, or its row renewed, to live wait_ms
 -- milliseconds from the moment it is written (clock_timestamp(): the try
 -- may have waited for the semaphore's lock since now(), the start of its
 -- transaction; with wait_ms 0, a try, it is not queued), and
@@ -708,10 +709,14 @@ BEGIN
         SELECT v.waiter FROM @schema@.distlock_permit_waiter v WHERE v.key = sem_key AND v.expires <= pg_catalog.now()
         FOR UPDATE SKIP LOCKED) x
     WHERE w.key = sem_key AND w.waiter = x.waiter;
-    SELECT pg_catalog.count(*)::int4 INTO live FROM @schema@.distlock_permit p WHERE p.key = sem_key AND p.expires > pg_catalog.now();
+    -- Every row left counts, expired or not: one that was skipped is on
+    -- its way out (a release, a leave), or being renewed by a refresh
+    -- that started before it expired and may commit after this; counting
+    -- it grants nothing in its place until it is gone.
+    SELECT pg_catalog.count(*)::int4 INTO live FROM @schema@.distlock_permit p WHERE p.key = sem_key;
     SELECT w.seq INTO mine FROM @schema@.distlock_permit_waiter w WHERE w.key = sem_key AND w.waiter = permit_grant;
     SELECT pg_catalog.count(*)::int4 INTO others FROM @schema@.distlock_permit_waiter w
-    WHERE w.key = sem_key AND w.waiter <> permit_grant AND w.expires > pg_catalog.now();
+    WHERE w.key = sem_key AND w.waiter <> permit_grant;
     IF live = 0 AND others = 0 THEN
         -- Nothing holds or awaits a permit: this asker sets the limit.
         IF stored_limit <> permit_limit THEN
@@ -723,14 +728,13 @@ BEGIN
         RETURN;
     END IF;
     IF with_slot THEN
-        -- Every row that is left counts, live or not: a slot is free once
-        -- its row is gone.
+        -- A slot is free once its row is gone.
         SELECT pg_catalog.min(g.n) INTO granted_slot FROM pg_catalog.generate_series(0, permit_limit - 1) AS g(n)
         WHERE NOT EXISTS (SELECT 1 FROM @schema@.distlock_permit p WHERE p.key = sem_key AND p.slot = g.n);
     END IF;
     IF live < permit_limit AND (granted_slot IS NOT NULL OR NOT with_slot) AND NOT EXISTS (
         SELECT 1 FROM @schema@.distlock_permit_waiter w
-        WHERE w.key = sem_key AND w.waiter <> permit_grant AND w.expires > pg_catalog.now() AND (mine IS NULL OR w.seq < mine)) THEN
+        WHERE w.key = sem_key AND w.waiter <> permit_grant AND (mine IS NULL OR w.seq < mine)) THEN
         -- A token must be durable before it is handed out.
         IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
             PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
@@ -758,8 +762,7 @@ BEGIN
         WHERE w.key = sem_key AND w.waiter <> permit_grant AND w.expires > pg_catalog.now() ORDER BY w.seq LIMIT 1;
         PERFORM @schema@.distlock_permit_wake(sem_key);
     END IF;
-    -- A free permit whose slot is still taken by a row on its way out
-    -- (a release not yet committed): soon.
+    -- Rows on their way out, all expired (see above): soon.
     next_expiry := coalesce(next_expiry, pg_catalog.clock_timestamp() + interval '10 milliseconds');
     retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM next_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
     -- A place in line lost in a crash is taken again at the next try.
