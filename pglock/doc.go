@@ -414,7 +414,7 @@
 // or a superuser; the schema may also belong to pg_database_owner (public,
 // since PostgreSQL 15). In a superuser's session the objects must belong
 // to a superuser, so that no other role's code runs with a superuser's
-// rights. Acquire, List, WatchHolder, Fence.Admit and Migrate refuse
+// rights. Acquire, AcquirePermit, Permits, List, WatchHolder, Fence.Admit and Migrate refuse
 // anything else with an error that names the object and its owner. An operator who installs
 // the schema for the application should do it as one of those roles (the
 // database's owner, say), or as a role that owns nothing else and is
