@@ -290,9 +290,12 @@
 // it, and polls as a lease-mode lock's waiter does. Each try renews the
 // waiter's row, which lives three mean pauses and a second at least; a
 // waiter in line whose turn has not come renews it without the
-// semaphore's lock. The tries of one semaphore through one Backend go to
-// the server one at a time, in arrival order. A try (TryAcquire) is
-// refused while the permits are held or waiters are in line.
+// semaphore's lock. The AcquirePermits of one semaphore through one
+// Backend take turns in this process, first come first served, and only
+// the one whose turn it is waits in the server's line, as lease-mode
+// locks do; the turn passes on when it is granted. A try (TryAcquire) is
+// refused while the permits are held, waiters are in line, or another
+// AcquirePermit of the Backend has the turn.
 //
 // Watchers of a key's holder are woken by NOTIFY too, in both modes, and
 // poll only for what the server does not announce (see Holder).

@@ -89,9 +89,10 @@ type Backend struct {
 	queue    driver.Queue[*lease]
 	rowQueue driver.Queue[struct{}]
 
-	// permitTries holds the tries of each semaphore within the Backend,
-	// one statement at a time (see grabPermit).
-	permitTries driver.Queue[struct{}]
+	// permitLine holds the AcquirePermits of each semaphore within the
+	// Backend: only the one that has the turn asks the server, until it is
+	// granted or gives up (see AcquirePermit).
+	permitLine driver.Queue[struct{}]
 
 	// listen is the LISTEN session: in LeaseMode with WithListen, started
 	// by New; in SessionMode, on a connection made with the pool's

@@ -82,8 +82,11 @@ func (b *Backend) permitWaiterLife(sub *subscription) time.Duration {
 // connection per permit: its permits are leases with a TTL, as
 // LeaseMode's locks are.
 //
-// A waiting AcquirePermit queues a row in the semaphore's line (in order
-// of arrival, by the server's sequence), which each of its tries renews,
+// The AcquirePermits of one semaphore through one Backend take turns, in
+// arrival order, and only the one whose turn it is asks the server (a try
+// is refused while another has the turn). A waiting AcquirePermit whose
+// turn it is queues a row in the semaphore's line (in order of arrival,
+// by the server's sequence), which each of its tries renews,
 // and tries again when a release names it (LISTEN on the Backend's
 // LISTEN session: WithListen in LeaseMode, a session of its own in
 // SessionMode), when the first permit expires, or at the next poll (see
@@ -104,6 +107,23 @@ func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Sema
 	defer cancel()
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
+	// The Backend's askers of the semaphore take turns, in arrival order,
+	// and only the one whose turn it is asks the server, and waits in its
+	// line: the turn passes on when it is granted or gives up. A try is
+	// refused while another asker has the turn.
+	var turn *driver.Turn[struct{}]
+	if opts.Wait {
+		t, err := b.permitLine.Wait(actx, key)
+		if err != nil {
+			return nil, b.endedErr(ctx)
+		}
+		turn = t
+	} else if t, ok := b.permitLine.Try(key); ok {
+		turn = t
+	} else {
+		return nil, fmt.Errorf("%w: pglock: a permit of %q is asked for (or awaited) through this Backend", driver.ErrNotAcquired, key)
+	}
+	defer turn.Done()
 	// Counted, so that Close waits for the grab and its clean-up, and
 	// for the release of a permit granted as Close began.
 	if !b.life.Enter() {
@@ -159,19 +179,11 @@ func (b *Backend) grabPermit(ctx context.Context, key string, sem driver.Semapho
 			}
 			waitMs = b.permitWaiterLife(sub).Milliseconds()
 		}
-		// One try of the semaphore at a time per Backend, in arrival
-		// order: the tries of a process do not queue for the
-		// semaphore's lock behind one another in the server.
-		turn, err := b.permitTries.Wait(ctx, key)
-		if err != nil {
-			return nil, nil, err // ctx ended: Wait reports it
-		}
 		sent := time.Now()
 		var token, retry pgtype.Int8
 		var slot, stored pgtype.Int4
-		err = b.pool.QueryRow(ctx, sql.permitAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms,
+		err := b.pool.QueryRow(ctx, sql.permitAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms,
 			int32(sem.Limit), sem.Slots, waitMs).Scan(&token, &slot, &stored, &retry)
-		turn.Done()
 		switch {
 		case err != nil && changedNothing(err):
 			return nil, nil, sortErr("acquire permit", err)
