@@ -179,11 +179,20 @@ func (b *Backend) grabPermit(ctx context.Context, key string, sem driver.Semapho
 			}
 			waitMs = b.permitWaiterLife(sub).Milliseconds()
 		}
+		// The validity counts from after the connection is had: its
+		// server's now() is later still, and a connection made for the
+		// try (a fork of a server process, on a loaded server) does not
+		// eat the permit's TTL.
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, sortErr("acquire permit", err) // nothing was sent
+		}
 		sent := time.Now()
 		var token, retry pgtype.Int8
 		var slot, stored pgtype.Int4
-		err := b.pool.QueryRow(ctx, sql.permitAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms,
+		err = conn.QueryRow(ctx, sql.permitAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms,
 			int32(sem.Limit), sem.Slots, waitMs).Scan(&token, &slot, &stored, &retry)
+		conn.Release()
 		switch {
 		case err != nil && changedNothing(err):
 			return nil, nil, sortErr("acquire permit", err)
@@ -378,9 +387,14 @@ func (p *permit) Refresh(ctx context.Context, ttl time.Duration) (driver.Validit
 		return driver.Validity{}, p.end
 	}
 	ms, v := ttlMillis(ttl)
+	conn, err := p.b.pool.Acquire(ctx) // before sent, as for the grant
+	if err != nil {
+		return driver.Validity{}, sortErr("refresh permit", err)
+	}
+	defer conn.Release()
 	sent := time.Now()
 	var ok bool
-	if err := p.b.pool.QueryRow(ctx, p.b.schema.sql.permitRefresh, pgx.QueryExecModeExec, p.key, p.grant, ms).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, p.b.schema.sql.permitRefresh, pgx.QueryExecModeExec, p.key, p.grant, ms).Scan(&ok); err != nil {
 		return driver.Validity{}, sortErr("refresh permit", err)
 	}
 	if !ok {
