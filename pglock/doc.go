@@ -110,6 +110,32 @@
 // tombstone is kept for the longest of the try's TTL, its waiter row's
 // life (see Waiting) and 10s.
 //
+// Permits of counting semaphores (driver.Semaphores, package semaphore)
+// are rows of distlock_permit in both modes: a SessionMode Backend keeps
+// no connection per permit, and its permits are leases with a TTL by the
+// server's clock, renewed by the Client's watchdog, as LeaseMode's locks
+// are. Every grant is made in one statement under the semaphore's lock,
+// its row of distlock_semaphore locked FOR UPDATE until the statement's
+// transaction commits: it deletes the semaphore's expired permits and
+// waiters, and grants a permit only while fewer than the limit are live
+// (unexpired by the server's now()) and no live waiter came before the
+// asker, so that no more than the limit are ever live. The limit is
+// stored in the semaphore's row: while a permit is live or a waiter in
+// line, an asker naming another limit is refused with a
+// *driver.LimitError and granted nothing; once none is, the next asker
+// sets it. With Slots, a permit gets the lowest slot that no row of the
+// semaphore has (a unique index on the slot backs the grant's check). A
+// permit whose holder stops renewing it is given back when its TTL runs
+// out; a waiter that dies loses its place when its row lapses (see
+// Waiting), and with it its hold on the limit. An AcquirePermit that
+// fails, or whose context ends, leaves the line and gives back a permit
+// granted as it left before it returns, as a lease-mode Acquire does,
+// tombstone included (distlock_permit_abandon). A lock and the permits
+// of one key do not exclude each other: they share the key's token
+// counter only (do not hold both at once: in session mode, a lock whose
+// key a permit took a token from meanwhile is released without its mark,
+// and the key's next grant waits the loss grace).
+//
 // # Not guaranteed
 //
 //   - A holder paused (or starved) for longer than the loss grace after its
@@ -167,6 +193,12 @@
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
+//   - Permits: a holder paused for longer than its usable TTL, and the
+//     server clock's jumps, as for lease mode. A permit revoked by hand
+//     (an operator's UPDATE or DELETE of its row) is learnt of at the
+//     holder's next renewal, not at once. A waiter whose tries are late
+//     by more than its row's life (a second at least) goes to the back of
+//     the line.
 //
 // # Durability
 //
@@ -181,8 +213,12 @@
 // committed without waiting for their WAL flush: a release lost in a
 // crash makes the next grant wait, for the loss grace in session mode and
 // until the grant expires in lease mode, and is never unsafe.
-// distlock_fence, distlock_lease and distlock_resource are ordinary logged
-// tables: do not make them UNLOGGED,
+// Permits are rows in both modes, as lease-mode grants are: the grant and
+// the renewal of a permit are committed durably; a release, a leave and
+// a renewal of a waiter's place are not, and one lost in a crash leaves a
+// permit to expire, or a place in line to lapse.
+// distlock_fence, distlock_lease, distlock_resource and the permits'
+// tables are ordinary logged tables: do not make them UNLOGGED,
 // and do not restore them from a backup older than the newest tokens (a
 // token counter that goes back defeats fencing; raising it is harmless).
 //
@@ -235,6 +271,32 @@
 // migrated, do not queue (their tries ignore the queue) and, not
 // recognising the notification, poll.
 //
+// Permits are waited for alike in both modes. A waiting AcquirePermit
+// that is not granted adds a row to distlock_permit_waiter, in order of
+// arrival (seq, from the server's sequence), and a permit is granted only
+// to an asker that no live waiter came before. A release (and a leave, a
+// grant that leaves a permit free, a try that finds a permit free for an
+// earlier waiter) sends NOTIFY distlock_lease naming the semaphore's key
+// and its first live waiter, and only that waiter's process wakes it: a
+// release wakes the next waiter, not every waiter, as for lease-mode
+// locks. The payload names the waiter rather than a channel per waiter
+// being LISTENed, so that one LISTEN session serves every waiter of the
+// process; every listening process receives the notification, and
+// passes it on only to the waiter it names. The LISTEN session is
+// WithListen's in lease mode, and in session mode one the Backend opens
+// as the pool opens its connections, on the first waiting AcquirePermit
+// (none with a pool's connect hook). Expiry sends nothing: a waiter tries
+// again when the first live permit expires, as the failed try reported
+// it, and polls as a lease-mode lock's waiter does. Each try renews the
+// waiter's row, which lives three mean pauses and a second at least; a
+// waiter in line whose turn has not come renews it without the
+// semaphore's lock. The AcquirePermits of one semaphore through one
+// Backend take turns in this process, first come first served, and only
+// the one whose turn it is waits in the server's line, as lease-mode
+// locks do; the turn passes on when it is granted. A try (TryAcquire) is
+// refused while the permits are held, waiters are in line, or another
+// AcquirePermit of the Backend has the turn.
+//
 // Watchers of a key's holder are woken by NOTIFY too, in both modes, and
 // poll only for what the server does not announce (see Holder).
 //
@@ -252,6 +314,14 @@
 // so a key's tokens increase across both modes (a deployment can move
 // from one mode to the other and keep its fenced data) and a try that
 // finds the key held takes none.
+//
+// A permit's token is drawn from the same counter, the semaphore key's row
+// of distlock_fence, by the statement that grants it, under the
+// semaphore's lock: it is greater than every earlier token of the key, a
+// lock's or a permit's, and a waiter's place in line (its seq) is never
+// a token. With Slots, every earlier permit of a slot has a lower token,
+// so one fence per slot (resource "NAME/slot/N", say) admits the
+// permit's writes.
 //
 // A Fence's Admit(ctx, tx, resource, token) checks a token in the
 // transaction that writes the resource, atomically with those writes: it
@@ -314,6 +384,20 @@
 // only read the tables (SELECT on distlock_fence, and on distlock_lease
 // in lease mode) can list.
 //
+// Permits (the semaphore package's keys are "semaphore/" and the name)
+// are listed from psql with
+//
+//	SELECT p.key, s.max_permits, p.token, p.slot, p.owner, p.granted_at, p.expires
+//	FROM distlock_permit p JOIN distlock_semaphore s USING (key)
+//	WHERE p.expires > now() ORDER BY p.key, p.token;
+//
+// and the waiters in line with SELECT * FROM distlock_permit_waiter
+// WHERE expires > now() ORDER BY key, seq. Permits creates and changes
+// nothing, and reads a schema without the permits' tables (an earlier
+// version's) as holding none. An operator revokes a permit with
+// UPDATE distlock_permit SET expires = '-infinity' WHERE key = ... (its
+// holder learns it at its next renewal).
+//
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's
 // functions and operators by their schema too, with arguments of the
@@ -333,7 +417,7 @@
 // or a superuser; the schema may also belong to pg_database_owner (public,
 // since PostgreSQL 15). In a superuser's session the objects must belong
 // to a superuser, so that no other role's code runs with a superuser's
-// rights. Acquire, List, WatchHolder, Fence.Admit and Migrate refuse
+// rights. Acquire, AcquirePermit, Permits, List, WatchHolder, Fence.Admit and Migrate refuse
 // anything else with an error that names the object and its owner. An operator who installs
 // the schema for the application should do it as one of those roles (the
 // database's owner, say), or as a role that owns nothing else and is
@@ -473,7 +557,8 @@
 // In session mode a Backend runs one goroutine per held lock, reading its
 // idle connection, and one per waiting Acquire while its context is being
 // cancelled. In lease mode it runs one for LISTEN when given WithListen;
-// in session mode, one from the first WatchHolder on. Each watch runs one
+// in session mode, one from the first WatchHolder, or waiting
+// AcquirePermit, on. Permits run none of their own. Each watch runs one
 // until its context ends. Close ends them.
 // The Backend and its leases are safe for concurrent use.
 //

@@ -19,7 +19,7 @@ import (
 // ignores the queue, still excludes the new one; and the migrated
 // functions call no function that another role put in schema public.
 func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
-	for _, version := range []string{"v1", "v2", "v3", "v4"} {
+	for _, version := range []string{"v1", "v2", "v3", "v4", "v5"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := testCtx(t)
 			old, err := os.ReadFile("testdata/schema-" + version + ".sql")
@@ -75,6 +75,14 @@ func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
 			defer b.Close()
 			if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); err == nil {
 				t.Fatal("a try was granted a key the previous version's acquire holds")
+			}
+			// The permits' objects of version 6 were added.
+			p, err := b.AcquirePermit(ctx, "migrate/permit/"+t.Name(), driver.Semaphore{Limit: 1}, driver.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("AcquirePermit after the migration: %v", err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
 			}
 			s.exec(t, s.evil, shadowingFunctions["lock id per session"])
 			checkExclusion(t, s, pglock.SessionMode)

@@ -89,6 +89,11 @@ type Backend struct {
 	queue    driver.Queue[*lease]
 	rowQueue driver.Queue[struct{}]
 
+	// permitLine holds the AcquirePermits of each semaphore within the
+	// Backend: only the one that has the turn asks the server, until it is
+	// granted or gives up (see AcquirePermit).
+	permitLine driver.Queue[struct{}]
+
 	// listen is the LISTEN session: in LeaseMode with WithListen, started
 	// by New; in SessionMode, on a connection made with the pool's
 	// connection config, started by the first WatchHolder, unless the
@@ -107,9 +112,10 @@ type Backend struct {
 	// stays as read.
 	life *driver.Tracker
 
-	mu     sync.Mutex
-	leases map[*lease]struct{}    // held leases; guarded by mu
-	rows   map[*rowLease]struct{} // held LeaseMode grants; guarded by mu
+	mu      sync.Mutex
+	leases  map[*lease]struct{}    // held leases; guarded by mu
+	rows    map[*rowLease]struct{} // held LeaseMode grants; guarded by mu
+	permits map[*permit]struct{}   // held permits, both modes; guarded by mu
 }
 
 // New returns a Backend over pool. The Backend does not own pool: Close
@@ -171,7 +177,8 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 // Close ends every Acquire in progress with ErrClosed and gives up every
 // lock the Backend holds, by closing its connection in SessionMode and by
 // releasing its row in LeaseMode (bounded by the request timeout; a row
-// not released expires); their holders are told through OnLost, with an
+// not released expires), and every permit, by releasing its row; their
+// holders are told through OnLost, with an
 // error matching driver.ErrLockLost. It closes
 // the pool only if OpenURL opened it. Calling Close again does nothing.
 func (b *Backend) Close() error {
@@ -188,15 +195,22 @@ func (b *Backend) Close() error {
 	for l := range b.rows {
 		rows = append(rows, l)
 	}
+	permits := make([]*permit, 0, len(b.permits))
+	for p := range b.permits {
+		permits = append(permits, p)
+	}
 	b.mu.Unlock()
 	b.cancel()
 	for _, l := range held {
 		l.lose(ErrClosed)
 	}
-	if len(rows) > 0 {
+	if len(rows) > 0 || len(permits) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
 		for _, l := range rows {
 			l.closeRow(ctx)
+		}
+		for _, p := range permits {
+			p.closePermit(ctx)
 		}
 		cancel()
 	}

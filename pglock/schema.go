@@ -16,7 +16,10 @@ import (
 // distlock_lease_abandoned, distlock_acquire, distlock_lease_acquire,
 // distlock_lease_wait, distlock_lease_leave, distlock_lease_abandon,
 // distlock_lease_refresh, distlock_lease_release, distlock_release,
-// distlock_admit) in the current schema (the first of the search_path),
+// distlock_admit, and the permits' distlock_semaphore, distlock_permit,
+// distlock_permit_waiter, distlock_permit_acquire, distlock_permit_wake,
+// distlock_permit_refresh, distlock_permit_release, distlock_permit_leave,
+// distlock_permit_abandon) in the current schema (the first of the search_path),
 // or brings those of an earlier version up to date. It is idempotent. A
 // Backend runs it on first use when they are missing or of an earlier
 // version; Migrate runs it explicitly, and an operator can run it with
@@ -82,7 +85,16 @@ var locateSQL = `WITH me AS (
 	('function', 'distlock_lease_abandon', 'text, text, bigint', NULL),
 	('function', 'distlock_lease_refresh', 'text, text, bigint', NULL),
 	('function', 'distlock_lease_release', 'text, text', '` + holderChannel + `'),
-	('function', 'distlock_admit', 'text, bigint', NULL)
+	('function', 'distlock_admit', 'text, bigint', NULL),
+	('table', 'distlock_semaphore', NULL, NULL),
+	('table', 'distlock_permit', NULL, NULL),
+	('table', 'distlock_permit_waiter', NULL, NULL),
+	('function', 'distlock_permit_wake', 'text', NULL),
+	('function', 'distlock_permit_acquire', 'text, text, text, bigint, integer, boolean, bigint', NULL),
+	('function', 'distlock_permit_refresh', 'text, text, bigint', NULL),
+	('function', 'distlock_permit_release', 'text, text', NULL),
+	('function', 'distlock_permit_leave', 'text, text', NULL),
+	('function', 'distlock_permit_abandon', 'text, text, bigint', NULL)
 ), found AS (
 	SELECT c.relname AS name, '' AS args, c.relowner AS owner, NULL::pg_catalog.text[] AS config, NULL::pg_catalog.text AS src
 	FROM pg_catalog.pg_class c, target t
@@ -207,6 +219,8 @@ type statements struct {
 	acquire, release, list, holder, setOwner                                                  string // SessionMode
 	rowAcquire, rowLeave, rowAbandon, rowRefresh, rowRelease, rowList, rowHolder, rowSetOwner string // LeaseMode
 	mark, rowMark                                                                             string // watchers' marks
+
+	permitAcquire, permitRefresh, permitRelease, permitLeave, permitAbandon, permits string // permits, both modes
 }
 
 func newStatements(f *located) *statements {
@@ -225,6 +239,8 @@ func newStatements(f *located) *statements {
 	s.setOwner = s.qualified(setOwnerSQL)
 	s.rowHolder, s.rowSetOwner = s.qualified(rowHolderSQL), s.qualified(rowSetOwnerSQL)
 	s.mark, s.rowMark = s.qualified(markSQL), s.qualified(rowMarkSQL)
+	s.permitAcquire, s.permitRefresh, s.permitRelease = s.qualified(permitAcquireSQL), s.qualified(permitRefreshSQL), s.qualified(permitReleaseSQL)
+	s.permitLeave, s.permitAbandon, s.permits = s.qualified(permitLeaveSQL), s.qualified(permitAbandonSQL), s.qualified(permitsSQL)
 	return s
 }
 

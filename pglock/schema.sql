@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 5.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 6.
 --
 -- A Backend runs this on first use if the objects are missing or of an
 -- earlier version (Migrate does it explicitly); an operator can run it
@@ -41,6 +41,14 @@
 -- session-mode grant (distlock_fence.pid, with the token of the grant
 -- that wrote it, pid_token), so that the holder read is that grant's and
 -- not the next one's, in progress.
+-- Version 6 adds the permits of counting semaphores, in both modes: the
+-- tables distlock_semaphore, distlock_permit and distlock_permit_waiter,
+-- and the functions distlock_permit_acquire, distlock_permit_refresh,
+-- distlock_permit_release, distlock_permit_leave and
+-- distlock_permit_abandon. It changes nothing of the earlier objects, so
+-- that Backends of version 5 work beside those of version 6, and an
+-- earlier version's Migrate, run again, leaves the permits' objects as
+-- they are.
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -80,6 +88,30 @@
 -- try given up by its Acquire (grant_id is the try's grant id, which also
 -- names its waiter), kept until `until`: a try that reaches the server
 -- after its clean-up (distlock_lease_abandon) finds it and does nothing.
+-- The tries of permits (distlock_permit_abandon) leave theirs here too.
+--
+-- distlock_semaphore: one row per semaphore ever asked for a permit (key
+-- is the semaphore's key), with the limit its permits agree on
+-- (max_permits). The row is the semaphore's lock: every grant, release
+-- and leave of its permits locks it (SELECT ... FOR UPDATE) until its
+-- transaction ends, so that they run one at a time. The limit binds while
+-- a permit of the semaphore is live or awaited; when none is, the next
+-- asker sets it.
+--
+-- distlock_permit: the live permits, one row per permit, named by its
+-- unguessable grant id, which every refresh and release must name. token
+-- is drawn from the semaphore key's row in distlock_fence when the permit
+-- is granted, so that it is above every earlier token of the key, a lock's
+-- or a permit's; slot is the permit's slot (NULL for a permit asked
+-- without one), unique among the semaphore's rows; expires is when the
+-- permit ends unless refreshed, by the server's clock. A row whose expires
+-- has passed is no permit: the next grant of the semaphore deletes it.
+--
+-- distlock_permit_waiter: the line of a semaphore, one row per waiting
+-- AcquirePermit (waiter is the grant id it will have), in order of arrival
+-- (seq). A waiter's row lives until expires unless the waiter renews it,
+-- which it does with each try; a waiter that died is passed over once its
+-- row expires, and the next try of the semaphore deletes its row.
 
 DO $install$
 DECLARE
@@ -134,6 +166,33 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_abandoned (
     until    timestamptz NOT NULL,
     PRIMARY KEY (key, grant_id)
 );
+
+-- The tables of version 6.
+CREATE TABLE IF NOT EXISTS @schema@.distlock_semaphore (
+    key         text PRIMARY KEY,
+    max_permits integer NOT NULL CHECK (max_permits > 0)
+);
+
+CREATE TABLE IF NOT EXISTS @schema@.distlock_permit (
+    key        text NOT NULL,
+    grant_id   text NOT NULL,
+    token      bigint NOT NULL CHECK (token > 0),
+    slot       integer CHECK (slot >= 0),
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL,
+    expires    timestamptz NOT NULL,
+    PRIMARY KEY (key, grant_id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS distlock_permit_slot ON @schema@.distlock_permit (key, slot) WHERE slot IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS @schema@.distlock_permit_waiter (
+    key     text NOT NULL,
+    waiter  text NOT NULL,
+    seq     bigint GENERATED ALWAYS AS IDENTITY,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (key, waiter)
+);
+CREATE INDEX IF NOT EXISTS distlock_permit_waiter_order ON @schema@.distlock_permit_waiter (key, seq);
 
 -- distlock_acquire takes the session advisory lock of lock_key
 -- (pg_advisory_lock(hashtextextended(lock_key, 0)), waiting in the server's
@@ -517,6 +576,297 @@ BEGIN
     ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
     PERFORM @schema@.distlock_lease_release(lock_key, lock_grant);
     PERFORM @schema@.distlock_lease_leave(lock_key, lock_grant);
+END
+$$;
+
+-- distlock_permit_wake notifies the first live waiter of sem_key's line,
+-- if there is one and fewer than the stored limit of permits are live, on
+-- the channel distlock_lease with the key, a newline and the waiter as
+-- the payload (as distlock_lease_release names a lock's waiter): the
+-- listener of the waiter's process wakes that waiter alone. The caller
+-- holds the semaphore's lock.
+CREATE OR REPLACE FUNCTION @schema@.distlock_permit_wake(sem_key text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    head text;
+BEGIN
+    IF (SELECT pg_catalog.count(*) FROM @schema@.distlock_permit p WHERE p.key = sem_key AND p.expires > pg_catalog.now())
+        >= coalesce((SELECT s.max_permits FROM @schema@.distlock_semaphore s WHERE s.key = sem_key), 0) THEN
+        RETURN;
+    END IF;
+    SELECT w.waiter INTO head FROM @schema@.distlock_permit_waiter w
+    WHERE w.key = sem_key AND w.expires > pg_catalog.now()
+    ORDER BY w.seq LIMIT 1;
+    IF head IS NOT NULL THEN
+        PERFORM pg_catalog.pg_notify('distlock_lease', sem_key || E'\n' || head);
+    END IF;
+END
+$$;
+
+-- distlock_permit_acquire asks for one of permit_limit permits of the
+-- semaphore sem_key for the grant permit_grant, for ttl_ms milliseconds
+-- from now(), under the semaphore's lock (its row of distlock_semaphore,
+-- locked until the transaction ends). It first deletes the semaphore's
+-- expired permits and waiters, but for those another transaction has
+-- locked, which count until they are gone. The semaphore's stored limit
+-- binds while a permit is live or another waiter is in line: an asker
+-- naming another limit then gets no permit, and stored_limit, the stored
+-- one; otherwise the asker stores its limit. The permit is granted when fewer than the
+-- limit are live and no live waiter came before permit_grant (a waiter's
+-- row with an earlier seq); granted is then its token, taken from the
+-- key's counter in distlock_fence, and granted_slot, with with_slot, the
+-- lowest slot that no row of the semaphore has (NULL without). Otherwise
+-- granted is NULL, permit_grant is queued, or its row renewed, to live wait_ms
+-- milliseconds from the moment it is written (clock_timestamp(): the try
+-- may have waited for the semaphore's lock since now(), the start of its
+-- transaction; with wait_ms 0, a try, it is not queued), and
+-- retry_ms is the time until the first live permit expires, or, when a
+-- permit is free but earlier waiters are to have it, until the first of
+-- them lapses; that first waiter is then notified too, as a release would
+-- (a release names the first waiter it sees, and one that queued since
+-- with an earlier place was not named). A grant that leaves a permit free
+-- notifies the next waiter: two permits given back before the first
+-- waiter claimed one both named that waiter. A try whose grant id has a
+-- tombstone (see distlock_permit_abandon) does nothing and returns NULL in
+-- all four.
+CREATE OR REPLACE FUNCTION @schema@.distlock_permit_acquire(sem_key text, permit_grant text, permit_owner text, ttl_ms bigint,
+    permit_limit integer, with_slot boolean, wait_ms bigint,
+    OUT granted bigint, OUT granted_slot integer, OUT stored_limit integer, OUT retry_ms bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    mine        bigint;
+    live        integer;
+    others      integer;
+    next_expiry timestamptz;
+BEGIN
+    IF permit_grant IS NULL OR ttl_ms IS NULL OR ttl_ms <= 0 OR permit_limit IS NULL OR permit_limit < 1
+        OR with_slot IS NULL OR wait_ms IS NULL OR wait_ms < 0 THEN
+        RAISE EXCEPTION 'distlock: permit acquire: a grant id, a positive TTL and limit, and a waiter lifetime of at least 0 are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A try and the clean-up of its grant id exclude each other, as in
+    -- distlock_lease_wait.
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1685086061::int4, pg_catalog.hashtext(permit_grant));
+    IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_abandoned a WHERE a.key = sem_key AND a.grant_id = permit_grant) THEN
+        RETURN;
+    END IF;
+    -- A waiter in line whose turn has not come renews its place without
+    -- the semaphore's lock, so that waiters that poll do not queue for it
+    -- behind one another, and ahead of the releases. Its live row keeps
+    -- the stored limit its own, and a permit given back after this read
+    -- is notified to the first waiter, whose turn then comes.
+    IF wait_ms > 0 THEN
+        SELECT w.seq INTO mine FROM @schema@.distlock_permit_waiter w
+        WHERE w.key = sem_key AND w.waiter = permit_grant AND w.expires > pg_catalog.now();
+        SELECT s.max_permits INTO stored_limit FROM @schema@.distlock_semaphore s WHERE s.key = sem_key;
+        SELECT pg_catalog.count(*)::int4, pg_catalog.min(p.expires) INTO live, next_expiry FROM @schema@.distlock_permit p
+        WHERE p.key = sem_key AND p.expires > pg_catalog.now();
+        IF mine IS NOT NULL AND stored_limit = permit_limit AND live < permit_limit THEN
+            -- A permit is free: the first earlier waiter's, if one is
+            -- live (it is woken, as below), else this waiter's.
+            next_expiry := NULL;
+            SELECT w.expires INTO next_expiry FROM @schema@.distlock_permit_waiter w
+            WHERE w.key = sem_key AND w.seq < mine AND w.expires > pg_catalog.now()
+            ORDER BY w.seq LIMIT 1;
+            IF next_expiry IS NOT NULL THEN
+                PERFORM @schema@.distlock_permit_wake(sem_key);
+            END IF;
+        END IF;
+        IF mine IS NOT NULL AND stored_limit = permit_limit AND next_expiry IS NOT NULL THEN
+            UPDATE @schema@.distlock_permit_waiter w SET expires = pg_catalog.clock_timestamp() + wait_ms * interval '1 millisecond'
+            WHERE w.key = sem_key AND w.waiter = permit_grant AND w.expires > pg_catalog.now();
+            IF FOUND THEN
+                retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM next_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
+                PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+                RETURN;
+            END IF;
+        END IF;
+        mine := NULL;
+        next_expiry := NULL;
+    END IF;
+    -- The semaphore's lock. Each statement below takes its snapshot once
+    -- the lock is held, and sees what the previous holder committed.
+    SELECT s.max_permits INTO stored_limit FROM @schema@.distlock_semaphore s WHERE s.key = sem_key FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO @schema@.distlock_semaphore AS s (key, max_permits) VALUES (sem_key, permit_limit)
+        ON CONFLICT (key) DO NOTHING;
+        SELECT s.max_permits INTO stored_limit FROM @schema@.distlock_semaphore s WHERE s.key = sem_key FOR UPDATE;
+    END IF;
+    -- Rows that a release, a leave or a refresh has locked are left to
+    -- it: a release deletes its row before it takes the semaphore's lock
+    -- (see distlock_permit_release), and waiting for it here would
+    -- deadlock.
+    DELETE FROM @schema@.distlock_permit p USING (
+        SELECT q.grant_id FROM @schema@.distlock_permit q WHERE q.key = sem_key AND q.expires <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED) x
+    WHERE p.key = sem_key AND p.grant_id = x.grant_id;
+    DELETE FROM @schema@.distlock_permit_waiter w USING (
+        SELECT v.waiter FROM @schema@.distlock_permit_waiter v WHERE v.key = sem_key AND v.expires <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED) x
+    WHERE w.key = sem_key AND w.waiter = x.waiter;
+    -- Every row left counts, expired or not: one that was skipped is on
+    -- its way out (a release, a leave), or being renewed by a refresh
+    -- that started before it expired and may commit after this; counting
+    -- it grants nothing in its place until it is gone.
+    SELECT pg_catalog.count(*)::int4 INTO live FROM @schema@.distlock_permit p WHERE p.key = sem_key;
+    SELECT w.seq INTO mine FROM @schema@.distlock_permit_waiter w WHERE w.key = sem_key AND w.waiter = permit_grant;
+    SELECT pg_catalog.count(*)::int4 INTO others FROM @schema@.distlock_permit_waiter w
+    WHERE w.key = sem_key AND w.waiter <> permit_grant;
+    IF live = 0 AND others = 0 THEN
+        -- Nothing holds or awaits a permit: this asker sets the limit.
+        IF stored_limit <> permit_limit THEN
+            UPDATE @schema@.distlock_semaphore s SET max_permits = permit_limit WHERE s.key = sem_key;
+            stored_limit := permit_limit;
+        END IF;
+    ELSIF stored_limit <> permit_limit THEN
+        DELETE FROM @schema@.distlock_permit_waiter w WHERE w.key = sem_key AND w.waiter = permit_grant;
+        RETURN;
+    END IF;
+    IF with_slot THEN
+        -- A slot is free once its row is gone.
+        SELECT pg_catalog.min(g.n) INTO granted_slot FROM pg_catalog.generate_series(0, permit_limit - 1) AS g(n)
+        WHERE NOT EXISTS (SELECT 1 FROM @schema@.distlock_permit p WHERE p.key = sem_key AND p.slot = g.n);
+    END IF;
+    IF live < permit_limit AND (granted_slot IS NOT NULL OR NOT with_slot) AND NOT EXISTS (
+        SELECT 1 FROM @schema@.distlock_permit_waiter w
+        WHERE w.key = sem_key AND w.waiter <> permit_grant AND (mine IS NULL OR w.seq < mine)) THEN
+        -- A token must be durable before it is handed out.
+        IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+            PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+        END IF;
+        UPDATE @schema@.distlock_fence f SET token = f.token + 1 WHERE f.key = sem_key
+        RETURNING f.token INTO granted;
+        IF NOT FOUND THEN
+            INSERT INTO @schema@.distlock_fence AS f (key, token) VALUES (sem_key, 1)
+            ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+            RETURNING f.token INTO granted;
+        END IF;
+        INSERT INTO @schema@.distlock_permit (key, grant_id, token, slot, owner, granted_at, expires)
+        VALUES (sem_key, permit_grant, granted, granted_slot, coalesce(permit_owner, ''), pg_catalog.now(),
+            pg_catalog.now() + ttl_ms * interval '1 millisecond');
+        DELETE FROM @schema@.distlock_permit_waiter w WHERE w.key = sem_key AND w.waiter = permit_grant;
+        PERFORM @schema@.distlock_permit_wake(sem_key);
+        RETURN;
+    END IF;
+    granted_slot := NULL;
+    IF live >= permit_limit THEN
+        SELECT pg_catalog.min(p.expires) INTO next_expiry FROM @schema@.distlock_permit p
+        WHERE p.key = sem_key AND p.expires > pg_catalog.now();
+    ELSE
+        SELECT w.expires INTO next_expiry FROM @schema@.distlock_permit_waiter w
+        WHERE w.key = sem_key AND w.waiter <> permit_grant AND w.expires > pg_catalog.now() ORDER BY w.seq LIMIT 1;
+        PERFORM @schema@.distlock_permit_wake(sem_key);
+    END IF;
+    -- Rows on their way out, all expired (see above): soon.
+    next_expiry := coalesce(next_expiry, pg_catalog.clock_timestamp() + interval '10 milliseconds');
+    retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM next_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
+    -- A place in line lost in a crash is taken again at the next try.
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    IF wait_ms > 0 THEN
+        INSERT INTO @schema@.distlock_permit_waiter AS w (key, waiter, expires)
+        VALUES (sem_key, permit_grant, pg_catalog.clock_timestamp() + wait_ms * interval '1 millisecond')
+        ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
+    END IF;
+END
+$$;
+
+-- distlock_permit_refresh extends the permit permit_grant of sem_key to
+-- ttl_ms milliseconds from now() if it has not expired, and reports
+-- whether it did; committed durably, as distlock_lease_refresh is.
+CREATE OR REPLACE FUNCTION @schema@.distlock_permit_refresh(sem_key text, permit_grant text, ttl_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: permit refresh: a positive TTL is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    UPDATE @schema@.distlock_permit p SET expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
+    WHERE p.key = sem_key AND p.grant_id = permit_grant AND p.expires > pg_catalog.now();
+    RETURN FOUND;
+END
+$$;
+
+-- distlock_permit_release gives the permit permit_grant of sem_key back
+-- if it has not expired, then, under the semaphore's lock, notifies the
+-- first waiter (see distlock_permit_wake), and reports whether it gave it
+-- back.
+-- Lost in a crash, the release leaves the permit to expire.
+CREATE OR REPLACE FUNCTION @schema@.distlock_permit_release(sem_key text, permit_grant text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The permit's row first, while it is live: the semaphore's lock may
+    -- be a while coming. A grant meanwhile still sees the row, and counts
+    -- the permit; the wake, once the lock is held, sees what that grant
+    -- committed (the waiter it queued).
+    DELETE FROM @schema@.distlock_permit p
+    WHERE p.key = sem_key AND p.grant_id = permit_grant AND p.expires > pg_catalog.now();
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM 1 FROM @schema@.distlock_semaphore s WHERE s.key = sem_key FOR UPDATE;
+    PERFORM @schema@.distlock_permit_wake(sem_key);
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    RETURN true;
+END
+$$;
+
+-- distlock_permit_leave takes permit_grant out of sem_key's line, when its
+-- AcquirePermit gives up; then, under the semaphore's lock, the next
+-- waiter is notified if a permit is free (the one leaving may have been
+-- notified last).
+CREATE OR REPLACE FUNCTION @schema@.distlock_permit_leave(sem_key text, permit_grant text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM @schema@.distlock_permit_waiter w WHERE w.key = sem_key AND w.waiter = permit_grant;
+    IF FOUND THEN
+        PERFORM 1 FROM @schema@.distlock_semaphore s WHERE s.key = sem_key FOR UPDATE;
+        PERFORM @schema@.distlock_permit_wake(sem_key);
+    END IF;
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+END
+$$;
+
+-- distlock_permit_abandon is distlock_lease_abandon for a try of a permit:
+-- it waits for a try of permit_grant that the server is still running,
+-- leaves permit_grant's tombstone in distlock_lease_abandoned, kept
+-- keep_ms milliseconds, so that a later try of it does nothing, and then
+-- gives back a permit named permit_grant and takes permit_grant out of
+-- the line, waking the next waiter. It touches no other permit nor
+-- waiter.
+CREATE OR REPLACE FUNCTION @schema@.distlock_permit_abandon(sem_key text, permit_grant text, keep_ms bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF permit_grant IS NULL OR keep_ms IS NULL OR keep_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: permit abandon: a grant id and a positive tombstone lifetime are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_catalog.pg_advisory_xact_lock(1685086061::int4, pg_catalog.hashtext(permit_grant));
+    DELETE FROM @schema@.distlock_lease_abandoned a WHERE a.key = sem_key AND a.until <= pg_catalog.now();
+    INSERT INTO @schema@.distlock_lease_abandoned AS a (key, grant_id, until)
+    VALUES (sem_key, permit_grant, pg_catalog.now() + keep_ms * interval '1 millisecond')
+    ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
+    PERFORM @schema@.distlock_permit_release(sem_key, permit_grant);
+    PERFORM @schema@.distlock_permit_leave(sem_key, permit_grant);
 END
 $$;
 
