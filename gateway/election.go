@@ -30,15 +30,22 @@ const maxValue = 1024
 // electionName reads the election name of r's path, checks that p may
 // use the election's key, and returns both.
 func electionName(r *http.Request, p *principal) (name, key string, pr *problem) {
+	return prefixedName(r, p, "election", election.KeyPrefix)
+}
+
+// prefixedName reads the name of r's path of an election or a semaphore
+// (what), kept at prefix+name, checks that p may use that key, and
+// returns both.
+func prefixedName(r *http.Request, p *principal, what, prefix string) (name, key string, pr *problem) {
 	name = r.PathValue("name")
-	key = election.KeyPrefix + name
+	key = prefix + name
 	switch err := distlock.ValidateKey(name); {
 	case err != nil:
 		return "", "", newProblem(http.StatusBadRequest, ProblemBadName,
-			"election name: "+strings.TrimPrefix(err.Error(), "distlock: "))
+			what+" name: "+strings.TrimPrefix(err.Error(), "distlock: "))
 	case len(key) > driver.MaxKeyLen:
 		return "", "", newProblem(http.StatusBadRequest, ProblemBadName,
-			fmt.Sprintf("election name: %d bytes, more than %d", len(name), driver.MaxKeyLen-len(election.KeyPrefix)))
+			fmt.Sprintf("%s name: %d bytes, more than %d", what, len(name), driver.MaxKeyLen-len(prefix)))
 	case !p.may(key):
 		return "", "", p.forbidden(key)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -25,19 +24,7 @@ import (
 // semaphoreName reads the semaphore name of r's path, checks that p may
 // use the semaphore's key, and returns both.
 func semaphoreName(r *http.Request, p *principal) (name, key string, pr *problem) {
-	name = r.PathValue("name")
-	key = semaphore.KeyPrefix + name
-	switch err := distlock.ValidateKey(name); {
-	case err != nil:
-		return "", "", newProblem(http.StatusBadRequest, ProblemBadName,
-			"semaphore name: "+strings.TrimPrefix(err.Error(), "distlock: "))
-	case len(key) > driver.MaxKeyLen:
-		return "", "", newProblem(http.StatusBadRequest, ProblemBadName,
-			fmt.Sprintf("semaphore name: %d bytes, more than %d", len(name), driver.MaxKeyLen-len(semaphore.KeyPrefix)))
-	case !p.may(key):
-		return "", "", p.forbidden(key)
-	}
-	return name, key, nil
+	return prefixedName(r, p, "semaphore", semaphore.KeyPrefix)
 }
 
 type permitRequest struct {
