@@ -52,8 +52,8 @@ func TestLostLockTerminatesCommand(t *testing.T) {
 	}{
 		{"ObeysSIGTERM", `echo TERM >> %[1]s; exit 0`, "300ms", "exited with status 0"},
 		{"IgnoresSIGTERM", `echo TERM >> %[1]s`, "300ms", "killed by signal 9"},
-		// The deadline (under 2s away) comes before the grace ends: the
-		// supervisor's SIGTERM before it would be a second one.
+		// The deadline (under --ttl away) comes before the grace ends:
+		// the supervisor's SIGTERM before it would be a second one.
 		{"IgnoresSIGTERMGraceBeyondDeadline", `echo TERM >> %[1]s`, "1m", "killed by signal 9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,9 +62,17 @@ func TestLostLockTerminatesCommand(t *testing.T) {
 			pidFile, mark := dir+"/pid", dir+"/mark"
 			srv := memlock.New()
 			var stderr syncBuffer
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("distlock's stderr: %q", stderr.String())
+				}
+			})
 			script := fmt.Sprintf(`trap '`+tc.trap+`' TERM; echo $$ > %[2]s; while :; do sleep 0.02; done`, sh(mark), sh(pidFile))
+			// A lease long enough that a late renewal under load does not
+			// make the supervisor end the command before the loss (its
+			// at-risk window, 2s, is how late a renewal may be).
 			code := runInProcess(context.Background(), srv, &stderr,
-				"run", "--ttl", "2s", "--grace", tc.grace, "jobs/k", "--", "sh", "-c", script)
+				"run", "--ttl", "6s", "--grace", tc.grace, "jobs/k", "--", "sh", "-c", script)
 			pid := readInt(t, pidFile)
 			if !alive(pid) {
 				t.Fatal("the command is not running")
