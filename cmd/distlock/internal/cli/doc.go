@@ -77,8 +77,10 @@
 //
 // Loss: if the lock is lost while the command runs, the group gets SIGTERM
 // at once (before distlock writes anything), then SIGKILL after --grace
-// (default 10s), and distlock exits 76, saying so once when the command
-// has ended. A command may be stopped only after its lock was lost: let it
+// (default 10s), or at the lock's deadline (below) if that comes first,
+// and distlock exits 76, saying so once when the command has ended. The
+// group gets one SIGTERM: when the lock has a deadline, distlock has the
+// supervisor send it, which sends none if its deadline sent one already. A command may be stopped only after its lock was lost: let it
 // check DISTLOCK_TOKEN against fenced storage for the writes that matter.
 //
 // The deadline: the supervisor (below) keeps the lock's local deadline

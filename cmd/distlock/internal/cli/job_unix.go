@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -170,7 +171,18 @@ loop:
 			lostErr = lock.Err()
 			// Stop the command first: every moment it runs it runs unlocked.
 			// What happened is said once, when the command has ended.
-			terminate()
+			// The supervisor sends the SIGTERM when it keeps a deadline:
+			// it may have sent its own already (the deadline came near
+			// before the Client gave the lock up), or be about to, and
+			// the group gets one SIGTERM either way.
+			if err := j.control(lostMsg(monoNow() + int64(f.grace))); err != nil {
+				r.log.Debug("telling the supervisor the lock was lost", "err", err)
+				signalGroup(syscall.SIGTERM)
+			}
+			if killer == nil {
+				killer = time.NewTimer(f.grace)
+				killC = killer.C
+			}
 			sent = "SIGTERM"
 			r.log.Debug("terminating the command: the lock was lost", "pgid", j.pid, "grace", f.grace) // the Client logged why
 		case <-stopping:
@@ -287,6 +299,7 @@ type job struct {
 	exited chan struct{}       // closed when the supervisor has exited and been waited for
 	done   chan struct{}       // closed when the supervisor has exited and been read
 	limits *os.File            // distlock's end of the supervisor's control socket
+	ctlMu  sync.Mutex          // one line at a time on limits
 
 	// Set before done is closed.
 	supState *os.ProcessState // how the supervisor ended
@@ -475,6 +488,16 @@ func (j *job) read(rd *os.File, started chan<- int, done chan<- struct{}) {
 	}
 }
 
+// control writes line on the supervisor's control socket. It fails once
+// the socket is closed: the lock has no time bound (sendDeadlines), or the
+// command has ended.
+func (j *job) control(line string) error {
+	j.ctlMu.Lock()
+	defer j.ctlMu.Unlock()
+	_, err := io.WriteString(j.limits, line)
+	return err
+}
+
 func describeState(ps *os.ProcessState) string {
 	if ps == nil {
 		return "was not waited for"
@@ -635,7 +658,7 @@ func (r *runner) sendDeadlines(lock held, j *job, first deadline, f runFlags) (s
 				continue
 			}
 			last, lastW = d, w
-			if _, err := io.WriteString(j.limits, limitAt(now, d, w, f).line()); err != nil {
+			if err := j.control(limitAt(now, d, w, f).line()); err != nil {
 				r.log.Debug("telling the supervisor the lock's deadline", "err", err)
 				return
 			}

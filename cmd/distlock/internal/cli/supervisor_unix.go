@@ -52,10 +52,16 @@ import (
 //	                    comes first (ns on the monotonic clock, which
 //	                    both processes share)
 //	none                the lock has no time bound (first line only)
+//	lost KILL           the lock was lost: send the group SIGTERM now,
+//	                    unless it was sent already, and SIGKILL at KILL
+//	                    or at the deadline, whichever comes first
 //
 // The supervisor keeps the deadline itself, so that the command ends in
 // time even when distlock alone is stopped or starved. Once it has sent
-// SIGTERM it goes on to SIGKILL at that deadline whatever distlock says.
+// SIGTERM it goes on to SIGKILL at that deadline whatever distlock says,
+// or sooner after "lost". The group gets one SIGTERM from the two: distlock
+// leaves it to the supervisor when the lock is lost, rather than send one
+// as the supervisor sends its own at the deadline.
 //
 // It reports the end of the command only after it has killed (SIGKILL)
 // what was left of the command's group and seen it gone. If distlock dies
@@ -170,15 +176,15 @@ func runSupervisor(args []string) int {
 			return
 		}
 	}()
-	updates := make(chan deadline)
+	updates := make(chan control)
 	go func() {
 		defer close(updates)
 		for {
-			d, ok := nextDeadline(deadlines)
+			c, ok := nextControl(deadlines)
 			if !ok {
 				return // distlock closed its end, or died: keep the last deadline
 			}
-			updates <- d
+			updates <- c
 		}
 	}()
 	var (
@@ -203,25 +209,40 @@ func runSupervisor(args []string) int {
 		timer = time.NewTimer(time.Duration(at - monoNow()))
 		fire = timer.C
 	}
+	// terminate sends the group SIGTERM, and SIGCONT, which lets a
+	// stopped job handle it; SIGKILL follows at limit.kill.
+	terminate := func() {
+		terminating = true
+		syscall.Kill(-pid, syscall.SIGTERM)
+		syscall.Kill(-pid, syscall.SIGCONT)
+	}
 	arm()
 	for {
 		select {
-		case d, ok := <-updates:
+		case c, ok := <-updates:
 			switch {
 			case !ok:
 				updates = nil
+			case c.lost:
+				// Whether or not the deadline sent its SIGTERM already,
+				// the group gets no other.
+				if !limit.bounded() || c.limit.kill < limit.kill {
+					limit.kill = c.limit.kill
+				}
+				if !terminating {
+					terminate()
+				}
+				arm()
 			case !terminating:
-				limit = d
+				limit = c.limit
 				arm()
 			}
 		case <-fire:
 			fire = nil
 			if !terminating {
 				// The renewal is overdue: end the group before the lease
-				// can lapse. SIGCONT lets a stopped job handle SIGTERM.
-				terminating = true
-				syscall.Kill(-pid, syscall.SIGTERM)
-				syscall.Kill(-pid, syscall.SIGCONT)
+				// can lapse.
+				terminate()
 				fmt.Fprintf(report, "%s %d\n", reportExpiry, limit.kill-limit.term)
 				arm()
 			} else {
@@ -262,7 +283,40 @@ func (d deadline) bounded() bool { return d.kill != 0 }
 const (
 	deadlineLine  = "deadline"
 	unboundedLine = "none"
+	lostLine      = "lost"
 )
+
+// lostMsg is what distlock writes on the control socket when the lock is
+// lost: the supervisor sends the group SIGTERM, unless it did already,
+// and SIGKILL at kill (monoNow's clock), or at the deadline if sooner.
+func lostMsg(kill int64) string {
+	return fmt.Sprintf("%s %d\n", lostLine, kill)
+}
+
+// control is a line of the control socket after the start message: a
+// deadline, or the lock's loss with the time for SIGKILL in limit.kill.
+type control struct {
+	limit deadline
+	lost  bool
+}
+
+// nextControl reads the next well-formed line of the control socket;
+// false at its end.
+func nextControl(sc *bufio.Scanner) (control, bool) {
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == lostLine {
+			if kill, err := strconv.ParseInt(f[1], 10, 64); err == nil && kill > 0 {
+				return control{limit: deadline{kill: kill}, lost: true}, true
+			}
+			continue
+		}
+		if d, ok := parseDeadline(f); ok {
+			return control{limit: d}, true
+		}
+	}
+	return control{}, false
+}
 
 // line is what distlock writes on the deadline pipe for d.
 func (d deadline) line() string {
@@ -272,22 +326,29 @@ func (d deadline) line() string {
 	return fmt.Sprintf("%s %d %d\n", deadlineLine, d.term, d.kill)
 }
 
-// nextDeadline reads the next well-formed line of the deadline pipe; false
-// at its end.
+// nextDeadline reads the next well-formed deadline line of the control
+// socket (the first, sent with the start message); false at its end.
 func nextDeadline(sc *bufio.Scanner) (deadline, bool) {
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 1 && f[0] == unboundedLine {
-			return deadline{}, true
+		if d, ok := parseDeadline(strings.Fields(sc.Text())); ok {
+			return d, true
 		}
-		if len(f) != 3 || f[0] != deadlineLine {
-			continue
-		}
-		term, err1 := strconv.ParseInt(f[1], 10, 64)
-		kill, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 == nil && err2 == nil && kill > 0 && term <= kill {
-			return deadline{term, kill}, true
-		}
+	}
+	return deadline{}, false
+}
+
+// parseDeadline parses the fields of a deadline line, or of "none".
+func parseDeadline(f []string) (deadline, bool) {
+	if len(f) == 1 && f[0] == unboundedLine {
+		return deadline{}, true
+	}
+	if len(f) != 3 || f[0] != deadlineLine {
+		return deadline{}, false
+	}
+	term, err1 := strconv.ParseInt(f[1], 10, 64)
+	kill, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 == nil && err2 == nil && kill > 0 && term <= kill {
+		return deadline{term, kill}, true
 	}
 	return deadline{}, false
 }
