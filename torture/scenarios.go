@@ -222,7 +222,11 @@ func pauseScenario(f *Fixture) error {
 			if !ended {
 				f.Res0.UnendedLateWrites++
 			}
-			r.Notef("round %d: A's term's deadline came before B's Campaign returned: %v (by %v; its context cancelled by the late write: %v)", round, ended, bres.Granted.Sub(ares.Deadline).Round(time.Millisecond), ares.DoneBefore)
+			what := "A's term's deadline came before B's Campaign returned"
+			if f.Permit {
+				what = "A's permit's deadline came before B's Acquire returned"
+			}
+			r.Notef("round %d: %s: %v (by %v; its context cancelled by the late write: %v)", round, what, ended, bres.Granted.Sub(ares.Deadline).Round(time.Millisecond), ares.DoneBefore)
 		}
 		if err := a.Release(); err != nil {
 			r.Notef("round %d: A's release after the pause: %s", round, ErrKind(err))
