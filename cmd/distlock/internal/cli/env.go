@@ -11,7 +11,8 @@ import (
 const backendEnv = "DISTLOCK_BACKEND"
 
 // commandEnv is the environment of the command that `distlock run` runs:
-// environ with DISTLOCK_KEY and DISTLOCK_TOKEN, and with DISTLOCK_BACKEND
+// environ with DISTLOCK_KEY and DISTLOCK_TOKEN, DISTLOCK_SLOT when slot is
+// not negative (a permit's slot), and with DISTLOCK_BACKEND
 // set to backendURL, the lock service that distlock used (from --backend
 // or from DISTLOCK_BACKEND), with its password taken out; without
 // DISTLOCK_BACKEND when backendURL is "" (the default, file://, which is
@@ -27,10 +28,17 @@ const backendEnv = "DISTLOCK_BACKEND"
 // another service: passed is then false, and the caller says so, since a
 // distlock inside the command would take its locks in the default
 // file:// directory unless given --backend.
-func commandEnv(environ []string, backendURL, key string, token uint64) (env []string, passed bool) {
-	env = make([]string, 0, len(environ)+3)
+//
+// The DISTLOCK_ variables that environ has (a distlock run inside another
+// one's command) are left out first: a program reads the first of two
+// variables of one name (getenv in C and Go), which would be the outer
+// run's key, token or slot.
+func commandEnv(environ []string, backendURL, key string, token uint64, slot int) (env []string, passed bool) {
+	env = make([]string, 0, len(environ)+4)
 	for _, kv := range environ {
-		if name, _, _ := strings.Cut(kv, "="); name != backendEnv {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case backendEnv, "DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_SLOT":
+		default:
 			env = append(env, kv)
 		}
 	}
@@ -41,7 +49,11 @@ func commandEnv(environ []string, backendURL, key string, token uint64) (env []s
 			env = append(env, backendEnv+"="+clean)
 		}
 	}
-	return append(env, "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(token, 10)), passed
+	env = append(env, "DISTLOCK_KEY="+key, "DISTLOCK_TOKEN="+strconv.FormatUint(token, 10))
+	if slot >= 0 {
+		env = append(env, "DISTLOCK_SLOT="+strconv.Itoa(slot))
+	}
+	return env, passed
 }
 
 // withoutSecrets returns rawURL without the password of its user and

@@ -81,12 +81,13 @@ func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, arg
 		return execError(argv[0], resolved.Err)
 	}
 	notify(sigc, forwardSignals)
-	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token())
+	slot := -1
 	if s, ok := lock.(interface{ Slot() (int, bool) }); ok {
-		if slot, ok := s.Slot(); ok {
-			env = append(env, "DISTLOCK_SLOT="+strconv.Itoa(slot))
+		if n, ok := s.Slot(); ok {
+			slot = n
 		}
 	}
+	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token(), slot)
 	if !passed {
 		fmt.Fprintf(r.stderr, "distlock: the command gets no DISTLOCK_BACKEND: %s cannot be passed on without its password; a distlock inside the command uses file:// unless given --backend\n",
 			redact(r.backendURL))

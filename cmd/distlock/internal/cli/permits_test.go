@@ -160,3 +160,24 @@ rm %[1]s/$DISTLOCK_SLOT`, sh(in), sh(release))
 		t.Errorf("a run without --slots: exit %d, stdout %q, stderr %q; want semaphore/backups, a token, no slot", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A run inside another run's command gives its command its own key and
+// token, once each, and no slot of the outer permit: a program reads the
+// first of two variables of one name.
+func TestNestedRunEnvironment(t *testing.T) {
+	e := newEnv(t)
+	show := `env | grep '^DISTLOCK_[KTS]' | sort`
+	r := e.run("run", "--permits", "2", "--slots", "outer", "--", bin, "run", "inner", "--", "sh", "-c", show)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || lines[0] != "DISTLOCK_KEY=inner" || !strings.HasPrefix(lines[1], "DISTLOCK_TOKEN=") {
+		t.Errorf("the inner command's environment: %q; want DISTLOCK_KEY=inner and its token, once each, and no DISTLOCK_SLOT", r.stdout)
+	}
+	r = e.run("run", "outer2", "--", bin, "run", "--permits", "2", "--slots", "inner2", "--", "sh", "-c", show)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 3 || lines[0] != "DISTLOCK_KEY=semaphore/inner2" || lines[1] != "DISTLOCK_SLOT=0" {
+		t.Errorf("exit %d, the inner permit's environment: %q; want its key, slot 0 and token, once each", r.code, r.stdout)
+	}
+}
