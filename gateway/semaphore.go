@@ -100,6 +100,9 @@ func (g *Gateway) acquirePermit(w http.ResponseWriter, r *http.Request, p *princ
 	case errors.Is(err, errTooManyLocks):
 		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
 			fmt.Sprintf("the session holds or waits for %d locks, terms and permits, the most this gateway allows", g.cfg.maxLocks))
+	case errors.Is(err, errOtherSlots):
+		return newProblem(http.StatusConflict, ProblemNotAcquired,
+			fmt.Sprintf("the session holds a permit of semaphore %s asked otherwise: with slots %v", quoteName(name), !req.Slots))
 	case errors.Is(err, errHeldOtherwise):
 		return newProblem(http.StatusConflict, ProblemNotAcquired,
 			fmt.Sprintf("the session holds the semaphore's key %s as a lock: release it first", quoteName(key)))

@@ -72,6 +72,9 @@ func TestPermits(t *testing.T) {
 		if again := g.permit(a, "exports", 2, true, "0").want(t, 200, ""); again.str("token") != pa.str("token") {
 			t.Fatalf("a retried acquire answered %s; want the permit of token %d", again.raw, ta)
 		}
+		// A retry naming another limit, or slots otherwise, is refused.
+		g.permit(a, "exports", 3, true, "0").want(t, 409, gateway.ProblemLimitMismatch)
+		g.permit(a, "exports", 2, false, "0").want(t, 409, gateway.ProblemNotAcquired)
 		g.permit(c, "exports", 2, true, "0").want(t, 409, gateway.ProblemNotAcquired)
 		g.permit(c, "exports", 3, true, "0").want(t, 409, gateway.ProblemLimitMismatch)
 		g.acquire("", a, "semaphore/exports", "0").want(t, 409, gateway.ProblemNotAcquired)

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/election"
 )
 
@@ -71,8 +72,9 @@ type held struct {
 	s      *session
 	name   string
 	lock   grant
-	term   *election.Term // nil for a lock or a permit
-	permit bool           // a permit of the semaphore kept at name: one of its holders, never in Gateway.holders
+	term   *election.Term     // nil for a lock or a permit
+	permit bool               // a permit of the semaphore kept at name: one of its holders, never in Gateway.holders
+	sem    distlock.Semaphore // a permit's: the limit and slots it was asked with
 	token  uint64
 	since  time.Time
 	lease  time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
@@ -375,6 +377,15 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration, 
 			if h.kind() != cand.kind() {
 				return nil, errHeldOtherwise
 			}
+			if p := cand.permit; p != nil && p.Limit != h.sem.Limit {
+				// A retry that names another limit is refused as
+				// another session's would be, not answered the
+				// permit of another limit.
+				return nil, &driver.LimitError{Stored: h.sem.Limit, Asked: p.Limit}
+			}
+			if p := cand.permit; p != nil && p.Slots != h.sem.Slots {
+				return nil, errOtherSlots
+			}
 			return h, nil
 		}
 		if p := s.pending[name]; p != nil {
@@ -458,6 +469,7 @@ var (
 	errSessionEnded  = errors.New("session ended")
 	errTooManyLocks  = errors.New("too many locks")
 	errHeldOtherwise = errors.New("held as another kind: a lock, a term or a permit")
+	errOtherSlots    = errors.New("the session's permit was asked with slots, or without, otherwise")
 )
 
 // take acquires name through the session's Client, as a lock or as a
@@ -488,6 +500,9 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 		return nil, err
 	}
 	h := &held{s: s, name: name, lock: l, term: term, permit: cand.permit != nil, token: l.Token(), since: time.Now()}
+	if cand.permit != nil {
+		h.sem = *cand.permit
+	}
 	if term != nil {
 		v := term.Value() // the owner stored with the term
 		h.owner.Store(&v)
