@@ -258,6 +258,9 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 	}
 	if !cfg.permit { // a permit never re-enters
 		if n := findHeld(parent, c, key); n != nil {
+			if n.g.cfg.shared && !cfg.shared {
+				return nil, ErrUpgrade
+			}
 			return c.reenter(waitCtx, parentScope(parent), n, cfg.maxDepth)
 		}
 	}
@@ -330,7 +333,15 @@ func (c *Client) take(waitCtx, parent context.Context, key string, cfg config) (
 // acquireLease asks the backend for key as cfg says: a lock, or a
 // semaphore's permit.
 func (c *Client) acquireLease(ctx context.Context, key string, cfg config, g *grant) (driver.Lease, error) {
-	opts := driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost, Election: cfg.election}
+	opts := driver.AcquireOptions{TTL: cfg.ttl, Wait: cfg.wait, Owner: cfg.owner, OnLost: g.onLost,
+		Election: cfg.election, Writer: cfg.writer}
+	if cfg.shared {
+		s, ok := c.b.(driver.SharedLocks)
+		if !ok {
+			return nil, fmt.Errorf("distlock: %s cannot grant shared locks: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+		}
+		return s.AcquireShared(ctx, key, opts)
+	}
 	if !cfg.permit {
 		return c.b.Acquire(ctx, key, opts)
 	}

@@ -54,6 +54,12 @@ var (
 	// with WithMaxDepth.
 	ErrTooDeep = errors.New("distlock: reentrancy depth limit reached")
 
+	// ErrUpgrade means an exclusive lock was asked under the context of a
+	// shared lock of the same key (WithShared): it would wait for its own
+	// read lock. Release the shared lock first, or take the exclusive lock
+	// from the start.
+	ErrUpgrade = errors.New("distlock: a shared lock cannot be upgraded to an exclusive one")
+
 	// ErrClosed means the Client (or its Backend) was closed.
 	ErrClosed = driver.ErrClosed
 )

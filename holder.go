@@ -34,6 +34,24 @@ func (c *Client) Permits(ctx context.Context, key string) (PermitState, error) {
 	return st, keyErr("permits", key, err)
 }
 
+// Readers returns the live shared locks of exactly key (WithShared),
+// sorted by token, from a backend that grants them (driver.SharedLocks);
+// any other gives an error matching errors.ErrUnsupported. An exclusive
+// holder of the key is not among them: Holder reports it. Every error is
+// a *KeyError.
+func (c *Client) Readers(ctx context.Context, key string) ([]Holder, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, keyErr("readers", key, err)
+	}
+	s, ok := c.b.(driver.SharedLocks)
+	if !ok {
+		err := fmt.Errorf("distlock: %s cannot grant shared locks: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+		return nil, keyErr("readers", key, err)
+	}
+	hs, err := s.Readers(ctx, key)
+	return hs, keyErr("readers", key, err)
+}
+
 // PermitState is the state of a semaphore: its stored limit, its live
 // permits and how many wait for one (see Client.Permits).
 type PermitState = driver.PermitState
@@ -72,7 +90,7 @@ func (c *Client) readHolder(ctx context.Context, key string) (Holder, bool, erro
 	}
 	hs, err := l.List(ctx, key)
 	for _, h := range hs {
-		if h.Key == key {
+		if h.Key == key && !h.Shared {
 			return h, true, nil // (err, if any, is about other keys)
 		}
 	}

@@ -41,6 +41,10 @@ func (l *Lock) Slot() (slot int, ok bool) {
 	return 0, false
 }
 
+// Shared reports whether the lock is a shared (read) lock: acquired with
+// WithShared, and not a re-entry of an exclusive lock.
+func (l *Lock) Shared() bool { return l.g.cfg.shared }
+
 // Context returns a context that is cancelled when the lock is lost or
 // released, or when a lock it was acquired under ends. context.Cause of it
 // is the reason it ended.

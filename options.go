@@ -66,6 +66,8 @@ type config struct {
 	election   string
 	permit     bool // WithSemaphore: a permit of semaphore, not a lock
 	semaphore  driver.Semaphore
+	shared     bool // WithShared: a shared (read) lock
+	writer     bool // WithWriter: the writer of a read/write lock
 	logger     *slog.Logger
 	meters     metric.MeterProvider // nil: the global provider
 	keyLabel   func(key string) string
@@ -184,6 +186,31 @@ func WithSemaphore(s Semaphore) LockOption {
 	return func(c *config) { c.permit, c.semaphore = true, s }
 }
 
+// WithShared makes the acquisition a shared (read) lock of the key, on a
+// backend that grants them (driver.SharedLocks; any other refuses it with
+// an error matching errors.ErrUnsupported). It shares the key with the
+// key's other shared locks, and excludes (and is excluded by) the key's
+// ordinary, exclusive locks: a lock of the key is its writer. Askers are
+// served in arrival order, and a writer waiting for the key blocks the
+// readers who come after it. The lock is a Lock in every other way: its
+// own token (unique and above every earlier grant's of the key), renewal,
+// loss and release.
+//
+// Acquired under the context of a lock of the same key, it re-enters that
+// lock, shared or exclusive; an exclusive lock asked under a shared
+// lock's context of the same key is refused with ErrUpgrade, since it
+// would wait for itself. WithSemaphore, WithElection and WithWriter with
+// it are refused with ErrInvalidOption. Package rwlock names these
+// locks. Default: false, an exclusive lock.
+func WithShared(shared bool) LockOption { return func(c *config) { c.shared = shared } }
+
+// WithWriter marks an exclusive lock as the writer of a read/write lock.
+// It excludes as every lock does; it matters only where the service has
+// a read/write layout of its own, whose readers see only its writers
+// (ZooKeeper's, from Curator's InterProcessReadWriteLock: see package
+// zklock). Package rwlock's write locks use it. Default: false.
+func WithWriter(writer bool) LockOption { return func(c *config) { c.writer = writer } }
+
 // WithLogger sets where the Client logs: losses and renewal failures at
 // Warn; acquisitions, renewals, releases and retried failures at Debug.
 // Default: nothing is logged.
@@ -297,6 +324,12 @@ func (c config) validate() error {
 		return bad("semaphore limit %d is not in [1, %d]", c.semaphore.Limit, driver.MaxPermits)
 	case c.permit && c.election != "":
 		return bad("a permit cannot be a candidacy (WithSemaphore with WithElection)")
+	case c.shared && c.permit:
+		return bad("a permit cannot be a shared lock (WithSemaphore with WithShared)")
+	case c.shared && c.election != "":
+		return bad("a candidacy cannot be a shared lock (WithElection with WithShared)")
+	case c.shared && c.writer:
+		return bad("a shared lock cannot be a writer (WithShared with WithWriter)")
 	}
 	return driver.CheckOwner(c.owner)
 }

@@ -18,6 +18,7 @@ var (
 	_ driver.HolderReader   = (*Faulty)(nil)
 	_ driver.HolderWatcher  = (*Faulty)(nil)
 	_ driver.Semaphores     = (*Faulty)(nil)
+	_ driver.SharedLocks    = (*Faulty)(nil)
 	_ driver.OwnerSetter    = (*faultyLease)(nil)
 	_ driver.SlotLease      = faultySlotLease{}
 )
@@ -26,7 +27,7 @@ var (
 // cut off from the service while the service goes on (its leases then lapse
 // by their TTL). Acquire and Release pass through, so that the Client's
 // own clean-up still reaches the service, and so do the optional
-// interfaces (Lister, HolderReader, HolderWatcher, Semaphores, a lease's
+// interfaces (Lister, HolderReader, HolderWatcher, Semaphores, SharedLocks, a lease's
 // OwnerSetter and SlotLease),
 // with an error matching errors.ErrUnsupported when the wrapped backend
 // lacks one; a lease's SetOwner fails like a refresh while its key is
@@ -104,6 +105,28 @@ func (f *Faulty) AcquirePermit(ctx context.Context, key string, sem driver.Semap
 		return faultySlotLease{fl}, nil
 	}
 	return fl, nil
+}
+
+// AcquireShared implements driver.SharedLocks.
+func (f *Faulty) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	s, ok := f.Backend.(driver.SharedLocks)
+	if !ok {
+		return nil, fmt.Errorf("distlocktest: %T cannot grant shared locks: %w", f.Backend, errors.ErrUnsupported)
+	}
+	l, err := s.AcquireShared(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyLease{Lease: l, f: f, key: key}, nil
+}
+
+// Readers implements driver.SharedLocks.
+func (f *Faulty) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
+	s, ok := f.Backend.(driver.SharedLocks)
+	if !ok {
+		return nil, fmt.Errorf("distlocktest: %T cannot grant shared locks: %w", f.Backend, errors.ErrUnsupported)
+	}
+	return s.Readers(ctx, key)
 }
 
 // Permits implements driver.Semaphores.

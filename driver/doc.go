@@ -14,7 +14,8 @@
 // round trip), Lister (distlock status), HolderReader (the holder of
 // exactly one key), HolderWatcher (a push-based watch of it, for
 // Client.Watch and elections) and Semaphores (permits of counting
-// semaphores, see Semaphores), and its leases OwnerSetter (a new owner
+// semaphores, see Semaphores) and SharedLocks (read locks, see Shared
+// locks), and its leases OwnerSetter (a new owner
 // for a held grant, for an election's Proclaim). The Client falls back to
 // Lister, then to polling, when a backend lacks one, or when it returns
 // an error matching errors.ErrUnsupported.
@@ -220,6 +221,50 @@
 // advisory lock per slot can neither store a limit nor serve waiters in
 // order across slots, a session blocked on one slot waiting past a slot
 // that frees first.
+//
+// # Shared locks
+//
+// A shared (read) lock of a key shares the key with the other shared
+// locks of it, and excludes the key's exclusive locks, which exclude it:
+// the writer of a read/write lock (package rwlock) is the key's ordinary
+// lock, so that `distlock run KEY` and `distlock run --shared KEY` behave
+// as flock(1) without and with -s. A backend that grants shared locks
+// implements SharedLocks, and its Acquire then waits for the key's
+// shared holders too; the Client refuses shared locks on any other, with
+// an error matching errors.ErrUnsupported. A backend whose grants cannot
+// be proven to exclude (a quorum of independent nodes, as Redlock's)
+// does not implement it. Such a backend:
+//
+//   - never grants an exclusive lock while a shared or exclusive grant of
+//     the key is live, nor a shared one while an exclusive grant is live;
+//   - serves askers in arrival order, with one rule for the kinds: a
+//     shared asker is granted when no exclusive grant is live and no
+//     exclusive asker waits before it, so that readers arriving together
+//     overlap, and a waiting writer blocks the readers who come after it
+//     (writers are never starved by a stream of readers); an exclusive
+//     asker is granted when nothing is live and nobody waits before it.
+//     A try (no Wait) follows the same rules: a shared try fails while a
+//     writer holds or waits;
+//   - makes each shared grant a Lease as for a lock (Validity, Refresh,
+//     Release owner-checked, renewed and lost as its locks are), and
+//     draws its Token from the key's lock counter, so that every grant of
+//     the key, shared or not, has a token unique and strictly greater
+//     than every token granted before it on the key: a writer's token
+//     fences as a lock's does;
+//   - gives back a shared grant whose holder stopped renewing when its
+//     TTL runs out or its session ends, and one granted to an asker whose
+//     Acquire failed, as for locks;
+//   - lists a key's shared grants (Readers, and Lister's List, with
+//     Holder.Shared set), while HolderReader and HolderWatcher report the
+//     exclusive holder only.
+//
+// Where the service's other clients have a read/write layout of their own
+// (ZooKeeper: Curator's InterProcessReadWriteLock), a backend keeps shared
+// grants there, and the writers that ask with AcquireOptions.Writer, as
+// that layout's writers, and says in its documentation which clients
+// exclude which. A backend whose locks are PostgreSQL advisory locks
+// takes pg_advisory_lock_shared on the key's own lock id, so that psql's
+// shared advisory locks share with its readers and block its writers.
 //
 // # URLs
 //

@@ -87,6 +87,14 @@ type AcquireOptions struct {
 	// "Elections" in the package documentation); every other backend
 	// ignores it and grants key as a lock, the token from its counter.
 	Election string
+
+	// Writer, when true, says that this exclusive grant is the write lock
+	// of a read/write lock (package rwlock). It excludes as every grant of
+	// Acquire does; a backend whose service has a read/write layout of its
+	// own (ZooKeeper's, from Curator) keeps it there as the writer, so
+	// that the layout's readers see it. Every other backend ignores it.
+	// AcquireShared ignores it too.
+	Writer bool
 }
 
 // Lease is one grant of a key by a Backend. Its methods are safe for
@@ -142,6 +150,8 @@ type RefreshResult struct {
 // `distlock status`.
 type Lister interface {
 	// List returns the holders of keys starting with prefix, sorted by key.
+	// A backend that implements SharedLocks lists a key's shared grants
+	// too, with Shared set, after its exclusive holder and by token.
 	List(ctx context.Context, prefix string) ([]Holder, error)
 }
 
@@ -154,4 +164,5 @@ type Holder struct {
 	Expires time.Time // when the service will expire it unless refreshed; zero if unbounded or unknown
 	Slot    int       // a permit's slot, when HasSlot
 	HasSlot bool      // a permit asked with Semaphore.Slots; false for a lock
+	Shared  bool      // a shared (read) grant (SharedLocks); false for a lock or permit
 }

@@ -1,6 +1,7 @@
 package memlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -17,6 +18,7 @@ var (
 	_ driver.Lister         = (*Backend)(nil)
 	_ driver.HolderReader   = (*Backend)(nil)
 	_ driver.HolderWatcher  = (*Backend)(nil)
+	_ driver.SharedLocks    = (*Backend)(nil)
 	_ driver.OwnerSetter    = (*lease)(nil)
 )
 
@@ -39,10 +41,12 @@ type Backend struct {
 type entry struct {
 	key     string
 	token   uint64 // last token granted; never reset
-	holder  *lease // nil when free
+	holder  *lease // the exclusive holder; nil when none
 	expires time.Time
-	timer   *time.Timer   // fires at expires, to free the key
-	freed   chan struct{} // closed when the holder goes; a new one per grant
+	timer   *time.Timer // fires at expires, to free the key
+	// readers are the shared grants, each with its own expiry and timer.
+	readers map[*lease]struct{}
+	gone    chan struct{} // closed when a grant goes; made when awaited (goneLocked)
 	// watchers are woken (a value, coalesced) at each change of holder or
 	// owner; each is closed when its watch ends.
 	watchers map[chan struct{}]struct{}
@@ -89,6 +93,19 @@ func (b *Backend) waitTurn(ctx context.Context, key string) (*driver.Turn[struct
 // they queue for the key's turn, and the one that has it waits for the
 // holder to go (a release, an expiry or a revocation wakes it at once).
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	return b.acquire(ctx, key, opts, false)
+}
+
+// AcquireShared implements driver.SharedLocks. Readers queue for the key's
+// turn with its writers: the one that has the turn is granted as soon as
+// no writer holds the key, and passes the turn on, so that readers in a
+// row overlap while a writer that has the turn keeps later readers out
+// until it is granted.
+func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	return b.acquire(ctx, key, opts, true)
+}
+
+func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOptions, shared bool) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
@@ -108,17 +125,17 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 		return nil, fmt.Errorf("%w: memlock: held (or awaited)", driver.ErrNotAcquired)
 	}
 	defer turn.Done()
-	// A try's answer is atomic with the watch it returns: freed is closed
-	// when the holder it saw goes.
+	// A try's answer is atomic with the watch it returns: gone is closed
+	// when a grant it saw goes.
 	try := func(context.Context, bool) (*lease, *driver.Held, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		e := b.entryLocked(key)
 		b.expireLocked(e, time.Now())
-		if e.holder == nil {
-			return b.grantLocked(e, opts), nil, nil
+		if e.holder == nil && (shared || len(e.readers) == 0) {
+			return b.grantLocked(e, opts, shared), nil, nil
 		}
-		return nil, &driver.Held{Wake: e.freed}, nil
+		return nil, &driver.Held{Wake: e.goneLocked()}, nil
 	}
 	if !opts.Wait {
 		if l, _, _ := try(ctx, false); l != nil {
@@ -146,17 +163,40 @@ func (b *Backend) entryLocked(key string) *entry {
 	return e
 }
 
-// grantLocked makes a new lease the holder of e.
-func (b *Backend) grantLocked(e *entry, opts driver.AcquireOptions) *lease {
+// grantLocked makes a new lease the holder of e, or one of its readers.
+func (b *Backend) grantLocked(e *entry, opts driver.AcquireOptions, shared bool) *lease {
 	now := time.Now()
 	e.token++
 	l := &lease{b: b, e: e, token: e.token, owner: opts.Owner, onLost: opts.OnLost,
-		since: now, validity: driver.Validity{Sent: now, TTL: opts.TTL}}
+		since: now, validity: driver.Validity{Sent: now, TTL: opts.TTL}, shared: shared}
+	if shared {
+		if e.readers == nil {
+			e.readers = map[*lease]struct{}{}
+		}
+		e.readers[l] = struct{}{}
+		b.armReaderLocked(l, now, opts.TTL)
+		return l
+	}
 	e.holder = l
-	e.freed = make(chan struct{})
 	b.armLocked(e, now, opts.TTL)
 	e.notifyLocked()
 	return l
+}
+
+// goneLocked returns a channel closed when a grant of e goes.
+func (e *entry) goneLocked() chan struct{} {
+	if e.gone == nil {
+		e.gone = make(chan struct{})
+	}
+	return e.gone
+}
+
+// signalGoneLocked wakes whoever waits for a grant of e to go.
+func (e *entry) signalGoneLocked() {
+	if e.gone != nil {
+		close(e.gone)
+		e.gone = nil
+	}
 }
 
 // notifyLocked wakes the watchers of e.
@@ -189,28 +229,52 @@ func (b *Backend) onTimer(e *entry) {
 	b.expireLocked(e, time.Now())
 }
 
-// expireLocked drops an expired holder silently, waking the next waiter.
+// expireLocked drops an expired holder or reader silently, waking the
+// next waiter.
 func (b *Backend) expireLocked(e *entry, now time.Time) {
 	if e.holder != nil && !now.Before(e.expires) {
 		b.freeLocked(e, e.holder)
 	}
+	for r := range e.readers {
+		if !now.Before(r.expires) {
+			b.freeLocked(e, r)
+		}
+	}
 }
 
-// freeLocked removes l as holder of e, if it is, and wakes the waiter that
-// has e's turn.
+// freeLocked removes l as holder or reader of e, if it is, and wakes the
+// waiter that has e's turn.
 func (b *Backend) freeLocked(e *entry, l *lease) bool {
+	if l.shared {
+		if _, ok := e.readers[l]; !ok {
+			return false
+		}
+		delete(e.readers, l)
+		l.timer.Stop()
+		e.signalGoneLocked()
+		return true
+	}
 	if e.holder != l {
 		return false
 	}
 	e.holder = nil
 	e.timer.Stop()
-	close(e.freed)
+	e.signalGoneLocked()
 	e.notifyLocked()
 	return true
 }
 
-// Revoke drops the current grants of key, its lock and every live permit
-// of its semaphore, as a session service does when the holders' sessions
+// heldLocked reports whether l still holds its key.
+func (l *lease) heldLocked() bool {
+	if l.shared {
+		_, ok := l.e.readers[l]
+		return ok
+	}
+	return l.e.holder == l
+}
+
+// Revoke drops the current grants of key, its lock, its shared locks and
+// every live permit of its semaphore, as a session service does when the holders' sessions
 // end, and tells each holder through its OnLost callback before anyone
 // else can be granted what it held. It reports whether there was a grant
 // to drop.
@@ -222,6 +286,13 @@ func (b *Backend) Revoke(key string) bool {
 		return false
 	}
 	revoked := b.revokePermitsLocked(e)
+	for r := range e.readers {
+		if r.onLost != nil {
+			r.onLost(fmt.Errorf("%w: revoked by the service", driver.ErrLockLost))
+		}
+		b.freeLocked(e, r)
+		revoked = true
+	}
 	if e.holder == nil {
 		return revoked
 	}
@@ -240,13 +311,54 @@ func (b *Backend) List(_ context.Context, prefix string) ([]driver.Holder, error
 	var hs []driver.Holder
 	for k, e := range b.keys {
 		b.expireLocked(e, now)
-		if e.holder != nil && strings.HasPrefix(k, prefix) {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if e.holder != nil {
 			hs = append(hs, driver.Holder{Key: k, Token: e.holder.token, Owner: e.holder.owner,
 				Since: e.holder.since, Expires: e.expires})
 		}
+		hs = append(hs, e.readersLocked()...)
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(hs, func(a, b driver.Holder) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		if a.Shared != b.Shared {
+			if a.Shared {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Token, b.Token)
+	})
 	return hs, nil
+}
+
+// readersLocked lists the readers of e, sorted by token.
+func (e *entry) readersLocked() []driver.Holder {
+	hs := make([]driver.Holder, 0, len(e.readers))
+	for r := range e.readers {
+		hs = append(hs, driver.Holder{Key: e.key, Token: r.token, Owner: r.owner,
+			Since: r.since, Expires: r.expires, Shared: true})
+	}
+	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmp.Compare(a.Token, b.Token) })
+	return hs
+}
+
+// Readers implements driver.SharedLocks.
+func (b *Backend) Readers(_ context.Context, key string) ([]driver.Holder, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.keys[key]
+	if e == nil {
+		return nil, nil
+	}
+	b.expireLocked(e, time.Now())
+	return e.readersLocked(), nil
 }
 
 // Holder implements driver.HolderReader.
@@ -326,6 +438,23 @@ type lease struct {
 	since    time.Time
 	validity driver.Validity
 	onLost   func(error)
+	shared   bool
+	expires  time.Time   // a reader's expiry (a writer's is its entry's)
+	timer    *time.Timer // fires at a reader's expires
+}
+
+// armReaderLocked sets the expiry of r, a reader, to now+ttl.
+func (b *Backend) armReaderLocked(r *lease, now time.Time, ttl time.Duration) {
+	r.expires = now.Add(ttl)
+	if r.timer == nil {
+		r.timer = time.AfterFunc(ttl, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.expireLocked(r.e, time.Now())
+		})
+	} else {
+		r.timer.Reset(ttl)
+	}
 }
 
 func (l *lease) Token() uint64             { return l.token }
@@ -346,10 +475,14 @@ func (l *lease) refreshLocked(ttl time.Duration) (driver.Validity, error) {
 	}
 	now := time.Now()
 	l.b.expireLocked(l.e, now)
-	if l.e.holder != l {
+	if !l.heldLocked() {
 		return driver.Validity{}, fmt.Errorf("%w: token %d no longer holds %q", driver.ErrLockLost, l.token, l.e.key)
 	}
-	l.b.armLocked(l.e, now, ttl)
+	if l.shared {
+		l.b.armReaderLocked(l, now, ttl)
+	} else {
+		l.b.armLocked(l.e, now, ttl)
+	}
 	return driver.Validity{Sent: now, TTL: ttl}, nil
 }
 
@@ -361,7 +494,7 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	l.b.expireLocked(l.e, time.Now())
-	if l.e.holder != l {
+	if !l.heldLocked() {
 		return fmt.Errorf("%w: token %d no longer holds %q", driver.ErrLockLost, l.token, l.e.key)
 	}
 	if l.owner != owner {

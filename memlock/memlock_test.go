@@ -211,3 +211,15 @@ func TestSemaphoreConformance(t *testing.T) {
 			}
 		}))
 }
+
+func TestSharedConformance(t *testing.T) {
+	srv := memlock.New()
+	t.Cleanup(func() { srv.Close() })
+	distlocktest.RunShared(t, func(t *testing.T) driver.Backend { return srv },
+		distlocktest.WithTTL(300*time.Millisecond),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			if !srv.Revoke(key) {
+				t.Fatalf("Revoke(%q): no grant to revoke", key)
+			}
+		}))
+}

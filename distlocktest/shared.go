@@ -1,0 +1,647 @@
+package distlocktest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/rwlock"
+)
+
+// RunShared runs the conformance suite of shared (read) locks and package
+// rwlock against the backends newBackend returns, which must implement
+// driver.SharedLocks, with the options of Run (WithTTL, WithRevoke). The
+// tests run one after another, each as a subtest.
+func RunShared(t *testing.T, newBackend Factory, opts ...Option) {
+	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"Readers/Share", s.testReadersShare},
+		{"Readers/ExcludedByWriter", s.testReadersExcluded},
+		{"Exclusion/RandomTiming", s.testSharedRandom},
+		{"Writer/WaitingBlocksLaterReaders", s.testWriterBlocksReaders},
+		{"Writer/NotStarvedByReaders", s.testWriterNotStarved},
+		{"Upgrade/Refused", s.testUpgradeRefused},
+		{"Tokens/Increasing", s.testSharedTokens},
+		{"Lost/ReaderComesBack", s.testReaderLost},
+		{"Abandoned/ReaderComesBack", s.testReaderAbandoned},
+		{"Acquire/CancelledLeaveNothing", s.testSharedCancelled},
+		{"Readers/Listed", s.testReadersListed},
+		{"BadInput", s.testSharedBadInput},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.checkLeaks(t)
+			s.probe(t)
+			tc.fn(t)
+		})
+	}
+}
+
+// rw returns the read/write lock of key over a Client of its own, as
+// another process has.
+func (s *suite) rw(t *testing.T, key string, opts ...distlock.LockOption) *rwlock.RWLock {
+	t.Helper()
+	return s.rwOver(t, s.client(t), key, opts...)
+}
+
+func (s *suite) rwOver(t *testing.T, c *distlock.Client, key string, opts ...distlock.LockOption) *rwlock.RWLock {
+	t.Helper()
+	opts = append([]distlock.LockOption{distlock.WithTTL(s.ttl)}, opts...)
+	rw, err := rwlock.New(c, key, rwlock.WithLockOptions(opts...))
+	if err != nil {
+		t.Fatalf("rwlock.New(%q): %v", key, err)
+	}
+	return rw
+}
+
+// granted returns a function that fails the test with what if it is
+// given an error, and otherwise returns the lock: granted(t, what)(acquire()).
+func granted(t *testing.T, what string) func(*distlock.Lock, error) *distlock.Lock {
+	return func(l *distlock.Lock, err error) *distlock.Lock {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return l
+	}
+}
+
+// refused checks that a try failed with ErrNotAcquired, releasing what it
+// got if it did not.
+func refused(t *testing.T, what string, l *distlock.Lock, err error) {
+	t.Helper()
+	if err == nil {
+		l.Release(context.Background())
+		t.Fatalf("%s granted; want ErrNotAcquired", what)
+	}
+	if !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("%s: %v; want ErrNotAcquired", what, err)
+	}
+}
+
+func releaseAll(t *testing.T, ls ...*distlock.Lock) {
+	t.Helper()
+	for _, l := range ls {
+		mustRelease(t, l)
+	}
+}
+
+// assertNoReaders checks that key has no live shared grant.
+func assertNoReaders(t *testing.T, ctx context.Context, rw *rwlock.RWLock) {
+	t.Helper()
+	hs, err := rw.Readers(ctx)
+	if err != nil {
+		t.Fatalf("Readers: %v", err)
+	}
+	if len(hs) != 0 {
+		t.Fatalf("Readers: %v; want none", hs)
+	}
+}
+
+// testReadersShare: 8 readers over 4 Clients hold the key at once, each
+// granted by a try; while they do, a writer's try, and an ordinary lock's,
+// are refused. Once they are gone, the writer's try is granted.
+func (s *suite) testReadersShare(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	var rs []*distlock.Lock
+	for i := range 8 {
+		rw := s.rw(t, key)
+		if i%2 == 0 {
+			rs = append(rs, granted(t, "RLock")(rw.RLock(ctx)))
+		} else {
+			rs = append(rs, granted(t, "TryRLock while only readers hold")(rw.TryRLock(ctx)))
+		}
+		if !rs[i].Shared() {
+			t.Fatalf("a read lock's Shared() is false")
+		}
+	}
+	w, err := s.rw(t, key).TryLock(ctx)
+	refused(t, "TryLock while 8 readers hold", w, err)
+	s.assertHeld(t, ctx, key)
+	releaseAll(t, rs...)
+	w = granted(t, "TryLock once the readers are gone")(s.rw(t, key).TryLock(ctx))
+	if w.Shared() {
+		t.Fatalf("a write lock's Shared() is true")
+	}
+	mustRelease(t, w)
+}
+
+// testReadersExcluded: while a writer holds the key (a write lock or an
+// ordinary lock), a reader's try is refused, and a waiting reader is
+// granted once the writer releases.
+func (s *suite) testReadersExcluded(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	for _, writer := range []string{"write lock", "ordinary lock"} {
+		var w *distlock.Lock
+		if writer == "write lock" {
+			w = granted(t, "Lock")(s.rw(t, key).Lock(ctx))
+		} else {
+			w = mustAcquire(t, s.client(t), ctx, key, distlock.WithTTL(s.ttl))
+		}
+		r, err := s.rw(t, key).TryRLock(ctx)
+		refused(t, "TryRLock while a "+writer+" holds", r, err)
+		got := make(chan *distlock.Lock, 1)
+		reader := s.rw(t, key)
+		go func() {
+			r, err := reader.RLock(ctx)
+			if err != nil {
+				t.Errorf("RLock: %v", err)
+			}
+			got <- r
+		}()
+		// The reader waits: it is granted only after the writer goes.
+		select {
+		case r := <-got:
+			if r != nil {
+				r.Release(ctx)
+			}
+			t.Fatalf("a reader granted while a %s holds", writer)
+		case <-time.After(50 * time.Millisecond): // a grant would come well within this; its absence is not relied on
+		}
+		mustRelease(t, w)
+		select {
+		case r := <-got:
+			if r == nil {
+				t.FailNow()
+			}
+			mustRelease(t, r)
+		case <-time.After(pushBound):
+			t.Fatalf("a waiting reader not granted within %v of the %s's release", pushBound, writer)
+		}
+	}
+}
+
+// sharing checks the reader/writer invariant on the holders inside a
+// section: a holder counts while its lock is live by the contract, until
+// its context ends or its local deadline passes (see permitted).
+type sharing struct {
+	mu      sync.Mutex
+	in      map[*distlock.Lock]struct{}
+	readers int // most live readers at once
+	lost    int
+	tokens  []uint64
+}
+
+func liveLock(l *distlock.Lock, now time.Time) bool {
+	if l.Err() != nil {
+		return false
+	}
+	d, ok := l.Deadline()
+	return !ok || d.After(now)
+}
+
+func (sh *sharing) enter(t *testing.T, l *distlock.Lock) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.tokens = append(sh.tokens, l.Token())
+	sh.in[l] = struct{}{}
+	now := time.Now()
+	readers, writers := 0, 0
+	for o := range sh.in {
+		if !liveLock(o, now) {
+			continue
+		}
+		if o.Shared() {
+			readers++
+		} else {
+			writers++
+		}
+	}
+	if writers > 1 || writers == 1 && readers > 0 {
+		t.Errorf("%d writers and %d readers live at once (token %d entering, shared %v)", writers, readers, l.Token(), l.Shared())
+	}
+	sh.readers = max(sh.readers, readers)
+}
+
+func (sh *sharing) leave(t *testing.T, l *distlock.Lock, releaseErr error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	delete(sh.in, l)
+	switch {
+	case releaseErr == nil:
+	case errors.Is(releaseErr, distlock.ErrLockLost): // a renewal late under load
+		sh.lost++
+	default:
+		t.Errorf("Release of %d: %v", l.Token(), releaseErr)
+	}
+}
+
+// testSharedRandom: 16 goroutines over 4 Clients take read locks (3 in 4)
+// and write locks at random, holding each for a random moment: a writer
+// is never live with another holder, and every token is unique.
+func (s *suite) testSharedRandom(t *testing.T) {
+	const clients, perClient, rounds = 4, 4, 20
+	ctx, key := s.ctx(t), s.key(t)
+	sh := &sharing{in: map[*distlock.Lock]struct{}{}}
+	var wg sync.WaitGroup
+	for range clients {
+		rw := s.rw(t, key)
+		for range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					lock := rw.RLock
+					if mrand.IntN(4) == 0 {
+						lock = rw.Lock
+					}
+					l, err := lock(ctx)
+					if err != nil {
+						t.Errorf("acquire: %v", err)
+						return
+					}
+					sh.enter(t, l)
+					time.Sleep(time.Duration(mrand.IntN(2000)) * time.Microsecond)
+					sh.leave(t, l, l.Release(ctx))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if sh.lost > 0 {
+		t.Logf("%d locks lost inside the section (renewals late under load)", sh.lost)
+	}
+	t.Logf("at most %d readers at once", sh.readers)
+	tokens := slices.Clone(sh.tokens)
+	slices.Sort(tokens)
+	if len(tokens) > 0 && tokens[0] == 0 {
+		t.Fatalf("token 0 granted")
+	}
+	if len(slices.Compact(tokens)) != len(sh.tokens) {
+		t.Fatalf("a token granted twice")
+	}
+	s.assertFree(t, ctx, key)
+}
+
+// testWriterBlocksReaders: a writer waiting behind a reader keeps the
+// readers who come after it out, tries included, until it has been
+// granted and released the key.
+func (s *suite) testWriterBlocksReaders(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	r := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
+	writer := s.rw(t, key)
+	got := make(chan *distlock.Lock, 1)
+	go func() {
+		w, err := writer.Lock(ctx)
+		if err != nil {
+			t.Errorf("Lock: %v", err)
+		}
+		got <- w
+	}()
+	// Until the writer has its place in line a reader's try may be
+	// granted; from then on none is.
+	later := s.rw(t, key)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := later.TryRLock(ctx)
+		if errors.Is(err, distlock.ErrNotAcquired) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("TryRLock: %v", err)
+		}
+		mustRelease(t, l)
+		if time.Now().After(deadline) {
+			t.Fatalf("a reader's try still granted 10 s after a writer began waiting")
+		}
+		time.Sleep(5 * time.Millisecond) // the writer is asking meanwhile
+	}
+	waiting := make(chan *distlock.Lock, 1)
+	go func() {
+		l, err := later.RLock(ctx)
+		if err != nil {
+			t.Errorf("RLock: %v", err)
+		}
+		waiting <- l
+	}()
+	mustRelease(t, r)
+	var w *distlock.Lock
+	select {
+	case w = <-got:
+		if w == nil {
+			t.FailNow()
+		}
+	case l := <-waiting:
+		if l != nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("a reader that came after a waiting writer was granted first")
+	case <-time.After(s.lapse()):
+		t.Fatalf("the writer not granted within %v of the reader's release", s.lapse())
+	}
+	select {
+	case l := <-waiting:
+		if l != nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("a reader granted while the writer holds")
+	default:
+	}
+	mustRelease(t, w)
+	select {
+	case l := <-waiting:
+		if l == nil {
+			t.FailNow()
+		}
+		mustRelease(t, l)
+	case <-time.After(pushBound):
+		t.Fatalf("the later reader not granted within %v of the writer's release", pushBound)
+	}
+}
+
+// testWriterNotStarved: readers hand the key on to each other, each
+// holding until the next is granted (or, if the next waits, for a
+// moment), so that the key is never free of readers while readers are
+// granted freely; a writer asking meanwhile must still be granted, and
+// soon. A backend that let readers pass a waiting writer would grant
+// readers forever.
+func (s *suite) testWriterNotStarved(t *testing.T) {
+	const handOver = 300 * time.Millisecond
+	ctx, key := s.ctx(t), s.key(t)
+	rws := []*rwlock.RWLock{s.rw(t, key), s.rw(t, key), s.rw(t, key)}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	readers := atomic.Int32{}
+	var read func(i int, prev chan<- struct{})
+	read = func(i int, granted chan<- struct{}) {
+		defer wg.Done()
+		l, err := rws[i%len(rws)].RLock(ctx)
+		close(granted)
+		if err != nil {
+			t.Errorf("RLock: %v", err)
+			return
+		}
+		readers.Add(1)
+		defer l.Release(ctx)
+		if stop.Load() {
+			return
+		}
+		next := make(chan struct{})
+		wg.Add(1)
+		go read(i+1, next)
+		select {
+		case <-next:
+		case <-time.After(handOver):
+		}
+	}
+	first := make(chan struct{})
+	wg.Add(1)
+	go read(0, first)
+	<-first
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	w, err := s.rw(t, key).Lock(wctx)
+	stop.Store(true)
+	if err != nil {
+		wg.Wait()
+		t.Fatalf("a writer not granted within 20 s while readers handed the key on (%d readers granted): %v", readers.Load(), err)
+	}
+	mustRelease(t, w)
+	wg.Wait()
+	t.Logf("%d readers granted", readers.Load())
+}
+
+// testUpgradeRefused: a write lock asked under a read lock's context of
+// the same key is refused with ErrUpgrade at once, tries too; a read lock
+// under a read or write lock's context re-enters it.
+func (s *suite) testUpgradeRefused(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	rw := s.rw(t, key)
+	r := granted(t, "RLock")(rw.RLock(ctx))
+	for _, lock := range []func(context.Context) (*distlock.Lock, error){rw.Lock, rw.TryLock} {
+		w, err := lock(r.Context())
+		if err == nil {
+			w.Release(ctx)
+			t.Fatalf("a write lock granted under a read lock's context")
+		}
+		if !errors.Is(err, distlock.ErrUpgrade) {
+			t.Fatalf("Lock under a read lock's context: %v; want ErrUpgrade", err)
+		}
+	}
+	rr := granted(t, "RLock under a read lock's context")(rw.RLock(r.Context()))
+	if rr.Token() != r.Token() {
+		t.Fatalf("a read lock under a read lock's context has token %d; want the outer's %d (re-entered)", rr.Token(), r.Token())
+	}
+	releaseAll(t, rr, r)
+	w := granted(t, "Lock")(rw.Lock(ctx))
+	wr := granted(t, "RLock under a write lock's context")(rw.RLock(w.Context()))
+	if wr.Token() != w.Token() || wr.Shared() {
+		t.Fatalf("a read lock under a write lock's context: token %d, shared %v; want the writer's %d, re-entered", wr.Token(), wr.Shared(), w.Token())
+	}
+	releaseAll(t, wr, w)
+	s.assertFree(t, ctx, key)
+}
+
+// testSharedTokens: every grant of a key, read or write or an ordinary
+// lock, has a token above every earlier grant's; readers holding at once
+// have distinct tokens.
+func (s *suite) testSharedTokens(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	rw := s.rw(t, key)
+	var last uint64
+	next := func(what string, l *distlock.Lock) {
+		t.Helper()
+		if l.Token() <= last {
+			t.Fatalf("%s has token %d, not above the last grant's %d", what, l.Token(), last)
+		}
+		last = l.Token()
+	}
+	for range 3 {
+		w := granted(t, "Lock")(rw.Lock(ctx))
+		next("a write lock", w)
+		mustRelease(t, w)
+		a := granted(t, "RLock")(rw.RLock(ctx))
+		next("a read lock", a)
+		b := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
+		next("a second read lock", b)
+		releaseAll(t, a, b)
+		l := mustAcquire(t, s.client(t), ctx, key, distlock.WithTTL(s.ttl))
+		next("an ordinary lock", l)
+		mustRelease(t, l)
+	}
+}
+
+// testReaderLost: a reader cut off from the service is lost (its context
+// ends with ErrLockLost) before a waiting writer is granted, within the
+// lapse bound.
+func (s *suite) testReaderLost(t *testing.T) {
+	s.needLapse(t)
+	ctx, key := s.ctx(t), s.key(t)
+	f := NewFaulty(s.newBackend(t))
+	r := granted(t, "RLock")(s.rwOver(t, s.clientOver(t, f), key).RLock(ctx))
+	s.lose(t, f, key)
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	w := granted(t, "Lock while the reader is cut off")(s.rw(t, key).Lock(wctx))
+	// Err judges by the local deadline, as the context does an instant
+	// later: it must have ended before the writer's grant.
+	if err := r.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("Err of a cut-off reader once a writer is granted: %v; want ErrLockLost", err)
+	}
+	waitDone(t, r.Done(), s.lapse(), "a cut-off reader's context")
+	mustRelease(t, w)
+}
+
+// testReaderAbandoned: shared grants whose holder went away without a
+// word (no renewal, no release, as a killed process) are given back within
+// their TTL to a waiting writer.
+func (s *suite) testReaderAbandoned(t *testing.T) {
+	s.needLapse(t)
+	ctx, key := s.ctx(t), s.key(t)
+	b, ok := s.newBackend(t).(driver.SharedLocks)
+	if !ok {
+		t.Fatalf("the backend does not implement driver.SharedLocks")
+	}
+	for range 2 {
+		if _, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: s.ttl}); err != nil {
+			t.Fatalf("AcquireShared: %v", err)
+		}
+	}
+	if s.revoke != nil {
+		s.revoke(t, key) // where grants lapse with their session alone
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	mustRelease(t, granted(t, "Lock while two readers are abandoned")(s.rw(t, key).Lock(wctx)))
+}
+
+// testSharedCancelled: 300 read and write acquires, each cancelled at a
+// random moment while others hold, leave nothing behind: afterwards a
+// writer's try is granted at once.
+func (s *suite) testSharedCancelled(t *testing.T) {
+	const acquires, clients = 300, 4
+	ctx, key := s.ctx(t), s.key(t)
+	rws := make([]*rwlock.RWLock, clients)
+	for i := range rws {
+		rws[i] = s.rw(t, key)
+	}
+	var wg sync.WaitGroup
+	var grants atomic.Int32
+	for i := range acquires {
+		wg.Add(2)
+		actx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(mrand.IntN(3000)) * time.Microsecond)
+			cancel()
+		}()
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			lock := rws[i%clients].RLock
+			if i%3 == 0 {
+				lock = rws[i%clients].Lock
+			}
+			l, err := lock(actx)
+			if err != nil {
+				if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+					t.Errorf("acquire: %v; want ErrNotAcquired and context.Canceled", err)
+				}
+				return
+			}
+			grants.Add(1)
+			if err := l.Release(ctx); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+				t.Errorf("Release: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d of %d acquires granted", grants.Load(), acquires)
+	assertNoReaders(t, ctx, rws[0])
+	mustRelease(t, granted(t, "TryLock after the cancelled acquires")(s.rw(t, key).TryLock(ctx)))
+}
+
+// testReadersListed: Readers lists the live shared grants of exactly the
+// key, by token, with their owners; Writer reports no holder meanwhile,
+// and the write lock's holder when it holds. A Lister lists both kinds.
+func (s *suite) testReadersListed(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	var rs []*distlock.Lock
+	for _, owner := range []string{"first", "second"} {
+		rs = append(rs, granted(t, "RLock")(s.rw(t, key, distlock.WithLockOwner(owner)).RLock(ctx)))
+	}
+	other := granted(t, "RLock")(s.rw(t, key+"2").RLock(ctx)) // a key the first is a prefix of
+	rw := s.rw(t, key)
+	hs, err := rw.Readers(ctx)
+	if err != nil {
+		t.Fatalf("Readers: %v", err)
+	}
+	if len(hs) != 2 {
+		t.Fatalf("Readers: %v; want the 2 readers", hs)
+	}
+	for i, h := range hs {
+		want := []string{"first", "second"}[i]
+		if h.Key != key || h.Token != rs[i].Token() || h.Owner != want || !h.Shared {
+			t.Fatalf("Readers[%d] = %+v; want key %q, token %d, owner %q, shared", i, h, key, rs[i].Token(), want)
+		}
+	}
+	if h, held, err := rw.Writer(ctx); err != nil || held {
+		t.Fatalf("Writer while readers hold: %+v, %v, %v; want none", h, held, err)
+	}
+	if l, ok := s.newBackend(t).(driver.Lister); ok {
+		hs, err := l.List(ctx, key)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		var shared int
+		for _, h := range hs {
+			if h.Key == key && h.Shared {
+				shared++
+			}
+		}
+		if shared != 2 {
+			t.Fatalf("List(%q): %v; want the 2 readers of %q, shared", key, hs, key)
+		}
+	}
+	releaseAll(t, append(rs, other)...)
+	w := granted(t, "Lock")(s.rw(t, key, distlock.WithLockOwner("writer")).Lock(ctx))
+	if h, held, err := rw.Writer(ctx); err != nil || !held || h.Token != w.Token() || h.Owner != "writer" || h.Shared {
+		t.Fatalf("Writer: %+v, %v, %v; want token %d, owner writer", h, held, err, w.Token())
+	}
+	assertNoReaders(t, ctx, rw)
+	mustRelease(t, w)
+}
+
+// testSharedBadInput: AcquireShared checks its input as Acquire does.
+func (s *suite) testSharedBadInput(t *testing.T) {
+	ctx := s.ctx(t)
+	b, ok := s.newBackend(t).(driver.SharedLocks)
+	if !ok {
+		t.Fatalf("the backend does not implement driver.SharedLocks")
+	}
+	for _, key := range []string{"", "bad\x00key", string([]byte{0xff})} {
+		if l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: s.ttl}); !errors.Is(err, distlock.ErrInvalidKey) {
+			if err == nil {
+				l.Release(ctx)
+			}
+			t.Fatalf("AcquireShared(%q): %v; want ErrInvalidKey", key, err)
+		}
+	}
+	for _, ttl := range []time.Duration{0, -time.Second, distlock.MaxTTL + time.Second} {
+		if l, err := b.AcquireShared(ctx, s.key(t), driver.AcquireOptions{TTL: ttl}); !errors.Is(err, distlock.ErrInvalidOption) {
+			if err == nil {
+				l.Release(ctx)
+			}
+			t.Fatalf("AcquireShared with TTL %v: %v; want ErrInvalidOption", ttl, err)
+		}
+	}
+	if _, err := b.Readers(ctx, ""); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Fatalf("Readers(\"\"): %v; want ErrInvalidKey", err)
+	}
+}
