@@ -333,6 +333,21 @@
 // live. Use redislock, or a consensus store (etcdlock, zklock), for
 // semaphores.
 //
+// # Shared locks
+//
+// A Backend grants no shared (read) locks either: it does not implement
+// driver.SharedLocks, and a Client refuses one over it (distlock.WithShared,
+// package rwlock's RLock, TryRLock, RDo and Readers) with an error
+// matching errors.ErrUnsupported, taking nothing on any node. Unlike a
+// limit above 1, a quorum could keep readers and writers apart: a node
+// that votes for a reader refuses writers and the reverse, and a reader's
+// majority and a writer's share a node. What it lacks is the rest of the
+// contract: a waiting writer that blocks later readers needs one line
+// across the nodes, which Redlock's per-node queues do not keep in one
+// order, so readers could starve writers. Use redislock, etcdlock, zklock,
+// pglock or filelock for read/write locks. rwlock's write lock is an
+// ordinary lock, which a Backend grants.
+//
 // # Key layout
 //
 // On every node, with the prefix P (WithPrefix, default "redlock:") and
