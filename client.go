@@ -54,6 +54,11 @@ func New(b driver.Backend, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.shared || cfg.writer || cfg.permit {
+		// Each would make every Acquire of the Client one kind of grant,
+		// and refuse the options of the others (a permit, a candidacy).
+		return nil, fmt.Errorf("%w: WithShared, WithWriter and WithSemaphore are options of one acquisition, not of a Client", ErrInvalidOption)
+	}
 	ms, err := newMetrics(cfg.meters, backendName(b), cfg.keyLabel)
 	if err != nil {
 		return nil, fmt.Errorf("distlock: metrics: %w", err)

@@ -179,9 +179,8 @@ type Semaphore = driver.Semaphore
 // [1, driver.MaxPermits], and WithElection with it, are refused with
 // ErrInvalidOption; Slots, by a backend whose permits cannot name their
 // slot (driver.SlotLease), with errors.ErrUnsupported. Use package
-// semaphore rather than this option, and never pass it to New: every
-// Acquire of that Client would then ask for a permit. Default: none, a
-// lock.
+// semaphore rather than this option. It is refused with ErrInvalidOption
+// given to New. Default: none, a lock.
 func WithSemaphore(s Semaphore) LockOption {
 	return func(c *config) { c.permit, c.semaphore = true, s }
 }
@@ -200,15 +199,20 @@ func WithSemaphore(s Semaphore) LockOption {
 // lock, shared or exclusive; an exclusive lock asked under a shared
 // lock's context of the same key is refused with ErrUpgrade, since it
 // would wait for itself. WithSemaphore, WithElection and WithWriter with
-// it are refused with ErrInvalidOption. Package rwlock names these
-// locks. Default: false, an exclusive lock.
+// it are refused with ErrInvalidOption, and so is WithShared given to New.
+// A read lock asked again from a context that does not carry the first
+// (another goroutine's, context.Background) is another read lock, which
+// waits behind a waiting writer: the writer waits for the first, and the
+// holder for the writer. Package rwlock names these locks. Default:
+// false, an exclusive lock.
 func WithShared(shared bool) LockOption { return func(c *config) { c.shared = shared } }
 
 // WithWriter marks an exclusive lock as the writer of a read/write lock.
 // It excludes as every lock does; it matters only where the service has
 // a read/write layout of its own, whose readers see only its writers
 // (ZooKeeper's, from Curator's InterProcessReadWriteLock: see package
-// zklock). Package rwlock's write locks use it. Default: false.
+// zklock). Package rwlock's write locks use it. It is refused with
+// ErrInvalidOption given to New. Default: false.
 func WithWriter(writer bool) LockOption { return func(c *config) { c.writer = writer } }
 
 // WithLogger sets where the Client logs: losses and renewal failures at

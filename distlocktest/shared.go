@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -36,9 +38,11 @@ func RunShared(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Exclusion/RandomTiming", s.testSharedRandom},
 		{"Writer/WaitingBlocksLaterReaders", s.testWriterBlocksReaders},
 		{"Writer/NotStarvedByReaders", s.testWriterNotStarved},
+		{"Renewal/KeepsReadersPastTTL", s.testReadersRenewed},
 		{"Upgrade/Refused", s.testUpgradeRefused},
 		{"Tokens/Increasing", s.testSharedTokens},
 		{"Lost/ReaderComesBack", s.testReaderLost},
+		{"Revoked/ReaderIsTold", s.testReaderRevoked},
 		{"Abandoned/ReaderComesBack", s.testReaderAbandoned},
 		{"Acquire/CancelledLeaveNothing", s.testSharedCancelled},
 		{"Readers/Listed", s.testReadersListed},
@@ -58,6 +62,42 @@ func RunShared(t *testing.T, newBackend Factory, opts ...Option) {
 func (s *suite) rw(t *testing.T, key string, opts ...distlock.LockOption) *rwlock.RWLock {
 	t.Helper()
 	return s.rwOver(t, s.client(t), key, opts...)
+}
+
+// held is how long the holders of a test that checks what does not
+// happen while they hold are leased for: long enough that no renewal late
+// under load ends them in the window.
+const held = 30 * time.Second
+
+// acquired is the result of an acquire run in a goroutine, sent to the
+// test's goroutine, which alone reports: a goroutine never fails a test
+// that may have ended.
+type acquired struct {
+	l   *distlock.Lock
+	err error
+}
+
+// goAcquire runs acquire in a goroutine; its result comes on the channel.
+// The test's clean-up waits for it and releases what it got unreceived.
+func goAcquire(t *testing.T, acquire func(context.Context) (*distlock.Lock, error), ctx context.Context) <-chan acquired {
+	ch := make(chan acquired, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l, err := acquire(ctx)
+		ch <- acquired{l, err}
+	}()
+	t.Cleanup(func() {
+		<-done
+		select {
+		case a := <-ch:
+			if a.l != nil {
+				a.l.Release(context.Background())
+			}
+		default:
+		}
+	})
+	return ch
 }
 
 func (s *suite) rwOver(t *testing.T, c *distlock.Client, key string, opts ...distlock.LockOption) *rwlock.RWLock {
@@ -150,37 +190,26 @@ func (s *suite) testReadersExcluded(t *testing.T) {
 	for _, writer := range []string{"write lock", "ordinary lock"} {
 		var w *distlock.Lock
 		if writer == "write lock" {
-			w = granted(t, "Lock")(s.rw(t, key).Lock(ctx))
+			w = granted(t, "Lock")(s.rw(t, key, distlock.WithTTL(held)).Lock(ctx))
 		} else {
-			w = mustAcquire(t, s.client(t), ctx, key, distlock.WithTTL(s.ttl))
+			w = mustAcquire(t, s.client(t), ctx, key, distlock.WithTTL(held))
 		}
 		r, err := s.rw(t, key).TryRLock(ctx)
 		refused(t, "TryRLock while a "+writer+" holds", r, err)
-		got := make(chan *distlock.Lock, 1)
-		reader := s.rw(t, key)
-		go func() {
-			r, err := reader.RLock(ctx)
-			if err != nil {
-				t.Errorf("RLock: %v", err)
-			}
-			got <- r
-		}()
-		// The reader waits: it is granted only after the writer goes.
+		got := goAcquire(t, s.rw(t, key).RLock, ctx)
 		select {
-		case r := <-got:
-			if r != nil {
-				r.Release(ctx)
+		case a := <-got:
+			if a.l != nil {
+				a.l.Release(ctx)
 			}
-			t.Fatalf("a reader granted while a %s holds", writer)
-		case <-time.After(50 * time.Millisecond): // a grant would come well within this; its absence is not relied on
+			t.Fatalf("a reader granted while a %s holds (writer's Err: %v): %v", writer, w.Err(), a.err)
+		case <-time.After(50 * time.Millisecond): // a wrong grant would come well within this; its absence is not relied on
 		}
 		mustRelease(t, w)
 		select {
-		case r := <-got:
-			if r == nil {
-				t.FailNow()
-			}
-			mustRelease(t, r)
+		case a := <-got:
+			granted(t, "RLock")(a.l, a.err)
+			mustRelease(t, a.l)
 		case <-time.After(pushBound):
 			t.Fatalf("a waiting reader not granted within %v of the %s's release", pushBound, writer)
 		}
@@ -291,30 +320,27 @@ func (s *suite) testSharedRandom(t *testing.T) {
 
 // testWriterBlocksReaders: a writer waiting behind a reader keeps the
 // readers who come after it out, tries included, until it has been
-// granted and released the key.
+// granted and released the key; it is granted as soon as the reader goes.
 func (s *suite) testWriterBlocksReaders(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
-	r := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
-	writer := s.rw(t, key)
-	got := make(chan *distlock.Lock, 1)
-	go func() {
-		w, err := writer.Lock(ctx)
-		if err != nil {
-			t.Errorf("Lock: %v", err)
-		}
-		got <- w
-	}()
+	r := granted(t, "RLock")(s.rw(t, key, distlock.WithTTL(held)).RLock(ctx))
+	got := goAcquire(t, s.rw(t, key, distlock.WithTTL(held)).Lock, ctx)
 	// Until the writer has its place in line a reader's try may be
-	// granted; from then on none is.
+	// granted; from then on none is: three refusals in a row.
 	later := s.rw(t, key)
 	deadline := time.Now().Add(10 * time.Second)
-	for {
+	for refusals := 0; refusals < 3; {
 		l, err := later.TryRLock(ctx)
-		if errors.Is(err, distlock.ErrNotAcquired) {
-			break
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, distlock.ErrNotAcquired):
+			refusals++
+			continue
+		case err != nil:
 			t.Fatalf("TryRLock: %v", err)
+		}
+		if refusals > 0 {
+			l.Release(ctx)
+			t.Fatalf("a reader's try granted after %d refusals while a writer waits", refusals)
 		}
 		mustRelease(t, l)
 		if time.Now().After(deadline) {
@@ -322,44 +348,32 @@ func (s *suite) testWriterBlocksReaders(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // the writer is asking meanwhile
 	}
-	waiting := make(chan *distlock.Lock, 1)
-	go func() {
-		l, err := later.RLock(ctx)
-		if err != nil {
-			t.Errorf("RLock: %v", err)
-		}
-		waiting <- l
-	}()
+	waiting := goAcquire(t, later.RLock, ctx)
 	mustRelease(t, r)
 	var w *distlock.Lock
 	select {
-	case w = <-got:
-		if w == nil {
-			t.FailNow()
+	case a := <-got:
+		w = granted(t, "Lock")(a.l, a.err)
+	case a := <-waiting:
+		if a.l != nil {
+			a.l.Release(ctx)
 		}
-	case l := <-waiting:
-		if l != nil {
-			l.Release(ctx)
-		}
-		t.Fatalf("a reader that came after a waiting writer was granted first")
-	case <-time.After(s.lapse()):
-		t.Fatalf("the writer not granted within %v of the reader's release", s.lapse())
+		t.Fatalf("a reader that came after a waiting writer was granted first: %v", a.err)
+	case <-time.After(pushBound):
+		t.Fatalf("the writer not granted within %v of the reader's release", pushBound)
 	}
 	select {
-	case l := <-waiting:
-		if l != nil {
-			l.Release(ctx)
+	case a := <-waiting:
+		if a.l != nil {
+			a.l.Release(ctx)
 		}
-		t.Fatalf("a reader granted while the writer holds")
+		t.Fatalf("a reader granted while the writer holds (writer's Err: %v): %v", w.Err(), a.err)
 	default:
 	}
 	mustRelease(t, w)
 	select {
-	case l := <-waiting:
-		if l == nil {
-			t.FailNow()
-		}
-		mustRelease(t, l)
+	case a := <-waiting:
+		mustRelease(t, granted(t, "RLock")(a.l, a.err))
 	case <-time.After(pushBound):
 		t.Fatalf("the later reader not granted within %v of the writer's release", pushBound)
 	}
@@ -368,28 +382,44 @@ func (s *suite) testWriterBlocksReaders(t *testing.T) {
 // testWriterNotStarved: readers hand the key on to each other, each
 // holding until the next is granted (or, if the next waits, for a
 // moment), so that the key is never free of readers while readers are
-// granted freely; a writer asking meanwhile must still be granted, and
-// soon. A backend that let readers pass a waiting writer would grant
-// readers forever.
+// granted freely; a writer that asks meanwhile must be granted before
+// more than a few readers who asked after it (those whose requests were
+// already on their way). A backend that let readers pass a waiting writer
+// grants them on and on.
 func (s *suite) testWriterNotStarved(t *testing.T) {
-	const handOver = 300 * time.Millisecond
+	const handOver, passes = 300 * time.Millisecond, 10
 	ctx, key := s.ctx(t), s.key(t)
-	rws := []*rwlock.RWLock{s.rw(t, key), s.rw(t, key), s.rw(t, key)}
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	readers := atomic.Int32{}
-	var read func(i int, prev chan<- struct{})
+	rws := []*rwlock.RWLock{s.rw(t, key, distlock.WithTTL(held)), s.rw(t, key, distlock.WithTTL(held)), s.rw(t, key, distlock.WithTTL(held))}
+	rctx, stopReaders := context.WithCancel(ctx)
+	var (
+		wg       sync.WaitGroup
+		writing  atomic.Bool  // the writer has asked
+		passed   atomic.Int32 // readers who asked after the writer and were granted before it
+		granteds atomic.Int32
+		failure  = make(chan error, 1)
+	)
+	var read func(i int, granted chan<- struct{})
 	read = func(i int, granted chan<- struct{}) {
 		defer wg.Done()
-		l, err := rws[i%len(rws)].RLock(ctx)
+		after := writing.Load()
+		l, err := rws[i%len(rws)].RLock(rctx)
 		close(granted)
 		if err != nil {
-			t.Errorf("RLock: %v", err)
+			if rctx.Err() == nil {
+				select {
+				case failure <- err:
+				default:
+				}
+			}
 			return
 		}
-		readers.Add(1)
+		granteds.Add(1)
 		defer l.Release(ctx)
-		if stop.Load() {
+		if after && writing.Load() && passed.Add(1) > passes {
+			stopReaders() // enough: the writer is being passed
+			return
+		}
+		if rctx.Err() != nil {
 			return
 		}
 		next := make(chan struct{})
@@ -404,17 +434,48 @@ func (s *suite) testWriterNotStarved(t *testing.T) {
 	wg.Add(1)
 	go read(0, first)
 	<-first
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	context.AfterFunc(rctx, cancel) // readers passing the writer stop it too
+	writing.Store(true)
 	w, err := s.rw(t, key).Lock(wctx)
-	stop.Store(true)
-	if err != nil {
-		wg.Wait()
-		t.Fatalf("a writer not granted within 20 s while readers handed the key on (%d readers granted): %v", readers.Load(), err)
-	}
-	mustRelease(t, w)
+	stopReaders()
 	wg.Wait()
-	t.Logf("%d readers granted", readers.Load())
+	select {
+	case err := <-failure:
+		t.Fatalf("RLock: %v", err)
+	default:
+	}
+	if n := passed.Load(); n > passes || err != nil {
+		t.Fatalf("%d readers who asked after a waiting writer were granted before it (writer: %v)", n, err)
+	}
+	t.Logf("%d readers granted, %d of them after the writer asked and before it", granteds.Load(), passed.Load())
+	mustRelease(t, w)
+}
+
+// testReadersRenewed: two readers held for three TTLs are renewed: both
+// stay live and listed, and a writer's try is refused throughout.
+func (s *suite) testReadersRenewed(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	a := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
+	b := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
+	end := time.Now().Add(3 * s.ttl)
+	for time.Now().Before(end) {
+		select {
+		case <-a.Done():
+			t.Fatalf("a renewed reader ended: %v", a.Err())
+		case <-b.Done():
+			t.Fatalf("a renewed reader ended: %v", b.Err())
+		case <-time.After(s.ttl / 4):
+		}
+	}
+	hs, err := s.rw(t, key).Readers(ctx)
+	if err != nil || len(hs) != 2 {
+		t.Fatalf("Readers after three TTLs: %v, %v; want both readers", hs, err)
+	}
+	w, err := s.rw(t, key).TryLock(ctx)
+	refused(t, "TryLock while two renewed readers hold", w, err)
+	releaseAll(t, a, b)
 }
 
 // testUpgradeRefused: a write lock asked under a read lock's context of
@@ -498,32 +559,88 @@ func (s *suite) testReaderLost(t *testing.T) {
 	mustRelease(t, w)
 }
 
-// testReaderAbandoned: shared grants whose holder went away without a
-// word (no renewal, no release, as a killed process) are given back within
-// their TTL to a waiting writer.
-func (s *suite) testReaderAbandoned(t *testing.T) {
-	s.needLapse(t)
+// testReaderRevoked: a reader whose grant the service drops (WithRevoke)
+// is told: its context ends with ErrLockLost before a waiting writer is
+// granted.
+func (s *suite) testReaderRevoked(t *testing.T) {
+	if s.revoke == nil {
+		t.Skip("the backend gave no way to revoke a grant (WithRevoke)")
+	}
 	ctx, key := s.ctx(t), s.key(t)
-	b, ok := s.newBackend(t).(driver.SharedLocks)
+	r := granted(t, "RLock")(s.rw(t, key, distlock.WithTTL(held)).RLock(ctx))
+	s.revoke(t, key)
+	wctx, cancel := context.WithTimeout(ctx, s.lapse())
+	defer cancel()
+	w := granted(t, "Lock after the reader was revoked")(s.rw(t, key).Lock(wctx))
+	if err := r.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("Err of a revoked reader once a writer is granted: %v; want ErrLockLost", err)
+	}
+	mustRelease(t, w)
+}
+
+// abandonReader takes a shared grant of key on a Backend of its own and
+// abandons it as a process that went away without a word does: nothing
+// renews or releases it, and its Backend is closed (its sessions and
+// connections end), unless the factory returns one shared Backend.
+func (s *suite) abandonReader(t *testing.T, ctx context.Context, key string) driver.Lease {
+	t.Helper()
+	nb := s.newBackend(t)
+	b, ok := nb.(driver.SharedLocks)
 	if !ok {
 		t.Fatalf("the backend does not implement driver.SharedLocks")
 	}
-	for range 2 {
-		if _, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: s.ttl}); err != nil {
-			t.Fatalf("AcquireShared: %v", err)
-		}
+	l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: s.ttl})
+	if err != nil {
+		t.Fatalf("AcquireShared: %v", err)
 	}
-	if s.revoke != nil {
-		s.revoke(t, key) // where grants lapse with their session alone
-	}
+	if c, ok := nb.(io.Closer); ok && nb != s.newBackend(t) {
+		c.Close()
+	} // else one shared Backend: its TTL alone frees the reader
+	return l
+}
+
+// testReaderAbandoned: a reader whose process went away without a word is
+// given back within its TTL, or with its session or connection: a writer
+// waiting for it alone is granted, with nothing else happening on the
+// key. A reader that renews stays meanwhile: a writer waits for it.
+func (s *suite) testReaderAbandoned(t *testing.T) {
+	ctx, key := s.ctx(t), s.key(t)
+	gone := s.abandonReader(t, ctx, key)
 	wctx, cancel := context.WithTimeout(ctx, s.lapse())
 	defer cancel()
-	mustRelease(t, granted(t, "Lock while two readers are abandoned")(s.rw(t, key).Lock(wctx)))
+	w := granted(t, "Lock while a reader is abandoned")(s.rw(t, key).Lock(wctx))
+	mustRelease(t, w)
+
+	live := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
+	gone = s.abandonReader(t, ctx, key)
+	got := goAcquire(t, s.rw(t, key).Lock, ctx)
+	// Past the abandoned reader's TTL, judged from before its request.
+	v := gone.Validity()
+	time.Sleep(time.Until(v.Sent.Add(v.TTL + s.ttl/2)))
+	select {
+	case a := <-got:
+		if a.l != nil {
+			a.l.Release(ctx)
+		}
+		t.Fatalf("a writer granted while a renewed reader holds (reader's Err: %v): %v", live.Err(), a.err)
+	default:
+	}
+	if err := live.Err(); err != nil {
+		t.Fatalf("the live, renewed reader ended with the abandoned one: %v", err)
+	}
+	mustRelease(t, live)
+	select {
+	case a := <-got:
+		mustRelease(t, granted(t, "Lock")(a.l, a.err))
+	case <-time.After(s.lapse()):
+		t.Fatalf("the writer not granted within %v of the live reader's release: the abandoned reader %d stays", s.lapse(), gone.Token())
+	}
 }
 
 // testSharedCancelled: 300 read and write acquires, each cancelled at a
-// random moment while others hold, leave nothing behind: afterwards a
-// writer's try is granted at once.
+// random moment while a reader or a writer holds in turn, leave nothing
+// behind: soon after they have returned (grants that came too late are
+// given back in the background), a writer's try is granted.
 func (s *suite) testSharedCancelled(t *testing.T) {
 	const acquires, clients = 300, 4
 	ctx, key := s.ctx(t), s.key(t)
@@ -531,8 +648,33 @@ func (s *suite) testSharedCancelled(t *testing.T) {
 	for i := range rws {
 		rws[i] = s.rw(t, key)
 	}
+	holder := s.rw(t, key)
+	hctx, stopHolding := context.WithCancel(ctx)
+	holding := make(chan error, 1)
+	go func() { // a reader, then a writer, then a reader... each for a moment
+		defer close(holding)
+		for i := 0; hctx.Err() == nil; i++ {
+			lock := holder.RLock
+			if i%2 == 1 {
+				lock = holder.Lock
+			}
+			l, err := lock(hctx)
+			if err != nil {
+				if hctx.Err() == nil {
+					holding <- err
+				}
+				return
+			}
+			time.Sleep(time.Duration(mrand.IntN(2000)) * time.Microsecond)
+			if err := l.Release(ctx); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+				holding <- err
+				return
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	var grants atomic.Int32
+	errs := make(chan error, acquires)
 	for i := range acquires {
 		wg.Add(2)
 		actx, cancel := context.WithCancel(ctx)
@@ -551,20 +693,43 @@ func (s *suite) testSharedCancelled(t *testing.T) {
 			l, err := lock(actx)
 			if err != nil {
 				if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-					t.Errorf("acquire: %v; want ErrNotAcquired and context.Canceled", err)
+					errs <- fmt.Errorf("acquire: %w; want ErrNotAcquired and context.Canceled", err)
 				}
 				return
 			}
 			grants.Add(1)
 			if err := l.Release(ctx); err != nil && !errors.Is(err, distlock.ErrLockLost) {
-				t.Errorf("Release: %v", err)
+				errs <- fmt.Errorf("Release: %w", err)
 			}
 		}()
 	}
 	wg.Wait()
+	stopHolding()
+	if err := <-holding; err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 	t.Logf("%d of %d acquires granted", grants.Load(), acquires)
+	deadline := time.Now().Add(s.lapse())
+	for {
+		w, err := s.rw(t, key).TryLock(ctx)
+		if err == nil {
+			mustRelease(t, w)
+			break
+		}
+		if !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("TryLock: %v", err)
+		}
+		if time.Now().After(deadline) {
+			hs, _ := rws[0].Readers(ctx)
+			t.Fatalf("the key still held %v after the cancelled acquires returned (readers: %v)", s.lapse(), hs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	assertNoReaders(t, ctx, rws[0])
-	mustRelease(t, granted(t, "TryLock after the cancelled acquires")(s.rw(t, key).TryLock(ctx)))
 }
 
 // testReadersListed: Readers lists the live shared grants of exactly the

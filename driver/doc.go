@@ -246,25 +246,41 @@
 //     A try (no Wait) follows the same rules: a shared try fails while a
 //     writer holds or waits;
 //   - makes each shared grant a Lease as for a lock (Validity, Refresh,
-//     Release owner-checked, renewed and lost as its locks are), and
-//     draws its Token from the key's lock counter, so that every grant of
-//     the key, shared or not, has a token unique and strictly greater
-//     than every token granted before it on the key: a writer's token
-//     fences as a lock's does;
+//     Release owner-checked, renewed and lost as its locks are, each on
+//     its own TTL: renewing one reader never keeps another, and one
+//     lapsing never ends another), and draws its Token as its locks draw
+//     theirs (the key's counter, a create revision, a czxid): every token
+//     of the key is unique, an exclusive grant's is greater than every
+//     earlier grant's, and a shared grant's than every earlier exclusive
+//     grant's, so a writer's token fences as a lock's does. Readers
+//     granted together may learn of their grants in another order than
+//     their tokens';
 //   - gives back a shared grant whose holder stopped renewing when its
 //     TTL runs out or its session ends, and one granted to an asker whose
 //     Acquire failed, as for locks;
+//   - keeps a waiting exclusive asker's place in line as a lease too (a
+//     waiter that dies or gives up leaves the line, so that readers are not
+//     kept out for good), and serves a shared asker that finds no
+//     exclusive grant live or awaited without a turn that other readers
+//     wait for: readers' tries fail only because of a writer;
 //   - lists a key's shared grants (Readers, and Lister's List, with
 //     Holder.Shared set), while HolderReader and HolderWatcher report the
-//     exclusive holder only.
+//     exclusive holder only: a key that readers alone hold reads as free
+//     there, and Client.Watch reports it so. A consumer of List that
+//     looks for a key's holder skips the Shared entries.
 //
 // Where the service's other clients have a read/write layout of their own
 // (ZooKeeper: Curator's InterProcessReadWriteLock), a backend keeps shared
 // grants there, and the writers that ask with AcquireOptions.Writer, as
 // that layout's writers, and says in its documentation which clients
-// exclude which. A backend whose locks are PostgreSQL advisory locks
-// takes pg_advisory_lock_shared on the key's own lock id, so that psql's
-// shared advisory locks share with its readers and block its writers.
+// exclude which: the layout's own readers may see only the writers named
+// so, and not the backend's ordinary locks. A backend whose locks are
+// PostgreSQL advisory locks takes pg_advisory_lock_shared on the key's
+// own lock id, so that psql's shared advisory locks share with its
+// readers and block its writers; PostgreSQL's advisory locks of one
+// session never conflict with each other, so such a backend holds each
+// grant on a session of its own, and a mode without advisory locks (a
+// lease table) says that psql's do not take part.
 //
 // # URLs
 //

@@ -46,6 +46,7 @@ type entry struct {
 	timer   *time.Timer // fires at expires, to free the key
 	// readers are the shared grants, each with its own expiry and timer.
 	readers map[*lease]struct{}
+	writers int           // exclusive Acquires under way: readers queue behind them
 	gone    chan struct{} // closed when a grant goes; made when awaited (goneLocked)
 	// watchers are woken (a value, coalesced) at each change of holder or
 	// owner; each is closed when its watch ends.
@@ -96,11 +97,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	return b.acquire(ctx, key, opts, false)
 }
 
-// AcquireShared implements driver.SharedLocks. Readers queue for the key's
-// turn with its writers: the one that has the turn is granted as soon as
-// no writer holds the key, and passes the turn on, so that readers in a
-// row overlap while a writer that has the turn keeps later readers out
-// until it is granted.
+// AcquireShared implements driver.SharedLocks. While no writer holds the
+// key or is acquiring it, a reader is granted at once. Otherwise it queues
+// for the key's turn behind the writers: the one that has the turn is
+// granted as soon as no writer holds the key, and passes the turn on, so
+// that readers in a row overlap while a writer that has the turn keeps
+// later readers out until it is granted.
 func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	return b.acquire(ctx, key, opts, true)
 }
@@ -111,6 +113,33 @@ func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOp
 	}
 	if b.closing.Err() != nil {
 		return nil, ErrClosed
+	}
+	if shared {
+		// No writer holds or waits: the reader shares at once, without
+		// the turn (a turn taken by a reader would refuse the others'
+		// tries). Otherwise it queues for the turn behind the writers.
+		b.mu.Lock()
+		e := b.entryLocked(key)
+		b.expireLocked(e, time.Now())
+		if e.holder == nil && e.writers == 0 {
+			l := b.grantLocked(e, opts, true)
+			b.mu.Unlock()
+			return l, nil
+		}
+		b.mu.Unlock()
+		if !opts.Wait {
+			return nil, fmt.Errorf("%w: memlock: held (or awaited) by a writer", driver.ErrNotAcquired)
+		}
+	} else {
+		b.mu.Lock()
+		e := b.entryLocked(key)
+		e.writers++
+		b.mu.Unlock()
+		defer func() {
+			b.mu.Lock()
+			e.writers--
+			b.mu.Unlock()
+		}()
 	}
 	var turn *driver.Turn[struct{}]
 	if opts.Wait {
@@ -499,7 +528,9 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 	}
 	if l.owner != owner {
 		l.owner = owner
-		l.e.notifyLocked()
+		if !l.shared { // watchers watch the exclusive holder
+			l.e.notifyLocked()
+		}
 	}
 	return nil
 }
