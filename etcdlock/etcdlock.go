@@ -199,7 +199,8 @@ func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) 
 //
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in etcd; across processes
-// etcd's own order applies (the earliest created key holds). A try
+// etcd's own order applies (the earliest created key holds): a reader's
+// key (AcquireShared) created before ours is waited for as any other. A try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when the key is held
 // elsewhere or is being acquired, held or cleaned up through this Backend.
 //
