@@ -6,7 +6,9 @@
 // `etcdctl elect` shares (see Elections), and grants the permits of
 // package semaphore's counting semaphores, each on an etcd lease of its
 // own, in a layout of its own ranked as the Mutex ranks its keys (see
-// Permits).
+// Permits), and the shared (read) locks of package rwlock among the
+// Mutex's own keys, so that `etcdctl lock` is a writer of them (see
+// Shared locks).
 //
 //	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	backend, _ := etcdlock.New(cli)
@@ -40,6 +42,17 @@
 // loses all its locks; later acquires use a new session. A waiter whose
 // session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock.
+//
+// A shared (read) lock is a key of its own under the lock name, among the
+// Mutex's keys and on the same session lease as a lock's, so that it is
+// held, renewed, lost and confirmed as a lock is. A reader is granted
+// once every key created before its own that is not a reader's is gone,
+// and an exclusive lock (distlock's, or a concurrency.Mutex's such as
+// `etcdctl lock`) once every key before its own is gone, readers
+// included: while a writer's key exists no key created after it is
+// granted, and while it holds no reader's key is older than it. So a
+// writer never holds with a reader or another writer, and readers hold
+// together (see Shared locks).
 //
 // A permit of a semaphore (see Permits) is an entry on an etcd lease of its
 // own, and is held while the entry exists: never more than the limit at
@@ -87,6 +100,17 @@
 //     this Backend acquires the name again (it takes the key over) or the
 //     session ends.
 //   - Fairness between Backends: etcd's order of key creation applies.
+//   - A reader's key deleted by hand is noticed at its next refresh, as a
+//     lock's; a key created by hand under a lock name with ".shared." in
+//     its last part is taken for a reader's, by distlock's readers (they
+//     do not wait for it) though not by its writers nor by `etcdctl lock`.
+//     A reader's key whose creating transaction etcd did not answer in
+//     time may be applied late, after its clean-up: no later acquire
+//     takes it over (readers' keys are numbered), so it excludes writers
+//     until its session ends or the Backend closes.
+//   - Readers granted together, at a writer's release, may learn of it
+//     in any order: a reader's token can then be smaller than that of a
+//     reader granted an instant before it (see Fencing).
 //   - A permit's acquire that fails or is cancelled, and a permit's
 //     release, revoke its lease before returning, unless etcd does not
 //     answer within the request timeout: a goroutine then goes on revoking
@@ -108,8 +132,8 @@
 //
 // # Durability
 //
-// Tokens and exclusion, of locks and permits alike, and the stored limit,
-// rest on the cluster's replicated log: it must be durable. An etcd
+// Tokens and exclusion, of locks, shared locks and permits alike, and the
+// stored limit, rest on the cluster's replicated log: it must be durable. An etcd
 // restored from an older backup, or a single member whose data directory
 // was lost, forgets keys and can hand out revisions (tokens) again.
 //
@@ -151,6 +175,26 @@
 // while its watch is being created returns when etcd has answered, or
 // after the request timeout (WithRequestTimeout) if etcd does not answer.
 //
+// A reader waits as a lock does, from the revision after its read and
+// with the same guards, for the last key before its own that is not a
+// reader's (a writer, holding or waiting); when that key goes it reads
+// again, and is granted when no such key is left. The transaction that
+// creates its key reads every key before it (keys only), and so does each
+// read after a wake-up: a reader's request grows with the readers before
+// it. A writer waits for the key just before its own, a reader's or not,
+// as above: a release of the last reader before it wakes it. Readers'
+// keys are named apart (see Key layout and etcdctl), so that the readers
+// of one session, unlike its locks, each have a key in etcd, and wait in
+// etcd without queueing in this process behind each other. But an
+// exclusive acquire of the name through this Backend keeps the name's
+// turn from before its key is created until its grant ends; a reader
+// asked meanwhile waits for that turn, and creates its key as soon as it
+// has it, then passes the turn on: so a reader never overtakes an
+// exclusive asker of its own process that came first, and a reader's try
+// fails while such an asker holds, waits, or is being cleaned up. A
+// reader whose wait ends (cancelled, or its session lost) deletes its
+// key, as a lock's waiter does.
+//
 // A permit's asker waits as a lock's does, from the revision after its
 // read and with the same guards, but for other things: while more than
 // the limit entries were created before its own, it watches the entry just
@@ -184,6 +228,18 @@
 // before it for the name. `etcdctl lock NAME cmd` gives its command the
 // same token, as ETCD_LOCK_REV.
 //
+// A shared lock's token is the create revision of its key, as a lock's.
+// A writer's key is granted only once every key created before it,
+// readers' included, is gone, and a reader's only once every writer's key
+// before it is gone, so every grant's token is above that of every grant
+// of the other kind before it, and a writer's above every earlier token
+// of the name: a writer fences readers and writers before it. Readers
+// waiting behind one writer are granted together when it goes; each
+// learns of it on its own, so one may learn, and act, an instant before a
+// reader with a smaller token. Their tokens are unique, and all below that
+// of any later writer. A shared lock is not fenced by Fence (its Cmp
+// refuses it): readers need no fence against each other.
+//
 // A permit's token is the revision of the transaction that granted it
 // (see Permits), drawn when it is granted, not when it queued: so it is
 // greater than every token granted before it for the key, a lock's or a
@@ -215,7 +271,9 @@
 // to Refresh does not change a session's TTL. Permits are not in sessions:
 // each has an etcd lease of its own (its TTL rounded up likewise), kept
 // alive by a concurrency.Session while it waits and by its refreshes once
-// granted, so that one abandoned permit lapses alone.
+// granted, so that one abandoned permit lapses alone. Shared locks are in
+// sessions, as locks: a reader's key is on the session lease of its TTL
+// and owner.
 //
 // # Key layout and etcdctl
 //
@@ -229,10 +287,58 @@
 //
 //	etcdctl lock 'distlock/reports%2Fnightly'
 //
-// and this package exclude each other. Each session also writes its
+// and this package exclude each other. A reader's key (AcquireShared) is
+// NAME + "/" + its session's lease ID in hex + ".shared." + a number the
+// Backend gives each reader, with an empty value: in the Mutex's range,
+// so that a Mutex waits for it as for any key created before its own,
+// and with a last part no Mutex key has, so that readers know each
+// other. So
+//
+//	etcdctl lock 'distlock/reports%2Fnightly'
+//
+// is a writer of the read/write lock "reports/nightly" (package rwlock):
+// it waits for the readers and writers before it, and excludes readers
+// and writers while it holds. distlock's readers and writers exclude it
+// as they exclude each other; an older distlock, or any
+// concurrency.Mutex, is a writer too. etcdctl has no reader; `etcdctl get
+// --prefix 'distlock/reports%2Fnightly/'` lists the keys of a name, the
+// holders and then the waiters by create revision, the readers' with
+// ".shared." in their name. Holder reports the exclusive holder only (the
+// key created first, if not a reader's), Readers the readers who hold
+// (the readers' keys created before every other), and List both;
+// WatchHolder wakes at readers' comings and goings too. Each session also
+// writes its
 // owner (distlock.WithOwner) to "<prefix>%00/<lease ID in hex>", attached
 // to its lease, for List; sessions are per owner, so each lock is listed
 // with the owner of the Client that took it.
+//
+// # Shared locks
+//
+// The read/write lock NAME of package rwlock is the key NAME itself: its
+// writer is the key's ordinary lock (Acquire, `distlock run NAME`), its
+// readers are shared locks (AcquireShared, `distlock run --shared NAME`),
+// kept among the lock's keys (see Key layout and etcdctl). Who excludes
+// whom, for the lock name N of a key:
+//
+//   - distlock's readers of N share it with each other, whichever
+//     process or Backend asked;
+//   - distlock's writers and ordinary locks of N, `etcdctl lock N`, any
+//     concurrency.Mutex of N and an older distlock's locks of N each
+//     exclude every reader and every other writer of N, and are excluded
+//     by them;
+//   - `etcdctl elect N` and distlock's election candidacies at N are
+//     writers too (their keys are not readers'), so a read lock of an
+//     election's key waits while it has a leader; elections and read
+//     locks are not meant to share a key;
+//   - permits of the semaphore at a key (Permits) neither exclude nor
+//     are excluded by its locks or read locks.
+//
+// Askers are served in the order etcd created their keys, with the rule
+// of driver.SharedLocks: a reader waits for the writers before it only,
+// so that readers arriving together overlap, and a waiting writer keeps
+// out every reader after it. Readers that ask through this Backend after
+// an exclusive acquire of the same key, still holding, waiting or cleaning
+// up through it, queue behind it first (see Waiting).
 //
 // # Permits
 //
@@ -325,8 +431,8 @@
 // A Backend runs one goroutine per session (besides the etcd client's own
 // keep-alive and watch goroutines), short-lived ones for confirmations,
 // one per key it is still deleting or permit lease it is still revoking
-// (see above), one per WatchHolder until its context ends, and one per
-// waiting permit's session; Close stops them all.
+// (see above; a reader's key too), one per WatchHolder until its context
+// ends, and one per waiting permit's session; Close stops them all.
 // An Acquire waits in its caller's goroutine. The Backend and its leases
 // are safe for concurrent use.
 package etcdlock

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -73,6 +74,10 @@ type Backend struct {
 	// acquire, then by the lease it grants (the turn's holder, for Fence),
 	// or by the deletion of a key of ours that may linger (see dropKey).
 	queue driver.Queue[*lease]
+
+	// readerSeq numbers the keys of readers (AcquireShared), so that the
+	// readers of one session have keys of their own.
+	readerSeq atomic.Uint64
 
 	// life says whether the Backend is open and tracks the goroutines it
 	// starts; Close shuts it holding mu, so that under mu it stays as read.
@@ -194,7 +199,8 @@ func ttlSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) 
 //
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in etcd; across processes
-// etcd's own order applies (the earliest created key holds). A try
+// etcd's own order applies (the earliest created key holds): a reader's
+// key (AcquireShared) created before ours is waited for as any other. A try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when the key is held
 // elsewhere or is being acquired, held or cleaned up through this Backend.
 //
@@ -312,7 +318,7 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 			b.cleanup(t, s, s.keyOf(name), rev)
 			return nil, fmt.Errorf("%w: etcdlock: held", driver.ErrNotAcquired)
 		}
-		l, err := b.finish(ctx, t, s, key, name, rev, opts, err)
+		l, err := b.finish(ctx, t, s, key, s.keyOf(name), rev, opts, false, err)
 		switch {
 		case ctx.Err() == nil:
 			return l, err
@@ -337,7 +343,7 @@ func (b *Backend) acquireTurn(ctx context.Context, t *turn, key, name string, se
 	if err != nil {
 		err = b.lockErr(ctx, s, err)
 	}
-	l, err := b.finish(lctx, t, s, key, name, rev, opts, err)
+	l, err := b.finish(lctx, t, s, key, s.keyOf(name), rev, opts, false, err)
 	switch {
 	case ctx.Err() == nil:
 		return l, err
@@ -366,12 +372,11 @@ func (b *Backend) releaseUnwanted(l *lease) {
 }
 
 // finish completes an acquire after the try or the wait answered, with the
-// create revision of our key under name (0 if unknown): it checks that the
+// create revision of our key etcdKey (0 if unknown): it checks that the
 // session still lives and that its lease was confirmed recently enough to
 // be usable, and registers the lease. On any failure it deletes our key and
-// passes the turn on.
-func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name string, rev int64, opts driver.AcquireOptions, lockErr error) (*lease, error) {
-	etcdKey := s.keyOf(name)
+// passes the turn on. A reader (shared) holds no turn: t is nil.
+func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, etcdKey string, rev int64, opts driver.AcquireOptions, shared bool, lockErr error) (*lease, error) {
 	if lockErr != nil {
 		// The key may exist: the Txn that creates it may have taken
 		// effect without its reply reaching us. Its create revision is
@@ -396,9 +401,12 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 		b: b, s: s, key: key, etcdKey: etcdKey,
 		token:     uint64(rev),
 		onLost:    opts.OnLost,
-		candidacy: opts.Election != "",
+		candidacy: opts.Election != "" && !shared,
+		shared:    shared,
 	}
-	l.turn.Store(t)
+	if t != nil {
+		l.turn.Store(t)
+	}
 	// A wait can end in success on a session that already ended (its
 	// key's read came before etcd expired the lease): whatever the try or
 	// the wait said, the session must be live now, and its
@@ -406,7 +414,9 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 	v, err := s.confirm(ctx, time.Now().Add(-s.freshFor()))
 	if err == nil {
 		l.validity = v
-		t.Set(l) // for Fence; cleared when the turn passes on
+		if t != nil {
+			t.Set(l) // for Fence; cleared when the turn passes on
+		}
 		err = s.add(l)
 	}
 	if err != nil {
@@ -429,14 +439,19 @@ func (b *Backend) finish(ctx context.Context, t *turn, s *session, key, name str
 // acquire, which holds name's turn, and passes the turn on once etcd has
 // confirmed that the key is gone (see dropKey). Only the holder of a name's
 // turn creates keys under the name, so the key is ours to delete. rev is
-// the key's create revision, or 0 if it is not known.
+// the key's create revision, or 0 if it is not known. A reader's key,
+// which no other acquire writes, is deleted without a turn: t is then nil.
 func (b *Backend) cleanup(t *turn, s *session, key string, rev int64) {
-	t.Set(nil)
+	if t != nil {
+		t.Set(nil)
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.requestTimeout)
 	err := b.deleteKey(ctx, key, rev)
 	cancel()
 	if err == nil {
-		t.Done()
+		if t != nil {
+			t.Done()
+		}
 		return
 	}
 	b.dropKey(t, s, key, rev, nil)
@@ -454,9 +469,15 @@ func (b *Backend) cleanup(t *turn, s *session, key string, rev int64) {
 // meanwhile; tries of the name through this Backend fail as held.
 //
 // gone, if not nil, runs when etcd has confirmed, before the turn passes on.
+// A reader's key is dropped without a turn: t is then nil.
 func (b *Backend) dropKey(t *turn, s *session, key string, rev int64, gone func()) {
+	done := func() {
+		if t != nil {
+			t.Done()
+		}
+	}
 	started := b.life.Go(func() {
-		defer t.Done()
+		defer done()
 		ctx, cancel := context.WithCancel(b.ctx)
 		defer cancel()
 		stop := context.AfterFunc(s.cs.Ctx(), cancel)
@@ -472,7 +493,7 @@ func (b *Backend) dropKey(t *turn, s *session, key string, rev int64, gone func(
 		}
 	})
 	if !started {
-		t.Done() // closed: Close revoked the lease
+		done() // closed: Close revoked the lease
 	}
 }
 

@@ -151,3 +151,38 @@ func TestSemaphoreConformance(t *testing.T) {
 		}),
 	)
 }
+
+// revokeAll revokes the session leases of every key under key's lock name
+// (the readers that hold it, and any waiter), as etcd does when they
+// expire.
+func revokeAll(t testing.TB, admin *clientv3.Client, prefix, key string) {
+	t.Helper()
+	kvs := keysUnder(t, admin, etcdlock.LockName(prefix, key))
+	if len(kvs) == 0 {
+		t.Fatalf("no key of %q to revoke", key)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	revoked := map[int64]bool{}
+	for _, kv := range kvs {
+		if kv.Lease == 0 || revoked[kv.Lease] {
+			continue
+		}
+		revoked[kv.Lease] = true
+		if _, err := admin.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
+			t.Fatalf("revoke lease %x: %v", kv.Lease, err)
+		}
+	}
+}
+
+func TestSharedConformance(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	admin := adminClient(t, e.Endpoints)
+	distlocktest.RunShared(t,
+		func(t *testing.T) driver.Backend { return newBackend(t, newClient(t, e.Endpoints)) },
+		distlocktest.WithTTL(suiteTTL),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			revokeAll(t, admin, etcdlock.DefaultPrefix, key)
+		}),
+	)
+}

@@ -16,7 +16,8 @@ var (
 
 // Holder implements driver.HolderReader: the key created first under
 // key's lock name (see KeyPath) holds it, with its create revision as the
-// token. The owner is the key's value when it has one (an election's
+// token, unless it is a reader's (AcquireShared): readers hold the key
+// then, and Readers reports them. The owner is the key's value when it has one (an election's
 // candidate: its value, as `etcdctl elect -l` shows it), and otherwise
 // the owner its session recorded (see List). Expires is when the holder's
 // etcd lease expires unless kept alive.
@@ -33,8 +34,8 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 	if err != nil {
 		return driver.Holder{}, false, b.sortErr(ctx, rctx, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return driver.Holder{}, false, nil
+	if len(resp.Kvs) == 0 || isShared(resp.Kvs[0].Key) {
+		return driver.Holder{}, false, nil // free, or held by readers (see Readers)
 	}
 	kv := resp.Kvs[0]
 	h := driver.Holder{Key: key, Token: uint64(kv.CreateRevision), Owner: string(kv.Value)}

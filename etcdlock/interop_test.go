@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/rwlock"
 	"github.com/distlock/distlock/testserver"
 )
 
@@ -157,5 +158,120 @@ func TestEtcdctlInterop(t *testing.T) {
 			t.Errorf("TryAcquire while etcdctl holds: %v, want ErrNotAcquired", err)
 		}
 		stop()
+	})
+}
+
+// `etcdctl lock NAME` is a writer of distlock's read/write lock NAME: it
+// excludes distlock's readers while it holds, and waits for every reader
+// before it, two readers of one process included.
+func TestEtcdctlInteropShared(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	testserver.EtcdctlPath(t)
+	admin := adminClient(t, e.Endpoints)
+	ctx := testCtx(t)
+	b := newBackend(t, newClient(t, e.Endpoints))
+	const key = "jobs/shared report"
+	rw, err := rwlock.New(newLockClient(t, b), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := etcdlock.LockName(etcdlock.DefaultPrefix, key)
+
+	t.Run("EtcdctlHolds", func(t *testing.T) {
+		lines, stop := etcdctlLock(t, e, name)
+		held := firstLine(t, lines, 30*time.Second)
+		if _, err := rw.TryRLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("TryRLock while etcdctl holds %s: %v, want ErrNotAcquired", held, err)
+		}
+		type result struct {
+			l   *distlock.Lock
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			l, err := rw.RLock(ctx)
+			got <- result{l, err}
+		}()
+		kvs := waitKeys(t, admin, name, 2) // the reader is queued behind etcdctl
+		if string(kvs[0].Key) != held {
+			t.Fatalf("the first key is %q, want etcdctl's %q", kvs[0].Key, held)
+		}
+		select {
+		case r := <-got:
+			if r.l != nil {
+				r.l.Release(ctx)
+			}
+			t.Fatalf("a reader granted while etcdctl holds: %v", r.err)
+		default:
+		}
+		if h, ok, err := rw.Writer(ctx); err != nil || !ok || h.Token != uint64(kvs[0].CreateRevision) {
+			t.Errorf("Writer while etcdctl holds: %+v, %v, %v; want etcdctl's token %d", h, ok, err, kvs[0].CreateRevision)
+		}
+		if hs, err := rw.Readers(ctx); err != nil || len(hs) != 0 {
+			t.Errorf("Readers while etcdctl holds: %+v, %v; want none", hs, err)
+		}
+		stop()
+		var r result
+		select {
+		case r = <-got:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiting reader not granted within 30s of etcdctl's unlock")
+		}
+		if r.err != nil {
+			t.Fatalf("RLock: %v", r.err)
+		}
+		if r.l.Token() != uint64(kvs[1].CreateRevision) {
+			t.Errorf("the reader's token is %d, want its key's create revision %d", r.l.Token(), kvs[1].CreateRevision)
+		}
+		if err := r.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ReadersHold", func(t *testing.T) {
+		// Two readers of one Client: one session, a key each.
+		r1, err := rw.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := rw.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hs, err := rw.Readers(ctx); err != nil || len(hs) != 2 || hs[0].Token != r1.Token() || hs[1].Token != r2.Token() {
+			t.Fatalf("Readers: %+v, %v; want tokens %d and %d", hs, err, r1.Token(), r2.Token())
+		}
+		lines, stop := etcdctlLock(t, e, name)
+		kvs := waitKeys(t, admin, name, 3) // etcdctl is queued behind both
+		noLine(t, lines, "etcdctl while two readers hold")
+		if err := r1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitKeys(t, admin, name, 2)
+		noLine(t, lines, "etcdctl while one reader holds")
+		// A reader coming after etcdctl's key waits for it.
+		if _, err := rw.TryRLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("TryRLock while etcdctl waits: %v, want ErrNotAcquired", err)
+		}
+		if err := r2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := firstLine(t, lines, 30*time.Second); got != string(kvs[2].Key) {
+			t.Errorf("etcdctl holds %q, want its queued key %q", got, kvs[2].Key)
+		}
+		if _, err := rw.TryRLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Errorf("TryRLock while etcdctl holds: %v, want ErrNotAcquired", err)
+		}
+		stop()
+		l, err := rw.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock after etcdctl let go: %v", err)
+		}
+		if l.Token() <= uint64(kvs[2].CreateRevision) {
+			t.Errorf("token %d after etcdctl's %d", l.Token(), kvs[2].CreateRevision)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

@@ -33,6 +33,9 @@ type lease struct {
 	// candidacy says that the key is an election's candidate, whose value
 	// is the candidate's (driver.AcquireOptions.Election).
 	candidacy bool
+	// shared says that the key is a reader's (AcquireShared), which holds
+	// no turn of its name.
+	shared bool
 
 	mu    sync.Mutex
 	state leaseState
@@ -126,11 +129,12 @@ func (l *lease) Release(ctx context.Context) error {
 		// background, holding the turn, so that it does not linger, kept
 		// alive by the session, if the caller does not retry.
 		l.mu.Lock()
-		if l.state == held {
+		first := l.state == held // a reader's first failed release drops its key
+		if first {
 			l.state = releaseUnknown
 		}
 		l.mu.Unlock()
-		if t != nil {
+		if t != nil || l.shared && first {
 			b.dropKey(t, l.s, l.etcdKey, int64(l.token), func() { l.s.remove(l) })
 		}
 		return b.sortErr(ctx, rctx, err)

@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -65,9 +66,12 @@ func unescapeKey(name string) string { return unescaper.Replace(name) }
 // Backend's prefix whose key starts with prefix, and reports for each lock
 // name the key created first (the holder), its create revision as the
 // token, its owner (as Holder reports it), and when its lease expires
-// unless kept alive. Locks taken with `etcdctl lock` under the prefix are
-// listed too, without an owner, and leaders elected with `etcdctl elect`,
-// with their value. Since is not known to etcd and is left zero.
+// unless kept alive. When readers hold a name (AcquireShared), it reports
+// each of them instead, with Shared set, by token: the readers' keys
+// created before every other key of the name. Locks taken with `etcdctl
+// lock` under the prefix are listed too, without an owner, and leaders
+// elected with `etcdctl elect`, with their value. Since is not known to
+// etcd and is left zero.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
@@ -79,7 +83,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		return nil, b.sortErr(ctx, rctx, err)
 	}
 	owners := map[int64]string{}
-	first := map[string]int{} // lock name -> index in resp.Kvs of its first key
+	keys := map[string][]int{} // lock name -> indexes in resp.Kvs of its keys
 	for i, kv := range resp.Kvs {
 		k := string(kv.Key)[len(b.cfg.prefix):]
 		if rest, ok := strings.CutPrefix(k, ownerDir); ok {
@@ -96,13 +100,27 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 			continue // not a lock key
 		}
 		name := k[:slash]
-		if j, ok := first[name]; !ok || kv.CreateRevision < resp.Kvs[j].CreateRevision {
-			first[name] = i
+		keys[name] = append(keys[name], i)
+	}
+	// The holders of each name: the key created first, or the readers'
+	// keys created before every other key.
+	var held []int
+	for _, idx := range keys {
+		slices.SortFunc(idx, func(i, j int) int { return cmp.Compare(resp.Kvs[i].CreateRevision, resp.Kvs[j].CreateRevision) })
+		if !isShared(resp.Kvs[idx[0]].Key) {
+			held = append(held, idx[0])
+			continue
+		}
+		for _, i := range idx {
+			if !isShared(resp.Kvs[i].Key) {
+				break
+			}
+			held = append(held, i)
 		}
 	}
 	// The owner keys of sessions were outside the range when prefix was
 	// not empty; read those of the holders.
-	if prefix != "" && len(first) > 0 {
+	if prefix != "" && len(held) > 0 {
 		ors, err := b.cli.Get(rctx, b.cfg.prefix+ownerDir, clientv3.WithPrefix())
 		if err != nil {
 			return nil, b.sortErr(ctx, rctx, err)
@@ -114,25 +132,39 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		}
 	}
 
-	holders := make([]driver.Holder, 0, len(first))
+	holders := make([]driver.Holder, 0, len(held))
 	leases := map[int64][]int{} // lease ID -> indexes in holders
-	for name, i := range first {
+	for _, i := range held {
 		kv := resp.Kvs[i]
+		shared := isShared(kv.Key)
 		owner := string(kv.Value) // an election's candidate: its value
-		if owner == "" {
+		if owner == "" || shared {
 			owner = owners[kv.Lease]
 		}
+		k := string(kv.Key)[len(b.cfg.prefix):]
 		holders = append(holders, driver.Holder{
-			Key:   unescapeKey(name),
-			Token: uint64(kv.CreateRevision),
-			Owner: owner,
+			Key:    unescapeKey(k[:strings.LastIndexByte(k, '/')]),
+			Token:  uint64(kv.CreateRevision),
+			Owner:  owner,
+			Shared: shared,
 		})
 		if kv.Lease != 0 {
 			leases[kv.Lease] = append(leases[kv.Lease], len(holders)-1)
 		}
 	}
 	b.fillExpiry(rctx, holders, leases)
-	slices.SortFunc(holders, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(holders, func(a, b driver.Holder) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		if a.Shared != b.Shared {
+			if a.Shared {
+				return 1 // the exclusive holder first
+			}
+			return -1
+		}
+		return cmp.Compare(a.Token, b.Token)
+	})
 	return holders, nil
 }
 
