@@ -604,6 +604,7 @@ func (s *suite) abandonReader(t *testing.T, ctx context.Context, key string) dri
 // waiting for it alone is granted, with nothing else happening on the
 // key. A reader that renews stays meanwhile: a writer waits for it.
 func (s *suite) testReaderAbandoned(t *testing.T) {
+	s.needLapse(t) // a flock lives as long as its process: see filelock's own tests
 	ctx, key := s.ctx(t), s.key(t)
 	gone := s.abandonReader(t, ctx, key)
 	wctx, cancel := context.WithTimeout(ctx, s.lapse())
