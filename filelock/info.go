@@ -112,9 +112,10 @@ func (b *Backend) readInfo(name string) (info, bool) {
 
 // ListError is the error of a List that could not tell whether some lock
 // files are held; List returns it together with the holders among the
-// lock files it could read. Unread holds an error for each lock file that
-// could not be opened or probed (permission denied, an I/O error), whose
-// path it names, sorted by path. Read is the number of lock files under
+// lock files it could read. Unread holds an error for each lock file, or
+// reader's description (see AcquireShared), that could not be opened or
+// probed (permission denied, an I/O error), whose path it names, sorted by
+// the path of the key's lock file. Read is the number of lock files under
 // the prefix that List could read, held or not: 0 means that nothing
 // could be listed, and a caller may then treat the listing as failed.
 type ListError struct {
@@ -195,12 +196,9 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		}
 		read++
 		if tokens := readers[name]; len(tokens) > 0 {
-			rs, err := b.readersOf(h.Key, name, tokens)
-			if err != nil {
-				unread = append(unread, err)
-				continue
-			}
+			rs, errs := b.readersOf(h.Key, name, tokens)
 			hs = append(hs, rs...)
+			unread = append(unread, errs...)
 		}
 	}
 	// By key; a key's exclusive holder first, then its readers by token.
@@ -217,7 +215,8 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		return cmp.Compare(a.Token, b.Token)
 	})
 	if len(unread) > 0 {
-		// ReadDir sorts by name: so are the errors.
+		// ReadDir sorts by name: so are the errors (a key's readers'
+		// after its lock file's).
 		return hs, &ListError{Unread: unread, Read: read}
 	}
 	return hs, nil

@@ -402,19 +402,23 @@ func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, err
 			tokens = append(tokens, token)
 		}
 	}
-	return b.readersOf(key, name, tokens)
+	hs, unread := b.readersOf(key, name, tokens)
+	if len(unread) > 0 {
+		return nil, errors.Join(unread...)
+	}
+	return hs, nil
 }
 
 // readersOf returns the live readers of key among the descriptions of
-// name's tokens, by token, removing the dead ones' descriptions.
-func (b *Backend) readersOf(key, name string, tokens []uint64) ([]driver.Holder, error) {
-	var hs []driver.Holder
+// name's tokens, by token, removing the dead ones' descriptions, and an
+// error for each description it could not probe (naming it).
+func (b *Backend) readersOf(key, name string, tokens []uint64) (hs []driver.Holder, unread []error) {
 	for _, token := range tokens {
 		path := filepath.Join(b.dir, readerName(name, token))
 		in, live, err := b.probeReader(path)
 		switch {
 		case err != nil:
-			return nil, err
+			unread = append(unread, err)
 		case !live:
 			// Unlocked: released, or its reader dead. No grant can lock
 			// it again (a token is granted once), so it can go.
@@ -424,7 +428,7 @@ func (b *Backend) readersOf(key, name string, tokens []uint64) ([]driver.Holder,
 		}
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmp.Compare(a.Token, b.Token) })
-	return hs, nil
+	return hs, unread
 }
 
 // probeReader reports whether the reader's description at path is live
