@@ -224,9 +224,12 @@ func (b *Backend) KeyPath(key string) string {
 }
 
 // Acquire implements driver.Backend. The key is granted when this Backend
-// holds an exclusive flock on the key's lock file; the new token is durable
-// on disk before Acquire returns. Waiting is woken by inotify on Linux and
-// polls elsewhere; see the package documentation.
+// holds an exclusive flock on the key's lock file, which excludes its
+// shared grants (AcquireShared) too; the new token is durable on disk
+// before Acquire returns. Waiting is woken by inotify on Linux and polls
+// elsewhere; a waiting Acquire keeps the key's later readers out. See the
+// package documentation (Waiting). opts.Writer changes nothing: every
+// lock of a key is its read/write lock's writer.
 //
 // opts.TTL is checked but has no effect on the grant, which lasts until
 // Release or the end of the process (Validity.TTL is 0). opts.OnLost is
