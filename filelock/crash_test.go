@@ -31,6 +31,9 @@ const (
 	// helperPermitsEnv makes the helper acquire a permit of the semaphore
 	// kept at the key, of this limit, instead of the key's lock.
 	helperPermitsEnv = "FILELOCK_TEST_HELPER_PERMITS"
+	// helperSharedEnv makes the helper acquire a shared grant of the key
+	// (AcquireShared) instead of its lock.
+	helperSharedEnv = "FILELOCK_TEST_HELPER_SHARED"
 )
 
 func helperMain() {
@@ -48,6 +51,8 @@ func helperMain() {
 			os.Exit(2)
 		}
 		l, err = b.AcquirePermit(context.Background(), os.Getenv(helperKeyEnv), driver.Semaphore{Limit: limit}, opts)
+	} else if os.Getenv(helperSharedEnv) != "" {
+		l, err = b.AcquireShared(context.Background(), os.Getenv(helperKeyEnv), opts)
 	} else {
 		l, err = b.Acquire(context.Background(), os.Getenv(helperKeyEnv), opts)
 	}

@@ -33,6 +33,19 @@
 // another limit is refused with a *driver.LimitError; when nothing holds
 // or awaits one, the next asker sets it.
 //
+// Shared (read) locks (Backend.AcquireShared, package rwlock) are flocks
+// of the same lock file: a shared grant is a shared flock of the key's
+// lock file, whose exclusive flock is the key's lock, so the kernel lets
+// any number of readers hold a key together and keeps its writers (every
+// Acquire of the key: a write lock is an ordinary lock) apart from them.
+// Other programs take part: util-linux `flock -s FILE` on a key's lock
+// file shares it with distlock's readers and keeps its writers out, and
+// `flock FILE` keeps its readers out. A shared grant has no time bound
+// either, comes back at once when released or when its process dies, and
+// draws its token from the key's counter (see Fencing). Readers lists a
+// key's shared grants and List lists them after its exclusive holder;
+// Holder and WatchHolder report the exclusive holder only.
+//
 // # Not guaranteed
 //
 //   - Other hosts: the directory must be on a local file system. On NFS or
@@ -51,7 +64,17 @@
 //     directory while it is in use. Only this user and root (and a group the Backend is shared
 //     with) can: see Permissions.
 //   - Fairness between processes for locks (see Waiting); permits are
-//     served in arrival order across processes.
+//     served in arrival order across processes. For shared locks,
+//     writers are preferred rather than served in arrival order: while a
+//     writer waits, no reader is granted, not even one that asked
+//     before it, so that readers cannot starve writers but a stream of
+//     writers can starve readers.
+//   - Order with programs other than distlock: a `flock -s` of a lock
+//     file is granted while distlock's writers wait (it does not see
+//     them), and a `flock` waiting in the kernel does not keep
+//     distlock's readers out; a program's flock holds no token and is
+//     not listed (Holder, Readers and List read distlock's holder
+//     descriptions).
 //   - A lock and the permits of one key are independent grants, but share
 //     the key's token counter (see Fencing): while a lock of a semaphore's
 //     key is held, its permits are not granted (an asker that does not
@@ -79,7 +102,8 @@
 // nothing, give New a directory no cleaner visits (for example
 // /var/lib/<app>/locks).
 //
-// A permit's token is made durable the same way, in the key's lock file.
+// A permit's token, and a shared grant's, is made durable the same way,
+// in the key's lock file.
 // The rest of a semaphore's state (its limit, its permits' owners, its
 // line of waiters) concerns live processes only, none of which survives a
 // reboot: it is replaced whole by a rename, never synced, and a state that
@@ -98,6 +122,21 @@
 //
 // Between processes there is no order: a release wakes every waiting
 // Backend of the key on the host, and they race for it.
+//
+// Readers of a key (AcquireShared) wait the same way, each on its own
+// open lock file (the Backend's queue is for exclusive askers), and are
+// granted together whenever no writer holds or waits. A writer waits
+// visibly to readers of every process: from its first failed try (or
+// as soon as another asker of its Backend has the key's turn) until it
+// is granted or gives up, it holds a shared flock of the key's writers
+// file, <name>.writers, and a reader is not granted while that file is
+// locked (it probes it with a try of its exclusive flock, given back at
+// once). So a waiting writer keeps later readers out, tries included,
+// and is granted once the readers before it are gone. Waiting readers
+// are woken by inotify when the lock file is closed and when a writer
+// lets the writers file go (granted, or giving up); a writer that dies
+// lets it go at once, as a holder its lock. Writers still race each
+// other across processes.
 //
 // Waiters for a permit are served in arrival order, across processes: a
 // waiter takes a place in the semaphore's line (an arrival number in its
@@ -133,6 +172,13 @@
 // excludes the grants of locks, and the semaphore's own flock, which
 // excludes those of other permits): every grant of a key, a lock's or a
 // permit's, is above every one before it, and so each slot's tokens rise.
+// A shared grant draws its token the same way, under the shared flock
+// that is its grant and the exclusive flock of the key's semaphore file,
+// <name>.sem, which every draw under a shared flock takes: readers'
+// tokens are unique, and every grant of a key, a reader's, a writer's or
+// a permit's, is above every one before it. A writer's token fences as a
+// lock's does; a reader's orders it among the key's grants (a storage
+// that takes reads need not check it).
 //
 // # Permissions
 //
@@ -174,9 +220,10 @@
 // lets another user write shows as the group's write permission, refused
 // unless the Backend is shared). They
 // are made when New opens the directory and whenever a lock file is
-// opened; only users they trust can make them wrong later. Holder
-// descriptions (<name>.info) are read from regular files only, at most
-// 1 MB, and written through a file created afresh; in a sticky directory
+// opened (a writers file is checked as a lock file is); only users they
+// trust can make them wrong later. Holder descriptions (<name>.info, and
+// readers' <name>.reader.<token>) are read from regular files only, at
+// most 1 MB, and written through a file created afresh; in a sticky directory
 // another user can plant one, which List may then show as the holder's
 // owner, but it grants nothing. Files a Backend creates may be readable by
 // others (WithFileMode(0o644)): any user who can open a lock file can hold
@@ -193,7 +240,9 @@
 // it runs, so that the key is not granted again before that command is
 // gone. Any holder of the description that unlocks it unlocks it for all;
 // Release does so. For a permit, File returns a descriptor of its slot
-// file, which keeps the permit held the same way.
+// file, which keeps the permit held the same way; for a shared grant, a
+// descriptor of the lock file, whose shared flock stays held the same
+// way.
 //
 // # Files and keys
 //
@@ -216,17 +265,27 @@
 // slots, tokens, owners, pids, hosts and start times, the waiters' arrival
 // numbers and pids), its slot files, <name>.slot.<i>, kept for good as
 // lock files are, and the files of its waiters, <name>.wait.<n>, removed
-// when they leave. List shows locks only, never permits, one holder per
-// key as driver.Lister says; Backend.Permits lists a semaphore's permits.
+// when they leave. List shows locks only, never permits: a key's
+// exclusive holder, then its readers (Holder.Shared set) by token, as
+// driver.Lister says; Backend.Permits lists a semaphore's permits.
 // The semaphore's flock file and its slot files are checked as lock files
 // are (see Permissions); its state and waiter files are created afresh, as
 // holder descriptions are, and read from regular files only.
 //
+// Shared grants of a key add <name>.reader.<token>, the description of
+// the reader granted that token (as <name>.info, in JSON), locked by the
+// reader while it holds and removed when it releases (written as
+// <name>.reader.<token>.tmp, locked, and renamed into place); a dead
+// reader's is removed by the next Readers or List that finds it
+// unlocked. Its writers wait through <name>.writers, and readers draw
+// their tokens under the flock of <name>.sem (see Fencing); both are
+// kept for good.
+//
 // # Concurrency
 //
 // A Backend and its leases are safe for concurrent use. A Backend runs one
-// goroutine (reading inotify events) while it has waiters (for locks or
-// permits), and none otherwise. Close ends the waiters and refuses later acquisitions; held
+// goroutine (reading inotify events) while it has waiters (for locks,
+// shared locks or permits), and none otherwise. Close ends the waiters and refuses later acquisitions; held
 // leases stay held until released.
 //
 // The package builds on Linux and the BSDs, macOS included; the inotify

@@ -66,6 +66,7 @@ type Backend struct {
 	queue driver.Queue[*lease]
 
 	permits permitSet // the live permits granted through the Backend, for File
+	readers readerSet // the live shared grants made through the Backend, for File
 
 	closing context.Context // ends at Close
 	close   context.CancelFunc
@@ -223,9 +224,12 @@ func (b *Backend) KeyPath(key string) string {
 }
 
 // Acquire implements driver.Backend. The key is granted when this Backend
-// holds an exclusive flock on the key's lock file; the new token is durable
-// on disk before Acquire returns. Waiting is woken by inotify on Linux and
-// polls elsewhere; see the package documentation.
+// holds an exclusive flock on the key's lock file, which excludes its
+// shared grants (AcquireShared) too; the new token is durable on disk
+// before Acquire returns. Waiting is woken by inotify on Linux and polls
+// elsewhere; a waiting Acquire keeps the key's later readers out. See the
+// package documentation (Waiting). opts.Writer changes nothing: every
+// lock of a key is its read/write lock's writer.
 //
 // opts.TTL is checked but has no effect on the grant, which lasts until
 // Release or the end of the process (Validity.TTL is 0). opts.OnLost is
@@ -260,19 +264,33 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 // acquire is Acquire of a checked key, while the Backend is open.
 func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOptions) (*lease, error) {
 	name := fileName(key)
-	var turn *driver.Turn[*lease]
-	if opts.Wait {
-		t, err := b.queue.Wait(ctx, name)
+	// While this asker waits, it holds the shared flock of the key's
+	// writers file, which keeps the key's later readers out (see
+	// markWriter); it is let go once the asker is granted or gives up.
+	var mark *os.File
+	defer func() {
+		if mark != nil {
+			unlockClose(mark)
+		}
+	}()
+	turn, ok := b.queue.Try(name)
+	switch {
+	case ok:
+	case !opts.Wait:
+		return nil, fmt.Errorf("%w: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
+	default:
+		// Another asker of this Backend has the key's turn: this one
+		// waits, as a writer, from now on.
+		m, err := b.markWriter(ctx, name)
 		if err != nil {
+			return nil, err
+		}
+		mark = m
+		if turn, err = b.queue.Wait(ctx, name); err != nil {
 			return nil, driver.Canceled(ctx)
 		}
-		turn = t
-	} else if t, ok := b.queue.Try(name); ok {
-		turn = t
-	} else {
-		return nil, fmt.Errorf("%w: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
-	l, err := b.grab(ctx, key, name, opts)
+	l, err := b.grab(ctx, key, name, opts, &mark)
 	if err != nil {
 		turn.Done()
 		return nil, err
@@ -319,6 +337,9 @@ func (b *Backend) File(lock Held) (*os.File, error) {
 		if p := b.permits.get(fileName(key), token); p != nil {
 			return p.file()
 		}
+		if r := b.readers.get(fileName(key), token); r != nil {
+			return r.file()
+		}
 		return nil, fmt.Errorf("%w: token %d of %q is not held through this Backend", driver.ErrLockLost, token, key)
 	}
 	l.mu.Lock()
@@ -346,6 +367,8 @@ func isNil(h Held) bool {
 	case *lease:
 		return v == nil
 	case *permit:
+		return v == nil
+	case *readLease:
 		return v == nil
 	}
 	return false
@@ -401,7 +424,11 @@ func fileErr(what string, err error) error { return fileSorter.Sort(nil, nil, wh
 // sleeps again; the jitter spreads the waiting Backends of other processes
 // that woke together. A slow poll covers wake-ups that never come (an
 // inotify queue overflow, or no inotify at all).
-func (b *Backend) grab(ctx context.Context, key, name string, opts driver.AcquireOptions) (*lease, error) {
+//
+// A waiting asker marks itself as a writer (markWriter, into *mark, which
+// the caller lets go) after its first failed try, so that the key's later
+// readers wait for it.
+func (b *Backend) grab(ctx context.Context, key, name string, opts driver.AcquireOptions, mark **os.File) (*lease, error) {
 	path := filepath.Join(b.dir, name+lockSuffix)
 	f, err := b.openLock(path)
 	if err != nil {
@@ -479,6 +506,17 @@ func (b *Backend) grab(ctx context.Context, key, name string, opts driver.Acquir
 				tried = true
 				if ok, err := try(); err != nil || ok {
 					return struct{}{}, nil, err
+				}
+				if *mark == nil {
+					m, err := b.tryMarkWriter(name)
+					if err != nil {
+						return struct{}{}, nil, err
+					}
+					if *mark = m; m == nil {
+						// A reader's probe has the writers file for a
+						// moment: mark again soon.
+						return struct{}{}, &driver.Held{RetryIn: markRetry}, nil
+					}
 				}
 				if woke {
 					burst = 1

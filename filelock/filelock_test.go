@@ -94,6 +94,17 @@ func TestSemaphoreConformance(t *testing.T) {
 	}, distlocktest.WithTTL(time.Second))
 }
 
+// The conformance suite of shared locks and package rwlock, as
+// TestConformance runs Run: shared grants have no TTL either, so the
+// suite skips the tests of readers that lapse; shared_test covers a
+// reader's death with real processes.
+func TestSharedConformance(t *testing.T) {
+	dir := t.TempDir()
+	distlocktest.RunShared(t, func(t *testing.T) driver.Backend {
+		return newBackend(t, dir)
+	}, distlocktest.WithTTL(time.Second))
+}
+
 // A grant has no time bound: TTL 0, no local deadline, kept without renewal.
 func TestUnboundedGrant(t *testing.T) {
 	dir := t.TempDir()

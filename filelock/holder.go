@@ -18,7 +18,7 @@ var (
 )
 
 // Holder implements driver.HolderReader: whether the lock file of key is
-// locked now, and by whom, read as List reads it (with the same brief
+// locked now, exclusively (shared grants are Readers'), and by whom, read as List reads it (with the same brief
 // shared flock). A grant is reported once it is complete, its holder
 // description written with its token: a grant in progress (its flock
 // taken, its token or description not yet written), a release in

@@ -3,6 +3,7 @@
 package filelock
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,9 +112,10 @@ func (b *Backend) readInfo(name string) (info, bool) {
 
 // ListError is the error of a List that could not tell whether some lock
 // files are held; List returns it together with the holders among the
-// lock files it could read. Unread holds an error for each lock file that
-// could not be opened or probed (permission denied, an I/O error), whose
-// path it names, sorted by path. Read is the number of lock files under
+// lock files it could read. Unread holds an error for each lock file, or
+// reader's description (see AcquireShared), that could not be opened or
+// probed (permission denied, an I/O error), whose path it names, sorted by
+// the path of the key's lock file. Read is the number of lock files under
 // the prefix that List could read, held or not: 0 means that nothing
 // could be listed, and a caller may then treat the listing as failed.
 type ListError struct {
@@ -137,8 +139,10 @@ func (e *ListError) Error() string {
 func (e *ListError) Unwrap() []error { return e.Unread }
 
 // List implements driver.Lister: the keys with prefix whose lock file is
-// locked now, with the token, owner and start of the current grant.
-// Expires is always zero: grants have no time bound.
+// locked now, with the token, owner and start of the current grant: the
+// exclusive holder of a key, then its shared grants (Shared set) by
+// token, read from their descriptions as Readers reads them. Expires is
+// always zero: grants have no time bound.
 //
 // To tell a held key from a stale description left by a dead holder, List
 // briefly takes a shared, non-blocking flock on each candidate lock file: a
@@ -162,6 +166,13 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		unread []error
 		read   int
 	)
+	// The tokens of the readers' descriptions, by the name of their key.
+	readers := map[string][]uint64{}
+	for _, e := range entries {
+		if name, token, ok := readerOf(e.Name()); ok && e.Type().IsRegular() {
+			readers[name] = append(readers[name], token)
+		}
+	}
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -177,17 +188,35 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		switch {
 		case err != nil:
 			unread = append(unread, err)
+			continue
 		case state == probeGone || !strings.HasPrefix(h.Key, prefix):
+			continue
 		case state == probeHeld:
 			hs = append(hs, h)
-			read++
-		default:
-			read++
+		}
+		read++
+		if tokens := readers[name]; len(tokens) > 0 {
+			rs, errs := b.readersOf(h.Key, name, tokens)
+			hs = append(hs, rs...)
+			unread = append(unread, errs...)
 		}
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
+	// By key; a key's exclusive holder first, then its readers by token.
+	slices.SortFunc(hs, func(a, b driver.Holder) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		if a.Shared != b.Shared {
+			if !a.Shared {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Token, b.Token)
+	})
 	if len(unread) > 0 {
-		// ReadDir sorts by name: so are the errors.
+		// ReadDir sorts by name: so are the errors (a key's readers'
+		// after its lock file's).
 		return hs, &ListError{Unread: unread, Read: read}
 	}
 	return hs, nil

@@ -264,3 +264,45 @@ func TestHolderDescriptionTokenIsADecimalString(t *testing.T) {
 		t.Errorf("List over a description with a numeric token: %+v, %v; want a held by tester, token %d", hs, err, l.Token())
 	}
 }
+
+// A reader's description the lister may not read is named in the
+// *ListError, without hiding the key's other readers: the lock file was
+// read, and counts in Read. The lister runs as another user.
+func TestListReportsUnreadableReader(t *testing.T) {
+	needRoot(t)
+	base, err := os.MkdirTemp("", "filelock-list-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self := filepath.Join(base, "filelock.test")
+	copyFile(t, os.Args[0], self, 0o755)
+	dir := filepath.Join(base, "locks")
+	mkdir(t, dir, 0o755, 0)
+
+	readable := newBackend(t, dir, filelock.WithFileMode(0o644))
+	private := newBackend(t, dir)
+	for _, b := range []*filelock.Backend{readable, private} {
+		r, err := b.AcquireShared(ctxFor(t), "jobs/r", driver.AcquireOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release(t, r)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), listDirEnv+"="+dir, listPrefixEnv+"=jobs/")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Dir = base
+	out, err := cmd.Output()
+	var l listed
+	if err != nil || json.Unmarshal(out, &l) != nil {
+		t.Fatalf("listing as uid %d: %v: %s", nobody, err, out)
+	}
+	if !slices.Equal(l.Keys, []string{"jobs/r"}) || !l.ListError || l.Read != 1 || len(l.Unread) != 1 ||
+		!strings.Contains(l.Unread[0], "jobs%2Fr.reader.") || !strings.Contains(l.Unread[0], "permission denied") {
+		t.Errorf("List(jobs/) as another user = %+v; want the readable reader of jobs/r, and a ListError naming the private one's description", l)
+	}
+}

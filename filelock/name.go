@@ -9,8 +9,8 @@ import (
 )
 
 // maxName is the longest escaped name used as is; longer ones are hashed.
-// With the longest suffix (a waiter file's, ".wait." and up to 20 digits)
-// it stays under NAME_MAX (255).
+// With the longest suffix (a reader's description while it is written,
+// ".reader.", up to 20 digits and ".tmp") it stays under NAME_MAX (255).
 const maxName = 200
 
 // hashPrefix starts hashed names. Escaping never produces "~" (it is
@@ -20,7 +20,8 @@ const hashPrefix = "~sha256-"
 
 // File name suffixes. A key's name is never a prefix problem: every file of
 // a key is its name plus exactly one of these, or of a semaphore's (see
-// semaphore.go), none of which ends another.
+// semaphore.go), or of a shared lock's (see shared.go), none of which
+// ends another.
 const (
 	lockSuffix = ".lock"
 	infoSuffix = ".info"

@@ -7,7 +7,8 @@ package filelock
 // The files of a semaphore kept at a key whose name is N:
 //
 //	N.sem          the semaphore's own flock: its state is read under a
-//	               shared flock of it, changed under an exclusive one
+//	               shared flock of it, changed under an exclusive one,
+//	               under which readers draw tokens too (see shared.go)
 //	N.sem.json     the state (semState), replaced whole by a rename
 //	N.slot.<i>     slot i, i in [0, limit): held with an exclusive flock by
 //	               the permit that has the slot
@@ -394,8 +395,9 @@ func (b *Backend) lockNew(path string) (*os.File, bool, error) {
 
 // drawToken takes the key's next token from its lock file, under a
 // shared flock of it: that excludes the grants of locks, which take its
-// exclusive flock, and the grants of other permits are excluded by the
-// semaphore's flock, which the caller holds. A shared flock also leaves
+// exclusive flock, and the draws of other permits and of shared grants
+// (readers) are excluded by the semaphore's flock, which the caller
+// holds. A shared flock also leaves
 // the key free to List and Holder, which probe with one. It reports
 // false when a lock of the key holds (or is taking) the lock file.
 func (b *Backend) drawToken(key, name string) (uint64, bool, error) {

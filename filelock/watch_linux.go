@@ -63,24 +63,33 @@ const dirMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_MOVED_TO | unix.I
 // subscribe watches the file at path. It returns nil when the system cannot
 // watch it (inotify limits reached); the caller then polls.
 func (w *watcher) subscribe(path string) *subscription {
-	return w.add(path, watchMask, nil, nil)
+	return w.add(path, watchMask, nil, nil, nil)
 }
 
 // subscribeDir watches the entries names of the directory dir (every
 // subscription of a directory has the same mask, dirMask: a watch's mask
 // is per inode). It returns nil when the system cannot watch it.
 func (w *watcher) subscribeDir(dir string, names ...string) *subscription {
-	return w.add(dir, dirMask, names, nil)
+	return w.add(dir, dirMask, names, nil, nil)
 }
 
 // subscribeMatch watches the entries of the directory dir whose names
 // match reports (with dirMask, as subscribeDir). It returns nil when the
 // system cannot watch it.
 func (w *watcher) subscribeMatch(dir string, match func(name string) bool) *subscription {
-	return w.add(dir, dirMask, nil, match)
+	return w.add(dir, dirMask, nil, match, nil)
 }
 
-func (w *watcher) add(path string, mask uint32, names []string, match func(string) bool) *subscription {
+// subscribeDirTo is subscribeDir delivering its wake-ups to c, another
+// subscription's C: one waiter, woken by the changes of two watches.
+func (w *watcher) subscribeDirTo(c chan struct{}, dir string, names ...string) *subscription {
+	return w.add(dir, dirMask, names, nil, c)
+}
+
+func (w *watcher) add(path string, mask uint32, names []string, match func(string) bool, c chan struct{}) *subscription {
+	if c == nil {
+		c = make(chan struct{}, 1)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	inst := w.inst
@@ -103,7 +112,7 @@ func (w *watcher) add(path string, mask uint32, names []string, match func(strin
 		w.inst = inst
 		go w.read(inst)
 	}
-	s := &subscription{C: make(chan struct{}, 1), w: w, inst: inst, wd: int32(wd), names: names, match: match}
+	s := &subscription{C: c, w: w, inst: inst, wd: int32(wd), names: names, match: match}
 	set := inst.subs[s.wd]
 	if set == nil {
 		set = map[*subscription]struct{}{}

@@ -14,6 +14,8 @@ func (w *watcher) subscribe(string) *subscription { return nil }
 
 func (w *watcher) subscribeDir(string, ...string) *subscription { return nil }
 
+func (w *watcher) subscribeDirTo(chan struct{}, string, ...string) *subscription { return nil }
+
 func (w *watcher) subscribeMatch(string, func(string) bool) *subscription { return nil }
 
 func (s *subscription) close() {}
