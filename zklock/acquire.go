@@ -448,9 +448,10 @@ func unsupported(err error) bool {
 	return err != nil && (errors.Is(err, zk.ErrUnknown) || strings.HasPrefix(err.Error(), "unknown error"))
 }
 
-// wait waits until our node is first of the lock's nodes, watching only the
-// node just before it, so that a release wakes one waiter; without
-// opts.Wait it looks once. first, if not nil, brings its first listing
+// wait waits until our node is first of the lock's nodes (for a shared
+// grant, until no exclusive node is ahead of it), watching only the node
+// it waits for (see ahead), so that a release wakes only the waiters just
+// behind it; without opts.Wait it looks once. first, if not nil, brings its first listing
 // (see prefetch).
 func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lease, error) {
 	b := a.b
@@ -484,10 +485,10 @@ func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lea
 
 // try lists the lock's nodes, within wctx (ctx, or a try's request
 // timeout), until it can tell: it returns the lease when our node is
-// first; otherwise it watches the node just before ours, whose next event
-// wakes w, and returns a Held on w's wake-up (a single try, without w,
-// watches nothing). It lists again at once after deleting late nodes of
-// ours, or when the predecessor is gone before its watch.
+// granted (see ahead); otherwise it watches the node ours waits for,
+// whose next event wakes w, and returns a Held on w's wake-up (a single
+// try, without w, watches nothing). It lists again at once after deleting
+// late nodes of ours, or when the watched node is gone before its watch.
 //
 // While waiting (w not nil), a request that fails for a reason that may
 // pass (the connection broke, ZooKeeper did not answer in time) is tried
