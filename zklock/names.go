@@ -190,6 +190,18 @@ func sortKey(name string) string {
 // sequenceOf returns what sortKey orders name by, and the name that
 // precedes it (lockName, latchName, readName or writeName; "" for none).
 func sequenceOf(name string) (string, string) {
+	// Every node of a recipe ends in its name and the sequence's digits,
+	// and then that name is the last of them in the node's: it is found
+	// without searching the whole name.
+	digits := len(name)
+	for digits > 0 && name[digits-1] >= '0' && name[digits-1] <= '9' {
+		digits--
+	}
+	for _, k := range [...]string{lockName, readName, writeName, latchName} {
+		if strings.HasSuffix(name[:digits], k) {
+			return name[digits:], k
+		}
+	}
 	at, kind := -1, ""
 	for _, k := range [...]string{lockName, latchName, readName, writeName} {
 		if i := strings.LastIndex(name, k); i >= 0 && (at < 0 || i > at) {
