@@ -3,12 +3,14 @@ package zklock_test
 import (
 	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/rwlock"
 	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/zklock"
@@ -227,5 +229,35 @@ func mustReleaseLock(t testing.TB, l *distlock.Lock) {
 	t.Helper()
 	if err := l.Release(t.Context()); err != nil {
 		t.Fatalf("Release: %v", err)
+	}
+}
+
+// A permit asked as a writer (AcquireOptions.Writer, which permits
+// ignore) takes the semaphore's mutex with a "-lock-" node, which
+// Curator's InterProcessSemaphoreV2 sees, not a "__WRIT__" node.
+func TestPermitAskedAsWriterTakesMutexAsLock(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	ctx := testCtx(t)
+	key := "semaphore/writer"
+	b := newBackend(t, z.Servers)
+	granted := make(chan string, 4)
+	b.SetBeforeGrant(func(node string) {
+		select {
+		case granted <- node:
+		default:
+		}
+	})
+	l, err := b.AcquirePermit(ctx, key, driver.Semaphore{Limit: 1}, driver.AcquireOptions{TTL: time.Minute, Writer: true})
+	if err != nil {
+		t.Fatalf("AcquirePermit: %v", err)
+	}
+	defer l.Release(ctx)
+	select {
+	case node := <-granted:
+		if dir := b.KeyPath(key) + "/locks/"; !strings.HasPrefix(node, dir) || !nodeName.MatchString(strings.TrimPrefix(node, dir)) {
+			t.Errorf("the semaphore's mutex node %q, want %s_c_<uuid>-lock-<sequence>", node, dir)
+		}
+	default:
+		t.Fatal("no mutex node granted")
 	}
 }
