@@ -75,9 +75,9 @@
 // is valid no exclusive grant of the key is held, this package's locks,
 // candidacies and writers, and Curator's write locks: a shared grant is
 // granted only when no exclusive node is ahead of its node, and an
-// exclusive grant only when its node is first, reader nodes included
-// (see Shared locks for Curator's clients, which do not all see each
-// other).
+// exclusive grant only when its node is first, reader nodes included.
+// Curator's InterProcessMutex is the exception: it does not see readers'
+// nodes (see Shared locks for which of Curator's clients see which).
 //
 // # Not guaranteed
 //
