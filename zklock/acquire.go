@@ -36,6 +36,9 @@ type acquire struct {
 	// node of a permit (see semaphore.go), which is created without a
 	// listing behind it.
 	name string
+	// shared is set for a shared grant (AcquireShared): its node is a
+	// "__READ__" node, granted while no exclusive node is ahead of it.
+	shared bool
 }
 
 // node is our lock node, known to exist in a live session.
@@ -88,13 +91,19 @@ func (a *acquire) candidacy() bool { return a.opts.Election != "" }
 
 // prefix is what our node's name starts with, the sequence following:
 // "_c_<uuid>-lock-" for a lock, "_c_<uuid>-latch-" for a candidacy,
-// "_c_<uuid>-lease-" for a permit's lease node (a.name).
+// "_c_<uuid>-lease-" for a permit's lease node (a.name),
+// "_c_<uuid>-__READ__" for a shared grant and "_c_<uuid>-__WRIT__" for a
+// writer (AcquireOptions.Writer).
 func (a *acquire) prefix() string {
-	if a.name != "" {
+	switch {
+	case a.name != "":
 		return nodePrefix(a.uuid, a.name)
-	}
-	if a.candidacy() {
+	case a.shared:
+		return protectedPrefix + a.uuid + "-" + readName
+	case a.candidacy():
 		return nodePrefix(a.uuid, latchName)
+	case a.opts.Writer:
+		return protectedPrefix + a.uuid + "-" + writeName
 	}
 	return nodePrefix(a.uuid, lockName)
 }
@@ -439,9 +448,10 @@ func unsupported(err error) bool {
 	return err != nil && (errors.Is(err, zk.ErrUnknown) || strings.HasPrefix(err.Error(), "unknown error"))
 }
 
-// wait waits until our node is first of the lock's nodes, watching only the
-// node just before it, so that a release wakes one waiter; without
-// opts.Wait it looks once. first, if not nil, brings its first listing
+// wait waits until our node is first of the lock's nodes (for a shared
+// grant, until no exclusive node is ahead of it), watching only the node
+// it waits for (see ahead), so that a release wakes only the waiters just
+// behind it; without opts.Wait it looks once. first, if not nil, brings its first listing
 // (see prefetch).
 func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lease, error) {
 	b := a.b
@@ -475,10 +485,10 @@ func (a *acquire) wait(ctx context.Context, n *node, first <-chan listing) (*lea
 
 // try lists the lock's nodes, within wctx (ctx, or a try's request
 // timeout), until it can tell: it returns the lease when our node is
-// first; otherwise it watches the node just before ours, whose next event
-// wakes w, and returns a Held on w's wake-up (a single try, without w,
-// watches nothing). It lists again at once after deleting late nodes of
-// ours, or when the predecessor is gone before its watch.
+// granted (see ahead); otherwise it watches the node ours waits for,
+// whose next event wakes w, and returns a Held on w's wake-up (a single
+// try, without w, watches nothing). It lists again at once after deleting
+// late nodes of ours, or when the watched node is gone before its watch.
 //
 // While waiting (w not nil), a request that fails for a reason that may
 // pass (the connection broke, ZooKeeper did not answer in time) is tried
@@ -515,16 +525,18 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 			continue
 		}
 		i := slices.Index(children, n.name)
-		switch {
-		case i < 0:
+		if i < 0 {
 			return nil, nil, a.vanished(n)
-		case i == 0:
+		}
+		ahead := a.ahead(children, i)
+		switch {
+		case ahead < 0:
 			l, err := a.grant(n, sent)
 			return l, nil, err
 		case w == nil:
 			return nil, &driver.Held{}, nil
 		}
-		pred := a.dir + "/" + children[i-1]
+		pred := a.dir + "/" + children[ahead]
 		if b.beforeWatch != nil {
 			b.beforeWatch(pred)
 		}
@@ -549,6 +561,28 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 		}
 		return nil, &driver.Held{Wake: w.wake}, nil
 	}
+}
+
+// ahead returns the index of the node our node, at index i of the sorted
+// children, waits for, or -1 when it is granted. An exclusive node waits
+// for the node just before it, whatever its kind: it is granted once
+// first. A shared grant's node waits for the last exclusive node before
+// it (any node but a reader's and a semaphore's parents, so that locks,
+// candidacies and writers of this package and of Curator's recipes all
+// block it, waiting or holding): readers overlap, and a writer that waits
+// blocks the readers behind it. Curator's read lock waits for the first
+// write node before its own instead; either wakes the reader once the
+// writers ahead of it are gone.
+func (a *acquire) ahead(children []string, i int) int {
+	if !a.shared {
+		return i - 1
+	}
+	for j := i - 1; j >= 0; j-- {
+		if c := children[j]; !reader(c) && !semaphoreChild(c) {
+			return j
+		}
+	}
+	return -1
 }
 
 // watcher is one waiter's wake-up: wake receives a value when ZooKeeper

@@ -5,7 +5,9 @@
 // that LeaderLatch participants take part in them (see Elections), and
 // package semaphore's permits in the layout of Curator's
 // InterProcessSemaphoreV2, so that its leases and these permits count
-// against one limit (see Semaphores).
+// against one limit (see Semaphores), and package rwlock's shared (read)
+// locks and writers in the layout of Curator's InterProcessReadWriteLock,
+// so that its read and write locks take part (see Shared locks).
 //
 //	backend, _ := zklock.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"})
 //	defer backend.Close()
@@ -68,6 +70,15 @@
 // mutex, which counted fewer live lease nodes than the limit, and lease
 // nodes are created by the mutex's holder only.
 //
+// A shared grant is held as a lock is, its "__READ__" node in place of
+// the lock node: the same validity, refreshes, loss and release. While it
+// is valid no exclusive grant of the key is held, this package's locks,
+// candidacies and writers, and Curator's write locks: a shared grant is
+// granted only when no exclusive node is ahead of its node, and an
+// exclusive grant only when its node is first, reader nodes included.
+// Curator's InterProcessMutex is the exception: it does not see readers'
+// nodes (see Shared locks for which of Curator's clients see which).
+//
 // # Not guaranteed
 //
 //   - Nothing stops a process that pauses for longer than its lock's
@@ -125,10 +136,21 @@
 //     then count and be granted while an earlier holder still counts or
 //     holds, and the holder of a lease node learns of it at its next
 //     Refresh.
+//   - Exclusion between Curator's recipes and this package's grants that
+//     the recipe does not see: Curator's read lock does not see a plain
+//     lock's "-lock-" node, nor Curator's InterProcessMutex a shared
+//     grant's or a writer's node, nor Curator's write lock a "-lock-"
+//     node (see Shared locks for the whole table). Writers that must
+//     exclude Curator's readers ask with AcquireOptions.Writer (package
+//     rwlock's Lock does).
+//   - The order in which readers that may hold together learn of their
+//     grant: two readers waiting for one writer are both granted when it
+//     goes, and the one with the greater token may return first.
 //
 // # Durability
 //
-// Exclusion, the limit of permits and tokens rest on the ensemble's
+// Exclusion (shared grants' and writers' too), the limit of permits and
+// tokens rest on the ensemble's
 // transaction log: it must be written to disk before it is acknowledged
 // (ZooKeeper's default, forceSync=yes), and a server must never come back
 // with an older data directory. An ensemble restored from a backup forgets nodes and can hand
@@ -152,6 +174,18 @@
 // every watch event of a live session, and a session's end is reported. The
 // order is the order of the nodes' sequence numbers, the same for acquires
 // of one Backend as for acquires of different processes.
+//
+// A shared grant's acquire waits as a lock's does, but for the last
+// exclusive node ahead of its own (a lock's, a candidacy's or a writer's,
+// holding or waiting), with the same data watch: readers ahead of it do
+// not hold it up, and a writer that waits holds up every reader behind
+// it, so that readers never starve a writer. A lock's or a writer's
+// acquire waits for the node just before its own, a reader's too. A
+// release of a writer wakes the readers just behind it, each of which
+// watched it; a release of a reader wakes the writer just behind it, if
+// that one watched it. Readers, writers and locks of one path are served
+// in the order of their nodes' sequence numbers, one counter for every
+// kind.
 //
 // A permit's acquire waits first for the semaphore's mutex, as a lock's
 // does, so waiters are served in the order of their mutex nodes; then, as
@@ -193,14 +227,24 @@
 // semaphore keeps permits at semaphore/NAME, where no lock of the
 // application goes).
 //
+// A shared grant's token is the czxid of its "__READ__" node, as a
+// lock's. A reader is granted only once every exclusive node created
+// before its own is gone, and an exclusive grant only once every node
+// created before its own is gone, readers' included: every grant's token
+// is greater than that of every exclusive grant before it, and a writer's
+// or a lock's greater than that of every grant before it, shared or not,
+// so that a writer's token fences as a lock's does. Readers holding at
+// once have distinct tokens; two granted by one writer's release may
+// return in either order.
+//
 // To let storage refuse a holder that lost its lock while paused, pass
 // Lock.Token to it (see package fence). The package offers no check inside
 // ZooKeeper itself.
 //
 // # Sessions
 //
-// A Backend has one ZooKeeper session, shared by all its locks and
-// permits: a lock costs one node, a permit a lease node (and a mutex node
+// A Backend has one ZooKeeper session, shared by all its locks, shared
+// grants and permits: a lock or a shared grant costs one node, a permit a lease node (and a mutex node
 // while it waits), no session of their own. The session timeout is asked for with
 // WithSessionTimeout (default 10s). Close ends the session, which deletes
 // every node it has.
@@ -270,11 +314,13 @@
 // Under a lock's path each acquire creates a protected ephemeral sequential
 // node named "_c_<uuid>-lock-<sequence>", as Curator names them, or
 // "_c_<uuid>-latch-<sequence>" for an election's candidacy (see
-// Elections): the UUID is a random one in its canonical 36-character
-// form, which lets a create whose reply was lost be found again. Nodes
-// are ordered by their sequence, the text after the last "lock-" or
-// "latch-", as Curator orders the nodes of each kind; a lock node's data
-// is the holder's owner (distlock.WithOwner), or the host name. An
+// Elections), "_c_<uuid>-__READ__<sequence>" for a shared grant and
+// "_c_<uuid>-__WRIT__<sequence>" for a writer (see Shared locks): the
+// UUID is a random one in its canonical 36-character form, which lets a
+// create whose reply was lost be found again. Nodes are ordered by their
+// sequence, the text after the last "lock-", "latch-", "__READ__" or
+// "__WRIT__", as Curator orders the nodes of each kind; a lock node's
+// data is the holder's owner (distlock.WithOwner), or the host name. An
 // operator sees the queue with
 //
 //	zkCli.sh -server zk1:2181 ls /distlock/reports%2Fnightly
@@ -341,6 +387,67 @@
 // by listing again, and for a time by deleting and creating its node
 // again, racing the listings of the previous answer: two leaders after two
 // quick reconnections (apache/curator#1024, #1160).
+//
+// # Shared locks
+//
+// Package rwlock's read/write lock of a key lives at the key's lock path,
+// in the layout of Curator's InterProcessReadWriteLock
+// (KeyPath("catalog"), by default "/distlock/catalog"):
+//
+//   - a shared grant (AcquireShared, rwlock's RLock) is a protected
+//     ephemeral sequential node "_c_<uuid>-__READ__<sequence>", Curator's
+//     read lock's name, whose data is the owner; it is granted when no
+//     exclusive node (any but a "__READ__" node) is ahead of it, holding
+//     or waiting;
+//   - a writer (AcquireOptions.Writer, rwlock's Lock) is a node
+//     "_c_<uuid>-__WRIT__<sequence>", Curator's write lock's name, and an
+//     ordinary lock of the key (Acquire, `distlock run catalog`) a
+//     "-lock-" node; either is granted when it is first, so it waits for
+//     the readers and writers ahead of it.
+//
+// Holder, List's exclusive entry and WatchHolder report the first node
+// unless it is a reader's; Readers, and List with Shared set, the reader
+// nodes ahead of the first exclusive node, Curator's too, by token. So
+// Curator's
+//
+//	new InterProcessReadWriteLock(client, "/distlock/catalog")
+//
+// and package rwlock's
+//
+//	rwlock.New(client, "catalog")
+//
+// share the lock, in one queue. Curator's recipes see fewer kinds than
+// this package does, since each orders the others' nodes after its own
+// (see Node layout): Curator's read lock waits only for "__WRIT__" nodes
+// ahead of it, its write lock for "__READ__" and "__WRIT__" nodes, and
+// InterProcessMutex for "-lock-" nodes. Which clients exclude which, on
+// one path:
+//
+//   - this package's reader and writer (Writer) against Curator's read and
+//     write locks: all exclude each other as a read/write lock's do, and
+//     readers share;
+//   - this package's plain lock ("-lock-") against Curator's read lock:
+//     the lock waits for Curator's readers ahead of it, but Curator's read
+//     lock does not see the lock's node and is granted while it holds;
+//     against Curator's write lock: the lock waits for it, but Curator's
+//     write lock does not see the lock's node either;
+//   - Curator's InterProcessMutex against this package's reader and
+//     writer: ours wait for its "-lock-" node, but it does not see theirs
+//     and is granted while they hold;
+//   - Curator's InterProcessMutex against Curator's read/write lock:
+//     neither sees the other.
+//
+// So where Java services use InterProcessReadWriteLock on a path, this
+// package's writers of it must ask as writers (rwlock's Lock, or
+// distlock.WithWriter), not as plain locks; where they use
+// InterProcessMutex, they must not take this package's shared locks of
+// it.
+//
+// A reader re-entering under its own write lock, which Curator grants to
+// the thread that holds the write lock, is the Client's re-entry here: a
+// read asked under a write lock's context of the same key is that write
+// lock. A shared grant and a writer are held, refreshed, released and
+// lost as locks are, with the same clean-ups.
 //
 // # Semaphores
 //

@@ -19,9 +19,9 @@ var (
 )
 
 // Holder implements driver.HolderReader as List reads each lock path: the
-// first node under key's lock path in Curator's order, its data as Owner,
-// its czxid as Token. It reads that path only: "svc/leader" is never
-// "svc/leader2".
+// first node under key's lock path in sequence order, unless it is a
+// shared grant's, its data as Owner, its czxid as Token. It reads that
+// path only: "svc/leader" is never "svc/leader2".
 func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return driver.Holder{}, false, err
@@ -43,10 +43,11 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 // on the children of key's lock path (a node created or deleted: a grant,
 // a release, a holder whose session expired, a waiter coming or going),
 // or on the creation of the path while it does not exist, and one on the
-// data of its first node (SetOwner). Each event sets again the watch it
-// fired, and the first node's if it changed, before it wakes the watcher,
-// so that no later change is missed; a waiter coming or going wakes the
-// watcher too. The zk client sets them again after a reconnection, and
+// data of its first node (SetOwner), unless that is a shared grant's
+// (the children watch sees the readers go). Each event sets again the
+// watch it fired, and the first node's if it changed, before it wakes the
+// watcher, so that no later change is missed; a waiter coming or going
+// wakes the watcher too. The zk client sets them again after a reconnection, and
 // the ensemble then reports what changed meanwhile; a session that expires
 // ends them, and wakes the watcher. The watch ends when ctx ends, when
 // setting the watches fails, or when the Backend is closed.
@@ -188,6 +189,9 @@ func (hw *holderWatch) arm(ctx context.Context) error {
 		for _, c := range children {
 			if semaphoreChild(c) {
 				continue // a semaphore's, at the key's path: not a lock
+			}
+			if reader(c) {
+				break // shared grants first: no exclusive holder
 			}
 			node := hw.dir + "/" + c
 			if node == hw.firstSet {

@@ -16,11 +16,15 @@ const DefaultPrefix = "/distlock"
 
 // The names nodes have after their protection prefix, the sequence
 // number following: lockName a lock's, as Curator's InterProcessMutex
-// names them, and latchName an election's candidacy's, as Curator's
-// LeaderLatch names them.
+// names them, latchName an election's candidacy's, as Curator's
+// LeaderLatch names them, and readName and writeName a shared grant's and
+// a writer's (AcquireOptions.Writer), as Curator's
+// InterProcessReadWriteLock names its read and write locks' nodes.
 const (
 	lockName  = "lock-"
 	latchName = "latch-"
+	readName  = "__READ__"
+	writeName = "__WRIT__"
 )
 
 // protectedPrefix starts every protected node name; the UUID and a "-"
@@ -164,27 +168,57 @@ func protectedID(name string) (string, bool) {
 }
 
 // sortKey is what the nodes under a lock path are ordered by: their
-// sequence, the part after the last "lock-" or "latch-", whichever comes
-// later, or the whole name if it has neither, compared as strings.
-// Sequences are zero-padded to 10 digits, so the string order is the
-// sequence order, and ZooKeeper numbers the sequential children of a
-// parent from one counter, so locks and candidacies under one path are
-// ordered by creation, both kinds together.
+// sequence, the part after the last "lock-", "latch-", "__READ__" or
+// "__WRIT__", whichever comes latest, or the whole name if it has none,
+// compared as strings. Sequences are zero-padded to 10 digits, so the
+// string order is the sequence order, and ZooKeeper numbers the
+// sequential children of a parent from one counter, so locks,
+// candidacies, shared grants and writers under one path are ordered by
+// creation, every kind together.
 //
-// Curator's recipes each look for their own name only (InterProcessMutex
-// "lock-", LeaderLatch "latch-") and order the other's nodes by the whole
-// name, which starts with "_c_" and so comes after every sequence: each
-// puts the other's nodes behind its own (see Elections in the package
-// documentation). For nodes of one kind, this order is Curator's.
+// Curator's recipes each look for their own names only (InterProcessMutex
+// "lock-", LeaderLatch "latch-", InterProcessReadWriteLock "__READ__" and
+// "__WRIT__") and order the others' nodes by the whole name, which starts
+// with "_c_" and so comes after every sequence: each puts the others'
+// nodes behind its own (see Elections and Shared locks in the package
+// documentation). For nodes of one recipe, this order is Curator's.
 func sortKey(name string) string {
-	i, n := strings.LastIndex(name, lockName), len(lockName)
-	if j := strings.LastIndex(name, latchName); j > i {
-		i, n = j, len(latchName)
+	seq, _ := sequenceOf(name)
+	return seq
+}
+
+// sequenceOf returns what sortKey orders name by, and the name that
+// precedes it (lockName, latchName, readName or writeName; "" for none).
+func sequenceOf(name string) (string, string) {
+	// Every node of a recipe ends in its name and the sequence's digits,
+	// and then that name is the last of them in the node's: it is found
+	// without searching the whole name.
+	digits := len(name)
+	for digits > 0 && name[digits-1] >= '0' && name[digits-1] <= '9' {
+		digits--
 	}
-	if i < 0 {
-		return name
+	for _, k := range [...]string{lockName, readName, writeName, latchName} {
+		if strings.HasSuffix(name[:digits], k) {
+			return name[digits:], k
+		}
 	}
-	return name[i+n:]
+	at, kind := -1, ""
+	for _, k := range [...]string{lockName, latchName, readName, writeName} {
+		if i := strings.LastIndex(name, k); i >= 0 && (at < 0 || i > at) {
+			at, kind = i, k
+		}
+	}
+	if at < 0 {
+		return name, ""
+	}
+	return name[at+len(kind):], kind
+}
+
+// reader reports whether name, a child of a lock path, is a shared
+// grant's node ("__READ__"), this package's or Curator's read lock's.
+func reader(name string) bool {
+	_, kind := sequenceOf(name)
+	return kind == readName
 }
 
 // sortNodes sorts the children of a lock path into queue order, stably, as

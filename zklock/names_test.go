@@ -54,7 +54,8 @@ func TestProtectedName(t *testing.T) {
 // nodes of their own kind (InterProcessMutex's "-lock-", LeaderLatch's
 // "-latch-"); locks and candidacies under one path are ordered together,
 // by sequence, where each of Curator's recipes puts the other's behind
-// its own.
+// its own. Readers and writers of Curator's read/write lock are ordered
+// with them by sequence.
 func TestSortsAsCurator(t *testing.T) {
 	a, _ := zklock.NewUUID()
 	b, _ := zklock.NewUUID()
@@ -102,6 +103,30 @@ func TestSortsAsCurator(t *testing.T) {
 			"_c_" + a + "-lock-0000000011",
 			"_c_" + a + "-latch-0000000012",
 			"other",
+		},
+	}, {
+		// Curator's InterProcessReadWriteLock names its nodes "__READ__"
+		// and "__WRIT__", with no "-" before the sequence.
+		name: "readers and writers",
+		nodes: []string{
+			"_c_" + a + "-__WRIT__0000000007",
+			"_c_" + a + "-__READ__0000000003",
+			"_c_" + b + "-lock-0000000005",
+			"leases", // a semaphore's, at the same path
+			"_c_" + b + "-__READ__0000000001",
+			"_c_" + a + "-latch-0000000004",
+			"_c_" + b + "-lock-latch-__READ__x", // no sequence: the part after the last name
+			"_c_" + b + "-__WRIT__0000000002",
+		},
+		want: []string{
+			"_c_" + b + "-__READ__0000000001",
+			"_c_" + b + "-__WRIT__0000000002",
+			"_c_" + a + "-__READ__0000000003",
+			"_c_" + a + "-latch-0000000004",
+			"_c_" + b + "-lock-0000000005",
+			"_c_" + a + "-__WRIT__0000000007",
+			"leases",
+			"_c_" + b + "-lock-latch-__READ__x",
 		},
 	}}
 	for _, tc := range tests {

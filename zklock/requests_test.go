@@ -235,3 +235,62 @@ func TestTokenIsCzxidUnderWrites(t *testing.T) {
 		}
 	}
 }
+
+// A shared grant costs what a lock does: the create, one listing and the
+// delete, with another reader holding (readers do not wait for readers);
+// so does a writer (AcquireOptions.Writer) of a free key.
+func TestSharedRequestsPerCycle(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "requests/" + t.Name()
+	makeLockPath(t, admin, key)
+	p := startCountingProxy(t, z.Servers[0])
+	b := newBackend(t, []string{p.addr()})
+	// The session, and its authentication and watches, before counting.
+	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.take()
+
+	other, err := newBackend(t, z.Servers).AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("another reader's AcquireShared: %v", err)
+	}
+	const cycles = 10
+	for i := range cycles {
+		l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: i%2 == 0})
+		if err != nil {
+			t.Fatalf("AcquireShared beside another reader: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	got := p.take()
+	want := map[string]int{"create": cycles, "getChildren2": cycles, "delete": cycles}
+	if !maps.Equal(got, want) {
+		t.Errorf("%d shared cycles beside a reader sent %s; want %s (3 a cycle)", cycles, showCounts(got), showCounts(want))
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for range cycles {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true, Writer: true})
+		if err != nil {
+			t.Fatalf("Acquire as a writer: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	got = p.take()
+	if !maps.Equal(got, want) {
+		t.Errorf("%d writer cycles sent %s; want %s (3 a cycle)", cycles, showCounts(got), showCounts(want))
+	}
+}

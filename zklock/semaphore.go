@@ -63,7 +63,9 @@ func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Sema
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
 	}
-	opts.Election = "" // ignored for permits
+	// Ignored for permits: the semaphore's mutex is an InterProcessMutex,
+	// of "-lock-" nodes, as Curator's clients of the semaphore see it.
+	opts.Election, opts.Writer = "", false
 	l, err := b.permit(ctx, key, sem.Limit, opts)
 	if err != nil {
 		if ctx.Err() != nil && !errorsIsClosed(err) {

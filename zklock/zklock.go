@@ -430,7 +430,13 @@ func (b *Backend) sessionErr(s *session) error {
 // node was first and owned by the current session; opts.TTL is only
 // checked (the session timeout is set once, by WithSessionTimeout). A try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when another node
-// is ahead of ours.
+// is ahead of ours. Shared grants' nodes (AcquireShared, and Curator's
+// read locks) are among those it waits for.
+//
+// A writer (opts.Writer) creates a node of Curator's
+// InterProcessReadWriteLock layout, "__WRIT__", in place of a lock node,
+// so that Curator's read locks see it, and waits and is granted as a lock
+// is (see Shared locks in the package documentation).
 //
 // An election's candidacy (opts.Election) creates a node of Curator's
 // LeaderLatch layout in place of a lock node, with opts.Owner as its data

@@ -118,6 +118,29 @@ func TestSemaphoreConformance(t *testing.T) {
 	)
 }
 
+// Shared locks in the layout of Curator's InterProcessReadWriteLock. A
+// revoke deletes every node of the key, as the ensemble does when their
+// session ends: the suite's abandoned readers share one Backend, and so
+// one session.
+func TestSharedConformance(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	distlocktest.RunShared(t,
+		func(t *testing.T) driver.Backend { return newBackendTimeout(t, z.Servers, conformanceSession) },
+		distlocktest.WithTTL(conformanceSession),
+		distlocktest.WithRevoke(func(t *testing.T, key string) { deleteNodes(t, adminConn(t, z.Servers), key) }),
+	)
+}
+
+// deleteNodes deletes every node under key's lock path.
+func deleteNodes(t testing.TB, admin *zk.Conn, key string) {
+	t.Helper()
+	for _, n := range nodesOf(t, admin, key) {
+		if err := admin.Delete(zklock.LockPath(zklock.DefaultPrefix, key)+"/"+n, -1); err != nil && err != zk.ErrNoNode {
+			t.Fatalf("delete %s of %q: %v", n, key, err)
+		}
+	}
+}
+
 // leasesOf returns the lease nodes of the semaphore at key's path, in
 // token (czxid) order.
 func leasesOf(t testing.TB, admin *zk.Conn, key string) []string {
