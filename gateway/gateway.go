@@ -152,7 +152,8 @@ type Gateway struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session
-	holders  map[string]*held // the lock names held through this gateway
+	holders  map[string]*held              // the lock names held through this gateway
+	readers  map[string]map[*held]struct{} // the shared locks held through this gateway, by name
 	waiting  int
 	feed     feed
 	cont     contention
@@ -195,7 +196,7 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 	}
 	var err error
 	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10], anyone: &principal{prefixes: []string{""}, admin: cfg.openForce},
-		sessions: map[string]*session{}, holders: map[string]*held{}, feed: feed{changed: make(chan struct{})}}
+		sessions: map[string]*session{}, holders: map[string]*held{}, readers: map[string]map[*held]struct{}{}, feed: feed{changed: make(chan struct{})}}
 	if g.shares, err = newShares(cfg); err != nil {
 		return nil, err
 	}
