@@ -410,7 +410,7 @@ func closingProblem() *problem {
 // Stats are counts of what a gateway holds.
 type Stats struct {
 	Sessions int // open sessions
-	Locks    int // locks held through the gateway
+	Locks    int // locks held through the gateway, shared locks included (not permits)
 	Waiting  int // requests waiting (long-polls)
 }
 
@@ -418,5 +418,9 @@ type Stats struct {
 func (g *Gateway) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Stats{Sessions: len(g.sessions), Locks: len(g.holders), Waiting: g.waiting}
+	locks := len(g.holders)
+	for _, rs := range g.readers {
+		locks += len(rs)
+	}
+	return Stats{Sessions: len(g.sessions), Locks: locks, Waiting: g.waiting}
 }
