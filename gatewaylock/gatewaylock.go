@@ -279,7 +279,7 @@ const acquireRetries = 2
 // Acquire acquires key in a session of the Backend with opts.TTL and
 // opts.Owner (created when there is none), in one request.
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
-	return b.acquire(ctx, key, opts, false)
+	return b.acquire(ctx, key, opts, exclusiveLock)
 }
 
 // AcquireShared acquires a shared (read) lock of key, as Acquire does a
@@ -287,13 +287,21 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 // lock service cannot grant shared locks (501) gives an error matching
 // errors.ErrUnsupported.
 func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
-	return b.acquire(ctx, key, opts, true)
+	return b.acquire(ctx, key, opts, sharedLock)
 }
 
 var _ driver.SharedLocks = (*Backend)(nil)
 
-// acquire is Acquire, or with shared AcquireShared.
-func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOptions, shared bool) (driver.Lease, error) {
+// lockKind is what an acquire asks for: a lock, or a shared lock.
+type lockKind bool
+
+const (
+	exclusiveLock lockKind = false
+	sharedLock    lockKind = true
+)
+
+// acquire is Acquire, or AcquireShared.
+func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOptions, kind lockKind) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
@@ -302,7 +310,7 @@ func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOp
 		if err != nil {
 			return nil, b.acquireErr(ctx, err)
 		}
-		l, err := s.acquire(ctx, key, opts, shared)
+		l, err := s.acquire(ctx, key, opts, kind)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.kind() == "session-not-found" {
 			// The gateway no longer knows the session (it restarted, or
@@ -340,11 +348,12 @@ func candidacyOf(key string, opts driver.AcquireOptions) string {
 
 // acquireOnce asks for key in the session, retrying an acquire whose
 // answer was lost. A candidacy is a campaign, which the gateway holds as
-// the lock key; with shared, a shared lock (never a candidacy).
-func (s *session) acquireOnce(ctx context.Context, key string, opts driver.AcquireOptions, shared bool) (grantAnswer, time.Time, error) {
+// the lock key; a shared lock is never a candidacy.
+func (s *session) acquireOnce(ctx context.Context, key string, opts driver.AcquireOptions, kind lockKind) (grantAnswer, time.Time, error) {
 	path := "/v1/locks/" + escape(key) + "/acquire"
 	body := map[string]any{"session": s.id}
 	name := ""
+	shared := kind == sharedLock
 	if shared {
 		body["shared"] = true
 	} else {

@@ -195,10 +195,10 @@ func (s *session) settle(key string) {
 	s.settleLocked(key)
 }
 
-// acquire acquires key in s, which has key reserved: a lock, or with
-// shared a shared lock.
-func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOptions, shared bool) (*lease, error) {
-	g, sent, err := s.acquireOnce(ctx, key, opts, shared)
+// acquire acquires key in s, which has key reserved: a lock, or a
+// shared lock.
+func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOptions, kind lockKind) (*lease, error) {
+	g, sent, err := s.acquireOnce(ctx, key, opts, kind)
 	var tok uint64
 	if err == nil {
 		var perr error
