@@ -91,6 +91,34 @@
 // characters. So are election names, which leave room for the prefix
 // "election/".
 //
+// # Shared locks
+//
+// POST /v1/locks/{name}/acquire {session, shared: true} asks for a shared
+// (read) lock of the name, on a lock service that grants them
+// (driver.SharedLocks; any other answers 501, ProblemUnsupported, and
+// holds nothing). It shares the name with the name's other shared locks
+// and excludes its ordinary, exclusive locks, which exclude it (an
+// exclusive lock of the name is the writer of the read/write lock of
+// package rwlock): askers are served in arrival order, a writer waiting
+// for the name blocks the readers who come after it, and a try (wait=0)
+// fails while a writer holds or waits. Each shared lock has its own
+// token, from the name's lock counter (above every earlier grant's of
+// the name), and is the session's as a lock is: renewed by its
+// keepalives (which list it with shared true), reported lost as a lock
+// is, released through the lock routes with its token (release, abandon),
+// and released when the session ends. A session holds a name once, as
+// one kind: a shared lock is never upgraded (an exclusive acquire of a
+// name the session holds shared is refused with 409, as is the reverse).
+// GET /v1/locks/{name} answers the name's shared locks under "readers",
+// by token, as the lock service has them (whichever gateway or client
+// holds them), and held and holder of its exclusive holder alone; a
+// listing marks a name's shared locks "shared", after its exclusive
+// holder; the sequencer check counts a live shared lock's token as
+// current; an event of a shared lock has shared true. A forced release
+// names one shared lock by its token, or, without a token, releases
+// every shared lock of the name held through this gateway (answered under
+// "tokens"). The dashboard shows the exclusive locks only.
+//
 // # Elections
 //
 // Leader elections of package election, over the same sessions: POST

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // Defaults of the event stream.
@@ -39,6 +42,7 @@ type feedEvent struct {
 	Lock   string    `json:"lock"`
 	Token  string    `json:"token"`
 	Owner  string    `json:"owner,omitempty"`
+	Shared bool      `json:"shared,omitempty"` // an event of a shared (read) lock
 	Reason string    `json:"reason,omitempty"` // released: by_holder, forced, resigned, session_deleted, session_expired, session_gateway_closed; lost: as lock_lost
 	Time   time.Time `json:"time"`
 }
@@ -56,7 +60,7 @@ func (g *Gateway) publishLocked(typ string, h *held, reason string) {
 	f := &g.feed
 	f.seq++
 	e := feedEvent{seq: f.seq, Type: typ, Lock: h.name, Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(),
-		Reason: reason, Time: time.Now().UTC()}
+		Shared: h.shared, Reason: reason, Time: time.Now().UTC()}
 	if len(f.ring) == feedSize {
 		f.ring = append(f.ring[:0], f.ring[1:]...)
 	}
@@ -242,10 +246,11 @@ func (g *Gateway) lockIndexLocked(name string) uint64 {
 }
 
 type lockResponse struct {
-	Lock   string  `json:"lock"`
-	Held   *bool   `json:"held"` // null when neither the gateway nor the lock service can tell
-	Holder *holder `json:"holder,omitempty"`
-	Index  string  `json:"index"`
+	Lock    string   `json:"lock"`
+	Held    *bool    `json:"held"` // null when neither the gateway nor the lock service can tell
+	Holder  *holder  `json:"holder,omitempty"`
+	Readers []holder `json:"readers,omitzero"` // absent when the lock service cannot grant shared locks
+	Index   string   `json:"index"`
 }
 
 // lockState is the blocking read of a lock: with ?index= it waits (up to
@@ -304,6 +309,11 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	idx := g.lockIndexLocked(name)
 	g.mu.Unlock()
 	resp := lockResponse{Lock: name, Index: strconv.FormatUint(idx, 10)}
+	readers, pr := g.readersOf(r, name)
+	if pr != nil {
+		return pr
+	}
+	resp.Readers = readers
 	if hd, known := g.holderOf(r.Context(), name); hd != nil {
 		held := true
 		resp.Held, resp.Holder = &held, hd
@@ -316,6 +326,44 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	return nil
 }
 
+// readersOf returns the shared locks of name, as the lock service has
+// them (Client.Readers: every gateway's, and others'), by token; nil when
+// it cannot grant shared locks.
+func (g *Gateway) readersOf(r *http.Request, name string) ([]holder, *problem) {
+	if _, ok := g.b.(driver.SharedLocks); !ok {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	hs, err := g.reader.Readers(ctx, name)
+	switch {
+	case err == nil:
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil, nil
+	case r.Context().Err() != nil:
+		return nil, nil
+	default:
+		return nil, g.backendProblem(err)
+	}
+	out := make([]holder, 0, len(hs))
+	for _, x := range hs {
+		out = append(out, holderOfDriver(x))
+	}
+	return out, nil
+}
+
+// holderOfDriver is x in an answer.
+func holderOfDriver(x driver.Holder) holder {
+	hd := holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}
+	if !x.Since.IsZero() {
+		hd.Since = &x.Since
+	}
+	if !x.Expires.IsZero() {
+		hd.Expires = &x.Expires
+	}
+	return hd
+}
+
 type listResponse struct {
 	Locks  []listedLock `json:"locks"`
 	Unread []string     `json:"unread,omitempty"` // the lock entries the service could not read
@@ -324,6 +372,7 @@ type listResponse struct {
 type listedLock struct {
 	Lock string `json:"lock"`
 	holder
+	Shared bool `json:"shared,omitempty"` // a shared (read) lock of the name, listed after its exclusive holder
 }
 
 // list answers the holders of the locks whose names start with ?prefix=
@@ -347,14 +396,7 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p *principal) *pr
 		}
 		resp.Unread = unread
 		for _, x := range hs {
-			l := listedLock{Lock: x.Key, holder: holder{Token: strconv.FormatUint(x.Token, 10), Owner: x.Owner}}
-			if !x.Since.IsZero() {
-				l.Since = &x.Since
-			}
-			if !x.Expires.IsZero() {
-				l.Expires = &x.Expires
-			}
-			resp.Locks = append(resp.Locks, l)
+			resp.Locks = append(resp.Locks, listedLock{Lock: x.Key, holder: holderOfDriver(x), Shared: x.Shared})
 		}
 	} else {
 		g.mu.Lock()
@@ -365,9 +407,30 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p *principal) *pr
 					holder: holder{Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(), Since: &since}})
 			}
 		}
+		for name := range g.readers {
+			if strings.HasPrefix(name, prefix) && p.may(name) {
+				for _, h := range g.readersLocked(name) {
+					since := h.since
+					resp.Locks = append(resp.Locks, listedLock{Lock: name, Shared: true,
+						holder: holder{Token: strconv.FormatUint(h.token, 10), Owner: h.ownerName(), Since: &since}})
+				}
+			}
+		}
 		g.mu.Unlock()
-		slices.SortFunc(resp.Locks, func(a, b listedLock) int { return strings.Compare(a.Lock, b.Lock) })
+		// By name; a name's exclusive holder first, then its shared locks by token.
+		slices.SortFunc(resp.Locks, func(a, b listedLock) int {
+			return cmp.Or(strings.Compare(a.Lock, b.Lock), cmp.Compare(boolInt(a.Shared), boolInt(b.Shared)),
+				cmp.Compare(len(a.Token), len(b.Token)), strings.Compare(a.Token, b.Token))
+		})
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// boolInt is 1 for true, for sorting.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -152,7 +152,8 @@ type Gateway struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session
-	holders  map[string]*held // the lock names held through this gateway
+	holders  map[string]*held              // the lock names held through this gateway
+	readers  map[string]map[*held]struct{} // the shared locks held through this gateway, by name
 	waiting  int
 	feed     feed
 	cont     contention
@@ -195,7 +196,7 @@ func New(b driver.Backend, opts ...Option) (*Gateway, error) {
 	}
 	var err error
 	g := &Gateway{b: b, cfg: cfg, epoch: rand.Text()[:10], anyone: &principal{prefixes: []string{""}, admin: cfg.openForce},
-		sessions: map[string]*session{}, holders: map[string]*held{}, feed: feed{changed: make(chan struct{})}}
+		sessions: map[string]*session{}, holders: map[string]*held{}, readers: map[string]map[*held]struct{}{}, feed: feed{changed: make(chan struct{})}}
 	if g.shares, err = newShares(cfg); err != nil {
 		return nil, err
 	}
@@ -409,7 +410,7 @@ func closingProblem() *problem {
 // Stats are counts of what a gateway holds.
 type Stats struct {
 	Sessions int // open sessions
-	Locks    int // locks held through the gateway
+	Locks    int // locks held through the gateway, shared locks included (not permits)
 	Waiting  int // requests waiting (long-polls)
 }
 
@@ -417,5 +418,9 @@ type Stats struct {
 func (g *Gateway) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Stats{Sessions: len(g.sessions), Locks: len(g.holders), Waiting: g.waiting}
+	locks := len(g.holders)
+	for _, rs := range g.readers {
+		locks += len(rs)
+	}
+	return Stats{Sessions: len(g.sessions), Locks: locks, Waiting: g.waiting}
 }

@@ -23,7 +23,12 @@ var errNothingRead = errors.New("could not read any lock entry under the prefix"
 // errNothingRead only when it could read none.
 func (g *Gateway) listFor(ctx context.Context, prefix string, p *principal) (hs []driver.Holder, unread []string, err error) {
 	read := false
-	seen := map[string]bool{}
+	type entry struct {
+		key    string
+		token  uint64
+		shared bool
+	}
+	seen := map[entry]bool{} // a key's exclusive holder, and each of its shared locks
 	for _, q := range prefixesWithin(prefix, p.prefixes) {
 		part, err := g.lister.List(ctx, q)
 		files, listed, partial := unreadEntries(err)
@@ -32,8 +37,8 @@ func (g *Gateway) listFor(ctx context.Context, prefix string, p *principal) (hs 
 		}
 		read = read || err == nil || listed
 		for _, h := range part {
-			if p.may(h.Key) && strings.HasPrefix(h.Key, prefix) && !seen[h.Key] {
-				seen[h.Key] = true
+			if e := (entry{h.Key, h.Token, h.Shared}); p.may(h.Key) && strings.HasPrefix(h.Key, prefix) && !seen[e] {
+				seen[e] = true
 				hs = append(hs, h)
 			}
 		}
@@ -44,7 +49,7 @@ func (g *Gateway) listFor(ctx context.Context, prefix string, p *principal) (hs 
 	if !read && len(unread) > 0 {
 		return nil, unread, errNothingRead
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortStableFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Key, b.Key) })
 	return hs, unread, nil
 }
 
@@ -71,10 +76,11 @@ func prefixesWithin(prefix string, allowed []string) []string {
 	return kept
 }
 
-// holderIn returns the holder of name among hs, if any.
+// holderIn returns the exclusive holder of name among hs, if any (not
+// its shared locks).
 func holderIn(hs []driver.Holder, name string) (driver.Holder, bool) {
 	for _, h := range hs {
-		if h.Key == name {
+		if h.Key == name && !h.Shared {
 			return h, true
 		}
 	}

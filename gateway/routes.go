@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // openAPI is the OpenAPI document of the API, served at /v1/openapi.json.
@@ -297,6 +298,7 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, p *princ
 type lockState struct {
 	Lock           string `json:"lock"`
 	Token          string `json:"token"`
+	Shared         bool   `json:"shared,omitempty"`
 	TTLRemainingMS int64  `json:"ttl_remaining_ms"`
 }
 
@@ -351,7 +353,7 @@ func (g *Gateway) keepalive(w http.ResponseWriter, r *http.Request, p *principal
 			}
 			for _, h := range s.locks {
 				resp.Locks = append(resp.Locks, lockState{Lock: h.name, Token: strconv.FormatUint(h.token, 10),
-					TTLRemainingMS: ms(s.lockLeftLocked(h))})
+					Shared: h.shared, TTLRemainingMS: ms(s.lockLeftLocked(h))})
 			}
 			s.mu.Unlock()
 			slices.SortFunc(resp.Locks, func(a, b lockState) int { return strings.Compare(a.Lock, b.Lock) })
@@ -376,11 +378,13 @@ func sessionEnded() *problem {
 
 type acquireRequest struct {
 	Session string `json:"session"`
+	Shared  bool   `json:"shared"` // a shared (read) lock
 }
 
 type grantResponse struct {
 	Lock           string `json:"lock"`
 	Token          string `json:"token"`
+	Shared         bool   `json:"shared,omitempty"`
 	TTLRemainingMS int64  `json:"ttl_remaining_ms"`
 }
 
@@ -416,22 +420,26 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 		}
 		defer end()
 	}
-	h, err := s.acquire(r.Context(), name, wait, candidacy{})
+	h, err := s.acquire(r.Context(), name, wait, candidacy{shared: req.Shared})
 	switch {
 	case err == nil:
 	case errors.Is(err, errSessionEnded):
 		return sessionEnded()
 	case errors.Is(err, errHeldOtherwise):
-		return newProblem(http.StatusConflict, ProblemNotAcquired,
-			fmt.Sprintf("the session holds %s as its term of an election (resign it there) or as a permit, not as a lock", quoteName(name)))
+		return heldOtherwise(s, name, req.Shared)
 	case errors.Is(err, errTooManyLocks):
 		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
 			fmt.Sprintf("the session holds or waits for %d locks, the most this gateway allows", g.cfg.maxLocks))
 	case r.Context().Err() != nil:
 		return nil // the client went away
+	case req.Shared && errors.Is(err, errors.ErrUnsupported):
+		return newProblem(http.StatusNotImplemented, ProblemUnsupported, "the lock service cannot grant shared locks")
 	case errors.Is(err, errNotAcquired), errors.Is(err, distlock.ErrNotAcquired):
-		pr := newProblem(http.StatusConflict, ProblemNotAcquired,
-			fmt.Sprintf("lock %s is held by another", quoteName(name)))
+		what := "held by another"
+		if req.Shared {
+			what = "held by a writer, or awaited by one"
+		}
+		pr := newProblem(http.StatusConflict, ProblemNotAcquired, fmt.Sprintf("lock %s is %s", quoteName(name), what))
 		pr.Holder, _ = g.holderOf(r.Context(), name)
 		return pr
 	case errors.Is(err, distlock.ErrInvalidKey):
@@ -446,8 +454,27 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 	if !in || left <= 0 {
 		return newProblem(http.StatusConflict, ProblemLockLost, "the grant was lost before it could be answered")
 	}
-	writeJSON(w, http.StatusOK, grantResponse{Lock: name, Token: strconv.FormatUint(h.token, 10), TTLRemainingMS: ms(left)})
+	writeJSON(w, http.StatusOK, grantResponse{Lock: name, Token: strconv.FormatUint(h.token, 10), Shared: h.shared,
+		TTLRemainingMS: ms(left)})
 	return nil
+}
+
+// heldOtherwise answers an acquire of name, shared or not, that s holds
+// as another kind of grant.
+func heldOtherwise(s *session, name string, shared bool) *problem {
+	s.mu.Lock()
+	h := s.locks[name]
+	s.mu.Unlock()
+	var detail string
+	switch {
+	case h != nil && h.shared:
+		detail = fmt.Sprintf("the session holds %s as a shared lock, which cannot be upgraded: release it first", quoteName(name))
+	case h != nil && h.kind() == "lock" && shared:
+		detail = fmt.Sprintf("the session holds %s as an exclusive lock, not as a shared one: release it first", quoteName(name))
+	default:
+		detail = fmt.Sprintf("the session holds %s as its term of an election (resign it there) or as a permit, not as a lock", quoteName(name))
+	}
+	return newProblem(http.StatusConflict, ProblemNotAcquired, detail)
 }
 
 // backendProblem answers an error of the lock service.
@@ -500,8 +527,9 @@ type releaseRequest struct {
 }
 
 type releaseResponse struct {
-	Released bool   `json:"released"`
-	Token    string `json:"token"`
+	Released bool     `json:"released"`
+	Token    string   `json:"token"`
+	Tokens   []string `json:"tokens,omitempty"` // a forced release without a token: every grant released, the shared ones by token
 }
 
 func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) *problem {
@@ -527,7 +555,19 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		}
 		g.mu.Lock()
 		h = g.holders[name]
+		readers := g.readersLocked(name)
 		g.mu.Unlock()
+		switch i := slices.IndexFunc(readers, func(r *held) bool { return r.token == tok }); {
+		case h != nil:
+		case tok == 0 && len(readers) > 0:
+			return g.forceReaders(w, r, name, readers)
+		case i >= 0:
+			h = readers[i] // the shared lock named by its token
+		case tok != 0 && len(readers) > 0:
+			g.reject("release", name, tok)
+			return newProblem(http.StatusConflict, ProblemNotHeld,
+				fmt.Sprintf("token %d is none of the shared locks of %s held through this gateway: nothing was released", tok, quoteName(name)))
+		}
 		if h == nil {
 			return newProblem(http.StatusConflict, ProblemNotHeld,
 				fmt.Sprintf("no session of this gateway holds lock %s", quoteName(name)))
@@ -566,6 +606,34 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 		return g.backendProblem(err)
 	}
 	writeJSON(w, http.StatusOK, releaseResponse{Released: true, Token: strconv.FormatUint(h.token, 10)})
+	return nil
+}
+
+// forceReaders is the forced release of the shared locks of name held
+// through this gateway, readers, when no token names one of them: it
+// releases each, and answers their tokens, the first as the token.
+func (g *Gateway) forceReaders(w http.ResponseWriter, r *http.Request, name string, readers []*held) *problem {
+	resp := releaseResponse{Released: true, Tokens: []string{}}
+	var failed error
+	for _, h := range readers {
+		if !h.s.drop(h, "forced") {
+			continue // released or lost meanwhile
+		}
+		switch err := g.giveBack(r, h, "forced"); {
+		case err == nil, errors.Is(err, distlock.ErrLockLost):
+			resp.Tokens = append(resp.Tokens, strconv.FormatUint(h.token, 10))
+		default:
+			failed = err
+		}
+	}
+	switch {
+	case failed != nil:
+		return g.backendProblem(failed)
+	case len(resp.Tokens) == 0:
+		return newProblem(http.StatusConflict, ProblemNotHeld, "the shared locks were released or lost meanwhile")
+	}
+	resp.Token = resp.Tokens[0]
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -744,12 +812,18 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 	}
 	g.mu.Lock()
 	h := g.holders[name]
+	readers := g.readersLocked(name)
 	g.mu.Unlock()
 	if h != nil && h.lock.Err() == nil {
+		// An exclusive holder here: no other grant of name is live.
 		if h.token != tok {
 			g.reject("check", name, tok)
 		}
 		writeJSON(w, http.StatusOK, checkResponse{Current: h.token == tok})
+		return nil
+	}
+	if slices.ContainsFunc(readers, func(r *held) bool { return r.token == tok && r.lock.Err() == nil }) {
+		writeJSON(w, http.StatusOK, checkResponse{Current: true}) // a live shared lock of name
 		return nil
 	}
 	if g.lister == nil {
@@ -761,11 +835,11 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 	// A listing that failed in part answers if it found the holder: the
 	// entries it could not read are other names'.
 	hs, err := g.lister.List(ctx, name)
-	x, found := holderIn(hs, name)
+	found := slices.ContainsFunc(hs, func(x driver.Holder) bool { return x.Key == name && x.Token == tok })
 	if err != nil && !found {
 		return g.backendProblem(err)
 	}
-	current := found && x.Token == tok
+	current := found
 	if !current {
 		g.reject("check", name, tok)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -74,6 +75,7 @@ type held struct {
 	lock   grant
 	term   *election.Term     // nil for a lock or a permit
 	permit bool               // a permit of the semaphore kept at name: one of its holders, never in Gateway.holders
+	shared bool               // a shared (read) lock of name: in Gateway.readers, never in Gateway.holders
 	sem    distlock.Semaphore // a permit's: the limit and slots it was asked with
 	token  uint64
 	since  time.Time
@@ -85,13 +87,16 @@ type held struct {
 	owner   atomic.Pointer[string] // a term's value, or the owner a change set (POST .../owner); nil: the session's
 }
 
-// kind tells locks, terms and permits apart, as candidacy.kind does.
+// kind tells locks, shared locks, terms and permits apart, as
+// candidacy.kind does.
 func (h *held) kind() string {
 	switch {
 	case h.term != nil:
 		return "term"
 	case h.permit:
 		return "permit"
+	case h.shared:
+		return "shared lock"
 	}
 	return "lock"
 }
@@ -264,9 +269,7 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 	n := len(s.locks)
 	for _, h := range s.locks {
 		h.dropped = "session " + why
-		if g.holders[h.name] == h {
-			delete(g.holders, h.name)
-		}
+		g.forgetLocked(h)
 	}
 	hs := slices.Collect(maps.Values(s.locks))
 	clear(s.locks)
@@ -337,21 +340,25 @@ func lockLeft(sessionLeft time.Duration, l deadliner) time.Duration {
 var errNotAcquired = errors.New("not acquired")
 
 // candidacy is what an acquire asks for: a lock when e and permit are
-// nil; else a term of e, the election whose key is the name acquired,
-// with value; or a permit of the semaphore kept at the name.
+// nil (a shared one with shared); else a term of e, the election whose
+// key is the name acquired, with value; or a permit of the semaphore
+// kept at the name.
 type candidacy struct {
 	e      *election.Election
 	value  string
 	permit *distlock.Semaphore
+	shared bool
 }
 
-// kind tells locks, terms and permits apart.
+// kind tells locks, shared locks, terms and permits apart.
 func (c candidacy) kind() string {
 	switch {
 	case c.e != nil:
 		return "term"
 	case c.permit != nil:
 		return "permit"
+	case c.shared:
+		return "shared lock"
 	}
 	return "lock"
 }
@@ -468,7 +475,7 @@ func (s *session) abandon(ctx context.Context, name string) (*held, bool) {
 var (
 	errSessionEnded  = errors.New("session ended")
 	errTooManyLocks  = errors.New("too many locks")
-	errHeldOtherwise = errors.New("held as another kind: a lock, a term or a permit")
+	errHeldOtherwise = errors.New("held as another kind: a lock, a shared lock, a term or a permit")
 	errOtherSlots    = errors.New("the session's permit was asked with slots, or without, otherwise")
 )
 
@@ -488,6 +495,8 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 		}
 	case cand.permit != nil:
 		l, err = s.client.Acquire(ctx, name, distlock.WithSemaphore(*cand.permit), distlock.WithWait(wait > 0))
+	case cand.shared:
+		l, err = s.client.Acquire(ctx, name, distlock.WithShared(true), distlock.WithWait(wait > 0))
 	case wait > 0:
 		l, err = s.client.Acquire(ctx, name)
 	default:
@@ -499,7 +508,8 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 		}
 		return nil, err
 	}
-	h := &held{s: s, name: name, lock: l, term: term, permit: cand.permit != nil, token: l.Token(), since: time.Now()}
+	h := &held{s: s, name: name, lock: l, term: term, permit: cand.permit != nil, shared: cand.shared,
+		token: l.Token(), since: time.Now()}
 	if cand.permit != nil {
 		h.sem = *cand.permit
 	}
@@ -518,7 +528,13 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 	ended := s.ended != "" || g.closed
 	if !ended {
 		s.locks[name] = h
-		if !h.permit { // a semaphore has many holders: Permits lists them
+		switch {
+		case h.shared:
+			if g.readers[name] == nil {
+				g.readers[name] = map[*held]struct{}{}
+			}
+			g.readers[name][h] = struct{}{}
+		case !h.permit: // a semaphore has many holders: Permits lists them
 			g.holders[name] = h
 		}
 		g.publishLocked("granted", h, "")
@@ -545,9 +561,7 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 func (s *session) drop(h *held, why string) bool {
 	s.g.mu.Lock()
 	defer s.g.mu.Unlock()
-	if s.g.holders[h.name] == h {
-		delete(s.g.holders, h.name)
-	}
+	s.g.forgetLocked(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.locks[h.name] == h
@@ -623,4 +637,29 @@ func (s *session) lockEnded(h *held) {
 		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: strconv.FormatUint(h.token, 10),
 			Reason: reason, Detail: err.Error()})
 	}
+}
+
+// forgetLocked takes h out of the gateway's holders, or its readers;
+// g.mu is held.
+func (g *Gateway) forgetLocked(h *held) {
+	if h.shared {
+		if rs := g.readers[h.name]; rs != nil {
+			delete(rs, h)
+			if len(rs) == 0 {
+				delete(g.readers, h.name)
+			}
+		}
+		return
+	}
+	if g.holders[h.name] == h {
+		delete(g.holders, h.name)
+	}
+}
+
+// readersLocked returns the shared locks of name held through this
+// gateway, by token; g.mu is held.
+func (g *Gateway) readersLocked(name string) []*held {
+	hs := slices.Collect(maps.Keys(g.readers[name]))
+	slices.SortFunc(hs, func(a, b *held) int { return cmp.Compare(a.token, b.token) })
+	return hs
 }

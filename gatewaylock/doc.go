@@ -82,6 +82,27 @@
 // /v1/locks/{name}/owner, owner-checked too; a gateway without that route
 // gives an error matching errors.ErrUnsupported.
 //
+// # Shared locks
+//
+// The Backend is a driver.SharedLocks: AcquireShared is POST
+// /v1/locks/{name}/acquire with shared true, in a session as for a lock,
+// so that a shared lock is renewed, reported lost, abandoned and released
+// as a lock is, and excludes (and is excluded by) the gateway's exclusive
+// locks of the key, whichever clients of the gateway's lock service ask:
+// the gateway's lock service grants, orders and fences them (its tokens
+// come from the key's lock counter), and what it guarantees of shared
+// locks (the waiting order, writers before later readers, the release of
+// an abandoned reader's grant within its TTL) holds through the gateway,
+// a blocking acquire waiting there as for a lock. A session holds a key
+// once, so that each shared lock of one key asked at once through one
+// Backend gets a session of its own. A gateway whose lock service cannot
+// grant shared locks answers 501, which AcquireShared gives as an error
+// matching errors.ErrUnsupported (never retried as an unavailable
+// service). Readers is the readers of GET /v1/locks/{name}, as the lock
+// service has them; a gateway that does not list them gives an error
+// matching errors.ErrUnsupported. List marks a key's shared locks as
+// Shared.
+//
 // # Holders, and how a watch waits
 //
 // The Backend is a driver.HolderReader: the holder of an election's key

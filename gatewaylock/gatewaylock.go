@@ -279,6 +279,29 @@ const acquireRetries = 2
 // Acquire acquires key in a session of the Backend with opts.TTL and
 // opts.Owner (created when there is none), in one request.
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	return b.acquire(ctx, key, opts, exclusiveLock)
+}
+
+// AcquireShared acquires a shared (read) lock of key, as Acquire does a
+// lock (POST /v1/locks/{name}/acquire with shared true). A gateway whose
+// lock service cannot grant shared locks (501) gives an error matching
+// errors.ErrUnsupported.
+func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	return b.acquire(ctx, key, opts, sharedLock)
+}
+
+var _ driver.SharedLocks = (*Backend)(nil)
+
+// lockKind is what an acquire asks for: a lock, or a shared lock.
+type lockKind bool
+
+const (
+	exclusiveLock lockKind = false
+	sharedLock    lockKind = true
+)
+
+// acquire is Acquire, or AcquireShared.
+func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOptions, kind lockKind) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
 	}
@@ -287,7 +310,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 		if err != nil {
 			return nil, b.acquireErr(ctx, err)
 		}
-		l, err := s.acquire(ctx, key, opts)
+		l, err := s.acquire(ctx, key, opts, kind)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.kind() == "session-not-found" {
 			// The gateway no longer knows the session (it restarted, or
@@ -325,11 +348,17 @@ func candidacyOf(key string, opts driver.AcquireOptions) string {
 
 // acquireOnce asks for key in the session, retrying an acquire whose
 // answer was lost. A candidacy is a campaign, which the gateway holds as
-// the lock key.
-func (s *session) acquireOnce(ctx context.Context, key string, opts driver.AcquireOptions) (grantAnswer, time.Time, error) {
+// the lock key; a shared lock is never a candidacy.
+func (s *session) acquireOnce(ctx context.Context, key string, opts driver.AcquireOptions, kind lockKind) (grantAnswer, time.Time, error) {
 	path := "/v1/locks/" + escape(key) + "/acquire"
-	body := map[string]string{"session": s.id}
-	name := candidacyOf(key, opts)
+	body := map[string]any{"session": s.id}
+	name := ""
+	shared := kind == sharedLock
+	if shared {
+		body["shared"] = true
+	} else {
+		name = candidacyOf(key, opts)
+	}
 	if name != "" {
 		path = "/v1/elections/" + escape(name) + "/campaign"
 		body["value"] = opts.Owner
@@ -367,6 +396,11 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts driver.Acqui
 				return g, sent, driver.Canceled(ctx)
 			}
 			continue
+		case errors.As(err, &ae) && shared && ae.Status == http.StatusNotImplemented:
+			// Not wrapped: a 501 would match ErrUnavailable, which is
+			// retried.
+			return g, sent, fmt.Errorf("gatewaylock: the gateway's lock service cannot grant shared locks (%s): %w",
+				ae.Detail, errors.ErrUnsupported)
 		case errors.As(err, &ae) && ae.kind() == "lock-lost":
 			// Granted, and lost before the answer: worth another try.
 			return g, sent, fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
@@ -391,6 +425,7 @@ type listAnswer struct {
 		Owner   string    `json:"owner"`
 		Since   time.Time `json:"since"`
 		Expires time.Time `json:"expires"`
+		Shared  bool      `json:"shared"`
 	} `json:"locks"`
 }
 
@@ -407,7 +442,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		if err != nil {
 			return nil, fmt.Errorf("%w: gatewaylock: malformed token %q", driver.ErrUnavailable, x.Token)
 		}
-		out = append(out, driver.Holder{Key: x.Lock, Token: tok, Owner: x.Owner, Since: x.Since, Expires: x.Expires})
+		out = append(out, driver.Holder{Key: x.Lock, Token: tok, Owner: x.Owner, Since: x.Since, Expires: x.Expires, Shared: x.Shared})
 	}
 	return out, nil
 }

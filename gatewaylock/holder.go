@@ -38,14 +38,61 @@ type leaderAnswer struct {
 	Token string `json:"token"`
 }
 
+// holderAnswer is a holder in the gateway's answers.
+type holderAnswer struct {
+	Token   string     `json:"token"`
+	Owner   string     `json:"owner"`
+	Since   *time.Time `json:"since"`
+	Expires *time.Time `json:"expires"`
+}
+
+// holder is a as the holder of key.
+func (a *holderAnswer) holder(key string) (driver.Holder, error) {
+	tok, err := parseToken(a.Token)
+	if err != nil {
+		return driver.Holder{}, err
+	}
+	h := driver.Holder{Key: key, Token: tok, Owner: a.Owner}
+	if a.Since != nil {
+		h.Since = *a.Since
+	}
+	if a.Expires != nil {
+		h.Expires = *a.Expires
+	}
+	return h, nil
+}
+
 type lockAnswer struct {
-	Held   *bool `json:"held"`
-	Holder *struct {
-		Token   string     `json:"token"`
-		Owner   string     `json:"owner"`
-		Since   *time.Time `json:"since"`
-		Expires *time.Time `json:"expires"`
-	} `json:"holder"`
+	Held    *bool           `json:"held"`
+	Holder  *holderAnswer   `json:"holder"`
+	Readers *[]holderAnswer `json:"readers"` // nil: the lock service grants no shared locks
+}
+
+// Readers returns the shared locks of key as the gateway's lock service
+// has them (GET /v1/locks/{name}, its readers), by token. A gateway whose
+// lock service cannot grant shared locks, or that cannot tell, gives an
+// error matching errors.ErrUnsupported.
+func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var a lockAnswer
+	if err := b.do(ctx, "GET", "/v1/locks/"+escape(key), nil, &a, 0); err != nil {
+		return nil, unsupported(err)
+	}
+	if a.Readers == nil {
+		return nil, fmt.Errorf("gatewaylock: the gateway cannot tell the shared locks of the lock: %w", errors.ErrUnsupported)
+	}
+	out := make([]driver.Holder, 0, len(*a.Readers))
+	for _, x := range *a.Readers {
+		h, err := x.holder(key)
+		if err != nil {
+			return nil, err
+		}
+		h.Shared = true
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 // Holder reads the holder of key: the leader of an election's key (GET
@@ -83,16 +130,9 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 	case !*a.Held || a.Holder == nil:
 		return driver.Holder{}, false, nil
 	}
-	tok, err := parseToken(a.Holder.Token)
+	h, err := a.Holder.holder(key)
 	if err != nil {
 		return driver.Holder{}, false, err
-	}
-	h := driver.Holder{Key: key, Token: tok, Owner: a.Holder.Owner}
-	if a.Holder.Since != nil {
-		h.Since = *a.Holder.Since
-	}
-	if a.Holder.Expires != nil {
-		h.Expires = *a.Holder.Expires
 	}
 	return h, true, nil
 }

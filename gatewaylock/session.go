@@ -195,9 +195,10 @@ func (s *session) settle(key string) {
 	s.settleLocked(key)
 }
 
-// acquire acquires key in s, which has key reserved.
-func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOptions) (*lease, error) {
-	g, sent, err := s.acquireOnce(ctx, key, opts)
+// acquire acquires key in s, which has key reserved: a lock, or a
+// shared lock.
+func (s *session) acquire(ctx context.Context, key string, opts driver.AcquireOptions, kind lockKind) (*lease, error) {
+	g, sent, err := s.acquireOnce(ctx, key, opts, kind)
 	var tok uint64
 	if err == nil {
 		var perr error

@@ -31,6 +31,15 @@ renewed and lost as a lock; every holder names the same limit):
     permit.release()
     gw.permits("exports")                          # Permits(semaphore, limit, waiting, holders)
 
+Shared (read) locks, on a lock service that grants them (the gateway
+answers 501, kind "unsupported", otherwise): readers share the name, and
+exclude its ordinary locks, which exclude them; a writer waiting for the
+name blocks the readers who come after it:
+
+    lock = s.acquire("reports/daily", wait=30, shared=True)  # raises NotAcquired
+    lock.shared                                    # True; token, valid(), release() as a lock's
+    gw.readers("reports/daily")                    # the live shared locks (dicts: token, owner, since, expires)
+
 A lock is valid until the send time of the last request that confirmed it
 plus the time left the gateway reported, unless the gateway reported it
 lost. A keepalive that cannot reach the gateway, because nothing listens
@@ -184,6 +193,12 @@ class Gateway:
             raise
         return Leader(a["election"], a["value"], int(a["token"]))
 
+    def readers(self, name):
+        """The live shared locks of name as the lock service has them, by
+        token (dicts: token, owner, since, expires; token a decimal string),
+        or None when the lock service cannot grant shared locks."""
+        return self.request("GET", "/v1/locks/%s" % _quote(name)).get("readers")
+
     def permits(self, semaphore):
         """The semaphore's limit, waiters and live permits (Permits)."""
         a = self.request("GET", "/v1/semaphores/%s" % _quote(semaphore))
@@ -221,12 +236,14 @@ class Gateway:
 
 
 class Lock:
-    """A lock held by a session. token is the fencing token (an int)."""
+    """A lock held by a session. token is the fencing token (an int);
+    shared is True for a shared (read) lock."""
 
-    def __init__(self, session, name, token, deadline):
+    def __init__(self, session, name, token, deadline, shared=False):
         self.session = session
         self.name = name
         self.token = token
+        self.shared = shared
         self.deadline = deadline  # time.monotonic() until which it is held
         self.lost = None  # why it was lost, once it was
         self.at_risk = False
@@ -321,15 +338,21 @@ class Session:
         self._thread = threading.Thread(target=self._keepalive_loop, name="distlock-keepalive", daemon=True)
         self._thread.start()
 
-    def acquire(self, name, wait=30.0):
-        """Acquires name, waiting at most wait seconds; raises NotAcquired,
-        or SessionGone once the session ended."""
+    def acquire(self, name, wait=30.0, shared=False):
+        """Acquires name, waiting at most wait seconds; with shared, a
+        shared (read) lock of it. Raises NotAcquired (also when the session
+        holds name as the other kind: a shared lock is never upgraded),
+        GatewayError (kind "unsupported") for a shared lock the lock
+        service cannot grant, or SessionGone once the session ended."""
         if self.gone is not None:
             raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error
+        body = {"session": self.id}
+        if shared:
+            body["shared"] = True
         sent = time.monotonic()
         a = self.gw.request("POST", "/v1/locks/%s/acquire?wait=%dms" % (_quote(name), int(wait * 1000)),
-                            {"session": self.id}, wait=wait)
-        lock = Lock(self, name, int(a["token"]), sent + a["ttl_remaining_ms"] / 1000.0)
+                            body, wait=wait)
+        lock = Lock(self, name, int(a["token"]), sent + a["ttl_remaining_ms"] / 1000.0, bool(a.get("shared")))
         with self._mu:
             self.locks[name] = lock
         return lock

@@ -371,10 +371,57 @@ def permits(url, d):
     print(json.dumps(out), flush=True)
 
 
+def shared(url, d):
+    """Two sessions share a lock as readers, with increasing tokens, listed
+    as the readers; a writer's try and a reader's upgrade are refused; a
+    writer waiting for them is granted once both are released, above their
+    tokens, and refuses a reader meanwhile; a dead session's shared lock
+    comes back to a waiting writer."""
+    out = {}
+    gw = Gateway(url)
+    name = "e2e/shared"
+    s1 = gw.session(owner="py-1", ttl=5.0)
+    s2 = gw.session(owner="py-2", ttl=1.0)
+    s3 = gw.session(owner="py-3", ttl=5.0)
+    r1 = s1.acquire(name, wait=5, shared=True)
+    r2 = s2.acquire(name, wait=5, shared=True)
+    out["shared"] = r1.shared and r2.shared
+    out["increasing"] = r2.token > r1.token
+    out["readers"] = [[h["owner"], int(h["token"]) == t] for h, t in zip(gw.readers(name), [r1.token, r2.token])]
+    for key, f in [("writer_try", lambda: s3.acquire(name, wait=0)), ("upgrade", lambda: s1.acquire(name, wait=0))]:
+        try:
+            f()
+            out[key] = "granted"
+        except NotAcquired as e:
+            out[key] = e.kind
+    r1.release()
+    r2.release()
+    w = s3.acquire(name, wait=5)
+    out["writer"] = {"shared": w.shared, "above": w.token > r2.token}
+    try:
+        s1.acquire(name, wait=0.05, shared=True)
+        out["reader_under_writer"] = "granted"
+    except NotAcquired as e:
+        out["reader_under_writer"] = e.kind
+    w.release()
+    # The second's session dies (its keepalive stops) holding a shared
+    # lock: it comes back once the session expires, to a waiting writer.
+    r2 = s2.acquire(name, wait=5, shared=True)
+    s2._stop.set()
+    s2._thread.join(5)
+    w = s3.acquire(name, wait=30)
+    out["dead_came_back"] = w.token > r2.token and not r2.valid()
+    w.release()
+    out["empty"] = gw.readers(name) == []
+    s1.close()
+    s3.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
     if mode == "refused":
         refused(url, d, sys.argv[4])
     else:
         {"walk": walk, "kill": kill, "race": race, "broken": broken, "elect": elect,
-         "permits": permits}[mode](url, d)
+         "permits": permits, "shared": shared}[mode](url, d)

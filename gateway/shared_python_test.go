@@ -1,0 +1,61 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/distlock/distlock/memlock"
+)
+
+// The Python client's shared locks, over a gateway on memlock (which
+// grants them): two readers share a name with increasing tokens and are
+// listed as its readers, a writer's try and an upgrade are refused, a
+// waiting writer is granted above the readers once they are released and
+// refuses a reader meanwhile, and a dead session's shared lock is given
+// back to a waiting writer.
+func TestPythonClientShared(t *testing.T) {
+	g := start(t, memlock.New())
+	dir, err := filepath.Abs("../clients/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", filepath.Join(dir, "e2e.py"), "shared", g.url, t.TempDir())
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("python3 e2e.py shared: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("python3 e2e.py shared: %v", err)
+	}
+	var got struct {
+		Shared            bool     `json:"shared"`
+		Increasing        bool     `json:"increasing"`
+		Readers           [][2]any `json:"readers"`
+		WriterTry         string   `json:"writer_try"`
+		Upgrade           string   `json:"upgrade"`
+		ReaderUnderWriter string   `json:"reader_under_writer"`
+		Writer            struct {
+			Shared bool `json:"shared"`
+			Above  bool `json:"above"`
+		} `json:"writer"`
+		DeadCameBack bool `json:"dead_came_back"`
+		Empty        bool `json:"empty"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("python: %s", out)
+	readersOK := len(got.Readers) == 2 && got.Readers[0] == [2]any{"py-1", true} && got.Readers[1] == [2]any{"py-2", true}
+	if !got.Shared || !got.Increasing || !readersOK || got.WriterTry != "not-acquired" || got.Upgrade != "not-acquired" ||
+		got.Writer.Shared || !got.Writer.Above || got.ReaderUnderWriter != "not-acquired" || !got.DeadCameBack || !got.Empty {
+		t.Errorf("python: %s; want two shared locks with increasing tokens listed as py-1 and py-2, a writer's try and an upgrade "+
+			"not acquired, then an exclusive writer above them that refuses a reader, a dead session's reader back, none left", out)
+	}
+}
