@@ -797,6 +797,9 @@ type checkRequest struct {
 
 type checkResponse struct {
 	Current bool `json:"current"`
+	// Shared: the current token is a read lock's, which a store that
+	// fences writes refuses (a sequencer names its lock's mode).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // check is the sequencer check: is token the current grant of name?
@@ -823,7 +826,7 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 		return nil
 	}
 	if slices.ContainsFunc(readers, func(r *held) bool { return r.token == tok && r.lock.Err() == nil }) {
-		writeJSON(w, http.StatusOK, checkResponse{Current: true}) // a live shared lock of name
+		writeJSON(w, http.StatusOK, checkResponse{Current: true, Shared: true}) // a live shared lock of name
 		return nil
 	}
 	if g.lister == nil {
@@ -835,15 +838,15 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 	// A listing that failed in part answers if it found the holder: the
 	// entries it could not read are other names'.
 	hs, err := g.lister.List(ctx, name)
-	found := slices.ContainsFunc(hs, func(x driver.Holder) bool { return x.Key == name && x.Token == tok })
-	if err != nil && !found {
+	i := slices.IndexFunc(hs, func(x driver.Holder) bool { return x.Key == name && x.Token == tok })
+	if err != nil && i < 0 {
 		return g.backendProblem(err)
 	}
-	current := found
+	current := i >= 0
 	if !current {
 		g.reject("check", name, tok)
 	}
-	writeJSON(w, http.StatusOK, checkResponse{Current: current})
+	writeJSON(w, http.StatusOK, checkResponse{Current: current, Shared: current && hs[i].Shared})
 	return nil
 }
 
