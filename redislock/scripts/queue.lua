@@ -68,7 +68,7 @@ end
 -- grant of member ("<secret>|") for ttl ms from now, value being its hash entry, and
 -- has both keys expire with their last grant.
 --
--- hand_off(keys, now, counted) grants a free lock to the waiters first in
+-- hand_off(keys, now, counted, unshared) grants a free lock to the waiters first in
 -- line: the shared waiters at the head, each a shared grant; or, when the
 -- first is an exclusive waiter and no shared grant is live (nor was just
 -- made), the lock. For each it draws the waiter's token, records the
@@ -77,8 +77,10 @@ end
 -- since the waiter last refreshed its place (the waiter counts its
 -- validity from when it sent that refresh, plus ms). A waiter nobody
 -- hears (counted) is dropped, and the next one served. keys are {lock,
--- queue, alive, counter, watch marker, readers, grants}. It returns
--- whether it granted the lock to an exclusive waiter.
+-- queue, alive, counter, watch marker, readers, grants}. unshared says
+-- that no shared grant can be live (the caller has just released the
+-- lock key, whose grant excluded them): the shared grants are then not
+-- read. It returns whether it granted the lock to an exclusive waiter.
 
 local function is_shared(member)
   return string.find(member, '^[^:|]*:s') ~= nil
@@ -113,10 +115,10 @@ local function add_reader(readers, grants, member, value, ttl, now)
   redis.call('PEXPIRE', grants, left)
 end
 
-local function hand_off(keys, now, counted)
+local function hand_off(keys, now, counted, unshared)
   local lock, queue, alive, counter, watched, readers, grants = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7]
   local wake = wake_prefix(lock)
-  local live = live_readers(readers, grants, now) ~= nil
+  local live = not unshared and live_readers(readers, grants, now) ~= nil
   local head = first_live(queue, alive, now, nil, nil, false)
   while head do
     local wid, secret, ttl, lv, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')

@@ -98,7 +98,10 @@ end
 if string.find(flags, 'q', 1, true) then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  local granted = hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, now, string.find(flags, 'c', 1, true) ~= nil)
+  -- A lock just released was granted, and held, while no shared grant
+  -- was live: none is.
+  local granted = hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, now,
+    string.find(flags, 'c', 1, true) ~= nil, result == RELEASED)
   if (granted or result == RELEASED) and redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
   end

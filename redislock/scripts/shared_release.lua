@@ -82,6 +82,6 @@ if id ~= '' then
 end
 
 if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], KEYS[7]}, now, string.find(flags, 'c', 1, true) ~= nil)
+  hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], KEYS[7]}, now, string.find(flags, 'c', 1, true) ~= nil, false)
 end
 return result
