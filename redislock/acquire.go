@@ -71,6 +71,10 @@ type attempt struct {
 	waiterID string
 	waiter   string
 	opts     driver.AcquireOptions
+	// shared is set for AcquireShared: the attempt asks for a shared
+	// grant, through the shared_*.lua scripts, and always waits in the
+	// queue (WithUnordered does not apply to it).
+	shared bool
 	// rest is the value's end that the last try sent (see valueRest),
 	// passed by pointer (see TestClientCycleAllocs).
 	rest string
@@ -82,7 +86,7 @@ type attempt struct {
 // grant returns the lease of the attempt's grant of token, valid for v.
 func (a *attempt) grant(token uint64, v driver.Validity) *lease {
 	l := &a.lease
-	l.b, l.k, l.args, l.secret, l.token, l.validity = a.b, &a.k, &a.args, a.secret, token, v
+	l.b, l.k, l.args, l.secret, l.token, l.validity, l.shared = a.b, &a.k, &a.args, a.secret, token, v, a.shared
 	return l
 }
 
@@ -93,11 +97,20 @@ func (b *Backend) newAttempt(key string, opts driver.AcquireOptions) *attempt {
 	return a
 }
 
+// unordered tells whether the attempt waits without the queue
+// (WithUnordered, for an exclusive grant only).
+func (a *attempt) unordered() bool { return a.b.cfg.unordered && !a.shared }
+
 // giveWaiterID gives a an id for the queue, if it has none yet: the
 // Backend's id, ':', and a random part.
 func (a *attempt) giveWaiterID() {
-	if a.waiter == "" && !a.b.cfg.unordered {
+	if a.waiter == "" && !a.unordered() {
 		a.waiterID = a.b.id + ":" + rand.Text()
+		if a.shared {
+			// The mark of a shared waiter (see queue.lua): a random
+			// part is otherwise upper case.
+			a.waiterID = a.b.id + ":s" + rand.Text()
+		}
 		a.waiter = a.waiterID + "|" + a.secret + "|" + strconv.FormatInt(ceilMillis(a.opts.TTL), 10) + "|" +
 			strconv.FormatInt(ceilMillis(a.b.cfg.liveness), 10) + "|" + a.opts.Owner
 	}
@@ -142,7 +155,12 @@ type refusal struct {
 // waiter that is not granted and marks a held lock as waited for. It returns the lease when granted, and otherwise why not and
 // when to try again.
 func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
-	args := a.acquireArgs(join)
+	var args []any
+	if a.shared {
+		args = a.sharedArgs(join)
+	} else {
+		args = a.acquireArgs(join)
+	}
 	sent := time.Now()
 	res, err := a.send(ctx, args)
 	if err != nil {
@@ -190,8 +208,8 @@ func (a *attempt) acquireArgs(join bool) []any {
 		flags = b.acquireFlags[1]
 	}
 	a.rest = valueRest(time.Now(), a.opts.Owner)
-	args := []any{nil, nil, 7, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last, a.args.watched,
-		a.args.held, b.millisArg(a.opts.TTL), &a.rest, flags, nil, nil}
+	args := []any{nil, nil, 9, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last, a.args.watched,
+		a.args.readers, a.args.grants, a.args.held, b.millisArg(a.opts.TTL), &a.rest, flags, nil, nil}
 	if a.waiter == "" {
 		return args[:len(args)-2]
 	}
@@ -241,10 +259,14 @@ func parseAcquireReply(reply any) (status, val int64, seen uint64, ok bool) {
 	return s, v, seen, ok
 }
 
-// send runs the acquire script, and with WithWaitReplicas the WAIT that
-// confirms a grant.
+// send runs the acquire script (shared_acquire.lua for a shared
+// attempt), and with WithWaitReplicas the WAIT that confirms a grant.
 func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	b := a.b
+	acquireScript := acquireScript
+	if a.shared {
+		acquireScript = sharedAcquire
+	}
 	if b.cfg.waitReplicas == 0 {
 		res, err := runScript(ctx, b.client, acquireScript, args).Result()
 		return res, classify(ctx, "", err)
@@ -306,7 +328,7 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 		}
 	}()
 	ch := b.wakeChannel
-	if b.cfg.unordered {
+	if a.unordered() {
 		ch = a.k.channel
 	}
 	// The waiter's id (random, and sent with every try) is made only when
@@ -349,7 +371,7 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 				recheck = false
 				w.tried.Store(true)
 			}
-			join := w != nil || b.cfg.unordered
+			join := w != nil || a.unordered()
 			l, r, err := a.try(ctx, join)
 			switch {
 			case err != nil:
@@ -362,7 +384,7 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 				queued, seen = r.sent, r.seen
 			}
 			last = r.retryIn
-			if !b.cfg.unordered {
+			if !a.unordered() {
 				// Trying again also refreshes our place in the queue.
 				last = min(last, b.cfg.liveness/3)
 			}

@@ -45,8 +45,13 @@ type Backend struct {
 	// the same one every time).
 	acquireFlags [2]any
 	releaseFlags [2]any
-	livenessArg  any
-	lastTTL      atomic.Pointer[cachedTTL]
+	// sharedFlags and sharedReleaseFlags are those of shared_acquire.lua
+	// (a try, a waiting try) and shared_release.lua (a release, an
+	// abandon): "c" on a single server only.
+	sharedFlags        [2]any
+	sharedReleaseFlags [2]any
+	livenessArg        any
+	lastTTL            atomic.Pointer[cachedTTL]
 
 	// mu guards closed and sub; closing is cancelled with closed set, and
 	// wg counts the clean-ups retried in the background (see abandon) and
@@ -121,6 +126,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Backend, error) {
 	}
 	b.acquireFlags = [2]any{mode, mode + "j"}
 	b.releaseFlags = [2]any{mode, mode + "f"}
+	var counted string
+	if _, ok := client.(*redis.Client); ok {
+		counted = "c"
+	}
+	b.sharedFlags = [2]any{counted, counted + "j"}
+	b.sharedReleaseFlags = [2]any{counted, counted + "f"}
 	b.closing, b.stop = context.WithCancel(context.Background())
 	return b, nil
 }

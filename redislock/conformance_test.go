@@ -56,6 +56,38 @@ func TestSemaphoreConformance(t *testing.T) {
 	}
 }
 
+// The shared lock suite against a real server, in the default mode
+// (WithUnordered keeps no queue, and a Backend made with it refuses
+// shared locks: TestSharedUnordered). Revoking lapses every shared grant
+// of the key at once, as the server's clock would.
+func TestSharedConformance(t *testing.T) {
+	srv := startRedis(t)
+	admin := newClient(t, srv.Addr)
+	distlocktest.RunShared(t,
+		func(t *testing.T) driver.Backend { return newBackend(t, srv.Addr, suiteModes[0].opts...) },
+		distlocktest.WithTTL(2*time.Second),
+		distlocktest.WithRevoke(func(t *testing.T, key string) { lapseReaders(t, admin, key) }),
+		distlocktest.WithLeakOptions(goRedisDialProbe),
+	)
+}
+
+// lapseReaders makes every shared grant of key lapse now, as when the
+// server's clock passes their expiry; it fails the test if there is none.
+func lapseReaders(t *testing.T, admin redis.Cmdable, key string) {
+	t.Helper()
+	ctx := context.Background()
+	readers := redislock.DefaultPrefix + redislock.HashTag(key) + ":readers"
+	ids, err := admin.ZRange(ctx, readers, 0, -1).Result()
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("ZRANGE %s: %v, %v; want the live shared grants", readers, ids, err)
+	}
+	for _, id := range ids {
+		if err := admin.ZAddXX(ctx, readers, redis.Z{Score: 0, Member: id}).Err(); err != nil {
+			t.Fatalf("ZADD XX %s: %v", readers, err)
+		}
+	}
+}
+
 // lapsePermits makes every live permit of the semaphore at key lapse now,
 // as when the server's clock passes their expiry; it fails the test if
 // there is none.
@@ -167,6 +199,24 @@ func TestConformanceCluster(t *testing.T) {
 			},
 			distlocktest.WithTTL(2*time.Second),
 			distlocktest.WithRevoke(func(t *testing.T, key string) { lapsePermits(t, admin, key) }),
+			distlocktest.WithLeakOptions(goRedisDialProbe),
+		)
+	})
+
+	// The shared lock suite: a key's shared grants share its slot.
+	t.Run("Shared", func(t *testing.T) {
+		admin := newCluster(t)
+		if err := admin.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		distlocktest.RunShared(t,
+			func(t *testing.T) driver.Backend {
+				return closedWithTest(t, mustNew(t, newCluster(t), suiteModes[0].opts...))
+			},
+			distlocktest.WithTTL(2*time.Second),
+			distlocktest.WithRevoke(func(t *testing.T, key string) { lapseReaders(t, admin, key) }),
 			distlocktest.WithLeakOptions(goRedisDialProbe),
 		)
 	})

@@ -3,7 +3,9 @@
 // where a lock is for efficiency (duplicate work is merely wasteful), or for
 // correctness together with fencing tokens checked by the storage (see
 // Fencing), on a server kept as Durability describes. It also grants the
-// permits of counting semaphores (package semaphore; see Guarantees).
+// permits of counting semaphores (package semaphore; see Guarantees), and
+// shared (read) locks (AcquireShared, for package rwlock and
+// distlock.WithShared).
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	backend, err := redislock.New(rdb)
@@ -81,6 +83,30 @@
 // only; Permits reads a semaphore's limit, permits and line in one
 // script.
 //
+// Shared (read) locks (AcquireShared) live under their key's hash tag
+// too, so that a Cluster keeps all of a key's grants in one slot: a
+// sorted set of the key's live shared grants, each scored by its expiry
+// in the server's time (TIME, read by the script, never a client's
+// clock), their tokens and owners in a hash beside it. Every check and
+// grant is one script. A shared grant is made while the key's lock key
+// is absent and no live exclusive waiter stands in the queue before the
+// asker (a newcomer, TryAcquire included: in the queue at all); the
+// exclusive acquire script counts the live shared grants as a holder, so
+// that the key's ordinary lock (the write lock of package rwlock) waits
+// for them. A shared grant whose holder stopped refreshing is dropped by
+// the next script that finds it lapsed, within its TTL. Refresh and
+// release are owner-checked; a release retried after a lost reply
+// succeeds (the first one recorded the grant's secret as done, until its
+// TTL would have run out), and an AcquireShared whose request failed
+// undoes what it may have done and records its secret as done, so that a
+// late copy of the request does nothing, retried in the background as a
+// lock's clean-up is. RefreshAll refreshes shared grants in the locks'
+// pipeline, one script call each. A Backend made WithUnordered keeps no
+// queue for its exclusive waiters, which readers would then not see
+// wait: its AcquireShared fails with an error matching
+// errors.ErrUnsupported. Its Acquire still waits for the shared grants
+// that other Backends made, by their expiry (see Waiting).
+//
 // # Not guaranteed
 //
 //   - Process pauses of the holder longer than its remaining validity (a GC
@@ -110,6 +136,15 @@
 //     holder learns of the loss at its next refresh. Deleted counters
 //     restart tokens at 1.
 //   - Fairness with WithUnordered (see Waiting).
+//   - Writer preference over the exclusive waiters of a WithUnordered
+//     Backend, and of Backends of versions before shared locks: they do
+//     not queue, or do not know shared waiters (such a Backend's release
+//     hands the key to a shared waiter as to an exclusive one), nor see
+//     shared grants (its Acquire grants the key while readers hold it).
+//     Upgrade every Backend of a key before its first shared lock.
+//   - Exclusion between readers and writers after any of the above: a
+//     shared grant lost, evicted, deleted by hand or expired early lets a
+//     writer in while its holder still reads.
 //   - More permits than the limit after any of the above: a permit lost
 //     with the server's memory, evicted, deleted by hand or expired early
 //     by a clock stepped forward lets another asker be granted in its
@@ -149,6 +184,8 @@
 // Permits, the line of their waiters and the stored limit live in memory
 // as the lock keys do, and need what they need: a server that forgot
 // held permits grants up to the limit again while they are held.
+// Shared grants too: a server that forgot them grants the key to a
+// writer while they are held.
 //
 // For exclusive grants and monotonic tokens a deployment therefore needs
 // "appendonly yes" and "appendfsync always" on the primary, and no failover
@@ -244,6 +281,25 @@
 // reply was lost may have been granted is given back. WithUnordered does
 // not apply to permits: they are always served in line.
 //
+// A waiting AcquireShared waits as a lock's Acquire does, on the same
+// wake channel, in the same queue: shared and exclusive waiters stand in
+// one line, a shared waiter's id marked as such ("<Backend id>:s<random>").
+// A release that frees the key (the exclusive grant released, the last
+// live shared grant released, or a waiter leaving) hands it to the first
+// in line: to each shared waiter at the head of the line, a shared grant
+// of its own, drawn, recorded and published in the same script as a
+// lock's hand-off, until an exclusive waiter is first; to an exclusive
+// waiter first in line, the lock, once no shared grant is live. A shared
+// waiter is thus granted when no exclusive grant is live and no
+// exclusive waiter is before it (shared waiters in a row are granted
+// together), and an exclusive waiter when nothing is live and nobody is
+// before it: a waiting writer keeps the readers that come after it out,
+// so writers are not starved. A shared grant that lapses is not
+// announced: an exclusive waiter's fallback timer is then the first live
+// shared grant's expiry, capped at a third of the liveness. A
+// WithUnordered Backend's Acquire, which does not queue, waits for shared
+// grants by that timer only.
+//
 // A waiting Acquire (or AcquirePermit) whose context ends returns an
 // error matching distlock.ErrNotAcquired, ctx.Err() and the context's
 // cause; one that Close interrupts, an error matching ErrClosed.
@@ -262,6 +318,13 @@
 // together. With Semaphore.Slots, a permit's token is thus above every
 // earlier token of its slot, so one fence per slot admits it.
 //
+// A shared grant's token is drawn from the same counter too, by the script
+// that grants it (shared_acquire.lua, or a release's hand-off): every
+// grant of a key, shared or exclusive, has a token above every earlier
+// grant's, and a writer's token is above those of every reader before it,
+// so a fence that admits the writer refuses a stale reader's writes.
+// Readers that hold at once have distinct tokens.
+//
 // Pass Lock.Token to the storage and let it refuse stale tokens: through
 // package fence, or, for data kept in Redis, through a Fence, which checks
 // the token and writes the data in one script, atomically: Set, HSet and
@@ -276,6 +339,10 @@
 // Holder (a Client's Holder, an election's Leader) reads one key's lock
 // key and its PTTL, in one round trip; Expires is this host's clock plus
 // the PTTL. It reads that key only: "svc/leader" is never "svc/leader2".
+// It reports the exclusive holder only; Readers (one read-only script)
+// lists the key's live shared grants, by the server's clock, and List
+// lists them after each key's exclusive holder, with Shared set. A
+// watch is not woken by shared grants: they do not change the holder.
 //
 // WatchHolder (a Client's Watch, an election's Observe) is woken by Redis,
 // not by polling: it subscribes to the key's release channel, on the pub/sub
@@ -291,7 +358,9 @@
 // over the cluster bus), and, in the default mode, a look at the empty
 // queue on release. A key nobody watches costs nothing: an uncontended
 // acquire and release stay two requests and eight server commands
-// (TestUncontendedServerCommands). Backends of an older version, which do
+// (TestUncontendedServerCommands), shared locks or not: the acquire
+// script looks for shared grants in the EXISTS it sends anyway, and its
+// release never looks for them. Backends of an older version, which do
 // not know the marker, grant and release without announcing it: during a
 // rolling upgrade, a watcher sees their changes at the holder's expiry.
 //
@@ -319,7 +388,13 @@
 //	P{key}:line               a semaphore's waiters: waiter id -> arrival order (sorted set)
 //	P{key}:line-alive         waiter id -> liveness deadline, server ms (sorted set)
 //	P{key}:permits-done       secret -> until, server ms: permits released (until their TTL would have run out) and acquires given up (sorted set)
+//	P{key}:readers            the key's live shared grants: "<secret>|" -> expiry, server ms (sorted set; expires with the last grant)
+//	P{key}:reader-grants      "<secret>|" -> "<token>|<since, acquiring host's ms (server's at a hand-off)>|<owner>" (hash; as P{key}:readers)
+//	P{key}:readers-done       "<secret>|" -> until, server ms: shared grants released (until their TTL would have run out) and shared acquires given up (sorted set)
 //	distlock:fence{res}:fence a Fence's highest admitted token for resource res
+//
+// A shared waiter's queue member is a lock waiter's, its id's random part
+// starting with "s" (lower case, which crypto/rand.Text never writes).
 //
 // A semaphore's keys expire with what they hold (the permits' at the last
 // permit's expiry, the line's at the last waiter's deadline, the limit at
@@ -345,7 +420,8 @@
 // whose clean-up failed (see Guarantees), or a waiter whose request to
 // leave the queue (and release a grant handed to it meanwhile) failed,
 // leaves one goroutine retrying it, which Close stops; so do a permit's
-// waiter and acquire. The first Acquire of a Backend sends one CONFIG GET
+// waiter and acquire, and a shared grant's, as a lock's. The first Acquire
+// (or AcquireShared) of a Backend sends one CONFIG GET
 // besides the script. Each WatchHolder runs one goroutine, on the
 // pub/sub connection, until its context ends or Close. A *redis.Ring is not supported (its shards do not
 // share pub/sub).

@@ -4,6 +4,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -176,6 +177,9 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 	l.mu.Unlock()
 	if released {
 		return fmt.Errorf("%w: redislock: token %d was released", driver.ErrLockLost, l.token)
+	}
+	if l.shared {
+		return fmt.Errorf("%w: redislock: a shared grant's owner cannot be changed", errors.ErrUnsupported)
 	}
 	n, err := setOwner.Run(ctx, l.b.client, []string{l.k.lock}, &l.k.held, owner).Int64()
 	if err != nil {

@@ -22,6 +22,9 @@ const (
 	suffixChannel = ":released"
 	suffixFence   = ":fence"
 	suffixWatched = ":watched"
+	suffixReaders = ":readers"
+	suffixGrants  = ":reader-grants"
+	suffixDone    = ":readers-done"
 
 	// wakeSuffix follows the prefix in the name of a Backend's wake
 	// channel: prefix + "waiters:" + the Backend's id.
@@ -76,6 +79,9 @@ type lockKeys struct {
 	tomb    string
 	last    string
 	watched string
+	readers string
+	grants  string
+	done    string
 	held    string
 }
 
@@ -88,9 +94,11 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 	for _, s := range base {
 		n += len(s)
 	}
-	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast, suffixWatched}
+	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast, suffixWatched,
+		suffixReaders, suffixGrants, suffixDone}
 	var sb strings.Builder
-	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast+suffixWatched) + 2*len(secret) + 1)
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast+suffixWatched+
+		suffixReaders+suffixGrants+suffixDone) + 2*len(secret) + 1)
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		for _, s := range base {
@@ -109,7 +117,8 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		}
 		return all[ends[i-1]:ends[i]]
 	}
-	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6), watched: at(7), held: all[held:]}
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6), watched: at(7),
+		readers: at(8), grants: at(9), done: at(10), held: all[held:]}
 }
 
 // scriptArgs are the arguments that every script call of one grant
@@ -119,13 +128,14 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 // command with cmd.String shows them as addresses: the secret among them
 // stays out of such logs and traces.)
 type scriptArgs struct {
-	lock, token, queue, alive, tomb, last, watched, held any
+	lock, token, queue, alive, tomb, last, watched, readers, grants, done, held any
 }
 
 // boxArgs makes the scriptArgs of k, which must not change afterwards (the
 // attempt's own field: it lives as long as its leases).
 func boxArgs(k *lockKeys) scriptArgs {
-	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, watched: &k.watched, held: &k.held}
+	return scriptArgs{lock: &k.lock, token: &k.token, queue: &k.queue, alive: &k.alive, tomb: &k.tomb, last: &k.last, watched: &k.watched,
+		readers: &k.readers, grants: &k.grants, done: &k.done, held: &k.held}
 }
 
 // decodeLockKey returns the user key of a Redis lock key under prefix.

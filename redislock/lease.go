@@ -22,6 +22,7 @@ type lease struct {
 	secret   string
 	token    uint64
 	validity driver.Validity
+	shared   bool // a shared grant (AcquireShared)
 
 	mu       sync.Mutex
 	released bool // a release was confirmed
@@ -41,6 +42,10 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 		return driver.Validity{}, err
 	}
 	sent := time.Now()
+	if l.shared {
+		n, err := runScript(ctx, l.b.client, sharedRefresh, l.sharedRefreshArgs(ttl)).Int64()
+		return l.refreshed(ctx, sent, ttl, n, err)
+	}
 	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, &l.secret, ceilMillis(ttl)).Int64()
 	return l.refreshed(ctx, sent, ttl, n, err)
 }
@@ -69,7 +74,13 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redislock: token %d was already released", driver.ErrLockLost, l.token)
 	}
-	n, err := l.b.runRelease(ctx, l.args, nil, 0)
+	var n int64
+	var err error
+	if l.shared {
+		n, err = l.b.runSharedRelease(ctx, l.args, nil, 0)
+	} else {
+		n, err = l.b.runRelease(ctx, l.args, nil, 0)
+	}
 	if err != nil {
 		return err
 	}

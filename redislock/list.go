@@ -24,22 +24,30 @@ const scanCount = 1000
 // PTTLs in one pipeline. Since is the acquiring host's clock at the grant;
 // Expires is this host's clock plus the PTTL read. The listing is not a snapshot:
 // locks granted or released during the scan may or may not appear.
+// A key's shared grants (see AcquireShared) follow its exclusive holder,
+// by token, with Shared set: a second SCAN finds the keys that have some,
+// and one script call per key reads them, as Readers does.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
-	pattern := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}" + suffixLock
+	start := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}"
 	var (
 		mu    sync.Mutex
 		rkeys []string
 	)
 	scan := func(ctx context.Context, c redis.UniversalClient) error {
-		it := c.Scan(ctx, 0, pattern, scanCount).Iterator()
 		var found []string
-		for it.Next(ctx) {
-			found = append(found, it.Val())
+		for _, suffix := range []string{suffixLock, suffixReaders} {
+			it := c.Scan(ctx, 0, start+suffix, scanCount).Iterator()
+			for it.Next(ctx) {
+				found = append(found, it.Val())
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
 		}
 		mu.Lock()
 		rkeys = append(rkeys, found...)
 		mu.Unlock()
-		return it.Err()
+		return nil
 	}
 	var err error
 	if cc, ok := b.client.(*redis.ClusterClient); ok {
@@ -59,22 +67,37 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		pttl *redis.DurationCmd
 	}
 	var entries []entry
+	var shared []string // keys with shared grants
 	pipe := b.client.Pipeline()
 	for _, rk := range rkeys {
+		if base, ok := strings.CutSuffix(rk, suffixReaders); ok {
+			if key, ok := decodeLockKey(b.cfg.prefix, base+suffixLock); ok && strings.HasPrefix(key, prefix) {
+				shared = append(shared, key)
+			}
+			continue
+		}
 		key, ok := decodeLockKey(b.cfg.prefix, rk)
 		if !ok || !strings.HasPrefix(key, prefix) {
 			continue
 		}
 		entries = append(entries, entry{key: key, get: pipe.Get(ctx, rk), pttl: pipe.PTTL(ctx, rk)})
 	}
+	var hs []driver.Holder
+	for _, key := range shared {
+		rs, err := b.Readers(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, rs...)
+	}
 	if len(entries) == 0 {
-		return nil, nil
+		slices.SortStableFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
+		return hs, nil
 	}
 	now := time.Now()
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, classify(ctx, "list", err)
 	}
-	var hs []driver.Holder
 	for _, e := range entries {
 		v, err := e.get.Result()
 		if err != nil {
@@ -90,7 +113,20 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		}
 		hs = append(hs, h)
 	}
-	slices.SortFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
+	// By key; a key's exclusive holder first, then its shared grants by
+	// token (as Readers returned them).
+	slices.SortStableFunc(hs, func(x, y driver.Holder) int {
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
+		}
+		switch {
+		case !x.Shared && y.Shared:
+			return -1
+		case x.Shared && !y.Shared:
+			return 1
+		}
+		return 0
+	})
 	return hs, nil
 }
 

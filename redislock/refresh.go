@@ -23,7 +23,8 @@ const refreshBatch = 256
 // server, or a Sentinel-managed primary) one script call refreshes up to
 // 256 leases; on a Cluster, whose lock keys lie in different slots, each
 // lease is one call. Permits (see AcquirePermit) are refreshed in the
-// same pipeline, one script call each.
+// same pipeline, one script call each, and so are shared grants (see
+// AcquireShared).
 func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	res := make([]driver.RefreshResult, len(leases))
 	if err := driver.CheckTTL(ttl); err != nil {
@@ -33,7 +34,7 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 		return res
 	}
 	ls := make([]*lease, len(leases))
-	var all []int
+	var all, shared []int
 	var permits *permitRefreshes // nil when there are none
 	for i, dl := range leases {
 		l, ok := dl.(*lease)
@@ -49,9 +50,13 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 			continue
 		}
 		ls[i] = l
+		if l.shared {
+			shared = append(shared, i)
+			continue
+		}
 		all = append(all, i)
 	}
-	if len(all) == 0 && permits == nil {
+	if len(all) == 0 && len(shared) == 0 && permits == nil {
 		return res
 	}
 	size := 1
@@ -63,6 +68,9 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 		n := min(size, len(all))
 		groups = append(groups, &refreshGroup{idx: all[:n:n]})
 		all = all[n:]
+	}
+	for _, i := range shared {
+		groups = append(groups, &refreshGroup{idx: []int{i}, shared: true})
 	}
 	sent := time.Now()
 	b.runRefresh(ctx, ls, groups, permits, ttl)
@@ -114,8 +122,9 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 
 // refreshGroup is the leases (indexes) refreshed by one script call.
 type refreshGroup struct {
-	idx []int
-	cmd *redis.Cmd
+	idx    []int
+	cmd    *redis.Cmd
+	shared bool // a shared grant's, by shared_refresh.lua
 }
 
 // runRefresh sends one script call per group, and one per permit of ps
@@ -129,7 +138,11 @@ func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refresh
 			script := refreshScript
 			var keys []string
 			var args []any
-			if len(g.idx) == 1 {
+			if g.shared {
+				l := ls[g.idx[0]]
+				script = sharedRefresh.Script
+				keys, args = []string{l.k.readers, l.k.grants}, []any{l.args.held, ceilMillis(ttl)}
+			} else if len(g.idx) == 1 {
 				l := ls[g.idx[0]]
 				// The secret by pointer, as in every script call, stays out of
 				// what a command-logging hook shows.

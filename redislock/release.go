@@ -73,17 +73,26 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter *string, abandon time.Dur
 		id = waiter
 	}
 	if abandon > 0 {
-		return []any{nil, nil, 7, args.lock, args.last, args.queue, args.alive, args.token, args.watched, args.tomb,
-			args.held, b.releaseFlags[1], id, ceilMillis(abandon)}
+		return []any{nil, nil, 9, args.lock, args.last, args.queue, args.alive, args.token, args.watched, args.readers, args.grants,
+			args.tomb, args.held, b.releaseFlags[1], id, ceilMillis(abandon)}
 	}
 	// A release leaves the tombstone out of its keys.
 	if !queued {
 		// The common case: no waiter, and no argument for it.
-		return []any{nil, nil, 6, args.lock, args.last, args.queue, args.alive, args.token, args.watched,
+		return []any{nil, nil, 8, args.lock, args.last, args.queue, args.alive, args.token, args.watched, args.readers, args.grants,
 			args.held, b.releaseFlags[0]}
 	}
-	return []any{nil, nil, 6, args.lock, args.last, args.queue, args.alive, args.token, args.watched,
+	return []any{nil, nil, 8, args.lock, args.last, args.queue, args.alive, args.token, args.watched, args.readers, args.grants,
 		args.held, b.releaseFlags[0], id}
+}
+
+// release runs the release script of the attempt's kind (runRelease, or
+// runSharedRelease for a shared attempt).
+func (a *attempt) release(ctx context.Context, waiter *string, abandon time.Duration) (int64, error) {
+	if a.shared {
+		return a.b.runSharedRelease(ctx, &a.args, waiter, abandon)
+	}
+	return a.b.runRelease(ctx, &a.args, waiter, abandon)
 }
 
 // leaveQueue takes a waiter out of the queue (waking the next waiter
@@ -93,7 +102,7 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter *string, abandon time.Dur
 // key for its TTL, held by nobody.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	leave := func(ctx context.Context) error {
-		_, err := a.b.runRelease(ctx, &a.args, &a.waiter, 0)
+		_, err := a.release(ctx, &a.waiter, 0)
 		return err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
@@ -117,7 +126,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	// (TTL), a place in the queue (liveness).
 	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
 	cleanUp := func(ctx context.Context) error {
-		_, err := b.runRelease(ctx, &a.args, &a.waiter, keep)
+		_, err := a.release(ctx, &a.waiter, keep)
 		return err
 	}
 	if h := b.hooks.beforeAbandon; h != nil {

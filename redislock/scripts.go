@@ -44,6 +44,14 @@ var (
 	permitRefreshLua string
 	//go:embed scripts/permit_state.lua
 	permitStateLua string
+	//go:embed scripts/shared_acquire.lua
+	sharedAcquireLua string
+	//go:embed scripts/shared_release.lua
+	sharedReleaseLua string
+	//go:embed scripts/shared_refresh.lua
+	sharedRefreshLua string
+	//go:embed scripts/readers.lua
+	readersLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
@@ -63,6 +71,13 @@ var (
 	permitRelease = newScript(withPermits(permitReleaseLua))
 	permitRefresh = newScript(withPermits(permitRefreshLua))
 	permitState   = newScript(withPermits(permitStateLua))
+
+	// The shared grants' scripts (see shared.go); those that walk the
+	// queue with queue.lua.
+	sharedAcquire = newScript(withQueue(sharedAcquireLua))
+	sharedRelease = newScript(withQueue(sharedReleaseLua))
+	sharedRefresh = newScript(sharedRefreshLua)
+	readersScript = redis.NewScript(readersLua)
 )
 
 // queueMarker is the line of acquire.lua and release.lua where queue.lua
@@ -127,7 +142,7 @@ func runScript(ctx context.Context, c processor, s *script, args []any) *redis.C
 	return cmd
 }
 
-// Statuses of acquire.lua, the first element of its reply {status, value};
+// Statuses of acquire.lua (and shared_acquire.lua), the first element of its reply {status, value};
 // a grant's reply is the bare token, read as acquireGranted.
 const (
 	acquireHeld     = 0 // HELD: value is the holder's PTTL in ms, -1 without expiry
@@ -144,15 +159,15 @@ const (
 	permitBadLimit = 4 // LIMIT: {4, the stored limit}
 )
 
-// Replies of release.lua, and of permit_release.lua.
+// Replies of release.lua, permit_release.lua and shared_release.lua.
 const (
 	releaseNotHeld         = 0 // NOT_HELD
 	releaseReleased        = 1 // RELEASED
 	releaseAlreadyReleased = 2 // ALREADY_RELEASED
 )
 
-// Replies of refresh.lua, of refresh_many.lua per lease, and of
-// permit_refresh.lua.
+// Replies of refresh.lua, of refresh_many.lua per lease, of
+// permit_refresh.lua and of shared_refresh.lua.
 const (
 	refreshGone     = 0 // GONE
 	refreshExtended = 1 // EXTENDED

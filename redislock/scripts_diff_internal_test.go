@@ -117,8 +117,9 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 					oargs, nargs = append(oargs, a.waiter, live), append(nargs, a.waiter, live)
 				}
 				oldRes, oldErr = oldAcquire.Run(ctx, oldDB, keys, oargs...).Result()
-				// Nobody watches: the watch marker is absent.
-				newRes, newErr = acquireScript.Run(ctx, newDB, append(keys, k.watched), nargs...).Result()
+				// Nobody watches, nobody shares: the watch marker and
+				// the shared grants are absent.
+				newRes, newErr = acquireScript.Run(ctx, newDB, append(keys, k.watched, k.readers, k.grants), nargs...).Result()
 				if tok, ok := newRes.(int64); ok {
 					newRes = []any{int64(1), tok} // the previous form of a grant
 				}
@@ -132,7 +133,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 				flags := mode
 				okeys := []string{k.lock, k.tomb, k.queue, k.alive, k.last, k.token}
 				oargs := []any{a.secret, flags, waiter}
-				nkeys := []string{k.lock, k.last, k.queue, k.alive, k.token, k.watched}
+				nkeys := []string{k.lock, k.last, k.queue, k.alive, k.token, k.watched, k.readers, k.grants}
 				nargs := []any{a.secret + "|", flags}
 				if waiter != "" || force {
 					nargs = append(nargs, waiter)

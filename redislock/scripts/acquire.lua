@@ -16,6 +16,9 @@
 --         key's holder (watch.lua); a grant then publishes "h" on the
 --         key's release channel (the lock key's base .. ":released") and
 --         marks itself waited for, so that its release publishes too
+-- KEYS[8] the key's shared grants: ZSET secret -> expiry (server ms); a
+--         live one holds the key as the lock key does (see queue.lua)
+-- KEYS[9] the shared grants' values: HASH secret -> "<token>|<since>|<owner>"
 -- ARGV[1] "<secret>|": the caller's unguessable owner value and the
 --         separator that follows it in KEYS[1] (the start of the value)
 -- ARGV[2] TTL in milliseconds
@@ -37,7 +40,8 @@
 -- array on both ends), and otherwise {status, value} (the names are those
 -- of scripts.go):
 --   {HELD 0, pttl}       held by another grant; pttl is -1 for a lock
---                        without expiry
+--                        without expiry; held by shared grants only,
+--                        pttl is the time left to the first one's expiry
 --   {NOT_FIRST 2, ms}    free, but another waiter is first in line
 --                        (queue); ms: time left to that waiter's liveness
 --   HELD and NOT_FIRST have a third element, the fencing counter, when
@@ -49,7 +53,8 @@
 --                        grant was released; it does nothing
 --
 -- Written for the common case, a free key that nobody waits for or
--- watches: one EXISTS, GET, INCR and SET, before anything else is defined (each
+-- watches and nobody shares: one EXISTS (of the shared grants too), GET,
+-- INCR and SET, before anything else is defined (each
 -- function definition makes a closure, at every call). The queue's
 -- functions, first_live and wake_prefix (queue.lua), are inserted after
 -- that, where the marker line below stands.
@@ -62,9 +67,9 @@ local queued = string.find(flags, 'q', 1, true) ~= nil
 
 local n
 if queued then
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3], KEYS[7])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3], KEYS[7], KEYS[8])
 else
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[7])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[7], KEYS[8])
 end
 if n == 0 then
   -- Free, no tombstone, nobody queued: grant, unless the key's last
@@ -84,8 +89,14 @@ end
 
 local waiting = string.find(flags, 'j', 1, true) ~= nil
 local id = ARGV[5]
-local watched = redis.call('EXISTS', KEYS[7]) == 1
+-- One EXISTS tells both: the marker counts twice, the shared grants once.
+local m = redis.call('EXISTS', KEYS[7], KEYS[7], KEYS[8])
+local watched = m >= 2
+local shared = m % 2 == 1
 if watched then
+  n = n - 1
+end
+if shared then
   n = n - 1
 end
 
@@ -124,8 +135,22 @@ if (n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1)) or r
   return {TOO_LATE, 0}
 end
 
+-- Live shared grants hold the key as a lock does.
+local readers, now = nil, nil
+if shared and not v then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  readers = live_readers(KEYS[8], KEYS[9], now)
+end
+local held = v or readers
+
 local pttl = -2
-if v then
+if readers then
+  pttl = math.max(1, readers - now)
+  if not queued then
+    return {HELD, pttl}
+  end
+elseif v then
   pttl = redis.call('PTTL', KEYS[1])
   if waiting then
     local head, waited, tail = string.match(v, '^(.-|.-|.-|)(.)(|.*)$')
@@ -138,16 +163,18 @@ if v then
   end
 end
 
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
 -- Skip waiters whose process stopped refreshing its liveness; when the
 -- lock is free, wake the first waiter (dropping those that nobody hears).
 local wake = nil
-if not v then
+if not held then
   wake = wake_prefix(KEYS[1])
 end
 local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
-if v or not id or (head and head ~= id) then
+if held or not id or (head and head ~= id) then
   if waiting and id then
     local live = tonumber(ARGV[6])
     if not redis.call('ZSCORE', KEYS[3], id) then
@@ -168,7 +195,7 @@ if v or not id or (head and head ~= id) then
   if waiting and id then
     seen = tonumber(redis.call('GET', KEYS[2]) or '0')
   end
-  if v then
+  if held then
     return {HELD, pttl, seen}
   end
   if not head then

@@ -11,8 +11,10 @@
 -- KEYS[4] waiter liveness (ZSET)
 -- KEYS[5] fencing counter
 -- KEYS[6] the key's watch marker (see acquire.lua)
--- KEYS[7] tombstone of this grant ("<lock base>:released:<secret>"), with
---         "f" only: a release that is not an abandon declares six keys
+-- KEYS[7] the key's shared grants: ZSET secret -> expiry (server ms)
+-- KEYS[8] the shared grants' values: HASH secret -> "<token>|<since>|<owner>"
+-- KEYS[9] tombstone of this grant ("<lock base>:released:<secret>"), with
+--         "f" only: a release that is not an abandon declares eight keys
 -- ARGV[1] "<secret>|": the secret of the grant to release and the
 --         separator that follows it in the lock key's value
 -- ARGV[2] flags, any of: "q" with the queue: wake only the first live
@@ -55,7 +57,7 @@ local v = redis.call('GET', KEYS[1])
 if v and string.find(v, prefix, 1, true) == 1 then
   if force then
     redis.call('DEL', KEYS[1])
-    redis.call('SET', KEYS[7], '1', 'PX', ARGV[4])
+    redis.call('SET', KEYS[9], '1', 'PX', ARGV[4])
   else
     redis.call('RENAME', KEYS[1], KEYS[2])
   end
@@ -67,7 +69,7 @@ if v and string.find(v, prefix, 1, true) == 1 then
   i = i and string.find(v, '|', i + 1, true)
   waited = not i or string.byte(v, i + 1) ~= 48 -- '0'
 elseif force then
-  redis.call('SET', KEYS[7], '1', 'PX', ARGV[4])
+  redis.call('SET', KEYS[9], '1', 'PX', ARGV[4])
 else
   local last = redis.call('GET', KEYS[2])
   if last and string.find(last, prefix, 1, true) == 1 then
@@ -90,41 +92,16 @@ end
 
 --[[queue.lua]]
 
--- hand_off grants the free lock to the first live waiter: it draws the
--- waiter's token, sets the lock with the waiter's secret, TTL and owner,
--- and publishes "<id>|<token>|<ms>" on its wake channel, ms being the
--- server's time since the waiter last refreshed its place (the waiter
--- counts its validity from when it sent that refresh, plus ms). The
--- waiter's own try is not needed: one request per hand-off. A waiter
--- nobody hears (counted) is dropped, and the next one served.
-local function hand_off(now, counted)
-  local wake = wake_prefix(KEYS[1])
-  local head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
-  while head do
-    local wid, secret, ttl, live, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')
-    local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head))
-    redis.call('ZREM', KEYS[3], head)
-    redis.call('ZREM', KEYS[4], head)
-    if wid then
-      local token = redis.call('INCR', KEYS[5])
-      -- Less a millisecond: both times are whole milliseconds.
-      local waited = now - (deadline - tonumber(live)) - 1
-      local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
-      if heard > 0 or not counted then
-        local more = '0'
-        if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then more = '1' end
-        redis.call('SET', KEYS[1], secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
-        return true
-      end
-    end
-    head = first_live(KEYS[3], KEYS[4], now, nil, nil, false)
-  end
-end
-
+-- The hand-off (queue.lua's hand_off) serves the shared waiters first in
+-- line, each a shared grant, or the first exclusive waiter, the lock,
+-- once no shared grant is live.
 if string.find(flags, 'q', 1, true) then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  local granted = hand_off(now, string.find(flags, 'c', 1, true) ~= nil)
+  -- A lock just released was granted, and held, while no shared grant
+  -- was live: none is.
+  local granted = hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, now,
+    string.find(flags, 'c', 1, true) ~= nil, result == RELEASED)
   if (granted or result == RELEASED) and redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
   end
