@@ -272,9 +272,17 @@ func TestSharedRunOutlastsRenewals(t *testing.T) {
 					t.Logf("run --no-wait without --shared after two renewals: exit %d, stderr %q", r.code, r.stderr)
 				}
 				r := c.run("status", "--readers", "k", "--json")
-				if !strings.Contains(r.stdout, fmt.Sprintf(`"token": "%d"`, token)) {
+				var doc struct {
+					Holder  *json.RawMessage
+					Readers []struct {
+						Token  int `json:",string"`
+						Shared bool
+					}
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Holder != nil || len(doc.Readers) != 1 ||
+					doc.Readers[0].Token != token || !doc.Readers[0].Shared {
 					kept = false
-					t.Logf("status --readers after two renewals: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+					t.Logf("status --readers after two renewals: exit %d, stdout %q, stderr %q; want the one reader of token %d", r.code, r.stdout, r.stderr, token)
 				}
 				if err := os.WriteFile(finish, nil, 0o644); err != nil {
 					t.Fatal(err)
