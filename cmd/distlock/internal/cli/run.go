@@ -117,9 +117,9 @@ writer holds or waits for KEY. A shared lock is the read lock of package
 rwlock's read/write lock KEY, and a lock in every other way: its own
 DISTLOCK_TOKEN (greater than every earlier grant's on KEY), renewal,
 loss and release. --shared with --permits is a usage error (64), as is
-a service that grants no shared locks: redlock:// (a quorum of
-independent servers cannot prove that a reader and a writer never hold
-KEY together), and any whose backend does not implement them.
+a service that grants no shared locks: redlock:// (its servers queue
+askers each in its own order, so a waiting writer could not hold back
+the readers after it), and any other whose backend does not.
 
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and

@@ -61,10 +61,13 @@ func sharedBackends() []sharedBackend {
 	return bs
 }
 
-// needShared skips the test of the service sb, saying why, unless its
-// backends implement driver.SharedLocks; a service of mustShare fails
-// instead.
-func needShared(t *testing.T, sb sharedBackend) {
+// startShared starts the service sb for a test of shared locks, or
+// skips the test, saying why, unless its backends implement
+// driver.SharedLocks (checked before any server is started) and the
+// service grants one (a shared try: a backend may refuse them in a mode,
+// with errors.ErrUnsupported, which run says as a usage error). A service
+// of mustShare fails instead of being skipped.
+func startShared(t *testing.T, sb sharedBackend) *candidates {
 	t.Helper()
 	must := slices.Contains(mustShare, sb.name)
 	for _, b := range sb.impls {
@@ -75,9 +78,17 @@ func needShared(t *testing.T, sb sharedBackend) {
 			t.Skipf("%s: %T does not implement driver.SharedLocks, so distlock run --shared is refused there; add %q to mustShare when it does", sb.name, b, sb.name)
 		}
 	}
+	c := sb.start(t, newEnv(t))
+	switch r := c.run("run", "--shared", "--no-wait", "probe", "--", "true"); {
+	case r.code == cli.ExitUsage && strings.Contains(r.stderr, "cannot grant shared locks") && !must:
+		t.Skipf("%s refuses shared locks: %s", sb.name, strings.TrimSpace(r.stderr))
+	case r.code != 0:
+		t.Fatalf("%s: run --shared --no-wait on a free key: exit %d, stderr %q; want 0", sb.name, r.code, r.stderr)
+	}
 	if !must && os.Getenv("CI") == "true" {
 		t.Errorf("%s grants shared locks but is not in mustShare: add it, so that its rows cannot be skipped", sb.name)
 	}
+	return c
 }
 
 // A lock service that every backend must grant shared locks is listed:
@@ -106,9 +117,7 @@ func TestSharedRuns(t *testing.T) {
 	t.Parallel()
 	for _, sb := range sharedBackends() {
 		t.Run(sb.name, func(t *testing.T) {
-			needShared(t, sb)
-			e := newEnv(t)
-			runShared(t, sb.start(t, e))
+			runShared(t, startShared(t, sb))
 		})
 	}
 }
@@ -255,8 +264,7 @@ func TestSharedRunOutlastsRenewals(t *testing.T) {
 	t.Parallel()
 	for _, sb := range sharedBackends() {
 		t.Run(sb.name, func(t *testing.T) {
-			needShared(t, sb)
-			c := sb.start(t, newEnv(t))
+			c := startShared(t, sb)
 			for run := 1; ; run++ {
 				finish, tok := c.path(fmt.Sprintf("finish%d", run)), c.path(fmt.Sprintf("token%d", run))
 				s := c.start("--verbose", "run", "--shared", "k", "--", "sh", "-c",
