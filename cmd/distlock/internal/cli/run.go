@@ -380,7 +380,10 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backe
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && g.sem != nil:
 		return nil, notAcquired("every permit of semaphore %q is held or awaited%s (--no-wait)", g.name, r.heldBy(ctx, c, b, g))
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && g.shared:
-		return nil, notAcquired("the lock on %q is held or awaited by a run without --shared%s (--no-wait)", key, r.heldBy(ctx, c, b, g))
+		if by := r.heldBy(ctx, c, b, g); by != "" {
+			return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, by)
+		}
+		return nil, notAcquired("the lock on %q is held or awaited by a run without --shared (--no-wait)", key)
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired):
 		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, c, b, g))
 	}
@@ -437,10 +440,11 @@ func (r *runner) clientLog() *slog.Logger {
 }
 
 // heldBy describes the holder of the grant's key, when the backend can
-// tell: a permit's semaphore by how many hold and wait, a lock held only
-// by shared locks by how many. A listing that failed in part (a file://
-// lock file of another key that cannot be read) still names the holder
-// it found.
+// tell: a permit's semaphore by how many hold and wait; for a lock, its
+// exclusive holder, or else how many shared locks hold it (but for a
+// shared lock, which they do not keep out). A listing that failed in
+// part (a file:// lock file of another key that cannot be read) still
+// names the holder it found.
 func (r *runner) heldBy(ctx context.Context, c *distlock.Client, b driver.Backend, g grant) string {
 	key := g.key
 	if g.sem != nil {
@@ -471,10 +475,10 @@ func (r *runner) heldBy(ctx context.Context, c *distlock.Client, b driver.Backen
 			return fmt.Sprintf(" (token %d)", h.Token)
 		}
 	}
-	switch readers {
-	case 0:
+	switch {
+	case readers == 0 || g.shared:
 		return ""
-	case 1:
+	case readers == 1:
 		return " by a shared lock"
 	}
 	return fmt.Sprintf(" by %d shared locks", readers)
