@@ -1,9 +1,11 @@
 // Package cli implements the distlock command: cmd/distlock calls Main.
 //
-//	distlock [--backend URL] [--verbose] run [--timeout D | --no-wait] [--held-exit N] [--quiet] [--ttl D] [--grace D] KEY -- COMMAND [ARG...]
+//	distlock [--backend URL] [--verbose] run [--timeout D | --no-wait] [--held-exit N] [--quiet] [--ttl D] [--grace D] [--shared | --permits N [--slots]] KEY -- COMMAND [ARG...]
 //	distlock [--backend URL] [--verbose] elect [--value V] [--ttl D] [--grace D] NAME -- COMMAND [ARG...]
 //	distlock [--backend URL] leader [--json] [--watch] NAME
 //	distlock [--backend URL] status [--json] [PREFIX]
+//	distlock [--backend URL] status [--json] --semaphore NAME
+//	distlock [--backend URL] status [--json] --readers KEY
 //
 // # Backends
 //
@@ -57,6 +59,21 @@
 // [0, N). A limit other than the one the semaphore stores is refused
 // (exit 64), as is a lock service that grants no permits (redlock://,
 // distlock+http://). status --semaphore KEY shows the semaphore.
+//
+// Shared locks: with --shared, run holds a shared (read) lock of KEY, as
+// flock -s does: shared runs of KEY run together, and a run of KEY without
+// --shared, an exclusive lock (the writer of package rwlock's read/write
+// lock KEY), excludes them and is excluded by them. Askers are served in
+// arrival order, and a writer waiting for KEY blocks the shared runs that
+// ask after it; with --no-wait a shared run fails (75) while a writer
+// holds or waits. Everything above and below holds for the shared lock as
+// for the lock: its own DISTLOCK_TOKEN, above every earlier grant's on
+// KEY, renewal, loss and release. --shared with --permits is a usage
+// error (64), as is a lock service whose backend grants no shared locks
+// (driver.SharedLocks; never redlock://): the Client's error, matching
+// errors.ErrUnsupported, is said. status lists shared locks with a MODE
+// column, and status --readers KEY shows one key's exclusive holder and
+// shared locks.
 //
 // The command's environment: DISTLOCK_BACKEND names the lock service
 // that distlock used, whether --backend or DISTLOCK_BACKEND named it (it
@@ -286,6 +303,13 @@
 // read (permission denied) is named on standard error, and the others
 // listed: status fails (exit 69) only when it could read no lock file
 // under the prefix, since it could then tell nothing.
+//
+// A key's shared locks are listed after its exclusive holder, by token,
+// one row each; a table with any adds a MODE column (shared or exclusive)
+// after KEY, and --json marks them "shared": true. status --readers KEY
+// shows the one key: its exclusive holder (Client.Holder) and its shared
+// locks (Client.Readers), and is a usage error (64) on a service that
+// grants none.
 //
 // Logging: without --verbose distlock reports each outcome once, on
 // standard error; with it, it and the Client log what they do (renewals,

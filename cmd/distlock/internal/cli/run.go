@@ -37,19 +37,26 @@ type runFlags struct {
 	quiet    bool // say nothing when the lock is not acquired
 	permits  int  // --permits: a permit of a semaphore with this limit, not the lock
 	slots    bool // --slots: the permit names its slot
+	shared   bool // --shared: a shared (read) lock of KEY
 }
 
-// grant names what run holds: the lock on KEY, or with --permits a permit
-// of the semaphore KEY, kept at semaphore.KeyPrefix+KEY as package
-// semaphore keeps it, so that Go programs share it.
+// grant names what run holds: the lock on KEY, with --shared a shared
+// lock of KEY (the read lock of package rwlock's read/write lock KEY), or
+// with --permits a permit of the semaphore KEY, kept at
+// semaphore.KeyPrefix+KEY as package semaphore keeps it, so that Go
+// programs share it.
 type grant struct {
-	name string // KEY as given
-	key  string // the key acquired
-	opts []distlock.LockOption
-	sem  *distlock.Semaphore // nil for the lock
+	name   string // KEY as given
+	key    string // the key acquired
+	opts   []distlock.LockOption
+	sem    *distlock.Semaphore // nil for a lock
+	shared bool                // a shared lock
 }
 
 func newGrant(key string, f runFlags) (grant, error) {
+	if f.shared {
+		return grant{name: key, key: key, opts: []distlock.LockOption{distlock.WithShared(true)}, shared: true}, distlock.ValidateKey(key)
+	}
 	if f.permits == 0 {
 		return grant{name: key, key: key}, distlock.ValidateKey(key)
 	}
@@ -63,6 +70,9 @@ func newGrant(key string, f runFlags) (grant, error) {
 
 // what names the grant in messages.
 func (g grant) what() string {
+	if g.shared {
+		return fmt.Sprintf("a shared lock on %q", g.name)
+	}
 	if g.sem == nil {
 		return fmt.Sprintf("the lock on %q", g.name)
 	}
@@ -97,6 +107,20 @@ that grants no permits: redlock:// (a quorum of independent servers could
 grant more than N) and distlock+http:// (a gateway session holds one
 permit of a semaphore).
 
+With --shared, run holds a shared (read) lock of KEY, as flock -s does:
+commands run with --shared share KEY and run at once, while a run
+without it (an exclusive lock: the writer) waits until none of them
+holds KEY, and they wait for it. Askers are served in arrival order, and
+a writer waiting for KEY blocks the shared runs that come after it, so
+that readers never starve it; with --no-wait a shared run fails while a
+writer holds or waits for KEY. A shared lock is the read lock of package
+rwlock's read/write lock KEY, and a lock in every other way: its own
+DISTLOCK_TOKEN (greater than every earlier grant's on KEY), renewal,
+loss and release. --shared with --permits is a usage error (64), as is
+a service that grants no shared locks: redlock:// (its servers queue
+askers each in its own order, so a waiting writer could not hold back
+the readers after it), and any other whose backend does not.
+
 The command runs in a process group of its own, the job, which gets the
 terminal when distlock leads the terminal's foreground job: Ctrl-C and
 Ctrl-Z reach it once. When the command exits, whatever is left of its
@@ -127,6 +151,10 @@ passed; --held-exit changes it, --quiet silences it); 64 on usage errors;
 the lock was lost or its deadline neared while the command ran.`,
 		Example: `  distlock run jobs/nightly -- ./nightly.sh
   distlock run --no-wait --backend file:///var/lib/myapp/locks jobs/nightly -- sh -c 'echo $DISTLOCK_TOKEN'
+
+  # readers run together; a writer waits for them, and they for it
+  distlock run --shared data/catalog -- ./read-catalog.sh
+  distlock run data/catalog -- ./rebuild-catalog.sh
 
   # at most 3 backups at once, each told its slot (0, 1 or 2)
   distlock run --permits 3 --slots backups -- sh -c 'backup --target disk$DISTLOCK_SLOT'
@@ -163,6 +191,7 @@ the lock was lost or its deadline neared while the command ran.`,
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing when the lock is not acquired")
 	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service (zk:// keeps its session timeout); the lock is renewed every TTL/3, or halfway to its deadline when sooner")
 	fl.IntVar(&f.permits, "permits", 0, "hold one of N permits of the semaphore KEY (shared with package semaphore's of the same name and limit) instead of the lock on KEY")
+	fl.BoolVar(&f.shared, "shared", false, "hold a shared (read) lock of KEY, as flock -s: shared runs of KEY run together, and a run without --shared (the writer) excludes them")
 	fl.BoolVar(&f.slots, "slots", false, "with --permits, the permit names its slot in [0, N): DISTLOCK_SLOT, the lowest free")
 	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the lock is lost, time between SIGTERM and SIGKILL to the command (cut to the lock's at-risk window when its deadline nears without a renewal)")
 	return cmd
@@ -172,6 +201,8 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	switch {
 	case f.permits < 0 || f.permits > driver.MaxPermits:
 		return usagef("--permits %d is not in [1, %d]", f.permits, driver.MaxPermits)
+	case f.shared && f.permits != 0:
+		return usagef("--shared and --permits exclude each other: a permit of a semaphore is not a shared lock")
 	case f.slots && f.permits == 0:
 		return usagef("--slots needs --permits")
 	}
@@ -310,7 +341,7 @@ const minTry = 5 * time.Second
 // acquire waits for the lock or permit, until the timeout or a signal.
 func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backend, g grant, f runFlags, sigc <-chan os.Signal) (*distlock.Lock, error) {
 	key := g.key
-	r.log.Debug("acquiring", "key", key, "permits", f.permits, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
+	r.log.Debug("acquiring", "key", key, "permits", f.permits, "shared", f.shared, "wait", !f.noWait, "timeout", f.timeout, "backend", describeBackend(b, r.backendURL))
 	var (
 		lock *distlock.Lock
 		err  error
@@ -339,6 +370,8 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backe
 	case ctx.Err() != nil:
 	case g.sem != nil && errors.Is(err, errors.ErrUnsupported):
 		return nil, usagef("backend %s cannot grant permits (--permits): %v", redact(r.backendOrDefault()), err)
+	case g.shared && errors.Is(err, errors.ErrUnsupported):
+		return nil, usagef("backend %s cannot grant shared locks (--shared): %v", redact(r.backendOrDefault()), err)
 	case f.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && errors.Is(err, distlock.ErrUnavailable):
 		// Not "held": the service did not answer. Said even with --quiet.
 		return nil, &exitError{code: ExitUnavailable, err: fmt.Errorf("the lock service did not answer within --timeout %v: %w", f.timeout, err)}
@@ -346,6 +379,11 @@ func (r *runner) acquire(ctx context.Context, c *distlock.Client, b driver.Backe
 		return nil, notAcquired("timed out after %v waiting for %s%s", f.timeout, g.what(), r.heldBy(ctx, c, b, g))
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && g.sem != nil:
 		return nil, notAcquired("every permit of semaphore %q is held or awaited%s (--no-wait)", g.name, r.heldBy(ctx, c, b, g))
+	case f.noWait && errors.Is(err, distlock.ErrNotAcquired) && g.shared:
+		if by := r.heldBy(ctx, c, b, g); by != "" {
+			return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, by)
+		}
+		return nil, notAcquired("the lock on %q is held or awaited by a run without --shared (--no-wait)", key)
 	case f.noWait && errors.Is(err, distlock.ErrNotAcquired):
 		return nil, notAcquired("the lock on %q is held%s (--no-wait)", key, r.heldBy(ctx, c, b, g))
 	}
@@ -402,9 +440,11 @@ func (r *runner) clientLog() *slog.Logger {
 }
 
 // heldBy describes the holder of the grant's key, when the backend can
-// tell: a permit's semaphore by how many hold and wait. A listing that
-// failed in part (a file:// lock file of another key that cannot be read)
-// still names the holder it found.
+// tell: a permit's semaphore by how many hold and wait; for a lock, its
+// exclusive holder, or else how many shared locks hold it (but for a
+// shared lock, which they do not keep out). A listing that failed in
+// part (a file:// lock file of another key that cannot be read) still
+// names the holder it found.
 func (r *runner) heldBy(ctx context.Context, c *distlock.Client, b driver.Backend, g grant) string {
 	key := g.key
 	if g.sem != nil {
@@ -423,15 +463,25 @@ func (r *runner) heldBy(ctx context.Context, c *distlock.Client, b driver.Backen
 		return ""
 	}
 	hs, _ := l.List(ctx, key)
+	readers := 0
 	for _, h := range hs {
-		if h.Key == key {
-			if h.Owner != "" {
-				return fmt.Sprintf(" by %s (token %d)", printable(h.Owner), h.Token)
-			}
+		switch {
+		case h.Key != key:
+		case h.Shared:
+			readers++
+		case h.Owner != "":
+			return fmt.Sprintf(" by %s (token %d)", printable(h.Owner), h.Token)
+		default:
 			return fmt.Sprintf(" (token %d)", h.Token)
 		}
 	}
-	return ""
+	switch {
+	case readers == 0 || g.shared:
+		return ""
+	case readers == 1:
+		return " by a shared lock"
+	}
+	return fmt.Sprintf(" by %d shared locks", readers)
 }
 
 func execError(name string, err error) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"text/tabwriter"
@@ -30,6 +31,7 @@ type statusFlags struct {
 	watch     bool
 	interval  time.Duration
 	semaphore string // --semaphore NAME: the permits of a semaphore
+	readers   string // --readers KEY: the holders of one key, shared ones too
 }
 
 func (r *runner) statusCommand() *cobra.Command {
@@ -44,11 +46,16 @@ held, and how long until the lock service expires it unless renewed
 With --verbose it also names the lock service on standard error: the
 default is file://` + defaultDirHelp() + `.
 
+A key held by shared locks (run --shared, package rwlock's readers) is
+listed once for each of them, after its exclusive holder if any, by
+token; when the listing has a shared lock, a MODE column after KEY says
+which rows are shared and which exclusive.
+
 With --json it prints a JSON array of {key, token, owner, since, expires,
-time_left_seconds}; the token is a string of decimal digits, as the
-gateway writes it (a JSON number above 2^53 would lose digits in
-JavaScript), and expires and time_left_seconds are absent for grants
-without a time bound.
+time_left_seconds, shared}; the token is a string of decimal digits, as
+the gateway writes it (a JSON number above 2^53 would lose digits in
+JavaScript), expires and time_left_seconds are absent for grants
+without a time bound, and shared is present, true, for shared locks.
 
 With --watch it lists them again every --interval until interrupted
 (Ctrl-C or SIGTERM), which ends it with status 0. On a terminal
@@ -71,11 +78,18 @@ limit, how many wait for a permit, and each live permit with its slot
 (with --slots), token, owner, time held and time left. With --json it
 prints {name, key, limit, waiting, holders}, holders as above with a slot
 where the permit has one, and no limit where the service's layout stores
-none (zk://, shared with Apache Curator).`,
+none (zk://, shared with Apache Curator).
+
+With --readers KEY it shows the lock KEY alone: its exclusive holder, if
+any, and each of its shared locks (those of run --shared KEY), by token,
+as the lock service reports its readers; a service that grants no shared
+locks (redlock://) is a usage error (64). With --json it prints {key,
+holder, readers}: holder as above or null, readers an array of them.`,
 		Example: `  distlock status jobs/
   distlock status --watch
   distlock status --watch --interval 5s --json jobs/ | jq -c 'length'
-  distlock status --semaphore backups`,
+  distlock status --semaphore backups
+  distlock status --readers data/catalog`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("want at most one PREFIX, got %d arguments", len(args))
@@ -96,8 +110,16 @@ none (zk://, shared with Apache Curator).`,
 				return exitWith(usagef("--semaphore NAME takes no PREFIX"))
 			case cmd.Flags().Changed("semaphore") && f.watch:
 				return exitWith(usagef("--semaphore does not take --watch"))
+			case cmd.Flags().Changed("semaphore") && cmd.Flags().Changed("readers"):
+				return exitWith(usagef("--semaphore and --readers exclude each other"))
 			case cmd.Flags().Changed("semaphore"):
 				return exitWith(r.semaphoreStatus(cmd.Context(), f))
+			case cmd.Flags().Changed("readers") && prefix != "":
+				return exitWith(usagef("--readers KEY takes no PREFIX"))
+			case cmd.Flags().Changed("readers") && f.watch:
+				return exitWith(usagef("--readers does not take --watch"))
+			case cmd.Flags().Changed("readers"):
+				return exitWith(r.readersStatus(cmd.Context(), f))
 			}
 			return exitWith(r.status(cmd.Context(), prefix, f))
 		},
@@ -106,6 +128,7 @@ none (zk://, shared with Apache Curator).`,
 	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table (with --watch, one per line)")
 	fl.BoolVarP(&f.watch, "watch", "w", false, "list again every --interval until interrupted, in place on a terminal")
 	fl.StringVar(&f.semaphore, "semaphore", "", "show the permits of the semaphore `NAME` (run --permits) instead of locks")
+	fl.StringVar(&f.readers, "readers", "", "show the lock `KEY` alone: its exclusive holder and its shared locks (run --shared)")
 	fl.DurationVar(&f.interval, "interval", DefaultInterval, "with --watch, time between listings (at least "+minInterval.String()+")")
 	return cmd
 }
@@ -121,6 +144,7 @@ type holderJSON struct {
 	Expires         *time.Time `json:"expires,omitempty"`           // absent: no time bound
 	TimeLeftSeconds *float64   `json:"time_left_seconds,omitempty"` // absent: no time bound
 	Slot            *int       `json:"slot,omitempty"`              // a permit's, with --slots
+	Shared          bool       `json:"shared,omitempty"`            // a shared lock's
 }
 
 func (r *runner) status(ctx context.Context, prefix string, f statusFlags) error {
@@ -201,7 +225,7 @@ func listHolders(ctx context.Context, lister driver.Lister, prefix, where string
 func holdersJSON(hs []driver.Holder, now time.Time) []holderJSON {
 	out := make([]holderJSON, 0, len(hs))
 	for _, h := range hs {
-		j := holderJSON{Key: h.Key, Token: h.Token, Owner: h.Owner}
+		j := holderJSON{Key: h.Key, Token: h.Token, Owner: h.Owner, Shared: h.Shared}
 		if h.HasSlot {
 			j.Slot = &h.Slot
 		}
@@ -218,15 +242,33 @@ func holdersJSON(hs []driver.Holder, now time.Time) []holderJSON {
 }
 
 // writeTable writes the status table of hs at now, keys and owners
-// escaped for a terminal.
+// escaped for a terminal. When a holder is shared, a MODE column follows
+// KEY: a listing without shared locks keeps the columns it always had.
 func writeTable(w io.Writer, hs []driver.Holder, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
+	modes := slices.ContainsFunc(hs, func(h driver.Holder) bool { return h.Shared })
+	if modes {
+		fmt.Fprintln(tw, "KEY\tMODE\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
+	} else {
+		fmt.Fprintln(tw, "KEY\tTOKEN\tOWNER\tHELD FOR\tTIME LEFT")
+	}
 	for _, h := range hs {
 		owner, held, left := columns(h, now)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", printable(h.Key), h.Token, owner, held, left)
+		if modes {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", printable(h.Key), mode(h), h.Token, owner, held, left)
+		} else {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", printable(h.Key), h.Token, owner, held, left)
+		}
 	}
 	return tw.Flush()
+}
+
+// mode is the MODE column of h: shared or exclusive.
+func mode(h driver.Holder) string {
+	if h.Shared {
+		return "shared"
+	}
+	return "exclusive"
 }
 
 // columns returns the OWNER, HELD FOR and TIME LEFT columns of h at now.
