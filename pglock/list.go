@@ -34,7 +34,9 @@ ORDER BY f.key COLLATE pg_catalog."C"`
 // distlock_acquire (which that version's Migrate puts back), a key is
 // listed while any session holds its lock, and a key whose id collides
 // with a held key's is listed as held too.
-// Expires is always zero: grants have no time bound.
+// Expires is always zero: grants have no time bound. The live shared
+// grants of each key (see Readers) follow its exclusive holder, by token,
+// with Shared set.
 //
 // In LeaseMode it lists the unexpired grants of distlock_lease, with
 // Expires by the server's clock.
@@ -66,7 +68,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 			token int64
 			since time.Time
 		)
-		if err := rows.Scan(&h.Key, &token, &h.Owner, &since); err != nil {
+		dest := []any{&h.Key, &token, &h.Owner, &since}
+		if sql.listShared {
+			dest = append(dest, &h.Shared)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, sortErr("list", err)
 		}
 		h.Token, h.Since = uint64(token), since
