@@ -275,3 +275,46 @@ func TestSharedWaitingWriterBlocksLaterReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reader of a key whose last exclusive grant was lost (its session was
+// terminated while it held the lock) waits the loss grace, as a writer
+// would, so that the lost holder may stop before anyone else acts; and
+// it marks the lost grant accounted for, so that the next writer takes
+// the one-UPDATE path and does not wait the grace again.
+func TestSharedAfterLostGrantWaitsGrace(t *testing.T) {
+	const grace = 2 * time.Second
+	ctx, key := testCtx(t), "shared/grace/"+t.Name()
+	admin := newPool(t, server)
+	b := newBackend(t, server, pglock.WithLossGrace(grace))
+	lost := make(chan error, 1)
+	acquire(t, b, ctx, key, driver.AcquireOptions{OnLost: func(err error) { lost <- err }})
+	terminateHolders(t, admin, key)
+	if err := <-lost; !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("OnLost(%v); want ErrLockLost", err)
+	}
+	held := func() bool {
+		t.Helper()
+		var held bool
+		if err := admin.QueryRow(ctx, `SELECT held FROM distlock_fence WHERE key = $1`, key).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+	if !held() {
+		t.Fatal("the lost grant is not marked held")
+	}
+	start := time.Now()
+	r, err := newBackend(t, server, pglock.WithLossGrace(grace)).AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+	if err != nil {
+		t.Fatalf("AcquireShared: %v", err)
+	}
+	if took := time.Since(start); took < grace {
+		t.Errorf("the reader after a lost grant was granted in %v, within the loss grace (%v)", took, grace)
+	}
+	if held() {
+		t.Error("the lost grant is still marked held once a reader waited the grace")
+	}
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
