@@ -252,7 +252,10 @@ func (b *Backend) Close() error {
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in the server; a try
 // (opts.Wait false) fails with driver.ErrNotAcquired when the key is
-// held or awaited through this Backend, or held in the server.
+// held or awaited through this Backend, or held in the server. The lock
+// excludes the key's shared grants (AcquireShared, psql's
+// pg_advisory_lock_shared of the id): it waits for them in the server's
+// queue, and a try fails while one is held.
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
