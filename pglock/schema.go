@@ -226,7 +226,7 @@ type statements struct {
 	permitAcquire, permitRefresh, permitRelease, permitLeave, permitAbandon, permits string // permits, both modes
 
 	acquireShared, releaseShared, readers, readerOwner string // shared grants, SessionMode
-	listShared                                         bool   // list is listWithReadersSQL
+	listReaders                                        string // listWithReadersSQL; "" on a schema without distlock_reader
 }
 
 func newStatements(f *located) *statements {
@@ -250,8 +250,7 @@ func newStatements(f *located) *statements {
 	s.acquireShared, s.releaseShared = s.qualified(acquireSharedSQL), s.qualified(releaseSharedSQL)
 	s.readers, s.readerOwner = s.qualified(readersSQL), s.qualified(readerOwnerSQL)
 	if f.present["distlock_reader"] {
-		s.list = s.qualified(strings.ReplaceAll(listWithReadersSQL, listMarker, strings.ReplaceAll(listSQL, grantMarker, grant)))
-		s.listShared = true
+		s.listReaders = s.qualified(strings.ReplaceAll(listWithReadersSQL, listMarker, strings.ReplaceAll(listSQL, grantMarker, grant)))
 	}
 	return s
 }

@@ -318,3 +318,94 @@ func TestSharedAfterLostGrantWaitsGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reader whose context ends while it waits in the server behind psql's
+// exclusive lock returns context.Canceled and ErrNotAcquired, and leaves
+// nothing: no shared lock, no request in the server's queue, no row of
+// distlock_reader; the next reader is granted once psql unlocks.
+func TestSharedCancelledWhileWaiting(t *testing.T) {
+	ctx, key := testCtx(t), "shared/cancel/"+t.Name()
+	admin := newPool(t, server)
+	b := newBackend(t, server)
+	op := rawConn(t, server)
+	if _, err := op.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		l, err := b.AcquireShared(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			l.Release(ctx)
+		}
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "the reader waits in the server", func() bool { return count(t, admin, waitingSQL, key) == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("AcquireShared cancelled while waiting: %v; want context.Canceled and ErrNotAcquired", err)
+	}
+	if n := count(t, admin, waitingSQL, key); n != 0 {
+		t.Fatalf("%d requests still wait in the server once the cancelled AcquireShared returned", n)
+	}
+	if _, err := op.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, admin, sharedHeldSQL, key); n != 0 {
+		t.Fatalf("%d sessions hold the lock shared after a cancelled AcquireShared", n)
+	}
+	if n := count(t, admin, `SELECT count(*) FROM distlock_reader WHERE key = $1`, key); n != 0 {
+		t.Fatalf("%d rows of distlock_reader after a cancelled AcquireShared", n)
+	}
+	r, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("AcquireShared after the cancelled one: %v", err)
+	}
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Within one Backend, a reader that arrives while the Backend's writer of
+// the key holds it waits behind it (and its try fails), and readers of
+// the Backend overlap.
+func TestSharedBehindLocalWriter(t *testing.T) {
+	ctx, key := testCtx(t), "shared/local/"+t.Name()
+	b := newBackend(t, server)
+	w, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, distlock.ErrNotAcquired) {
+		if err == nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("a reader's try while the Backend's writer holds: %v; want ErrNotAcquired", err)
+	}
+	got := make(chan driver.Lease, 2)
+	for range 2 {
+		go func() {
+			l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Errorf("waiting AcquireShared: %v", err)
+			}
+			got <- l
+		}()
+	}
+	eventually(t, 10*time.Second, "both readers wait for the Backend's writer", func() bool { return pglock.QueueWaiting(b, key) == 2 })
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, c := <-got, <-got
+	if a == nil || c == nil {
+		t.FailNow()
+	}
+	if a.Token() <= w.Token() || c.Token() <= w.Token() || a.Token() == c.Token() {
+		t.Fatalf("readers' tokens %d and %d after the writer's %d: want distinct, above it", a.Token(), c.Token(), w.Token())
+	}
+	for _, l := range []driver.Lease{a, c} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
