@@ -136,6 +136,30 @@
 // key a permit took a token from meanwhile is released without its mark,
 // and the key's next grant waits the loss grace).
 //
+// Shared (read) locks (driver.SharedLocks: a Client's WithShared, package
+// rwlock's RLock) are granted in session mode only: a shared grant is
+// pg_advisory_lock_shared(hashtextextended(key, 0)), the shared form of
+// the key's own lock id, held by one session on a connection kept for the
+// grant's life as a lock's is. PostgreSQL grants that id shared to any
+// number of sessions at once while no session holds it exclusively, and
+// exclusively to one session while none holds it at all; so a key's
+// shared grants share it with each other and with psql's
+//
+//	SELECT pg_catalog.pg_advisory_lock_shared(pg_catalog.hashtextextended('reports/nightly', 0::int8));
+//
+// and exclude, and are excluded by, the key's ordinary locks (Acquire,
+// the writer of a read/write lock) and psql's pg_advisory_lock of the
+// id. A shared grant is a Lease as a lock is: no time bound (TTL 0),
+// Refresh checks that its session still holds the id shared, Release
+// unlocks it, it is lost with its session (OnLost), and one granted to an
+// AcquireShared that failed is given back before it returns. A reader
+// after a lost exclusive grant waits the loss grace as a writer would.
+// In lease mode AcquireShared and Readers return an error matching
+// errors.ErrUnsupported (a Client's WithShared then fails with it): its
+// grants are rows of distlock_lease, which have no shared form, and a
+// shared row that this version's lease acquire checked would not be seen
+// by the lease acquire of Backends of an earlier version beside it.
+//
 // # Not guaranteed
 //
 //   - A holder paused (or starved) for longer than the loss grace after its
@@ -193,6 +217,12 @@
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
+//   - Shared locks in lease mode (see Guarantees), and readers' order
+//     across the Backend and the server: a reader that waited in the
+//     Backend behind its writers of the key asks the server as the last
+//     of them ends, and a writer of the Backend that arrived after the
+//     reader may reach the server's queue first. Readers and writers of
+//     different processes are served in the server's order.
 //   - Permits: a holder paused for longer than its usable TTL, and the
 //     server clock's jumps, as for lease mode. A permit revoked by hand
 //     (an operator's UPDATE or DELETE of its row) is learnt of at the
@@ -213,6 +243,11 @@
 // committed without waiting for their WAL flush: a release lost in a
 // crash makes the next grant wait, for the loss grace in session mode and
 // until the grant expires in lease mode, and is never unsafe.
+// Shared grants are session advisory locks, as session-mode locks are:
+// their exclusion lives in the server's memory. A shared grant's token is
+// committed durably with its row of distlock_reader, whose release is
+// not: a row left by a crash counts only while its session holds the lock
+// shared, which it no longer does.
 // Permits are rows in both modes, as lease-mode grants are: the grant and
 // the renewal of a permit are committed durably; a release, a leave and
 // a renewal of a waiter's place are not, and one lost in a crash leaves a
@@ -242,6 +277,20 @@
 // come first served, and only the first of them holds a connection and
 // waits in the server; the next takes its turn when the grant ends. The
 // server hands a released lock to the session that has waited longest.
+//
+// A waiting shared Acquire waits in the same queue, with
+// pg_advisory_lock_shared, and is cancelled alike. The server's queue
+// serves waiters in arrival order and prefers writers: a shared request
+// is granted when no exclusive lock is held and no exclusive request
+// waits before it, so that a waiting writer keeps later readers out, and
+// readers that follow each other in the queue are granted together; an
+// exclusive request is granted when the id is not held at all. A shared
+// try (pg_try_advisory_lock_shared) fails by the same rule, while a
+// writer holds or waits. Within a Backend, shared acquirers of a key do
+// not take its turn and overlap freely; one that arrives while an Acquire
+// of the key holds or waits for the turn waits behind it, and asks the
+// server once it has had the turn, and a shared try fails then. Each
+// shared grant, like each lock, keeps a connection of the pool.
 //
 // In lease mode waiters queue in the server, first come first served: a
 // waiting Acquire's first try that finds the key held, or free but
@@ -314,6 +363,14 @@
 // so a key's tokens increase across both modes (a deployment can move
 // from one mode to the other and keep its fenced data) and a try that
 // finds the key held takes none.
+//
+// A shared grant's token is drawn from the same counter by
+// distlock_acquire_shared, once the shared lock is held, in the same
+// transaction: every grant of a key, shared or exclusive, has a token
+// greater than every earlier one's, readers holding at once have
+// distinct tokens, and a writer's token is above every reader's before
+// it. Readers increment the counter but leave the last exclusive grant's
+// owner, time and session in the row, for Holder.
 //
 // A permit's token is drawn from the same counter, the semaphore key's row
 // of distlock_fence, by the statement that grants it, under the
@@ -398,6 +455,19 @@
 // UPDATE distlock_permit SET expires = '-infinity' WHERE key = ... (its
 // holder learns it at its next renewal).
 //
+// Shared grants (version 7 of the schema) are listed from psql with
+//
+//	SELECT r.key, r.token, r.owner, r.granted_at FROM distlock_reader r
+//	JOIN pg_locks l ON l.pid = r.pid AND l.locktype = 'advisory' AND l.granted
+//		AND l.mode = 'ShareLock' AND l.objsubid = 1
+//		AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended(r.key, 0)
+//	ORDER BY r.key, r.token;
+//
+// (a row whose session holds no shared lock of its key is no grant: its
+// session ended). Readers, like List, creates and changes nothing, and
+// reads a schema without distlock_reader (an earlier version's) as having
+// no readers.
+//
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's
 // functions and operators by their schema too, with arguments of the
@@ -417,7 +487,7 @@
 // or a superuser; the schema may also belong to pg_database_owner (public,
 // since PostgreSQL 15). In a superuser's session the objects must belong
 // to a superuser, so that no other role's code runs with a superuser's
-// rights. Acquire, AcquirePermit, Permits, List, WatchHolder, Fence.Admit and Migrate refuse
+// rights. Acquire, AcquireShared, AcquirePermit, Permits, List, Readers, WatchHolder, Fence.Admit and Migrate refuse
 // anything else with an error that names the object and its owner. An operator who installs
 // the schema for the application should do it as one of those roles (the
 // database's owner, say), or as a role that owns nothing else and is
@@ -441,6 +511,17 @@
 // and the grant's session (by its pid) holds the key's lock, in lease mode
 // only while the row names the grant and has not expired; it needs UPDATE
 // on the table.
+//
+// Holder, and WatchHolder below, report a key's exclusive holder only.
+// Readers lists the shared grants of exactly the key, by token: the rows
+// of distlock_reader whose session (by its pid, and started before the
+// grant) holds the key's lock shared in pg_locks, with the token, owner
+// and time of each grant; a session from psql that holds the id shared
+// has no row and is not listed. List lists them too, each key's after
+// its exclusive holder, with Shared set. SetOwner of a shared grant
+// updates its row of distlock_reader while its session holds the lock
+// shared (UPDATE on distlock_reader). A grant or release of a shared
+// grant notifies no watcher: the key's exclusive holder does not change.
 //
 // WatchHolder (a Client's Watch, an election's Observe) is woken by the
 // server. A watch marks the key's row as watched (distlock_fence in
@@ -524,6 +605,18 @@
 // statement every TTL/3 by default; a Backend given WithListen keeps one
 // connection of its own, outside the pool.
 //
+// A shared grant costs what a lock does (a connection for its life, an
+// entry of the server's lock table, two statements: distlock_acquire_shared
+// and the release), and writes the key's token row and its own row of
+// distlock_reader, deleted by its release; the grant also reads pg_locks
+// once, to delete the rows of the key's readers whose sessions ended.
+// Concurrent readers of a key take their tokens one after another, on the
+// key's row of distlock_fence, each for the time of one commit. The
+// exclusive path costs nothing more for shared locks: the same statements
+// and round trips, and in the Backend a counter of the key's writers
+// taken and given back under a mutex. List reads distlock_reader beside
+// distlock_fence, with a second scan of pg_locks for the readers.
+//
 // A watch costs one statement every 10s (its mark), and in session mode
 // a read of pg_locks every second; a session-mode Backend that has
 // watched keeps one LISTEN connection, outside the pool, until Close.
@@ -554,8 +647,8 @@
 //
 // # Goroutines
 //
-// In session mode a Backend runs one goroutine per held lock, reading its
-// idle connection, and one per waiting Acquire while its context is being
+// In session mode a Backend runs one goroutine per held lock, shared or
+// not, reading its idle connection, and one per waiting Acquire while its context is being
 // cancelled. In lease mode it runs one for LISTEN when given WithListen;
 // in session mode, one from the first WatchHolder, or waiting
 // AcquirePermit, on. Permits run none of their own. Each watch runs one

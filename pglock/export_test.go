@@ -42,3 +42,7 @@ func SetWatchPoll(t interface{ Cleanup(func()) }, d time.Duration) {
 	watchPoll = d
 	t.Cleanup(func() { watchPoll = old })
 }
+
+// QueueWaiting returns how many acquirers of b wait for key's turn in
+// session mode, not counting the one that has it.
+func QueueWaiting(b *Backend, key string) int { return b.queue.Waiting(key) }

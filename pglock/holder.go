@@ -119,7 +119,10 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 // SetOwner implements driver.OwnerSetter: it updates the owner in the
 // key's row of distlock_fence, only while the row has the grant's token
 // and the session that holds the grant's connection holds the key's lock
-// (pg_locks). It needs UPDATE on distlock_fence.
+// (pg_locks). It needs UPDATE on distlock_fence. A shared grant's owner
+// is in its row of distlock_reader, which it updates as well, while the
+// session holds the key's lock shared; that needs UPDATE on
+// distlock_reader.
 func (l *lease) SetOwner(ctx context.Context, owner string) error {
 	l.mu.Lock()
 	if l.conn == nil {
@@ -128,6 +131,9 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 	}
 	pid := l.pid // pg_backend_pid(), which a pooler does not announce
 	l.mu.Unlock()
+	if l.shared {
+		return l.setReaderOwner(ctx, owner, pid)
+	}
 	sql, err := l.b.schema.find(ctx, l.b.pool, "distlock_fence")
 	if sql == nil {
 		if err == nil {

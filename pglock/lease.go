@@ -23,7 +23,8 @@ type lease struct {
 	token  uint64
 	pid    int32 // the session's pid on the server (pg_backend_pid), for SetOwner
 	onLost func(error)
-	turn   *driver.Turn[*lease] // the key's turn in the Backend's queue, passed on when the grant ends
+	turn   *writerTurn // the key's turn in the Backend's queue, passed on when the grant ends; nil for a shared grant
+	shared bool        // a shared grant (AcquireShared)
 
 	// mu guards the fields below and every use of conn: the watcher reads
 	// from conn until it is stopped, and nothing else may use conn
@@ -217,7 +218,11 @@ func (l *lease) checkLocked(ctx context.Context) error {
 		return err
 	}
 	var held bool
-	if err := l.conn.QueryRow(ctx, heldSQL, l.key).Scan(&held); err != nil {
+	query := heldSQL
+	if l.shared {
+		query = heldSharedSQL
+	}
+	if err := l.conn.QueryRow(ctx, query, l.key).Scan(&held); err != nil {
 		return fmt.Errorf("refresh: %w", err)
 	}
 	if !held {
@@ -287,8 +292,13 @@ func (l *lease) unlockLocked(ctx context.Context) error {
 		return err
 	}
 	var unlocked bool
-	err := l.conn.QueryRow(ctx, l.b.schema.sql.release, l.key, int64(l.token)).Scan(&unlocked)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var err error
+	if l.shared {
+		err = l.conn.QueryRow(ctx, l.b.schema.sql.releaseShared, l.key, int64(l.token)).Scan(&unlocked)
+	} else {
+		err = l.conn.QueryRow(ctx, l.b.schema.sql.release, l.key, int64(l.token)).Scan(&unlocked)
+	}
+	if errors.Is(err, pgx.ErrNoRows) && !l.shared {
 		err = l.conn.QueryRow(ctx, unlockSQL, l.key).Scan(&unlocked)
 	}
 	if err != nil {

@@ -2,7 +2,11 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/driver"
 )
@@ -34,7 +38,11 @@ ORDER BY f.key COLLATE pg_catalog."C"`
 // distlock_acquire (which that version's Migrate puts back), a key is
 // listed while any session holds its lock, and a key whose id collides
 // with a held key's is listed as held too.
-// Expires is always zero: grants have no time bound.
+// Expires is always zero: grants have no time bound. The live shared
+// grants of each key (see Readers) follow its exclusive holder, by token,
+// with Shared set; a role that may not read distlock_reader (SELECT on
+// the tables of an earlier version was granted before the migration that
+// added it) lists the locks alone.
 //
 // In LeaseMode it lists the unexpired grants of distlock_lease, with
 // Expires by the server's clock.
@@ -54,7 +62,23 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	if sql == nil {
 		return nil, err // nil, nil: no lock was ever granted
 	}
-	rows, err := conn.Query(ctx, sql.list, prefix)
+	if sql.listReaders != "" {
+		hs, err := listWith(ctx, conn, sql.listReaders, prefix, true)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+			return hs, err
+		}
+		// A role that may read the tables of an earlier version, but not
+		// distlock_reader, which the migration to version 7 added: the
+		// locks, without the readers.
+	}
+	return listWith(ctx, conn, sql.list, prefix, false)
+}
+
+// listWith runs List's query, whose rows have a last column Shared with
+// shared.
+func listWith(ctx context.Context, conn *pgxpool.Conn, query, prefix string, shared bool) ([]driver.Holder, error) {
+	rows, err := conn.Query(ctx, query, prefix)
 	if err != nil {
 		return nil, sortErr("list", err)
 	}
@@ -66,7 +90,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 			token int64
 			since time.Time
 		)
-		if err := rows.Scan(&h.Key, &token, &h.Owner, &since); err != nil {
+		dest := []any{&h.Key, &token, &h.Owner, &since}
+		if shared {
+			dest = append(dest, &h.Shared)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, sortErr("list", err)
 		}
 		h.Token, h.Since = uint64(token), since

@@ -16,10 +16,11 @@ import (
 // A database made by an earlier version of the schema (in testdata) is
 // migrated by the first use of several Backends at once, in both modes,
 // each of which then works; the previous versions' lease acquire, which
-// ignores the queue, still excludes the new one; and the migrated
-// functions call no function that another role put in schema public.
+// ignores the queue, still excludes the new one; the permits (version 6)
+// and shared grants (version 7) work; and the migrated functions call no
+// function that another role put in schema public.
 func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
-	for _, version := range []string{"v1", "v2", "v3", "v4", "v5"} {
+	for _, version := range []string{"v1", "v2", "v3", "v4", "v5", "v6"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := testCtx(t)
 			old, err := os.ReadFile("testdata/schema-" + version + ".sql")
@@ -82,6 +83,28 @@ func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
 				t.Fatalf("AcquirePermit after the migration: %v", err)
 			}
 			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The shared grants' objects of version 7 were added: a
+			// reader is granted, listed, and keeps a session-mode writer
+			// out.
+			sb, err := pglock.New(pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close()
+			sharedKey := "migrate/shared/" + t.Name()
+			r, err := sb.AcquireShared(ctx, sharedKey, driver.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("AcquireShared after the migration: %v", err)
+			}
+			if hs, err := sb.Readers(ctx, sharedKey); err != nil || len(hs) != 1 || hs[0].Token != r.Token() {
+				t.Fatalf("Readers after the migration: %+v, %v; want the reader", hs, err)
+			}
+			if _, err := sb.Acquire(ctx, sharedKey, driver.AcquireOptions{TTL: time.Minute}); err == nil {
+				t.Fatal("a writer's try was granted a key a reader holds")
+			}
+			if err := r.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			s.exec(t, s.evil, shadowingFunctions["lock id per session"])

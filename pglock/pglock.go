@@ -89,6 +89,13 @@ type Backend struct {
 	queue    driver.Queue[*lease]
 	rowQueue driver.Queue[struct{}]
 
+	// writers counts, per key, the exclusive acquirers of SessionMode that
+	// have the key's turn or wait for it (see writerTurn): a shared
+	// acquirer of the key waits behind them in queue, and a shared try
+	// fails while there is one. A key no writer asks takes no entry.
+	wmu     sync.Mutex
+	writers map[string]int
+
 	// permitLine holds the AcquirePermits of each semaphore within the
 	// Backend: only the one that has the turn asks the server, until it is
 	// granted or gives up (see AcquirePermit).
@@ -245,7 +252,10 @@ func (b *Backend) Close() error {
 // Same-key acquires through one Backend queue in this process, first come
 // first served, and only the first of them is in the server; a try
 // (opts.Wait false) fails with driver.ErrNotAcquired when the key is
-// held or awaited through this Backend, or held in the server.
+// held or awaited through this Backend, or held in the server. The lock
+// excludes the key's shared grants (AcquireShared, psql's
+// pg_advisory_lock_shared of the id): it waits for them in the server's
+// queue, and a try fails while one is held.
 func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
@@ -262,16 +272,19 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	var turn *driver.Turn[*lease]
+	b.enterWriter(key)
+	var turn *writerTurn
 	if opts.Wait {
 		t, err := b.queue.Wait(actx, key)
 		if err != nil {
+			b.leaveWriter(key)
 			return nil, b.endedErr(ctx)
 		}
-		turn = t
+		turn = &writerTurn{Turn: t, b: b}
 	} else if t, ok := b.queue.Try(key); ok {
-		turn = t
+		turn = &writerTurn{Turn: t, b: b}
 	} else {
+		b.leaveWriter(key)
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
 	l, err := b.grab(actx, turn, key, opts)
@@ -296,7 +309,7 @@ func (b *Backend) endedErr(ctx context.Context) error {
 
 // grab takes a connection, the lock and a token, holding key's turn, which
 // the lease keeps if it succeeds.
-func (b *Backend) grab(ctx context.Context, turn *driver.Turn[*lease], key string, opts driver.AcquireOptions) (*lease, error) {
+func (b *Backend) grab(ctx context.Context, turn *writerTurn, key string, opts driver.AcquireOptions) (*lease, error) {
 	conn, err := b.conn(ctx, opts.Wait)
 	if err != nil {
 		return nil, err
@@ -306,7 +319,7 @@ func (b *Backend) grab(ctx context.Context, turn *driver.Turn[*lease], key strin
 		conn.Release()
 		return nil, err
 	}
-	token, pid, err := b.lock(ctx, conn, sql, key, opts)
+	token, pid, err := b.lock(ctx, conn, sql, key, opts, false)
 	if err != nil {
 		return nil, err // lock discarded the connection
 	}
@@ -373,7 +386,14 @@ const acquireSQL = `SELECT @schema@.distlock_acquire($1::pg_catalog.text, $2::pg
 // before the cancel request arrives, and a cancel request may arrive late
 // and hit a later statement: lock then gives the lock up and closes the
 // connection rather than return it to the pool (see abandon).
-func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts driver.AcquireOptions) (uint64, int32, error) {
+//
+// With shared it runs distlock_acquire_shared instead, for a shared grant,
+// and abandon then gives up the shared lock.
+func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements, key string, opts driver.AcquireOptions, shared bool) (uint64, int32, error) {
+	query := sql.acquire
+	if shared {
+		query = sql.acquireShared
+	}
 	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer qcancel()
 	pg := conn.Conn().PgConn()
@@ -407,7 +427,7 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 	})
 	var token pgtype.Int8
 	var pid int32
-	err := conn.QueryRow(qctx, sql.acquire, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token, &pid)
+	err := conn.QueryRow(qctx, query, key, opts.Wait, opts.Owner, b.cfg.lossGrace).Scan(&token, &pid)
 	close(finished)
 	if !stop() {
 		<-fired
@@ -415,17 +435,17 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 		if err == nil && token.Int64 > 0 {
 			granted = uint64(token.Int64) // the server granted it all the same
 		}
-		b.abandon(conn, sql, key, granted)
+		b.abandon(conn, sql, key, granted, shared)
 		return 0, 0, b.endedErr(ctx)
 	}
 	switch {
 	case err != nil:
-		b.abandon(conn, sql, key, 0)
+		b.abandon(conn, sql, key, 0, shared)
 		return 0, 0, sortErr("acquire", err)
 	case !token.Valid:
 		return 0, 0, nil
 	case token.Int64 <= 0:
-		b.abandon(conn, sql, key, 0)
+		b.abandon(conn, sql, key, 0, shared)
 		return 0, 0, fmt.Errorf("pglock: acquire %q: the server returned token %d", key, token.Int64)
 	}
 	return uint64(token.Int64), pid, nil
@@ -440,13 +460,21 @@ func (b *Backend) lock(ctx context.Context, conn *pgxpool.Conn, sql *statements,
 // Closing the connection alone gives the lock up only when the server
 // ends the session, a moment after the Acquire has returned, and leaves a
 // grant marked lost, which makes the next grant wait for the loss grace.
-// Closing is all it does when the connection is broken.
-func (b *Backend) abandon(conn *pgxpool.Conn, sql *statements, key string, token uint64) {
+// Closing is all it does when the connection is broken. With shared it
+// gives up a shared grant (releaseSharedSQL) or the shared lock.
+func (b *Backend) abandon(conn *pgxpool.Conn, sql *statements, key string, token uint64, shared bool) {
 	if !conn.Conn().IsClosed() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout)
 		var unlocked bool
 		err := pgx.ErrNoRows
-		if token > 0 {
+		if shared {
+			if token > 0 {
+				_ = conn.QueryRow(ctx, sql.releaseShared, key, int64(token)).Scan(&unlocked)
+			} else {
+				_ = conn.QueryRow(ctx, unlockSharedSQL, key).Scan(&unlocked)
+			}
+			err = nil
+		} else if token > 0 {
 			err = conn.QueryRow(ctx, sql.release, key, int64(token)).Scan(&unlocked)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -19,7 +19,8 @@ import (
 // distlock_admit, and the permits' distlock_semaphore, distlock_permit,
 // distlock_permit_waiter, distlock_permit_acquire, distlock_permit_wake,
 // distlock_permit_refresh, distlock_permit_release, distlock_permit_leave,
-// distlock_permit_abandon) in the current schema (the first of the search_path),
+// distlock_permit_abandon, and the shared grants' distlock_reader and
+// distlock_acquire_shared) in the current schema (the first of the search_path),
 // or brings those of an earlier version up to date. It is idempotent. A
 // Backend runs it on first use when they are missing or of an earlier
 // version; Migrate runs it explicitly, and an operator can run it with
@@ -94,7 +95,9 @@ var locateSQL = `WITH me AS (
 	('function', 'distlock_permit_refresh', 'text, text, bigint', NULL),
 	('function', 'distlock_permit_release', 'text, text', NULL),
 	('function', 'distlock_permit_leave', 'text, text', NULL),
-	('function', 'distlock_permit_abandon', 'text, text, bigint', NULL)
+	('function', 'distlock_permit_abandon', 'text, text, bigint', NULL),
+	('table', 'distlock_reader', NULL, NULL),
+	('function', 'distlock_acquire_shared', 'text, boolean, text, interval', NULL)
 ), found AS (
 	SELECT c.relname AS name, '' AS args, c.relowner AS owner, NULL::pg_catalog.text[] AS config, NULL::pg_catalog.text AS src
 	FROM pg_catalog.pg_class c, target t
@@ -221,6 +224,9 @@ type statements struct {
 	mark, rowMark                                                                             string // watchers' marks
 
 	permitAcquire, permitRefresh, permitRelease, permitLeave, permitAbandon, permits string // permits, both modes
+
+	acquireShared, releaseShared, readers, readerOwner string // shared grants, SessionMode
+	listReaders                                        string // listWithReadersSQL; "" on a schema without distlock_reader
 }
 
 func newStatements(f *located) *statements {
@@ -241,6 +247,11 @@ func newStatements(f *located) *statements {
 	s.mark, s.rowMark = s.qualified(markSQL), s.qualified(rowMarkSQL)
 	s.permitAcquire, s.permitRefresh, s.permitRelease = s.qualified(permitAcquireSQL), s.qualified(permitRefreshSQL), s.qualified(permitReleaseSQL)
 	s.permitLeave, s.permitAbandon, s.permits = s.qualified(permitLeaveSQL), s.qualified(permitAbandonSQL), s.qualified(permitsSQL)
+	s.acquireShared, s.releaseShared = s.qualified(acquireSharedSQL), s.qualified(releaseSharedSQL)
+	s.readers, s.readerOwner = s.qualified(readersSQL), s.qualified(readerOwnerSQL)
+	if f.present["distlock_reader"] {
+		s.listReaders = s.qualified(strings.ReplaceAll(listWithReadersSQL, listMarker, strings.ReplaceAll(listSQL, grantMarker, grant)))
+	}
 	return s
 }
 

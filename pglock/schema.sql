@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 6.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 7.
 --
 -- A Backend runs this on first use if the objects are missing or of an
 -- earlier version (Migrate does it explicitly); an operator can run it
@@ -49,6 +49,14 @@
 -- that Backends of version 5 work beside those of version 6, and an
 -- earlier version's Migrate, run again, leaves the permits' objects as
 -- they are.
+-- Version 7 adds the shared (read) locks of session mode: the table
+-- distlock_reader and the function distlock_acquire_shared. A shared
+-- grant is pg_advisory_lock_shared on the key's own lock id, which the
+-- exclusive grants of distlock_acquire (and psql's pg_advisory_lock of
+-- that id) exclude; its token is drawn from the key's row in
+-- distlock_fence, as a lock's is. It changes nothing of the earlier
+-- objects, so that Backends of version 6 work beside those of version 7
+-- (their locks exclude the new readers, in the server's lock queue).
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -112,6 +120,15 @@
 -- (seq). A waiter's row lives until expires unless the waiter renews it,
 -- which it does with each try; a waiter that died is passed over once its
 -- row expires, and the next try of the semaphore deletes its row.
+--
+-- distlock_reader: the shared grants of session mode, one row per session
+-- (pid, its server pid) that holds a key's shared advisory lock through
+-- this package, with the grant's token, owner and time. A row counts only
+-- while its session holds the shared lock (pg_locks) and started before
+-- the grant (a pid reused by a later session is not the grant's): a
+-- release deletes its row, and the next shared grant of the key deletes
+-- the rows whose sessions hold no shared lock of it, the rows of sessions
+-- that ended.
 
 DO $install$
 DECLARE
@@ -193,6 +210,16 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_permit_waiter (
     PRIMARY KEY (key, waiter)
 );
 CREATE INDEX IF NOT EXISTS distlock_permit_waiter_order ON @schema@.distlock_permit_waiter (key, seq);
+
+-- The table of version 7.
+CREATE TABLE IF NOT EXISTS @schema@.distlock_reader (
+    key        text NOT NULL,
+    pid        integer NOT NULL,
+    token      bigint NOT NULL CHECK (token > 0),
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL,
+    PRIMARY KEY (key, pid)
+);
 
 -- distlock_acquire takes the session advisory lock of lock_key
 -- (pg_advisory_lock(hashtextextended(lock_key, 0)), waiting in the server's
@@ -276,6 +303,74 @@ BEGIN
     IF watched THEN
         PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
     END IF;
+    RETURN granted;
+END
+$$;
+
+-- distlock_acquire_shared is distlock_acquire for a shared (read) grant:
+-- it takes the session advisory lock of lock_key shared
+-- (pg_advisory_lock_shared(hashtextextended(lock_key, 0)), waiting in the
+-- server's lock queue when wait is true, or trying once), then, and only
+-- then, increments the key's token, records the grant in distlock_reader
+-- and returns the token; NULL when a try finds the lock held, or awaited,
+-- exclusively. The server's lock queue grants a shared request only when
+-- it conflicts with no lock held and with no request waiting before it,
+-- so that a waiting exclusive request keeps later shared ones out, tries
+-- included, and wakes the waiters in order, each shared one that follows
+-- the granted ones granted with them. If the key's last exclusive grant
+-- was lost (its session ended while it held the lock) it waits
+-- loss_grace first, as distlock_acquire does, and marks that grant
+-- accounted for (held false), so that the next grant does not wait the
+-- grace again: no exclusive grant can be live while this session holds
+-- the lock shared. The session lock outlives a failed statement: a caller
+-- that gets an error must unlock or close the session.
+CREATE OR REPLACE FUNCTION @schema@.distlock_acquire_shared(lock_key text, wait boolean, lock_owner text, loss_grace interval)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lock_id bigint := pg_catalog.hashtextextended(lock_key, 0::int8);
+    granted bigint;
+    lost    boolean;
+    lost_at timestamptz;
+BEGIN
+    IF wait THEN
+        PERFORM pg_catalog.pg_advisory_lock_shared(lock_id);
+    ELSIF NOT pg_catalog.pg_try_advisory_lock_shared(lock_id) THEN
+        RETURN NULL;
+    END IF;
+    -- A token must be durable before it is handed out.
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    UPDATE @schema@.distlock_fence f SET token = f.token + 1
+    WHERE f.key = lock_key AND NOT f.held
+    RETURNING f.token INTO granted;
+    IF NOT FOUND THEN
+        -- A new key, or a lost exclusive grant.
+        SELECT f.held, f.granted_at INTO lost, lost_at FROM @schema@.distlock_fence f WHERE f.key = lock_key FOR UPDATE;
+        IF lost AND loss_grace > interval '0' THEN
+            lost_at := CASE WHEN lost_at < pg_catalog.pg_postmaster_start_time()
+                THEN pg_catalog.pg_postmaster_start_time() ELSE pg_catalog.clock_timestamp() END;
+            PERFORM pg_catalog.pg_sleep(greatest(0, least(extract(epoch FROM loss_grace),
+                extract(epoch FROM lost_at + loss_grace - pg_catalog.clock_timestamp()))));
+        END IF;
+        INSERT INTO @schema@.distlock_fence AS f (key, token) VALUES (lock_key, 1)
+        ON CONFLICT (key) DO UPDATE SET token = f.token + 1, held = false
+        RETURNING f.token INTO granted;
+    END IF;
+    -- The rows of sessions that hold no shared lock of the key: ended.
+    DELETE FROM @schema@.distlock_reader r
+    WHERE r.key = lock_key AND r.pid <> pg_catalog.pg_backend_pid() AND NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_locks l
+        WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ShareLock' AND l.objsubid = 1::int2
+            AND l.pid = r.pid
+            AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+            AND ((l.classid::int8 << 32) | l.objid::int8) = lock_id);
+    INSERT INTO @schema@.distlock_reader AS r (key, pid, token, owner, granted_at)
+    VALUES (lock_key, pg_catalog.pg_backend_pid(), granted, coalesce(lock_owner, ''), pg_catalog.clock_timestamp())
+    ON CONFLICT (key, pid) DO UPDATE SET token = EXCLUDED.token, owner = EXCLUDED.owner, granted_at = EXCLUDED.granted_at;
     RETURN granted;
 END
 $$;
