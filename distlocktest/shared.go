@@ -325,29 +325,8 @@ func (s *suite) testWriterBlocksReaders(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	r := granted(t, "RLock")(s.rw(t, key, distlock.WithTTL(held)).RLock(ctx))
 	got := goAcquire(t, s.rw(t, key, distlock.WithTTL(held)).Lock, ctx)
-	// Until the writer has its place in line a reader's try may be
-	// granted; from then on none is: three refusals in a row.
 	later := s.rw(t, key)
-	deadline := time.Now().Add(10 * time.Second)
-	for refusals := 0; refusals < 3; {
-		l, err := later.TryRLock(ctx)
-		switch {
-		case errors.Is(err, distlock.ErrNotAcquired):
-			refusals++
-			continue
-		case err != nil:
-			t.Fatalf("TryRLock: %v", err)
-		}
-		if refusals > 0 {
-			l.Release(ctx)
-			t.Fatalf("a reader's try granted after %d refusals while a writer waits", refusals)
-		}
-		mustRelease(t, l)
-		if time.Now().After(deadline) {
-			t.Fatalf("a reader's try still granted 10 s after a writer began waiting")
-		}
-		time.Sleep(5 * time.Millisecond) // the writer is asking meanwhile
-	}
+	s.awaitWriterQueued(t, ctx, later)
 	waiting := goAcquire(t, later.RLock, ctx)
 	mustRelease(t, r)
 	var w *distlock.Lock
@@ -376,6 +355,33 @@ func (s *suite) testWriterBlocksReaders(t *testing.T) {
 		mustRelease(t, granted(t, "RLock")(a.l, a.err))
 	case <-time.After(pushBound):
 		t.Fatalf("the later reader not granted within %v of the writer's release", pushBound)
+	}
+}
+
+// awaitWriterQueued waits until a writer that has begun to wait has its
+// place in line: until then a reader's try may be granted, and from then
+// on none is (three refusals in a row).
+func (s *suite) awaitWriterQueued(t *testing.T, ctx context.Context, rw *rwlock.RWLock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for refusals := 0; refusals < 3; {
+		l, err := rw.TryRLock(ctx)
+		switch {
+		case errors.Is(err, distlock.ErrNotAcquired):
+			refusals++
+			continue
+		case err != nil:
+			t.Fatalf("TryRLock: %v", err)
+		}
+		if refusals > 0 {
+			l.Release(ctx)
+			t.Fatalf("a reader's try granted after %d refusals while a writer waits", refusals)
+		}
+		mustRelease(t, l)
+		if time.Now().After(deadline) {
+			t.Fatalf("a reader's try still granted 10 s after a writer began waiting")
+		}
+		time.Sleep(5 * time.Millisecond) // the writer is asking meanwhile
 	}
 }
 
@@ -747,38 +753,57 @@ func (s *suite) testReadersListed(t *testing.T) {
 	}
 	other := granted(t, "RLock")(s.rw(t, key+"2").RLock(ctx)) // a key the first is a prefix of
 	rw := s.rw(t, key)
-	hs, err := rw.Readers(ctx)
-	if err != nil {
-		t.Fatalf("Readers: %v", err)
-	}
-	if len(hs) != 2 {
-		t.Fatalf("Readers: %v; want the 2 readers", hs)
-	}
-	for i, h := range hs {
-		want := []string{"first", "second"}[i]
-		if h.Key != key || h.Token != rs[i].Token() || h.Owner != want || !h.Shared {
-			t.Fatalf("Readers[%d] = %+v; want key %q, token %d, owner %q, shared", i, h, key, rs[i].Token(), want)
-		}
-	}
-	if h, held, err := rw.Writer(ctx); err != nil || held {
-		t.Fatalf("Writer while readers hold: %+v, %v, %v; want none", h, held, err)
-	}
-	if l, ok := s.newBackend(t).(driver.Lister); ok {
-		hs, err := l.List(ctx, key)
+	listed := func(when string) {
+		t.Helper()
+		hs, err := rw.Readers(ctx)
 		if err != nil {
-			t.Fatalf("List: %v", err)
+			t.Fatalf("Readers %s: %v", when, err)
 		}
-		var shared int
-		for _, h := range hs {
-			if h.Key == key && h.Shared {
-				shared++
+		if len(hs) != 2 {
+			t.Fatalf("Readers %s: %v; want the 2 readers", when, hs)
+		}
+		for i, h := range hs {
+			want := []string{"first", "second"}[i]
+			if h.Key != key || h.Token != rs[i].Token() || h.Owner != want || !h.Shared {
+				t.Fatalf("Readers[%d] %s = %+v; want key %q, token %d, owner %q, shared", i, when, h, key, rs[i].Token(), want)
 			}
 		}
-		if shared != 2 {
-			t.Fatalf("List(%q): %v; want the 2 readers of %q, shared", key, hs, key)
+		if h, held, err := rw.Writer(ctx); err != nil || held {
+			t.Fatalf("Writer %s: %+v, %v, %v; want none", when, h, held, err)
+		}
+		if l, ok := s.newBackend(t).(driver.Lister); ok {
+			hs, err := l.List(ctx, key)
+			if err != nil {
+				t.Fatalf("List %s: %v", when, err)
+			}
+			var shared int
+			for _, h := range hs {
+				switch {
+				case h.Key != key:
+				case h.Shared:
+					shared++
+				default:
+					t.Fatalf("List(%q) %s: %v; an exclusive holder of %q listed", key, when, hs, key)
+				}
+			}
+			if shared != 2 {
+				t.Fatalf("List(%q) %s: %v; want the 2 readers of %q, shared", key, when, hs, key)
+			}
 		}
 	}
-	releaseAll(t, append(rs, other)...)
+	listed("while readers hold")
+	// A writer waiting behind them is neither a holder nor a reader.
+	waiter := goAcquire(t, s.rw(t, key, distlock.WithTTL(held)).Lock, ctx)
+	s.awaitWriterQueued(t, ctx, s.rw(t, key))
+	listed("while a writer waits behind the readers")
+	releaseAll(t, rs...)
+	select {
+	case a := <-waiter:
+		mustRelease(t, granted(t, "Lock")(a.l, a.err))
+	case <-time.After(pushBound):
+		t.Fatalf("the waiting writer not granted within %v of the readers' release", pushBound)
+	}
+	mustRelease(t, other)
 	w := granted(t, "Lock")(s.rw(t, key, distlock.WithLockOwner("writer")).Lock(ctx))
 	if h, held, err := rw.Writer(ctx); err != nil || !held || h.Token != w.Token() || h.Owner != "writer" || h.Shared {
 		t.Fatalf("Writer: %+v, %v, %v; want token %d, owner writer", h, held, err, w.Token())
