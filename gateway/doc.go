@@ -113,9 +113,9 @@
 // by token, as the lock service has them (whichever gateway or client
 // holds them), and held and holder of its exclusive holder alone; a
 // listing marks a name's shared locks "shared", after its exclusive
-// holder; the sequencer check counts a live shared lock's token as
-// current, and says "shared": true, so that a store fencing writes
-// refuses a reader's; an event of a shared lock has shared true. A forced release
+// holder; the sequencer check answers a live shared lock's token with
+// "reader": true and "current": false, so that a store fencing writes by
+// "current" refuses a reader's; an event of a shared lock has shared true. A forced release
 // names one shared lock by its token, or, without a token, releases
 // every shared lock of the name held through this gateway (answered under
 // "tokens"). The dashboard shows the exclusive locks only.

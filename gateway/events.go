@@ -250,7 +250,9 @@ type lockResponse struct {
 	Held    *bool    `json:"held"` // null when neither the gateway nor the lock service can tell
 	Holder  *holder  `json:"holder,omitempty"`
 	Readers []holder `json:"readers,omitzero"` // absent when the lock service cannot grant shared locks
-	Index   string   `json:"index"`
+	// ReadersUnread: the lock service failed to list the readers just now.
+	ReadersUnread bool   `json:"readers_unread,omitempty"`
+	Index         string `json:"index"`
 }
 
 // lockState is the blocking read of a lock: with ?index= it waits (up to
@@ -309,11 +311,10 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	idx := g.lockIndexLocked(name)
 	g.mu.Unlock()
 	resp := lockResponse{Lock: name, Index: strconv.FormatUint(idx, 10)}
+	// Readers the service cannot list now are left out (with
+	// readers_unread), and the holder is answered still.
 	readers, pr := g.readersOf(r, name)
-	if pr != nil {
-		return pr
-	}
-	resp.Readers = readers
+	resp.Readers, resp.ReadersUnread = readers, pr != nil
 	if hd, known := g.holderOf(r.Context(), name); hd != nil {
 		held := true
 		resp.Held, resp.Holder = &held, hd

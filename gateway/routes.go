@@ -796,10 +796,13 @@ type checkRequest struct {
 }
 
 type checkResponse struct {
+	// Current: the token is the exclusive grant's, the one a store
+	// fencing writes admits. A reader's token is never current, so that a
+	// client reading this field alone fails closed.
 	Current bool `json:"current"`
-	// Shared: the current token is a read lock's, which a store that
-	// fences writes refuses (a sequencer names its lock's mode).
-	Shared bool `json:"shared,omitempty"`
+	// Reader: the token is a live shared (read) lock's (a sequencer names
+	// its lock's mode): a reader validating its read looks here.
+	Reader bool `json:"reader,omitempty"`
 }
 
 // check is the sequencer check: is token the current grant of name?
@@ -826,7 +829,7 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 		return nil
 	}
 	if slices.ContainsFunc(readers, func(r *held) bool { return r.token == tok && r.lock.Err() == nil }) {
-		writeJSON(w, http.StatusOK, checkResponse{Current: true, Shared: true}) // a live shared lock of name
+		writeJSON(w, http.StatusOK, checkResponse{Reader: true}) // a live shared lock of name
 		return nil
 	}
 	if g.lister == nil {
@@ -842,11 +845,15 @@ func (g *Gateway) check(w http.ResponseWriter, r *http.Request, p *principal) *p
 	if err != nil && i < 0 {
 		return g.backendProblem(err)
 	}
+	if i >= 0 && hs[i].Shared {
+		writeJSON(w, http.StatusOK, checkResponse{Reader: true})
+		return nil
+	}
 	current := i >= 0
 	if !current {
 		g.reject("check", name, tok)
 	}
-	writeJSON(w, http.StatusOK, checkResponse{Current: current, Shared: current && hs[i].Shared})
+	writeJSON(w, http.StatusOK, checkResponse{Current: current})
 	return nil
 }
 

@@ -38,6 +38,7 @@ func TestPythonClientShared(t *testing.T) {
 		Shared            bool     `json:"shared"`
 		Increasing        bool     `json:"increasing"`
 		Readers           [][2]any `json:"readers"`
+		ReaderCheck       [2]bool  `json:"reader_check"`
 		WriterTry         string   `json:"writer_try"`
 		Upgrade           string   `json:"upgrade"`
 		ReaderUnderWriter string   `json:"reader_under_writer"`
@@ -53,6 +54,9 @@ func TestPythonClientShared(t *testing.T) {
 	}
 	t.Logf("python: %s", out)
 	readersOK := len(got.Readers) == 2 && got.Readers[0] == [2]any{"py-1", true} && got.Readers[1] == [2]any{"py-2", true}
+	if got.ReaderCheck != [2]bool{false, true} {
+		t.Fatalf("check of a reader's token: current %v, reader %v; want false, true", got.ReaderCheck[0], got.ReaderCheck[1])
+	}
 	if !got.Shared || !got.Increasing || !readersOK || got.WriterTry != "not-acquired" || got.Upgrade != "not-acquired" ||
 		got.Writer.Shared || !got.Writer.Above || got.ReaderUnderWriter != "not-acquired" || !got.DeadCameBack || !got.Empty {
 		t.Errorf("python: %s; want two shared locks with increasing tokens listed as py-1 and py-2, a writer's try and an upgrade "+

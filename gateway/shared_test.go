@@ -85,8 +85,8 @@ func TestSharedLocks(t *testing.T) {
 	}
 	for tok, want := range map[uint64]bool{ta: true, tb: true, tb + 1: false} {
 		chk := g.do("POST", "/v1/locks/data/check", "", map[string]any{"token": strconv.FormatUint(tok, 10)}).want(t, 200, "")
-		if chk.body["current"] != want || (chk.body["shared"] == true) != want {
-			t.Fatalf("check of %d: %s; want current %v and shared %v (a reader's token)", tok, chk.raw, want, want)
+		if chk.body["current"] != false || (chk.body["reader"] == true) != want {
+			t.Fatalf("check of %d: %s; want current false and reader %v", tok, chk.raw, want)
 		}
 	}
 

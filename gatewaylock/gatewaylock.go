@@ -385,6 +385,9 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts driver.Acqui
 		switch {
 		case err == nil:
 			return g, sent, nil
+		case errors.As(err, &ae) && shared && ae.kind() == "bad-request" && strings.Contains(ae.Detail, `unknown field "shared"`):
+			// A gateway from before shared locks.
+			return g, sent, fmt.Errorf("gatewaylock: the gateway cannot grant shared locks (%s): %w", ae.Detail, errors.ErrUnsupported)
 		case errors.As(err, &ae) && name != "" && ae.kind() == "bad-request":
 			// The gateway's bound on a leader's value.
 			return g, sent, fmt.Errorf("%w: %w", driver.ErrInvalidOption, err)

@@ -180,8 +180,14 @@ class Gateway:
         return s
 
     def check(self, name, token):
-        """The sequencer check: is token the current grant of name?"""
+        """The sequencer check: is token the current exclusive grant of name?
+
+        A live shared (read) lock's token is not: see check_reader."""
         return self.request("POST", "/v1/locks/%s/check" % _quote(name), {"token": str(token)})["current"]
+
+    def check_reader(self, name, token):
+        """Is token a live shared (read) lock's of name? A reader validates its read so."""
+        return self.request("POST", "/v1/locks/%s/check" % _quote(name), {"token": str(token)}).get("reader", False)
 
     def leader(self, election):
         """The election's leader as the lock service has it now: a Leader, or None."""

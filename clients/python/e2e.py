@@ -387,7 +387,9 @@ def shared(url, d):
     r2 = s2.acquire(name, wait=5, shared=True)
     out["shared"] = r1.shared and r2.shared
     out["increasing"] = r2.token > r1.token
-    out["readers"] = [[h["owner"], int(h["token"]) == t] for h, t in zip(gw.readers(name), [r1.token, r2.token])]
+    toks = [r1.token, r2.token]
+    out["readers"] = [[h["owner"], i < len(toks) and int(h["token"]) == toks[i]] for i, h in enumerate(gw.readers(name))]
+    out["reader_check"] = [gw.check(name, r1.token), gw.check_reader(name, r1.token)]
     for key, f in [("writer_try", lambda: s3.acquire(name, wait=0)), ("upgrade", lambda: s1.acquire(name, wait=0))]:
         try:
             f()
