@@ -76,8 +76,12 @@
 // candidacies and writers, and Curator's write locks: a shared grant is
 // granted only when no exclusive node is ahead of its node, and an
 // exclusive grant only when its node is first, reader nodes included.
-// Curator's InterProcessMutex is the exception: it does not see readers'
-// nodes (see Shared locks for which of Curator's clients see which).
+// Curator's InterProcessMutex and LeaderLatch are the exceptions: they do
+// not see readers' nodes (see Shared locks for which of Curator's clients
+// see which), and neither do releases of this package from before shared
+// locks, whose locks sort "__READ__" and "__WRIT__" nodes after their own:
+// take shared locks or writers of a key only once every process that
+// locks it runs this release.
 //
 // # Not guaranteed
 //
@@ -435,7 +439,14 @@
 //     writer: ours wait for its "-lock-" node, but it does not see theirs
 //     and is granted while they hold;
 //   - Curator's InterProcessMutex against Curator's read/write lock:
-//     neither sees the other.
+//     neither sees the other;
+//   - Curator's LeaderLatch against this package's reader and writer: ours
+//     wait for its "-latch-" node, but it does not see theirs and leads
+//     while they hold.
+//
+// Readers and List report readers as this package orders the queue: a
+// Curator read lock granted behind this package's plain lock (which it
+// does not see) is not listed.
 //
 // So where Java services use InterProcessReadWriteLock on a path, this
 // package's writers of it must ask as writers (rwlock's Lock, or
