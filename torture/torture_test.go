@@ -138,7 +138,7 @@ func judge(t *testing.T, sc torture.Scenario, res *torture.Result) {
 	if res.Mode != torture.Unfenced && res.StaleReads > 0 {
 		t.Errorf("%d stale reads used by a reader that validated them against the fence", res.StaleReads)
 	}
-		if res.ObserveViolations > 0 {
+	if res.ObserveViolations > 0 {
 		t.Errorf("%d observer errors: see the notes", res.ObserveViolations)
 	}
 	if !sc.BreaksTokens && res.TokenRegressions > 0 {
