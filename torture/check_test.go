@@ -108,3 +108,60 @@ func TestSplitVisualization(t *testing.T) {
 		t.Error("a page of another shape was split")
 	}
 }
+
+// Read locks: two proven live together are no overlap, and the mutex
+// model does not see them; a read lock proven live with a write lock is
+// an overlap; every grant is in the token model.
+func TestCheckShared(t *testing.T) {
+	r := NewRun(t, Unfenced)
+	grant := func(worker string, token uint64, shared bool, call, ret, live, end int64) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		g := &grantRec{id: len(r.grants) + 1, worker: worker, key: "k", token: token, acqCall: call, acqReturn: ret, live: live, endAt: end, shared: shared}
+		r.grants = append(r.grants, g)
+		r.Hist.Add(Op{Worker: worker, Kind: KindAcquire, Key: "k", Grant: g.id, Token: token, Call: call, Return: ret, Outcome: OutcomeOK, Shared: shared})
+	}
+	grant("R1", 1, true, 0, 10, 50, 60)
+	grant("R2", 2, true, 5, 12, 55, 65)
+	grant("W", 3, false, 1, 70, 80, 90)
+	res := r.Check(&Result{Mode: Unfenced}, "")
+	if res.Overlaps != 0 || res.Verdicts["mutex"] != porcupine.Ok || res.Verdicts["tokens"] != porcupine.Ok {
+		t.Fatalf("readers sharing: overlaps %d, verdicts %v; want none, Ok", res.Overlaps, res.Verdicts)
+	}
+
+	r = NewRun(t, Unfenced)
+	grant("R1", 1, true, 0, 10, 50, 60)
+	grant("W", 2, false, 5, 20, 40, 70) // proven live with R1 from 20 to 40
+	res = r.Check(&Result{Mode: Unfenced}, "")
+	if res.Overlaps != 1 || !res.Bit() {
+		t.Fatalf("a writer within a read lock: overlaps %d, want 1", res.Overlaps)
+	}
+}
+
+// The store answers H with the highest token admitted for a resource,
+// in either mode, and records nothing for it.
+func TestStoreHighest(t *testing.T) {
+	for _, mode := range []Mode{Unfenced, Fenced} {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := NewRun(t, mode)
+			c := &storeClient{addr: r.Store.Addr(), worker: "A"}
+			defer c.close()
+			for _, tok := range []uint64{3, 7, 5} {
+				if _, _, err := c.write("r", tok, int64(tok), time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := len(r.Hist.Ops())
+			h, err := c.highest("r", time.Second)
+			if err != nil || h != 7 {
+				t.Fatalf("highest %d, %v; want 7", h, err)
+			}
+			if h, err := c.highest("other", time.Second); err != nil || h != 0 {
+				t.Fatalf("highest of an unwritten resource %d, %v; want 0", h, err)
+			}
+			if len(r.Hist.Ops()) != n {
+				t.Errorf("H was recorded in the history")
+			}
+		})
+	}
+}

@@ -69,6 +69,33 @@
 // grant. Redlock and the gateway grant no permits, and file:// permits
 // have no TTL: those backends have no permit row.
 //
+// # Shared locks
+//
+// The shared rows (shared/writer-pause, shared/writer-partition and
+// shared/reader-pause) run on package rwlock's read/write locks, on every
+// backend whose Backend implements driver.SharedLocks (the others are
+// listed as not run, with the reason): a Scenario with RW set makes
+// acquire take the write lock of the read/write lock named by the row's
+// key (the key's exclusive lock, asked with distlock.WithWriter), or a
+// read lock (distlock.WithShared) where the scenario asks one. The writer
+// rows are pause and partition on write locks, with two readers holding
+// read locks before each holder's grant: the holder's write lock, tried,
+// must be refused, then is asked, seen waiting (a probe's read-lock try is
+// refused, as no reader passes a waiting writer), and granted after the
+// readers release; during the fault the readers ask again, once the other
+// writer is granted, and wait for it. The mutex model is the write
+// locks'; the token model takes every grant; an overlap is a write lock
+// proven held with any other grant of its key. In shared/reader-pause a
+// reader, having checked its read lock, is stopped before its read past
+// its TTL; a writer is granted and writes; the reader resumes and reads.
+// A read that saw a write with a token above the reader's own, used as
+// read under its lock, is a violation (a stale read); in the fenced run
+// the reader validates the read after making it against the store's
+// highest admitted token for the resource (fence.Register.Highest) and
+// discards it when that is above its own. As on the pause rows of terms
+// and permits, the reader's deadline as it stood when it was stopped must
+// come before the writer's Acquire returned.
+//
 // # One clock, conservative intervals
 //
 // Every event is stamped by the harness process with one monotonic Clock:

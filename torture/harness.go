@@ -63,6 +63,7 @@ type grantRec struct {
 	endAt     int64 // when its end was reported; 0 while live
 	cause     string
 	lost      bool
+	shared    bool // a read lock: it may overlap other read locks
 }
 
 // String describes the grant for a note, times in ms of the run's clock.
@@ -72,8 +73,12 @@ func (g *grantRec) String() string {
 	if g.endAt > 0 {
 		end = ms(g.endAt) + " (" + g.cause + ")"
 	}
-	return fmt.Sprintf("grant %d (%s, token %d: acquire %s-%s, proven live at %s, end %s)",
-		g.id, g.worker, g.token, ms(g.acqCall), ms(g.acqReturn), ms(g.live), end)
+	kind := "grant"
+	if g.shared {
+		kind = "read grant"
+	}
+	return fmt.Sprintf("%s %d (%s, token %d: acquire %s-%s, proven live at %s, end %s)",
+		kind, g.id, g.worker, g.token, ms(g.acqCall), ms(g.acqReturn), ms(g.live), end)
 }
 
 // NewRun starts a Store in mode and returns a Run that records into a new
@@ -380,16 +385,16 @@ func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
 			r.failed = append(r.failed, failedAcq{w.Name, c.req.Key})
 			return
 		}
-		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: c.req.Key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at}
+		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: c.req.Key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at, shared: c.req.Shared}
 		r.grants = append(r.grants, g)
 		w.grants[rep.Grant] = g
 		w.current = g
-		r.Hist.Add(Op{Worker: w.Name, Kind: KindAcquire, Key: g.key, Grant: g.id, Token: g.token, Call: c.at, Return: at, Outcome: OutcomeOK})
+		r.Hist.Add(Op{Worker: w.Name, Kind: KindAcquire, Key: g.key, Grant: g.id, Token: g.token, Call: c.at, Return: at, Outcome: OutcomeOK, Shared: g.shared})
 		if e, ok := w.ends[rep.Grant]; ok {
 			delete(w.ends, rep.Grant)
 			r.endLocked(w, g, e, w.endTime[rep.Grant])
 		}
-	case cmdRead, cmdWrite, cmdRMW:
+	case cmdRead, cmdWrite, cmdRMW, cmdSharedRead:
 		seq := rep.ReadSeq
 		if rep.WriteSeq >= 0 {
 			seq = rep.WriteSeq
@@ -516,13 +521,17 @@ type OpenOptions struct {
 	// Permit makes the worker's grants permits: Acquire takes the permit
 	// of the semaphore of limit 1 named by the key, Release gives it back.
 	Permit bool
+	// RW makes the worker's grants locks of the read/write lock named by
+	// the key (package rwlock): its write lock, or a read lock when the
+	// acquisition asks Shared.
+	RW bool
 }
 
 // Open opens the worker's backend, its Client and its store connection
 // (through storeAddr, which may be a proxy).
 func (w *Worker) Open(o OpenOptions, storeAddr string) error {
 	_, err := w.must(request{Cmd: cmdOpen, Backend: o.Backend, URL: o.URL, StoreAddr: storeAddr,
-		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Election: o.Election, Permit: o.Permit, Timeout: time.Minute})
+		TTL: o.TTL, Drift: o.Drift, Margin: o.Margin, RenewEvery: o.RenewEvery, Election: o.Election, Permit: o.Permit, RW: o.RW, Timeout: time.Minute})
 	return err
 }
 
@@ -531,6 +540,8 @@ type Acq struct {
 	Wait    bool          // block until granted (true) or try once
 	NoRetry bool          // do not retry transient failures (distlock.NoRetry)
 	Timeout time.Duration // bounds the acquisition; 0: a minute
+	// Shared asks a read lock of a read/write worker (OpenOptions.RW).
+	Shared bool
 }
 
 // Acquire acquires key; the worker then holds it.
@@ -543,7 +554,7 @@ func (w *Worker) acquire(key string, a Acq) (reply, error) {
 	if a.Timeout == 0 {
 		a.Timeout = time.Minute
 	}
-	return w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout})
+	return w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout, Shared: a.Shared})
 }
 
 // AcquireResult is the outcome of AcquireAsync.
@@ -637,6 +648,42 @@ func (w *Worker) Announced(timeout time.Duration) (int64, error) {
 	case <-t.C:
 		return 0, fmt.Errorf("torture: worker %s did not announce within %v", w.Name, timeout)
 	}
+}
+
+// SharedReadResult is the outcome of SharedRead.
+type SharedReadResult struct {
+	Value int64
+	Seq   int // the read's sequence number in the History
+	Err   error
+	// Deadline is the lock's local deadline as it stood when the worker
+	// was stopped (with Announce; see RMWResult.Deadline).
+	Deadline time.Time
+	// Highest and Discarded (with Validate): the highest token the store
+	// had admitted after the read, and whether the reader discarded the
+	// read for it.
+	Highest   uint64
+	Discarded bool
+}
+
+// SharedRead has a reader check its lock, then (with announce) report and
+// wait for Go, then read resource with no second check; with validate it
+// then asks the store for the resource's highest admitted token and
+// discards the read if that is above its lock's token.
+func (w *Worker) SharedRead(resource string, announce, validate bool) SharedReadResult {
+	rep, err := w.must(request{Cmd: cmdSharedRead, Resource: resource, Announce: announce, Validate: validate})
+	res := SharedReadResult{Value: rep.Value, Seq: rep.ReadSeq, Err: err, Highest: rep.Highest, Discarded: rep.Discarded}
+	if rep.Deadline != 0 {
+		res.Deadline = time.Unix(0, rep.Deadline)
+	}
+	return res
+}
+
+// SharedReadAsync starts SharedRead and returns a channel that receives
+// its outcome.
+func (w *Worker) SharedReadAsync(resource string, announce, validate bool) <-chan SharedReadResult {
+	ch := make(chan SharedReadResult, 1)
+	go func() { ch <- w.SharedRead(resource, announce, validate) }()
+	return ch
 }
 
 // Go lets a worker continue after its announce.

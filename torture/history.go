@@ -56,6 +56,9 @@ type Op struct {
 	// Stale marks a write whose token was below the highest token admitted
 	// for its resource when it arrived, whether or not it was refused.
 	Stale bool `json:"stale,omitempty"`
+	// Shared marks the acquisition (and end) of a read lock, which may
+	// overlap other read locks of its key.
+	Shared bool `json:"shared,omitempty"`
 	// Acked marks a write whose success reached its worker.
 	Acked bool `json:"acked,omitempty"`
 	// Naive marks an operation done the way the guide's naive sketches do

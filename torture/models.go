@@ -196,14 +196,17 @@ func operations(ops []Op, kinds []modelKind, clients map[string]int) []porcupine
 	for _, op := range ops {
 		switch op.Kind {
 		case KindAcquire:
-			if want(modelMutex) {
+			// Read locks share: the mutex model is the exclusive
+			// grants'; the overlap count (Check) covers a read lock
+			// overlapping an exclusive one.
+			if want(modelMutex) && !op.Shared {
 				add(modelMutex, op, mutexIn{Worker: op.Worker, Grant: op.Grant, Token: op.Token}, nil)
 			}
 			if want(modelTokens) {
 				add(modelTokens, op, tokenIn{Worker: op.Worker, Token: op.Token}, nil)
 			}
 		case KindEnd:
-			if want(modelMutex) {
+			if want(modelMutex) && !op.Shared {
 				add(modelMutex, op, mutexIn{Worker: op.Worker, Grant: op.Grant, End: true, Token: op.Token}, nil)
 			}
 		case KindRead:

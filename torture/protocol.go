@@ -21,6 +21,7 @@ const (
 	cmdNaiveRelease = "naive-release" // delete the lock without checking its owner
 	cmdNaiveAcquire = "naive-acquire" // Redis SET NX PX, one attempt, no clean-up
 	cmdObserve      = "observe"       // follow the election named Key: leader events until exit
+	cmdSharedRead   = "shared-read"   // check, announce, read; validate against the store's fence if asked
 	cmdGo           = "go"            // continue after an announce
 	cmdExit         = "exit"          // close everything and exit
 )
@@ -62,12 +63,17 @@ type request struct {
 	// Permit makes acquire take the permit of a semaphore of limit 1
 	// named Key (package semaphore), and release give it back.
 	Permit bool `json:"permit,omitempty"`
+	// RW makes acquire take the read/write lock named Key (package
+	// rwlock): its write lock, or with Shared a read lock.
+	RW bool `json:"rw,omitempty"`
 
 	// acquire
 	Key     string        `json:"key,omitempty"`
 	Wait    bool          `json:"wait,omitempty"`
 	NoRetry bool          `json:"no_retry,omitempty"`
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Shared (with RW) asks a read lock instead of the write lock.
+	Shared bool `json:"shared,omitempty"`
 
 	// read, write, rmw
 	Resource string `json:"resource,omitempty"`
@@ -78,7 +84,11 @@ type request struct {
 	NoCheck bool `json:"no_check,omitempty"`
 	// Announce makes an rmw report between its read and its write and wait
 	// for "go".
-	Announce     bool          `json:"announce,omitempty"`
+	Announce bool `json:"announce,omitempty"`
+	// Validate (shared-read) has the worker ask the store, after its
+	// read, for the highest token admitted for Resource, and discard the
+	// read when it is above the lock's own.
+	Validate     bool          `json:"validate,omitempty"`
 	StoreTimeout time.Duration `json:"store_timeout,omitempty"`
 }
 
@@ -114,6 +124,11 @@ type reply struct {
 	// Granted (an acquire's answer) is when the acquire, or Campaign,
 	// returned in the worker, in Unix nanoseconds of the wall clock.
 	Granted int64 `json:"granted,omitempty"`
+	// Highest and Discarded (a shared-read with Validate): the highest
+	// token the store had admitted for the resource after the read, and
+	// whether the read was discarded for it (above the lock's token).
+	Highest   uint64 `json:"highest,string,omitempty"`
+	Discarded bool   `json:"discarded,omitempty"`
 
 	Leader string `json:"leader,omitempty"` // evLeader: the leader's value
 	Closed bool   `json:"closed,omitempty"` // evLeader: Observe's channel closed

@@ -24,7 +24,7 @@ func RunScenario(t testing.TB, sc Scenario, target Target, mode Mode, p Params, 
 			t.Fatal(err)
 		}
 	}
-	f := &Fixture{T: t, Run: r, Target: target, P: p, Res0: res, Election: sc.Election, Permit: sc.Permit,
+	f := &Fixture{T: t, Run: r, Target: target, P: p, Res0: res, Election: sc.Election, Permit: sc.Permit, RW: sc.RW,
 		Key: fmt.Sprintf("torture/%s/%s/%d", sc.ID(), mode, n),
 		Res: fmt.Sprintf("res-%s-%s-%d", sc.Name, mode, n)}
 	run := sc.Run

@@ -34,6 +34,10 @@ type Scenario struct {
 	// lock: the workers' grants are permits (package semaphore), fenced
 	// as locks are.
 	Permit bool
+	// RW runs the scenario on a read/write lock (package rwlock): the
+	// workers' grants are its write locks, and read locks where a
+	// scenario asks them (Acq.Shared).
+	RW bool
 	// BreaksTokens is set when the fault breaks the backend's promise of
 	// increasing tokens (outside the deployment it documents as needed).
 	BreaksTokens bool
@@ -161,7 +165,7 @@ func pauseScenario(f *Fixture) error {
 		if err := f.Warm(a, b); err != nil {
 			return err
 		}
-		if _, err := a.Acquire(f.Key, Acq{Wait: true}); err != nil {
+		if _, err := f.holdAfterReaders(a); err != nil {
 			return err
 		}
 		if res := a.RMW(f.Res, RMWOptions{}); res.Err != nil {
@@ -189,7 +193,10 @@ func pauseScenario(f *Fixture) error {
 		if err != nil {
 			return err
 		}
+		var rq []readerWait
 		if granted {
+			// Readers (of a read/write row) wait for B.
+			rq = f.readersQueue()
 			for range 2 {
 				if res := b.RMW(f.Res, RMWOptions{}); res.Err != nil || res.Outcome != writeOK {
 					return fmt.Errorf("B's write during A's pause: %q %v", res.Outcome, res.Err)
@@ -240,6 +247,9 @@ func pauseScenario(f *Fixture) error {
 			}
 		}
 		if err := f.release(b); err != nil {
+			return err
+		}
+		if err := f.readersFinish(rq); err != nil {
 			return err
 		}
 	}
@@ -430,6 +440,8 @@ func partitionRounds(f *Fixture, a, b *Worker, cut, heal func(), note string) er
 		if bres.Err != nil {
 			return bres.Err
 		}
+		// Readers (of a read/write row) wait for B.
+		rq := f.readersQueue()
 		// B holds the key; A, unaware, interleaves with it.
 		v, err := a.Read(f.Res, true)
 		if err != nil {
@@ -455,6 +467,9 @@ func partitionRounds(f *Fixture, a, b *Worker, cut, heal func(), note string) er
 			r.Notef("round %d: A's release after the heal: %s", round, ErrKind(err))
 		}
 		if err := f.release(b); err != nil {
+			return err
+		}
+		if err := f.readersFinish(rq); err != nil {
 			return err
 		}
 	}

@@ -50,8 +50,12 @@ func (m Mode) String() string {
 //	HELLO worker              -> OK
 //	R resource token          -> V seq value
 //	W resource token value    -> OK seq | STALE seq highest
+//	H resource                -> H highest
 //
-// where seq is the History sequence number of the recorded operation. In
+// where seq is the History sequence number of the recorded operation, and
+// H asks the highest token admitted for resource (fence.Register.Highest,
+// in every mode: the guard, or the unfenced store's shadow), as a reader
+// validating its read does; it is not recorded. In
 // Fenced mode a write is admitted by a fence.Register and applied in the
 // same step; in Unfenced mode every write is applied, and a shadow register
 // only classifies it (Op.Stale). A Store is safe for concurrent use.
@@ -192,6 +196,10 @@ func (s *Store) handle(worker *string, f []string, call int64) (string, error) {
 		seq := s.hist.Add(Op{Worker: *worker, Kind: KindRead, Key: f[1], Token: token, Value: v, Call: call, Return: s.clock.Now(), Outcome: OutcomeOK})
 		s.mu.Unlock()
 		return fmt.Sprintf("V %d %d", seq, v), nil
+	case f[0] == "H" && len(f) == 2:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return fmt.Sprintf("H %d", s.fence.Highest(f[1])), nil
 	case f[0] == "W" && len(f) == 4:
 		token, err1 := strconv.ParseUint(f[2], 10, 64)
 		v, err2 := strconv.ParseInt(f[3], 10, 64)

@@ -108,7 +108,14 @@ type Fixture struct {
 	// observer of it as well.
 	Election bool
 	// Permit makes every worker acquire permits (see OpenOptions.Permit).
-	Permit   bool
+	Permit bool
+	// RW makes every worker's grants locks of the read/write lock named
+	// Key (see OpenOptions.RW).
+	RW bool
+	// readers, in a read/write row, hold read locks between the writers'
+	// grants (see holdAfterReaders).
+	readers  []*Worker
+	probe    *Worker
 	observer *Worker
 }
 
@@ -198,7 +205,7 @@ func (f *Fixture) open(name string, c WorkerConfig) (*Worker, error) {
 		c.TTL = f.P.TTL
 	}
 	err = w.Open(OpenOptions{Backend: f.Target.Kind, URL: u, TTL: c.TTL, Drift: workerDrift, Margin: workerMargin, RenewEvery: c.RenewEvery,
-		Election: f.Election, Permit: f.Permit}, store)
+		Election: f.Election, Permit: f.Permit, RW: f.RW}, store)
 	if err != nil {
 		return nil, fmt.Errorf("torture: open worker %s: %w\n%s", name, err, w.LogTail())
 	}
@@ -244,7 +251,7 @@ func (f *Fixture) warmThenHold(holder *Worker, others ...*Worker) (uint64, error
 	if err := f.Warm(append([]*Worker{holder}, others...)...); err != nil {
 		return 0, err
 	}
-	tok, err := holder.Acquire(f.Key, Acq{Wait: true})
+	tok, err := f.holdAfterReaders(holder)
 	if err != nil {
 		return 0, err
 	}

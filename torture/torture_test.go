@@ -129,6 +129,15 @@ func judge(t *testing.T, sc torture.Scenario, res *torture.Result) {
 	if res.UnendedLateWrites > 0 {
 		t.Errorf("%d late writes by a paused leader whose term's deadline came after another's election", res.UnendedLateWrites)
 	}
+	// A read lock's promise, in every mode: a paused reader's lock had
+	// ended before the writer's grant; and a validating reader uses no
+	// read of a write made under a token above its own.
+	if res.UnendedReads > 0 {
+		t.Errorf("%d late reads by a paused reader whose read lock's deadline came after the writer's grant", res.UnendedReads)
+	}
+	if res.Mode != torture.Unfenced && res.StaleReads > 0 {
+		t.Errorf("%d stale reads used by a reader that validated them against the fence", res.StaleReads)
+	}
 	if res.ObserveViolations > 0 {
 		t.Errorf("%d observer errors: see the notes", res.ObserveViolations)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/rwlock"
 	"github.com/distlock/distlock/semaphore"
 )
 
@@ -66,6 +67,7 @@ type worker struct {
 	store   *storeClient
 	elect   bool // acquire campaigns, release resigns
 	permit  bool // acquire takes a permit of a semaphore of limit 1
+	rw      bool // acquire takes the rwlock's write lock, or a read lock
 	lock    held
 	grant   int
 	watches sync.WaitGroup
@@ -235,6 +237,33 @@ func (w *worker) exec(r request) reply {
 			}
 		}
 		w.write(&rep, r, v+1)
+	case cmdSharedRead:
+		if w.lock == nil {
+			return fail(errors.New("no lock held"))
+		}
+		if !live(w.lock) {
+			return fail(errNotLive)
+		}
+		if r.Announce {
+			// Checked: live. The read goes out without a second check.
+			rep.Deadline = w.announce()
+		}
+		v, seq, err := w.store.read(r.Resource, w.lock.Token(), r.StoreTimeout)
+		if err != nil {
+			return fail(err)
+		}
+		rep.Value, rep.ReadSeq = v, seq
+		if r.Validate {
+			// The read stands only if no write with a token above the
+			// lock's own was admitted before it: the store's highest
+			// admitted token, asked after the read, is at least that of
+			// every write the read may have seen.
+			h, err := w.store.highest(r.Resource, r.StoreTimeout)
+			if err != nil {
+				return fail(err)
+			}
+			rep.Highest, rep.Discarded = h, h > w.lock.Token()
+		}
 	case cmdRelease:
 		if w.lock == nil {
 			return fail(errors.New("no lock held"))
@@ -337,7 +366,10 @@ func live(l held) bool {
 }
 
 // acquire takes the lock of r.Key, or, in an election worker, campaigns in
-// the election named r.Key with the worker's name as its value.
+// the election named r.Key with the worker's name as its value; in a
+// permit worker it takes the permit of the semaphore named r.Key, and in
+// a read/write worker the write lock of the rwlock named r.Key (a read
+// lock with r.Shared).
 func (w *worker) acquire(ctx context.Context, r request) (held, error) {
 	if w.elect {
 		if !r.Wait || r.NoRetry {
@@ -356,6 +388,28 @@ func (w *worker) acquire(ctx context.Context, r request) (held, error) {
 	opts := []distlock.LockOption{distlock.WithWait(r.Wait)}
 	if r.NoRetry {
 		opts = append(opts, distlock.WithRetry(distlock.NoRetry))
+	}
+	if w.rw {
+		rw, err := rwlock.New(w.client, r.Key, rwlock.WithLockOptions(opts...))
+		if err != nil {
+			return nil, err
+		}
+		var acquire func(context.Context) (*distlock.Lock, error)
+		switch {
+		case r.Shared && r.Wait:
+			acquire = rw.RLock
+		case r.Shared:
+			acquire = rw.TryRLock
+		case r.Wait:
+			acquire = rw.Lock
+		default:
+			acquire = rw.TryLock
+		}
+		l, err := acquire(ctx)
+		if err != nil {
+			return nil, err // not a nil *Lock in a held
+		}
+		return l, nil
 	}
 	if w.permit {
 		s, err := semaphore.New(w.client, r.Key, 1, semaphore.WithLockOptions(opts...))
@@ -467,7 +521,7 @@ func (w *worker) open(ctx context.Context, r request) error {
 		return err
 	}
 	w.store = &storeClient{addr: r.StoreAddr, worker: w.name}
-	w.elect, w.permit = r.Election, r.Permit
+	w.elect, w.permit, w.rw = r.Election, r.Permit, r.RW
 	return nil
 }
 
@@ -577,6 +631,22 @@ func (c *storeClient) read(resource string, token uint64, timeout time.Duration)
 		return 0, -1, fmt.Errorf("store: unexpected reply %q", f)
 	}
 	return v, seq, nil
+}
+
+// highest asks the store for the highest token admitted for resource.
+func (c *storeClient) highest(resource string, timeout time.Duration) (uint64, error) {
+	f, err := c.do("H "+resource, timeout)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) != 2 || f[0] != "H" {
+		return 0, fmt.Errorf("store: unexpected reply %q", f)
+	}
+	h, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("store: unexpected reply %q", f)
+	}
+	return h, nil
 }
 
 func (c *storeClient) write(resource string, token uint64, value int64, timeout time.Duration) (seq int, stale bool, err error) {
