@@ -80,13 +80,12 @@ func init() {
 		Scenario{
 			Name: "shared", Variant: "writer-pause", RW: true,
 			Title:  "as pause, on a read/write lock: the holder of the write lock (granted after readers released their read locks, which it waited for), having checked it, is SIGSTOPped past its TTL; another writer is granted and writes while readers wait for it; then the first resumes and writes with its old token",
-			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite, backendPG: ExpectBite},
+			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite},
 			Why: map[string]string{
-				backendPG:   "pglock's locks are run in lease mode, as the lock rows' pause",
+				backendPG:   "pglock grants shared locks in session mode only (lease mode refuses them), where a stopped holder keeps its connection's hold (see pause)",
 				backendFile: "flock has no TTL: a stopped writer keeps the lock (see pause)",
 			},
-			Run:   withReaders(pauseScenario),
-			RunOn: map[string]func(*Fixture) error{backendPG: inLeaseMode(withReaders(pauseScenario))},
+			Run: withReaders(pauseScenario),
 		},
 		Scenario{
 			Name: "shared", Variant: "writer-partition", RW: true,
@@ -101,13 +100,12 @@ func init() {
 		Scenario{
 			Name: "shared", Variant: "reader-pause", RW: true,
 			Title:  "a reader, having checked its read lock, is SIGSTOPped past its TTL; a writer is granted and writes with its token; the reader resumes and reads (fenced: then validates its read against the store's highest admitted token)",
-			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite, backendPG: ExpectBite},
+			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite},
 			Why: map[string]string{
-				backendPG:   "pglock's locks are run in lease mode, as the lock rows' pause",
+				backendPG:   "pglock grants shared locks in session mode only (lease mode refuses them), where a stopped holder keeps its connection's hold (see pause)",
 				backendFile: "flock has no TTL: a stopped reader keeps its read lock, and the writer waits",
 			},
-			Run:   readerPauseScenario,
-			RunOn: map[string]func(*Fixture) error{backendPG: inLeaseMode(readerPauseScenario)},
+			Run: readerPauseScenario,
 		},
 	)...)
 	findings["shared/writer-pause"] = "A write lock is the key's exclusive lease: it waited for the readers' read locks (a reader's try was refused while it waited, and its grant came after their releases), and its frozen holder's lease lapsed, after which the service granted the other writer, and the readers queued behind that writer. The frozen writer still writes, with its old token, after the next writer wrote: without a fence the store takes it; a fenced store refuses it (a write lock's token is above every earlier grant's of the key, read locks' included)."
