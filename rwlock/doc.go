@@ -53,7 +53,12 @@
 // # Not guaranteed
 //
 //   - That a holder is not paused between checking its lock and acting: a
-//     pause past the lock's end lets a writer in. Fence the writes.
+//     pause past the lock's end lets a writer in. Fence the writes; and
+//     where a stale read matters, validate it after reading: a writer
+//     granted after the reader has a greater token, so a read is sound
+//     when the resource's highest admitted token (fence.Register.Highest)
+//     is not above the reader's own (torture's shared/reader-pause row
+//     shows a paused reader caught so).
 //   - Upgrading or downgrading a held lock in place.
 //   - Shared locks on a backend that does not grant them: Redlock's
 //     quorum refuses them (errors.ErrUnsupported), since a quorum of
