@@ -2,7 +2,6 @@ package distlocktest
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -22,16 +21,8 @@ import (
 // WithRevoke for a backend whose grants do not lapse by themselves). The
 // tests run one after another, each as a subtest.
 func RunElection(t *testing.T, newBackend Factory, opts ...Option) {
-	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s := newSuite(newBackend, opts)
+	s.runTests(t, []suiteTest{
 		{"Candidates", s.testCandidates},
 		{"Leader/ExactName", s.testLeaderExactName},
 		{"Observe/ProclaimAndResign", s.testObserve},
@@ -39,14 +30,7 @@ func RunElection(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Campaign/ContextEnds", s.testCampaignContextEnds},
 		{"Campaign/OneTry", s.testCampaignOneTry},
 		{"Run", s.testRun},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s.checkLeaks(t)
-			s.probe(t)
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 // candidate is one simulated process taking part in an election: a Client

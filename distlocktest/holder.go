@@ -2,7 +2,6 @@ package distlocktest
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -19,29 +18,14 @@ import (
 // implements them (the tests of what it lacks are skipped). The tests run one
 // after another, each as a subtest.
 func RunHolder(t *testing.T, newBackend Factory, opts ...Option) {
-	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s := newSuite(newBackend, opts)
+	s.runTests(t, []suiteTest{
 		{"Holder/ExactKey", s.testHolderExactKey},
 		{"SetOwner/SeenByOthersOwnerChecked", s.testSetOwner},
 		{"Watch/ExactKey", s.testWatchExactKey},
 		{"Watch/WokenNotPolled", s.testWatchWokenNotPolled},
 		{"Watch/EndsWithContextAndClose", s.testWatchEnds},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s.checkLeaks(t)
-			s.probe(t)
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 // readerOf returns the backend's holder reader, failing the test when it

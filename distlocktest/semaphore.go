@@ -2,7 +2,6 @@ package distlocktest
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -24,16 +23,8 @@ import (
 // driver.Semaphores, with the options of Run (WithTTL). The tests run one
 // after another, each as a subtest.
 func RunSemaphore(t *testing.T, newBackend Factory, opts ...Option) {
-	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s := newSuite(newBackend, opts)
+	s.runTests(t, []suiteTest{
 		{"Limit/NeverExceededAndReached", s.testPermitLimit},
 		{"Limit/Mismatch", s.testPermitLimitMismatch},
 		{"Limit/KeptByAWaiter", s.testPermitLimitKeptByAWaiter},
@@ -45,14 +36,7 @@ func RunSemaphore(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Acquire/CancelledLeaveNothing", s.testPermitCancelled},
 		{"TryAcquire", s.testPermitTry},
 		{"Holders", s.testPermitHolders},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s.checkLeaks(t)
-			s.probe(t)
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 // semaphoreName returns a name unique to this run and test.

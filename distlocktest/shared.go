@@ -2,7 +2,6 @@ package distlocktest
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -23,16 +22,8 @@ import (
 // driver.SharedLocks, with the options of Run (WithTTL, WithRevoke). The
 // tests run one after another, each as a subtest.
 func RunShared(t *testing.T, newBackend Factory, opts ...Option) {
-	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s := newSuite(newBackend, opts)
+	s.runTests(t, []suiteTest{
 		{"Readers/Share", s.testReadersShare},
 		{"Readers/ExcludedByWriter", s.testReadersExcluded},
 		{"Exclusion/RandomTiming", s.testSharedRandom},
@@ -47,14 +38,7 @@ func RunShared(t *testing.T, newBackend Factory, opts ...Option) {
 		{"Acquire/CancelledLeaveNothing", s.testSharedCancelled},
 		{"Readers/Listed", s.testReadersListed},
 		{"BadInput", s.testSharedBadInput},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s.checkLeaks(t)
-			s.probe(t)
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 // rw returns the read/write lock of key over a Client of its own, as

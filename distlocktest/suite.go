@@ -82,6 +82,35 @@ type suite struct {
 	unbounded bool // grants have no TTL (Validity.TTL == 0): they never lapse by themselves
 }
 
+// suiteTest is one test of a suite, run as a subtest.
+type suiteTest struct {
+	name string
+	fn   func(t *testing.T)
+}
+
+// newSuite returns a suite of the backends newBackend returns, with opts.
+func newSuite(newBackend Factory, opts []Option) *suite {
+	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s
+}
+
+// runTests runs tests one after another, each as a subtest that checks for
+// leaked goroutines and starts with the probe.
+func (s *suite) runTests(t *testing.T, tests []suiteTest) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.checkLeaks(t)
+			s.probe(t)
+			tc.fn(t)
+		})
+	}
+}
+
 // pushBound is how soon after a release a waiter must be served. Waiting is
 // push-based, so a waiter is normally served within milliseconds; the bound
 // is generous for loaded machines and far below the TTLs the suite uses, so
@@ -92,16 +121,8 @@ const pushBound = 2 * time.Second
 // The tests run one after another (several wait for leases to lapse), each
 // as a subtest.
 func Run(t *testing.T, newBackend Factory, opts ...Option) {
-	s := &suite{newBackend: newBackend, ttl: time.Second, run: rand.Text()[:8]}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s := newSuite(newBackend, opts)
+	s.runTests(t, []suiteTest{
 		{"MutualExclusion/OneKey", s.testMutexOneKey},
 		{"MutualExclusion/ManyKeys", s.testMutexManyKeys},
 		{"Tokens/IncreaseAcrossReleaseExpiryAndLoss", s.testTokens},
@@ -129,14 +150,7 @@ func Run(t *testing.T, newBackend Factory, opts ...Option) {
 		{"BadInput/Options", s.testBadOptions},
 		{"BadInput/DoubleReleaseAndRefreshAfterEnd", s.testDoubleRelease},
 		{"BadInput/Unreachable", s.testUnreachable},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s.checkLeaks(t)
-			s.probe(t)
-			tc.fn(t)
-		})
-	}
+	})
 }
 
 // probe finds out, in the first test that runs, whether the backend's
