@@ -6,11 +6,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,5 +364,110 @@ func TestListShowsReaders(t *testing.T) {
 	release(t, x)
 	if hs, err := b.List(context.Background(), ""); err != nil || len(hs) != 0 {
 		t.Fatalf("List after the releases = %+v, %v; want none", hs, err)
+	}
+}
+
+// writerWaitedOnce has a writer wait for key behind a reader, then be
+// granted and let go: the key's writers file exists, unlocked, as after
+// any writer that waited.
+func writerWaitedOnce(t *testing.T, dir, key string) {
+	t.Helper()
+	b := newBackend(t, dir)
+	r := acquireShared(t, b, key)
+	wgot := waitFor(func() (driver.Lease, error) {
+		return newBackend(t, dir).Acquire(ctxFor(t), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l, err := tryShared(b, key)
+		if errors.Is(err, distlock.ErrNotAcquired) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(t, l)
+		if time.Now().After(deadline) {
+			t.Fatal("a reader's try still granted a minute after a writer began waiting")
+		}
+		time.Sleep(time.Millisecond) // the writer is asking meanwhile
+	}
+	release(t, r)
+	release(t, recv(t, wgot, "the writer behind the reader"))
+	if _, err := os.Stat(filepath.Join(dir, key+".writers")); err != nil {
+		t.Fatalf("no writers file after a writer waited: %v", err)
+	}
+}
+
+// Readers trying together, with no writer anywhere, are all granted: a
+// reader's look for waiting writers is not taken for a writer by another
+// reader's.
+func TestConcurrentReaderTriesWithoutWriter(t *testing.T) {
+	dir := t.TempDir()
+	const key = "k"
+	writerWaitedOnce(t, dir, key)
+	const workers, tries = 8, 300
+	refused := make(chan error, workers*tries)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		b := newBackend(t, dir)
+		wg.Go(func() {
+			<-start
+			for range tries {
+				l, err := tryShared(b, key)
+				if err != nil {
+					refused <- err
+					continue
+				}
+				if err := l.Release(context.Background()); err != nil {
+					refused <- err
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(refused)
+	n := 0
+	for err := range refused {
+		if n++; n == 1 {
+			t.Errorf("a reader's try with no writer present: %v", err)
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d tries failed", n, workers*tries)
+	}
+}
+
+// Readers that arrive together at a key whose Backends never poll (an
+// hour) are all granted at once: none waits for a writer that is only
+// another reader looking for writers.
+func TestReadersArrivingTogetherNeverPoll(t *testing.T) {
+	dir := t.TempDir()
+	const key = "k"
+	writerWaitedOnce(t, dir, key)
+	const readers, rounds = 4, 30
+	var bs []*filelock.Backend
+	for range readers {
+		bs = append(bs, newBackend(t, dir, filelock.WithPollInterval(time.Hour)))
+	}
+	for round := range rounds {
+		start := make(chan struct{})
+		var gots []<-chan granted
+		for _, b := range bs {
+			gots = append(gots, waitFor(func() (driver.Lease, error) {
+				<-start
+				return b.AcquireShared(ctxFor(t), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			}))
+		}
+		close(start)
+		var ls []driver.Lease
+		for i, got := range gots {
+			ls = append(ls, recv(t, got, fmt.Sprintf("round %d: reader %d of %d arriving together", round, i, readers)))
+		}
+		for _, l := range ls {
+			release(t, l)
+		}
 	}
 }
