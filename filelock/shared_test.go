@@ -276,7 +276,10 @@ func TestKilledReaderFreesKey(t *testing.T) {
 
 // A writer that gives up waiting wakes the readers it kept out: a
 // reader whose Backend never polls (an hour) is granted once the writer
-// it waited behind is cancelled.
+// it waited behind is cancelled. The cancelled writer closes its lock
+// file as it leaves, and that close wakes the reader (its mark's close
+// too, but the lock file's suffices): TestWritersFileWakesReaders covers
+// the wake-up by the writers file alone.
 func TestCancelledWriterWakesReaders(t *testing.T) {
 	dir := t.TempDir()
 	b := newBackend(t, dir)
@@ -318,8 +321,10 @@ func TestCancelledWriterWakesReaders(t *testing.T) {
 }
 
 // Readers and List report the readers of a key, by token, with Shared
-// set and their owners; List a key's exclusive holder before them. A
-// reader granted through this Backend hands its lock file on with File.
+// set and their owners; List a key's exclusive holder before them. File
+// returns a descriptor of a reader's lock file that shares its grant's
+// flock: closing it leaves the grant held, and the grant's release
+// unlocks it, open or not.
 func TestListShowsReaders(t *testing.T) {
 	dir := t.TempDir()
 	b := newBackend(t, dir)
@@ -351,16 +356,31 @@ func TestListShowsReaders(t *testing.T) {
 	if err != nil {
 		t.Fatalf("File of a reader: %v", err)
 	}
-	release(t, r1)
-	// The descriptor keeps the shared flock: a writer's try is refused.
+	release(t, r2)
+	// Closing the descriptor leaves the grant held: r1 alone keeps a
+	// writer out.
+	f.Close()
 	if l, err := tryAcquire(b, "a"); !errors.Is(err, distlock.ErrNotAcquired) {
 		if err == nil {
 			release(t, l)
 		}
-		t.Fatalf("a writer's try while a reader's lock file is open elsewhere: %v; want ErrNotAcquired", err)
+		t.Fatalf("a writer's try after the descriptor of the last reader's lock file was closed: %v; want ErrNotAcquired", err)
 	}
-	f.Close()
-	release(t, r2)
+	// Releasing the grant unlocks the descriptor's flock too, though it
+	// is still open: a writer's try is granted.
+	if f, err = b.File(grant{"a", r1.Token()}); err != nil {
+		t.Fatalf("File of a reader: %v", err)
+	}
+	defer f.Close()
+	release(t, r1)
+	w, err := tryAcquire(b, "a")
+	if err != nil {
+		t.Fatalf("a writer's try after the last reader's release, its descriptor still open: %v", err)
+	}
+	release(t, w)
+	if _, err := b.File(grant{"a", r1.Token()}); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File of a released reader: %v; want ErrLockLost", err)
+	}
 	release(t, x)
 	if hs, err := b.List(context.Background(), ""); err != nil || len(hs) != 0 {
 		t.Fatalf("List after the releases = %+v, %v; want none", hs, err)
