@@ -131,7 +131,9 @@
 // is granted or gives up, it holds a shared flock of the key's writers
 // file, <name>.writers, and a reader is not granted while that file is
 // locked (it probes it with a try of its exclusive flock, given back at
-// once). So a waiting writer keeps later readers out, tries included,
+// once, under the exclusive flock of <name>.sem, which readers wait for
+// with a blocking flock: readers' probes never meet, so only a writer's
+// mark refuses one). So a waiting writer keeps later readers out, tries included,
 // and is granted once the readers before it are gone. Waiting readers
 // are woken by inotify when the lock file is closed and when a writer
 // lets the writers file go (granted, or giving up); a writer that dies
