@@ -287,7 +287,10 @@
 //
 // A Backend and its leases are safe for concurrent use. A Backend runs one
 // goroutine (reading inotify events) while it has waiters (for locks,
-// shared locks or permits), and none otherwise. Close ends the waiters and refuses later acquisitions; held
+// shared locks or permits), and none otherwise; besides, a reader that
+// finds <name>.sem locked waits for it in a goroutine of its own, which
+// ends when it has the flock (held for microseconds), even after the
+// reader gave up. Close ends the waiters and refuses later acquisitions; held
 // leases stay held until released.
 //
 // The package builds on Linux and the BSDs, macOS included; the inotify
