@@ -131,7 +131,9 @@
 // is granted or gives up, it holds a shared flock of the key's writers
 // file, <name>.writers, and a reader is not granted while that file is
 // locked (it probes it with a try of its exclusive flock, given back at
-// once). So a waiting writer keeps later readers out, tries included,
+// once, under the exclusive flock of <name>.sem, which readers wait for
+// with a blocking flock: readers' probes never meet, so only a writer's
+// mark refuses one). So a waiting writer keeps later readers out, tries included,
 // and is granted once the readers before it are gone. Waiting readers
 // are woken by inotify when the lock file is closed and when a writer
 // lets the writers file go (granted, or giving up); a writer that dies
@@ -285,7 +287,10 @@
 //
 // A Backend and its leases are safe for concurrent use. A Backend runs one
 // goroutine (reading inotify events) while it has waiters (for locks,
-// shared locks or permits), and none otherwise. Close ends the waiters and refuses later acquisitions; held
+// shared locks or permits), and none otherwise; besides, a reader that
+// finds <name>.sem locked waits for it in a goroutine of its own, which
+// ends when it has the flock (held for microseconds), even after the
+// reader gave up. Close ends the waiters and refuses later acquisitions; held
 // leases stay held until released.
 //
 // The package builds on Linux and the BSDs, macOS included; the inotify

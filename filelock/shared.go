@@ -14,8 +14,13 @@ package filelock
 //	                locked, a dead reader's once not
 //	N.writers       held with a shared flock by every exclusive asker of
 //	                the key that waits: while it is locked, readers wait
+//	                (a reader probes it with a try of its exclusive flock,
+//	                given back at once)
 //	N.sem           its exclusive flock orders the token draws made under
-//	                a shared flock of N.lock (readers' and permits')
+//	                a shared flock of N.lock (readers' and permits'); a
+//	                reader holds it from its probe of N.writers to its
+//	                draw, so that readers' probes never meet: a probe is
+//	                refused by waiting writers only
 //
 // Whoever reads the descriptions (Readers, List) removes dead readers'.
 
@@ -130,9 +135,27 @@ func (b *Backend) acquireShared(ctx context.Context, key string, opts driver.Acq
 		subs = [2]*subscription{}
 	}
 	defer closeSubs()
+	// draws is the exclusive flock of the key's semaphore file, from a try
+	// that took the shared flock until grantShared has drawn the token.
+	var draws *os.File
+	defer func() {
+		if draws != nil {
+			unlockClose(draws)
+		}
+	}()
 	// try takes the shared flock when no writer waits, and reports why it
-	// did not.
+	// did not. It looks for waiting writers under the semaphore file's
+	// exclusive flock, which it keeps (in draws) when it takes the key.
 	try := func() (string, error) {
+		sf, err := b.lockDraws(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		defer func() {
+			if sf != nil {
+				unlockClose(sf)
+			}
+		}()
 		for {
 			if waits, err := b.writerWaits(name); err != nil || waits {
 				return "a writer waits for it", err
@@ -151,6 +174,7 @@ func (b *Backend) acquireShared(ctx context.Context, key string, opts driver.Acq
 				f = nil
 				return "", err
 			case same:
+				draws, sf = sf, nil
 				return "", nil
 			}
 			// Removed or replaced after we opened it: start over on the
@@ -228,7 +252,9 @@ func (b *Backend) acquireShared(ctx context.Context, key string, opts driver.Acq
 			return nil, err
 		}
 	}
-	r, err := b.grantShared(ctx, key, name, path, f, opts)
+	sf := draws
+	draws = nil
+	r, err := b.grantShared(key, name, path, f, sf, opts)
 	if err != nil {
 		unlockClose(f)
 		return nil, err
@@ -238,19 +264,12 @@ func (b *Backend) acquireShared(ctx context.Context, key string, opts driver.Acq
 }
 
 // grantShared completes a shared grant of key, whose lock file f it holds
-// with a shared flock: it draws the token, under the exclusive flock of
-// the key's semaphore file (the other draws under a shared flock of the
-// lock file, readers' and permits', take it too; a lock's draw holds the
-// lock file's exclusive flock, which excludes them all), and writes the
-// reader's description.
-func (b *Backend) grantShared(ctx context.Context, key, name, path string, f *os.File, opts driver.AcquireOptions) (*readLease, error) {
-	sf, err := b.lockState(ctx, name, flockEX)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, driver.Canceled(ctx)
-		}
-		return nil, err
-	}
+// with a shared flock: it draws the token under the exclusive flock of the
+// key's semaphore file, sf, which it lets go (the other draws under a
+// shared flock of the lock file, readers' and permits', take it too; a
+// lock's draw holds the lock file's exclusive flock, which excludes them
+// all), and writes the reader's description.
+func (b *Backend) grantShared(key, name, path string, f, sf *os.File, opts driver.AcquireOptions) (*readLease, error) {
 	token, err := nextToken(f, key, b.dir)
 	unlockClose(sf)
 	if err != nil {
@@ -306,7 +325,9 @@ func (b *Backend) writeReader(path string, in info) (*os.File, error) {
 // tryMarkWriter marks an exclusive asker of name as waiting: it takes a
 // shared flock of the key's writers file, without waiting, and returns
 // the file. It returns no file, and no error, while a reader's probe
-// (writerWaits) has the file's exclusive flock, for a moment.
+// (writerWaits) has the file's exclusive flock, for a moment. Writers
+// take that file's shared flock only, here: its exclusive flock is a
+// reader's probe.
 func (b *Backend) tryMarkWriter(name string) (*os.File, error) {
 	path := filepath.Join(b.dir, name+writersSuffix)
 	for {
@@ -359,8 +380,11 @@ func (b *Backend) markWriter(ctx context.Context, name string) (*os.File, error)
 
 // writerWaits reports whether an exclusive asker of name waits: whether
 // its writers file is locked, which a try of its exclusive flock tells
-// (given back at once). The file is opened for reading only: closing it
-// wakes nobody.
+// (given back at once). The caller holds the exclusive flock of the key's
+// semaphore file (lockDraws), as every reader's probe does: no other
+// probe has the writers file meanwhile, so only the shared flocks of
+// waiting writers refuse the try. The file is opened for reading only:
+// closing it wakes nobody.
 func (b *Backend) writerWaits(name string) (bool, error) {
 	f, err := openRegular(filepath.Join(b.dir, name+writersSuffix))
 	if err != nil {
@@ -378,6 +402,84 @@ func (b *Backend) writerWaits(name string) (bool, error) {
 		flock(f, flockUN)
 	}
 	return !free, nil
+}
+
+// lockDraws takes the exclusive flock of the key's semaphore file, which
+// orders readers' probes of the writers file and the token draws made
+// under a shared flock of the lock file, and returns the file. Its holders
+// keep it for short reads and writes only, so it waits for it with a
+// blocking flock (in a goroutine, so that ctx ends the wait: an abandoned
+// flock is let go as soon as it is taken), after one try without
+// blocking, rather than over pauses that would let a stream of other
+// holders pass it by.
+func (b *Backend) lockDraws(ctx context.Context, name string) (*os.File, error) {
+	path := filepath.Join(b.dir, name+semSuffix)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// Read only: closing it then wakes no waiter (see semWatch.match).
+		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, b.perm)
+		if err != nil {
+			return nil, fileErr("open semaphore file", err)
+		}
+		if err := b.checkLockFile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		ok, err := flock(f, flockEX|flockNB)
+		if err == nil && !ok {
+			if err := flockWait(ctx, f, flockEX); err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				return nil, fileErr("lock semaphore file", err)
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, fileErr("lock semaphore file", err)
+		}
+		same, err := sameFile(f, path)
+		if err != nil {
+			unlockClose(f)
+			return nil, err
+		}
+		if same {
+			return f, nil
+		}
+		unlockClose(f) // removed after we opened it: the current file
+	}
+}
+
+// flockWait applies how (a blocking flock) to f, in a goroutine, until it
+// is granted (nil) or ctx ends (ctx's error). On an error f is closed, or
+// when ctx ended first, left to the goroutine, which unlocks and closes
+// it once its flock returns: the caller must not use f then.
+func flockWait(ctx context.Context, f *os.File, how int) error {
+	got := make(chan error)
+	abandoned := make(chan struct{})
+	go func() {
+		_, err := flock(f, how)
+		select {
+		case got <- err:
+		case <-abandoned:
+			if err == nil {
+				flock(f, flockUN)
+			}
+			f.Close()
+		}
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
+		}
+		return err
+	case <-ctx.Done():
+		close(abandoned)
+		return ctx.Err()
+	}
 }
 
 // Readers implements driver.SharedLocks: the live shared grants of key,

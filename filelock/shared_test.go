@@ -6,11 +6,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,7 +276,10 @@ func TestKilledReaderFreesKey(t *testing.T) {
 
 // A writer that gives up waiting wakes the readers it kept out: a
 // reader whose Backend never polls (an hour) is granted once the writer
-// it waited behind is cancelled.
+// it waited behind is cancelled. The cancelled writer closes its lock
+// file as it leaves, and that close wakes the reader (its mark's close
+// too, but the lock file's suffices): TestWritersFileWakesReaders covers
+// the wake-up by the writers file alone.
 func TestCancelledWriterWakesReaders(t *testing.T) {
 	dir := t.TempDir()
 	b := newBackend(t, dir)
@@ -316,8 +321,10 @@ func TestCancelledWriterWakesReaders(t *testing.T) {
 }
 
 // Readers and List report the readers of a key, by token, with Shared
-// set and their owners; List a key's exclusive holder before them. A
-// reader granted through this Backend hands its lock file on with File.
+// set and their owners; List a key's exclusive holder before them. File
+// returns a descriptor of a reader's lock file that shares its grant's
+// flock: closing it leaves the grant held, and the grant's release
+// unlocks it, open or not.
 func TestListShowsReaders(t *testing.T) {
 	dir := t.TempDir()
 	b := newBackend(t, dir)
@@ -349,18 +356,138 @@ func TestListShowsReaders(t *testing.T) {
 	if err != nil {
 		t.Fatalf("File of a reader: %v", err)
 	}
-	release(t, r1)
-	// The descriptor keeps the shared flock: a writer's try is refused.
+	release(t, r2)
+	// Closing the descriptor leaves the grant held: r1 alone keeps a
+	// writer out.
+	f.Close()
 	if l, err := tryAcquire(b, "a"); !errors.Is(err, distlock.ErrNotAcquired) {
 		if err == nil {
 			release(t, l)
 		}
-		t.Fatalf("a writer's try while a reader's lock file is open elsewhere: %v; want ErrNotAcquired", err)
+		t.Fatalf("a writer's try after the descriptor of the last reader's lock file was closed: %v; want ErrNotAcquired", err)
 	}
-	f.Close()
-	release(t, r2)
+	// Releasing the grant unlocks the descriptor's flock too, though it
+	// is still open: a writer's try is granted.
+	if f, err = b.File(grant{"a", r1.Token()}); err != nil {
+		t.Fatalf("File of a reader: %v", err)
+	}
+	defer f.Close()
+	release(t, r1)
+	w, err := tryAcquire(b, "a")
+	if err != nil {
+		t.Fatalf("a writer's try after the last reader's release, its descriptor still open: %v", err)
+	}
+	release(t, w)
+	if _, err := b.File(grant{"a", r1.Token()}); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("File of a released reader: %v; want ErrLockLost", err)
+	}
 	release(t, x)
 	if hs, err := b.List(context.Background(), ""); err != nil || len(hs) != 0 {
 		t.Fatalf("List after the releases = %+v, %v; want none", hs, err)
+	}
+}
+
+// writerWaitedOnce has a writer wait for key behind a reader, then be
+// granted and let go: the key's writers file exists, unlocked, as after
+// any writer that waited.
+func writerWaitedOnce(t *testing.T, dir, key string) {
+	t.Helper()
+	b := newBackend(t, dir)
+	r := acquireShared(t, b, key)
+	wgot := waitFor(func() (driver.Lease, error) {
+		return newBackend(t, dir).Acquire(ctxFor(t), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l, err := tryShared(b, key)
+		if errors.Is(err, distlock.ErrNotAcquired) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(t, l)
+		if time.Now().After(deadline) {
+			t.Fatal("a reader's try still granted a minute after a writer began waiting")
+		}
+		time.Sleep(time.Millisecond) // the writer is asking meanwhile
+	}
+	release(t, r)
+	release(t, recv(t, wgot, "the writer behind the reader"))
+	if _, err := os.Stat(filepath.Join(dir, key+".writers")); err != nil {
+		t.Fatalf("no writers file after a writer waited: %v", err)
+	}
+}
+
+// Readers trying together, with no writer anywhere, are all granted: a
+// reader's look for waiting writers is not taken for a writer by another
+// reader's.
+func TestConcurrentReaderTriesWithoutWriter(t *testing.T) {
+	dir := t.TempDir()
+	const key = "k"
+	writerWaitedOnce(t, dir, key)
+	const workers, tries = 8, 300
+	refused := make(chan error, workers*tries)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		b := newBackend(t, dir)
+		wg.Go(func() {
+			<-start
+			for range tries {
+				l, err := tryShared(b, key)
+				if err != nil {
+					refused <- err
+					continue
+				}
+				if err := l.Release(context.Background()); err != nil {
+					refused <- err
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(refused)
+	n := 0
+	for err := range refused {
+		if n++; n == 1 {
+			t.Errorf("a reader's try with no writer present: %v", err)
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d tries failed", n, workers*tries)
+	}
+}
+
+// Readers that arrive together at a key whose Backends never poll (an
+// hour) are all granted at once: none waits for a writer that is only
+// another reader looking for writers.
+func TestReadersArrivingTogetherNeverPoll(t *testing.T) {
+	dir := t.TempDir()
+	const key = "k"
+	writerWaitedOnce(t, dir, key)
+	const readers, rounds = 4, 30
+	var bs []*filelock.Backend
+	for range readers {
+		bs = append(bs, newBackend(t, dir, filelock.WithPollInterval(time.Hour)))
+	}
+	for round := range rounds {
+		start := make(chan struct{})
+		var gots []<-chan granted
+		for _, b := range bs {
+			gots = append(gots, waitFor(func() (driver.Lease, error) {
+				<-start
+				return b.AcquireShared(ctxFor(t), key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			}))
+		}
+		close(start)
+		var ls []driver.Lease
+		for i, got := range gots {
+			ls = append(ls, recv(t, got, fmt.Sprintf("round %d: reader %d of %d arriving together", round, i, readers)))
+		}
+		for _, l := range ls {
+			release(t, l)
+		}
 	}
 }
