@@ -40,11 +40,13 @@ func isShared(key []byte) bool {
 // was created before it: readers created after a writer's key wait for
 // that writer, and a writer waits for every key before its own, readers
 // included. A try (opts.Wait false) fails with distlock.ErrNotAcquired
-// when such a key exists, or when an exclusive acquire of the key through
-// this Backend holds it, waits for it or is being cleaned up: a reader
-// asked after such an acquire queues behind it in this process, and
-// creates its key only when the acquire's grant ends. Its token is its
-// key's create revision. opts.Election and opts.Writer are ignored.
+// when such a key exists, or while an exclusive acquire of the key
+// through this Backend is under way (asked and not yet returned: waiting
+// for the turn or in etcd, or creating its key): a reader asked while one
+// is under way queues behind it in this process, and creates its key only
+// when the acquire's grant ends. A reader that has the key's turn to
+// create its own key does not make a try fail. Its token is its key's
+// create revision. opts.Election and opts.Writer are ignored.
 //
 // A waiter whose session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock. An acquire
