@@ -187,11 +187,18 @@
 // of one session, unlike its locks, each have a key in etcd, and wait in
 // etcd without queueing in this process behind each other. But an
 // exclusive acquire of the name through this Backend keeps the name's
-// turn from before its key is created until its grant ends; a reader
-// asked meanwhile waits for that turn, and creates its key as soon as it
-// has it, then passes the turn on: so a reader never overtakes an
-// exclusive asker of its own process that came first, and a reader's try
-// fails while such an asker holds, waits, or is being cleaned up. A
+// turn from before its key is created until its grant ends, and the
+// Backend counts such acquires under way (asked, not yet returned): a
+// reader asked while one is under way waits for the turn, creates its
+// key as soon as it has it, then passes the turn on; a reader asked while
+// none is, whoever has the turn (a reader creating its key, a granted
+// lock, a clean-up), creates its key at once and finds in etcd any
+// writer's key before it. So a reader never overtakes an exclusive asker
+// of its own process that came first, and a reader's try fails only
+// while such an asker is under way (waiting for the turn or in etcd, or
+// creating its key) or when a key that is not a reader's was created in
+// etcd before the try's own (a writer holding or waiting anywhere, or a
+// writer's key that a clean-up has not deleted yet). A
 // reader whose wait ends (cancelled, or its session lost) deletes its
 // key, as a lock's waiter does.
 //
@@ -336,9 +343,9 @@
 // Askers are served in the order etcd created their keys, with the rule
 // of driver.SharedLocks: a reader waits for the writers before it only,
 // so that readers arriving together overlap, and a waiting writer keeps
-// out every reader after it. Readers that ask through this Backend after
-// an exclusive acquire of the same key, still holding, waiting or cleaning
-// up through it, queue behind it first (see Waiting).
+// out every reader after it. Readers that ask through this Backend while
+// an exclusive acquire of the same key is under way through it queue
+// behind it first (see Waiting).
 //
 // # Permits
 //

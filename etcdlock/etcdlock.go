@@ -79,6 +79,12 @@ type Backend struct {
 	// readers of one session have keys of their own.
 	readerSeq atomic.Uint64
 
+	// writers counts, per lock name, the exclusive acquires (Acquire) of
+	// this Backend under way: asked and not yet returned. A reader
+	// queues for the name's turn only behind them (see sharedTurn).
+	wmu     sync.Mutex
+	writers map[string]int // guarded by wmu; no entry for 0
+
 	// life says whether the Backend is open and tracks the goroutines it
 	// starts; Close shuts it holding mu, so that under mu it stays as read.
 	life *driver.Tracker
@@ -219,6 +225,8 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 		return nil, err
 	}
 	name := b.KeyPath(key)
+	b.addWriter(name, 1)
+	defer b.addWriter(name, -1)
 	t, err := b.takeTurn(ctx, name, opts.Wait)
 	if err != nil {
 		return nil, err

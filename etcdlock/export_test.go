@@ -191,3 +191,60 @@ func (w *loggedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.
 
 // MaxResyncs is maxResyncs, for tests.
 const MaxResyncs = maxResyncs
+
+// ReaderCreates runs a function once, when the next transaction of a
+// Backend that creates a reader's key has taken effect and before its reply
+// reaches the reader (which still has the lock name's turn then, if it
+// waited for it).
+type ReaderCreates struct {
+	next atomic.Pointer[func()]
+}
+
+// InterceptReaderCreates puts a ReaderCreates on b's view of its client.
+// Call it before b's first acquire.
+func InterceptReaderCreates(b *Backend) *ReaderCreates {
+	r := &ReaderCreates{}
+	b.view.KV = &readerKV{KV: b.view.KV, r: r}
+	return r
+}
+
+// Next makes f run at the next creation of a reader's key.
+func (r *ReaderCreates) Next(f func()) { r.next.Store(&f) }
+
+type readerKV struct {
+	clientv3.KV
+	r *ReaderCreates
+}
+
+func (k *readerKV) Txn(ctx context.Context) clientv3.Txn {
+	return &readerTxn{Txn: k.KV.Txn(ctx), r: k.r}
+}
+
+type readerTxn struct {
+	clientv3.Txn
+	r       *ReaderCreates
+	creates bool
+}
+
+func (t *readerTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *readerTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *readerTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if op.IsPut() && isShared(op.KeyBytes()) {
+			t.creates = true
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *readerTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if err == nil && t.creates {
+		if f := t.r.next.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+	return resp, err
+}

@@ -40,11 +40,13 @@ func isShared(key []byte) bool {
 // was created before it: readers created after a writer's key wait for
 // that writer, and a writer waits for every key before its own, readers
 // included. A try (opts.Wait false) fails with distlock.ErrNotAcquired
-// when such a key exists, or when an exclusive acquire of the key through
-// this Backend holds it, waits for it or is being cleaned up: a reader
-// asked after such an acquire queues behind it in this process, and
-// creates its key only when the acquire's grant ends. Its token is its
-// key's create revision. opts.Election and opts.Writer are ignored.
+// when such a key exists, or while an exclusive acquire of the key
+// through this Backend is under way (asked and not yet returned: waiting
+// for the turn or in etcd, or creating its key): a reader asked while one
+// is under way queues behind it in this process, and creates its key only
+// when the acquire's grant ends. A reader that has the key's turn to
+// create its own key does not make a try fail. Its token is its key's
+// create revision. opts.Election and opts.Writer are ignored.
 //
 // A waiter whose session ends while it waits gets an error matching
 // distlock.ErrUnavailable and ErrSessionLost, never the lock. An acquire
@@ -105,11 +107,15 @@ func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.Acq
 }
 
 // sharedTurn keeps a reader's place behind the exclusive acquires of name
-// through this Backend, which hold name's turn from before their key is
-// created until their grant ends: when nobody has the turn, the reader
-// needs none (it returns nil) and readers do not queue behind each other;
-// otherwise a reader waits for the turn, which it keeps until its own key
-// is created, and a try fails.
+// through this Backend that are under way (asked and not yet returned),
+// which hold name's turn, or wait for it, from before their key is
+// created until their grant ends. When none is under way, the reader needs
+// no turn (it returns nil), whoever has it: a reader that is creating its
+// key, a granted lock or a clean-up, whose keys in etcd the reader's own
+// key sees as any other; so readers do not queue behind each other.
+// Otherwise a reader waits for the turn, which it keeps until its own key
+// is created, and a try fails: such an acquire holds, waits or is being
+// acquired.
 func (b *Backend) sharedTurn(ctx context.Context, name string, wait bool) (*turn, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err
@@ -118,10 +124,34 @@ func (b *Backend) sharedTurn(ctx context.Context, name string, wait bool) (*turn
 		t.Done()
 		return nil, nil
 	}
+	if b.writersOf(name) == 0 {
+		return nil, nil
+	}
 	if !wait {
-		return nil, fmt.Errorf("%w: etcdlock: held, being acquired or being cleaned up through this backend", driver.ErrNotAcquired)
+		return nil, fmt.Errorf("%w: etcdlock: a writer waits or is being acquired through this backend", driver.ErrNotAcquired)
 	}
 	return b.takeTurn(ctx, name, true)
+}
+
+// addWriter adds n to the count of name's exclusive acquires under way.
+func (b *Backend) addWriter(name string, n int) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if b.writers == nil {
+		b.writers = map[string]int{}
+	}
+	if c := b.writers[name] + n; c > 0 {
+		b.writers[name] = c
+	} else {
+		delete(b.writers, name)
+	}
+}
+
+// writersOf returns the number of name's exclusive acquires under way.
+func (b *Backend) writersOf(name string) int {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	return b.writers[name]
 }
 
 // lockShared creates the reader's key myKey under name and waits until

@@ -115,3 +115,83 @@ func TestSharedBehindLocalWriter(t *testing.T) {
 		t.Fatal("the reader not granted within 30s of the writer's release")
 	}
 }
+
+// A reader that waited behind a writer of its Backend has the lock name's
+// turn until its key is created; a reader's try meanwhile, with no writer
+// holding or waiting, is granted: it does not fail on the turn.
+func TestSharedTryBesideReaderTurn(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	ctx := testCtx(t)
+	b := newBackend(t, newClient(t, e.Endpoints))
+	creates := etcdlock.InterceptReaderCreates(b)
+	const key = "jobs/turn"
+	rw, err := rwlock.New(newLockClient(t, b), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err := rw.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *distlock.Lock
+		err error
+	}
+	acquire := func(lock func(context.Context) (*distlock.Lock, error)) <-chan result {
+		c := make(chan result, 1)
+		go func() {
+			l, err := lock(ctx)
+			c <- result{l, err}
+		}()
+		return c
+	}
+	// A second writer waits for the turn, so the reader queues behind it.
+	w2 := acquire(rw.Lock)
+	waitQueued(t, b, key, 1)
+	r := acquire(rw.RLock)
+	waitQueued(t, b, key, 2)
+
+	tried := make(chan error, 1)
+	creates.Next(func() {
+		// The waiting reader's key is in etcd; the reader has the turn.
+		l, err := rw.TryRLock(ctx)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		tried <- err
+	})
+	if err := w1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var w result
+	select {
+	case w = <-w2:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting writer not granted within 30s")
+	}
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	if err := w.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-r:
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		if err := got.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reader not granted within 30s of the writers' release")
+	}
+	select {
+	case err := <-tried:
+		if err != nil {
+			t.Errorf("TryRLock while a reader has the turn and no writer holds or waits: %v", err)
+		}
+	default:
+		t.Fatal("the reader's key was created without the hook running")
+	}
+}
