@@ -77,13 +77,17 @@ if not v and not readers then
 end
 local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
 
--- The first live exclusive waiter before the caller, if any.
+-- The first live exclusive waiter before the caller, if any: only the
+-- members before the caller's place (all, for a caller not in line) are
+-- read, and the walk stops at the first live one.
 local writer = nil
 if not v and head and head ~= id then
-  for _, m in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-    if m == id then
-      break
-    end
+  local last = -1
+  local rank = id and redis.call('ZRANK', KEYS[3], id)
+  if rank then
+    last = rank - 1
+  end
+  for _, m in ipairs(rank == 0 and {} or redis.call('ZRANGE', KEYS[3], 0, last)) do
     if not is_shared(m) then
       local d = redis.call('ZSCORE', KEYS[4], m)
       if d and tonumber(d) > now then

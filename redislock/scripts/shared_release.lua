@@ -33,7 +33,11 @@
 -- a late copy of its acquire request does nothing. The waiters are served
 -- (queue.lua's hand_off) when the lock key is absent and the queue is
 -- not: the shared waiters first in line are granted at once, the first
--- exclusive waiter once no shared grant is live.
+-- exclusive waiter once no shared grant is live. A writer so granted is
+-- published ("h") on the key's channel while the key is watched (KEYS[5]),
+-- and a key left free (no lock key, no live shared grant) is published
+-- ("") there for the waiters that do not queue (WithUnordered), as
+-- release.lua does.
 
 local NOT_HELD, RELEASED, ALREADY_RELEASED = 0, 1, 2
 
@@ -81,7 +85,18 @@ if id ~= '' then
   redis.call('ZREM', KEYS[4], id)
 end
 
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], KEYS[7]}, now, string.find(flags, 'c', 1, true) ~= nil, false)
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- A writer the waiters were handed the key to is announced to the
+  -- key's watchers, as release.lua does.
+  if redis.call('EXISTS', KEYS[3]) == 1 and
+      hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], KEYS[7]}, now, string.find(flags, 'c', 1, true) ~= nil, false) then
+    if redis.call('EXISTS', KEYS[5]) == 1 then
+      redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
+    end
+  elseif not live_readers(KEYS[6], KEYS[7], now) then
+    -- The key is free: wake the waiters that do not queue (WithUnordered),
+    -- as release.lua does.
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')
+  end
 end
 return result
