@@ -43,7 +43,11 @@
 //     Client's lock cycle, uncontended, and instances sharing a few
 //     permits, on each distlock row whose backend implements
 //     driver.Semaphores (checked at run time; the others are reported as
-//     granting no permits).
+//     granting no permits);
+//  8. shared locks: a read-lock cycle of package rwlock against the same
+//     Client's lock cycle, on each distlock row whose backend grants
+//     shared locks (driver.SharedLocks; TestSharedRows, not part of the
+//     full run's RESULTS.md).
 //
 // Adding a backend or a peer is adding one entry to Subjects. Entries with
 // NotBuilt set are reported as "not built yet".
