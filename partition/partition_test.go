@@ -130,7 +130,9 @@ func (g *group) join(id string) *member {
 	g.mu.Lock()
 	g.members[id] = m
 	g.mu.Unlock()
-	go func() { m.done <- p.Run(ctx, func(ctx context.Context, u partition.Unit) error { return g.own(ctx, id, u) }) }()
+	go func() {
+		m.done <- p.Run(ctx, func(ctx context.Context, u partition.Unit) error { return g.own(ctx, id, u) })
+	}()
 	return m
 }
 
