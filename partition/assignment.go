@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,23 +50,26 @@ func (a Assignment) Settled() bool {
 }
 
 // Assignment reads the group's members and the holders of its units, in
-// one listing of the group's keys (distlock.Client.List): a backend that
-// cannot list holders gives an error matching errors.ErrUnsupported. It is
-// a snapshot: the group may have moved on when the caller reads it.
+// two listings (distlock.Client.List): a backend that cannot list holders
+// gives an error matching errors.ErrUnsupported. It is a snapshot: the
+// group may have moved on when the caller reads it. A unit's Owner is the
+// member id stored with its lock; on a backend that stores no owner it is
+// "", and Settled is never true.
 func (p *Partition) Assignment(ctx context.Context) (Assignment, error) {
-	hs, err := p.c.List(ctx, p.prefix)
+	mhs, err := p.c.List(ctx, p.prefix+"members/")
 	if err != nil {
-		return Assignment{}, fmt.Errorf("partition: read %q: %w", p.group, err)
+		return Assignment{}, fmt.Errorf("partition: read the members of %q: %w", p.group, err)
+	}
+	uhs, err := p.c.List(ctx, p.prefix+"units/")
+	if err != nil {
+		return Assignment{}, fmt.Errorf("partition: read the units of %q: %w", p.group, err)
 	}
 	a := Assignment{Group: p.group}
 	held := map[string]distlock.Holder{}
-	var mhs []distlock.Holder
-	for _, h := range hs {
-		rest := strings.TrimPrefix(h.Key, p.prefix)
-		if unit, ok := strings.CutPrefix(rest, "units/"); ok && !strings.Contains(unit, "/") && !h.Shared && !h.HasSlot {
+	for _, h := range uhs {
+		unit := strings.TrimPrefix(h.Key, p.prefix+"units/")
+		if !strings.Contains(unit, "/") && !h.Shared && !h.HasSlot {
 			held[unit] = h
-		} else if strings.HasPrefix(rest, "members/") {
-			mhs = append(mhs, h)
 		}
 	}
 	ids := p.memberIDs(mhs)
@@ -84,7 +88,7 @@ func (p *Partition) Assignment(ctx context.Context) (Assignment, error) {
 	}
 	for _, h := range mhs {
 		id := strings.TrimPrefix(h.Key, p.prefix+"members/")
-		if !contains(ids, id) {
+		if !slices.Contains(ids, id) {
 			continue
 		}
 		a.Members = append(a.Members, Member{ID: id, Token: h.Token, Since: h.Since, Owned: owned[id], Planned: planned[id]})

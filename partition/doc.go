@@ -30,7 +30,9 @@
 // Every reconcile interval (WithReconcile), each member lists the group's
 // members and computes the same assignment from them (Assign): rendezvous
 // hashing with bounded loads, so shares differ by one unit at most and a
-// join or a leave moves about 1/N of the units. It then waits for the
+// join or a leave moves about 1/N of the units when each member has many
+// (with few, rounding shares to whole units moves some more: see Assign).
+// It then waits for the
 // lock of each unit planned to it, and gives up each unit planned
 // elsewhere once it has held it for the minimum hold (WithMinHold): it
 // cancels fn's context, waits for fn to return, and releases the lock,
@@ -51,9 +53,12 @@
 //     the unit.
 //   - After a change of membership, every unit is owned by its planned
 //     member within the reconcile interval (plus 25% jitter), plus the
-//     minimum hold for a unit moved from a live member, or plus the TTL
-//     for a unit of a member that died or was cut off (its locks lapse),
-//     plus the time to be granted a lock.
+//     rest of its minimum hold for a unit that moves from one live member
+//     to another (a change moves some units between members that stay),
+//     or plus the TTL for a unit of a member that died or was cut off
+//     (its locks lapse), plus the time to be granted a lock. A member
+//     gives up a unit as soon as its minimum hold has passed, not at its
+//     next reconcile.
 //   - Once membership stops changing, every unit is held by its planned
 //     member, and shares differ by at most one unit.
 //   - A member that loses its membership (its member lock) ends and
@@ -82,8 +87,13 @@
 // A member waits for a unit's lock as Acquire does, on the service's own
 // signal, so a unit given up is granted to the waiting member at once. It
 // learns of new and departed members by listing the group's members every
-// reconcile interval (distlock.Client.List): that listing is the only
-// polling, one request per member per interval.
+// reconcile interval (distlock.Client.List, bounded by the interval and at
+// least a second): that listing is the only polling, one List per member
+// per interval, whose cost is the backend's (a SCAN of the keyspace on
+// Redis, a read of the directory on file://, a range read on etcd). Until
+// its first listing succeeds a member takes no unit, and a failed listing
+// changes nothing. The backend must list holders (driver.Lister), as
+// every backend of this repository does.
 //
 // # Fencing
 //

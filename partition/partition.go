@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,11 +62,11 @@ type config struct {
 	lockOpts  []distlock.LockOption
 }
 
-// WithMember sets the member's id: stable across restarts of the same
-// worker, unique among the live members of the group, a valid key
-// without "/". Default: the host name and the process id, "HOST-PID".
-// Two live members with one id are one member: the second waits until
-// the first leaves.
+// WithMember sets the member's id: unique among the live members of the
+// group, a valid key without "/"; give a worker the same id across its
+// restarts where it has one (a pod's name). Default: the host name and
+// the process id, "HOST-PID", which a restart changes. Two live members
+// with one id are one member: the second waits until the first leaves.
 func WithMember(id string) Option { return func(c *config) { c.member = id } }
 
 // WithReconcile sets how often the member reads the group's members and
@@ -83,9 +84,11 @@ func WithMinHold(d time.Duration) Option { return func(c *config) { c.minHold = 
 
 // WithLockOptions sets the options of the member's lock and of each
 // unit's lock (TTL, renewal, drift, at-risk window...), over the Client's
-// defaults. WithWait, WithLockOwner, WithShared, WithWriter and
-// WithElection are the Partition's own and are overridden; WithSemaphore
-// must not be among them.
+// defaults. WithWait, WithLockOwner, WithShared, WithWriter, WithElection
+// and WithMaxHold are the Partition's own and are overridden (a unit is
+// given up by returning from fn, never by a bound on its hold); Run
+// refuses WithSemaphore with an error matching distlock.ErrInvalidOption,
+// and any invalid option as Acquire does.
 func WithLockOptions(opts ...distlock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -95,8 +98,10 @@ func WithLockOptions(opts ...distlock.LockOption) Option {
 // is the fixed list of the group's unit names (Count(n) gives "0".."n-1"),
 // each a valid key without "/", with no duplicates, at most MaxUnits of
 // them. Every member of the group must be given the same units. An error
-// matching distlock.ErrInvalidKey reports a bad name, and
-// distlock.ErrInvalidOption a bad option or a nil Client.
+// matching distlock.ErrInvalidKey reports a bad group, member id or unit
+// name, and distlock.ErrInvalidOption a bad option, a unit listed twice or
+// a nil Client. The options of the locks (WithLockOptions) are checked by
+// Run.
 func New(c *distlock.Client, group string, units []string, opts ...Option) (*Partition, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: partition: nil client", distlock.ErrInvalidOption)
@@ -121,6 +126,9 @@ func New(c *distlock.Client, group string, units []string, opts ...Option) (*Par
 	}
 	if group == "" {
 		return nil, fmt.Errorf("%w: partition: empty group", distlock.ErrInvalidKey)
+	}
+	if err := distlock.ValidateKey(p.prefix + "members/"); err != nil {
+		return nil, fmt.Errorf("partition: group %q: %w", group, err)
 	}
 	if err := p.checkName("member id", cfg.member, p.MemberKey(cfg.member)); err != nil {
 		return nil, err
@@ -200,8 +208,9 @@ type Unit struct {
 	// fence).
 	Token uint64
 	// Lock is the unit's lock: for what takes a lock, a backend's
-	// check-and-write helper above all. Do not release it: return from
-	// the function instead.
+	// check-and-write helper above all. Do not release it (return from
+	// the function instead), nor change its owner: its owner is the
+	// member's id, which Assignment reads.
 	Lock *distlock.Lock
 }
 
@@ -219,6 +228,10 @@ type Unit struct {
 // Run joins again. Transient failures of the service (an error matching
 // distlock.ErrUnavailable) are tried again, backing off up to a second;
 // Run returns any other error, and ctx.Err() when ctx ends.
+//
+// The backend must list holders (driver.Lister; every backend of this
+// repository does), or Run returns an error matching
+// errors.ErrUnsupported.
 func (p *Partition) Run(ctx context.Context, fn func(ctx context.Context, u Unit) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: partition: nil function", distlock.ErrInvalidOption)
@@ -242,6 +255,10 @@ func (p *Partition) Run(ctx context.Context, fn func(ctx context.Context, u Unit
 			return fmt.Errorf("partition: join %q: %w", p.group, err)
 		}
 		failures = 0
+		if m.Permit() {
+			m.Release(context.WithoutCancel(ctx))
+			return fmt.Errorf("%w: partition: WithSemaphore among the lock options", distlock.ErrInvalidOption)
+		}
 		s := &session{p: p, fn: fn, member: m, units: map[string]*holding{}, results: make(chan result)}
 		err = s.serve(ctx)
 		m.Release(context.WithoutCancel(ctx))
@@ -258,7 +275,7 @@ func (p *Partition) Run(ctx context.Context, fn func(ctx context.Context, u Unit
 func (p *Partition) opts() []distlock.LockOption {
 	return append(append([]distlock.LockOption(nil), p.lockOpts...),
 		distlock.WithWait(true), distlock.WithLockOwner(p.member), distlock.WithShared(false),
-		distlock.WithWriter(false), distlock.WithElection(""))
+		distlock.WithWriter(false), distlock.WithElection(""), distlock.WithMaxHold(0))
 }
 
 // sleep waits out the backoff after failures, or until ctx ends (false).
@@ -281,7 +298,8 @@ type session struct {
 	member  *distlock.Lock
 	units   map[string]*holding // units being taken, held, or given up
 	results chan result
-	members []string // as last read
+	members []string          // as last read; nil before the first read
+	plan    map[string]string // Assign of members
 }
 
 // holding is one unit taken by the session, from the wait for its lock
@@ -298,7 +316,7 @@ type result struct {
 	unit    string
 	err     error // fn's error, or the acquire's
 	fnErr   bool  // err is fn's
-	stopped bool  // the session ended it
+	stopped bool  // ended by the session, or by the loss of its lock
 }
 
 // serve runs the membership until the member lock is lost (nil), ctx
@@ -318,13 +336,18 @@ func (s *session) serve(ctx context.Context) error {
 			if err := s.failed(r); err != nil {
 				return err
 			}
+			if r.stopped && s.plan[r.unit] == s.p.member && ctx.Err() == nil {
+				// Given up for a plan that has changed back, or lost: wait
+				// for the unit again now rather than at the next reconcile.
+				s.take(ctx, r.unit)
+			}
 		case <-timer.C:
-			if err := s.reconcile(ctx); err != nil {
+			next, err := s.reconcile(ctx)
+			if err != nil {
 				return err
 			}
-			timer.Reset(s.jittered())
+			timer.Reset(next)
 		}
-		s.noteGrants()
 	}
 }
 
@@ -342,54 +365,69 @@ func (s *session) failed(r result) error {
 	}
 }
 
-// jittered is the reconcile interval ±25%.
-func (s *session) jittered() time.Duration {
-	d := s.p.reconcile
-	return d*3/4 + rand.N(d/2+1)
-}
-
-// noteGrants records when the units waited for were granted.
-func (s *session) noteGrants() {
-	for _, h := range s.units {
-		if h.since.IsZero() {
-			select {
-			case t := <-h.granted:
-				h.since = t
-			default:
-			}
-		}
-	}
+// readMembers lists the members, bounded by the reconcile interval (at
+// least a second) and by the membership, so that a service that does not
+// answer cannot hide the loss of the member lock.
+func (s *session) readMembers(ctx context.Context) ([]distlock.Holder, error) {
+	lctx, cancel := context.WithTimeout(ctx, max(s.p.reconcile, time.Second))
+	defer cancel()
+	stop := context.AfterFunc(s.member.Context(), cancel)
+	defer stop()
+	return s.p.c.List(lctx, s.p.prefix+"members/")
 }
 
 // reconcile reads the members and acts on the assignment: it takes the
 // units planned here and gives up the others. A failed read changes
-// nothing; an error returned ends the session.
-func (s *session) reconcile(ctx context.Context) error {
-	hs, err := s.p.c.List(ctx, s.p.prefix+"members/")
+// nothing, and before the first read succeeds the session takes nothing.
+// It returns when to reconcile next: the jittered interval, or sooner when
+// a unit to give up reaches its minimum hold; an error returned ends the
+// session.
+func (s *session) reconcile(ctx context.Context) (time.Duration, error) {
+	d := s.p.reconcile
+	next := d*3/4 + rand.N(d/2+1)
+	hs, err := s.readMembers(ctx)
 	switch {
 	case err == nil:
-		s.members = s.p.memberIDs(hs)
+		if ids := s.p.memberIDs(hs); s.plan == nil || !slices.Equal(ids, s.members) {
+			s.members = ids
+			all := ids
+			if !slices.Contains(all, s.p.member) { // it holds its lock: a read just before its grant
+				all = append(slices.Clone(ids), s.p.member)
+			}
+			s.plan = Assign(s.p.group, all, s.p.units)
+		}
 	case errors.Is(err, errors.ErrUnsupported):
-		return fmt.Errorf("partition: read the members of %q: %w", s.p.group, err)
+		return 0, fmt.Errorf("partition: read the members of %q: %w", s.p.group, err)
 	}
-	if !contains(s.members, s.p.member) {
-		s.members = append(s.members, s.p.member) // this member holds its lock
+	if s.plan == nil {
+		return next, nil
 	}
-	plan := Assign(s.p.group, s.members, s.p.units)
-	s.noteGrants()
+	now := time.Now()
 	for _, u := range s.p.units {
 		h, taken := s.units[u]
-		switch mine := plan[u] == s.p.member; {
+		mine := s.plan[u] == s.p.member
+		switch {
 		case mine && !taken:
 			s.take(ctx, u)
 		case !mine && taken && !h.ending:
-			if h.since.IsZero() || time.Since(h.since) >= s.p.minHold {
-				h.ending = true
-				h.cancel(ErrMoved)
+			if h.since.IsZero() {
+				select {
+				case t := <-h.granted:
+					h.since = t
+				default:
+				}
 			}
+			if wait := h.since.Add(s.p.minHold).Sub(now); !h.since.IsZero() && wait > 0 {
+				next = min(next, wait)
+				continue
+			}
+			// Not granted yet (hold gives up a grant that comes now
+			// without calling fn), or held for the minimum hold.
+			h.ending = true
+			h.cancel(ErrMoved)
 		}
 	}
-	return nil
+	return next, nil
 }
 
 // memberIDs returns the member ids among the holders of the members'
@@ -403,15 +441,6 @@ func (p *Partition) memberIDs(hs []distlock.Holder) []string {
 		}
 	}
 	return distinct(ids)
-}
-
-func contains(vs []string, v string) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // take starts taking unit: waiting for its lock, then running fn.
@@ -433,6 +462,10 @@ func (s *session) hold(ctx context.Context, unit string, h *holding) result {
 		return result{unit: unit, err: err, stopped: ctx.Err() != nil}
 	}
 	h.granted <- time.Now()
+	if ctx.Err() != nil { // given up as it was granted
+		_ = l.Release(context.WithoutCancel(ctx))
+		return result{unit: unit, stopped: true}
+	}
 	fctx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	err = s.fn(fctx, Unit{Name: unit, Token: l.Token(), Lock: l})

@@ -23,6 +23,10 @@ const (
 	ttl       = 2 * time.Second
 	reconcile = 500 * time.Millisecond
 	minHold   = time.Second
+	// The package's bounds, in the bubble's fake time: a reconcile
+	// interval with its jitter, and what settle's polling adds.
+	jittered = reconcile * 5 / 4
+	slack    = 20 * time.Millisecond
 )
 
 // mortal is a member's way to the service, which a test can cut for good:
@@ -220,7 +224,7 @@ func TestGroup(t *testing.T) {
 
 		// A join: units move to the new member after the minimum hold.
 		g.join("worker-3")
-		b, took := g.settle(4, 5*time.Second/4*reconcile/time.Second+minHold+2*reconcile)
+		b, took := g.settle(4, jittered+minHold+slack)
 		checkBalanced(t, b)
 		moved := 0
 		for u, m := range owners(a) {
@@ -233,8 +237,9 @@ func TestGroup(t *testing.T) {
 			t.Fatalf("a join moved %d of 64 units", moved)
 		}
 
-		// A planned leave: its units move within a reconcile interval, and
-		// no TTL is waited out.
+		// A planned leave: no TTL is waited out. The leaver's units move
+		// within a reconcile interval; the shares of the others change too,
+		// and units that move between them wait for the minimum hold.
 		g.members["worker-1"].cancel()
 		if err := <-g.members["worker-1"].done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run after its context ended: %v", err)
@@ -242,14 +247,15 @@ func TestGroup(t *testing.T) {
 		g.mu.Lock()
 		delete(g.members, "worker-1")
 		g.mu.Unlock()
-		c, took := g.settle(3, 5*reconcile/4+2*reconcile)
+		c, took := g.settle(3, jittered+minHold+slack)
 		checkBalanced(t, c)
 		t.Logf("leave: settled in %v", took)
 
 		// A death: the member's locks lapse within the TTL, and its units
-		// are owned within the TTL plus a reconcile interval.
+		// are owned within the TTL plus a reconcile interval (the minimum
+		// hold of units moving between the others has passed by then).
 		g.members["worker-2"].way.kill()
-		d, took := g.settle(2, ttl+5*reconcile/4+2*reconcile)
+		d, took := g.settle(2, ttl+jittered+slack)
 		checkBalanced(t, d)
 		t.Logf("death: settled in %v", took)
 

@@ -28,6 +28,7 @@ func TestNewRefuses(t *testing.T) {
 		want  error
 	}{
 		{"empty group", "", partition.Count(2), nil, distlock.ErrInvalidKey},
+		{"group with control", "g\x01", partition.Count(2), nil, distlock.ErrInvalidKey},
 		{"no units", "g", nil, nil, distlock.ErrInvalidOption},
 		{"empty unit", "g", []string{"a", ""}, nil, distlock.ErrInvalidKey},
 		{"unit with slash", "g", []string{"a/b"}, nil, distlock.ErrInvalidKey},
@@ -55,6 +56,31 @@ func TestNewRefuses(t *testing.T) {
 	}
 	if err := p.Run(context.Background(), nil); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("Run(nil): %v", err)
+	}
+}
+
+// WithSemaphore among the lock options would make every unit a permit,
+// which two members could hold at once: Run refuses it.
+func TestRunRefusesSemaphore(t *testing.T) {
+	c, err := distlock.New(memlock.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	p, err := partition.New(c, "g", partition.Count(2),
+		partition.WithLockOptions(distlock.WithSemaphore(distlock.Semaphore{Limit: 2})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Run(context.Background(), func(context.Context, partition.Unit) error {
+		t.Error("fn called")
+		return nil
+	})
+	if !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("Run with WithSemaphore: %v; want ErrInvalidOption", err)
+	}
+	if hs, err := c.List(context.Background(), ""); err != nil || len(hs) != 0 {
+		t.Fatalf("left behind: %v, %v", hs, err)
 	}
 }
 
