@@ -313,7 +313,7 @@ func routeURL(raw string, via func(string) (string, error)) (string, error) {
 // each as a ratio of the package's bound.
 func partitionTable(subs []Subject, res map[string]*PartitionResult, pp PartitionParams) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| service | row | join p50 | join max | join max / bound (%s) | kill p50 | kill max | kill max / bound (%s) |\n|---|---|---|---|---|---|---|---|\n",
+	fmt.Fprintf(&b, "| service | row | join p50 | join max | join p50, max / bound (%s) | kill p50 | kill max | kill p50, max / bound (%s) |\n|---|---|---|---|---|---|---|---|\n",
 		fmtDur(pp.JoinBound()), fmtDur(pp.KillBound()))
 	for _, s := range subs {
 		pr := res[s.ID]
@@ -324,10 +324,11 @@ func partitionTable(subs []Subject, res map[string]*PartitionResult, pp Partitio
 		kill := "| " + pr.NoKill + " | | |"
 		if pr.NoKill == "" {
 			k := slices.Sorted(slices.Values(pr.Kill))
-			kill = fmt.Sprintf("| %s | %s | %s |", fmtDur(median(k)), fmtDur(last(k)), sig3(float64(last(k))/float64(pp.KillBound())))
+			kill = fmt.Sprintf("| %s | %s | %s, %s |", fmtDur(median(k)), fmtDur(last(k)),
+				sig3(float64(median(k))/float64(pp.KillBound())), sig3(float64(last(k))/float64(pp.KillBound())))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s %s\n", s.Service, s.Name, fmtDur(median(join)), fmtDur(last(join)),
-			sig3(float64(last(join))/float64(pp.JoinBound())), kill)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s, %s %s\n", s.Service, s.Name, fmtDur(median(join)), fmtDur(last(join)),
+			sig3(float64(median(join))/float64(pp.JoinBound())), sig3(float64(last(join))/float64(pp.JoinBound())), kill)
 	}
 	return b.String()
 }
