@@ -56,7 +56,8 @@
 //     rest of its minimum hold for a unit that moves from one live member
 //     to another (a change moves some units between members that stay),
 //     or plus the TTL for a unit of a member that died or was cut off
-//     (its locks lapse), plus the time to be granted a lock. A member
+//     (its locks lapse; on ZooKeeper they last the session timeout, not
+//     the TTL: see package zklock), plus the time to be granted a lock. A member
 //     gives up a unit as soon as its minimum hold has passed, not at its
 //     next reconcile.
 //   - Once membership stops changing, every unit is held by its planned
