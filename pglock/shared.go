@@ -139,9 +139,6 @@ func (b *Backend) localWriters(key string) int {
 	return b.writers[key]
 }
 
-// errSharedLeaseMode is the error of shared locks in LeaseMode.
-var errSharedLeaseMode = fmt.Errorf("pglock: shared locks are granted in SessionMode only, not in LeaseMode (whose grants are rows of distlock_lease): %w", errors.ErrUnsupported)
-
 // AcquireShared implements driver.SharedLocks: in SessionMode a shared
 // grant is pg_advisory_lock_shared(hashtextextended(key, 0)), the shared
 // form of the lock Acquire takes, held on a connection taken from the pool
@@ -169,7 +166,7 @@ func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.Acq
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
-		return nil, errSharedLeaseMode
+		return b.acquireRowShared(ctx, key, opts)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -240,7 +237,7 @@ func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, err
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
-		return nil, errSharedLeaseMode
+		return b.readersRows(ctx, key)
 	}
 	sql, err := b.schema.find(ctx, b.pool, "distlock_reader")
 	if sql == nil {
