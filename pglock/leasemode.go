@@ -261,6 +261,10 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		switch {
 		case err != nil && changedNothing(err):
 			// The place an earlier try took, if any, is left by Leave.
+			var pgErr *pgconn.PgError
+			if shared && errors.As(err, &pgErr) && pgErr.Code == "0A000" { // feature_not_supported
+				return nil, nil, fmt.Errorf("pglock: acquire shared %q: %s: %w", key, pgErr.Message, errors.ErrUnsupported)
+			}
 			return nil, nil, sortErr("acquire", err)
 		case err != nil:
 			// The server may still grant the key, or queue the waiter,
