@@ -549,8 +549,9 @@
 //	WHERE expires > now() ORDER BY key, token;
 //
 // Readers and List read a schema without distlock_lease_reader as having
-// no lease-mode readers (a role granted SELECT on the tables before the
-// migration needs SELECT on distlock_lease_reader). An operator revokes a
+// no lease-mode readers; a role granted SELECT on the tables before the
+// migration that added it lists the exclusive grants alone, and needs
+// SELECT on distlock_lease_reader for Readers. An operator revokes a
 // reader with UPDATE distlock_lease_reader SET expires = '-infinity'
 // WHERE key = ... (its holder learns it at its next renewal).
 //

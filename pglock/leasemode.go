@@ -551,17 +551,30 @@ func (b *Backend) forgetRow(l *rowLease) {
 	delete(b.rows, l)
 }
 
-// listRows is List in lease-table mode.
+// listRows is List in lease-table mode: the unexpired grants, each key's
+// unexpired readers after its exclusive holder, by token, with Shared
+// set; a role that may not read distlock_lease_reader (SELECT on the
+// tables of an earlier version was granted before the migration that
+// added it) lists the exclusive grants alone.
 func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	sql, err := b.schema.find(ctx, b.pool, "distlock_lease", "distlock_fence")
 	if sql == nil {
 		return nil, err // nil, nil: no lease was ever granted
 	}
-	list := sql.rowList
 	if sql.rowListReaders != "" {
-		list = sql.rowListReaders
+		hs, err := b.listRowsWith(ctx, sql.rowListReaders, prefix, true)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+			return hs, err
+		}
 	}
-	rows, err := b.pool.Query(ctx, list, pgx.QueryExecModeExec, prefix)
+	return b.listRowsWith(ctx, sql.rowList, prefix, false)
+}
+
+// listRowsWith runs listRows' query, whose rows have a last column Shared
+// with shared.
+func (b *Backend) listRowsWith(ctx context.Context, query, prefix string, shared bool) ([]driver.Holder, error) {
+	rows, err := b.pool.Query(ctx, query, pgx.QueryExecModeExec, prefix)
 	if err != nil {
 		return nil, sortErr("list", err)
 	}
@@ -573,7 +586,7 @@ func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder,
 			token int64
 		)
 		dest := []any{&h.Key, &token, &h.Owner, &h.Since, &h.Expires}
-		if sql.rowListReaders != "" {
+		if shared {
 			dest = append(dest, &h.Shared)
 		}
 		if err := rows.Scan(dest...); err != nil {
