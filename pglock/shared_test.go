@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"go.uber.org/goleak"
 	"testing"
 	"time"
 
@@ -50,7 +51,8 @@ func TestSharedConformance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			distlocktest.RunShared(t, func(t *testing.T) driver.Backend { return newLeaseBackend(t, tc.dsn, tc.opts...) },
-				distlocktest.WithRevoke(func(t *testing.T, key string) { revokeLease(t, admin, key) }))
+				distlocktest.WithRevoke(func(t *testing.T, key string) { revokeLease(t, admin, key) }),
+				distlocktest.WithLeakOptions(pgxCancelling...))
 		})
 	}
 }
@@ -402,4 +404,15 @@ func TestSharedBehindLocalWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// pgxCancelling are the goroutines pgx starts when a query's context
+// ends: one sends the server a cancel request, and a connection closed
+// because of it is drained until the server (here PgBouncer, which can be
+// slow to answer) closes it. pgx bounds both by deadlines of its own (15 s
+// at most); they belong to the pool's connections, not to the Backend,
+// and may outlive a test that cancelled a query.
+var pgxCancelling = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn.(*PgConn).asyncClose.func1"),
+	goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn.(*CancelRequestContextWatcherHandler).HandleCancel.func1"),
 }
