@@ -223,3 +223,17 @@ func TestSharedConformance(t *testing.T) {
 			}
 		}))
 }
+
+// The partition suite: every member a Client of the one in-process
+// service, whose grants lapse by their TTL.
+func TestPartitionConformance(t *testing.T) {
+	srv := memlock.New()
+	t.Cleanup(func() { srv.Close() })
+	distlocktest.RunPartition(t, func(t *testing.T) driver.Backend { return srv },
+		distlocktest.WithTTL(500*time.Millisecond),
+		distlocktest.WithRevoke(func(t *testing.T, key string) {
+			if !srv.Revoke(key) {
+				t.Fatalf("Revoke(%q): no grant to revoke", key)
+			}
+		}))
+}
