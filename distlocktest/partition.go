@@ -60,6 +60,9 @@ func partLimit(bound time.Duration) time.Duration { return 10*bound + 10*time.Se
 type way struct {
 	driver.Backend
 	dead atomic.Bool
+
+	mu   sync.Mutex
+	held map[*wayLease]struct{} // grants not yet released
 }
 
 var (
@@ -78,13 +81,29 @@ func (w *way) Acquire(ctx context.Context, key string, opts driver.AcquireOption
 		return nil, errDead
 	}
 	l, err := w.Backend.Acquire(ctx, key, opts)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case w.dead.Load():
+	}
+	wl := &wayLease{Lease: l, w: w}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held[wl] = struct{}{}
+	if w.dead.Load() {
 		return nil, errDead
 	}
-	return &wayLease{Lease: l, w: w}, nil
+	return wl, nil
+}
+
+// orphans returns the grants the member did not release: what the service
+// still holds for it after its death.
+func (w *way) orphans() []driver.Lease {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ls []driver.Lease
+	for l := range w.held {
+		ls = append(ls, l.Lease)
+	}
+	return ls
 }
 
 // List implements driver.Lister.
@@ -140,7 +159,13 @@ func (l *wayLease) Release(ctx context.Context) error {
 		// rather than retrying until the lease lapses.
 		return fmt.Errorf("%w: distlocktest: the member's process died", distlock.ErrLockLost)
 	}
-	return l.Lease.Release(ctx)
+	err := l.Lease.Release(ctx)
+	if err == nil || errors.Is(err, distlock.ErrLockLost) || errors.Is(err, distlock.ErrNotHeld) {
+		l.w.mu.Lock()
+		delete(l.w.held, l)
+		l.w.mu.Unlock()
+	}
+	return err
 }
 
 // partGroup is the members of one group, each over a Backend and Client
@@ -217,7 +242,7 @@ func (s *suite) newPartGroup(t *testing.T, units int, lockOpts ...distlock.LockO
 func (g *partGroup) join(id string) *partMember {
 	g.t.Helper()
 	b := g.s.newBackend(g.t)
-	w := &way{Backend: b}
+	w := &way{Backend: b, held: map[*wayLease]struct{}{}}
 	c := g.s.clientOver(g.t, w)
 	p, err := partition.New(c, g.name, g.units, append(g.opts, partition.WithMember(id))...)
 	if err != nil {
@@ -363,13 +388,13 @@ func (g *partGroup) unsettled(a partition.Assignment, ids []string, byID map[str
 		return fmt.Sprintf("members %v", got)
 	}
 	if !a.Settled() {
-		n := 0
+		var off []string
 		for _, u := range a.Units {
 			if !u.Held || u.Owner != u.Planned {
-				n++
+				off = append(off, fmt.Sprintf("%s (planned to %s, held %v by %q)", u.Name, u.Planned, u.Held, u.Owner))
 			}
 		}
-		return fmt.Sprintf("%d units not held by their planned member", n)
+		return fmt.Sprintf("%d units not held by their planned member: %s", len(off), strings.Join(off[:min(len(off), 4)], ", "))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -389,7 +414,8 @@ func (g *partGroup) unsettled(a partition.Assignment, ids []string, byID map[str
 // Last its Backend is closed, as the system closes a dead process's
 // connections and files (unless the factory returns one shared Backend,
 // whose grants then lapse by their TTL): a grant without a TTL ends only
-// so, and a session whose client keeps it alive by itself ends only so.
+// so, and a session whose client keeps it alive by itself ends only so;
+// a grant without a TTL that the Close leaves held is released.
 func (g *partGroup) kill(ms ...*partMember) {
 	g.t.Helper()
 	for _, m := range ms {
@@ -411,6 +437,14 @@ func (g *partGroup) kill(ms ...*partMember) {
 		g.mu.Unlock()
 		if c, ok := m.b.(io.Closer); ok && !shared {
 			c.Close()
+		}
+		if g.s.unbounded {
+			// Grants without a TTL that the Backend's Close left held
+			// (filelock keeps its files open until each lease's release)
+			// end as the system ends a dead process's: at once.
+			for _, l := range m.way.orphans() {
+				l.Release(context.Background())
+			}
 		}
 	}
 }
