@@ -292,15 +292,23 @@ func (g *partGroup) own(ctx context.Context, m *partMember, u partition.Unit) er
 	return nil
 }
 
+// owns reports whether o's owner still owns its unit while its function
+// runs: unless its lock was lost. A lost lock's function may still be on
+// its way out (its context ended, and the service may grant the unit
+// again: Err is exact on the local clock, ahead of the context); a lock
+// released under a running function is a unit given up too early.
+func (o *ownership) owns() bool {
+	return !errors.Is(o.u.Lock.Err(), distlock.ErrLockLost)
+}
+
 // enter records o's beginning and checks that no other owner of its unit
-// lives. A recorded owner may still be on its way out (its function not
-// yet returned after its lock's end): it is a violation only if its lock
-// and the new one both live (Err is exact on the local clock).
+// lives: a recorded owner, whose function has not returned, is a violation
+// if it still owns the unit and the new owner does too.
 func (g *partGroup) enter(m *partMember, u partition.Unit) *ownership {
 	o := &ownership{m: m, u: u, granted: time.Now()}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if prev := g.owning[u.Name]; prev != nil && prev.u.Lock.Err() == nil && u.Lock.Err() == nil {
+	if prev := g.owning[u.Name]; prev != nil && prev.owns() && o.owns() {
 		g.t.Errorf("unit %s: %s granted token %d while %s owns it with live token %d", u.Name, m.name, u.Token, prev.m.name, prev.u.Token)
 	}
 	g.owning[u.Name] = o
@@ -320,12 +328,12 @@ func (g *partGroup) leave(o *ownership, ctx context.Context) {
 }
 
 // write writes as o's owner through the unit's fence: a write made while
-// its lock lives must be admitted. A refusal means a later grant's write
-// came first, and the grant was made while this lock lived if it still
-// does after the refusal.
+// it owns the unit must be admitted. A refusal means a later grant's write
+// came first, and the grant was made while this owner owned the unit if
+// it still does after the refusal.
 func (g *partGroup) write(o *ownership) {
 	err := g.reg.Admit(o.u.Name, o.u.Token)
-	if err != nil && o.u.Lock.Err() == nil {
+	if err != nil && o.owns() {
 		g.t.Errorf("unit %s: the fence refused %s's write with live token %d: %v", o.u.Name, o.m.name, o.u.Token, err)
 	}
 }
