@@ -464,10 +464,11 @@ func (g *partGroup) runningOf(m *partMember) int {
 }
 
 // bounds of the package documentation for a group to settle: after a
-// join, moving units from live members; and after a death, waiting for its
-// grants to end (at once where grants have no TTL and the dead member's
-// connections close).
-func (s *suite) joinBound() time.Duration { return s.partReconcile()*5/4 + s.partMinHold() }
+// join, moving units from live members; after a leave, whose units are
+// released; and after a death, waiting for its grants to end (at once
+// where grants have no TTL and the dead member's connections close).
+func (s *suite) joinBound() time.Duration  { return s.partReconcile()*5/4 + s.partMinHold() }
+func (s *suite) leaveBound() time.Duration { return s.partReconcile() * 5 / 4 }
 func (s *suite) deathBound() time.Duration {
 	if s.unbounded {
 		return s.partReconcile() * 5 / 4
@@ -491,7 +492,7 @@ func stats(ds []time.Duration) string {
 
 // Contract: 8 members share 64 units while members join one by one, die
 // (their ways to the service end for good: their locks lapse, or end with
-// their connections) and come back with the same id. Throughout, no unit
+// their connections), come back with the same id, and leave. Throughout, no unit
 // has two live owners, and every owner's writes are admitted by the
 // unit's fence. After each change, every unit is owned by its planned
 // member within the bound of the package documentation (reconcile
@@ -538,6 +539,16 @@ func (s *suite) testPartitionGroup(t *testing.T) {
 		_, took = g.settle(fmt.Sprintf("round %d: return of %d", round, back), live, start, partLimit(s.joinBound()))
 		returns = append(returns, took)
 	}
+	// A member leaves: its Run ends, releasing its units, whose new owners
+	// wait out no TTL.
+	i := mrand.IntN(len(live))
+	leaving := live[i]
+	live = slices.Delete(live, i, i+1)
+	start := time.Now()
+	if err := leaving.stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("%s's Run after its context ended: %v", leaving.name, err)
+	}
+	_, left := g.settle("a leave", live, start, partLimit(s.leaveBound()))
 	for _, m := range live {
 		if err := m.stop(); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s's Run after its context ended: %v", m.name, err)
@@ -552,6 +563,7 @@ func (s *suite) testPartitionGroup(t *testing.T) {
 	t.Logf("settled after a join in %s (bound %v plus grants)", stats(joins), s.joinBound())
 	t.Logf("settled after a death in %s (bound %v plus grants)", stats(deaths), s.deathBound())
 	t.Logf("settled after a return in %s (bound %v plus grants)", stats(returns), s.joinBound())
+	t.Logf("settled after a leave in %v (bound %v plus grants)", left.Round(time.Millisecond), s.leaveBound())
 }
 
 // Contract: a member frozen past its TTL (its function ignores its
