@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock/distlocktest"
 	"github.com/distlock/distlock/driver"
@@ -21,7 +22,9 @@ import (
 // allow 50, and a member whose pool ran out would wait for a connection
 // to list the group, and so give up no unit). Idle connections are closed
 // after a second, so that the members' pools together stay within the
-// server's max_connections (200) as units move between them.
+// server's max_connections (200) as units move between them. Lease mode's
+// TTL is 3s: with 1s, on a loaded machine, members lost their membership
+// to late renewals again and again.
 func TestPartitionConformance(t *testing.T) {
 	admin := newPool(t, server)
 	bouncer := testserver.StartPgBouncer(t, server)
@@ -40,10 +43,10 @@ func TestPartitionConformance(t *testing.T) {
 		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { terminateHolder(t, admin, key) })}},
 		{"Lease", func(t *testing.T) driver.Backend {
 			return newLeaseBackend(t, server.DSN, pglock.WithListen(server.DSN))
-		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
+		}, []distlocktest.Option{distlocktest.WithTTL(3 * time.Second), distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
 		{"LeaseThroughPgBouncer", func(t *testing.T) driver.Backend {
 			return newLeaseBackend(t, bouncer.DSN, pglock.WithListen(server.DSN))
-		}, []distlocktest.Option{distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
+		}, []distlocktest.Option{distlocktest.WithTTL(3 * time.Second), distlocktest.WithRevoke(func(t *testing.T, key string) { expireRow(t, admin, key) })}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { distlocktest.RunPartition(t, tc.factory, tc.opts...) })
 	}
