@@ -80,15 +80,21 @@ func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, arg
 	if resolved.Err != nil {
 		return execError(argv[0], resolved.Err)
 	}
-	notify(sigc, forwardSignals)
+	if !f.unit {
+		notify(sigc, forwardSignals)
+	}
 	slot := -1
 	if s, ok := lock.(interface{ Slot() (int, bool) }); ok {
 		if n, ok := s.Slot(); ok {
 			slot = n
 		}
 	}
-	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token(), slot)
-	if !passed {
+	var extra []string
+	if e, ok := lock.(interface{ env() []string }); ok {
+		extra = e.env()
+	}
+	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token(), slot, extra...)
+	if !passed && !f.unit { // partition says it once
 		fmt.Fprintf(r.stderr, "distlock: the command gets no DISTLOCK_BACKEND: %s cannot be passed on without its password; a distlock inside the command uses file:// unless given --backend\n",
 			redact(r.backendURL))
 	}
@@ -96,7 +102,11 @@ func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, arg
 		path: resolved.Path,
 		argv: argv,
 		env:  env,
-		tty:  foregroundTerminal(r.stdin, r.stdout, r.stderr),
+	}
+	if !f.unit {
+		// The commands of partition's units share distlock's streams:
+		// none of them gets the terminal.
+		spec.tty = foregroundTerminal(r.stdin, r.stdout, r.stderr)
 	}
 	if spec.tty != nil && groupShared(spec.tty.pgrp) {
 		// A pipeline (cmd | less) or a shell without job control (a
@@ -105,7 +115,7 @@ func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, arg
 		r.log.Debug("the terminal stays with distlock's process group, which other processes share")
 		spec.tty = nil
 	}
-	if spec.tty == nil {
+	if spec.tty == nil && !f.unit {
 		// No job control of the command's group through the terminal:
 		// SIGTSTP to distlock suspends the job.
 		notify(sigc, []os.Signal{syscall.SIGTSTP})
