@@ -119,8 +119,8 @@ command at once. A member that dies leaves its units to the others when
 its locks lapse (--ttl; at once on file://).
 
 Each command runs as run runs its command, through a supervisor and in a
-process group of its own, but without the terminal (the commands share
-distlock's standard streams): if the unit's lock is lost, the group gets
+process group of its own, but without the terminal and with /dev/null as
+standard input (the commands share distlock's output and error): if the unit's lock is lost, the group gets
 SIGTERM, then SIGKILL after --grace, and the unit is taken again when it
 is planned here; the supervisor keeps the lock's deadline, and kills the
 group if distlock dies (at once on Linux), as for run. A command that
@@ -135,8 +135,7 @@ and distlock then dies of that signal (exits 128+n where it cannot);
 SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH and SIGCONT are forwarded
 to every command's group.
 
-The lock service must list holders (every one but distlock+http:// on a
-gateway that does not; else exit 64). Exit codes are run's: 64 usage
+The lock service must list holders (else exit 64). Exit codes are run's: 64 usage
 (no units, --units 0, a unit or member name with "/", no command), 69
 the lock service failed, 70 a supervisor failed, 126/127 a command that
 cannot be run.`,
