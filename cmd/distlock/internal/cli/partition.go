@@ -135,7 +135,9 @@ and distlock then dies of that signal (exits 128+n where it cannot);
 SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH and SIGCONT are forwarded
 to every command's group.
 
-The lock service must list holders (else exit 64). Exit codes are run's: 64 usage
+The lock service must list holders (else exit 64). On postgres:// with
+session locks every lock held takes a connection: size pool_max_conns
+for the units a member may own plus two. Exit codes are run's: 64 usage
 (no units, --units 0, a unit or member name with "/", no command), 69
 the lock service failed, 70 a supervisor failed, 126/127 a command that
 cannot be run.`,
