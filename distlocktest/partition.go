@@ -504,7 +504,11 @@ func stats(ds []time.Duration) string {
 // failed only at a generous multiple), and shares differ by one unit at
 // most.
 func (s *suite) testPartitionGroup(t *testing.T) {
-	const members, units, rounds = 8, 64, 3
+	const members, rounds = 8, 3
+	units := 64
+	if s.partUnits > 0 {
+		units = s.partUnits
+	}
 	g := s.newPartGroup(t, units, distlock.WithTTL(s.ttl))
 	var (
 		live                   []*partMember
