@@ -78,6 +78,15 @@
 //     a unit twice and reuse a token (see each backend's package
 //     documentation).
 //
+// # Resources
+//
+// A member may hold, or wait for, every unit of its group plus its
+// membership at once (a member alone owns every unit). Where a lock holds
+// a connection or a session's slot, size it for that: pglock's session
+// mode keeps a pool connection per lock, and the gateway allows 64 locks
+// per session by default (gateway.WithMaxLocks); a member short of them
+// waits, and owns fewer units than planned.
+//
 // # Durability
 //
 // A group keeps nothing of its own: its members and units are locks, and
