@@ -341,8 +341,10 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 		switch {
 		case errors.As(err, &ee) && ee.err == nil && ee.code == ExitOK:
 			return nil // started again at the next reconcile, if still here
-		case u.Lock.Err() != nil && uctx.Err() == nil:
-			// Lost: said once, and taken again when planned here.
+		case u.Lock.Err() != nil:
+			// Lost (the unit is released only after this returns, so an
+			// error of its lock here is a loss, whatever ended uctx):
+			// said once, and taken again when planned here.
 			fmt.Fprintf(r.stderr, "distlock: unit %q: %v\n", u.Name, err)
 			return nil
 		case uctx.Err() != nil:
