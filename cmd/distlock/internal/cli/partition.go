@@ -23,8 +23,8 @@ import (
 // --unit): a member alone in its group owns every unit, and each unit
 // owned runs its command under a supervisor process of its own, which
 // keeps an OS thread of distlock (a Go program dies past 10,000) and a
-// few descriptors while it runs. The package partition has no such
-// bound, up to partition.MaxUnits.
+// few descriptors while it runs. The package partition, which runs no
+// command, takes up to partition.MaxUnits.
 const MaxUnitCommands = 4096
 
 // unitFlags name a group's units: --units N or --unit NAME (repeated).
