@@ -1,0 +1,162 @@
+package torture_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/torture"
+)
+
+var (
+	soakDuration = flag.Duration("soak.duration", 0, "hold the soak's locks this long on Redis and etcd at once (0: only the short soak on Redis; the full soak is 30m)")
+	soakLocks    = flag.Int("soak.locks", 10000, "locks held by the soak's Client on each backend")
+	soakTTL      = flag.Duration("soak.ttl", 10*time.Second, "TTL of the soak's locks (renewed every TTL/3)")
+	soakInterval = flag.Duration("soak.interval", 0, "time between the soak's samples (default: 1m, or 10s for a soak under 10m)")
+	soakWarmup   = flag.Duration("soak.warmup", 0, "samples left out of the soak's trends (default: a sixth of the soak, at least one interval)")
+	soakReport   = flag.String("soak.report", "SOAK.md", "where the full soak writes its tables (empty: nowhere)")
+)
+
+// TestSoakShort is CI's soak: 1,000 locks held for 20s on Redis. It checks
+// only what cannot flake: with a TTL of 10s (a renewal every 3.3s, with 5s
+// timeouts) no renewal fails and no lock is lost, every lock is renewed,
+// and the process's goroutines come back to their count before the soak
+// once its locks are released and its Client and backend closed. The
+// trends need the full soak (TestSoak).
+func TestSoakShort(t *testing.T) {
+	if *soakDuration > 0 {
+		t.Skip("the full soak runs in TestSoak")
+	}
+	target := startTarget(t, "redis")
+	base := runtime.NumGoroutine()
+	const locks = 1000
+	res, err := torture.Soak(context.Background(), torture.SoakConfig{
+		Target: target, Locks: locks, TTL: 10 * time.Second,
+		Duration: 20 * time.Second, Interval: 5 * time.Second, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSoak(t, res)
+	if res.RenewalsOK < locks {
+		t.Errorf("%d renewals confirmed in %v: want at least one per lock (%d)", res.RenewalsOK, res.Duration, locks)
+	}
+	waitGoroutines(t, base)
+}
+
+// TestSoak is the full soak (-soak.duration=30m): -soak.locks locks held on
+// Redis and on etcd at once, each by a Client of its own, sampled every
+// -soak.interval, with the tables written to -soak.report. It fails on a
+// failed renewal, a lost lock, a trend that grows, or goroutines left
+// after the soaks.
+func TestSoak(t *testing.T) {
+	if *soakDuration <= 0 {
+		t.Skip("the full soak runs with -soak.duration (30m)")
+	}
+	interval := *soakInterval
+	if interval <= 0 {
+		interval = time.Minute
+		if *soakDuration < 10*time.Minute {
+			interval = 10 * time.Second
+		}
+	}
+	warmup := *soakWarmup
+	if warmup <= 0 {
+		warmup = max(interval, (*soakDuration / 6).Truncate(interval))
+	}
+	base := runtime.NumGoroutine()
+	var (
+		mu      sync.Mutex
+		results = map[string]*torture.SoakResult{}
+	)
+	kinds := []string{"redis", "etcd"}
+	t.Run("backends", func(t *testing.T) {
+		for _, kind := range kinds {
+			t.Run(kind, func(t *testing.T) {
+				t.Parallel()
+				target := startTarget(t, kind)
+				res, err := torture.Soak(context.Background(), torture.SoakConfig{
+					Target: target, Locks: *soakLocks, TTL: *soakTTL,
+					Duration: *soakDuration, Interval: interval, Warmup: warmup, Logf: t.Logf,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSoak(t, res)
+				for _, tr := range res.Trends() {
+					t.Logf("%s: %s: mean %.2f, slope %+.4f/min, relative %+.2f%%, monotone %v: %s", kind, tr.Metric, tr.Mean, tr.Slope, tr.Rel*100, tr.Monotone, tr.Verdict)
+					if tr.Verdict == "grows" {
+						t.Errorf("%s grows: %+.4f per minute, %+.2f%% of its mean over the soak (monotone %v)", tr.Metric, tr.Slope, tr.Rel*100, tr.Monotone)
+					}
+				}
+				mu.Lock()
+				results[kind] = res
+				mu.Unlock()
+			})
+		}
+	})
+	var rs []*torture.SoakResult
+	for _, k := range kinds {
+		if r := results[k]; r != nil {
+			rs = append(rs, r)
+		}
+	}
+	if *soakReport != "" && len(rs) > 0 {
+		cmd := fmt.Sprintf("go test -run 'TestSoak$' -timeout 0 -soak.duration=%v -soak.locks=%d -soak.ttl=%v .", *soakDuration, *soakLocks, *soakTTL)
+		if err := torture.WriteSoak(*soakReport, rs, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGoroutines(t, base)
+}
+
+// checkSoak fails t on a failed renewal or a lost lock.
+func checkSoak(t *testing.T, res *torture.SoakResult) {
+	t.Helper()
+	t.Logf("%s: %d locks acquired in %v; renewals %d ok, %d failed; %d lost; %d at risk", res.Kind, res.Locks, res.Acquiring, res.RenewalsOK, res.RenewalsFailed, res.Lost, res.AtRisk)
+	for _, f := range res.Failures {
+		t.Log("  " + f)
+	}
+	if res.RenewalsFailed > 0 {
+		t.Errorf("%d renewals failed", res.RenewalsFailed)
+	}
+	if res.Lost > 0 {
+		t.Errorf("%d locks lost", res.Lost)
+	}
+	for _, s := range res.Samples {
+		if s.Held != res.Locks {
+			t.Errorf("at %v, %d of %d locks held", s.At, s.Held, res.Locks)
+		}
+	}
+}
+
+// waitGoroutines waits until the process runs no more goroutines than
+// base, for a minute at most, and fails t with their stacks if it still
+// runs more.
+func waitGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines a minute after the soak, %d before it:\n%s", runtime.NumGoroutine(), base, stacks(buf))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stacks trims a dump of every goroutine to its first 50.
+func stacks(buf []byte) string {
+	gs := bytes.Split(buf, []byte("\n\n"))
+	if len(gs) > 50 {
+		gs = gs[:50]
+	}
+	return strings.TrimSpace(string(bytes.Join(gs, []byte("\n\n"))))
+}
