@@ -31,11 +31,13 @@ import (
 	"github.com/distlock/distlock/testserver"
 )
 
-// SoakConfig sizes a steady-state soak of one backend.
+// SoakConfig sizes a steady-state soak of one backend or several at once.
 type SoakConfig struct {
-	// Target is the service: Kind "redis" or "etcd".
-	Target Target
-	// Locks is how many locks the one Client acquires and holds.
+	// Targets are the services, each of Kind "redis" or "etcd": each gets
+	// a Client of its own, and all are filled, sampled and released
+	// together.
+	Targets []Target
+	// Locks is how many locks each Client acquires and holds.
 	Locks int
 	// TTL is the locks' TTL; they are renewed every TTL/3 (the default).
 	TTL time.Duration
@@ -51,9 +53,9 @@ type SoakConfig struct {
 	Logf func(format string, args ...any)
 }
 
-// SoakSample is one sample of a soak. Goroutines, HeapInuse and Sockets
-// are the whole process's: when soaks of two backends run at once, they
-// include both.
+// SoakSample is one sample of a soak's backend. Goroutines, HeapInuse
+// and Sockets are the whole process's, read once per sample for every
+// backend soaked at once: they include every backend's Client.
 type SoakSample struct {
 	At         time.Duration // since every lock was held
 	Goroutines int           // runtime.NumGoroutine
@@ -73,7 +75,7 @@ type SoakSample struct {
 	RenewalsFail  int64 // renewals failed so far
 }
 
-// SoakResult is what a soak measured.
+// SoakResult is what a soak measured on one backend.
 type SoakResult struct {
 	Kind       string
 	Locks      int
@@ -95,7 +97,8 @@ type SoakResult struct {
 	Failures []string
 }
 
-// soakWorkers is how many acquisitions run at once while the soak fills.
+// soakWorkers is how many acquisitions (and releases) of one backend run
+// at once.
 const soakWorkers = 32
 
 // soakURL is the backend URL of a soak: the target's, with timeouts long
@@ -112,9 +115,9 @@ func soakURL(tg Target) (string, error) {
 
 // soakLog counts the Client's log records that a soak reports.
 type soakLog struct {
-	ok, failed, atRisk, lost atomic.Int64
-	mu                       sync.Mutex
-	failures                 []string
+	ok, failed, atRisk atomic.Int64
+	mu                 sync.Mutex
+	failures           []string
 }
 
 const soakMaxFailures = 10
@@ -159,146 +162,69 @@ func recordString(r slog.Record) string {
 	return b.String()
 }
 
-// Soak acquires cfg.Locks locks on cfg.Target with one Client, holds them
-// for cfg.Duration while the Client renews them, samples the process and
-// the server every cfg.Interval, then releases the locks and closes the
-// Client and the backend. It returns an error if the soak could not run
-// (a backend that does not open, a lock not acquired, a release that
-// fails); renewal failures and losses are counted in the result.
-func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
-	if cfg.Locks < 1 || cfg.TTL <= 0 || cfg.Duration <= 0 || cfg.Interval <= 0 {
-		return nil, fmt.Errorf("torture: soak: locks %d, TTL %v, duration %v and interval %v must be positive", cfg.Locks, cfg.TTL, cfg.Duration, cfg.Interval)
-	}
-	u, err := soakURL(cfg.Target)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		b      driver.Backend
-		closer interface{ Close() error }
-		server *testserver.Process
-		rdb    *redis.Client
-	)
-	switch cfg.Target.Kind {
-	case backendRedis:
-		rb, err := redislock.OpenURL(ctx, u)
-		if err != nil {
-			return nil, err
-		}
-		b, closer, server = rb, rb, cfg.Target.Redis.Process
-		rdb = redis.NewClient(&redis.Options{Addr: cfg.Target.Redis.Addr, PoolSize: 1, ReadTimeout: 5 * time.Second})
-		defer rdb.Close()
-	case backendEtcd:
-		eb, err := etcdlock.OpenURL(ctx, u)
-		if err != nil {
-			return nil, err
-		}
-		b, closer, server = eb, eb, cfg.Target.Etcd.Members[0].Process
-	}
-	defer closer.Close()
-	var ports []int
-	for _, a := range cfg.Target.addrs() {
-		_, p, err := net.SplitHostPort(a)
-		if err != nil {
-			return nil, err
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, n)
-	}
+// soaked is one backend of a soak.
+type soaked struct {
+	cfg    *SoakConfig
+	tg     Target
+	res    *SoakResult
+	b      driver.Backend
+	closer interface{ Close() error }
+	server *testserver.Process
+	rdb    *redis.Client // Redis: the sampler's connection
+	ports  []int
+	log    *soakLog
+	c      *distlock.Client
+	locks  []*distlock.Lock
+	stops  []func() bool // each lock's AfterFunc's stop
+	lost   atomic.Int64
+}
 
-	h := &soakLog{}
-	c, err := distlock.New(b, distlock.WithTTL(cfg.TTL), distlock.WithOwner("soak"), distlock.WithLogger(slog.New(h)))
-	if err != nil {
-		return nil, err
+// Soak acquires cfg.Locks locks on each of cfg.Targets, with a Client per
+// target, holds them for cfg.Duration while the Clients renew them, samples
+// the process and the servers every cfg.Interval, then releases the locks
+// and closes the Clients and the backends. It returns a result per
+// target, or an error if the soak could not run (a backend that does not
+// open, a lock not acquired, a release that fails); renewal failures and
+// losses are counted in the results.
+func Soak(ctx context.Context, cfg SoakConfig) ([]*SoakResult, error) {
+	if len(cfg.Targets) == 0 || cfg.Locks < 1 || cfg.TTL <= 0 || cfg.Duration <= 0 || cfg.Interval <= 0 {
+		return nil, fmt.Errorf("torture: soak: %d targets, locks %d, TTL %v, duration %v and interval %v must be positive", len(cfg.Targets), cfg.Locks, cfg.TTL, cfg.Duration, cfg.Interval)
 	}
-	res := &SoakResult{Kind: cfg.Target.Kind, Locks: cfg.Locks, TTL: cfg.TTL, RenewEvery: cfg.TTL / 3, Duration: cfg.Duration, Warmup: cfg.Warmup}
-	locks := make([]*distlock.Lock, cfg.Locks)
-	stops := make([]func() bool, cfg.Locks)
-	var lost atomic.Int64
+	var ss []*soaked
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = c.Close(cctx) // releases what an early return left held
+		for _, s := range ss {
+			s.close(ctx)
+		}
 	}()
-
-	// Fill: soakWorkers acquisitions at once.
-	start := time.Now()
-	next := make(chan int)
-	errs := make(chan error, soakWorkers)
-	var wg sync.WaitGroup
-	for range soakWorkers {
-		wg.Go(func() {
-			for i := range next {
-				actx, cancel := context.WithTimeout(ctx, time.Minute)
-				l, err := c.Acquire(actx, fmt.Sprintf("soak/%s/%d", cfg.Target.Kind, i))
-				cancel()
-				if err != nil {
-					errs <- err
-					for range next { // drain
-					}
-					return
-				}
-				locks[i] = l
-				stops[i] = context.AfterFunc(l.Context(), func() {
-					lost.Add(1)
-					h.note(fmt.Sprintf("lock %d (%s, token %d) ended while held: %v", i, l.Key(), l.Token(), context.Cause(l.Context())))
-				})
-			}
-		})
-	}
-	for i := range cfg.Locks {
-		select {
-		case next <- i:
-			continue
-		case err := <-errs:
-			close(next)
-			wg.Wait()
-			return nil, fmt.Errorf("torture: soak: acquire: %w", err)
+	for _, tg := range cfg.Targets {
+		s := &soaked{cfg: &cfg, tg: tg}
+		ss = append(ss, s) // closed by the defer, whatever open did
+		if err := s.open(ctx); err != nil {
+			return nil, err
 		}
 	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return nil, fmt.Errorf("torture: soak: acquire: %w", err)
-	default:
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() { errs[i] = s.fill(ctx) })
 	}
-	res.Acquiring = time.Since(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 
 	// Hold, and sample.
 	held := time.Now()
 	sample := func() error {
-		s := SoakSample{At: time.Since(held).Round(time.Second), RenewalsOK: h.ok.Load(), RenewalsFail: h.failed.Load()}
-		for _, l := range locks {
-			if l.Err() == nil {
-				s.Held++
-			}
-		}
+		at := time.Since(held).Round(time.Second)
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		s.HeapInuse = ms.HeapInuse
-		s.Goroutines = runtime.NumGoroutine()
-		var err error
-		if s.Sockets, s.ToServer, err = socketsTo(ports); err != nil {
-			return err
-		}
-		if s.ServerSockets, err = procSockets(server.Pid()); err != nil {
-			return err
-		}
-		s.ServerClients = -1
-		if rdb != nil {
-			if s.ServerClients, err = redisClients(ctx, rdb); err != nil {
+		p := SoakSample{At: at, HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()}
+		for _, s := range ss {
+			if err := s.sample(ctx, p); err != nil {
 				return err
 			}
-		}
-		res.Samples = append(res.Samples, s)
-		if cfg.Logf != nil {
-			cfg.Logf("soak %s %v: held %d, goroutines %d, heap %.1f MiB, sockets %d (%d to the server), server sockets %d, server clients %d, renewals %d ok %d failed",
-				res.Kind, s.At, s.Held, s.Goroutines, float64(s.HeapInuse)/(1<<20), s.Sockets, s.ToServer, s.ServerSockets, s.ServerClients, s.RenewalsOK, s.RenewalsFail)
 		}
 		return nil
 	}
@@ -319,51 +245,203 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		}
 	}
 
-	// Release, soakWorkers at once: a lock whose context had ended is
-	// counted lost.
+	for i, s := range ss {
+		wg.Go(func() { errs[i] = s.release(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var rs []*SoakResult
+	for _, s := range ss {
+		rs = append(rs, s.res)
+	}
+	return rs, nil
+}
+
+// open opens s's backend and Client.
+func (s *soaked) open(ctx context.Context) error {
+	u, err := soakURL(s.tg)
+	if err != nil {
+		return err
+	}
+	switch s.tg.Kind {
+	case backendRedis:
+		rb, err := redislock.OpenURL(ctx, u)
+		if err != nil {
+			return err
+		}
+		s.b, s.closer, s.server = rb, rb, s.tg.Redis.Process
+		s.rdb = redis.NewClient(&redis.Options{Addr: s.tg.Redis.Addr, PoolSize: 1, ReadTimeout: 5 * time.Second})
+	case backendEtcd:
+		eb, err := etcdlock.OpenURL(ctx, u)
+		if err != nil {
+			return err
+		}
+		s.b, s.closer, s.server = eb, eb, s.tg.Etcd.Members[0].Process
+	}
+	for _, a := range s.tg.addrs() {
+		_, p, err := net.SplitHostPort(a)
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return err
+		}
+		s.ports = append(s.ports, n)
+	}
+	s.log = &soakLog{}
+	s.c, err = distlock.New(s.b, distlock.WithTTL(s.cfg.TTL), distlock.WithOwner("soak"), distlock.WithLogger(slog.New(s.log)))
+	if err != nil {
+		return err
+	}
+	s.res = &SoakResult{Kind: s.tg.Kind, Locks: s.cfg.Locks, TTL: s.cfg.TTL, RenewEvery: s.cfg.TTL / 3, Duration: s.cfg.Duration, Warmup: s.cfg.Warmup}
+	return nil
+}
+
+// close closes what open opened (the Client releases the locks still
+// held); a soak that ran to its end has closed them already.
+func (s *soaked) close(ctx context.Context) {
+	if s.c != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_ = s.c.Close(cctx)
+		cancel()
+	}
+	if s.closer != nil {
+		_ = s.closer.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+}
+
+// fill acquires the locks, soakWorkers at once.
+func (s *soaked) fill(ctx context.Context) error {
+	start := time.Now()
+	n := s.cfg.Locks
+	s.locks = make([]*distlock.Lock, n)
+	s.stops = make([]func() bool, n)
+	err := parallel(n, func(i int) error {
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		l, err := s.c.Acquire(actx, fmt.Sprintf("soak/%s/%d", s.tg.Kind, i))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("torture: soak: %s: acquire: %w", s.tg.Kind, err)
+		}
+		s.locks[i] = l
+		s.stops[i] = context.AfterFunc(l.Context(), func() {
+			s.lost.Add(1)
+			s.log.note(fmt.Sprintf("%s (token %d) ended while held: %v", l.Key(), l.Token(), context.Cause(l.Context())))
+		})
+		return nil
+	})
+	s.res.Acquiring = time.Since(start)
+	return err
+}
+
+// parallel runs f(0) to f(n-1), soakWorkers at once, and returns the first
+// error; after one, the calls not yet started are not made.
+func parallel(n int, f func(i int) error) error {
 	var (
-		relMu  sync.Mutex
-		relErr error
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
 	)
-	rel := make(chan int)
+	next := make(chan int)
 	for range soakWorkers {
 		wg.Go(func() {
-			for i := range rel {
-				if !stops[i]() {
-					continue // counted by its AfterFunc
+			for i := range next {
+				mu.Lock()
+				failed := first != nil
+				mu.Unlock()
+				if failed {
+					continue
 				}
-				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				err := locks[i].Release(rctx)
-				cancel()
-				if err != nil {
-					relMu.Lock()
-					relErr = errors.Join(relErr, fmt.Errorf("torture: soak: release %s: %w", locks[i].Key(), err))
-					relMu.Unlock()
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
 				}
 			}
 		})
 	}
-	for i := range locks {
-		rel <- i
+	for i := range n {
+		next <- i
 	}
-	close(rel)
+	close(next)
 	wg.Wait()
-	if relErr != nil {
-		return nil, relErr
+	return first
+}
+
+// sample appends a sample of s, with p's process-wide fields.
+func (s *soaked) sample(ctx context.Context, p SoakSample) error {
+	p.RenewalsOK, p.RenewalsFail = s.log.ok.Load(), s.log.failed.Load()
+	for _, l := range s.locks {
+		if l.Err() == nil {
+			p.Held++
+		}
 	}
+	var err error
+	if p.Sockets, p.ToServer, err = socketsTo(s.ports); err != nil {
+		return err
+	}
+	if p.ServerSockets, err = procSockets(s.server.Pid()); err != nil {
+		return err
+	}
+	p.ServerClients = -1
+	if s.rdb != nil {
+		if p.ServerClients, err = redisClients(ctx, s.rdb); err != nil {
+			return err
+		}
+	}
+	s.res.Samples = append(s.res.Samples, p)
+	if s.cfg.Logf != nil {
+		s.cfg.Logf("soak %s %v: held %d, goroutines %d, heap %.1f MiB, sockets %d (%d to the server), server sockets %d, server clients %d, renewals %d ok %d failed",
+			s.res.Kind, p.At, p.Held, p.Goroutines, float64(p.HeapInuse)/(1<<20), p.Sockets, p.ToServer, p.ServerSockets, p.ServerClients, p.RenewalsOK, p.RenewalsFail)
+	}
+	return nil
+}
+
+// release releases the locks, soakWorkers at once (a lock whose context
+// had ended is counted lost), and closes the Client and the backend.
+func (s *soaked) release(ctx context.Context) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	_ = parallel(len(s.locks), func(i int) error {
+		if !s.stops[i]() {
+			return nil // counted by its AfterFunc
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := s.locks[i].Release(rctx)
+		cancel()
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("torture: soak: %s: release %s: %w", s.tg.Kind, s.locks[i].Key(), err))
+			mu.Unlock()
+		}
+		return nil
+	})
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := c.Close(cctx); err != nil {
-		return nil, fmt.Errorf("torture: soak: close: %w", err)
+	if err := s.c.Close(cctx); err != nil {
+		errs = append(errs, fmt.Errorf("torture: soak: %s: close: %w", s.tg.Kind, err))
 	}
-	if err := closer.Close(); err != nil {
-		return nil, fmt.Errorf("torture: soak: close the backend: %w", err)
+	s.c = nil
+	if err := s.closer.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("torture: soak: %s: close the backend: %w", s.tg.Kind, err))
 	}
-	res.RenewalsOK, res.RenewalsFailed, res.AtRisk, res.Lost = h.ok.Load(), h.failed.Load(), h.atRisk.Load(), lost.Load()
-	h.mu.Lock()
-	res.Failures = h.failures
-	h.mu.Unlock()
-	return res, nil
+	s.closer = nil
+	r := s.res
+	r.RenewalsOK, r.RenewalsFailed, r.AtRisk, r.Lost = s.log.ok.Load(), s.log.failed.Load(), s.log.atRisk.Load(), s.lost.Load()
+	s.log.mu.Lock()
+	r.Failures = s.log.failures
+	s.log.mu.Unlock()
+	return errors.Join(errs...)
 }
 
 // redisClients returns connected_clients of INFO clients, less rdb's own
@@ -503,9 +581,9 @@ func (r *SoakResult) Trends() []SoakTrend {
 		name string
 		get  func(SoakSample) float64
 	}{
-		{"goroutines", func(s SoakSample) float64 { return float64(s.Goroutines) }},
-		{"heap in use (MiB)", func(s SoakSample) float64 { return float64(s.HeapInuse) / (1 << 20) }},
-		{"process sockets", func(s SoakSample) float64 { return float64(s.Sockets) }},
+		{"goroutines (process)", func(s SoakSample) float64 { return float64(s.Goroutines) }},
+		{"heap in use, MiB (process)", func(s SoakSample) float64 { return float64(s.HeapInuse) / (1 << 20) }},
+		{"sockets (process)", func(s SoakSample) float64 { return float64(s.Sockets) }},
 		{"sockets to the server", func(s SoakSample) float64 { return float64(s.ToServer) }},
 		{"server sockets", func(s SoakSample) float64 { return float64(s.ServerSockets) }},
 	}

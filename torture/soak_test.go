@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,13 +35,14 @@ func TestSoakShort(t *testing.T) {
 	target := startTarget(t, "redis")
 	base := runtime.NumGoroutine()
 	const locks = 1000
-	res, err := torture.Soak(context.Background(), torture.SoakConfig{
-		Target: target, Locks: locks, TTL: 10 * time.Second,
+	rs, err := torture.Soak(context.Background(), torture.SoakConfig{
+		Targets: []torture.Target{target}, Locks: locks, TTL: 10 * time.Second,
 		Duration: 20 * time.Second, Interval: 5 * time.Second, Logf: t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := rs[0]
 	checkSoak(t, res)
 	if res.RenewalsOK < locks {
 		t.Errorf("%d renewals confirmed in %v: want at least one per lock (%d)", res.RenewalsOK, res.Duration, locks)
@@ -71,42 +71,27 @@ func TestSoak(t *testing.T) {
 		warmup = max(interval, (*soakDuration / 6).Truncate(interval))
 	}
 	base := runtime.NumGoroutine()
-	var (
-		mu      sync.Mutex
-		results = map[string]*torture.SoakResult{}
-	)
-	kinds := []string{"redis", "etcd"}
-	t.Run("backends", func(t *testing.T) {
-		for _, kind := range kinds {
-			t.Run(kind, func(t *testing.T) {
-				t.Parallel()
-				target := startTarget(t, kind)
-				res, err := torture.Soak(context.Background(), torture.SoakConfig{
-					Target: target, Locks: *soakLocks, TTL: *soakTTL,
-					Duration: *soakDuration, Interval: interval, Warmup: warmup, Logf: t.Logf,
-				})
-				if err != nil {
-					t.Fatal(err)
+	var rs []*torture.SoakResult
+	t.Run("redis+etcd", func(t *testing.T) {
+		targets := []torture.Target{startTarget(t, "redis"), startTarget(t, "etcd")}
+		var err error
+		rs, err = torture.Soak(context.Background(), torture.SoakConfig{
+			Targets: targets, Locks: *soakLocks, TTL: *soakTTL,
+			Duration: *soakDuration, Interval: interval, Warmup: warmup, Logf: t.Logf,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range rs {
+			checkSoak(t, res)
+			for _, tr := range res.Trends() {
+				t.Logf("%s: %s: mean %.2f, slope %+.4f/min, relative %+.2f%%, monotone %v: %s", res.Kind, tr.Metric, tr.Mean, tr.Slope, tr.Rel*100, tr.Monotone, tr.Verdict)
+				if tr.Verdict == "grows" {
+					t.Errorf("%s: %s grows: %+.4f per minute, %+.2f%% of its mean over the soak (monotone %v)", res.Kind, tr.Metric, tr.Slope, tr.Rel*100, tr.Monotone)
 				}
-				checkSoak(t, res)
-				for _, tr := range res.Trends() {
-					t.Logf("%s: %s: mean %.2f, slope %+.4f/min, relative %+.2f%%, monotone %v: %s", kind, tr.Metric, tr.Mean, tr.Slope, tr.Rel*100, tr.Monotone, tr.Verdict)
-					if tr.Verdict == "grows" {
-						t.Errorf("%s grows: %+.4f per minute, %+.2f%% of its mean over the soak (monotone %v)", tr.Metric, tr.Slope, tr.Rel*100, tr.Monotone)
-					}
-				}
-				mu.Lock()
-				results[kind] = res
-				mu.Unlock()
-			})
+			}
 		}
 	})
-	var rs []*torture.SoakResult
-	for _, k := range kinds {
-		if r := results[k]; r != nil {
-			rs = append(rs, r)
-		}
-	}
 	if *soakReport != "" && len(rs) > 0 {
 		cmd := fmt.Sprintf("go test -run 'TestSoak$' -timeout 0 -soak.duration=%v -soak.locks=%d -soak.ttl=%v .", *soakDuration, *soakLocks, *soakTTL)
 		if err := torture.WriteSoak(*soakReport, rs, cmd); err != nil {
