@@ -1,14 +1,13 @@
 package torture_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/distlock/distlock/torture"
 )
@@ -25,15 +24,15 @@ var (
 // TestSoakShort is CI's soak: 1,000 locks held for 20s on Redis. It checks
 // only what cannot flake: with a TTL of 10s (a renewal every 3.3s, with 5s
 // timeouts) no renewal fails and no lock is lost, every lock is renewed,
-// and the process's goroutines come back to their count before the soak
-// once its locks are released and its Client and backend closed. The
+// and no goroutine started during the soak still runs once its locks
+// are released and its Client and backend closed. The
 // trends need the full soak (TestSoak).
 func TestSoakShort(t *testing.T) {
 	if *soakDuration > 0 {
 		t.Skip("the full soak runs in TestSoak")
 	}
 	target := startTarget(t, "redis")
-	base := runtime.NumGoroutine()
+	leaks := soakLeaks(t)
 	const locks = 1000
 	rs, err := torture.Soak(context.Background(), torture.SoakConfig{
 		Targets: []torture.Target{target}, Locks: locks, TTL: 10 * time.Second,
@@ -47,7 +46,7 @@ func TestSoakShort(t *testing.T) {
 	if res.RenewalsOK < locks {
 		t.Errorf("%d renewals confirmed in %v: want at least one per lock (%d)", res.RenewalsOK, res.Duration, locks)
 	}
-	waitGoroutines(t, base)
+	leaks()
 }
 
 // TestSoak is the full soak (-soak.duration=30m): -soak.locks locks held on
@@ -70,7 +69,7 @@ func TestSoak(t *testing.T) {
 	if warmup <= 0 {
 		warmup = max(interval, (*soakDuration / 6).Truncate(interval))
 	}
-	base := runtime.NumGoroutine()
+	leaks := soakLeaks(t)
 	var rs []*torture.SoakResult
 	t.Run("redis+etcd", func(t *testing.T) {
 		targets := []torture.Target{startTarget(t, "redis"), startTarget(t, "etcd")}
@@ -98,7 +97,7 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitGoroutines(t, base)
+	leaks()
 }
 
 // checkSoak fails t on a failed renewal or a lost lock.
@@ -121,27 +120,24 @@ func checkSoak(t *testing.T, res *torture.SoakResult) {
 	}
 }
 
-// waitGoroutines waits until the process runs no more goroutines than
-// base, for a minute at most, and fails t with their stacks if it still
-// runs more.
-func waitGoroutines(t *testing.T, base int) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines a minute after the soak, %d before it:\n%s", runtime.NumGoroutine(), base, stacks(buf))
+// soakLeaks returns a check that no goroutine started since the call is
+// still running: it retries for about a minute (a closed connection's
+// goroutines take a moment to end on a loaded machine), then fails t
+// with the stacks of those left.
+func soakLeaks(t *testing.T) func() {
+	ignore := goleak.IgnoreCurrent()
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			err := goleak.Find(ignore) // retries for a second or two itself
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("goroutines left after the soak: %v", err)
+				return
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// stacks trims a dump of every goroutine to its first 50.
-func stacks(buf []byte) string {
-	gs := bytes.Split(buf, []byte("\n\n"))
-	if len(gs) > 50 {
-		gs = gs[:50]
-	}
-	return strings.TrimSpace(string(bytes.Join(gs, []byte("\n\n"))))
 }
