@@ -445,3 +445,30 @@ func TestAbandonedAcquireLeavesNothing(t *testing.T) {
 	g.do("DELETE", "/v1/sessions/"+b, "", nil).want(t, 204, "")
 	g.idle()
 }
+
+// A session's acquires that come together are counted once each: a grant
+// was counted both as held and as pending between its grant and the end
+// of its request, so a session that never held or waited for more than
+// its limit was refused ProblemSessionLimit, which clients do not retry.
+func TestSessionLimitCountsEachLockOnce(t *testing.T) {
+	const most = 8
+	mb := memlock.New()
+	t.Cleanup(func() { mb.Close() })
+	g := start(t, mb, gateway.WithMaxLocks(most))
+	for round := range 150 {
+		sid := g.session("", "a", "1m")
+		answers := make(chan answer, most)
+		for i := range most {
+			go func() {
+				answers <- g.doAsync("POST", fmt.Sprintf("/v1/locks/r%d-%d/acquire?wait=0", round, i), map[string]any{"session": sid})
+			}()
+		}
+		for range most {
+			if a := <-answers; a.status != 200 {
+				t.Fatalf("round %d: %d locks of a session's %d at once: %d %s", round, most, most, a.status, a.raw)
+			}
+		}
+		g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	}
+	g.idle()
+}
