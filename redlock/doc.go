@@ -66,6 +66,14 @@
 //     that node is part of the majority a second client can gather a
 //     majority while the first still counts on its lock. Keep clocks
 //     slewed, not stepped.
+//   - A grant that nobody holds, for a moment. A try's requests delayed in
+//     the network past the try's end (a partition that heals, a proxy that
+//     held them) can still be granted on the nodes its clean-up had not
+//     reached yet, a majority at worst. Until the background clean-up or
+//     the TTL removes it, that grant keeps others out, and Holder (a
+//     Client's Holder, an election's Leader and Observe) reports it, with
+//     the owner and a token of a campaign that failed. Nobody writes with
+//     that token.
 //   - Keys changed by something else than this package (DEL, FLUSHALL,
 //     eviction: set "maxmemory-policy noeviction" on every node).
 //   - Availability while a majority of the nodes is down or waiting to be

@@ -213,12 +213,14 @@ func (f *Fixture) killableService() (what string, kill func(), restart func() er
 // candidate its term was granted to, and a channel that stays open while
 // the run lasts (Observe's ends with its context or the Client, neither of
 // which ends before the worker exits). A leader with no value, or with a
-// token no grant of the run has, is an error, with one exemption that a
-// backend documents: on ZooKeeper the node of a failed or cancelled
+// token no grant of the run has, is an error, with one exemption that two
+// backends document: on ZooKeeper the node of a failed or cancelled
 // acquire that ZooKeeper has not yet confirmed deleted "may hold the lock
-// for nobody" (zklock's "Not guaranteed"), so a token no grant has is only
-// noted there when its value is that of a candidate one of whose campaigns
-// of the key failed. Its final state is judged too: after the last
+// for nobody" (zklock's "Not guaranteed"), and on Redlock a failed try's
+// requests delayed past its end may be granted on a majority before its
+// clean-up reaches them (redlock's "Not guaranteed"), so a token no grant
+// has is only noted there when its value is that of a candidate one of
+// whose campaigns of the key failed. Its final state is judged too: after the last
 // resignation the observer must report "no leader" within 30s (Observe's
 // last state reaches its receiver), and it must have reported the last
 // term (which the row held until it had: see Fixture.release).
@@ -251,9 +253,9 @@ func (f *Fixture) checkObserved() {
 			lastTerm = max(lastTerm, g.token)
 		}
 	}
-	// The candidates whose campaign's node may outlive it (see above).
+	// The candidates whose campaign's grant may outlive it (see above).
 	dropping := map[string]bool{}
-	if f.Target.Kind == backendZK {
+	if f.Target.Kind == backendZK || f.Target.Kind == backendRedlock {
 		for _, a := range r.failed {
 			if a.key == f.Key {
 				dropping[a.worker] = true
@@ -304,7 +306,7 @@ func (f *Fixture) checkObserved() {
 	}
 	r.notes = append(r.notes, fmt.Sprintf("observer: %d of %d terms seen, in this order: %s", len(seen), len(byToken), strings.Join(seen, " ")))
 	if len(unknown) > 0 {
-		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v that no grant of the run has, each with the value of a candidate whose campaign failed (its node not yet deleted)", unknown))
+		r.notes = append(r.notes, fmt.Sprintf("observer: terms %v that no grant of the run has, each with the value of a candidate whose campaign failed (its node not yet deleted, or its delayed try granted before its clean-up)", unknown))
 	}
 	for _, e := range errs {
 		r.notes = append(r.notes, "observer error: "+e)
