@@ -87,7 +87,8 @@ type NemesisShape struct {
 // process, its lock links, its store link, and the servers as one
 // channel, one server faulted at a time so that a quorum stays up): one
 // after another within a channel, with random gaps and spans (up to 2.5
-// TTLs, so that a lease may lapse), independently across channels, so
+// TTLs, so that a lease may lapse; a holder's pause or cut-off always
+// outlasts the TTL, up to 3 TTLs), independently across channels, so
 // that faults of different channels overlap at random.
 func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
@@ -131,6 +132,11 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 		at := span(0, 2*ttl)
 		for {
 			e := NemesisEvent{At: at, Kind: c.kinds[rng.IntN(len(c.kinds))], Target: c.target(), For: span(ttl/5, 5*ttl/2)}
+			if e.Kind == NemesisHolderPause || e.Kind == NemesisLockCut {
+				// Past the TTL: the holder's lease lapses, and another
+				// may be granted and write before the holder's next write.
+				e.For = span(ttl+ttl/5, 3*ttl)
+			}
 			if e.Kind == NemesisLockDelay || e.Kind == NemesisStoreDelay {
 				e.Delay = span(ttl/10, ttl+ttl/2)
 			}
@@ -202,12 +208,13 @@ type nemesisWorker struct {
 	store *faultproxy.Proxy
 	key   string
 	res   string
+	think time.Duration // the most a holder works between writes
 }
 
 // RunNemesis runs plan against nt with the store in mode: three workers
 // cycle through the lock of one key (acquire, one to three
-// read-modify-writes of one resource, a few of them stubborn, ignoring
-// the lock, release), two candidates do the same on an election, while
+// read-modify-writes of one resource, paced, in half the holds
+// stubborn, ignoring the lock, release), two candidates do the same on an election, while
 // the schedule's faults are injected; then everything is healed, the
 // workload stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
@@ -243,7 +250,7 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		if i >= nemesisWorkers {
 			f, name = elect, fmt.Sprintf("C%d", i-nemesisWorkers)
 		}
-		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr())}
+		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4}
 		cfg := WorkerConfig{StoreVia: nw.store, TTL: ttl}
 		if nt.Kind != backendFile {
 			var addrs []string
@@ -364,14 +371,20 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 			failed++
 			continue
 		}
+		// Half the holds are stubborn: their writes go out whether the
+		// lock is live or not (a holder that ignores its lock's context),
+		// which only the fence can refuse.
+		stubborn := rng.IntN(2) == 0
 		for range 1 + rng.IntN(3) {
-			// One write in four is stubborn: it goes out whether the lock
-			// is live or not (a holder that ignores its lock's context),
-			// which only the fence can refuse.
-			o := RMWOptions{NoCheck: rng.IntN(4) == 0, StoreTimeout: time.Second}
+			o := RMWOptions{NoCheck: stubborn, StoreTimeout: time.Second}
 			if res := w.RMW(nw.res, o); !tolerable(res.Err) {
 				return failed, res.Err
 			}
+			// The holder works a while after each write (pacing, up to a
+			// quarter of a TTL), so that a fault finds it holding more
+			// often than waiting, and a newer holder writes as soon as it
+			// is granted.
+			time.Sleep(time.Duration(rng.Int64N(int64(nw.think) + 1)))
 		}
 		if err := w.Release(); !tolerable(err) {
 			return failed, err
