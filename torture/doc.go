@@ -131,15 +131,15 @@
 // its data, one at a time so that a quorum stays up). Faults follow one
 // another within a channel, with random gaps and spans of up to 2.5 TTLs
 // (a holder's pause or cut-off from 1.2 to 3 TTLs, so that its lease
-// lapses), and the channels are independent, so that
-// faults of different channels overlap. The workload is three workers
-// cycling through one key's lock (acquire, one to three read-modify-writes
-// of one resource, each followed by up to a quarter of a TTL of work,
-// release) and two candidates doing the same on an election; in half the
-// holds the writes are stubborn: it goes out whether the lock
-// is live or not, as a holder that ignores its lock's context would, so
-// that a lapsed holder's late writes reach the store and only the fence
-// stands between them and the resource. What a fault makes the library
+// lapses), and the channels are independent, so that faults of different
+// channels overlap. The workload is three workers cycling through one
+// key's lock (acquire, one to three read-modify-writes of one resource,
+// each followed by up to a quarter of a TTL of work, release) and two
+// candidates doing the same on an election; in half the holds the writes
+// are stubborn: they go out whether the lock is live or not, as from a
+// holder that ignores its lock's context, so that a lapsed holder's late
+// writes reach the store and only the fence stands between them and the
+// resource. What a fault makes the library
 // report (a lost lock, an acquisition that times out, a write refused) is
 // part of the workload; only a worker gone, or a server that does not
 // restart, fails the run.
@@ -171,12 +171,13 @@
 // and servers, at the same offsets from the start, with the same spans and
 // delays; an action runs no earlier than its offset, later if the one
 // before it (a server's restart) took longer. The workers draw their
-// choices (writes per hold, which are stubborn) from streams of the same
+// choices (writes per hold, which holds are stubborn) from streams of the same
 // seed, but what happens between the processes is not replayed: which
 // worker is granted when, how long the servers take, when a lease lapses,
 // where in a worker's command a SIGSTOP lands. A replay is the same
-// pressure, not the same interleaving; a violation is judged from its
-// history, which the failing run logs. The short mix, which CI runs with
+// pressure, not the same interleaving; a violation is judged from the
+// run's own history, and the failing run logs its notes (the overlapping
+// grants, say) with the seed. The short mix, which CI runs with
 // the rest of the package, draws a new seed per run (each run explores
 // another schedule; no verdict it judges can fail on timing alone, so a
 // failure is a bug to replay with its seed) and runs 6s of faults per

@@ -212,10 +212,10 @@ type nemesisWorker struct {
 }
 
 // RunNemesis runs plan against nt with the store in mode: three workers
-// cycle through the lock of one key (acquire, one to three
-// read-modify-writes of one resource, paced, in half the holds
-// stubborn, ignoring the lock, release), two candidates do the same on an election, while
-// the schedule's faults are injected; then everything is healed, the
+// cycle through the lock of one key (acquire, one to three paced
+// read-modify-writes of one resource, in half the holds stubborn,
+// ignoring the lock, release), two candidates do the same on an
+// election, while the schedule's faults are injected; then everything is healed, the
 // workload stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
 // judge.
