@@ -46,7 +46,10 @@ func TestNemesis(t *testing.T) {
 	}
 	replay := fmt.Sprintf("go test . -run 'TestNemesis' -args -nemesis.seed %d", seed)
 	if *nemesisDuration > 0 {
-		replay += fmt.Sprintf(" -nemesis.duration %v", d)
+		replay = fmt.Sprintf("go test . -run 'TestNemesis' -timeout 0 -args -nemesis.seed %d -nemesis.duration %v", seed, d)
+	}
+	if b := flag.Lookup("nemesis.backends"); b.Value.String() != b.DefValue {
+		replay += " -nemesis.backends " + b.Value.String()
 	}
 	t.Logf("nemesis seed %d (replay: %s)", seed, replay)
 	var results []*torture.NemesisResult
