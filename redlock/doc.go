@@ -298,6 +298,12 @@
 // majority of the nodes hold, with its highest token; a grant on a
 // minority of the nodes is no holder. It waits for the nodes as List
 // does, and reads that key only: "svc/leader" is never "svc/leader2".
+// While a grant's token is being settled (its votes still coming in, or
+// the raising round on its way), the nodes Holder heard may all have a
+// counter below the token the grant is handed out with: Holder then
+// reports the grant, with the owner it will have, and a lower token, and
+// an election's Leader and Observe show that lower term before the term
+// Campaign returns. Nobody is handed that lower token.
 //
 // WatchHolder (a Client's Watch, an election's Observe) is woken by the
 // nodes, not by polling: it subscribes to the key's holder channel on

@@ -45,11 +45,12 @@
 // late write of an old leader that a fenced store admitted. A third
 // worker follows the election with election.Observe; the row counts an
 // error where it reports a leader out of term order, with no value or
-// another candidate's, of a term no grant of the run has (ZooKeeper and
-// Redlock excepted for a candidate whose campaign failed: zklock documents
-// that its node may hold the lock for nobody until deleted, redlock that
-// a failed try's delayed requests may be granted before its clean-up
-// reaches them), closes its
+// another candidate's, of a term no grant of the run has (ZooKeeper
+// excepted for a candidate whose campaign failed: zklock documents that
+// its node may hold the lock for nobody until deleted; Redlock excepted
+// for a term followed by the same candidate's grant with a higher token:
+// redlock documents that Holder may report a grant whose token is being
+// settled with a lower one), closes its
 // channel during the run, does not report within 30s the term a round
 // ends with (held until it has) or, on server-kill, the leader elected
 // after the restart, or does not report "no leader" within 30s of the
