@@ -2,7 +2,10 @@ package pglock_test
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // A database made by an earlier version of the schema (in testdata) is
@@ -205,5 +209,41 @@ func TestMigrateRestoresNotifications(t *testing.T) {
 			defer l.Release(ctx)
 			expectWake(t, ch, "a grant")
 		})
+	}
+}
+
+// The migration works through PgBouncer in transaction mode when the
+// server connection it lands on has run an earlier migration: each of
+// several Backends, with pools of their own, finds the schema of an
+// earlier version (a function dropped) and brings it up to date. Before,
+// the migration's set_config was a named prepared statement, which stays
+// on the server connection after its transaction; the next client's
+// migration there failed with "prepared statement ... already exists",
+// and so did `distlock partition`'s members started together.
+func TestMigrateThroughPgBouncerTwice(t *testing.T) {
+	ctx := testCtx(t)
+	admin := newPool(t, server)
+	db := "mig_" + strings.ToLower(rand.Text()[:10])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	direct := newPoolDSN(t, strings.Replace(server.DSN, "/postgres?", "/"+db+"?", 1))
+	bouncer := testserver.StartPgBouncer(t, server)
+	dsn := strings.Replace(bouncer.DSN, "/postgres?", "/"+db+"?", 1)
+	for i := range 4 {
+		if i > 0 {
+			if _, err := direct.Exec(ctx, "DROP FUNCTION distlock_lease_abandon(text, text, bigint)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := newLeaseBackend(t, dsn)
+		key := fmt.Sprintf("migrate/pgbouncer/%d", i)
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("backend %d: the first acquire, which migrates: %v", i, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("backend %d: release: %v", i, err)
+		}
 	}
 }

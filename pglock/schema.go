@@ -287,7 +287,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // schemaDB is what checking and creating the schema needs: a pool, or a
 // connection of one. Both work through a pooler in transaction mode: the
 // check is one statement without a named prepared statement, and the
-// migration one transaction.
+// migration one transaction whose statements prepare nothing named (a
+// named one would stay on the server connection after the transaction,
+// and the next client's migration there would fail to prepare it again).
 type schemaDB interface {
 	queryer
 	Begin(ctx context.Context) (pgx.Tx, error)
@@ -306,7 +308,7 @@ func migrate(ctx context.Context, db schemaDB, schema string) (*located, error) 
 			return err
 		}
 		// Schema creates the objects in the current schema.
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('search_path', $1, true)`, schema); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('search_path', $1, true)`, pgx.QueryExecModeExec, schema); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, Schema); err != nil {
