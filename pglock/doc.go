@@ -137,8 +137,8 @@
 // and the key's next grant waits the loss grace).
 //
 // Shared (read) locks (driver.SharedLocks: a Client's WithShared, package
-// rwlock's RLock) are granted in session mode only: a shared grant is
-// pg_advisory_lock_shared(hashtextextended(key, 0)), the shared form of
+// rwlock's RLock) are granted in both modes. In session mode a shared
+// grant is pg_advisory_lock_shared(hashtextextended(key, 0)), the shared form of
 // the key's own lock id, held by one session on a connection kept for the
 // grant's life as a lock's is. PostgreSQL grants that id shared to any
 // number of sessions at once while no session holds it exclusively, and
@@ -154,11 +154,46 @@
 // unlocks it, it is lost with its session (OnLost), and one granted to an
 // AcquireShared that failed is given back before it returns. A reader
 // after a lost exclusive grant waits the loss grace as a writer would.
-// In lease mode AcquireShared and Readers return an error matching
-// errors.ErrUnsupported (a Client's WithShared then fails with it): its
-// grants are rows of distlock_lease, which have no shared form, and a
-// shared row that this version's lease acquire checked would not be seen
-// by the lease acquire of Backends of an earlier version beside it.
+//
+// In lease mode a shared grant is a row of its own in
+// distlock_lease_reader (version 8 of the schema), named by the grant's
+// unguessable id, with its token and an expiry of now() + TTL by the
+// server's clock, as an exclusive grant's: each reader has its own TTL,
+// renewed by its own Refresh (one statement, owner-checked by the grant
+// id and the expiry), and Release deletes the row; once a reader has
+// expired both change nothing and report an error matching
+// distlock.ErrLockLost, and the Client's deadline cancels the lock's
+// context first, as for a lock. A reader is granted, by one statement
+// (distlock_lease_acquire_shared), while no unexpired exclusive grant
+// holds the key and no live writer waits before it in the key's queue;
+// an exclusive grant is refused while an unexpired reader holds the key.
+// The two exclude each other through the key's row of distlock_lease:
+// a reader's grant and renewal lock it FOR SHARE before they look at
+// the exclusive grant and write the reader's row, and an exclusive grant
+// updates it before it looks for readers, each in a statement of its
+// own, so each sees the other once the first has committed. A reader
+// takes an exclusive grant found expired out of the row, and an
+// exclusive grant deletes the readers found expired, so that a late
+// renewal of either fails. Readers share nothing with psql's advisory
+// locks, nor with session mode's (see Not guaranteed). An AcquireShared
+// that fails, or whose context ends, leaves nothing behind, as a
+// lease-mode Acquire (distlock_lease_abandon, tombstone included).
+//
+// Rolling upgrade to version 8: lease-mode Backends of version 7 and
+// earlier grant exclusive leases through the schema's functions
+// (distlock_lease_wait, and distlock_lease_acquire, which it calls), and
+// version 8 replaces those functions, with the same arguments, by ones
+// that refuse a key that an unexpired reader holds. So once the schema
+// is migrated (by the first Backend of this version, or Migrate), the
+// exclusive grants of every Backend, of any version, exclude the
+// readers; Backends of version 7 do not migrate again, since they find
+// every object they know. An earlier version's Migrate run explicitly
+// (or a Backend of version 6 and earlier that finds an object missing)
+// puts back functions that ignore readers: while it has, this version's
+// AcquireShared refuses with an error matching errors.ErrUnsupported, a
+// reader's Refresh fails (the reader is lost, at its next renewal at the
+// latest), and a Backend of this version that starts, or its Migrate,
+// puts this version's functions back (see Not guaranteed).
 //
 // # Not guaranteed
 //
@@ -217,8 +252,20 @@
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
-//   - Shared locks in lease mode (see Guarantees), and readers' order
-//     across the Backend and the server: a reader that waited in the
+//   - Lease-mode readers and PostgreSQL's advisory locks: psql's
+//     pg_advisory_lock_shared, and session mode's readers and writers,
+//     neither share with nor exclude lease-mode readers (as lease-mode
+//     and session-mode locks do not exclude each other).
+//   - Lease-mode readers, in a rolling upgrade, when an earlier version's
+//     Migrate (or schema.sql) runs after this version's: an exclusive
+//     grant made under the earlier functions ignores readers, until a
+//     Backend of this version migrates again. A reader granted before
+//     learns of it at its next Refresh (it is then lost), but until then
+//     it may hold beside a writer: run only this version's Migrate once
+//     an instance of it has started.
+//   - A lease-mode reader paused for longer than its usable TTL, and the
+//     server clock's jumps, as for lease-mode locks.
+//   - Readers' order across the Backend and the server: a reader that waited in the
 //     Backend behind its writers of the key asks the server as the last
 //     of them ends, and a writer of the Backend that arrived after the
 //     reader may reach the server's queue first. Readers and writers of
@@ -247,13 +294,16 @@
 // their exclusion lives in the server's memory. A shared grant's token is
 // committed durably with its row of distlock_reader, whose release is
 // not: a row left by a crash counts only while its session holds the lock
-// shared, which it no longer does.
+// shared, which it no longer does. Lease-mode readers are rows, as
+// lease-mode grants are: a reader's grant (with its token) and its
+// renewal are committed durably, its release is not (lost in a crash, it
+// leaves the reader to expire).
 // Permits are rows in both modes, as lease-mode grants are: the grant and
 // the renewal of a permit are committed durably; a release, a leave and
 // a renewal of a waiter's place are not, and one lost in a crash leaves a
 // permit to expire, or a place in line to lapse.
-// distlock_fence, distlock_lease, distlock_resource and the permits'
-// tables are ordinary logged tables: do not make them UNLOGGED,
+// distlock_fence, distlock_lease, distlock_lease_reader,
+// distlock_resource and the permits' tables are ordinary logged tables: do not make them UNLOGGED,
 // and do not restore them from a backup older than the newest tokens (a
 // token counter that goes back defeats fencing; raising it is harmless).
 //
@@ -320,6 +370,23 @@
 // migrated, do not queue (their tries ignore the queue) and, not
 // recognising the notification, poll.
 //
+// Lease-mode readers wait in the same queue, under names that start with
+// "shared:", in order of arrival with the writers, and prefer writers as
+// the server's lock queue does in session mode: a reader is granted when
+// no unexpired exclusive grant holds the key and no live writer waits
+// before it (readers before it, holding or waiting, never keep it out),
+// and a writer when nothing holds the key and nobody, reader or writer,
+// waits before it. A reader's try fails only because of a writer,
+// holding or queued. A release whose head waiter is a reader notifies it
+// and every reader queued after it up to the first writer, so that they
+// are granted together; the release of the last reader notifies the head
+// waiter, a writer whom the readers kept out. A writer refused for
+// readers is told when the last of them expires unless renewed, and
+// tries again then, so that a reader that stopped renewing keeps it out
+// for the reader's TTL and no longer. Within a Backend a reader waits
+// behind the Backend's writers of the key, as in session mode, and takes
+// no turn: the Backend's readers of a key overlap freely.
+//
 // Permits are waited for alike in both modes. A waiting AcquirePermit
 // that is not granted adds a row to distlock_permit_waiter, in order of
 // arrival (seq, from the server's sequence), and a permit is granted only
@@ -371,6 +438,14 @@
 // distinct tokens, and a writer's token is above every reader's before
 // it. Readers increment the counter but leave the last exclusive grant's
 // owner, time and session in the row, for Holder.
+//
+// A lease-mode reader's token is drawn from the same counter by
+// distlock_lease_acquire_shared, in the transaction that grants it, with
+// the key's row of distlock_lease locked: after every exclusive grant
+// that committed before it, so above each of theirs; and an exclusive
+// grant takes its token only once it has found no unexpired reader, so
+// above every reader's before it. Tokens are unique per grant; readers
+// granted at once take theirs one after another, on the counter's row.
 //
 // A permit's token is drawn from the same counter, the semaphore key's row
 // of distlock_fence, by the statement that grants it, under the
@@ -438,8 +513,8 @@
 // schema.sql) is the same SQL for an operator to run with psql, when the
 // application's role may use but not create them. List creates and
 // changes nothing: with no schema it lists no holder, and a role that may
-// only read the tables (SELECT on distlock_fence, and on distlock_lease
-// in lease mode) can list.
+// only read the tables (SELECT on distlock_fence and distlock_reader, and
+// on distlock_lease and distlock_lease_reader in lease mode) can list.
 //
 // Permits (the semaphore package's keys are "semaphore/" and the name)
 // are listed from psql with
@@ -467,6 +542,18 @@
 // session ended). Readers, like List, creates and changes nothing, and
 // reads a schema without distlock_reader (an earlier version's) as having
 // no readers.
+//
+// Lease-mode readers (version 8 of the schema) are listed from psql with
+//
+//	SELECT key, token, owner, granted_at, expires FROM distlock_lease_reader
+//	WHERE expires > now() ORDER BY key, token;
+//
+// Readers and List read a schema without distlock_lease_reader as having
+// no lease-mode readers; a role granted SELECT on the tables before the
+// migration that added it lists the exclusive grants alone, and needs
+// SELECT on distlock_lease_reader for Readers. An operator revokes a
+// reader with UPDATE distlock_lease_reader SET expires = '-infinity'
+// WHERE key = ... (its holder learns it at its next renewal).
 //
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's
@@ -517,10 +604,14 @@
 // of distlock_reader whose session (by its pid, and started before the
 // grant) holds the key's lock shared in pg_locks, with the token, owner
 // and time of each grant; a session from psql that holds the id shared
-// has no row and is not listed. List lists them too, each key's after
+// has no row and is not listed. In lease mode Readers lists the
+// unexpired rows of distlock_lease_reader of exactly the key, by token,
+// with their expiry. List lists them too, each key's after
 // its exclusive holder, with Shared set. SetOwner of a shared grant
 // updates its row of distlock_reader while its session holds the lock
-// shared (UPDATE on distlock_reader). A grant or release of a shared
+// shared (UPDATE on distlock_reader); in lease mode its row of
+// distlock_lease_reader while it has not expired (UPDATE on
+// distlock_lease_reader). A grant or release of a shared
 // grant notifies no watcher: the key's exclusive holder does not change.
 //
 // WatchHolder (a Client's Watch, an election's Observe) is woken by the
@@ -617,6 +708,20 @@
 // taken and given back under a mutex. List reads distlock_reader beside
 // distlock_fence, with a second scan of pg_locks for the readers.
 //
+// A lease-mode reader costs what a lease-mode lock does: no connection
+// between statements, two statements for an uncontended grant and
+// release, and one per renewal; it writes its own row of
+// distlock_lease_reader and the key's token row, and locks the key's row
+// of distlock_lease FOR SHARE (FOR UPDATE to release, so that a key's
+// reader releases run one at a time: the last one wakes the waiting
+// writer), creating it, free, for a key never granted. The
+// exclusive lease-mode path keeps its statements and round trips (two
+// per uncontended cycle, as before); its grant reads
+// distlock_lease_reader once, an index probe that finds no row on a key
+// without readers, and the Backend counts the key's writers under a
+// mutex as in session mode. List reads distlock_lease_reader beside
+// distlock_lease.
+//
 // A watch costs one statement every 10s (its mark), and in session mode
 // a read of pg_locks every second; a session-mode Backend that has
 // watched keeps one LISTEN connection, outside the pool, until Close.
@@ -649,7 +754,8 @@
 //
 // In session mode a Backend runs one goroutine per held lock, shared or
 // not, reading its idle connection, and one per waiting Acquire while its context is being
-// cancelled. In lease mode it runs one for LISTEN when given WithListen;
+// cancelled. In lease mode it runs one for LISTEN when given WithListen,
+// and none per lock or reader;
 // in session mode, one from the first WatchHolder, or waiting
 // AcquirePermit, on. Permits run none of their own. Each watch runs one
 // until its context ends. Close ends them.

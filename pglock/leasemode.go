@@ -120,7 +120,8 @@ type rowLease struct {
 	grant  string // the unguessable id every refresh and release names
 	token  uint64
 	onLost func(error)
-	turn   *driver.Turn[struct{}] // the key's turn in the Backend, passed on when the grant ends or its validity does
+	turn   *rowTurn // the key's turn in the Backend, passed on when the grant ends or its validity does; nil for a reader
+	shared bool     // a reader: a row of distlock_lease_reader
 
 	// mu guards the fields below, and is held across each statement, so
 	// that a lease's Refresh and Release run one at a time.
@@ -134,6 +135,28 @@ var (
 	_ driver.Lease = (*rowLease)(nil)
 	_ driver.Lease = (*lease)(nil)
 )
+
+// rowTurn is a lease-mode writer's turn of a key in the Backend's queue.
+// From before the acquirer queues until its turn is done, the key counts
+// one more local writer (Backend.writers), which the key's readers of the
+// Backend wait behind, as in session mode.
+type rowTurn struct {
+	*driver.Turn[struct{}]
+	b    *Backend
+	once sync.Once
+}
+
+// Done passes the turn on and stops counting the writer. It does nothing
+// on a nil turn (a reader's), or after the first call.
+func (t *rowTurn) Done() {
+	if t == nil {
+		return
+	}
+	t.once.Do(func() {
+		t.Turn.Done()
+		t.b.leaveWriter(t.Key())
+	})
+}
 
 // ttlMillis is the TTL asked of the server, in whole milliseconds, and
 // the validity it gives: the TTL rounded down, or 1ms for less.
@@ -154,16 +177,19 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	var turn *driver.Turn[struct{}]
+	b.enterWriter(key)
+	var turn *rowTurn
 	if opts.Wait {
 		t, err := b.rowQueue.Wait(actx, key)
 		if err != nil {
+			b.leaveWriter(key)
 			return nil, b.endedErr(ctx)
 		}
-		turn = t
+		turn = &rowTurn{Turn: t, b: b}
 	} else if t, ok := b.rowQueue.Try(key); ok {
-		turn = t
+		turn = &rowTurn{Turn: t, b: b}
 	} else {
+		b.leaveWriter(key)
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
 	// Counted, so that Close waits for the grab and its clean-up (see settle),
@@ -174,7 +200,7 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 		return nil, ErrClosed
 	}
 	defer b.life.Leave()
-	l, err := b.grabRow(actx, key, opts)
+	l, err := b.grabRow(actx, key, opts, false)
 	if grabbed != nil && err == nil {
 		grabbed()
 	}
@@ -198,14 +224,19 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 
 // grabRow tries for key's row until it is granted, or once without
 // opts.Wait; between tries, driver.Wait waits until a release is
-// notified, the current grant expires or a poll is due.
-func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions) (*rowLease, error) {
+// notified, the current grant expires or a poll is due. With shared, it
+// asks for a reader's row instead (distlock_lease_acquire_shared).
+func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions, shared bool) (*rowLease, error) {
 	sql, err := b.schema.ensure(ctx, b.pool)
 	if err != nil {
 		return nil, err
 	}
 	ms, ttl := ttlMillis(opts.TTL)
 	grant := rand.Text() // also the waiter's name in the key's queue
+	acquire := sql.rowAcquire
+	if shared {
+		grant, acquire = readerPrefix+grant, sql.rowAcquireShared
+	}
 	// queued is set once a try may have put the waiter in the key's queue,
 	// and cleared when a failed try's clean-up takes it out.
 	queued := false
@@ -226,10 +257,14 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		}
 		sent := time.Now()
 		var token, retry pgtype.Int8
-		err := b.pool.QueryRow(ctx, sql.rowAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
+		err := b.pool.QueryRow(ctx, acquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
 		case err != nil && changedNothing(err):
 			// The place an earlier try took, if any, is left by Leave.
+			var pgErr *pgconn.PgError
+			if shared && errors.As(err, &pgErr) && pgErr.Code == "0A000" { // feature_not_supported
+				return nil, nil, fmt.Errorf("pglock: acquire shared %q: %s: %w", key, pgErr.Message, errors.ErrUnsupported)
+			}
 			return nil, nil, sortErr("acquire", err)
 		case err != nil:
 			// The server may still grant the key, or queue the waiter,
@@ -244,7 +279,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 			queued = false
 			return nil, nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
-			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost,
+			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost, shared: shared,
 				validity: driver.Validity{Sent: sent, TTL: ttl}}
 			return l, nil, nil
 		case token.Valid:
@@ -389,7 +424,11 @@ func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Valid
 	ms, v := ttlMillis(ttl)
 	sent := time.Now()
 	var ok bool
-	if err := l.b.pool.QueryRow(ctx, l.b.schema.sql.rowRefresh, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
+	refresh := l.b.schema.sql.rowRefresh
+	if l.shared {
+		refresh = l.b.schema.sql.rowRefreshShared
+	}
+	if err := l.b.pool.QueryRow(ctx, refresh, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
 		return driver.Validity{}, sortErr("refresh", err)
 	}
 	if !ok {
@@ -431,7 +470,11 @@ var errReleased = errors.New("pglock: released")
 // has ended.
 func (l *rowLease) releaseStatement(ctx context.Context) (bool, error) {
 	var released bool
-	err := l.b.pool.QueryRow(ctx, l.b.schema.sql.rowRelease, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
+	release := l.b.schema.sql.rowRelease
+	if l.shared {
+		release = l.b.schema.sql.rowReleaseShared
+	}
+	err := l.b.pool.QueryRow(ctx, release, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
 	return released, err
 }
 
@@ -508,13 +551,30 @@ func (b *Backend) forgetRow(l *rowLease) {
 	delete(b.rows, l)
 }
 
-// listRows is List in lease-table mode.
+// listRows is List in lease-table mode: the unexpired grants, each key's
+// unexpired readers after its exclusive holder, by token, with Shared
+// set; a role that may not read distlock_lease_reader (SELECT on the
+// tables of an earlier version was granted before the migration that
+// added it) lists the exclusive grants alone.
 func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	sql, err := b.schema.find(ctx, b.pool, "distlock_lease", "distlock_fence")
 	if sql == nil {
 		return nil, err // nil, nil: no lease was ever granted
 	}
-	rows, err := b.pool.Query(ctx, sql.rowList, pgx.QueryExecModeExec, prefix)
+	if sql.rowListReaders != "" {
+		hs, err := b.listRowsWith(ctx, sql.rowListReaders, prefix, true)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+			return hs, err
+		}
+	}
+	return b.listRowsWith(ctx, sql.rowList, prefix, false)
+}
+
+// listRowsWith runs listRows' query, whose rows have a last column Shared
+// with shared.
+func (b *Backend) listRowsWith(ctx context.Context, query, prefix string, shared bool) ([]driver.Holder, error) {
+	rows, err := b.pool.Query(ctx, query, pgx.QueryExecModeExec, prefix)
 	if err != nil {
 		return nil, sortErr("list", err)
 	}
@@ -525,7 +585,11 @@ func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder,
 			h     driver.Holder
 			token int64
 		)
-		if err := rows.Scan(&h.Key, &token, &h.Owner, &h.Since, &h.Expires); err != nil {
+		dest := []any{&h.Key, &token, &h.Owner, &h.Since, &h.Expires}
+		if shared {
+			dest = append(dest, &h.Shared)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, sortErr("list", err)
 		}
 		h.Token = uint64(token)

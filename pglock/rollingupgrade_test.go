@@ -1,6 +1,7 @@
 package pglock_test
 
 import (
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -101,5 +102,54 @@ func TestWatchAfterEarlierMigrate(t *testing.T) {
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatalf("Watch did not report grant %d within 40s", l.Token())
+	}
+}
+
+// schemaV7 is the schema of version 7, whose lease-mode functions ignore
+// readers.
+func schemaV7(t *testing.T) string {
+	t.Helper()
+	v7, err := os.ReadFile("testdata/schema-v7.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(v7)
+}
+
+// TestLeaseSharedAfterEarlierMigrate: an earlier version's Migrate puts
+// back a distlock_lease_acquire that ignores readers. A Backend running
+// since before then refuses new readers (errors.ErrUnsupported) and its
+// reader is lost at its next renewal, before a writer could be granted
+// beside it unseen; a Backend that starts afterwards migrates again, and
+// readers are granted, and exclude writers, as before.
+func TestLeaseSharedAfterEarlierMigrate(t *testing.T) {
+	ctx, key := testCtx(t), "rolling/shared"
+	s := newSharedDB(t)
+	a := s.backend(t, s.app, pglock.WithMode(pglock.LeaseMode))
+	r, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.exec(t, s.app, schemaV7(t))
+	if _, err := r.Refresh(ctx, time.Minute); !errors.Is(err, driver.ErrLockLost) {
+		t.Errorf("a reader's Refresh under version 7's functions: %v, want ErrLockLost", err)
+	}
+	if l, err := a.AcquireShared(ctx, key+"/2", driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, errors.ErrUnsupported) {
+		if err == nil {
+			l.Release(ctx)
+		}
+		t.Fatalf("AcquireShared under version 7's functions: %v, want errors.ErrUnsupported", err)
+	}
+	fresh := s.backend(t, s.app, pglock.WithMode(pglock.LeaseMode)) // started after the earlier Migrate
+	r2, err := fresh.AcquireShared(ctx, key+"/3", driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("AcquireShared by a Backend started after the earlier Migrate: %v", err)
+	}
+	defer r2.Release(ctx)
+	if n := rawTry(t, s.pool(t, s.app), v7TrySQL, key+"/3"); n != 0 {
+		t.Fatalf("version 7's exclusive try was granted token %d while a reader holds", n)
+	}
+	if _, err := a.Acquire(ctx, key+"/3", driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("a writer's try while a reader holds: %v, want ErrNotAcquired", err)
 	}
 }

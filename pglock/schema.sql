@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 7.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 8.
 --
 -- A Backend runs this on first use if the objects are missing or of an
 -- earlier version (Migrate does it explicitly); an operator can run it
@@ -57,6 +57,23 @@
 -- distlock_fence, as a lock's is. It changes nothing of the earlier
 -- objects, so that Backends of version 6 work beside those of version 7
 -- (their locks exclude the new readers, in the server's lock queue).
+-- Version 8 adds the shared (read) locks of lease-table mode: the table
+-- distlock_lease_reader, one row per reader with its own expiry, and the
+-- functions distlock_lease_acquire_shared, distlock_lease_refresh_shared,
+-- distlock_lease_release_shared and distlock_lease_wake_readers. It
+-- replaces the lease-table functions that grant, release and queue
+-- (distlock_lease_acquire, distlock_lease_wait, distlock_lease_leave,
+-- distlock_lease_release, distlock_lease_abandon), with the same
+-- arguments: an exclusive grant now also needs the key free of live
+-- readers, so that the exclusive grants of Backends of version 7 and
+-- earlier, which call these functions, exclude the new readers too. A
+-- reader waits in distlock_lease_waiter, in the same line as the
+-- writers, under a waiter name that starts with 'shared:' (its grant
+-- id). An earlier version's Migrate, run again, would put back functions
+-- that ignore the readers: distlock_lease_acquire_shared and
+-- distlock_lease_refresh_shared refuse to grant or renew a reader while
+-- distlock_lease_acquire is not this version's, and a Backend of this
+-- version that starts migrates again.
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -129,6 +146,18 @@
 -- release deletes its row, and the next shared grant of the key deletes
 -- the rows whose sessions hold no shared lock of it, the rows of sessions
 -- that ended.
+--
+-- distlock_lease_reader: the shared grants of lease-table mode, one row
+-- per reader, named by its unguessable grant id (which starts with
+-- 'shared:'), which every refresh and release must name, with its token
+-- (drawn from the key's row in distlock_fence), owner, grant time and
+-- expiry by the server's clock. A row whose expires has passed is no
+-- grant: the key's next grant, shared or exclusive, deletes it. Every
+-- grant, renewal and release of a reader first locks the key's row of
+-- distlock_lease (FOR SHARE to grant or renew, FOR UPDATE to release),
+-- and an exclusive grant updates that row before it looks for readers:
+-- so an exclusive grant sees every reader granted or renewed before it,
+-- and a reader granted after it sees it.
 
 DO $install$
 DECLARE
@@ -219,6 +248,17 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_reader (
     owner      text NOT NULL DEFAULT '',
     granted_at timestamptz NOT NULL,
     PRIMARY KEY (key, pid)
+);
+
+-- The table of version 8.
+CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_reader (
+    key        text NOT NULL,
+    grant_id   text NOT NULL,
+    token      bigint NOT NULL CHECK (token > 0),
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL,
+    expires    timestamptz NOT NULL,
+    PRIMARY KEY (key, grant_id)
 );
 
 -- distlock_acquire takes the session advisory lock of lock_key
@@ -414,7 +454,14 @@ $$;
 -- returns a NULL token and, in retry_ms, the milliseconds until the
 -- current grant expires unless refreshed (at least 1). Two acquirers of
 -- one key queue on its row lock; the second then sees the first's grant
--- and is refused. A grant of a watched key is notified.
+-- and is refused. A grant of a watched key is notified. A key that a
+-- live reader holds (a row of distlock_lease_reader that has not expired)
+-- is refused too, with retry_ms until the last reader's expiry: the
+-- check follows the update of the key's row, whose lock a reader's grant
+-- and renewal wait for (and take before they commit), so it sees every
+-- reader granted or renewed before; the row is then put back as free
+-- (released). The key's expired readers are deleted, so that a late
+-- renewal of one finds nothing.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -455,6 +502,16 @@ BEGIN
             SELECT l.expires INTO current_expiry FROM @schema@.distlock_lease l WHERE l.key = lock_key;
             retry_ms := CASE WHEN current_expiry IS NULL OR current_expiry <= pg_catalog.clock_timestamp() THEN 1
                 ELSE greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint END;
+            RETURN;
+        END IF;
+    END IF;
+    -- Readers (version 8): one index probe when the key has none.
+    IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key) THEN
+        DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires <= pg_catalog.now();
+        SELECT pg_catalog.max(r.expires) INTO current_expiry FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key;
+        IF current_expiry IS NOT NULL THEN
+            UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity' WHERE l.key = lock_key;
+            retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
             RETURN;
         END IF;
     END IF;
@@ -537,6 +594,9 @@ BEGIN
             ORDER BY w.seq LIMIT 1;
             IF head IS NOT NULL THEN
                 PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+                IF pg_catalog.starts_with(head, 'shared:') THEN
+                    PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+                END IF;
             END IF;
         END IF;
     END IF;
@@ -575,6 +635,9 @@ BEGIN
     ORDER BY w.seq LIMIT 1;
     IF head IS NOT NULL THEN
         PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+        IF pg_catalog.starts_with(head, 'shared:') THEN
+            PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+        END IF;
     END IF;
     PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
 END
@@ -613,6 +676,9 @@ $$;
 -- release wakes one waiter, not all. The release is committed without
 -- waiting for its WAL flush: lost in a crash, it leaves the grant to
 -- expire. The release of a watched key is notified on distlock_holder too.
+-- When the head waiter is a reader, the readers queued after it up to the
+-- first writer are notified too (distlock_lease_wake_readers): they are
+-- granted together.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release(lock_key text, lock_grant text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -635,6 +701,9 @@ BEGIN
     WHERE w.key = lock_key AND w.expires > pg_catalog.now()
     ORDER BY w.seq LIMIT 1;
     PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
+    IF pg_catalog.starts_with(head, 'shared:') THEN
+        PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+    END IF;
     PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
     RETURN true;
 END
@@ -669,8 +738,217 @@ BEGIN
     INSERT INTO @schema@.distlock_lease_abandoned AS a (key, grant_id, until)
     VALUES (lock_key, lock_grant, pg_catalog.now() + keep_ms * interval '1 millisecond')
     ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
-    PERFORM @schema@.distlock_lease_release(lock_key, lock_grant);
+    IF pg_catalog.starts_with(lock_grant, 'shared:') THEN
+        PERFORM @schema@.distlock_lease_release_shared(lock_key, lock_grant);
+    ELSE
+        PERFORM @schema@.distlock_lease_release(lock_key, lock_grant);
+    END IF;
     PERFORM @schema@.distlock_lease_leave(lock_key, lock_grant);
+END
+$$;
+
+-- distlock_lease_wake_readers notifies, on the channel distlock_lease, the
+-- live waiters of lock_key that are readers (their names start with
+-- 'shared:') and come before the first waiting writer, but head, which
+-- the caller has notified: readers queued together are granted together.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_wake_readers(lock_key text, head text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    first_writer bigint;
+BEGIN
+    SELECT pg_catalog.min(w.seq) INTO first_writer FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:');
+    PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || w.waiter)
+    FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND pg_catalog.starts_with(w.waiter, 'shared:')
+        AND w.waiter <> head AND (first_writer IS NULL OR w.seq < first_writer);
+END
+$$;
+
+-- distlock_lease_current reports whether distlock_lease_acquire, in the
+-- schema of the table whose oid is lease_table (distlock_lease), is of
+-- version 8 or later, and so excludes the readers: an earlier version's
+-- Migrate, run again, puts back one that does not.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_current(lease_table oid)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_class c ON c.relnamespace = p.pronamespace
+        WHERE c.oid = lease_table AND p.proname = 'distlock_lease_acquire'
+            AND pg_catalog.strpos(p.prosrc, 'distlock_lease_reader') > 0)
+$$;
+
+-- distlock_lease_acquire_shared grants lock_key shared, in lease-table
+-- mode, to the reader lock_grant (which must start with 'shared:') for
+-- ttl_ms milliseconds from now(), and returns its token, drawn from the
+-- key's counter in distlock_fence; or a NULL token and, in retry_ms, the
+-- milliseconds until the exclusive grant that holds the key expires
+-- unless refreshed, or until the row of the first writer waiting before
+-- the reader expires unless renewed. A reader is granted when no live
+-- exclusive grant holds the key (its row of distlock_lease has not
+-- expired) and no live writer waits before it in distlock_lease_waiter;
+-- other readers, holding or waiting, never keep it out. Refused with
+-- wait_ms above 0, it is queued, or its row renewed, to live wait_ms
+-- milliseconds, under its grant id; with 0 (a try) it is not. Granted,
+-- its waiter row is deleted, with the key's expired readers. It first
+-- locks the key's row of distlock_lease FOR SHARE (creating it, free,
+-- if the key has none), which an exclusive grant updates: an exclusive
+-- grant in progress is seen once it commits, and one that comes after
+-- sees this reader. An exclusive grant found expired is ended (the row
+-- put back as free), so that a late refresh of it fails. A try whose
+-- grant id has a tombstone does nothing and returns NULL in both, as
+-- distlock_lease_wait's. While distlock_lease_acquire is of an earlier
+-- version (see distlock_lease_current) it raises SQLSTATE 0A000.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire_shared(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+    wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_expiry timestamptz;
+    current_grant  text;
+    lease_table    oid;
+    mine           bigint;
+    ahead          timestamptz;
+BEGIN
+    IF lock_grant IS NULL OR NOT pg_catalog.starts_with(lock_grant, 'shared:') OR ttl_ms IS NULL OR ttl_ms <= 0
+        OR wait_ms IS NULL OR wait_ms < 0 THEN
+        RAISE EXCEPTION 'distlock: lease acquire shared: a reader''s grant id, a positive TTL and a waiter lifetime of at least 0 are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1685086061::int4, pg_catalog.hashtext(lock_grant));
+    IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.grant_id = lock_grant) THEN
+        RETURN;
+    END IF;
+    SELECT l.expires, l.grant_id, l.tableoid INTO current_expiry, current_grant, lease_table
+    FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
+    IF NOT FOUND THEN
+        INSERT INTO @schema@.distlock_lease (key, grant_id, granted_at, expires)
+        VALUES (lock_key, NULL, pg_catalog.now(), '-infinity')
+        ON CONFLICT (key) DO NOTHING;
+        SELECT l.expires, l.grant_id, l.tableoid INTO current_expiry, current_grant, lease_table
+        FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
+    END IF;
+    IF NOT @schema@.distlock_lease_current(lease_table) THEN
+        RAISE EXCEPTION 'distlock: lease acquire shared: distlock_lease_acquire is of an earlier version, whose exclusive grants ignore readers (an earlier version''s Migrate ran); migrate again'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF current_expiry > pg_catalog.now() THEN
+        retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
+    ELSE
+        SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+        SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
+        WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:')
+            AND (mine IS NULL OR w.seq < mine);
+        IF ahead IS NOT NULL THEN
+            retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM ahead - pg_catalog.clock_timestamp()) * 1000))::bigint;
+        ELSE
+            IF current_grant IS NOT NULL THEN
+                UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity'
+                WHERE l.key = lock_key AND l.grant_id = current_grant AND l.expires <= pg_catalog.now();
+            END IF;
+            -- A token must be durable before it is handed out.
+            IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+                PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+            END IF;
+            UPDATE @schema@.distlock_fence f SET token = f.token + 1 WHERE f.key = lock_key
+            RETURNING f.token INTO granted;
+            IF NOT FOUND THEN
+                INSERT INTO @schema@.distlock_fence AS f (key, token) VALUES (lock_key, 1)
+                ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+                RETURNING f.token INTO granted;
+            END IF;
+            DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires <= pg_catalog.now();
+            INSERT INTO @schema@.distlock_lease_reader (key, grant_id, token, owner, granted_at, expires)
+            VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.now(),
+                pg_catalog.now() + ttl_ms * interval '1 millisecond');
+            DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+            RETURN;
+        END IF;
+    END IF;
+    IF wait_ms = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO @schema@.distlock_lease_waiter AS w (key, waiter, expires)
+    VALUES (lock_key, lock_grant, pg_catalog.now() + wait_ms * interval '1 millisecond')
+    ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
+END
+$$;
+
+-- distlock_lease_refresh_shared extends the reader lock_grant of lock_key
+-- to ttl_ms milliseconds from now() if it has not expired, and reports
+-- whether it did; durably, as distlock_lease_refresh. It first locks the
+-- key's row of distlock_lease FOR SHARE: an exclusive grant that found
+-- the reader expired, and deleted its row, has committed before this
+-- looks for the row, and one that comes after sees the renewal. It
+-- renews nothing while distlock_lease_acquire is of an earlier version
+-- (see distlock_lease_current): the reader is then lost.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_refresh_shared(lock_key text, lock_grant text, ttl_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lease_table oid;
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease refresh shared: a positive TTL is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT l.tableoid INTO lease_table FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
+    IF NOT FOUND OR NOT @schema@.distlock_lease_current(lease_table) THEN
+        RETURN false;
+    END IF;
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    UPDATE @schema@.distlock_lease_reader r SET expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
+    WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.now();
+    RETURN FOUND;
+END
+$$;
+
+-- distlock_lease_release_shared frees the reader lock_grant of lock_key if
+-- it has not expired, and reports whether it did. When no live reader nor
+-- exclusive grant is left, it notifies the key's head waiter (a writer,
+-- whom the readers kept out) as distlock_lease_release does. It first
+-- locks the key's row of distlock_lease FOR UPDATE, so that the releases
+-- of a key's readers run one at a time and the last one sees itself the
+-- last. Committed without waiting for its WAL flush: lost in a crash, it
+-- leaves the reader to expire.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release_shared(lock_key text, lock_grant text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    head text;
+BEGIN
+    PERFORM 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+    DELETE FROM @schema@.distlock_lease_reader r
+    WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.now();
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires > pg_catalog.now())
+        AND NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
+        SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+        WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+        ORDER BY w.seq LIMIT 1;
+        IF head IS NOT NULL THEN
+            PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+            IF pg_catalog.starts_with(head, 'shared:') THEN
+                PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+            END IF;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    RETURN true;
 END
 $$;
 

@@ -1,7 +1,8 @@
 package pglock
 
-// Shared (read) locks (driver.SharedLocks), in SessionMode: see "Shared
-// locks" in the package documentation and version 7 in schema.sql.
+// Shared (read) locks (driver.SharedLocks), in SessionMode (LeaseMode's
+// are in leaseshared.go): see "Shared locks" in the package documentation
+// and version 7 in schema.sql.
 
 import (
 	"context"
@@ -139,9 +140,6 @@ func (b *Backend) localWriters(key string) int {
 	return b.writers[key]
 }
 
-// errSharedLeaseMode is the error of shared locks in LeaseMode.
-var errSharedLeaseMode = fmt.Errorf("pglock: shared locks are granted in SessionMode only, not in LeaseMode (whose grants are rows of distlock_lease): %w", errors.ErrUnsupported)
-
 // AcquireShared implements driver.SharedLocks: in SessionMode a shared
 // grant is pg_advisory_lock_shared(hashtextextended(key, 0)), the shared
 // form of the lock Acquire takes, held on a connection taken from the pool
@@ -159,8 +157,16 @@ var errSharedLeaseMode = fmt.Errorf("pglock: shared locks are granted in Session
 // Refresh, lost when its connection breaks (OnLost), and given back by
 // Release, or, as Acquire's, when an AcquireShared that fails undoes it.
 //
-// In LeaseMode it returns an error matching errors.ErrUnsupported: lease
-// rows have no shared form.
+// In LeaseMode a shared grant is a row of distlock_lease_reader with its
+// own expiry, by the server's clock, TTL from the grant, renewed by
+// Refresh and deleted by Release, both owner-checked by the grant's id. It
+// is granted while no unexpired exclusive lease holds key and no live
+// writer waits before it in the key's queue, and keeps exclusive leases
+// out until it is released or expires; it waits in the key's queue with
+// the writers (see "Waiting" in the package documentation). Its token is
+// drawn from the key's counter. It returns an error matching
+// errors.ErrUnsupported while an earlier version's Migrate has put back
+// a lease acquire that ignores readers.
 func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
@@ -169,7 +175,7 @@ func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.Acq
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
-		return nil, errSharedLeaseMode
+		return b.acquireRowShared(ctx, key, opts)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -231,7 +237,8 @@ func (b *Backend) grabShared(ctx context.Context, key string, opts driver.Acquir
 // id), with the token, owner and grant time recorded in distlock_reader,
 // by token. A session outside the package that holds the id shared
 // (psql's pg_advisory_lock_shared) has no token and is not listed. In
-// LeaseMode it returns an error matching errors.ErrUnsupported.
+// LeaseMode they are the unexpired rows of distlock_lease_reader of key,
+// with their expiry (see readersRows).
 func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -240,7 +247,7 @@ func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, err
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
-		return nil, errSharedLeaseMode
+		return b.readersRows(ctx, key)
 	}
 	sql, err := b.schema.find(ctx, b.pool, "distlock_reader")
 	if sql == nil {

@@ -1,0 +1,260 @@
+package pglock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/pglock"
+)
+
+// v7TrySQL is the exclusive try of a LeaseMode Backend of version 7 (its
+// rowAcquireSQL without a queue place): a Backend of the previous version
+// beside this one in a rolling upgrade.
+const v7TrySQL = `SELECT granted FROM distlock_lease_wait($1, 'v7-writer', '', 60000, 0)`
+
+// oldTrySQL is the exclusive try of the versions before the queue (1 to 3).
+const oldTrySQL = `SELECT granted FROM distlock_lease_acquire($1, 'old-writer', '', 60000)`
+
+// rawTry runs one of the earlier versions' tries and reports its token, 0
+// when it was refused.
+func rawTry(t *testing.T, pool *pgxpool.Pool, sql, key string) int64 {
+	t.Helper()
+	var token *int64
+	if err := pool.QueryRow(testCtx(t), sql, key).Scan(&token); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if token == nil {
+		return 0
+	}
+	return *token
+}
+
+// In lease mode readers share a key, and exclude writers both ways: this
+// version's, and those of Backends of earlier versions, whose exclusive
+// tries go through the replaced distlock_lease_wait and
+// distlock_lease_acquire. Tokens: a reader's above every earlier
+// writer's, a writer's above every earlier grant's. Readers and List
+// report the readers; Holder the writer only.
+func TestLeaseSharedExclusion(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	admin := newPool(t, server)
+	a, b := newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN)
+	w0 := acquire(t, a, ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if _, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("a reader's try while a writer holds: %v, want ErrNotAcquired", err)
+	}
+	if err := w0.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "r2"})
+	if err != nil {
+		t.Fatalf("a second reader: %v", err)
+	}
+	if r1.Token() <= w0.Token() || r2.Token() <= w0.Token() || r1.Token() == r2.Token() {
+		t.Errorf("tokens: writer %d, readers %d and %d", w0.Token(), r1.Token(), r2.Token())
+	}
+	if _, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("a writer's try while readers hold: %v, want ErrNotAcquired", err)
+	}
+	if n := rawTry(t, admin, v7TrySQL, key); n != 0 {
+		t.Fatalf("version 7's exclusive try was granted token %d while readers hold", n)
+	}
+	if n := rawTry(t, admin, oldTrySQL, key); n != 0 {
+		t.Fatalf("the first versions' exclusive try was granted token %d while readers hold", n)
+	}
+	hs, err := b.Readers(ctx, key)
+	if err != nil || len(hs) != 2 || hs[0].Token > hs[1].Token || !hs[0].Shared || hs[0].Expires.IsZero() {
+		t.Fatalf("Readers: %+v, %v; want both readers by token", hs, err)
+	}
+	if ls, err := a.List(ctx, key); err != nil || len(ls) != 2 || !ls[0].Shared || !ls[1].Shared {
+		t.Fatalf("List while readers hold: %+v, %v", ls, err)
+	}
+	if _, held, err := a.Holder(ctx, key); err != nil || held {
+		t.Fatalf("Holder while readers alone hold: held=%v, %v; want free", held, err)
+	}
+	// An owner set on a reader is its own.
+	if err := r1.(driver.OwnerSetter).SetOwner(ctx, "r1-renamed"); err != nil {
+		t.Fatal(err)
+	}
+	if hs, _ := b.Readers(ctx, key); len(hs) != 2 || hs[0].Owner != "r1-renamed" && hs[1].Owner != "r1-renamed" {
+		t.Errorf("Readers after SetOwner: %+v", hs)
+	}
+	for _, r := range []driver.Lease{r1, r2} {
+		if _, err := r.Refresh(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Release(ctx); !errors.Is(err, driver.ErrLockLost) {
+			t.Errorf("a second Release: %v, want ErrLockLost", err)
+		}
+	}
+	w := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "w"})
+	defer w.Release(ctx)
+	if w.Token() <= max(r1.Token(), r2.Token()) {
+		t.Errorf("writer's token %d after readers %d and %d", w.Token(), r1.Token(), r2.Token())
+	}
+	if _, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("a reader's try while a writer holds: %v, want ErrNotAcquired", err)
+	}
+	if h, held, err := a.Holder(ctx, key); err != nil || !held || h.Token != w.Token() {
+		t.Fatalf("Holder: %+v, held=%v, %v; want the writer", h, held, err)
+	}
+	if ls, err := a.List(ctx, key); err != nil || len(ls) != 1 || ls[0].Shared || ls[0].Token != w.Token() {
+		t.Fatalf("List while the writer holds: %+v, %v", ls, err)
+	}
+}
+
+// A reader that stops renewing is given back when its TTL runs out, and
+// a waiting writer is granted then, told by the server when to try again
+// (its polls are a minute or more apart, and the retry the server names
+// is put off by a tenth of the poll interval at most, 12s); the reader's
+// late Refresh reports the loss.
+func TestLeaseReaderExpiryGrantsWriter(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	a := newLeaseBackend(t, server.DSN)
+	b := newLeaseBackend(t, server.DSN, pglock.WithPollInterval(2*time.Minute))
+	keep := acquire(t, a, ctx, key+"/other", driver.AcquireOptions{TTL: time.Minute}) // another key's reader-free grant
+	defer keep.Release(ctx)
+	r, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := a.AcquireShared(ctx, key+"/long", driver.AcquireOptions{TTL: time.Minute}) // another key's reader
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Release(ctx)
+	got := make(chan driver.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiting writer: %v", err)
+		}
+		got <- l
+	}()
+	var w driver.Lease
+	select {
+	case w = <-got:
+	case <-time.After(50 * time.Second):
+		t.Fatal("the waiting writer was not granted within 50s of a reader's 2s TTL (its polls are at least a minute apart)")
+	}
+	if w == nil {
+		t.FailNow()
+	}
+	defer w.Release(ctx)
+	if w.Token() <= r.Token() {
+		t.Errorf("writer's token %d after the reader's %d", w.Token(), r.Token())
+	}
+	if _, err := r.Refresh(ctx, time.Minute); !errors.Is(err, driver.ErrLockLost) {
+		t.Errorf("the expired reader's Refresh: %v, want ErrLockLost", err)
+	}
+	if hs, err := a.Readers(ctx, key); err != nil || len(hs) != 0 {
+		t.Errorf("Readers after the reader expired: %+v, %v", hs, err)
+	}
+}
+
+// A reader's release wakes a waiting writer through LISTEN (its polls
+// are hours apart): the last reader's release notifies the head waiter.
+func TestLeaseReaderReleaseWakesWriter(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	admin := newPool(t, server)
+	a := newLeaseBackend(t, server.DSN)
+	b := newLeaseBackend(t, server.DSN, pglock.WithPollInterval(time.Hour), pglock.WithListen(server.DSN))
+	r1, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan driver.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiting writer: %v", err)
+		}
+		got <- l
+	}()
+	eventually(t, 20*time.Second, "the writer waits in the queue", func() bool { return queued(t, admin, key) == 1 })
+	// A reader that comes after the waiting writer waits behind it.
+	if _, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("a reader's try while a writer waits: %v, want ErrNotAcquired", err)
+	}
+	for _, r := range []driver.Lease{r1, r2} {
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case w := <-got:
+		if w == nil {
+			t.FailNow()
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting writer was not granted within 60s of the readers' release (its polls are ten hours apart)")
+	}
+}
+
+// An uncontended lease-mode cycle costs two statements, Acquire and
+// Release, exclusive or shared.
+func TestLeaseCycleStatements(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	b, sc := countedLeaseBackend(t, server.DSN)
+	warm := acquire(t, b, ctx, key+"/warm", driver.AcquireOptions{TTL: time.Minute}) // checks the schema
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, shared := range []bool{false, true} {
+		n0 := sc.n.Load()
+		var (
+			l   driver.Lease
+			err error
+		)
+		if shared {
+			l, err = b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+		} else {
+			l, err = b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := sc.n.Load() - n0; n != 2 {
+			t.Errorf("an uncontended cycle (shared %v) sent %d statements, want 2", shared, n)
+		}
+	}
+}
+
+// The readers of lease mode and session mode's do not exclude each
+// other's writers: the modes hold different things (rows, advisory
+// locks), as their exclusive grants do (see Not guaranteed).
+func TestLeaseSharedAcrossModes(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	lease, session := newLeaseBackend(t, server.DSN), newBackend(t, server)
+	r, err := lease.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	w := acquire(t, session, ctx, key, driver.AcquireOptions{})
+	defer w.Release(ctx)
+	if w.Token() <= r.Token() {
+		t.Errorf("session-mode writer's token %d after the lease-mode reader's %d: the key's counter is shared", w.Token(), r.Token())
+	}
+}
