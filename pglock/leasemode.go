@@ -177,21 +177,18 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	b.enterWriter(key)
-	var turn *rowTurn
-	if opts.Wait {
-		t, err := b.rowQueue.Wait(actx, key)
-		if err != nil {
+	place, t, ok := enterWriter(b, &b.rowQueue, key, opts.Wait)
+	if !ok {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
+	}
+	if place != nil {
+		var err error
+		if t, err = place.Wait(actx); err != nil {
 			b.leaveWriter(key)
 			return nil, b.endedErr(ctx)
 		}
-		turn = &rowTurn{Turn: t, b: b}
-	} else if t, ok := b.rowQueue.Try(key); ok {
-		turn = &rowTurn{Turn: t, b: b}
-	} else {
-		b.leaveWriter(key)
-		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
+	turn := &rowTurn{Turn: t, b: b}
 	// Counted, so that Close waits for the grab and its clean-up (see settle),
 	// and for the release of a grant it made as Close began (registerRow
 	// refuses it), before it closes the pool.
@@ -261,10 +258,6 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		switch {
 		case err != nil && changedNothing(err):
 			// The place an earlier try took, if any, is left by Leave.
-			var pgErr *pgconn.PgError
-			if shared && errors.As(err, &pgErr) && pgErr.Code == "0A000" { // feature_not_supported
-				return nil, nil, fmt.Errorf("pglock: acquire shared %q: %s: %w", key, pgErr.Message, errors.ErrUnsupported)
-			}
 			return nil, nil, sortErr("acquire", err)
 		case err != nil:
 			// The server may still grant the key, or queue the waiter,

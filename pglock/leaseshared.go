@@ -67,11 +67,12 @@ func (b *Backend) acquireRowShared(ctx context.Context, key string, opts driver.
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	if b.localWriters(key) > 0 {
-		if !opts.Wait {
-			return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) exclusively through this Backend", driver.ErrNotAcquired, key)
-		}
-		t, err := b.rowQueue.Wait(actx, key)
+	place, ok := readerPlace(b, &b.rowQueue, key, opts.Wait)
+	if !ok {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) exclusively through this Backend", driver.ErrNotAcquired, key)
+	}
+	if place != nil {
+		t, err := place.Wait(actx)
 		if err != nil {
 			return nil, b.endedErr(ctx)
 		}

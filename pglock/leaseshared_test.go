@@ -258,3 +258,65 @@ func TestLeaseSharedAcrossModes(t *testing.T) {
 		t.Errorf("session-mode writer's token %d after the lease-mode reader's %d: the key's counter is shared", w.Token(), r.Token())
 	}
 }
+
+// Readers queued behind a writer that dies (it stops renewing and never
+// releases) are all granted once its grant expires, which nobody
+// notifies: they try again together, at the expiry the server told
+// them, the first of them ends the expired grant and the others share
+// the key. Each locks the key's row FOR UPDATE before it writes it; when
+// readers locked it FOR SHARE and then wrote it, two that found the
+// grant expired at once deadlocked (40P01, after the server's
+// deadlock_timeout), and one of them failed.
+func TestLeaseReadersAfterWriterDies(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	admin := newPool(t, server)
+	const n, backends = 16, 4
+	writer := newLeaseBackend(t, server.DSN)
+	w := acquire(t, writer, ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	readers := make([]*pglock.Backend, backends)
+	for i := range readers {
+		readers[i] = newLeaseBackend(t, server.DSN)
+	}
+	type result struct {
+		l   driver.Lease
+		err error
+	}
+	got := make(chan result, n)
+	for i := range n {
+		go func() {
+			l, err := readers[i%backends].AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			got <- result{l, err}
+		}()
+	}
+	eventually(t, time.Minute, "the readers wait in the queue", func() bool { return queued(t, admin, key) == n })
+	// The writer's last renewal, and then it dies.
+	if _, err := w.Refresh(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[uint64]bool{}
+	for range n {
+		select {
+		case r := <-got:
+			if r.err != nil {
+				t.Errorf("a reader queued behind the dead writer: %v", r.err)
+				continue
+			}
+			defer r.l.Release(ctx)
+			if r.l.Token() <= w.Token() || tokens[r.l.Token()] {
+				t.Errorf("reader's token %d: the writer's is %d, the readers' so far %v", r.l.Token(), w.Token(), tokens)
+			}
+			tokens[r.l.Token()] = true
+		case <-time.After(90 * time.Second):
+			t.Fatalf("%d readers of %d were granted within 90s of the dead writer's 1s TTL", len(tokens), n)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if hs, err := readers[0].Readers(ctx, key); err != nil || len(hs) != n {
+		t.Fatalf("Readers: %d of them, %v; want %d", len(hs), err, n)
+	}
+	if _, err := w.Refresh(ctx, time.Minute); !errors.Is(err, driver.ErrLockLost) {
+		t.Errorf("the dead writer's late Refresh: %v, want ErrLockLost", err)
+	}
+}

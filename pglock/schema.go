@@ -22,8 +22,9 @@ import (
 // distlock_permit_abandon, the shared grants' distlock_reader and
 // distlock_acquire_shared, and the lease-mode readers'
 // distlock_lease_reader, distlock_lease_acquire_shared,
-// distlock_lease_refresh_shared, distlock_lease_release_shared,
-// distlock_lease_wake_readers and distlock_lease_current) in the current schema (the first of the search_path),
+// distlock_lease_refresh_shared, distlock_lease_release_shared and
+// distlock_lease_wake_readers) in the current schema (the first of the
+// search_path),
 // or brings those of an earlier version up to date. It is idempotent. A
 // Backend runs it on first use when they are missing or of an earlier
 // version; Migrate runs it explicitly, and an operator can run it with
@@ -54,7 +55,10 @@ const pinnedPath = "search_path=pg_catalog, pg_temp"
 // the wanted list gives a body, has it in its source: the functions that
 // notify the watchers of a key (version 5) name their channel, which an
 // earlier version's schema, run again by an earlier version's Migrate,
-// takes out.
+// takes out; those that wake lease-mode readers (version 8) name
+// distlock_lease_wake_readers; and the readers' own functions name
+// readers_until, which a draft of them, reverted before any release, did
+// not have.
 var locateSQL = `WITH me AS (
 	SELECT r.oid, r.rolname, r.rolsuper, d.datdba
 	FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
@@ -83,7 +87,7 @@ var locateSQL = `WITH me AS (
 	('table', 'distlock_lease_abandoned', NULL, NULL),
 	('function', 'distlock_acquire', 'text, boolean, text, interval', '` + holderChannel + `'),
 	('procedure', 'distlock_release', 'text, bigint, boolean', NULL),
-	('function', 'distlock_lease_acquire', 'text, text, text, bigint', 'distlock_lease_reader'),
+	('function', 'distlock_lease_acquire', 'text, text, text, bigint', '` + holderChannel + `'),
 	('function', 'distlock_lease_wait', 'text, text, text, bigint, bigint', 'distlock_lease_wake_readers'),
 	('function', 'distlock_lease_leave', 'text, text', 'distlock_lease_wake_readers'),
 	('function', 'distlock_lease_abandon', 'text, text, bigint', 'distlock_lease_release_shared'),
@@ -103,10 +107,9 @@ var locateSQL = `WITH me AS (
 	('function', 'distlock_acquire_shared', 'text, boolean, text, interval', NULL),
 	('table', 'distlock_lease_reader', NULL, NULL),
 	('function', 'distlock_lease_wake_readers', 'text, text', NULL),
-	('function', 'distlock_lease_current', 'oid', NULL),
-	('function', 'distlock_lease_acquire_shared', 'text, text, text, bigint, bigint', NULL),
-	('function', 'distlock_lease_refresh_shared', 'text, text, bigint', NULL),
-	('function', 'distlock_lease_release_shared', 'text, text', NULL)
+	('function', 'distlock_lease_acquire_shared', 'text, text, text, bigint, bigint', 'readers_until'),
+	('function', 'distlock_lease_refresh_shared', 'text, text, bigint', 'readers_until'),
+	('function', 'distlock_lease_release_shared', 'text, text', 'readers_until')
 ), found AS (
 	SELECT c.relname AS name, '' AS args, c.relowner AS owner, NULL::pg_catalog.text[] AS config, NULL::pg_catalog.text AS src
 	FROM pg_catalog.pg_class c, target t

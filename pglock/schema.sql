@@ -60,20 +60,24 @@
 -- Version 8 adds the shared (read) locks of lease-table mode: the table
 -- distlock_lease_reader, one row per reader with its own expiry, and the
 -- functions distlock_lease_acquire_shared, distlock_lease_refresh_shared,
--- distlock_lease_release_shared and distlock_lease_wake_readers. It
--- replaces the lease-table functions that grant, release and queue
--- (distlock_lease_acquire, distlock_lease_wait, distlock_lease_leave,
+-- distlock_lease_release_shared and distlock_lease_wake_readers. Readers
+-- keep writers out through the key's row of distlock_lease itself: while
+-- readers hold the key, the row names no grant (grant_id NULL) and its
+-- expires is at least the latest expiry of the live readers, so that
+-- every version's exclusive grant, which takes the row only once expires
+-- has passed, is refused; the last reader's release puts the row back
+-- as released ('-infinity'). The exclusive functions of every earlier
+-- version thus exclude readers as they are, also a call of one that
+-- began before the migration committed, and after an earlier version's
+-- Migrate run again. Version 8 replaces the lease-table functions that
+-- release and queue (distlock_lease_wait, distlock_lease_leave,
 -- distlock_lease_release, distlock_lease_abandon), with the same
--- arguments: an exclusive grant now also needs the key free of live
--- readers, so that the exclusive grants of Backends of version 7 and
--- earlier, which call these functions, exclude the new readers too. A
--- reader waits in distlock_lease_waiter, in the same line as the
--- writers, under a waiter name that starts with 'shared:' (its grant
--- id). An earlier version's Migrate, run again, would put back functions
--- that ignore the readers: distlock_lease_acquire_shared and
--- distlock_lease_refresh_shared refuse to grant or renew a reader while
--- distlock_lease_acquire is not this version's, and a Backend of this
--- version that starts migrates again.
+-- arguments, so that a release wakes the readers queued together and an
+-- abandoned reader's try is released: without them readers are granted
+-- as safely, only woken later (by their polls) or, once abandoned, kept
+-- until their TTL. A reader waits in distlock_lease_waiter, in the same
+-- line as the writers, under a waiter name that starts with 'shared:'
+-- (its grant id).
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -101,7 +105,10 @@
 -- ('-infinity' once released). A grant's token is taken from the key's
 -- row in distlock_fence, so that a key's tokens increase across both
 -- modes. watched_until is the end of the watchers' mark; a watcher of a
--- key never granted adds its row, released.
+-- key never granted adds its row, released. A row with no grant_id whose
+-- expires has not passed is held by readers (version 8): expires is then
+-- no earlier than the expiry of any live reader of the key (see
+-- distlock_lease_reader).
 --
 -- distlock_lease_waiter: the queue of lease-table mode, one row per
 -- waiting Acquire (waiter is its grant id), in order of arrival (seq).
@@ -152,12 +159,20 @@
 -- 'shared:'), which every refresh and release must name, with its token
 -- (drawn from the key's row in distlock_fence), owner, grant time and
 -- expiry by the server's clock. A row whose expires has passed is no
--- grant: the key's next grant, shared or exclusive, deletes it. Every
--- grant, renewal and release of a reader first locks the key's row of
--- distlock_lease (FOR SHARE to grant or renew, FOR UPDATE to release),
--- and an exclusive grant updates that row before it looks for readers:
--- so an exclusive grant sees every reader granted or renewed before it,
--- and a reader granted after it sees it.
+-- grant: the key's next reader grant, or the reader's own release,
+-- deletes it. Every grant, renewal and release of a reader first locks
+-- the key's row of distlock_lease FOR UPDATE, and writes that row in the
+-- same transaction as the reader's: a grant or renewal raises its expires
+-- to the reader's expiry if it is earlier (and clears a grant_id found
+-- expired), a release lowers it to the latest expiry of the readers left,
+-- '-infinity' when none is. The key's row, whose expires is never before
+-- a live reader's, is all an exclusive grant looks at: it is granted only
+-- once every reader granted or renewed before it has expired or been
+-- released, and a reader granted after it finds its grant_id. A renewal
+-- or release finds a reader expired by the clock (clock_timestamp(),
+-- read once the key's row is locked), not by the start of its
+-- transaction, so that one that waited for the row lock past the
+-- reader's expiry, while a writer was granted, fails.
 
 DO $install$
 DECLARE
@@ -454,14 +469,10 @@ $$;
 -- returns a NULL token and, in retry_ms, the milliseconds until the
 -- current grant expires unless refreshed (at least 1). Two acquirers of
 -- one key queue on its row lock; the second then sees the first's grant
--- and is refused. A grant of a watched key is notified. A key that a
--- live reader holds (a row of distlock_lease_reader that has not expired)
--- is refused too, with retry_ms until the last reader's expiry: the
--- check follows the update of the key's row, whose lock a reader's grant
--- and renewal wait for (and take before they commit), so it sees every
--- reader granted or renewed before; the row is then put back as free
--- (released). The key's expired readers are deleted, so that a late
--- renewal of one finds nothing.
+-- and is refused. A grant of a watched key is notified. A key that live
+-- readers hold is refused as a held one, with retry_ms until the row's
+-- expires, which the readers keep no earlier than the latest of their
+-- expiries (see distlock_lease_reader); this function is version 7's.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -502,16 +513,6 @@ BEGIN
             SELECT l.expires INTO current_expiry FROM @schema@.distlock_lease l WHERE l.key = lock_key;
             retry_ms := CASE WHEN current_expiry IS NULL OR current_expiry <= pg_catalog.clock_timestamp() THEN 1
                 ELSE greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint END;
-            RETURN;
-        END IF;
-    END IF;
-    -- Readers (version 8): one index probe when the key has none.
-    IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key) THEN
-        DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires <= pg_catalog.now();
-        SELECT pg_catalog.max(r.expires) INTO current_expiry FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key;
-        IF current_expiry IS NOT NULL THEN
-            UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity' WHERE l.key = lock_key;
-            retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
             RETURN;
         END IF;
     END IF;
@@ -768,21 +769,6 @@ BEGIN
 END
 $$;
 
--- distlock_lease_current reports whether distlock_lease_acquire, in the
--- schema of the table whose oid is lease_table (distlock_lease), is of
--- version 8 or later, and so excludes the readers: an earlier version's
--- Migrate, run again, puts back one that does not.
-CREATE OR REPLACE FUNCTION @schema@.distlock_lease_current(lease_table oid)
-RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (
-        SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_class c ON c.relnamespace = p.pronamespace
-        WHERE c.oid = lease_table AND p.proname = 'distlock_lease_acquire'
-            AND pg_catalog.strpos(p.prosrc, 'distlock_lease_reader') > 0)
-$$;
-
 -- distlock_lease_acquire_shared grants lock_key shared, in lease-table
 -- mode, to the reader lock_grant (which must start with 'shared:') for
 -- ttl_ms milliseconds from now(), and returns its token, drawn from the
@@ -790,20 +776,23 @@ $$;
 -- milliseconds until the exclusive grant that holds the key expires
 -- unless refreshed, or until the row of the first writer waiting before
 -- the reader expires unless renewed. A reader is granted when no live
--- exclusive grant holds the key (its row of distlock_lease has not
--- expired) and no live writer waits before it in distlock_lease_waiter;
--- other readers, holding or waiting, never keep it out. Refused with
--- wait_ms above 0, it is queued, or its row renewed, to live wait_ms
--- milliseconds, under its grant id; with 0 (a try) it is not. Granted,
--- its waiter row is deleted, with the key's expired readers. It first
--- locks the key's row of distlock_lease FOR SHARE (creating it, free,
--- if the key has none), which an exclusive grant updates: an exclusive
--- grant in progress is seen once it commits, and one that comes after
--- sees this reader. An exclusive grant found expired is ended (the row
--- put back as free), so that a late refresh of it fails. A try whose
--- grant id has a tombstone does nothing and returns NULL in both, as
--- distlock_lease_wait's. While distlock_lease_acquire is of an earlier
--- version (see distlock_lease_current) it raises SQLSTATE 0A000.
+-- exclusive grant holds the key (its row of distlock_lease names no
+-- grant, or one that has expired) and no live writer waits before it in
+-- distlock_lease_waiter; other readers, holding or waiting, never keep it
+-- out. Granted, it raises the row's expires to its own expiry if that is
+-- later (and clears a grant_id that expired), so that no exclusive grant
+-- of any version takes the row before it has expired or been released;
+-- its waiter row is deleted, with the key's expired readers. Refused
+-- with wait_ms above 0, it is queued, or its row renewed, to live
+-- wait_ms milliseconds, under its grant id; with 0 (a try) it is not.
+-- Refused for a writer waiting while nothing holds the key, it notifies
+-- the head waiter, as distlock_lease_wait does. It first locks the key's
+-- row of distlock_lease FOR UPDATE (creating it, released, for a key
+-- never granted), and takes no other lock of it: the grants, renewals
+-- and releases of a key's readers run one at a time (their tokens do
+-- anyway, on the key's row of distlock_fence), after or before each
+-- exclusive grant. A try whose grant id has a tombstone does nothing and
+-- returns NULL in both, as distlock_lease_wait's.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire_shared(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -812,9 +801,10 @@ AS $$
 DECLARE
     current_expiry timestamptz;
     current_grant  text;
-    lease_table    oid;
+    readers_until  timestamptz;
     mine           bigint;
     ahead          timestamptz;
+    head           text;
 BEGIN
     IF lock_grant IS NULL OR NOT pg_catalog.starts_with(lock_grant, 'shared:') OR ttl_ms IS NULL OR ttl_ms <= 0
         OR wait_ms IS NULL OR wait_ms < 0 THEN
@@ -825,34 +815,34 @@ BEGIN
     IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.grant_id = lock_grant) THEN
         RETURN;
     END IF;
-    SELECT l.expires, l.grant_id, l.tableoid INTO current_expiry, current_grant, lease_table
-    FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
+    -- FOR UPDATE, not FOR SHARE: a reader that shared the lock and then
+    -- wrote the row would deadlock with another doing the same.
+    SELECT l.expires, l.grant_id INTO current_expiry, current_grant
+    FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO @schema@.distlock_lease (key, grant_id, granted_at, expires)
         VALUES (lock_key, NULL, pg_catalog.now(), '-infinity')
         ON CONFLICT (key) DO NOTHING;
-        SELECT l.expires, l.grant_id, l.tableoid INTO current_expiry, current_grant, lease_table
-        FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
+        SELECT l.expires, l.grant_id INTO current_expiry, current_grant
+        FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
     END IF;
-    IF NOT @schema@.distlock_lease_current(lease_table) THEN
-        RAISE EXCEPTION 'distlock: lease acquire shared: distlock_lease_acquire is of an earlier version, whose exclusive grants ignore readers (an earlier version''s Migrate ran); migrate again'
-            USING ERRCODE = 'feature_not_supported';
-    END IF;
-    IF current_expiry > pg_catalog.now() THEN
+    IF current_grant IS NOT NULL AND current_expiry > pg_catalog.now() THEN
         retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
     ELSE
         SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
         SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
         WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:')
             AND (mine IS NULL OR w.seq < mine);
-        IF ahead IS NOT NULL THEN
-            retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM ahead - pg_catalog.clock_timestamp()) * 1000))::bigint;
-        ELSE
-            IF current_grant IS NOT NULL THEN
-                UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity'
-                WHERE l.key = lock_key AND l.grant_id = current_grant AND l.expires <= pg_catalog.now();
-            END IF;
-            -- A token must be durable before it is handed out.
+        IF ahead IS NULL THEN
+            readers_until := pg_catalog.now() + ttl_ms * interval '1 millisecond';
+            -- An exclusive grant found expired is ended here: its late
+            -- refresh or release names a grant the row no longer has.
+            UPDATE @schema@.distlock_lease l
+            SET grant_id = NULL,
+                expires = greatest(CASE WHEN l.grant_id IS NULL THEN l.expires END, readers_until)
+            WHERE l.key = lock_key;
+            -- A token must be durable before it is handed out, and so must
+            -- the row that keeps the writers out.
             IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
                 PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
             END IF;
@@ -865,10 +855,25 @@ BEGIN
             END IF;
             DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires <= pg_catalog.now();
             INSERT INTO @schema@.distlock_lease_reader (key, grant_id, token, owner, granted_at, expires)
-            VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.now(),
-                pg_catalog.now() + ttl_ms * interval '1 millisecond');
+            VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.now(), readers_until);
             DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
             RETURN;
+        END IF;
+        retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM ahead - pg_catalog.clock_timestamp()) * 1000))::bigint;
+        -- Nothing holds the key and an earlier writer is to have it: wake
+        -- the head waiter, or it waits for its poll (see
+        -- distlock_lease_wait). While readers hold the key, the last
+        -- one's release wakes it.
+        IF current_expiry <= pg_catalog.now() THEN
+            SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+            WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+            ORDER BY w.seq LIMIT 1;
+            IF head IS NOT NULL THEN
+                PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+                IF pg_catalog.starts_with(head, 'shared:') THEN
+                    PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+                END IF;
+            END IF;
         END IF;
     END IF;
     IF wait_ms = 0 THEN
@@ -883,60 +888,84 @@ $$;
 -- distlock_lease_refresh_shared extends the reader lock_grant of lock_key
 -- to ttl_ms milliseconds from now() if it has not expired, and reports
 -- whether it did; durably, as distlock_lease_refresh. It first locks the
--- key's row of distlock_lease FOR SHARE: an exclusive grant that found
--- the reader expired, and deleted its row, has committed before this
--- looks for the row, and one that comes after sees the renewal. It
--- renews nothing while distlock_lease_acquire is of an earlier version
--- (see distlock_lease_current): the reader is then lost.
+-- key's row of distlock_lease FOR UPDATE, and raises its expires to the
+-- reader's new expiry if that is later (see distlock_lease_reader). The
+-- reader has expired if, by the clock once that lock is held, its row
+-- has, or the key's row has (an operator revoked it), or the key's row
+-- names an exclusive grant (taken after the reader expired).
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_refresh_shared(lock_key text, lock_grant text, ttl_ms bigint)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    lease_table oid;
+    current_expiry timestamptz;
+    current_grant  text;
+    readers_until  timestamptz;
 BEGIN
     IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
         RAISE EXCEPTION 'distlock: lease refresh shared: a positive TTL is required'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT l.tableoid INTO lease_table FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
-    IF NOT FOUND OR NOT @schema@.distlock_lease_current(lease_table) THEN
+    SELECT l.expires, l.grant_id INTO current_expiry, current_grant
+    FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+    IF NOT FOUND OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.clock_timestamp() THEN
         RETURN false;
+    END IF;
+    readers_until := pg_catalog.now() + ttl_ms * interval '1 millisecond';
+    UPDATE @schema@.distlock_lease_reader r SET expires = readers_until
+    WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.clock_timestamp();
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF readers_until > current_expiry THEN
+        UPDATE @schema@.distlock_lease l SET expires = readers_until WHERE l.key = lock_key;
     END IF;
     IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
-    UPDATE @schema@.distlock_lease_reader r SET expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
-    WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.now();
-    RETURN FOUND;
+    RETURN true;
 END
 $$;
 
 -- distlock_lease_release_shared frees the reader lock_grant of lock_key if
--- it has not expired, and reports whether it did. When no live reader nor
--- exclusive grant is left, it notifies the key's head waiter (a writer,
--- whom the readers kept out) as distlock_lease_release does. It first
--- locks the key's row of distlock_lease FOR UPDATE, so that the releases
--- of a key's readers run one at a time and the last one sees itself the
--- last. Committed without waiting for its WAL flush: lost in a crash, it
--- leaves the reader to expire.
+-- it has not expired, and reports whether it did; an expired reader's row
+-- is deleted too, and false returned. It first locks the key's row of
+-- distlock_lease FOR UPDATE, so that the releases of a key's readers run
+-- one at a time, and, while that row names no grant, lowers its expires
+-- to the latest expiry of the live readers left (by the clock), or puts
+-- it back as released ('-infinity') when none is left (it never raises
+-- it, so that a row an operator revoked stays so): then it notifies
+-- the key's head waiter (a writer, whom the readers kept out) as
+-- distlock_lease_release does. Committed without waiting for its WAL
+-- flush: lost in a crash, it leaves the reader, and the key's row, to
+-- expire.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release_shared(lock_key text, lock_grant text)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    head text;
+    current_grant text;
+    readers_until timestamptz;
+    live          boolean;
+    head          text;
 BEGIN
-    PERFORM 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
-    DELETE FROM @schema@.distlock_lease_reader r
-    WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.now();
+    SELECT l.grant_id INTO current_grant FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires > pg_catalog.now())
-        AND NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    DELETE FROM @schema@.distlock_lease_reader r
+    WHERE r.key = lock_key AND r.grant_id = lock_grant
+    RETURNING r.expires > pg_catalog.clock_timestamp() INTO live;
+    IF NOT FOUND OR NOT live OR current_grant IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    SELECT pg_catalog.max(r.expires) INTO readers_until FROM @schema@.distlock_lease_reader r
+    WHERE r.key = lock_key AND r.expires > pg_catalog.clock_timestamp();
+    UPDATE @schema@.distlock_lease l SET expires = least(l.expires, coalesce(readers_until, '-infinity')) WHERE l.key = lock_key;
+    IF readers_until IS NULL THEN
         SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
         WHERE w.key = lock_key AND w.expires > pg_catalog.now()
         ORDER BY w.seq LIMIT 1;
@@ -947,7 +976,6 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
     RETURN true;
 END
 $$;

@@ -117,13 +117,43 @@ func (t *writerTurn) Done() {
 	})
 }
 
-func (b *Backend) enterWriter(key string) {
+// enterWriter counts one more writer of key in b and, in the same step
+// under b.wmu, takes its place in q, the Backend's queue of the key (its
+// turn at once if nobody has it or waits for it): a reader that finds the
+// writer counted (see readerPlace) is behind it in q, never between its
+// count and its place. Without wait it takes the turn only if it is free,
+// and otherwise counts nothing and reports false. The place's Wait must
+// be called; the writer is counted until leaveWriter.
+func enterWriter[V any](b *Backend, q *driver.Queue[V], key string, wait bool) (place *driver.Place[V], turn *driver.Turn[V], ok bool) {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
+	if wait {
+		place = q.Enter(key)
+	} else if turn, ok = q.Try(key); !ok {
+		return nil, nil, false
+	}
 	if b.writers == nil {
 		b.writers = map[string]int{}
 	}
 	b.writers[key]++
+	return place, turn, true
+}
+
+// readerPlace is where a reader of key stands in q behind the Backend's
+// writers of the key: nowhere (nil, true) if none is counted, a place in
+// q, taken under b.wmu with the count it read, if one is and the reader
+// waits, and (nil, false) if one is and the reader only tries. The
+// reader passes the place's turn on as soon as it has it.
+func readerPlace[V any](b *Backend, q *driver.Queue[V], key string, wait bool) (*driver.Place[V], bool) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	switch {
+	case b.writers[key] == 0:
+		return nil, true
+	case !wait:
+		return nil, false
+	}
+	return q.Enter(key), true
 }
 
 func (b *Backend) leaveWriter(key string) {
@@ -132,12 +162,6 @@ func (b *Backend) leaveWriter(key string) {
 	if b.writers[key]--; b.writers[key] <= 0 {
 		delete(b.writers, key)
 	}
-}
-
-func (b *Backend) localWriters(key string) int {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	return b.writers[key]
 }
 
 // AcquireShared implements driver.SharedLocks: in SessionMode a shared
@@ -185,11 +209,12 @@ func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.Acq
 	// The Backend's writers of key that came first go first: a try fails
 	// while there is one, and a waiting reader queues behind them, and
 	// passes the turn on as soon as it has it, asking the server then.
-	if b.localWriters(key) > 0 {
-		if !opts.Wait {
-			return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) exclusively through this Backend", driver.ErrNotAcquired, key)
-		}
-		t, err := b.queue.Wait(actx, key)
+	place, ok := readerPlace(b, &b.queue, key, opts.Wait)
+	if !ok {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) exclusively through this Backend", driver.ErrNotAcquired, key)
+	}
+	if place != nil {
+		t, err := place.Wait(actx)
 		if err != nil {
 			return nil, b.endedErr(ctx)
 		}
