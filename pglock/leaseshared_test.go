@@ -320,3 +320,46 @@ func TestLeaseReadersAfterWriterDies(t *testing.T) {
 		t.Errorf("the dead writer's late Refresh: %v, want ErrLockLost", err)
 	}
 }
+
+// A reader's try refused for a writer that waits while nothing holds the
+// key wakes that writer, as a writer's refused try does (see
+// distlock_lease_wait): here the holder's row was freed by hand, which
+// notifies nobody, and the writer, told to try again at the holder's
+// expiry an hour away, polls every ten hours.
+func TestLeaseRefusedReaderWakesWriter(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	admin := newPool(t, server)
+	holder := newLeaseBackend(t, server.DSN)
+	writer := newLeaseBackend(t, server.DSN, pglock.WithPollInterval(time.Hour), pglock.WithListen(server.DSN))
+	reader := newLeaseBackend(t, server.DSN)
+	h := acquire(t, holder, ctx, key, driver.AcquireOptions{TTL: time.Hour})
+	got := make(chan driver.Lease, 1)
+	go func() {
+		l, err := writer.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiting writer: %v", err)
+		}
+		got <- l
+	}()
+	eventually(t, 20*time.Second, "the writer waits in the queue", func() bool { return queued(t, admin, key) == 1 })
+	if _, err := admin.Exec(ctx, `UPDATE distlock_lease SET grant_id = NULL, expires = '-infinity' WHERE key = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("a reader's try while a writer waits: %v, want ErrNotAcquired", err)
+	}
+	select {
+	case w := <-got:
+		if w == nil {
+			t.FailNow()
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting writer was not woken by the refused reader within 60s (it polls every ten hours)")
+	}
+	if _, err := h.Refresh(ctx, time.Minute); !errors.Is(err, driver.ErrLockLost) {
+		t.Errorf("the freed holder's Refresh: %v, want ErrLockLost", err)
+	}
+}
