@@ -167,33 +167,41 @@
 // (distlock_lease_acquire_shared), while no unexpired exclusive grant
 // holds the key and no live writer waits before it in the key's queue;
 // an exclusive grant is refused while an unexpired reader holds the key.
-// The two exclude each other through the key's row of distlock_lease:
-// a reader's grant and renewal lock it FOR SHARE before they look at
-// the exclusive grant and write the reader's row, and an exclusive grant
-// updates it before it looks for readers, each in a statement of its
-// own, so each sees the other once the first has committed. A reader
-// takes an exclusive grant found expired out of the row, and an
-// exclusive grant deletes the readers found expired, so that a late
-// renewal of either fails. Readers share nothing with psql's advisory
+// The two exclude each other through the key's row of distlock_lease,
+// the row an exclusive grant takes: while readers hold the key it names
+// no grant, and its expiry is no earlier than any live reader's, so that
+// an exclusive grant, which takes the row only once its expiry has
+// passed, cannot be made beside a reader. A reader's grant and renewal
+// lock that row FOR UPDATE, refuse it while it names an unexpired
+// exclusive grant, and raise its expiry to the reader's own if that is
+// later, in the transaction that writes the reader's row; a reader's
+// release lowers it to the latest expiry of the readers left, and the
+// last one's puts it back as released, so that a waiting writer is
+// granted at once. A reader takes an exclusive grant found expired out
+// of the row, so that the writer's late renewal fails; a reader's
+// renewal fails once, by the server's clock when it has the row's lock,
+// the reader has expired, or the row names an exclusive grant (made after
+// the reader expired). Readers share nothing with psql's advisory
 // locks, nor with session mode's (see Not guaranteed). An AcquireShared
 // that fails, or whose context ends, leaves nothing behind, as a
 // lease-mode Acquire (distlock_lease_abandon, tombstone included).
 //
 // Rolling upgrade to version 8: lease-mode Backends of version 7 and
 // earlier grant exclusive leases through the schema's functions
-// (distlock_lease_wait, and distlock_lease_acquire, which it calls), and
-// version 8 replaces those functions, with the same arguments, by ones
-// that refuse a key that an unexpired reader holds. So once the schema
-// is migrated (by the first Backend of this version, or Migrate), the
-// exclusive grants of every Backend, of any version, exclude the
-// readers; Backends of version 7 do not migrate again, since they find
-// every object they know. An earlier version's Migrate run explicitly
-// (or a Backend of version 6 and earlier that finds an object missing)
-// puts back functions that ignore readers: while it has, this version's
-// AcquireShared refuses with an error matching errors.ErrUnsupported, a
-// reader's Refresh fails (the reader is lost, at its next renewal at the
-// latest), and a Backend of this version that starts, or its Migrate,
-// puts this version's functions back (see Not guaranteed).
+// (distlock_lease_wait, and distlock_lease_acquire, which it calls),
+// which take the key's row only once its expiry has passed: they exclude
+// readers as they are, since readers keep that expiry ahead of theirs.
+// So the exclusive grants of every Backend, of any version, exclude the
+// readers: during the migration (a call that began before it committed
+// runs the earlier body), after it, and after an earlier version's
+// Migrate run again (or a Backend of version 6 and earlier that finds an
+// object missing), which puts back the earlier functions. Version 8
+// replaces the functions that release and queue, with the same
+// arguments, so that a release wakes the readers queued together and the
+// clean-up of a reader's abandoned try releases it; under an earlier
+// version's, readers are woken by their polls, and an abandoned reader's
+// try keeps the key for its TTL at most. A Backend of this version that
+// starts, or its Migrate, puts them back.
 //
 // # Not guaranteed
 //
@@ -256,13 +264,6 @@
 //     pg_advisory_lock_shared, and session mode's readers and writers,
 //     neither share with nor exclude lease-mode readers (as lease-mode
 //     and session-mode locks do not exclude each other).
-//   - Lease-mode readers, in a rolling upgrade, when an earlier version's
-//     Migrate (or schema.sql) runs after this version's: an exclusive
-//     grant made under the earlier functions ignores readers, until a
-//     Backend of this version migrates again. A reader granted before
-//     learns of it at its next Refresh (it is then lost), but until then
-//     it may hold beside a writer: run only this version's Migrate once
-//     an instance of it has started.
 //   - A lease-mode reader paused for longer than its usable TTL, and the
 //     server clock's jumps, as for lease-mode locks.
 //   - Readers' order across the Backend and the server: a reader that waited in the
@@ -380,12 +381,15 @@
 // holding or queued. A release whose head waiter is a reader notifies it
 // and every reader queued after it up to the first writer, so that they
 // are granted together; the release of the last reader notifies the head
-// waiter, a writer whom the readers kept out. A writer refused for
-// readers is told when the last of them expires unless renewed, and
-// tries again then, so that a reader that stopped renewing keeps it out
-// for the reader's TTL and no longer. Within a Backend a reader waits
-// behind the Backend's writers of the key, as in session mode, and takes
-// no turn: the Backend's readers of a key overlap freely.
+// waiter, a writer whom the readers kept out. A reader's try refused for
+// a writer that waits while nothing holds the key wakes the head waiter,
+// as a writer's refused try does. A writer refused for readers is told
+// when the key's row expires, the latest expiry that any of them has been
+// granted or renewed to since the key was last free, and tries again
+// then, so that readers that stopped renewing keep it out for a TTL of
+// theirs and no longer. Within a Backend a reader waits behind the
+// Backend's writers of the key, as in session mode, and takes no turn:
+// the Backend's readers of a key overlap freely.
 //
 // Permits are waited for alike in both modes. A waiting AcquirePermit
 // that is not granted adds a row to distlock_permit_waiter, in order of
@@ -443,8 +447,8 @@
 // distlock_lease_acquire_shared, in the transaction that grants it, with
 // the key's row of distlock_lease locked: after every exclusive grant
 // that committed before it, so above each of theirs; and an exclusive
-// grant takes its token only once it has found no unexpired reader, so
-// above every reader's before it. Tokens are unique per grant; readers
+// grant takes its token only once the key's row has expired, after every
+// reader granted before it, so above each of theirs. Tokens are unique per grant; readers
 // granted at once take theirs one after another, on the counter's row.
 //
 // A permit's token is drawn from the same counter, the semaphore key's row
@@ -552,8 +556,11 @@
 // no lease-mode readers; a role granted SELECT on the tables before the
 // migration that added it lists the exclusive grants alone, and needs
 // SELECT on distlock_lease_reader for Readers. An operator revokes a
-// reader with UPDATE distlock_lease_reader SET expires = '-infinity'
-// WHERE key = ... (its holder learns it at its next renewal).
+// key's readers with UPDATE distlock_lease_reader SET expires =
+// '-infinity' WHERE key = ..., and lets writers in at once with UPDATE
+// distlock_lease SET expires = '-infinity' WHERE key = ... AND grant_id
+// IS NULL (the readers learn it at their next renewal, which then fails,
+// as an exclusive holder does).
 //
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's
@@ -711,15 +718,14 @@
 // A lease-mode reader costs what a lease-mode lock does: no connection
 // between statements, two statements for an uncontended grant and
 // release, and one per renewal; it writes its own row of
-// distlock_lease_reader and the key's token row, and locks the key's row
-// of distlock_lease FOR SHARE (FOR UPDATE to release, so that a key's
-// reader releases run one at a time: the last one wakes the waiting
-// writer), creating it, free, for a key never granted. The
-// exclusive lease-mode path keeps its statements and round trips (two
-// per uncontended cycle, as before); its grant reads
-// distlock_lease_reader once, an index probe that finds no row on a key
-// without readers, and the Backend counts the key's writers under a
-// mutex as in session mode. List reads distlock_lease_reader beside
+// distlock_lease_reader, the key's token row and the key's row of
+// distlock_lease, which it locks FOR UPDATE first (creating it, free,
+// for a key never granted): a key's reader grants, renewals and releases
+// run one at a time, as its grants take their tokens one at a time on
+// the token row anyway. The exclusive lease-mode path is unchanged (two
+// statements per uncontended cycle; its grant does not read
+// distlock_lease_reader), and the Backend counts the key's writers under
+// a mutex as in session mode. List reads distlock_lease_reader beside
 // distlock_lease.
 //
 // A watch costs one statement every 10s (its mark), and in session mode

@@ -186,11 +186,11 @@ func (b *Backend) leaveWriter(key string) {
 // Refresh and deleted by Release, both owner-checked by the grant's id. It
 // is granted while no unexpired exclusive lease holds key and no live
 // writer waits before it in the key's queue, and keeps exclusive leases
-// out until it is released or expires; it waits in the key's queue with
-// the writers (see "Waiting" in the package documentation). Its token is
-// drawn from the key's counter. It returns an error matching
-// errors.ErrUnsupported while an earlier version's Migrate has put back
-// a lease acquire that ignores readers.
+// out until it is released or expires, by keeping the key's row of
+// distlock_lease from expiring before it (so that the exclusive leases of
+// every schema version exclude it); it waits in the key's queue with the
+// writers (see "Waiting" in the package documentation). Its token is
+// drawn from the key's counter.
 func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
