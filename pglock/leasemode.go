@@ -169,6 +169,11 @@ func ttlMillis(ttl time.Duration) (int64, time.Duration) {
 // the grant is registered (for tests).
 var grabbed func()
 
+// writerQueued, if not nil, is called with the key when a waiting
+// lease-mode writer has been counted and has its place in the Backend's
+// queue, before it waits for its turn (for tests).
+var writerQueued func(key string)
+
 // acquireRow is Acquire in lease-table mode.
 func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	// actx ends with ctx or at Close.
@@ -182,6 +187,9 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
 	if place != nil {
+		if writerQueued != nil {
+			writerQueued(key)
+		}
 		var err error
 		if t, err = place.Wait(actx); err != nil {
 			b.leaveWriter(key)

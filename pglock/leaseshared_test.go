@@ -363,3 +363,86 @@ func TestLeaseRefusedReaderWakesWriter(t *testing.T) {
 		t.Errorf("the freed holder's Refresh: %v, want ErrLockLost", err)
 	}
 }
+
+// A reader that comes while the Backend's writer is being queued behind
+// another writer of the key waits behind it, until that writer's grant
+// ends: a writer is counted, and takes its place in the Backend's queue,
+// in one step, under the mutex the reader reads the count with. When the
+// two steps were apart, a reader that found the writer counted could take
+// its place in the queue first, and ask the server before it.
+func TestLeaseReaderBehindQueuingWriter(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	b := newLeaseBackend(t, server.DSN)
+	w1 := acquire(t, b, ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	reader := make(chan driver.Lease, 1)
+	pglock.OnWriterQueued(t, func(k string) {
+		if k != key {
+			return
+		}
+		before := pglock.RowQueueWaiting(b, key)
+		go func() {
+			l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Errorf("waiting reader: %v", err)
+			}
+			reader <- l
+		}()
+		for deadline := time.Now().Add(20 * time.Second); pglock.RowQueueWaiting(b, key) != before+1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("the reader did not wait in the Backend within 20s")
+				return
+			}
+		}
+	})
+	writer := make(chan driver.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiting writer: %v", err)
+		}
+		writer <- l
+	}()
+	eventually(t, 30*time.Second, "the writer and then the reader wait in the Backend", func() bool { return pglock.RowQueueWaiting(b, key) == 2 })
+	if err := w1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var w2 driver.Lease
+	select {
+	case w2 = <-writer:
+		if w2 == nil {
+			t.FailNow()
+		}
+	case r := <-reader:
+		if r != nil {
+			r.Release(ctx)
+		}
+		t.Fatal("the reader was granted before the writer queued before it")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiting writer was not granted within 60s of the release")
+	}
+	select {
+	case r := <-reader:
+		if r != nil {
+			r.Release(ctx)
+		}
+		t.Fatal("the reader was granted beside the writer queued before it")
+	default:
+	}
+	if err := w2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-reader:
+		if r == nil {
+			t.FailNow()
+		}
+		if r.Token() <= w2.Token() {
+			t.Errorf("reader's token %d after the writer's %d", r.Token(), w2.Token())
+		}
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reader was not granted within 60s of the writer's release")
+	}
+}

@@ -825,6 +825,12 @@ BEGIN
         ON CONFLICT (key) DO NOTHING;
         SELECT l.expires, l.grant_id INTO current_expiry, current_grant
         FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+        IF NOT FOUND THEN
+            -- Never: no statement deletes a key's row. A reader granted
+            -- without it would keep no writer out.
+            RAISE EXCEPTION 'distlock: lease acquire shared: the key''s row of distlock_lease is missing'
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
     END IF;
     IF current_grant IS NOT NULL AND current_expiry > pg_catalog.now() THEN
         retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
