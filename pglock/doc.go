@@ -559,8 +559,11 @@
 // key's readers with UPDATE distlock_lease_reader SET expires =
 // '-infinity' WHERE key = ..., and lets writers in at once with UPDATE
 // distlock_lease SET expires = '-infinity' WHERE key = ... AND grant_id
-// IS NULL (the readers learn it at their next renewal, which then fails,
-// as an exclusive holder does).
+// IS NULL, each statement in a transaction of its own (in one, they take
+// the rows in the order opposite to a reader's grant's, and may
+// deadlock with it). The readers learn it at their next renewal, which
+// then fails, as an exclusive holder does; a reader granted meanwhile
+// finds the key free and deletes the revoked readers' rows.
 //
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's

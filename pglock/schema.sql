@@ -628,7 +628,11 @@ DECLARE
 BEGIN
     PERFORM 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
     DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
-    IF NOT FOUND OR EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
+    -- Only a writer's grant keeps the next waiter asleep: readers holding
+    -- the key let a reader behind the leaver in at once (a writer woken
+    -- by this is refused and waits again).
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key
+            AND l.expires > pg_catalog.now() AND l.grant_id IS NOT NULL) THEN
         RETURN;
     END IF;
     SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
@@ -859,7 +863,12 @@ BEGIN
                 ON CONFLICT (key) DO UPDATE SET token = f.token + 1
                 RETURNING f.token INTO granted;
             END IF;
-            DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key AND r.expires <= pg_catalog.now();
+            -- A key's row found free (or naming an ended writer) keeps
+            -- no reader: every reader row left was revoked (see the
+            -- package doc) or has expired, and must not come back when
+            -- this grant raises the row again.
+            DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key
+                AND (r.expires <= pg_catalog.now() OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.now());
             INSERT INTO @schema@.distlock_lease_reader (key, grant_id, token, owner, granted_at, expires)
             VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.now(), readers_until);
             DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
