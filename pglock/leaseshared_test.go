@@ -1,6 +1,7 @@
 package pglock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -444,5 +445,111 @@ func TestLeaseReaderBehindQueuingWriter(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the reader was not granted within 60s of the writer's release")
+	}
+}
+
+// A reader granted between the two statements that revoke a key's
+// readers (its reader rows, then its row: see the package doc) is
+// revoked with them: a reader granted later on the key's row found free
+// deletes every reader row of the key, not only the expired ones. When
+// it deleted the expired ones only, the reader granted in between kept
+// its row, renewed again once a later reader raised the key's row, and
+// never learned that a writer held the key meanwhile.
+func TestLeaseReaderRevokedBetweenStatements(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	admin := newPool(t, server)
+	a, b := newLeaseBackend(t, server.DSN), newLeaseBackend(t, server.DSN)
+	r1, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour, Owner: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `UPDATE distlock_lease_reader SET expires = '-infinity' WHERE key = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour, Owner: "r3"})
+	if err != nil {
+		t.Fatalf("a reader between the two revoking statements: %v", err)
+	}
+	if _, err := admin.Exec(ctx, `UPDATE distlock_lease SET expires = '-infinity' WHERE key = $1 AND grant_id IS NULL`, key); err != nil {
+		t.Fatal(err)
+	}
+	w := acquire(t, a, ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "w"})
+	if w.Token() <= r3.Token() {
+		t.Errorf("writer's token %d after the reader's %d", w.Token(), r3.Token())
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r4, err := a.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour, Owner: "r4"})
+	if err != nil {
+		t.Fatalf("a reader after the writer's release: %v", err)
+	}
+	defer r4.Release(ctx)
+	if _, err := r3.Refresh(ctx, time.Hour); !errors.Is(err, driver.ErrLockLost) {
+		t.Errorf("the revoked reader's Refresh after a writer held the key: %v, want ErrLockLost", err)
+	}
+	if _, err := r1.Refresh(ctx, time.Hour); !errors.Is(err, driver.ErrLockLost) {
+		t.Errorf("the first revoked reader's Refresh: %v, want ErrLockLost", err)
+	}
+	if hs, err := a.Readers(ctx, key); err != nil || len(hs) != 1 || hs[0].Token != r4.Token() {
+		t.Errorf("Readers: %+v, %v; want r4 alone", hs, err)
+	}
+}
+
+// A writer queued while readers hold the key that leaves the queue (its
+// context ends) wakes the waiter behind it: a reader there is let in at
+// once. When a leave woke no one while the key was held, readers or
+// writer, the reader slept until its next poll (an hour here).
+func TestLeaseWriterLeavingWakesReader(t *testing.T) {
+	ctx, key := testCtx(t), "lease-shared/"+t.Name()
+	admin := newPool(t, server)
+	holder := newLeaseBackend(t, server.DSN)
+	writer := newLeaseBackend(t, server.DSN, pglock.WithPollInterval(time.Hour), pglock.WithListen(server.DSN))
+	reader := newLeaseBackend(t, server.DSN, pglock.WithPollInterval(time.Hour), pglock.WithListen(server.DSN))
+	r1, err := holder.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Hour, Owner: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Release(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	werr := make(chan error, 1)
+	go func() {
+		l, err := writer.Acquire(wctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			l.Release(ctx)
+		}
+		werr <- err
+	}()
+	eventually(t, 20*time.Second, "the writer waits in the queue", func() bool { return queued(t, admin, key) == 1 })
+	type result struct {
+		l   driver.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := reader.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Owner: "r2", Wait: true})
+		got <- result{l, err}
+	}()
+	eventually(t, 20*time.Second, "the reader waits behind the writer", func() bool { return queued(t, admin, key) == 2 })
+	cancel()
+	select {
+	case err := <-werr:
+		if err == nil {
+			t.Fatal("the writer was granted while a reader holds the key")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer's Acquire did not return within 30s of its context's end")
+	}
+	select {
+	case r2 := <-got:
+		if r2.err != nil {
+			t.Fatalf("waiting reader: %v", r2.err)
+		}
+		if err := r2.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reader behind the leaving writer was not granted within 60s (it polls every hour)")
 	}
 }
