@@ -209,6 +209,16 @@
 // even part of what the other tokens leave), so that one token's clients
 // cannot starve another's; without tokens all callers share the limits.
 //
+// A request over a limit is answered 429. Over the limits of the gateway
+// or of a token's share it is ProblemTooMany, with a Retry-After: others
+// free their places in time, so that a retry later may pass. An acquire
+// (or a campaign, or a permit) in a session that already holds or waits
+// for WithMaxLocks locks (`distlock serve --max-locks`) is
+// ProblemSessionLimit instead, with the limit as the problem's "limit"
+// member and no Retry-After: only the session itself frees a place, by a
+// release, so that a client is to give up, release, or use another
+// session, never retry as it is.
+//
 // An idle session costs about 5 KB of heap and no goroutine (measured with 10,000 sessions, the default limit: about 48 MB
 // in all); a held lock costs one goroutine, and a session holding locks
 // one more (its Client's watchdog). A session keeps at most 256 events for

@@ -153,8 +153,7 @@ func (g *Gateway) campaign(w http.ResponseWriter, r *http.Request, p *principal)
 	case errors.Is(err, errSessionEnded):
 		return sessionEnded()
 	case errors.Is(err, errTooManyLocks):
-		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
-			fmt.Sprintf("the session holds or waits for %d locks and terms, the most this gateway allows", g.cfg.maxLocks))
+		return g.sessionLimit("locks and terms")
 	case errors.Is(err, errHeldOtherwise):
 		return newProblem(http.StatusConflict, ProblemNotElected,
 			fmt.Sprintf("the session holds the election's key %s as a lock or a permit: release it first", quoteName(key)))

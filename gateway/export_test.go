@@ -33,3 +33,6 @@ func TermDone(g *Gateway, id, name string) <-chan struct{} {
 // SetObserveOpening sets f to run as each observe stream of g opens the
 // election's observation. Set it before g's first use.
 func SetObserveOpening(g *Gateway, f func()) { g.observeOpening = f }
+
+// ProblemTitle returns the title of the problem type typ, or "".
+func ProblemTitle(typ string) string { return titles[typ] }

@@ -82,7 +82,8 @@ func WithForceWithoutTokens() Option { return func(c *config) { c.openForce = tr
 func WithMaxSessions(n int) Option { return func(c *config) { c.maxSessions = n } }
 
 // WithMaxLocks bounds the locks held or being acquired by one session,
-// terms of elections and campaigns included. Default: DefaultMaxLocks (64).
+// terms of elections and campaigns included: one more is refused with 429
+// and ProblemSessionLimit. Default: DefaultMaxLocks (64).
 func WithMaxLocks(n int) Option { return func(c *config) { c.maxLocks = n } }
 
 // WithMaxWaiting bounds the requests waiting at once (acquires,

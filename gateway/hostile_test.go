@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/gateway"
+	"github.com/distlock/distlock/memlock"
 )
 
 func TestHostileInput(t *testing.T) {
@@ -221,9 +223,68 @@ func TestLocksPerSessionAreBounded(t *testing.T) {
 	a := g.session("", "a", "10s")
 	g.acquire("", a, "1", "0").want(t, 200, "")
 	g.acquire("", a, "2", "0").want(t, 200, "")
-	g.acquire("", a, "3", "0").want(t, 429, gateway.ProblemTooMany)
+	g.acquire("", a, "3", "0").want(t, 429, gateway.ProblemSessionLimit)
 	g.acquire("", a, "1", "0").want(t, 200, "") // the same grant again
 	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
+	g.idle()
+}
+
+// The 65th lock of a session (DefaultMaxLocks), its 65th term or permit
+// too, is refused with a problem of its own, which names the limit and
+// has no Retry-After; a 429 over another limit (the waiting requests)
+// stays ProblemTooMany with one, and the session's next lock passes once
+// it released one.
+func TestSessionLimitIsItsOwnProblem(t *testing.T) {
+	mb := memlock.New()
+	t.Cleanup(func() { mb.Close() })
+	g := start(t, mb, gateway.WithMaxWaiting(1))
+	a := g.session("", "a", "1m")
+	var tokens []string
+	for i := range gateway.DefaultMaxLocks {
+		tokens = append(tokens, g.acquire("", a, fmt.Sprint("held/", i), "0").want(t, 200, "").str("token"))
+	}
+	for name, over := range map[string]answer{
+		"lock":     g.acquire("", a, "one-more", "0"),
+		"waiting":  g.acquire("", a, "one-more", "1m"),
+		"campaign": g.campaign("", a, "one-more", "v", "0"),
+		"permit":   g.permit(a, "one-more", 2, false, "0"),
+	} {
+		over.want(t, 429, gateway.ProblemSessionLimit)
+		if got := over.num("limit"); got != gateway.DefaultMaxLocks {
+			t.Errorf("%s: limit %v, want %d: %s", name, got, gateway.DefaultMaxLocks, over.raw)
+		}
+		if ra := over.header.Get("Retry-After"); ra != "" {
+			t.Errorf("%s: Retry-After %q on a session's limit", name, ra)
+		}
+		if d := over.str("detail"); !strings.Contains(d, "--max-locks") {
+			t.Errorf("%s: the detail does not say how to raise the limit: %q", name, d)
+		}
+	}
+
+	// Another session waits for a held lock, which fills WithMaxWaiting:
+	// a second wait is refused with the 429 that passes later.
+	b, c := g.session("", "b", "1m"), g.session("", "c", "1m")
+	waited := make(chan answer, 1)
+	go func() {
+		waited <- g.doAsync("POST", "/v1/locks/held%2F0/acquire?wait=50s", map[string]any{"session": b})
+	}()
+	waitFor(t, 30*time.Second, "the acquire does not wait", func() bool { return g.g.Stats().Waiting == 1 })
+	busy := g.acquire("", c, "held/1", "1m").want(t, 429, gateway.ProblemTooMany)
+	if busy.header.Get("Retry-After") == "" || busy.body["limit"] != nil {
+		t.Errorf("a 429 over the waiting requests: Retry-After %q, limit %v", busy.header.Get("Retry-After"), busy.body["limit"])
+	}
+
+	// The session's release makes room for its next lock, and hands
+	// held/0 to the waiter.
+	g.do("POST", "/v1/locks/held%2F0/release", "", map[string]any{"session": a, "token": tokens[0]}).want(t, 200, "")
+	if w := <-waited; w.status != 200 {
+		t.Errorf("the waiter: %d %s", w.status, w.raw)
+	}
+	g.acquire("", a, "one-more", "0").want(t, 200, "")
+	g.acquire("", a, "two-more", "0").want(t, 429, gateway.ProblemSessionLimit)
+	for _, s := range []string{a, b, c} {
+		g.do("DELETE", "/v1/sessions/"+s, "", nil).want(t, 204, "")
+	}
 	g.idle()
 }
 
@@ -382,5 +443,32 @@ func TestAbandonedAcquireLeavesNothing(t *testing.T) {
 	g.acquire("", a, "gone", "0").want(t, 200, "")
 	g.do("DELETE", "/v1/sessions/"+a, "", nil).want(t, 204, "")
 	g.do("DELETE", "/v1/sessions/"+b, "", nil).want(t, 204, "")
+	g.idle()
+}
+
+// A session's acquires that come together are counted once each: a grant
+// was counted both as held and as pending between its grant and the end
+// of its request, so a session that never held or waited for more than
+// its limit was refused ProblemSessionLimit, which clients do not retry.
+func TestSessionLimitCountsEachLockOnce(t *testing.T) {
+	const most = 8
+	mb := memlock.New()
+	t.Cleanup(func() { mb.Close() })
+	g := start(t, mb, gateway.WithMaxLocks(most))
+	for round := range 150 {
+		sid := g.session("", "a", "1m")
+		answers := make(chan answer, most)
+		for i := range most {
+			go func() {
+				answers <- g.doAsync("POST", fmt.Sprintf("/v1/locks/r%d-%d/acquire?wait=0", round, i), map[string]any{"session": sid})
+			}()
+		}
+		for range most {
+			if a := <-answers; a.status != 200 {
+				t.Fatalf("round %d: %d locks of a session's %d at once: %d %s", round, most, most, a.status, a.raw)
+			}
+		}
+		g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	}
 	g.idle()
 }

@@ -3,7 +3,12 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/distlock/distlock/gateway"
@@ -64,3 +69,58 @@ func TestOpenAPIDocument(t *testing.T) {
 }
 
 func lower(s string) string { return string(bytes.ToLower([]byte(s))) }
+
+// Every problem type of problem.go has a title, and the document names
+// it among the problem types.
+func TestOpenAPIProblemTypes(t *testing.T) {
+	f, err := parser.ParseFile(gotoken.NewFileSet(), "problem.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "urn:distlock:problem:"
+	var types []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == gotoken.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil && strings.HasPrefix(s, prefix) {
+				types = append(types, s)
+			}
+		}
+		return true
+	})
+	if len(types) < 20 {
+		t.Fatalf("only %d problem types in problem.go: %v", len(types), types)
+	}
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Problem struct {
+					Properties struct {
+						Type struct {
+							Description string `json:"description"`
+						} `json:"type"`
+					} `json:"properties"`
+				} `json:"Problem"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	committed, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(committed, &doc); err != nil {
+		t.Fatal(err)
+	}
+	desc := doc.Components.Schemas.Problem.Properties.Type.Description
+	named := map[string]bool{}
+	for _, w := range strings.FieldsFunc(desc, func(r rune) bool { return r == ' ' || r == ',' || r == '.' || r == ';' }) {
+		named[w] = true
+	}
+	for _, typ := range types {
+		if gateway.ProblemTitle(typ) == "" {
+			t.Errorf("%s has no title", typ)
+		}
+		if kind := strings.TrimPrefix(typ, prefix); !named[kind] {
+			t.Errorf("openapi.json's Problem type does not name %s", kind)
+		}
+	}
+}

@@ -28,14 +28,16 @@ const (
 	ProblemLimitMismatch    = "urn:distlock:problem:limit-mismatch"     // 409: the semaphore stores another limit than the permit named
 	ProblemTooLarge         = "urn:distlock:problem:too-large"          // 413: body over MaxBody
 	ProblemUnsupportedMedia = "urn:distlock:problem:unsupported-media"  // 415: body not application/json
-	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit (or a token's share) of sessions, locks, waits or streams
+	ProblemTooMany          = "urn:distlock:problem:too-many"           // 429: a limit (or a token's share) of sessions, waits or streams: try again later
+	ProblemSessionLimit     = "urn:distlock:problem:session-limit"      // 429: the session holds or waits for WithMaxLocks locks: not worth a retry until it releases one
 	ProblemInternal         = "urn:distlock:problem:internal"           // 500
 	ProblemUnsupported      = "urn:distlock:problem:unsupported"        // 501: the lock service cannot answer this
 	ProblemUnavailable      = "urn:distlock:problem:unavailable"        // 503: the lock service failed, or the gateway is closing
 )
 
 // problem is an error answer. Holder is set on not-acquired when the lock
-// service can tell who holds the lock, and Leader on not-elected.
+// service can tell who holds the lock, Leader on not-elected, and Limit
+// (WithMaxLocks) on session-limit.
 type problem struct {
 	Type   string      `json:"type"`
 	Title  string      `json:"title"`
@@ -43,6 +45,7 @@ type problem struct {
 	Detail string      `json:"detail,omitempty"`
 	Holder *holder     `json:"holder,omitempty"`
 	Leader *leaderJSON `json:"leader,omitempty"`
+	Limit  int         `json:"limit,omitempty"`
 
 	retryAfter int // seconds, for 429 and 503
 }
@@ -62,9 +65,11 @@ var titles = map[string]string{
 	ProblemLockLost:         "Lock lost",
 	ProblemNotElected:       "Not elected",
 	ProblemNoLeader:         "No leader",
+	ProblemLimitMismatch:    "Semaphore limit mismatch",
 	ProblemTooLarge:         "Request too large",
 	ProblemUnsupportedMedia: "Unsupported media type",
 	ProblemTooMany:          "Too many",
+	ProblemSessionLimit:     "Too many locks in the session",
 	ProblemInternal:         "Internal error",
 	ProblemUnsupported:      "Not supported by the lock service",
 	ProblemUnavailable:      "Unavailable",

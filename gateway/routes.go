@@ -428,8 +428,7 @@ func (g *Gateway) acquire(w http.ResponseWriter, r *http.Request, p *principal) 
 	case errors.Is(err, errHeldOtherwise):
 		return heldOtherwise(s, name, req.Shared)
 	case errors.Is(err, errTooManyLocks):
-		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
-			fmt.Sprintf("the session holds or waits for %d locks, the most this gateway allows", g.cfg.maxLocks))
+		return g.sessionLimit("locks")
 	case r.Context().Err() != nil:
 		return nil // the client went away
 	case req.Shared && errors.Is(err, errors.ErrUnsupported):

@@ -98,8 +98,7 @@ func (g *Gateway) acquirePermit(w http.ResponseWriter, r *http.Request, p *princ
 	case errors.Is(err, errSessionEnded):
 		return sessionEnded()
 	case errors.Is(err, errTooManyLocks):
-		return newProblem(http.StatusTooManyRequests, ProblemTooMany,
-			fmt.Sprintf("the session holds or waits for %d locks, terms and permits, the most this gateway allows", g.cfg.maxLocks))
+		return g.sessionLimit("locks, terms and permits")
 	case errors.Is(err, errOtherSlots):
 		return newProblem(http.StatusConflict, ProblemNotAcquired,
 			fmt.Sprintf("the session holds a permit of semaphore %s asked otherwise: with slots %v", quoteName(name), !req.Slots))

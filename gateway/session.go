@@ -418,7 +418,7 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration, 
 				return nil, errNotAcquired
 			}
 		}
-		if len(s.locks)+len(s.pending) >= s.g.cfg.maxLocks {
+		if s.countLocked() >= s.g.cfg.maxLocks {
 			s.mu.Unlock()
 			return nil, errTooManyLocks
 		}
@@ -438,6 +438,20 @@ func (s *session) acquire(ctx context.Context, name string, wait time.Duration, 
 		s.mu.Unlock()
 		return h, err
 	}
+}
+
+// countLocked is the number of locks the session holds or waits for, each
+// name once: a grant is in s.locks before its acquire leaves s.pending,
+// and counting it twice then refused a session under its limit
+// (ProblemSessionLimit, which clients do not retry). s.mu is held.
+func (s *session) countLocked() int {
+	n := len(s.locks)
+	for name := range s.pending {
+		if _, held := s.locks[name]; !held {
+			n++
+		}
+	}
+	return n
 }
 
 // pendingAcquire is an acquire in progress in a session.

@@ -91,3 +91,16 @@ func tooMany(n int, what string) *problem {
 	pr.retryAfter = 1
 	return pr
 }
+
+// sessionLimit is the answer to an acquire in a session that holds or
+// waits for WithMaxLocks locks (what: "locks", "locks and terms", ...).
+// It has its own type and no Retry-After, unlike tooMany's: it lasts
+// until the session releases one, so that a retry at once is refused
+// again.
+func (g *Gateway) sessionLimit(what string) *problem {
+	pr := newProblem(http.StatusTooManyRequests, ProblemSessionLimit,
+		fmt.Sprintf("the session holds or waits for %d %s, the most this gateway allows in one session "+
+			"(WithMaxLocks, distlock serve --max-locks): release one first, or use another session", g.cfg.maxLocks, what))
+	pr.Limit = g.cfg.maxLocks
+	return pr
+}

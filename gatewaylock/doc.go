@@ -64,6 +64,15 @@
 // A blocking Acquire waits in the gateway (a long-poll of at most
 // WithMaxWait, repeated), which waits on the lock service's own signal.
 //
+// The gateway bounds the locks that one session holds or waits for at
+// once (gateway.WithMaxLocks, `distlock serve --max-locks`; 64 by
+// default, terms included), and so the locks of one Client with one TTL
+// and owner: a partition member alone in its group holds every unit plus
+// its membership. An acquire past the limit fails at once with an error
+// matching ErrSessionLimit that names the limit, a blocking Acquire and a
+// partition's Run included; it is not retried as a busy gateway's 429 is,
+// since the gateway refuses it until a lock of the session is released.
+//
 // # Elections
 //
 // A candidacy (package election's Campaign: driver.AcquireOptions.Election

@@ -356,7 +356,7 @@ func TestOneTryCampaignOverASlowService(t *testing.T) {
 // (its membership and up to every unit of the group, 64 here) share one
 // gateway session, so the gateway allows twice as many as the suite's
 // units: at its default (DefaultMaxLocks, 64) the member's 65th lock is
-// refused with 429 for as long as it holds the others. The TTL is longer
+// refused (ErrSessionLimit), and Run ends with it. The TTL is longer
 // than the other suites': a member's first reconcile sends 64 acquires
 // at once, each on an HTTP connection of its own, and under the race
 // detector the member's keepalive came later than a TTL of 1s allows.

@@ -19,6 +19,7 @@ func TestProblemKinds(t *testing.T) {
 		{404, "session-not-found", distlock.ErrUnavailable},
 		{503, "unavailable", distlock.ErrUnavailable},
 		{429, "too-many", distlock.ErrUnavailable},
+		{429, "session-limit", gatewaylock.ErrSessionLimit},
 		{400, "bad-name", distlock.ErrInvalidKey},
 		{400, "bad-ttl", distlock.ErrInvalidOption},
 		{401, "unauthorized", gatewaylock.ErrRefused},
@@ -30,5 +31,11 @@ func TestProblemKinds(t *testing.T) {
 	}
 	if gatewaylock.ProblemIs(409, "not-acquired", distlock.ErrLockLost) {
 		t.Errorf("409 not-acquired matches ErrLockLost")
+	}
+	if gatewaylock.ProblemIs(429, "session-limit", distlock.ErrUnavailable) {
+		t.Errorf("429 session-limit matches ErrUnavailable, which is retried")
+	}
+	if gatewaylock.ProblemIs(429, "too-many", gatewaylock.ErrSessionLimit) {
+		t.Errorf("429 too-many matches ErrSessionLimit")
 	}
 }

@@ -35,6 +35,18 @@ const (
 // lock's name).
 var ErrRefused = errors.New("gatewaylock: refused by the gateway")
 
+// ErrSessionLimit is matched by the error of an acquire (a lock, a shared
+// lock, a campaign) that the gateway refused because its session already
+// holds or waits for as many locks as the gateway allows in one session
+// (gateway.WithMaxLocks, `distlock serve --max-locks`; 64 by default):
+// problem type session-limit. A Backend keeps one session per TTL and
+// owner (see Sessions), so that this bounds the locks that one Client
+// holds or waits for at once. It does not match distlock.ErrUnavailable:
+// the gateway refuses the acquire again until a lock of the session is
+// released, so that it is not retried, and a blocking Acquire returns it
+// at once rather than wait for a lock it cannot be granted.
+var ErrSessionLimit = errors.New("gatewaylock: the gateway's limit of locks per session reached")
+
 // Option configures a Backend.
 type Option func(*config)
 
@@ -162,6 +174,7 @@ type apiError struct {
 	Status int    `json:"status"`
 	Type   string `json:"type"`
 	Detail string `json:"detail"`
+	Limit  int    `json:"limit"` // on session-limit
 }
 
 func (e *apiError) Error() string {
@@ -175,7 +188,12 @@ func (e *apiError) kind() string { return strings.TrimPrefix(e.Type, "urn:distlo
 func (e *apiError) Is(target error) bool {
 	switch target {
 	case driver.ErrUnavailable:
-		return e.Status >= 500 || e.Status == http.StatusTooManyRequests || e.kind() == "session-not-found"
+		// A session's limit of locks is a 429 too, which lasts until the
+		// session releases a lock: not worth a retry.
+		return e.Status >= 500 || e.Status == http.StatusTooManyRequests && e.kind() != "session-limit" ||
+			e.kind() == "session-not-found"
+	case ErrSessionLimit:
+		return e.kind() == "session-limit"
 	case driver.ErrInvalidKey:
 		return e.kind() == "bad-name"
 	case driver.ErrInvalidOption:
@@ -404,6 +422,8 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts driver.Acqui
 			// retried.
 			return g, sent, fmt.Errorf("gatewaylock: the gateway's lock service cannot grant shared locks (%s): %w",
 				ae.Detail, errors.ErrUnsupported)
+		case errors.As(err, &ae) && ae.kind() == "session-limit":
+			return g, sent, sessionLimit(ae, opts)
 		case errors.As(err, &ae) && ae.kind() == "lock-lost":
 			// Granted, and lost before the answer: worth another try.
 			return g, sent, fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
@@ -417,6 +437,18 @@ func (s *session) acquireOnce(ctx context.Context, key string, opts driver.Acqui
 			return g, sent, err
 		}
 	}
+}
+
+// sessionLimit is the error of an acquire refused for the session's
+// limit of locks: it says which limit, and how to live with it.
+func sessionLimit(ae *apiError, opts driver.AcquireOptions) error {
+	limit := "no more locks"
+	if ae.Limit > 0 {
+		limit = fmt.Sprintf("%d locks", ae.Limit)
+	}
+	return fmt.Errorf("%w: the gateway allows %s (terms included) in one session, and this Backend's session for TTL %v and owner %q "+
+		"holds or waits for as many: release one first, or raise the gateway's limit (distlock serve --max-locks N, gateway.WithMaxLocks)",
+		ErrSessionLimit, limit, opts.TTL, opts.Owner)
 }
 
 var _ driver.Lister = (*Backend)(nil)

@@ -82,10 +82,16 @@
 //
 // A member may hold, or wait for, every unit of its group plus its
 // membership at once (a member alone owns every unit). Where a lock holds
-// a connection or a session's slot, size it for that: pglock's session
-// mode keeps a pool connection per lock, and the gateway allows 64 locks
-// per session by default (gateway.WithMaxLocks); a member short of them
-// waits, and owns fewer units than planned.
+// a connection or a session's slot, size it for that. pglock's session
+// mode keeps a pool connection per lock: a member short of them waits,
+// and owns fewer units than planned. The gateway allows 64 locks per
+// session by default (gateway.WithMaxLocks, `distlock serve
+// --max-locks`), and a Client through it (package gatewaylock) keeps one
+// session for a member's locks: a member over the limit gets an error
+// matching gatewaylock.ErrSessionLimit, which Run returns, as it does any
+// lasting failure of an acquire. A group of more units than the limit
+// minus one thus fails when one member is first planned more than the
+// limit allows, which may be when other members leave.
 //
 // # Durability
 //

@@ -66,6 +66,14 @@
 //     that node is part of the majority a second client can gather a
 //     majority while the first still counts on its lock. Keep clocks
 //     slewed, not stepped.
+//   - A grant that nobody holds, for a moment. A try's requests delayed in
+//     the network past the try's end (a partition that heals, a proxy that
+//     held them) can still be granted on the nodes its clean-up had not
+//     reached yet, a majority at worst. Until the background clean-up or
+//     the TTL removes it, that grant keeps others out, and Holder (a
+//     Client's Holder, an election's Leader and Observe) reports it, with
+//     the owner and a token of a campaign that failed. Nobody writes with
+//     that token.
 //   - Keys changed by something else than this package (DEL, FLUSHALL,
 //     eviction: set "maxmemory-policy noeviction" on every node).
 //   - Availability while a majority of the nodes is down or waiting to be
@@ -290,6 +298,12 @@
 // majority of the nodes hold, with its highest token; a grant on a
 // minority of the nodes is no holder. It waits for the nodes as List
 // does, and reads that key only: "svc/leader" is never "svc/leader2".
+// While a grant's token is being settled (its votes still coming in, or
+// the raising round on its way), the nodes Holder heard may all have a
+// counter below the token the grant is handed out with: Holder then
+// reports the grant, with the owner it will have, and a lower token, and
+// an election's Leader and Observe show that lower term before the term
+// Campaign returns. Nobody is handed that lower token.
 //
 // WatchHolder (a Client's Watch, an election's Observe) is woken by the
 // nodes, not by polling: it subscribes to the key's holder channel on

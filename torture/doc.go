@@ -47,7 +47,10 @@
 // error where it reports a leader out of term order, with no value or
 // another candidate's, of a term no grant of the run has (ZooKeeper
 // excepted for a candidate whose campaign failed: zklock documents that
-// its node may hold the lock for nobody until deleted), closes its
+// its node may hold the lock for nobody until deleted; Redlock excepted
+// for a term followed by the same candidate's grant with a higher token:
+// redlock documents that Holder may report a grant whose token is being
+// settled with a lower one), closes its
 // channel during the run, does not report within 30s the term a round
 // ends with (held until it has) or, on server-kill, the leader elected
 // after the restart, or does not report "no leader" within 30s of the
@@ -118,6 +121,79 @@
 // store takes those writes; the fenced one must refuse every one. The
 // mutex and token models check the units' grants as they check locks.
 //
+// # Nemesis
+//
+// The scenarios inject one fault at a time; the nemesis mode (TestNemesis,
+// RunNemesis) mixes them, overlapping in time, at random from a seed. A
+// schedule (NewNemesisPlan, a pure function of the seed, the length and
+// the target's shape) is drawn per channel: each worker's process (paused
+// with SIGSTOP, then continued), its links to the lock service (cut by a
+// proxy blackhole, delayed, or losing the service's replies), its link to
+// the store (delayed: a write times out in the worker and lands later),
+// and the servers (one paused, or killed with SIGKILL and restarted with
+// its data, one at a time so that a quorum stays up). Faults follow one
+// another within a channel, with random gaps and spans of up to 2.5 TTLs
+// (a holder's pause or cut-off from 1.2 to 3 TTLs, so that its lease
+// lapses), and the channels are independent, so that faults of different
+// channels overlap. The workload is three workers cycling through one
+// key's lock (acquire, one to three read-modify-writes of one resource,
+// each followed by up to a quarter of a TTL of work, release) and two
+// candidates doing the same on an election; in half the holds the writes
+// are stubborn: they go out whether the lock is live or not, as from a
+// holder that ignores its lock's context, so that a lapsed holder's late
+// writes reach the store and only the fence stands between them and the
+// resource. What a fault makes the library
+// report (a lost lock, an acquisition that times out, a write refused) is
+// part of the workload; only a worker gone, or a server that does not
+// restart, fails the run.
+//
+// Each backend runs the deployment it promises to survive: Redis with
+// appendfsync always, a 3-member etcd, a 3-server ZooKeeper ensemble
+// (with -nemesis.backends), the local lock directory (holder pauses and
+// store delays only: there is no network and no server). Every run is
+// judged (NemesisResult.Judge), in every store mode, on what the history
+// proves whatever the timing: no two grants of one key proven held at once
+// (the mutex model and the count, for locks and terms: one leader), no
+// token regression (the token model and the count), and, with the fence,
+// no stale write accepted and a linearizable register. The unfenced
+// baseline is reported, never required to bite: whether a random schedule
+// makes a stale write land after a newer one depends on timing. Lost
+// updates are reported, not judged (a fence refuses stale writes, not an
+// increment computed from a read that a newer holder's write overtook).
+// Not in the mix: clock jumps (torture moves a redis-server's wall clock
+// only, outside the deployment a single Redis promises to survive, and no
+// shim moves a Go worker's clock), partitions between servers (no proxy
+// sits between etcd peers or ZooKeeper servers), Redlock, PostgreSQL, the
+// gateway, permits, read/write locks and partition groups.
+//
+// Every run logs its seed and the command that replays it:
+//
+//	cd torture && go test . -run 'TestNemesis' -args -nemesis.seed N
+//
+// A replay draws the same schedule: the same faults, on the same workers
+// and servers, at the same offsets from the start, with the same spans and
+// delays; an action runs no earlier than its offset, later if the one
+// before it (a server's restart) took longer. The workers draw their
+// choices (writes per hold, which holds are stubborn) from streams of the same
+// seed, but what happens between the processes is not replayed: which
+// worker is granted when, how long the servers take, when a lease lapses,
+// where in a worker's command a SIGSTOP lands. A replay is the same
+// pressure, not the same interleaving; a violation is judged from the
+// run's own history, and the failing run logs its notes (the overlapping
+// grants, say) with the seed. The short mix, which CI runs with
+// the rest of the package, draws a new seed per run (each run explores
+// another schedule; no verdict it judges can fail on timing alone, so a
+// failure is a bug to replay with its seed) and runs 6s of faults per
+// backend and store mode on Redis, etcd and file, about a minute in all.
+// The full mode,
+//
+//	cd torture && go test . -run 'TestNemesis' -timeout 60m -args -nemesis.duration 5m -nemesis.backends etcd
+//
+// runs each schedule for the given length and writes the table (faults
+// injected by kind, grants and terms, failed acquisitions, writes, stale
+// writes attempted, refused and accepted, lost updates, the verdicts per
+// invariant) to NEMESIS.md (-nemesis.out), not to REPORT.md.
+//
 // # One clock, conservative intervals
 //
 // Every event is stamped by the harness process with one monotonic Clock:
@@ -152,10 +228,11 @@
 //
 //	cd torture && go test .
 //
-// runs every scenario for one round, in a few minutes (scripts/test.sh runs
-// it, with go vet, under -race), and fails if a baseline does not bite, if a
-// fenced store accepts a stale write, if a guard that should hold does not,
-// or if tokens regress where the backend promises they do not. The full run,
+// runs every scenario for one round, and the nemesis mode's short mix (see
+// Nemesis), in a few minutes (scripts/test.sh runs it, with go vet, under
+// -race), and fails if a baseline does not bite, if a fenced store accepts
+// a stale write, if a guard that should hold does not, or if tokens
+// regress where the backend promises they do not. The full run,
 //
 //	cd torture && go test . -run TestTorture -timeout 60m -args -torture.full
 //

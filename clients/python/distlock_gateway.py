@@ -4,7 +4,7 @@
 
     gw = Gateway("http://127.0.0.1:7420")            # token="..." with --tokens
     with gw.session(owner="report-job", ttl=15) as s:  # kept alive in a thread
-        lock = s.acquire("reports/daily", wait=30)     # raises NotAcquired
+        lock = s.acquire("reports/daily", wait=30)     # raises NotAcquired (SessionLimit past --max-locks)
         storage.write(data, fence=lock.token)          # the storage refuses older tokens
         if not lock.valid():                           # lost, or not confirmed in time
             ...
@@ -62,7 +62,7 @@ import urllib.parse
 import urllib.request
 
 __all__ = ["Gateway", "Session", "Lock", "Term", "Permit", "Leader", "Permits", "GatewayError", "NotAcquired",
-           "NotElected", "SessionGone"]
+           "NotElected", "SessionGone", "SessionLimit"]
 
 # The lock name of the election NAME is ELECTION_PREFIX + NAME.
 ELECTION_PREFIX = "election/"
@@ -82,13 +82,14 @@ Leader.__doc__ = "The leader of an election: its value and the token (an int) of
 class GatewayError(Exception):
     """An error answer of the gateway (application/problem+json), or no answer."""
 
-    def __init__(self, status, type_, detail, holder=None, leader=None):
+    def __init__(self, status, type_, detail, holder=None, leader=None, limit=None):
         super().__init__("%s %s: %s" % (status, type_.rsplit(":", 1)[-1], detail))
         self.status = status
         self.type = type_
         self.detail = detail
         self.holder = holder
         self.leader = leader
+        self.limit = limit
 
     @property
     def kind(self):
@@ -106,6 +107,14 @@ class NotElected(GatewayError):
 
 class SessionGone(GatewayError):
     """The session ended (expired, deleted, or the gateway went away)."""
+
+
+class SessionLimit(GatewayError):
+    """The session already holds or waits for .limit locks (terms and permits
+    included), the most the gateway allows in one session (distlock serve
+    --max-locks). Unlike kind "too-many" (a 429 with Retry-After, which may
+    pass later), it lasts until the session releases one: release a lock,
+    use another session, or raise the gateway's limit; do not retry as is."""
 
 
 def _quote(name):
@@ -144,10 +153,12 @@ class Gateway:
                 cls = NotElected
             elif t.endswith(":session-not-found"):
                 cls = SessionGone
+            elif t.endswith(":session-limit"):
+                cls = SessionLimit
             leader = p.get("leader")
             if isinstance(leader, dict):
                 leader = Leader(leader.get("election"), leader.get("value"), int(leader.get("token", 0)))
-            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder"), leader) from None
+            raise cls(e.code, t, p.get("detail", e.reason), p.get("holder"), leader, p.get("limit")) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             if isinstance(reason, ConnectionRefusedError):
@@ -349,7 +360,9 @@ class Session:
         shared (read) lock of it. Raises NotAcquired (also when the session
         holds name as the other kind: a shared lock is never upgraded),
         GatewayError (kind "unsupported") for a shared lock the lock
-        service cannot grant, or SessionGone once the session ended."""
+        service cannot grant, SessionLimit when the session holds the most
+        locks the gateway allows in one, or SessionGone once the session
+        ended."""
         if self.gone is not None:
             raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error
         body = {"session": self.id}
@@ -367,7 +380,9 @@ class Session:
         """Campaigns in election, waiting at most wait seconds (more than 0)
         to be elected, with value as the leader's value (default: the
         session's owner); returns the Term. Raises NotElected when the wait
-        ends, or SessionGone once the session ended. A campaign retried
+        ends, SessionLimit when the session holds the most locks the
+        gateway allows in one, or SessionGone once the session ended. A
+        campaign retried
         after a lost answer returns the session's term."""
         if self.gone is not None:
             raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error
@@ -386,8 +401,10 @@ class Session:
         """Acquires one of limit permits of semaphore, waiting at most wait
         seconds; with slots, the permit names its slot. Raises NotAcquired
         when the wait ends, GatewayError (kind "limit-mismatch") if the
-        semaphore stores another limit, or SessionGone once the session
-        ended. A session holds at most one permit of a semaphore: a retry
+        semaphore stores another limit, SessionLimit when the session
+        holds the most locks the gateway allows in one, or SessionGone once
+        the session ended. A session holds at most one permit of a
+        semaphore: a retry
         returns it."""
         if self.gone is not None:
             raise SessionGone(0, "session-ended", "the session ended: %s" % self.gone) from self.error

@@ -19,6 +19,10 @@ elect: two campaigners, one leader at a time; a resignation elects the
       session dies loses its term before the next is elected; a term
       forced away is seen lost; observe follows it all; prints one JSON
       object.
+limit MAX: a session of a gateway that allows MAX locks per session holds
+      MAX; one more lock, shared lock, term or permit raises SessionLimit,
+      which names the limit; after a release the next lock is granted; prints
+      one JSON object.
 """
 
 import fcntl
@@ -28,7 +32,7 @@ import sys
 import threading
 import time
 
-from distlock_gateway import Gateway, GatewayError, NotAcquired, NotElected, SessionGone
+from distlock_gateway import Gateway, GatewayError, NotAcquired, NotElected, SessionGone, SessionLimit
 
 
 class FencedFile:
@@ -420,10 +424,33 @@ def shared(url, d):
     print(json.dumps(out), flush=True)
 
 
+def limit(url, d, most):
+    out = {}
+    gw = Gateway(url)
+    s = gw.session(owner="py-limit", ttl=30.0)
+    held = [s.acquire("e2e/limit/%d" % i, wait=0) for i in range(most)]
+    for key, f in [("lock", lambda: s.acquire("e2e/limit/more", wait=30)),
+                   ("shared", lambda: s.acquire("e2e/limit/more", wait=30, shared=True)),
+                   ("term", lambda: s.campaign("e2e/limit", wait=30)),
+                   ("permit", lambda: s.acquire_permit("e2e/limit", 2, wait=30))]:
+        try:
+            f()
+            out[key] = {"raised": None}
+        except GatewayError as e:
+            out[key] = {"raised": type(e).__name__, "kind": e.kind, "status": e.status, "limit": e.limit}
+    held[0].release()
+    s.acquire("e2e/limit/more", wait=0).release()
+    out["after_release"] = True
+    s.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
     if mode == "refused":
         refused(url, d, sys.argv[4])
+    elif mode == "limit":
+        limit(url, d, int(sys.argv[4]))
     else:
         {"walk": walk, "kill": kill, "race": race, "broken": broken, "elect": elect,
          "permits": permits, "shared": shared}[mode](url, d)

@@ -284,7 +284,7 @@
 // member, and the lock partition/GROUP/units/UNIT, with its member id as
 // the owner, of each unit it owns. The group's units are "0" to "N-1"
 // (--units N, partition.Count) or named (--unit NAME, repeated), at most
-// partition.MaxUnits; every member must be given the same ones. Units are
+// MaxUnitCommands (partition.MaxUnits for status); every member must be given the same ones. Units are
 // planned by rendezvous hashing with bounded loads, shares within one
 // unit; every --reconcile (±25%) a member reads the members and takes the
 // units planned to it, and gives up a unit planned elsewhere once it has
@@ -333,10 +333,17 @@
 // (SIGTERM, SIGKILL after --grace), release every lock and the
 // membership, and distlock then dies of that signal as run does (exits
 // 128+n where it cannot); SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH
-// and SIGCONT are forwarded to every command's group. A member that
-// loses its own lock ends every command and joins again. Bad input is a
-// usage error (64) before the lock service is opened: no units,
-// --units 0 or above partition.MaxUnits, --units with --unit, a unit
+// and SIGCONT are forwarded to every command's group; so are further
+// SIGHUP, SIGINT, SIGQUIT and SIGTERM once the commands are being ended
+// (a second Ctrl-C reaches them; SIGKILL still waits for --grace). A
+// nested distlock run, elect or partition inside a unit's command does
+// not pass the unit's DISTLOCK_UNIT, DISTLOCK_GROUP and DISTLOCK_MEMBER
+// on to its own command. A member that loses its own lock ends every
+// command and joins again. Bad input is a usage error (64) before the
+// lock service is opened: no units, --units 0, more units than
+// MaxUnitCommands (4096: a member alone owns them all, and each runs a
+// supervisor process, its command and an OS thread of distlock; Go
+// programs die past 10,000 threads), --units with --unit, a unit
 // named twice, a unit name or --member with "/", an invalid key, a
 // missing GROUP or COMMAND. A COMMAND that is not found exits 127 before
 // the member joins. The lock service must list holders (driver.Lister):

@@ -98,18 +98,10 @@ func (r *runner) elect(ctx context.Context, name string, argv []string, f electF
 	if f.value == "" {
 		f.value = defaultValue()
 	}
-	switch err := driver.CheckOwner(f.value); {
-	case err != nil:
+	if err := driver.CheckOwner(f.value); err != nil {
 		return usagef("--value: %w", err)
-	case f.ttl <= 0 || f.ttl > distlock.MaxTTL:
-		return usagef("--ttl %v is not in (0, %v]", f.ttl, distlock.MaxTTL)
-	case f.grace < 0:
-		return usagef("--grace %v is negative", f.grace)
 	}
-	if err := runSupported(); err != nil {
-		return err
-	}
-	b, c, closeClient, err := r.openClient(ctx, 0, f.ttl)
+	b, c, closeClient, err := r.openSupervised(ctx, 0, f.ttl, f.grace)
 	if err != nil {
 		return err
 	}

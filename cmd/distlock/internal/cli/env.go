@@ -30,16 +30,20 @@ const backendEnv = "DISTLOCK_BACKEND"
 // file:// directory unless given --backend.
 //
 // The DISTLOCK_ variables that environ has (a distlock run inside another
-// one's command) are left out first: a program reads the first of two
-// variables of one name (getenv in C and Go), which would be the outer
-// run's key, token or slot.
+// one's command, or inside a unit's command of partition) are left out
+// first: a program reads the first of two variables of one name (getenv
+// in C and Go), which would be the outer run's key, token or slot; and
+// a unit's DISTLOCK_UNIT, DISTLOCK_GROUP and DISTLOCK_MEMBER, which do
+// not describe an inner run's lock, would tell its command that it owns
+// a unit.
 //
 // extra are more variables, NAME=VALUE (partition's DISTLOCK_UNIT,
 // DISTLOCK_GROUP and DISTLOCK_MEMBER), added last; variables of their
 // names in environ are left out too.
 func commandEnv(environ []string, backendURL, key string, token uint64, slot int, extra ...string) (env []string, passed bool) {
 	env = make([]string, 0, len(environ)+4+len(extra))
-	drop := map[string]bool{backendEnv: true, "DISTLOCK_KEY": true, "DISTLOCK_TOKEN": true, "DISTLOCK_SLOT": true}
+	drop := map[string]bool{backendEnv: true, "DISTLOCK_KEY": true, "DISTLOCK_TOKEN": true, "DISTLOCK_SLOT": true,
+		"DISTLOCK_UNIT": true, "DISTLOCK_GROUP": true, "DISTLOCK_MEMBER": true}
 	for _, kv := range extra {
 		name, _, _ := strings.Cut(kv, "=")
 		drop[name] = true

@@ -19,6 +19,14 @@ import (
 	"github.com/distlock/distlock/partition"
 )
 
+// MaxUnitCommands is the most units that partition takes (--units or
+// --unit): a member alone in its group owns every unit, and each unit
+// owned runs its command under a supervisor process of its own, which
+// keeps an OS thread of distlock (a Go program dies past 10,000) and a
+// few descriptors while it runs. The package partition, which runs no
+// command, takes up to partition.MaxUnits.
+const MaxUnitCommands = 4096
+
 // unitFlags name a group's units: --units N or --unit NAME (repeated).
 type unitFlags struct {
 	count int
@@ -133,14 +141,28 @@ every lock released, and distlock exits with the command's status
 sent to distlock end every command the same way, release everything,
 and distlock then dies of that signal (exits 128+n where it cannot);
 SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH and SIGCONT are forwarded
-to every command's group.
+to every command's group. Once the commands are being ended, further
+signals, SIGHUP, SIGINT, SIGQUIT and SIGTERM too (a second Ctrl-C), are
+forwarded as they are to every command's group that is left, as run
+forwards them: a command may take a second one as a call to hurry;
+SIGKILL still comes only after --grace (give a shorter --grace for a
+quicker end).
+
+A command's DISTLOCK_UNIT, DISTLOCK_GROUP and DISTLOCK_MEMBER are its
+own: a distlock run (or partition, or elect) inside it does not pass
+them on to its command, nor the outer DISTLOCK_KEY and DISTLOCK_TOKEN.
+
+A member alone in its group owns every unit, and each unit owned runs
+a supervisor process, the command, and an OS thread of distlock while
+it runs: partition takes at most ` + strconv.Itoa(MaxUnitCommands) + ` units (--units or --unit),
+more is a usage error (64); the package partition takes up to 65536.
 
 The lock service must list holders (else exit 64). On postgres:// with
 session locks every lock held takes a connection: size pool_max_conns
 for the units a member may own plus two. Exit codes are run's: 64 usage
-(no units, --units 0, a unit or member name with "/", no command), 69
-the lock service failed, 70 a supervisor failed, 126/127 a command that
-cannot be run.`,
+(no units, --units 0 or above ` + strconv.Itoa(MaxUnitCommands) + `, a unit or member name with
+"/", no command), 69 the lock service failed, 70 a supervisor failed,
+126/127 a command that cannot be run.`,
 		Example: `  # four workers on four hosts share 64 shards
   distlock --backend etcd://10.0.0.1:2379 partition billing --units 64 -- ./bill-shard.sh
 
@@ -166,6 +188,9 @@ cannot be run.`,
 			units, err := f.units.list(cmd, args[0])
 			if err != nil {
 				return exitWith(err)
+			}
+			if len(units) > MaxUnitCommands {
+				return exitWith(usagef("%d units, more than the %d that partition runs commands for: a member alone in its group owns every unit, and runs a command under a supervisor for each", len(units), MaxUnitCommands))
 			}
 			return exitWith(r.partition(cmd.Context(), args[0], units, args[1:], f))
 		},
@@ -249,19 +274,12 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 		}
 	}
 	switch {
-	case f.ttl <= 0 || f.ttl > distlock.MaxTTL:
-		return usagef("--ttl %v is not in (0, %v]", f.ttl, distlock.MaxTTL)
-	case f.grace < 0:
-		return usagef("--grace %v is negative", f.grace)
 	case f.reconcile <= 0:
 		return usagef("--reconcile %v is not positive", f.reconcile)
 	case f.minHold < 0:
 		return usagef("--min-hold %v is negative", f.minHold)
 	}
-	if err := runSupported(); err != nil {
-		return err
-	}
-	b, c, closeClient, err := r.openClient(ctx, 0, f.ttl)
+	b, c, closeClient, err := r.openSupervised(ctx, 0, f.ttl, f.grace)
 	if err != nil {
 		return err
 	}
@@ -285,8 +303,10 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 		return err
 	}
 
-	// The signals that would end distlock end every unit's command and
-	// then distlock; the others are relayed to every command.
+	// The first of the signals that would end distlock ends every unit's
+	// command and then distlock; the others, and those that come while
+	// the commands end (a second Ctrl-C), are relayed to every command
+	// still running, until Run returns.
 	sigc := make(chan os.Signal, 16)
 	notify(sigc, waitSignals)
 	notify(sigc, relayedSignals())
@@ -296,20 +316,21 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 	rl := &relay{units: map[chan os.Signal]bool{}}
 	var (
 		endSig  os.Signal
+		ran     = make(chan struct{})
 		sigDone = make(chan struct{})
 	)
 	go func() {
 		defer close(sigDone)
 		for {
 			select {
-			case <-pctx.Done():
+			case <-ran:
 				return
 			case s := <-sigc:
-				if isWaitSignal(s) {
+				if isWaitSignal(s) && pctx.Err() == nil {
 					r.log.Debug("ending every unit's command", "signal", s)
 					endSig = s
 					cancel()
-					return
+					continue
 				}
 				r.log.Debug("forwarding signal to every unit's command", "signal", s)
 				rl.send(s)
@@ -359,6 +380,7 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 		return &unitFailure{unit: u.Name, err: err}
 	})
 	cancel()
+	close(ran)
 	<-sigDone
 	var uf *unitFailure
 	switch {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/cmd/distlock/internal/cli"
+	"github.com/distlock/distlock/memlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // partitionBackends are the lock services of the partition tests: those
@@ -111,6 +113,25 @@ func settledOn(t *testing.T, c *candidates, what, group string, want int, units 
 		return err == nil && g.balanced(want)
 	})
 	return g
+}
+
+// waitGroupFree waits until group has no member and none of its units
+// is held: through a gateway a release may be confirmed after the
+// member's process ended, so it is waited for, not read once.
+func waitGroupFree(t *testing.T, c *candidates, what, group string, units ...string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		g, err := tryReadGroup(c, group, units...)
+		if err != nil || len(g.Members) != 0 || len(g.Units) == 0 {
+			return false
+		}
+		for _, u := range g.Units {
+			if u.Held {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // balanced reports whether g is settled among want members, every unit
@@ -240,20 +261,8 @@ func TestPartitionChurn(t *testing.T) {
 				}
 				f.Close()
 			}
-			// Every member released its locks as it ended; through a
-			// gateway a release may be confirmed after the process ended.
-			waitFor(t, "no member and no unit held", func() bool {
-				g, err := tryReadGroup(c, group, "--units", strconv.Itoa(units))
-				if err != nil || len(g.Members) != 0 {
-					return false
-				}
-				for _, u := range g.Units {
-					if u.Held {
-						return false
-					}
-				}
-				return true
-			})
+			// Every member released its locks as it ended.
+			waitGroupFree(t, c, "no member and no unit held", group, "--units", strconv.Itoa(units))
 		})
 	}
 }
@@ -290,12 +299,7 @@ while [ ! -e %[1]s ]; do sleep 0.05; done; echo ran; exit 7`, sh(finish), sh(env
 			if r.code != 7 || !strings.Contains(r.stderr, `unit "only": the command exited with status 7`) {
 				t.Fatalf("a command through two renewals that exits 7: exit %d; want 7, said; stderr:\n%s", r.code, r.stderr)
 			}
-			// Through a gateway a release may be confirmed after the
-			// process ended.
-			waitFor(t, "no member and the unit free after partition failed", func() bool {
-				g, err := tryReadGroup(c, "long", "--unit", "only")
-				return err == nil && len(g.Members) == 0 && len(g.Units) == 1 && !g.Units[0].Held
-			})
+			waitGroupFree(t, c, "no member and the unit free after partition failed", "long", "--unit", "only")
 		})
 	}
 }
@@ -428,20 +432,7 @@ while :; do sleep 0.05; done`, sh(log), sh(fail))
 					t.Errorf("no %q: the other units' commands were not ended; log:\n%s", u, b)
 				}
 			}
-			// Through a gateway a release may be confirmed after the
-			// process ended.
-			waitFor(t, "no member and no unit held after partition failed", func() bool {
-				g, err := tryReadGroup(c, "ends", "--units", "4")
-				if err != nil || len(g.Members) != 0 {
-					return false
-				}
-				for _, u := range g.Units {
-					if u.Held {
-						return false
-					}
-				}
-				return true
-			})
+			waitGroupFree(t, c, "no member and no unit held after partition failed", "ends", "--units", "4")
 		})
 	}
 }
@@ -450,12 +441,20 @@ while :; do sleep 0.05; done`, sh(log), sh(fail))
 // is opened.
 func TestPartitionUsage(t *testing.T) {
 	e := newEnv(t)
+	named := func(n int) (args []string) {
+		for i := range n {
+			args = append(args, "--unit", fmt.Sprint("u", i))
+		}
+		return args
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"partition", "g", "--units", "0", "--", "true"}, "--units 0 is not in [1, 65536]"},
 		{[]string{"partition", "g", "--units", "70000", "--", "true"}, "--units 70000 is not in [1, 65536]"},
+		{[]string{"partition", "g", "--units", "4097", "--", "true"}, "4097 units, more than the 4096 that partition runs commands for"},
+		{append(append([]string{"partition", "g"}, named(4097)...), "--", "true"), "4097 units, more than the 4096 that partition runs commands for"},
 		{[]string{"partition", "g", "--units", "4"}, `missing "--" between GROUP and the command`},
 		{[]string{"partition", "g", "--units", "4", "--"}, "missing the command after --"},
 		{[]string{"partition", "--units", "4", "--", "true"}, "missing GROUP before --"},
@@ -504,4 +503,163 @@ func TestPartitionStatusEscapes(t *testing.T) {
 	}
 	m.term()
 	m.wait()
+}
+
+// A unit's lock lost while its command runs (dropped by the service:
+// revoked on memory, its key deleted on Redis, learnt at the next
+// renewal) ends the command (SIGTERM) and is said on standard error as
+// a loss, not taken for a hand-off (the unit's context ends with its
+// lock); the unit is then taken again, and its command started again
+// with a greater token.
+func TestPartitionUnitLossSaid(t *testing.T) {
+	t.Parallel()
+	for _, b := range []struct {
+		name string
+		// setup returns the lock service, and drop, which takes the
+		// grant of a key away from its holder.
+		setup func(t *testing.T, e *env) (c *candidates, drop func(key string))
+	}{
+		{"memory", func(t *testing.T, e *env) (*candidates, func(string)) {
+			c := &candidates{env: e, mem: memlock.New()}
+			return c, func(key string) {
+				if !c.mem.Revoke(key) {
+					t.Fatalf("Revoke(%q): no grant to revoke", key)
+				}
+			}
+		}},
+		{"redis", func(t *testing.T, e *env) (*candidates, func(string)) {
+			r := testserver.StartRedis(t)
+			return &candidates{env: e, backend: "redis://" + r.Addr}, func(key string) {
+				// The grant (see redislock's layout), not the token
+				// counter.
+				n, err := r.Do("DEL", "distlock:{"+key+"}:lock")
+				if err != nil || n != int64(1) {
+					t.Fatalf("DEL the grant of %q: %v, %v; want 1 key deleted", key, n, err)
+				}
+			}
+		}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c, drop := b.setup(t, e)
+			log := e.path("log")
+			script := fmt.Sprintf(`log=%s
+trap 'echo "term $DISTLOCK_TOKEN" >> $log; exit 0' TERM
+echo "start $DISTLOCK_TOKEN $$" >> $log
+while :; do sleep 0.05; done`, sh(log))
+			// A lease long enough that a late renewal under load does not
+			// make the supervisor end the command before the loss.
+			m := startMember(c, "partition", "lost", "--units", "1", "--member", "m", "--ttl", "6s", "--grace", "30s", "--reconcile", "200ms", "--", "sh", "-c", script)
+			t.Cleanup(func() {
+				if t.Failed() {
+					b, _ := os.ReadFile(log)
+					t.Logf("member's stderr:\n%s\ncommands' log:\n%s", m.stderr, b)
+				}
+			})
+			starts := func() (tokens []uint64, pids []int) {
+				b, _ := os.ReadFile(log)
+				for l := range strings.Lines(string(b)) {
+					f := strings.Fields(l)
+					if len(f) == 3 && f[0] == "start" {
+						tok, _ := strconv.ParseUint(f[1], 10, 64)
+						pid, _ := strconv.Atoi(f[2])
+						tokens, pids = append(tokens, tok), append(pids, pid)
+					}
+				}
+				return tokens, pids
+			}
+			waitFor(t, "the unit's command", func() bool { tok, _ := starts(); return len(tok) == 1 })
+			tokens, pids := starts()
+			drop("partition/lost/units/0")
+			said := `distlock: unit "0": lost the unit "0" of group "lost" while the command ran`
+			waitFor(t, "the loss said on standard error", func() bool { return strings.Contains(m.stderr.String(), said) })
+			waitGone(t, pids[0])
+			if b, _ := os.ReadFile(log); !strings.Contains(string(b), fmt.Sprintf("term %d\n", tokens[0])) {
+				t.Errorf("the command of the lost unit got no SIGTERM; log:\n%s", b)
+			}
+			if n := strings.Count(m.stderr.String(), said); n != 1 {
+				t.Errorf("the loss said %d times; want once; stderr:\n%s", n, m.stderr)
+			}
+			waitFor(t, "the unit taken again, its command started again", func() bool { tok, _ := starts(); return len(tok) >= 2 })
+			if tok, _ := starts(); tok[1] <= tokens[0] {
+				t.Errorf("tokens %v; want the command started again with a greater token", tok)
+			}
+			m.term()
+			if r := m.wait(); c.mem == nil && r.code != 128+int(syscall.SIGTERM) {
+				t.Errorf("after SIGTERM: exit %d; want death by SIGTERM; stderr:\n%s", r.code, r.stderr)
+			}
+		})
+	}
+}
+
+// A distlock run inside a unit's command gives its own command its key
+// and token, and none of the unit's variables: DISTLOCK_UNIT,
+// DISTLOCK_GROUP and DISTLOCK_MEMBER describe the unit's command alone.
+func TestPartitionNestedRunEnvironment(t *testing.T) {
+	e := newEnv(t)
+	c := &candidates{env: e, backend: "file://" + e.dir}
+	outer, inner := e.path("outer"), e.path("inner")
+	show := `env | grep '^DISTLOCK_' | sort > "$0.tmp"; mv "$0.tmp" "$0"`
+	m := startMember(c, "partition", "nest", "--unit", "u", "--member", "m", "--", "sh", "-c",
+		show+`; exec "$1" run inner -- sh -c "$2; while :; do sleep 0.05; done" "$3"`, outer, bin, show, inner)
+	waitFor(t, "the inner command's environment", func() bool { _, err := os.Stat(inner); return err == nil })
+	o, _ := os.ReadFile(outer)
+	if !strings.Contains(string(o), "DISTLOCK_UNIT=u\n") || !strings.Contains(string(o), "DISTLOCK_GROUP=nest\n") || !strings.Contains(string(o), "DISTLOCK_MEMBER=m\n") {
+		t.Errorf("the unit's command's environment:\n%s\nwant DISTLOCK_UNIT, DISTLOCK_GROUP and DISTLOCK_MEMBER", o)
+	}
+	in, _ := os.ReadFile(inner)
+	// The runner's own DISTLOCK_ variables (if any) may pass; the unit's
+	// must not, and the inner lock's must be there.
+	vars := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(in)), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		vars[k] = v
+	}
+	_, unit := vars["DISTLOCK_UNIT"]
+	_, group := vars["DISTLOCK_GROUP"]
+	_, member := vars["DISTLOCK_MEMBER"]
+	if unit || group || member || vars["DISTLOCK_BACKEND"] != "file://"+e.dir || vars["DISTLOCK_KEY"] != "inner" || vars["DISTLOCK_TOKEN"] == "" {
+		t.Errorf("the inner command's environment:\n%s\nwant DISTLOCK_BACKEND, DISTLOCK_KEY=inner and its token, and not the unit's DISTLOCK_UNIT, GROUP or MEMBER", in)
+	}
+	m.term()
+	if r := m.wait(); r.code != 128+int(syscall.SIGTERM) {
+		t.Errorf("after SIGTERM: exit %d; want death by SIGTERM; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// Once SIGTERM has started to end the commands, a second signal (here
+// SIGINT, a second Ctrl-C) is forwarded to every command still running,
+// long before --grace: a command that ignores SIGTERM but ends on SIGINT
+// ends then, and distlock dies of the first signal.
+func TestPartitionSecondSignalForwarded(t *testing.T) {
+	e := newEnv(t)
+	c := &candidates{env: e, backend: "file://" + e.dir}
+	log := e.path("log")
+	script := fmt.Sprintf(`log=%s
+trap 'echo "term $DISTLOCK_UNIT" >> $log' TERM
+trap 'echo "int $DISTLOCK_UNIT" >> $log; exit 0' INT
+echo "start $DISTLOCK_UNIT" >> $log
+while :; do sleep 0.05; done`, sh(log))
+	// --grace beyond the wait of e.wait: SIGKILL does not end them.
+	s := e.start(c.command("--backend", c.backend, "partition", "sig", "--units", "2", "--grace", "10m", "--", "sh", "-c", script))
+	has := func(lines ...string) func() bool {
+		return func() bool {
+			b, _ := os.ReadFile(log)
+			for _, l := range lines {
+				if !strings.Contains(string(b), l+"\n") {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, "both units' commands", has("start 0", "start 1"))
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "SIGTERM to both commands", has("term 0", "term 1"))
+	s.cmd.Process.Signal(syscall.SIGINT)
+	r := e.wait(s)
+	b, _ := os.ReadFile(log)
+	if r.code != 128+int(syscall.SIGTERM) || !has("int 0", "int 1")() {
+		t.Errorf("SIGTERM, then SIGINT: exit %d, stderr %q, commands' log:\n%s\nwant death by SIGTERM, SIGINT forwarded to both commands", r.code, r.stderr, b)
+	}
 }

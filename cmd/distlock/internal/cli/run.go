@@ -217,19 +217,12 @@ func (r *runner) run(ctx context.Context, key string, argv []string, f runFlags)
 	switch {
 	case f.timeout < 0:
 		return usagef("--timeout %v is negative", f.timeout)
-	case f.ttl <= 0 || f.ttl > distlock.MaxTTL:
-		return usagef("--ttl %v is not in (0, %v]", f.ttl, distlock.MaxTTL)
-	case f.grace < 0:
-		return usagef("--grace %v is negative", f.grace)
 	case f.noWait && f.timeout > 0:
 		return usagef("--no-wait and --timeout exclude each other")
 	case f.heldExit < 0 || f.heldExit > 255:
 		return usagef("--held-exit %d is not in [0, 255]", f.heldExit)
 	}
-	if err := runSupported(); err != nil {
-		return err
-	}
-	b, c, closeClient, err := r.openClient(ctx, f.timeout, f.ttl)
+	b, c, closeClient, err := r.openSupervised(ctx, f.timeout, f.ttl, f.grace)
 	if err != nil {
 		return err
 	}
@@ -276,6 +269,22 @@ func (l heldLock) describe() string {
 		return fmt.Sprintf("%s (slot %d)", l.g.what(), slot)
 	}
 	return l.g.what()
+}
+
+// openSupervised checks --ttl and --grace as run, elect and partition
+// take them, and whether commands can be run here, then opens the lock
+// service (openClient).
+func (r *runner) openSupervised(ctx context.Context, timeout, ttl, grace time.Duration) (b driver.Backend, c *distlock.Client, closeClient func(), err error) {
+	switch {
+	case ttl <= 0 || ttl > distlock.MaxTTL:
+		return nil, nil, nil, usagef("--ttl %v is not in (0, %v]", ttl, distlock.MaxTTL)
+	case grace < 0:
+		return nil, nil, nil, usagef("--grace %v is negative", grace)
+	}
+	if err := runSupported(); err != nil {
+		return nil, nil, nil, err
+	}
+	return r.openClient(ctx, timeout, ttl)
 }
 
 // openClient opens the lock service within timeout (see openWithin) and

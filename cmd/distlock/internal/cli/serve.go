@@ -34,6 +34,7 @@ type serveFlags struct {
 	tlsKey      string
 	tlsClientCA string
 	maxSessions int
+	maxLocks    int
 	maxWait     time.Duration
 	maxTTL      time.Duration
 	openForce   bool
@@ -76,7 +77,12 @@ certificate signed by that CA.
 
 A session's TTL is at most --max-ttl: it only has to outlast the gap
 between a client's keepalives, and it is how long the locks of a client
-that vanished stay held.
+that vanished stay held. A session holds or waits for at most --max-locks
+locks (terms and permits included); one more is refused with 429, problem
+type session-limit, until it releases one. A Go Client through the
+gateway keeps one session per TTL and owner, so that this bounds the
+locks it holds at once: a partition member holds every unit of its group
+plus its membership when it is alone.
 
 Several gateways over one network lock service exclude each other's
 clients. It runs until interrupted (Ctrl-C or SIGTERM), then ends its
@@ -100,6 +106,7 @@ sessions, which releases their locks.`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the PEM key of --tls-cert")
 	fl.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this PEM CA bundle (mutual TLS)")
 	fl.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "most sessions open at once")
+	fl.IntVar(&f.maxLocks, "max-locks", gateway.DefaultMaxLocks, "most locks one session holds or waits for at once")
 	fl.DurationVar(&f.maxWait, "max-wait", gateway.DefaultMaxWait, "longest wait of one acquire or keepalive")
 	fl.DurationVar(&f.maxTTL, "max-ttl", gateway.DefaultMaxTTL, "longest TTL of a session: how long a vanished client keeps its locks")
 	fl.BoolVar(&f.openForce, "allow-force-release", false, "without --tokens, let every local user force the release of any lock")
@@ -118,9 +125,11 @@ func loopbackOnly(addr net.Addr) error {
 func (r *runner) serve(ctx context.Context, f serveFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opts := []gateway.Option{gateway.WithLogger(r.log), gateway.WithMaxSessions(f.maxSessions), gateway.WithMaxWait(f.maxWait),
+	opts := []gateway.Option{gateway.WithLogger(r.log), gateway.WithMaxSessions(f.maxSessions), gateway.WithMaxLocks(f.maxLocks), gateway.WithMaxWait(f.maxWait),
 		gateway.WithTTLRange(gateway.DefaultMinTTL, f.maxTTL)}
 	switch {
+	case f.maxLocks < 1:
+		return usagef("--max-locks %d: want at least 1", f.maxLocks)
 	case f.maxTTL < gateway.DefaultMinTTL || f.maxTTL > distlock.MaxTTL:
 		return usagef("--max-ttl %v: want %v to %v", f.maxTTL, gateway.DefaultMinTTL, distlock.MaxTTL)
 	case f.openForce && f.tokens != "":

@@ -117,6 +117,9 @@ func gatewayJSON(t *testing.T, method, url string, body any) (int, map[string]an
 // leads and is elected, with a later term, when it resigns, and `etcdctl
 // elect -l` shows the gateway's value.
 func TestServeElectionSharedWithEtcdctl(t *testing.T) {
+	// newEnv pauses the test (t.Parallel) until a parallel slot is free,
+	// minutes into the package's run: the deadline starts after it.
+	e := newEnv(t)
 	ec := testserver.StartEtcd(t)
 	backend := "etcd://" + ec.Members[0].ClientAddr
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -128,7 +131,6 @@ func TestServeElectionSharedWithEtcdctl(t *testing.T) {
 	name := eb.KeyPath(election.KeyPrefix + "svc") // what etcdctl is given
 	eb.Close()
 
-	e := newEnv(t)
 	s := e.serve("--backend", backend)
 	defer func() {
 		s.cmd.Process.Signal(syscall.SIGTERM)

@@ -145,6 +145,41 @@ func TestServeMaxTTL(t *testing.T) {
 	}
 }
 
+// --max-locks bounds the locks of a session: one more is refused with
+// the problem session-limit, which names the limit.
+func TestServeMaxLocks(t *testing.T) {
+	e := newEnv(t)
+	s := e.serve("--max-locks", "1")
+	post := func(path, body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	status, sess := post("/v1/sessions", `{"ttl":"30s"}`)
+	if status != 201 {
+		t.Fatalf("session: %d %v", status, sess)
+	}
+	id, _ := sess["id"].(string)
+	if status, a := post("/v1/locks/a/acquire", `{"session":"`+id+`"}`); status != 200 {
+		t.Fatalf("the first lock: %d %v", status, a)
+	}
+	status, a := post("/v1/locks/b/acquire", `{"session":"`+id+`"}`)
+	if status != 429 || a["type"] != "urn:distlock:problem:session-limit" || a["limit"] != 1.0 {
+		t.Errorf("the second lock: %d %v, want 429 session-limit with limit 1", status, a)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	e.wait(s.started)
+	if r := e.run("serve", "--listen", "127.0.0.1:0", "--max-locks", "0"); r.code != 64 || !strings.Contains(r.stderr, "--max-locks 0: want") {
+		t.Errorf("--max-locks 0: exit %d, stderr %q; want 64 and the bound", r.code, r.stderr)
+	}
+}
+
 func TestServeAnswersAndReleasesOnSIGTERM(t *testing.T) {
 	e := newEnv(t)
 	s := e.serve()

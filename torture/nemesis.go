@@ -1,0 +1,524 @@
+package torture
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/distlock/distlock/testserver"
+)
+
+// The nemesis mode: a random schedule of faults, overlapping in time,
+// drawn from a seed, over a steady workload of lock cycles with fenced
+// writes (see the package doc, "Nemesis").
+
+// Nemesis fault kinds.
+const (
+	// NemesisHolderPause stops a worker process (SIGSTOP) for the fault's
+	// span, then continues it (SIGCONT).
+	NemesisHolderPause = "holder-pause"
+	// NemesisLockCut blackholes a worker's links to the lock service.
+	NemesisLockCut = "lock-cut"
+	// NemesisLockDelay delays a worker's links to the lock service.
+	NemesisLockDelay = "lock-delay"
+	// NemesisLostReply loses the lock service's replies to a worker.
+	NemesisLostReply = "lost-reply"
+	// NemesisStoreDelay delays a worker's link to the store.
+	NemesisStoreDelay = "store-delay"
+	// NemesisServerPause stops a server (SIGSTOP) for the fault's span.
+	NemesisServerPause = "server-pause"
+	// NemesisServerKill kills a server (SIGKILL) and restarts it at the
+	// end of the fault's span.
+	NemesisServerKill = "server-kill"
+)
+
+// NemesisKinds are the fault kinds, in report order.
+var NemesisKinds = []string{NemesisHolderPause, NemesisLockCut, NemesisLockDelay, NemesisLostReply,
+	NemesisStoreDelay, NemesisServerPause, NemesisServerKill}
+
+// NemesisEvent is one fault of a schedule: Kind on Target (a worker's
+// index for the worker and link faults, a server's for the server faults)
+// from At to At+For, both relative to the start of the schedule. Delay is
+// the added latency of a delay fault.
+type NemesisEvent struct {
+	At, For time.Duration
+	Kind    string
+	Target  int
+	Delay   time.Duration
+}
+
+// String describes the event.
+func (e NemesisEvent) String() string {
+	s := fmt.Sprintf("%v+%v %s #%d", e.At.Round(time.Millisecond), e.For.Round(time.Millisecond), e.Kind, e.Target)
+	if e.Delay > 0 {
+		s += fmt.Sprintf(" (%v)", e.Delay.Round(time.Millisecond))
+	}
+	return s
+}
+
+// NemesisPlan is a fault schedule and what it was drawn from.
+type NemesisPlan struct {
+	Seed     uint64
+	Duration time.Duration
+	Events   []NemesisEvent // by start time
+}
+
+// NemesisShape is what a schedule is drawn for: the workers and servers
+// there are, the fault kinds that apply, and the lock TTL the spans are
+// scaled to.
+type NemesisShape struct {
+	Workers int
+	Servers int
+	Kinds   []string
+	TTL     time.Duration
+}
+
+// NewNemesisPlan draws a schedule of duration d from seed, a pure
+// function of its arguments. Faults are drawn per channel (each worker's
+// process, its lock links, its store link, and the servers as one
+// channel, one server faulted at a time so that a quorum stays up): one
+// after another within a channel, with random gaps and spans (up to 2.5
+// TTLs, so that a lease may lapse; a holder's pause or cut-off always
+// outlasts the TTL, up to 3 TTLs), independently across channels, so
+// that faults of different channels overlap at random.
+func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	has := func(k string) bool { return slices.Contains(s.Kinds, k) }
+	type channel struct {
+		kinds  []string
+		target func() int
+	}
+	var chans []channel
+	for i := range s.Workers {
+		one := func() int { return i }
+		if has(NemesisHolderPause) {
+			chans = append(chans, channel{[]string{NemesisHolderPause}, one})
+		}
+		var lk []string
+		for _, k := range []string{NemesisLockCut, NemesisLockDelay, NemesisLostReply} {
+			if has(k) {
+				lk = append(lk, k)
+			}
+		}
+		if len(lk) > 0 {
+			chans = append(chans, channel{lk, one})
+		}
+		if has(NemesisStoreDelay) {
+			chans = append(chans, channel{[]string{NemesisStoreDelay}, one})
+		}
+	}
+	var sk []string
+	for _, k := range []string{NemesisServerPause, NemesisServerKill} {
+		if has(k) && s.Servers > 0 {
+			sk = append(sk, k)
+		}
+	}
+	if len(sk) > 0 {
+		chans = append(chans, channel{sk, func() int { return rng.IntN(s.Servers) }})
+	}
+	ttl := s.TTL
+	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	p := NemesisPlan{Seed: seed, Duration: d}
+	for _, c := range chans {
+		at := span(0, 2*ttl)
+		for {
+			e := NemesisEvent{At: at, Kind: c.kinds[rng.IntN(len(c.kinds))], Target: c.target(), For: span(ttl/5, 5*ttl/2)}
+			if e.Kind == NemesisHolderPause || e.Kind == NemesisLockCut {
+				// Past the TTL: the holder's lease lapses, and another
+				// may be granted and write before the holder's next write.
+				e.For = span(ttl+ttl/5, 3*ttl)
+			}
+			if e.Kind == NemesisLockDelay || e.Kind == NemesisStoreDelay {
+				e.Delay = span(ttl/10, ttl+ttl/2)
+			}
+			if e.At+e.For > d {
+				break
+			}
+			p.Events = append(p.Events, e)
+			at = e.At + e.For + span(ttl/2, 4*ttl)
+		}
+	}
+	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
+	return p
+}
+
+// NemesisTarget is a target of the nemesis mode and its servers, in the
+// order a plan's server faults name them.
+type NemesisTarget struct {
+	Target
+	Servers []*testserver.Process
+	// Deployment says what the target is ("Redis, appendfsync always").
+	Deployment string
+}
+
+// Shape is what a schedule for nt is drawn for: the workers of RunNemesis,
+// nt's servers, the fault kinds that apply to it (no link faults on file,
+// where there is no network; no server faults without servers), and ttl.
+func (nt NemesisTarget) Shape(ttl time.Duration) NemesisShape {
+	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl}
+}
+
+// kinds returns the fault kinds that apply to a target.
+func (nt NemesisTarget) kinds() []string {
+	k := []string{NemesisHolderPause, NemesisStoreDelay}
+	if nt.Kind != backendFile {
+		k = append(k, NemesisLockCut, NemesisLockDelay, NemesisLostReply)
+	}
+	if len(nt.Servers) > 0 {
+		k = append(k, NemesisServerPause, NemesisServerKill)
+	}
+	return k
+}
+
+// NemesisResult is what one nemesis run found: the checkers' Result,
+// the faults injected by kind, and the workload's counts.
+type NemesisResult struct {
+	*Result
+	Seed       uint64
+	Duration   time.Duration
+	Deployment string
+	Faults     map[string]int // injected, by kind
+	// AcquireErrors counts acquisitions (and campaigns) that failed: the
+	// service unreachable or the wait timed out, as a fault may cause.
+	AcquireErrors int
+	// ElectionGrants counts the terms among the grants.
+	ElectionGrants int
+}
+
+// nemesisWorkers and nemesisCandidates are the lock workers and the
+// election candidates of a nemesis run.
+const (
+	nemesisWorkers    = 3
+	nemesisCandidates = 2
+)
+
+// nemesisWorker is one worker of a nemesis run with its links.
+type nemesisWorker struct {
+	w     *Worker
+	lock  []*faultproxy.Proxy // one per service address
+	store *faultproxy.Proxy
+	key   string
+	res   string
+	think time.Duration // the most a holder works between writes
+}
+
+// RunNemesis runs plan against nt with the store in mode: three workers
+// cycle through the lock of one key (acquire, one to three paced
+// read-modify-writes of one resource, in half the holds stubborn,
+// ignoring the lock, release), two candidates do the same on an
+// election, while the schedule's faults are injected; then everything is healed, the
+// workload stops, and the history is checked. It fails the test if the
+// harness cannot carry the run out; the verdicts are the caller's to
+// judge.
+func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl time.Duration) *NemesisResult {
+	t.Helper()
+	n := runs.Add(1)
+	res := &Result{Backend: nt.Kind, Scenario: "nemesis", Variant: fmt.Sprint(plan.Seed), Mode: mode, Expect: ExpectHold, Rounds: 1}
+	nr := &NemesisResult{Result: res, Seed: plan.Seed, Duration: plan.Duration, Deployment: nt.Deployment, Faults: map[string]int{}}
+	r := NewRun(t, mode)
+	if mode == PGFenced {
+		if err := r.Store.usePostgres(nt.Data); err != nil {
+			r.Close()
+			t.Fatal(err)
+		}
+	}
+	base := fmt.Sprintf("torture/nemesis/%d/%s/%d", plan.Seed, mode, n)
+	resource := fmt.Sprintf("res-nemesis-%s-%d", mode, n)
+	locks := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base, Res: resource}
+	elect := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + "-election", Res: resource + "-election", Election: true}
+
+	// Spawn the workers, each with its own proxies.
+	var ws []*nemesisWorker
+	type spawned struct {
+		i   int
+		w   *Worker
+		err error
+	}
+	total := nemesisWorkers + nemesisCandidates
+	ch := make(chan spawned, total)
+	for i := range total {
+		f, name := locks, fmt.Sprintf("W%d", i)
+		if i >= nemesisWorkers {
+			f, name = elect, fmt.Sprintf("C%d", i-nemesisWorkers)
+		}
+		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4}
+		cfg := WorkerConfig{StoreVia: nw.store, TTL: ttl}
+		if nt.Kind != backendFile {
+			var addrs []string
+			for _, a := range nt.addrs() {
+				p := r.Proxy(a)
+				nw.lock = append(nw.lock, p)
+				addrs = append(addrs, p.Addr())
+			}
+			cfg.URL = nt.URL(addrs...)
+		}
+		ws = append(ws, nw)
+		go func() {
+			w, err := f.open(name, cfg)
+			ch <- spawned{i, w, err}
+		}()
+	}
+	var errs []error
+	for range total {
+		s := <-ch
+		ws[s.i].w = s.w
+		errs = append(errs, s.err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+
+	// The workload.
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	werrs := make([]error, len(ws))
+	for i, nw := range ws {
+		rng := rand.New(rand.NewPCG(plan.Seed, uint64(i)+1))
+		wg.Go(func() {
+			failed, err := nemesisWork(nw, rng, stop)
+			mu.Lock()
+			nr.AcquireErrors += failed
+			mu.Unlock()
+			werrs[i] = err
+		})
+	}
+
+	// The schedule, in the test's goroutine (a restart may fail the test).
+	type action struct {
+		at    time.Duration
+		ev    NemesisEvent
+		start bool
+	}
+	var acts []action
+	for _, e := range plan.Events {
+		acts = append(acts, action{e.At, e, true}, action{e.At + e.For, e, false})
+	}
+	sort.SliceStable(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
+	start := time.Now()
+	var late time.Duration
+	for _, a := range acts {
+		if d := time.Until(start.Add(a.at)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+			}
+		} else {
+			late = max(late, -d)
+		}
+		if err := nemesisApply(t, r, nt, ws, a.ev, a.start); err != nil {
+			close(stop)
+			r.Close()
+			t.Fatalf("torture: nemesis seed %d: %s: %v", plan.Seed, a.ev, err)
+		}
+		if a.start {
+			nr.Faults[a.ev.Kind]++
+		}
+	}
+	if d := time.Until(start.Add(plan.Duration)); d > 0 {
+		time.Sleep(d) // the schedule's tail: the workload runs on, unfaulted
+	}
+	close(stop)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		r.Close() // ends the workers' calls
+		<-done
+		t.Fatalf("torture: nemesis seed %d: the workload did not stop within 3m of the schedule's end", plan.Seed)
+	}
+	if err := errors.Join(werrs...); err != nil {
+		r.Close()
+		t.Fatalf("torture: nemesis seed %d: %v", plan.Seed, err)
+	}
+	r.Notef("%d faults in %v; the harness ran an action up to %v late (a server's restart blocks the schedule)", len(plan.Events), plan.Duration, late.Round(time.Millisecond))
+	r.Check(res, "")
+	for _, op := range res.Ops {
+		if op.Kind == KindAcquire && strings.HasSuffix(op.Key, "-election") {
+			nr.ElectionGrants++
+		}
+	}
+	return nr
+}
+
+// nemesisWork is one worker's workload until stop: it returns the number
+// of failed acquisitions, and an error only if the harness failed (a
+// worker gone), never for what a fault makes the library report.
+func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, error) {
+	w, failed := nw.w, 0
+	tolerable := func(err error) bool { return err == nil || ErrKind(err) != "" }
+	for {
+		select {
+		case <-stop:
+			return failed, nil
+		default:
+		}
+		if _, err := w.Acquire(nw.key, Acq{Wait: true, Timeout: 5 * time.Second}); err != nil {
+			if !tolerable(err) {
+				return failed, err
+			}
+			failed++
+			continue
+		}
+		// Half the holds are stubborn: their writes go out whether the
+		// lock is live or not (a holder that ignores its lock's context),
+		// which only the fence can refuse.
+		stubborn := rng.IntN(2) == 0
+		for range 1 + rng.IntN(3) {
+			o := RMWOptions{NoCheck: stubborn, StoreTimeout: time.Second}
+			if res := w.RMW(nw.res, o); !tolerable(res.Err) {
+				return failed, res.Err
+			}
+			// The holder works a while after each write (pacing, up to a
+			// quarter of a TTL), so that a fault finds it holding more
+			// often than waiting, and a newer holder writes as soon as it
+			// is granted.
+			time.Sleep(time.Duration(rng.Int64N(int64(nw.think) + 1)))
+		}
+		if err := w.Release(); !tolerable(err) {
+			return failed, err
+		}
+	}
+}
+
+// nemesisApply starts (or ends) the fault of e.
+func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e NemesisEvent, start bool) error {
+	t.Helper()
+	on := func(ps []*faultproxy.Proxy, f func(*faultproxy.Proxy)) {
+		for _, p := range ps {
+			f(p)
+		}
+	}
+	heal := (*faultproxy.Proxy).Heal
+	switch e.Kind {
+	case NemesisHolderPause:
+		if start {
+			return ws[e.Target].w.Pause()
+		}
+		return ws[e.Target].w.Resume()
+	case NemesisLockCut, NemesisLockDelay, NemesisLostReply:
+		nw := ws[e.Target]
+		if !start {
+			on(nw.lock, heal)
+			r.Fault(nw.w.Name, "lock links healed")
+			return nil
+		}
+		switch e.Kind {
+		case NemesisLockCut:
+			on(nw.lock, (*faultproxy.Proxy).Blackhole)
+			r.Fault(nw.w.Name, "lock links blackholed")
+		case NemesisLockDelay:
+			on(nw.lock, func(p *faultproxy.Proxy) { p.Delay(e.Delay) })
+			r.Fault(nw.w.Name, fmt.Sprintf("lock links delayed by %v", e.Delay.Round(time.Millisecond)))
+		default:
+			on(nw.lock, (*faultproxy.Proxy).DropReplies)
+			r.Fault(nw.w.Name, "lock links lose replies")
+		}
+	case NemesisStoreDelay:
+		nw := ws[e.Target]
+		if start {
+			nw.store.Delay(e.Delay)
+			r.Fault(nw.w.Name, fmt.Sprintf("store link delayed by %v", e.Delay.Round(time.Millisecond)))
+		} else {
+			nw.store.Heal()
+			r.Fault(nw.w.Name, "store link healed")
+		}
+	case NemesisServerPause:
+		p := nt.Servers[e.Target]
+		if start {
+			r.Fault("", fmt.Sprintf("server %d SIGSTOP", e.Target))
+			return p.Pause()
+		}
+		r.Fault("", fmt.Sprintf("server %d SIGCONT", e.Target))
+		return p.Resume()
+	case NemesisServerKill:
+		p := nt.Servers[e.Target]
+		if start {
+			p.Kill()
+			r.Fault("", fmt.Sprintf("server %d kill -9", e.Target))
+			return nil
+		}
+		p.Restart(t)
+		r.Fault("", fmt.Sprintf("server %d restarted", e.Target))
+	default:
+		return fmt.Errorf("unknown fault kind %q", e.Kind)
+	}
+	return nil
+}
+
+// Judge returns what the run got wrong: in every mode, a proven overlap
+// of two grants of one key (the mutex model illegal, or a count) and a
+// token not above the last (the token model illegal, or a count), since
+// every target runs in the deployment its backend promises to survive;
+// in a fenced mode, a stale write accepted or a register history that is
+// not linearizable. None of these depends on timing: each is proven from
+// the history. Lost updates are reported, not judged (a fence refuses a
+// stale write, not an increment computed from a read an older holder
+// made before the newer one wrote).
+func (nr *NemesisResult) Judge() []string {
+	var bad []string
+	if nr.Overlaps > 0 || nr.Verdicts["mutex"] == porcupine.Illegal {
+		bad = append(bad, fmt.Sprintf("mutual exclusion: %d proven overlaps, mutex model %s", nr.Overlaps, verdictName(nr.Verdicts["mutex"])))
+	}
+	if nr.TokenRegressions > 0 || nr.Verdicts["tokens"] == porcupine.Illegal {
+		bad = append(bad, fmt.Sprintf("tokens: %d regressions, token model %s", nr.TokenRegressions, verdictName(nr.Verdicts["tokens"])))
+	}
+	if nr.Mode != Unfenced {
+		if nr.StaleAccepted > 0 {
+			bad = append(bad, fmt.Sprintf("fence: %d stale writes accepted", nr.StaleAccepted))
+		}
+		if nr.Verdicts["register"] == porcupine.Illegal {
+			bad = append(bad, "fence: the register's history is not linearizable")
+		}
+	}
+	return bad
+}
+
+func verdictName(v porcupine.CheckResult) string {
+	switch v {
+	case porcupine.Ok:
+		return "ok"
+	case porcupine.Illegal:
+		return "ILLEGAL"
+	case porcupine.Unknown:
+		return "unknown (timed out)"
+	}
+	return "-"
+}
+
+// NemesisTable renders nemesis results as a Markdown table.
+func NemesisTable(rs []*NemesisResult) string {
+	var b strings.Builder
+	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | verdict |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		var fs []string
+		for _, k := range NemesisKinds {
+			if n := r.Faults[k]; n > 0 {
+				fs = append(fs, fmt.Sprintf("%s %d", k, n))
+			}
+		}
+		verdict := "holds"
+		if bad := r.Judge(); len(bad) > 0 {
+			verdict = "VIOLATION: " + strings.Join(bad, "; ")
+		} else if r.Mode == Unfenced && r.Bit() {
+			verdict = "holds where judged; unfenced baseline shows: " + r.violationText()
+		}
+		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s |\n",
+			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.AcquireErrors,
+			r.Writes, r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.Overlaps, r.TokenRegressions,
+			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]), verdict)
+	}
+	return b.String()
+}

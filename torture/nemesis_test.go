@@ -1,0 +1,161 @@
+package torture_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/testserver"
+	"github.com/distlock/distlock/torture"
+)
+
+var (
+	nemesisSeed     = flag.Uint64("nemesis.seed", 0, "the nemesis schedule's seed (default: a random one, printed)")
+	nemesisDuration = flag.Duration("nemesis.duration", 0, "run the nemesis mode for this long per backend and store mode, and write its table to -nemesis.out (default: the short mix)")
+	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper)")
+	nemesisOut      = flag.String("nemesis.out", "NEMESIS.md", "where the full nemesis mode writes its table")
+)
+
+// nemesisShort is the schedule's length per backend and store mode in the
+// short mix.
+const nemesisShort = 6 * time.Second
+
+// nemesisTTL is the workers' lock TTL: the faults' spans are drawn around
+// it.
+const nemesisTTL = time.Second
+
+// TestNemesis runs a random schedule of overlapping faults, drawn from a
+// seed, over the lock and election workload on each backend, with an
+// unfenced and a fenced store, and judges every run (see
+// NemesisResult.Judge): no proven overlap, no token regression, and with
+// the fence no stale write accepted and a linearizable register. The
+// unfenced baseline is reported, never required to bite: whether a random
+// schedule bites depends on timing. -nemesis.seed N replays a schedule.
+func TestNemesis(t *testing.T) {
+	seed := *nemesisSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	d := nemesisShort
+	if *nemesisDuration > 0 {
+		d = *nemesisDuration
+	}
+	replay := fmt.Sprintf("go test . -run 'TestNemesis' -args -nemesis.seed %d", seed)
+	if *nemesisDuration > 0 {
+		replay = fmt.Sprintf("go test . -run 'TestNemesis' -timeout 0 -args -nemesis.seed %d -nemesis.duration %v", seed, d)
+	}
+	if b := flag.Lookup("nemesis.backends"); b.Value.String() != b.DefValue {
+		replay += " -nemesis.backends " + b.Value.String()
+	}
+	t.Logf("nemesis seed %d (replay: %s)", seed, replay)
+	var results []*torture.NemesisResult
+	for _, kind := range strings.Split(*nemesisBackends, ",") {
+		t.Run(kind, func(t *testing.T) {
+			nt := startNemesisTarget(t, kind)
+			plan := torture.NewNemesisPlan(seed, d, nt.Shape(nemesisTTL))
+			t.Logf("seed %d on %s (%s): %d faults", seed, kind, nt.Deployment, len(plan.Events))
+			for _, mode := range torture.Modes(kind) {
+				t.Run(mode.String(), func(t *testing.T) {
+					nr := torture.RunNemesis(t, nt, mode, plan, nemesisTTL)
+					results = append(results, nr)
+					t.Logf("%d faults %v, %d grants, %d writes, stale %d/%d/%d, lost updates %d, verdicts %v",
+						len(plan.Events), nr.Faults, nr.Grants, nr.Writes, nr.StaleAttempted, nr.StaleRefused, nr.StaleAccepted, nr.LostUpdates, nr.Verdicts)
+					for _, bad := range nr.Judge() {
+						t.Errorf("seed %d: %s (replay: %s)", seed, bad, replay)
+					}
+					if t.Failed() {
+						for _, n := range nr.Notes {
+							t.Log("  " + n)
+						}
+					}
+				})
+			}
+		})
+	}
+	table := torture.NemesisTable(results)
+	t.Logf("\n%s", table)
+	if *nemesisDuration > 0 && !t.Failed() {
+		out := fmt.Sprintf("# Nemesis\n\nSeed %d, %v per backend and store mode (`%s`).\n\n%s", seed, d, replay, table)
+		if err := os.WriteFile(*nemesisOut, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startNemesisTarget starts the deployment kind promises to survive.
+func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
+	switch kind {
+	case "redis":
+		srv := testserver.StartRedis(t, testserver.WithRedisAppendOnly())
+		return torture.NemesisTarget{Target: torture.Target{Kind: kind, Redis: srv}, Servers: []*testserver.Process{srv.Process},
+			Deployment: "one Redis, appendfsync always"}
+	case "etcd":
+		e := testserver.StartEtcdCluster(t, 3)
+		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, Etcd: e}, Deployment: "3-member etcd"}
+		for _, m := range e.Members {
+			nt.Servers = append(nt.Servers, m.Process)
+		}
+		return nt
+	case "zookeeper":
+		zk := testserver.StartZooKeeperEnsemble(t, 3)
+		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble"}
+		for _, m := range zk.Members {
+			nt.Servers = append(nt.Servers, m.Process)
+		}
+		return nt
+	case "file":
+		return torture.NemesisTarget{Target: torture.Target{Kind: kind, Dir: t.TempDir()}, Deployment: "local lock directory"}
+	}
+	t.Fatalf("nemesis: unknown backend %q", kind)
+	return torture.NemesisTarget{}
+}
+
+// TestNemesisPlanReplays checks that a seed draws the same schedule, that
+// another seed draws another, and that faults of a plan overlap.
+func TestNemesisPlanReplays(t *testing.T) {
+	shape := torture.NemesisShape{Workers: 5, Servers: 3, Kinds: torture.NemesisKinds, TTL: time.Second}
+	a := torture.NewNemesisPlan(42, time.Minute, shape)
+	b := torture.NewNemesisPlan(42, time.Minute, shape)
+	c := torture.NewNemesisPlan(43, time.Minute, shape)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("seed 42 drew two different schedules")
+	}
+	if reflect.DeepEqual(a.Events, c.Events) {
+		t.Fatal("seeds 42 and 43 drew the same schedule")
+	}
+	kinds := map[string]bool{}
+	overlaps := 0
+	for i, e := range a.Events {
+		kinds[e.Kind] = true
+		if e.At+e.For > a.Duration {
+			t.Errorf("event %s ends after the schedule's %v", e, a.Duration)
+		}
+		for _, f := range a.Events[i+1:] {
+			if f.At < e.At+e.For {
+				overlaps++
+			}
+		}
+	}
+	for _, k := range torture.NemesisKinds {
+		if !kinds[k] {
+			t.Errorf("a minute's schedule has no %s fault", k)
+		}
+	}
+	if overlaps == 0 {
+		t.Error("no two faults of a minute's schedule overlap")
+	}
+	// One server at a time: the server faults never overlap.
+	var last time.Duration
+	for _, e := range a.Events {
+		if e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill {
+			if e.At < last {
+				t.Errorf("server fault %s starts before the previous one ended (%v)", e, last)
+			}
+			last = e.At + e.For
+		}
+	}
+}
