@@ -137,8 +137,8 @@
 // and the key's next grant waits the loss grace).
 //
 // Shared (read) locks (driver.SharedLocks: a Client's WithShared, package
-// rwlock's RLock) are granted in session mode only: a shared grant is
-// pg_advisory_lock_shared(hashtextextended(key, 0)), the shared form of
+// rwlock's RLock) are granted in both modes. In session mode a shared
+// grant is pg_advisory_lock_shared(hashtextextended(key, 0)), the shared form of
 // the key's own lock id, held by one session on a connection kept for the
 // grant's life as a lock's is. PostgreSQL grants that id shared to any
 // number of sessions at once while no session holds it exclusively, and
@@ -154,11 +154,54 @@
 // unlocks it, it is lost with its session (OnLost), and one granted to an
 // AcquireShared that failed is given back before it returns. A reader
 // after a lost exclusive grant waits the loss grace as a writer would.
-// In lease mode AcquireShared and Readers return an error matching
-// errors.ErrUnsupported (a Client's WithShared then fails with it): its
-// grants are rows of distlock_lease, which have no shared form, and a
-// shared row that this version's lease acquire checked would not be seen
-// by the lease acquire of Backends of an earlier version beside it.
+//
+// In lease mode a shared grant is a row of its own in
+// distlock_lease_reader (version 8 of the schema), named by the grant's
+// unguessable id, with its token and an expiry of now() + TTL by the
+// server's clock, as an exclusive grant's: each reader has its own TTL,
+// renewed by its own Refresh (one statement, owner-checked by the grant
+// id and the expiry), and Release deletes the row; once a reader has
+// expired both change nothing and report an error matching
+// distlock.ErrLockLost, and the Client's deadline cancels the lock's
+// context first, as for a lock. A reader is granted, by one statement
+// (distlock_lease_acquire_shared), while no unexpired exclusive grant
+// holds the key and no live writer waits before it in the key's queue;
+// an exclusive grant is refused while an unexpired reader holds the key.
+// The two exclude each other through the key's row of distlock_lease,
+// the row an exclusive grant takes: while readers hold the key it names
+// no grant, and its expiry is no earlier than any live reader's, so that
+// an exclusive grant, which takes the row only once its expiry has
+// passed, cannot be made beside a reader. A reader's grant and renewal
+// lock that row FOR UPDATE, refuse it while it names an unexpired
+// exclusive grant, and raise its expiry to the reader's own if that is
+// later, in the transaction that writes the reader's row; a reader's
+// release lowers it to the latest expiry of the readers left, and the
+// last one's puts it back as released, so that a waiting writer is
+// granted at once. A reader takes an exclusive grant found expired out
+// of the row, so that the writer's late renewal fails; a reader's
+// renewal fails once, by the server's clock when it has the row's lock,
+// the reader has expired, or the row names an exclusive grant (made after
+// the reader expired). Readers share nothing with psql's advisory
+// locks, nor with session mode's (see Not guaranteed). An AcquireShared
+// that fails, or whose context ends, leaves nothing behind, as a
+// lease-mode Acquire (distlock_lease_abandon, tombstone included).
+//
+// Rolling upgrade to version 8: lease-mode Backends of version 7 and
+// earlier grant exclusive leases through the schema's functions
+// (distlock_lease_wait, and distlock_lease_acquire, which it calls),
+// which take the key's row only once its expiry has passed: they exclude
+// readers as they are, since readers keep that expiry ahead of theirs.
+// So the exclusive grants of every Backend, of any version, exclude the
+// readers: during the migration (a call that began before it committed
+// runs the earlier body), after it, and after an earlier version's
+// Migrate run again (or a Backend of version 6 and earlier that finds an
+// object missing), which puts back the earlier functions. Version 8
+// replaces the functions that release and queue, with the same
+// arguments, so that a release wakes the readers queued together and the
+// clean-up of a reader's abandoned try releases it; under an earlier
+// version's, readers are woken by their polls, and an abandoned reader's
+// try keeps the key for its TTL at most. A Backend of this version that
+// starts, or its Migrate, puts them back.
 //
 // # Not guaranteed
 //
@@ -217,8 +260,13 @@
 //   - Exclusion between the modes: a session-mode grant and a lease-mode
 //     grant of one key do not exclude each other. Use one mode per key
 //     space (their tokens do increase together, see Fencing).
-//   - Shared locks in lease mode (see Guarantees), and readers' order
-//     across the Backend and the server: a reader that waited in the
+//   - Lease-mode readers and PostgreSQL's advisory locks: psql's
+//     pg_advisory_lock_shared, and session mode's readers and writers,
+//     neither share with nor exclude lease-mode readers (as lease-mode
+//     and session-mode locks do not exclude each other).
+//   - A lease-mode reader paused for longer than its usable TTL, and the
+//     server clock's jumps, as for lease-mode locks.
+//   - Readers' order across the Backend and the server: a reader that waited in the
 //     Backend behind its writers of the key asks the server as the last
 //     of them ends, and a writer of the Backend that arrived after the
 //     reader may reach the server's queue first. Readers and writers of
@@ -247,13 +295,16 @@
 // their exclusion lives in the server's memory. A shared grant's token is
 // committed durably with its row of distlock_reader, whose release is
 // not: a row left by a crash counts only while its session holds the lock
-// shared, which it no longer does.
+// shared, which it no longer does. Lease-mode readers are rows, as
+// lease-mode grants are: a reader's grant (with its token) and its
+// renewal are committed durably, its release is not (lost in a crash, it
+// leaves the reader to expire).
 // Permits are rows in both modes, as lease-mode grants are: the grant and
 // the renewal of a permit are committed durably; a release, a leave and
 // a renewal of a waiter's place are not, and one lost in a crash leaves a
 // permit to expire, or a place in line to lapse.
-// distlock_fence, distlock_lease, distlock_resource and the permits'
-// tables are ordinary logged tables: do not make them UNLOGGED,
+// distlock_fence, distlock_lease, distlock_lease_reader,
+// distlock_resource and the permits' tables are ordinary logged tables: do not make them UNLOGGED,
 // and do not restore them from a backup older than the newest tokens (a
 // token counter that goes back defeats fencing; raising it is harmless).
 //
@@ -320,6 +371,26 @@
 // migrated, do not queue (their tries ignore the queue) and, not
 // recognising the notification, poll.
 //
+// Lease-mode readers wait in the same queue, under names that start with
+// "shared:", in order of arrival with the writers, and prefer writers as
+// the server's lock queue does in session mode: a reader is granted when
+// no unexpired exclusive grant holds the key and no live writer waits
+// before it (readers before it, holding or waiting, never keep it out),
+// and a writer when nothing holds the key and nobody, reader or writer,
+// waits before it. A reader's try fails only because of a writer,
+// holding or queued. A release whose head waiter is a reader notifies it
+// and every reader queued after it up to the first writer, so that they
+// are granted together; the release of the last reader notifies the head
+// waiter, a writer whom the readers kept out. A reader's try refused for
+// a writer that waits while nothing holds the key wakes the head waiter,
+// as a writer's refused try does. A writer refused for readers is told
+// when the key's row expires, the latest expiry that any of them has been
+// granted or renewed to since the key was last free, and tries again
+// then, so that readers that stopped renewing keep it out for a TTL of
+// theirs and no longer. Within a Backend a reader waits behind the
+// Backend's writers of the key, as in session mode, and takes no turn:
+// the Backend's readers of a key overlap freely.
+//
 // Permits are waited for alike in both modes. A waiting AcquirePermit
 // that is not granted adds a row to distlock_permit_waiter, in order of
 // arrival (seq, from the server's sequence), and a permit is granted only
@@ -371,6 +442,14 @@
 // distinct tokens, and a writer's token is above every reader's before
 // it. Readers increment the counter but leave the last exclusive grant's
 // owner, time and session in the row, for Holder.
+//
+// A lease-mode reader's token is drawn from the same counter by
+// distlock_lease_acquire_shared, in the transaction that grants it, with
+// the key's row of distlock_lease locked: after every exclusive grant
+// that committed before it, so above each of theirs; and an exclusive
+// grant takes its token only once the key's row has expired, after every
+// reader granted before it, so above each of theirs. Tokens are unique per grant; readers
+// granted at once take theirs one after another, on the counter's row.
 //
 // A permit's token is drawn from the same counter, the semaphore key's row
 // of distlock_fence, by the statement that grants it, under the
@@ -438,8 +517,8 @@
 // schema.sql) is the same SQL for an operator to run with psql, when the
 // application's role may use but not create them. List creates and
 // changes nothing: with no schema it lists no holder, and a role that may
-// only read the tables (SELECT on distlock_fence, and on distlock_lease
-// in lease mode) can list.
+// only read the tables (SELECT on distlock_fence and distlock_reader, and
+// on distlock_lease and distlock_lease_reader in lease mode) can list.
 //
 // Permits (the semaphore package's keys are "semaphore/" and the name)
 // are listed from psql with
@@ -467,6 +546,24 @@
 // session ended). Readers, like List, creates and changes nothing, and
 // reads a schema without distlock_reader (an earlier version's) as having
 // no readers.
+//
+// Lease-mode readers (version 8 of the schema) are listed from psql with
+//
+//	SELECT key, token, owner, granted_at, expires FROM distlock_lease_reader
+//	WHERE expires > now() ORDER BY key, token;
+//
+// Readers and List read a schema without distlock_lease_reader as having
+// no lease-mode readers; a role granted SELECT on the tables before the
+// migration that added it lists the exclusive grants alone, and needs
+// SELECT on distlock_lease_reader for Readers. An operator revokes a
+// key's readers with UPDATE distlock_lease_reader SET expires =
+// '-infinity' WHERE key = ..., and lets writers in at once with UPDATE
+// distlock_lease SET expires = '-infinity' WHERE key = ... AND grant_id
+// IS NULL, each statement in a transaction of its own (in one, they take
+// the rows in the order opposite to a reader's grant's, and may
+// deadlock with it). The readers learn it at their next renewal, which
+// then fails, as an exclusive holder does; a reader granted meanwhile
+// finds the key free and deletes the revoked readers' rows.
 //
 // Every statement the package sends, and every function of the schema,
 // names the schema's objects with their schema and calls pg_catalog's
@@ -517,10 +614,14 @@
 // of distlock_reader whose session (by its pid, and started before the
 // grant) holds the key's lock shared in pg_locks, with the token, owner
 // and time of each grant; a session from psql that holds the id shared
-// has no row and is not listed. List lists them too, each key's after
+// has no row and is not listed. In lease mode Readers lists the
+// unexpired rows of distlock_lease_reader of exactly the key, by token,
+// with their expiry. List lists them too, each key's after
 // its exclusive holder, with Shared set. SetOwner of a shared grant
 // updates its row of distlock_reader while its session holds the lock
-// shared (UPDATE on distlock_reader). A grant or release of a shared
+// shared (UPDATE on distlock_reader); in lease mode its row of
+// distlock_lease_reader while it has not expired (UPDATE on
+// distlock_lease_reader). A grant or release of a shared
 // grant notifies no watcher: the key's exclusive holder does not change.
 //
 // WatchHolder (a Client's Watch, an election's Observe) is woken by the
@@ -617,6 +718,19 @@
 // taken and given back under a mutex. List reads distlock_reader beside
 // distlock_fence, with a second scan of pg_locks for the readers.
 //
+// A lease-mode reader costs what a lease-mode lock does: no connection
+// between statements, two statements for an uncontended grant and
+// release, and one per renewal; it writes its own row of
+// distlock_lease_reader, the key's token row and the key's row of
+// distlock_lease, which it locks FOR UPDATE first (creating it, free,
+// for a key never granted): a key's reader grants, renewals and releases
+// run one at a time, as its grants take their tokens one at a time on
+// the token row anyway. The exclusive lease-mode path is unchanged (two
+// statements per uncontended cycle; its grant does not read
+// distlock_lease_reader), and the Backend counts the key's writers under
+// a mutex as in session mode. List reads distlock_lease_reader beside
+// distlock_lease.
+//
 // A watch costs one statement every 10s (its mark), and in session mode
 // a read of pg_locks every second; a session-mode Backend that has
 // watched keeps one LISTEN connection, outside the pool, until Close.
@@ -649,7 +763,8 @@
 //
 // In session mode a Backend runs one goroutine per held lock, shared or
 // not, reading its idle connection, and one per waiting Acquire while its context is being
-// cancelled. In lease mode it runs one for LISTEN when given WithListen;
+// cancelled. In lease mode it runs one for LISTEN when given WithListen,
+// and none per lock or reader;
 // in session mode, one from the first WatchHolder, or waiting
 // AcquirePermit, on. Permits run none of their own. Each watch runs one
 // until its context ends. Close ends them.

@@ -46,3 +46,15 @@ func SetWatchPoll(t interface{ Cleanup(func()) }, d time.Duration) {
 // QueueWaiting returns how many acquirers of b wait for key's turn in
 // session mode, not counting the one that has it.
 func QueueWaiting(b *Backend, key string) int { return b.queue.Waiting(key) }
+
+// OnWriterQueued has f called when a waiting LeaseMode writer has its
+// place in its Backend's queue, before it waits there, until the test
+// ends.
+func OnWriterQueued(t interface{ Cleanup(func()) }, f func(key string)) {
+	writerQueued = f
+	t.Cleanup(func() { writerQueued = nil })
+}
+
+// RowQueueWaiting returns how many acquirers of b wait for key's turn in
+// lease mode, not counting the one that has it.
+func RowQueueWaiting(b *Backend, key string) int { return b.rowQueue.Waiting(key) }

@@ -153,14 +153,20 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 
 // SetOwner implements driver.OwnerSetter: it updates the owner in the
 // key's row of distlock_lease, only while the row names the grant and has
-// not expired. It needs UPDATE on distlock_lease.
+// not expired. It needs UPDATE on distlock_lease. A reader's owner is in
+// its row of distlock_lease_reader, updated only while it has not expired
+// (UPDATE on distlock_lease_reader); that notifies no watcher.
 func (l *rowLease) SetOwner(ctx context.Context, owner string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.end != nil {
 		return l.endedLocked()
 	}
-	tag, err := l.b.pool.Exec(ctx, l.b.schema.sql.rowSetOwner, pgx.QueryExecModeExec, l.key, l.grant, owner)
+	setOwner := l.b.schema.sql.rowSetOwner
+	if l.shared {
+		setOwner = l.b.schema.sql.rowReaderOwner
+	}
+	tag, err := l.b.pool.Exec(ctx, setOwner, pgx.QueryExecModeExec, l.key, l.grant, owner)
 	if err != nil {
 		return sortErr("set owner", err)
 	}

@@ -120,7 +120,8 @@ type rowLease struct {
 	grant  string // the unguessable id every refresh and release names
 	token  uint64
 	onLost func(error)
-	turn   *driver.Turn[struct{}] // the key's turn in the Backend, passed on when the grant ends or its validity does
+	turn   *rowTurn // the key's turn in the Backend, passed on when the grant ends or its validity does; nil for a reader
+	shared bool     // a reader: a row of distlock_lease_reader
 
 	// mu guards the fields below, and is held across each statement, so
 	// that a lease's Refresh and Release run one at a time.
@@ -135,6 +136,28 @@ var (
 	_ driver.Lease = (*lease)(nil)
 )
 
+// rowTurn is a lease-mode writer's turn of a key in the Backend's queue.
+// From before the acquirer queues until its turn is done, the key counts
+// one more local writer (Backend.writers), which the key's readers of the
+// Backend wait behind, as in session mode.
+type rowTurn struct {
+	*driver.Turn[struct{}]
+	b    *Backend
+	once sync.Once
+}
+
+// Done passes the turn on and stops counting the writer. It does nothing
+// on a nil turn (a reader's), or after the first call.
+func (t *rowTurn) Done() {
+	if t == nil {
+		return
+	}
+	t.once.Do(func() {
+		t.Turn.Done()
+		t.b.leaveWriter(t.Key())
+	})
+}
+
 // ttlMillis is the TTL asked of the server, in whole milliseconds, and
 // the validity it gives: the TTL rounded down, or 1ms for less.
 func ttlMillis(ttl time.Duration) (int64, time.Duration) {
@@ -146,6 +169,11 @@ func ttlMillis(ttl time.Duration) (int64, time.Duration) {
 // the grant is registered (for tests).
 var grabbed func()
 
+// writerQueued, if not nil, is called with the key when a waiting
+// lease-mode writer has been counted and has its place in the Backend's
+// queue, before it waits for its turn (for tests).
+var writerQueued func(key string)
+
 // acquireRow is Acquire in lease-table mode.
 func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	// actx ends with ctx or at Close.
@@ -154,18 +182,21 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	var turn *driver.Turn[struct{}]
-	if opts.Wait {
-		t, err := b.rowQueue.Wait(actx, key)
-		if err != nil {
-			return nil, b.endedErr(ctx)
-		}
-		turn = t
-	} else if t, ok := b.rowQueue.Try(key); ok {
-		turn = t
-	} else {
+	place, t, ok := enterWriter(b, &b.rowQueue, key, opts.Wait)
+	if !ok {
 		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
+	if place != nil {
+		if writerQueued != nil {
+			writerQueued(key)
+		}
+		var err error
+		if t, err = place.Wait(actx); err != nil {
+			b.leaveWriter(key)
+			return nil, b.endedErr(ctx)
+		}
+	}
+	turn := &rowTurn{Turn: t, b: b}
 	// Counted, so that Close waits for the grab and its clean-up (see settle),
 	// and for the release of a grant it made as Close began (registerRow
 	// refuses it), before it closes the pool.
@@ -174,7 +205,7 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 		return nil, ErrClosed
 	}
 	defer b.life.Leave()
-	l, err := b.grabRow(actx, key, opts)
+	l, err := b.grabRow(actx, key, opts, false)
 	if grabbed != nil && err == nil {
 		grabbed()
 	}
@@ -198,14 +229,19 @@ func (b *Backend) acquireRow(ctx context.Context, key string, opts driver.Acquir
 
 // grabRow tries for key's row until it is granted, or once without
 // opts.Wait; between tries, driver.Wait waits until a release is
-// notified, the current grant expires or a poll is due.
-func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions) (*rowLease, error) {
+// notified, the current grant expires or a poll is due. With shared, it
+// asks for a reader's row instead (distlock_lease_acquire_shared).
+func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOptions, shared bool) (*rowLease, error) {
 	sql, err := b.schema.ensure(ctx, b.pool)
 	if err != nil {
 		return nil, err
 	}
 	ms, ttl := ttlMillis(opts.TTL)
 	grant := rand.Text() // also the waiter's name in the key's queue
+	acquire := sql.rowAcquire
+	if shared {
+		grant, acquire = readerPrefix+grant, sql.rowAcquireShared
+	}
 	// queued is set once a try may have put the waiter in the key's queue,
 	// and cleared when a failed try's clean-up takes it out.
 	queued := false
@@ -226,7 +262,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 		}
 		sent := time.Now()
 		var token, retry pgtype.Int8
-		err := b.pool.QueryRow(ctx, sql.rowAcquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
+		err := b.pool.QueryRow(ctx, acquire, pgx.QueryExecModeExec, key, grant, opts.Owner, ms, waitMs).Scan(&token, &retry)
 		switch {
 		case err != nil && changedNothing(err):
 			// The place an earlier try took, if any, is left by Leave.
@@ -244,7 +280,7 @@ func (b *Backend) grabRow(ctx context.Context, key string, opts driver.AcquireOp
 			queued = false
 			return nil, nil, sortErr("acquire", err)
 		case token.Valid && token.Int64 > 0:
-			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost,
+			l := &rowLease{b: b, key: key, grant: grant, token: uint64(token.Int64), onLost: opts.OnLost, shared: shared,
 				validity: driver.Validity{Sent: sent, TTL: ttl}}
 			return l, nil, nil
 		case token.Valid:
@@ -389,7 +425,11 @@ func (l *rowLease) Refresh(ctx context.Context, ttl time.Duration) (driver.Valid
 	ms, v := ttlMillis(ttl)
 	sent := time.Now()
 	var ok bool
-	if err := l.b.pool.QueryRow(ctx, l.b.schema.sql.rowRefresh, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
+	refresh := l.b.schema.sql.rowRefresh
+	if l.shared {
+		refresh = l.b.schema.sql.rowRefreshShared
+	}
+	if err := l.b.pool.QueryRow(ctx, refresh, pgx.QueryExecModeExec, l.key, l.grant, ms).Scan(&ok); err != nil {
 		return driver.Validity{}, sortErr("refresh", err)
 	}
 	if !ok {
@@ -431,7 +471,11 @@ var errReleased = errors.New("pglock: released")
 // has ended.
 func (l *rowLease) releaseStatement(ctx context.Context) (bool, error) {
 	var released bool
-	err := l.b.pool.QueryRow(ctx, l.b.schema.sql.rowRelease, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
+	release := l.b.schema.sql.rowRelease
+	if l.shared {
+		release = l.b.schema.sql.rowReleaseShared
+	}
+	err := l.b.pool.QueryRow(ctx, release, pgx.QueryExecModeExec, l.key, l.grant).Scan(&released)
 	return released, err
 }
 
@@ -508,13 +552,30 @@ func (b *Backend) forgetRow(l *rowLease) {
 	delete(b.rows, l)
 }
 
-// listRows is List in lease-table mode.
+// listRows is List in lease-table mode: the unexpired grants, each key's
+// unexpired readers after its exclusive holder, by token, with Shared
+// set; a role that may not read distlock_lease_reader (SELECT on the
+// tables of an earlier version was granted before the migration that
+// added it) lists the exclusive grants alone.
 func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	sql, err := b.schema.find(ctx, b.pool, "distlock_lease", "distlock_fence")
 	if sql == nil {
 		return nil, err // nil, nil: no lease was ever granted
 	}
-	rows, err := b.pool.Query(ctx, sql.rowList, pgx.QueryExecModeExec, prefix)
+	if sql.rowListReaders != "" {
+		hs, err := b.listRowsWith(ctx, sql.rowListReaders, prefix, true)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+			return hs, err
+		}
+	}
+	return b.listRowsWith(ctx, sql.rowList, prefix, false)
+}
+
+// listRowsWith runs listRows' query, whose rows have a last column Shared
+// with shared.
+func (b *Backend) listRowsWith(ctx context.Context, query, prefix string, shared bool) ([]driver.Holder, error) {
+	rows, err := b.pool.Query(ctx, query, pgx.QueryExecModeExec, prefix)
 	if err != nil {
 		return nil, sortErr("list", err)
 	}
@@ -525,7 +586,11 @@ func (b *Backend) listRows(ctx context.Context, prefix string) ([]driver.Holder,
 			h     driver.Holder
 			token int64
 		)
-		if err := rows.Scan(&h.Key, &token, &h.Owner, &h.Since, &h.Expires); err != nil {
+		dest := []any{&h.Key, &token, &h.Owner, &h.Since, &h.Expires}
+		if shared {
+			dest = append(dest, &h.Shared)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, sortErr("list", err)
 		}
 		h.Token = uint64(token)

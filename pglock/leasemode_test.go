@@ -58,6 +58,7 @@ func TestLeaseConformance(t *testing.T) {
 			distlocktest.Run(t,
 				func(t *testing.T) driver.Backend { return newLeaseBackend(t, tc.dsn, tc.opts...) },
 				distlocktest.WithUnreachable(unreachableLease),
+				distlocktest.WithLeakOptions(pgxCancelling...),
 			)
 		})
 	}

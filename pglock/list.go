@@ -45,7 +45,9 @@ ORDER BY f.key COLLATE pg_catalog."C"`
 // added it) lists the locks alone.
 //
 // In LeaseMode it lists the unexpired grants of distlock_lease, with
-// Expires by the server's clock.
+// Expires by the server's clock, and each key's unexpired readers of
+// distlock_lease_reader after them, by token, with Shared set (a role
+// that may not read distlock_lease_reader lists the grants alone).
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	if err := b.life.CheckOpen(); err != nil {
 		return nil, err

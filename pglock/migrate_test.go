@@ -22,9 +22,10 @@ import (
 // each of which then works; the previous versions' lease acquire, which
 // ignores the queue, still excludes the new one; the permits (version 6)
 // and shared grants (version 7) work; and the migrated functions call no
-// function that another role put in schema public.
+// function that another role put in schema public. Version 8's lease-mode
+// readers work, and the earlier versions' exclusive tries respect them.
 func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
-	for _, version := range []string{"v1", "v2", "v3", "v4", "v5", "v6"} {
+	for _, version := range []string{"v1", "v2", "v3", "v4", "v5", "v6", "v7"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := testCtx(t)
 			old, err := os.ReadFile("testdata/schema-" + version + ".sql")
@@ -109,6 +110,28 @@ func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
 				t.Fatal("a writer's try was granted a key a reader holds")
 			}
 			if err := r.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The lease-mode readers of version 8: a reader is granted,
+			// listed, and keeps out this version's writers and the
+			// earlier versions' exclusive tries.
+			leaseKey := "migrate/lease-shared/" + t.Name()
+			lr, err := b.AcquireShared(ctx, leaseKey, driver.AcquireOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("lease-mode AcquireShared after the migration: %v", err)
+			}
+			if hs, err := b.Readers(ctx, leaseKey); err != nil || len(hs) != 1 || hs[0].Token != lr.Token() {
+				t.Fatalf("lease-mode Readers after the migration: %+v, %v; want the reader", hs, err)
+			}
+			if _, err := b.Acquire(ctx, leaseKey, driver.AcquireOptions{TTL: time.Minute}); err == nil {
+				t.Fatal("a lease-mode writer's try was granted a key a reader holds")
+			}
+			for _, sql := range []string{v7TrySQL, oldTrySQL} {
+				if n := rawTry(t, pool, sql, leaseKey); n != 0 {
+					t.Fatalf("an earlier version's exclusive try was granted token %d while a reader holds", n)
+				}
+			}
+			if err := lr.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			s.exec(t, s.evil, shadowingFunctions["lock id per session"])

@@ -89,10 +89,13 @@ type Backend struct {
 	queue    driver.Queue[*lease]
 	rowQueue driver.Queue[struct{}]
 
-	// writers counts, per key, the exclusive acquirers of SessionMode that
-	// have the key's turn or wait for it (see writerTurn): a shared
-	// acquirer of the key waits behind them in queue, and a shared try
-	// fails while there is one. A key no writer asks takes no entry.
+	// writers counts, per key, the exclusive acquirers that have the
+	// key's turn or wait for it (see writerTurn, rowTurn): a shared
+	// acquirer of the key waits behind them in queue (rowQueue in
+	// LeaseMode), and a shared try fails while there is one. A writer is
+	// counted, and a reader reads the count, in one step under wmu with
+	// their places in the queue (see enterWriter). A key no writer asks
+	// takes no entry.
 	wmu     sync.Mutex
 	writers map[string]int
 
@@ -272,21 +275,18 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 	stop := context.AfterFunc(b.ctx, cancel)
 	defer stop()
 
-	b.enterWriter(key)
-	var turn *writerTurn
-	if opts.Wait {
-		t, err := b.queue.Wait(actx, key)
-		if err != nil {
+	place, t, ok := enterWriter(b, &b.queue, key, opts.Wait)
+	if !ok {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
+	}
+	if place != nil {
+		var err error
+		if t, err = place.Wait(actx); err != nil {
 			b.leaveWriter(key)
 			return nil, b.endedErr(ctx)
 		}
-		turn = &writerTurn{Turn: t, b: b}
-	} else if t, ok := b.queue.Try(key); ok {
-		turn = &writerTurn{Turn: t, b: b}
-	} else {
-		b.leaveWriter(key)
-		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) through this Backend", driver.ErrNotAcquired, key)
 	}
+	turn := &writerTurn{Turn: t, b: b}
 	l, err := b.grab(actx, turn, key, opts)
 	if err != nil {
 		turn.Done()

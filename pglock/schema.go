@@ -19,8 +19,12 @@ import (
 // distlock_admit, and the permits' distlock_semaphore, distlock_permit,
 // distlock_permit_waiter, distlock_permit_acquire, distlock_permit_wake,
 // distlock_permit_refresh, distlock_permit_release, distlock_permit_leave,
-// distlock_permit_abandon, and the shared grants' distlock_reader and
-// distlock_acquire_shared) in the current schema (the first of the search_path),
+// distlock_permit_abandon, the shared grants' distlock_reader and
+// distlock_acquire_shared, and the lease-mode readers'
+// distlock_lease_reader, distlock_lease_acquire_shared,
+// distlock_lease_refresh_shared, distlock_lease_release_shared and
+// distlock_lease_wake_readers) in the current schema (the first of the
+// search_path),
 // or brings those of an earlier version up to date. It is idempotent. A
 // Backend runs it on first use when they are missing or of an earlier
 // version; Migrate runs it explicitly, and an operator can run it with
@@ -51,7 +55,10 @@ const pinnedPath = "search_path=pg_catalog, pg_temp"
 // the wanted list gives a body, has it in its source: the functions that
 // notify the watchers of a key (version 5) name their channel, which an
 // earlier version's schema, run again by an earlier version's Migrate,
-// takes out.
+// takes out; those that wake lease-mode readers (version 8) name
+// distlock_lease_wake_readers; and the readers' own functions name
+// readers_until, which a draft of them, reverted before any release, did
+// not have.
 var locateSQL = `WITH me AS (
 	SELECT r.oid, r.rolname, r.rolsuper, d.datdba
 	FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
@@ -81,11 +88,11 @@ var locateSQL = `WITH me AS (
 	('function', 'distlock_acquire', 'text, boolean, text, interval', '` + holderChannel + `'),
 	('procedure', 'distlock_release', 'text, bigint, boolean', NULL),
 	('function', 'distlock_lease_acquire', 'text, text, text, bigint', '` + holderChannel + `'),
-	('function', 'distlock_lease_wait', 'text, text, text, bigint, bigint', NULL),
-	('function', 'distlock_lease_leave', 'text, text', NULL),
-	('function', 'distlock_lease_abandon', 'text, text, bigint', NULL),
+	('function', 'distlock_lease_wait', 'text, text, text, bigint, bigint', 'distlock_lease_wake_readers'),
+	('function', 'distlock_lease_leave', 'text, text', 'distlock_lease_wake_readers'),
+	('function', 'distlock_lease_abandon', 'text, text, bigint', 'distlock_lease_release_shared'),
 	('function', 'distlock_lease_refresh', 'text, text, bigint', NULL),
-	('function', 'distlock_lease_release', 'text, text', '` + holderChannel + `'),
+	('function', 'distlock_lease_release', 'text, text', 'distlock_lease_wake_readers'),
 	('function', 'distlock_admit', 'text, bigint', NULL),
 	('table', 'distlock_semaphore', NULL, NULL),
 	('table', 'distlock_permit', NULL, NULL),
@@ -97,7 +104,12 @@ var locateSQL = `WITH me AS (
 	('function', 'distlock_permit_leave', 'text, text', NULL),
 	('function', 'distlock_permit_abandon', 'text, text, bigint', NULL),
 	('table', 'distlock_reader', NULL, NULL),
-	('function', 'distlock_acquire_shared', 'text, boolean, text, interval', NULL)
+	('function', 'distlock_acquire_shared', 'text, boolean, text, interval', NULL),
+	('table', 'distlock_lease_reader', NULL, NULL),
+	('function', 'distlock_lease_wake_readers', 'text, text', NULL),
+	('function', 'distlock_lease_acquire_shared', 'text, text, text, bigint, bigint', 'readers_until'),
+	('function', 'distlock_lease_refresh_shared', 'text, text, bigint', 'readers_until'),
+	('function', 'distlock_lease_release_shared', 'text, text', 'readers_until')
 ), found AS (
 	SELECT c.relname AS name, '' AS args, c.relowner AS owner, NULL::pg_catalog.text[] AS config, NULL::pg_catalog.text AS src
 	FROM pg_catalog.pg_class c, target t
@@ -227,6 +239,9 @@ type statements struct {
 
 	acquireShared, releaseShared, readers, readerOwner string // shared grants, SessionMode
 	listReaders                                        string // listWithReadersSQL; "" on a schema without distlock_reader
+
+	rowAcquireShared, rowRefreshShared, rowReleaseShared, rowReaders, rowReaderOwner string // shared grants, LeaseMode
+	rowListReaders                                                                   string // rowListWithReadersSQL; "" on a schema without distlock_lease_reader
 }
 
 func newStatements(f *located) *statements {
@@ -249,6 +264,11 @@ func newStatements(f *located) *statements {
 	s.permitLeave, s.permitAbandon, s.permits = s.qualified(permitLeaveSQL), s.qualified(permitAbandonSQL), s.qualified(permitsSQL)
 	s.acquireShared, s.releaseShared = s.qualified(acquireSharedSQL), s.qualified(releaseSharedSQL)
 	s.readers, s.readerOwner = s.qualified(readersSQL), s.qualified(readerOwnerSQL)
+	s.rowAcquireShared, s.rowRefreshShared, s.rowReleaseShared = s.qualified(rowAcquireSharedSQL), s.qualified(rowRefreshSharedSQL), s.qualified(rowReleaseSharedSQL)
+	s.rowReaders, s.rowReaderOwner = s.qualified(rowReadersSQL), s.qualified(rowReaderOwnerSQL)
+	if f.present["distlock_lease_reader"] {
+		s.rowListReaders = s.qualified(rowListWithReadersSQL)
+	}
 	if f.present["distlock_reader"] {
 		s.listReaders = s.qualified(strings.ReplaceAll(listWithReadersSQL, listMarker, strings.ReplaceAll(listSQL, grantMarker, grant)))
 	}

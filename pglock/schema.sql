@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 7.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 8.
 --
 -- A Backend runs this on first use if the objects are missing or of an
 -- earlier version (Migrate does it explicitly); an operator can run it
@@ -57,6 +57,27 @@
 -- distlock_fence, as a lock's is. It changes nothing of the earlier
 -- objects, so that Backends of version 6 work beside those of version 7
 -- (their locks exclude the new readers, in the server's lock queue).
+-- Version 8 adds the shared (read) locks of lease-table mode: the table
+-- distlock_lease_reader, one row per reader with its own expiry, and the
+-- functions distlock_lease_acquire_shared, distlock_lease_refresh_shared,
+-- distlock_lease_release_shared and distlock_lease_wake_readers. Readers
+-- keep writers out through the key's row of distlock_lease itself: while
+-- readers hold the key, the row names no grant (grant_id NULL) and its
+-- expires is at least the latest expiry of the live readers, so that
+-- every version's exclusive grant, which takes the row only once expires
+-- has passed, is refused; the last reader's release puts the row back
+-- as released ('-infinity'). The exclusive functions of every earlier
+-- version thus exclude readers as they are, also a call of one that
+-- began before the migration committed, and after an earlier version's
+-- Migrate run again. Version 8 replaces the lease-table functions that
+-- release and queue (distlock_lease_wait, distlock_lease_leave,
+-- distlock_lease_release, distlock_lease_abandon), with the same
+-- arguments, so that a release wakes the readers queued together and an
+-- abandoned reader's try is released: without them readers are granted
+-- as safely, only woken later (by their polls) or, once abandoned, kept
+-- until their TTL. A reader waits in distlock_lease_waiter, in the same
+-- line as the writers, under a waiter name that starts with 'shared:'
+-- (its grant id).
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -84,7 +105,10 @@
 -- ('-infinity' once released). A grant's token is taken from the key's
 -- row in distlock_fence, so that a key's tokens increase across both
 -- modes. watched_until is the end of the watchers' mark; a watcher of a
--- key never granted adds its row, released.
+-- key never granted adds its row, released. A row with no grant_id whose
+-- expires has not passed is held by readers (version 8): expires is then
+-- no earlier than the expiry of any live reader of the key (see
+-- distlock_lease_reader).
 --
 -- distlock_lease_waiter: the queue of lease-table mode, one row per
 -- waiting Acquire (waiter is its grant id), in order of arrival (seq).
@@ -129,6 +153,26 @@
 -- release deletes its row, and the next shared grant of the key deletes
 -- the rows whose sessions hold no shared lock of it, the rows of sessions
 -- that ended.
+--
+-- distlock_lease_reader: the shared grants of lease-table mode, one row
+-- per reader, named by its unguessable grant id (which starts with
+-- 'shared:'), which every refresh and release must name, with its token
+-- (drawn from the key's row in distlock_fence), owner, grant time and
+-- expiry by the server's clock. A row whose expires has passed is no
+-- grant: the key's next reader grant, or the reader's own release,
+-- deletes it. Every grant, renewal and release of a reader first locks
+-- the key's row of distlock_lease FOR UPDATE, and writes that row in the
+-- same transaction as the reader's: a grant or renewal raises its expires
+-- to the reader's expiry if it is earlier (and clears a grant_id found
+-- expired), a release lowers it to the latest expiry of the readers left,
+-- '-infinity' when none is. The key's row, whose expires is never before
+-- a live reader's, is all an exclusive grant looks at: it is granted only
+-- once every reader granted or renewed before it has expired or been
+-- released, and a reader granted after it finds its grant_id. A renewal
+-- or release finds a reader expired by the clock (clock_timestamp(),
+-- read once the key's row is locked), not by the start of its
+-- transaction, so that one that waited for the row lock past the
+-- reader's expiry, while a writer was granted, fails.
 
 DO $install$
 DECLARE
@@ -219,6 +263,17 @@ CREATE TABLE IF NOT EXISTS @schema@.distlock_reader (
     owner      text NOT NULL DEFAULT '',
     granted_at timestamptz NOT NULL,
     PRIMARY KEY (key, pid)
+);
+
+-- The table of version 8.
+CREATE TABLE IF NOT EXISTS @schema@.distlock_lease_reader (
+    key        text NOT NULL,
+    grant_id   text NOT NULL,
+    token      bigint NOT NULL CHECK (token > 0),
+    owner      text NOT NULL DEFAULT '',
+    granted_at timestamptz NOT NULL,
+    expires    timestamptz NOT NULL,
+    PRIMARY KEY (key, grant_id)
 );
 
 -- distlock_acquire takes the session advisory lock of lock_key
@@ -414,7 +469,10 @@ $$;
 -- returns a NULL token and, in retry_ms, the milliseconds until the
 -- current grant expires unless refreshed (at least 1). Two acquirers of
 -- one key queue on its row lock; the second then sees the first's grant
--- and is refused. A grant of a watched key is notified.
+-- and is refused. A grant of a watched key is notified. A key that live
+-- readers hold is refused as a held one, with retry_ms until the row's
+-- expires, which the readers keep no earlier than the latest of their
+-- expiries (see distlock_lease_reader); this function is version 7's.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql
@@ -537,6 +595,9 @@ BEGIN
             ORDER BY w.seq LIMIT 1;
             IF head IS NOT NULL THEN
                 PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+                IF pg_catalog.starts_with(head, 'shared:') THEN
+                    PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+                END IF;
             END IF;
         END IF;
     END IF;
@@ -567,7 +628,11 @@ DECLARE
 BEGIN
     PERFORM 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR SHARE;
     DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
-    IF NOT FOUND OR EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
+    -- Only a writer's grant keeps the next waiter asleep: readers holding
+    -- the key let a reader behind the leaver in at once (a writer woken
+    -- by this is refused and waits again).
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key
+            AND l.expires > pg_catalog.now() AND l.grant_id IS NOT NULL) THEN
         RETURN;
     END IF;
     SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
@@ -575,6 +640,9 @@ BEGIN
     ORDER BY w.seq LIMIT 1;
     IF head IS NOT NULL THEN
         PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+        IF pg_catalog.starts_with(head, 'shared:') THEN
+            PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+        END IF;
     END IF;
     PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
 END
@@ -613,6 +681,9 @@ $$;
 -- release wakes one waiter, not all. The release is committed without
 -- waiting for its WAL flush: lost in a crash, it leaves the grant to
 -- expire. The release of a watched key is notified on distlock_holder too.
+-- When the head waiter is a reader, the readers queued after it up to the
+-- first writer are notified too (distlock_lease_wake_readers): they are
+-- granted together.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release(lock_key text, lock_grant text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -635,6 +706,9 @@ BEGIN
     WHERE w.key = lock_key AND w.expires > pg_catalog.now()
     ORDER BY w.seq LIMIT 1;
     PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
+    IF pg_catalog.starts_with(head, 'shared:') THEN
+        PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+    END IF;
     PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
     RETURN true;
 END
@@ -669,8 +743,255 @@ BEGIN
     INSERT INTO @schema@.distlock_lease_abandoned AS a (key, grant_id, until)
     VALUES (lock_key, lock_grant, pg_catalog.now() + keep_ms * interval '1 millisecond')
     ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
-    PERFORM @schema@.distlock_lease_release(lock_key, lock_grant);
+    IF pg_catalog.starts_with(lock_grant, 'shared:') THEN
+        PERFORM @schema@.distlock_lease_release_shared(lock_key, lock_grant);
+    ELSE
+        PERFORM @schema@.distlock_lease_release(lock_key, lock_grant);
+    END IF;
     PERFORM @schema@.distlock_lease_leave(lock_key, lock_grant);
+END
+$$;
+
+-- distlock_lease_wake_readers notifies, on the channel distlock_lease, the
+-- live waiters of lock_key that are readers (their names start with
+-- 'shared:') and come before the first waiting writer, but head, which
+-- the caller has notified: readers queued together are granted together.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_wake_readers(lock_key text, head text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    first_writer bigint;
+BEGIN
+    SELECT pg_catalog.min(w.seq) INTO first_writer FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:');
+    PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || w.waiter)
+    FROM @schema@.distlock_lease_waiter w
+    WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND pg_catalog.starts_with(w.waiter, 'shared:')
+        AND w.waiter <> head AND (first_writer IS NULL OR w.seq < first_writer);
+END
+$$;
+
+-- distlock_lease_acquire_shared grants lock_key shared, in lease-table
+-- mode, to the reader lock_grant (which must start with 'shared:') for
+-- ttl_ms milliseconds from now(), and returns its token, drawn from the
+-- key's counter in distlock_fence; or a NULL token and, in retry_ms, the
+-- milliseconds until the exclusive grant that holds the key expires
+-- unless refreshed, or until the row of the first writer waiting before
+-- the reader expires unless renewed. A reader is granted when no live
+-- exclusive grant holds the key (its row of distlock_lease names no
+-- grant, or one that has expired) and no live writer waits before it in
+-- distlock_lease_waiter; other readers, holding or waiting, never keep it
+-- out. Granted, it raises the row's expires to its own expiry if that is
+-- later (and clears a grant_id that expired), so that no exclusive grant
+-- of any version takes the row before it has expired or been released;
+-- its waiter row is deleted, with the key's expired readers. Refused
+-- with wait_ms above 0, it is queued, or its row renewed, to live
+-- wait_ms milliseconds, under its grant id; with 0 (a try) it is not.
+-- Refused for a writer waiting while nothing holds the key, it notifies
+-- the head waiter, as distlock_lease_wait does. It first locks the key's
+-- row of distlock_lease FOR UPDATE (creating it, released, for a key
+-- never granted), and takes no other lock of it: the grants, renewals
+-- and releases of a key's readers run one at a time (their tokens do
+-- anyway, on the key's row of distlock_fence), after or before each
+-- exclusive grant. A try whose grant id has a tombstone does nothing and
+-- returns NULL in both, as distlock_lease_wait's.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire_shared(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
+    wait_ms bigint, OUT granted bigint, OUT retry_ms bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_expiry timestamptz;
+    current_grant  text;
+    readers_until  timestamptz;
+    mine           bigint;
+    ahead          timestamptz;
+    head           text;
+BEGIN
+    IF lock_grant IS NULL OR NOT pg_catalog.starts_with(lock_grant, 'shared:') OR ttl_ms IS NULL OR ttl_ms <= 0
+        OR wait_ms IS NULL OR wait_ms < 0 THEN
+        RAISE EXCEPTION 'distlock: lease acquire shared: a reader''s grant id, a positive TTL and a waiter lifetime of at least 0 are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1685086061::int4, pg_catalog.hashtext(lock_grant));
+    IF EXISTS (SELECT 1 FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.grant_id = lock_grant) THEN
+        RETURN;
+    END IF;
+    -- FOR UPDATE, not FOR SHARE: a reader that shared the lock and then
+    -- wrote the row would deadlock with another doing the same.
+    SELECT l.expires, l.grant_id INTO current_expiry, current_grant
+    FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO @schema@.distlock_lease (key, grant_id, granted_at, expires)
+        VALUES (lock_key, NULL, pg_catalog.now(), '-infinity')
+        ON CONFLICT (key) DO NOTHING;
+        SELECT l.expires, l.grant_id INTO current_expiry, current_grant
+        FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+        IF NOT FOUND THEN
+            -- Never: no statement deletes a key's row. A reader granted
+            -- without it would keep no writer out.
+            RAISE EXCEPTION 'distlock: lease acquire shared: the key''s row of distlock_lease is missing'
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    END IF;
+    IF current_grant IS NOT NULL AND current_expiry > pg_catalog.now() THEN
+        retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
+    ELSE
+        SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+        SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
+        WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:')
+            AND (mine IS NULL OR w.seq < mine);
+        IF ahead IS NULL THEN
+            readers_until := pg_catalog.now() + ttl_ms * interval '1 millisecond';
+            -- An exclusive grant found expired is ended here: its late
+            -- refresh or release names a grant the row no longer has.
+            UPDATE @schema@.distlock_lease l
+            SET grant_id = NULL,
+                expires = greatest(CASE WHEN l.grant_id IS NULL THEN l.expires END, readers_until)
+            WHERE l.key = lock_key;
+            -- A token must be durable before it is handed out, and so must
+            -- the row that keeps the writers out.
+            IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+                PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+            END IF;
+            UPDATE @schema@.distlock_fence f SET token = f.token + 1 WHERE f.key = lock_key
+            RETURNING f.token INTO granted;
+            IF NOT FOUND THEN
+                INSERT INTO @schema@.distlock_fence AS f (key, token) VALUES (lock_key, 1)
+                ON CONFLICT (key) DO UPDATE SET token = f.token + 1
+                RETURNING f.token INTO granted;
+            END IF;
+            -- A key's row found free (or naming an ended writer) keeps
+            -- no reader: every reader row left was revoked (see the
+            -- package doc) or has expired, and must not come back when
+            -- this grant raises the row again.
+            DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key
+                AND (r.expires <= pg_catalog.now() OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.now());
+            INSERT INTO @schema@.distlock_lease_reader (key, grant_id, token, owner, granted_at, expires)
+            VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.now(), readers_until);
+            DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
+            RETURN;
+        END IF;
+        retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM ahead - pg_catalog.clock_timestamp()) * 1000))::bigint;
+        -- Nothing holds the key and an earlier writer is to have it: wake
+        -- the head waiter, or it waits for its poll (see
+        -- distlock_lease_wait). While readers hold the key, the last
+        -- one's release wakes it.
+        IF current_expiry <= pg_catalog.now() THEN
+            SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+            WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+            ORDER BY w.seq LIMIT 1;
+            IF head IS NOT NULL THEN
+                PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+                IF pg_catalog.starts_with(head, 'shared:') THEN
+                    PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+                END IF;
+            END IF;
+        END IF;
+    END IF;
+    IF wait_ms = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO @schema@.distlock_lease_waiter AS w (key, waiter, expires)
+    VALUES (lock_key, lock_grant, pg_catalog.now() + wait_ms * interval '1 millisecond')
+    ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
+END
+$$;
+
+-- distlock_lease_refresh_shared extends the reader lock_grant of lock_key
+-- to ttl_ms milliseconds from now() if it has not expired, and reports
+-- whether it did; durably, as distlock_lease_refresh. It first locks the
+-- key's row of distlock_lease FOR UPDATE, and raises its expires to the
+-- reader's new expiry if that is later (see distlock_lease_reader). The
+-- reader has expired if, by the clock once that lock is held, its row
+-- has, or the key's row has (an operator revoked it), or the key's row
+-- names an exclusive grant (taken after the reader expired).
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_refresh_shared(lock_key text, lock_grant text, ttl_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_expiry timestamptz;
+    current_grant  text;
+    readers_until  timestamptz;
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'distlock: lease refresh shared: a positive TTL is required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT l.expires, l.grant_id INTO current_expiry, current_grant
+    FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+    IF NOT FOUND OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.clock_timestamp() THEN
+        RETURN false;
+    END IF;
+    readers_until := pg_catalog.now() + ttl_ms * interval '1 millisecond';
+    UPDATE @schema@.distlock_lease_reader r SET expires = readers_until
+    WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.clock_timestamp();
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF readers_until > current_expiry THEN
+        UPDATE @schema@.distlock_lease l SET expires = readers_until WHERE l.key = lock_key;
+    END IF;
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- distlock_lease_release_shared frees the reader lock_grant of lock_key if
+-- it has not expired, and reports whether it did; an expired reader's row
+-- is deleted too, and false returned. It first locks the key's row of
+-- distlock_lease FOR UPDATE, so that the releases of a key's readers run
+-- one at a time, and, while that row names no grant, lowers its expires
+-- to the latest expiry of the live readers left (by the clock), or puts
+-- it back as released ('-infinity') when none is left (it never raises
+-- it, so that a row an operator revoked stays so): then it notifies
+-- the key's head waiter (a writer, whom the readers kept out) as
+-- distlock_lease_release does. Committed without waiting for its WAL
+-- flush: lost in a crash, it leaves the reader, and the key's row, to
+-- expire.
+CREATE OR REPLACE FUNCTION @schema@.distlock_lease_release_shared(lock_key text, lock_grant text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_grant text;
+    readers_until timestamptz;
+    live          boolean;
+    head          text;
+BEGIN
+    SELECT l.grant_id INTO current_grant FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+    DELETE FROM @schema@.distlock_lease_reader r
+    WHERE r.key = lock_key AND r.grant_id = lock_grant
+    RETURNING r.expires > pg_catalog.clock_timestamp() INTO live;
+    IF NOT FOUND OR NOT live OR current_grant IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    SELECT pg_catalog.max(r.expires) INTO readers_until FROM @schema@.distlock_lease_reader r
+    WHERE r.key = lock_key AND r.expires > pg_catalog.clock_timestamp();
+    UPDATE @schema@.distlock_lease l SET expires = least(l.expires, coalesce(readers_until, '-infinity')) WHERE l.key = lock_key;
+    IF readers_until IS NULL THEN
+        SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
+        WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+        ORDER BY w.seq LIMIT 1;
+        IF head IS NOT NULL THEN
+            PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
+            IF pg_catalog.starts_with(head, 'shared:') THEN
+                PERFORM @schema@.distlock_lease_wake_readers(lock_key, head);
+            END IF;
+        END IF;
+    END IF;
+    RETURN true;
 END
 $$;
 

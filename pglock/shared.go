@@ -1,7 +1,8 @@
 package pglock
 
-// Shared (read) locks (driver.SharedLocks), in SessionMode: see "Shared
-// locks" in the package documentation and version 7 in schema.sql.
+// Shared (read) locks (driver.SharedLocks), in SessionMode (LeaseMode's
+// are in leaseshared.go): see "Shared locks" in the package documentation
+// and version 7 in schema.sql.
 
 import (
 	"context"
@@ -116,13 +117,43 @@ func (t *writerTurn) Done() {
 	})
 }
 
-func (b *Backend) enterWriter(key string) {
+// enterWriter counts one more writer of key in b and, in the same step
+// under b.wmu, takes its place in q, the Backend's queue of the key (its
+// turn at once if nobody has it or waits for it): a reader that finds the
+// writer counted (see readerPlace) is behind it in q, never between its
+// count and its place. Without wait it takes the turn only if it is free,
+// and otherwise counts nothing and reports false. The place's Wait must
+// be called; the writer is counted until leaveWriter.
+func enterWriter[V any](b *Backend, q *driver.Queue[V], key string, wait bool) (place *driver.Place[V], turn *driver.Turn[V], ok bool) {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
+	if wait {
+		place = q.Enter(key)
+	} else if turn, ok = q.Try(key); !ok {
+		return nil, nil, false
+	}
 	if b.writers == nil {
 		b.writers = map[string]int{}
 	}
 	b.writers[key]++
+	return place, turn, true
+}
+
+// readerPlace is where a reader of key stands in q behind the Backend's
+// writers of the key: nowhere (nil, true) if none is counted, a place in
+// q, taken under b.wmu with the count it read, if one is and the reader
+// waits, and (nil, false) if one is and the reader only tries. The
+// reader passes the place's turn on as soon as it has it.
+func readerPlace[V any](b *Backend, q *driver.Queue[V], key string, wait bool) (*driver.Place[V], bool) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	switch {
+	case b.writers[key] == 0:
+		return nil, true
+	case !wait:
+		return nil, false
+	}
+	return q.Enter(key), true
 }
 
 func (b *Backend) leaveWriter(key string) {
@@ -132,15 +163,6 @@ func (b *Backend) leaveWriter(key string) {
 		delete(b.writers, key)
 	}
 }
-
-func (b *Backend) localWriters(key string) int {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	return b.writers[key]
-}
-
-// errSharedLeaseMode is the error of shared locks in LeaseMode.
-var errSharedLeaseMode = fmt.Errorf("pglock: shared locks are granted in SessionMode only, not in LeaseMode (whose grants are rows of distlock_lease): %w", errors.ErrUnsupported)
 
 // AcquireShared implements driver.SharedLocks: in SessionMode a shared
 // grant is pg_advisory_lock_shared(hashtextextended(key, 0)), the shared
@@ -159,8 +181,16 @@ var errSharedLeaseMode = fmt.Errorf("pglock: shared locks are granted in Session
 // Refresh, lost when its connection breaks (OnLost), and given back by
 // Release, or, as Acquire's, when an AcquireShared that fails undoes it.
 //
-// In LeaseMode it returns an error matching errors.ErrUnsupported: lease
-// rows have no shared form.
+// In LeaseMode a shared grant is a row of distlock_lease_reader with its
+// own expiry, by the server's clock, TTL from the grant, renewed by
+// Refresh and deleted by Release, both owner-checked by the grant's id. It
+// is granted while no unexpired exclusive lease holds key and no live
+// writer waits before it in the key's queue, and keeps exclusive leases
+// out until it is released or expires, by keeping the key's row of
+// distlock_lease from expiring before it (so that the exclusive leases of
+// every schema version exclude it); it waits in the key's queue with the
+// writers (see "Waiting" in the package documentation). Its token is
+// drawn from the key's counter.
 func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
 	if err := driver.CheckAcquire(ctx, key, opts); err != nil {
 		return nil, err
@@ -169,7 +199,7 @@ func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.Acq
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
-		return nil, errSharedLeaseMode
+		return b.acquireRowShared(ctx, key, opts)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -179,11 +209,12 @@ func (b *Backend) AcquireShared(ctx context.Context, key string, opts driver.Acq
 	// The Backend's writers of key that came first go first: a try fails
 	// while there is one, and a waiting reader queues behind them, and
 	// passes the turn on as soon as it has it, asking the server then.
-	if b.localWriters(key) > 0 {
-		if !opts.Wait {
-			return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) exclusively through this Backend", driver.ErrNotAcquired, key)
-		}
-		t, err := b.queue.Wait(actx, key)
+	place, ok := readerPlace(b, &b.queue, key, opts.Wait)
+	if !ok {
+		return nil, fmt.Errorf("%w: pglock: %q is held (or awaited) exclusively through this Backend", driver.ErrNotAcquired, key)
+	}
+	if place != nil {
+		t, err := place.Wait(actx)
 		if err != nil {
 			return nil, b.endedErr(ctx)
 		}
@@ -231,7 +262,8 @@ func (b *Backend) grabShared(ctx context.Context, key string, opts driver.Acquir
 // id), with the token, owner and grant time recorded in distlock_reader,
 // by token. A session outside the package that holds the id shared
 // (psql's pg_advisory_lock_shared) has no token and is not listed. In
-// LeaseMode it returns an error matching errors.ErrUnsupported.
+// LeaseMode they are the unexpired rows of distlock_lease_reader of key,
+// with their expiry (see readersRows).
 func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return nil, err
@@ -240,7 +272,7 @@ func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, err
 		return nil, err
 	}
 	if b.cfg.mode == LeaseMode {
-		return nil, errSharedLeaseMode
+		return b.readersRows(ctx, key)
 	}
 	sql, err := b.schema.find(ctx, b.pool, "distlock_reader")
 	if sql == nil {

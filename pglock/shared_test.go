@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"go.uber.org/goleak"
 	"testing"
 	"time"
 
@@ -28,8 +29,10 @@ func terminateHolders(t testing.TB, admin *pgxpool.Pool, key string) {
 	}
 }
 
-// The conformance suite of shared locks, in session mode; in lease-table
-// mode shared locks are refused as unsupported.
+// The conformance suite of shared locks: in session mode, and in
+// lease-table mode directly (LISTEN on a session of its own), through
+// PgBouncer in transaction mode with LISTEN on a direct session, and
+// through PgBouncer polling.
 func TestSharedConformance(t *testing.T) {
 	admin := newPool(t, server)
 	t.Run("Session", func(t *testing.T) {
@@ -43,37 +46,30 @@ func TestSharedConformance(t *testing.T) {
 		opts []pglock.Option
 	}{
 		{"Lease/Direct", server.DSN, []pglock.Option{pglock.WithListen(server.DSN)}},
-		{"Lease/PgBouncer", bouncer.DSN, nil},
+		{"Lease/PgBouncer", bouncer.DSN, []pglock.Option{pglock.WithListen(server.DSN)}},
+		{"Lease/PgBouncerPolling", bouncer.DSN, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, key := testCtx(t), "shared/lease/"+t.Name()
-			b := newLeaseBackend(t, tc.dsn, tc.opts...)
-			for _, wait := range []bool{false, true} {
-				l, err := b.AcquireShared(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: wait})
-				if err == nil {
-					l.Release(ctx)
-				}
-				if !errors.Is(err, errors.ErrUnsupported) {
-					t.Fatalf("AcquireShared (wait %v) in LeaseMode: %v; want errors.ErrUnsupported", wait, err)
-				}
-			}
-			if _, err := b.Readers(ctx, key); !errors.Is(err, errors.ErrUnsupported) {
-				t.Fatalf("Readers in LeaseMode: %v; want errors.ErrUnsupported", err)
-			}
-			// The Client refuses a read lock with the Backend's error, and
-			// the key's lock is still free.
-			c := newClient(t, b)
-			if _, err := c.TryAcquire(ctx, key, distlock.WithShared(true)); !errors.Is(err, errors.ErrUnsupported) {
-				t.Fatalf("Client's shared TryAcquire in LeaseMode: %v; want errors.ErrUnsupported", err)
-			}
-			l, err := c.TryAcquire(ctx, key)
-			if err != nil {
-				t.Fatalf("TryAcquire after the refused shared ones: %v", err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			distlocktest.RunShared(t, func(t *testing.T) driver.Backend { return newLeaseBackend(t, tc.dsn, tc.opts...) },
+				distlocktest.WithRevoke(func(t *testing.T, key string) { revokeLease(t, admin, key) }),
+				distlocktest.WithLeakOptions(pgxCancelling...))
 		})
+	}
+}
+
+// revokeLease ends every lease-mode grant of key, exclusive or shared, as
+// an operator does by hand; there must be at least one.
+func revokeLease(t testing.TB, admin *pgxpool.Pool, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var n int
+	if err := admin.QueryRow(ctx, `WITH w AS (
+	UPDATE distlock_lease SET expires = '-infinity' WHERE key = $1 AND expires > now() RETURNING 1
+), r AS (
+	UPDATE distlock_lease_reader SET expires = '-infinity' WHERE key = $1 AND expires > now() RETURNING 1
+) SELECT (SELECT count(*) FROM w) + (SELECT count(*) FROM r)`, key).Scan(&n); err != nil || n < 1 {
+		t.Fatalf("revoke the grants of %q: %d rows, %v", key, n, err)
 	}
 }
 
@@ -408,4 +404,15 @@ func TestSharedBehindLocalWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// pgxCancelling are the goroutines pgx starts when a query's context
+// ends: one sends the server a cancel request, and a connection closed
+// because of it is drained until the server (here PgBouncer, which can be
+// slow to answer) closes it. pgx bounds both by deadlines of its own (15 s
+// at most); they belong to the pool's connections, not to the Backend,
+// and may outlive a test that cancelled a query.
+var pgxCancelling = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn.(*PgConn).asyncClose.func1"),
+	goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn.(*CancelRequestContextWatcherHandler).HandleCancel.func1"),
 }

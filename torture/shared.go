@@ -82,7 +82,7 @@ func init() {
 			Title:  "as pause, on a read/write lock: the holder of the write lock (granted after readers released their read locks, which it waited for), having checked it, is SIGSTOPped past its TTL; another writer is granted and writes while readers wait for it; then the first resumes and writes with its old token",
 			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite},
 			Why: map[string]string{
-				backendPG:   "pglock grants shared locks in session mode only (lease mode refuses them), where a stopped holder keeps its connection's hold (see pause)",
+				backendPG:   "pglock's rows run the lock scenarios in session mode, where a stopped holder keeps its connection's hold (see pause); lease-mode shared rows are not written yet",
 				backendFile: "flock has no TTL: a stopped writer keeps the lock (see pause)",
 			},
 			Run: withReaders(pauseScenario),
@@ -102,7 +102,7 @@ func init() {
 			Title:  "a reader, having checked its read lock, is SIGSTOPped past its TTL; a writer is granted and writes with its token; the reader resumes and reads (fenced: then validates its read against the store's highest admitted token)",
 			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite},
 			Why: map[string]string{
-				backendPG:   "pglock grants shared locks in session mode only (lease mode refuses them), where a stopped holder keeps its connection's hold (see pause)",
+				backendPG:   "pglock's rows run the lock scenarios in session mode, where a stopped holder keeps its connection's hold (see pause); lease-mode shared rows are not written yet",
 				backendFile: "flock has no TTL: a stopped reader keeps its read lock, and the writer waits",
 			},
 			Run: readerPauseScenario,

@@ -28,7 +28,7 @@ import (
 // here runs when its backend implements driver.SharedLocks, and is
 // skipped, saying why, when it does not; with CI=true a row that runs
 // but is not listed fails, so that the list keeps up.
-var mustShare = []string{"memory", "file", "redis", "etcd", "zk", "postgres", "gateway"}
+var mustShare = []string{"memory", "file", "redis", "etcd", "zk", "postgres", "postgres-lease", "gateway"}
 
 // sharedBackend is a lock service for the shared-lock tests: those of
 // the election tests but redis-cluster (as the run tests) and redlock,
