@@ -199,7 +199,16 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		secret := rand.Text()
 		sent := time.Now()
 		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched}
-		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
+		// outcome is whether the try was granted, for afterTry, sent once
+		// the round is decided.
+		// settled is closed once every node answered a round decided
+		// without some: a grant's refresh and release go to those nodes
+		// after their vote only (see lease.after).
+		outcome, settled := make(chan bool, 1), make(chan struct{})
+		votes, answered := eachUntil(ctx, b, timeout, b.tryDecided, func(all []reply[vote], answered []bool) {
+			close(settled)
+			b.afterTry(ctx, k, secret, sent, opts.TTL, all, answered, <-outcome)
+		}, func(ctx context.Context, n Node) (vote, error) {
 			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
 				return vote{}, err
@@ -209,20 +218,39 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 			}
 			return vote{status: res[0], val: res[1], late: time.Since(sent) >= settleWindow}, nil
 		})
+		for i, a := range answered {
+			if !a {
+				// Decided without it: its reply is dealt with by
+				// afterTry; for this round it is a node that did not
+				// answer.
+				votes[i].err = errStraggler
+			}
+		}
 		r := countVotes(votes)
 		if len(r.normal) > 0 && !b.sawVoting.Load() {
 			b.sawVoting.Store(true) // see seed
 		}
+		var l *lease
 		if len(r.granted) >= b.maj {
-			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
-				l.member = member
-				if len(r.unseeded) > 0 || len(r.due) > 0 {
-					b.seedLater(r) // the holder does not wait for it
-				}
-				return l, refusal{}, nil
-			}
+			l, _ = b.grant(ctx, k, secret, sent, opts, votes, r)
 		}
-		b.abandon(ctx, k, secret, sent, opts.TTL, votes)
+		outcome <- l != nil
+		if l != nil {
+			l.member = member
+			for i, a := range answered {
+				if !a {
+					l.unsettled = append(l.unsettled, b.nodes[i])
+				}
+			}
+			l.settled = settled
+			if len(r.unseeded) > 0 || len(r.due) > 0 {
+				b.seedLater(r) // the holder does not wait for it
+			}
+			return l, refusal{}, nil
+		}
+		// The nodes not answered yet are cleaned up by afterTry once they
+		// answer, where their reply calls for it.
+		b.abandon(ctx, k, secret, sent, opts.TTL, votes, answered)
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
 			// The marking and the copy run in the background, as after a
 			// grant, whatever becomes of the caller (a process that exits
@@ -255,6 +283,66 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		default:
 			return nil, refusal{why: fmt.Sprintf("split vote: %d of %d nodes granted, %d held by others", len(r.granted), len(b.nodes), len(r.held)), split: true}, nil
 		}
+	}
+}
+
+// errStraggler is the reply, for its round, of a node that had not
+// answered when a majority decided the round (see eachUntil).
+var errStraggler = fmt.Errorf("%w: no answer yet when the round was decided by a majority", driver.ErrUnavailable)
+
+// tryDecided says whether the votes answered so far fix a try's outcome,
+// so that it need not wait for the other nodes (see eachUntil): a
+// majority granted it and settled its token (a majority of the nodes at
+// the voters' highest counter, in time), or so many nodes are held by
+// others that the try is refused as held whatever the others say. Either
+// way no node answered so far waits for its data (those rounds go on
+// waiting for every node: their re-seeding needs what each node says).
+// A straggler's counter cannot lower the token (a token only needs to
+// exceed those settled on a majority before, which any majority of
+// voters meets), nor can its vote change a refusal as held.
+func (b *Backend) tryDecided(votes []reply[vote], answered []bool) bool {
+	var granted []int
+	held, pending := 0, 0
+	for i, v := range votes {
+		switch {
+		case !answered[i]:
+			pending++
+		case v.err != nil:
+		case v.val.status == voteGranted:
+			granted = append(granted, i)
+		case v.val.status == voteHeld || v.val.status == voteReserved:
+			held++
+		case v.val.status == voteTooLate:
+		default:
+			return false // a node that waits for its data, or an unknown reply
+		}
+	}
+	if len(granted) >= b.maj {
+		_, enough := pickToken(votes, granted, b.maj)
+		return enough
+	}
+	return len(granted)+pending < b.maj && held > len(b.nodes)-b.maj && len(granted)+held >= b.maj
+}
+
+// afterTry deals with the votes of the nodes that a try was decided
+// without, once every node answered (see eachUntil): those that granted
+// it, or whose reply was lost, are cleaned up unless the try was granted
+// (a grant keeps them: its release goes to every node), and a node found
+// without its data is re-seeded as a round that waited for it would have.
+func (b *Backend) afterTry(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, all []reply[vote], answered []bool, granted bool) {
+	r := countVotes(all)
+	if len(r.normal) > 0 && !b.sawVoting.Load() {
+		b.sawVoting.Store(true)
+	}
+	if !granted {
+		late := make([]bool, len(answered))
+		for i, a := range answered {
+			late[i] = !a
+		}
+		b.abandon(ctx, k, secret, sent, ttl, all, late)
+	}
+	if len(r.unseeded) > 0 || len(r.due) > 0 {
+		b.seedLater(r)
 	}
 }
 

@@ -298,6 +298,80 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 	return out
 }
 
+// eachUntil is each over every node for a round that a majority can
+// decide (an acquire's try, a refresh, a release): it returns the replies
+// by node index as soon as decided says that the replies so far
+// (answered, by node index) fix the round's outcome, and otherwise once
+// every node has answered or timed out. A node that has not answered
+// when it returns has answered[i] false and a zero reply; its request
+// goes on in the background (a request cannot be called back once sent),
+// bounded by the same timeout, and once every node has answered, rest
+// (when not nil) gets every reply and which nodes had answered when it
+// returned, on a goroutine that Close waits for:
+// the place for what a straggler's reply still requires (a clean-up, a
+// re-seeding). decided is called with each new reply, on the caller's
+// goroutine. After Close, eachUntil is each, and rest is not called.
+func eachUntil[T any](ctx context.Context, b *Backend, timeout time.Duration, decided func(out []reply[T], answered []bool) bool, rest func(all []reply[T], answered []bool), f func(ctx context.Context, n Node) (T, error)) (out []reply[T], answered []bool) {
+	n := len(b.nodes)
+	answered = make([]bool, n)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		out = each(ctx, b, nil, timeout, f)
+		for i := range answered {
+			answered[i] = true
+		}
+		return out, answered
+	}
+	b.stragglers.Add(n + 1)
+	b.mu.Unlock()
+	type answer struct {
+		i int
+		r reply[T]
+	}
+	// Buffered for every answer: a request answered after eachUntil
+	// returned does not block.
+	answers := make(chan answer, n)
+	nctx, cancel := context.WithTimeout(ctx, timeout)
+	for i := range b.nodes {
+		go func() {
+			defer b.stragglers.Done()
+			v, err := f(nctx, b.nodes[i])
+			answers <- answer{i, reply[T]{v, classify(ctx, err)}}
+		}()
+	}
+	out = make([]reply[T], n)
+	got := 0
+	for got < n {
+		a := <-answers
+		got++
+		out[a.i], answered[a.i] = a.r, true
+		if got < n && decided(out, answered) {
+			break
+		}
+	}
+	if got == n {
+		cancel()
+		b.stragglers.Done()
+		return out, answered
+	}
+	// The stragglers: collected on copies, so that the caller owns out
+	// and answered.
+	all, decidedBy := slices.Clone(out), slices.Clone(answered)
+	go func() {
+		defer b.stragglers.Done()
+		defer cancel()
+		for ; got < n; got++ {
+			a := <-answers
+			all[a.i] = a.r
+		}
+		if rest != nil {
+			rest(all, decidedBy)
+		}
+	}()
+	return out, answered
+}
+
 // all returns 0..n-1.
 func all(n int) []int {
 	idx := make([]int, n)

@@ -61,14 +61,15 @@ func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force
 }
 
 // abandon undoes what a try that was not granted did or may still do: on
-// every node that granted it or whose reply was lost, it releases the
-// grant and leaves the tombstone. It sends to those nodes at once, in
-// parallel, and goes on in the background for the nodes that failed,
-// until the grant would have lapsed anyway or the Backend is closed.
-func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, votes []reply[vote]) {
+// every node among those given (by index) that granted it or whose reply
+// was lost, it releases the grant and leaves the tombstone. It sends to
+// those nodes at once, in parallel, and goes on in the background for the
+// nodes that failed, until the grant would have lapsed anyway or the
+// Backend is closed.
+func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, votes []reply[vote], among []bool) {
 	var idx []int
 	for i, v := range votes {
-		if v.err != nil || v.val.status == voteGranted {
+		if among[i] && (v.err != nil || v.val.status == voteGranted) {
 			idx = append(idx, i)
 		}
 	}
