@@ -310,12 +310,15 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 // returned, on a goroutine that Close waits for:
 // the place for what a straggler's reply still requires (a clean-up, a
 // re-seeding). decided is called with each new reply, on the caller's
-// goroutine. After Close, eachUntil is each, and rest is not called.
+// goroutine. After Close, and over fewer than three nodes, eachUntil is
+// each, and rest is not called.
 func eachUntil[T any](ctx context.Context, b *Backend, timeout time.Duration, decided func(out []reply[T], answered []bool) bool, rest func(all []reply[T], answered []bool), f func(ctx context.Context, n Node) (T, error)) (out []reply[T], answered []bool) {
 	n := len(b.nodes)
 	answered = make([]bool, n)
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || n < 3 {
+		// Under three nodes a majority is every node: nothing to decide
+		// early, and each spares the goroutine of one request.
 		b.mu.Unlock()
 		out = each(ctx, b, nil, timeout, f)
 		for i := range answered {

@@ -82,6 +82,13 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(ttl), b.keptDecided, nil, l.after(func(ctx context.Context, n Node) (int64, error) {
 		return refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ceilMillis(ttl)).Int64()
 	}))
+	return l.refreshed(ctx, sent, ttl, res, answered)
+}
+
+// refreshed is the outcome of a refresh to ttl sent at sent, from the
+// nodes' replies (those answered) to refresh.lua or refresh_many.lua.
+func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration, res []reply[int64], answered []bool) (driver.Validity, error) {
+	b := l.b
 	kept, gone, why := tallyKept(res, answered)
 	switch {
 	case ctx.Err() != nil:
