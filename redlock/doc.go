@@ -48,7 +48,24 @@
 // when a majority no longer held it, and releases nodes that did not
 // answer in the background. Both are owner-checked on every node: a
 // holder whose lease lapsed never extends or deletes the next holder's
-// keys.
+// keys. RefreshAll (driver.BatchRefresher, which the Client's watchdog
+// uses) refreshes many grants with one request per node for up to 256
+// of them, each counted as Refresh counts it.
+//
+// A try, a refresh and a release return as soon as the replies so far
+// decide them, without waiting for the slowest nodes (over three nodes
+// or more): a try once a majority granted it and settled its token, or
+// once so many nodes are held that it is refused as held whatever the
+// others say; a refresh once a majority extended the grant or no longer
+// holds it; a release once a majority released it or did not hold it. A
+// round that meets a node waiting for its data waits for every node, as
+// before. The other nodes' replies are collected in the background
+// (Close waits for them) and acted on as above: a refused try cleans up
+// those that granted it or whose reply was lost, a release retries those
+// that failed, and a node found without its data is re-seeded. A grant's
+// refresh and release go to a node whose vote had not come yet only
+// after that vote, so that a release never overtakes the vote it
+// undoes. Validity still counts from the first request of the round.
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or the Client's deadline.
