@@ -291,15 +291,12 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 var errStraggler = fmt.Errorf("%w: no answer yet when the round was decided by a majority", driver.ErrUnavailable)
 
 // tryDecided says whether the votes answered so far fix a try's outcome,
-// so that it need not wait for the other nodes (see eachUntil): a
-// majority granted it and settled its token (a majority of the nodes at
-// the voters' highest counter, in time), or so many nodes are held by
-// others that the try is refused as held whatever the others say. Either
-// way no node answered so far waits for its data (those rounds go on
-// waiting for every node: their re-seeding needs what each node says).
-// A straggler's counter cannot lower the token (a token only needs to
-// exceed those settled on a majority before, which any majority of
-// voters meets), nor can its vote change a refusal as held.
+// so that it need not wait for the other nodes (see eachUntil): so many
+// nodes are held by others, and none granted it, that the try is refused
+// as held whatever the others say, and no node answered so far waits for
+// its data (those rounds go on waiting for every node: their re-seeding
+// needs what each node says). A try that a node granted waits for every
+// node (see the comment below).
 func (b *Backend) tryDecided(votes []reply[vote], answered []bool) bool {
 	var granted []int
 	held, pending := 0, 0
@@ -317,9 +314,12 @@ func (b *Backend) tryDecided(votes []reply[vote], answered []bool) bool {
 			return false // a node that waits for its data, or an unknown reply
 		}
 	}
-	if len(granted) >= b.maj {
-		_, enough := pickToken(votes, granted, b.maj)
-		return enough
+	if len(granted) > 0 {
+		// A grant waits for every voter: a straggler that votes for it
+		// with a counter above the token would record that higher token
+		// in its lock value, which Holder and List report (the highest
+		// its nodes record) while the lease has the lower one.
+		return false
 	}
 	return len(granted)+pending < b.maj && held > len(b.nodes)-b.maj && len(granted)+held >= b.maj
 }

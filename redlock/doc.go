@@ -52,14 +52,15 @@
 // uses) refreshes many grants with one request per node for up to 256
 // of them, each counted as Refresh counts it.
 //
-// A try, a refresh and a release return as soon as the replies so far
-// decide them, without waiting for the slowest nodes (over three nodes
-// or more): a try once a majority granted it and settled its token, or
-// once so many nodes are held that it is refused as held whatever the
-// others say; a refresh once a majority extended the grant or no longer
-// holds it; a release once a majority released it or did not hold it. A
-// round that meets a node waiting for its data waits for every node, as
-// before. The other nodes' replies are collected in the background
+// A refusal, a refresh and a release return as soon as the replies so
+// far decide them, without waiting for the slowest nodes (over three
+// nodes or more): a try once so many nodes are held, and none granted
+// it, that it is refused as held whatever the others say; a refresh once
+// a majority extended the grant or no longer holds it; a release once a
+// majority released it or did not hold it. A try that a node granted
+// waits for every node (a late voter's higher counter would otherwise
+// be recorded on it above the lease's token), and so does a round that
+// meets a node waiting for its data. The other nodes' replies are collected in the background
 // (Close waits for them) and acted on as above: a refused try cleans up
 // those that granted it or whose reply was lost, a release retries those
 // that failed, and a node found without its data is re-seeded. A grant's
