@@ -52,6 +52,29 @@ func (c *Client) Readers(ctx context.Context, key string) ([]Holder, error) {
 	return hs, keyErr("readers", key, err)
 }
 
+// List returns the holders of the keys that start with prefix, sorted by
+// key, from a backend that can list them (driver.Lister); any other gives
+// an error matching errors.ErrUnsupported. A key's shared grants (Shared
+// set) follow its exclusive holder, by token, and the permits of a
+// semaphore are listed as the backend lists them. The prefix is "" (every
+// key) or valid as a key is (ValidateKey). A backend that could read only
+// some keys returns what it read with an error about the rest. Every error
+// is a *KeyError naming the prefix.
+func (c *Client) List(ctx context.Context, prefix string) ([]Holder, error) {
+	if prefix != "" {
+		if err := ValidateKey(prefix); err != nil {
+			return nil, keyErr("list", prefix, err)
+		}
+	}
+	l, ok := c.b.(driver.Lister)
+	if !ok {
+		err := fmt.Errorf("distlock: %s cannot list holders: %w", c.metrics.backend.Value.AsString(), errors.ErrUnsupported)
+		return nil, keyErr("list", prefix, err)
+	}
+	hs, err := l.List(ctx, prefix)
+	return hs, keyErr("list", prefix, err)
+}
+
 // PermitState is the state of a semaphore: its stored limit, its live
 // permits and how many wait for one (see Client.Permits).
 type PermitState = driver.PermitState

@@ -300,3 +300,46 @@ func TestSetOwner(t *testing.T) {
 		t.Errorf("SetOwner on a backend that cannot: %v, want a KeyError matching errors.ErrUnsupported", err)
 	}
 }
+
+func TestList(t *testing.T) {
+	ctx := context.Background()
+	b := memlock.New()
+	c, err := distlock.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, k := range []string{"list/b", "list/a", "lists/c"} {
+		l, err := c.Acquire(ctx, k, distlock.WithLockOwner("o-"+k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	hs, err := c.List(ctx, "list/")
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	var keys []string
+	for _, h := range hs {
+		keys = append(keys, h.Key+"="+h.Owner)
+	}
+	if got, want := strings.Join(keys, ","), "list/a=o-list/a,list/b=o-list/b"; got != want {
+		t.Fatalf("List(list/) = %s; want %s", got, want)
+	}
+	if hs, err := c.List(ctx, ""); err != nil || len(hs) != 3 {
+		t.Fatalf("List(\"\") = %d holders, %v; want 3", len(hs), err)
+	}
+	var ke *distlock.KeyError
+	if _, err := c.List(ctx, "bad\x00prefix"); !errors.Is(err, distlock.ErrInvalidKey) || !errors.As(err, &ke) {
+		t.Fatalf("List of a bad prefix: %v; want a *KeyError matching ErrInvalidKey", err)
+	}
+	c2, err := distlock.New(acquireOnly{b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(ctx)
+	if _, err := c2.List(ctx, "list/"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("List over a backend without Lister: %v; want errors.ErrUnsupported", err)
+	}
+}

@@ -45,6 +45,10 @@ func (l *Lock) Slot() (slot int, ok bool) {
 // WithShared, and not a re-entry of an exclusive lock.
 func (l *Lock) Shared() bool { return l.g.cfg.shared }
 
+// Permit reports whether the lock is a permit of a semaphore: acquired
+// with WithSemaphore.
+func (l *Lock) Permit() bool { return l.g.cfg.permit }
+
 // Context returns a context that is cancelled when the lock is lost or
 // released, or when a lock it was acquired under ends. context.Cause of it
 // is the reason it ended.

@@ -111,3 +111,25 @@ func TestWithSemaphoreRefusesBadOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestLockPermit(t *testing.T) {
+	ctx := context.Background()
+	c, err := distlock.New(memlock.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	l, err := c.Acquire(ctx, "permit/lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	p, err := c.Acquire(ctx, "permit/sem", distlock.WithSemaphore(distlock.Semaphore{Limit: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	if l.Permit() || !p.Permit() {
+		t.Fatalf("Permit: lock %v, permit %v", l.Permit(), p.Permit())
+	}
+}

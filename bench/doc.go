@@ -47,7 +47,16 @@
 //  8. shared locks: a read-lock cycle of package rwlock against the same
 //     Client's lock cycle, on each distlock row whose backend grants
 //     shared locks (driver.SharedLocks; TestSharedRows, not part of the
-//     full run's RESULTS.md).
+//     full run's RESULTS.md);
+//  9. partitioning: a group of package partition (4 members, 16 units)
+//     over each distlock row's backend, the time for it to settle (every
+//     unit held by its planned member) after a member joins and after
+//     that member is killed (its connections blackholed in fault proxies,
+//     so its locks lapse by TTL; not on memlock, filelock and pglock's
+//     session mode, where no connection's death lets a lock lapse), and
+//     each time as a ratio of the package's stated bound (reconcile×1.25
+//     plus the minimum hold for a join, plus the TTL for a kill);
+//     TestPartitionRows, not part of the full run's RESULTS.md.
 //
 // Adding a backend or a peer is adding one entry to Subjects. Entries with
 // NotBuilt set are reported as "not built yet".

@@ -40,6 +40,25 @@ type Env struct {
 	pgSentBy sync.Map     // statement name -> *atomic.Int64
 
 	pgb *testserver.PgBouncer // in front of pg, started by PgBouncer
+
+	// via, when set, routes the addresses the Env gives out (Redis,
+	// Etcd, ZooKeeper, the PostgreSQL pools, the gateway's URL) through
+	// proxies: set while an instance whose connections can be cut is
+	// opened (the partitioning measurement's kill).
+	via func(addr string) (string, error)
+}
+
+// route returns addr, or where e.via routes it.
+func (e *Env) route(addr string) string {
+	e.tb.Helper()
+	if e.via == nil {
+		return addr
+	}
+	a, err := e.via(addr)
+	if err != nil {
+		e.tb.Fatalf("bench: route %s: %v", addr, err)
+	}
+	return a
 }
 
 // NewEnv returns an Env whose servers live as long as tb.
@@ -56,7 +75,7 @@ func (e *Env) Redis(n int) []string {
 	}
 	addrs := make([]string, n)
 	for i := range addrs {
-		addrs[i] = e.redis[i].Addr
+		addrs[i] = e.route(e.redis[i].Addr)
 	}
 	return addrs
 }
@@ -67,7 +86,18 @@ func (e *Env) Etcd() []string {
 	if e.etcd == nil {
 		e.etcd = testserver.StartEtcd(e.tb)
 	}
-	return e.etcd.Endpoints
+	if e.via == nil {
+		return e.etcd.Endpoints
+	}
+	var eps []string
+	for _, ep := range e.etcd.Endpoints {
+		u, err := routeURL(ep, e.via)
+		if err != nil {
+			e.tb.Fatalf("bench: route %s: %v", ep, err)
+		}
+		eps = append(eps, u)
+	}
+	return eps
 }
 
 // RedisClient returns a go-redis client of addr with default options, whose

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +57,15 @@ func (e *Env) pgPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.
 		return nil, err
 	}
 	cfg.MaxConns = maxConns
+	if e.via != nil {
+		a, err := e.via(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+		if err != nil {
+			return nil, err
+		}
+		host, port, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(port)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	}
 	cfg.ConnConfig.Tracer = pgCounter{n: &e.pgSent, by: &e.pgSentBy}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }

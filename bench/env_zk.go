@@ -17,7 +17,14 @@ func (e *Env) ZooKeeper() []string {
 	if e.zk == nil {
 		e.zk = testserver.StartZooKeeper(e.tb)
 	}
-	return e.zk.Servers
+	if e.via == nil {
+		return e.zk.Servers
+	}
+	var ss []string
+	for _, a := range e.zk.Servers {
+		ss = append(ss, e.route(a))
+	}
+	return ss
 }
 
 // ZooKeeperSnapshot reads the server's request counters from the mntr

@@ -105,7 +105,10 @@ func gatewayDir(e *Env) string { return gatewayEnv(e).dir }
 
 func gatewayURL(e *Env) (string, error) {
 	gs := gatewayEnv(e)
-	return gs.url, gs.err
+	if gs.err != nil || e.via == nil {
+		return gs.url, gs.err
+	}
+	return routeURL(gs.url, e.via)
 }
 
 // start serves a gateway over a lock directory until the Env's test ends.

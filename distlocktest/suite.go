@@ -66,7 +66,14 @@ func WithLeakOptions(opts ...goleak.Option) Option {
 	return func(s *suite) { s.leakOpts = append(s.leakOpts, opts...) }
 }
 
+// WithPartitionUnits sets how many units RunPartition's group test shares
+// among its 8 members: 64 by default. A backend that holds a connection
+// per lock (pglock's session mode) gives fewer, so that 8 members' pools
+// fit the server's connections on a small test machine.
+func WithPartitionUnits(n int) Option { return func(s *suite) { s.partUnits = n } }
+
 type suite struct {
+	partUnits   int // WithPartitionUnits; 0: 64
 	newBackend  Factory
 	ttl         time.Duration
 	revoke      func(t *testing.T, key string)

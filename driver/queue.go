@@ -64,32 +64,64 @@ func (q *Queue[V]) Wait(ctx context.Context, key string) (*Turn[V], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return q.Enter(key).Wait(ctx)
+}
+
+// Place is a place in a key's queue, taken by Enter: the turn comes to it
+// after those who entered before. Its Wait must be called once, or the
+// line stops at it.
+type Place[V any] struct {
+	q    *Queue[V]
+	l    *line[V]
+	ch   chan *Turn[V] // nil if the place had the turn at once
+	turn *Turn[V]      // the turn taken at Enter, if nobody had it
+}
+
+// Enter takes a place in key's queue now, without waiting: whoever enters
+// after it is served after it. It lets a backend take its place in line
+// atomically with a change of its own state (under its own mutex), as
+// Wait, which may block, cannot. The turn comes with the place's Wait.
+func (q *Queue[V]) Enter(key string) *Place[V] {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	l := q.lines[key]
 	if l == nil {
-		t := q.startLocked(key)
-		q.mu.Unlock()
-		return t, nil
+		return &Place[V]{turn: q.startLocked(key)}
 	}
 	ch := make(chan *Turn[V], 1)
 	l.waiters = append(l.waiters, ch)
-	q.mu.Unlock()
+	return &Place[V]{q: q, l: l, ch: ch}
+}
 
-	select {
-	case t := <-ch:
-		return t, nil
-	case <-ctx.Done():
+// Wait waits for the turn of the place. If ctx ends first (or has ended)
+// it returns ctx.Err() and leaves the queue; a turn handed to the place
+// meanwhile passes to the next waiter.
+func (p *Place[V]) Wait(ctx context.Context) (*Turn[V], error) {
+	if p.turn != nil {
+		if err := ctx.Err(); err != nil {
+			p.turn.Done()
+			return nil, err
+		}
+		return p.turn, nil
 	}
+	if ctx.Err() == nil {
+		select {
+		case t := <-p.ch:
+			return t, nil
+		case <-ctx.Done():
+		}
+	}
+	q := p.q
 	q.mu.Lock()
-	if i := slices.Index(l.waiters, ch); i >= 0 {
-		l.waiters = slices.Delete(l.waiters, i, i+1)
+	if i := slices.Index(p.l.waiters, p.ch); i >= 0 {
+		p.l.waiters = slices.Delete(p.l.waiters, i, i+1)
 		q.mu.Unlock()
 		return nil, ctx.Err()
 	}
 	q.mu.Unlock()
 	// Handed to us as we gave up: the send happened under q.mu, so it is
 	// in the channel now.
-	(<-ch).Done()
+	(<-p.ch).Done()
 	return nil, ctx.Err()
 }
 

@@ -327,3 +327,49 @@ func randomRound(q *driver.Queue[int], key string, rng *rand.Rand) error {
 	}
 	return nil
 }
+
+// TestEnterKeepsPlace: a place taken by Enter is served in the order of
+// entry, before a Wait that came after it even if the place's own Wait
+// is called later, and a place whose Wait gives up passes the turn on.
+func TestEnterKeepsPlace(t *testing.T) {
+	var q driver.Queue[struct{}]
+	if p := q.Enter("free"); true {
+		turn, err := p.Wait(context.Background())
+		if err != nil {
+			t.Fatalf("Wait of a place entered on a free key: %v", err)
+		}
+		turn.Done()
+	}
+	first, _ := q.Try("k")
+	placed := q.Enter("k")
+	gaveUp := q.Enter("k")
+	later := make(chan *driver.Turn[struct{}], 1)
+	go func() {
+		turn, err := q.Wait(context.Background(), "k")
+		if err != nil {
+			panic(err)
+		}
+		later <- turn
+	}()
+	waitFor(t, "the later waiter to queue", func() bool { return q.Waiting("k") == 3 })
+	first.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := gaveUp.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait of a place under an ended context: %v", err)
+	}
+	select {
+	case <-later:
+		t.Fatal("a Wait that came after a place was served before it")
+	default:
+	}
+	turn, err := placed.Wait(context.Background())
+	if err != nil {
+		t.Fatalf("Wait of the first place: %v", err)
+	}
+	turn.Done()
+	(<-later).Done()
+	if q.Len() != 0 {
+		t.Fatalf("Len = %d after every Done, want 0", q.Len())
+	}
+}

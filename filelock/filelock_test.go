@@ -789,3 +789,14 @@ func TestCloseEndsWaiters(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// The partition suite, as TestConformance runs Run: grants have no TTL,
+// so a dead member's grants end when its Backend's files close, and the
+// frozen member, which nothing can end, is skipped (a real process's
+// death is covered by the crash tests).
+func TestPartitionConformance(t *testing.T) {
+	dir := t.TempDir()
+	distlocktest.RunPartition(t, func(t *testing.T) driver.Backend {
+		return newBackend(t, dir)
+	}, distlocktest.WithTTL(time.Second))
+}

@@ -351,3 +351,24 @@ func TestOneTryCampaignOverASlowService(t *testing.T) {
 		t.Errorf("Resign: %v", err)
 	}
 }
+
+// The partition suite through a gateway over memlock. A member's locks
+// (its membership and up to every unit of the group, 64 here) share one
+// gateway session, so the gateway allows twice as many as the suite's
+// units: at its default (DefaultMaxLocks, 64) the member's 65th lock is
+// refused with 429 for as long as it holds the others. The TTL is longer
+// than the other suites': a member's first reconcile sends 64 acquires
+// at once, each on an HTTP connection of its own, and under the race
+// detector the member's keepalive came later than a TTL of 1s allows.
+func TestPartitionOverMemlock(t *testing.T) {
+	mb := memlock.New()
+	t.Cleanup(func() { mb.Close() })
+	tokens, err := gateway.ParseTokens([]byte(`{"tokens":[{"name":"admin","token":"` + adminSecret + `","prefixes":[""],"admin":true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, mb, gateway.WithTokens(tokens), gateway.WithMaxLocks(128))
+	warmUp(t, url)
+	distlocktest.RunPartition(t, factory(url, gatewaylock.WithToken(adminSecret)),
+		distlocktest.WithTTL(2*time.Second), distlocktest.WithRevoke(revoker(url)))
+}

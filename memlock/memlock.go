@@ -71,16 +71,13 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// waitTurn waits for key's turn behind this Backend's other acquirers,
-// until ctx ends or the Backend is closed.
-func (b *Backend) waitTurn(ctx context.Context, key string) (*driver.Turn[struct{}], error) {
-	if t, ok := b.queue.Try(key); ok {
-		return t, nil // nobody has it or waits for it: no context to make
-	}
+// waitTurn waits for the turn of a place in a key's line behind this
+// Backend's other acquirers, until ctx ends or the Backend is closed.
+func (b *Backend) waitTurn(ctx context.Context, p *driver.Place[struct{}]) (*driver.Turn[struct{}], error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(b.closing, cancel)()
-	t, err := b.queue.Wait(wctx, key)
+	t, err := p.Wait(wctx)
 	switch {
 	case err == nil:
 		return t, nil
@@ -114,43 +111,51 @@ func (b *Backend) acquire(ctx context.Context, key string, opts driver.AcquireOp
 	if b.closing.Err() != nil {
 		return nil, ErrClosed
 	}
+	// An acquirer takes its place in the key's line under b.mu, with the
+	// state readers judge by (writers): a reader that finds a writer
+	// acquiring is behind it in the line, never in between the writer's
+	// count and its place.
+	var (
+		turn  *driver.Turn[struct{}]
+		place *driver.Place[struct{}]
+	)
+	b.mu.Lock()
+	e := b.entryLocked(key)
 	if shared {
 		// No writer holds or waits: the reader shares at once, without
 		// the turn (a turn taken by a reader would refuse the others'
 		// tries). Otherwise it queues for the turn behind the writers.
-		b.mu.Lock()
-		e := b.entryLocked(key)
 		b.expireLocked(e, time.Now())
 		if e.holder == nil && e.writers == 0 {
 			l := b.grantLocked(e, opts, true)
 			b.mu.Unlock()
 			return l, nil
 		}
-		b.mu.Unlock()
 		if !opts.Wait {
+			b.mu.Unlock()
 			return nil, fmt.Errorf("%w: memlock: held (or awaited) by a writer", driver.ErrNotAcquired)
 		}
 	} else {
-		b.mu.Lock()
-		e := b.entryLocked(key)
 		e.writers++
-		b.mu.Unlock()
 		defer func() {
 			b.mu.Lock()
 			e.writers--
 			b.mu.Unlock()
 		}()
 	}
-	var turn *driver.Turn[struct{}]
-	if opts.Wait {
-		t, err := b.waitTurn(ctx, key)
+	if t, ok := b.queue.Try(key); ok {
+		turn = t // nobody has the turn or waits for it: no context to make
+	} else if opts.Wait {
+		place = b.queue.Enter(key)
+	}
+	b.mu.Unlock()
+	if place != nil {
+		t, err := b.waitTurn(ctx, place)
 		if err != nil {
 			return nil, err
 		}
 		turn = t
-	} else if t, ok := b.queue.Try(key); ok {
-		turn = t
-	} else {
+	} else if turn == nil {
 		return nil, fmt.Errorf("%w: memlock: held (or awaited)", driver.ErrNotAcquired)
 	}
 	defer turn.Done()

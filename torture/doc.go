@@ -96,6 +96,28 @@
 // and permits, the reader's deadline as it stood when it was stopped must
 // come before the writer's Acquire returned.
 //
+// # Partitioning
+//
+// The partition row (partition/member-partition) runs package
+// partition's units under the partition fault, on every backend the lock
+// rows' partition runs on (not file, where there is no network, nor
+// PostgreSQL, whose session cut off keeps its locks and whose lease mode
+// has no partition row): four workers are members of one group, named by
+// the row's key, of 16 units, and each writes, for every unit it owns, the
+// unit's resource (the row's resource, "-u", the unit) with the unit's
+// token, paced, checking the unit's lock before each write: a fence per
+// unit. A member takes its units on its own, so the worker reports each
+// unit's grant, its end (the unit lock's context) and each write as they
+// happen; the harness stamps a grant on arrival, its call being when the
+// member was started. Once the group has settled (every unit held, four
+// each), member A's writers are made stubborn (they ignore their
+// contexts and write unchecked), A is cut off from the service (a proxy
+// blackhole; on Redlock from 3 of the 5 nodes), and the round lasts until
+// the other members have taken every unit A held and A has written to each
+// of them with its old token after a newer owner's write. The unfenced
+// store takes those writes; the fenced one must refuse every one. The
+// mutex and token models check the units' grants as they check locks.
+//
 // # One clock, conservative intervals
 //
 // Every event is stamped by the harness process with one monotonic Clock:

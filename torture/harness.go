@@ -210,6 +210,10 @@ type Worker struct {
 	faultAt int64
 	paused  bool
 	leaders []observed // what Observe sent, for an observer
+	// memberAt is when the worker was made a member (Member); memberErr
+	// what its partition.Run returned, if it ended.
+	memberAt  int64
+	memberErr string
 }
 
 // observed is one leader an observer's Observe sent.
@@ -355,6 +359,12 @@ func (w *Worker) read(dec *json.Decoder) {
 			continue
 		case evEnd:
 			w.run.ended(w, rep, at)
+			continue
+		case evUnit:
+			w.run.unitGranted(w, rep, at)
+			continue
+		case evUnitWrite:
+			w.run.unitWrote(w, rep)
 			continue
 		case evLeader:
 			w.run.mu.Lock()

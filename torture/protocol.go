@@ -22,16 +22,20 @@ const (
 	cmdNaiveAcquire = "naive-acquire" // Redis SET NX PX, one attempt, no clean-up
 	cmdObserve      = "observe"       // follow the election named Key: leader events until exit
 	cmdSharedRead   = "shared-read"   // check, announce, read; validate against the store's fence if asked
+	cmdMember       = "member"        // join the group named Key (package partition): write each owned unit
+	cmdStubborn     = "stubborn"      // a member's unit writers ignore their contexts (Stubborn) or not
 	cmdGo           = "go"            // continue after an announce
 	cmdExit         = "exit"          // close everything and exit
 )
 
 // Events.
 const (
-	evHello    = "hello"    // first message: Name, Pid
-	evEnd      = "end"      // the lock's context ended: Grant, Cause, Lost
-	evAnnounce = "announce" // between the read and the write of an rmw with Announce
-	evLeader   = "leader"   // an observed leader: Token (0: none), Leader; Closed when Observe's channel closed
+	evHello     = "hello"      // first message: Name, Pid
+	evEnd       = "end"        // the lock's context ended: Grant, Cause, Lost
+	evAnnounce  = "announce"   // between the read and the write of an rmw with Announce
+	evLeader    = "leader"     // an observed leader: Token (0: none), Leader; Closed when Observe's channel closed
+	evUnit      = "unit"       // a member was granted a unit: Key (the unit's lock key), Grant, Token; or Err: its Run ended
+	evUnitWrite = "unit-write" // a member wrote a unit: Grant, WriteSeq, LiveAfter, NoCheck
 )
 
 // Backend kinds.
@@ -90,6 +94,13 @@ type request struct {
 	// read when it is above the lock's own.
 	Validate     bool          `json:"validate,omitempty"`
 	StoreTimeout time.Duration `json:"store_timeout,omitempty"`
+
+	// member: the group's unit count (partition.Count), the reconcile
+	// interval and the minimum hold; stubborn: on or off.
+	Units     int           `json:"units,omitempty"`
+	Reconcile time.Duration `json:"reconcile,omitempty"`
+	MinHold   time.Duration `json:"min_hold,omitempty"`
+	Stubborn  bool          `json:"stubborn,omitempty"`
 }
 
 // reply is a message from a worker to the harness: the answer to a command
@@ -135,6 +146,9 @@ type reply struct {
 
 	Cause string `json:"cause,omitempty"`
 	Lost  bool   `json:"lost,omitempty"`
+
+	Key     string `json:"key,omitempty"`      // evUnit: the unit's lock key
+	NoCheck bool   `json:"no_check,omitempty"` // evUnitWrite: written unchecked (stubborn)
 
 	Name string `json:"name,omitempty"`
 	Pid  int    `json:"pid,omitempty"`

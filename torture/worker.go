@@ -74,6 +74,8 @@ type worker struct {
 	// observing ends the observers (cmdObserve) at close.
 	observing context.Context
 	stopObs   context.CancelFunc
+	// members is the worker's membership of a group (cmdMember).
+	members *memberState
 }
 
 // held is what a worker holds: a *distlock.Lock, or an election's term.
@@ -135,6 +137,7 @@ func (w *worker) send(r reply) {
 
 func (w *worker) close() {
 	w.stopObs()
+	w.leave()
 	if w.client != nil {
 		// Release what is held; give-backs still retried in the background
 		// are not waited for long: the run is over.
@@ -271,6 +274,14 @@ func (w *worker) exec(r request) reply {
 		l := w.lock
 		w.lock = nil
 		if err := l.Release(ctx); err != nil {
+			return fail(err)
+		}
+	case cmdMember:
+		if err := w.member(r); err != nil {
+			return fail(err)
+		}
+	case cmdStubborn:
+		if err := w.setStubborn(r.Stubborn); err != nil {
 			return fail(err)
 		}
 	case cmdObserve:

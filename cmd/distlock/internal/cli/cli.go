@@ -128,8 +128,9 @@ func (r *runner) rootCommand() *cobra.Command {
 		Long: `distlock runs a command while holding a lock, on this host (the default,
 file://` + defaultDirHelp() + `) or on a lock service, and gives the command
 the lock's fencing token. It also runs a command while leading an
-election (elect), with the term's token, and shows an election's leader
-(leader).
+election (elect), with the term's token, shows an election's leader
+(leader), and shares units of work among the members of a group, running
+a command for each unit a member owns (partition).
 
 ` + wrap("Lock services (--backend URL): "+schemes(r.openers)+".", 76) + `
 
@@ -150,7 +151,7 @@ of the same signal, for SIGHUP, SIGINT, SIGQUIT and SIGTERM).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(r.stderr)
 			cmd.Help()
-			return exitWith(usagef("a command is required (run, elect, leader, status or serve)"))
+			return exitWith(usagef("a command is required (run, elect, leader, partition, status or serve)"))
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("backend") {
@@ -171,7 +172,7 @@ of the same signal, for SIGHUP, SIGINT, SIGQUIT and SIGTERM).`,
 	pf.StringVar(&r.backendURL, "backend", "",
 		"lock service URL (default $DISTLOCK_BACKEND, else file://"+defaultDirHelp()+")")
 	pf.BoolVarP(&r.verbose, "verbose", "v", false, "log what distlock does to standard error")
-	root.AddCommand(r.runCommand(), r.electCommand(), r.leaderCommand(), r.statusCommand(), r.serveCommand())
+	root.AddCommand(r.runCommand(), r.electCommand(), r.leaderCommand(), r.partitionCommand(), r.statusCommand(), r.serveCommand())
 	return root
 }
 

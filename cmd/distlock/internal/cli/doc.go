@@ -6,6 +6,8 @@
 //	distlock [--backend URL] status [--json] [PREFIX]
 //	distlock [--backend URL] status [--json] --semaphore NAME
 //	distlock [--backend URL] status [--json] --readers KEY
+//	distlock [--backend URL] [--verbose] partition [--member ID] [--reconcile D] [--min-hold D] [--ttl D] [--grace D] GROUP (--units N | --unit NAME...) -- COMMAND [ARG...]
+//	distlock [--backend URL] status [--json] --partition GROUP (--units N | --unit NAME...)
 //
 // # Backends
 //
@@ -273,6 +275,88 @@
 // status --json is. leader creates nothing: a file:// lock directory that
 // does not exist has no leader, and a watch of it looks for it again at
 // each read.
+//
+// # partition
+//
+// partition is a member of a work partitioning group of package
+// partition: it holds the lock partition/GROUP/members/ID (--member,
+// default HOST-PID, the default of partition.WithMember) while it is a
+// member, and the lock partition/GROUP/units/UNIT, with its member id as
+// the owner, of each unit it owns. The group's units are "0" to "N-1"
+// (--units N, partition.Count) or named (--unit NAME, repeated), at most
+// partition.MaxUnits; every member must be given the same ones. Units are
+// planned by rendezvous hashing with bounded loads, shares within one
+// unit; every --reconcile (±25%) a member reads the members and takes the
+// units planned to it, and gives up a unit planned elsewhere once it has
+// held it for --min-hold. Package partition's guarantees and limits hold
+// (see its documentation): the command of a unit runs under the unit's
+// lock, so two never run at once on services that keep their locks, and
+// each has a DISTLOCK_TOKEN greater than every earlier owner's of the
+// unit; a unit is not always owned (between a loss or a move and the
+// next grant nobody owns it).
+//
+// partition runs COMMAND once for each unit it owns, all at once, each
+// with DISTLOCK_UNIT, DISTLOCK_TOKEN (the unit lock's token), DISTLOCK_KEY
+// (partition/GROUP/units/UNIT), DISTLOCK_GROUP, DISTLOCK_MEMBER and
+// DISTLOCK_BACKEND (as for run; the warning about a URL that cannot be
+// passed is said once) in its environment, and /dev/null as its standard
+// input (the commands share standard output and error with distlock).
+// Each runs as run's command does, through a supervisor of its own, in a
+// process group of its own, without the terminal: the supervisor keeps
+// the unit lock's deadline (SIGTERM --grace before it, SIGKILL at it) and
+// kills the group if distlock dies (at once on Linux), so that a distlock
+// that is SIGKILLed leaves no command running unsupervised; with file://
+// it keeps the unit's flock until the group is gone. A unit's command is
+// ended, SIGTERM and then SIGKILL after --grace, when its unit's lock is
+// lost (through the supervisor, as run does), when the unit is planned to
+// another member (a hand-off: once its group is gone the unit's lock is
+// released, and the new owner, already waiting for it, starts its
+// command without waiting out a TTL), and when distlock ends. How it
+// ends decides what follows:
+//
+//   - exit 0: the unit is released and taken again at the next
+//     reconcile if it is still planned here, and the command started
+//     again with a new token; a command that is done at once is thus
+//     run about once per --reconcile;
+//   - any other status, or death by a signal that distlock did not send:
+//     partition ends every other unit's command (SIGTERM, then SIGKILL
+//     after --grace), releases every lock, leaves the group and exits
+//     with that status (128+n for signal n, dying of the same signal for
+//     SIGHUP, SIGINT, SIGQUIT and SIGTERM as run does), saying which unit
+//     failed; as package partition's Run returns fn's error;
+//   - ended by distlock (a loss, a hand-off, distlock's end): the status
+//     is not an outcome; a loss, or a deadline that neared without a
+//     confirmed renewal, is said on standard error, and the unit is taken
+//     again when planned here.
+//
+// SIGHUP, SIGINT, SIGQUIT and SIGTERM sent to distlock end every command
+// (SIGTERM, SIGKILL after --grace), release every lock and the
+// membership, and distlock then dies of that signal as run does (exits
+// 128+n where it cannot); SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGWINCH
+// and SIGCONT are forwarded to every command's group. A member that
+// loses its own lock ends every command and joins again. Bad input is a
+// usage error (64) before the lock service is opened: no units,
+// --units 0 or above partition.MaxUnits, --units with --unit, a unit
+// named twice, a unit name or --member with "/", an invalid key, a
+// missing GROUP or COMMAND. A COMMAND that is not found exits 127 before
+// the member joins. The lock service must list holders (driver.Lister):
+// one that cannot is a usage error (64). On postgres:// with session
+// locks (its default mode) every lock held takes a connection of the
+// pool, the member's and each unit's: size pool_max_conns (see pglock)
+// for the units a member may own plus two, or members wait for
+// connections. The memory backend of the tests
+// (WithOpener) is the process's own: a group over it forms only among
+// the Runs of one process.
+//
+// status --partition GROUP, given the group's units as partition is,
+// shows the group's assignment (partition.Assignment): its live members
+// (id, member token, units owned and planned, time a member), each unit
+// with the member it is planned to, its owner and its token, and a last
+// line saying whether the group is settled (every unit held by the
+// member it is planned to); member ids and owners are shown as status
+// shows owners. --json prints {group, settled, members: [{id, token,
+// since, owned, planned}], units: [{name, planned, held, owner, token}]}
+// with tokens as strings, escaped as status --json is.
 //
 // # Exit codes
 //

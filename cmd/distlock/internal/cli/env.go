@@ -33,12 +33,19 @@ const backendEnv = "DISTLOCK_BACKEND"
 // one's command) are left out first: a program reads the first of two
 // variables of one name (getenv in C and Go), which would be the outer
 // run's key, token or slot.
-func commandEnv(environ []string, backendURL, key string, token uint64, slot int) (env []string, passed bool) {
-	env = make([]string, 0, len(environ)+4)
+//
+// extra are more variables, NAME=VALUE (partition's DISTLOCK_UNIT,
+// DISTLOCK_GROUP and DISTLOCK_MEMBER), added last; variables of their
+// names in environ are left out too.
+func commandEnv(environ []string, backendURL, key string, token uint64, slot int, extra ...string) (env []string, passed bool) {
+	env = make([]string, 0, len(environ)+4+len(extra))
+	drop := map[string]bool{backendEnv: true, "DISTLOCK_KEY": true, "DISTLOCK_TOKEN": true, "DISTLOCK_SLOT": true}
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		drop[name] = true
+	}
 	for _, kv := range environ {
-		switch name, _, _ := strings.Cut(kv, "="); name {
-		case backendEnv, "DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_SLOT":
-		default:
+		if name, _, _ := strings.Cut(kv, "="); !drop[name] {
 			env = append(env, kv)
 		}
 	}
@@ -53,6 +60,7 @@ func commandEnv(environ []string, backendURL, key string, token uint64, slot int
 	if slot >= 0 {
 		env = append(env, "DISTLOCK_SLOT="+strconv.Itoa(slot))
 	}
+	env = append(env, extra...)
 	return env, passed
 }
 

@@ -80,23 +80,34 @@ func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, arg
 	if resolved.Err != nil {
 		return execError(argv[0], resolved.Err)
 	}
-	notify(sigc, forwardSignals)
+	if !f.unit {
+		notify(sigc, forwardSignals)
+	}
 	slot := -1
 	if s, ok := lock.(interface{ Slot() (int, bool) }); ok {
 		if n, ok := s.Slot(); ok {
 			slot = n
 		}
 	}
-	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token(), slot)
-	if !passed {
+	var extra []string
+	if e, ok := lock.(interface{ env() []string }); ok {
+		extra = e.env()
+	}
+	env, passed := commandEnv(os.Environ(), r.backendURL, key, lock.Token(), slot, extra...)
+	if !passed && !f.unit { // partition says it once
 		fmt.Fprintf(r.stderr, "distlock: the command gets no DISTLOCK_BACKEND: %s cannot be passed on without its password; a distlock inside the command uses file:// unless given --backend\n",
 			redact(r.backendURL))
 	}
 	spec := jobSpec{
-		path: resolved.Path,
-		argv: argv,
-		env:  env,
-		tty:  foregroundTerminal(r.stdin, r.stdout, r.stderr),
+		path:    resolved.Path,
+		argv:    argv,
+		env:     env,
+		noStdin: f.unit,
+	}
+	if !f.unit {
+		// The commands of partition's units share distlock's streams:
+		// none of them gets the terminal.
+		spec.tty = foregroundTerminal(r.stdin, r.stdout, r.stderr)
 	}
 	if spec.tty != nil && groupShared(spec.tty.pgrp) {
 		// A pipeline (cmd | less) or a shell without job control (a
@@ -105,7 +116,7 @@ func (r *runner) supervise(ctx context.Context, lock held, b driver.Backend, arg
 		r.log.Debug("the terminal stays with distlock's process group, which other processes share")
 		spec.tty = nil
 	}
-	if spec.tty == nil {
+	if spec.tty == nil && !f.unit {
 		// No job control of the command's group through the terminal:
 		// SIGTSTP to distlock suspends the job.
 		notify(sigc, []os.Signal{syscall.SIGTSTP})
@@ -290,6 +301,9 @@ type jobSpec struct {
 	tty      *terminal // non-nil: the command's group gets the terminal
 	lockFile *os.File  // non-nil: handed to the supervisor, and closed
 	limit    deadline  // the supervisor's first deadline
+	// noStdin: the command's standard input is /dev/null (partition's
+	// commands, which run at once and would share distlock's).
+	noStdin bool
 }
 
 // job is the command, run by its supervisor in a process group of its own.
@@ -338,7 +352,10 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	msg := startMsg{mode: strings.Join(mode, ","), path: spec.path, argv: spec.argv, env: spec.env, lockFile: spec.lockFile}
 	j := &job{stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
 	var sendErr error
-	sup := r.takeStandby(j)
+	var sup *standby.Supervisor
+	if !spec.noStdin {
+		sup = r.takeStandby(j)
+	}
 	if sup != nil {
 		if sendErr = sendStart(sup.Control, msg, spec.limit); sendErr != nil {
 			// It died while distlock waited for the lock (someone killed
@@ -352,7 +369,7 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	}
 	if sup == nil {
 		var err error
-		if sup, err = r.startSupervisor(j); err != nil {
+		if sup, err = r.startSupervisor(j, spec.noStdin); err != nil {
 			return nil, failed(err)
 		}
 		sendErr = sendStart(sup.Control, msg, spec.limit)
@@ -407,8 +424,9 @@ func (r *runner) takeStandby(j *job) *standby.Supervisor {
 }
 
 // startSupervisor starts a supervisor now, with a goroutine that waits
-// for it.
-func (r *runner) startSupervisor(j *job) (*standby.Supervisor, error) {
+// for it; with noStdin, its standard input (and the command's) is
+// /dev/null.
+func (r *runner) startSupervisor(j *job, noStdin bool) (*standby.Supervisor, error) {
 	exe, err := selfExecutable()
 	if err != nil {
 		return nil, err
@@ -421,6 +439,9 @@ func (r *runner) startSupervisor(j *job) (*standby.Supervisor, error) {
 	cmd := exec.Command(exe, args[1:]...)
 	cmd.Args[0] = args[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.stdin, r.stdout, r.stderr
+	if noStdin {
+		cmd.Stdin = nil // os/exec: the null device
+	}
 	cmd.Env = standby.RuntimeEnv(os.Environ())
 	cmd.ExtraFiles = []*os.File{pw, child} // reportFD, controlFD
 	cmd.SysProcAttr = supervisorAttr()

@@ -38,6 +38,10 @@ type runFlags struct {
 	permits  int  // --permits: a permit of a semaphore with this limit, not the lock
 	slots    bool // --slots: the permit names its slot
 	shared   bool // --shared: a shared (read) lock of KEY
+	// unit: the command of one of partition's units, one of several at
+	// once: supervise leaves signals (partition relays them), the
+	// terminal and the DISTLOCK_BACKEND warning to the caller.
+	unit bool
 }
 
 // grant names what run holds: the lock on KEY, with --shared a shared

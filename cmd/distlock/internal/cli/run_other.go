@@ -32,3 +32,5 @@ func (r *runner) supervise(context.Context, held, driver.Backend, []string, runF
 func dyingSignal(os.Signal) syscall.Signal { return 0 }
 
 func dieOf(syscall.Signal) {}
+
+func relayedSignals() []os.Signal { return nil }

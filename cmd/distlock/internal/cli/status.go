@@ -32,6 +32,8 @@ type statusFlags struct {
 	interval  time.Duration
 	semaphore string // --semaphore NAME: the permits of a semaphore
 	readers   string // --readers KEY: the holders of one key, shared ones too
+	partition string // --partition GROUP: the assignment of a group
+	units     unitFlags
 }
 
 func (r *runner) statusCommand() *cobra.Command {
@@ -84,12 +86,23 @@ With --readers KEY it shows the lock KEY alone: its exclusive holder, if
 any, and each of its shared locks (those of run --shared KEY), by token,
 as the lock service reports its readers; a service that grants no shared
 locks (redlock://) is a usage error (64). With --json it prints {key,
-holder, readers}: holder as above or null, readers an array of them.`,
+holder, readers}: holder as above or null, readers an array of them.
+
+With --partition GROUP it shows the work partitioning group GROUP (the
+one that partition and package partition keep at partition/GROUP/),
+given its units as partition is (--units N or --unit NAME...): its live
+members (id, member token, units owned and planned, time a member), each
+unit with the member it is planned to, its owner and its token, and a
+last line saying whether the group is settled (every unit held by the
+member it is planned to). With --json it prints {group, settled,
+members: [{id, token, since, owned, planned}], units: [{name, planned,
+held, owner, token}]}, tokens as strings.`,
 		Example: `  distlock status jobs/
   distlock status --watch
   distlock status --watch --interval 5s --json jobs/ | jq -c 'length'
   distlock status --semaphore backups
-  distlock status --readers data/catalog`,
+  distlock status --readers data/catalog
+  distlock status --partition billing --units 64`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("want at most one PREFIX, got %d arguments", len(args))
@@ -100,6 +113,12 @@ holder, readers}: holder as above or null, readers an array of them.`,
 			prefix := ""
 			if len(args) == 1 {
 				prefix = args[0]
+			}
+			if cmd.Flags().Changed("partition") {
+				return exitWith(r.partitionStatusCommand(cmd, prefix, f))
+			}
+			if cmd.Flags().Changed("units") || cmd.Flags().Changed("unit") {
+				return exitWith(usagef("--units and --unit need --partition"))
 			}
 			switch {
 			case cmd.Flags().Changed("interval") && !f.watch:
@@ -129,6 +148,8 @@ holder, readers}: holder as above or null, readers an array of them.`,
 	fl.BoolVarP(&f.watch, "watch", "w", false, "list again every --interval until interrupted, in place on a terminal")
 	fl.StringVar(&f.semaphore, "semaphore", "", "show the permits of the semaphore `NAME` (run --permits) instead of locks")
 	fl.StringVar(&f.readers, "readers", "", "show the lock `KEY` alone: its exclusive holder and its shared locks (run --shared)")
+	fl.StringVar(&f.partition, "partition", "", "show the assignment of the work partitioning group `GROUP` (partition): its members and who owns each unit; needs its --units or --unit")
+	f.units.add(fl)
 	fl.DurationVar(&f.interval, "interval", DefaultInterval, "with --watch, time between listings (at least "+minInterval.String()+")")
 	return cmd
 }

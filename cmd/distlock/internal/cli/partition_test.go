@@ -1,0 +1,507 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/cmd/distlock/internal/cli"
+)
+
+// partitionBackends are the lock services of the partition tests: those
+// of the election tests. On memory, the members are distlock run in this
+// process over one memlock Backend: a memory backend is the process's
+// own, so a group forms only within one process.
+// On postgres:// (session locks) each lock held takes a connection of
+// the pool: a member holds its own and its units', so the pool is sized
+// for them (pool_max_conns, see pglock).
+func partitionBackends() []electBackend {
+	bs := electBackends()
+	for i, b := range bs {
+		if b.name == "postgres" {
+			start := b.start
+			bs[i].start = func(t *testing.T, e *env) *candidates {
+				c := start(t, e)
+				c.backend += "&pool_max_conns=40"
+				return c
+			}
+		}
+	}
+	return bs
+}
+
+// member is a `distlock partition` started by a test.
+type member struct {
+	stderr *syncBuffer
+	kill   func() // SIGKILL; on memory, the end of Run's context
+	term   func() // SIGTERM; on memory, the end of Run's context
+	wait   func() result
+}
+
+func startMember(c *candidates, args ...string) member {
+	c.t.Helper()
+	if c.mem != nil {
+		p := c.start(args...)
+		return member{stderr: p.stderr, kill: p.stop, term: p.stop, wait: p.wait}
+	}
+	s := c.env.start(c.command(append([]string{"--backend", c.backend}, args...)...))
+	return member{stderr: s.stderr,
+		kill: func() { s.cmd.Process.Kill() },
+		term: func() { s.cmd.Process.Signal(syscall.SIGTERM) },
+		wait: func() result { c.t.Helper(); return c.env.wait(s) }}
+}
+
+// groupStatus is `distlock status --partition --json`.
+type groupStatus struct {
+	Group   string
+	Settled bool
+	Members []struct {
+		ID             string
+		Token          uint64 `json:",string"`
+		Owned, Planned int
+	}
+	Units []struct {
+		Name, Planned, Owner string
+		Held                 bool
+		Token                uint64 `json:",string"`
+	}
+}
+
+func readGroup(t *testing.T, c *candidates, group string, units ...string) groupStatus {
+	t.Helper()
+	g, err := tryReadGroup(c, group, units...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// tryReadGroup is readGroup for a wait: a service that did not answer
+// in time (exit 69, on a loaded machine) is an error, not a failure.
+func tryReadGroup(c *candidates, group string, units ...string) (groupStatus, error) {
+	c.t.Helper()
+	r := c.run(append([]string{"status", "--partition", group, "--json"}, units...)...)
+	var g groupStatus
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || r.code != 0 {
+		if r.code == cli.ExitUnavailable {
+			return g, fmt.Errorf("status --partition %s --json: exit %d, stderr %q", group, r.code, r.stderr)
+		}
+		c.t.Fatalf("status --partition %s --json: exit %d, stdout %q, stderr %q: %v", group, r.code, r.stdout, r.stderr, err)
+	}
+	return g, nil
+}
+
+// settledOn waits until group is balanced among want members, and
+// returns it.
+func settledOn(t *testing.T, c *candidates, what, group string, want int, units ...string) groupStatus {
+	t.Helper()
+	var g groupStatus
+	waitFor(t, what, func() bool {
+		var err error
+		g, err = tryReadGroup(c, group, units...)
+		return err == nil && g.balanced(want)
+	})
+	return g
+}
+
+// balanced reports whether g is settled among want members, every unit
+// held, shares within one unit of each other.
+func (g groupStatus) balanced(want int) bool {
+	if !g.Settled || len(g.Members) != want {
+		return false
+	}
+	lo, hi := len(g.Units), 0
+	for _, m := range g.Members {
+		lo, hi = min(lo, m.Owned), max(hi, m.Owned)
+	}
+	return hi-lo <= 1
+}
+
+// fenceScript is a unit's command that proves it runs alone: it takes
+// the unit's flock in dir without waiting and fails loudly (exit 90, a
+// line in dir/violations) if another command of the unit holds it, and
+// checks that its token is greater than the unit's last one (exit 91).
+// It then records its token and runs until signalled.
+func fenceScript(dir string) string {
+	return fmt.Sprintf(`d=%[1]s; u=$DISTLOCK_UNIT
+exec 9>"$d/$u.flock"
+if ! flock -n 9; then echo "unit $u token $DISTLOCK_TOKEN member $DISTLOCK_MEMBER: another command of the unit runs" >> "$d/violations"; exit 90; fi
+last=$(cat "$d/$u.last" 2>/dev/null || echo 0)
+if [ "$DISTLOCK_TOKEN" -le "$last" ]; then echo "unit $u: token $DISTLOCK_TOKEN after $last" >> "$d/violations"; exit 91; fi
+echo "$DISTLOCK_TOKEN" > "$d/$u.last"
+echo "$u $DISTLOCK_TOKEN $DISTLOCK_MEMBER" >> "$d/log"
+while :; do sleep 0.05; done`, sh(dir))
+}
+
+// On every lock service: members of a group, SIGKILLed and restarted at
+// random, never run two commands of a unit at once (each command takes
+// the unit's flock without waiting), tokens increase per unit, and once
+// the churn stops every unit is owned, by its planned member, shares
+// within one unit, each running a command with the unit's latest token.
+// SIGTERM then ends every member, and no command is left.
+func TestPartitionChurn(t *testing.T) {
+	t.Parallel()
+	for _, b := range partitionBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := b.start(t, e)
+			const (
+				group   = "churn"
+				members = 4
+				units   = 16
+				kills   = 6
+			)
+			dir := e.path("fence")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			args := func(id string) []string {
+				return []string{"partition", group, "--units", strconv.Itoa(units), "--member", id,
+					"--reconcile", "200ms", "--min-hold", "300ms", "--ttl", "10s", "--grace", "2s", "--", "sh", "-c", fenceScript(dir)}
+			}
+			ms := make([]member, members)
+			for i := range ms {
+				ms[i] = startMember(c, args(fmt.Sprintf("m%d", i))...)
+			}
+			fenced := func() {
+				t.Helper()
+				if v, err := os.ReadFile(filepath.Join(dir, "violations")); err == nil {
+					t.Fatalf("fence violated:\n%s", v)
+				}
+			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					for i, m := range ms {
+						t.Logf("member m%d stderr:\n%s", i, m.stderr)
+					}
+					log, _ := os.ReadFile(filepath.Join(dir, "log"))
+					t.Logf("commands started:\n%s", log)
+				}
+			})
+			waitFor(t, "a command per unit", func() bool {
+				fenced()
+				n, _ := filepath.Glob(filepath.Join(dir, "*.last"))
+				return len(n) == units
+			})
+			for k := range kills {
+				i := rand.IntN(members)
+				ms[i].kill()
+				r := ms[i].wait()
+				if c.mem == nil && r.code != 128+int(syscall.SIGKILL) {
+					t.Fatalf("kill %d: member m%d: exit %d; want death by SIGKILL; stderr:\n%s", k, i, r.code, r.stderr)
+				}
+				time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond) // churn, not a wait for a condition
+				ms[i] = startMember(c, args(fmt.Sprintf("m%d", i))...)
+				fenced()
+			}
+			// Settled, balanced, and each unit's owner runs a command
+			// with the unit's token (a command that the supervisor ended
+			// for a late renewal is started again with a new token).
+			waitFor(t, "the group to settle, balanced, a command per unit with its token", func() bool {
+				fenced()
+				g, err := tryReadGroup(c, group, "--units", strconv.Itoa(units))
+				if err != nil || !g.balanced(members) {
+					return false
+				}
+				for _, u := range g.Units {
+					b, _ := os.ReadFile(filepath.Join(dir, u.Name+".last"))
+					if strings.TrimSpace(string(b)) != fmt.Sprint(u.Token) {
+						return false
+					}
+				}
+				return true
+			})
+			for i := range ms {
+				ms[i].term()
+			}
+			for i := range ms {
+				if r := ms[i].wait(); c.mem == nil && r.code != 128+int(syscall.SIGTERM) {
+					t.Errorf("member m%d after SIGTERM: exit %d; want death by SIGTERM; stderr:\n%s", i, r.code, r.stderr)
+				}
+			}
+			fenced()
+			// No command is left: every unit's flock is free.
+			for u := range units {
+				f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.flock", u)), os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+					t.Errorf("unit %d: a command still holds its flock after every member ended: %v", u, err)
+				}
+				f.Close()
+			}
+			// Every member released its locks as it ended; through a
+			// gateway a release may be confirmed after the process ended.
+			waitFor(t, "no member and no unit held", func() bool {
+				g, err := tryReadGroup(c, group, "--units", strconv.Itoa(units))
+				if err != nil || len(g.Members) != 0 {
+					return false
+				}
+				for _, u := range g.Units {
+					if u.Held {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
+
+// On every lock service, with the defaults (no --ttl, no --reconcile),
+// a unit's command runs through two renewals of the unit's lock with
+// DISTLOCK_UNIT, DISTLOCK_TOKEN, DISTLOCK_KEY, DISTLOCK_GROUP and
+// DISTLOCK_MEMBER, and its failure (exit 7) ends partition with 7. A
+// command that the supervisor ended for the lock's deadline (the machine
+// stalled) is started again, which the test allows.
+func TestPartitionOutlastsRenewals(t *testing.T) {
+	t.Parallel()
+	for _, b := range partitionBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := b.start(t, e)
+			finish, env := e.path("finish"), e.path("env")
+			m := startMember(c, "--verbose", "partition", "long", "--unit", "only", "--member", "w1", "--", "sh", "-c",
+				fmt.Sprintf(`echo "$DISTLOCK_UNIT $DISTLOCK_KEY $DISTLOCK_GROUP $DISTLOCK_MEMBER $DISTLOCK_TOKEN" > %[2]s.tmp; mv %[2]s.tmp %[2]s
+while [ ! -e %[1]s ]; do sleep 0.05; done; echo ran; exit 7`, sh(finish), sh(env)))
+			waitFor(t, "the command to start", func() bool { _, err := os.Stat(env); return err == nil })
+			got, _ := os.ReadFile(env)
+			f := strings.Fields(string(got))
+			if len(f) != 5 || f[0] != "only" || f[1] != "partition/long/units/only" || f[2] != "long" || f[3] != "w1" || f[4] == "0" {
+				t.Fatalf("the command's environment: %q; want DISTLOCK_UNIT, _KEY, _GROUP, _MEMBER and a token", got)
+			}
+			waitFor(t, "two renewals of the unit's lock", func() bool {
+				return strings.Count(m.stderr.String(), `msg="distlock: renewed" key=partition/long/units/only`) >= 2
+			})
+			if err := os.WriteFile(finish, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := m.wait()
+			if r.code != 7 || !strings.Contains(r.stderr, `unit "only": the command exited with status 7`) {
+				t.Fatalf("a command through two renewals that exits 7: exit %d; want 7, said; stderr:\n%s", r.code, r.stderr)
+			}
+			// Through a gateway a release may be confirmed after the
+			// process ended.
+			waitFor(t, "no member and the unit free after partition failed", func() bool {
+				g, err := tryReadGroup(c, "long", "--unit", "only")
+				return err == nil && len(g.Members) == 0 && len(g.Units) == 1 && !g.Units[0].Held
+			})
+		})
+	}
+}
+
+// On every lock service: a member that joins takes its share of the
+// units from the first one at once, not after a TTL (--ttl 4m, which
+// waitFor's minute does not cover; ZooKeeper's is its session's): the
+// old owner's command gets SIGTERM, and the new owner's starts with a
+// greater token. SIGTERM to a member ends its commands and releases its
+// units, which the other takes.
+func TestPartitionHandOff(t *testing.T) {
+	t.Parallel()
+	for _, b := range partitionBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := b.start(t, e)
+			log := e.path("log")
+			script := fmt.Sprintf(`trap 'echo "term $DISTLOCK_UNIT $DISTLOCK_MEMBER $DISTLOCK_TOKEN" >> %[1]s; exit 0' TERM
+echo "start $DISTLOCK_UNIT $DISTLOCK_MEMBER $DISTLOCK_TOKEN" >> %[1]s
+while :; do sleep 0.05; done`, sh(log))
+			args := func(id string) []string {
+				return []string{"partition", "hand", "--units", "4", "--member", id, "--ttl", "4m", "--reconcile", "200ms", "--min-hold", "0", "--", "sh", "-c", script}
+			}
+			lines := func() []string {
+				b, _ := os.ReadFile(log)
+				return strings.Split(strings.TrimSpace(string(b)), "\n")
+			}
+			a := startMember(c, args("a")...)
+			settledOn(t, c, "a to hold the four units", "hand", 1, "--units", "4")
+			waitFor(t, "a to run the four units", func() bool { return strings.Count(strings.Join(lines(), "\n"), " a ") == 4 })
+			bm := startMember(c, args("b")...)
+			g := settledOn(t, c, "b to take its share", "hand", 2, "--units", "4")
+			// Each unit b owns was a's first: a's command got SIGTERM
+			// before b's started, with a greater token.
+			for _, u := range g.Units {
+				if u.Owner != "b" {
+					continue
+				}
+				waitFor(t, "b's command of unit "+u.Name, func() bool {
+					return strings.Contains(strings.Join(lines(), "\n"), fmt.Sprintf("start %s b %d", u.Name, u.Token))
+				})
+				var aStart, aTerm, bStart int = -1, -1, -1
+				var aTok uint64
+				for i, l := range lines() {
+					f := strings.Fields(l)
+					switch {
+					case len(f) == 4 && f[1] == u.Name && f[2] == "a" && f[0] == "start":
+						aStart = i
+						aTok, _ = strconv.ParseUint(f[3], 10, 64)
+					case len(f) == 4 && f[1] == u.Name && f[2] == "a" && f[0] == "term":
+						aTerm = i
+					case len(f) == 4 && f[1] == u.Name && f[2] == "b" && f[0] == "start":
+						bStart = i
+					}
+				}
+				if aStart < 0 || aTerm < aStart || bStart < aTerm || aTok >= u.Token {
+					t.Errorf("unit %s: a started at line %d (token %d), got SIGTERM at %d, b started at %d (token %d); want in this order, tokens increasing; log:\n%s",
+						u.Name, aStart, aTok, aTerm, bStart, u.Token, strings.Join(lines(), "\n"))
+				}
+			}
+			// SIGTERM ends b's commands and b; a takes every unit again.
+			bm.term()
+			if r := bm.wait(); c.mem == nil && r.code != 128+int(syscall.SIGTERM) {
+				t.Errorf("b after SIGTERM: exit %d; want death by SIGTERM; stderr:\n%s", r.code, r.stderr)
+			}
+			settledOn(t, c, "a to take every unit back", "hand", 1, "--units", "4")
+			a.term()
+			if r := a.wait(); c.mem == nil && r.code != 128+int(syscall.SIGTERM) {
+				t.Errorf("a after SIGTERM: exit %d; want death by SIGTERM; stderr:\n%s", r.code, r.stderr)
+			}
+			starts, terms := 0, 0
+			for _, l := range lines() {
+				starts += strings.Count(l, "start ")
+				terms += strings.Count(l, "term ")
+			}
+			if starts != terms {
+				t.Errorf("%d commands started, %d got SIGTERM; want each ended; log:\n%s", starts, terms, strings.Join(lines(), "\n"))
+			}
+		})
+	}
+}
+
+// A command that exits 0 is started again with a greater token; one
+// that fails ends partition with its status once the other units'
+// commands have ended, and leaves no lock held.
+func TestPartitionCommandEnds(t *testing.T) {
+	t.Parallel()
+	for _, b := range partitionBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := b.start(t, e)
+			log, fail := e.path("log"), e.path("fail")
+			// Unit 0 exits 0 at once, twice; then unit 1 fails with 3
+			// once told to; the others run until SIGTERM.
+			script := fmt.Sprintf(`log=%[1]s
+trap 'echo "term $DISTLOCK_UNIT" >> $log; exit 0' TERM
+echo "start $DISTLOCK_UNIT $DISTLOCK_TOKEN" >> $log
+case $DISTLOCK_UNIT in
+0) [ $(grep -c "^start 0 " $log) -le 2 ] && exit 0 ;;
+1) while [ ! -e %[2]s ]; do sleep 0.05; done; exit 3 ;;
+esac
+while :; do sleep 0.05; done`, sh(log), sh(fail))
+			m := startMember(c, "partition", "ends", "--units", "4", "--reconcile", "100ms", "--", "sh", "-c", script)
+			waitFor(t, "unit 0's command, three times", func() bool {
+				b, _ := os.ReadFile(log)
+				return strings.Count(string(b), "start 0 ") >= 3 && strings.Contains(string(b), "start 2 ") && strings.Contains(string(b), "start 3 ")
+			})
+			if err := os.WriteFile(fail, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := m.wait()
+			if r.code != 3 || !strings.Contains(r.stderr, `unit "1": the command exited with status 3; every other unit's command was ended`) {
+				t.Fatalf("unit 1's command exits 3: exit %d, stderr %q; want 3, said", r.code, r.stderr)
+			}
+			b, _ := os.ReadFile(log)
+			var tokens []uint64
+			for l := range strings.Lines(string(b)) {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(l), "start 0 "); ok {
+					n, _ := strconv.ParseUint(v, 10, 64)
+					tokens = append(tokens, n)
+				}
+			}
+			for i := 1; i < len(tokens); i++ {
+				if tokens[i] <= tokens[i-1] {
+					t.Errorf("unit 0's tokens %v; want increasing", tokens)
+				}
+			}
+			for _, u := range []string{"term 0", "term 2", "term 3"} {
+				if !strings.Contains(string(b), u+"\n") {
+					t.Errorf("no %q: the other units' commands were not ended; log:\n%s", u, b)
+				}
+			}
+			// Through a gateway a release may be confirmed after the
+			// process ended.
+			waitFor(t, "no member and no unit held after partition failed", func() bool {
+				g, err := tryReadGroup(c, "ends", "--units", "4")
+				if err != nil || len(g.Members) != 0 {
+					return false
+				}
+				for _, u := range g.Units {
+					if u.Held {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
+
+// Bad input is a usage error (64), said clearly, before the lock service
+// is opened.
+func TestPartitionUsage(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"partition", "g", "--units", "0", "--", "true"}, "--units 0 is not in [1, 65536]"},
+		{[]string{"partition", "g", "--units", "70000", "--", "true"}, "--units 70000 is not in [1, 65536]"},
+		{[]string{"partition", "g", "--units", "4"}, `missing "--" between GROUP and the command`},
+		{[]string{"partition", "g", "--units", "4", "--"}, "missing the command after --"},
+		{[]string{"partition", "--units", "4", "--", "true"}, "missing GROUP before --"},
+		{[]string{"partition", "g", "--", "true"}, "the group's units are required"},
+		{[]string{"partition", "g", "--units", "2", "--unit", "a", "--", "true"}, "--units and --unit exclude each other"},
+		{[]string{"partition", "g", "--unit", "a/b", "--", "true"}, `--unit "a/b" contains "/"`},
+		{[]string{"partition", "g", "--unit", "a", "--unit", "a", "--", "true"}, `--unit "a" is given twice`},
+		{[]string{"partition", "g", "--units", "2", "--member", "x/y", "--", "true"}, `--member "x/y" contains "/"`},
+		{[]string{"partition", "g", "--units", "2", "--reconcile", "0s", "--", "true"}, "--reconcile 0s is not positive"},
+		{[]string{"partition", "g", "--units", "2", "--ttl", "0s", "--", "true"}, "--ttl 0s is not in"},
+		{[]string{"status", "--partition", "g"}, "the group's units are required"},
+		{[]string{"status", "--partition", "g", "--units", "2", "prefix/"}, "--partition GROUP takes no PREFIX"},
+		{[]string{"status", "--units", "2"}, "--units and --unit need --partition"},
+	} {
+		r := e.run(tc.args...)
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("distlock %q: exit %d, stdout %q, stderr %q; want %d and %q", tc.args, r.code, r.stdout, r.stderr, cli.ExitUsage, tc.want)
+		}
+	}
+	if _, err := os.Stat(e.dir); err == nil {
+		t.Errorf("the lock directory was created by usage errors")
+	}
+	// A command that cannot be found fails before the member joins.
+	if r := e.run("partition", "g", "--units", "2", "--", "/nonexistent/cmd"); r.code != cli.ExitNotFound {
+		t.Errorf("partition with a missing command: exit %d, stderr %q; want %d", r.code, r.stderr, cli.ExitNotFound)
+	}
+}
+
+// status --partition prints member ids and owners from the lock service
+// escaped for a terminal, as status prints owners: a member id with a
+// bidirectional control cannot show itself backwards.
+func TestPartitionStatusEscapes(t *testing.T) {
+	e := newEnv(t)
+	c := &candidates{env: e, backend: "file://" + e.dir}
+	started := e.path("started")
+	id := "evil\u202eid"
+	m := startMember(c, "partition", "esc", "--units", "1", "--member", id, "--", "sh", "-c", "touch "+sh(started)+"; while :; do sleep 0.05; done")
+	waitFor(t, "the command", func() bool { _, err := os.Stat(started); return err == nil })
+	r := c.run("status", "--partition", "esc", "--units", "1")
+	if r.code != 0 || strings.ContainsRune(r.stdout, '\u202e') || !strings.Contains(r.stdout, `"evil\u202eid"`) || !strings.Contains(r.stdout, "settled: ") {
+		t.Errorf("status --partition: exit %d, stdout %q; want the id quoted, no raw U+202E, a settled line", r.code, r.stdout)
+	}
+	g := readGroup(t, c, "esc", "--units", "1")
+	if len(g.Members) != 1 || g.Members[0].ID != id || g.Units[0].Owner != id || !g.Settled {
+		t.Errorf("status --partition --json: %+v; want member %q owning the unit", g, id)
+	}
+	m.term()
+	m.wait()
+}
