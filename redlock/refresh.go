@@ -6,6 +6,8 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,9 +17,14 @@ import (
 
 var _ driver.BatchRefresher = (*Backend)(nil)
 
-// refreshBatch is the most grants refresh_many.lua refreshes in one call:
-// a call of that size keeps a node busy for about a millisecond.
-const refreshBatch = 256
+const (
+	// refreshBatch is the most grants refresh_many.lua refreshes in one
+	// call: a call of that size keeps a node busy for about a millisecond.
+	refreshBatch = 256
+	// refreshParallel is the most refresh.lua calls on their way to one
+	// node at once, for a client that is not a *redis.Client.
+	refreshParallel = 16
+)
 
 // RefreshAll implements driver.BatchRefresher: it refreshes every lease
 // on every node in parallel, one refresh_many.lua call per node for up
@@ -28,9 +35,9 @@ const refreshBatch = 256
 // (distlock.ErrLockLost) when a majority no longer holds it, and
 // otherwise distlock.ErrUnavailable naming the nodes that did not answer.
 // A node whose client is not a *redis.Client (a Cluster's, whose lock
-// keys lie in different slots) gets one refresh.lua call per lease.
-// RefreshAll waits for every node, each within the per-node timeout of
-// ttl. A lease not from this Backend gets an error matching
+// keys lie in different slots) gets one refresh.lua call per lease, up
+// to 16 of them on their way at once. RefreshAll waits for every node,
+// each within the per-node timeout of ttl. A lease not from this Backend gets an error matching
 // distlock.ErrInvalidOption.
 func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl time.Duration) []driver.RefreshResult {
 	out := make([]driver.RefreshResult, len(leases))
@@ -81,14 +88,23 @@ func (b *Backend) RefreshAll(ctx context.Context, leases []driver.Lease, ttl tim
 // refreshMany refreshes the grants ls on node n to ms milliseconds and
 // returns its reply for each: refresh_many.lua over a *redis.Client, in
 // calls of up to refreshBatch grants one after the other, and refresh.lua
-// once per grant over any other client.
+// once per grant over any other client, refreshParallel calls at a time
+// (so that the grants late in ls are not left to the end of the timeout).
 func refreshMany(ctx context.Context, n Node, ls []*lease, ms int64) []reply[int64] {
 	out := make([]reply[int64], len(ls))
 	if _, ok := n.(*redis.Client); !ok {
-		for j, l := range ls {
-			v, err := refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ms).Int64()
-			out[j] = reply[int64]{v, err}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(refreshParallel, len(ls)) {
+			wg.Go(func() {
+				for j := int(next.Add(1) - 1); j < len(ls); j = int(next.Add(1) - 1) {
+					l := ls[j]
+					v, err := refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ms).Int64()
+					out[j] = reply[int64]{v, err}
+				}
+			})
 		}
+		wg.Wait()
 		return out
 	}
 	for start := 0; start < len(ls); start += refreshBatch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -188,5 +189,106 @@ func TestRefreshAllOutcomes(t *testing.T) {
 	}
 	if err := lost.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Release of the lost lease: %v, want ErrLockLost", err)
+	}
+}
+
+// otherClient is a node whose client is not a *redis.Client, as a
+// Cluster's is not: RefreshAll sends it one refresh.lua call per lease.
+type otherClient struct{ *redis.Client }
+
+// concurrency is a go-redis hook that, while armed, counts the script
+// calls on their way at once, and holds each until want of them were
+// (or its context ends), so that calls sent one after the other never
+// get past the first.
+type concurrency struct {
+	want     int
+	armed    atomic.Bool
+	mu       sync.Mutex
+	inflight int
+	max      int
+	reached  chan struct{} // closed once max reached want
+}
+
+func (h *concurrency) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *concurrency) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); !h.armed.Load() || (name != "evalsha" && name != "eval") {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		h.inflight++
+		if h.inflight > h.max {
+			h.max = h.inflight
+			if h.max == h.want {
+				close(h.reached)
+			}
+		}
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			h.inflight--
+			h.mu.Unlock()
+		}()
+		select {
+		case <-h.reached:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *concurrency) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// RefreshAll over a node whose client is not a *redis.Client sends its
+// refresh.lua calls 16 at a time, not one after the other within one
+// timeout (where the leases late in the list would get what the first
+// left of it).
+func TestRefreshAllOtherClientConcurrent(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3)
+	const parallel = 16 // refreshParallel
+	h := &concurrency{want: parallel, reached: make(chan struct{})}
+	c := newClient(t, srvs[0].Addr)
+	c.AddHook(h)
+	b := newBackendOf(t, []redlock.Node{otherClient{c}, newClient(t, srvs[1].Addr), newClient(t, srvs[2].Addr)}, redlock.WithRequestTimeout(5*time.Second))
+	const n = 100
+	leases := make([]driver.Lease, n)
+	for i := range leases {
+		l, err := b.Acquire(ctx, fmt.Sprintf("other/%d", i), driver.AcquireOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+		leases[i] = l
+	}
+	h.armed.Store(true)
+	res := b.RefreshAll(ctx, leases, time.Minute)
+	h.armed.Store(false)
+	for i, r := range res {
+		if r.Err != nil {
+			t.Errorf("lease %d: %v", i, r.Err)
+		}
+	}
+	h.mu.Lock()
+	got := h.max
+	h.mu.Unlock()
+	if got != parallel {
+		t.Errorf("%d refresh.lua calls on their way to the node at most, want %d", got, parallel)
+	}
+	// Each call extended its grant on the node, the last as the first.
+	for i := range n {
+		key := fmt.Sprintf("other/%d", i)
+		v, err := srvs[0].Do("PTTL", b.KeyPath(key))
+		if ms, ok := v.(int64); err != nil || !ok || ms <= (30*time.Second).Milliseconds() {
+			t.Errorf("node 1: PTTL of %s %v (%v), want the minute RefreshAll set", key, v, err)
+		}
+	}
+	for _, l := range leases {
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release: %v", err)
+		}
 	}
 }
