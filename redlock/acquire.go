@@ -199,15 +199,8 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		secret := rand.Text()
 		sent := time.Now()
 		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched}
-		// outcome is whether the try was granted, for afterTry, sent once
-		// the round is decided.
-		// settled is closed once every node answered a round decided
-		// without some: a grant's refresh and release go to those nodes
-		// after their vote only (see lease.after).
-		outcome, settled := make(chan bool, 1), make(chan struct{})
-		votes, answered := eachUntil(ctx, b, timeout, b.tryDecided, func(all []reply[vote], answered []bool) {
-			close(settled)
-			b.afterTry(ctx, k, secret, sent, opts.TTL, all, answered, <-outcome)
+		votes, answered := eachUntil(ctx, b, timeout, b.tryDecided, func(ctx context.Context, all []reply[vote], answered []bool) {
+			b.afterTry(ctx, k, secret, sent, opts.TTL, all, answered)
 		}, func(ctx context.Context, n Node) (vote, error) {
 			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
@@ -230,27 +223,20 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		if len(r.normal) > 0 && !b.sawVoting.Load() {
 			b.sawVoting.Store(true) // see seed
 		}
-		var l *lease
 		if len(r.granted) >= b.maj {
-			l, _ = b.grant(ctx, k, secret, sent, opts, votes, r)
-		}
-		outcome <- l != nil
-		if l != nil {
-			l.member = member
-			for i, a := range answered {
-				if !a {
-					l.unsettled = append(l.unsettled, b.nodes[i])
+			// Every node answered (see tryDecided).
+			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
+				l.member = member
+				if len(r.unseeded) > 0 || len(r.due) > 0 {
+					b.seedLater(r) // the holder does not wait for it
 				}
+				return l, refusal{}, nil
 			}
-			l.settled = settled
-			if len(r.unseeded) > 0 || len(r.due) > 0 {
-				b.seedLater(r) // the holder does not wait for it
-			}
-			return l, refusal{}, nil
 		}
-		// The nodes not answered yet are cleaned up by afterTry once they
-		// answer, where their reply calls for it.
-		b.abandon(ctx, k, secret, sent, opts.TTL, votes, answered)
+		// The clean-up is sent whatever becomes of the caller; the nodes
+		// not answered yet are cleaned up by afterTry once they answer,
+		// where their reply calls for it.
+		b.abandon(context.WithoutCancel(ctx), k, secret, sent, opts.TTL, votes, answered)
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
 			// The marking and the copy run in the background, as after a
 			// grant, whatever becomes of the caller (a process that exits
@@ -325,22 +311,21 @@ func (b *Backend) tryDecided(votes []reply[vote], answered []bool) bool {
 }
 
 // afterTry deals with the votes of the nodes that a try was decided
-// without, once every node answered (see eachUntil): those that granted
-// it, or whose reply was lost, are cleaned up unless the try was granted
-// (a grant keeps them: its release goes to every node), and a node found
-// without its data is re-seeded as a round that waited for it would have.
-func (b *Backend) afterTry(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, all []reply[vote], answered []bool, granted bool) {
+// without, once every node answered (see eachUntil), within ctx (the
+// stragglers' context): a try decided before every node answered is a
+// refusal (see tryDecided), so those that granted it, or whose reply was
+// lost, are cleaned up, and a node found without its data is re-seeded
+// as a round that waited for it would have.
+func (b *Backend) afterTry(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, all []reply[vote], answered []bool) {
 	r := countVotes(all)
 	if len(r.normal) > 0 && !b.sawVoting.Load() {
 		b.sawVoting.Store(true)
 	}
-	if !granted {
-		late := make([]bool, len(answered))
-		for i, a := range answered {
-			late[i] = !a
-		}
-		b.abandon(ctx, k, secret, sent, ttl, all, late)
+	late := make([]bool, len(answered))
+	for i, a := range answered {
+		late[i] = !a
 	}
+	b.abandon(ctx, k, secret, sent, ttl, all, late)
 	if len(r.unseeded) > 0 || len(r.due) > 0 {
 		b.seedLater(r)
 	}

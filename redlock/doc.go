@@ -60,13 +60,15 @@
 // majority released it or did not hold it. A try that a node granted
 // waits for every node (a late voter's higher counter would otherwise
 // be recorded on it above the lease's token), and so does a round that
-// meets a node waiting for its data. The other nodes' replies are collected in the background
-// (Close waits for them) and acted on as above: a refused try cleans up
-// those that granted it or whose reply was lost, a release retries those
-// that failed, and a node found without its data is re-seeded. A grant's
-// refresh and release go to a node whose vote had not come yet only
-// after that vote, so that a release never overtakes the vote it
-// undoes. Validity still counts from the first request of the round.
+// meets a node waiting for its data: a grant is never returned before
+// every node voted or timed out. The other nodes' requests go on in the
+// background, bounded by the per-node timeout but no longer by the
+// caller's context (a caller that cancels once its call returned does
+// not cut them short), and their replies are acted on as above: a
+// refused try cleans up those that granted it or whose reply was lost, a
+// release retries those that failed, and a node found without its data
+// is re-seeded. Close waits for them for 2s at most. Validity still
+// counts from the first request of the round.
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or the Client's deadline.
@@ -393,13 +395,19 @@
 // # Goroutines and connections
 //
 // A Backend is safe for concurrent use. Every operation sends to all
-// nodes at once, one goroutine per node but the last (whose request runs
-// on the caller's), and returns once each node has answered or timed out;
-// OpenURL and List, which need the answers of a majority only, wait for
-// the other nodes briefly once a majority answered (a node that is paused
-// does not hold them for its timeout), unless a List's result may depend
-// on them (see List), and leave those nodes' requests to finish in the
-// background, which Close waits for.
+// nodes at once. Most wait until each node has answered or timed out,
+// with one goroutine per node but the last (whose request runs on the
+// caller's). A try, a refresh and a release over three nodes or more
+// return once the nodes that answered decide them (see above), with one
+// goroutine per node; OpenURL and List, which need the answers of a
+// majority only, wait for the other nodes briefly once a majority
+// answered (a node that is paused does not hold them for its timeout),
+// unless a List's result may depend on them (see List). The requests of
+// the nodes they stopped waiting for (the stragglers) finish in the
+// background, each bounded by its per-node timeout, with what their
+// replies call for: Close waits for them for 2s at most, then cancels
+// them and returns (a request already on its way ends by its timeout, in
+// a goroutine that outlives Close until then).
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter
@@ -407,6 +415,7 @@
 // WatchHolder runs one goroutine until its context ends or Close, which
 // waits for it; a key's holder channel unwatched for 1s is unsubscribed
 // by a timer and a goroutine per node. Clean-ups and releases that could
-// not reach a node run in background goroutines that Close stops; the marking and copying that a round found due run in one that
+// not reach a node are retried in background goroutines that Close
+// stops; the marking and copying that a round found due run in one that
 // Close lets finish, for 2s at most.
 package redlock

@@ -6,7 +6,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -25,38 +24,12 @@ type lease struct {
 	// whose queue kept it (it was held at the try that won) drops it at
 	// the release.
 	member string
-	// unsettled are the nodes whose vote had not come when a majority
-	// decided the try; settled is closed once they all answered. A
-	// request of the lease goes to such a node only after its vote, so
-	// that a release never overtakes the vote it undoes (a vote that
-	// came after the release would leave the key held on that node
-	// until the TTL).
-	unsettled []Node
-	settled   <-chan struct{}
 
 	mu       sync.Mutex
 	released bool // a release was confirmed
 
 	vmu  sync.Mutex
 	last driver.Validity // the latest confirmed validity (grant or refresh)
-}
-
-// after returns op, which waits for the vote of node n first when n is
-// one of the unsettled nodes (within ctx, which bounds op too).
-func (l *lease) after(op func(context.Context, Node) (int64, error)) func(context.Context, Node) (int64, error) {
-	if len(l.unsettled) == 0 {
-		return op
-	}
-	return func(ctx context.Context, n Node) (int64, error) {
-		if slices.Contains(l.unsettled, n) {
-			select {
-			case <-l.settled:
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			}
-		}
-		return op(ctx, n)
-	}
 }
 
 // Token implements driver.Lease.
@@ -79,9 +52,9 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 		return driver.Validity{}, err
 	}
 	sent := time.Now()
-	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(ttl), b.keptDecided, nil, l.after(func(ctx context.Context, n Node) (int64, error) {
+	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(ttl), b.keptDecided, nil, func(ctx context.Context, n Node) (int64, error) {
 		return refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ceilMillis(ttl)).Int64()
-	}))
+	})
 	return l.refreshed(ctx, sent, ttl, res, answered)
 }
 
@@ -149,7 +122,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redlock: token %d was already released", driver.ErrLockLost, l.token)
 	}
-	op := l.after(b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL))))
+	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
 	// The nodes whose request failed may hold the grant: they are
 	// released in the background, until the grant would have lapsed; so
 	// are those that the majority decided without, once they answered,
@@ -167,7 +140,7 @@ func (l *lease) Release(ctx context.Context) error {
 		done, notHeld, _ := tallyReleased(res, answered)
 		return done >= b.maj || notHeld > len(b.nodes)-b.maj
 	}
-	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(l.validity.TTL), decided, func(all []reply[int64], answered []bool) {
+	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(l.validity.TTL), decided, func(_ context.Context, all []reply[int64], answered []bool) {
 		late := make([]bool, len(answered))
 		for i, a := range answered {
 			late[i] = !a
