@@ -410,8 +410,11 @@ func TestLostReplies(t *testing.T) {
 		c := newClient(t, p)
 		clients, nodes = append(clients, c), append(nodes, c)
 	}
-	a := newBackendOf(t, nodes, redlock.WithRequestTimeout(200*time.Millisecond))
-	other := newBackend(t, addrs(srvs))
+	// Per-node timeouts far above a loaded machine's delays: a lost
+	// reply costs a's caller its timeout, and the first cycles (which
+	// dial, and load the scripts) must not time out.
+	a := newBackendOf(t, nodes, redlock.WithRequestTimeout(time.Second))
+	other := newBackend(t, addrs(srvs), redlock.WithRequestTimeout(5*time.Second))
 	// settled waits until a's last cycle is over on every node: its
 	// release returns once a majority released the key, and a request
 	// still on its way to a node holds a connection, so that the next
