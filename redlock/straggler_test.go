@@ -39,7 +39,12 @@ func (h *holdBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		h.held <- struct{}{}
-		<-h.goOn
+		select {
+		case <-h.goOn:
+		case <-ctx.Done():
+			// Held up to its timeout: the call decided without it did
+			// not return (the test fails on that).
+		}
 		err := next(ctx, cmd)
 		h.errs <- err
 		return err
@@ -48,6 +53,15 @@ func (h *holdBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *holdBack) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// patientClient is newClient with no timeout of its own but the dial's
+// (10s): the per-node timeout bounds its requests.
+func patientClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 10 * time.Second, ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // A release decided by a majority returns without the last node; that
@@ -59,13 +73,15 @@ func TestStragglerOutlivesCallerContext(t *testing.T) {
 	h := newHoldBack()
 	var nodes []redlock.Node
 	for i, s := range srvs {
-		c := newClient(t, s.Addr)
+		c := patientClient(t, s.Addr)
 		if i == 2 {
 			c.AddHook(h)
 		}
 		nodes = append(nodes, c)
 	}
-	b := newBackendOf(t, nodes)
+	// Timeouts far above a loaded machine's delays: the release must be
+	// decided by nodes 1 and 2 while node 3's request is held.
+	b := newBackendOf(t, nodes, redlock.WithRequestTimeout(10*time.Second))
 	const key = "straggler/caller-ctx"
 	gone := func() bool { return len(lockKeysOn(t, srvs[2])) == 0 }
 	cycle(t, ctx, b, key) // the scripts loaded on every node
@@ -106,12 +122,9 @@ func TestCloseWithStalledStraggler(t *testing.T) {
 	ctx := testCtx(t)
 	srvs := startNodes(t, 3)
 	p := faultproxy.Start(t, srvs[2].Addr)
-	// No read timeout of the client's own: the per-node timeout (a
-	// minute) alone bounds the stalled request.
-	stalled := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, DialTimeout: time.Second, ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
-	t.Cleanup(func() { stalled.Close() })
+	// The per-node timeout (a minute) alone bounds the stalled request.
 	const timeout = time.Minute
-	b := newBackendOf(t, []redlock.Node{newClient(t, srvs[0].Addr), newClient(t, srvs[1].Addr), stalled}, redlock.WithRequestTimeout(timeout))
+	b := newBackendOf(t, []redlock.Node{patientClient(t, srvs[0].Addr), patientClient(t, srvs[1].Addr), patientClient(t, p.Addr())}, redlock.WithRequestTimeout(timeout))
 	const key = "straggler/close"
 	cycle(t, ctx, b, key)
 	eventually(t, 10*time.Second, "the first cycle over on node 3", func() bool { return len(lockKeysOn(t, srvs[2])) == 0 })
