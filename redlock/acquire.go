@@ -199,9 +199,17 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		secret := rand.Text()
 		sent := time.Now()
 		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched}
-		votes, answered := eachUntil(ctx, b, timeout, b.tryDecided, func(ctx context.Context, all []reply[vote], answered []bool) {
-			b.afterTry(ctx, k, secret, sent, opts.TTL, all, answered)
-		}, func(ctx context.Context, n Node) (vote, error) {
+		// A try waits for every node's vote, whatever the first ones say:
+		// a refusal returned at a majority's "held" left the votes still
+		// on their way to grant the try late, on the nodes where the key
+		// was free, until a clean-up in the background. The caller's next
+		// try, or another client's, then found those nodes held by it, or
+		// was granted there with their counters a step ahead of the
+		// others'; the votes of a later grant disagreed, its token was
+		// raised, and Holder, reading a majority of its nodes before the
+		// raise, reported a token that no lease has. A refused try cleans
+		// up every node that granted it (abandon, below) before it returns.
+		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
 			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
 				return vote{}, err
@@ -211,20 +219,11 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 			}
 			return vote{status: res[0], val: res[1], late: time.Since(sent) >= settleWindow}, nil
 		})
-		for i, a := range answered {
-			if !a {
-				// Decided without it: its reply is dealt with by
-				// afterTry; for this round it is a node that did not
-				// answer.
-				votes[i].err = errStraggler
-			}
-		}
 		r := countVotes(votes)
 		if len(r.normal) > 0 && !b.sawVoting.Load() {
 			b.sawVoting.Store(true) // see seed
 		}
 		if len(r.granted) >= b.maj {
-			// Every node answered (see tryDecided).
 			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
 				l.member = member
 				if len(r.unseeded) > 0 || len(r.due) > 0 {
@@ -233,10 +232,8 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 				return l, refusal{}, nil
 			}
 		}
-		// The clean-up is sent whatever becomes of the caller; the nodes
-		// not answered yet are cleaned up by afterTry once they answer,
-		// where their reply calls for it.
-		b.abandon(context.WithoutCancel(ctx), k, secret, sent, opts.TTL, votes, answered)
+		// The clean-up is sent whatever becomes of the caller.
+		b.abandon(context.WithoutCancel(ctx), k, secret, sent, opts.TTL, votes)
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
 			// The marking and the copy run in the background, as after a
 			// grant, whatever becomes of the caller (a process that exits
@@ -273,63 +270,8 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 }
 
 // errStraggler is the reply, for its round, of a node that had not
-// answered when a majority decided the round (see eachUntil).
+// answered when a majority decided a refresh or a release (see eachUntil).
 var errStraggler = fmt.Errorf("%w: no answer yet when the round was decided by a majority", driver.ErrUnavailable)
-
-// tryDecided says whether the votes answered so far fix a try's outcome,
-// so that it need not wait for the other nodes (see eachUntil): so many
-// nodes are held by others, and none granted it, that the try is refused
-// as held whatever the others say, and no node answered so far waits for
-// its data (those rounds go on waiting for every node: their re-seeding
-// needs what each node says). A try that a node granted waits for every
-// node (see the comment below).
-func (b *Backend) tryDecided(votes []reply[vote], answered []bool) bool {
-	var granted []int
-	held, pending := 0, 0
-	for i, v := range votes {
-		switch {
-		case !answered[i]:
-			pending++
-		case v.err != nil:
-		case v.val.status == voteGranted:
-			granted = append(granted, i)
-		case v.val.status == voteHeld || v.val.status == voteReserved:
-			held++
-		case v.val.status == voteTooLate:
-		default:
-			return false // a node that waits for its data, or an unknown reply
-		}
-	}
-	if len(granted) > 0 {
-		// A grant waits for every voter: a straggler that votes for it
-		// with a counter above the token would record that higher token
-		// in its lock value, which Holder and List report (the highest
-		// its nodes record) while the lease has the lower one.
-		return false
-	}
-	return len(granted)+pending < b.maj && held > len(b.nodes)-b.maj && len(granted)+held >= b.maj
-}
-
-// afterTry deals with the votes of the nodes that a try was decided
-// without, once every node answered (see eachUntil), within ctx (the
-// stragglers' context): a try decided before every node answered is a
-// refusal (see tryDecided), so those that granted it, or whose reply was
-// lost, are cleaned up, and a node found without its data is re-seeded
-// as a round that waited for it would have.
-func (b *Backend) afterTry(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, all []reply[vote], answered []bool) {
-	r := countVotes(all)
-	if len(r.normal) > 0 && !b.sawVoting.Load() {
-		b.sawVoting.Store(true)
-	}
-	late := make([]bool, len(answered))
-	for i, a := range answered {
-		late[i] = !a
-	}
-	b.abandon(ctx, k, secret, sent, ttl, all, late)
-	if len(r.unseeded) > 0 || len(r.due) > 0 {
-		b.seedLater(r)
-	}
-}
 
 // grant completes a round that a majority granted: it settles the token
 // and checks that validity remains. When the votes do not settle it (a

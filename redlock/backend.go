@@ -137,9 +137,8 @@ func (b *Backend) Nodes() []Node { return slices.Clone(b.nodes) }
 // TTL). What is under way in the background is given up to 2s to finish
 // first: a re-seeding of a node, and the stragglers, the requests that a
 // call stopped waiting for once the nodes that had answered decided it
-// (a try's, a refresh's, a release's, an OpenURL's or a List's; see the
-// package documentation), with what their replies call for (the clean-up
-// of a refused try on a node that granted it late, a release retried).
+// (a refresh's, a release's, an OpenURL's or a List's; see the package
+// documentation), with what their replies call for (a release retried).
 // Close then cancels the stragglers and returns: a request already on
 // its way to a node that does not answer ends by its per-node timeout
 // (or when its client is closed), in a goroutine that outlives Close
@@ -342,10 +341,10 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 }
 
 // eachUntil is each over every node for a round that a majority can
-// decide (an acquire's try, a refresh, a release): it returns the replies
-// by node index as soon as decided says that the replies so far
-// (answered, by node index) fix the round's outcome, and otherwise once
-// every node has answered or timed out. decided is called with each new
+// decide (a refresh, a release): it returns the replies by node index as
+// soon as decided says that the replies so far (answered, by node index)
+// fix the round's outcome, and otherwise once every node has answered or
+// timed out. decided is called with each new
 // reply, on the caller's goroutine.
 //
 // A node that has not answered when it returns (a straggler) has
@@ -357,8 +356,8 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 // answered, rest (when not nil) gets every reply and which nodes had
 // answered when eachUntil returned, on a goroutine that Close waits for
 // (2s at most), with a context of the same bounds less the timeout: the
-// place for what a straggler's reply still requires (a clean-up, a
-// re-seeding). Once Close cancelled the stragglers, rest is not called.
+// place for what a straggler's reply still requires (a release
+// retried). Once Close cancelled the stragglers, rest is not called.
 // While the caller waits, ctx's end cancels every request, as each's
 // does.
 //

@@ -52,23 +52,23 @@
 // uses) refreshes many grants with one request per node for up to 256
 // of them, each counted as Refresh counts it.
 //
-// A refusal, a refresh and a release return as soon as the replies so
-// far decide them, without waiting for the slowest nodes (over three
-// nodes or more): a try once so many nodes are held, and none granted
-// it, that it is refused as held whatever the others say; a refresh once
-// a majority extended the grant or no longer holds it; a release once a
-// majority released it or did not hold it. A try that a node granted
-// waits for every node (a late voter's higher counter would otherwise
-// be recorded on it above the lease's token), and so does a round that
-// meets a node waiting for its data: a grant is never returned before
-// every node voted or timed out. The other nodes' requests go on in the
-// background, bounded by the per-node timeout but no longer by the
-// caller's context (a caller that cancels once its call returned does
-// not cut them short), and their replies are acted on as above: a
-// refused try cleans up those that granted it or whose reply was lost, a
-// release retries those that failed, and a node found without its data
-// is re-seeded. Close waits for them for 2s at most. Validity still
-// counts from the first request of the round.
+// A refresh and a release return as soon as the replies so far decide
+// them, without waiting for the slowest nodes (over three nodes or more):
+// a refresh once a majority extended the grant or no longer holds it; a
+// release once a majority released it or did not hold it. A try waits
+// for every node to vote or time out, whatever the first votes say: a
+// refusal returned before the last votes left them to grant the try late
+// where the key was free, until a clean-up; the next tries met those
+// nodes held or granted there with counters apart, a later grant's votes
+// then disagreed and its token was raised, and Holder, reading a
+// majority of its nodes before the raise, could report a token no lease
+// has. A refused try cleans up the nodes that granted it, or whose reply
+// was lost, before it returns. The requests of a refresh or a release
+// that the others decided go on in the background, bounded by the
+// per-node timeout but no longer by the caller's context (a caller that
+// cancels once its call returned does not cut them short), and a release
+// retries those that failed. Close waits for them for 2s at most.
+// Validity counts from the first request of the round.
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or the Client's deadline.
@@ -397,8 +397,8 @@
 // A Backend is safe for concurrent use. Every operation sends to all
 // nodes at once. Most wait until each node has answered or timed out,
 // with one goroutine per node but the last (whose request runs on the
-// caller's). A try, a refresh and a release over three nodes or more
-// return once the nodes that answered decide them (see above), with one
+// caller's). A refresh and a release over three nodes or more return
+// once the nodes that answered decide them (see above), with one
 // goroutine per node; OpenURL and List, which need the answers of a
 // majority only, wait for the other nodes briefly once a majority
 // answered (a node that is paused does not hold them for its timeout),

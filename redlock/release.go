@@ -61,16 +61,16 @@ func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force
 }
 
 // abandon undoes what a try that was not granted did or may still do: on
-// every node among those given (by index) that granted it or whose reply
-// was lost, it releases the grant and leaves the tombstone. It sends to
-// those nodes at once, in parallel, within ctx (which the caller detaches
-// from its own end: see context.WithoutCancel) and a clean-up timeout,
-// and goes on in the background for the nodes that failed, until the
-// grant would have lapsed anyway or the Backend is closed.
-func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, votes []reply[vote], among []bool) {
+// every node that granted it or whose reply was lost, it releases the
+// grant and leaves the tombstone. It sends to those nodes at once, in
+// parallel, within ctx (which the caller detaches from its own end: see
+// context.WithoutCancel) and a clean-up timeout, and goes on in the
+// background for the nodes that failed, until the grant would have lapsed
+// anyway or the Backend is closed.
+func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, votes []reply[vote]) {
 	var idx []int
 	for i, v := range votes {
-		if among[i] && (v.err != nil || v.val.status == voteGranted) {
+		if v.err != nil || v.val.status == voteGranted {
 			idx = append(idx, i)
 		}
 	}

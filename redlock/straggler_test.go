@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -147,4 +148,80 @@ func TestCloseWithStalledStraggler(t *testing.T) {
 		t.Fatalf("Close took %v with a straggler stalled, want about 2s (its request's timeout is %v)", d, timeout)
 	}
 	// The stalled request ends with its client (the test's clean-up).
+}
+
+// A try that the nodes answering first refuse (the key held on two of
+// three) waits for the last node's vote all the same, and cleans up the
+// grant that node gave it before Acquire returns. Returning at the
+// majority's refusal left the late grant on that node until a clean-up
+// in the background: the next tries, this caller's own among them, found
+// the node held or granted it with counters apart, so that the votes of a
+// later grant disagreed and its token was raised, and Holder read a
+// majority of that grant's nodes before the raise at a token no lease has.
+func TestRefusedTryWaitsForEveryNode(t *testing.T) {
+	ctx := testCtx(t)
+	srvs := startNodes(t, 3)
+	h := newHoldBack()
+	var nodes []redlock.Node
+	for i, s := range srvs {
+		c := patientClient(t, s.Addr)
+		if i == 2 {
+			c.AddHook(h)
+		}
+		nodes = append(nodes, c)
+	}
+	b := newBackendOf(t, nodes, redlock.WithRequestTimeout(10*time.Second))
+	const key = "straggler/refused"
+	gone := func() bool { return len(lockKeysOn(t, srvs[2])) == 0 }
+	cycle(t, ctx, b, key) // the scripts loaded on every node
+	eventually(t, 10*time.Second, "the first cycle over on node 3", gone)
+
+	// The key held on nodes 1 and 2 only, free on node 3.
+	other := newBackendOf(t, []redlock.Node{patientClient(t, srvs[0].Addr), patientClient(t, srvs[1].Addr)}, redlock.WithRequestTimeout(10*time.Second))
+	held, err := other.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("Acquire on nodes 1 and 2: %v", err)
+	}
+	defer held.Release(context.WithoutCancel(ctx))
+
+	close(h.armed)
+	done := make(chan error, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+		if l != nil {
+			l.Release(context.WithoutCancel(ctx))
+		}
+		done <- err
+	}()
+	select {
+	case <-h.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the try never went to node 3")
+	}
+	// Node 3's vote is held: Acquire must not return without it. (Not
+	// returning is what the fix guarantees; a second is what the early
+	// return needed many times over.)
+	select {
+	case err := <-done:
+		close(h.goOn)
+		t.Fatalf("Acquire returned (%v) while node 3's vote was held back, want it to wait for that vote", err)
+	case <-time.After(time.Second):
+	}
+	close(h.goOn)
+	select {
+	case err := <-done:
+		if !errors.Is(err, driver.ErrNotAcquired) {
+			t.Fatalf("Acquire: %v, want ErrNotAcquired (held on two of three nodes)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Acquire never returned once node 3's vote went on")
+	}
+	if err := <-h.errs; err != nil {
+		t.Fatalf("node 3's vote: %v, want it answered", err)
+	}
+	// Node 3 granted the try (it was free there): the grant was cleaned
+	// up before Acquire returned.
+	if !gone() {
+		t.Fatalf("node 3 holds %v after the refused Acquire returned, want the try's grant cleaned up", lockKeysOn(t, srvs[2]))
+	}
 }
