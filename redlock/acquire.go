@@ -199,6 +199,16 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		secret := rand.Text()
 		sent := time.Now()
 		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched}
+		// A try waits for every node's vote, whatever the first ones say:
+		// a refusal returned at a majority's "held" left the votes still
+		// on their way to grant the try late, on the nodes where the key
+		// was free, until a clean-up in the background. The caller's next
+		// try, or another client's, then found those nodes held by it, or
+		// was granted there with their counters a step ahead of the
+		// others'; the votes of a later grant disagreed, its token was
+		// raised, and Holder, reading a majority of its nodes before the
+		// raise, reported a token that no lease has. A refused try cleans
+		// up every node that granted it (abandon, below) before it returns.
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
 			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
@@ -222,7 +232,8 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 				return l, refusal{}, nil
 			}
 		}
-		b.abandon(ctx, k, secret, sent, opts.TTL, votes)
+		// The clean-up is sent whatever becomes of the caller.
+		b.abandon(context.WithoutCancel(ctx), k, secret, sent, opts.TTL, votes)
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
 			// The marking and the copy run in the background, as after a
 			// grant, whatever becomes of the caller (a process that exits
@@ -257,6 +268,10 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		}
 	}
 }
+
+// errStraggler is the reply, for its round, of a node that had not
+// answered when a majority decided a refresh or a release (see eachUntil).
+var errStraggler = fmt.Errorf("%w: no answer yet when the round was decided by a majority", driver.ErrUnavailable)
 
 // grant completes a round that a majority granted: it settles the token
 // and checks that validity remains. When the votes do not settle it (a

@@ -69,9 +69,14 @@ type Backend struct {
 	seedWG   sync.WaitGroup
 	seedCtx  context.Context
 	seedStop context.CancelFunc
-	// stragglers counts the requests of eachQuorum, which may outlive it;
-	// Add under mu, before closed is set.
+	// stragglers counts the requests of eachQuorum and eachUntil, which
+	// may outlive them, and what eachUntil does with their replies; Add
+	// under mu, before closed is set. Close waits for them for
+	// closeStraggleWait at most, then cancels lateCtx, which ends them
+	// (a request on its way, by its own timeout).
 	stragglers sync.WaitGroup
+	lateCtx    context.Context
+	lateStop   context.CancelFunc
 
 	hooks testHooks
 }
@@ -116,6 +121,7 @@ func New(nodes []Node, opts ...Option) (*Backend, error) {
 	}
 	b.closing, b.stop = context.WithCancel(context.Background())
 	b.seedCtx, b.seedStop = context.WithCancel(context.Background())
+	b.lateCtx, b.lateStop = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -128,13 +134,20 @@ func (b *Backend) Nodes() []Node { return slices.Clone(b.nodes) }
 // Close stops what the Backend started: its pub/sub connections, its
 // goroutines (the watches' among them) and any clean-up still being
 // retried (a grant whose clean-up is abandoned that way lapses by its
-// TTL). A re-seeding of a node under
-// way in the background is given up to 2s to finish first; the requests
-// of an OpenURL or List that a node had not answered yet end with the
-// clients that Close closes, or else with their timeout. Waiting
-// Acquire calls return an error matching ErrClosed. Leases keep working.
-// Close does not close the clients given to New; a Backend from OpenURL
-// closes those it created. Close is idempotent.
+// TTL). What is under way in the background is given up to 2s to finish
+// first: a re-seeding of a node, and the stragglers, the requests that a
+// call stopped waiting for once the nodes that had answered decided it
+// (a refresh's, a release's, an OpenURL's or a List's; see the package
+// documentation), with what their replies call for (a release retried).
+// Close then cancels the stragglers and returns: a request already on
+// its way to a node that does not answer ends by its per-node timeout
+// (or when its client is closed), in a goroutine that outlives Close
+// until then, and nothing is done with its reply; a grant it leaves
+// lapses by its TTL. So a node that does not answer holds Close for 2s
+// at most. Waiting Acquire calls return an error matching ErrClosed.
+// Leases keep working. Close does not close the clients given to New; a
+// Backend from OpenURL closes those it created, last. Close is
+// idempotent.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -149,13 +162,40 @@ func (b *Backend) Close() error {
 	if sub != nil {
 		err = sub.close()
 	}
-	b.finishSeeding()
+	// The re-seedings and the stragglers have 2s each, side by side.
+	seeded := make(chan struct{})
+	go func() {
+		defer close(seeded)
+		b.finishSeeding()
+	}()
+	b.finishStragglers()
+	<-seeded
 	b.wg.Wait()
 	for _, c := range b.owned {
 		err = errors.Join(err, c())
 	}
-	b.stragglers.Wait()
 	return err
+}
+
+// closeStraggleWait bounds how long Close waits for the stragglers (see
+// eachUntil and eachQuorum).
+const closeStraggleWait = 2 * time.Second
+
+// finishStragglers waits for the stragglers, for closeStraggleWait at
+// most, then cancels those still under way (see Close).
+func (b *Backend) finishStragglers() {
+	done := make(chan struct{})
+	go func() {
+		b.stragglers.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeStraggleWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	b.lateStop()
 }
 
 func (b *Backend) isClosed() bool { return b.closing.Err() != nil }
@@ -217,8 +257,8 @@ type quorum[T any] struct {
 // it; nor does it wait once ctx ends. A node it stops waiting for gets
 // an error matching distlock.ErrUnavailable (or ctx's error); its request
 // goes on in the background until it is answered or times out (a
-// request cannot be called back once sent), and Close waits for it after
-// it closed the clients it owns. After Close, eachQuorum is each.
+// request cannot be called back once sent), or Close cancels it (see
+// finishStragglers). After Close, eachQuorum is each.
 func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q quorum[T], f func(ctx context.Context, n Node) (T, error)) []reply[T] {
 	b.mu.Lock()
 	if b.closed {
@@ -235,6 +275,7 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 	// returned does not block.
 	answers := make(chan answer, len(b.nodes))
 	nctx, cancel := context.WithTimeout(ctx, timeout)
+	stopLate := context.AfterFunc(b.lateCtx, cancel)
 	var calls sync.WaitGroup
 	calls.Add(len(b.nodes))
 	for i := range b.nodes {
@@ -248,6 +289,7 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 	go func() {
 		defer b.stragglers.Done()
 		calls.Wait()
+		stopLate()
 		cancel()
 	}()
 	out := make([]reply[T], len(b.nodes))
@@ -296,6 +338,110 @@ func eachQuorum[T any](ctx context.Context, b *Backend, timeout time.Duration, q
 		}
 	}
 	return out
+}
+
+// eachUntil is each over every node for a round that a majority can
+// decide (a refresh, a release): it returns the replies by node index as
+// soon as decided says that the replies so far (answered, by node index)
+// fix the round's outcome, and otherwise once every node has answered or
+// timed out. decided is called with each new
+// reply, on the caller's goroutine.
+//
+// A node that has not answered when it returns (a straggler) has
+// answered[i] false and a zero reply. Its request goes on in the
+// background (a request cannot be called back once sent), no longer
+// bound to ctx, whose end after the decision must not cut the stragglers
+// short (a caller that cancels once its call returned), but still to
+// the timeout, and to Close (see finishStragglers). Once every node has
+// answered, rest (when not nil) gets every reply and which nodes had
+// answered when eachUntil returned, on a goroutine that Close waits for
+// (2s at most), with a context of the same bounds less the timeout: the
+// place for what a straggler's reply still requires (a release
+// retried). Once Close cancelled the stragglers, rest is not called.
+// While the caller waits, ctx's end cancels every request, as each's
+// does.
+//
+// After Close, over fewer than three nodes, and once ctx ended, eachUntil
+// is each, and rest is not called.
+func eachUntil[T any](ctx context.Context, b *Backend, timeout time.Duration, decided func(out []reply[T], answered []bool) bool, rest func(ctx context.Context, all []reply[T], answered []bool), f func(ctx context.Context, n Node) (T, error)) (out []reply[T], answered []bool) {
+	n := len(b.nodes)
+	answered = make([]bool, n)
+	b.mu.Lock()
+	if b.closed || n < 3 || ctx.Err() != nil {
+		// Under three nodes a majority is every node: nothing to decide
+		// early, and each spares the goroutine of one request. Once ctx
+		// ended, each sends nothing.
+		b.mu.Unlock()
+		out = each(ctx, b, nil, timeout, f)
+		for i := range answered {
+			answered[i] = true
+		}
+		return out, answered
+	}
+	b.stragglers.Add(n + 1)
+	b.mu.Unlock()
+	// late bounds the stragglers: ctx's values without its end, and
+	// Close's cancel. nctx bounds every request: late and the timeout,
+	// and ctx's end until the round is decided (stopCaller).
+	late, lateCancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopLate := context.AfterFunc(b.lateCtx, lateCancel)
+	nctx, cancel := context.WithTimeout(late, timeout)
+	stopCaller := context.AfterFunc(ctx, cancel)
+	type answer struct {
+		i   int
+		v   T
+		err error
+	}
+	// Buffered for every answer: a request answered after eachUntil
+	// returned does not block.
+	answers := make(chan answer, n)
+	for i := range b.nodes {
+		go func() {
+			defer b.stragglers.Done()
+			v, err := f(nctx, b.nodes[i])
+			answers <- answer{i, v, err}
+		}()
+	}
+	out = make([]reply[T], n)
+	got := 0
+	for got < n {
+		a := <-answers
+		got++
+		out[a.i], answered[a.i] = reply[T]{a.v, classify(ctx, a.err)}, true
+		if got < n && decided(out, answered) {
+			break
+		}
+	}
+	if got == n {
+		stopCaller()
+		cancel()
+		stopLate()
+		lateCancel()
+		b.stragglers.Done()
+		return out, answered
+	}
+	// Decided: the caller's ctx no longer ends the requests (if it ended
+	// already, they are cancelled; stopCaller cannot undo that).
+	stopCaller()
+	// The stragglers: collected on copies, so that the caller owns out
+	// and answered.
+	all, decidedBy := slices.Clone(out), slices.Clone(answered)
+	go func() {
+		defer b.stragglers.Done()
+		defer func() {
+			stopLate()
+			lateCancel()
+		}()
+		for ; got < n; got++ {
+			a := <-answers
+			all[a.i] = reply[T]{a.v, classify(late, a.err)}
+		}
+		cancel()
+		if rest != nil && late.Err() == nil {
+			rest(late, all, decidedBy)
+		}
+	}()
+	return out, answered
 }
 
 // all returns 0..n-1.

@@ -48,7 +48,27 @@
 // when a majority no longer held it, and releases nodes that did not
 // answer in the background. Both are owner-checked on every node: a
 // holder whose lease lapsed never extends or deletes the next holder's
-// keys.
+// keys. RefreshAll (driver.BatchRefresher, which the Client's watchdog
+// uses) refreshes many grants with one request per node for up to 256
+// of them, each counted as Refresh counts it.
+//
+// A refresh and a release return as soon as the replies so far decide
+// them, without waiting for the slowest nodes (over three nodes or more):
+// a refresh once a majority extended the grant or no longer holds it; a
+// release once a majority released it or did not hold it. A try waits
+// for every node to vote or time out, whatever the first votes say: a
+// refusal returned before the last votes left them to grant the try late
+// where the key was free, until a clean-up; the next tries met those
+// nodes held or granted there with counters apart, a later grant's votes
+// then disagreed and its token was raised, and Holder, reading a
+// majority of its nodes before the raise, could report a token no lease
+// has. A refused try cleans up the nodes that granted it, or whose reply
+// was lost, before it returns. The requests of a refresh or a release
+// that the others decided go on in the background, bounded by the
+// per-node timeout but no longer by the caller's context (a caller that
+// cancels once its call returned does not cut them short), and a release
+// retries those that failed. Close waits for them for 2s at most.
+// Validity counts from the first request of the round.
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or the Client's deadline.
@@ -389,13 +409,19 @@
 // # Goroutines and connections
 //
 // A Backend is safe for concurrent use. Every operation sends to all
-// nodes at once, one goroutine per node but the last (whose request runs
-// on the caller's), and returns once each node has answered or timed out;
-// OpenURL and List, which need the answers of a majority only, wait for
-// the other nodes briefly once a majority answered (a node that is paused
-// does not hold them for its timeout), unless a List's result may depend
-// on them (see List), and leave those nodes' requests to finish in the
-// background, which Close waits for.
+// nodes at once. Most wait until each node has answered or timed out,
+// with one goroutine per node but the last (whose request runs on the
+// caller's). A refresh and a release over three nodes or more return
+// once the nodes that answered decide them (see above), with one
+// goroutine per node; OpenURL and List, which need the answers of a
+// majority only, wait for the other nodes briefly once a majority
+// answered (a node that is paused does not hold them for its timeout),
+// unless a List's result may depend on them (see List). The requests of
+// the nodes they stopped waiting for (the stragglers) finish in the
+// background, each bounded by its per-node timeout, with what their
+// replies call for: Close waits for them for 2s at most, then cancels
+// them and returns (a request already on its way ends by its timeout, in
+// a goroutine that outlives Close until then).
 // The first waiting Acquire that finds its key held opens one pub/sub
 // connection per node, kept until Close, with one goroutine reading it
 // and one that sends its subscription; passing on the turn of a waiter
@@ -403,6 +429,7 @@
 // WatchHolder runs one goroutine until its context ends or Close, which
 // waits for it; a key's holder channel unwatched for 1s is unsubscribed
 // by a timer and a goroutine per node. Clean-ups and releases that could
-// not reach a node run in background goroutines that Close stops; the marking and copying that a round found due run in one that
+// not reach a node are retried in background goroutines that Close
+// stops; the marking and copying that a round found due run in one that
 // Close lets finish, for 2s at most.
 package redlock

@@ -404,13 +404,41 @@ func TestLostReplies(t *testing.T) {
 		proxies[i] = faultproxy.Start(t, s.Addr)
 		paths[i] = proxies[i].Addr()
 	}
-	a := newBackend(t, paths, redlock.WithRequestTimeout(200*time.Millisecond))
-	other := newBackend(t, addrs(srvs))
+	var clients []*redis.Client
+	var nodes []redlock.Node
+	for _, p := range paths {
+		c := newClient(t, p)
+		clients, nodes = append(clients, c), append(nodes, c)
+	}
+	// Per-node timeouts far above a loaded machine's delays: a lost
+	// reply costs a's caller its timeout, and the first cycles (which
+	// dial, and load the scripts) must not time out.
+	a := newBackendOf(t, nodes, redlock.WithRequestTimeout(time.Second))
+	other := newBackend(t, addrs(srvs), redlock.WithRequestTimeout(5*time.Second))
+	// settled waits until a's last cycle is over on every node: its
+	// release returns once a majority released the key, and a request
+	// still on its way to a node holds a connection, so that the next
+	// request to that node would dial one (which a lost HELLO reply
+	// stops). Once settled, each node has one connection, which the
+	// checks below count on: a lost reply breaks it, and what follows
+	// cannot reach the silent node.
+	settled := func() {
+		t.Helper()
+		eventually(t, 5*time.Second, "the last cycle over on every node", func() bool {
+			for i, c := range clients {
+				if st := c.PoolStats(); st.TotalConns != st.IdleConns || len(lockKeysOn(t, srvs[i])) != 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	opts := driver.AcquireOptions{TTL: 5 * time.Second}
 	key := "lost/" + t.Name()
 	cycle(t, ctx, other, key) // a new deployment: every node must answer to be marked seeded
 
 	cycle(t, ctx, a, key) // connections through the proxies, and the scripts loaded
+	settled()
 
 	// One node's replies lost: granted by the other two.
 	proxies[0].DropReplies()
@@ -438,6 +466,7 @@ func TestLostReplies(t *testing.T) {
 	}
 	noKeys("after the release")
 	cycle(t, ctx, a, key) // connections through the proxies again
+	settled()
 
 	// Two nodes' replies lost: not granted, and cleaned up on all three.
 	proxies[0].DropReplies()

@@ -52,10 +52,17 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 		return driver.Validity{}, err
 	}
 	sent := time.Now()
-	res := each(ctx, b, nil, b.cfg.timeoutFor(ttl), func(ctx context.Context, n Node) (int64, error) {
+	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(ttl), b.keptDecided, nil, func(ctx context.Context, n Node) (int64, error) {
 		return refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ceilMillis(ttl)).Int64()
 	})
-	kept, gone, why := tallyKept(res)
+	return l.refreshed(ctx, sent, ttl, res, answered)
+}
+
+// refreshed is the outcome of a refresh to ttl sent at sent, from the
+// nodes' replies (those answered) to refresh.lua or refresh_many.lua.
+func (l *lease) refreshed(ctx context.Context, sent time.Time, ttl time.Duration, res []reply[int64], answered []bool) (driver.Validity, error) {
+	b := l.b
+	kept, gone, why := tallyKept(res, answered)
 	switch {
 	case ctx.Err() != nil:
 		return driver.Validity{}, fmt.Errorf("redlock: %w", context.Cause(ctx))
@@ -73,12 +80,23 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	return driver.Validity{}, b.unavailable("refresh", kept, why)
 }
 
-// tallyKept counts the replies nodeKept and nodeGone, and says why the
-// other nodes did not answer.
-func tallyKept(res []reply[int64]) (kept, gone int, why []string) {
+// keptDecided says whether the refresh replies answered so far fix the
+// outcome (see eachUntil): a majority extended the grant, or more than a
+// minority no longer holds it.
+func (b *Backend) keptDecided(res []reply[int64], answered []bool) bool {
+	kept, gone, _ := tallyKept(res, answered)
+	return kept >= b.maj || gone > len(b.nodes)-b.maj
+}
+
+// tallyKept counts the replies nodeKept and nodeGone, among the answered
+// ones (all when answered is nil), and says why the other nodes did not
+// answer.
+func tallyKept(res []reply[int64], answered []bool) (kept, gone int, why []string) {
 	why = make([]string, len(res))
 	for i, r := range res {
 		switch {
+		case answered != nil && !answered[i]:
+			why[i] = errStraggler.Error()
 		case r.err != nil:
 			why[i] = r.err.Error()
 		case r.val == nodeKept:
@@ -105,25 +123,32 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: redlock: token %d was already released", driver.ErrLockLost, l.token)
 	}
 	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
-	res := each(ctx, b, nil, b.cfg.timeoutFor(l.validity.TTL), op)
-	done, notHeld := 0, 0
-	why := make([]string, len(res))
-	var failed []int
-	for i, r := range res {
-		switch {
-		case r.err != nil:
-			why[i] = r.err.Error()
-			failed = append(failed, i)
-		case r.val == releaseReleased || r.val == releaseAlreadyReleased:
-			done++
-		default:
-			notHeld++
-			why[i] = "did not hold the grant"
+	// The nodes whose request failed may hold the grant: they are
+	// released in the background, until the grant would have lapsed; so
+	// are those that the majority decided without, once they answered,
+	// if their request failed.
+	retry := func(res []reply[int64], among []bool) {
+		var failed []int
+		for i, r := range res {
+			if among[i] && r.err != nil {
+				failed = append(failed, i)
+			}
 		}
+		b.retryLater(failed, l.expiry(), op)
 	}
-	// The nodes that did not answer may hold the grant: they are released
-	// in the background, until the grant would have lapsed.
-	b.retryLater(failed, l.expiry(), op)
+	decided := func(res []reply[int64], answered []bool) bool {
+		done, notHeld, _ := tallyReleased(res, answered)
+		return done >= b.maj || notHeld > len(b.nodes)-b.maj
+	}
+	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(l.validity.TTL), decided, func(_ context.Context, all []reply[int64], answered []bool) {
+		late := make([]bool, len(answered))
+		for i, a := range answered {
+			late[i] = !a
+		}
+		retry(all, late)
+	}, op)
+	retry(res, answered)
+	done, notHeld, why := tallyReleased(res, answered)
 	switch {
 	case done >= b.maj:
 		l.released = true
@@ -135,6 +160,27 @@ func (l *lease) Release(ctx context.Context) error {
 		return fmt.Errorf("redlock: %w", context.Cause(ctx))
 	}
 	return b.unavailable("release", done, why)
+}
+
+// tallyReleased counts the release replies, among the answered ones,
+// that released the grant (or had: a tombstone) and those of nodes that
+// did not hold it, and says why the other nodes did not release it.
+func tallyReleased(res []reply[int64], answered []bool) (done, notHeld int, why []string) {
+	why = make([]string, len(res))
+	for i, r := range res {
+		switch {
+		case !answered[i]:
+			why[i] = errStraggler.Error()
+		case r.err != nil:
+			why[i] = r.err.Error()
+		case r.val == releaseReleased || r.val == releaseAlreadyReleased:
+			done++
+		default:
+			notHeld++
+			why[i] = "did not hold the grant"
+		}
+	}
+	return done, notHeld, why
 }
 
 // expiry is when every node's grant has lapsed by its TTL: the last

@@ -63,8 +63,10 @@ func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force
 // abandon undoes what a try that was not granted did or may still do: on
 // every node that granted it or whose reply was lost, it releases the
 // grant and leaves the tombstone. It sends to those nodes at once, in
-// parallel, and goes on in the background for the nodes that failed,
-// until the grant would have lapsed anyway or the Backend is closed.
+// parallel, within ctx (which the caller detaches from its own end: see
+// context.WithoutCancel) and a clean-up timeout, and goes on in the
+// background for the nodes that failed, until the grant would have lapsed
+// anyway or the Backend is closed.
 func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, votes []reply[vote]) {
 	var idx []int
 	for i, v := range votes {
@@ -77,7 +79,7 @@ func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent t
 	}
 	keep := max(ttl, tombstoneTTL)
 	cleanUp := b.releaseOp(k, secret, keep, true, "", 0)
-	res := each(context.WithoutCancel(ctx), b, idx, min(cleanupTimeout, max(b.cfg.timeoutFor(ttl), 100*time.Millisecond)), cleanUp)
+	res := each(ctx, b, idx, min(cleanupTimeout, max(b.cfg.timeoutFor(ttl), 100*time.Millisecond)), cleanUp)
 	var failed []int
 	for _, i := range idx {
 		if res[i].err != nil {

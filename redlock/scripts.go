@@ -18,6 +18,8 @@ var (
 	raiseLua string
 	//go:embed scripts/refresh.lua
 	refreshLua string
+	//go:embed scripts/refresh_many.lua
+	refreshManyLua string
 	//go:embed scripts/release.lua
 	releaseLua string
 	//go:embed scripts/mark.lua
@@ -35,16 +37,17 @@ var (
 
 	// Run with EVALSHA, falling back to EVAL when a node's script cache
 	// does not have them (after a restart).
-	acquireScript = redis.NewScript(acquireLua)
-	raiseScript   = redis.NewScript(raiseLua)
-	refreshScript = redis.NewScript(refreshLua)
-	releaseScript = redis.NewScript(releaseLua)
-	markScript    = redis.NewScript(markLua)
-	seedScript    = redis.NewScript(seedLua)
-	peekScript    = redis.NewScript(peekLua)
-	leaveScript   = redis.NewScript(leaveLua)
-	passScript    = redis.NewScript(passLua)
-	watchScript   = redis.NewScript(watchLua)
+	acquireScript     = redis.NewScript(acquireLua)
+	raiseScript       = redis.NewScript(raiseLua)
+	refreshScript     = redis.NewScript(refreshLua)
+	refreshManyScript = redis.NewScript(refreshManyLua)
+	releaseScript     = redis.NewScript(releaseLua)
+	markScript        = redis.NewScript(markLua)
+	seedScript        = redis.NewScript(seedLua)
+	peekScript        = redis.NewScript(peekLua)
+	leaveScript       = redis.NewScript(leaveLua)
+	passScript        = redis.NewScript(passLua)
+	watchScript       = redis.NewScript(watchLua)
 )
 
 // Statuses of acquire.lua, the first element of its reply {status, value}.
@@ -74,7 +77,7 @@ const (
 	releaseAlreadyReleased = 2 // ALREADY_RELEASED
 )
 
-// Replies of refresh.lua and raise.lua, and nodeLate for a reply that
+// Replies of refresh.lua, refresh_many.lua (one per grant) and raise.lua, and nodeLate for a reply that
 // came too late to count.
 const (
 	nodeGone = 0  // GONE
