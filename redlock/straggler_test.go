@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/testserver"
 )
 
 // holdBack is a go-redis hook that, while armed, holds each script call
@@ -65,6 +66,23 @@ func patientClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
+// firstCycleOver waits until no node holds a lock key: the first cycle's
+// release, decided by a majority, may still be on its way to the last
+// node, and a grant asked meanwhile is refused there (held by the first
+// cycle's grant) and granted by the two others, so that its release later
+// finds that node without it and needs the two others' answers.
+func firstCycleOver(t *testing.T, srvs []*testserver.Redis) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the first cycle over on every node", func() bool {
+		for _, s := range srvs {
+			if len(lockKeysOn(t, s)) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // A release decided by a majority returns without the last node; that
 // node's request still goes out when the caller cancels its context right
 // after the call returned, and releases the grant there (issue 29).
@@ -86,7 +104,7 @@ func TestStragglerOutlivesCallerContext(t *testing.T) {
 	const key = "straggler/caller-ctx"
 	gone := func() bool { return len(lockKeysOn(t, srvs[2])) == 0 }
 	cycle(t, ctx, b, key) // the scripts loaded on every node
-	eventually(t, 10*time.Second, "the first cycle over on node 3", gone)
+	firstCycleOver(t, srvs)
 
 	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
@@ -128,7 +146,7 @@ func TestCloseWithStalledStraggler(t *testing.T) {
 	b := newBackendOf(t, []redlock.Node{patientClient(t, srvs[0].Addr), patientClient(t, srvs[1].Addr), patientClient(t, p.Addr())}, redlock.WithRequestTimeout(timeout))
 	const key = "straggler/close"
 	cycle(t, ctx, b, key)
-	eventually(t, 10*time.Second, "the first cycle over on node 3", func() bool { return len(lockKeysOn(t, srvs[2])) == 0 })
+	firstCycleOver(t, srvs)
 
 	l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
 	if err != nil {
@@ -174,7 +192,7 @@ func TestRefusedTryWaitsForEveryNode(t *testing.T) {
 	const key = "straggler/refused"
 	gone := func() bool { return len(lockKeysOn(t, srvs[2])) == 0 }
 	cycle(t, ctx, b, key) // the scripts loaded on every node
-	eventually(t, 10*time.Second, "the first cycle over on node 3", gone)
+	firstCycleOver(t, srvs)
 
 	// The key held on nodes 1 and 2 only, free on node 3.
 	other := newBackendOf(t, []redlock.Node{patientClient(t, srvs[0].Addr), patientClient(t, srvs[1].Addr)}, redlock.WithRequestTimeout(10*time.Second))
