@@ -3,6 +3,7 @@ package testserver
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,19 +82,32 @@ func procGone(pid int) bool {
 // waitStopped waits until pid and its descendants are stopped (or gone):
 // a SIGSTOP is delivered asynchronously, and a server that still runs for
 // a moment after Pause returned could answer a request the test expects to
-// hang.
+// hang. The descendants are listed again at each check, and one found
+// running is sent SIGSTOP again: a child that its parent forked while the
+// first signals were on their way, in a session of its own (as
+// PostgreSQL's backends are), was in no list and no group they reached.
+// It returns once every process listed is stopped and a listing after
+// those checks names no other.
 func waitStopped(pid int, deadline time.Time) error {
-	for _, p := range append([]int{pid}, descendants(pid)...) {
-		for {
+	for {
+		procs := append([]int{pid}, descendants(pid)...)
+		running := 0
+		for _, p := range procs {
 			state, _, ok := procStat(p)
 			if !ok || state == 'T' || state == 't' || state == 'Z' || state == 'X' {
-				break
+				continue
 			}
+			running++
+			_ = syscall.Kill(p, syscall.SIGSTOP)
 			if time.Now().After(deadline) {
 				return fmt.Errorf("process %d not stopped (state %c)", p, state)
 			}
-			time.Sleep(time.Millisecond)
 		}
+		// All stopped as checked; a process that forked between the
+		// listing and its check shows its child in a new listing.
+		if running == 0 && !slices.ContainsFunc(descendants(pid), func(p int) bool { return !slices.Contains(procs, p) }) {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -145,5 +146,48 @@ func TestServersDieWithTestBinary(t *testing.T) {
 			pid, strings.ReplaceAll(string(b), "\x00", " "), state)
 		// So that it does not outlive this test binary either.
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Pause stops PostgreSQL with every backend while clients keep
+// connecting: the postmaster forks a backend per connection, in a session
+// of its own, and one forked while the SIGSTOPs were on their way was in
+// no list and no group they reached, and Pause failed ("not stopped")
+// with that backend running.
+func TestPausePostgresWhileConnecting(t *testing.T) {
+	t.Parallel()
+	pg := StartPostgres(t)
+	addr := "127.0.0.1:" + strconv.Itoa(pg.Port)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Each accepted connection forks a backend; a paused
+			// postmaster accepts none (the dial then times out).
+			if c, err := net.DialTimeout("tcp", addr, 50*time.Millisecond); err == nil {
+				c.Close()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 40 {
+		if err := pg.Pause(); err != nil {
+			t.Fatalf("pause %d: %v", i, err)
+		}
+		for _, p := range append([]int{pg.Pid()}, descendants(pg.Pid())...) {
+			if state, _, ok := procStat(p); ok && state != 'T' && state != 'Z' && state != 'X' {
+				t.Fatalf("pause %d: process %d is in state %c after Pause, want stopped", i, p, state)
+			}
+		}
+		if err := pg.Resume(); err != nil {
+			t.Fatalf("resume %d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond) // let connections through between pauses
 	}
 }
