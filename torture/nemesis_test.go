@@ -16,7 +16,7 @@ import (
 var (
 	nemesisSeed     = flag.Uint64("nemesis.seed", 0, "the nemesis schedule's seed (default: a random one, printed)")
 	nemesisDuration = flag.Duration("nemesis.duration", 0, "run the nemesis mode for this long per backend and store mode, and write its table to -nemesis.out (default: the short mix)")
-	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper)")
+	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper, redlock, postgres-lease, gateway)")
 	nemesisOut      = flag.String("nemesis.out", "NEMESIS.md", "where the full nemesis mode writes its table")
 )
 
@@ -58,7 +58,7 @@ func TestNemesis(t *testing.T) {
 			nt := startNemesisTarget(t, kind)
 			plan := torture.NewNemesisPlan(seed, d, nt.Shape(nemesisTTL))
 			t.Logf("seed %d on %s (%s): %d faults", seed, kind, nt.Deployment, len(plan.Events))
-			for _, mode := range torture.Modes(kind) {
+			for _, mode := range torture.Modes(nt.Kind) {
 				t.Run(mode.String(), func(t *testing.T) {
 					nr := torture.RunNemesis(t, nt, mode, plan, nemesisTTL)
 					results = append(results, nr)
@@ -107,6 +107,30 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 			nt.Servers = append(nt.Servers, m.Process)
 		}
 		return nt
+	case "redlock":
+		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly())
+		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis, appendfsync always", len(tg.Redlock))}
+		for _, n := range tg.Redlock {
+			nt.Servers = append(nt.Servers, n.Process)
+		}
+		return nt
+	case "postgres-lease":
+		// Lease mode: a lease row outlives a killed server and expires by
+		// its clock. (A session lock goes with its session: a holder cut
+		// off from a server that is killed and restarts within its TTL
+		// does not learn of the loss before another is granted; see the
+		// partition row.) The fenced store's registers are on a server of
+		// their own, which the schedule does not kill.
+		lock := testserver.StartPostgres(t, testserver.WithPostgresSettings("fsync=on"))
+		nt := torture.NemesisTarget{Target: torture.PGLeaseTarget(lock, testserver.StartPostgres(t)),
+			Servers: []*testserver.Process{lock.Process}, Deployment: "PostgreSQL in lease mode, fsync=on"}
+		return nt
+	case "gateway":
+		// No gateway kills: over a backend that frees a dead gateway's
+		// locks at once, a holder cut off from the gateway when it dies
+		// learns of the loss only when its keepalive times out (see the
+		// gateway-kill row), which is not a fault the gateway survives.
+		return torture.NemesisTarget{Target: torture.GatewayTarget(torture.StartGateway(t)), Deployment: "the gateway over a local lock directory, not killed"}
 	case "file":
 		return torture.NemesisTarget{Target: torture.Target{Kind: kind, Dir: t.TempDir()}, Deployment: "local lock directory"}
 	}

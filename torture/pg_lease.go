@@ -17,6 +17,13 @@ func pgLeaseParams(srv *testserver.Postgres) string {
 	return fmt.Sprintf("mode=lease&listen_host=127.0.0.1:%d", srv.Port)
 }
 
+// PGLeaseTarget is a Target of kind postgres whose workers' Backends run
+// in lease mode on the lock server lock, and whose PGFenced store keeps
+// its registers on data.
+func PGLeaseTarget(lock, data *testserver.Postgres) Target {
+	return Target{Kind: backendPG, PG: lock, Data: data, PGSession: pgLeaseParams(lock)}
+}
+
 // inLeaseMode has a scenario run with the workers' Backends in lease mode.
 func inLeaseMode(run func(f *Fixture) error) func(f *Fixture) error {
 	return func(f *Fixture) error {

@@ -24,10 +24,11 @@ const backendRedlock = "redlock"
 const redlockNodes = 5
 
 // RedlockTarget starts redlockNodes independent redis-servers (no
-// replication, no persistence) and returns the Target over them.
-func RedlockTarget(t testing.TB) Target {
+// replication; no persistence unless opts ask for it) and returns the
+// Target over them.
+func RedlockTarget(t testing.TB, opts ...testserver.RedisOption) Target {
 	t.Helper()
-	return Target{Kind: backendRedlock, Redlock: startRedlockNodes(t, redlockNodes)}
+	return Target{Kind: backendRedlock, Redlock: startRedlockNodes(t, redlockNodes, opts...)}
 }
 
 // startRedlockNodes starts n independent redis-servers, each marked
