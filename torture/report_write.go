@@ -21,9 +21,21 @@ const Command = "cd torture && go test . -run TestTorture -timeout 60m -args -to
 // dir/report/histories) for results obtained with p. REPORT.md and
 // index.html are committed; the histories (megabytes, one page per run) are
 // not, so the report says that they come from running Command.
+//
+// A run of some rows (go test -run) replaces those rows only: the rows of
+// REPORT.md for the other backends and scenarios are kept (see
+// mergeReport), and so are their lines in the findings, while the text that
+// comes from the scenarios (the "Not run" table, their titles and
+// findings) is written anew.
 func WriteReport(dir string, results []*Result, p Params) error {
 	env := environment(p)
-	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(markdown(results, env)), 0o644); err != nil {
+	name := filepath.Join(dir, "REPORT.md")
+	old, err := os.ReadFile(name)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	md := mergeReport(markdown(results, env), string(old))
+	if err := os.WriteFile(name, []byte(md), 0o644); err != nil {
 		return err
 	}
 	rdir := filepath.Join(dir, "report")
@@ -69,25 +81,155 @@ func byBackend(results []*Result) ([]string, map[string][]*Result) {
 // only a local run has.
 const histories = "A timeline of every run is in [report/index.html](report/index.html). Porcupine's visualization of each checked history, which that page links, is written to report/histories/ by the command above; those pages are not committed (they are megabytes)."
 
+// markdown renders REPORT.md for results alone (mergeReport adds the rows
+// of an earlier report that results do not replace).
 func markdown(results []*Result, env string) string {
+	return renderReport(reportOf(results, env))
+}
+
+// reportDoc is what REPORT.md holds of runs, as lines: the table rows and
+// the findings' lines of each backend and scenario, and the runs they come
+// from. The rest of the file comes from the code (the scenarios).
+type reportDoc struct {
+	rows  map[reportKey][]string // table rows, in store mode order
+	lines map[reportKey][]string // findings' lines ("- backend, mode: ...")
+	runs  []string               // "## Runs" items, oldest first, without "- "
+}
+
+// reportKey is a backend and a scenario (its ID).
+type reportKey struct{ backend, scenario string }
+
+// reportOf is the reportDoc of one run's results.
+func reportOf(results []*Result, env string) reportDoc {
+	d := reportDoc{rows: map[reportKey][]string{}, lines: map[reportKey][]string{}}
+	var ids, backends []string
+	for _, r := range results {
+		k := reportKey{r.Backend, r.id()}
+		d.rows[k] = append(d.rows[k], tableRow(r))
+		d.lines[k] = append(d.lines[k], findingLine(r))
+		if !slices.Contains(ids, k.scenario) {
+			ids = append(ids, k.scenario)
+		}
+		if !slices.Contains(backends, k.backend) {
+			backends = append(backends, k.backend)
+		}
+	}
+	if len(results) > 0 {
+		d.runs = []string{fmt.Sprintf("%s. Rows: %s, on %s.", env, strings.Join(ids, ", "), strings.Join(backends, ", "))}
+	}
+	return d
+}
+
+// runsNote opens REPORT.md's sentence on runs of some rows.
+const runsNote = "A run of some rows"
+
+// reportKinds are the backends in report order.
+var reportKinds = []string{backendRedis, backendRedlock, backendEtcd, backendFile, backendZK, backendPG, backendGateway}
+
+// reportHas reports whether the code still has a row for k: its scenario
+// exists and runs on its backend.
+func reportHas(k reportKey) bool {
+	for _, sc := range Scenarios {
+		if sc.ID() == k.scenario {
+			_, ok := sc.Expect[k.backend]
+			return ok
+		}
+	}
+	return false
+}
+
+// mergeReport returns the report md (rendered from one run's results) with
+// the rows of the earlier report old that md does not replace: a backend
+// and scenario that md has no row for keeps old's rows and findings' lines
+// for it, if the code still runs that scenario on that backend. The runs
+// that old's kept rows come from stay listed before md's. Everything else
+// (the legend, "Not run", the scenarios' titles and findings) is md's.
+func mergeReport(md, old string) string {
+	cur, prev := parseReport(md), parseReport(old)
+	kept := false
+	for k, rows := range prev.rows {
+		if _, ok := cur.rows[k]; ok || !reportHas(k) {
+			continue
+		}
+		cur.rows[k], cur.lines[k] = rows, prev.lines[k]
+		kept = true
+	}
+	if kept {
+		cur.runs = append(slices.Clip(prev.runs), cur.runs...)
+	}
+	return renderReport(cur)
+}
+
+// parseReport reads the runs' lines of a REPORT.md. Paragraphs of its
+// preamble that the code does not write (the "Environment:" line of a
+// report written before the "## Runs" section was) are read as runs.
+func parseReport(md string) reportDoc {
+	d := reportDoc{rows: map[reportKey][]string{}, lines: map[reportKey][]string{}}
+	section, scenario := "", ""
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			section, scenario = strings.TrimPrefix(line, "## "), ""
+			continue
+		case strings.HasPrefix(line, "### "):
+			scenario = strings.TrimPrefix(line, "### ")
+			continue
+		}
+		switch {
+		case section == "" && line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "Fault-injection runs") &&
+			!strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, runsNote) && line != histories:
+			d.runs = append(d.runs, strings.TrimPrefix(line, "Environment: "))
+		case section == "Runs" && strings.HasPrefix(line, "- "):
+			d.runs = append(d.runs, strings.TrimPrefix(line, "- "))
+		case slices.Contains(reportKinds, section) && strings.HasPrefix(line, "| "):
+			cells := strings.Split(line, " | ")
+			if len(cells) < 3 || cells[0] != "| "+section {
+				continue // the header
+			}
+			k := reportKey{section, cells[1]}
+			d.rows[k] = append(d.rows[k], line)
+		case section == "Scenarios and findings" && scenario != "" && strings.HasPrefix(line, "- "):
+			be, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ", ")
+			if !ok || !slices.Contains(reportKinds, be) {
+				continue
+			}
+			k := reportKey{be, scenario}
+			d.lines[k] = append(d.lines[k], line)
+		}
+	}
+	return d
+}
+
+// renderReport writes REPORT.md: d's rows in the order of the backends and
+// scenarios, and the rest from the code.
+func renderReport(d reportDoc) string {
 	var b strings.Builder
 	b.WriteString("# Torture report\n\n")
 	b.WriteString("Fault-injection runs of distlock against real servers: every scenario runs once with an unfenced store (the baseline: it must show the fault biting) and once with a store that refuses stale fencing tokens (on PostgreSQL also with the store kept in PostgreSQL and fenced by pglock.Fence). Generated by\n\n")
 	fmt.Fprintf(&b, "    %s\n\n", Command)
-	fmt.Fprintf(&b, "Environment: %s.\n\n", env)
+	b.WriteString(runsNote + " (with `-run 'TestTorture/BACKEND/SCENARIO'`) replaces those rows and keeps the others; the runs the rows come from are listed under [Runs](#runs).\n\n")
 	b.WriteString(histories + "\n\n")
 	b.WriteString(legend)
-	order, m := byBackend(results)
-	for _, be := range order {
+	for _, be := range reportKinds {
+		var rows []string
+		for _, sc := range Scenarios {
+			rows = append(rows, d.rows[reportKey{be, sc.ID()}]...)
+		}
+		if len(rows) == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, "\n## %s\n\n", be)
-		b.WriteString(Table(m[be]))
+		b.WriteString(tableHeader)
+		for _, row := range rows {
+			b.WriteString(row + "\n")
+		}
 	}
 	b.WriteString("\n## Not run\n\n| backend | scenario | why |\n|---|---|---|\n")
 	for _, n := range NotRun {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", n.Backend, n.Scenario, n.Why)
 	}
 	for _, sc := range Scenarios {
-		for _, kind := range []string{backendRedis, backendRedlock, backendEtcd, backendFile, backendZK, backendPG, backendGateway} {
+		for _, kind := range reportKinds {
 			if _, ok := sc.Expect[kind]; !ok && sc.Why[kind] != "" {
 				fmt.Fprintf(&b, "| %s | %s | not applicable: %s |\n", kind, sc.ID(), sc.Why[kind])
 			}
@@ -99,21 +241,31 @@ func markdown(results []*Result, env string) string {
 		if f := findings[sc.ID()]; f != "" {
 			b.WriteString(f + "\n\n")
 		}
-		for _, r := range results {
-			if r.Scenario != sc.Name || r.Variant != sc.Variant {
-				continue
+		for _, be := range reportKinds {
+			for _, l := range d.lines[reportKey{be, sc.ID()}] {
+				b.WriteString(l + "\n")
 			}
-			fmt.Fprintf(&b, "- %s, %s: %s", r.Backend, r.Mode, r.Outcome())
-			if r.Why != "" {
-				fmt.Fprintf(&b, " (%s)", r.Why)
-			}
-			if n := firstNote(r); n != "" {
-				fmt.Fprintf(&b, ". Example: %s", n)
-			}
-			b.WriteString(".\n")
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("## Runs\n\n")
+	for _, run := range d.runs {
+		fmt.Fprintf(&b, "- %s\n", run)
+	}
+	return b.String()
+}
+
+// findingLine is r's line in its scenario's findings.
+func findingLine(r *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- %s, %s: %s", r.Backend, r.Mode, r.Outcome())
+	if r.Why != "" {
+		fmt.Fprintf(&b, " (%s)", r.Why)
+	}
+	if n := firstNote(r); n != "" {
+		fmt.Fprintf(&b, ". Example: %s", n)
+	}
+	b.WriteString(".")
 	return b.String()
 }
 
