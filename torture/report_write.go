@@ -26,7 +26,8 @@ const Command = "cd torture && go test . -run TestTorture -timeout 60m -args -to
 // REPORT.md for the other backends and scenarios are kept (see
 // mergeReport), and so are their lines in the findings, while the text that
 // comes from the scenarios (the "Not run" table, their titles and
-// findings) is written anew.
+// findings) is written anew; so are index.html's rows and timelines
+// (mergePage).
 func WriteReport(dir string, results []*Result, p Params) error {
 	env := environment(p)
 	name := filepath.Join(dir, "REPORT.md")
@@ -42,7 +43,11 @@ func WriteReport(dir string, results []*Result, p Params) error {
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(rdir, "index.html"), []byte(page(results, env, rdir)), 0o644)
+	name = filepath.Join(rdir, "index.html")
+	if old, err = os.ReadFile(name); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return os.WriteFile(name, []byte(mergePage(page(results, env, rdir), string(old), env)), 0o644)
 }
 
 // environment describes where and how the report was made.
@@ -63,18 +68,6 @@ func environment(p Params) string {
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
 		version("redis-server", "v=")+", "+version("etcd", "Version:"),
 		p.Rounds, p.Warm, p.TTL, workerDrift, workerMargin)
-}
-
-func byBackend(results []*Result) ([]string, map[string][]*Result) {
-	var order []string
-	m := map[string][]*Result{}
-	for _, r := range results {
-		if _, ok := m[r.Backend]; !ok {
-			order = append(order, r.Backend)
-		}
-		m[r.Backend] = append(m[r.Backend], r)
-	}
-	return order, m
 }
 
 // histories is REPORT.md's pointer to the page, and says which part of it
@@ -321,8 +314,117 @@ var findings = map[string]string{
 	"lost-reply/distlock-no-retry": "The same, with the replies lost until the acquire (retries off) has given up, so that its own clean-up cannot get through either: both backends keep retrying the clean-up in the background and remove the grant after the heal, long before its lease would have lapsed (an etcd key would otherwise live as long as its session, whose keep-alives resume). The notes give the time from the heal to a clean server.",
 }
 
-// page renders index.html.
+// page renders index.html for results alone (mergePage adds the runs of
+// an earlier page that results do not replace).
 func page(results []*Result, env, rdir string) string {
+	d := pageDoc{rows: map[reportKey][]string{}, runs: map[reportKey][]string{}}
+	for _, r := range results {
+		k := reportKey{r.Backend, r.id()}
+		d.rows[k] = append(d.rows[k], pageRow(r))
+		d.runs[k] = append(d.runs[k], pageRun(r, rdir))
+	}
+	return renderPage(d, env)
+}
+
+// pageDoc is what index.html holds of runs: the table rows and the
+// timelines (a div each) of each backend and scenario.
+type pageDoc struct {
+	rows map[reportKey][]string // <tr> lines
+	runs map[reportKey][]string // <div class="run"> blocks, newline-terminated
+}
+
+// pageRow is r's row of its backend's table in index.html.
+func pageRow(r *Result) string {
+	det := "-"
+	if len(r.Detection) > 0 {
+		det = fmt.Sprintf("%v / %v", Percentile(r.Detection, 50).Round(ms), Percentile(r.Detection, 99).Round(ms))
+	}
+	return fmt.Sprintf("<tr class=%q><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%d (%d)</td><td>%s</td><td>%d</td><td>%d</td><td>%d/%d/%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td></tr>",
+		rowClass(r), anchor(r), html.EscapeString(r.id()), r.Mode, r.Expect, r.Rounds, r.Effective, r.verdicts(), r.Violations(), r.Overlaps,
+		r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.TokenRegressions, r.Orphans, det, html.EscapeString(r.Outcome()))
+}
+
+// pageRun is r's timeline block in index.html.
+func pageRun(r *Result, rdir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<div class=\"run\" id=%q><h3>%s &middot; %s &middot; %s store</h3>\n", anchor(r), html.EscapeString(r.Backend), html.EscapeString(r.id()), r.Mode)
+	fmt.Fprintf(&b, "<p>%s</p>\n", html.EscapeString(r.Outcome()))
+	if r.Visualization != "" {
+		rel, err := filepath.Rel(rdir, r.Visualization)
+		if err == nil {
+			fmt.Fprintf(&b, "<p><a href=%q>porcupine visualization of the history</a> (%d histories checked)</p>\n", filepath.ToSlash(rel), r.Histories)
+		}
+	}
+	b.WriteString("<div class=\"scroll\">" + Timeline(r) + "</div>\n")
+	if len(r.Notes) > 0 {
+		b.WriteString("<ul>")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
+		}
+		b.WriteString("</ul>\n")
+	}
+	b.WriteString("</div>\n")
+	return b.String()
+}
+
+// mergePage is mergeReport's counterpart for index.html: page, rendered
+// from one run's results with env, and the rows and timelines of the
+// earlier page old that it does not replace.
+func mergePage(page, old, env string) string {
+	cur, prev := parsePage(page), parsePage(old)
+	for k, rows := range prev.rows {
+		if _, ok := cur.rows[k]; ok || !reportHas(k) {
+			continue
+		}
+		cur.rows[k], cur.runs[k] = rows, prev.runs[k]
+	}
+	return renderPage(cur, env)
+}
+
+// parsePage reads the rows and timelines of an index.html, each keyed by
+// the backend and scenario its anchor names.
+func parsePage(s string) pageDoc {
+	d := pageDoc{rows: map[reportKey][]string{}, runs: map[reportKey][]string{}}
+	keys := map[string]reportKey{}
+	for _, sc := range Scenarios {
+		for _, be := range reportKinds {
+			for _, m := range []Mode{Unfenced, Fenced, PGFenced} {
+				r := &Result{Backend: be, Scenario: sc.Name, Variant: sc.Variant, Mode: m}
+				keys[anchor(r)] = reportKey{be, sc.ID()}
+			}
+		}
+	}
+	lines := strings.Split(s, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		switch {
+		case strings.HasPrefix(line, "<tr class="):
+			_, rest, ok := strings.Cut(line, "<a href=\"#")
+			a, _, ok2 := strings.Cut(rest, "\"")
+			if k, known := keys[a]; ok && ok2 && known {
+				d.rows[k] = append(d.rows[k], line)
+			}
+		case strings.HasPrefix(line, "<div class=\"run\" id=\""):
+			a, _, _ := strings.Cut(strings.TrimPrefix(line, "<div class=\"run\" id=\""), "\"")
+			j := i
+			for j < len(lines) && lines[j] != "</div>" {
+				j++
+			}
+			if j == len(lines) {
+				return d // cut short: keep what was whole
+			}
+			if k, known := keys[a]; known {
+				d.runs[k] = append(d.runs[k], strings.Join(lines[i:j+1], "\n")+"\n")
+			}
+			i = j
+		}
+	}
+	return d
+}
+
+// renderPage writes index.html: d's rows and timelines in the order of the
+// backends and scenarios.
+func renderPage(d pageDoc, env string) string {
 	var b strings.Builder
 	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>distlock torture report</title><style>
 body{font-family:system-ui,sans-serif;margin:1.5em;max-width:none}
@@ -333,19 +435,22 @@ svg text{font:11px sans-serif}
 </style></head><body>
 <h1>distlock torture report</h1>
 `)
-	fmt.Fprintf(&b, "<p>Generated by <code>%s</code>. %s.</p>\n", html.EscapeString(Command), html.EscapeString(env))
+	fmt.Fprintf(&b, "<p>Generated by <code>%s</code>; the latest run: %s. A run of some rows replaces their rows and timelines and keeps the others; REPORT.md lists the runs.</p>\n", html.EscapeString(Command), html.EscapeString(env))
 	b.WriteString("<p>Timelines: one lane per worker; a bar is a hold, from the grant to the end of the lock's context (red outline: lost, not released); marks are store operations: green: write admitted, orange: stale write refused, red: stale write accepted, grey: read; red dashed lines are faults. Each run links porcupine's visualization of its history (models mutex, tokens and register, partitioned by key); those pages, in histories/, are written by the command above and are not committed.</p>\n")
-	order, m := byBackend(results)
-	for _, be := range order {
+	var runs []string
+	for _, be := range reportKinds {
+		var rows []string
+		for _, sc := range Scenarios {
+			k := reportKey{be, sc.ID()}
+			rows = append(rows, d.rows[k]...)
+			runs = append(runs, d.runs[k]...)
+		}
+		if len(rows) == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, "<h2>%s</h2>\n<table><tr><th>scenario</th><th>store</th><th>expect</th><th>rounds (effective)</th><th>verdicts mutex/tokens/register</th><th>violations</th><th>overlaps</th><th>stale att./ref./acc.</th><th>lost updates</th><th>token regr.</th><th>orphans</th><th>detection p50/p99</th><th>outcome</th></tr>\n", html.EscapeString(be))
-		for _, r := range m[be] {
-			det := "-"
-			if len(r.Detection) > 0 {
-				det = fmt.Sprintf("%v / %v", Percentile(r.Detection, 50).Round(ms), Percentile(r.Detection, 99).Round(ms))
-			}
-			fmt.Fprintf(&b, "<tr class=%q><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%d (%d)</td><td>%s</td><td>%d</td><td>%d</td><td>%d/%d/%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
-				rowClass(r), anchor(r), html.EscapeString(r.id()), r.Mode, r.Expect, r.Rounds, r.Effective, r.verdicts(), r.Violations(), r.Overlaps,
-				r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.TokenRegressions, r.Orphans, det, html.EscapeString(r.Outcome()))
+		for _, row := range rows {
+			b.WriteString(row + "\n")
 		}
 		b.WriteString("</table>\n")
 	}
@@ -354,24 +459,8 @@ svg text{font:11px sans-serif}
 		fmt.Fprintf(&b, "<li>%s, %s: %s</li>\n", n.Backend, n.Scenario, html.EscapeString(n.Why))
 	}
 	b.WriteString("</ul>\n")
-	for _, r := range results {
-		fmt.Fprintf(&b, "<div class=\"run\" id=%q><h3>%s &middot; %s &middot; %s store</h3>\n", anchor(r), html.EscapeString(r.Backend), html.EscapeString(r.id()), r.Mode)
-		fmt.Fprintf(&b, "<p>%s</p>\n", html.EscapeString(r.Outcome()))
-		if r.Visualization != "" {
-			rel, err := filepath.Rel(rdir, r.Visualization)
-			if err == nil {
-				fmt.Fprintf(&b, "<p><a href=%q>porcupine visualization of the history</a> (%d histories checked)</p>\n", filepath.ToSlash(rel), r.Histories)
-			}
-		}
-		b.WriteString("<div class=\"scroll\">" + Timeline(r) + "</div>\n")
-		if len(r.Notes) > 0 {
-			b.WriteString("<ul>")
-			for _, n := range r.Notes {
-				fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
-			}
-			b.WriteString("</ul>\n")
-		}
-		b.WriteString("</div>\n")
+	for _, run := range runs {
+		b.WriteString(run)
 	}
 	b.WriteString("</body></html>\n")
 	return b.String()

@@ -112,3 +112,39 @@ func section(md, head string) string {
 	}
 	return rest
 }
+
+// TestReportMergePage: index.html keeps the rows and timelines of the runs
+// a run of some rows does not replace, and takes its own.
+func TestReportMergePage(t *testing.T) {
+	res := func(backend, name, variant string, mode Mode, rounds int, note string) *Result {
+		return &Result{Backend: backend, Scenario: name, Variant: variant, Mode: mode, Expect: ExpectBite,
+			Rounds: rounds, Effective: rounds, Notes: []string{note}}
+	}
+	dir := t.TempDir()
+	old := page([]*Result{
+		res(backendRedis, "pause", "", Unfenced, 5, "old redis pause"),
+		res(backendEtcd, "shared", "writer-pause", Unfenced, 5, "old etcd writer-pause"),
+		res(backendFile, "shared", "writer-pause", Unfenced, 5, "a row the code no longer runs"),
+	}, "env one", dir)
+	got := mergePage(page([]*Result{res(backendEtcd, "shared", "writer-pause", Unfenced, 7, "new etcd writer-pause")}, "env two", dir), old, "env two")
+	for _, want := range []string{
+		`<a href="#redis-pause-unfenced">pause</a></td><td>unfenced</td><td>bite</td><td>5 (5)`,
+		`<a href="#etcd-shared-writer-pause-unfenced">shared/writer-pause</a></td><td>unfenced</td><td>bite</td><td>7 (7)`,
+		`<div class="run" id="redis-pause-unfenced">`, "<li>old redis pause</li>", "<li>new etcd writer-pause</li>", "the latest run: env two.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the merged page lacks %q", want)
+		}
+	}
+	for _, gone := range []string{"old etcd writer-pause", "a row the code no longer runs"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("the merged page keeps %q", gone)
+		}
+	}
+	if n := strings.Count(got, `<div class="run" id=`); n != 2 {
+		t.Errorf("the merged page has %d timelines, want 2", n)
+	}
+	if again := mergePage(page(nil, "env two", dir), got, "env two"); again != got {
+		t.Errorf("merging an empty run changed the page")
+	}
+}
