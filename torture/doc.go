@@ -245,7 +245,10 @@
 //
 // runs more rounds and writes REPORT.md and report/index.html (a timeline
 // of every run), which are committed, and report/histories/ (porcupine's
-// visualization of every history, megabytes), which is not.
+// visualization of every history, megabytes), which is not. A full run of
+// some rows (-run 'TestTorture/BACKEND/SCENARIO') replaces their rows and
+// timelines in REPORT.md and index.html and keeps the others, and REPORT.md
+// lists, under Runs, the runs its rows come from.
 // The servers come from testserver; without them the tests skip,
 // or fail under CI=true.
 //
