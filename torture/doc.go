@@ -69,8 +69,11 @@
 // every other grant of the key, and its token is above every earlier
 // one, so the checkers need nothing new; the pause row also checks, as
 // for terms, that the stopped holder's deadline came before the next
-// grant. Redlock and the gateway grant no permits, and file:// permits
-// have no TTL: those backends have no permit row.
+// grant. On PostgreSQL both rows run in pglock's lease mode, whose
+// permits are rows that expire by the server's clock (the partition row's
+// proxy is between the holder and its pool's connections). Redlock and
+// the gateway grant no permits, and file:// permits have no TTL: those
+// backends have no permit row.
 //
 // # Shared locks
 //
@@ -97,7 +100,11 @@
 // highest admitted token for the resource (fence.Register.Highest) and
 // discards it when that is above its own. As on the pause rows of terms
 // and permits, the reader's deadline as it stood when it was stopped must
-// come before the writer's Acquire returned.
+// come before the writer's Acquire returned. On PostgreSQL the shared rows
+// run in pglock's lease mode (a session-mode holder, stopped or cut off,
+// keeps its connection's hold); through the gateway a grant, read or
+// write, is its session's, which the gateway ends after its TTL. On file://
+// no grant has a TTL: there is no shared row.
 //
 // # Partitioning
 //
@@ -238,7 +245,10 @@
 //
 // runs more rounds and writes REPORT.md and report/index.html (a timeline
 // of every run), which are committed, and report/histories/ (porcupine's
-// visualization of every history, megabytes), which is not.
+// visualization of every history, megabytes), which is not. A full run of
+// some rows (-run 'TestTorture/BACKEND/SCENARIO') replaces their rows and
+// timelines in REPORT.md and index.html and keeps the others, and REPORT.md
+// lists, under Runs, the runs its rows come from.
 // The servers come from testserver; without them the tests skip,
 // or fail under CI=true.
 //

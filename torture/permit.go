@@ -41,12 +41,13 @@ func init() {
 		Scenario{
 			Name: "permit", Variant: "partition", Permit: true,
 			Title:  "as partition, on a semaphore of limit 1: the holder of the permit, cut off from the service (proxy blackhole), keeps writing with its permit's token, ignoring its context, after another worker was granted the permit",
-			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite},
+			Expect: map[string]Expect{backendRedis: ExpectBite, backendEtcd: ExpectBite, backendZK: ExpectBite, backendPG: ExpectBite},
 			Why: why(map[string]string{
-				backendPG:   "a session cut off keeps its connection's hold (see partition)",
+				backendPG:   "pglock's permits are lease rows, run in lease mode (a session-mode holder cut off keeps its connection's hold: see partition): the proxy is between the holder and its pool's connections, its LISTEN session is direct; its permit's row expires by the server's clock",
 				backendFile: "no network between a process and its kernel",
 			}),
-			Run: partitionScenario,
+			Run:   partitionScenario,
+			RunOn: map[string]func(*Fixture) error{backendPG: inLeaseMode(partitionScenario)},
 		},
 	)
 	findings["permit/pause"] = "A permit is a lease like a lock's: the frozen holder's permit ends by its local deadline before the service grants it again (checked in every round: its deadline as it stood when it was stopped comes before the other worker's Acquire returns), but a holder paused between its check and its write still writes, with its old permit's token, after the next holder wrote. Without a fence the store takes it; a fenced store refuses it."

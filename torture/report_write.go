@@ -21,16 +21,33 @@ const Command = "cd torture && go test . -run TestTorture -timeout 60m -args -to
 // dir/report/histories) for results obtained with p. REPORT.md and
 // index.html are committed; the histories (megabytes, one page per run) are
 // not, so the report says that they come from running Command.
+//
+// A run of some rows (go test -run) replaces those rows only: the rows of
+// REPORT.md for the other backends and scenarios are kept (see
+// mergeReport), and so are their lines in the findings, while the text that
+// comes from the scenarios (the "Not run" table, their titles and
+// findings) is written anew; so are index.html's rows and timelines
+// (mergePage).
 func WriteReport(dir string, results []*Result, p Params) error {
 	env := environment(p)
-	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(markdown(results, env)), 0o644); err != nil {
+	name := filepath.Join(dir, "REPORT.md")
+	old, err := os.ReadFile(name)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	md := mergeReport(markdown(results, env), string(old))
+	if err := os.WriteFile(name, []byte(md), 0o644); err != nil {
 		return err
 	}
 	rdir := filepath.Join(dir, "report")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(rdir, "index.html"), []byte(page(results, env, rdir)), 0o644)
+	name = filepath.Join(rdir, "index.html")
+	if old, err = os.ReadFile(name); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return os.WriteFile(name, []byte(mergePage(page(results, env, rdir), string(old), env)), 0o644)
 }
 
 // environment describes where and how the report was made.
@@ -53,41 +70,159 @@ func environment(p Params) string {
 		p.Rounds, p.Warm, p.TTL, workerDrift, workerMargin)
 }
 
-func byBackend(results []*Result) ([]string, map[string][]*Result) {
-	var order []string
-	m := map[string][]*Result{}
-	for _, r := range results {
-		if _, ok := m[r.Backend]; !ok {
-			order = append(order, r.Backend)
-		}
-		m[r.Backend] = append(m[r.Backend], r)
-	}
-	return order, m
-}
-
 // histories is REPORT.md's pointer to the page, and says which part of it
 // only a local run has.
 const histories = "A timeline of every run is in [report/index.html](report/index.html). Porcupine's visualization of each checked history, which that page links, is written to report/histories/ by the command above; those pages are not committed (they are megabytes)."
 
+// markdown renders REPORT.md for results alone (mergeReport adds the rows
+// of an earlier report that results do not replace).
 func markdown(results []*Result, env string) string {
+	return renderReport(reportOf(results, env))
+}
+
+// reportDoc is what REPORT.md holds of runs, as lines: the table rows and
+// the findings' lines of each backend and scenario, and the runs they come
+// from. The rest of the file comes from the code (the scenarios).
+type reportDoc struct {
+	rows  map[reportKey][]string // table rows, in store mode order
+	lines map[reportKey][]string // findings' lines ("- backend, mode: ...")
+	runs  []string               // "## Runs" items, oldest first, without "- "
+}
+
+// reportKey is a backend and a scenario (its ID).
+type reportKey struct{ backend, scenario string }
+
+// reportOf is the reportDoc of one run's results.
+func reportOf(results []*Result, env string) reportDoc {
+	d := reportDoc{rows: map[reportKey][]string{}, lines: map[reportKey][]string{}}
+	var ids, backends []string
+	for _, r := range results {
+		k := reportKey{r.Backend, r.id()}
+		d.rows[k] = append(d.rows[k], tableRow(r))
+		d.lines[k] = append(d.lines[k], findingLine(r))
+		if !slices.Contains(ids, k.scenario) {
+			ids = append(ids, k.scenario)
+		}
+		if !slices.Contains(backends, k.backend) {
+			backends = append(backends, k.backend)
+		}
+	}
+	if len(results) > 0 {
+		d.runs = []string{fmt.Sprintf("%s. Rows: %s, on %s.", env, strings.Join(ids, ", "), strings.Join(backends, ", "))}
+	}
+	return d
+}
+
+// runsNote opens REPORT.md's sentence on runs of some rows.
+const runsNote = "A run of some rows"
+
+// reportKinds are the backends in report order.
+var reportKinds = []string{backendRedis, backendRedlock, backendEtcd, backendFile, backendZK, backendPG, backendGateway}
+
+// reportHas reports whether the code still has a row for k: its scenario
+// exists and runs on its backend.
+func reportHas(k reportKey) bool {
+	for _, sc := range Scenarios {
+		if sc.ID() == k.scenario {
+			_, ok := sc.Expect[k.backend]
+			return ok
+		}
+	}
+	return false
+}
+
+// mergeReport returns the report md (rendered from one run's results) with
+// the rows of the earlier report old that md does not replace: a backend
+// and scenario that md has no row for keeps old's rows and findings' lines
+// for it, if the code still runs that scenario on that backend. The runs
+// that old's kept rows come from stay listed before md's. Everything else
+// (the legend, "Not run", the scenarios' titles and findings) is md's.
+func mergeReport(md, old string) string {
+	cur, prev := parseReport(md), parseReport(old)
+	kept := false
+	for k, rows := range prev.rows {
+		if _, ok := cur.rows[k]; ok || !reportHas(k) {
+			continue
+		}
+		cur.rows[k], cur.lines[k] = rows, prev.lines[k]
+		kept = true
+	}
+	if kept {
+		cur.runs = append(slices.Clip(prev.runs), cur.runs...)
+	}
+	return renderReport(cur)
+}
+
+// parseReport reads the runs' lines of a REPORT.md. Paragraphs of its
+// preamble that the code does not write (the "Environment:" line of a
+// report written before the "## Runs" section was) are read as runs.
+func parseReport(md string) reportDoc {
+	d := reportDoc{rows: map[reportKey][]string{}, lines: map[reportKey][]string{}}
+	section, scenario := "", ""
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			section, scenario = strings.TrimPrefix(line, "## "), ""
+			continue
+		case strings.HasPrefix(line, "### "):
+			scenario = strings.TrimPrefix(line, "### ")
+			continue
+		}
+		switch {
+		case section == "" && line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "Fault-injection runs") &&
+			!strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, runsNote) && line != histories:
+			d.runs = append(d.runs, strings.TrimPrefix(line, "Environment: "))
+		case section == "Runs" && strings.HasPrefix(line, "- "):
+			d.runs = append(d.runs, strings.TrimPrefix(line, "- "))
+		case slices.Contains(reportKinds, section) && strings.HasPrefix(line, "| "):
+			cells := strings.Split(line, " | ")
+			if len(cells) < 3 || cells[0] != "| "+section {
+				continue // the header
+			}
+			k := reportKey{section, cells[1]}
+			d.rows[k] = append(d.rows[k], line)
+		case section == "Scenarios and findings" && scenario != "" && strings.HasPrefix(line, "- "):
+			be, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ", ")
+			if !ok || !slices.Contains(reportKinds, be) {
+				continue
+			}
+			k := reportKey{be, scenario}
+			d.lines[k] = append(d.lines[k], line)
+		}
+	}
+	return d
+}
+
+// renderReport writes REPORT.md: d's rows in the order of the backends and
+// scenarios, and the rest from the code.
+func renderReport(d reportDoc) string {
 	var b strings.Builder
 	b.WriteString("# Torture report\n\n")
 	b.WriteString("Fault-injection runs of distlock against real servers: every scenario runs once with an unfenced store (the baseline: it must show the fault biting) and once with a store that refuses stale fencing tokens (on PostgreSQL also with the store kept in PostgreSQL and fenced by pglock.Fence). Generated by\n\n")
 	fmt.Fprintf(&b, "    %s\n\n", Command)
-	fmt.Fprintf(&b, "Environment: %s.\n\n", env)
+	b.WriteString(runsNote + " (with `-run 'TestTorture/BACKEND/SCENARIO'`) replaces those rows and keeps the others; the runs the rows come from are listed under [Runs](#runs).\n\n")
 	b.WriteString(histories + "\n\n")
 	b.WriteString(legend)
-	order, m := byBackend(results)
-	for _, be := range order {
+	for _, be := range reportKinds {
+		var rows []string
+		for _, sc := range Scenarios {
+			rows = append(rows, d.rows[reportKey{be, sc.ID()}]...)
+		}
+		if len(rows) == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, "\n## %s\n\n", be)
-		b.WriteString(Table(m[be]))
+		b.WriteString(tableHeader)
+		for _, row := range rows {
+			b.WriteString(row + "\n")
+		}
 	}
 	b.WriteString("\n## Not run\n\n| backend | scenario | why |\n|---|---|---|\n")
 	for _, n := range NotRun {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", n.Backend, n.Scenario, n.Why)
 	}
 	for _, sc := range Scenarios {
-		for _, kind := range []string{backendRedis, backendRedlock, backendEtcd, backendFile, backendZK, backendPG, backendGateway} {
+		for _, kind := range reportKinds {
 			if _, ok := sc.Expect[kind]; !ok && sc.Why[kind] != "" {
 				fmt.Fprintf(&b, "| %s | %s | not applicable: %s |\n", kind, sc.ID(), sc.Why[kind])
 			}
@@ -99,21 +234,31 @@ func markdown(results []*Result, env string) string {
 		if f := findings[sc.ID()]; f != "" {
 			b.WriteString(f + "\n\n")
 		}
-		for _, r := range results {
-			if r.Scenario != sc.Name || r.Variant != sc.Variant {
-				continue
+		for _, be := range reportKinds {
+			for _, l := range d.lines[reportKey{be, sc.ID()}] {
+				b.WriteString(l + "\n")
 			}
-			fmt.Fprintf(&b, "- %s, %s: %s", r.Backend, r.Mode, r.Outcome())
-			if r.Why != "" {
-				fmt.Fprintf(&b, " (%s)", r.Why)
-			}
-			if n := firstNote(r); n != "" {
-				fmt.Fprintf(&b, ". Example: %s", n)
-			}
-			b.WriteString(".\n")
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("## Runs\n\n")
+	for _, run := range d.runs {
+		fmt.Fprintf(&b, "- %s\n", run)
+	}
+	return b.String()
+}
+
+// findingLine is r's line in its scenario's findings.
+func findingLine(r *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- %s, %s: %s", r.Backend, r.Mode, r.Outcome())
+	if r.Why != "" {
+		fmt.Fprintf(&b, " (%s)", r.Why)
+	}
+	if n := firstNote(r); n != "" {
+		fmt.Fprintf(&b, ". Example: %s", n)
+	}
+	b.WriteString(".")
 	return b.String()
 }
 
@@ -169,8 +314,117 @@ var findings = map[string]string{
 	"lost-reply/distlock-no-retry": "The same, with the replies lost until the acquire (retries off) has given up, so that its own clean-up cannot get through either: both backends keep retrying the clean-up in the background and remove the grant after the heal, long before its lease would have lapsed (an etcd key would otherwise live as long as its session, whose keep-alives resume). The notes give the time from the heal to a clean server.",
 }
 
-// page renders index.html.
+// page renders index.html for results alone (mergePage adds the runs of
+// an earlier page that results do not replace).
 func page(results []*Result, env, rdir string) string {
+	d := pageDoc{rows: map[reportKey][]string{}, runs: map[reportKey][]string{}}
+	for _, r := range results {
+		k := reportKey{r.Backend, r.id()}
+		d.rows[k] = append(d.rows[k], pageRow(r))
+		d.runs[k] = append(d.runs[k], pageRun(r, rdir))
+	}
+	return renderPage(d, env)
+}
+
+// pageDoc is what index.html holds of runs: the table rows and the
+// timelines (a div each) of each backend and scenario.
+type pageDoc struct {
+	rows map[reportKey][]string // <tr> lines
+	runs map[reportKey][]string // <div class="run"> blocks, newline-terminated
+}
+
+// pageRow is r's row of its backend's table in index.html.
+func pageRow(r *Result) string {
+	det := "-"
+	if len(r.Detection) > 0 {
+		det = fmt.Sprintf("%v / %v", Percentile(r.Detection, 50).Round(ms), Percentile(r.Detection, 99).Round(ms))
+	}
+	return fmt.Sprintf("<tr class=%q><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%d (%d)</td><td>%s</td><td>%d</td><td>%d</td><td>%d/%d/%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td></tr>",
+		rowClass(r), anchor(r), html.EscapeString(r.id()), r.Mode, r.Expect, r.Rounds, r.Effective, r.verdicts(), r.Violations(), r.Overlaps,
+		r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.TokenRegressions, r.Orphans, det, html.EscapeString(r.Outcome()))
+}
+
+// pageRun is r's timeline block in index.html.
+func pageRun(r *Result, rdir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<div class=\"run\" id=%q><h3>%s &middot; %s &middot; %s store</h3>\n", anchor(r), html.EscapeString(r.Backend), html.EscapeString(r.id()), r.Mode)
+	fmt.Fprintf(&b, "<p>%s</p>\n", html.EscapeString(r.Outcome()))
+	if r.Visualization != "" {
+		rel, err := filepath.Rel(rdir, r.Visualization)
+		if err == nil {
+			fmt.Fprintf(&b, "<p><a href=%q>porcupine visualization of the history</a> (%d histories checked)</p>\n", filepath.ToSlash(rel), r.Histories)
+		}
+	}
+	b.WriteString("<div class=\"scroll\">" + Timeline(r) + "</div>\n")
+	if len(r.Notes) > 0 {
+		b.WriteString("<ul>")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
+		}
+		b.WriteString("</ul>\n")
+	}
+	b.WriteString("</div>\n")
+	return b.String()
+}
+
+// mergePage is mergeReport's counterpart for index.html: page, rendered
+// from one run's results with env, and the rows and timelines of the
+// earlier page old that it does not replace.
+func mergePage(page, old, env string) string {
+	cur, prev := parsePage(page), parsePage(old)
+	for k, rows := range prev.rows {
+		if _, ok := cur.rows[k]; ok || !reportHas(k) {
+			continue
+		}
+		cur.rows[k], cur.runs[k] = rows, prev.runs[k]
+	}
+	return renderPage(cur, env)
+}
+
+// parsePage reads the rows and timelines of an index.html, each keyed by
+// the backend and scenario its anchor names.
+func parsePage(s string) pageDoc {
+	d := pageDoc{rows: map[reportKey][]string{}, runs: map[reportKey][]string{}}
+	keys := map[string]reportKey{}
+	for _, sc := range Scenarios {
+		for _, be := range reportKinds {
+			for _, m := range []Mode{Unfenced, Fenced, PGFenced} {
+				r := &Result{Backend: be, Scenario: sc.Name, Variant: sc.Variant, Mode: m}
+				keys[anchor(r)] = reportKey{be, sc.ID()}
+			}
+		}
+	}
+	lines := strings.Split(s, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		switch {
+		case strings.HasPrefix(line, "<tr class="):
+			_, rest, ok := strings.Cut(line, "<a href=\"#")
+			a, _, ok2 := strings.Cut(rest, "\"")
+			if k, known := keys[a]; ok && ok2 && known {
+				d.rows[k] = append(d.rows[k], line)
+			}
+		case strings.HasPrefix(line, "<div class=\"run\" id=\""):
+			a, _, _ := strings.Cut(strings.TrimPrefix(line, "<div class=\"run\" id=\""), "\"")
+			j := i
+			for j < len(lines) && lines[j] != "</div>" {
+				j++
+			}
+			if j == len(lines) {
+				return d // cut short: keep what was whole
+			}
+			if k, known := keys[a]; known {
+				d.runs[k] = append(d.runs[k], strings.Join(lines[i:j+1], "\n")+"\n")
+			}
+			i = j
+		}
+	}
+	return d
+}
+
+// renderPage writes index.html: d's rows and timelines in the order of the
+// backends and scenarios.
+func renderPage(d pageDoc, env string) string {
 	var b strings.Builder
 	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>distlock torture report</title><style>
 body{font-family:system-ui,sans-serif;margin:1.5em;max-width:none}
@@ -181,19 +435,22 @@ svg text{font:11px sans-serif}
 </style></head><body>
 <h1>distlock torture report</h1>
 `)
-	fmt.Fprintf(&b, "<p>Generated by <code>%s</code>. %s.</p>\n", html.EscapeString(Command), html.EscapeString(env))
+	fmt.Fprintf(&b, "<p>Generated by <code>%s</code>; the latest run: %s. A run of some rows replaces their rows and timelines and keeps the others; REPORT.md lists the runs.</p>\n", html.EscapeString(Command), html.EscapeString(env))
 	b.WriteString("<p>Timelines: one lane per worker; a bar is a hold, from the grant to the end of the lock's context (red outline: lost, not released); marks are store operations: green: write admitted, orange: stale write refused, red: stale write accepted, grey: read; red dashed lines are faults. Each run links porcupine's visualization of its history (models mutex, tokens and register, partitioned by key); those pages, in histories/, are written by the command above and are not committed.</p>\n")
-	order, m := byBackend(results)
-	for _, be := range order {
+	var runs []string
+	for _, be := range reportKinds {
+		var rows []string
+		for _, sc := range Scenarios {
+			k := reportKey{be, sc.ID()}
+			rows = append(rows, d.rows[k]...)
+			runs = append(runs, d.runs[k]...)
+		}
+		if len(rows) == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, "<h2>%s</h2>\n<table><tr><th>scenario</th><th>store</th><th>expect</th><th>rounds (effective)</th><th>verdicts mutex/tokens/register</th><th>violations</th><th>overlaps</th><th>stale att./ref./acc.</th><th>lost updates</th><th>token regr.</th><th>orphans</th><th>detection p50/p99</th><th>outcome</th></tr>\n", html.EscapeString(be))
-		for _, r := range m[be] {
-			det := "-"
-			if len(r.Detection) > 0 {
-				det = fmt.Sprintf("%v / %v", Percentile(r.Detection, 50).Round(ms), Percentile(r.Detection, 99).Round(ms))
-			}
-			fmt.Fprintf(&b, "<tr class=%q><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%d (%d)</td><td>%s</td><td>%d</td><td>%d</td><td>%d/%d/%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
-				rowClass(r), anchor(r), html.EscapeString(r.id()), r.Mode, r.Expect, r.Rounds, r.Effective, r.verdicts(), r.Violations(), r.Overlaps,
-				r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.TokenRegressions, r.Orphans, det, html.EscapeString(r.Outcome()))
+		for _, row := range rows {
+			b.WriteString(row + "\n")
 		}
 		b.WriteString("</table>\n")
 	}
@@ -202,24 +459,8 @@ svg text{font:11px sans-serif}
 		fmt.Fprintf(&b, "<li>%s, %s: %s</li>\n", n.Backend, n.Scenario, html.EscapeString(n.Why))
 	}
 	b.WriteString("</ul>\n")
-	for _, r := range results {
-		fmt.Fprintf(&b, "<div class=\"run\" id=%q><h3>%s &middot; %s &middot; %s store</h3>\n", anchor(r), html.EscapeString(r.Backend), html.EscapeString(r.id()), r.Mode)
-		fmt.Fprintf(&b, "<p>%s</p>\n", html.EscapeString(r.Outcome()))
-		if r.Visualization != "" {
-			rel, err := filepath.Rel(rdir, r.Visualization)
-			if err == nil {
-				fmt.Fprintf(&b, "<p><a href=%q>porcupine visualization of the history</a> (%d histories checked)</p>\n", filepath.ToSlash(rel), r.Histories)
-			}
-		}
-		b.WriteString("<div class=\"scroll\">" + Timeline(r) + "</div>\n")
-		if len(r.Notes) > 0 {
-			b.WriteString("<ul>")
-			for _, n := range r.Notes {
-				fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
-			}
-			b.WriteString("</ul>\n")
-		}
-		b.WriteString("</div>\n")
+	for _, run := range runs {
+		b.WriteString(run)
 	}
 	b.WriteString("</body></html>\n")
 	return b.String()
