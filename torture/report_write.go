@@ -74,6 +74,10 @@ func environment(p Params) string {
 // only a local run has.
 const histories = "A timeline of every run is in [report/index.html](report/index.html). Porcupine's visualization of each checked history, which that page links, is written to report/histories/ by the command above; those pages are not committed (they are megabytes)."
 
+// otherReports points REPORT.md to the reports of the torture module's
+// other modes.
+const otherReports = "Random schedules of overlapping faults on every backend (the nemesis mode) are in [NEMESIS.md](NEMESIS.md), and a steady-state soak of 10,000 held locks in [SOAK.md](SOAK.md)."
+
 // markdown renders REPORT.md for results alone (mergeReport adds the rows
 // of an earlier report that results do not replace).
 func markdown(results []*Result, env string) string {
@@ -170,7 +174,7 @@ func parseReport(md string) reportDoc {
 		}
 		switch {
 		case section == "" && line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "Fault-injection runs") &&
-			!strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, runsNote) && line != histories:
+			!strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, runsNote) && line != histories && line != otherReports:
 			d.runs = append(d.runs, strings.TrimPrefix(line, "Environment: "))
 		case section == "Runs" && strings.HasPrefix(line, "- "):
 			d.runs = append(d.runs, strings.TrimPrefix(line, "- "))
@@ -202,6 +206,7 @@ func renderReport(d reportDoc) string {
 	fmt.Fprintf(&b, "    %s\n\n", Command)
 	b.WriteString(runsNote + " (with `-run 'TestTorture/BACKEND/SCENARIO'`) replaces those rows and keeps the others; the runs the rows come from are listed under [Runs](#runs).\n\n")
 	b.WriteString(histories + "\n\n")
+	b.WriteString(otherReports + "\n\n")
 	b.WriteString(legend)
 	for _, be := range reportKinds {
 		var rows []string

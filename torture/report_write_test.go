@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -147,4 +148,27 @@ func TestReportMergePage(t *testing.T) {
 	if again := mergePage(page(nil, "env two", dir), got, "env two"); again != got {
 		t.Errorf("merging an empty run changed the page")
 	}
+}
+
+// The committed REPORT.md is what the code writes: read and written again
+// with no new rows, it comes out the same (a hand edit of its generated
+// text, or code whose text changed without the file, shows here).
+func TestReportCommittedIsGenerated(t *testing.T) {
+	b, err := os.ReadFile("REPORT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := renderReport(parseReport(string(b))); got != string(b) {
+		t.Fatalf("REPORT.md read and written again differs at byte %d; write it again: %s", firstDiff(got, string(b)), Command)
+	}
+}
+
+// firstDiff returns the offset of the first byte where a and b differ.
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
