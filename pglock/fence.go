@@ -108,7 +108,7 @@ func (f *Fence) Admit(ctx context.Context, tx pgx.Tx, resource string, token uin
 		return fmt.Errorf("pglock: fence %q: distlock_admit is missing: run pglock.Migrate (or pglock.Schema) on this database", resource)
 	}
 	var highest int64
-	err = tx.QueryRow(ctx, sql, resource, int64(token)).Scan(&highest)
+	err = tx.QueryRow(ctx, sql, pgx.QueryExecModeExec, resource, int64(token)).Scan(&highest)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

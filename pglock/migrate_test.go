@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/driver"
@@ -267,6 +268,30 @@ func TestMigrateThroughPgBouncerTwice(t *testing.T) {
 		}
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("backend %d: release: %v", i, err)
+		}
+	}
+}
+
+// Fence.Admit works in a transaction through PgBouncer in transaction
+// mode whatever the pool's own statement mode: it prepares nothing named.
+// Before, with pgx's default (a named statement cached per connection),
+// the second pool's Admit on the server connection where the first
+// prepared it failed with "prepared statement ... already exists".
+func TestFenceThroughPgBouncer(t *testing.T) {
+	ctx := testCtx(t)
+	if err := pglock.Migrate(ctx, newPool(t, server)); err != nil {
+		t.Fatal(err)
+	}
+	bouncer := testserver.StartPgBouncer(t, server)
+	var f pglock.Fence
+	resource := "fence/pgbouncer/" + rand.Text()[:8]
+	pools := []*pgxpool.Pool{newPoolDSN(t, bouncer.DSN+"&pool_max_conns=1"), newPoolDSN(t, bouncer.DSN+"&pool_max_conns=1")}
+	for i := range 6 {
+		err := pgx.BeginFunc(ctx, pools[i%2], func(tx pgx.Tx) error {
+			return f.Admit(ctx, tx, resource, uint64(10+i))
+		})
+		if err != nil {
+			t.Fatalf("admit %d through pool %d: %v", i, i%2, err)
 		}
 	}
 }

@@ -168,8 +168,10 @@ func TestPausePostgresWhileConnecting(t *testing.T) {
 				return
 			default:
 			}
-			// Each accepted connection forks a backend; a paused
-			// postmaster accepts none (the dial then times out).
+			// Each accepted connection forks a backend. While the
+			// postmaster is paused the kernel still completes dials into
+			// its listen backlog, and on Resume it forks a backend for
+			// each: forks come in bursts as the next Pause begins.
 			if c, err := net.DialTimeout("tcp", addr, 50*time.Millisecond); err == nil {
 				c.Close()
 			}

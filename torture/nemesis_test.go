@@ -115,22 +115,25 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		}
 		return nt
 	case "postgres-lease":
-		// Lease mode: a lease row outlives a killed server and expires by
-		// its clock. (A session lock goes with its session: a holder cut
-		// off from a server that is killed and restarts within its TTL
-		// does not learn of the loss before another is granted; see the
-		// partition row.) The fenced store's registers are on a server of
-		// their own, which the schedule does not kill.
+		// Lease mode: a lease row, committed with synchronous_commit on
+		// (pglock asks for it), outlives a killed server and expires by
+		// the server's clock. (A session lock goes with its session: a
+		// holder cut off from the server when it is killed learns of
+		// the loss only from its own deadline, while the restarted
+		// server may grant the lock at once; see the partition row.) The
+		// fenced store's registers are on a server of their own, which
+		// the schedule does not kill.
 		lock := testserver.StartPostgres(t, testserver.WithPostgresSettings("fsync=on"))
 		nt := torture.NemesisTarget{Target: torture.PGLeaseTarget(lock, testserver.StartPostgres(t)),
 			Servers: []*testserver.Process{lock.Process}, Deployment: "PostgreSQL in lease mode, fsync=on"}
 		return nt
 	case "gateway":
-		// No gateway kills: over a backend that frees a dead gateway's
-		// locks at once, a holder cut off from the gateway when it dies
-		// learns of the loss only when its keepalive times out (see the
-		// gateway-kill row), which is not a fault the gateway survives.
-		return torture.NemesisTarget{Target: torture.GatewayTarget(torture.StartGateway(t)), Deployment: "the gateway over a local lock directory, not killed"}
+		// No gateway kills or pauses (no server faults): over a backend
+		// that frees a dead gateway's locks at once, a holder cut off
+		// from the gateway when it dies learns of the loss only when its
+		// keepalive times out (see the gateway-kill row), which is not a
+		// fault the gateway survives.
+		return torture.NemesisTarget{Target: torture.GatewayTarget(torture.StartGateway(t)), Deployment: "the gateway over a local lock directory, neither killed nor paused"}
 	case "file":
 		return torture.NemesisTarget{Target: torture.Target{Kind: kind, Dir: t.TempDir()}, Deployment: "local lock directory"}
 	}
