@@ -193,9 +193,9 @@ while :; do %[2]s; done`, sh(dir), idle)
 // sharing 64 units through 16 kills, with every check of the short run
 // and a longer wait for each condition (a machine of two cores runs 64
 // supervisors and their commands), too big for CI; run it one backend
-// at a time:
+// at a time (the flag is the test binary's, after -args):
 //
-//	go test -run 'TestPartitionChurn/redis$' -partition.full -v -timeout 30m ./cmd/distlock/internal/cli
+//	go test -race -v -timeout 30m -run 'TestPartitionChurn/redis$' ./cmd/distlock/internal/cli -args -partition.full
 //
 // Either way the test logs (-v) the time from the last restart to the
 // settled group.
