@@ -30,15 +30,21 @@ var partitionFull = flag.Bool("partition.full", false, "TestPartitionChurn at fu
 // own, so a group forms only within one process.
 // On postgres:// (session locks) each lock held takes a connection of
 // the pool: a member holds its own and its units', so the pool is sized
-// for them (pool_max_conns, see pglock).
+// for them (pool_max_conns, see pglock): for every unit, which a member
+// alone holds, plus two. An undersized pool wedges a member that holds
+// all its connections: it cannot read the group to hand units off.
 func partitionBackends() []electBackend {
 	bs := electBackends()
+	pool := 40 // TestPartitionChurn's 16 units, and more
+	if *partitionFull {
+		pool = 64 + 2
+	}
 	for i, b := range bs {
 		if b.name == "postgres" {
 			start := b.start
 			bs[i].start = func(t *testing.T, e *env) *candidates {
 				c := start(t, e)
-				c.backend += "&pool_max_conns=40"
+				c.backend += fmt.Sprintf("&pool_max_conns=%d", pool)
 				return c
 			}
 		}
