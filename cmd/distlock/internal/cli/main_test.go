@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(2)
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(spawnerFunc), goleak.Cleanup(func(code int) {
 		os.RemoveAll(dir)
 		os.Exit(code)
 	}))
@@ -122,7 +123,7 @@ func (e *env) start(cmd *exec.Cmd) *started {
 	// A process left behind that keeps the output pipes open must fail the
 	// test (it checks for such processes), not hang it.
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
+	if err := startDying(cmd); err != nil {
 		e.t.Fatalf("start %v: %v", cmd.Args, err)
 	}
 	e.t.Cleanup(func() {
@@ -132,6 +133,54 @@ func (e *env) start(cmd *exec.Cmd) *started {
 		}
 	})
 	return s
+}
+
+// spawnRequest is a process for the spawner to start.
+type spawnRequest struct {
+	cmd *exec.Cmd
+	err chan<- error
+}
+
+var (
+	spawnOnce sync.Once
+	spawnc    chan spawnRequest
+)
+
+// spawnerFunc is the spawner's function, which goleak ignores: it lives
+// as long as the process.
+const spawnerFunc = "github.com/distlock/distlock/cmd/distlock/internal/cli_test.spawner"
+
+// startDying starts cmd with SIGKILL as its parent-death signal, so that
+// it dies with this process however this process ends (a test timed out
+// and panicked, or the test binary got SIGKILL) instead of being left
+// running, a partition member still holding its units and running their
+// commands. (A member's supervisors then end its commands, their own
+// parent having died.) The kernel sends the signal when the thread that
+// started the child ends, not the process, and the Go runtime ends a
+// thread when a goroutine locked to it exits: so every such process is
+// started by one goroutine, the spawner, locked to its thread and never
+// exiting, whose thread thus ends only with the process.
+func startDying(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawnc = make(chan spawnRequest)
+		go spawner(spawnc)
+	})
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	errc := make(chan error, 1)
+	spawnc <- spawnRequest{cmd, errc}
+	return <-errc
+}
+
+// spawner starts the processes of startDying on its own thread, which it
+// never unlocks and never leaves.
+func spawner(reqs <-chan spawnRequest) {
+	runtime.LockOSThread()
+	for r := range reqs {
+		r.err <- r.cmd.Start()
+	}
 }
 
 func (e *env) wait(s *started) result {
