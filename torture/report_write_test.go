@@ -373,9 +373,10 @@ func TestReportMergePage(t *testing.T) {
 	}
 }
 
-// The committed REPORT.md is what the code writes: read and written again
-// with no new rows, it comes out the same (a hand edit of its generated
-// text, or code whose text changed without the file, shows here).
+// The committed REPORT.md and report/index.html are what the code writes:
+// read and written again with no new rows, they come out the same (a hand
+// edit of their generated text, or code whose text changed without the
+// files, shows here).
 func TestReportCommittedIsGenerated(t *testing.T) {
 	b, err := os.ReadFile("REPORT.md")
 	if err != nil {
@@ -387,6 +388,18 @@ func TestReportCommittedIsGenerated(t *testing.T) {
 	}
 	if got := renderReport(d); got != string(b) {
 		t.Fatalf("REPORT.md read and written again differs at byte %d; write it again: %s", firstDiff(got, string(b)), Command)
+	}
+	// So is index.html, and it has no row REPORT.md does not have.
+	h, err := os.ReadFile("report/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := parsePage(string(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := renderPage(mergePage(pageDoc{}, pd, d)); got != string(h) {
+		t.Fatalf("report/index.html read and written again differs at byte %d; write it again: %s", firstDiff(got, string(h)), Command)
 	}
 }
 
