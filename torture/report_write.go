@@ -227,7 +227,10 @@ func mergeReport(cur, prev reportDoc) reportDoc {
 			if e, has := codeExpect(k); !has || e != rowExpect(row) {
 				continue
 			}
-			out.rows[k], out.lines[k] = row, prev.lines[k]
+			out.rows[k] = row
+			if l, ok := prev.lines[k]; ok {
+				out.lines[k] = l
+			}
 			keys = append(keys, k)
 		}
 		if len(keys) > 0 {
@@ -633,7 +636,10 @@ func mergePage(cur, prev pageDoc, md reportDoc) pageDoc {
 		if row, ok := cur.rows[k]; ok {
 			out.rows[k], out.runs[k] = row, cur.runs[k]
 		} else if row, ok := prev.rows[k]; ok {
-			out.rows[k], out.runs[k] = row, prev.runs[k]
+			out.rows[k] = row
+			if run, ok := prev.runs[k]; ok {
+				out.runs[k] = run
+			}
 		}
 	}
 	return out
