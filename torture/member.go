@@ -44,7 +44,7 @@ func init() {
 			backendZK: ExpectBite, backendGateway: ExpectBite},
 		Why: map[string]string{
 			backendRedlock: "the member is cut off from 3 of the 5 nodes",
-			backendPG:      "a session cut off keeps its locks (see partition), and lease mode has no partition row",
+			backendPG:      "a session cut off keeps its locks (see partition); not built in pglock's lease mode yet, as permit/partition and shared/writer-partition are (the plain exclusive partition row has no lease-mode variant yet either)",
 			backendFile:    "no network between a process and its kernel",
 		},
 		Run:   memberPartitionScenario,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,52 +23,84 @@ const Command = "cd torture && go test . -run TestTorture -timeout 60m -args -to
 // index.html are committed; the histories (megabytes, one page per run) are
 // not, so the report says that they come from running Command.
 //
-// A run of some rows (go test -run) replaces those rows only: the rows of
-// REPORT.md for the other backends and scenarios are kept (see
-// mergeReport), and so are their lines in the findings, while the text that
-// comes from the scenarios (the "Not run" table, their titles and
-// findings) is written anew; so are index.html's rows and timelines
-// (mergePage).
+// A run of some rows (go test -run) replaces those rows only: a row is a
+// backend, a scenario and a store mode, and the rows of REPORT.md that the
+// run does not have are kept (see mergeReport), and so are their lines in
+// the findings, while the text that comes from the scenarios (the "Not
+// run" table, their titles and findings) is written anew; so are
+// index.html's rows and timelines (mergePage), which keeps the rows
+// REPORT.md keeps. Both files are read and parsed before either is written:
+// a malformed one is an error naming its line, and neither is written.
 func WriteReport(dir string, results []*Result, p Params) error {
-	env := environment(p)
-	name := filepath.Join(dir, "REPORT.md")
-	old, err := os.ReadFile(name)
+	env := environment(p, results)
+	mdName := filepath.Join(dir, "REPORT.md")
+	rdir := filepath.Join(dir, "report")
+	pageName := filepath.Join(rdir, "index.html")
+	oldMD, err := os.ReadFile(mdName)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	md := mergeReport(markdown(results, env), string(old))
-	if err := os.WriteFile(name, []byte(md), 0o644); err != nil {
+	oldPage, err := os.ReadFile(pageName)
+	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	rdir := filepath.Join(dir, "report")
+	prev, err := parseReport(string(oldMD))
+	if err != nil {
+		return fmt.Errorf("%s: %w", mdName, err)
+	}
+	prevPage, err := parsePage(string(oldPage))
+	if err != nil {
+		return fmt.Errorf("%s: %w", pageName, err)
+	}
+	md := mergeReport(reportOf(results, env), prev)
+	pg := mergePage(pageOf(results, rdir), prevPage, md)
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return err
 	}
-	name = filepath.Join(rdir, "index.html")
-	if old, err = os.ReadFile(name); err != nil && !os.IsNotExist(err) {
+	if err := os.WriteFile(mdName, []byte(renderReport(md)), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(name, []byte(mergePage(page(results, env, rdir), string(old), env)), 0o644)
+	return os.WriteFile(pageName, []byte(renderPage(pg)), 0o644)
 }
 
-// environment describes where and how the report was made.
-func environment(p Params) string {
+// environment describes where and how the report was made: the machine,
+// Go, the parameters, and the versions of the servers results ran on that
+// tell it cheaply (ZooKeeper's is not asked: its version needs the server
+// started or its jar's name guessed).
+func environment(p Params, results []*Result) string {
 	// version returns the word after prefix in bin's version output.
-	version := func(bin, prefix string) string {
+	version := func(bin, name, prefix string) string {
 		out, err := exec.Command(bin, "--version").Output()
 		if err != nil {
-			return bin + " not found"
+			return name + " not found"
 		}
 		_, v, ok := strings.Cut(string(out), prefix)
-		if !ok {
-			return bin + " (unknown version)"
+		if !ok || len(strings.Fields(v)) == 0 {
+			return name + " (unknown version)"
 		}
-		return bin + " " + strings.Fields(v)[0]
+		return name + " " + strings.Fields(v)[0]
+	}
+	servers := version("redis-server", "redis-server", "v=") + ", " + version("etcd", "etcd", "Version:")
+	if slices.ContainsFunc(results, func(r *Result) bool { return r.Backend == backendPG }) {
+		servers += ", " + version(postgresBin(), "postgres", "(PostgreSQL) ")
 	}
 	return fmt.Sprintf("%s; %s/%s, %d CPUs; %s; %s; %d fault rounds per run, each after %d lock/increment/release cycle(s) per worker; lock TTL %v (scenarios lengthen it where they say so); worker Clients with drift %v and safety margin %v",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(),
-		version("redis-server", "v=")+", "+version("etcd", "Version:"),
-		p.Rounds, p.Warm, p.TTL, workerDrift, workerMargin)
+		servers, p.Rounds, p.Warm, p.TTL, workerDrift, workerMargin)
+}
+
+// postgresBin is the postgres program the harness starts (as
+// testserver.PostgresBin finds it): the one in the highest-versioned
+// /usr/lib/postgresql/*/bin, else "postgres" from PATH.
+func postgresBin() string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	best, bestV := "postgres", -1.0
+	for _, d := range dirs {
+		if v, err := strconv.ParseFloat(filepath.Base(filepath.Dir(filepath.Dir(d))), 64); err == nil && v > bestV {
+			best, bestV = d, v
+		}
+	}
+	return best
 }
 
 // histories is REPORT.md's pointer to the page, and says which part of it
@@ -84,35 +117,42 @@ func markdown(results []*Result, env string) string {
 	return renderReport(reportOf(results, env))
 }
 
-// reportDoc is what REPORT.md holds of runs, as lines: the table rows and
-// the findings' lines of each backend and scenario, and the runs they come
-// from. The rest of the file comes from the code (the scenarios).
+// reportDoc is what REPORT.md holds of runs, as lines: the table row and
+// the findings' line of each row (a backend, scenario and store mode),
+// and the runs they come from. The rest of the file comes from the code
+// (the scenarios).
 type reportDoc struct {
-	rows  map[reportKey][]string // table rows, in store mode order
-	lines map[reportKey][]string // findings' lines ("- backend, mode: ...")
-	runs  []string               // "## Runs" items, oldest first, without "- "
+	rows  map[reportKey]string // table rows
+	lines map[reportKey]string // findings' lines ("- backend, mode: ...")
+	runs  []reportRun          // "## Runs" items, oldest first
 }
 
-// reportKey is a backend and a scenario (its ID).
-type reportKey struct{ backend, scenario string }
+// reportRun is an item of REPORT.md's Runs: what the run was, and the rows
+// of the report that come from it (each row from one run, the latest that
+// had it).
+type reportRun struct {
+	text string // without "- " and the row list
+	keys []reportKey
+}
+
+// reportKey is a row of the report: a backend, a scenario (its ID) and a
+// store mode.
+type reportKey struct{ backend, scenario, mode string }
+
+// keyOf is r's row.
+func keyOf(r *Result) reportKey { return reportKey{r.Backend, r.id(), r.Mode.String()} }
 
 // reportOf is the reportDoc of one run's results.
 func reportOf(results []*Result, env string) reportDoc {
-	d := reportDoc{rows: map[reportKey][]string{}, lines: map[reportKey][]string{}}
-	var ids, backends []string
+	d := reportDoc{rows: map[reportKey]string{}, lines: map[reportKey]string{}}
+	var keys []reportKey
 	for _, r := range results {
-		k := reportKey{r.Backend, r.id()}
-		d.rows[k] = append(d.rows[k], tableRow(r))
-		d.lines[k] = append(d.lines[k], findingLine(r))
-		if !slices.Contains(ids, k.scenario) {
-			ids = append(ids, k.scenario)
-		}
-		if !slices.Contains(backends, k.backend) {
-			backends = append(backends, k.backend)
-		}
+		k := keyOf(r)
+		d.rows[k], d.lines[k] = tableRow(r), findingLine(r)
+		keys = append(keys, k)
 	}
 	if len(results) > 0 {
-		d.runs = []string{fmt.Sprintf("%s. Rows: %s, on %s.", env, strings.Join(ids, ", "), strings.Join(backends, ", "))}
+		d.runs = []reportRun{{text: env + ".", keys: keys}}
 	}
 	return d
 }
@@ -120,50 +160,107 @@ func reportOf(results []*Result, env string) reportDoc {
 // runsNote opens REPORT.md's sentence on runs of some rows.
 const runsNote = "A run of some rows"
 
+// rowsMark separates a Runs item's text from the list of its rows.
+const rowsMark = " Rows: "
+
 // reportKinds are the backends in report order.
 var reportKinds = []string{backendRedis, backendRedlock, backendEtcd, backendFile, backendZK, backendPG, backendGateway}
 
-// reportHas reports whether the code still has a row for k: its scenario
-// exists and runs on its backend.
-func reportHas(k reportKey) bool {
+// codeExpect returns what the code expects of row k ("bite", "hold",
+// "n/a"), and false if the code has no such row: its scenario is gone, or
+// does not run on its backend or in its store mode.
+func codeExpect(k reportKey) (string, bool) {
+	if !slices.ContainsFunc(Modes(k.backend), func(m Mode) bool { return m.String() == k.mode }) {
+		return "", false
+	}
 	for _, sc := range Scenarios {
 		if sc.ID() == k.scenario {
-			_, ok := sc.Expect[k.backend]
-			return ok
+			e, ok := sc.Expect[k.backend]
+			return e.String(), ok
 		}
 	}
-	return false
+	return "", false
 }
 
-// mergeReport returns the report md (rendered from one run's results) with
-// the rows of the earlier report old that md does not replace: a backend
-// and scenario that md has no row for keeps old's rows and findings' lines
-// for it, if the code still runs that scenario on that backend. The runs
-// that old's kept rows come from stay listed before md's. Everything else
-// (the legend, "Not run", the scenarios' titles and findings) is md's.
-func mergeReport(md, old string) string {
-	cur, prev := parseReport(md), parseReport(old)
-	kept := false
-	for k, rows := range prev.rows {
-		if _, ok := cur.rows[k]; ok || !reportHas(k) {
-			continue
+// codeKeys are the rows the code has, in report order.
+func codeKeys() []reportKey {
+	var keys []reportKey
+	for _, be := range reportKinds {
+		for _, sc := range Scenarios {
+			if _, ok := sc.Expect[be]; !ok {
+				continue
+			}
+			for _, m := range Modes(be) {
+				keys = append(keys, reportKey{be, sc.ID(), m.String()})
+			}
 		}
-		cur.rows[k], cur.lines[k] = rows, prev.lines[k]
-		kept = true
 	}
-	if kept {
-		cur.runs = append(slices.Clip(prev.runs), cur.runs...)
+	return keys
+}
+
+// rowExpect is the expect cell of a table row.
+func rowExpect(row string) string {
+	cells := strings.Split(row, " | ")
+	if len(cells) < 4 {
+		return ""
 	}
-	return renderReport(cur)
+	return cells[3]
+}
+
+// mergeReport returns the report of one run's rows cur with the rows of
+// the earlier report prev that cur does not replace: a row (backend,
+// scenario, store mode) that cur does not have keeps prev's table row and
+// findings' line, if the code still has that row and expects of it what
+// the row says (else the row is stale, and dropped). Each of prev's runs
+// keeps the rows it still gives, and is dropped if it gives none; cur's
+// run comes after them. Everything else (the legend, "Not run", the
+// scenarios' titles and findings) is the code's when rendered.
+func mergeReport(cur, prev reportDoc) reportDoc {
+	out := reportDoc{rows: map[reportKey]string{}, lines: map[reportKey]string{}}
+	for _, run := range prev.runs {
+		var keys []reportKey
+		for _, k := range run.keys {
+			row, ok := prev.rows[k]
+			if _, replaced := cur.rows[k]; replaced || !ok {
+				continue
+			}
+			if e, has := codeExpect(k); !has || e != rowExpect(row) {
+				continue
+			}
+			out.rows[k] = row
+			if l, ok := prev.lines[k]; ok {
+				out.lines[k] = l
+			}
+			keys = append(keys, k)
+		}
+		if len(keys) > 0 {
+			out.runs = append(out.runs, reportRun{run.text, keys})
+		}
+	}
+	for k, row := range cur.rows {
+		out.rows[k], out.lines[k] = row, cur.lines[k]
+	}
+	out.runs = append(out.runs, cur.runs...)
+	return out
 }
 
 // parseReport reads the runs' lines of a REPORT.md. Paragraphs of its
-// preamble that the code does not write (the "Environment:" line of a
-// report written before the "## Runs" section was) are read as runs.
-func parseReport(md string) reportDoc {
-	d := reportDoc{rows: map[reportKey][]string{}, lines: map[reportKey][]string{}}
+// preamble that the code does not write are read as runs if the file has
+// no Runs section (the "Environment:" line of a report written before the
+// section was); else they are the code's earlier text, and ignored. A Runs
+// item without a list of rows (or a preamble run) is taken to give the
+// rows no other run lists. A row or findings' line that cannot be read is
+// an error naming its line.
+func parseReport(md string) (reportDoc, error) {
+	d := reportDoc{rows: map[reportKey]string{}, lines: map[reportKey]string{}}
+	lines := strings.Split(md, "\n")
+	hasRuns := slices.Contains(lines, "## Runs")
 	section, scenario := "", ""
-	for _, line := range strings.Split(md, "\n") {
+	var keyless []int // runs without a row list
+	for i, line := range lines {
+		errorf := func(format string, a ...any) error {
+			return fmt.Errorf("line %d: %s: %q", i+1, fmt.Sprintf(format, a...), line)
+		}
 		switch {
 		case strings.HasPrefix(line, "## "):
 			section, scenario = strings.TrimPrefix(line, "## "), ""
@@ -173,45 +270,193 @@ func parseReport(md string) reportDoc {
 			continue
 		}
 		switch {
-		case section == "" && line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "Fault-injection runs") &&
+		case section == "" && !hasRuns && line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "Fault-injection runs") &&
 			!strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, runsNote) && line != histories && line != otherReports:
-			d.runs = append(d.runs, strings.TrimPrefix(line, "Environment: "))
+			keyless = append(keyless, len(d.runs))
+			d.runs = append(d.runs, reportRun{text: strings.TrimPrefix(line, "Environment: ")})
 		case section == "Runs" && strings.HasPrefix(line, "- "):
-			d.runs = append(d.runs, strings.TrimPrefix(line, "- "))
-		case slices.Contains(reportKinds, section) && strings.HasPrefix(line, "| "):
-			cells := strings.Split(line, " | ")
-			if len(cells) < 3 || cells[0] != "| "+section {
-				continue // the header
-			}
-			k := reportKey{section, cells[1]}
-			d.rows[k] = append(d.rows[k], line)
-		case section == "Scenarios and findings" && scenario != "" && strings.HasPrefix(line, "- "):
-			be, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ", ")
-			if !ok || !slices.Contains(reportKinds, be) {
+			item := strings.TrimPrefix(line, "- ")
+			i := strings.LastIndex(item, rowsMark)
+			if i < 0 {
+				keyless = append(keyless, len(d.runs))
+				d.runs = append(d.runs, reportRun{text: item})
 				continue
 			}
-			k := reportKey{be, scenario}
-			d.lines[k] = append(d.lines[k], line)
+			keys, err := parseKeys(item[i+len(rowsMark):])
+			if err != nil {
+				return d, errorf("%v", err)
+			}
+			d.runs = append(d.runs, reportRun{item[:i], keys})
+		case slices.Contains(reportKinds, section) && strings.HasPrefix(line, "|"):
+			cells := strings.Split(line, " | ")
+			if cells[0] == "| backend" || strings.HasPrefix(line, "|---") {
+				continue // the header
+			}
+			if len(cells) != 16 || cells[0] != "| "+section || !strings.HasSuffix(line, " |") {
+				return d, errorf("a row of the %s table must have 16 cells and name its backend first", section)
+			}
+			k := reportKey{section, cells[1], cells[2]}
+			if _, dup := d.rows[k]; dup {
+				return d, errorf("a second row of %s %s %s", k.backend, k.scenario, k.mode)
+			}
+			d.rows[k] = line
+		case section == "Scenarios and findings" && scenario != "" && strings.HasPrefix(line, "- "):
+			be, rest, ok := strings.Cut(strings.TrimPrefix(line, "- "), ", ")
+			if !ok || !slices.Contains(reportKinds, be) {
+				continue // the scenario's findings
+			}
+			mode, _, ok := strings.Cut(rest, ": ")
+			if !ok || mode == "" {
+				return d, errorf("a findings' line must read \"- backend, mode: ...\"")
+			}
+			d.lines[reportKey{be, scenario, mode}] = line
 		}
 	}
-	return d
+	if len(keyless) > 0 {
+		listed := map[reportKey]bool{}
+		for _, run := range d.runs {
+			for _, k := range run.keys {
+				listed[k] = true
+			}
+		}
+		var rest []reportKey
+		for _, k := range sortedKeys(d.rows) {
+			if !listed[k] {
+				rest = append(rest, k)
+			}
+		}
+		for _, i := range keyless {
+			d.runs[i].keys = rest
+		}
+	}
+	return d, nil
 }
 
-// renderReport writes REPORT.md: d's rows in the order of the backends and
-// scenarios, and the rest from the code.
+// sortedKeys returns the keys of m in report order (backends, scenarios,
+// store modes), those the code does not know last, sorted.
+func sortedKeys[V any](m map[reportKey]V) []reportKey {
+	keys := make([]reportKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortKeys(keys)
+	return keys
+}
+
+// sortKeys sorts keys in report order.
+func sortKeys(keys []reportKey) {
+	order := map[reportKey]int{}
+	for i, k := range codeKeys() {
+		order[k] = i
+	}
+	slices.SortFunc(keys, func(a, b reportKey) int {
+		i, aok := order[a]
+		j, bok := order[b]
+		switch {
+		case aok && bok:
+			return i - j
+		case aok:
+			return -1
+		case bok:
+			return 1
+		}
+		return strings.Compare(a.backend+"\x00"+a.scenario+"\x00"+a.mode, b.backend+"\x00"+b.scenario+"\x00"+b.mode)
+	})
+}
+
+// formatKeys writes a run's rows: per backend ("on redis: ..."), its
+// scenarios, each with the store modes in parentheses unless it has every
+// mode the backend runs in: "on postgres: pause, delay (unfenced and
+// fenced); on etcd: pause".
+func formatKeys(keys []reportKey) string {
+	keys = slices.Clone(keys)
+	sortKeys(keys)
+	var parts []string
+	for i := 0; i < len(keys); {
+		be := keys[i].backend
+		var scs []string
+		for i < len(keys) && keys[i].backend == be {
+			sc := keys[i].scenario
+			var modes []string
+			for i < len(keys) && keys[i].backend == be && keys[i].scenario == sc {
+				modes = append(modes, keys[i].mode)
+				i++
+			}
+			all := len(modes) == len(Modes(be))
+			for j, m := range Modes(be) {
+				all = all && modes[j] == m.String()
+			}
+			if !all {
+				sc += " (" + strings.Join(modes, " and ") + ")"
+			}
+			scs = append(scs, sc)
+		}
+		parts = append(parts, "on "+be+": "+strings.Join(scs, ", "))
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
+// parseKeys reads what formatKeys writes.
+func parseKeys(s string) ([]reportKey, error) {
+	s, ok := strings.CutSuffix(s, ".")
+	if !ok {
+		return nil, fmt.Errorf("a list of rows ends with a period")
+	}
+	var keys []reportKey
+	for _, part := range strings.Split(s, "; ") {
+		be, list, ok := strings.Cut(strings.TrimPrefix(part, "on "), ": ")
+		if !ok || !strings.HasPrefix(part, "on ") || be == "" || list == "" {
+			return nil, fmt.Errorf("a list of rows reads \"on BACKEND: SCENARIO, SCENARIO (MODE and MODE); on ...\"")
+		}
+		for _, sc := range strings.Split(list, ", ") {
+			id, modes, has := strings.Cut(sc, " (")
+			if !has {
+				for _, m := range Modes(be) {
+					keys = append(keys, reportKey{be, id, m.String()})
+				}
+				continue
+			}
+			modes, ok := strings.CutSuffix(modes, ")")
+			if !ok || id == "" {
+				return nil, fmt.Errorf("scenario %q of %s: store modes are in parentheses", sc, be)
+			}
+			for _, m := range strings.Split(modes, " and ") {
+				keys = append(keys, reportKey{be, id, m})
+			}
+		}
+	}
+	return keys, nil
+}
+
+// runCommand is the command that runs row k alone (each level of its
+// test's name anchored).
+func runCommand(k reportKey) string {
+	var pat []string
+	for _, part := range strings.Split("TestTorture/"+k.backend+"/"+k.scenario+"/"+k.mode, "/")[1:] {
+		pat = append(pat, "^"+part+"$")
+	}
+	return strings.Replace(Command, "-run TestTorture", "-run 'TestTorture/"+strings.Join(pat, "/")+"'", 1)
+}
+
+// renderReport writes REPORT.md: d's rows in the order of the backends,
+// scenarios and store modes, the code's rows d lacks under "Not run", and
+// the rest from the code.
 func renderReport(d reportDoc) string {
 	var b strings.Builder
 	b.WriteString("# Torture report\n\n")
 	b.WriteString("Fault-injection runs of distlock against real servers: every scenario runs once with an unfenced store (the baseline: it must show the fault biting) and once with a store that refuses stale fencing tokens (on PostgreSQL also with the store kept in PostgreSQL and fenced by pglock.Fence). Generated by\n\n")
 	fmt.Fprintf(&b, "    %s\n\n", Command)
-	b.WriteString(runsNote + " (with `-run 'TestTorture/BACKEND/SCENARIO'`) replaces those rows and keeps the others; the runs the rows come from are listed under [Runs](#runs).\n\n")
+	b.WriteString(runsNote + " (with `-run 'TestTorture/BACKEND/SCENARIO/MODE'`, MODE optional) replaces those rows and keeps the others; the runs the rows come from are listed under [Runs](#runs).\n\n")
 	b.WriteString(histories + "\n\n")
 	b.WriteString(otherReports + "\n\n")
 	b.WriteString(legend)
+	keys := sortedKeys(d.rows)
 	for _, be := range reportKinds {
 		var rows []string
-		for _, sc := range Scenarios {
-			rows = append(rows, d.rows[reportKey{be, sc.ID()}]...)
+		for _, k := range keys {
+			if k.backend == be {
+				rows = append(rows, d.rows[k])
+			}
 		}
 		if len(rows) == 0 {
 			continue
@@ -223,6 +468,11 @@ func renderReport(d reportDoc) string {
 		}
 	}
 	b.WriteString("\n## Not run\n\n| backend | scenario | why |\n|---|---|---|\n")
+	for _, k := range codeKeys() {
+		if _, ok := d.rows[k]; !ok {
+			fmt.Fprintf(&b, "| %s | %s | not run since it was added (%s store): run `%s` |\n", k.backend, k.scenario, k.mode, runCommand(k))
+		}
+	}
 	for _, n := range NotRun {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", n.Backend, n.Scenario, n.Why)
 	}
@@ -239,8 +489,8 @@ func renderReport(d reportDoc) string {
 		if f := findings[sc.ID()]; f != "" {
 			b.WriteString(f + "\n\n")
 		}
-		for _, be := range reportKinds {
-			for _, l := range d.lines[reportKey{be, sc.ID()}] {
+		for _, k := range keys {
+			if l, ok := d.lines[k]; ok && k.scenario == sc.ID() {
 				b.WriteString(l + "\n")
 			}
 		}
@@ -248,7 +498,7 @@ func renderReport(d reportDoc) string {
 	}
 	b.WriteString("## Runs\n\n")
 	for _, run := range d.runs {
-		fmt.Fprintf(&b, "- %s\n", run)
+		fmt.Fprintf(&b, "- %s%s%s\n", run.text, rowsMark, formatKeys(run.keys))
 	}
 	return b.String()
 }
@@ -319,23 +569,27 @@ var findings = map[string]string{
 	"lost-reply/distlock-no-retry": "The same, with the replies lost until the acquire (retries off) has given up, so that its own clean-up cannot get through either: both backends keep retrying the clean-up in the background and remove the grant after the heal, long before its lease would have lapsed (an etcd key would otherwise live as long as its session, whose keep-alives resume). The notes give the time from the heal to a clean server.",
 }
 
-// page renders index.html for results alone (mergePage adds the runs of
-// an earlier page that results do not replace).
-func page(results []*Result, env, rdir string) string {
-	d := pageDoc{rows: map[reportKey][]string{}, runs: map[reportKey][]string{}}
+// pageOf is index.html's pageDoc for results alone (mergePage adds the
+// rows of an earlier page that results do not replace).
+func pageOf(results []*Result, rdir string) pageDoc {
+	d := pageDoc{rows: map[reportKey]string{}, runs: map[reportKey]string{}}
 	for _, r := range results {
-		k := reportKey{r.Backend, r.id()}
-		d.rows[k] = append(d.rows[k], pageRow(r))
-		d.runs[k] = append(d.runs[k], pageRun(r, rdir))
+		k := keyOf(r)
+		d.rows[k], d.runs[k] = pageRow(r), pageRun(r, rdir)
 	}
-	return renderPage(d, env)
+	return d
 }
 
-// pageDoc is what index.html holds of runs: the table rows and the
-// timelines (a div each) of each backend and scenario.
+// page renders index.html for results alone.
+func page(results []*Result, rdir string) string {
+	return renderPage(pageOf(results, rdir))
+}
+
+// pageDoc is what index.html holds of runs: the table row and the
+// timeline (a div) of each row (backend, scenario, store mode).
 type pageDoc struct {
-	rows map[reportKey][]string // <tr> lines
-	runs map[reportKey][]string // <div class="run"> blocks, newline-terminated
+	rows map[reportKey]string // <tr> lines
+	runs map[reportKey]string // <div class="run"> blocks, newline-terminated
 }
 
 // pageRow is r's row of its backend's table in index.html.
@@ -372,30 +626,36 @@ func pageRun(r *Result, rdir string) string {
 	return b.String()
 }
 
-// mergePage is mergeReport's counterpart for index.html: page, rendered
-// from one run's results with env, and the rows and timelines of the
-// earlier page old that it does not replace.
-func mergePage(page, old, env string) string {
-	cur, prev := parsePage(page), parsePage(old)
-	for k, rows := range prev.rows {
-		if _, ok := cur.rows[k]; ok || !reportHas(k) {
-			continue
+// mergePage is mergeReport's counterpart for index.html: cur, one run's
+// rows and timelines, with those of the earlier page prev for the rows
+// that cur does not have and that the merged report md keeps from an
+// earlier run (so the page has the report's rows, no others).
+func mergePage(cur, prev pageDoc, md reportDoc) pageDoc {
+	out := pageDoc{rows: map[reportKey]string{}, runs: map[reportKey]string{}}
+	for k := range md.rows {
+		if row, ok := cur.rows[k]; ok {
+			out.rows[k], out.runs[k] = row, cur.runs[k]
+		} else if row, ok := prev.rows[k]; ok {
+			out.rows[k] = row
+			if run, ok := prev.runs[k]; ok {
+				out.runs[k] = run
+			}
 		}
-		cur.rows[k], cur.runs[k] = rows, prev.runs[k]
 	}
-	return renderPage(cur, env)
+	return out
 }
 
 // parsePage reads the rows and timelines of an index.html, each keyed by
-// the backend and scenario its anchor names.
-func parsePage(s string) pageDoc {
-	d := pageDoc{rows: map[reportKey][]string{}, runs: map[reportKey][]string{}}
+// the row its anchor names; rows of an anchor the code does not know are
+// dropped. A timeline cut short is an error naming its line.
+func parsePage(s string) (pageDoc, error) {
+	d := pageDoc{rows: map[reportKey]string{}, runs: map[reportKey]string{}}
 	keys := map[string]reportKey{}
 	for _, sc := range Scenarios {
 		for _, be := range reportKinds {
 			for _, m := range []Mode{Unfenced, Fenced, PGFenced} {
 				r := &Result{Backend: be, Scenario: sc.Name, Variant: sc.Variant, Mode: m}
-				keys[anchor(r)] = reportKey{be, sc.ID()}
+				keys[anchor(r)] = keyOf(r)
 			}
 		}
 	}
@@ -406,8 +666,11 @@ func parsePage(s string) pageDoc {
 		case strings.HasPrefix(line, "<tr class="):
 			_, rest, ok := strings.Cut(line, "<a href=\"#")
 			a, _, ok2 := strings.Cut(rest, "\"")
-			if k, known := keys[a]; ok && ok2 && known {
-				d.rows[k] = append(d.rows[k], line)
+			if !ok || !ok2 {
+				return d, fmt.Errorf("line %d: a row without its anchor: %q", i+1, line)
+			}
+			if k, known := keys[a]; known {
+				d.rows[k] = line
 			}
 		case strings.HasPrefix(line, "<div class=\"run\" id=\""):
 			a, _, _ := strings.Cut(strings.TrimPrefix(line, "<div class=\"run\" id=\""), "\"")
@@ -416,20 +679,20 @@ func parsePage(s string) pageDoc {
 				j++
 			}
 			if j == len(lines) {
-				return d // cut short: keep what was whole
+				return d, fmt.Errorf("line %d: the timeline %s is cut short", i+1, a)
 			}
 			if k, known := keys[a]; known {
-				d.runs[k] = append(d.runs[k], strings.Join(lines[i:j+1], "\n")+"\n")
+				d.runs[k] = strings.Join(lines[i:j+1], "\n") + "\n"
 			}
 			i = j
 		}
 	}
-	return d
+	return d, nil
 }
 
 // renderPage writes index.html: d's rows and timelines in the order of the
-// backends and scenarios.
-func renderPage(d pageDoc, env string) string {
+// backends, scenarios and store modes.
+func renderPage(d pageDoc) string {
 	var b strings.Builder
 	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>distlock torture report</title><style>
 body{font-family:system-ui,sans-serif;margin:1.5em;max-width:none}
@@ -440,15 +703,19 @@ svg text{font:11px sans-serif}
 </style></head><body>
 <h1>distlock torture report</h1>
 `)
-	fmt.Fprintf(&b, "<p>Generated by <code>%s</code>; the latest run: %s. A run of some rows replaces their rows and timelines and keeps the others; REPORT.md lists the runs.</p>\n", html.EscapeString(Command), html.EscapeString(env))
+	fmt.Fprintf(&b, "<p>Generated by <code>%s</code>. A run of some rows replaces their rows and timelines and keeps the others: the rows come from the runs listed in REPORT.md (its Runs section says where and when each was made, and which rows it gave).</p>\n", html.EscapeString(Command))
 	b.WriteString("<p>Timelines: one lane per worker; a bar is a hold, from the grant to the end of the lock's context (red outline: lost, not released); marks are store operations: green: write admitted, orange: stale write refused, red: stale write accepted, grey: read; red dashed lines are faults. Each run links porcupine's visualization of its history (models mutex, tokens and register, partitioned by key); those pages, in histories/, are written by the command above and are not committed.</p>\n")
 	var runs []string
+	keys := sortedKeys(d.rows)
 	for _, be := range reportKinds {
 		var rows []string
-		for _, sc := range Scenarios {
-			k := reportKey{be, sc.ID()}
-			rows = append(rows, d.rows[k]...)
-			runs = append(runs, d.runs[k]...)
+		for _, k := range keys {
+			if k.backend == be {
+				rows = append(rows, d.rows[k])
+				if run, ok := d.runs[k]; ok {
+					runs = append(runs, run)
+				}
+			}
 		}
 		if len(rows) == 0 {
 			continue
@@ -460,6 +727,11 @@ svg text{font:11px sans-serif}
 		b.WriteString("</table>\n")
 	}
 	b.WriteString("<h2>Not run</h2><ul>\n")
+	for _, k := range codeKeys() {
+		if _, ok := d.rows[k]; !ok {
+			fmt.Fprintf(&b, "<li>%s, %s, %s store: not on this page (REPORT.md has the row if it was run since it was added, and says by which run): run <code>%s</code></li>\n", k.backend, k.scenario, k.mode, html.EscapeString(runCommand(k)))
+		}
+	}
 	for _, n := range NotRun {
 		fmt.Fprintf(&b, "<li>%s, %s: %s</li>\n", n.Backend, n.Scenario, html.EscapeString(n.Why))
 	}
