@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,4 +181,43 @@ func TestSharedLocksUnsupported(t *testing.T) {
 	g.acquire("", sid, "r", "0").want(t, 200, "")
 	g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
 	g.idle()
+}
+
+// A field set to null is refused with a bad-request problem naming it,
+// never taken as the field left out: "shared": null is not an exclusive
+// lock, "force": null not a release by the holder. The same holds for
+// every field of every request body (none gives null a meaning), and
+// nothing is granted or released by a refused request.
+func TestNullFieldsRefused(t *testing.T) {
+	g := start(t, memlock.New())
+	sid := g.session("", "a", "10s")
+	cases := []struct {
+		path string
+		body string
+		name string
+	}{
+		{"/v1/sessions", `{"owner": "x", "ttl": null}`, "ttl"},
+		{"/v1/sessions", `{"owner": null}`, "owner"},
+		{"/v1/locks/data/acquire?wait=0", `{"session": "` + sid + `", "shared": null}`, "shared"},
+		{"/v1/locks/data/acquire?wait=0", `{"session": null}`, "session"},
+		{"/v1/semaphores/sem/acquire?wait=0", `{"session": "` + sid + `", "limit": 2, "slots": null}`, "slots"},
+		{"/v1/elections/el/campaign?wait=1ms", `{"session": "` + sid + `", "value": null}`, "value"},
+	}
+	for _, c := range cases {
+		a := g.do("POST", c.path, "", c.body).want(t, 400, gateway.ProblemBadRequest)
+		if d := a.str("detail"); !strings.Contains(d, `"`+c.name+`"`) || !strings.Contains(d, "null") {
+			t.Errorf("POST %s %s: detail %q; want it to name the null field %q", c.path, c.body, d, c.name)
+		}
+	}
+	st := g.do("GET", "/v1/locks/data", "", nil).want(t, 200, "")
+	if st.body["held"] != false || len(readersOf(t, st)) != 0 {
+		t.Fatalf("after the refused acquires: %s; want data free", st.raw)
+	}
+	tok := sharedToken(t, g.acquireShared(sid, "data", "0").want(t, 200, "").body)
+	g.do("POST", "/v1/locks/data/release", "", `{"session": "`+sid+`", "token": "`+strconv.FormatUint(tok, 10)+`", "force": null}`).
+		want(t, 400, gateway.ProblemBadRequest)
+	if rs := readersOf(t, g.do("GET", "/v1/locks/data", "", nil).want(t, 200, "")); len(rs) != 1 {
+		t.Fatalf("a refused release released the shared lock: readers %v", rs)
+	}
+	g.do("POST", "/v1/locks/data/release", "", map[string]any{"session": sid, "token": strconv.FormatUint(tok, 10)}).want(t, 200, "")
 }
