@@ -1,11 +1,14 @@
 package gateway_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/memlock"
 )
@@ -220,4 +223,55 @@ func TestNullFieldsRefused(t *testing.T) {
 		t.Fatalf("a refused release released the shared lock: readers %v", rs)
 	}
 	g.do("POST", "/v1/locks/data/release", "", map[string]any{"session": sid, "token": strconv.FormatUint(tok, 10)}).want(t, 200, "")
+}
+
+// countingBackend is the memory backend counting the calls of Readers
+// and List, which a lock's state may make.
+type countingBackend struct {
+	*memlock.Backend
+	readers, lists atomic.Int64
+}
+
+func (b *countingBackend) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
+	b.readers.Add(1)
+	return b.Backend.Readers(ctx, key)
+}
+
+func (b *countingBackend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
+	b.lists.Add(1)
+	return b.Backend.List(ctx, prefix)
+}
+
+// A lock's state asks the lock service for its readers only when it
+// cannot know them otherwise: a key held exclusively has none (the
+// service never grants a shared lock while an exclusive one is live),
+// and a service that lists holders lists a key's readers with its
+// holder, in one call. The readers answered are right all the same.
+func TestLockStateReadersCalls(t *testing.T) {
+	b := &countingBackend{Backend: memlock.New()}
+	g := start(t, b)
+	a, c := g.session("", "a", "10s"), g.session("", "c", "10s")
+	calls := func(what string, want string) {
+		t.Helper()
+		b.readers.Store(0)
+		b.lists.Store(0)
+		st := g.do("GET", "/v1/locks/"+what, "", nil).want(t, 200, "")
+		rs := readersOf(t, st)
+		got := ""
+		for _, r := range rs {
+			got += r["owner"].(string)
+		}
+		if got != want {
+			t.Errorf("state of %s: %s; want readers %q", what, st.raw, want)
+		}
+		if n, l := b.readers.Load(), b.lists.Load(); n != 0 || l > 1 {
+			t.Errorf("state of %s: %d Readers calls and %d List calls to the lock service; want none and at most one", what, n, l)
+		}
+	}
+	calls("free", "")
+	g.acquire("", a, "x", "0").want(t, 200, "")
+	calls("x", "")
+	g.acquireShared(a, "r", "0").want(t, 200, "")
+	g.acquireShared(c, "r", "0").want(t, 200, "")
+	calls("r", "ac")
 }
