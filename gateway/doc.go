@@ -118,7 +118,10 @@
 // "current" refuses a reader's; an event of a shared lock has shared true. A forced release
 // names one shared lock by its token, or, without a token, releases
 // every shared lock of the name held through this gateway (answered under
-// "tokens"). The dashboard shows the exclusive locks only.
+// "tokens"; when the lock service fails to release some of them, the
+// answer is the failure's problem, 500 or 503, counting them and naming
+// the tokens released and failed under "released_tokens" and
+// "failed_tokens"). The dashboard shows the exclusive locks only.
 //
 // # Elections
 //

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -274,4 +275,56 @@ func TestLockStateReadersCalls(t *testing.T) {
 	g.acquireShared(a, "r", "0").want(t, 200, "")
 	g.acquireShared(c, "r", "0").want(t, 200, "")
 	calls("r", "ac")
+}
+
+// failingReleases is the memory backend whose shared grants owned by
+// "bad" fail to be released (the grant stays until its lease runs out).
+type failingReleases struct{ b *memlock.Backend }
+
+func (f failingReleases) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	return f.b.Acquire(ctx, key, opts)
+}
+
+func (f failingReleases) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	l, err := f.b.AcquireShared(ctx, key, opts)
+	if err == nil && opts.Owner == "bad" {
+		l = failingLease{l}
+	}
+	return l, err
+}
+
+func (f failingReleases) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
+	return f.b.Readers(ctx, key)
+}
+
+type failingLease struct{ driver.Lease }
+
+func (failingLease) Release(context.Context) error { return errors.New("the release was refused") }
+
+// A forced release of a lock's readers that fails for some of them
+// answers the failure's problem with how many were released and the
+// tokens released and failed, never a bare error.
+func TestSharedLocksForcedReleaseFailsInPart(t *testing.T) {
+	g := start(t, failingReleases{memlock.New()}, gateway.WithForceWithoutTokens())
+	a, bad, c := g.session("", "a", "10s"), g.session("", "bad", "10s"), g.session("", "c", "10s")
+	ta := sharedToken(t, g.acquireShared(a, "f", "0").want(t, 200, "").body)
+	tbad := sharedToken(t, g.acquireShared(bad, "f", "0").want(t, 200, "").body)
+	tc := sharedToken(t, g.acquireShared(c, "f", "0").want(t, 200, "").body)
+	pr := g.do("POST", "/v1/locks/f/release", "", map[string]any{"force": true}).want(t, 500, gateway.ProblemInternal)
+	rel, _ := pr.body["released_tokens"].([]any)
+	failed, _ := pr.body["failed_tokens"].([]any)
+	if len(rel) != 2 || rel[0] != strconv.FormatUint(ta, 10) || rel[1] != strconv.FormatUint(tc, 10) ||
+		len(failed) != 1 || failed[0] != strconv.FormatUint(tbad, 10) ||
+		!strings.Contains(pr.str("detail"), "2 of the 3 shared locks") {
+		t.Fatalf("forced release failing for token %d: %s; want %d and %d released and %d failed, counted", tbad, pr.raw, ta, tc, tbad)
+	}
+	for sid, tok := range map[string]uint64{a: ta, bad: tbad, c: tc} {
+		if e := g.events("", sid, "lock_lost"); e["reason"] != "forced_release" || sharedToken(t, e) != tok {
+			t.Fatalf("event of a forced reader: %v; want token %d", e, tok)
+		}
+	}
+	for _, sid := range []string{a, bad, c} {
+		g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	}
+	g.idle()
 }
