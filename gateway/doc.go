@@ -121,7 +121,9 @@
 // "tokens"; when the lock service fails to release some of them, the
 // answer is the failure's problem, 500 or 503, counting them and naming
 // the tokens released and failed under "released_tokens" and
-// "failed_tokens"). The dashboard shows the exclusive locks only.
+// "failed_tokens"). The dashboard shows each shared lock as a holder (its
+// owner, token and time left), marked shared with the count of the name's
+// readers.
 //
 // # Elections
 //
