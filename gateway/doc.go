@@ -42,7 +42,11 @@
 // Served under /v1 as JSON, described by the OpenAPI document served at
 // /v1/openapi.json (and kept in this package as openapi.json). Errors are
 // application/problem+json (RFC 9457) with a stable type per kind of
-// error (see the Problem constants) and a real status code.
+// error (see the Problem constants) and a real status code. A request
+// body is a JSON object of known fields; a field is given a value or left
+// out for its default, and one set to null is refused (400 bad-request
+// naming it), never taken as left out ("shared": null is not an
+// exclusive acquire).
 //
 // An acquirer that gives up (its acquire's answer may be lost, or the
 // acquire may still wait here, not having seen the client go) sends POST
