@@ -335,8 +335,8 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 // holderAndReaders is holderOf, with the shared locks of name when they
 // are known without asking the lock service for them (readersKnown): none
 // when it cannot grant shared locks (nil) or when an exclusive grant of
-// name is live (an empty list: the service never grants a shared lock
-// while an exclusive one is live, see driver.SharedLocks), and those its
+// name is live here (an empty list: the service never grants a shared
+// lock while an exclusive one is live, see driver.SharedLocks), and those its
 // listing of name has (Lister's List lists a key's shared grants too).
 // Otherwise the caller asks with readersOf.
 func (g *Gateway) holderAndReaders(ctx context.Context, name string) (hd *holder, known bool, readers []holder, readersKnown bool) {
@@ -347,7 +347,7 @@ func (g *Gateway) holderAndReaders(ctx context.Context, name string) (hd *holder
 	g.mu.Lock()
 	h := g.holders[name]
 	g.mu.Unlock()
-	if h != nil || g.lister == nil {
+	if (h != nil && h.lock.Err() == nil) || g.lister == nil {
 		hd, known = g.holderOf(ctx, name)
 		return hd, known, []holder{}, hd != nil
 	}
