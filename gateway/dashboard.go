@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -107,6 +108,11 @@ type dashboardLock struct {
 	AtRisk             bool   `json:"at_risk"`  // no renewal confirmed in time: see distlock.Lock.AtRisk
 	Expiring           bool   `json:"expiring"` // its session has less than a third of its TTL left
 	Waiting            int    `json:"waiting"`  // acquires waiting for it through this gateway
+	// Shared: a shared (read) lock of the name, one entry per reader (by
+	// token, after the name's exclusive holder if any), and Readers the
+	// count of the name's shared locks held through this gateway.
+	Shared  bool `json:"shared,omitempty"`
+	Readers int  `json:"readers,omitempty"`
 }
 
 type dashboardWaiter struct {
@@ -162,6 +168,14 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 			held = append(held, h)
 		}
 	}
+	readers := map[string]int{}
+	for name := range g.readers {
+		if p.may(name) {
+			rs := g.readersLocked(name)
+			held = append(held, rs...)
+			readers[name] = len(rs)
+		}
+	}
 	ss := make([]*session, 0)
 	for _, s := range g.sessions {
 		if p.admin || s.principal == p.name {
@@ -190,9 +204,17 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request, p *principal
 	g.mu.Unlock()
 
 	for _, h := range held {
-		resp.Locks = append(resp.Locks, dashboardLockOf(h, waiting[h.name]))
+		l := dashboardLockOf(h, waiting[h.name])
+		if h.shared {
+			l.Shared, l.Readers = true, readers[h.name]
+		}
+		resp.Locks = append(resp.Locks, l)
 	}
-	slices.SortFunc(resp.Locks, func(a, b dashboardLock) int { return strings.Compare(a.Lock, b.Lock) })
+	// By name; a name's exclusive holder first, then its readers by token.
+	slices.SortFunc(resp.Locks, func(a, b dashboardLock) int {
+		return cmp.Or(strings.Compare(a.Lock, b.Lock), cmp.Compare(boolInt(a.Shared), boolInt(b.Shared)),
+			cmp.Compare(len(a.Token), len(b.Token)), strings.Compare(a.Token, b.Token))
+	})
 	for _, s := range ss {
 		s.mu.Lock()
 		resp.Sessions = append(resp.Sessions, dashboardSession{Owner: s.owner, Token: s.principal, TTLMS: ms(s.ttl),

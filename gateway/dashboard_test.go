@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,7 +231,8 @@ func TestDashboardShowsTheAPI(t *testing.T) {
 // The page updates live: a holder granted while it is open appears,
 // through the event stream (the page's timer refreshes are held until a
 // refresh caused by an event has been answered), without a forced
-// release button, which this gateway does not allow.
+// release button, which this gateway does not allow; so do the readers
+// of a shared lock, a row each.
 func TestDashboardLive(t *testing.T) {
 	bin := chromium(t)
 	p, _ := startPage(t)
@@ -254,6 +256,17 @@ func TestDashboardLive(t *testing.T) {
 	br.waitTables(func(tb map[string][][]string) string {
 		if row(tb["locks"], "jobs/live", "carol", tok) == nil {
 			return "does not show the new holder"
+		}
+		return ""
+	})
+	// Readers show as holders do, each with its token and the count.
+	r1, r2 := p.session("", "rita", "5m"), p.session("", "rory", "5m")
+	t1 := p.acquireShared(r1, "jobs/read", "0").want(t, 200, "").str("token")
+	t2 := p.acquireShared(r2, "jobs/read", "0").want(t, 200, "").str("token")
+	br.waitTables(func(tb map[string][][]string) string {
+		if row(tb["locks"], "jobs/read", "shared (2 readers)", "rita", t1) == nil ||
+			row(tb["locks"], "jobs/read", "shared (2 readers)", "rory", t2) == nil {
+			return "does not show both readers"
 		}
 		return ""
 	})
@@ -431,4 +444,73 @@ func TestDashboardWaitP95CountsWaitsInProgress(t *testing.T) {
 	for range 2 {
 		(<-done).want(t, 200, "")
 	}
+}
+
+// dashboardLocks reads the locks of GET /v1/dashboard.
+func (g *gw) dashboardLocks() []map[string]any {
+	g.t.Helper()
+	a := g.do("GET", "/v1/dashboard", "", nil).want(g.t, 200, "")
+	ls, _ := a.body["locks"].([]any)
+	out := []map[string]any{}
+	for _, l := range ls {
+		out = append(out, l.(map[string]any))
+	}
+	return out
+}
+
+// The dashboard's data shows a lock's readers as it shows a holder, one
+// entry per shared lock with its owner, token and time left, marked
+// shared with the count of the name's readers, after the name's other
+// entries; each change comes with an event of the stream the page
+// refreshes on, and the next answer shows it. (A name held by readers
+// alone showed as free.)
+func TestDashboardShowsReaders(t *testing.T) {
+	g := start(t, memlock.New())
+	st := g.stream("", "", "")
+	a, b, w := g.session("", "ann", "10s"), g.session("", "bob", "10s"), g.session("", "wes", "10s")
+	ta := g.acquireShared(a, "data", "0").want(t, 200, "").str("token")
+	tb := g.acquireShared(b, "data", "0").want(t, 200, "").str("token")
+	g.acquire("", w, "other", "0").want(t, 200, "")
+	for range 3 {
+		if e := st.next(); e.typ != "granted" {
+			t.Fatalf("event %+v; want granted", e)
+		}
+	}
+	ls := g.dashboardLocks()
+	type shown struct {
+		lock, owner, token string
+		shared             bool
+		readers            float64
+	}
+	got := func(ls []map[string]any) []shown {
+		var out []shown
+		for _, l := range ls {
+			if left, _ := l["ttl_remaining_ms"].(float64); left <= 0 || l["since"] == nil || l["lease_remaining_ms"] == nil {
+				t.Errorf("entry %v: want its time left, since and lease, as a holder's", l)
+			}
+			sh, _ := l["shared"].(bool)
+			n, _ := l["readers"].(float64)
+			out = append(out, shown{l["lock"].(string), l["owner"].(string), l["token"].(string), sh, n})
+		}
+		return out
+	}
+	want := []shown{{"data", "ann", ta, true, 2}, {"data", "bob", tb, true, 2}, {"other", "wes", "", false, 0}}
+	g2 := got(ls)
+	if len(g2) == 3 {
+		want[2].token = g2[2].token
+	}
+	if !slices.Equal(g2, want) {
+		t.Fatalf("dashboard locks %+v; want %+v", g2, want)
+	}
+	g.do("POST", "/v1/locks/data/release", "", map[string]any{"session": a, "token": ta}).want(t, 200, "")
+	if e := st.next(); e.typ != "released" || e.data["shared"] != true || e.data["token"] != ta {
+		t.Fatalf("event %+v; want the release of %s", e, ta)
+	}
+	if g3 := got(g.dashboardLocks()); len(g3) != 2 || g3[0] != (shown{"data", "bob", tb, true, 1}) {
+		t.Fatalf("dashboard locks after a reader's release: %+v; want bob's alone, 1 reader", g3)
+	}
+	for _, sid := range []string{a, b, w} {
+		g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	}
+	g.idle()
 }

@@ -42,7 +42,11 @@
 // Served under /v1 as JSON, described by the OpenAPI document served at
 // /v1/openapi.json (and kept in this package as openapi.json). Errors are
 // application/problem+json (RFC 9457) with a stable type per kind of
-// error (see the Problem constants) and a real status code.
+// error (see the Problem constants) and a real status code. A request
+// body is a JSON object of known fields; a field is given a value or left
+// out for its default, and one set to null is refused (400 bad-request
+// naming it), never taken as left out ("shared": null is not an
+// exclusive acquire).
 //
 // An acquirer that gives up (its acquire's answer may be lost, or the
 // acquire may still wait here, not having seen the client go) sends POST
@@ -118,7 +122,12 @@
 // "current" refuses a reader's; an event of a shared lock has shared true. A forced release
 // names one shared lock by its token, or, without a token, releases
 // every shared lock of the name held through this gateway (answered under
-// "tokens"). The dashboard shows the exclusive locks only.
+// "tokens"; when the lock service fails to release some of them, the
+// answer is the failure's problem, 500 or 503, counting them and naming
+// the tokens released and failed under "released_tokens" and
+// "failed_tokens"). The dashboard shows each shared lock as a holder (its
+// owner, token and time left), marked shared with the count of the name's
+// readers.
 //
 // # Elections
 //

@@ -311,20 +311,63 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 	idx := g.lockIndexLocked(name)
 	g.mu.Unlock()
 	resp := lockResponse{Lock: name, Index: strconv.FormatUint(idx, 10)}
-	// Readers the service cannot list now are left out (with
-	// readers_unread), and the holder is answered still.
-	readers, pr := g.readersOf(r, name)
-	resp.Readers, resp.ReadersUnread = readers, pr != nil
-	if hd, known := g.holderOf(r.Context(), name); hd != nil {
+	hd, known, readers, readersKnown := g.holderAndReaders(r.Context(), name)
+	if hd != nil {
 		held := true
 		resp.Held, resp.Holder = &held, hd
 	} else if known {
 		held := false
 		resp.Held = &held
 	}
+	// Readers the service cannot list now are left out (with
+	// readers_unread), and the holder is answered still.
+	resp.Readers = readers
+	if !readersKnown {
+		var pr *problem
+		resp.Readers, pr = g.readersOf(r, name)
+		resp.ReadersUnread = pr != nil
+	}
 	w.Header().Set("X-Distlock-Index", resp.Index)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// holderAndReaders is holderOf, with the shared locks of name when they
+// are known without asking the lock service for them (readersKnown): none
+// when it cannot grant shared locks (nil) or when an exclusive grant of
+// name is live here (an empty list: the service never grants a shared
+// lock while an exclusive one is live, see driver.SharedLocks), and those its
+// listing of name has (Lister's List lists a key's shared grants too).
+// Otherwise the caller asks with readersOf.
+func (g *Gateway) holderAndReaders(ctx context.Context, name string) (hd *holder, known bool, readers []holder, readersKnown bool) {
+	if _, ok := g.b.(driver.SharedLocks); !ok {
+		hd, known = g.holderOf(ctx, name)
+		return hd, known, nil, true
+	}
+	g.mu.Lock()
+	h := g.holders[name]
+	g.mu.Unlock()
+	if (h != nil && h.lock.Err() == nil) || g.lister == nil {
+		hd, known = g.holderOf(ctx, name)
+		return hd, known, []holder{}, hd != nil
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	hs, err := g.lister.List(lctx, name)
+	if x, found := holderIn(hs, name); found {
+		hd = &holder{}
+		*hd = holderOfDriver(x)
+	}
+	if err != nil {
+		return hd, hd != nil, nil, false
+	}
+	readers = []holder{}
+	for _, x := range hs {
+		if x.Key == name && x.Shared {
+			readers = append(readers, holderOfDriver(x))
+		}
+	}
+	return hd, true, readers, true
 }
 
 // readersOf returns the shared locks of name, as the lock service has

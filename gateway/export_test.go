@@ -13,6 +13,16 @@ func Routes(g *Gateway) map[string][]string {
 	return out
 }
 
+// Authenticated reports, by pattern, whether each route of g needs a
+// bearer token when g has tokens.
+func Authenticated(g *Gateway) map[string]bool {
+	out := map[string]bool{}
+	for _, rt := range g.routeTable() {
+		out[rt.pattern] = rt.auth
+	}
+	return out
+}
+
 // TermDone returns the Done channel of the term of the election name
 // that the session id holds, or nil if it holds none.
 func TermDone(g *Gateway, id, name string) <-chan struct{} {

@@ -6,12 +6,15 @@ import (
 	"go/ast"
 	"go/parser"
 	gotoken "go/token"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/distlock/distlock/gateway"
+	"github.com/distlock/distlock/memlock"
 )
 
 // The document served is the one committed, and it describes every route
@@ -123,4 +126,109 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 			t.Errorf("openapi.json's Problem type does not name %s", kind)
 		}
 	}
+}
+
+// Each operation of the document says what the gateway does: a route that
+// needs a token has the document's bearer security and documents 401, a
+// public one has none, and every answer of the probes below (no token, a
+// token whose prefixes exclude the name, a name too long, an unknown
+// session, and, to an operation with a body, a body of another media
+// type, with an unknown field, with a null field, or too large) has its
+// status among the operation's documented responses.
+func TestOpenAPIStatuses(t *testing.T) {
+	tokens, err := gateway.ParseTokens([]byte(`{"tokens":[
+		{"name":"ops","token":"ops-secret-0123456789","prefixes":[""],"admin":true},
+		{"name":"narrow","token":"narrow-secret-0123456789","prefixes":["other/"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, memlock.New(), gateway.WithTokens(tokens))
+	var doc struct {
+		Security []json.RawMessage `json:"security"`
+		Paths    map[string]map[string]struct {
+			Security    *[]json.RawMessage         `json:"security"`
+			RequestBody json.RawMessage            `json:"requestBody"`
+			Responses   map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
+	}
+	committed, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(committed, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Security) == 0 {
+		t.Fatal("openapi.json has no security at its top")
+	}
+	const admin, narrow = "ops-secret-0123456789", "narrow-secret-0123456789"
+	auth := gateway.Authenticated(g.g)
+	probes := 0
+	for path, methods := range gateway.Routes(g.g) {
+		for _, m := range methods {
+			op, ok := doc.Paths[path][lower(m)]
+			if !ok {
+				continue // TestOpenAPIDocument names it
+			}
+			what := m + " " + path
+			public := op.Security != nil && len(*op.Security) == 0
+			if public == auth[path] {
+				t.Errorf("%s: the document says public %v, the gateway needs a token %v", what, public, auth[path])
+			}
+			if auth[path] && op.Responses["401"] == nil {
+				t.Errorf("%s needs a token and documents no 401", what)
+			}
+			documented := func(probe, p, token string, body any) {
+				t.Helper()
+				a := g.do(m, p, token, body)
+				probes++
+				if op.Responses[strconv.Itoa(a.status)] == nil {
+					t.Errorf("%s %s: %s answered %d, which the document does not list: %s", what, p, probe, a.status, a.raw)
+				}
+			}
+			named := strings.Replace(path, "{id}", "XXXXXXXXXX.none", 1)
+			if auth[path] {
+				documented("without a token", strings.Replace(named, "{name}", "n", 1), "", nil)
+			}
+			if strings.Contains(path, "{name}") {
+				documented("to a token without the name", strings.Replace(named, "{name}", "jobs", 1), narrow, nil)
+				documented("with a name too long", strings.Replace(named, "{name}", strings.Repeat("n", 600), 1), admin, nil)
+			}
+			p := strings.Replace(named, "{name}", "n", 1)
+			if strings.Contains(path, "{id}") {
+				documented("with an unknown session", p, admin, nil)
+			}
+			if op.RequestBody != nil {
+				documented("with an unknown field", p, admin, `{"unknown_field": 1}`)
+				documented("with a null field", p, admin, `{"session": null}`)
+				documented("with a body too large", p, admin, `{"owner": "`+strings.Repeat("x", gateway.MaxBody)+`"}`)
+				a := g.doType(m, p, admin, "text/plain", "{}")
+				probes++
+				if op.Responses[strconv.Itoa(a.status)] == nil {
+					t.Errorf("%s: a text/plain body answered %d, which the document does not list", what, a.status)
+				}
+			}
+		}
+	}
+	if probes < 40 {
+		t.Fatalf("only %d probes", probes)
+	}
+}
+
+// doType sends body with the content type ct.
+func (g *gw) doType(method, path, token, ct, body string) answer {
+	g.t.Helper()
+	req, err := http.NewRequest(method, g.url+path, strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, raw: raw}
 }

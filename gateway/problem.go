@@ -36,8 +36,9 @@ const (
 )
 
 // problem is an error answer. Holder is set on not-acquired when the lock
-// service can tell who holds the lock, Leader on not-elected, and Limit
-// (WithMaxLocks) on session-limit.
+// service can tell who holds the lock, Leader on not-elected, Limit
+// (WithMaxLocks) on session-limit, and the tokens on a forced release of
+// readers that failed in part.
 type problem struct {
 	Type   string      `json:"type"`
 	Title  string      `json:"title"`
@@ -46,6 +47,11 @@ type problem struct {
 	Holder *holder     `json:"holder,omitempty"`
 	Leader *leaderJSON `json:"leader,omitempty"`
 	Limit  int         `json:"limit,omitempty"`
+	// ReleasedTokens and FailedTokens: on a forced release of a lock's
+	// readers that failed in part, the tokens released and those whose
+	// release failed.
+	ReleasedTokens *[]string `json:"released_tokens,omitempty"`
+	FailedTokens   []string  `json:"failed_tokens,omitempty"`
 
 	retryAfter int // seconds, for 429 and 503
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +98,11 @@ func readJSON(r *http.Request, v any) *problem {
 		return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia,
 			"the body must be JSON, sent with Content-Type: application/json")
 	}
-	dec := json.NewDecoder(r.Body)
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return newProblem(http.StatusBadRequest, ProblemBadRequest, "the body could not be read")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return newProblem(http.StatusBadRequest, ProblemBadRequest, "malformed JSON body: "+jsonError(err))
@@ -105,7 +110,35 @@ func readJSON(r *http.Request, v any) *problem {
 	if dec.More() {
 		return newProblem(http.StatusBadRequest, ProblemBadRequest, "malformed JSON body: more than one value")
 	}
-	return nil
+	return nullField(data)
+}
+
+// nullField refuses a body with a field set to null. No field of the
+// gateway's request bodies gives null a meaning, and Go's decoding would
+// take it as the field left out: "shared": null as an exclusive lock,
+// "force": null as a release by the holder, "slots": null as a semaphore
+// without slots. A field is given a value or left out.
+func nullField(data []byte) *problem {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return nil // a JSON null body: decoded as no field set, as an empty object
+	}
+	var nulls []string
+	for k, v := range fields {
+		if string(bytes.TrimSpace(v)) == "null" {
+			nulls = append(nulls, k)
+		}
+	}
+	if len(nulls) == 0 {
+		return nil
+	}
+	slices.Sort(nulls)
+	k := nulls[0]
+	if len(k) > maxQuoted {
+		k = k[:maxQuoted] + "..."
+	}
+	return newProblem(http.StatusBadRequest, ProblemBadRequest,
+		fmt.Sprintf("field %q is null: give it a value, or leave it out for its default", k))
 }
 
 // jsonError describes a decoding error without quoting the input.

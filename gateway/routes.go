@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -610,24 +611,38 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 
 // forceReaders is the forced release of the shared locks of name held
 // through this gateway, readers, when no token names one of them: it
-// releases each, and answers their tokens, the first as the token.
+// releases each, and answers their tokens, the first as the token. When
+// the lock service fails to release some, the answer is the problem of
+// the failure (see backendProblem) naming the tokens released
+// (released_tokens) and those that failed (failed_tokens): each was
+// taken from its session all the same, and the lock service may keep it
+// until its lease runs out.
 func (g *Gateway) forceReaders(w http.ResponseWriter, r *http.Request, name string, readers []*held) *problem {
 	resp := releaseResponse{Released: true, Tokens: []string{}}
 	var failed error
+	var failedTokens []string
 	for _, h := range readers {
 		if !h.s.drop(h, "forced") {
 			continue // released or lost meanwhile
 		}
+		tok := strconv.FormatUint(h.token, 10)
 		switch err := g.giveBack(r, h, "forced"); {
 		case err == nil, errors.Is(err, distlock.ErrLockLost):
-			resp.Tokens = append(resp.Tokens, strconv.FormatUint(h.token, 10))
+			resp.Tokens = append(resp.Tokens, tok)
 		default:
-			failed = err
+			failed = cmp.Or(failed, err)
+			failedTokens = append(failedTokens, tok)
 		}
 	}
 	switch {
 	case failed != nil:
-		return g.backendProblem(failed)
+		pr := g.backendProblem(failed)
+		n := len(resp.Tokens) + len(failedTokens)
+		pr.Detail = fmt.Sprintf("%d of the %d shared locks of %s were released; the release of %d failed (%s): "+
+			"they were taken from their sessions, and the lock service may keep them until their leases run out (tokens %s)",
+			len(resp.Tokens), n, quoteName(name), len(failedTokens), pr.Detail, strings.Join(failedTokens, ", "))
+		pr.ReleasedTokens, pr.FailedTokens = &resp.Tokens, failedTokens
+		return pr
 	case len(resp.Tokens) == 0:
 		return newProblem(http.StatusConflict, ProblemNotHeld, "the shared locks were released or lost meanwhile")
 	}

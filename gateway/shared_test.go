@@ -1,10 +1,15 @@
 package gateway_test
 
 import (
+	"context"
+	"errors"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/gateway"
 	"github.com/distlock/distlock/memlock"
 )
@@ -179,5 +184,147 @@ func TestSharedLocksUnsupported(t *testing.T) {
 	}
 	g.acquire("", sid, "r", "0").want(t, 200, "")
 	g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	g.idle()
+}
+
+// A field set to null is refused with a bad-request problem naming it,
+// never taken as the field left out: "shared": null is not an exclusive
+// lock, "force": null not a release by the holder. The same holds for
+// every field of every request body (none gives null a meaning), and
+// nothing is granted or released by a refused request.
+func TestNullFieldsRefused(t *testing.T) {
+	g := start(t, memlock.New())
+	sid := g.session("", "a", "10s")
+	cases := []struct {
+		path string
+		body string
+		name string
+	}{
+		{"/v1/sessions", `{"owner": "x", "ttl": null}`, "ttl"},
+		{"/v1/sessions", `{"owner": null}`, "owner"},
+		{"/v1/locks/data/acquire?wait=0", `{"session": "` + sid + `", "shared": null}`, "shared"},
+		{"/v1/locks/data/acquire?wait=0", `{"session": null}`, "session"},
+		{"/v1/semaphores/sem/acquire?wait=0", `{"session": "` + sid + `", "limit": 2, "slots": null}`, "slots"},
+		{"/v1/elections/el/campaign?wait=1ms", `{"session": "` + sid + `", "value": null}`, "value"},
+	}
+	for _, c := range cases {
+		a := g.do("POST", c.path, "", c.body).want(t, 400, gateway.ProblemBadRequest)
+		if d := a.str("detail"); !strings.Contains(d, `"`+c.name+`"`) || !strings.Contains(d, "null") {
+			t.Errorf("POST %s %s: detail %q; want it to name the null field %q", c.path, c.body, d, c.name)
+		}
+	}
+	st := g.do("GET", "/v1/locks/data", "", nil).want(t, 200, "")
+	if st.body["held"] != false || len(readersOf(t, st)) != 0 {
+		t.Fatalf("after the refused acquires: %s; want data free", st.raw)
+	}
+	tok := sharedToken(t, g.acquireShared(sid, "data", "0").want(t, 200, "").body)
+	g.do("POST", "/v1/locks/data/release", "", `{"session": "`+sid+`", "token": "`+strconv.FormatUint(tok, 10)+`", "force": null}`).
+		want(t, 400, gateway.ProblemBadRequest)
+	if rs := readersOf(t, g.do("GET", "/v1/locks/data", "", nil).want(t, 200, "")); len(rs) != 1 {
+		t.Fatalf("a refused release released the shared lock: readers %v", rs)
+	}
+	g.do("POST", "/v1/locks/data/release", "", map[string]any{"session": sid, "token": strconv.FormatUint(tok, 10)}).want(t, 200, "")
+}
+
+// countingBackend is the memory backend counting the calls of Readers
+// and List, which a lock's state may make.
+type countingBackend struct {
+	*memlock.Backend
+	readers, lists atomic.Int64
+}
+
+func (b *countingBackend) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
+	b.readers.Add(1)
+	return b.Backend.Readers(ctx, key)
+}
+
+func (b *countingBackend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
+	b.lists.Add(1)
+	return b.Backend.List(ctx, prefix)
+}
+
+// A lock's state asks the lock service for its readers only when it
+// cannot know them otherwise: a key held exclusively has none (the
+// service never grants a shared lock while an exclusive one is live),
+// and a service that lists holders lists a key's readers with its
+// holder, in one call. The readers answered are right all the same.
+func TestLockStateReadersCalls(t *testing.T) {
+	b := &countingBackend{Backend: memlock.New()}
+	g := start(t, b)
+	a, c := g.session("", "a", "10s"), g.session("", "c", "10s")
+	calls := func(what string, want string) {
+		t.Helper()
+		b.readers.Store(0)
+		b.lists.Store(0)
+		st := g.do("GET", "/v1/locks/"+what, "", nil).want(t, 200, "")
+		rs := readersOf(t, st)
+		got := ""
+		for _, r := range rs {
+			got += r["owner"].(string)
+		}
+		if got != want {
+			t.Errorf("state of %s: %s; want readers %q", what, st.raw, want)
+		}
+		if n, l := b.readers.Load(), b.lists.Load(); n != 0 || l > 1 {
+			t.Errorf("state of %s: %d Readers calls and %d List calls to the lock service; want none and at most one", what, n, l)
+		}
+	}
+	calls("free", "")
+	g.acquire("", a, "x", "0").want(t, 200, "")
+	calls("x", "")
+	g.acquireShared(a, "r", "0").want(t, 200, "")
+	g.acquireShared(c, "r", "0").want(t, 200, "")
+	calls("r", "ac")
+}
+
+// failingReleases is the memory backend whose shared grants owned by
+// "bad" fail to be released (the grant stays until its lease runs out).
+type failingReleases struct{ b *memlock.Backend }
+
+func (f failingReleases) Acquire(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	return f.b.Acquire(ctx, key, opts)
+}
+
+func (f failingReleases) AcquireShared(ctx context.Context, key string, opts driver.AcquireOptions) (driver.Lease, error) {
+	l, err := f.b.AcquireShared(ctx, key, opts)
+	if err == nil && opts.Owner == "bad" {
+		l = failingLease{l}
+	}
+	return l, err
+}
+
+func (f failingReleases) Readers(ctx context.Context, key string) ([]driver.Holder, error) {
+	return f.b.Readers(ctx, key)
+}
+
+type failingLease struct{ driver.Lease }
+
+func (failingLease) Release(context.Context) error { return errors.New("the release was refused") }
+
+// A forced release of a lock's readers that fails for some of them
+// answers the failure's problem with how many were released and the
+// tokens released and failed, never a bare error.
+func TestSharedLocksForcedReleaseFailsInPart(t *testing.T) {
+	g := start(t, failingReleases{memlock.New()}, gateway.WithForceWithoutTokens())
+	a, bad, c := g.session("", "a", "10s"), g.session("", "bad", "10s"), g.session("", "c", "10s")
+	ta := sharedToken(t, g.acquireShared(a, "f", "0").want(t, 200, "").body)
+	tbad := sharedToken(t, g.acquireShared(bad, "f", "0").want(t, 200, "").body)
+	tc := sharedToken(t, g.acquireShared(c, "f", "0").want(t, 200, "").body)
+	pr := g.do("POST", "/v1/locks/f/release", "", map[string]any{"force": true}).want(t, 500, gateway.ProblemInternal)
+	rel, _ := pr.body["released_tokens"].([]any)
+	failed, _ := pr.body["failed_tokens"].([]any)
+	if len(rel) != 2 || rel[0] != strconv.FormatUint(ta, 10) || rel[1] != strconv.FormatUint(tc, 10) ||
+		len(failed) != 1 || failed[0] != strconv.FormatUint(tbad, 10) ||
+		!strings.Contains(pr.str("detail"), "2 of the 3 shared locks") {
+		t.Fatalf("forced release failing for token %d: %s; want %d and %d released and %d failed, counted", tbad, pr.raw, ta, tc, tbad)
+	}
+	for sid, tok := range map[string]uint64{a: ta, bad: tbad, c: tc} {
+		if e := g.events("", sid, "lock_lost"); e["reason"] != "forced_release" || sharedToken(t, e) != tok {
+			t.Fatalf("event of a forced reader: %v; want token %d", e, tok)
+		}
+	}
+	for _, sid := range []string{a, bad, c} {
+		g.do("DELETE", "/v1/sessions/"+sid, "", nil).want(t, 204, "")
+	}
 	g.idle()
 }
