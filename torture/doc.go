@@ -246,9 +246,10 @@
 // runs more rounds and writes REPORT.md and report/index.html (a timeline
 // of every run), which are committed, and report/histories/ (porcupine's
 // visualization of every history, megabytes), which is not. A full run of
-// some rows (-run 'TestTorture/BACKEND/SCENARIO') replaces their rows and
-// timelines in REPORT.md and index.html and keeps the others, and REPORT.md
-// lists, under Runs, the runs its rows come from.
+// some rows (-run 'TestTorture/BACKEND/SCENARIO/MODE', MODE optional)
+// replaces those rows and their timelines in REPORT.md and index.html and
+// keeps the others; REPORT.md lists under Runs each run and the rows it
+// still gives, and under Not run the code's rows it has none of yet.
 // The servers come from testserver; without them the tests skip,
 // or fail under CI=true.
 //
