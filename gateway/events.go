@@ -334,40 +334,26 @@ func (g *Gateway) lockState(w http.ResponseWriter, r *http.Request, p *principal
 
 // holderAndReaders is holderOf, with the shared locks of name when they
 // are known without asking the lock service for them (readersKnown): none
-// when it cannot grant shared locks (nil) or when an exclusive grant of
+// when it cannot grant shared locks (nil), or when an exclusive grant of
 // name is live here (an empty list: the service never grants a shared
-// lock while an exclusive one is live, see driver.SharedLocks), and those its
-// listing of name has (Lister's List lists a key's shared grants too).
-// Otherwise the caller asks with readersOf.
+// lock while an exclusive one is live, see driver.SharedLocks; the window
+// in which a lost grant is not yet known lost here is the one in which
+// holderOf reports it still). Otherwise the caller asks with readersOf: a
+// listing of name is not taken for its readers, since a Lister may leave
+// out what it may not read (pglock lists locks without their readers for
+// a role that may not read the readers' table) where Readers fails.
 func (g *Gateway) holderAndReaders(ctx context.Context, name string) (hd *holder, known bool, readers []holder, readersKnown bool) {
+	hd, known = g.holderOf(ctx, name)
 	if _, ok := g.b.(driver.SharedLocks); !ok {
-		hd, known = g.holderOf(ctx, name)
 		return hd, known, nil, true
 	}
 	g.mu.Lock()
 	h := g.holders[name]
 	g.mu.Unlock()
-	if (h != nil && h.lock.Err() == nil) || g.lister == nil {
-		hd, known = g.holderOf(ctx, name)
-		return hd, known, []holder{}, hd != nil
+	if h != nil && h.lock.Err() == nil {
+		return hd, known, []holder{}, true
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	hs, err := g.lister.List(lctx, name)
-	if x, found := holderIn(hs, name); found {
-		hd = &holder{}
-		*hd = holderOfDriver(x)
-	}
-	if err != nil {
-		return hd, hd != nil, nil, false
-	}
-	readers = []holder{}
-	for _, x := range hs {
-		if x.Key == name && x.Shared {
-			readers = append(readers, holderOfDriver(x))
-		}
-	}
-	return hd, true, readers, true
+	return hd, known, nil, false
 }
 
 // readersOf returns the shared locks of name, as the lock service has
