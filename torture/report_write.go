@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"errors"
 	"fmt"
 	"html"
 	"os"
@@ -46,21 +47,46 @@ func WriteReport(dir string, results []*Result, p Params) error {
 	}
 	prev, err := parseReport(string(oldMD))
 	if err != nil {
-		return fmt.Errorf("%s: %w", mdName, err)
+		err = fmt.Errorf("%s: %w", mdName, err)
 	}
-	prevPage, err := parsePage(string(oldPage))
-	if err != nil {
-		return fmt.Errorf("%s: %w", pageName, err)
+	prevPage, perr := parsePage(string(oldPage))
+	if perr != nil && err == nil {
+		err = fmt.Errorf("%s: %w", pageName, perr)
 	}
-	md := mergeReport(reportOf(results, env), prev)
-	pg := mergePage(pageOf(results, rdir), prevPage, md)
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(mdName, []byte(renderReport(md)), 0o644); err != nil {
+	if err != nil {
+		// The run's results are not lost with the merge: written alone
+		// beside the files, for a person to merge or to replace them.
+		prev, _ = parseReport("")
+		prevPage, _ = parsePage("")
+		md := mergeReport(reportOf(results, env), prev)
+		if werr := writeFile(mdName+".new", renderReport(md)); werr != nil {
+			return errors.Join(err, werr)
+		}
+		if werr := writeFile(pageName+".new", renderPage(mergePage(pageOf(results, rdir), prevPage, md))); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return fmt.Errorf("%w; this run's rows alone are in %s.new and %s.new", err, mdName, pageName)
+	}
+	md := mergeReport(reportOf(results, env), prev)
+	pg := mergePage(pageOf(results, rdir), prevPage, md)
+	if err := writeFile(mdName, renderReport(md)); err != nil {
 		return err
 	}
-	return os.WriteFile(pageName, []byte(renderPage(pg)), 0o644)
+	return writeFile(pageName, renderPage(pg))
+}
+
+// writeFile writes name through a temporary file renamed over it, so that
+// an interrupted write leaves the previous file whole, never a part of
+// the new one (which the next run could not merge).
+func writeFile(name, text string) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
 }
 
 // environment describes where and how the report was made: the machine,

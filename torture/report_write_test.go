@@ -290,6 +290,14 @@ func TestWriteReport(t *testing.T) {
 	if b, _ := os.ReadFile(pageName); string(b) != string(pg) {
 		t.Errorf("index.html was written despite the error")
 	}
+	// The run's rows are not lost: written alone beside the files.
+	newMD, err := os.ReadFile(mdName + ".new")
+	if err != nil || !strings.Contains(string(newMD), "| redis | delay | unfenced |") || strings.Contains(string(newMD), "| postgres | delay | fenced | bite | 7 (7) |") {
+		t.Errorf("REPORT.md.new (%v) does not hold the failed merge's run alone:\n%s", err, newMD)
+	}
+	if newPage, err := os.ReadFile(pageName + ".new"); err != nil || !strings.Contains(string(newPage), "<li>round 0: c</li>") {
+		t.Errorf("index.html.new (%v) does not hold the failed merge's run", err)
+	}
 }
 
 func mustParsePage(t *testing.T, s string) pageDoc {
