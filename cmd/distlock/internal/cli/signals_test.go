@@ -135,7 +135,7 @@ func TestLossSignalsBeforeLogging(t *testing.T) {
 	cmd := e.command("run", "--ttl", "600ms", "--grace", "1m", "k", "--", "sh", "-c",
 		fmt.Sprintf(`exec 2>/dev/null; trap "echo TERM > %s; exit 0" TERM; echo $$ > %s; while :; do sleep 0.02; done`, sh(mark), sh(pidFile)))
 	cmd.Stdout, cmd.Stderr = io.Discard, wr
-	if err := cmd.Start(); err != nil {
+	if err := startDying(cmd); err != nil {
 		t.Fatal(err)
 	}
 	wr.Close()
