@@ -196,9 +196,12 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		}
 	}
 	for pass := 0; ; pass++ {
-		secret := rand.Text()
+		c := k.credential(rand.Text())
+		if b.hooks.secret != nil {
+			b.hooks.secret(c.secret)
+		}
 		sent := time.Now()
-		keys := []string{k.lock, k.token, k.tomb(secret), b.marker(), k.queue, k.waiting, k.woken, k.watched}
+		keys := []string{k.lock, k.token, c.tomb, b.marker(), k.queue, k.waiting, k.woken, k.watched}
 		// A try waits for every node's vote, whatever the first ones say:
 		// a refusal returned at a majority's "held" left the votes still
 		// on their way to grant the try late, on the nodes where the key
@@ -210,7 +213,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		// raise, reported a token that no lease has. A refused try cleans
 		// up every node that granted it (abandon, below) before it returns.
 		votes := each(ctx, b, nil, timeout, func(ctx context.Context, n Node) (vote, error) {
-			res, err := acquireScript.Run(ctx, n, keys, secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
+			res, err := acquireScript.Run(ctx, n, keys, &c.secret, ttlMillis, opts.Owner, slack, member, ticket, queued).Int64Slice()
 			if err != nil {
 				return vote{}, err
 			}
@@ -224,7 +227,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 			b.sawVoting.Store(true) // see seed
 		}
 		if len(r.granted) >= b.maj {
-			if l, ok := b.grant(ctx, k, secret, sent, opts, votes, r); ok {
+			if l, ok := b.grant(ctx, k, c, sent, opts, votes, r); ok {
 				l.member = member
 				if len(r.unseeded) > 0 || len(r.due) > 0 {
 					b.seedLater(r) // the holder does not wait for it
@@ -233,7 +236,7 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 			}
 		}
 		// The clean-up is sent whatever becomes of the caller.
-		b.abandon(context.WithoutCancel(ctx), k, secret, sent, opts.TTL, votes)
+		b.abandon(context.WithoutCancel(ctx), k, c, sent, opts.TTL, votes)
 		if len(r.unseeded) > 0 || len(r.due) > 0 {
 			// The marking and the copy run in the background, as after a
 			// grant, whatever becomes of the caller (a process that exits
@@ -282,7 +285,7 @@ var errStraggler = fmt.Errorf("%w: no answer yet when the round was decided by a
 // contribution to a token comes within settleWindow of another's (see
 // settleWindow), and a round that had to wait for a slow node does not
 // make the raising round's replies late.
-func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent time.Time, opts driver.AcquireOptions, votes []reply[vote], r round) (*lease, bool) {
+func (b *Backend) grant(ctx context.Context, k lockKeys, c *credential, sent time.Time, opts driver.AcquireOptions, votes []reply[vote], r round) (*lease, bool) {
 	T, enough := pickToken(votes, r.granted, b.maj)
 	if T <= 0 {
 		return nil, false
@@ -290,7 +293,7 @@ func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent tim
 	if !enough {
 		rsent := time.Now()
 		raised := each(ctx, b, r.granted, b.cfg.timeoutFor(opts.TTL), func(ctx context.Context, n Node) (int64, error) {
-			v, err := raiseScript.Run(ctx, n, []string{k.lock, k.token}, secret, T).Int64()
+			v, err := raiseScript.Run(ctx, n, []string{k.lock, k.token}, &c.secret, T).Int64()
 			if err == nil && time.Since(rsent) >= settleWindow {
 				return nodeLate, nil
 			}
@@ -309,7 +312,7 @@ func (b *Backend) grant(ctx context.Context, k lockKeys, secret string, sent tim
 	if time.Since(sent)+drift(opts.TTL) >= opts.TTL {
 		return nil, false
 	}
-	return &lease{b: b, k: k, secret: secret, token: uint64(T), validity: driver.Validity{Sent: sent, TTL: opts.TTL}}, true
+	return &lease{b: b, k: k, c: c, token: uint64(T), validity: driver.Validity{Sent: sent, TTL: opts.TTL}}, true
 }
 
 // patience is the PTTLs of the held nodes of round r as waiter w waits

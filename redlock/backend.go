@@ -28,7 +28,10 @@ var (
 // scripts, SCAN (re-seeding, listings) and pub/sub (waiting). A
 // *redis.Client is one; create it with ContextTimeoutEnabled, so that the
 // per-node timeout bounds every request (New refuses a *redis.Client
-// without it).
+// without it). A grant's secret is given to the scripts as a *string
+// argument, which every go-redis client writes as the string (and a hook
+// that logs commands shows as an address); a Node of another kind must
+// write it so too.
 type Node interface {
 	redis.Scripter
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
@@ -457,4 +460,5 @@ func all(n int) []int {
 // outside tests.
 type testHooks struct {
 	remark time.Duration // replaces a watch's re-mark period when not zero
+	secret func(string)  // when not nil, gets the secret of every try
 }

@@ -70,6 +70,15 @@
 // retries those that failed. Close waits for them for 2s at most.
 // Validity counts from the first request of the round.
 //
+// A grant's owner value (its secret) stays out of what a hook on a node's
+// client that logs or traces commands sees (cmd.String, redisotel), on
+// every request: the scripts get it as a *string argument, which go-redis
+// writes as the string and such a hook shows as an address; tombstones
+// are named by a digest of it (see the key layout), since Node takes
+// keys as strings; and the lock values that Holder and List read come
+// back with the secret replaced by its SHA-1. A Node that is not a
+// go-redis client must write a *string argument as the string.
+//
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or the Client's deadline.
 // It survives the loss, pause or partition of a minority of the nodes,
@@ -98,12 +107,11 @@
 //     eviction: set "maxmemory-policy noeviction" on every node).
 //   - Availability while a majority of the nodes is down or waiting to be
 //     re-seeded (no grants: safe, not live), and fairness between waiters.
-//   - Secrecy of a grant's owner value in command logs: a hook on a node's
-//     client that logs or traces commands (cmd.String, redisotel) sees it,
-//     in the tombstone key's name and in the scripts' arguments, and
-//     whoever reads it can release the grant. Node takes keys as strings,
-//     so they cannot be passed out of sight as redislock passes them;
-//     keep such logs as private as the nodes themselves.
+//   - Secrecy of a grant's owner value beyond the clients' command logs
+//     (see the key layout): a node's MONITOR and SLOWLOG show script
+//     arguments, and its data (a GET of the lock key, a dump) holds the
+//     value. Whoever reads it can refresh or release the grant: keep
+//     these as private as the nodes themselves.
 //
 // # Durability
 //
@@ -389,7 +397,7 @@
 //
 //	P{key}:lock               the node's vote: "<owner secret>|<token>|<since, server ms>|<owner>", with PX
 //	P{key}:token              the node's counter for the key (never expires)
-//	P{key}:released:<secret>  tombstone of a release (10s) or of a try that gave up (the TTL)
+//	P{key}:released:<digest>  tombstone of a release (10s) or of a try that gave up (the TTL): the first 128 bits of the secret's SHA-256, in hex
 //	P{key}:waiters            the queue of waiters: members "<Backend id>|<n>", scored by ticket (the holder's PTTL and 3s)
 //	P{key}:waiting            present while the queue may have members (as long as the queue)
 //	P{key}:woken              the member a release woke: the node is kept for it (at most 250ms)
@@ -397,6 +405,30 @@
 //	P{key}:holder             pub/sub channel of the changes of the node's grant of the key, while it is watched (empty payload)
 //	Pwake:<Backend id>        pub/sub channel on which releases wake that Backend's waiters
 //	Pnode:seed                the node's seed marker: "ok"; after it lost its data, "p:<found>:<copy>:<vote>" (server ms), then "c:<vote>" once copied
+//
+// A tombstone is named by a digest of the secret, not by the secret, so
+// that the name, a script's KEYS entry, does not give the secret away in
+// command logs. The digest is a plain SHA-256 cut to 128 bits: the
+// secret is 128 random bits or more (crypto/rand), so nobody who sees the
+// name can find the secret by trying values, and no key is needed (a
+// keyed hash protects guessable inputs, which a secret is not); 128 bits
+// keep the tombstones of one key's tries apart. A try computes it once,
+// with its secret.
+//
+// Tombstones were named "P{key}:released:<secret>" before (no version
+// was published with that name); nothing else of the layout changed.
+// During an upgrade, Backends of both layouts on the same nodes exclude
+// each other as Backends of one layout do: the lock key, its value, the
+// counter, the queue and the seed marker are read and written alike, so
+// a Backend of either layout finds the other's grants held and is never
+// a second holder. A tombstone is written and read only by the Backend
+// that drew its secret (a secret never leaves the Backend, its tries and
+// its leases), to stop its own requests that arrive late and to tell its
+// own retried release from a loss: each layout's Backend finds the
+// tombstones it wrote, and the other layout's ones go unread until they
+// lapse (10s, or the TTL of a try that gave up). The two names cannot
+// be taken for each other: a secret is 26 characters of base32 (upper
+// case), a digest 32 hex digits (lower case).
 //
 // # URLs
 //

@@ -20,3 +20,17 @@ func HolderSending(b *Backend, ch string) bool {
 	defer s.mu.Unlock()
 	return s.sending[ch] != nil
 }
+
+// OnSecret has f called with the secret of every try of b.
+func OnSecret(b *Backend, f func(secret string)) { b.hooks.secret = f }
+
+// ScriptHashes returns the SHA-1 of each of the package's scripts, by
+// the name of its file without ".lua".
+func ScriptHashes() map[string]string {
+	return map[string]string{
+		"acquire": acquireScript.Hash(), "raise": raiseScript.Hash(), "refresh": refreshScript.Hash(),
+		"refresh_many": refreshManyScript.Hash(), "release": releaseScript.Hash(), "mark": markScript.Hash(),
+		"seed": seedScript.Hash(), "peek": peekScript.Hash(), "leave": leaveScript.Hash(), "pass": passScript.Hash(),
+		"watch": watchScript.Hash(),
+	}
+}

@@ -3,6 +3,8 @@ package redlock
 // The Redis names of a lock's keys on every node, and of the wake channels.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	"github.com/distlock/distlock/redislock"
@@ -61,8 +63,42 @@ func (b *Backend) keysFor(key string) lockKeys {
 // the key layout in the package documentation).
 func (b *Backend) KeyPath(key string) string { return b.keysFor(key).lock }
 
-// tomb returns the tombstone key of the grant with the given secret.
-func (k lockKeys) tomb(secret string) string { return k.base + suffixTomb + secret }
+// credential is what identifies one try's grant on the nodes: its secret,
+// the start of the lock value it sets (and which refresh, raise and
+// release check), and the name of its tombstone. A try makes it once;
+// its lease keeps it. Scripts get the secret as &secret, never as a
+// string: go-redis writes a *string as the string, and a hook that logs
+// or traces commands (cmd.String, redisotel) shows an address instead.
+// The tombstone is a key, which Node takes as a string: it is named by a
+// digest of the secret (see tomb).
+type credential struct {
+	secret string
+	tomb   string
+}
+
+// credential returns the credential of the try with secret on k's key.
+func (k lockKeys) credential(secret string) *credential {
+	return &credential{secret: secret, tomb: k.tomb(secret)}
+}
+
+// tombDigest is how many bytes of the SHA-256 of a grant's secret name
+// its tombstone: 128 bits, written as 32 hex digits.
+const tombDigest = 16
+
+// tomb returns the tombstone key of the grant with the given secret:
+// named by the first 128 bits of the secret's SHA-256, not by the secret,
+// so that a hook that logs commands (the key is a script's KEYS entry,
+// which Node takes as a string) does not learn the secret from it. The
+// secret is 128 random bits or more, so a plain hash cannot be inverted
+// by trying secrets, and 128 bits keep the tombstones of one key's tries
+// apart (see the key layout in the package documentation). A try
+// computes it once, with its secret.
+func (k lockKeys) tomb(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	var digest [2 * tombDigest]byte
+	hex.Encode(digest[:], sum[:tombDigest])
+	return k.base + suffixTomb + string(digest[:])
+}
 
 var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 

@@ -17,7 +17,7 @@ import (
 type lease struct {
 	b        *Backend
 	k        lockKeys
-	secret   string
+	c        *credential
 	token    uint64
 	validity driver.Validity
 	// member is the queue member of the waiter granted, or "": a node
@@ -53,7 +53,7 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	}
 	sent := time.Now()
 	res, answered := eachUntil(ctx, b, b.cfg.timeoutFor(ttl), b.keptDecided, nil, func(ctx context.Context, n Node) (int64, error) {
-		return refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ceilMillis(ttl)).Int64()
+		return refreshScript.Run(ctx, n, []string{l.k.lock}, &l.c.secret, ceilMillis(ttl)).Int64()
 	})
 	return l.refreshed(ctx, sent, ttl, res, answered)
 }
@@ -122,7 +122,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: redlock: token %d was already released", driver.ErrLockLost, l.token)
 	}
-	op := b.releaseOp(l.k, l.secret, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
+	op := b.releaseOp(l.k, l.c, tombstoneTTL, false, l.member, min(maxReserve, b.cfg.timeoutFor(l.validity.TTL)))
 	// The nodes whose request failed may hold the grant: they are
 	// released in the background, until the grant would have lapsed; so
 	// are those that the majority decided without, once they answered,

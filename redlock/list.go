@@ -40,7 +40,7 @@ func listDecided(maj int) func(out []reply[[]nodeGrant], answered []bool) bool {
 				pending++
 			case r.err == nil:
 				for _, g := range r.val {
-					seen[[2]string{g.key, g.secret}]++
+					seen[[2]string{g.key, g.id}]++
 				}
 			}
 		}
@@ -53,12 +53,14 @@ func listDecided(maj int) func(out []reply[[]nodeGrant], answered []bool) bool {
 	}
 }
 
-// nodeGrant is one node's lock value for a key.
+// nodeGrant is one node's lock value for a key. id tells grants apart:
+// the SHA-1 of the grant's secret, which peek.lua returns in place of the
+// secret (the same on every node of the grant).
 type nodeGrant struct {
-	key, secret, owner string
-	token              uint64
-	since              time.Time
-	pttl               time.Duration
+	key, id, owner string
+	token          uint64
+	since          time.Time
+	pttl           time.Duration
 }
 
 // List implements driver.Lister: it reads the lock keys under prefix on
@@ -157,7 +159,7 @@ func (b *Backend) majorityHolders(op string, res []reply[[]nodeGrant], now time.
 		}
 		answered++
 		for _, g := range r.val {
-			id := [2]string{g.key, g.secret}
+			id := [2]string{g.key, g.id}
 			groups[id] = append(groups[id], g)
 		}
 	}
@@ -188,7 +190,9 @@ func (b *Backend) majorityHolders(op string, res []reply[[]nodeGrant], now time.
 	return hs, nil
 }
 
-// parseValue decodes a lock value "<secret>|<token>|<since ms>|<owner>".
+// parseValue decodes a lock value as peek.lua returns it:
+// "<id>|<token>|<since ms>|<owner>", the id the SHA-1 of the grant's
+// secret.
 func parseValue(v string) (nodeGrant, bool) {
 	parts := strings.SplitN(v, "|", 4)
 	if len(parts) != 4 {
@@ -199,7 +203,7 @@ func parseValue(v string) (nodeGrant, bool) {
 	if err1 != nil || err2 != nil {
 		return nodeGrant{}, false
 	}
-	return nodeGrant{secret: parts[0], token: token, owner: parts[3], since: time.UnixMilli(since)}, true
+	return nodeGrant{id: parts[0], token: token, owner: parts[3], since: time.UnixMilli(since)}, true
 }
 
 // tagEscaper escapes a key prefix as redislock.HashTag escapes keys.

@@ -99,7 +99,7 @@ func refreshMany(ctx context.Context, n Node, ls []*lease, ms int64) []reply[int
 			wg.Go(func() {
 				for j := int(next.Add(1) - 1); j < len(ls); j = int(next.Add(1) - 1) {
 					l := ls[j]
-					v, err := refreshScript.Run(ctx, n, []string{l.k.lock}, l.secret, ms).Int64()
+					v, err := refreshScript.Run(ctx, n, []string{l.k.lock}, &l.c.secret, ms).Int64()
 					out[j] = reply[int64]{v, err}
 				}
 			})
@@ -112,7 +112,7 @@ func refreshMany(ctx context.Context, n Node, ls []*lease, ms int64) []reply[int
 		keys := make([]string, len(batch))
 		args := make([]any, len(batch)+1)
 		for j, l := range batch {
-			keys[j], args[j] = l.k.lock, l.secret
+			keys[j], args[j] = l.k.lock, &l.c.secret
 		}
 		args[len(batch)] = ms
 		vals, err := refreshManyScript.Run(ctx, n, keys, args...).Int64Slice()

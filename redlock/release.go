@@ -38,23 +38,24 @@ const (
 // doubling, up to a second, with full jitter.
 var cleanupRetry = driver.ExponentialBackoff(10*time.Millisecond, time.Second)
 
-// release runs release.lua on node n; force writes the tombstone in any
-// case (a try's clean-up), keep long.
+// release runs release.lua on node n for the grant with secret; force
+// writes the tombstone in any case (a try's clean-up), keep long.
 func (b *Backend) release(ctx context.Context, n Node, k lockKeys, secret string, keep time.Duration, force bool) (int64, error) {
-	return b.releaseOp(k, secret, keep, force, "", 0)(ctx, n)
+	return b.releaseOp(k, k.credential(secret), keep, force, "", 0)(ctx, n)
 }
 
-// releaseOp is release as one request per node, its keys and arguments
-// built once for all the nodes; member is the queue member of the grant's
+// releaseOp is release as one request per node for the grant of c, its
+// keys and arguments built once for all the nodes (the secret passed as
+// &c.secret: see credential); member is the queue member of the grant's
 // waiter, if any, which no node should wake after the release, and each
 // node it frees is kept for the waiter it wakes for reserve.
-func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force bool, member string, reserve time.Duration) func(context.Context, Node) (int64, error) {
+func (b *Backend) releaseOp(k lockKeys, c *credential, keep time.Duration, force bool, member string, reserve time.Duration) func(context.Context, Node) (int64, error) {
 	f := "0"
 	if force {
 		f = "1"
 	}
-	keys := []string{k.lock, k.tomb(secret), k.waiting, k.queue, k.woken, k.watched}
-	args := []any{secret, ceilMillis(keep), b.cfg.prefix + wakeName, f, member, ceilMillis(reserve)}
+	keys := []string{k.lock, c.tomb, k.waiting, k.queue, k.woken, k.watched}
+	args := []any{&c.secret, ceilMillis(keep), b.cfg.prefix + wakeName, f, member, ceilMillis(reserve)}
 	return func(ctx context.Context, n Node) (int64, error) {
 		return releaseScript.Run(ctx, n, keys, args...).Int64()
 	}
@@ -67,7 +68,7 @@ func (b *Backend) releaseOp(k lockKeys, secret string, keep time.Duration, force
 // context.WithoutCancel) and a clean-up timeout, and goes on in the
 // background for the nodes that failed, until the grant would have lapsed
 // anyway or the Backend is closed.
-func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent time.Time, ttl time.Duration, votes []reply[vote]) {
+func (b *Backend) abandon(ctx context.Context, k lockKeys, c *credential, sent time.Time, ttl time.Duration, votes []reply[vote]) {
 	var idx []int
 	for i, v := range votes {
 		if v.err != nil || v.val.status == voteGranted {
@@ -78,7 +79,7 @@ func (b *Backend) abandon(ctx context.Context, k lockKeys, secret string, sent t
 		return
 	}
 	keep := max(ttl, tombstoneTTL)
-	cleanUp := b.releaseOp(k, secret, keep, true, "", 0)
+	cleanUp := b.releaseOp(k, c, keep, true, "", 0)
 	res := each(ctx, b, idx, min(cleanupTimeout, max(b.cfg.timeoutFor(ttl), 100*time.Millisecond)), cleanUp)
 	var failed []int
 	for _, i := range idx {

@@ -3,8 +3,9 @@
 --
 -- KEYS[1] lock key: "<secret>|<token>|<since ms>|<owner>", expiring (PX)
 -- KEYS[2] the key's fencing counter: INCR per grant, never expires
--- KEYS[3] tombstone of this secret: present once this grant was released,
---         or once its Acquire gave up and cleaned up
+-- KEYS[3] tombstone of this secret (named by a digest of it): present once
+--         this grant was released, or once its Acquire gave up and cleaned
+--         up
 -- KEYS[4] the node's seed marker: "ok" once the node may vote; after it
 --         lost its data, "p:<since>:<copy>:<due>" (server times in ms: found
 --         without a marker at since; its counters may be copied from copy

@@ -4,7 +4,7 @@
 -- its requests did or will do on the node.
 --
 -- KEYS[1] lock key
--- KEYS[2] tombstone of this grant
+-- KEYS[2] tombstone of this grant (named by a digest of its secret)
 -- KEYS[3] the key's waiting flag (see acquire.lua): read the queue only
 --         when set
 -- KEYS[4] the key's queue of waiters (see acquire.lua)
