@@ -159,19 +159,26 @@ func clockShim(t testing.TB) (string, error) {
 	return so, nil
 }
 
-// movableClock builds the shim and creates the offset file of a server,
-// returning the clock and the environment of the server process.
-func movableClock(t testing.TB) (*MovableClock, []string) {
+// movableClock builds the shim and creates the offset file of a server in
+// dir (a new temporary directory if ""), readable by the server's user u
+// (nil: the current user), returning the clock and the variables to add to
+// the environment of the server process.
+func movableClock(t testing.TB, dir string, u *runAsUser) (*MovableClock, []string) {
 	t.Helper()
 	so, err := clockShim(t)
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "clock.offset")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	file := filepath.Join(dir, "clock.offset")
 	set, err := mapOffset(t, file)
+	if err == nil {
+		err = giveTo(u, file)
+	}
 	if err != nil {
 		t.Fatalf("testserver: movable clock: %v", err)
 	}
-	env := append(os.Environ(), "LD_PRELOAD="+so, clockEnv+"="+file)
-	return &MovableClock{set: set}, env
+	return &MovableClock{set: set}, []string{"LD_PRELOAD=" + so, clockEnv + "=" + file}
 }

@@ -30,8 +30,8 @@
 // The server binaries come from the operating system. On Debian/Ubuntu they
 // are installed by scripts/install-test-deps.sh of distlock's repository (packages redis-server,
 // etcd-server, etcd-client, zookeeper, postgresql, pgbouncer, and gcc for
-// the clock shim of WithRedisMovableClock, which moves a Redis server's
-// wall clock under a test). When a binary
+// the clock shim of WithRedisMovableClock and WithPostgresMovableClock,
+// which moves a Redis or PostgreSQL server's wall clock under a test). When a binary
 // is missing the test is skipped, or fails when the environment variable
 // CI=true is set, so that CI cannot silently skip the integration tests.
 // PostgreSQL and PgBouncer refuse to run as root: a test running as root

@@ -36,6 +36,9 @@ type Postgres struct {
 	// recovery), Pause, Resume, Restart (same port and data directory; it
 	// waits until the server accepts sessions).
 	*Process
+	// Clock is the server's wall clock, set when it was started
+	// WithPostgresMovableClock.
+	Clock *MovableClock
 
 	runAs *runAsUser // nil: the current user
 }
@@ -87,18 +90,35 @@ func pgEnv(home string) []string {
 }
 
 // PostgresOption configures StartPostgres.
-type PostgresOption func(*[]string)
+type PostgresOption func(*postgresConfig)
+
+type postgresConfig struct {
+	args         []string // after the defaults
+	movableClock bool
+}
 
 // WithPostgresSettings passes settings ("name=value", as postgres -c takes
 // them) after the defaults, so that they override them: "fsync=on" makes
 // committed transactions survive a crash of the machine, not only of the
 // server.
 func WithPostgresSettings(settings ...string) PostgresOption {
-	return func(args *[]string) {
+	return func(c *postgresConfig) {
 		for _, s := range settings {
-			*args = append(*args, "-c", s)
+			c.args = append(c.args, "-c", s)
 		}
 	}
+}
+
+// WithPostgresMovableClock starts the server with a wall clock that the
+// test moves with Postgres.Clock: the shim of WithRedisMovableClock,
+// preloaded into the postmaster and so into every backend it forks.
+// now(), clock_timestamp() and every other reading of the server's wall
+// clock move with it (PostgreSQL reads it with gettimeofday and
+// clock_gettime(CLOCK_REALTIME)); its timeouts, which run on the
+// monotonic clock, do not. The offset stays across Restart. Linux only:
+// elsewhere the test is skipped.
+func WithPostgresMovableClock() PostgresOption {
+	return func(c *postgresConfig) { c.movableClock = true }
 }
 
 // StartPostgres initialises a cluster in a temporary directory (initdb with
@@ -116,6 +136,10 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 		t.Fatalf("testserver: %v", err)
 	}
 
+	var cfg postgresConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	p := &Postgres{Dir: t.TempDir(), runAs: runAs}
 	// The socket path must stay below ~107 bytes, so it gets a short
 	// directory of its own.
@@ -130,6 +154,14 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 		if err := giveTo(runAs, d); err != nil {
 			t.Fatalf("testserver: prepare %s for user postgres: %v", d, err)
 		}
+	}
+
+	env := pgEnv(p.Dir)
+	if cfg.movableClock {
+		// The offset file is in p.Dir, which the server's user owns.
+		var vars []string
+		p.Clock, vars = movableClock(t, p.Dir, runAs)
+		env = append(env, vars...)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -159,15 +191,13 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 			"-c", "full_page_writes=off",
 			"-c", "max_connections=200",
 		}
-		for _, o := range opts {
-			o(&args)
-		}
+		args = append(args, cfg.args...)
 		p.Process = &Process{
 			name:    "postgres 127.0.0.1:" + strconv.Itoa(port),
 			path:    postgres,
 			args:    args,
 			dir:     p.Dir,
-			env:     pgEnv(p.Dir),
+			env:     env,
 			logPath: filepath.Join(p.Dir, "postgres.log"),
 			// SIGINT is the "fast" shutdown; SIGTERM would wait for clients.
 			stopSig:      syscall.SIGINT,

@@ -104,7 +104,9 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	}
 	var env []string
 	if r.cfg.movableClock {
-		r.Clock, env = movableClock(t)
+		var vars []string
+		r.Clock, vars = movableClock(t, "", nil)
+		env = append(os.Environ(), vars...)
 	}
 	startWithRetry(t, "redis", func() ([]*Process, error) {
 		port, err := freePort()

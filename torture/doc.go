@@ -167,9 +167,20 @@
 // makes a stale write land after a newer one depends on timing. Lost
 // updates are reported, not judged (a fence refuses stale writes, not an
 // increment computed from a read that a newer holder's write overtook).
-// Not in the mix: clock jumps (torture moves a redis-server's wall clock
-// only, outside the deployment a single Redis promises to survive, and no
-// shim moves a Go worker's clock), partitions between servers (no proxy
+// The servers' wall clocks jump too (server-clock-jump: one server's clock
+// at a time, by 1.2 to 3 TTLs, forward two times in three, for a span,
+// then back), where testserver's clock shim reaches the clock the server
+// expires leases by: Redis, Redlock's nodes, PostgreSQL in lease mode
+// (now()). A step forward expires leases early, which no lease survives:
+// the overlaps it explains (the older grant asked for before the step,
+// the newer granted after it) are reported, not judged, and the fence is
+// what must hold. For each fault that cut a holder off while it held, the
+// table gives the time from the fault to the holder's library reporting
+// the lock lost, and to the next grant to another worker (p50 / max).
+// Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
+// shim does not reach; its leases run on the leader's monotonic clock), of
+// ZooKeeper (sessions expire by the servers' monotonic clock) and of the
+// workers (no shim moves a Go worker's clock), partitions between servers (no proxy
 // sits between etcd peers or ZooKeeper servers), Redlock, PostgreSQL, the
 // gateway, permits, read/write locks and partition groups.
 //

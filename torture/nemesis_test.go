@@ -64,6 +64,7 @@ func TestNemesis(t *testing.T) {
 					results = append(results, nr)
 					t.Logf("%d faults %v, %d grants, %d writes, stale %d/%d/%d, lost updates %d, verdicts %v",
 						len(plan.Events), nr.Faults, nr.Grants, nr.Writes, nr.StaleAttempted, nr.StaleRefused, nr.StaleAccepted, nr.LostUpdates, nr.Verdicts)
+					logCutoffs(t, nr)
 					for _, bad := range nr.Judge() {
 						t.Errorf("seed %d: %s (replay: %s)", seed, bad, replay)
 					}
@@ -90,10 +91,13 @@ func TestNemesis(t *testing.T) {
 func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 	switch kind {
 	case "redis":
-		srv := testserver.StartRedis(t, testserver.WithRedisAppendOnly())
+		srv := testserver.StartRedis(t, testserver.WithRedisAppendOnly(), testserver.WithRedisMovableClock())
 		return torture.NemesisTarget{Target: torture.Target{Kind: kind, Redis: srv}, Servers: []*testserver.Process{srv.Process},
-			Deployment: "one Redis, appendfsync always"}
+			Clocks: []*testserver.MovableClock{srv.Clock}, Deployment: "one Redis, appendfsync always"}
 	case "etcd":
+		// No clock jumps: etcd is a Go binary, which the preloaded clock
+		// shim does not reach, and it times leases with the leader's
+		// monotonic clock.
 		e := testserver.StartEtcdCluster(t, 3)
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, Etcd: e}, Deployment: "3-member etcd"}
 		for _, m := range e.Members {
@@ -101,6 +105,8 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		}
 		return nt
 	case "zookeeper":
+		// No clock jumps: ZooKeeper expires sessions by the servers'
+		// monotonic clock.
 		zk := testserver.StartZooKeeperEnsemble(t, 3)
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble"}
 		for _, m := range zk.Members {
@@ -108,24 +114,27 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		}
 		return nt
 	case "redlock":
-		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly())
+		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly(), testserver.WithRedisMovableClock())
 		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis, appendfsync always", len(tg.Redlock))}
 		for _, n := range tg.Redlock {
 			nt.Servers = append(nt.Servers, n.Process)
+			nt.Clocks = append(nt.Clocks, n.Clock)
 		}
 		return nt
 	case "postgres-lease":
 		// Lease mode: a lease row, committed with synchronous_commit on
 		// (pglock asks for it), outlives a killed server and expires by
-		// the server's clock. (A session lock goes with its session: a
+		// the server's clock (now(): the lock server's clock is movable,
+		// for the clock jumps). (A session lock goes with its session: a
 		// holder cut off from the server when it is killed learns of
 		// the loss only from its own deadline, while the restarted
 		// server may grant the lock at once; see the partition row.) The
 		// fenced store's registers are on a server of their own, which
 		// the schedule does not kill.
-		lock := testserver.StartPostgres(t, testserver.WithPostgresSettings("fsync=on"))
+		lock := testserver.StartPostgres(t, testserver.WithPostgresSettings("fsync=on"), testserver.WithPostgresMovableClock())
 		nt := torture.NemesisTarget{Target: torture.PGLeaseTarget(lock, testserver.StartPostgres(t)),
-			Servers: []*testserver.Process{lock.Process}, Deployment: "PostgreSQL in lease mode, fsync=on"}
+			Servers: []*testserver.Process{lock.Process}, Clocks: []*testserver.MovableClock{lock.Clock},
+			Deployment: "PostgreSQL in lease mode, fsync=on"}
 		return nt
 	case "gateway":
 		// No gateway kills or pauses (no server faults): over a backend
@@ -183,6 +192,90 @@ func TestNemesisPlanReplays(t *testing.T) {
 				t.Errorf("server fault %s starts before the previous one ended (%v)", e, last)
 			}
 			last = e.At + e.For
+		}
+	}
+}
+
+// logCutoffs logs the detection times of a run by fault kind.
+func logCutoffs(t *testing.T, nr *torture.NemesisResult) {
+	t.Helper()
+	type times struct{ loss, grant []time.Duration }
+	by := map[string]*times{}
+	for _, c := range nr.Cutoffs {
+		if by[c.Kind] == nil {
+			by[c.Kind] = &times{}
+		}
+		if c.Loss >= 0 {
+			by[c.Kind].loss = append(by[c.Kind].loss, c.Loss)
+		}
+		if c.Grant >= 0 {
+			by[c.Kind].grant = append(by[c.Kind].grant, c.Grant)
+		}
+	}
+	for _, k := range torture.NemesisKinds {
+		if ts := by[k]; ts != nil {
+			t.Logf("cut off by %s: loss reported after %v, next grant after %v", k, ts.loss, ts.grant)
+		}
+	}
+	if nr.ClockOverlaps > 0 {
+		t.Logf("%d of %d overlaps after a server's clock stepped forward", nr.ClockOverlaps, nr.Overlaps)
+	}
+}
+
+// TestNemesisPlanClockJumpsApart checks that the clock jumps leave the
+// rest of a seed's schedule alone: the events of the other kinds are the
+// same whether or not the shape takes clock jumps, and the clock jumps
+// move one server's clock at a time, each undone before the next,
+// forward and back, by at least a TTL.
+func TestNemesisPlanClockJumpsApart(t *testing.T) {
+	var old []string
+	for _, k := range torture.NemesisKinds {
+		if k != torture.NemesisServerClockJump {
+			old = append(old, k)
+		}
+	}
+	for _, seed := range []uint64{1, 42, 1796480551781457007} {
+		for _, servers := range []int{1, 3, 5} {
+			shape := torture.NemesisShape{Workers: 5, Servers: servers, Kinds: old, TTL: time.Second}
+			without := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
+			shape.Kinds = torture.NemesisKinds
+			with := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
+			var others, jumps []torture.NemesisEvent
+			for _, e := range with.Events {
+				if e.Kind == torture.NemesisServerClockJump {
+					jumps = append(jumps, e)
+				} else {
+					others = append(others, e)
+				}
+			}
+			if !reflect.DeepEqual(others, without.Events) {
+				t.Fatalf("seed %d, %d servers: the other kinds' events differ with clock jumps in the shape:\nwithout: %v\nwith:    %v", seed, servers, without.Events, others)
+			}
+			if len(jumps) == 0 {
+				t.Fatalf("seed %d, %d servers: no clock jump in two minutes", seed, servers)
+			}
+			var last time.Duration
+			forward, back := 0, 0
+			for _, e := range jumps {
+				if e.At < last {
+					t.Errorf("seed %d: clock jump %s starts before the previous one ended (%v)", seed, e, last)
+				}
+				last = e.At + e.For
+				if e.Target < 0 || e.Target >= servers {
+					t.Errorf("seed %d: clock jump %s of a server out of range", seed, e)
+				}
+				if e.Jump.Abs() < time.Second {
+					t.Errorf("seed %d: clock jump %s smaller than the TTL", seed, e)
+				}
+				if e.Jump > 0 {
+					forward++
+				} else {
+					back++
+				}
+			}
+			if forward == 0 || back == 0 {
+				t.Errorf("seed %d: %d jumps forward and %d back in two minutes, want both", seed, forward, back)
+			}
 		}
 	}
 }
