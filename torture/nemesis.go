@@ -158,6 +158,10 @@ type NemesisTarget struct {
 	Servers []*testserver.Process
 	// Deployment says what the target is ("Redis, appendfsync always").
 	Deployment string
+	// NoServerKill leaves server kills out of the schedule: the servers
+	// are paused, never killed (a deployment that does not promise to
+	// survive a server's death with its grants intact).
+	NoServerKill bool
 }
 
 // Shape is what a schedule for nt is drawn for: the workers of RunNemesis,
@@ -174,7 +178,10 @@ func (nt NemesisTarget) kinds() []string {
 		k = append(k, NemesisLockCut, NemesisLockDelay, NemesisLostReply)
 	}
 	if len(nt.Servers) > 0 {
-		k = append(k, NemesisServerPause, NemesisServerKill)
+		k = append(k, NemesisServerPause)
+		if !nt.NoServerKill {
+			k = append(k, NemesisServerKill)
+		}
 	}
 	return k
 }
