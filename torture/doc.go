@@ -155,9 +155,14 @@
 // restart, fails the run.
 //
 // Each backend runs the deployment it promises to survive: Redis with
-// appendfsync always, a 3-member etcd, a 3-server ZooKeeper ensemble
-// (with -nemesis.backends), the local lock directory (holder pauses and
-// store delays only: there is no network and no server). Every run is
+// appendfsync always, a 3-member etcd, a 3-server ZooKeeper ensemble,
+// Redlock over 5 independent Redis with appendfsync always, PostgreSQL in
+// lease mode with fsync on, PostgreSQL in session mode (paused, never
+// killed: a session's locks die with the server, see the server-kill
+// rows), the gateway over a local lock directory (neither killed nor
+// paused, see gateway-kill), and the local lock directory (holder pauses
+// and store delays only: there is no network and no server); all but
+// Redis, etcd and file with -nemesis.backends. Every run is
 // judged (NemesisResult.Judge), in every store mode, on what the history
 // proves whatever the timing: no two grants of one key proven held at once
 // (the mutex model and the count, for locks and terms: one leader), no
@@ -180,9 +185,9 @@
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the
-// workers (no shim moves a Go worker's clock), partitions between servers (no proxy
-// sits between etcd peers or ZooKeeper servers), Redlock, PostgreSQL, the
-// gateway, permits, read/write locks and partition groups.
+// workers (no shim moves a Go worker's clock), partitions between servers
+// (no proxy sits between etcd peers or ZooKeeper servers), read/write
+// locks and partition groups.
 //
 // Every run logs its seed and the command that replays it:
 //

@@ -209,6 +209,10 @@ type NemesisTarget struct {
 	Clocks []*testserver.MovableClock
 	// Deployment says what the target is ("Redis, appendfsync always").
 	Deployment string
+	// NoServerKill leaves server kills out of the schedule: the servers
+	// are paused, never killed (a deployment that does not promise to
+	// survive a server's death with its grants intact).
+	NoServerKill bool
 }
 
 // Shape is what a schedule for nt is drawn for: the workers of RunNemesis,
@@ -225,7 +229,10 @@ func (nt NemesisTarget) kinds() []string {
 		k = append(k, NemesisLockCut, NemesisLockDelay, NemesisLostReply)
 	}
 	if len(nt.Servers) > 0 {
-		k = append(k, NemesisServerPause, NemesisServerKill)
+		k = append(k, NemesisServerPause)
+		if !nt.NoServerKill {
+			k = append(k, NemesisServerKill)
+		}
 	}
 	if len(nt.Servers) > 0 && len(nt.Clocks) == len(nt.Servers) && !slices.Contains(nt.Clocks, nil) {
 		k = append(k, NemesisServerClockJump)

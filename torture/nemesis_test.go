@@ -16,7 +16,7 @@ import (
 var (
 	nemesisSeed     = flag.Uint64("nemesis.seed", 0, "the nemesis schedule's seed (default: a random one, printed)")
 	nemesisDuration = flag.Duration("nemesis.duration", 0, "run the nemesis mode for this long per backend and store mode, and write its table to -nemesis.out (default: the short mix)")
-	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper, redlock, postgres-lease, gateway)")
+	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper, redlock, postgres, postgres-lease, gateway)")
 	nemesisOut      = flag.String("nemesis.out", "NEMESIS.md", "where the full nemesis mode writes its table")
 )
 
@@ -136,6 +136,17 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 			Servers: []*testserver.Process{lock.Process}, Clocks: []*testserver.MovableClock{lock.Clock},
 			Deployment: "PostgreSQL in lease mode, fsync=on"}
 		return nt
+	case "postgres":
+		// Session mode: a grant is an advisory lock of the holder's
+		// session. The server is paused, never killed: a killed server
+		// takes every session's locks with it, and the restarted server
+		// may grant a lock at once while its holder, cut off, learns of
+		// the loss only at its own deadline (the server-kill rows of
+		// REPORT.md); a paused one keeps its sessions and their locks.
+		// The fenced store's registers are on a server of their own.
+		lock := testserver.StartPostgres(t)
+		return torture.NemesisTarget{Target: torture.Target{Kind: kind, PG: lock, Data: testserver.StartPostgres(t)},
+			Servers: []*testserver.Process{lock.Process}, NoServerKill: true, Deployment: "PostgreSQL in session mode, paused, not killed"}
 	case "gateway":
 		// No gateway kills or pauses (no server faults): over a backend
 		// that frees a dead gateway's locks at once, a holder cut off
