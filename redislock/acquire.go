@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact"
 )
 
 // noExpiryPoll is the fallback re-check interval while the lock key has
@@ -61,15 +62,15 @@ func (b *Backend) Acquire(ctx context.Context, key string, opts driver.AcquireOp
 
 // attempt is one Acquire call.
 type attempt struct {
-	b      *Backend
-	k      lockKeys
-	args   scriptArgs
-	secret string // the grant's owner value, unguessable
+	b    *Backend
+	k    lockKeys // with the grant's secret, unguessable
+	args scriptArgs
 	// waiterID is the waiter's id, given when it first waits (never with
 	// WithUnordered), and waiter its place in the queue as the scripts
-	// write it: "<id>|<secret>|<TTL ms>|<liveness ms>|<owner>".
+	// write it: "<id>|<secret>|<TTL ms>|<liveness ms>|<owner>", set with
+	// waiterID.
 	waiterID string
-	waiter   string
+	waiter   redact.Secret
 	opts     driver.AcquireOptions
 	// shared is set for AcquireShared: the attempt asks for a shared
 	// grant, through the shared_*.lua scripts, and always waits in the
@@ -86,13 +87,14 @@ type attempt struct {
 // grant returns the lease of the attempt's grant of token, valid for v.
 func (a *attempt) grant(token uint64, v driver.Validity) *lease {
 	l := &a.lease
-	l.b, l.k, l.args, l.secret, l.token, l.validity, l.shared = a.b, &a.k, &a.args, a.secret, token, v, a.shared
+	l.b, l.k, l.args, l.token, l.validity, l.shared = a.b, &a.k, &a.args, token, v, a.shared
 	return l
 }
 
 func (b *Backend) newAttempt(key string, opts driver.AcquireOptions) *attempt {
-	secret := rand.Text()
-	a := &attempt{b: b, k: b.keysFor(key, secret), secret: secret, opts: opts}
+	var secret [secretLen]byte
+	newSecret(&secret)
+	a := &attempt{b: b, k: b.keysFor(key, secret[:]), opts: opts}
 	a.args = boxArgs(&a.k)
 	return a
 }
@@ -104,16 +106,30 @@ func (a *attempt) unordered() bool { return a.b.cfg.unordered && !a.shared }
 // giveWaiterID gives a an id for the queue, if it has none yet: the
 // Backend's id, ':', and a random part.
 func (a *attempt) giveWaiterID() {
-	if a.waiter == "" && !a.unordered() {
+	if a.waiterID == "" && !a.unordered() {
 		a.waiterID = a.b.id + ":" + rand.Text()
 		if a.shared {
 			// The mark of a shared waiter (see queue.lua): a random
 			// part is otherwise upper case.
 			a.waiterID = a.b.id + ":s" + rand.Text()
 		}
-		a.waiter = a.waiterID + "|" + a.secret + "|" + strconv.FormatInt(ceilMillis(a.opts.TTL), 10) + "|" +
-			strconv.FormatInt(ceilMillis(a.b.cfg.liveness), 10) + "|" + a.opts.Owner
+		held, _ := a.k.held.MarshalBinary() // "<secret>|"
+		w := make([]byte, 0, len(a.waiterID)+1+len(held)+2*20+1+len(a.opts.Owner))
+		w = append(append(w, a.waiterID...), '|')
+		w = append(w, held...)
+		w = append(strconv.AppendInt(w, ceilMillis(a.opts.TTL), 10), '|')
+		w = append(strconv.AppendInt(w, ceilMillis(a.b.cfg.liveness), 10), '|')
+		a.waiter = redact.Bytes(append(w, a.opts.Owner...))
 	}
+}
+
+// queued returns the attempt's place in the queue, as the release scripts
+// take it, or nil if it has none.
+func (a *attempt) queued() *redact.Secret {
+	if a.waiterID == "" {
+		return nil
+	}
+	return &a.waiter
 }
 
 // handedLease is the lease of a grant that a release handed the waiter
@@ -210,7 +226,7 @@ func (a *attempt) acquireArgs(join bool) []any {
 	a.rest = valueRest(time.Now(), a.opts.Owner)
 	args := []any{nil, nil, 9, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.tomb, a.args.last, a.args.watched,
 		a.args.readers, a.args.grants, a.args.held, b.millisArg(a.opts.TTL), &a.rest, flags, nil, nil}
-	if a.waiter == "" {
+	if a.waiterID == "" {
 		return args[:len(args)-2]
 	}
 	args[len(args)-2], args[len(args)-1] = &a.waiter, b.livenessArg
@@ -380,7 +396,7 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 			case l != nil:
 				return l, nil, nil
 			}
-			if join && a.waiter != "" {
+			if join && a.waiterID != "" {
 				queued, seen = r.sent, r.seen
 			}
 			last = r.retryIn
@@ -418,7 +434,7 @@ func (a *attempt) wait(ctx context.Context) (driver.Lease, error) {
 			return w.st.ready, nil
 		},
 		Leave: func() {
-			if a.waiter != "" && !failed {
+			if a.waiterID != "" && !failed {
 				a.leaveQueue(ctx)
 			}
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact"
 )
 
 // Hooks for this package's tests, to force interleavings that the network
@@ -59,15 +60,20 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 func WakeChannel(b *Backend) string { return b.wakeChannel }
 
 // LeaseSecret is the secret of a lease of this package.
-func LeaseSecret(l driver.Lease) string { return l.(*lease).secret }
+func LeaseSecret(l driver.Lease) string { return reveal(l.(*lease).k.secret) }
+
+// reveal returns the bytes that go-redis writes for s.
+func reveal(s redact.Secret) string {
+	b, _ := s.MarshalBinary()
+	return string(b)
+}
 
 // TryWithSecret runs one try of an attempt on key whose secret is secret,
 // and says how it ended: "granted" (the grant is released again), "held",
 // "not first", "too late" or the error.
 func TryWithSecret(ctx context.Context, b *Backend, key, secret string, opts driver.AcquireOptions) string {
 	a := b.newAttempt(key, opts)
-	a.secret = secret
-	a.k = b.keysFor(key, secret)
+	a.k = b.keysFor(key, []byte(secret))
 	a.args = boxArgs(&a.k)
 	l, r, err := a.try(ctx, false)
 	switch {

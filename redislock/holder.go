@@ -84,7 +84,7 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	if err != nil {
 		return nil, err
 	}
-	k := b.keysFor(key, "")
+	k := b.keysFor(key, nil)
 	w, err := sub.addWatcher(k.channel)
 	if err != nil {
 		sub.remove(w)

@@ -3,7 +3,10 @@ package redislock
 // The Redis names of a lock's keys and channel, and their hash tag.
 
 import (
+	"crypto/rand"
 	"strings"
+
+	"github.com/distlock/distlock/internal/redis/redact"
 )
 
 // DefaultPrefix is the prefix of every Redis key and channel a Backend uses,
@@ -66,39 +69,60 @@ func keyTag(rkey string) string {
 	return rkey
 }
 
-// lockKeys are the Redis names used by one grant of a lock (tomb is the
-// grant's own), and held, the start of the lock key's value while the grant
-// holds it: its secret and the '|' after it, which the scripts compare
-// values with.
+// lockKeys are the Redis names used by one grant of a lock, and the
+// grant's secret. What holds the secret is a redact.Secret, which go-redis
+// writes as its bytes and every log rendering shows as "[secret]": tomb,
+// the grant's own tombstone key, held, the start of the lock key's value
+// while the grant holds it (its secret and the '|' after it, which the
+// scripts compare values with), and secret itself.
 type lockKeys struct {
 	lock    string
 	token   string
 	queue   string
 	alive   string
 	channel string
-	tomb    string
 	last    string
 	watched string
 	readers string
 	grants  string
 	done    string
-	held    string
+	tomb    redact.Secret
+	held    redact.Secret
+	secret  redact.Secret
+}
+
+// secretLen is the length of a grant's secret: 26 characters of base32,
+// 130 random bits, as crypto/rand.Text makes them.
+const secretLen = 26
+
+// base32Alphabet is the alphabet of a secret, crypto/rand.Text's.
+const base32Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+// newSecret fills s with a new secret, as crypto/rand.Text would, without
+// allocating a string.
+func newSecret(s *[secretLen]byte) {
+	_, _ = rand.Read(s[:]) // never fails (crypto/rand.Read)
+	for i := range s {
+		s[i] = base32Alphabet[s[i]%32] // 256 is a multiple of 32: uniform
+	}
 }
 
 // keysFor returns the names of the lock on key for the grant with secret,
-// and the grant's value prefix. They are substrings of one string (see
-// TestClientCycleAllocs).
-func (b *Backend) keysFor(key, secret string) lockKeys {
+// and the grant's secret-bearing names and value prefix. The names are
+// substrings of one string, and those that hold the secret slices of one
+// buffer (see TestClientCycleAllocs); keysFor keeps no reference to
+// secret.
+func (b *Backend) keysFor(key string, secret []byte) lockKeys {
 	base := [...]string{b.cfg.prefix, "{", tagEscaper.Replace(key), "}"}
 	n := 0
 	for _, s := range base {
 		n += len(s)
 	}
-	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixTomb + secret, suffixLast, suffixWatched,
+	suffixes := [...]string{suffixLock, suffixToken, suffixQueue, suffixAlive, suffixChannel, suffixLast, suffixWatched,
 		suffixReaders, suffixGrants, suffixDone}
 	var sb strings.Builder
-	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixTomb+suffixLast+suffixWatched+
-		suffixReaders+suffixGrants+suffixDone) + 2*len(secret) + 1)
+	sb.Grow(len(suffixes)*n + len(suffixLock+suffixToken+suffixQueue+suffixAlive+suffixChannel+suffixLast+suffixWatched+
+		suffixReaders+suffixGrants+suffixDone))
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		for _, s := range base {
@@ -107,9 +131,6 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		sb.WriteString(suffix)
 		ends[i] = sb.Len()
 	}
-	held := sb.Len()
-	sb.WriteString(secret)
-	sb.WriteByte('|')
 	all := sb.String()
 	at := func(i int) string {
 		if i == 0 {
@@ -117,16 +138,30 @@ func (b *Backend) keysFor(key, secret string) lockKeys {
 		}
 		return all[ends[i-1]:ends[i]]
 	}
-	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), tomb: at(5), last: at(6), watched: at(7),
-		readers: at(8), grants: at(9), done: at(10), held: all[held:]}
+	// The tombstone's name, which ends with the secret, then '|': the
+	// value prefix is the end of it.
+	sec := make([]byte, 0, n+len(suffixTomb)+len(secret)+1)
+	for _, s := range base {
+		sec = append(sec, s...)
+	}
+	sec = append(sec, suffixTomb...)
+	sec = append(sec, secret...)
+	sec = append(sec, '|')
+	tomb, held := sec[:len(sec)-1:len(sec)-1], sec[len(sec)-1-len(secret):]
+	return lockKeys{lock: at(0), token: at(1), queue: at(2), alive: at(3), channel: at(4), last: at(5), watched: at(6),
+		readers: at(7), grants: at(8), done: at(9),
+		tomb: redact.Bytes(tomb), held: redact.Bytes(held), secret: redact.Bytes(held[:len(secret):len(secret)])}
 }
 
 // scriptArgs are the arguments that every script call of one grant
 // passes, as interface values made once for all of them. They are
-// pointers to the strings (see TestClientCycleAllocs): go-redis writes a
-// *string as the string, and routes by it in a Cluster. (A hook that prints a
-// command with cmd.String shows them as addresses: the secret among them
-// stays out of such logs and traces.)
+// pointers (see TestClientCycleAllocs): to the names, strings, which
+// go-redis writes as the strings, and routes by in a Cluster; and to the
+// redact.Secret values of the names and values that hold the grant's
+// secret, which go-redis writes as their bytes, and which a hook that logs
+// or traces commands (cmd.String, or cmd.Args() encoded as JSON) shows as
+// "[secret]". No script's first key holds a secret: go-redis routes by
+// that one in a Cluster, as a string.
 type scriptArgs struct {
 	lock, token, queue, alive, tomb, last, watched, readers, grants, done, held any
 }

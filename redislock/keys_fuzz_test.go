@@ -27,14 +27,14 @@ func FuzzHashTag(f *testing.F) {
 			t.Fatalf("HashTag(%q) decodes to %q", key, got)
 		}
 		b := &Backend{cfg: config{prefix: DefaultPrefix}}
-		k := b.keysFor(key, "s")
+		k := b.keysFor(key, []byte("s"))
 		base := DefaultPrefix + tag
 		want := []string{base + ":lock", base + ":token", base + ":queue", base + ":alive", base + ":released", base + ":released:s", base + ":last"}
-		if got := []string{k.lock, k.token, k.queue, k.alive, k.channel, k.tomb, k.last}; strings.Join(got, " ") != strings.Join(want, " ") {
+		if got := []string{k.lock, k.token, k.queue, k.alive, k.channel, reveal(k.tomb), k.last}; strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("keysFor(%q) = %q, want %q", key, got, want)
 		}
-		if k.held != "s|" {
-			t.Fatalf("keysFor(%q, \"s\").held = %q, want \"s|\"", key, k.held)
+		if held, secret := reveal(k.held), reveal(k.secret); held != "s|" || secret != "s" {
+			t.Fatalf("keysFor(%q, \"s\"): held %q, secret %q; want \"s|\", \"s\"", key, held, secret)
 		}
 		for _, rk := range want {
 			if keyTag(rk) != inner {

@@ -19,7 +19,6 @@ type lease struct {
 	b        *Backend
 	k        *lockKeys
 	args     *scriptArgs
-	secret   string
 	token    uint64
 	validity driver.Validity
 	shared   bool // a shared grant (AcquireShared)
@@ -46,7 +45,7 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 		n, err := runScript(ctx, l.b.client, sharedRefresh, l.sharedRefreshArgs(ttl)).Int64()
 		return l.refreshed(ctx, sent, ttl, n, err)
 	}
-	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, &l.secret, ceilMillis(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, &l.k.secret, ceilMillis(ttl)).Int64()
 	return l.refreshed(ctx, sent, ttl, n, err)
 }
 

@@ -144,14 +144,14 @@ func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refresh
 				keys, args = []string{l.k.readers, l.k.grants}, []any{l.args.held, ceilMillis(ttl)}
 			} else if len(g.idx) == 1 {
 				l := ls[g.idx[0]]
-				// The secret by pointer, as in every script call, stays out of
-				// what a command-logging hook shows.
-				keys, args = []string{l.k.lock}, []any{&l.secret, ceilMillis(ttl)}
+				// The secret, a *redact.Secret as in every script call, stays
+				// out of what a command-logging hook shows.
+				keys, args = []string{l.k.lock}, []any{&l.k.secret, ceilMillis(ttl)}
 			} else {
 				script = refreshMany
 				keys, args = make([]string, 0, len(g.idx)), make([]any, 0, len(g.idx)+1)
 				for _, i := range g.idx {
-					keys, args = append(keys, ls[i].k.lock), append(args, &ls[i].secret)
+					keys, args = append(keys, ls[i].k.lock), append(args, &ls[i].k.secret)
 				}
 				args = append(args, ceilMillis(ttl))
 			}

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact"
 )
 
 const (
@@ -54,21 +55,21 @@ const (
 var cleanupRetry = driver.ExponentialBackoff(10*time.Millisecond, time.Second)
 
 // runRelease runs the release script for the grant of args: it
-// releases the grant if held, and takes *waiter (if waiter is not nil and
-// *waiter not "") out of the queue. The waiter's queue member holds the
-// grant's secret: it is passed by pointer, as scriptArgs are, so that it
-// stays out of logs and traces of the command. It returns releaseReleased, releaseAlreadyReleased or
-// releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
+// releases the grant if held, and takes *waiter (if waiter is not nil) out
+// of the queue. The waiter's queue member holds the grant's secret: it is
+// a redact.Secret, as the secret-bearing scriptArgs are, so that it stays
+// out of logs and traces of the command. It returns releaseReleased,
+// releaseAlreadyReleased or releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
 // case, to last that long.
-func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter *string, abandon time.Duration) (int64, error) {
+func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter *redact.Secret, abandon time.Duration) (int64, error) {
 	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(args, waiter, abandon)).Int64()
 	return n, classify(ctx, "", err)
 }
 
 // releaseArgs are the arguments of release.lua, as runScript takes them.
-func (b *Backend) releaseArgs(args *scriptArgs, waiter *string, abandon time.Duration) []any {
+func (b *Backend) releaseArgs(args *scriptArgs, waiter *redact.Secret, abandon time.Duration) []any {
 	var id any = ""
-	queued := waiter != nil && *waiter != ""
+	queued := waiter != nil
 	if queued {
 		id = waiter
 	}
@@ -88,7 +89,7 @@ func (b *Backend) releaseArgs(args *scriptArgs, waiter *string, abandon time.Dur
 
 // release runs the release script of the attempt's kind (runRelease, or
 // runSharedRelease for a shared attempt).
-func (a *attempt) release(ctx context.Context, waiter *string, abandon time.Duration) (int64, error) {
+func (a *attempt) release(ctx context.Context, waiter *redact.Secret, abandon time.Duration) (int64, error) {
 	if a.shared {
 		return a.b.runSharedRelease(ctx, &a.args, waiter, abandon)
 	}
@@ -102,7 +103,7 @@ func (a *attempt) release(ctx context.Context, waiter *string, abandon time.Dura
 // key for its TTL, held by nobody.
 func (a *attempt) leaveQueue(ctx context.Context) {
 	leave := func(ctx context.Context) error {
-		_, err := a.release(ctx, &a.waiter, 0)
+		_, err := a.release(ctx, a.queued(), 0)
 		return err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
@@ -126,7 +127,7 @@ func (a *attempt) abandon(ctx context.Context, sent time.Time) {
 	// (TTL), a place in the queue (liveness).
 	keep := max(a.opts.TTL, b.cfg.liveness, tombstoneTTL)
 	cleanUp := func(ctx context.Context) error {
-		_, err := a.release(ctx, &a.waiter, keep)
+		_, err := a.release(ctx, a.queued(), keep)
 		return err
 	}
 	if h := b.hooks.beforeAbandon; h != nil {

@@ -91,7 +91,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 			}
 			// Recent attempts mostly; old ones for late copies.
 			a := all[len(all)-1-min(len(all)-1, int(rng.ExpFloat64()*3))]
-			k := b.keysFor(key, a.secret)
+			k := b.keysFor(key, []byte(a.secret))
 			var op string
 			var oldRes, newRes any
 			var oldErr, newErr error
@@ -110,7 +110,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 					flags += "j"
 				}
 				op = fmt.Sprintf("acquire %s flags=%q waiter=%q", a.secret, flags, a.waiter)
-				keys := []string{k.lock, k.token, k.queue, k.alive, k.tomb, k.last}
+				keys := []string{k.lock, k.token, k.queue, k.alive, reveal(k.tomb), k.last}
 				oargs := []any{a.secret, ttl, since, a.owner, flags}
 				nargs := []any{a.secret + "|", ttl, "|" + since + "|0|" + a.owner, flags}
 				if a.waiter != "" {
@@ -131,7 +131,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 					waiter = a.waiter
 				}
 				flags := mode
-				okeys := []string{k.lock, k.tomb, k.queue, k.alive, k.last, k.token}
+				okeys := []string{k.lock, reveal(k.tomb), k.queue, k.alive, k.last, k.token}
 				oargs := []any{a.secret, flags, waiter}
 				nkeys := []string{k.lock, k.last, k.queue, k.alive, k.token, k.watched, k.readers, k.grants}
 				nargs := []any{a.secret + "|", flags}
@@ -141,7 +141,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 				if force {
 					oargs[1], nargs[1] = flags+"f", flags+"f"
 					oargs, nargs = append(oargs, "30000"), append(nargs, "30000")
-					nkeys = append(nkeys, k.tomb)
+					nkeys = append(nkeys, reveal(k.tomb))
 				}
 				op = fmt.Sprintf("release %s flags=%q waiter=%q", a.secret, oargs[1], waiter)
 				oldRes, oldErr = oldRelease.Run(ctx, oldDB, okeys, oargs...).Result()

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact"
 )
 
 var (
@@ -80,7 +81,9 @@ func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Sema
 		}
 		return nil, err
 	}
-	a := &permitAttempt{b: b, key: key, keys: b.permitKeys(key), secret: rand.Text(), sem: sem, opts: opts}
+	secret := new([secretLen]byte)
+	newSecret(secret)
+	a := &permitAttempt{b: b, key: key, keys: b.permitKeys(key), secret: redact.Bytes(secret[:]), sem: sem, opts: opts}
 	if opts.Wait {
 		return a.wait(ctx)
 	}
@@ -101,8 +104,8 @@ func (b *Backend) AcquirePermit(ctx context.Context, key string, sem driver.Sema
 type permitAttempt struct {
 	b      *Backend
 	key    string
-	keys   []any // permitKeys
-	secret string
+	keys   []any         // permitKeys
+	secret redact.Secret // unguessable; see scriptArgs
 	sem    driver.Semaphore
 	opts   driver.AcquireOptions
 	// waiterID is the attempt's id in the line, "<Backend id>:<random>",

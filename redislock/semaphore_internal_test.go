@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact"
 	"github.com/distlock/distlock/testserver"
 )
 
@@ -42,7 +43,7 @@ func TestPermitRetriedReleaseAndLateTry(t *testing.T) {
 		t.Fatalf("the release retried: %v; want success", err)
 	}
 
-	a := &permitAttempt{b: b, key: "late", keys: b.permitKeys("late"), secret: "late-secret", sem: sem, opts: opts}
+	a := &permitAttempt{b: b, key: "late", keys: b.permitKeys("late"), secret: redact.Bytes([]byte("late-secret")), sem: sem, opts: opts}
 	if q, _, err := a.try(ctx, false); err != nil || q == nil {
 		t.Fatalf("try: %v, %v", q, err)
 	}
@@ -145,7 +146,7 @@ func TestPermitJoinTryGrantedAfterDeadHead(t *testing.T) {
 		queueWaiters(t, ctx, b, admin, key, "DEAD:x")
 	}
 
-	a := &permitAttempt{b: b, key: "join-dead", keys: b.permitKeys("join-dead"), secret: rand.Text(), sem: sem, opts: opts}
+	a := &permitAttempt{b: b, key: "join-dead", keys: b.permitKeys("join-dead"), secret: redact.Bytes([]byte(rand.Text())), sem: sem, opts: opts}
 	if p, _, err := a.try(ctx, false); err != nil || p != nil {
 		t.Fatalf("a newcomer's try with a waiter in line: %v, %v; want not granted", p, err)
 	}
@@ -235,7 +236,7 @@ func TestPermitGrantWakesNobody(t *testing.T) {
 	wakes := hearWakes(t, ctx, admin)
 	key := "grant-wakes-nobody"
 	queueWaiters(t, ctx, b, admin, key, "T:first", "T:second")
-	a := &permitAttempt{b: b, key: key, keys: b.permitKeys(key), secret: rand.Text(),
+	a := &permitAttempt{b: b, key: key, keys: b.permitKeys(key), secret: redact.Bytes([]byte(rand.Text())),
 		sem: driver.Semaphore{Limit: 3}, opts: driver.AcquireOptions{TTL: time.Minute, Wait: true}, waiterID: "T:first"}
 	p, _, err := a.try(ctx, true)
 	if err != nil || p == nil {

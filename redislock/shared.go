@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact"
 )
 
 var _ driver.SharedLocks = (*Backend)(nil)
@@ -76,7 +77,7 @@ func (a *attempt) sharedArgs(join bool) []any {
 	}
 	args := []any{nil, nil, 7, a.args.lock, a.args.token, a.args.queue, a.args.alive, a.args.readers, a.args.grants, a.args.done,
 		a.args.held, b.millisArg(a.opts.TTL), time.Now().UnixMilli(), a.opts.Owner, flags, nil, nil}
-	if a.waiter == "" {
+	if a.waiterID == "" {
 		return args[:len(args)-2]
 	}
 	args[len(args)-2], args[len(args)-1] = &a.waiter, b.livenessArg
@@ -85,11 +86,11 @@ func (a *attempt) sharedArgs(join bool) []any {
 
 // runSharedRelease runs shared_release.lua for the shared grant of args,
 // as runRelease runs release.lua: it releases the grant if held, takes
-// *waiter (if waiter is not nil and *waiter not "") out of the queue, and
-// with abandon > 0 records the grant's secret as done for that long.
-func (b *Backend) runSharedRelease(ctx context.Context, args *scriptArgs, waiter *string, abandon time.Duration) (int64, error) {
+// *waiter (if waiter is not nil) out of the queue, and with abandon > 0
+// records the grant's secret as done for that long.
+func (b *Backend) runSharedRelease(ctx context.Context, args *scriptArgs, waiter *redact.Secret, abandon time.Duration) (int64, error) {
 	var id any = ""
-	if waiter != nil && *waiter != "" {
+	if waiter != nil {
 		id = waiter
 	}
 	flags := b.sharedReleaseFlags[0]

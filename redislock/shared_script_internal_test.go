@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock/distlock/internal/redis/redact"
 	"github.com/distlock/distlock/testserver"
 )
 
@@ -84,7 +85,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 		for step := range 400 {
 			if len(all) == 0 || rng.IntN(3) == 0 {
 				secret := fmt.Sprintf("S%d", len(all))
-				a := &attempt{k: b.keysFor(key, secret), shared: rng.IntN(2) == 0}
+				a := &attempt{k: b.keysFor(key, []byte(secret)), shared: rng.IntN(2) == 0}
 				id := "B:" + secret
 				if a.shared {
 					id = "B:s" + secret
@@ -108,7 +109,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 			case r == 10:
 				op = "lapse"
 				db.Del(ctx, k.lock)
-				db.ZAddXX(ctx, k.readers, redis.Z{Score: 0, Member: k.held})
+				db.ZAddXX(ctx, k.readers, redis.Z{Score: 0, Member: reveal(k.held)})
 			case r == 11:
 				op = "gone " + a.waiter
 				db.ZRem(ctx, k.alive, a.waiter)
@@ -119,16 +120,16 @@ func TestSharedScriptsInvariants(t *testing.T) {
 				}
 				var args []any
 				if a.shared {
-					op = fmt.Sprintf("shared acquire %s flags=%q waiter=%q", k.held, flags, a.waiter)
-					args = []any{nil, nil, 7, k.lock, k.token, k.queue, k.alive, k.readers, k.grants, k.done, k.held, ttl, "1", "o", flags}
+					op = fmt.Sprintf("shared acquire %s flags=%q waiter=%q", reveal(k.held), flags, a.waiter)
+					args = []any{nil, nil, 7, k.lock, k.token, k.queue, k.alive, k.readers, k.grants, k.done, reveal(k.held), ttl, "1", "o", flags}
 					if a.waiter != "" {
 						args = append(args, a.waiter, live)
 					}
 					res, err = runScript(ctx, db, sharedAcquire, args).Result()
 				} else {
-					op = fmt.Sprintf("acquire %s flags=%q waiter=%q", k.held, "q"+flags, a.waiter)
-					args = []any{nil, nil, 9, k.lock, k.token, k.queue, k.alive, k.tomb, k.last, k.watched, k.readers, k.grants,
-						k.held, ttl, "|1|0|o", "q" + flags}
+					op = fmt.Sprintf("acquire %s flags=%q waiter=%q", reveal(k.held), "q"+flags, a.waiter)
+					args = []any{nil, nil, 9, k.lock, k.token, k.queue, k.alive, reveal(k.tomb), k.last, k.watched, k.readers, k.grants,
+						reveal(k.held), ttl, "|1|0|o", "q" + flags}
 					if a.waiter != "" {
 						args = append(args, a.waiter, live)
 					}
@@ -138,7 +139,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 					if tok <= last {
 						// A re-sent request confirms its own grant: the
 						// same token.
-						if !strings.Contains(fmt.Sprint(db.Get(ctx, k.lock).Val(), db.HGet(ctx, k.grants, k.held).Val()), fmt.Sprint(tok)) {
+						if !strings.Contains(fmt.Sprint(db.Get(ctx, k.lock).Val(), db.HGet(ctx, k.grants, reveal(k.held)).Val()), fmt.Sprint(tok)) {
 							t.Fatalf("seed %d step %d: %s: token %d after %d\n%s", seed, step, op, tok, last, strings.Join(log, "\n"))
 						}
 					}
@@ -155,24 +156,29 @@ func TestSharedScriptsInvariants(t *testing.T) {
 					if force {
 						flags += "f"
 					}
-					op = fmt.Sprintf("shared release %s flags=%q waiter=%q", k.held, flags, waiter)
+					op = fmt.Sprintf("shared release %s flags=%q waiter=%q", reveal(k.held), flags, waiter)
 					res, err = runScript(ctx, db, sharedRelease, []any{nil, nil, 8, k.lock, k.token, k.queue, k.alive, k.watched,
-						k.readers, k.grants, k.done, k.held, flags, waiter, 30000}).Result()
+						k.readers, k.grants, k.done, reveal(k.held), flags, waiter, 30000}).Result()
 				} else {
+					var member *redact.Secret
+					if waiter != "" {
+						w := redact.Bytes([]byte(waiter))
+						member = &w
+					}
 					args := b.releaseArgs(&scriptArgs{lock: k.lock, last: k.last, queue: k.queue, alive: k.alive, token: k.token,
-						watched: k.watched, readers: k.readers, grants: k.grants, tomb: k.tomb, held: k.held}, &waiter, 0)
+						watched: k.watched, readers: k.readers, grants: k.grants, tomb: reveal(k.tomb), held: reveal(k.held)}, member, 0)
 					flags := "qc"
 					if force {
 						flags = "qcf"
 						args = b.releaseArgs(&scriptArgs{lock: k.lock, last: k.last, queue: k.queue, alive: k.alive, token: k.token,
-							watched: k.watched, readers: k.readers, grants: k.grants, tomb: k.tomb, held: k.held}, &waiter, 30*time.Second)
+							watched: k.watched, readers: k.readers, grants: k.grants, tomb: reveal(k.tomb), held: reveal(k.held)}, member, 30*time.Second)
 					}
 					for i, v := range args {
 						if v == nil && i > 2 {
 							args[i] = flags
 						}
 					}
-					op = fmt.Sprintf("release %s flags=%q waiter=%q", k.held, flags, waiter)
+					op = fmt.Sprintf("release %s flags=%q waiter=%q", reveal(k.held), flags, waiter)
 					res, err = runScript(ctx, db, releaseScript, args).Result()
 				}
 			}
@@ -190,7 +196,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 				}
 				var owner *attempt
 				for _, x := range all {
-					if x.k.held == m {
+					if reveal(x.k.held) == m {
 						owner = x
 					}
 				}

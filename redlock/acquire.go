@@ -5,7 +5,6 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"sync"
 	"time"
@@ -196,9 +195,10 @@ func (b *Backend) try(ctx context.Context, k lockKeys, opts driver.AcquireOption
 		}
 	}
 	for pass := 0; ; pass++ {
-		c := k.credential(rand.Text())
+		c := k.credential(newSecret())
 		if b.hooks.secret != nil {
-			b.hooks.secret(c.secret)
+			s, _ := c.secret.MarshalBinary()
+			b.hooks.secret(string(s))
 		}
 		sent := time.Now()
 		keys := []string{k.lock, k.token, c.tomb, b.marker(), k.queue, k.waiting, k.woken, k.watched}

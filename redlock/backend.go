@@ -28,10 +28,10 @@ var (
 // scripts, SCAN (re-seeding, listings) and pub/sub (waiting). A
 // *redis.Client is one; create it with ContextTimeoutEnabled, so that the
 // per-node timeout bounds every request (New refuses a *redis.Client
-// without it). A grant's secret is given to the scripts as a *string
-// argument, which every go-redis client writes as the string (and a hook
-// that logs commands shows as an address); a Node of another kind must
-// write it so too.
+// without it). A grant's secret is given to the scripts as an
+// encoding.BinaryMarshaler argument (a redact.Secret), which every
+// go-redis client writes as its bytes (and a hook that logs commands shows
+// as "[secret]"); a Node of another kind must write it so too.
 type Node interface {
 	redis.Scripter
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd

@@ -21,7 +21,8 @@
 // A try is one round: the acquire script runs on every node in parallel,
 // each request bounded by the per-node timeout (a tenth of the TTL by
 // default, WithRequestTimeout). On each node it sets the lock key with SET PX
-// and a random owner value from crypto/rand (unguessable), unless another
+// to a value whose first field is the try's secret, random from
+// crypto/rand (unguessable), unless another
 // grant holds it, and increments the key's counter on that node,
 // atomically. The try is granted when a majority of the nodes voted for it
 // and validity remains: the TTL less the time since the first request was
@@ -29,7 +30,7 @@
 // from that first send: every node set its key after it, so each node
 // keeps the grant at least that long by its own clock, and the Client's
 // deadline (which takes the drift off again) comes before a majority
-// could have expired it. While a majority holds the owner value, nobody
+// could have expired it. While a majority holds the grant's value, nobody
 // else can gather a majority for the key.
 //
 // A try that is not granted (held by others, a split vote, too few
@@ -70,14 +71,18 @@
 // retries those that failed. Close waits for them for 2s at most.
 // Validity counts from the first request of the round.
 //
-// A grant's owner value (its secret) stays out of what a hook on a node's
-// client that logs or traces commands sees (cmd.String, redisotel), on
-// every request: the scripts get it as a *string argument, which go-redis
-// writes as the string and such a hook shows as an address; tombstones
-// are named by a digest of it (see the key layout), since Node takes
-// keys as strings; and the lock values that Holder and List read come
-// back with the secret replaced by its SHA-1. A Node that is not a
-// go-redis client must write a *string argument as the string.
+// A grant's secret (the first field of its lock value) stays out of what
+// a hook on a node's client that logs or traces commands sees
+// (cmd.String, redisotel, or cmd.Args() encoded by encoding/json,
+// slog.JSONHandler or zap), on every request: the scripts get it as a
+// redact.Secret argument (module internal/redis), which go-redis writes
+// as its bytes and those renderings show as "[secret]"; tombstones are
+// named by a digest of it (see the key layout), since Node takes keys as
+// strings; and the lock values that Holder and List read come back with
+// the secret replaced by its SHA-1. A Node that is not a go-redis client
+// must write an encoding.BinaryMarshaler argument as its bytes. The
+// secret reaches the servers: each node's lock value holds it, and its
+// slow log, MONITOR, append-only file and replication stream carry it.
 //
 // Redis never reports that a grant is gone: OnLost is never called, and a
 // holder learns of a loss from its next refresh or the Client's deadline.
@@ -107,11 +112,12 @@
 //     eviction: set "maxmemory-policy noeviction" on every node).
 //   - Availability while a majority of the nodes is down or waiting to be
 //     re-seeded (no grants: safe, not live), and fairness between waiters.
-//   - Secrecy of a grant's owner value beyond the clients' command logs
-//     (see the key layout): a node's MONITOR and SLOWLOG show script
-//     arguments, and its data (a GET of the lock key, a dump) holds the
-//     value. Whoever reads it can refresh or release the grant: keep
-//     these as private as the nodes themselves.
+//   - Secrecy of a grant's secret (the first field of its lock value)
+//     beyond the clients' command logs (see the key layout): a node's
+//     MONITOR and SLOWLOG show script arguments, its append-only file and
+//     replication stream carry them, and its data (a GET of the lock key,
+//     a dump) holds the value. Whoever reads the secret can refresh or
+//     release the grant: keep these as private as the nodes themselves.
 //
 // # Durability
 //
@@ -272,7 +278,7 @@
 // (at A's vote, or at its raise). Let B be a grant handed out after A.
 // B's voters form a majority, so they share a node q with Q. On q, B's
 // vote came after A's grant on q had ended: the two grants never both
-// hold q (the lock key holds one owner value), and B held its voters from
+// hold q (the lock key holds one grant's value), and B held its voters from
 // its vote until it was handed out (its validity check), after A, while A
 // held q when its counter reached T, before A was handed out. So B's vote on q incremented a counter that was at
 // least T, B's counter on q is at least T+1, and B's token, the highest

@@ -34,3 +34,6 @@ func ScriptHashes() map[string]string {
 		"watch": watchScript.Hash(),
 	}
 }
+
+// tomb returns the tombstone key of the grant with secret (see tombOf).
+func (k lockKeys) tomb(secret string) string { return k.tombOf([]byte(secret)) }

@@ -3,10 +3,12 @@ package redlock
 // The Redis names of a lock's keys on every node, and of the wake channels.
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 
+	"github.com/distlock/distlock/internal/redis/redact"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -64,28 +66,45 @@ func (b *Backend) keysFor(key string) lockKeys {
 func (b *Backend) KeyPath(key string) string { return b.keysFor(key).lock }
 
 // credential is what identifies one try's grant on the nodes: its secret,
-// the start of the lock value it sets (and which refresh, raise and
+// the first field of the lock value it sets (and which refresh, raise and
 // release check), and the name of its tombstone. A try makes it once;
-// its lease keeps it. Scripts get the secret as &secret, never as a
-// string: go-redis writes a *string as the string, and a hook that logs
-// or traces commands (cmd.String, redisotel) shows an address instead.
-// The tombstone is a key, which Node takes as a string: it is named by a
-// digest of the secret (see tomb).
+// its lease keeps it. Scripts get the secret as &secret, a
+// *redact.Secret: go-redis writes it as its bytes, and a hook that logs
+// or traces commands (cmd.String, redisotel, or cmd.Args() encoded as
+// JSON) shows "[secret]" instead. The tombstone is a key, which Node takes
+// as a string: it is named by a digest of the secret (see tombOf).
 type credential struct {
-	secret string
+	secret redact.Secret
 	tomb   string
 }
 
 // credential returns the credential of the try with secret on k's key.
-func (k lockKeys) credential(secret string) *credential {
-	return &credential{secret: secret, tomb: k.tomb(secret)}
+// It keeps secret, which must not change afterwards.
+func (k lockKeys) credential(secret []byte) *credential {
+	return &credential{secret: redact.Bytes(secret), tomb: k.tombOf(secret)}
+}
+
+// secretLen is the length of a try's secret: 26 characters of base32,
+// 130 random bits, as crypto/rand.Text makes them.
+const secretLen = 26
+
+// newSecret returns a new secret for a try, as crypto/rand.Text would
+// make it, as bytes.
+func newSecret() []byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" // crypto/rand.Text's
+	s := make([]byte, secretLen)
+	_, _ = rand.Read(s) // never fails (crypto/rand.Read)
+	for i := range s {
+		s[i] = alphabet[s[i]%32] // 256 is a multiple of 32: uniform
+	}
+	return s
 }
 
 // tombDigest is how many bytes of the SHA-256 of a grant's secret name
 // its tombstone: 128 bits, written as 32 hex digits.
 const tombDigest = 16
 
-// tomb returns the tombstone key of the grant with the given secret:
+// tombOf returns the tombstone key of the grant with the given secret:
 // named by the first 128 bits of the secret's SHA-256, not by the secret,
 // so that a hook that logs commands (the key is a script's KEYS entry,
 // which Node takes as a string) does not learn the secret from it. The
@@ -93,8 +112,8 @@ const tombDigest = 16
 // by trying secrets, and 128 bits keep the tombstones of one key's tries
 // apart (see the key layout in the package documentation). A try
 // computes it once, with its secret.
-func (k lockKeys) tomb(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
+func (k lockKeys) tombOf(secret []byte) string {
+	sum := sha256.Sum256(secret)
 	var digest [2 * tombDigest]byte
 	hex.Encode(digest[:], sum[:tombDigest])
 	return k.base + suffixTomb + string(digest[:])

@@ -41,7 +41,7 @@ var cleanupRetry = driver.ExponentialBackoff(10*time.Millisecond, time.Second)
 // release runs release.lua on node n for the grant with secret; force
 // writes the tombstone in any case (a try's clean-up), keep long.
 func (b *Backend) release(ctx context.Context, n Node, k lockKeys, secret string, keep time.Duration, force bool) (int64, error) {
-	return b.releaseOp(k, k.credential(secret), keep, force, "", 0)(ctx, n)
+	return b.releaseOp(k, k.credential([]byte(secret)), keep, force, "", 0)(ctx, n)
 }
 
 // releaseOp is release as one request per node for the grant of c, its

@@ -42,7 +42,7 @@ func TestReleaseReservesForWokenWaiter(t *testing.T) {
 	}
 	release := func(secret string, reserve time.Duration) {
 		t.Helper()
-		if st, err := b.releaseOp(k, k.credential(secret), time.Minute, false, "", reserve)(ctx, rdb); err != nil || st != releaseReleased {
+		if st, err := b.releaseOp(k, k.credential([]byte(secret)), time.Minute, false, "", reserve)(ctx, rdb); err != nil || st != releaseReleased {
 			t.Fatalf("release: %d, %v", st, err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestWakeOfGoneWaiterPassesTurn(t *testing.T) {
 	if acquire("gone", gone.member, 1) != voteHeld || acquire("next", "x|1", 2) != voteHeld {
 		t.Fatal("waiters not queued")
 	}
-	if st, err := b.releaseOp(k, k.credential("holder"), time.Minute, false, "", time.Minute)(ctx, rdb); err != nil || st != releaseReleased {
+	if st, err := b.releaseOp(k, k.credential([]byte("holder")), time.Minute, false, "", time.Minute)(ctx, rdb); err != nil || st != releaseReleased {
 		t.Fatalf("release: %d, %v", st, err)
 	}
 	msg, err := ps.ReceiveMessage(ctx)

@@ -1,8 +1,11 @@
 package redlock_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,12 +18,28 @@ import (
 	"github.com/distlock/distlock/redlock"
 )
 
-// commandLog records every command as a hook that logs or traces commands
-// sees it (cmd.String), once it was answered: its arguments, and its
-// reply or error.
+// commandLog records every command as hooks that log or trace commands
+// see it once it was answered: cmd.String (its arguments, and its reply
+// or error, as redisotel shows them), cmd.Args() encoded with
+// encoding/json, and the arguments logged by slog's JSON handler (whose
+// encoding zap's JSON encoder shares: both follow a pointer).
 type commandLog struct {
 	mu   sync.Mutex
-	cmds []string
+	cmds []string // cmd.String of each command
+	all  []string // every rendering of each command
+}
+
+func (c *commandLog) record(cmd redis.Cmder) {
+	js, err := json.Marshal(cmd.Args())
+	if err != nil {
+		js = []byte(err.Error())
+	}
+	var sl bytes.Buffer
+	slog.New(slog.NewJSONHandler(&sl, nil)).Info("command", "args", cmd.Args())
+	c.mu.Lock()
+	c.cmds = append(c.cmds, cmd.String())
+	c.all = append(c.all, cmd.String(), string(js), sl.String())
+	c.mu.Unlock()
 }
 
 func (c *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -28,9 +47,7 @@ func (c *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (c *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		c.mu.Lock()
-		c.cmds = append(c.cmds, cmd.String())
-		c.mu.Unlock()
+		c.record(cmd)
 		return err
 	}
 }
@@ -38,11 +55,9 @@ func (c *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		c.mu.Lock()
 		for _, cmd := range cmds {
-			c.cmds = append(c.cmds, cmd.String())
+			c.record(cmd)
 		}
-		c.mu.Unlock()
 		return err
 	}
 }
@@ -52,7 +67,8 @@ func (c *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // arguments (the scripts' KEYS and ARGV) and their replies, on every path
 // that sends it or reads it: a try granted (with the raising round),
 // refused, and cleaned up after a split; a waiter queued and granted, and
-// one that gave up and left the queue; Refresh, RefreshAll, Release;
+// one that gave up and left the queue; Refresh, RefreshAll (one call per
+// node for a *redis.Client, one per lease for another client), Release;
 // Holder, List and WatchHolder. Nor does a key on the nodes carry it in
 // its name (the tombstones).
 func TestSecretStaysOutOfCommandLogs(t *testing.T) {
@@ -61,10 +77,15 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	var log commandLog
 	var nodes []redlock.Node
 	var admin []*redis.Client
-	for _, s := range srvs {
+	for i, s := range srvs {
 		c := newClient(t, s.Addr)
 		c.AddHook(&log)
-		nodes = append(nodes, c)
+		if i == len(srvs)-1 {
+			// Not a *redis.Client: RefreshAll refreshes each lease apart.
+			nodes = append(nodes, otherClient{c})
+		} else {
+			nodes = append(nodes, c)
+		}
 		admin = append(admin, newClient(t, s.Addr))
 	}
 	b := newBackendOf(t, nodes)
@@ -151,13 +172,35 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	if n := admin[2].Exists(ctx, prefix("split")+":lock").Val(); n != 0 {
 		t.Fatal("the try's grant on node 3 was not cleaned up")
 	}
-	// A waiter that gives up: it queued, then leaves the queue.
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = b.Acquire(short, "held", driver.AcquireOptions{TTL: time.Minute, Wait: true})
+	// A waiter that gives up: it queued on every node, then leaves the
+	// queue.
+	queued := func() bool {
+		for _, a := range admin {
+			if a.ZCard(ctx, queueKey("held")).Val() != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	short, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(short, "held", driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		gaveUp <- err
+	}()
+	eventually(t, 30*time.Second, "the waiter queued on every node", queued)
 	cancel()
-	if err == nil {
+	if err := <-gaveUp; err == nil {
 		t.Fatal("acquired a held key")
 	}
+	eventually(t, 30*time.Second, "the waiter left the queue on every node", func() bool {
+		for _, a := range admin {
+			if a.ZCard(ctx, queueKey("held")).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	// A waiter queued, woken by the release and granted.
 	got := make(chan driver.Lease, 1)
 	go func() {
@@ -167,14 +210,7 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 		}
 		got <- l
 	}()
-	eventually(t, 30*time.Second, "the waiter queued on every node", func() bool {
-		for _, a := range admin {
-			if a.ZCard(ctx, queueKey("held")).Val() != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	eventually(t, 30*time.Second, "the waiter queued on every node", queued)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +269,7 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 			t.Errorf("no %s.lua call logged", name)
 		}
 	}
-	for _, c := range log.cmds {
+	for _, c := range log.all {
 		for _, s := range secrets {
 			if strings.Contains(c, s) {
 				t.Fatalf("a logged command shows a secret: %.300s", c)
