@@ -80,6 +80,12 @@ type NemesisShape struct {
 	Servers int
 	Kinds   []string
 	TTL     time.Duration
+	// Extra are workers after Workers (the recipes' permit workers and
+	// members: targets Workers to Workers+Extra-1), whose channels are
+	// drawn after every other channel, the servers' included, so that a
+	// seed draws the same faults for the other channels with or without
+	// them.
+	Extra int
 }
 
 // NewNemesisPlan draws a schedule of duration d from seed, a pure
@@ -89,7 +95,8 @@ type NemesisShape struct {
 // after another within a channel, with random gaps and spans (up to 2.5
 // TTLs, so that a lease may lapse; a holder's pause or cut-off always
 // outlasts the TTL, up to 3 TTLs), independently across channels, so
-// that faults of different channels overlap at random.
+// that faults of different channels overlap at random. The Extra
+// workers' channels come last.
 func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	has := func(k string) bool { return slices.Contains(s.Kinds, k) }
@@ -98,7 +105,7 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 		target func() int
 	}
 	var chans []channel
-	for i := range s.Workers {
+	workerChans := func(i int) {
 		one := func() int { return i }
 		if has(NemesisHolderPause) {
 			chans = append(chans, channel{[]string{NemesisHolderPause}, one})
@@ -116,6 +123,9 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 			chans = append(chans, channel{[]string{NemesisStoreDelay}, one})
 		}
 	}
+	for i := range s.Workers {
+		workerChans(i)
+	}
 	var sk []string
 	for _, k := range []string{NemesisServerPause, NemesisServerKill} {
 		if has(k) && s.Servers > 0 {
@@ -124,6 +134,9 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	}
 	if len(sk) > 0 {
 		chans = append(chans, channel{sk, func() int { return rng.IntN(s.Servers) }})
+	}
+	for i := range s.Extra {
+		workerChans(s.Workers + i)
 	}
 	ttl := s.TTL
 	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
@@ -160,11 +173,12 @@ type NemesisTarget struct {
 	Deployment string
 }
 
-// Shape is what a schedule for nt is drawn for: the workers of RunNemesis,
-// nt's servers, the fault kinds that apply to it (no link faults on file,
+// Shape is what a schedule for nt is drawn for: the workers of RunNemesis
+// (the recipes' as Extra), nt's servers, the fault kinds that apply to it (no link faults on file,
 // where there is no network; no server faults without servers), and ttl.
 func (nt NemesisTarget) Shape(ttl time.Duration) NemesisShape {
-	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl}
+	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl,
+		Extra: nemesisRecipeWorkers(nt.Kind)}
 }
 
 // kinds returns the fault kinds that apply to a target.
@@ -192,6 +206,12 @@ type NemesisResult struct {
 	AcquireErrors int
 	// ElectionGrants counts the terms among the grants.
 	ElectionGrants int
+	// Permits and Units are the recipes' verdicts (Ran false where the
+	// target runs no such workload).
+	Permits, Units RecipeVerdict
+	// MemberErrors counts members whose partition.Run returned during
+	// the run (it does on a lasting failure of the service).
+	MemberErrors int
 }
 
 // nemesisWorkers and nemesisCandidates are the lock workers and the
@@ -209,13 +229,24 @@ type nemesisWorker struct {
 	key   string
 	res   string
 	think time.Duration // the most a holder works between writes
+	// limit, above 1, makes the worker's grants permits of a semaphore of
+	// that limit with slots, each writing res+"-s"+SLOT.
+	limit int
+	// member: the worker is a member of a partition group (its workload
+	// is nemesisMemberWork).
+	member bool
 }
 
 // RunNemesis runs plan against nt with the store in mode: three workers
 // cycle through the lock of one key (acquire, one to three paced
 // read-modify-writes of one resource, in half the holds stubborn,
 // ignoring the lock, release), two candidates do the same on an
-// election, while the schedule's faults are injected; then everything is healed, the
+// election, three workers do the same with permits of a semaphore of 2
+// permits with slots (each permit writing its slot's resource), where the
+// target grants permits, and three members of a partition group of 6
+// units write each unit they own with its token, in stubborn spells
+// ignoring their units' contexts, while the schedule's faults are
+// injected; then everything is healed, the
 // workload stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
 // judge.
@@ -235,6 +266,34 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	resource := fmt.Sprintf("res-nemesis-%s-%d", mode, n)
 	locks := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base, Res: resource}
 	elect := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + "-election", Res: resource + "-election", Election: true}
+	permits := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + nemesisPermitSuffix, Res: resource + nemesisPermitSuffix, Permit: true}
+	members := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + nemesisPartitionSuffix, Res: resource + nemesisPartitionSuffix}
+	withPermits, withUnits := nemesisRecipes(nt.Kind)
+	type spec struct {
+		f      *Fixture
+		name   string
+		limit  int
+		member bool
+	}
+	var specs []spec
+	for i := range nemesisWorkers {
+		specs = append(specs, spec{f: locks, name: fmt.Sprintf("W%d", i)})
+	}
+	for i := range nemesisCandidates {
+		specs = append(specs, spec{f: elect, name: fmt.Sprintf("C%d", i)})
+	}
+	// The recipes' workers come after the others, in the order of the
+	// plan's Extra targets.
+	if withPermits {
+		for i := range nemesisPermitWorkers {
+			specs = append(specs, spec{f: permits, name: fmt.Sprintf("P%d", i), limit: nemesisPermitLimit})
+		}
+	}
+	if withUnits {
+		for i := range nemesisMembers {
+			specs = append(specs, spec{f: members, name: fmt.Sprintf("M%d", i), member: true})
+		}
+	}
 
 	// Spawn the workers, each with its own proxies.
 	var ws []*nemesisWorker
@@ -243,14 +302,11 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		w   *Worker
 		err error
 	}
-	total := nemesisWorkers + nemesisCandidates
+	total := len(specs)
 	ch := make(chan spawned, total)
-	for i := range total {
-		f, name := locks, fmt.Sprintf("W%d", i)
-		if i >= nemesisWorkers {
-			f, name = elect, fmt.Sprintf("C%d", i-nemesisWorkers)
-		}
-		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4}
+	for i, sp := range specs {
+		f, name := sp.f, sp.name
+		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4, limit: sp.limit, member: sp.member}
 		cfg := WorkerConfig{StoreVia: nw.store, TTL: ttl}
 		if nt.Kind != backendFile {
 			var addrs []string
@@ -277,6 +333,14 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		r.Close()
 		t.Fatal(err)
 	}
+	for _, nw := range ws {
+		if nw.member {
+			if err := nemesisJoin(nw.w, members.Key, members.Res); err != nil {
+				r.Close()
+				t.Fatal(err)
+			}
+		}
+	}
 
 	// The workload.
 	stop := make(chan struct{})
@@ -285,6 +349,10 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	werrs := make([]error, len(ws))
 	for i, nw := range ws {
 		rng := rand.New(rand.NewPCG(plan.Seed, uint64(i)+1))
+		if nw.member {
+			wg.Go(func() { werrs[i] = nemesisMemberWork(nw, rng, stop, ttl) })
+			continue
+		}
 		wg.Go(func() {
 			failed, err := nemesisWork(nw, rng, stop)
 			mu.Lock()
@@ -349,6 +417,7 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 			nr.ElectionGrants++
 		}
 	}
+	nr.checkRecipes(r, permits.Key, permits.Res, members.Key, members.Res, withPermits, withUnits)
 	return nr
 }
 
@@ -364,12 +433,17 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 			return failed, nil
 		default:
 		}
-		if _, err := w.Acquire(nw.key, Acq{Wait: true, Timeout: 5 * time.Second}); err != nil {
+		rep, err := w.acquire(nw.key, Acq{Wait: true, Timeout: 5 * time.Second, Limit: nw.limit})
+		if err != nil {
 			if !tolerable(err) {
 				return failed, err
 			}
 			failed++
 			continue
+		}
+		resource := nw.res
+		if nw.limit > 1 {
+			resource = fmt.Sprintf("%s-s%d", nw.res, rep.Slot) // a fence per slot
 		}
 		// Half the holds are stubborn: their writes go out whether the
 		// lock is live or not (a holder that ignores its lock's context),
@@ -377,7 +451,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 		stubborn := rng.IntN(2) == 0
 		for range 1 + rng.IntN(3) {
 			o := RMWOptions{NoCheck: stubborn, StoreTimeout: time.Second}
-			if res := w.RMW(nw.res, o); !tolerable(res.Err) {
+			if res := w.RMW(resource, o); !tolerable(res.Err) {
 				return failed, res.Err
 			}
 			// The holder works a while after each write (pacing, up to a
@@ -462,7 +536,9 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 // token not above the last (the token model illegal, or a count), since
 // every target runs in the deployment its backend promises to survive;
 // in a fenced mode, a stale write accepted or a register history that is
-// not linearizable. None of these depends on timing: each is proven from
+// not linearizable; and each recipe's invariant: more permits proven live
+// at one instant than the semaphore's limit, or two owners of a unit
+// proven live at one instant (see CheckPermits, CheckUnits). None of these depends on timing: each is proven from
 // the history. Lost updates are reported, not judged (a fence refuses a
 // stale write, not an increment computed from a read an older holder
 // made before the newer one wrote).
@@ -482,6 +558,14 @@ func (nr *NemesisResult) Judge() []string {
 			bad = append(bad, "fence: the register's history is not linearizable")
 		}
 	}
+	if nr.Permits.Violated() {
+		bad = append(bad, fmt.Sprintf("permits: at most %d holders: %d proven live at once (%d grants over the limit), slots' mutex model %s",
+			nr.Permits.Limit, nr.Permits.MaxHolders, nr.Permits.Over, verdictName(nr.Permits.Mutex)))
+	}
+	if nr.Units.Violated() {
+		bad = append(bad, fmt.Sprintf("partitioning: one owner per unit: %d pairs of owners proven live at once, units' mutex model %s",
+			nr.Units.Over, verdictName(nr.Units.Mutex)))
+	}
 	return bad
 }
 
@@ -500,8 +584,8 @@ func verdictName(v porcupine.CheckResult) string {
 // NemesisTable renders nemesis results as a Markdown table.
 func NemesisTable(rs []*NemesisResult) string {
 	var b strings.Builder
-	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | verdict |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | permit grants | permits (≤N) | permit stale attempted/refused/accepted | unit grants | units (one owner) | unit stale attempted/refused/accepted | verdict |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		var fs []string
 		for _, k := range NemesisKinds {
@@ -515,10 +599,18 @@ func NemesisTable(rs []*NemesisResult) string {
 		} else if r.Mode == Unfenced && r.Bit() {
 			verdict = "holds where judged; unfenced baseline shows: " + r.violationText()
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s |\n",
+		grants := func(v RecipeVerdict) string {
+			if !v.Ran {
+				return "-"
+			}
+			return fmt.Sprint(v.Grants)
+		}
+		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.AcquireErrors,
 			r.Writes, r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.Overlaps, r.TokenRegressions,
-			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]), verdict)
+			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]),
+			grants(r.Permits), recipeCell(r.Permits, "grants over the limit"), staleCell(r.Permits),
+			grants(r.Units), recipeCell(r.Units, "pairs of owners"), staleCell(r.Units), verdict)
 	}
 	return b.String()
 }

@@ -64,8 +64,21 @@ func TestNemesis(t *testing.T) {
 					results = append(results, nr)
 					t.Logf("%d faults %v, %d grants, %d writes, stale %d/%d/%d, lost updates %d, verdicts %v",
 						len(plan.Events), nr.Faults, nr.Grants, nr.Writes, nr.StaleAttempted, nr.StaleRefused, nr.StaleAccepted, nr.LostUpdates, nr.Verdicts)
+					if nr.Permits.Ran || nr.Units.Ran {
+						t.Logf("permits: %d grants, at most %d of %d live, stale %d/%d/%d; units: %d grants, at most %d owner(s), stale %d/%d/%d; members' Run ended: %d",
+							nr.Permits.Grants, nr.Permits.MaxHolders, nr.Permits.Limit, nr.Permits.StaleAttempted, nr.Permits.StaleRefused, nr.Permits.StaleAccepted,
+							nr.Units.Grants, nr.Units.MaxHolders, nr.Units.StaleAttempted, nr.Units.StaleRefused, nr.Units.StaleAccepted, nr.MemberErrors)
+					}
 					for _, bad := range nr.Judge() {
 						t.Errorf("seed %d: %s (replay: %s)", seed, bad, replay)
+					}
+					// The recipes' workloads ran: a permit granted, a unit
+					// owned (a judge of nothing holds vacuously).
+					if nr.Permits.Ran && nr.Permits.Grants == 0 {
+						t.Errorf("seed %d: no permit granted in the run (replay: %s)", seed, replay)
+					}
+					if nr.Units.Ran && nr.Units.Grants == 0 {
+						t.Errorf("seed %d: no unit granted in the run (replay: %s)", seed, replay)
 					}
 					if t.Failed() {
 						for _, n := range nr.Notes {
@@ -183,6 +196,36 @@ func TestNemesisPlanReplays(t *testing.T) {
 				t.Errorf("server fault %s starts before the previous one ended (%v)", e, last)
 			}
 			last = e.At + e.For
+		}
+	}
+}
+
+// TestNemesisPlanKeepsChannels pins that the recipes' workers (the
+// shape's Extra) leave a seed's faults for the other workers and the
+// servers as they were: their channels are drawn after all others.
+func TestNemesisPlanKeepsChannels(t *testing.T) {
+	for _, servers := range []int{0, 1, 3} {
+		for seed := uint64(1); seed <= 20; seed++ {
+			shape := torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second}
+			old := torture.NewNemesisPlan(seed, time.Minute, shape)
+			shape.Extra = 6
+			grown := torture.NewNemesisPlan(seed, time.Minute, shape)
+			var kept []torture.NemesisEvent
+			extra := 0
+			for _, e := range grown.Events {
+				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill
+				if server || e.Target < shape.Workers {
+					kept = append(kept, e)
+				} else {
+					extra++
+				}
+			}
+			if !reflect.DeepEqual(kept, old.Events) {
+				t.Fatalf("seed %d, %d servers: the existing channels' events changed with 6 extra workers:\nwithout: %v\nwith:    %v", seed, servers, old.Events, kept)
+			}
+			if extra == 0 {
+				t.Fatalf("seed %d: no fault on an extra worker in a minute", seed)
+			}
 		}
 	}
 }
