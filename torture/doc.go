@@ -148,7 +148,8 @@
 // candidates doing the same on an election, three workers doing the same
 // with permits of one semaphore of 2 permits with slots, each permit
 // writing its slot's resource (a fence per slot; not on Redlock nor the
-// gateway, which grant no permits), and three members of one partition
+// gateway, which grant no permits, nor on ZooKeeper, whose permits have
+// no slots), and three members of one partition
 // group of 6 units, each writing every unit it owns with the unit's token
 // (a fence per unit), in stubborn spells ignoring the units' contexts.
 // The recipes' workers are the schedule's last channels, drawn after the

@@ -44,12 +44,15 @@ const (
 func SlotKey(key string, slot int) string { return fmt.Sprintf("%s/slot/%d", key, slot) }
 
 // nemesisRecipes reports which recipes run on a target: permits where
-// the backend grants them (not Redlock, whose quorum of independent nodes
-// could grant more than the limit, nor the gateway, whose session holds
-// one permit of a semaphore: the permit rows' exemptions), partitioning
-// everywhere (its units are locks, listed with driver.Lister).
+// the backend grants them with slots (not Redlock, whose quorum of
+// independent nodes could grant more than the limit, nor the gateway,
+// whose session holds one permit of a semaphore: the permit rows'
+// exemptions; nor ZooKeeper, whose semaphore layout names no slots, so
+// that no fence per permit can be kept: its permit rows run a limit of
+// 1), partitioning everywhere (its units are locks, listed with
+// driver.Lister).
 func nemesisRecipes(kind string) (permits, units bool) {
-	return kind != backendRedlock && kind != backendGateway, true
+	return kind != backendRedlock && kind != backendGateway && kind != backendZK, true
 }
 
 // nemesisRecipeWorkers is the number of recipe workers on a target.
