@@ -169,8 +169,10 @@
 // store delays only: there is no network and no server). Every run is
 // judged (NemesisResult.Judge), in every store mode, on what the history
 // proves whatever the timing: no two grants of one key proven held at once
-// (the mutex model and the count, for locks, terms, slots and units: one
-// leader), no token regression (the token model and the count), no more
+// (the mutex model and the count, for locks, terms and permits' slots:
+// one leader), no token regression (the token model and the count; the
+// units' grants, which their members report, are judged by CheckUnits
+// and the counts, not by these models), no more
 // permits proven live at one instant than the semaphore's limit
 // (CheckPermits), never two owners of a unit proven live at one instant
 // (CheckUnits), and, with the fence, no stale write accepted and a

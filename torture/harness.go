@@ -45,6 +45,10 @@ type Run struct {
 	closed   bool
 	endAt    int64
 	injected int // rounds in which the fault took effect as designed
+	// lockModelsOmit, when set before the workers start, is a key prefix
+	// whose grants Check leaves out of the mutex and token models (see
+	// RunNemesis); its overlap and token counts still cover them.
+	lockModelsOmit string
 }
 
 // failedAcq is an acquire, or campaign, of key by worker that failed or

@@ -14,6 +14,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/distlock/distlock/faultproxy"
+	pt "github.com/distlock/distlock/partition"
 	"github.com/distlock/distlock/testserver"
 )
 
@@ -269,6 +270,20 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	permits := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + nemesisPermitSuffix, Res: resource + nemesisPermitSuffix, Permit: true}
 	members := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + nemesisPartitionSuffix, Res: resource + nemesisPartitionSuffix}
 	withPermits, withUnits := nemesisRecipes(nt.Kind)
+	if withUnits {
+		// A member reports its units' grants, each stamped from the
+		// membership's start (see member.go): over a long run, a unit's
+		// dozens of grants, all concurrent in the history, are more than
+		// the token model's search can order within CheckTimeout (a
+		// minute's run timed it out), and could prove no regression
+		// anyway. The units are judged by CheckUnits (the proven overlaps
+		// and the mutex model per unit, in the units' column), and
+		// Check's counts still cover them (overlaps, a token handed out
+		// twice); the mutex and token columns are the locks', terms' and
+		// permits'.
+		r.lockModelsOmit = pt.KeyPrefix + members.Key + "/units/"
+		r.Notef("the mutex and token models leave the units' grants out (each stamped from its member's start: see RunNemesis); CheckUnits judges them")
+	}
 	type spec struct {
 		f      *Fixture
 		name   string
