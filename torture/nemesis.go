@@ -175,8 +175,9 @@ type NemesisTarget struct {
 }
 
 // Shape is what a schedule for nt is drawn for: the workers of RunNemesis
-// (the recipes' as Extra), nt's servers, the fault kinds that apply to it (no link faults on file,
-// where there is no network; no server faults without servers), and ttl.
+// (the recipes' as Extra), nt's servers, the fault kinds that apply to it
+// (no link faults on file, where there is no network; no server faults
+// without servers), and ttl.
 func (nt NemesisTarget) Shape(ttl time.Duration) NemesisShape {
 	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl,
 		Extra: nemesisRecipeWorkers(nt.Kind)}
@@ -244,7 +245,7 @@ type nemesisWorker struct {
 // ignoring the lock, release), two candidates do the same on an
 // election, three workers do the same with permits of a semaphore of 2
 // permits with slots (each permit writing its slot's resource), where the
-// target grants permits, and three members of a partition group of 6
+// target grants permits with slots, and three members of a partition group of 6
 // units write each unit they own with its token, in stubborn spells
 // ignoring their units' contexts, while the schedule's faults are
 // injected; then everything is healed, the

@@ -64,10 +64,12 @@ func TestNemesis(t *testing.T) {
 					results = append(results, nr)
 					t.Logf("%d faults %v, %d grants, %d writes, stale %d/%d/%d, lost updates %d, verdicts %v",
 						len(plan.Events), nr.Faults, nr.Grants, nr.Writes, nr.StaleAttempted, nr.StaleRefused, nr.StaleAccepted, nr.LostUpdates, nr.Verdicts)
-					if nr.Permits.Ran || nr.Units.Ran {
-						t.Logf("permits: %d grants, at most %d of %d live, stale %d/%d/%d; units: %d grants, at most %d owner(s), stale %d/%d/%d; members' Run ended: %d",
-							nr.Permits.Grants, nr.Permits.MaxHolders, nr.Permits.Limit, nr.Permits.StaleAttempted, nr.Permits.StaleRefused, nr.Permits.StaleAccepted,
-							nr.Units.Grants, nr.Units.MaxHolders, nr.Units.StaleAttempted, nr.Units.StaleRefused, nr.Units.StaleAccepted, nr.MemberErrors)
+					if v := nr.Permits; v.Ran {
+						t.Logf("permits: %d grants, at most %d of %d live, stale %d/%d/%d", v.Grants, v.MaxHolders, v.Limit, v.StaleAttempted, v.StaleRefused, v.StaleAccepted)
+					}
+					if v := nr.Units; v.Ran {
+						t.Logf("units: %d grants, at most %d owner(s) of a unit, stale %d/%d/%d; members whose Run ended: %d",
+							v.Grants, v.MaxHolders, v.StaleAttempted, v.StaleRefused, v.StaleAccepted, nr.MemberErrors)
 					}
 					for _, bad := range nr.Judge() {
 						t.Errorf("seed %d: %s (replay: %s)", seed, bad, replay)
