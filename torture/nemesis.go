@@ -433,7 +433,9 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 			nr.ElectionGrants++
 		}
 	}
-	nr.checkRecipes(r, permits.Key, permits.Res, members.Key, members.Res, withPermits, withUnits)
+	// No fault of this mix moves a server's clock: no step explains an
+	// excess.
+	nr.checkRecipes(r, permits.Key, permits.Res, members.Key, members.Res, withPermits, withUnits, nil)
 	return nr
 }
 

@@ -83,6 +83,11 @@ type RecipeVerdict struct {
 	// live made more than Limit proven live (permits), or pairs of
 	// grants of one unit proven live at a common instant (partitioning).
 	Over int
+	// ClockOver counts the excesses (not in Over) that a forward step of
+	// a server's wall clock explains: one came between the older grant's
+	// acquire call and the newer grant's return. No lease survives its
+	// server's clock jumping past it, so these are reported, not judged.
+	ClockOver int
 	// Mutex is the mutex model's verdict per slot or per unit.
 	Mutex porcupine.CheckResult
 	// Stale writes to the recipe's resources: attempted, refused by the
@@ -93,9 +98,11 @@ type RecipeVerdict struct {
 	Notes  []string
 }
 
-// Violated reports whether the invariant is proven broken.
+// Violated reports whether the invariant is proven broken: an excess
+// that no clock step explains, or the mutex model illegal where no
+// excess was counted at all (as Judge weighs the locks' overlaps).
 func (v RecipeVerdict) Violated() bool {
-	return v.Ran && (v.Over > 0 || v.MaxHolders > v.Limit || v.Mutex == porcupine.Illegal)
+	return v.Ran && (v.Over > 0 || (v.Mutex == porcupine.Illegal && v.ClockOver == 0))
 }
 
 // interval is a grant's proven life: granted by From (its acquire's
@@ -106,6 +113,7 @@ type interval struct {
 	worker   string
 	key      string
 	token    uint64
+	call     int64 // the acquire's call
 	from, to int64
 }
 
@@ -124,7 +132,7 @@ func provenIntervals(ops []Op, prefix string) (all int, ivs []interval) {
 			if op.Outcome != OutcomeOK {
 				continue
 			}
-			byGrant[op.Grant] = &interval{grant: op.Grant, worker: op.Worker, key: op.Key, token: op.Token, from: op.Return, to: op.Return}
+			byGrant[op.Grant] = &interval{grant: op.Grant, worker: op.Worker, key: op.Key, token: op.Token, call: op.Call, from: op.Return, to: op.Return}
 			order = append(order, op.Grant)
 		case KindEnd:
 			if g := byGrant[op.Grant]; g != nil {
@@ -189,23 +197,34 @@ func maxHolders(ivs []interval) (int, []interval) {
 }
 
 // overCount counts the grants of ivs whose start made more than limit
-// intervals proven live at once.
-func overCount(ivs []interval, limit int) int {
-	n := 0
+// intervals proven live at once: those no step of steps explains (one
+// between the earliest acquire call of the live ones and the start), and
+// those one does.
+func overCount(ivs []interval, limit int, steps []int64) (over, clock int) {
 	for _, a := range ivs {
-		live := 0
+		live, first := 0, a.call
 		for _, b := range ivs {
 			if b.from <= a.from && a.from < b.to {
 				live++
+				first = min(first, b.call)
 			}
 		}
 		// a.from itself is no proven instant of a; the instant just after
 		// it is, and every b counted is live there too.
-		if live > limit {
-			n++
+		switch {
+		case live <= limit:
+		case stepIn(steps, first, a.from):
+			clock++
+		default:
+			over++
 		}
 	}
-	return n
+	return over, clock
+}
+
+// stepIn reports whether a step of steps is in [from, to].
+func stepIn(steps []int64, from, to int64) bool {
+	return slices.ContainsFunc(steps, func(s int64) bool { return s >= from && s <= to })
 }
 
 func (iv interval) String() string {
@@ -255,14 +274,17 @@ func (v *RecipeVerdict) staleCounts(ops []Op, prefix string) {
 // returns to the latest instants they were proven live, as Check judges
 // an overlap), one holder per slot (the mutex model over the slots'
 // keys), and counts the writes to the slots' resources (prefix res).
-func CheckPermits(ops []Op, key string, limit int, res string) RecipeVerdict {
+// Steps are the instants at which a server's wall clock stepped forward
+// (Run.Clock readings): an excess one explains is counted apart
+// (ClockOver), not judged.
+func CheckPermits(ops []Op, key string, limit int, res string, steps []int64) RecipeVerdict {
 	v := RecipeVerdict{Ran: true, Limit: limit}
 	prefix := key + "/slot/"
 	var ivs []interval
 	v.Grants, ivs = provenIntervals(ops, prefix)
 	var at []interval
 	v.MaxHolders, at = maxHolders(ivs)
-	v.Over = overCount(ivs, limit)
+	v.Over, v.ClockOver = overCount(ivs, limit, steps)
 	if v.MaxHolders > limit {
 		v.Notes = append(v.Notes, fmt.Sprintf("permits: %d proven live at once, over the limit of %d: %s", v.MaxHolders, limit, joinIntervals(at)))
 	}
@@ -275,7 +297,9 @@ func CheckPermits(ops []Op, key string, limit int, res string) RecipeVerdict {
 // have prefix (Partition.UnitKey's prefix) in ops: never two grants of
 // one unit proven live at a common instant, and the mutex model per
 // unit; and counts the writes to the units' resources (prefix res).
-func CheckUnits(ops []Op, prefix string, res string) RecipeVerdict {
+// Steps are as for CheckPermits: two owners that a forward step of a
+// server's clock explains are counted apart (ClockOver), not judged.
+func CheckUnits(ops []Op, prefix string, res string, steps []int64) RecipeVerdict {
 	v := RecipeVerdict{Ran: true, Limit: 1}
 	var ivs []interval
 	v.Grants, ivs = provenIntervals(ops, prefix)
@@ -295,10 +319,20 @@ func CheckUnits(ops []Op, prefix string, res string) RecipeVerdict {
 		v.MaxHolders = max(v.MaxHolders, n)
 		for i, a := range us {
 			for _, b := range us[i+1:] {
-				if max(a.from, b.from) < min(a.to, b.to) {
-					v.Over++
-					v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners: %s and %s", unit, a, b))
+				if max(a.from, b.from) >= min(a.to, b.to) {
+					continue
 				}
+				older, newer := a, b
+				if b.from < a.from {
+					older, newer = b, a
+				}
+				if stepIn(steps, older.call, newer.from) {
+					v.ClockOver++
+					v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners after a server's clock stepped forward (not judged): %s and %s", unit, a, b))
+					continue
+				}
+				v.Over++
+				v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners: %s and %s", unit, a, b))
 			}
 		}
 	}
@@ -362,14 +396,15 @@ func nemesisMemberWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, 
 	}
 }
 
-// checkRecipes judges the recipes of a nemesis run on its history.
-func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitRes string, permits, units bool) {
+// checkRecipes judges the recipes of a nemesis run on its history; steps
+// are the instants at which a server's wall clock stepped forward.
+func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitRes string, permits, units bool, steps []int64) {
 	if permits {
-		nr.Permits = CheckPermits(nr.Ops, permitKey, nemesisPermitLimit, permitRes)
+		nr.Permits = CheckPermits(nr.Ops, permitKey, nemesisPermitLimit, permitRes, steps)
 		nr.Notes = append(nr.Notes, nr.Permits.Notes...)
 	}
 	if units {
-		nr.Units = CheckUnits(nr.Ops, pt.KeyPrefix+group+"/units/", unitRes)
+		nr.Units = CheckUnits(nr.Ops, pt.KeyPrefix+group+"/units/", unitRes, steps)
 		nr.Notes = append(nr.Notes, nr.Units.Notes...)
 		r.mu.Lock()
 		for _, w := range r.workers {
@@ -390,6 +425,9 @@ func recipeCell(v RecipeVerdict, what string) string {
 	s := fmt.Sprintf("%s, at most %d of %d", verdictName(v.Mutex), v.MaxHolders, v.Limit)
 	if v.Over > 0 {
 		s += fmt.Sprintf(", %d %s", v.Over, what)
+	}
+	if v.ClockOver > 0 {
+		s += fmt.Sprintf(", %d %s after a server's clock stepped forward (not judged)", v.ClockOver, what)
 	}
 	return s
 }

@@ -42,7 +42,7 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", s(1), 2, 20, 200},
 		{"C", s(0), 3, 100, 300}, // granted as A's proof of life ends: no overlap
 	})
-	v := CheckPermits(ok, key, 2, "res")
+	v := CheckPermits(ok, key, 2, "res", nil)
 	if v.Violated() || v.MaxHolders != 2 || v.Over != 0 || v.Grants != 3 || v.Mutex != porcupine.Ok {
 		t.Fatalf("a legal history judged %+v", v)
 	}
@@ -53,19 +53,29 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", s(1), 2, 20, 200},
 		{"C", s(2), 3, 50, 300},
 	})
-	v = CheckPermits(over, key, 2, "res")
+	v = CheckPermits(over, key, 2, "res", nil)
 	if !v.Violated() || v.MaxHolders != 3 || v.Over != 1 {
 		t.Fatalf("3 permits live at once under a limit of 2 judged %+v", v)
 	}
 	if len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "3 proven live at once") {
 		t.Errorf("notes %q", v.Notes)
 	}
+	// A forward step of a server's clock between the first call and the
+	// third grant explains the excess: counted apart, not judged.
+	v = CheckPermits(over, key, 2, "res", []int64{30})
+	if v.Violated() || v.Over != 0 || v.ClockOver != 1 || v.MaxHolders != 3 {
+		t.Fatalf("3 permits after a clock step judged %+v", v)
+	}
+	// A step after the third grant explains nothing.
+	if v = CheckPermits(over, key, 2, "res", []int64{60}); !v.Violated() || v.Over != 1 || v.ClockOver != 0 {
+		t.Fatalf("3 permits, a clock step after them, judged %+v", v)
+	}
 	// Two holders of one slot at once: the slot's mutex model is illegal.
 	slot := grantHistory([]grantSpec{
 		{"A", s(0), 1, 10, 100},
 		{"B", s(0), 2, 20, 200},
 	})
-	v = CheckPermits(slot, key, 2, "res")
+	v = CheckPermits(slot, key, 2, "res", nil)
 	if !v.Violated() || v.Mutex != porcupine.Illegal {
 		t.Fatalf("two holders of one slot judged %+v", v)
 	}
@@ -75,7 +85,7 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", "lock", 2, 20, 200},
 		{"C", s(0), 3, 50, 300},
 	})
-	if v = CheckPermits(other, key, 1, "res"); v.Violated() || v.Grants != 1 {
+	if v = CheckPermits(other, key, 1, "res", nil); v.Violated() || v.Grants != 1 {
 		t.Fatalf("another key's grants counted: %+v", v)
 	}
 }
@@ -91,7 +101,7 @@ func TestCheckUnitsOneOwner(t *testing.T) {
 		{"M1", u("1"), 1, 10, 300},
 		{"M2", u("2"), 1, 10, 300},
 	})
-	v := CheckUnits(ok, prefix, "res")
+	v := CheckUnits(ok, prefix, "res", nil)
 	if v.Violated() || v.MaxHolders != 1 || v.Grants != 4 || v.Mutex != porcupine.Ok {
 		t.Fatalf("a legal history judged %+v", v)
 	}
@@ -100,12 +110,21 @@ func TestCheckUnitsOneOwner(t *testing.T) {
 		{"M1", u("0"), 2, 50, 200},
 		{"M1", u("1"), 1, 10, 300},
 	})
-	v = CheckUnits(two, prefix, "res")
+	v = CheckUnits(two, prefix, "res", nil)
 	if !v.Violated() || v.Over != 1 || v.MaxHolders != 2 || v.Mutex != porcupine.Illegal {
 		t.Fatalf("two owners of unit 0 judged %+v", v)
 	}
 	if len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "two owners") {
 		t.Errorf("notes %q", v.Notes)
+	}
+	// A forward step of a server's clock between the older grant's call
+	// and the newer grant explains the two owners: reported, not judged.
+	v = CheckUnits(two, prefix, "res", []int64{40})
+	if v.Violated() || v.Over != 0 || v.ClockOver != 1 || v.Mutex != porcupine.Illegal {
+		t.Fatalf("two owners after a clock step judged %+v", v)
+	}
+	if v = CheckUnits(two, prefix, "res", []int64{51}); !v.Violated() || v.Over != 1 {
+		t.Fatalf("two owners, a clock step after them, judged %+v", v)
 	}
 }
 
@@ -118,11 +137,11 @@ func TestRecipeStaleCounts(t *testing.T) {
 		{Kind: KindWrite, Key: "r-partition-u1", Stale: true, Outcome: OutcomeOK},
 		{Kind: KindWrite, Key: "r", Stale: true, Outcome: OutcomeOK},
 	}
-	v := CheckPermits(ops, "sem", 2, "r-permits")
+	v := CheckPermits(ops, "sem", 2, "r-permits", nil)
 	if v.Writes != 3 || v.StaleAttempted != 2 || v.StaleRefused != 1 || v.StaleAccepted != 1 {
 		t.Fatalf("permit writes counted %+v", v)
 	}
-	v = CheckUnits(ops, "units/", "r-partition")
+	v = CheckUnits(ops, "units/", "r-partition", nil)
 	if v.Writes != 1 || v.StaleAttempted != 1 || v.StaleAccepted != 1 {
 		t.Fatalf("unit writes counted %+v", v)
 	}
