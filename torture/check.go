@@ -3,6 +3,7 @@ package torture
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -215,7 +216,11 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 	}
 	res.Verdicts = map[string]porcupine.CheckResult{}
 	for _, k := range modelKinds {
-		pops := operations(ops, []modelKind{k}, clients)
+		mops := ops
+		if k != modelRegister && r.lockModelsOmit != "" {
+			mops = slices.DeleteFunc(slices.Clone(ops), func(op Op) bool { return strings.HasPrefix(op.Key, r.lockModelsOmit) })
+		}
+		pops := operations(mops, []modelKind{k}, clients)
 		if len(pops) == 0 {
 			continue
 		}

@@ -144,8 +144,17 @@
 // lapses), and the channels are independent, so that faults of different
 // channels overlap. The workload is three workers cycling through one
 // key's lock (acquire, one to three read-modify-writes of one resource,
-// each followed by up to a quarter of a TTL of work, release) and two
-// candidates doing the same on an election; in half the holds the writes
+// each followed by up to a quarter of a TTL of work, release), two
+// candidates doing the same on an election, three workers doing the same
+// with permits of one semaphore of 2 permits with slots, each permit
+// writing its slot's resource (a fence per slot; not on Redlock nor the
+// gateway, which grant no permits, nor on ZooKeeper, whose permits have
+// no slots), and three members of one partition
+// group of 6 units, each writing every unit it owns with the unit's token
+// (a fence per unit), in stubborn spells ignoring the units' contexts.
+// The recipes' workers are the schedule's last channels, drawn after the
+// servers', so that adding them left a seed's other faults as they were.
+// In half the holds the writes
 // are stubborn: they go out whether the lock is live or not, as from a
 // holder that ignores its lock's context, so that a lapsed holder's late
 // writes reach the store and only the fence stands between them and the
@@ -165,9 +174,14 @@
 // Redis, etcd and file with -nemesis.backends. Every run is
 // judged (NemesisResult.Judge), in every store mode, on what the history
 // proves whatever the timing: no two grants of one key proven held at once
-// (the mutex model and the count, for locks and terms: one leader), no
-// token regression (the token model and the count), and, with the fence,
-// no stale write accepted and a linearizable register. The unfenced
+// (the mutex model and the count, for locks, terms and permits' slots:
+// one leader), no token regression (the token model and the count; the
+// units' grants, which their members report, are judged by CheckUnits
+// and the counts, not by these models), no more
+// permits proven live at one instant than the semaphore's limit
+// (CheckPermits), never two owners of a unit proven live at one instant
+// (CheckUnits), and, with the fence, no stale write accepted and a
+// linearizable register. The unfenced
 // baseline is reported, never required to bite: whether a random schedule
 // makes a stale write land after a newer one depends on timing. Lost
 // updates are reported, not judged (a fence refuses stale writes, not an
@@ -186,8 +200,8 @@
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the
 // workers (no shim moves a Go worker's clock), partitions between servers
-// (no proxy sits between etcd peers or ZooKeeper servers), read/write
-// locks and partition groups.
+// (no proxy sits between etcd peers or ZooKeeper servers) and read/write
+// locks.
 //
 // Every run logs its seed and the command that replays it:
 //
@@ -214,8 +228,9 @@
 //
 // runs each schedule for the given length and writes the table (faults
 // injected by kind, grants and terms, failed acquisitions, writes, stale
-// writes attempted, refused and accepted, lost updates, the verdicts per
-// invariant) to NEMESIS.md (-nemesis.out), not to REPORT.md.
+// writes attempted, refused and accepted, lost updates, the permits' and
+// the units' grants, most holders at once and stale writes, the verdicts
+// per invariant) to NEMESIS.md (-nemesis.out), not to REPORT.md.
 //
 // # One clock, conservative intervals
 //

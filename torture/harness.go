@@ -45,6 +45,10 @@ type Run struct {
 	closed   bool
 	endAt    int64
 	injected int // rounds in which the fault took effect as designed
+	// lockModelsOmit, when set before the workers start, is a key prefix
+	// whose grants Check leaves out of the mutex and token models (see
+	// RunNemesis); its overlap and token counts still cover them.
+	lockModelsOmit string
 }
 
 // failedAcq is an acquire, or campaign, of key by worker that failed or
@@ -395,7 +399,13 @@ func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
 			r.failed = append(r.failed, failedAcq{w.Name, c.req.Key})
 			return
 		}
-		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: c.req.Key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at, shared: c.req.Shared}
+		key := c.req.Key
+		if c.req.Limit > 1 {
+			// A slotted permit is a grant of its slot: one holder at a
+			// time, its tokens increasing (semaphore.WithSlots).
+			key = SlotKey(key, rep.Slot)
+		}
+		g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: key, token: rep.Token, acqCall: c.at, acqReturn: at, live: c.at, shared: c.req.Shared}
 		r.grants = append(r.grants, g)
 		w.grants[rep.Grant] = g
 		w.current = g
@@ -552,6 +562,10 @@ type Acq struct {
 	Timeout time.Duration // bounds the acquisition; 0: a minute
 	// Shared asks a read lock of a read/write worker (OpenOptions.RW).
 	Shared bool
+	// Limit asks a permit worker (OpenOptions.Permit) for a permit of a
+	// semaphore of this limit with slots, when above 1; the grant is
+	// recorded as one of its slot's key (SlotKey).
+	Limit int
 }
 
 // Acquire acquires key; the worker then holds it.
@@ -564,7 +578,7 @@ func (w *Worker) acquire(key string, a Acq) (reply, error) {
 	if a.Timeout == 0 {
 		a.Timeout = time.Minute
 	}
-	return w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout, Shared: a.Shared})
+	return w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout, Shared: a.Shared, Limit: a.Limit})
 }
 
 // AcquireResult is the outcome of AcquireAsync.

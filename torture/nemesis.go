@@ -14,6 +14,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/distlock/distlock/faultproxy"
+	pt "github.com/distlock/distlock/partition"
 	"github.com/distlock/distlock/testserver"
 )
 
@@ -98,6 +99,12 @@ type NemesisShape struct {
 	Servers int
 	Kinds   []string
 	TTL     time.Duration
+	// Extra are workers after Workers (the recipes' permit workers and
+	// members: targets Workers to Workers+Extra-1), whose channels are
+	// drawn after every other channel, the servers' included, so that a
+	// seed draws the same faults for the other channels with or without
+	// them.
+	Extra int
 }
 
 // NewNemesisPlan draws a schedule of duration d from seed, a pure
@@ -112,7 +119,8 @@ type NemesisShape struct {
 // time, by 1.2 to 3 TTLs, forward two times in three), drawn from a
 // generator of their own: the other channels' faults are the same with
 // and without them, so a seed replays the same schedule of the other
-// kinds whether or not a target takes clock jumps.
+// kinds whether or not a target takes clock jumps. The Extra
+// workers' channels come last.
 func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	has := func(k string) bool { return slices.Contains(s.Kinds, k) }
@@ -121,7 +129,7 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 		target func() int
 	}
 	var chans []channel
-	for i := range s.Workers {
+	workerChans := func(i int) {
 		one := func() int { return i }
 		if has(NemesisHolderPause) {
 			chans = append(chans, channel{[]string{NemesisHolderPause}, one})
@@ -139,6 +147,9 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 			chans = append(chans, channel{[]string{NemesisStoreDelay}, one})
 		}
 	}
+	for i := range s.Workers {
+		workerChans(i)
+	}
 	var sk []string
 	for _, k := range []string{NemesisServerPause, NemesisServerKill} {
 		if has(k) && s.Servers > 0 {
@@ -147,6 +158,9 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	}
 	if len(sk) > 0 {
 		chans = append(chans, channel{sk, func() int { return rng.IntN(s.Servers) }})
+	}
+	for i := range s.Extra {
+		workerChans(s.Workers + i)
 	}
 	ttl := s.TTL
 	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
@@ -215,11 +229,13 @@ type NemesisTarget struct {
 	NoServerKill bool
 }
 
-// Shape is what a schedule for nt is drawn for: the workers of RunNemesis,
-// nt's servers, the fault kinds that apply to it (no link faults on file,
-// where there is no network; no server faults without servers), and ttl.
+// Shape is what a schedule for nt is drawn for: the workers of RunNemesis
+// (the recipes' as Extra), nt's servers, the fault kinds that apply to it
+// (no link faults on file, where there is no network; no server faults
+// without servers), and ttl.
 func (nt NemesisTarget) Shape(ttl time.Duration) NemesisShape {
-	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl}
+	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl,
+		Extra: nemesisRecipeWorkers(nt.Kind)}
 }
 
 // kinds returns the fault kinds that apply to a target.
@@ -262,6 +278,12 @@ type NemesisResult struct {
 	// its server's clock jumping past it, so these are reported, not
 	// judged (see Judge); the fence is what keeps them from writing.
 	ClockOverlaps int
+	// Permits and Units are the recipes' verdicts (Ran false where the
+	// target runs no such workload).
+	Permits, Units RecipeVerdict
+	// MemberErrors counts members whose partition.Run returned during
+	// the run (it does on a lasting failure of the service).
+	MemberErrors int
 }
 
 // nemesisWorkers and nemesisCandidates are the lock workers and the
@@ -279,13 +301,24 @@ type nemesisWorker struct {
 	key   string
 	res   string
 	think time.Duration // the most a holder works between writes
+	// limit, above 1, makes the worker's grants permits of a semaphore of
+	// that limit with slots, each writing res+"-s"+SLOT.
+	limit int
+	// member: the worker is a member of a partition group (its workload
+	// is nemesisMemberWork).
+	member bool
 }
 
 // RunNemesis runs plan against nt with the store in mode: three workers
 // cycle through the lock of one key (acquire, one to three paced
 // read-modify-writes of one resource, in half the holds stubborn,
 // ignoring the lock, release), two candidates do the same on an
-// election, while the schedule's faults are injected; then everything is healed, the
+// election, three workers do the same with permits of a semaphore of 2
+// permits with slots (each permit writing its slot's resource), where the
+// target grants permits with slots, and three members of a partition group of 6
+// units write each unit they own with its token, in stubborn spells
+// ignoring their units' contexts, while the schedule's faults are
+// injected; then everything is healed, the
 // workload stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
 // judge.
@@ -305,6 +338,48 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	resource := fmt.Sprintf("res-nemesis-%s-%d", mode, n)
 	locks := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base, Res: resource}
 	elect := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + "-election", Res: resource + "-election", Election: true}
+	permits := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + nemesisPermitSuffix, Res: resource + nemesisPermitSuffix, Permit: true}
+	members := &Fixture{T: t, Run: r, Target: nt.Target, P: Params{TTL: ttl}, Res0: res, Key: base + nemesisPartitionSuffix, Res: resource + nemesisPartitionSuffix}
+	withPermits, withUnits := nemesisRecipes(nt.Kind)
+	if withUnits {
+		// A member reports its units' grants, each stamped from the
+		// membership's start (see member.go): over a long run, a unit's
+		// dozens of grants, all concurrent in the history, are more than
+		// the token model's search can order within CheckTimeout (a
+		// minute's run timed it out), and could prove no regression
+		// anyway. The units are judged by CheckUnits (the proven overlaps
+		// and the mutex model per unit, in the units' column), and
+		// Check's counts still cover them (overlaps, a token handed out
+		// twice); the mutex and token columns are the locks', terms' and
+		// permits'.
+		r.lockModelsOmit = pt.KeyPrefix + members.Key + "/units/"
+		r.Notef("the mutex and token models leave the units' grants out (each stamped from its member's start: see RunNemesis); CheckUnits judges them")
+	}
+	type spec struct {
+		f      *Fixture
+		name   string
+		limit  int
+		member bool
+	}
+	var specs []spec
+	for i := range nemesisWorkers {
+		specs = append(specs, spec{f: locks, name: fmt.Sprintf("W%d", i)})
+	}
+	for i := range nemesisCandidates {
+		specs = append(specs, spec{f: elect, name: fmt.Sprintf("C%d", i)})
+	}
+	// The recipes' workers come after the others, in the order of the
+	// plan's Extra targets.
+	if withPermits {
+		for i := range nemesisPermitWorkers {
+			specs = append(specs, spec{f: permits, name: fmt.Sprintf("P%d", i), limit: nemesisPermitLimit})
+		}
+	}
+	if withUnits {
+		for i := range nemesisMembers {
+			specs = append(specs, spec{f: members, name: fmt.Sprintf("M%d", i), member: true})
+		}
+	}
 
 	// Spawn the workers, each with its own proxies.
 	var ws []*nemesisWorker
@@ -313,14 +388,11 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		w   *Worker
 		err error
 	}
-	total := nemesisWorkers + nemesisCandidates
+	total := len(specs)
 	ch := make(chan spawned, total)
-	for i := range total {
-		f, name := locks, fmt.Sprintf("W%d", i)
-		if i >= nemesisWorkers {
-			f, name = elect, fmt.Sprintf("C%d", i-nemesisWorkers)
-		}
-		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4}
+	for i, sp := range specs {
+		f, name := sp.f, sp.name
+		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4, limit: sp.limit, member: sp.member}
 		cfg := WorkerConfig{StoreVia: nw.store, TTL: ttl}
 		if nt.Kind != backendFile {
 			var addrs []string
@@ -347,6 +419,14 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		r.Close()
 		t.Fatal(err)
 	}
+	for _, nw := range ws {
+		if nw.member {
+			if err := nemesisJoin(nw.w, members.Key, members.Res); err != nil {
+				r.Close()
+				t.Fatal(err)
+			}
+		}
+	}
 
 	// The workload.
 	stop := make(chan struct{})
@@ -355,6 +435,10 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	werrs := make([]error, len(ws))
 	for i, nw := range ws {
 		rng := rand.New(rand.NewPCG(plan.Seed, uint64(i)+1))
+		if nw.member {
+			wg.Go(func() { werrs[i] = nemesisMemberWork(nw, rng, stop, ttl) })
+			continue
+		}
 		wg.Go(func() {
 			failed, err := nemesisWork(nw, rng, stop)
 			mu.Lock()
@@ -418,7 +502,13 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	}
 	r.Notef("%d faults in %v; the harness ran an action up to %v late (a server's restart blocks the schedule)", len(plan.Events), plan.Duration, late.Round(time.Millisecond))
 	r.Check(res, "")
-	nr.Cutoffs = nemesisCutoffs(res.Ops, cuts)
+	// The units' grants are stamped from their member's start (see
+	// lockModelsOmit): no fault time can be measured against them.
+	cutOps := res.Ops
+	if r.lockModelsOmit != "" {
+		cutOps = slices.DeleteFunc(slices.Clone(res.Ops), func(op Op) bool { return strings.HasPrefix(op.Key, r.lockModelsOmit) })
+	}
+	nr.Cutoffs = nemesisCutoffs(cutOps, cuts)
 	var steps []int64
 	for _, c := range cuts {
 		if c.kind == NemesisServerClockJump {
@@ -431,6 +521,7 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 			nr.ElectionGrants++
 		}
 	}
+	nr.checkRecipes(r, permits.Key, permits.Res, members.Key, members.Res, withPermits, withUnits, steps)
 	return nr
 }
 
@@ -446,12 +537,17 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 			return failed, nil
 		default:
 		}
-		if _, err := w.Acquire(nw.key, Acq{Wait: true, Timeout: 5 * time.Second}); err != nil {
+		rep, err := w.acquire(nw.key, Acq{Wait: true, Timeout: 5 * time.Second, Limit: nw.limit})
+		if err != nil {
 			if !tolerable(err) {
 				return failed, err
 			}
 			failed++
 			continue
+		}
+		resource := nw.res
+		if nw.limit > 1 {
+			resource = fmt.Sprintf("%s-s%d", nw.res, rep.Slot) // a fence per slot
 		}
 		// Half the holds are stubborn: their writes go out whether the
 		// lock is live or not (a holder that ignores its lock's context),
@@ -459,7 +555,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 		stubborn := rng.IntN(2) == 0
 		for range 1 + rng.IntN(3) {
 			o := RMWOptions{NoCheck: stubborn, StoreTimeout: time.Second}
-			if res := w.RMW(nw.res, o); !tolerable(res.Err) {
+			if res := w.RMW(resource, o); !tolerable(res.Err) {
 				return failed, res.Err
 			}
 			// The holder works a while after each write (pacing, up to a
@@ -555,7 +651,9 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 // token not above the last (the token model illegal, or a count), since
 // every target runs in the deployment its backend promises to survive;
 // in a fenced mode, a stale write accepted or a register history that is
-// not linearizable. None of these depends on timing: each is proven from
+// not linearizable; and each recipe's invariant: more permits proven live
+// at one instant than the semaphore's limit, or two owners of a unit
+// proven live at one instant (see CheckPermits, CheckUnits). None of these depends on timing: each is proven from
 // the history. Lost updates are reported, not judged (a fence refuses a
 // stale write, not an increment computed from a read an older holder
 // made before the newer one wrote). One exception: the overlaps that a
@@ -579,6 +677,14 @@ func (nr *NemesisResult) Judge() []string {
 			bad = append(bad, "fence: the register's history is not linearizable")
 		}
 	}
+	if nr.Permits.Violated() {
+		bad = append(bad, fmt.Sprintf("permits: at most %d holders: %d proven live at once (%d grants over the limit), slots' mutex model %s",
+			nr.Permits.Limit, nr.Permits.MaxHolders, nr.Permits.Over, verdictName(nr.Permits.Mutex)))
+	}
+	if nr.Units.Violated() {
+		bad = append(bad, fmt.Sprintf("partitioning: one owner per unit: %d pairs of owners proven live at once, units' mutex model %s",
+			nr.Units.Over, verdictName(nr.Units.Mutex)))
+	}
 	return bad
 }
 
@@ -597,8 +703,8 @@ func verdictName(v porcupine.CheckResult) string {
 // NemesisTable renders nemesis results as a Markdown table.
 func NemesisTable(rs []*NemesisResult) string {
 	var b strings.Builder
-	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | verdict | loss reported p50 / max (n) | next grant p50 / max (n) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | permit grants | permits (≤N) | permit stale attempted/refused/accepted | unit grants | units (one owner) | unit stale attempted/refused/accepted | verdict | loss reported p50 / max (n) | next grant p50 / max (n) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		var fs []string
 		for _, k := range NemesisKinds {
@@ -616,10 +722,18 @@ func NemesisTable(rs []*NemesisResult) string {
 			verdict += fmt.Sprintf(" (%d of the overlaps after a server's clock stepped forward: not judged)", r.ClockOverlaps)
 		}
 		loss, grant := r.DetectionTimes()
-		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s |\n",
+		grants := func(v RecipeVerdict) string {
+			if !v.Ran {
+				return "-"
+			}
+			return fmt.Sprint(v.Grants)
+		}
+		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.AcquireErrors,
 			r.Writes, r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.Overlaps, r.TokenRegressions,
-			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]), verdict,
+			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]),
+			grants(r.Permits), recipeCell(r.Permits, "grants over the limit"), staleCell(r.Permits),
+			grants(r.Units), recipeCell(r.Units, "pairs of owners"), staleCell(r.Units), verdict,
 			p50Max(loss), p50Max(grant))
 	}
 	return b.String()

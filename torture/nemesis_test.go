@@ -65,8 +65,23 @@ func TestNemesis(t *testing.T) {
 					t.Logf("%d faults %v, %d grants, %d writes, stale %d/%d/%d, lost updates %d, verdicts %v",
 						len(plan.Events), nr.Faults, nr.Grants, nr.Writes, nr.StaleAttempted, nr.StaleRefused, nr.StaleAccepted, nr.LostUpdates, nr.Verdicts)
 					logCutoffs(t, nr)
+					if v := nr.Permits; v.Ran {
+						t.Logf("permits: %d grants, at most %d of %d live, stale %d/%d/%d", v.Grants, v.MaxHolders, v.Limit, v.StaleAttempted, v.StaleRefused, v.StaleAccepted)
+					}
+					if v := nr.Units; v.Ran {
+						t.Logf("units: %d grants, at most %d owner(s) of a unit, stale %d/%d/%d; members whose Run ended: %d",
+							v.Grants, v.MaxHolders, v.StaleAttempted, v.StaleRefused, v.StaleAccepted, nr.MemberErrors)
+					}
 					for _, bad := range nr.Judge() {
 						t.Errorf("seed %d: %s (replay: %s)", seed, bad, replay)
+					}
+					// The recipes' workloads ran: a permit granted, a unit
+					// owned (a judge of nothing holds vacuously).
+					if nr.Permits.Ran && nr.Permits.Grants == 0 {
+						t.Errorf("seed %d: no permit granted in the run (replay: %s)", seed, replay)
+					}
+					if nr.Units.Ran && nr.Units.Grants == 0 {
+						t.Errorf("seed %d: no unit granted in the run (replay: %s)", seed, replay)
 					}
 					if t.Failed() {
 						for _, n := range nr.Notes {
@@ -286,6 +301,36 @@ func TestNemesisPlanClockJumpsApart(t *testing.T) {
 			}
 			if forward == 0 || back == 0 {
 				t.Errorf("seed %d: %d jumps forward and %d back in two minutes, want both", seed, forward, back)
+			}
+		}
+	}
+}
+
+// TestNemesisPlanKeepsChannels pins that the recipes' workers (the
+// shape's Extra) leave a seed's faults for the other workers and the
+// servers as they were: their channels are drawn after all others.
+func TestNemesisPlanKeepsChannels(t *testing.T) {
+	for _, servers := range []int{0, 1, 3} {
+		for seed := uint64(1); seed <= 20; seed++ {
+			shape := torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second}
+			old := torture.NewNemesisPlan(seed, time.Minute, shape)
+			shape.Extra = 6
+			grown := torture.NewNemesisPlan(seed, time.Minute, shape)
+			var kept []torture.NemesisEvent
+			extra := 0
+			for _, e := range grown.Events {
+				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill || e.Kind == torture.NemesisServerClockJump
+				if server || e.Target < shape.Workers {
+					kept = append(kept, e)
+				} else {
+					extra++
+				}
+			}
+			if !reflect.DeepEqual(kept, old.Events) {
+				t.Fatalf("seed %d, %d servers: the existing channels' events changed with 6 extra workers:\nwithout: %v\nwith:    %v", seed, servers, old.Events, kept)
+			}
+			if extra == 0 {
+				t.Fatalf("seed %d: no fault on an extra worker in a minute", seed)
 			}
 		}
 	}

@@ -78,6 +78,10 @@ type request struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Shared (with RW) asks a read lock instead of the write lock.
 	Shared bool `json:"shared,omitempty"`
+	// Limit (with Permit), when above 1, makes acquire take a permit of
+	// a semaphore of that limit with slots (semaphore.WithSlots); the
+	// answer's Slot is the permit's.
+	Limit int `json:"limit,omitempty"`
 
 	// read, write, rmw
 	Resource string `json:"resource,omitempty"`
@@ -114,6 +118,8 @@ type reply struct {
 
 	Token uint64 `json:"token,string,omitempty"`
 	Grant int    `json:"grant,omitempty"`
+	// Slot (an acquire's answer, with Limit) is the permit's slot.
+	Slot int `json:"slot,omitempty"`
 
 	Value    int64  `json:"value,omitempty"`
 	ReadSeq  int    `json:"read_seq"`

@@ -189,6 +189,9 @@ func (w *worker) exec(r request) reply {
 		w.grant++
 		w.lock = l
 		rep.Token, rep.Grant = l.Token(), w.grant
+		if p, ok := l.(*semaphore.Permit); ok && r.Limit > 1 {
+			rep.Slot = p.Slot()
+		}
 		grant := w.grant
 		w.watches.Add(1)
 		go func() {
@@ -423,7 +426,11 @@ func (w *worker) acquire(ctx context.Context, r request) (held, error) {
 		return l, nil
 	}
 	if w.permit {
-		s, err := semaphore.New(w.client, r.Key, 1, semaphore.WithLockOptions(opts...))
+		limit, sopts := 1, []semaphore.Option{semaphore.WithLockOptions(opts...)}
+		if r.Limit > 1 {
+			limit, sopts = r.Limit, append(sopts, semaphore.WithSlots())
+		}
+		s, err := semaphore.New(w.client, r.Key, limit, sopts...)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,441 @@
+package torture
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	pt "github.com/distlock/distlock/partition"
+)
+
+// The recipes of the nemesis mode: besides the lock workers and the
+// election candidates, permit workers take permits of one semaphore of
+// nemesisPermitLimit permits with slots (more workers than permits), and
+// members of one partition group own its units, each with a fence: a
+// permit's writes go to its slot's resource with its token, as the permit
+// rows write (a permit of a slot is a grant of the slot, so the mutex,
+// token and register models apply per slot), and a member writes each
+// unit it owns as the partition rows do (a fence per unit). Each recipe's
+// invariant is judged on the history: at most nemesisPermitLimit permits
+// proven live at one instant, and never two owners of a unit proven live
+// at one instant.
+
+// The recipes' workers.
+const (
+	nemesisPermitWorkers = 3
+	nemesisPermitLimit   = 2
+	nemesisMembers       = 3
+	nemesisUnits         = 6
+)
+
+// Key and resource suffixes of the recipes' workloads.
+const (
+	nemesisPermitSuffix    = "-permits"
+	nemesisPartitionSuffix = "-partition"
+)
+
+// SlotKey is the key under which a permit of slot of the semaphore named
+// key is recorded in a History.
+func SlotKey(key string, slot int) string { return fmt.Sprintf("%s/slot/%d", key, slot) }
+
+// nemesisRecipes reports which recipes run on a target: permits where
+// the backend grants them with slots (not Redlock, whose quorum of
+// independent nodes could grant more than the limit, nor the gateway,
+// whose session holds one permit of a semaphore: the permit rows'
+// exemptions; nor ZooKeeper, whose semaphore layout names no slots, so
+// that no fence per permit can be kept: its permit rows run a limit of
+// 1), partitioning everywhere (its units are locks, listed with
+// driver.Lister).
+func nemesisRecipes(kind string) (permits, units bool) {
+	return kind != backendRedlock && kind != backendGateway && kind != backendZK, true
+}
+
+// nemesisRecipeWorkers is the number of recipe workers on a target.
+func nemesisRecipeWorkers(kind string) int {
+	permits, units := nemesisRecipes(kind)
+	n := 0
+	if permits {
+		n += nemesisPermitWorkers
+	}
+	if units {
+		n += nemesisMembers
+	}
+	return n
+}
+
+// RecipeVerdict is what the history says of one recipe's invariant.
+type RecipeVerdict struct {
+	// Ran reports that the recipe's workload ran on the target.
+	Ran bool
+	// Limit is the most holders allowed at once: the semaphore's limit,
+	// 1 for a unit.
+	Limit  int
+	Grants int
+	// MaxHolders is the most grants proven live at one instant: of the
+	// semaphore (permits), or of one unit (partitioning).
+	MaxHolders int
+	// Over counts the proven excesses: instants at which a grant proven
+	// live made more than Limit proven live (permits), or pairs of
+	// grants of one unit proven live at a common instant (partitioning).
+	Over int
+	// ClockOver counts the excesses (not in Over) that a forward step of
+	// a server's wall clock explains: one came between the older grant's
+	// acquire call and the newer grant's return. No lease survives its
+	// server's clock jumping past it, so these are reported, not judged.
+	ClockOver int
+	// Mutex is the mutex model's verdict per slot or per unit.
+	Mutex porcupine.CheckResult
+	// Stale writes to the recipe's resources: attempted, refused by the
+	// fence, accepted.
+	StaleAttempted, StaleRefused, StaleAccepted int
+	// Writes to the recipe's resources.
+	Writes int
+	Notes  []string
+}
+
+// Violated reports whether the invariant is proven broken: an excess
+// that no clock step explains, or the mutex model illegal where no
+// excess was counted at all (as Judge weighs the locks' overlaps).
+func (v RecipeVerdict) Violated() bool {
+	return v.Ran && (v.Over > 0 || (v.Mutex == porcupine.Illegal && v.ClockOver == 0))
+}
+
+// interval is a grant's proven life: granted by From (its acquire's
+// return), live at To (its end's call: the latest instant it was proven
+// live).
+type interval struct {
+	grant    int
+	worker   string
+	key      string
+	token    uint64
+	call     int64 // the acquire's call
+	from, to int64
+}
+
+// provenIntervals returns the grants of keys with prefix in ops, each
+// with its proven life (grants with no proven instant of life after their
+// grant are left out: they overlap nothing).
+func provenIntervals(ops []Op, prefix string) (all int, ivs []interval) {
+	byGrant := map[int]*interval{}
+	var order []int
+	for _, op := range ops {
+		if !strings.HasPrefix(op.Key, prefix) || op.Shared {
+			continue
+		}
+		switch op.Kind {
+		case KindAcquire:
+			if op.Outcome != OutcomeOK {
+				continue
+			}
+			byGrant[op.Grant] = &interval{grant: op.Grant, worker: op.Worker, key: op.Key, token: op.Token, call: op.Call, from: op.Return, to: op.Return}
+			order = append(order, op.Grant)
+		case KindEnd:
+			if g := byGrant[op.Grant]; g != nil {
+				g.to = max(g.to, op.Call)
+			}
+		}
+	}
+	for _, id := range order {
+		if g := byGrant[id]; g.to > g.from {
+			ivs = append(ivs, *g)
+		}
+	}
+	return len(order), ivs
+}
+
+// maxHolders returns the most intervals of ivs proven live at a common
+// instant (an interval is live strictly after its From and strictly
+// before its To, as Check judges an overlap), and the intervals of the
+// first instant that had that many.
+func maxHolders(ivs []interval) (int, []interval) {
+	type edge struct {
+		at    int64
+		start bool
+		i     int
+	}
+	var es []edge
+	for i, iv := range ivs {
+		es = append(es, edge{iv.from, true, i}, edge{iv.to, false, i})
+	}
+	// At one instant, ends before starts: intervals that only touch do
+	// not overlap.
+	sort.SliceStable(es, func(i, j int) bool {
+		if es[i].at != es[j].at {
+			return es[i].at < es[j].at
+		}
+		return !es[i].start && es[j].start
+	})
+	live := map[int]bool{}
+	best := 0
+	var at []interval
+	for _, e := range es {
+		if !e.start {
+			delete(live, e.i)
+			continue
+		}
+		live[e.i] = true
+		if len(live) > best {
+			best = len(live)
+			at = at[:0]
+			for _, i := range slices.Sorted(func(yield func(int) bool) {
+				for i := range live {
+					if !yield(i) {
+						return
+					}
+				}
+			}) {
+				at = append(at, ivs[i])
+			}
+		}
+	}
+	return best, at
+}
+
+// overCount counts the grants of ivs whose start made more than limit
+// intervals proven live at once: those no step of steps explains (one
+// between the earliest acquire call of the live ones and the start), and
+// those one does.
+func overCount(ivs []interval, limit int, steps []int64) (over, clock int) {
+	for _, a := range ivs {
+		live, first := 0, a.call
+		for _, b := range ivs {
+			if b.from <= a.from && a.from < b.to {
+				live++
+				first = min(first, b.call)
+			}
+		}
+		// a.from itself is no proven instant of a; the instant just after
+		// it is, and every b counted is live there too.
+		switch {
+		case live <= limit:
+		case stepIn(steps, first, a.from):
+			clock++
+		default:
+			over++
+		}
+	}
+	return over, clock
+}
+
+// stepIn reports whether a step of steps is in [from, to].
+func stepIn(steps []int64, from, to int64) bool {
+	return slices.ContainsFunc(steps, func(s int64) bool { return s >= from && s <= to })
+}
+
+func (iv interval) String() string {
+	ms := func(t int64) string { return fmt.Sprintf("%.1f", float64(t)/1e6) }
+	return fmt.Sprintf("grant %d (%s, %s, token %d: granted by %s, proven live at %s)", iv.grant, iv.worker, iv.key, iv.token, ms(iv.from), ms(iv.to))
+}
+
+// mutexVerdict runs the mutex model over the ops of keys with prefix.
+func mutexVerdict(ops []Op, prefix string) porcupine.CheckResult {
+	var sel []Op
+	clients := map[string]int{}
+	for _, op := range ops {
+		if strings.HasPrefix(op.Key, prefix) && (op.Kind == KindAcquire || op.Kind == KindEnd) {
+			sel = append(sel, op)
+			if _, ok := clients[op.Worker]; !ok {
+				clients[op.Worker] = len(clients)
+			}
+		}
+	}
+	pops := operations(sel, []modelKind{modelMutex}, clients)
+	if len(pops) == 0 {
+		return porcupine.Ok
+	}
+	return porcupine.CheckOperationsTimeout(model, pops, CheckTimeout)
+}
+
+// staleCounts counts the writes to resources with prefix.
+func (v *RecipeVerdict) staleCounts(ops []Op, prefix string) {
+	for _, op := range ops {
+		if op.Kind != KindWrite || !strings.HasPrefix(op.Key, prefix) {
+			continue
+		}
+		v.Writes++
+		if op.Stale {
+			v.StaleAttempted++
+			if op.Outcome == OutcomeStale {
+				v.StaleRefused++
+			} else {
+				v.StaleAccepted++
+			}
+		}
+	}
+}
+
+// CheckPermits judges the permits of the semaphore named key in ops: at
+// most limit permits proven live at one instant (from their grants'
+// returns to the latest instants they were proven live, as Check judges
+// an overlap), one holder per slot (the mutex model over the slots'
+// keys), and counts the writes to the slots' resources (prefix res).
+// Steps are the instants at which a server's wall clock stepped forward
+// (Run.Clock readings): an excess one explains is counted apart
+// (ClockOver), not judged.
+func CheckPermits(ops []Op, key string, limit int, res string, steps []int64) RecipeVerdict {
+	v := RecipeVerdict{Ran: true, Limit: limit}
+	prefix := key + "/slot/"
+	var ivs []interval
+	v.Grants, ivs = provenIntervals(ops, prefix)
+	var at []interval
+	v.MaxHolders, at = maxHolders(ivs)
+	v.Over, v.ClockOver = overCount(ivs, limit, steps)
+	if v.MaxHolders > limit {
+		v.Notes = append(v.Notes, fmt.Sprintf("permits: %d proven live at once, over the limit of %d: %s", v.MaxHolders, limit, joinIntervals(at)))
+	}
+	v.Mutex = mutexVerdict(ops, prefix)
+	v.staleCounts(ops, res)
+	return v
+}
+
+// CheckUnits judges the units of the partition group whose unit keys
+// have prefix (Partition.UnitKey's prefix) in ops: never two grants of
+// one unit proven live at a common instant, and the mutex model per
+// unit; and counts the writes to the units' resources (prefix res).
+// Steps are as for CheckPermits: two owners that a forward step of a
+// server's clock explains are counted apart (ClockOver), not judged.
+func CheckUnits(ops []Op, prefix string, res string, steps []int64) RecipeVerdict {
+	v := RecipeVerdict{Ran: true, Limit: 1}
+	var ivs []interval
+	v.Grants, ivs = provenIntervals(ops, prefix)
+	byUnit := map[string][]interval{}
+	for _, iv := range ivs {
+		byUnit[iv.key] = append(byUnit[iv.key], iv)
+	}
+	for _, unit := range slices.Sorted(func(yield func(string) bool) {
+		for k := range byUnit {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		us := byUnit[unit]
+		n, _ := maxHolders(us)
+		v.MaxHolders = max(v.MaxHolders, n)
+		for i, a := range us {
+			for _, b := range us[i+1:] {
+				if max(a.from, b.from) >= min(a.to, b.to) {
+					continue
+				}
+				older, newer := a, b
+				if b.from < a.from {
+					older, newer = b, a
+				}
+				if stepIn(steps, older.call, newer.from) {
+					v.ClockOver++
+					v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners after a server's clock stepped forward (not judged): %s and %s", unit, a, b))
+					continue
+				}
+				v.Over++
+				v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners: %s and %s", unit, a, b))
+			}
+		}
+	}
+	v.Mutex = mutexVerdict(ops, prefix)
+	v.staleCounts(ops, res)
+	return v
+}
+
+func joinIntervals(ivs []interval) string {
+	s := make([]string, len(ivs))
+	for i, iv := range ivs {
+		s[i] = iv.String()
+	}
+	return strings.Join(s, "; ")
+}
+
+// nemesisJoin makes w a member of group with nemesisUnits units, writing
+// each unit it owns at res+"-u"+UNIT (Worker.Member with the nemesis's
+// unit count).
+func nemesisJoin(w *Worker, group, res string) error {
+	w.run.mu.Lock()
+	w.memberAt = w.run.Clock.Now()
+	w.run.mu.Unlock()
+	_, err := w.must(request{Cmd: cmdMember, Key: group, Resource: res, Units: nemesisUnits,
+		Reconcile: memberReconcile, MinHold: memberMinHold, Timeout: time.Minute})
+	return err
+}
+
+// nemesisMemberWork is a member's workload until stop: it has joined the
+// group; its unit writers check their units before each write, except in
+// stubborn spells (a member that ignores its units' contexts, which only
+// the fence per unit can refuse), drawn at random, one to three TTLs long
+// (a unit lost in a spell has its writer write on, after the next owner,
+// until the spell ends), a quarter of a TTL to a TTL apart (when a
+// writer whose unit ended returns, and the unit moves on). It returns an
+// error only if the harness failed (a worker gone).
+func nemesisMemberWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, ttl time.Duration) error {
+	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	wait := func(d time.Duration) bool {
+		select {
+		case <-stop:
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for {
+		if !wait(span(ttl/4, ttl)) {
+			return nil
+		}
+		if err := nw.w.Stubborn(true); err != nil {
+			return err
+		}
+		ok := wait(span(ttl, 3*ttl))
+		if err := nw.w.Stubborn(false); err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+	}
+}
+
+// checkRecipes judges the recipes of a nemesis run on its history; steps
+// are the instants at which a server's wall clock stepped forward.
+func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitRes string, permits, units bool, steps []int64) {
+	if permits {
+		nr.Permits = CheckPermits(nr.Ops, permitKey, nemesisPermitLimit, permitRes, steps)
+		nr.Notes = append(nr.Notes, nr.Permits.Notes...)
+	}
+	if units {
+		nr.Units = CheckUnits(nr.Ops, pt.KeyPrefix+group+"/units/", unitRes, steps)
+		nr.Notes = append(nr.Notes, nr.Units.Notes...)
+		r.mu.Lock()
+		for _, w := range r.workers {
+			if w.memberErr != "" {
+				nr.MemberErrors++
+				nr.Notes = append(nr.Notes, fmt.Sprintf("member %s: partition.Run returned: %s", w.Name, w.memberErr))
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// recipeCell renders a recipe's verdict for the table.
+func recipeCell(v RecipeVerdict, what string) string {
+	if !v.Ran {
+		return "-"
+	}
+	s := fmt.Sprintf("%s, at most %d of %d", verdictName(v.Mutex), v.MaxHolders, v.Limit)
+	if v.Over > 0 {
+		s += fmt.Sprintf(", %d %s", v.Over, what)
+	}
+	if v.ClockOver > 0 {
+		s += fmt.Sprintf(", %d %s after a server's clock stepped forward (not judged)", v.ClockOver, what)
+	}
+	return s
+}
+
+// staleCell renders a recipe's stale writes for the table.
+func staleCell(v RecipeVerdict) string {
+	if !v.Ran {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", v.StaleAttempted, v.StaleRefused, v.StaleAccepted)
+}

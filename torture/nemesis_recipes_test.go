@@ -1,0 +1,181 @@
+package torture
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+
+	pt "github.com/distlock/distlock/partition"
+)
+
+// hist builds a history of grants: each (worker, key, token, granted, live
+// until) becomes an acquire returning at granted and an end whose call is
+// the latest instant the grant was proven live, as Run.Check records them.
+type grantSpec struct {
+	worker     string
+	key        string
+	token      uint64
+	from, live int64
+}
+
+func grantHistory(gs []grantSpec) []Op {
+	var ops []Op
+	for i, g := range gs {
+		ops = append(ops, Op{Worker: g.worker, Kind: KindAcquire, Key: g.key, Grant: i + 1, Token: g.token, Call: g.from - 1, Return: g.from, Outcome: OutcomeOK})
+	}
+	for i, g := range gs {
+		ops = append(ops, Op{Worker: g.worker, Kind: KindEnd, Key: g.key, Grant: i + 1, Token: g.token, Call: g.live, Return: g.live + 1, Outcome: OutcomeOK})
+	}
+	return ops
+}
+
+// CheckPermits finds N+1 permits proven live at once, even in slots of
+// their own (each slot's history legal), and passes N at once, and
+// grants that only touch.
+func TestCheckPermitsLimit(t *testing.T) {
+	key := "sem"
+	s := func(slot int) string { return SlotKey(key, slot) }
+	// Two permits at once, then a third after one ended: the limit of 2 holds.
+	ok := grantHistory([]grantSpec{
+		{"A", s(0), 1, 10, 100},
+		{"B", s(1), 2, 20, 200},
+		{"C", s(0), 3, 100, 300}, // granted as A's proof of life ends: no overlap
+	})
+	v := CheckPermits(ok, key, 2, "res", nil)
+	if v.Violated() || v.MaxHolders != 2 || v.Over != 0 || v.Grants != 3 || v.Mutex != porcupine.Ok {
+		t.Fatalf("a legal history judged %+v", v)
+	}
+	// Three permits proven live at one instant, in three slots: over the
+	// limit though each slot has one holder.
+	over := grantHistory([]grantSpec{
+		{"A", s(0), 1, 10, 100},
+		{"B", s(1), 2, 20, 200},
+		{"C", s(2), 3, 50, 300},
+	})
+	v = CheckPermits(over, key, 2, "res", nil)
+	if !v.Violated() || v.MaxHolders != 3 || v.Over != 1 {
+		t.Fatalf("3 permits live at once under a limit of 2 judged %+v", v)
+	}
+	if len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "3 proven live at once") {
+		t.Errorf("notes %q", v.Notes)
+	}
+	// A forward step of a server's clock between the first call and the
+	// third grant explains the excess: counted apart, not judged.
+	v = CheckPermits(over, key, 2, "res", []int64{30})
+	if v.Violated() || v.Over != 0 || v.ClockOver != 1 || v.MaxHolders != 3 {
+		t.Fatalf("3 permits after a clock step judged %+v", v)
+	}
+	// A step after the third grant explains nothing.
+	if v = CheckPermits(over, key, 2, "res", []int64{60}); !v.Violated() || v.Over != 1 || v.ClockOver != 0 {
+		t.Fatalf("3 permits, a clock step after them, judged %+v", v)
+	}
+	// Two holders of one slot at once: the slot's mutex model is illegal.
+	slot := grantHistory([]grantSpec{
+		{"A", s(0), 1, 10, 100},
+		{"B", s(0), 2, 20, 200},
+	})
+	v = CheckPermits(slot, key, 2, "res", nil)
+	if !v.Violated() || v.Mutex != porcupine.Illegal {
+		t.Fatalf("two holders of one slot judged %+v", v)
+	}
+	// Other keys are not the semaphore's.
+	other := grantHistory([]grantSpec{
+		{"A", "lock", 1, 10, 100},
+		{"B", "lock", 2, 20, 200},
+		{"C", s(0), 3, 50, 300},
+	})
+	if v = CheckPermits(other, key, 1, "res", nil); v.Violated() || v.Grants != 1 {
+		t.Fatalf("another key's grants counted: %+v", v)
+	}
+}
+
+// CheckUnits finds two owners of a unit proven live at once, and passes
+// a unit handed from one member to the next.
+func TestCheckUnitsOneOwner(t *testing.T) {
+	prefix := pt.KeyPrefix + "g/units/"
+	u := func(n string) string { return prefix + n }
+	ok := grantHistory([]grantSpec{
+		{"M0", u("0"), 1, 10, 100},
+		{"M1", u("0"), 2, 100, 200}, // after M0's last proof of life
+		{"M1", u("1"), 1, 10, 300},
+		{"M2", u("2"), 1, 10, 300},
+	})
+	v := CheckUnits(ok, prefix, "res", nil)
+	if v.Violated() || v.MaxHolders != 1 || v.Grants != 4 || v.Mutex != porcupine.Ok {
+		t.Fatalf("a legal history judged %+v", v)
+	}
+	two := grantHistory([]grantSpec{
+		{"M0", u("0"), 1, 10, 100},
+		{"M1", u("0"), 2, 50, 200},
+		{"M1", u("1"), 1, 10, 300},
+	})
+	v = CheckUnits(two, prefix, "res", nil)
+	if !v.Violated() || v.Over != 1 || v.MaxHolders != 2 || v.Mutex != porcupine.Illegal {
+		t.Fatalf("two owners of unit 0 judged %+v", v)
+	}
+	if len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "two owners") {
+		t.Errorf("notes %q", v.Notes)
+	}
+	// A forward step of a server's clock between the older grant's call
+	// and the newer grant explains the two owners: reported, not judged.
+	v = CheckUnits(two, prefix, "res", []int64{40})
+	if v.Violated() || v.Over != 0 || v.ClockOver != 1 || v.Mutex != porcupine.Illegal {
+		t.Fatalf("two owners after a clock step judged %+v", v)
+	}
+	if v = CheckUnits(two, prefix, "res", []int64{51}); !v.Violated() || v.Over != 1 {
+		t.Fatalf("two owners, a clock step after them, judged %+v", v)
+	}
+}
+
+// The recipes' stale writes are counted per recipe, by resource prefix.
+func TestRecipeStaleCounts(t *testing.T) {
+	ops := []Op{
+		{Kind: KindWrite, Key: "r-permits-s0", Outcome: OutcomeOK},
+		{Kind: KindWrite, Key: "r-permits-s1", Stale: true, Outcome: OutcomeStale},
+		{Kind: KindWrite, Key: "r-permits-s0", Stale: true, Outcome: OutcomeOK},
+		{Kind: KindWrite, Key: "r-partition-u1", Stale: true, Outcome: OutcomeOK},
+		{Kind: KindWrite, Key: "r", Stale: true, Outcome: OutcomeOK},
+	}
+	v := CheckPermits(ops, "sem", 2, "r-permits", nil)
+	if v.Writes != 3 || v.StaleAttempted != 2 || v.StaleRefused != 1 || v.StaleAccepted != 1 {
+		t.Fatalf("permit writes counted %+v", v)
+	}
+	v = CheckUnits(ops, "units/", "r-partition", nil)
+	if v.Writes != 1 || v.StaleAttempted != 1 || v.StaleAccepted != 1 {
+		t.Fatalf("unit writes counted %+v", v)
+	}
+}
+
+// A judged result with a recipe violated fails Judge, and the table
+// names it.
+func TestNemesisJudgesRecipes(t *testing.T) {
+	base := func() *NemesisResult {
+		return &NemesisResult{Result: &Result{Mode: Fenced, Verdicts: map[string]porcupine.CheckResult{}}, Faults: map[string]int{}}
+	}
+	nr := base()
+	nr.Permits = RecipeVerdict{Ran: true, Limit: 2, Grants: 5, MaxHolders: 2, Mutex: porcupine.Ok}
+	nr.Units = RecipeVerdict{Ran: true, Limit: 1, Grants: 9, MaxHolders: 1, Mutex: porcupine.Ok}
+	if bad := nr.Judge(); len(bad) != 0 {
+		t.Fatalf("judged %q", bad)
+	}
+	nr.Permits.MaxHolders, nr.Permits.Over = 3, 1
+	if bad := nr.Judge(); len(bad) != 1 || !strings.HasPrefix(bad[0], "permits:") {
+		t.Fatalf("3 permits of 2 judged %q", bad)
+	}
+	nr = base()
+	nr.Units = RecipeVerdict{Ran: true, Limit: 1, Grants: 9, MaxHolders: 2, Over: 1, Mutex: porcupine.Illegal}
+	if bad := nr.Judge(); len(bad) != 1 || !strings.HasPrefix(bad[0], "partitioning:") {
+		t.Fatalf("two owners judged %q", bad)
+	}
+	table := NemesisTable([]*NemesisResult{nr})
+	if !strings.Contains(table, "| permit grants | permits (≤N) |") || !strings.Contains(table, "ILLEGAL, at most 2 of 1, 1 pairs of owners") ||
+		!strings.Contains(table, "VIOLATION: partitioning") {
+		t.Fatalf("table:\n%s", table)
+	}
+	// A row's cells line up with the header's.
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if n, m := strings.Count(lines[0], "|"), strings.Count(lines[2], "|"); n != m {
+		t.Fatalf("header has %d cells' bars, row %d:\n%s", n, m, table)
+	}
+}
