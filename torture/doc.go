@@ -176,8 +176,10 @@
 // proves whatever the timing: no two grants of one key proven held at once
 // (the mutex model and the count, for locks, terms and permits' slots:
 // one leader), no token regression (the token model and the count; the
-// units' grants, which their members report, are judged by CheckUnits
-// and the counts, not by these models), no more
+// units' grants, which their members report stamped from the member's
+// start, are left out of both models: their overlaps are judged by
+// CheckUnits and the count, and a unit's token handed out twice by the
+// count, but a unit's token regression goes unseen), no more
 // permits proven live at one instant than the semaphore's limit
 // (CheckPermits), never two owners of a unit proven live at one instant
 // (CheckUnits), and, with the fence, no stale write accepted and a
@@ -189,11 +191,15 @@
 // The servers' wall clocks jump too (server-clock-jump: one server's clock
 // at a time, by 1.2 to 3 TTLs, forward two times in three, for a span,
 // then back), where testserver's clock shim reaches the clock the server
-// expires leases by: Redis, Redlock's nodes, PostgreSQL in lease mode
-// (now()). A step forward expires leases early, which no lease survives:
-// the overlaps it explains (the older grant asked for before the step,
-// the newer granted after it) are reported, not judged, and the fence is
-// what must hold. For each fault that cut a holder off while it held, the
+// expires leases by: Redis and PostgreSQL in lease mode (now()). A step
+// forward expires at once the leases the server wrote before it: the
+// overlaps it explains (the older grant asked for before the step and
+// renewed last before it, the newer granted after it; see
+// ClockSteps) are reported, not judged, and the fence is what must hold.
+// Redlock's nodes are not jumped: one node's step frees a grant only if
+// the grant stood on a bare majority including that node, which the
+// history does not record, so an overlap could not be told from a
+// defect (the single-fault clock-jump row shows the case). For each fault that cut a holder off while it held, the
 // table gives the time from the fault to the holder's library reporting
 // the lock lost, and to the next grant to another worker (p50 / max).
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded

@@ -46,8 +46,9 @@ const (
 	// the step forward (the jump of a forward fault, the return of a
 	// backward one) shortens every lease the server times by its wall
 	// clock. It applies where testserver's clock shim reaches the clock
-	// the server expires leases by: Redis and Redlock's nodes
-	// (NemesisTarget.Clocks), PostgreSQL in lease mode (now()). It does
+	// the server expires leases by: Redis (NemesisTarget.Clocks) and
+	// PostgreSQL in lease mode (now()); Redlock's nodes could take it,
+	// but TestNemesis gives them no clocks (see the package doc). It does
 	// not apply to etcd (a Go binary, which the preloaded shim does not
 	// reach, and whose leases run on the leader's monotonic clock), to
 	// ZooKeeper (sessions expire by the servers' monotonic clock), nor
@@ -274,9 +275,10 @@ type NemesisResult struct {
 	// to another worker (see DetectionTimes).
 	Cutoffs []NemesisCutoff
 	// ClockOverlaps counts the proven overlaps (of Overlaps) that a
-	// forward step of a server's wall clock explains: no lease survives
-	// its server's clock jumping past it, so these are reported, not
-	// judged (see Judge); the fence is what keeps them from writing.
+	// forward step of a server's wall clock explains (ClockSteps): the
+	// server expired the older grant's lease at once, so these are
+	// reported, not judged (see Judge); the fence is what keeps them from
+	// writing.
 	ClockOverlaps int
 	// Permits and Units are the recipes' verdicts (Ran false where the
 	// target runs no such workload).
@@ -509,10 +511,10 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		cutOps = slices.DeleteFunc(slices.Clone(res.Ops), func(op Op) bool { return strings.HasPrefix(op.Key, r.lockModelsOmit) })
 	}
 	nr.Cutoffs = nemesisCutoffs(cutOps, cuts)
-	var steps []int64
+	steps := ClockSteps{TTL: ttl}
 	for _, c := range cuts {
 		if c.kind == NemesisServerClockJump {
-			steps = append(steps, c.at)
+			steps.At = append(steps.At, c.at)
 		}
 	}
 	nr.ClockOverlaps = nemesisClockOverlaps(res.Ops, steps)
@@ -658,8 +660,8 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 // stale write, not an increment computed from a read an older holder
 // made before the newer one wrote). One exception: the overlaps that a
 // forward step of a server's wall clock explains (ClockOverlaps) are
-// reported, not judged, since no lease survives its server's clock
-// jumping past it; a mutex model found illegal counts only if some
+// reported, not judged, since the server expired the older grant's lease
+// at the step; a mutex model found illegal counts only if some
 // overlap is not so explained, or none was counted.
 func (nr *NemesisResult) Judge() []string {
 	var bad []string

@@ -177,10 +177,9 @@ func nemesisCutoffs(ops []Op, faults []nemesisFault) []NemesisCutoff {
 
 // nemesisClockOverlaps counts the proven overlaps (pairs of grants of one
 // key, as Check counts them) that a forward step of a server's wall clock
-// explains: a step came after the older grant was asked for and before
-// the newer one was granted.
-func nemesisClockOverlaps(ops []Op, steps []int64) int {
-	if len(steps) == 0 {
+// explains (see ClockSteps.explains).
+func nemesisClockOverlaps(ops []Op, steps ClockSteps) int {
+	if len(steps.At) == 0 {
 		return 0
 	}
 	gs := nemesisGrants(ops)
@@ -194,7 +193,7 @@ func nemesisClockOverlaps(ops []Op, steps []int64) int {
 			if h.acqRet < g.acqRet {
 				older, newer = h, g
 			}
-			if slices.ContainsFunc(steps, func(s int64) bool { return s >= older.acqCall && s <= newer.acqRet }) {
+			if steps.explains(older.acqCall, older.live, newer.acqRet) {
 				n++
 			}
 		}

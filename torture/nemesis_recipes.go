@@ -197,23 +197,25 @@ func maxHolders(ivs []interval) (int, []interval) {
 }
 
 // overCount counts the grants of ivs whose start made more than limit
-// intervals proven live at once: those no step of steps explains (one
-// between the earliest acquire call of the live ones and the start), and
-// those one does.
-func overCount(ivs []interval, limit int, steps []int64) (over, clock int) {
+// intervals proven live at once: those no step of steps explains (see
+// ClockSteps.explains: a step that could have cost one of the other live
+// ones its lease before the start), and those one does.
+func overCount(ivs []interval, limit int, steps ClockSteps) (over, clock int) {
 	for _, a := range ivs {
-		live, first := 0, a.call
+		live, explained := 0, false
 		for _, b := range ivs {
 			if b.from <= a.from && a.from < b.to {
 				live++
-				first = min(first, b.call)
+				if b != a && steps.explains(b.call, b.to, a.from) {
+					explained = true
+				}
 			}
 		}
 		// a.from itself is no proven instant of a; the instant just after
 		// it is, and every b counted is live there too.
 		switch {
 		case live <= limit:
-		case stepIn(steps, first, a.from):
+		case explained:
 			clock++
 		default:
 			over++
@@ -222,9 +224,26 @@ func overCount(ivs []interval, limit int, steps []int64) (over, clock int) {
 	return over, clock
 }
 
-// stepIn reports whether a step of steps is in [from, to].
-func stepIn(steps []int64, from, to int64) bool {
-	return slices.ContainsFunc(steps, func(s int64) bool { return s >= from && s <= to })
+// ClockSteps are the instants (the run's clock) at which a server's wall
+// clock stepped forward, and the leases' TTL. A step expires at once the
+// leases that server holds, those written by its clock before the step;
+// a lease written or renewed after it runs by the moved clock and lasts.
+type ClockSteps struct {
+	At  []int64
+	TTL time.Duration
+}
+
+// explains reports whether a step of cs can explain that an older grant,
+// asked for at olderCall and proven live until olderTo, still counted on
+// its lease when a newer one was granted at newerFrom: the step came
+// before newerFrom, and after the older grant's last renewal (the holder
+// proves its lease live only within a TTL of a renewal it sent, so a
+// step before olderTo - TTL came before that renewal, which the moved
+// clock then kept; a tenth of a TTL is allowed for the stamps) and its
+// call.
+func (cs ClockSteps) explains(olderCall, olderTo, newerFrom int64) bool {
+	lo := max(olderCall, olderTo-int64(cs.TTL+cs.TTL/10))
+	return slices.ContainsFunc(cs.At, func(s int64) bool { return s >= lo && s <= newerFrom })
 }
 
 func (iv interval) String() string {
@@ -277,7 +296,7 @@ func (v *RecipeVerdict) staleCounts(ops []Op, prefix string) {
 // Steps are the instants at which a server's wall clock stepped forward
 // (Run.Clock readings): an excess one explains is counted apart
 // (ClockOver), not judged.
-func CheckPermits(ops []Op, key string, limit int, res string, steps []int64) RecipeVerdict {
+func CheckPermits(ops []Op, key string, limit int, res string, steps ClockSteps) RecipeVerdict {
 	v := RecipeVerdict{Ran: true, Limit: limit}
 	prefix := key + "/slot/"
 	var ivs []interval
@@ -299,7 +318,7 @@ func CheckPermits(ops []Op, key string, limit int, res string, steps []int64) Re
 // unit; and counts the writes to the units' resources (prefix res).
 // Steps are as for CheckPermits: two owners that a forward step of a
 // server's clock explains are counted apart (ClockOver), not judged.
-func CheckUnits(ops []Op, prefix string, res string, steps []int64) RecipeVerdict {
+func CheckUnits(ops []Op, prefix string, res string, steps ClockSteps) RecipeVerdict {
 	v := RecipeVerdict{Ran: true, Limit: 1}
 	var ivs []interval
 	v.Grants, ivs = provenIntervals(ops, prefix)
@@ -326,7 +345,7 @@ func CheckUnits(ops []Op, prefix string, res string, steps []int64) RecipeVerdic
 				if b.from < a.from {
 					older, newer = b, a
 				}
-				if stepIn(steps, older.call, newer.from) {
+				if steps.explains(older.call, older.to, newer.from) {
 					v.ClockOver++
 					v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners after a server's clock stepped forward (not judged): %s and %s", unit, a, b))
 					continue
@@ -398,7 +417,7 @@ func nemesisMemberWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, 
 
 // checkRecipes judges the recipes of a nemesis run on its history; steps
 // are the instants at which a server's wall clock stepped forward.
-func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitRes string, permits, units bool, steps []int64) {
+func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitRes string, permits, units bool, steps ClockSteps) {
 	if permits {
 		nr.Permits = CheckPermits(nr.Ops, permitKey, nemesisPermitLimit, permitRes, steps)
 		nr.Notes = append(nr.Notes, nr.Permits.Notes...)

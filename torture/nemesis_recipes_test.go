@@ -42,7 +42,7 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", s(1), 2, 20, 200},
 		{"C", s(0), 3, 100, 300}, // granted as A's proof of life ends: no overlap
 	})
-	v := CheckPermits(ok, key, 2, "res", nil)
+	v := CheckPermits(ok, key, 2, "res", ClockSteps{})
 	if v.Violated() || v.MaxHolders != 2 || v.Over != 0 || v.Grants != 3 || v.Mutex != porcupine.Ok {
 		t.Fatalf("a legal history judged %+v", v)
 	}
@@ -53,7 +53,7 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", s(1), 2, 20, 200},
 		{"C", s(2), 3, 50, 300},
 	})
-	v = CheckPermits(over, key, 2, "res", nil)
+	v = CheckPermits(over, key, 2, "res", ClockSteps{})
 	if !v.Violated() || v.MaxHolders != 3 || v.Over != 1 {
 		t.Fatalf("3 permits live at once under a limit of 2 judged %+v", v)
 	}
@@ -62,12 +62,17 @@ func TestCheckPermitsLimit(t *testing.T) {
 	}
 	// A forward step of a server's clock between the first call and the
 	// third grant explains the excess: counted apart, not judged.
-	v = CheckPermits(over, key, 2, "res", []int64{30})
+	v = CheckPermits(over, key, 2, "res", ClockSteps{At: []int64{30}, TTL: 1000})
 	if v.Violated() || v.Over != 0 || v.ClockOver != 1 || v.MaxHolders != 3 {
 		t.Fatalf("3 permits after a clock step judged %+v", v)
 	}
+	// A step more than a TTL before the others' last proofs of life
+	// (100 and 200) explains nothing: they renewed after it.
+	if v = CheckPermits(over, key, 2, "res", ClockSteps{At: []int64{30}, TTL: 50}); !v.Violated() || v.Over != 1 || v.ClockOver != 0 {
+		t.Fatalf("3 permits, a clock step before the others' renewals, judged %+v", v)
+	}
 	// A step after the third grant explains nothing.
-	if v = CheckPermits(over, key, 2, "res", []int64{60}); !v.Violated() || v.Over != 1 || v.ClockOver != 0 {
+	if v = CheckPermits(over, key, 2, "res", ClockSteps{At: []int64{60}, TTL: 1000}); !v.Violated() || v.Over != 1 || v.ClockOver != 0 {
 		t.Fatalf("3 permits, a clock step after them, judged %+v", v)
 	}
 	// Two holders of one slot at once: the slot's mutex model is illegal.
@@ -75,7 +80,7 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"A", s(0), 1, 10, 100},
 		{"B", s(0), 2, 20, 200},
 	})
-	v = CheckPermits(slot, key, 2, "res", nil)
+	v = CheckPermits(slot, key, 2, "res", ClockSteps{})
 	if !v.Violated() || v.Mutex != porcupine.Illegal {
 		t.Fatalf("two holders of one slot judged %+v", v)
 	}
@@ -85,7 +90,7 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", "lock", 2, 20, 200},
 		{"C", s(0), 3, 50, 300},
 	})
-	if v = CheckPermits(other, key, 1, "res", nil); v.Violated() || v.Grants != 1 {
+	if v = CheckPermits(other, key, 1, "res", ClockSteps{}); v.Violated() || v.Grants != 1 {
 		t.Fatalf("another key's grants counted: %+v", v)
 	}
 }
@@ -101,7 +106,7 @@ func TestCheckUnitsOneOwner(t *testing.T) {
 		{"M1", u("1"), 1, 10, 300},
 		{"M2", u("2"), 1, 10, 300},
 	})
-	v := CheckUnits(ok, prefix, "res", nil)
+	v := CheckUnits(ok, prefix, "res", ClockSteps{})
 	if v.Violated() || v.MaxHolders != 1 || v.Grants != 4 || v.Mutex != porcupine.Ok {
 		t.Fatalf("a legal history judged %+v", v)
 	}
@@ -110,7 +115,7 @@ func TestCheckUnitsOneOwner(t *testing.T) {
 		{"M1", u("0"), 2, 50, 200},
 		{"M1", u("1"), 1, 10, 300},
 	})
-	v = CheckUnits(two, prefix, "res", nil)
+	v = CheckUnits(two, prefix, "res", ClockSteps{})
 	if !v.Violated() || v.Over != 1 || v.MaxHolders != 2 || v.Mutex != porcupine.Illegal {
 		t.Fatalf("two owners of unit 0 judged %+v", v)
 	}
@@ -119,12 +124,28 @@ func TestCheckUnitsOneOwner(t *testing.T) {
 	}
 	// A forward step of a server's clock between the older grant's call
 	// and the newer grant explains the two owners: reported, not judged.
-	v = CheckUnits(two, prefix, "res", []int64{40})
+	v = CheckUnits(two, prefix, "res", ClockSteps{At: []int64{40}, TTL: 1000})
 	if v.Violated() || v.Over != 0 || v.ClockOver != 1 || v.Mutex != porcupine.Illegal {
 		t.Fatalf("two owners after a clock step judged %+v", v)
 	}
-	if v = CheckUnits(two, prefix, "res", []int64{51}); !v.Violated() || v.Over != 1 {
+	if v = CheckUnits(two, prefix, "res", ClockSteps{At: []int64{51}, TTL: 1000}); !v.Violated() || v.Over != 1 {
 		t.Fatalf("two owners, a clock step after them, judged %+v", v)
+	}
+	// A step more than a TTL before the older owner's last proof of life
+	// came before a renewal that the moved clock kept: it explains
+	// nothing, however early the older grant was asked for (a member's
+	// units are stamped from its start).
+	member := []Op{
+		{Worker: "M0", Kind: KindAcquire, Key: u("0"), Grant: 1, Token: 1, Call: 0, Return: 10, Outcome: OutcomeOK},
+		{Worker: "M1", Kind: KindAcquire, Key: u("0"), Grant: 2, Token: 2, Call: 0, Return: 50, Outcome: OutcomeOK},
+		{Worker: "M0", Kind: KindEnd, Key: u("0"), Grant: 1, Token: 1, Call: 100, Return: 101, Outcome: OutcomeOK},
+		{Worker: "M1", Kind: KindEnd, Key: u("0"), Grant: 2, Token: 2, Call: 200, Return: 201, Outcome: OutcomeOK},
+	}
+	if v = CheckUnits(member, prefix, "res", ClockSteps{At: []int64{5}, TTL: 20}); !v.Violated() || v.Over != 1 || v.ClockOver != 0 {
+		t.Fatalf("two owners, a clock step long before the older one's last renewal, judged %+v", v)
+	}
+	if v = CheckUnits(member, prefix, "res", ClockSteps{At: []int64{5}, TTL: 100}); v.Violated() || v.ClockOver != 1 {
+		t.Fatalf("two owners, a clock step within a TTL of the older one's last proof of life, judged %+v", v)
 	}
 }
 
@@ -137,11 +158,11 @@ func TestRecipeStaleCounts(t *testing.T) {
 		{Kind: KindWrite, Key: "r-partition-u1", Stale: true, Outcome: OutcomeOK},
 		{Kind: KindWrite, Key: "r", Stale: true, Outcome: OutcomeOK},
 	}
-	v := CheckPermits(ops, "sem", 2, "r-permits", nil)
+	v := CheckPermits(ops, "sem", 2, "r-permits", ClockSteps{})
 	if v.Writes != 3 || v.StaleAttempted != 2 || v.StaleRefused != 1 || v.StaleAccepted != 1 {
 		t.Fatalf("permit writes counted %+v", v)
 	}
-	v = CheckUnits(ops, "units/", "r-partition", nil)
+	v = CheckUnits(ops, "units/", "r-partition", ClockSteps{})
 	if v.Writes != 1 || v.StaleAttempted != 1 || v.StaleAccepted != 1 {
 		t.Fatalf("unit writes counted %+v", v)
 	}

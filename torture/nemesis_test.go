@@ -129,11 +129,16 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		}
 		return nt
 	case "redlock":
-		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly(), testserver.WithRedisMovableClock())
+		// No clock jumps: one node's forward step frees a grant only
+		// where the grant stood on a bare majority that includes the
+		// node (Redlock's clock assumption, see redlock's doc and the
+		// clock-jump row), and the history does not say which nodes a
+		// grant stood on, so an overlap after a step could not be told
+		// from a defect.
+		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly())
 		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis, appendfsync always", len(tg.Redlock))}
 		for _, n := range tg.Redlock {
 			nt.Servers = append(nt.Servers, n.Process)
-			nt.Clocks = append(nt.Clocks, n.Clock)
 		}
 		return nt
 	case "postgres-lease":
