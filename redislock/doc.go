@@ -108,15 +108,18 @@
 // that other Backends made, by their expiry (see Waiting).
 //
 // A grant's secret lets whoever knows it release the grant. It stays out
-// of what a hook on the go-redis client that logs or traces commands sees
-// (cmd.String, redisotel, or cmd.Args() encoded by encoding/json,
-// slog.JSONHandler or zap): every argument that holds it (the secret, the
-// value prefix "<secret>|", a waiter's place in the queue, a tombstone's
-// name) is sent as a redact.Secret of module internal/redis, which
-// go-redis writes as its bytes and those renderings show as "[secret]".
-// The server sees it: the lock key's value and a tombstone's name hold
-// it, and its slow log, MONITOR, the append-only file and the replication
-// stream carry it.
+// of the commands' arguments as a hook on the go-redis client that logs
+// or traces commands sees them (cmd.String, redisotel, or cmd.Args()
+// encoded by encoding/json, slog.JSONHandler or zap): every argument that
+// holds it (the secret, the value prefix "<secret>|", a waiter's place in
+// the queue, a tombstone's name) is sent as a redact.Secret of module
+// internal/redis, which go-redis writes as its bytes and those renderings
+// show as "[secret]". Replies are another matter: Holder and List read
+// lock values, which begin with their grants' secrets, so a hook that
+// logs replies (cmd.String after the call) sees the secrets of the grants
+// they read. The server sees it too: the lock key's value and a
+// tombstone's name hold it, and its slow log, MONITOR, the append-only
+// file and the replication stream carry it.
 //
 // # Not guaranteed
 //
