@@ -114,8 +114,10 @@ func WithPostgresSettings(settings ...string) PostgresOption {
 // preloaded into the postmaster and so into every backend it forks.
 // now(), clock_timestamp() and every other reading of the server's wall
 // clock move with it (PostgreSQL reads it with gettimeofday and
-// clock_gettime(CLOCK_REALTIME)); its timeouts, which run on the
-// monotonic clock, do not. The offset stays across Restart. Linux only:
+// clock_gettime(CLOCK_REALTIME)), and so do its timeouts
+// (statement_timeout, lock_timeout, idle_session_timeout and the others
+// are timed by that clock: a jump makes them fire early or late). The
+// offset stays across Restart. Linux only:
 // elsewhere the test is skipped.
 func WithPostgresMovableClock() PostgresOption {
 	return func(c *postgresConfig) { c.movableClock = true }
