@@ -1,77 +1,15 @@
 package redislock_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact/redacttest"
 	"github.com/distlock/distlock/redislock"
 )
-
-// commandLog records every command as hooks that log or trace commands
-// see it: cmd.String (as redisotel does), cmd.Args() encoded with
-// encoding/json, and the arguments logged by slog's JSON handler (whose
-// encoding zap's JSON encoder shares: both follow a pointer).
-type commandLog struct {
-	mu   sync.Mutex
-	cmds []string // cmd.String of each command
-	all  []string // every rendering of each command
-}
-
-func (c *commandLog) record(cmd redis.Cmder) {
-	js, err := json.Marshal(cmd.Args())
-	if err != nil {
-		js = []byte(err.Error())
-	}
-	var sl bytes.Buffer
-	slog.New(slog.NewJSONHandler(&sl, nil)).Info("command", "args", cmd.Args())
-	c.cmds = append(c.cmds, cmd.String())
-	c.all = append(c.all, cmd.String(), string(js), sl.String())
-}
-
-func (c *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.mu.Lock()
-		c.record(cmd)
-		c.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (c *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.mu.Lock()
-		for _, cmd := range cmds {
-			c.record(cmd)
-		}
-		c.mu.Unlock()
-		return next(ctx, cmds)
-	}
-}
-
-// shows returns the first rendering in log that contains one of secrets.
-func (c *commandLog) shows(secrets ...string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range c.all {
-		for _, s := range secrets {
-			if strings.Contains(r, s) {
-				return r, true
-			}
-		}
-	}
-	return "", false
-}
 
 // A grant's secret lets whoever knows it release the grant: it stays out
 // of what a command-logging hook sees, also for a waiter, whose place in
@@ -79,7 +17,7 @@ func (c *commandLog) shows(secrets ...string) (string, bool) {
 func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	srv := startRedis(t)
 	ctx := testCtx(t)
-	var log commandLog
+	var log redacttest.CommandLog
 	c := newClient(t, srv.Addr)
 	c.AddHook(&log)
 	b := mustNew(t, c)
@@ -134,15 +72,13 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, ok := log.shows(secret, quitter); ok {
+	if r, ok := log.Shows(secret, quitter); ok {
 		t.Fatalf("a logged command shows a secret: %.300s", r)
 	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if len(log.cmds) < 3 {
-		t.Fatalf("%d commands logged, want the tries and releases", len(log.cmds))
+	if len(log.Commands()) < 3 {
+		t.Fatalf("%d commands logged, want the tries and releases", len(log.Commands()))
 	}
-	for _, s := range log.cmds {
+	for _, s := range log.Commands() {
 		// A queue member and a grant's value prefix are the only arguments
 		// of a script call with a '|', and both hold a secret (a script
 		// loaded with EVAL has them in its source).
@@ -157,7 +93,7 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 func TestSecretStaysOutOfRefreshLogs(t *testing.T) {
 	srv := startRedis(t)
 	ctx := testCtx(t)
-	var log commandLog
+	var log redacttest.CommandLog
 	c := newClient(t, srv.Addr)
 	c.AddHook(&log)
 	b := mustNew(t, c)
@@ -181,7 +117,7 @@ func TestSecretStaysOutOfRefreshLogs(t *testing.T) {
 		}
 	}
 	for _, l := range ls {
-		if r, ok := log.shows(redislock.LeaseSecret(l)); ok {
+		if r, ok := log.Shows(redislock.LeaseSecret(l)); ok {
 			t.Fatalf("a logged command shows a secret: %.300s", r)
 		}
 	}

@@ -1,11 +1,8 @@
 package redlock_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -14,53 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/redis/redact/redacttest"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
 )
-
-// commandLog records every command as hooks that log or trace commands
-// see it once it was answered: cmd.String (its arguments, and its reply
-// or error, as redisotel shows them), cmd.Args() encoded with
-// encoding/json, and the arguments logged by slog's JSON handler (whose
-// encoding zap's JSON encoder shares: both follow a pointer).
-type commandLog struct {
-	mu   sync.Mutex
-	cmds []string // cmd.String of each command
-	all  []string // every rendering of each command
-}
-
-func (c *commandLog) record(cmd redis.Cmder) {
-	js, err := json.Marshal(cmd.Args())
-	if err != nil {
-		js = []byte(err.Error())
-	}
-	var sl bytes.Buffer
-	slog.New(slog.NewJSONHandler(&sl, nil)).Info("command", "args", cmd.Args())
-	c.mu.Lock()
-	c.cmds = append(c.cmds, cmd.String())
-	c.all = append(c.all, cmd.String(), string(js), sl.String())
-	c.mu.Unlock()
-}
-
-func (c *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		c.record(cmd)
-		return err
-	}
-}
-
-func (c *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			c.record(cmd)
-		}
-		return err
-	}
-}
 
 // A grant's secret lets whoever knows it refresh or release the grant on
 // the nodes: it stays out of what a hook that logs commands sees, their
@@ -74,7 +28,7 @@ func (c *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	srvs := startNodes(t, 3)
 	ctx := testCtx(t)
-	var log commandLog
+	var log redacttest.CommandLog
 	var nodes []redlock.Node
 	var admin []*redis.Client
 	for i, s := range srvs {
@@ -252,14 +206,12 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
 	for name, hash := range redlock.ScriptHashes() {
 		if name == "seed" || name == "pass" {
 			continue // no node to re-seed; no waiter returned as it was woken
 		}
 		found := false
-		for _, s := range log.cmds {
+		for _, s := range log.Commands() {
 			if strings.HasPrefix(s, "evalsha "+hash+" ") {
 				found = true
 				break
@@ -269,7 +221,7 @@ func TestSecretStaysOutOfCommandLogs(t *testing.T) {
 			t.Errorf("no %s.lua call logged", name)
 		}
 	}
-	for _, c := range log.all {
+	for _, c := range log.Renderings() {
 		for _, s := range secrets {
 			if strings.Contains(c, s) {
 				t.Fatalf("a logged command shows a secret: %.300s", c)
