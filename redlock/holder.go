@@ -333,10 +333,14 @@ func (s *subscriber) confirmedHolder(ch string) map[int]bool {
 }
 
 // confirmHolder counts node's confirmation of the holder channel ch. The
-// watchers become ready once enough nodes confirmed; a ready watcher is
-// woken by any later confirmation (a node that reconnected, or a node
-// heard for the first time), since the node may have changed while it was
-// not heard.
+// watchers become ready once need nodes confirmed: every majority then
+// holds one of them, so every change of the holder (a grant or release on
+// a majority) is announced on a node heard. A ready watcher is woken by a
+// node's confirmation again (it reconnected: it may have taken part in a
+// change while it was not heard), not by a node heard for the first time,
+// whose changes the nodes heard all along announced too (waking the
+// watcher for it made a Watch read the holder again for nothing, seconds
+// after its first read when a node's reply was slow).
 func (s *subscriber) confirmHolder(ch string, node int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -344,11 +348,14 @@ func (s *subscriber) confirmHolder(ch string, node int) {
 	if hc == nil {
 		return
 	}
+	again := hc.confirmed[node]
 	hc.confirmed[node] = true
 	for w := range hc.watchers {
 		switch {
 		case w.isReady:
-			w.notify()
+			if again {
+				w.notify()
+			}
 		case len(hc.confirmed) >= s.need:
 			w.isReady = true
 			close(w.ready)
