@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -80,13 +81,14 @@ type RecipeVerdict struct {
 	// semaphore (permits), or of one unit (partitioning).
 	MaxHolders int
 	// Over counts the proven excesses: instants at which a grant proven
-	// live made more than Limit proven live (permits), or pairs of
-	// grants of one unit proven live at a common instant (partitioning).
+	// live made more than Limit proven live (permits), and pairs of
+	// grants of one slot (permits) or of one unit (partitioning) proven
+	// live at a common instant.
 	Over int
 	// ClockOver counts the excesses (not in Over) that a forward step of
-	// a server's wall clock explains: one came between the older grant's
-	// acquire call and the newer grant's return. No lease survives its
-	// server's clock jumping past it, so these are reported, not judged.
+	// a server's wall clock explains (ClockSteps.explains): the server
+	// expired the older grant's lease at the step, so these are reported,
+	// not judged.
 	ClockOver int
 	// Mutex is the mutex model's verdict per slot or per unit.
 	Mutex porcupine.CheckResult
@@ -304,6 +306,9 @@ func CheckPermits(ops []Op, key string, limit int, res string, steps ClockSteps)
 	var at []interval
 	v.MaxHolders, at = maxHolders(ivs)
 	v.Over, v.ClockOver = overCount(ivs, limit, steps)
+	// Two holders of one slot, within the limit in all: its mutex model
+	// finds them; a clock step may explain them as it explains an excess.
+	v.pairs(ivs, steps, "slot", "two holders")
 	if v.MaxHolders > limit {
 		v.Notes = append(v.Notes, fmt.Sprintf("permits: %d proven live at once, over the limit of %d: %s", v.MaxHolders, limit, joinIntervals(at)))
 	}
@@ -322,22 +327,29 @@ func CheckUnits(ops []Op, prefix string, res string, steps ClockSteps) RecipeVer
 	v := RecipeVerdict{Ran: true, Limit: 1}
 	var ivs []interval
 	v.Grants, ivs = provenIntervals(ops, prefix)
-	byUnit := map[string][]interval{}
+	v.MaxHolders = v.pairs(ivs, steps, "unit", "two owners")
+	v.Mutex = mutexVerdict(ops, prefix)
+	v.staleCounts(ops, res)
+	return v
+}
+
+// pairs counts, per key of ivs (a unit, or a permit's slot), the pairs
+// of grants proven live at a common instant: in Over, or in ClockOver
+// where a forward step of a server's clock explains the pair (see
+// ClockSteps.explains), with a note for each. It returns the most grants
+// of one key proven live at once.
+func (v *RecipeVerdict) pairs(ivs []interval, steps ClockSteps, what, pair string) int {
+	byKey := map[string][]interval{}
 	for _, iv := range ivs {
-		byUnit[iv.key] = append(byUnit[iv.key], iv)
+		byKey[iv.key] = append(byKey[iv.key], iv)
 	}
-	for _, unit := range slices.Sorted(func(yield func(string) bool) {
-		for k := range byUnit {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		us := byUnit[unit]
-		n, _ := maxHolders(us)
-		v.MaxHolders = max(v.MaxHolders, n)
-		for i, a := range us {
-			for _, b := range us[i+1:] {
+	most := 0
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		ks := byKey[key]
+		n, _ := maxHolders(ks)
+		most = max(most, n)
+		for i, a := range ks {
+			for _, b := range ks[i+1:] {
 				if max(a.from, b.from) >= min(a.to, b.to) {
 					continue
 				}
@@ -347,17 +359,15 @@ func CheckUnits(ops []Op, prefix string, res string, steps ClockSteps) RecipeVer
 				}
 				if steps.explains(older.call, older.to, newer.from) {
 					v.ClockOver++
-					v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners after a server's clock stepped forward (not judged): %s and %s", unit, a, b))
+					v.Notes = append(v.Notes, fmt.Sprintf("%s %s: %s after a server's clock stepped forward (not judged): %s and %s", what, key, pair, a, b))
 					continue
 				}
 				v.Over++
-				v.Notes = append(v.Notes, fmt.Sprintf("unit %s: two owners: %s and %s", unit, a, b))
+				v.Notes = append(v.Notes, fmt.Sprintf("%s %s: %s: %s and %s", what, key, pair, a, b))
 			}
 		}
 	}
-	v.Mutex = mutexVerdict(ops, prefix)
-	v.staleCounts(ops, res)
-	return v
+	return most
 }
 
 func joinIntervals(ivs []interval) string {

@@ -81,8 +81,15 @@ func TestCheckPermitsLimit(t *testing.T) {
 		{"B", s(0), 2, 20, 200},
 	})
 	v = CheckPermits(slot, key, 2, "res", ClockSteps{})
-	if !v.Violated() || v.Mutex != porcupine.Illegal {
+	if !v.Violated() || v.Mutex != porcupine.Illegal || v.Over != 1 {
 		t.Fatalf("two holders of one slot judged %+v", v)
+	}
+	// A forward step of a server's clock after A's call, within a TTL of
+	// its last proof of life and before B's grant, explains them, as it
+	// explains an excess: reported, not judged (the slot's mutex model
+	// stays illegal).
+	if v = CheckPermits(slot, key, 2, "res", ClockSteps{At: []int64{15}, TTL: 1000}); v.Violated() || v.ClockOver != 1 || v.Over != 0 {
+		t.Fatalf("two holders of one slot after a clock step judged %+v", v)
 	}
 	// Other keys are not the semaphore's.
 	other := grantHistory([]grantSpec{
