@@ -330,6 +330,29 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	res := &Result{Backend: nt.Kind, Scenario: "nemesis", Variant: fmt.Sprint(plan.Seed), Mode: mode, Expect: ExpectHold, Rounds: 1}
 	nr := &NemesisResult{Result: res, Seed: plan.Seed, Duration: plan.Duration, Deployment: nt.Deployment, Faults: map[string]int{}}
 	r := NewRun(t, mode)
+	// A run stopped by a failure (a server that did not restart, a fault
+	// the harness could not apply) may leave a server paused, killed or
+	// with its clock moved: the next store mode runs on the same servers,
+	// and must find them as the deployment is.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return // a run that ends heals every fault itself
+		}
+		for _, c := range nt.Clocks {
+			if c != nil {
+				if off := c.Offset(); off != 0 {
+					c.Jump(-off)
+				}
+			}
+		}
+		for _, p := range nt.Servers {
+			if p.Running() {
+				_ = p.Resume()
+			} else {
+				p.Restart(t)
+			}
+		}
+	})
 	if mode == PGFenced {
 		if err := r.Store.usePostgres(nt.Data); err != nil {
 			r.Close()
