@@ -280,6 +280,10 @@ type NemesisResult struct {
 	// reported, not judged (see Judge); the fence is what keeps them from
 	// writing.
 	ClockOverlaps int
+	// MutexJudged is the run's mutex model verdict with the older grant
+	// of each overlap a step explains proven live only up to the step
+	// (see judgeClock): what Judge judges. Empty: Verdicts["mutex"].
+	MutexJudged porcupine.CheckResult
 	// Permits and Units are the recipes' verdicts (Ran false where the
 	// target runs no such workload).
 	Permits, Units RecipeVerdict
@@ -540,7 +544,7 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 			steps.At = append(steps.At, c.at)
 		}
 	}
-	nr.ClockOverlaps = nemesisClockOverlaps(res.Ops, steps)
+	nr.judgeClock(res.Ops, steps, r.lockModelsOmit)
 	for _, op := range res.Ops {
 		if op.Kind == KindAcquire && strings.HasSuffix(op.Key, "-election") {
 			nr.ElectionGrants++
@@ -684,11 +688,17 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 // made before the newer one wrote). One exception: the overlaps that a
 // forward step of a server's wall clock explains (ClockOverlaps) are
 // reported, not judged, since the server expired the older grant's lease
-// at the step; a mutex model found illegal counts only if some
-// overlap is not so explained, or none was counted.
+// at the step; the mutex model is judged with each such older grant's
+// life cut at the step (MutexJudged), so that a step excuses the
+// overlaps it explains and nothing else. Units' token regressions are
+// judged by CheckUnits.
 func (nr *NemesisResult) Judge() []string {
 	var bad []string
-	if overlaps := nr.Overlaps - nr.ClockOverlaps; overlaps > 0 || (nr.Verdicts["mutex"] == porcupine.Illegal && nr.Overlaps == 0) {
+	mutex := nr.MutexJudged
+	if mutex == "" {
+		mutex = nr.Verdicts["mutex"]
+	}
+	if overlaps := nr.Overlaps - nr.ClockOverlaps; overlaps > 0 || mutex == porcupine.Illegal {
 		bad = append(bad, fmt.Sprintf("mutual exclusion: %d proven overlaps (%d after a server's clock stepped forward), mutex model %s", nr.Overlaps, nr.ClockOverlaps, verdictName(nr.Verdicts["mutex"])))
 	}
 	if nr.TokenRegressions > 0 || nr.Verdicts["tokens"] == porcupine.Illegal {
@@ -703,12 +713,12 @@ func (nr *NemesisResult) Judge() []string {
 		}
 	}
 	if nr.Permits.Violated() {
-		bad = append(bad, fmt.Sprintf("permits: at most %d holders: %d proven live at once (%d grants over the limit), slots' mutex model %s",
-			nr.Permits.Limit, nr.Permits.MaxHolders, nr.Permits.Over, verdictName(nr.Permits.Mutex)))
+		bad = append(bad, fmt.Sprintf("permits: at most %d holders: %d proven live at once (%d grants over the limit, %d pairs of holders of one slot), slots' mutex model %s",
+			nr.Permits.Limit, nr.Permits.MaxHolders, nr.Permits.Over-nr.Permits.Pairs, nr.Permits.Pairs, verdictName(nr.Permits.Mutex)))
 	}
 	if nr.Units.Violated() {
-		bad = append(bad, fmt.Sprintf("partitioning: one owner per unit: %d pairs of owners proven live at once, units' mutex model %s",
-			nr.Units.Over, verdictName(nr.Units.Mutex)))
+		bad = append(bad, fmt.Sprintf("partitioning: one owner per unit: %d pairs of owners proven live at once, %d token regressions, units' mutex model %s",
+			nr.Units.Over, nr.Units.TokenRegressions, verdictName(nr.Units.Mutex)))
 	}
 	return bad
 }
@@ -753,12 +763,16 @@ func NemesisTable(rs []*NemesisResult) string {
 			}
 			return fmt.Sprint(v.Grants)
 		}
+		unitGrants := grants(r.Units)
+		if r.MemberErrors > 0 {
+			unitGrants += fmt.Sprintf(" (%d members' partition.Run returned)", r.MemberErrors)
+		}
 		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.AcquireErrors,
 			r.Writes, r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.Overlaps, r.TokenRegressions,
 			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]),
-			grants(r.Permits), recipeCell(r.Permits, "grants over the limit"), staleCell(r.Permits),
-			grants(r.Units), recipeCell(r.Units, "pairs of owners"), staleCell(r.Units), verdict,
+			grants(r.Permits), recipeCell(r.Permits, "pairs of holders of one slot"), staleCell(r.Permits),
+			unitGrants, recipeCell(r.Units, "pairs of owners"), staleCell(r.Units), verdict,
 			p50Max(loss), p50Max(grant))
 	}
 	return b.String()

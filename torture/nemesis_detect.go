@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Detection times of the nemesis mode: for each fault that cut a holder
@@ -177,13 +180,14 @@ func nemesisCutoffs(ops []Op, faults []nemesisFault) []NemesisCutoff {
 
 // nemesisClockOverlaps counts the proven overlaps (pairs of grants of one
 // key, as Check counts them) that a forward step of a server's wall clock
-// explains (see ClockSteps.explains).
-func nemesisClockOverlaps(ops []Op, steps ClockSteps) int {
+// explains (see ClockSteps.explains), and returns the older grant of each
+// with its earliest such step.
+func nemesisClockOverlaps(ops []Op, steps ClockSteps) (int, stepCuts) {
 	if len(steps.At) == 0 {
-		return 0
+		return 0, nil
 	}
 	gs := nemesisGrants(ops)
-	n := 0
+	n, cuts := 0, stepCuts{}
 	for i, g := range gs {
 		for _, h := range gs[i+1:] {
 			if g.key != h.key || (g.shared && h.shared) || max(g.acqRet, h.acqRet) >= min(g.live, h.live) {
@@ -193,12 +197,28 @@ func nemesisClockOverlaps(ops []Op, steps ClockSteps) int {
 			if h.acqRet < g.acqRet {
 				older, newer = h, g
 			}
-			if steps.explains(older.acqCall, older.live, newer.acqRet) {
+			if at, ok := steps.first(older.acqCall, older.live, newer.acqRet); ok {
 				n++
+				cuts.add(older.id, at)
 			}
 		}
 	}
-	return n
+	return n, cuts
+}
+
+// judgeClock sets ClockOverlaps and MutexJudged from the checked
+// history ops: the mutex model judged again, if it found the history
+// illegal and steps explain some overlaps, with the older grant of each
+// explained overlap proven live only up to its step (cutAtSteps). The
+// keys with prefix omit are left out, as Check leaves them out of the
+// lock models (Run.lockModelsOmit).
+func (nr *NemesisResult) judgeClock(ops []Op, steps ClockSteps, omit string) {
+	var cuts stepCuts
+	nr.ClockOverlaps, cuts = nemesisClockOverlaps(ops, steps)
+	nr.MutexJudged = nr.Verdicts["mutex"]
+	if nr.MutexJudged == porcupine.Illegal && len(cuts) > 0 {
+		nr.MutexJudged = mutexModel(cutAtSteps(ops, cuts), func(op Op) bool { return omit == "" || !strings.HasPrefix(op.Key, omit) })
+	}
 }
 
 // DetectionTimes returns the times from a fault to the holder's report of

@@ -72,7 +72,7 @@ func TestNemesisCutoffs(t *testing.T) {
 	}
 	// B (granted 110, proven live to 250) and A (granted 1300): no
 	// overlap. A (proven live to 1350) and C (granted 2600): none either.
-	if n := nemesisClockOverlaps(ops, ClockSteps{At: []int64{ms(120)}, TTL: time.Second}); n != 0 {
+	if n, _ := nemesisClockOverlaps(ops, ClockSteps{At: []int64{ms(120)}, TTL: time.Second}); n != 0 {
 		t.Fatalf("%d overlaps explained by a clock step, in a history without overlaps", n)
 	}
 }
@@ -152,7 +152,7 @@ func TestNemesisClockJumpFault(t *testing.T) {
 			r.Check(res, "")
 			nr := &NemesisResult{Result: res, Faults: map[string]int{NemesisServerClockJump: 1}}
 			nr.Cutoffs = nemesisCutoffs(res.Ops, []nemesisFault{cut})
-			nr.ClockOverlaps = nemesisClockOverlaps(res.Ops, ClockSteps{At: []int64{cut.at}, TTL: ttl})
+			nr.judgeClock(res.Ops, ClockSteps{At: []int64{cut.at}, TTL: ttl}, "")
 			t.Logf("stale %d/%d/%d, overlaps %d (%d after the clock's step), cutoffs %+v, verdicts %v",
 				res.StaleAttempted, res.StaleRefused, res.StaleAccepted, res.Overlaps, nr.ClockOverlaps, nr.Cutoffs, res.Verdicts)
 			if res.StaleAttempted != 1 {

@@ -90,8 +90,23 @@ type RecipeVerdict struct {
 	// expired the older grant's lease at the step, so these are reported,
 	// not judged.
 	ClockOver int
+	// Pairs and ClockPairs are the pairs of grants of one key (a permit's
+	// slot, a unit) among Over and ClockOver: for units every excess is
+	// one; for permits the rest are grants over the semaphore's limit.
+	Pairs, ClockPairs int
+	// TokenRegressions counts the grants of one key (a unit) whose token
+	// is not above that of the key's grant proven live before it (see
+	// CheckUnits): the units' grants are outside the run's token model.
+	TokenRegressions int
 	// Mutex is the mutex model's verdict per slot or per unit.
 	Mutex porcupine.CheckResult
+	// MutexJudged is the mutex model's verdict with the older grant of
+	// each pair a clock step explains proven live only up to the step
+	// (cutAtSteps); Mutex where no step explains a pair. It is the one
+	// judged.
+	MutexJudged porcupine.CheckResult
+	// cuts are the older grants of the pairs steps explain.
+	cuts stepCuts
 	// Stale writes to the recipe's resources: attempted, refused by the
 	// fence, accepted.
 	StaleAttempted, StaleRefused, StaleAccepted int
@@ -101,10 +116,21 @@ type RecipeVerdict struct {
 }
 
 // Violated reports whether the invariant is proven broken: an excess
-// that no clock step explains, or the mutex model illegal where no
-// excess was counted at all (as Judge weighs the locks' overlaps).
+// that no clock step explains, a token regression, or the mutex model
+// illegal once the steps' explanations are taken out (MutexJudged: the
+// model also finds a grant made while another was proven live, when the
+// newer one was never proven live itself, which no pair counts).
 func (v RecipeVerdict) Violated() bool {
-	return v.Ran && (v.Over > 0 || (v.Mutex == porcupine.Illegal && v.ClockOver == 0))
+	return v.Ran && (v.Over > 0 || v.TokenRegressions > 0 || v.MutexJudged == porcupine.Illegal)
+}
+
+// judgeMutex sets Mutex and MutexJudged from the ops of keys with prefix.
+func (v *RecipeVerdict) judgeMutex(ops []Op, prefix string) {
+	v.Mutex = mutexVerdict(ops, prefix)
+	v.MutexJudged = v.Mutex
+	if v.Mutex == porcupine.Illegal && len(v.cuts) > 0 {
+		v.MutexJudged = mutexVerdict(cutAtSteps(ops, v.cuts), prefix)
+	}
 }
 
 // interval is a grant's proven life: granted by From (its acquire's
@@ -244,8 +270,50 @@ type ClockSteps struct {
 // clock then kept; a tenth of a TTL is allowed for the stamps) and its
 // call.
 func (cs ClockSteps) explains(olderCall, olderTo, newerFrom int64) bool {
+	_, ok := cs.first(olderCall, olderTo, newerFrom)
+	return ok
+}
+
+// first returns the earliest step that explains the pair (see explains):
+// the instant from which the older grant's lease may have been gone.
+func (cs ClockSteps) first(olderCall, olderTo, newerFrom int64) (int64, bool) {
 	lo := max(olderCall, olderTo-int64(cs.TTL+cs.TTL/10))
-	return slices.ContainsFunc(cs.At, func(s int64) bool { return s >= lo && s <= newerFrom })
+	at, ok := int64(0), false
+	for _, s := range cs.At {
+		if s >= lo && s <= newerFrom && (!ok || s < at) {
+			at, ok = s, true
+		}
+	}
+	return at, ok
+}
+
+// stepCuts records, for the older grant of a pair a step explains, the
+// earliest such step: its life as the service saw it may have ended
+// there (see cutAtSteps).
+type stepCuts map[int]int64
+
+func (c stepCuts) add(grant int, at int64) {
+	if old, ok := c[grant]; !ok || at < old {
+		c[grant] = at
+	}
+}
+
+// cutAtSteps returns ops with the end of each grant of cuts proven live
+// only up to its step: the mutex model judged on them excuses what the
+// steps explain and nothing else (a grant made before the step while the
+// older one was proven live is still a violation, as is any pair of other
+// grants, of this key or another).
+func cutAtSteps(ops []Op, cuts stepCuts) []Op {
+	if len(cuts) == 0 {
+		return ops
+	}
+	out := slices.Clone(ops)
+	for i, op := range out {
+		if at, ok := cuts[op.Grant]; ok && op.Kind == KindEnd && at < op.Call {
+			out[i].Call = at
+		}
+	}
+	return out
 }
 
 func (iv interval) String() string {
@@ -255,10 +323,15 @@ func (iv interval) String() string {
 
 // mutexVerdict runs the mutex model over the ops of keys with prefix.
 func mutexVerdict(ops []Op, prefix string) porcupine.CheckResult {
+	return mutexModel(ops, func(op Op) bool { return strings.HasPrefix(op.Key, prefix) })
+}
+
+// mutexModel runs the mutex model over the ops that keep selects.
+func mutexModel(ops []Op, keep func(Op) bool) porcupine.CheckResult {
 	var sel []Op
 	clients := map[string]int{}
 	for _, op := range ops {
-		if strings.HasPrefix(op.Key, prefix) && (op.Kind == KindAcquire || op.Kind == KindEnd) {
+		if keep(op) && (op.Kind == KindAcquire || op.Kind == KindEnd) {
 			sel = append(sel, op)
 			if _, ok := clients[op.Worker]; !ok {
 				clients[op.Worker] = len(clients)
@@ -312,15 +385,16 @@ func CheckPermits(ops []Op, key string, limit int, res string, steps ClockSteps)
 	if v.MaxHolders > limit {
 		v.Notes = append(v.Notes, fmt.Sprintf("permits: %d proven live at once, over the limit of %d: %s", v.MaxHolders, limit, joinIntervals(at)))
 	}
-	v.Mutex = mutexVerdict(ops, prefix)
+	v.judgeMutex(ops, prefix)
 	v.staleCounts(ops, res)
 	return v
 }
 
 // CheckUnits judges the units of the partition group whose unit keys
 // have prefix (Partition.UnitKey's prefix) in ops: never two grants of
-// one unit proven live at a common instant, and the mutex model per
-// unit; and counts the writes to the units' resources (prefix res).
+// one unit proven live at a common instant, each grant's token above
+// those of the unit's grants proven live before it, and the mutex model
+// per unit; and counts the writes to the units' resources (prefix res).
 // Steps are as for CheckPermits: two owners that a forward step of a
 // server's clock explains are counted apart (ClockOver), not judged.
 func CheckUnits(ops []Op, prefix string, res string, steps ClockSteps) RecipeVerdict {
@@ -328,14 +402,36 @@ func CheckUnits(ops []Op, prefix string, res string, steps ClockSteps) RecipeVer
 	var ivs []interval
 	v.Grants, ivs = provenIntervals(ops, prefix)
 	v.MaxHolders = v.pairs(ivs, steps, "unit", "two owners")
-	v.Mutex = mutexVerdict(ops, prefix)
+	v.tokenRegressions(ivs)
+	v.judgeMutex(ops, prefix)
 	v.staleCounts(ops, res)
 	return v
 }
 
+// tokenRegressions counts, per key of ivs, the grants whose token is not
+// above that of a grant of the key proven live entirely before it (its
+// last proof of life no later than this one's grant). Such an order is
+// the service's: had the later grant been made first, its lease would
+// have ended before the earlier one was made, yet it was proven live
+// after. Pairs proven live at a common instant have no such order; they
+// are counted as pairs. A unit's grants are judged here because their
+// acquire calls are stamped from their member's start (Run.unitGranted),
+// which puts them outside the run's token model (Run.lockModelsOmit).
+func (v *RecipeVerdict) tokenRegressions(ivs []interval) {
+	for _, b := range ivs {
+		for _, a := range ivs {
+			if a.key == b.key && a.grant != b.grant && a.to <= b.from && b.token <= a.token {
+				v.TokenRegressions++
+				v.Notes = append(v.Notes, fmt.Sprintf("unit %s: token %d not above %d: %s after %s", b.key, b.token, a.token, b, a))
+				break
+			}
+		}
+	}
+}
+
 // pairs counts, per key of ivs (a unit, or a permit's slot), the pairs
-// of grants proven live at a common instant: in Over, or in ClockOver
-// where a forward step of a server's clock explains the pair (see
+// of grants proven live at a common instant: in Over and Pairs, or in
+// ClockOver and ClockPairs where a forward step of a server's clock explains the pair (see
 // ClockSteps.explains), with a note for each. It returns the most grants
 // of one key proven live at once.
 func (v *RecipeVerdict) pairs(ivs []interval, steps ClockSteps, what, pair string) int {
@@ -357,12 +453,18 @@ func (v *RecipeVerdict) pairs(ivs []interval, steps ClockSteps, what, pair strin
 				if b.from < a.from {
 					older, newer = b, a
 				}
-				if steps.explains(older.call, older.to, newer.from) {
+				if at, ok := steps.first(older.call, older.to, newer.from); ok {
+					if v.cuts == nil {
+						v.cuts = stepCuts{}
+					}
+					v.cuts.add(older.grant, at)
 					v.ClockOver++
+					v.ClockPairs++
 					v.Notes = append(v.Notes, fmt.Sprintf("%s %s: %s after a server's clock stepped forward (not judged): %s and %s", what, key, pair, a, b))
 					continue
 				}
 				v.Over++
+				v.Pairs++
 				v.Notes = append(v.Notes, fmt.Sprintf("%s %s: %s: %s and %s", what, key, pair, a, b))
 			}
 		}
@@ -446,18 +548,25 @@ func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitR
 	}
 }
 
-// recipeCell renders a recipe's verdict for the table.
-func recipeCell(v RecipeVerdict, what string) string {
+// recipeCell renders a recipe's verdict for the table: pair names a
+// pair of grants of one key ("pairs of owners" of a unit, "pairs of
+// holders" of a permit's slot); the rest of the excesses are grants over
+// the limit.
+func recipeCell(v RecipeVerdict, pair string) string {
 	if !v.Ran {
 		return "-"
 	}
 	s := fmt.Sprintf("%s, at most %d of %d", verdictName(v.Mutex), v.MaxHolders, v.Limit)
-	if v.Over > 0 {
-		s += fmt.Sprintf(", %d %s", v.Over, what)
+	count := func(n int, what string) {
+		if n > 0 {
+			s += fmt.Sprintf(", %d %s", n, what)
+		}
 	}
-	if v.ClockOver > 0 {
-		s += fmt.Sprintf(", %d %s after a server's clock stepped forward (not judged)", v.ClockOver, what)
-	}
+	count(v.Over-v.Pairs, "grants over the limit")
+	count(v.Pairs, pair)
+	count(v.TokenRegressions, "token regressions")
+	count(v.ClockOver-v.ClockPairs, "grants over the limit after a server's clock stepped forward (not judged)")
+	count(v.ClockPairs, pair+" after a server's clock stepped forward (not judged)")
 	return s
 }
 
