@@ -178,8 +178,9 @@
 // one leader), no token regression (the token model and the count; the
 // units' grants, which their members report stamped from the member's
 // start, are left out of both models: their overlaps are judged by
-// CheckUnits and the count, and a unit's token handed out twice by the
-// count, but a unit's token regression goes unseen), no more
+// CheckUnits and the count, and their tokens by CheckUnits, which
+// compares each grant's token with those of the unit's grants proven
+// live entirely before it), no more
 // permits proven live at one instant than the semaphore's limit
 // (CheckPermits), never two owners of a unit proven live at one instant
 // (CheckUnits), and, with the fence, no stale write accepted and a
@@ -196,6 +197,10 @@
 // overlaps it explains (the older grant asked for before the step and
 // renewed last before it, the newer granted after it; see
 // ClockSteps) are reported, not judged, and the fence is what must hold.
+// A step excuses those overlaps and nothing else: the mutex models are
+// judged again with the older grant of each explained overlap proven live
+// only up to its step (MutexJudged), so that a grant made before the
+// step, or on another key, still counts.
 // Redlock's nodes are not jumped: one node's step frees a grant only if
 // the grant stood on a bare majority including that node, which the
 // history does not record, so an overlap could not be told from a
