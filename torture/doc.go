@@ -161,7 +161,13 @@
 // resource. What a fault makes the library
 // report (a lost lock, an acquisition that times out, a write refused) is
 // part of the workload; only a worker gone, or a server that does not
-// restart, fails the run.
+// restart, fails the run. A target's store modes (unfenced, fenced, and
+// fenced in PostgreSQL on PostgreSQL) run at once on its servers, under
+// the one schedule (RunNemesisModes): each mode has workers, links, keys
+// and a history of its own, a server's fault reaches them all at once,
+// and a worker's fault reaches the worker of the same index in each mode
+// (whose workload draws from the same seed), so that the modes' rows
+// compare fault for fault and a target's run takes the time of one mode.
 //
 // Each backend runs the deployment it promises to survive: Redis with
 // appendfsync always, a 3-member etcd, a 3-server ZooKeeper ensemble,
@@ -232,7 +238,7 @@
 // the rest of the package, draws a new seed per run (each run explores
 // another schedule; no verdict it judges can fail on timing alone, so a
 // failure is a bug to replay with its seed) and runs 6s of faults per
-// backend and store mode on Redis, etcd and file, about a minute in all.
+// backend on Redis, etcd and file, about 40 seconds in all.
 // The full mode,
 //
 //	cd torture && go test . -run 'TestNemesis' -timeout 60m -args -nemesis.duration 5m -nemesis.backends etcd

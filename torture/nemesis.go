@@ -330,14 +330,23 @@ type nemesisWorker struct {
 // judge.
 func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl time.Duration) *NemesisResult {
 	t.Helper()
-	n := runs.Add(1)
-	res := &Result{Backend: nt.Kind, Scenario: "nemesis", Variant: fmt.Sprint(plan.Seed), Mode: mode, Expect: ExpectHold, Rounds: 1}
-	nr := &NemesisResult{Result: res, Seed: plan.Seed, Duration: plan.Duration, Deployment: nt.Deployment, Faults: map[string]int{}}
-	r := NewRun(t, mode)
+	return RunNemesisModes(t, nt, []Mode{mode}, plan, ttl)[0]
+}
+
+// RunNemesisModes is RunNemesis in several store modes at once, on the
+// same servers, under one schedule: each mode has its workload, workers,
+// links and history of its own (keys and resources named by mode), and
+// every fault of the plan reaches each mode alike: a server's fault once
+// for all, a worker's fault to the worker of the same index in each mode
+// (whose workload draws from the same seed). The modes' verdicts are then
+// comparable fault for fault, and a target's full run takes the time of
+// one mode. The results are in the order of modes.
+func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisPlan, ttl time.Duration) []*NemesisResult {
+	t.Helper()
 	// A run stopped by a failure (a server that did not restart, a fault
 	// the harness could not apply) may leave a server paused, killed or
-	// with its clock moved: the next store mode runs on the same servers,
-	// and must find them as the deployment is.
+	// with its clock moved: the next run on the same servers must find
+	// them as the deployment is.
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return // a run that ends heals every fault itself
@@ -357,6 +366,120 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 			}
 		}
 	})
+	var ms []*nemesisMode
+	for _, mode := range modes {
+		ms = append(ms, newNemesisMode(t, nt, mode, plan, ttl))
+	}
+	closeAll := func() {
+		for _, m := range ms {
+			m.r.Close()
+		}
+	}
+
+	// The workload.
+	stop := make(chan struct{})
+	for _, m := range ms {
+		m.work(plan.Seed, stop, ttl)
+	}
+
+	// The schedule, in the test's goroutine (a restart may fail the test).
+	type action struct {
+		at    time.Duration
+		ev    NemesisEvent
+		start bool
+	}
+	var acts []action
+	for _, e := range plan.Events {
+		acts = append(acts, action{e.At, e, true}, action{e.At + e.For, e, false})
+	}
+	sort.SliceStable(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
+	start := time.Now()
+	var late time.Duration
+	for _, a := range acts {
+		if d := time.Until(start.Add(a.at)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ms[0].r.Context().Done():
+			}
+		} else {
+			late = max(late, -d)
+		}
+		for _, m := range ms {
+			if c, ok := nemesisCut(a.ev, a.start, m.ws, m.r.Clock.Now()); ok {
+				m.cuts = append(m.cuts, c)
+			}
+		}
+		if err := nemesisApplyModes(t, nt, ms, a.ev, a.start); err != nil {
+			close(stop)
+			closeAll()
+			t.Fatalf("torture: nemesis seed %d: %s: %v", plan.Seed, a.ev, err)
+		}
+		if a.start {
+			for _, m := range ms {
+				m.nr.Faults[a.ev.Kind]++
+			}
+		}
+	}
+	if d := time.Until(start.Add(plan.Duration)); d > 0 {
+		time.Sleep(d) // the schedule's tail: the workload runs on, unfaulted
+	}
+	close(stop)
+	done := make(chan struct{})
+	go func() {
+		for _, m := range ms {
+			m.wg.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		closeAll() // ends the workers' calls
+		<-done
+		t.Fatalf("torture: nemesis seed %d: the workload did not stop within 3m of the schedule's end", plan.Seed)
+	}
+	var werrs []error
+	for _, m := range ms {
+		werrs = append(werrs, m.werrs...)
+	}
+	if err := errors.Join(werrs...); err != nil {
+		closeAll()
+		t.Fatalf("torture: nemesis seed %d: %v", plan.Seed, err)
+	}
+	var out []*NemesisResult
+	for _, m := range ms {
+		m.r.Notef("%d faults in %v; the harness ran an action up to %v late (a server's restart blocks the schedule)", len(plan.Events), plan.Duration, late.Round(time.Millisecond))
+		if len(ms) > 1 {
+			m.r.Notef("ran at once with the store modes %v, under the same schedule", modes)
+		}
+		out = append(out, m.check(ttl))
+	}
+	return out
+}
+
+// nemesisMode is one store mode's part of a nemesis run: its Run (store,
+// history, links), workers and result.
+type nemesisMode struct {
+	r                      *Run
+	nr                     *NemesisResult
+	ws                     []*nemesisWorker
+	permitKey, permitRes   string
+	group, unitRes         string
+	withPermits, withUnits bool
+	cuts                   []nemesisFault // the faults that may cut a holder off
+	mu                     sync.Mutex
+	wg                     sync.WaitGroup
+	werrs                  []error
+}
+
+// newNemesisMode starts mode's store and workers on nt (see RunNemesis),
+// the members joined, the workload not yet started.
+func newNemesisMode(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl time.Duration) *nemesisMode {
+	t.Helper()
+	n := runs.Add(1)
+	res := &Result{Backend: nt.Kind, Scenario: "nemesis", Variant: fmt.Sprint(plan.Seed), Mode: mode, Expect: ExpectHold, Rounds: 1}
+	nr := &NemesisResult{Result: res, Seed: plan.Seed, Duration: plan.Duration, Deployment: nt.Deployment, Faults: map[string]int{}}
+	r := NewRun(t, mode)
 	if mode == PGFenced {
 		if err := r.Store.usePostgres(nt.Data); err != nil {
 			r.Close()
@@ -457,79 +580,35 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 		}
 	}
 
-	// The workload.
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	werrs := make([]error, len(ws))
-	for i, nw := range ws {
-		rng := rand.New(rand.NewPCG(plan.Seed, uint64(i)+1))
+	m := &nemesisMode{r: r, nr: nr, ws: ws, permitKey: permits.Key, permitRes: permits.Res, group: members.Key, unitRes: members.Res,
+		withPermits: withPermits, withUnits: withUnits}
+	m.werrs = make([]error, len(ws))
+	return m
+}
+
+// work starts m's workload until stop: each worker's draws come from
+// seed and its index, alike in every mode.
+func (m *nemesisMode) work(seed uint64, stop <-chan struct{}, ttl time.Duration) {
+	for i, nw := range m.ws {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)+1))
 		if nw.member {
-			wg.Go(func() { werrs[i] = nemesisMemberWork(nw, rng, stop, ttl) })
+			m.wg.Go(func() { m.werrs[i] = nemesisMemberWork(nw, rng, stop, ttl) })
 			continue
 		}
-		wg.Go(func() {
+		m.wg.Go(func() {
 			failed, err := nemesisWork(nw, rng, stop)
-			mu.Lock()
-			nr.AcquireErrors += failed
-			mu.Unlock()
-			werrs[i] = err
+			m.mu.Lock()
+			m.nr.AcquireErrors += failed
+			m.mu.Unlock()
+			m.werrs[i] = err
 		})
 	}
+}
 
-	// The schedule, in the test's goroutine (a restart may fail the test).
-	type action struct {
-		at    time.Duration
-		ev    NemesisEvent
-		start bool
-	}
-	var acts []action
-	for _, e := range plan.Events {
-		acts = append(acts, action{e.At, e, true}, action{e.At + e.For, e, false})
-	}
-	sort.SliceStable(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
-	start := time.Now()
-	var late time.Duration
-	var cuts []nemesisFault // the faults that may cut a holder off
-	for _, a := range acts {
-		if d := time.Until(start.Add(a.at)); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-r.Context().Done():
-			}
-		} else {
-			late = max(late, -d)
-		}
-		if c, ok := nemesisCut(a.ev, a.start, ws, r.Clock.Now()); ok {
-			cuts = append(cuts, c)
-		}
-		if err := nemesisApply(t, r, nt, ws, a.ev, a.start); err != nil {
-			close(stop)
-			r.Close()
-			t.Fatalf("torture: nemesis seed %d: %s: %v", plan.Seed, a.ev, err)
-		}
-		if a.start {
-			nr.Faults[a.ev.Kind]++
-		}
-	}
-	if d := time.Until(start.Add(plan.Duration)); d > 0 {
-		time.Sleep(d) // the schedule's tail: the workload runs on, unfaulted
-	}
-	close(stop)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Minute):
-		r.Close() // ends the workers' calls
-		<-done
-		t.Fatalf("torture: nemesis seed %d: the workload did not stop within 3m of the schedule's end", plan.Seed)
-	}
-	if err := errors.Join(werrs...); err != nil {
-		r.Close()
-		t.Fatalf("torture: nemesis seed %d: %v", plan.Seed, err)
-	}
-	r.Notef("%d faults in %v; the harness ran an action up to %v late (a server's restart blocks the schedule)", len(plan.Events), plan.Duration, late.Round(time.Millisecond))
+// check checks m's history once its workload stopped, and returns its
+// result.
+func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
+	r, nr, res := m.r, m.nr, m.nr.Result
 	r.Check(res, "")
 	// The units' grants are stamped from their member's start (see
 	// lockModelsOmit): no fault time can be measured against them.
@@ -537,9 +616,9 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 	if r.lockModelsOmit != "" {
 		cutOps = slices.DeleteFunc(slices.Clone(res.Ops), func(op Op) bool { return strings.HasPrefix(op.Key, r.lockModelsOmit) })
 	}
-	nr.Cutoffs = nemesisCutoffs(cutOps, cuts)
+	nr.Cutoffs = nemesisCutoffs(cutOps, m.cuts)
 	steps := ClockSteps{TTL: ttl}
-	for _, c := range cuts {
+	for _, c := range m.cuts {
 		if c.kind == NemesisServerClockJump {
 			steps.At = append(steps.At, c.at)
 		}
@@ -550,7 +629,7 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 			nr.ElectionGrants++
 		}
 	}
-	nr.checkRecipes(r, permits.Key, permits.Res, members.Key, members.Res, withPermits, withUnits, steps)
+	nr.checkRecipes(r, m.permitKey, m.permitRes, m.group, m.unitRes, m.withPermits, m.withUnits, steps)
 	return nr
 }
 
@@ -599,9 +678,36 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 	}
 }
 
-// nemesisApply starts (or ends) the fault of e.
-func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e NemesisEvent, start bool) error {
+// nemesisApplyModes starts (or ends) the fault of e in every mode of a
+// run: a worker's fault on the worker of e's index in each mode, a
+// server's fault once, recorded in every mode's history.
+func nemesisApplyModes(t testing.TB, nt NemesisTarget, ms []*nemesisMode, e NemesisEvent, start bool) error {
 	t.Helper()
+	switch e.Kind {
+	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump:
+		var also []*Run
+		for _, m := range ms[1:] {
+			also = append(also, m.r)
+		}
+		return nemesisApply(t, ms[0].r, nt, ms[0].ws, e, start, also...)
+	}
+	for _, m := range ms {
+		if err := nemesisApply(t, m.r, nt, m.ws, e, start); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nemesisApply starts (or ends) the fault of e, recorded in r's history;
+// a server's fault is recorded in also's too.
+func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e NemesisEvent, start bool, also ...*Run) error {
+	t.Helper()
+	server := func(note string) {
+		for _, r := range append([]*Run{r}, also...) {
+			r.Fault("", note)
+		}
+	}
 	on := func(ps []*faultproxy.Proxy, f func(*faultproxy.Proxy)) {
 		for _, p := range ps {
 			f(p)
@@ -644,30 +750,30 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 	case NemesisServerPause:
 		p := nt.Servers[e.Target]
 		if start {
-			r.Fault("", fmt.Sprintf("server %d SIGSTOP", e.Target))
+			server(fmt.Sprintf("server %d SIGSTOP", e.Target))
 			return p.Pause()
 		}
-		r.Fault("", fmt.Sprintf("server %d SIGCONT", e.Target))
+		server(fmt.Sprintf("server %d SIGCONT", e.Target))
 		return p.Resume()
 	case NemesisServerKill:
 		p := nt.Servers[e.Target]
 		if start {
 			p.Kill()
-			r.Fault("", fmt.Sprintf("server %d kill -9", e.Target))
+			server(fmt.Sprintf("server %d kill -9", e.Target))
 			return nil
 		}
 		p.Restart(t)
-		r.Fault("", fmt.Sprintf("server %d restarted", e.Target))
+		server(fmt.Sprintf("server %d restarted", e.Target))
 	case NemesisServerClockJump:
 		if e.Target < 0 || e.Target >= len(nt.Clocks) || nt.Clocks[e.Target] == nil {
 			return fmt.Errorf("server %d has no movable clock", e.Target)
 		}
 		if start {
 			nt.Clocks[e.Target].Jump(e.Jump)
-			r.Fault("", fmt.Sprintf("server %d's wall clock jumped by %+v", e.Target, e.Jump.Round(time.Millisecond)))
+			server(fmt.Sprintf("server %d's wall clock jumped by %+v", e.Target, e.Jump.Round(time.Millisecond)))
 		} else {
 			nt.Clocks[e.Target].Jump(-e.Jump)
-			r.Fault("", fmt.Sprintf("server %d's wall clock returned (jumped by %+v)", e.Target, -e.Jump.Round(time.Millisecond)))
+			server(fmt.Sprintf("server %d's wall clock returned (jumped by %+v)", e.Target, -e.Jump.Round(time.Millisecond)))
 		}
 	default:
 		return fmt.Errorf("unknown fault kind %q", e.Kind)
