@@ -343,10 +343,18 @@ func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl
 // one mode. The results are in the order of modes.
 func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisPlan, ttl time.Duration) []*NemesisResult {
 	t.Helper()
+	if len(modes) == 0 {
+		t.Fatal("torture: a nemesis run needs a store mode")
+	}
+	var ms []*nemesisMode
+	for _, mode := range modes {
+		ms = append(ms, newNemesisMode(t, nt, mode, plan, ttl))
+	}
+	// Registered after the Runs', so that it runs before they close.
 	// A run stopped by a failure (a server that did not restart, a fault
 	// the harness could not apply) may leave a server paused, killed or
 	// with its clock moved: the next run on the same servers must find
-	// them as the deployment is.
+	// them as the deployment is. No fault was applied before this point.
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return // a run that ends heals every fault itself
@@ -366,9 +374,10 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 			}
 		}
 	})
-	var ms []*nemesisMode
-	for _, mode := range modes {
-		ms = append(ms, newNemesisMode(t, nt, mode, plan, ttl))
+	// The members join once every mode's workers are up, so that the
+	// modes' workloads start together.
+	for _, m := range ms {
+		m.join(t)
 	}
 	closeAll := func() {
 		for _, m := range ms {
@@ -472,8 +481,8 @@ type nemesisMode struct {
 	werrs                  []error
 }
 
-// newNemesisMode starts mode's store and workers on nt (see RunNemesis),
-// the members joined, the workload not yet started.
+// newNemesisMode starts mode's store and workers on nt (see RunNemesis);
+// the members have not joined (join), the workload has not started.
 func newNemesisMode(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl time.Duration) *nemesisMode {
 	t.Helper()
 	n := runs.Add(1)
@@ -571,19 +580,24 @@ func newNemesisMode(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan,
 		r.Close()
 		t.Fatal(err)
 	}
-	for _, nw := range ws {
-		if nw.member {
-			if err := nemesisJoin(nw.w, members.Key, members.Res); err != nil {
-				r.Close()
-				t.Fatal(err)
-			}
-		}
-	}
 
 	m := &nemesisMode{r: r, nr: nr, ws: ws, permitKey: permits.Key, permitRes: permits.Res, group: members.Key, unitRes: members.Res,
 		withPermits: withPermits, withUnits: withUnits}
 	m.werrs = make([]error, len(ws))
 	return m
+}
+
+// join makes m's members join their partition group.
+func (m *nemesisMode) join(t testing.TB) {
+	t.Helper()
+	for _, nw := range m.ws {
+		if nw.member {
+			if err := nemesisJoin(nw.w, m.group, m.unitRes); err != nil {
+				m.r.Close()
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // work starts m's workload until stop: each worker's draws come from
@@ -805,7 +819,7 @@ func (nr *NemesisResult) Judge() []string {
 		mutex = nr.Verdicts["mutex"]
 	}
 	if overlaps := nr.Overlaps - nr.ClockOverlaps; overlaps > 0 || mutex == porcupine.Illegal {
-		bad = append(bad, fmt.Sprintf("mutual exclusion: %d proven overlaps (%d after a server's clock stepped forward), mutex model %s", nr.Overlaps, nr.ClockOverlaps, verdictName(nr.Verdicts["mutex"])))
+		bad = append(bad, fmt.Sprintf("mutual exclusion: %d proven overlaps (%d after a server's clock stepped forward), mutex model %s", nr.Overlaps, nr.ClockOverlaps, judgedName(nr.Verdicts["mutex"], nr.MutexJudged)))
 	}
 	if nr.TokenRegressions > 0 || nr.Verdicts["tokens"] == porcupine.Illegal {
 		bad = append(bad, fmt.Sprintf("tokens: %d regressions, token model %s", nr.TokenRegressions, verdictName(nr.Verdicts["tokens"])))
@@ -820,13 +834,22 @@ func (nr *NemesisResult) Judge() []string {
 	}
 	if nr.Permits.Violated() {
 		bad = append(bad, fmt.Sprintf("permits: at most %d holders: %d proven live at once (%d grants over the limit, %d pairs of holders of one slot), slots' mutex model %s",
-			nr.Permits.Limit, nr.Permits.MaxHolders, nr.Permits.Over-nr.Permits.Pairs, nr.Permits.Pairs, verdictName(nr.Permits.Mutex)))
+			nr.Permits.Limit, nr.Permits.MaxHolders, nr.Permits.Over-nr.Permits.Pairs, nr.Permits.Pairs, judgedName(nr.Permits.Mutex, nr.Permits.MutexJudged)))
 	}
 	if nr.Units.Violated() {
 		bad = append(bad, fmt.Sprintf("partitioning: one owner per unit: %d pairs of owners proven live at once, %d token regressions, units' mutex model %s",
-			nr.Units.Over, nr.Units.TokenRegressions, verdictName(nr.Units.Mutex)))
+			nr.Units.Over, nr.Units.TokenRegressions, judgedName(nr.Units.Mutex, nr.Units.MutexJudged)))
 	}
 	return bad
+}
+
+// judgedName renders a mutex model's verdict, and the verdict judged once
+// the servers' clock steps are excused where that differs.
+func judgedName(raw, judged porcupine.CheckResult) string {
+	if judged == "" || judged == raw {
+		return verdictName(raw)
+	}
+	return fmt.Sprintf("%s (%s once the clock steps are excused)", verdictName(raw), verdictName(judged))
 }
 
 func verdictName(v porcupine.CheckResult) string {
@@ -876,7 +899,7 @@ func NemesisTable(rs []*NemesisResult) string {
 		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.AcquireErrors,
 			r.Writes, r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.Overlaps, r.TokenRegressions,
-			verdictName(r.Verdicts["mutex"]), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]),
+			judgedName(r.Verdicts["mutex"], r.MutexJudged), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]),
 			grants(r.Permits), recipeCell(r.Permits, "pairs of holders of one slot"), staleCell(r.Permits),
 			unitGrants, recipeCell(r.Units, "pairs of owners"), staleCell(r.Units), verdict,
 			p50Max(loss), p50Max(grant))

@@ -180,26 +180,41 @@ func nemesisCutoffs(ops []Op, faults []nemesisFault) []NemesisCutoff {
 
 // nemesisClockOverlaps counts the proven overlaps (pairs of grants of one
 // key, as Check counts them) that a forward step of a server's wall clock
-// explains (see ClockSteps.explains), and returns the older grant of each
-// with its earliest such step.
+// explains (see ClockSteps.explains), and returns the cuts that judge the
+// mutex model with what the steps explain excused (see clockCuts).
 func nemesisClockOverlaps(ops []Op, steps ClockSteps) (int, stepCuts) {
+	return clockCuts(nemesisGrants(ops), steps)
+}
+
+// clockCuts returns, for every pair of grants of one key whose newer one
+// was granted while the older was proven live and a step explains it
+// (ClockSteps.first), the older grant with its earliest such step; and
+// the number of those pairs that are proven overlaps (the newer grant
+// proven live after its grant too, as Check counts them). A newer grant
+// never proven live still places its acquire while the older was proven
+// live, which the mutex model finds illegal, so it needs its cut as much.
+func clockCuts(gs []*nemesisGrant, steps ClockSteps) (int, stepCuts) {
 	if len(steps.At) == 0 {
 		return 0, nil
 	}
-	gs := nemesisGrants(ops)
 	n, cuts := 0, stepCuts{}
 	for i, g := range gs {
 		for _, h := range gs[i+1:] {
-			if g.key != h.key || (g.shared && h.shared) || max(g.acqRet, h.acqRet) >= min(g.live, h.live) {
+			if g.key != h.key || (g.shared && h.shared) {
 				continue
 			}
 			older, newer := g, h
 			if h.acqRet < g.acqRet {
 				older, newer = h, g
 			}
+			if newer.acqRet >= older.live {
+				continue
+			}
 			if at, ok := steps.first(older.acqCall, older.live, newer.acqRet); ok {
-				n++
 				cuts.add(older.id, at)
+				if newer.acqRet < newer.live {
+					n++
+				}
 			}
 		}
 	}

@@ -105,8 +105,6 @@ type RecipeVerdict struct {
 	// (cutAtSteps); Mutex where no step explains a pair. It is the one
 	// judged.
 	MutexJudged porcupine.CheckResult
-	// cuts are the older grants of the pairs steps explain.
-	cuts stepCuts
 	// Stale writes to the recipe's resources: attempted, refused by the
 	// fence, accepted.
 	StaleAttempted, StaleRefused, StaleAccepted int
@@ -124,12 +122,22 @@ func (v RecipeVerdict) Violated() bool {
 	return v.Ran && (v.Over > 0 || v.TokenRegressions > 0 || v.MutexJudged == porcupine.Illegal)
 }
 
-// judgeMutex sets Mutex and MutexJudged from the ops of keys with prefix.
-func (v *RecipeVerdict) judgeMutex(ops []Op, prefix string) {
+// judgeMutex sets Mutex and MutexJudged from the ops of keys with
+// prefix, steps being the forward steps of the servers' clocks.
+func (v *RecipeVerdict) judgeMutex(ops []Op, prefix string, steps ClockSteps) {
 	v.Mutex = mutexVerdict(ops, prefix)
 	v.MutexJudged = v.Mutex
-	if v.Mutex == porcupine.Illegal && len(v.cuts) > 0 {
-		v.MutexJudged = mutexVerdict(cutAtSteps(ops, v.cuts), prefix)
+	if v.Mutex != porcupine.Illegal {
+		return
+	}
+	var sel []Op
+	for _, op := range ops {
+		if strings.HasPrefix(op.Key, prefix) {
+			sel = append(sel, op)
+		}
+	}
+	if _, cuts := clockCuts(nemesisGrants(sel), steps); len(cuts) > 0 {
+		v.MutexJudged = mutexVerdict(cutAtSteps(ops, cuts), prefix)
 	}
 }
 
@@ -385,7 +393,7 @@ func CheckPermits(ops []Op, key string, limit int, res string, steps ClockSteps)
 	if v.MaxHolders > limit {
 		v.Notes = append(v.Notes, fmt.Sprintf("permits: %d proven live at once, over the limit of %d: %s", v.MaxHolders, limit, joinIntervals(at)))
 	}
-	v.judgeMutex(ops, prefix)
+	v.judgeMutex(ops, prefix, steps)
 	v.staleCounts(ops, res)
 	return v
 }
@@ -402,29 +410,40 @@ func CheckUnits(ops []Op, prefix string, res string, steps ClockSteps) RecipeVer
 	var ivs []interval
 	v.Grants, ivs = provenIntervals(ops, prefix)
 	v.MaxHolders = v.pairs(ivs, steps, "unit", "two owners")
-	v.tokenRegressions(ivs)
-	v.judgeMutex(ops, prefix)
+	v.tokenRegressions(ivs, steps)
+	v.judgeMutex(ops, prefix, steps)
 	v.staleCounts(ops, res)
 	return v
 }
 
 // tokenRegressions counts, per key of ivs, the grants whose token is not
 // above that of a grant of the key proven live entirely before it (its
-// last proof of life no later than this one's grant). Such an order is
-// the service's: had the later grant been made first, its lease would
-// have ended before the earlier one was made, yet it was proven live
-// after. Pairs proven live at a common instant have no such order; they
-// are counted as pairs. A unit's grants are judged here because their
-// acquire calls are stamped from their member's start (Run.unitGranted),
-// which puts them outside the run's token model (Run.lockModelsOmit).
-func (v *RecipeVerdict) tokenRegressions(ivs []interval) {
+// last proof of life no later than this one's grant). The argument rests
+// on exclusion: had the later grant been made first, its lease would have
+// ended before the earlier one was made, yet it was proven live after.
+// Pairs proven live at a common instant have no such order; they are
+// counted as pairs. A forward step of a server's clock breaks exclusion
+// as it does for pairs (ClockSteps.explains): a grant made just before a
+// step whose report reached its member late may show a lower token after
+// a grant made after the step; such a pair is noted, not judged. A unit's
+// grants are judged here because their acquire calls are stamped from
+// their member's start (Run.unitGranted), which puts them outside the
+// run's token model (Run.lockModelsOmit).
+func (v *RecipeVerdict) tokenRegressions(ivs []interval, steps ClockSteps) {
 	for _, b := range ivs {
 		for _, a := range ivs {
-			if a.key == b.key && a.grant != b.grant && a.to <= b.from && b.token <= a.token {
-				v.TokenRegressions++
-				v.Notes = append(v.Notes, fmt.Sprintf("unit %s: token %d not above %d: %s after %s", b.key, b.token, a.token, b, a))
-				break
+			if a.key != b.key || a.grant == b.grant || a.to > b.from || b.token > a.token {
+				continue
 			}
+			// b's token is lower: if b was granted first, a step after it
+			// and before a's grant explains the order.
+			if steps.explains(b.call, b.to, a.from) {
+				v.Notes = append(v.Notes, fmt.Sprintf("unit %s: token %d not above %d after a server's clock stepped forward (not judged): %s after %s", b.key, b.token, a.token, b, a))
+				continue
+			}
+			v.TokenRegressions++
+			v.Notes = append(v.Notes, fmt.Sprintf("unit %s: token %d not above %d: %s after %s", b.key, b.token, a.token, b, a))
+			break
 		}
 	}
 }
@@ -453,11 +472,7 @@ func (v *RecipeVerdict) pairs(ivs []interval, steps ClockSteps, what, pair strin
 				if b.from < a.from {
 					older, newer = b, a
 				}
-				if at, ok := steps.first(older.call, older.to, newer.from); ok {
-					if v.cuts == nil {
-						v.cuts = stepCuts{}
-					}
-					v.cuts.add(older.grant, at)
+				if steps.explains(older.call, older.to, newer.from) {
 					v.ClockOver++
 					v.ClockPairs++
 					v.Notes = append(v.Notes, fmt.Sprintf("%s %s: %s after a server's clock stepped forward (not judged): %s and %s", what, key, pair, a, b))
@@ -556,7 +571,7 @@ func recipeCell(v RecipeVerdict, pair string) string {
 	if !v.Ran {
 		return "-"
 	}
-	s := fmt.Sprintf("%s, at most %d of %d", verdictName(v.Mutex), v.MaxHolders, v.Limit)
+	s := fmt.Sprintf("%s, at most %d of %d", judgedName(v.Mutex, v.MutexJudged), v.MaxHolders, v.Limit)
 	count := func(n int, what string) {
 		if n > 0 {
 			s += fmt.Sprintf(", %d %s", n, what)
