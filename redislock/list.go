@@ -21,14 +21,15 @@ const scanCount = 1000
 
 // List implements driver.Lister: it SCANs for lock keys whose key starts
 // with prefix (on every primary of a Cluster) and reads their values and
-// PTTLs in one pipeline, with one peek.lua call per key (see Holder), whose
-// reply leaves the grant's secret out (a second round trip, with EVAL,
-// only where the server's script cache lacked it). Since is the acquiring host's clock at the grant;
-// Expires is this host's clock plus the PTTL read. The listing is not a snapshot:
-// locks granted or released during the scan may or may not appear.
-// A key's shared grants (see AcquireShared) follow its exclusive holder,
-// by token, with Shared set: a second SCAN finds the keys that have some,
-// and one script call per key reads them, as Readers does.
+// PTTLs in one pipeline, one peek.lua call per key, whose reply leaves the
+// grant's secret out (see Holder); a second round trip, with EVAL, only
+// where the server's script cache lacked the script. Since is the
+// acquiring host's clock at the grant; Expires is this host's clock plus
+// the PTTL read. The listing is not a snapshot: locks granted or released
+// during the scan may or may not appear. A key's shared grants (see
+// AcquireShared) follow its exclusive holder, by token, with Shared set: a
+// second SCAN finds the keys that have some, and one script call per key
+// reads them, as Readers does.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	start := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}"
 	var (
