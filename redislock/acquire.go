@@ -182,8 +182,11 @@ func (a *attempt) try(ctx context.Context, join bool) (*lease, refusal, error) {
 	if err != nil {
 		// The script may have run although its reply was lost, or granted
 		// what too few replicas confirmed: leave no grant (and no place in
-		// the queue) behind.
-		a.abandon(ctx, sent)
+		// the queue) behind; unless the script refused the secret before
+		// it did anything.
+		if !isSecretRefused(err) {
+			a.abandon(ctx, sent)
+		}
 		return nil, refusal{}, err
 	}
 	status, val, seen, ok := parseAcquireReply(res)

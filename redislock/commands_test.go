@@ -82,3 +82,41 @@ func perCycle(m map[string]int64, cycles int64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// Holder reads a lock key with one script call (peek.lua: a GET and a
+// PTTL), and List one such call per key it finds, besides its SCANs: the
+// reads run the GET and PTTL they ran before, plus the EVALSHA that runs
+// them, in the same round trips.
+func TestReadServerCommands(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	b := newBackend(t, srv.Addr)
+	l, err := b.Acquire(ctx, "reads/a", driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() {
+		t.Helper()
+		if h, ok, err := b.Holder(ctx, "reads/a"); err != nil || !ok || h.Token != l.Token() {
+			t.Fatalf("Holder: %+v %v %v", h, ok, err)
+		}
+		if hs, err := b.List(ctx, "reads/"); err != nil || len(hs) != 1 || hs[0].Token != l.Token() {
+			t.Fatalf("List: %+v %v", hs, err)
+		}
+	}
+	read() // loads the script
+	const reads = 20
+	resetStats(t, admin)
+	for range reads {
+		read()
+	}
+	st := commandStats(t, admin)
+	for name, want := range map[string]int64{"evalsha": 2, "get": 2, "pttl": 2} {
+		if got := st[name].calls; got != want*reads {
+			t.Errorf("%s: %d calls in %d reads, want %d per read", name, got, reads, want)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

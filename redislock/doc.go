@@ -114,12 +114,23 @@
 // holds it (the secret, the value prefix "<secret>|", a waiter's place in
 // the queue, a tombstone's name) is sent as a redact.Secret of module
 // internal/redis, which go-redis writes as its bytes and those renderings
-// show as "[secret]". Replies are another matter: Holder and List read
-// lock values, which begin with their grants' secrets, so a hook that
-// logs replies (cmd.String after the call) sees the secrets of the grants
-// they read. The server sees it too: the lock key's value and a
-// tombstone's name hold it, and its slow log, MONITOR, the append-only
-// file and the replication stream carry it.
+// show as "[secret]". It stays out of the replies too, as a hook that
+// logs them sees them (cmd.String after the call): Holder and List read a
+// lock value, which begins with its grant's secret, with a script
+// (peek.lua) that replies with the value without it; Readers and Permits
+// reply with the shared grants' and permits' values, never with the
+// secrets they are filed under; and a script that acquires, refreshes or
+// releases replies with codes and tokens. The server sees it: the lock
+// key's value and a tombstone's name hold it, and its slow log, MONITOR,
+// the append-only file and the replication stream carry it.
+//
+// A client that sent a redact.Secret as text rather than as its bytes
+// would send "[secret]" for every grant's secret, and the grants of two
+// Backends would match each other's. Every script that takes a secret
+// refuses one that is not base32, as every secret a Backend draws is,
+// before it does anything: such a client's every acquire fails with an
+// error that begins with "BADSECRET" and says why, and nothing is
+// written. The check is a string match in the script: no command more.
 //
 // # Not guaranteed
 //
@@ -351,7 +362,7 @@
 // # Holder and watch
 //
 // Holder (a Client's Holder, an election's Leader) reads one key's lock
-// key and its PTTL, in one round trip; Expires is this host's clock plus
+// key and its PTTL, in one script call, one round trip; Expires is this host's clock plus
 // the PTTL. It reads that key only: "svc/leader" is never "svc/leader2".
 // It reports the exclusive holder only; Readers (one read-only script)
 // lists the key's live shared grants, by the server's clock, and List

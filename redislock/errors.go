@@ -43,3 +43,15 @@ func classify(ctx context.Context, op string, err error) error {
 }
 
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// secretRefused is the prefix of the error of a script given a secret
+// that no Backend draws (not base32): the client sent a redact.Secret as
+// text, "[secret]" for every grant, which would let grants match each
+// other's. Every script that takes a secret checks it first, so that such
+// a call has done nothing.
+const secretRefused = "BADSECRET"
+
+// isSecretRefused reports whether err is a script's refusal of its secret
+// (secretRefused): the script did nothing, and an acquire that met it
+// leaves nothing to clean up.
+func isSecretRefused(err error) bool { return redis.HasErrorPrefix(err, secretRefused) }

@@ -59,8 +59,14 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 // WakeChannel is the pub/sub channel on which b's queued waiters are woken.
 func WakeChannel(b *Backend) string { return b.wakeChannel }
 
-// LeaseSecret is the secret of a lease of this package.
-func LeaseSecret(l driver.Lease) string { return reveal(l.(*lease).k.secret) }
+// LeaseSecret is the secret of a lease of this package: a lock's, shared
+// or not, or a permit's.
+func LeaseSecret(l driver.Lease) string {
+	if p, ok := l.(*permit); ok {
+		return reveal(p.a.secret)
+	}
+	return reveal(l.(*lease).k.secret)
+}
 
 // reveal returns the bytes that go-redis writes for s.
 func reveal(s redact.Secret) string {

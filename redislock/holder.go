@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock/driver"
 )
 
@@ -19,35 +17,28 @@ var (
 	_ driver.OwnerSetter   = (*lease)(nil)
 )
 
-// Holder implements driver.HolderReader: a GET and a PTTL of key's lock
-// key, in one round trip, as List reads each key it finds. Expires is this
-// host's clock plus the PTTL read.
+// Holder implements driver.HolderReader: peek.lua reads the GET and the
+// PTTL of key's lock key in one script call, one round trip, as List reads
+// each key it finds; its reply leaves the grant's secret out, so that a
+// hook that logs commands and their replies never shows it. Expires is
+// this host's clock plus the PTTL read.
 func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, error) {
 	if err := driver.ValidateKey(key); err != nil {
 		return driver.Holder{}, false, err
 	}
-	rk := b.KeyPath(key)
-	pipe := b.client.Pipeline()
-	get, pttl := pipe.Get(ctx, rk), pipe.PTTL(ctx, rk)
 	now := time.Now()
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return driver.Holder{}, false, classify(ctx, "holder", err)
-	}
-	v, err := get.Result()
-	if err == redis.Nil {
-		return driver.Holder{}, false, nil
-	}
+	res, err := peekScript.Run(ctx, b.client, []string{b.KeyPath(key)}).Slice()
 	if err != nil {
 		return driver.Holder{}, false, classify(ctx, "holder", err)
 	}
-	h, err := parseValue(v)
+	h, ok, err := parsePeek(res, now)
 	if err != nil {
 		return driver.Holder{}, false, fmt.Errorf("redislock: holder: %q: %w", key, err)
 	}
-	h.Key = key
-	if d, err := pttl.Result(); err == nil && d > 0 {
-		h.Expires = now.Add(d)
+	if !ok {
+		return driver.Holder{}, false, nil
 	}
+	h.Key = key
 	return h, true, nil
 }
 

@@ -21,12 +21,15 @@ const scanCount = 1000
 
 // List implements driver.Lister: it SCANs for lock keys whose key starts
 // with prefix (on every primary of a Cluster) and reads their values and
-// PTTLs in one pipeline. Since is the acquiring host's clock at the grant;
-// Expires is this host's clock plus the PTTL read. The listing is not a snapshot:
-// locks granted or released during the scan may or may not appear.
-// A key's shared grants (see AcquireShared) follow its exclusive holder,
-// by token, with Shared set: a second SCAN finds the keys that have some,
-// and one script call per key reads them, as Readers does.
+// PTTLs in one pipeline, one peek.lua call per key, whose reply leaves the
+// grant's secret out (see Holder); a second round trip, with EVAL, only
+// where the server's script cache lacked the script. Since is the
+// acquiring host's clock at the grant; Expires is this host's clock plus
+// the PTTL read. The listing is not a snapshot: locks granted or released
+// during the scan may or may not appear. A key's shared grants (see
+// AcquireShared) follow its exclusive holder, by token, with Shared set: a
+// second SCAN finds the keys that have some, and one script call per key
+// reads them, as Readers does.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	start := globEscape.Replace(b.cfg.prefix+"{"+tagEscaper.Replace(prefix)) + "*}"
 	var (
@@ -62,13 +65,11 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	rkeys = slices.Compact(rkeys)
 
 	type entry struct {
-		key  string
-		get  *redis.StringCmd
-		pttl *redis.DurationCmd
+		key, rk string
+		cmd     *redis.Cmd
 	}
 	var entries []entry
 	var shared []string // keys with shared grants
-	pipe := b.client.Pipeline()
 	for _, rk := range rkeys {
 		if base, ok := strings.CutSuffix(rk, suffixReaders); ok {
 			if key, ok := decodeLockKey(b.cfg.prefix, base+suffixLock); ok && strings.HasPrefix(key, prefix) {
@@ -80,7 +81,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		if !ok || !strings.HasPrefix(key, prefix) {
 			continue
 		}
-		entries = append(entries, entry{key: key, get: pipe.Get(ctx, rk), pttl: pipe.PTTL(ctx, rk)})
+		entries = append(entries, entry{key: key, rk: rk})
 	}
 	var hs []driver.Holder
 	for _, key := range shared {
@@ -94,23 +95,47 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		slices.SortStableFunc(hs, func(x, y driver.Holder) int { return strings.Compare(x.Key, y.Key) })
 		return hs, nil
 	}
+	// One peek.lua call per key, all in one pipeline; sent again with EVAL
+	// where the server lacked the script.
 	now := time.Now()
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, classify(ctx, "list", err)
+	send := func(eval bool, es []*entry) {
+		pipe := b.client.Pipeline()
+		for _, e := range es {
+			if eval {
+				e.cmd = peekScript.Eval(ctx, pipe, []string{e.rk})
+			} else {
+				e.cmd = peekScript.EvalSha(ctx, pipe, []string{e.rk})
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each call's error is its own
+	}
+	all := make([]*entry, len(entries))
+	for i := range entries {
+		all[i] = &entries[i]
+	}
+	send(false, all)
+	var again []*entry
+	for _, e := range all {
+		if isNoScript(e.cmd.Err()) {
+			again = append(again, e)
+		}
+	}
+	if len(again) > 0 {
+		send(true, again)
 	}
 	for _, e := range entries {
-		v, err := e.get.Result()
+		res, err := e.cmd.Slice()
 		if err != nil {
-			continue // released meanwhile
+			return nil, classify(ctx, "list", err)
 		}
-		h, err := parseValue(v)
+		h, ok, err := parsePeek(res, now)
 		if err != nil {
 			return nil, fmt.Errorf("redislock: list: %q: %w", e.key, err)
 		}
-		h.Key = e.key
-		if d, err := e.pttl.Result(); err == nil && d > 0 {
-			h.Expires = now.Add(d)
+		if !ok {
+			continue // released meanwhile
 		}
+		h.Key = e.key
 		hs = append(hs, h)
 	}
 	// By key; a key's exclusive holder first, then its shared grants by
@@ -130,17 +155,41 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	return hs, nil
 }
 
-// parseValue decodes a lock value
-// "<secret>|<token>|<since ms>|<waited>|<owner>", leaving the secret out.
+// parsePeek decodes peek.lua's reply {value without its secret or nil,
+// pttl} read at now, and reports whether the key was held.
+func parsePeek(res []any, now time.Time) (driver.Holder, bool, error) {
+	if len(res) != 2 {
+		return driver.Holder{}, false, fmt.Errorf("unexpected reply %v", res)
+	}
+	if res[0] == nil {
+		return driver.Holder{}, false, nil
+	}
+	v, ok1 := res[0].(string)
+	pttl, ok2 := res[1].(int64)
+	if !ok1 || !ok2 {
+		return driver.Holder{}, false, fmt.Errorf("unexpected reply %v", res)
+	}
+	h, err := parseValue(v)
+	if err != nil {
+		return driver.Holder{}, false, err
+	}
+	if pttl > 0 {
+		h.Expires = now.Add(time.Duration(pttl) * time.Millisecond)
+	}
+	return h, true, nil
+}
+
+// parseValue decodes a lock value as peek.lua returns it, without its
+// secret: "<token>|<since ms>|<waited>|<owner>".
 func parseValue(v string) (driver.Holder, error) {
-	parts := strings.SplitN(v, "|", 5)
-	if len(parts) != 5 {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
 		return driver.Holder{}, fmt.Errorf("malformed lock value")
 	}
-	token, err1 := strconv.ParseUint(parts[1], 10, 64)
-	since, err2 := strconv.ParseInt(parts[2], 10, 64)
+	token, err1 := strconv.ParseUint(parts[0], 10, 64)
+	since, err2 := strconv.ParseInt(parts[1], 10, 64)
 	if err1 != nil || err2 != nil {
 		return driver.Holder{}, fmt.Errorf("malformed lock value")
 	}
-	return driver.Holder{Token: token, Owner: parts[4], Since: time.UnixMilli(since)}, nil
+	return driver.Holder{Token: token, Owner: parts[3], Since: time.UnixMilli(since)}, nil
 }

@@ -52,6 +52,8 @@ var (
 	sharedRefreshLua string
 	//go:embed scripts/readers.lua
 	readersLua string
+	//go:embed scripts/peek.lua
+	peekLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
 	// does not have them (after a restart or SCRIPT FLUSH). The queue's
@@ -78,6 +80,9 @@ var (
 	sharedRelease = newScript(withQueue(sharedReleaseLua))
 	sharedRefresh = newScript(sharedRefreshLua)
 	readersScript = redis.NewScript(readersLua)
+
+	// The reads of a lock value, without its secret (Holder, List).
+	peekScript = redis.NewScript(peekLua)
 )
 
 // queueMarker is the line of acquire.lua and release.lua where queue.lua

@@ -140,8 +140,11 @@ func (a *permitAttempt) try(ctx context.Context, join bool) (*permit, time.Durat
 	res, err := a.send(ctx, args)
 	if err != nil {
 		// The script may have run although its reply was lost: leave no
-		// permit, and no place in line, behind.
-		a.abandon(ctx, sent)
+		// permit, and no place in line, behind; unless the script refused
+		// the secret before it did anything.
+		if !isSecretRefused(err) {
+			a.abandon(ctx, sent)
+		}
 		return nil, 0, err
 	}
 	reply, _ := res.([]any)

@@ -43,7 +43,7 @@ func TestPermitRetriedReleaseAndLateTry(t *testing.T) {
 		t.Fatalf("the release retried: %v; want success", err)
 	}
 
-	a := &permitAttempt{b: b, key: "late", keys: b.permitKeys("late"), secret: redact.Bytes([]byte("late-secret")), sem: sem, opts: opts}
+	a := &permitAttempt{b: b, key: "late", keys: b.permitKeys("late"), secret: redact.Bytes([]byte("LATESECRET")), sem: sem, opts: opts}
 	if q, _, err := a.try(ctx, false); err != nil || q == nil {
 		t.Fatalf("try: %v, %v", q, err)
 	}

@@ -84,7 +84,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 		var log []string
 		for step := range 400 {
 			if len(all) == 0 || rng.IntN(3) == 0 {
-				secret := fmt.Sprintf("S%d", len(all))
+				secret := testSecret(len(all))
 				a := &attempt{k: b.keysFor(key, []byte(secret)), shared: rng.IntN(2) == 0}
 				id := "B:" + secret
 				if a.shared {

@@ -8,6 +8,13 @@
 -- Returns an array: element i is refresh.lua's reply for lease i,
 -- EXTENDED 1 or GONE 0.
 
+-- A secret is base32 (see newSecret): one that is not was sent as text
+-- ("[secret]", the same for every grant) by a client that does not write
+-- a redact.Secret as its bytes. Refused before anything is done.
+for i = 1, #KEYS do
+  if not string.find(ARGV[i], '^[A-Z2-7]+$') then return redis.error_reply('BADSECRET redislock: a secret that no Backend draws (not base32, A-Z and 2-7): the client sent a redact.Secret as text, not as its bytes (MarshalBinary)') end
+end
+
 local GONE, EXTENDED = 0, 1
 
 local ttl = ARGV[#KEYS + 1]

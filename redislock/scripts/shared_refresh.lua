@@ -11,6 +11,11 @@
 --   EXTENDED 1  the grant was extended
 --   GONE 0      the grant is gone: it expired or was dropped
 
+-- A secret is base32 (see newSecret): one that is not was sent as text
+-- ("[secret]", the same for every grant) by a client that does not write
+-- a redact.Secret as its bytes. Refused before anything is done.
+if not string.find(ARGV[1], '^[A-Z2-7]+|$') then return redis.error_reply('BADSECRET redislock: a secret that no Backend draws (not base32, A-Z and 2-7): the client sent a redact.Secret as text, not as its bytes (MarshalBinary)') end
+
 local GONE, EXTENDED = 0, 1
 
 local t = redis.call('TIME')
