@@ -214,19 +214,7 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 			clients[op.Worker] = len(clients)
 		}
 	}
-	res.Verdicts = map[string]porcupine.CheckResult{}
-	for _, k := range modelKinds {
-		mops := ops
-		if k != modelRegister && r.lockModelsOmit != "" {
-			mops = slices.DeleteFunc(slices.Clone(ops), func(op Op) bool { return strings.HasPrefix(op.Key, r.lockModelsOmit) })
-		}
-		pops := operations(mops, []modelKind{k}, clients)
-		if len(pops) == 0 {
-			continue
-		}
-		res.Histories += len(partition(pops))
-		res.Verdicts[string(k)] = porcupine.CheckOperationsTimeout(model, pops, CheckTimeout)
-	}
+	res.Verdicts, res.Histories = modelVerdicts(ops, clients, r.lockModelsOmit)
 	if visPath != "" {
 		all := operations(ops, modelKinds, clients)
 		_, info := porcupine.CheckOperationsVerbose(model, all, CheckTimeout)
@@ -294,6 +282,26 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 		}
 	}
 	return res
+}
+
+// modelVerdicts runs each model over ops (the lock models without the
+// keys with prefix omit, if set) and returns their verdicts and the
+// number of partitioned histories checked.
+func modelVerdicts(ops []Op, clients map[string]int, omit string) (map[string]porcupine.CheckResult, int) {
+	verdicts, histories := map[string]porcupine.CheckResult{}, 0
+	for _, k := range modelKinds {
+		mops := ops
+		if k != modelRegister && omit != "" {
+			mops = slices.DeleteFunc(slices.Clone(ops), func(op Op) bool { return strings.HasPrefix(op.Key, omit) })
+		}
+		pops := operations(mops, []modelKind{k}, clients)
+		if len(pops) == 0 {
+			continue
+		}
+		histories += len(partition(pops))
+		verdicts[string(k)] = porcupine.CheckOperationsTimeout(model, pops, CheckTimeout)
+	}
+	return verdicts, histories
 }
 
 // Percentile returns the p-th percentile (0..100) of ds, by the nearest

@@ -290,6 +290,8 @@ type NemesisResult struct {
 	// MemberErrors counts members whose partition.Run returned during
 	// the run (it does on a lasting failure of the service).
 	MemberErrors int
+	// history is what WriteHistory saves.
+	history *NemesisHistory
 }
 
 // nemesisWorkers and nemesisCandidates are the lock workers and the
@@ -644,6 +646,9 @@ func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
 		}
 	}
 	nr.checkRecipes(r, m.permitKey, m.permitRes, m.group, m.unitRes, m.withPermits, m.withUnits, steps)
+	nr.history = &NemesisHistory{Backend: res.Backend, Deployment: nr.Deployment, Mode: res.Mode.String(), Seed: nr.Seed, Steps: steps,
+		Omit: r.lockModelsOmit, PermitKey: m.permitKey, PermitRes: m.permitRes, Group: m.group, UnitRes: m.unitRes,
+		Permits: m.withPermits, Units: m.withUnits, Ops: res.Ops}
 	return nr
 }
 

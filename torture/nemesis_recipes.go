@@ -543,7 +543,8 @@ func nemesisMemberWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, 
 }
 
 // checkRecipes judges the recipes of a nemesis run on its history; steps
-// are the instants at which a server's wall clock stepped forward.
+// are the instants at which a server's wall clock stepped forward. r is
+// nil for a saved history.
 func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitRes string, permits, units bool, steps ClockSteps) {
 	if permits {
 		nr.Permits = CheckPermits(nr.Ops, permitKey, nemesisPermitLimit, permitRes, steps)
@@ -552,6 +553,9 @@ func (nr *NemesisResult) checkRecipes(r *Run, permitKey, permitRes, group, unitR
 	if units {
 		nr.Units = CheckUnits(nr.Ops, pt.KeyPrefix+group+"/units/", unitRes, steps)
 		nr.Notes = append(nr.Notes, nr.Units.Notes...)
+		if r == nil {
+			return // a saved history (JudgeHistory): the members are gone
+		}
 		r.mu.Lock()
 		for _, w := range r.workers {
 			if w.memberErr != "" {

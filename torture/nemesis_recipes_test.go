@@ -401,3 +401,29 @@ func TestCheckUnitsTokensAfterStep(t *testing.T) {
 		t.Errorf("without a step, judged %+v", v)
 	}
 }
+
+// A saved history is judged again as the run judged it: an overlap no
+// step explains is a violation, and one a step explains is not.
+func TestJudgeHistoryRoundTrip(t *testing.T) {
+	ops := grantHistory([]grantSpec{{"A", "k", 1, 10, 100}, {"B", "k", 2, 50, 200}})
+	for _, c := range []struct {
+		steps ClockSteps
+		bad   bool
+	}{{ClockSteps{TTL: 1000}, true}, {ClockSteps{At: []int64{40}, TTL: 1000}, false}} {
+		nr := &NemesisResult{Result: &Result{}, history: &NemesisHistory{Backend: "redis", Mode: "fenced", Seed: 7, Steps: c.steps, Ops: ops}}
+		path := t.TempDir() + "/h.json"
+		if err := nr.WriteHistory(path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := JudgeHistory(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := got.Judge(); (len(bad) > 0) != c.bad || got.Overlaps != 1 || got.Seed != 7 || got.Mode != Fenced {
+			t.Errorf("steps %v: judged %q, %d overlaps, %+v", c.steps.At, bad, got.Overlaps, got.Result)
+		}
+	}
+	if _, err := JudgeHistory(t.TempDir() + "/none.json"); err == nil {
+		t.Error("a missing file judged")
+	}
+}

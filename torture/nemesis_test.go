@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ var (
 	nemesisDuration = flag.Duration("nemesis.duration", 0, "run the nemesis mode for this long per backend (its store modes at once), and write its table to -nemesis.out (default: the short mix)")
 	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper, redlock, postgres, postgres-lease, gateway)")
 	nemesisOut      = flag.String("nemesis.out", "NEMESIS.md", "where the full nemesis mode writes its table")
+	nemesisSaveDir  = flag.String("nemesis.histories", os.TempDir(), "where a nemesis run that a checker fails saves its history (judge it again with -nemesis.judge)")
+	nemesisJudge    = flag.String("nemesis.judge", "", "TestNemesisJudgeHistory: judge again the history a failed nemesis run saved")
 )
 
 // nemesisShort is the schedule's length per backend (its store modes at
@@ -75,8 +78,17 @@ func TestNemesis(t *testing.T) {
 						t.Logf("units: %d grants, at most %d owner(s) of a unit, stale %d/%d/%d; members whose Run ended: %d",
 							v.Grants, v.MaxHolders, v.StaleAttempted, v.StaleRefused, v.StaleAccepted, nr.MemberErrors)
 					}
-					for _, bad := range nr.Judge() {
+					bads := nr.Judge()
+					for _, bad := range bads {
 						t.Errorf("seed %d: %s (replay: %s)", seed, bad, replay)
+					}
+					if len(bads) > 0 {
+						path := filepath.Join(*nemesisSaveDir, fmt.Sprintf("nemesis-%d-%s-%s.json", seed, kind, mode))
+						if err := nr.WriteHistory(path); err != nil {
+							t.Errorf("saving the history: %v", err)
+						} else {
+							t.Logf("history saved: judge it again with go test . -run TestNemesisJudgeHistory -args -nemesis.judge %s", path)
+						}
 					}
 					// The recipes' workloads ran: a permit granted, a unit
 					// owned (a judge of nothing holds vacuously).
@@ -340,6 +352,28 @@ func TestNemesisPlanKeepsChannels(t *testing.T) {
 			if extra == 0 {
 				t.Fatalf("seed %d: no fault on an extra worker in a minute", seed)
 			}
+		}
+	}
+}
+
+// TestNemesisJudgeHistory judges again the history a failed nemesis run
+// saved (-nemesis.judge FILE), with the checkers as they are now.
+func TestNemesisJudgeHistory(t *testing.T) {
+	if *nemesisJudge == "" {
+		t.Skip("judges a saved history: run with -nemesis.judge FILE")
+	}
+	nr, err := torture.JudgeHistory(*nemesisJudge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s (%s), %s, seed %d: %d grants, %d overlaps (%d after a clock step), verdicts %v, mutex judged %s",
+		nr.Backend, nr.Deployment, nr.Mode, nr.Seed, nr.Grants, nr.Overlaps, nr.ClockOverlaps, nr.Verdicts, nr.MutexJudged)
+	for _, bad := range nr.Judge() {
+		t.Errorf("%s", bad)
+	}
+	if t.Failed() {
+		for _, n := range nr.Notes {
+			t.Log("  " + n)
 		}
 	}
 }
