@@ -96,7 +96,7 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 
 	// A grant of the previous version keeps the new one out; its release
 	// lets it in, with a higher token.
-	res := oldAcquire("OLDSECRET1")
+	res := oldAcquire("OLDSECRETA")
 	oldToken, ok := res.(int64)
 	if !ok {
 		t.Fatalf("previous acquire: %v, want granted", res)
@@ -104,7 +104,7 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 	if _, err := b.Acquire(ctx, key, opts); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("Acquire while the previous version holds the key: %v, want ErrNotAcquired", err)
 	}
-	if n := oldRelease("OLDSECRET1"); n != 1 {
+	if n := oldRelease("OLDSECRETA"); n != 1 {
 		t.Fatalf("previous release: %d, want released", n)
 	}
 	l, err := b.Acquire(ctx, key, opts)
@@ -117,7 +117,7 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 	// The other way round: a grant of the new version keeps the previous
 	// one out, and its release is remembered for both.
 	secret := redislock.LeaseSecret(l)
-	if res := oldAcquire("OLDSECRET2"); status(res) != int64(0) {
+	if res := oldAcquire("OLDSECRETB"); status(res) != int64(0) {
 		t.Fatalf("previous acquire while the new version holds the key: %v, want held", res)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -131,13 +131,13 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 	}
 	// A late copy read by the new version, of a grant released by the
 	// previous one.
-	if res := oldAcquire("OLDSECRET3"); status(res) != "granted" {
+	if res := oldAcquire("OLDSECRETC"); status(res) != "granted" {
 		t.Fatalf("previous acquire: %v, want granted", res)
 	}
-	if n := oldRelease("OLDSECRET3"); n != 1 {
+	if n := oldRelease("OLDSECRETC"); n != 1 {
 		t.Fatalf("previous release: %d, want released", n)
 	}
-	if got := redislock.TryWithSecret(ctx, b, key, "OLDSECRET3", opts); got != "too late" {
+	if got := redislock.TryWithSecret(ctx, b, key, "OLDSECRETC", opts); got != "too late" {
 		t.Fatalf("a try with the previous version's released secret: %s, want too late", got)
 	}
 	l, err = b.Acquire(ctx, key, opts)
@@ -154,8 +154,8 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const oldWaiter = "OLD:W1|OLDSECRET4|60000|60000|old"
-	if res := oldTry("OLDSECRET4", oldWaiter); status(res) != int64(0) {
+	const oldWaiter = "OLD:W1|OLDSECRETD|60000|60000|old"
+	if res := oldTry("OLDSECRETD", oldWaiter); status(res) != int64(0) {
 		t.Fatalf("previous waiting try while the new version holds the key: %v, want held", res)
 	}
 	waiter := newBackend(t, srv.Addr)
@@ -178,10 +178,10 @@ func TestPreviousVersionSharesKeys(t *testing.T) {
 	if !strings.HasPrefix(msg.Payload, "OLD:W1|") {
 		t.Fatalf("hand-off to the previous version's waiter: %q", msg.Payload)
 	}
-	if v := c.Get(ctx, lockKey(key)).Val(); !strings.HasPrefix(v, "OLDSECRET4|") {
+	if v := c.Get(ctx, lockKey(key)).Val(); !strings.HasPrefix(v, "OLDSECRETD|") {
 		t.Fatalf("lock key after the hand-off: %q, want the previous version's waiter's grant", v)
 	}
-	if n := oldRelease("OLDSECRET4"); n != 1 {
+	if n := oldRelease("OLDSECRETD"); n != 1 {
 		t.Fatalf("previous release of the handed grant: %d, want released", n)
 	}
 	l = <-got
