@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -118,5 +119,127 @@ func TestReadServerCommands(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The server commands of a FIFO hand-off, those that the scripts run
+// included, counted with INFO commandstats: four Backends take turns on
+// one key, each asking again as soon as it released, while the lock is
+// held by the waiter its release handed it to (issue 29: the common case
+// of a contended key). Per hand-off: the release and its hand-off (GET,
+// RENAME, TIME, ZRANGEBYSCORE, ZPOPMIN, ZSCORE, ZREM, INCR, PUBLISH,
+// EXISTS, SET) and the releaser's try that joins the queue (EXISTS, MGET,
+// PTTL, TIME, ZRANGEBYSCORE, ZRANGE, 2 ZADD, PTTL; the queue keys' PEXPIRE
+// only now and then), each an EVALSHA: 22. Before issue 29 it was 33.
+func TestHandOffServerCommands(t *testing.T) {
+	srv := startRedis(t)
+	ctx, admin := testCtx(t), newClient(t, srv.Addr)
+	const key, parties, rounds = "commands/hand-off", 4, 24
+	const want = 22
+	// No waiter refreshes its place during the test.
+	opts := []redislock.Option{redislock.WithWaiterLiveness(time.Hour)}
+	bs := make([]*redislock.Backend, parties)
+	for i := range bs {
+		bs[i] = newBackend(t, srv.Addr, opts...)
+	}
+	acq := driver.AcquireOptions{TTL: time.Minute, Wait: true}
+	warm, err := bs[0].Acquire(ctx, key+"/warm-up", acq) // loads the scripts
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// leases[i] receives party i's grant. The waiters left at the end
+	// give up (waitCtx).
+	leases := make([]chan driver.Lease, parties)
+	waitCtx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	ask := func(i int) {
+		go func() {
+			l, err := bs[i].Acquire(waitCtx, key, acq)
+			if err != nil && waitCtx.Err() == nil {
+				t.Error(err)
+			}
+			leases[i] <- l
+		}()
+	}
+	var polls int64
+	queued := func(n int64) {
+		t.Helper()
+		eventually(t, 30*time.Second, fmt.Sprintf("%d waiters queued", n), func() bool {
+			polls++
+			return admin.ZCard(ctx, queueKey(key)).Val() == n
+		})
+	}
+	for i := range leases {
+		leases[i] = make(chan driver.Lease, 1)
+		ask(i)
+		if i == 0 {
+			if l := <-leases[0]; l == nil {
+				t.FailNow()
+			} else {
+				leases[0] <- l
+			}
+		} else {
+			queued(int64(i))
+		}
+	}
+	// Each party's first try has subscribed to its wake channel: what
+	// follows is the steady state.
+	holder := 0
+	l := <-leases[holder]
+	cycle := func() {
+		t.Helper()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next := (holder + 1) % parties
+		if l = <-leases[next]; l == nil {
+			t.FailNow()
+		}
+		ask(holder)
+		queued(parties - 1)
+		holder = next
+	}
+	cycle()
+	resetStats(t, admin)
+	polls = 0
+	for range rounds {
+		cycle()
+	}
+	got := map[string]int64{}
+	for name, st := range commandStats(t, admin) {
+		if name == "info" || strings.HasPrefix(name, "config") {
+			continue // the test's own
+		}
+		got[name] = st.calls
+	}
+	if got["zcard"] != polls {
+		t.Fatalf("%d ZCARD, the test polled %d times", got["zcard"], polls)
+	}
+	delete(got, "zcard")
+	var total int64
+	for _, n := range got {
+		total += n
+	}
+	if total > want*rounds {
+		t.Errorf("%d server commands in %d hand-offs, want at most %d per hand-off: %s", total, rounds, want, perCycle(got, rounds))
+	}
+	t.Logf("per hand-off: %s", perCycle(got, rounds))
+	// The other parties give up (or are handed the lock, and let it go).
+	giveUp()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range parties {
+		if i == holder {
+			continue
+		}
+		if l := <-leases[i]; l != nil {
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}
 	}
 }

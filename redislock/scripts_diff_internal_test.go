@@ -16,12 +16,23 @@ import (
 )
 
 // The acquire and release scripts, run side by side with those of the
-// previous version (testdata/previous) on two databases of one server, one
-// random sequence of calls each: every call must get the same reply and
-// leave the same keys, or the scripts do not implement the same lock (and
-// Backends of both versions could not share keys). The secrets include
-// ones that are the start or the end of another, and the owners '|' and
-// '%'.
+// previous version (testdata/previous, with its queue.lua) on two
+// databases of one server, one random sequence of calls each: every call
+// must get the same reply and leave the same keys, or the scripts do not
+// implement the same lock (and Backends of both versions could not share
+// keys). The secrets include ones that are the start or the end of
+// another, and the owners '|' and '%'. Between the calls, waiters' liveness
+// lapses, the key is watched or not, and shared grants come and lapse.
+//
+// A queue member without a liveness entry (a waiter whose liveness entry
+// was lost, "gone" below) is dropped at the head by a hand-off and by a
+// try that finds the key free, but no longer by a waiting try that finds
+// the key held (issue 29: that try does not read who is first). The keys
+// are therefore compared modulo such members at the head of the queue,
+// and the queue's order without its scores (a place taken after a member
+// that one version dropped and the other not has another number, not
+// another rank); and a gone waiter does not try again (its try would keep
+// its place in one version and go to the back in the other).
 func TestScriptsMatchPreviousVersion(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -36,8 +47,9 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 		}
 		return string(b)
 	}
-	oldAcquire := redis.NewScript(queueLua + read("testdata/previous/acquire.lua"))
-	oldRelease := redis.NewScript(queueLua + read("testdata/previous/release.lua"))
+	oldQueue := read("testdata/previous/queue.lua")
+	oldAcquire := redis.NewScript(strings.Replace(read("testdata/previous/acquire.lua"), queueMarker, oldQueue, 1))
+	oldRelease := redis.NewScript(strings.Replace(read("testdata/previous/release.lua"), queueMarker, oldQueue, 1))
 
 	b := &Backend{cfg: config{prefix: DefaultPrefix}}
 	owners := []string{"", "o|w%1", "x"}
@@ -47,6 +59,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 	// attempt is one Acquire: its secret and owner, and whether it queues.
 	type attempt struct {
 		secret, owner, waiter string
+		gone                  bool // its liveness entry was lost
 	}
 	for seed := uint64(1); seed <= 24; seed++ {
 		if err := oldDB.FlushAll(ctx).Err(); err != nil {
@@ -85,7 +98,13 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 				}
 				a := &attempt{secret: secret, owner: owners[rng.IntN(len(owners))]}
 				if rng.IntN(2) == 0 {
-					a.waiter = "B:" + secret + "|" + secret + "|" + ttl + "|" + live + "|" + a.owner
+					// Now and then a waiter whose id is that of a
+					// shared one: a hand-off grants it a shared grant.
+					kind := ""
+					if rng.IntN(6) == 0 {
+						kind = "s"
+					}
+					a.waiter = "B:" + kind + secret + "|" + secret + "|" + ttl + "|" + live + "|" + a.owner
 				}
 				all = append(all, a)
 			}
@@ -95,34 +114,61 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 			var op string
 			var oldRes, newRes any
 			var oldErr, newErr error
-			switch r := rng.IntN(12); {
+			// both runs one change of the keys in both databases.
+			both := func(name string, do func(c *redis.Client) (any, error)) {
+				op = name
+				oldRes, oldErr = do(oldDB)
+				newRes, newErr = do(newDB)
+			}
+			switch r := rng.IntN(15); {
 			case r == 10: // the grant lapses (in both at once)
-				op = "lapse"
-				oldRes, oldErr = oldDB.Del(ctx, k.lock).Result()
-				newRes, newErr = newDB.Del(ctx, k.lock).Result()
-			case r == 11: // a waiter stops refreshing its place
-				op = "gone " + a.waiter
-				oldRes, oldErr = oldDB.ZRem(ctx, k.alive, a.waiter).Result()
-				newRes, newErr = newDB.ZRem(ctx, k.alive, a.waiter).Result()
+				both("lapse", func(c *redis.Client) (any, error) { return c.Del(ctx, k.lock).Result() })
+			case r == 11: // a waiter stopped refreshing its place: its deadline passed
+				both("lapsed "+a.waiter, func(c *redis.Client) (any, error) {
+					return c.ZAddXX(ctx, k.alive, redis.Z{Score: 1, Member: a.waiter}).Result()
+				})
+			case r == 14: // a waiter's liveness entry is lost
+				a.gone = a.waiter != ""
+				both("gone "+a.waiter, func(c *redis.Client) (any, error) { return c.ZRem(ctx, k.alive, a.waiter).Result() })
+			case r == 12: // a Backend starts or stops watching the key's holder
+				if rng.IntN(2) == 0 {
+					both("watch", func(c *redis.Client) (any, error) { return c.Set(ctx, k.watched, "1", time.Minute).Result() })
+				} else {
+					both("unwatch", func(c *redis.Client) (any, error) { return c.Del(ctx, k.watched).Result() })
+				}
+			case r == 13: // a shared grant is made, or lapses
+				score, name := float64(4e12), "share"
+				if rng.IntN(2) == 0 {
+					score, name = 1, "share lapsed"
+				}
+				member := fmt.Sprintf("R%d|", rng.IntN(2))
+				both(name+" "+member, func(c *redis.Client) (any, error) {
+					if err := c.ZAdd(ctx, k.readers, redis.Z{Score: score, Member: member}).Err(); err != nil {
+						return nil, err
+					}
+					if err := c.HSet(ctx, k.grants, member, "7|0|r").Err(); err != nil {
+						return nil, err
+					}
+					c.PExpire(ctx, k.readers, time.Minute)
+					return c.PExpire(ctx, k.grants, time.Minute).Result()
+				})
 			case r < 5: // a try, single or waiting
 				flags := mode
-				if a.waiter != "" && rng.IntN(4) != 0 {
+				waiter := a.waiter
+				if a.gone {
+					waiter = ""
+				}
+				if waiter != "" && rng.IntN(4) != 0 {
 					flags += "j"
 				}
-				op = fmt.Sprintf("acquire %s flags=%q waiter=%q", a.secret, flags, a.waiter)
-				keys := []string{k.lock, k.token, k.queue, k.alive, reveal(k.tomb), k.last}
-				oargs := []any{a.secret, ttl, since, a.owner, flags}
-				nargs := []any{a.secret + "|", ttl, "|" + since + "|0|" + a.owner, flags}
-				if a.waiter != "" {
-					oargs, nargs = append(oargs, a.waiter, live), append(nargs, a.waiter, live)
+				op = fmt.Sprintf("acquire %s flags=%q waiter=%q", a.secret, flags, waiter)
+				keys := []string{k.lock, k.token, k.queue, k.alive, reveal(k.tomb), k.last, k.watched, k.readers, k.grants}
+				args := []any{a.secret + "|", ttl, "|" + since + "|0|" + a.owner, flags}
+				if waiter != "" {
+					args = append(args, waiter, live)
 				}
-				oldRes, oldErr = oldAcquire.Run(ctx, oldDB, keys, oargs...).Result()
-				// Nobody watches, nobody shares: the watch marker and
-				// the shared grants are absent.
-				newRes, newErr = acquireScript.Run(ctx, newDB, append(keys, k.watched, k.readers, k.grants), nargs...).Result()
-				if tok, ok := newRes.(int64); ok {
-					newRes = []any{int64(1), tok} // the previous form of a grant
-				}
+				oldRes, oldErr = oldAcquire.Run(ctx, oldDB, keys, args...).Result()
+				newRes, newErr = acquireScript.Run(ctx, newDB, keys, args...).Result()
 				oldRes, newRes = withoutTimes(oldRes), withoutTimes(newRes)
 			default: // a release, a waiter leaving, an abandon
 				force := r == 9
@@ -131,21 +177,19 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 					waiter = a.waiter
 				}
 				flags := mode
-				okeys := []string{k.lock, reveal(k.tomb), k.queue, k.alive, k.last, k.token}
-				oargs := []any{a.secret, flags, waiter}
-				nkeys := []string{k.lock, k.last, k.queue, k.alive, k.token, k.watched, k.readers, k.grants}
-				nargs := []any{a.secret + "|", flags}
+				keys := []string{k.lock, k.last, k.queue, k.alive, k.token, k.watched, k.readers, k.grants}
+				args := []any{a.secret + "|", flags}
 				if waiter != "" || force {
-					nargs = append(nargs, waiter)
+					args = append(args, waiter)
 				}
 				if force {
-					oargs[1], nargs[1] = flags+"f", flags+"f"
-					oargs, nargs = append(oargs, "30000"), append(nargs, "30000")
-					nkeys = append(nkeys, reveal(k.tomb))
+					args[1] = flags + "f"
+					args = append(args, "30000")
+					keys = append(keys, reveal(k.tomb))
 				}
-				op = fmt.Sprintf("release %s flags=%q waiter=%q", a.secret, oargs[1], waiter)
-				oldRes, oldErr = oldRelease.Run(ctx, oldDB, okeys, oargs...).Result()
-				newRes, newErr = releaseScript.Run(ctx, newDB, nkeys, nargs...).Result()
+				op = fmt.Sprintf("release %s flags=%q waiter=%q", a.secret, args[1], waiter)
+				oldRes, oldErr = oldRelease.Run(ctx, oldDB, keys, args...).Result()
+				newRes, newErr = releaseScript.Run(ctx, newDB, keys, args...).Result()
 			}
 			log = append(log, op)
 			if fmt.Sprint(oldRes, oldErr) != fmt.Sprint(newRes, newErr) {
@@ -189,7 +233,10 @@ func withoutTimes(res any) any {
 
 // dumpScript lists a database's keys, their values (without the grant's
 // time, which the hand-off takes from the server's clock, nor the waiters'
-// liveness deadlines) and whether they expire, in one call.
+// liveness deadlines) and whether they expire, in one call. A queue is
+// listed in order, without its scores and without the members at its head
+// that have no liveness entry (see TestScriptsMatchPreviousVersion), and
+// not at all if that leaves none.
 var dumpScript = redis.NewScript(`
 local keys = redis.call('KEYS', '*')
 table.sort(keys)
@@ -201,14 +248,25 @@ for _, k in ipairs(keys) do
     v = string.gsub(redis.call('GET', k), '^([^|]*|[^|]*|)[^|]*', '%1T')
   elseif typ == 'zset' then
     if string.sub(k, -6) == ':queue' then
-      v = table.concat(redis.call('ZRANGE', k, 0, -1, 'WITHSCORES'), ' ')
+      local alive = string.sub(k, 1, -7) .. ':alive'
+      local m = redis.call('ZRANGE', k, 0, -1)
+      local i = 1
+      while i <= #m and not redis.call('ZSCORE', alive, m[i]) do
+        i = i + 1
+      end
+      v = nil
+      if i <= #m then
+        v = table.concat(m, ' ', i)
+      end
     else
       local m = redis.call('ZRANGE', k, 0, -1)
       table.sort(m)
       v = table.concat(m, ' ')
     end
   end
-  table.insert(out, k .. ' = ' .. v .. ' (expires ' .. tostring(redis.call('PTTL', k) > 0) .. ')')
+  if v then
+    table.insert(out, k .. ' = ' .. v .. ' (expires ' .. tostring(redis.call('PTTL', k) > 0) .. ')')
+  end
 end
 return table.concat(out, '\n')
 `)

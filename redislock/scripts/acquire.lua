@@ -57,7 +57,12 @@
 -- INCR and SET, before anything else is defined (each
 -- function definition makes a closure, at every call). The queue's
 -- functions, first_live and wake_prefix (queue.lua), are inserted after
--- that, where the marker line below stands.
+-- that, where the marker line below stands. A waiting try that joins the
+-- queue (or refreshes its place) while the key is held runs EXISTS, MGET,
+-- PTTL, TIME, the sweep of lapsed waiters (ZRANGEBYSCORE), ZRANGE (the
+-- last place), ZADD to each of the queue and liveness and PTTL of the
+-- liveness: nine commands; a SET the first time a waiter finds the grant,
+-- and PEXPIRE of both queue keys when their life runs short.
 
 -- A secret is base32 (see newSecret): one that is not was sent as text
 -- ("[secret]", the same for every grant) by a client that does not write
@@ -70,15 +75,21 @@ local prefix = ARGV[1]
 local flags = ARGV[4]
 local queued = string.find(flags, 'q', 1, true) ~= nil
 
+-- One EXISTS tells which keys exist: EXISTS counts a key each time it is
+-- named, so n is the sum of lock 1, tombstone 1, queue 2, watch marker 4
+-- and shared grants 8 (the lock key's bit is told from the tombstone's
+-- by the GET below).
 local n
 if queued then
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3], KEYS[7], KEYS[8])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3], KEYS[3], KEYS[7], KEYS[7], KEYS[7], KEYS[7],
+    KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8])
 else
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[7], KEYS[8])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[7], KEYS[7], KEYS[7], KEYS[7],
+    KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8], KEYS[8])
 end
 if n == 0 then
   -- Free, no tombstone, nobody queued: grant, unless the key's last
-  -- release was of this secret (as released and grant below do).
+  -- release was of this secret (as the queued path below does).
   local last = redis.call('GET', KEYS[6])
   if last and string.find(last, prefix, 1, true) == 1 then
     return {TOO_LATE, 0}
@@ -94,16 +105,16 @@ end
 
 local waiting = string.find(flags, 'j', 1, true) ~= nil
 local id = ARGV[5]
--- One EXISTS tells both: the marker counts twice, the shared grants once.
-local m = redis.call('EXISTS', KEYS[7], KEYS[7], KEYS[8])
-local watched = m >= 2
-local shared = m % 2 == 1
-if watched then
+-- The lock key, the last release and the counter (for a waiter's reply),
+-- in one read.
+local got = redis.call('MGET', KEYS[1], KEYS[6], KEYS[2])
+local v, last, counter = got[1], got[2], got[3]
+if v then
   n = n - 1
 end
-if shared then
-  n = n - 1
-end
+-- n is now the sum of tombstone 1, queue 2, marker 4 and shared grants 8.
+local watched = n % 8 >= 4
+local shared = n >= 8
 
 local function grant(waited)
   local token = redis.call('INCR', KEYS[2])
@@ -118,13 +129,6 @@ local function grant(waited)
   return token
 end
 
--- released tells whether the key's last release was of this secret.
-local function released()
-  local last = redis.call('GET', KEYS[6])
-  return last and string.find(last, prefix, 1, true) == 1
-end
-
-local v = redis.call('GET', KEYS[1])
 if v then
   -- A re-sent request (the client retried after a lost reply), or a try
   -- of a waiter that the release woke late, finds its own grant: confirm
@@ -133,10 +137,9 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return tonumber(string.match(v, '^[^|]*|(%d+)|'))
   end
-  n = n - 1
 end
--- n counts the tombstone and (with the queue) the queue key now.
-if (n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1)) or released() then
+-- The key's tombstone exists, or its last release was of this secret.
+if n % 2 == 1 or (last and string.find(last, prefix, 1, true) == 1) then
   return {TOO_LATE, 0}
 end
 
@@ -174,31 +177,43 @@ if not now then
 end
 -- Skip waiters whose process stopped refreshing its liveness; when the
 -- lock is free, wake the first waiter (dropping those that nobody hears).
-local wake = nil
-if not held then
-  wake = wake_prefix(KEYS[1])
+-- While the key is held, who is first does not matter: only the waiters
+-- whose liveness lapsed are dropped (sweep); one at the head without a
+-- liveness entry at all (its liveness key was lost) is dropped by the
+-- next hand-off, or the next try that finds the key free.
+local head, deadline = nil, nil
+if held then
+  sweep(KEYS[3], KEYS[4], now)
+else
+  head, deadline = first_live(KEYS[3], KEYS[4], now, id, wake_prefix(KEYS[1]), string.find(flags, 'c', 1, true) ~= nil)
 end
-local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
 if held or not id or (head and head ~= id) then
   if waiting and id then
     local live = tonumber(ARGV[6])
-    if not redis.call('ZSCORE', KEYS[3], id) then
-      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-      local seq = 1
-      if #last > 0 then seq = tonumber(last[2]) + 1 end
-      redis.call('ZADD', KEYS[3], seq, id)
-    end
+    -- The caller's place, or the one after the last (NX: a waiter in
+    -- line keeps its place).
+    local tail = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    local seq = 1
+    if #tail > 0 then seq = tonumber(tail[2]) + 1 end
+    redis.call('ZADD', KEYS[3], 'NX', seq, id)
     redis.call('ZADD', KEYS[4], now + live, id)
-    -- A queue nobody refreshes disappears by itself.
-    redis.call('PEXPIRE', KEYS[3], 2 * live)
-    redis.call('PEXPIRE', KEYS[4], 2 * live)
+    -- A queue nobody refreshes disappears by itself: both keys expire
+    -- twice the liveness after a try renewed them, which a try does when
+    -- the queue was absent (n's bit 2; made now) or the liveness key has
+    -- less than 1.5 times the caller's liveness left (or no expiry: made
+    -- now, or by a sweep that emptied it). They outlive the caller's
+    -- liveness deadline either way, and a try never shortens their life.
+    if n % 4 < 2 or redis.call('PTTL', KEYS[4]) < 3 * live / 2 then
+      redis.call('PEXPIRE', KEYS[3], 2 * live)
+      redis.call('PEXPIRE', KEYS[4], 2 * live)
+    end
   end
   -- A queued waiter learns the counter as this try found it: a grant
   -- handed to it later has a higher token, one handed before this try
   -- (which would have found it, had it not lapsed) does not.
   local seen = nil
   if waiting and id then
-    seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+    seen = tonumber(counter or '0')
   end
   if held then
     return {HELD, pttl, seen}
@@ -206,8 +221,7 @@ if held or not id or (head and head ~= id) then
   if not head then
     return grant(false)
   end
-  local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
-  return {NOT_FIRST, math.max(1, deadline - now), seen}
+  return {NOT_FIRST, math.max(1, (deadline or now) - now), seen}
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)

@@ -15,7 +15,14 @@
 -- before ':'),
 -- and, when counted is true, drops a waiter that nobody hears there (its
 -- process is gone: Redis saw its pub/sub connection close) and wakes the
--- next one. It returns the first waiter left in line, or nil.
+-- next one. It returns the first waiter left in line, or nil, and when
+-- that waiter is not self, its liveness deadline (a number).
+--
+-- sweep(queue, alive, now) is first_live's first step alone: it drops the
+-- waiters whose liveness deadline passed by now, wherever they are in line.
+--
+-- live_head(queue, alive, self, wake, counted) is first_live without the
+-- sweep.
 --   queue: ZSET waiter -> arrival sequence
 --   alive: ZSET waiter -> liveness deadline (server ms)
 -- A waiter (a member of both) is "<id>|<secret>|<TTL ms>|<liveness
@@ -26,20 +33,24 @@ local function wake_prefix(lock)
   return string.match(lock, '^(.-){') .. 'waiters:'
 end
 
-local function first_live(queue, alive, now, self, wake, counted)
+local function sweep(queue, alive, now)
   for _, d in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
     redis.call('ZREM', queue, d)
     redis.call('ZREM', alive, d)
   end
+end
+
+local function live_head(queue, alive, self, wake, counted)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   while head and head ~= self do
-    if redis.call('ZSCORE', alive, head) then
+    local deadline = redis.call('ZSCORE', alive, head)
+    if deadline then
       if not wake then
-        return head
+        return head, tonumber(deadline)
       end
       local heard = redis.call('PUBLISH', wake .. string.match(head, '^[^:]*'), string.match(head, '^[^|]*'))
       if heard > 0 or not counted then
-        return head
+        return head, tonumber(deadline)
       end
     end
     redis.call('ZREM', queue, head)
@@ -47,6 +58,11 @@ local function first_live(queue, alive, now, self, wake, counted)
     head = redis.call('ZRANGE', queue, 0, 0)[1]
   end
   return head
+end
+
+local function first_live(queue, alive, now, self, wake, counted)
+  sweep(queue, alive, now)
+  return live_head(queue, alive, self, wake, counted)
 end
 
 
@@ -80,7 +96,12 @@ end
 -- queue, alive, counter, watch marker, readers, grants}. unshared says
 -- that no shared grant can be live (the caller has just released the
 -- lock key, whose grant excluded them): the shared grants are then not
--- read. It returns whether it granted the lock to an exclusive waiter.
+-- read. It returns whether it granted the lock to an exclusive waiter,
+-- and when it did, whether the key is watched (the watch marker exists),
+-- which it reads with the queue in one EXISTS. Commands of a hand-off of
+-- the lock to a live first waiter, no shared grant being live: the sweep
+-- (ZRANGEBYSCORE), ZPOPMIN, ZSCORE (its liveness), ZREM, INCR, PUBLISH,
+-- EXISTS (queue and marker) and SET.
 
 local function is_shared(member)
   return string.find(member, '^[^:|]*:s') ~= nil
@@ -119,35 +140,57 @@ local function hand_off(keys, now, counted, unshared)
   local lock, queue, alive, counter, watched, readers, grants = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7]
   local wake = wake_prefix(lock)
   local live = not unshared and live_readers(readers, grants, now) ~= nil
-  local head = first_live(queue, alive, now, nil, nil, false)
-  while head do
+  sweep(queue, alive, now)
+  while true do
+    local head, deadline
+    if live then
+      -- An exclusive waiter first stays in line: look before taking.
+      head, deadline = live_head(queue, alive, nil, nil, false)
+      if not head then
+        return false
+      end
+    else
+      -- No shared grant is live: whoever is first is served, or
+      -- dropped (ZPOPMIN takes the head out of the queue in one step).
+      head = redis.call('ZPOPMIN', queue)[1]
+      if not head then
+        return false
+      end
+      deadline = redis.call('ZSCORE', alive, head)
+    end
     local wid, secret, ttl, lv, owner = string.match(head, '^([^|]*)|([^|]*)|(%d+)|(%d+)|(.*)$')
     local shared = is_shared(head)
     if wid and not shared and live then
       -- An exclusive waiter first, and shared grants live: it waits.
       return false
     end
-    local deadline = tonumber(redis.call('ZSCORE', alive, head))
-    redis.call('ZREM', queue, head)
-    redis.call('ZREM', alive, head)
-    if wid then
+    if live then
+      redis.call('ZREM', queue, head)
+    end
+    -- A member without a liveness entry (popped) is dropped, as
+    -- live_head drops it.
+    if deadline then
+      redis.call('ZREM', alive, head)
+    end
+    if wid and deadline then
       local token = redis.call('INCR', counter)
       -- Less a millisecond: both times are whole milliseconds.
-      local waited = now - (deadline - tonumber(lv)) - 1
+      local waited = now - (tonumber(deadline) - tonumber(lv)) - 1
       local heard = redis.call('PUBLISH', wake .. string.match(wid, '^[^:]*'), wid .. '|' .. token .. '|' .. waited)
       if heard > 0 or not counted then
         if shared then
           add_reader(readers, grants, secret .. '|', token .. '|' .. now .. '|' .. owner, tonumber(ttl), now)
           live = true
         else
+          -- One EXISTS tells both: the watch marker counts twice. The
+          -- grant is waited for if someone waits or watches.
+          local e = redis.call('EXISTS', queue, watched, watched)
           local more = '0'
-          if redis.call('EXISTS', queue, watched) > 0 then more = '1' end
+          if e > 0 then more = '1' end
           redis.call('SET', lock, secret .. '|' .. token .. '|' .. now .. '|' .. more .. '|' .. owner, 'PX', ttl)
-          return true
+          return true, e >= 2
         end
       end
     end
-    head = first_live(queue, alive, now, nil, nil, false)
   end
-  return false
 end

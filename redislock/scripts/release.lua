@@ -44,7 +44,9 @@
 -- and one RENAME, before anything else is defined (each function
 -- definition makes a closure, at every call). The queue's functions,
 -- first_live and wake_prefix (queue.lua), are inserted after that, where
--- the marker line below stands.
+-- the marker line below stands. A release that hands the lock to the
+-- first waiter (no shared grant live) runs GET, RENAME, TIME, then
+-- hand_off's eight commands (see queue.lua): eleven in all.
 
 -- A secret is base32 (see newSecret): one that is not was sent as text
 -- ("[secret]", the same for every grant) by a client that does not write
@@ -105,10 +107,16 @@ if string.find(flags, 'q', 1, true) then
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
   -- A lock just released was granted, and held, while no shared grant
   -- was live: none is.
-  local granted = hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, now,
+  local granted, watched = hand_off({KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, now,
     string.find(flags, 'c', 1, true) ~= nil, result == RELEASED)
-  if (granted or result == RELEASED) and redis.call('EXISTS', KEYS[6]) == 1 then
-    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
+  if granted or result == RELEASED then
+    -- A grant to a waiter read the watch marker already.
+    if watched == nil then
+      watched = redis.call('EXISTS', KEYS[6]) == 1
+    end
+    if watched then
+      redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
+    end
   end
 else
   redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', '')

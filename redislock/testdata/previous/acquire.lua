@@ -12,24 +12,36 @@
 --         secret there was released, and a copy of its request that
 --         arrives late (go-redis re-sent it after a read timeout, and the
 --         first copy lagged in the network) must not take the key again
--- ARGV[1] secret: the caller's unguessable owner value
+-- KEYS[7] the key's watch marker: present while a Backend watches the
+--         key's holder (watch.lua); a grant then publishes "h" on the
+--         key's release channel (the lock key's base .. ":released") and
+--         marks itself waited for, so that its release publishes too
+-- KEYS[8] the key's shared grants: ZSET secret -> expiry (server ms); a
+--         live one holds the key as the lock key does (see queue.lua)
+-- KEYS[9] the shared grants' values: HASH secret -> "<token>|<since>|<owner>"
+-- ARGV[1] "<secret>|": the caller's unguessable owner value and the
+--         separator that follows it in KEYS[1] (the start of the value)
 -- ARGV[2] TTL in milliseconds
--- ARGV[3] the caller's clock, Unix ms (the grant's "since", informational)
--- ARGV[4] owner description (informational)
--- ARGV[5] flags, any of: "q" with the queue (without it, WithUnordered:
+-- ARGV[3] "|<since>|0|<owner>": the rest of the value after the token,
+--         <since> being the caller's clock, Unix ms, and <owner> the owner
+--         description (both informational)
+-- ARGV[4] flags, any of: "q" with the queue (without it, WithUnordered:
 --         the queue is ignored); "j" for a waiting try: join the queue when
 --         not granted (with a waiter id), and mark a held lock as waited
 --         for; "c" when PUBLISH counts every subscriber (a single server)
--- ARGV[6] waiter id ("<Backend id>:<random>"), if the attempt has one
--- ARGV[7] waiter liveness in milliseconds, with ARGV[6]
+-- ARGV[5] waiter id ("<Backend id>:<random>"), if the attempt has one
+-- ARGV[6] waiter liveness in milliseconds, with ARGV[5]
 --
 -- A waiter is woken on the channel <prefix>waiters:<Backend id>, the
 -- prefix being that of KEYS[1] (see queue.lua).
 --
--- Returns {status, value} (the names are those of scripts.go):
---   {GRANTED 1, token}   granted (or granted again to a re-sent request)
+-- Returns the token when granted (or granted again to a re-sent request),
+-- a bare integer (the reply of the common case, which costs less than an
+-- array on both ends), and otherwise {status, value} (the names are those
+-- of scripts.go):
 --   {HELD 0, pttl}       held by another grant; pttl is -1 for a lock
---                        without expiry
+--                        without expiry; held by shared grants only,
+--                        pttl is the time left to the first one's expiry
 --   {NOT_FIRST 2, ms}    free, but another waiter is first in line
 --                        (queue); ms: time left to that waiter's liveness
 --   HELD and NOT_FIRST have a third element, the fencing counter, when
@@ -40,41 +52,76 @@
 --                        Acquire gave up and cleaned up, or after its
 --                        grant was released; it does nothing
 --
--- first_live and wake_prefix come from queue.lua. Written for the common case, a free key
--- that nobody waits for: one EXISTS, GET, INCR and SET.
+-- Written for the common case, a free key that nobody waits for or
+-- watches and nobody shares: one EXISTS (of the shared grants too), GET,
+-- INCR and SET, before anything else is defined (each
+-- function definition makes a closure, at every call). The queue's
+-- functions, first_live and wake_prefix (queue.lua), are inserted after
+-- that, where the marker line below stands.
 
-local HELD, GRANTED, NOT_FIRST, TOO_LATE = 0, 1, 2, 3
+-- A secret is base32 (see newSecret): one that is not was sent as text
+-- ("[secret]", the same for every grant) by a client that does not write
+-- a redact.Secret as its bytes. Refused before anything is done.
+if not string.find(ARGV[1], '^[A-Z2-7]+|$') then return redis.error_reply('BADSECRET redislock: a secret that no Backend draws (not base32, A-Z and 2-7): the client sent a redact.Secret as text, not as its bytes (MarshalBinary)') end
 
-local flags = ARGV[5]
+local HELD, NOT_FIRST, TOO_LATE = 0, 2, 3
+
+local prefix = ARGV[1]
+local flags = ARGV[4]
 local queued = string.find(flags, 'q', 1, true) ~= nil
-local waiting = string.find(flags, 'j', 1, true) ~= nil
-local id = ARGV[6]
-
-local function grant(waited)
-  -- Concatenation formats these integers exactly: they stay far below the
-  -- 14 significant digits of Lua's number-to-string conversion.
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token .. '|' .. ARGV[3] .. '|' .. waited .. '|' .. ARGV[4], 'PX', ARGV[2])
-  return {GRANTED, token}
-end
 
 local n
 if queued then
-  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[3], KEYS[7], KEYS[8])
 else
-  n = redis.call('EXISTS', KEYS[1], KEYS[5])
+  n = redis.call('EXISTS', KEYS[1], KEYS[5], KEYS[7], KEYS[8])
 end
+if n == 0 then
+  -- Free, no tombstone, nobody queued: grant, unless the key's last
+  -- release was of this secret (as released and grant below do).
+  local last = redis.call('GET', KEYS[6])
+  if last and string.find(last, prefix, 1, true) == 1 then
+    return {TOO_LATE, 0}
+  end
+  -- Concatenation formats the token exactly: it stays far below the 14
+  -- significant digits of Lua's number-to-string conversion.
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], prefix .. token .. ARGV[3], 'PX', ARGV[2])
+  return token
+end
+
+--[[queue.lua]]
+
+local waiting = string.find(flags, 'j', 1, true) ~= nil
+local id = ARGV[5]
+-- One EXISTS tells both: the marker counts twice, the shared grants once.
+local m = redis.call('EXISTS', KEYS[7], KEYS[7], KEYS[8])
+local watched = m >= 2
+local shared = m % 2 == 1
+if watched then
+  n = n - 1
+end
+if shared then
+  n = n - 1
+end
+
+local function grant(waited)
+  local token = redis.call('INCR', KEYS[2])
+  local rest = ARGV[3]
+  if waited or watched then
+    rest = string.gsub(rest, '^(|[^|]*|)0', '%11', 1)
+  end
+  redis.call('SET', KEYS[1], prefix .. token .. rest, 'PX', ARGV[2])
+  if watched then
+    redis.call('PUBLISH', string.sub(KEYS[1], 1, -6) .. ':released', 'h')
+  end
+  return token
+end
+
 -- released tells whether the key's last release was of this secret.
 local function released()
   local last = redis.call('GET', KEYS[6])
-  return last and string.sub(last, 1, #ARGV[1] + 1) == ARGV[1] .. '|'
-end
-
-if n == 0 then
-  if released() then
-    return {TOO_LATE, 0}
-  end
-  return grant('0')
+  return last and string.find(last, prefix, 1, true) == 1
 end
 
 local v = redis.call('GET', KEYS[1])
@@ -82,10 +129,9 @@ if v then
   -- A re-sent request (the client retried after a lost reply), or a try
   -- of a waiter that the release woke late, finds its own grant: confirm
   -- it again with a full TTL.
-  local prefix = ARGV[1] .. '|'
-  if string.sub(v, 1, #prefix) == prefix then
+  if string.find(v, prefix, 1, true) == 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {GRANTED, tonumber(string.match(v, '^[^|]*|(%d+)|'))}
+    return tonumber(string.match(v, '^[^|]*|(%d+)|'))
   end
   n = n - 1
 end
@@ -94,8 +140,22 @@ if (n > 0 and (not queued or n == 2 or redis.call('EXISTS', KEYS[5]) == 1)) or r
   return {TOO_LATE, 0}
 end
 
+-- Live shared grants hold the key as a lock does.
+local readers, now = nil, nil
+if shared and not v then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  readers = live_readers(KEYS[8], KEYS[9], now)
+end
+local held = v or readers
+
 local pttl = -2
-if v then
+if readers then
+  pttl = math.max(1, readers - now)
+  if not queued then
+    return {HELD, pttl}
+  end
+elseif v then
   pttl = redis.call('PTTL', KEYS[1])
   if waiting then
     local head, waited, tail = string.match(v, '^(.-|.-|.-|)(.)(|.*)$')
@@ -108,18 +168,20 @@ if v then
   end
 end
 
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
 -- Skip waiters whose process stopped refreshing its liveness; when the
 -- lock is free, wake the first waiter (dropping those that nobody hears).
 local wake = nil
-if not v then
+if not held then
   wake = wake_prefix(KEYS[1])
 end
 local head = first_live(KEYS[3], KEYS[4], now, id, wake, string.find(flags, 'c', 1, true) ~= nil)
-if v or not id or (head and head ~= id) then
+if held or not id or (head and head ~= id) then
   if waiting and id then
-    local live = tonumber(ARGV[7])
+    local live = tonumber(ARGV[6])
     if not redis.call('ZSCORE', KEYS[3], id) then
       local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
       local seq = 1
@@ -138,18 +200,15 @@ if v or not id or (head and head ~= id) then
   if waiting and id then
     seen = tonumber(redis.call('GET', KEYS[2]) or '0')
   end
-  if v then
+  if held then
     return {HELD, pttl, seen}
   end
   if not head then
-    return grant('0')
+    return grant(false)
   end
   local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head) or now)
   return {NOT_FIRST, math.max(1, deadline - now), seen}
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  return grant('1')
-end
-return grant('0')
+return grant(redis.call('EXISTS', KEYS[3]) == 1)
