@@ -62,7 +62,7 @@
 -- PTTL, TIME, the sweep of lapsed waiters (ZRANGEBYSCORE), ZRANGE (the
 -- last place), ZADD to each of the queue and liveness and PTTL of the
 -- liveness: nine commands; a SET the first time a waiter finds the grant,
--- and PEXPIRE of both queue keys when their life runs short.
+-- and PEXPIRE of both queue keys when their life runs short (keep_queue).
 
 -- A secret is base32 (see newSecret): one that is not was sent as text
 -- ("[secret]", the same for every grant) by a client that does not write
@@ -197,16 +197,9 @@ if held or not id or (head and head ~= id) then
     if #tail > 0 then seq = tonumber(tail[2]) + 1 end
     redis.call('ZADD', KEYS[3], 'NX', seq, id)
     redis.call('ZADD', KEYS[4], now + live, id)
-    -- A queue nobody refreshes disappears by itself: both keys expire
-    -- twice the liveness after a try renewed them, which a try does when
-    -- the queue was absent (n's bit 2; made now) or the liveness key has
-    -- less than 1.5 times the caller's liveness left (or no expiry: made
-    -- now, or by a sweep that emptied it). They outlive the caller's
-    -- liveness deadline either way, and a try never shortens their life.
-    if n % 4 < 2 or redis.call('PTTL', KEYS[4]) < 3 * live / 2 then
-      redis.call('PEXPIRE', KEYS[3], 2 * live)
-      redis.call('PEXPIRE', KEYS[4], 2 * live)
-    end
+    -- A queue nobody refreshes disappears by itself (keep_queue); the
+    -- queue was absent if n's bit 2 is not set.
+    keep_queue(KEYS[3], KEYS[4], live, n % 4 < 2)
   end
   -- A queued waiter learns the counter as this try found it: a grant
   -- handed to it later has a higher token, one handed before this try

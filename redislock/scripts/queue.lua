@@ -1,7 +1,8 @@
 -- queue.lua: the waiter queue's sweep, shared by acquire.lua and release.lua.
 -- Redis runs every script on its own, so this file is inserted into both
--- when they are loaded, after their common path (see scripts.go); it only
--- defines functions.
+-- when they are loaded, after their common path (see scripts.go); it
+-- defines functions, and dropped, the count of waiters this call of the
+-- script dropped from the queue.
 --
 -- wake_prefix(lock) is the prefix of the wake channels of the lock whose
 -- lock key is lock: the key's prefix (before the hash tag) .. "waiters:".
@@ -23,11 +24,23 @@
 --
 -- live_head(queue, alive, self, wake, counted) is first_live without the
 -- sweep.
+--
+-- keep_queue(queue, alive, live, made) has both keys of the queue outlive
+-- a deadline live ms from now, that of the waiter the caller just added
+-- or refreshed, without ever shortening their life (a waiter with a longer
+-- liveness may be in line): both expire twice live from now when the
+-- liveness key has less than 1.5 times live left (or no expiry). made
+-- (the queue key was absent before this call), or a waiter dropped by
+-- this call (which may have emptied either key, made again without expiry
+-- by the caller), has it read the queue key's expiry too. In the common
+-- case, a queue that exists and nobody dropped, it costs one PTTL.
 --   queue: ZSET waiter -> arrival sequence
 --   alive: ZSET waiter -> liveness deadline (server ms)
 -- A waiter (a member of both) is "<id>|<secret>|<TTL ms>|<liveness
 -- ms>|<owner>": its id, "<Backend id>:<random>", then what a release needs
 -- to grant it the lock (see release.lua).
+
+local dropped = 0
 
 local function wake_prefix(lock)
   return string.match(lock, '^(.-){') .. 'waiters:'
@@ -37,6 +50,7 @@ local function sweep(queue, alive, now)
   for _, d in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
     redis.call('ZREM', queue, d)
     redis.call('ZREM', alive, d)
+    dropped = dropped + 1
   end
 end
 
@@ -55,9 +69,21 @@ local function live_head(queue, alive, self, wake, counted)
     end
     redis.call('ZREM', queue, head)
     redis.call('ZREM', alive, head)
+    dropped = dropped + 1
     head = redis.call('ZRANGE', queue, 0, 0)[1]
   end
   return head
+end
+
+local function keep_queue(queue, alive, live, made)
+  local short = 3 * live / 2
+  if (made or dropped > 0) and redis.call('PTTL', queue) < short then
+    redis.call('PEXPIRE', queue, 2 * live)
+  end
+  if redis.call('PTTL', alive) < short then
+    redis.call('PEXPIRE', queue, 2 * live)
+    redis.call('PEXPIRE', alive, 2 * live)
+  end
 end
 
 local function first_live(queue, alive, now, self, wake, counted)

@@ -116,15 +116,17 @@ end
 local seen = nil
 if waiting and id then
   local live = tonumber(ARGV[7])
+  local made = false
   if not redis.call('ZSCORE', KEYS[3], id) then
     local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
     local seq = 1
-    if #last > 0 then seq = tonumber(last[2]) + 1 end
+    if #last > 0 then seq = tonumber(last[2]) + 1 else made = true end
     redis.call('ZADD', KEYS[3], seq, id)
   end
   redis.call('ZADD', KEYS[4], now + live, id)
-  redis.call('PEXPIRE', KEYS[3], 2 * live)
-  redis.call('PEXPIRE', KEYS[4], 2 * live)
+  -- A queue nobody refreshes disappears by itself, and a try never
+  -- shortens its life (keep_queue).
+  keep_queue(KEYS[3], KEYS[4], live, made)
   seen = tonumber(redis.call('GET', KEYS[2]) or '0')
   if v then
     -- Its release looks at the queue (see acquire.lua).
