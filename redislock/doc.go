@@ -117,7 +117,9 @@
 // show as "[secret]". It stays out of the replies too, as a hook that
 // logs them sees them (cmd.String after the call): Holder and List read a
 // lock value, which begins with its grant's secret, with a script
-// (peek.lua) that replies with the value without it; Readers and Permits
+// (peek.lua) that replies with the value without it (so they need the
+// scripting permission that acquiring needs: an ACL user limited to
+// @read, enough for GET and PTTL, cannot call them); Readers and Permits
 // reply with the shared grants' and permits' values, never with the
 // secrets they are filed under; and a script that acquires, refreshes or
 // releases replies with codes and tokens. The server sees it: the lock
