@@ -164,6 +164,49 @@ func speaksTLS(ctx context.Context, host string, nextProtos []string) bool {
 	return IsTLSFailure(err) && !errors.As(err, &rec)
 }
 
+// TLSRefusal dials each of addrs (host:port) with cfg, completes the
+// handshake, and waits, without writing a byte, for what the server says
+// first; it returns the first TLS alert a server sent (an error matching
+// IsTLSFailure), or nil when every server kept quiet until ctx ended or
+// hung up without one. A client whose first request met a reset or an EOF
+// right after a TLS 1.3 handshake calls it: the server checks the client's
+// certificate only after the client's handshake is done, and its alert
+// (say "certificate required") is then lost if the client's request
+// reaches the closed connection and is answered with a reset. A probe
+// that writes nothing gets the alert whole. Call it with a short ctx: a
+// server that accepted the connection says nothing until ctx ends.
+func TLSRefusal(ctx context.Context, addrs []string, cfg *tls.Config) error {
+	errs := make(chan error, len(addrs))
+	for _, a := range addrs {
+		go func() { errs <- tlsRefusal(ctx, a, cfg) }()
+	}
+	var first error
+	for range addrs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func tlsRefusal(ctx context.Context, addr string, cfg *tls.Config) error {
+	d := &tls.Dialer{Config: cfg}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if IsTLSFailure(err) {
+			return err
+		}
+		return nil
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if _, err := conn.Read(make([]byte, 1)); IsTLSFailure(err) {
+		return err
+	}
+	return nil
+}
+
 // TLSClosedAtOnce reports whether err means that the peer closed the
 // connection without answering: what a TLS server does with plain text.
 // A client that sees it can ask ExpectsTLS (or URL.ExpectsTLS) why.

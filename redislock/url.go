@@ -2,8 +2,11 @@ package redislock
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -193,6 +196,8 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 	}
 	var client redis.UniversalClient
 	var plainAddrs []string // the servers, when spoken to in plain text
+	var tlsAddrs []string   // the servers, when spoken to in TLS
+	var tlsConfig *tls.Config
 	switch {
 	case r.single != nil:
 		o := *r.single
@@ -202,6 +207,8 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		}
 		if o.TLSConfig == nil {
 			plainAddrs = []string{o.Addr}
+		} else {
+			tlsAddrs, tlsConfig = []string{o.Addr}, o.TLSConfig
 		}
 		client = redis.NewClient(&o)
 	case r.cluster != nil:
@@ -212,6 +219,8 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		}
 		if o.TLSConfig == nil {
 			plainAddrs = o.Addrs
+		} else {
+			tlsAddrs, tlsConfig = o.Addrs, o.TLSConfig
 		}
 		client = redis.NewClusterClient(&o)
 	default:
@@ -233,6 +242,17 @@ func (r *redisURL) open(ctx context.Context, opts []Option) (*Backend, error) {
 		if driver.IsTLSFailure(err) {
 			// A certificate problem is not worth retrying.
 			return nil, r.Fail(nil, "TLS", err)
+		}
+		if tlsAddrs != nil && (driver.TLSClosedAtOnce(err) || errors.Is(err, syscall.EPIPE)) {
+			// A server that refused the client's certificate after a TLS
+			// 1.3 handshake may have its alert lost to the reset that met
+			// the PING: ask again, writing nothing.
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			terr := driver.TLSRefusal(tctx, tlsAddrs, tlsConfig)
+			cancel()
+			if terr != nil {
+				return nil, r.Fail(nil, "TLS", terr)
+			}
 		}
 		if plainAddrs != nil && driver.TLSClosedAtOnce(err) {
 			// A TLS server hangs up on plain text: say so rather than EOF.
