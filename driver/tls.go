@@ -176,6 +176,8 @@ func speaksTLS(ctx context.Context, host string, nextProtos []string) bool {
 // that writes nothing gets the alert whole. Call it with a short ctx: a
 // server that accepted the connection says nothing until ctx ends.
 func TLSRefusal(ctx context.Context, addrs []string, cfg *tls.Config) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make(chan error, len(addrs))
 	for _, a := range addrs {
 		go func() { errs <- tlsRefusal(ctx, a, cfg) }()
@@ -184,6 +186,7 @@ func TLSRefusal(ctx context.Context, addrs []string, cfg *tls.Config) error {
 	for range addrs {
 		if err := <-errs; err != nil && first == nil {
 			first = err
+			cancel() // the other probes need not wait for ctx
 		}
 	}
 	return first

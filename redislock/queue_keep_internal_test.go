@@ -90,6 +90,18 @@ func TestQueueKeysKeepTheirExpiry(t *testing.T) {
 			t.Fatalf("queue key expires in %v (-1: never), want at least the waiter's liveness", d)
 		}
 	})
+	t.Run("a queue made again under a longer liveness", func(t *testing.T) {
+		held()
+		join("LONG", 10*time.Minute)
+		// The queue key is lost (eviction, a manual delete), then a waiter
+		// with a short liveness makes it again, and the first refreshes.
+		c.Del(ctx, k.queue)
+		join("SHORT", time.Second)
+		join("LONG", 10*time.Minute)
+		if d := pttl(k.queue); d < 10*time.Minute {
+			t.Fatalf("queue key expires in %v, before the first waiter's liveness deadline (10m)", d)
+		}
+	})
 	t.Run("a shared waiter that makes the queue", func(t *testing.T) {
 		held()
 		id := "B:sSHARED|SHARED|60000|60000|o"

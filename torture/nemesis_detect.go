@@ -69,6 +69,7 @@ type nemesisGrant struct {
 	id              int
 	worker, key     string
 	shared          bool
+	token           uint64
 	acqCall, acqRet int64
 	live            int64 // the End op's call: the latest moment proven live
 	end             int64 // when the holder stopped holding (its release, or the end's report); -1: never
@@ -82,7 +83,7 @@ func nemesisGrants(ops []Op) []*nemesisGrant {
 	var gs []*nemesisGrant
 	for _, op := range ops {
 		if op.Kind == KindAcquire && op.Outcome == OutcomeOK && op.Grant > 0 {
-			g := &nemesisGrant{id: op.Grant, worker: op.Worker, key: op.Key, shared: op.Shared, acqCall: op.Call, acqRet: op.Return, live: op.Return, end: -1}
+			g := &nemesisGrant{id: op.Grant, worker: op.Worker, key: op.Key, shared: op.Shared, token: op.Token, acqCall: op.Call, acqRet: op.Return, live: op.Return, end: -1}
 			byID[op.Grant] = g
 			gs = append(gs, g)
 		}

@@ -423,6 +423,17 @@ func TestJudgeHistoryRoundTrip(t *testing.T) {
 			t.Errorf("steps %v: judged %q, %d overlaps, %+v", c.steps.At, bad, got.Overlaps, got.Result)
 		}
 	}
+	// A token below that of a grant returned before its call: a
+	// regression, counted as Check counts it.
+	ops = grantHistory([]grantSpec{{"A", "k", 5, 10, 20}, {"B", "k", 3, 50, 60}})
+	nr := &NemesisResult{Result: &Result{}, history: &NemesisHistory{Backend: "redis", Mode: "fenced", Ops: ops}}
+	path := t.TempDir() + "/t.json"
+	if err := nr.WriteHistory(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := JudgeHistory(path); err != nil || got.TokenRegressions != 1 || len(got.Judge()) != 1 {
+		t.Errorf("a token regression judged %v, %+v", err, got.Result)
+	}
 	if _, err := JudgeHistory(t.TempDir() + "/none.json"); err == nil {
 		t.Error("a missing file judged")
 	}

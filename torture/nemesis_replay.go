@@ -88,14 +88,25 @@ func JudgeHistory(path string) (*NemesisResult, error) {
 			}
 		}
 	}
+	// The counts from the grants, as Check counts them.
 	gs := nemesisGrants(h.Ops)
 	res.Grants = len(gs)
 	for i, g := range gs {
-		for _, o := range gs[i+1:] {
-			if g.key == o.key && !(g.shared && o.shared) && max(g.acqRet, o.acqRet) < min(g.live, o.live) {
+		regressed := false
+		for j, o := range gs {
+			if i == j || g.key != o.key {
+				continue
+			}
+			if (o.token == g.token && j < i) || (o.acqRet < g.acqCall && o.token > g.token) {
+				regressed = true
+			}
+			if j > i && !(g.shared && o.shared) && max(g.acqRet, o.acqRet) < min(g.live, o.live) {
 				res.Overlaps++
 				res.Notes = append(res.Notes, fmt.Sprintf("overlap: grants %d (%s) and %d (%s) of %s", g.id, g.worker, o.id, o.worker, g.key))
 			}
+		}
+		if regressed {
+			res.TokenRegressions++
 		}
 	}
 	nr.judgeClock(h.Ops, h.Steps, h.Omit)

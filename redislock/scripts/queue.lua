@@ -1,8 +1,10 @@
--- queue.lua: the waiter queue's sweep, shared by acquire.lua and release.lua.
--- Redis runs every script on its own, so this file is inserted into both
--- when they are loaded, after their common path (see scripts.go); it
+-- queue.lua: the waiter queue's sweep, shared by the scripts that walk the
+-- queue (acquire.lua, release.lua, the shared grants' and the permits').
+-- Redis runs every script on its own, so this file is inserted into each
+-- when it is loaded, after their common path (see scripts.go); it
 -- defines functions, and dropped, the count of waiters this call of the
--- script dropped from the queue.
+-- script dropped from the queue by sweep and live_head (hand_off's pops
+-- are not counted: no script keeps the queue after a hand-off).
 --
 -- wake_prefix(lock) is the prefix of the wake channels of the lock whose
 -- lock key is lock: the key's prefix (before the hash tag) .. "waiters:".
@@ -29,11 +31,13 @@
 -- a deadline live ms from now, that of the waiter the caller just added
 -- or refreshed, without ever shortening their life (a waiter with a longer
 -- liveness may be in line): both expire twice live from now when the
--- liveness key has less than 1.5 times live left (or no expiry). made
--- (the queue key was absent before this call), or a waiter dropped by
--- this call (which may have emptied either key, made again without expiry
--- by the caller), has it read the queue key's expiry too. In the common
--- case, a queue that exists and nobody dropped, it costs one PTTL.
+-- liveness key has less than 1.5 times live left (or no expiry: then every
+-- waiter's deadline is within twice live). Otherwise the queue key must
+-- not expire before the liveness key: when this call made the queue key
+-- (made), or dropped waiters (which may have emptied it, made again by
+-- the caller without expiry), it gets the liveness key's time left if it
+-- has less. In the common case, a queue that exists and nobody dropped,
+-- it costs one PTTL.
 --   queue: ZSET waiter -> arrival sequence
 --   alive: ZSET waiter -> liveness deadline (server ms)
 -- A waiter (a member of both) is "<id>|<secret>|<TTL ms>|<liveness
@@ -76,13 +80,12 @@ local function live_head(queue, alive, self, wake, counted)
 end
 
 local function keep_queue(queue, alive, live, made)
-  local short = 3 * live / 2
-  if (made or dropped > 0) and redis.call('PTTL', queue) < short then
-    redis.call('PEXPIRE', queue, 2 * live)
-  end
-  if redis.call('PTTL', alive) < short then
+  local left = redis.call('PTTL', alive)
+  if left < 3 * live / 2 then
     redis.call('PEXPIRE', queue, 2 * live)
     redis.call('PEXPIRE', alive, 2 * live)
+  elseif (made or dropped > 0) and redis.call('PTTL', queue) < left then
+    redis.call('PEXPIRE', queue, left)
   end
 end
 
