@@ -260,28 +260,49 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 
 	// Counts from the grants.
 	res.Grants = len(grants)
+	views := make([]grantView, len(grants))
 	for i, g := range grants {
+		views[i] = grantView{key: g.key, shared: g.shared, token: g.token, call: g.acqCall, ret: g.acqReturn, live: g.live, name: g.String}
+	}
+	res.grantCounts(views)
+	return res
+}
+
+// grantView is a grant as the counts from the grants see it: its key,
+// token, acquire call and return, the latest instant it was proven live,
+// and how a note names it.
+type grantView struct {
+	key             string
+	shared          bool
+	token           uint64
+	call, ret, live int64
+	name            func() string
+}
+
+// grantCounts adds to res the counts from gs, in grant order: the token
+// regressions and the proven overlaps, with a note for each overlap.
+func (res *Result) grantCounts(gs []grantView) {
+	for i, g := range gs {
 		regressed := false
-		for j, h := range grants {
+		for j, h := range gs {
 			if i == j || g.key != h.key {
 				continue
 			}
 			// A token handed out twice counts once, on the later grant.
-			if (h.token == g.token && j < i) || (h.acqReturn < g.acqCall && h.token > g.token) {
+			if (h.token == g.token && j < i) || (h.ret < g.call && h.token > g.token) {
 				regressed = true
 			}
 			// Proven overlap: both were granted, and both proven live
 			// afterwards, at a common instant (two read locks may).
-			if j > i && !(g.shared && h.shared) && max(g.acqReturn, h.acqReturn) < min(g.live, h.live) {
+			if j > i && !(g.shared && h.shared) && max(g.ret, h.ret) < min(g.live, h.live) {
 				res.Overlaps++
-				res.Notes = append(res.Notes, fmt.Sprintf("overlap: %s and %s", g, h))
+				res.Notes = append(res.Notes, fmt.Sprintf("overlap: %s and %s", g.name(), h.name()))
 			}
 		}
 		if regressed {
 			res.TokenRegressions++
 		}
 	}
-	return res
 }
 
 // modelVerdicts runs each model over ops (the lock models without the

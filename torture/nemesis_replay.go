@@ -91,24 +91,12 @@ func JudgeHistory(path string) (*NemesisResult, error) {
 	// The counts from the grants, as Check counts them.
 	gs := nemesisGrants(h.Ops)
 	res.Grants = len(gs)
+	views := make([]grantView, len(gs))
 	for i, g := range gs {
-		regressed := false
-		for j, o := range gs {
-			if i == j || g.key != o.key {
-				continue
-			}
-			if (o.token == g.token && j < i) || (o.acqRet < g.acqCall && o.token > g.token) {
-				regressed = true
-			}
-			if j > i && !(g.shared && o.shared) && max(g.acqRet, o.acqRet) < min(g.live, o.live) {
-				res.Overlaps++
-				res.Notes = append(res.Notes, fmt.Sprintf("overlap: grants %d (%s) and %d (%s) of %s", g.id, g.worker, o.id, o.worker, g.key))
-			}
-		}
-		if regressed {
-			res.TokenRegressions++
-		}
+		views[i] = grantView{key: g.key, shared: g.shared, token: g.token, call: g.acqCall, ret: g.acqRet, live: g.live,
+			name: func() string { return fmt.Sprintf("grant %d (%s, %s, token %d)", g.id, g.worker, g.key, g.token) }}
 	}
+	res.grantCounts(views)
 	nr.judgeClock(h.Ops, h.Steps, h.Omit)
 	nr.checkRecipes(nil, h.PermitKey, h.PermitRes, h.Group, h.UnitRes, h.Permits, h.Units, h.Steps)
 	return nr, nil
