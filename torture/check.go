@@ -234,19 +234,11 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 	}
 
 	// Counts from the store's records.
+	res.countWrites(ops)
 	acked := map[string]int{}
 	for _, op := range ops {
 		if op.Kind != KindWrite {
 			continue
-		}
-		res.Writes++
-		if op.Stale {
-			res.StaleAttempted++
-			if op.Outcome == OutcomeStale {
-				res.StaleRefused++
-			} else {
-				res.StaleAccepted++
-			}
 		}
 		if op.Acked {
 			acked[op.Key]++
@@ -266,6 +258,25 @@ func (r *Run) Check(res *Result, visPath string) *Result {
 	}
 	res.grantCounts(views)
 	return res
+}
+
+// countWrites adds to res the writes of ops and their stale ones:
+// attempted, refused by the fence, accepted.
+func (res *Result) countWrites(ops []Op) {
+	for _, op := range ops {
+		if op.Kind != KindWrite {
+			continue
+		}
+		res.Writes++
+		if op.Stale {
+			res.StaleAttempted++
+			if op.Outcome == OutcomeStale {
+				res.StaleRefused++
+			} else {
+				res.StaleAccepted++
+			}
+		}
+	}
 }
 
 // grantView is a grant as the counts from the grants see it: its key,

@@ -75,19 +75,7 @@ func JudgeHistory(path string) (*NemesisResult, error) {
 		}
 	}
 	res.Verdicts, res.Histories = modelVerdicts(h.Ops, clients, h.Omit)
-	for _, op := range h.Ops {
-		if op.Kind == KindWrite {
-			res.Writes++
-			if op.Stale {
-				res.StaleAttempted++
-				if op.Outcome == OutcomeStale {
-					res.StaleRefused++
-				} else {
-					res.StaleAccepted++
-				}
-			}
-		}
-	}
+	res.countWrites(h.Ops)
 	// The counts from the grants, as Check counts them.
 	gs := nemesisGrants(h.Ops)
 	res.Grants = len(gs)
