@@ -698,7 +698,7 @@ func clockJumpRounds(f *Fixture, a, b *Worker, ttl time.Duration, prepare func()
 		tb, err := b.Acquire(f.Key, Acq{Wait: false, NoRetry: true})
 		granted := err == nil
 		if !granted {
-			r.Notef("round %d: B was not granted after the jump: %s", round, ErrKind(err))
+			r.Notef("round %d: B was not granted after the jump: %s (%v)", round, ErrKind(err), err)
 		} else {
 			r.Notef("round %d: A holds token %d; after the jump B was granted token %d", round, ta, tb)
 			ok, err := staleInterleave(f, a, b)
