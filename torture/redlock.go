@@ -457,6 +457,19 @@ func redlockBusy(nodes []*testserver.Redis, key string) int {
 	return n
 }
 
+// redlockSettle waits until no node holds a grant of the key or keeps it
+// for a woken waiter. A release returns once a majority of the nodes have
+// released: the others' requests may still be on their way, so a scenario
+// that cuts links right after the warm-up would leave the warm-up's last
+// grant on the nodes behind them until it expires, and a try that needs
+// those nodes is refused for that, not for the fault.
+func redlockSettle(f *Fixture, nodes []*testserver.Redis) error {
+	if !Eventually(time.Minute, func() bool { return redlockBusy(nodes, f.Key) == 0 }) {
+		return fmt.Errorf("a node stayed held or reserved after the warm-up")
+	}
+	return nil
+}
+
 // redlockCounter reads key's counter on node.
 func redlockCounter(node *testserver.Redis, key string) (int64, error) {
 	return redisInt(node, redlock.DefaultPrefix+redislock.HashTag(key)+":token")
@@ -496,6 +509,9 @@ func redlockNodeKill(mode int) func(f *Fixture) error {
 					return err
 				}
 				r.Fault("", "node 0: SAVE (RDB snapshot)")
+			}
+			if err := redlockSettle(f, nodes); err != nil {
+				return err
 			}
 			eachProxy(cut, (*faultproxy.Proxy).Blackhole)()
 			r.Fault("A", "links to nodes 3, 4 blackholed")
@@ -641,11 +657,11 @@ func redisClockJumpScenario(f *Fixture) error {
 	cfg := WorkerConfig{TTL: ttl, RenewEvery: ttl / 2}
 	ws := f.Workers(map[string]WorkerConfig{"A": cfg, "B": cfg})
 	a, b := ws["A"], ws["B"]
-	return clockJumpRounds(f, a, b, ttl, func() (string, func()) {
+	return clockJumpRounds(f, a, b, ttl, func() (string, func(), error) {
 		return "", func() {
 			srv.Clock.Jump(ttl + time.Second)
 			f.Run.Fault("", fmt.Sprintf("redis clock jumped forward by %v", ttl+time.Second))
-		}
+		}, nil
 	})
 }
 
@@ -664,25 +680,32 @@ func redlockClockJumpScenario(f *Fixture) error {
 		"B": {URL: redlockURL(redlockAddrs(nodes), opt), TTL: ttl, RenewEvery: ttl / 2},
 	})
 	a, b := ws["A"], ws["B"]
-	return clockJumpRounds(f, a, b, ttl, func() (string, func()) {
+	return clockJumpRounds(f, a, b, ttl, func() (string, func(), error) {
+		if err := redlockSettle(f, nodes); err != nil {
+			return "", nil, err
+		}
 		eachProxy(cut, (*faultproxy.Proxy).Blackhole)()
 		return "", func() {
 			nodes[2].Clock.Jump(ttl + time.Second)
 			r.Fault("", fmt.Sprintf("node 2's clock jumped forward by %v", ttl+time.Second))
-		}
+		}, nil
 	}, eachProxy(cut, resetAndHeal))
 }
 
 // clockJumpRounds: a takes the key; prepare's jump (or, for a two-step
 // fault, the function it returns, called after a holds the key) expires
-// a's grant early; b tries once, and if granted, a and b interleave.
-func clockJumpRounds(f *Fixture, a, b *Worker, ttl time.Duration, prepare func() (string, func()), heal ...func()) error {
+// a's grant early (prepare runs after the warm-up, and fails the round
+// if the fault cannot be set up); b tries once, and if granted, a and b interleave.
+func clockJumpRounds(f *Fixture, a, b *Worker, ttl time.Duration, prepare func() (string, func(), error), heal ...func()) error {
 	r := f.Run
 	for round := range f.rounds() {
 		if err := f.Warm(a, b); err != nil {
 			return err
 		}
-		note, after := prepare()
+		note, after, err := prepare()
+		if err != nil {
+			return err
+		}
 		if note != "" {
 			r.Fault("", note)
 		}
