@@ -3,6 +3,7 @@ package torture
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -479,8 +480,12 @@ type nemesisMode struct {
 	withPermits, withUnits bool
 	cuts                   []nemesisFault // the faults that may cut a holder off
 	mu                     sync.Mutex
-	wg                     sync.WaitGroup
-	werrs                  []error
+	// acqErrs counts the failed acquisitions by kind of error, with the
+	// first message of each kind (for a note).
+	acqErrs map[string]int
+	acqErr1 map[string]string
+	wg      sync.WaitGroup
+	werrs   []error
 }
 
 // newNemesisMode starts mode's store and workers on nt (see RunNemesis);
@@ -612,7 +617,7 @@ func (m *nemesisMode) work(seed uint64, stop <-chan struct{}, ttl time.Duration)
 			continue
 		}
 		m.wg.Go(func() {
-			failed, err := nemesisWork(nw, rng, stop)
+			failed, err := nemesisWork(nw, rng, stop, m.acquireFailed)
 			m.mu.Lock()
 			m.nr.AcquireErrors += failed
 			m.mu.Unlock()
@@ -621,10 +626,41 @@ func (m *nemesisMode) work(seed uint64, stop <-chan struct{}, ttl time.Duration)
 	}
 }
 
+// acquireFailed counts a failed acquisition by the kind of its error.
+func (m *nemesisMode) acquireFailed(err error) {
+	k := ErrKind(err)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.acqErrs == nil {
+		m.acqErrs, m.acqErr1 = map[string]int{}, map[string]string{}
+	}
+	if m.acqErrs[k]++; m.acqErrs[k] == 1 {
+		m.acqErr1[k] = err.Error()
+	}
+}
+
+// acquireErrorsNote says how the acquisitions failed, by kind of error
+// with the first message of each, or "" if none did.
+func (m *nemesisMode) acquireErrorsNote() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m.acqErrs)) {
+		parts = append(parts, fmt.Sprintf("%s %d (first: %s)", k, m.acqErrs[k], m.acqErr1[k]))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "failed acquisitions by kind: " + strings.Join(parts, "; ")
+}
+
 // check checks m's history once its workload stopped, and returns its
 // result.
 func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
 	r, nr, res := m.r, m.nr, m.nr.Result
+	if n := m.acquireErrorsNote(); n != "" {
+		r.Notef("%s", n)
+	}
 	r.Check(res, "")
 	// The units' grants are stamped from their member's start (see
 	// lockModelsOmit): no fault time can be measured against them.
@@ -653,9 +689,10 @@ func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
 }
 
 // nemesisWork is one worker's workload until stop: it returns the number
-// of failed acquisitions, and an error only if the harness failed (a
-// worker gone), never for what a fault makes the library report.
-func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, error) {
+// of failed acquisitions (each also passed to failedWith), and an error
+// only if the harness failed (a worker gone), never for what a fault
+// makes the library report.
+func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failedWith func(error)) (int, error) {
 	w, failed := nw.w, 0
 	tolerable := func(err error) bool { return err == nil || ErrKind(err) != "" }
 	for {
@@ -670,6 +707,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}) (int, 
 				return failed, err
 			}
 			failed++
+			failedWith(err)
 			continue
 		}
 		resource := nw.res

@@ -17,7 +17,7 @@ import (
 var (
 	nemesisSeed     = flag.Uint64("nemesis.seed", 0, "the nemesis schedule's seed (default: a random one, printed)")
 	nemesisDuration = flag.Duration("nemesis.duration", 0, "run the nemesis mode for this long per backend (its store modes at once), and write its table to -nemesis.out (default: the short mix)")
-	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper, redlock, postgres, postgres-lease, gateway)")
+	nemesisBackends = flag.String("nemesis.backends", "redis,etcd,file", "the backends of the nemesis mode, comma-separated (redis, etcd, file, zookeeper, redlock, redlock-empty, postgres, postgres-lease, gateway)")
 	nemesisOut      = flag.String("nemesis.out", "NEMESIS.md", "where the full nemesis mode writes its table")
 	nemesisSaveDir  = flag.String("nemesis.histories", os.TempDir(), "where a nemesis run that a checker fails saves its history (judge it again with -nemesis.judge)")
 	nemesisJudge    = flag.String("nemesis.judge", "", "TestNemesisJudgeHistory: judge again the history a failed nemesis run saved")
@@ -152,6 +152,22 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// from a defect.
 		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly())
 		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis, appendfsync always", len(tg.Redlock))}
+		for _, n := range tg.Redlock {
+			nt.Servers = append(nt.Servers, n.Process)
+		}
+		return nt
+	case "redlock-empty":
+		// Kills without fsync: nodes without persistence restart empty,
+		// which Redlock's seed marker handles (a node that lost its data
+		// votes again only once every grant it forgot has expired, and
+		// hands out no token below what a majority had: see redlock's
+		// Durability). The schedule kills one node at a time, within
+		// what its rolling restarts allow; a longest TTL of 2s (max_ttl,
+		// the nemesis TTL being 1s) bounds a restarted node's wait to
+		// vote. No clock jumps, as above.
+		tg := torture.RedlockTarget(t)
+		tg.RedlockOptions = "max_ttl=2s"
+		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis without persistence: a killed node restarts empty", len(tg.Redlock))}
 		for _, n := range tg.Redlock {
 			nt.Servers = append(nt.Servers, n.Process)
 		}

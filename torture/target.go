@@ -22,10 +22,13 @@ type Target struct {
 	Redis *testserver.Redis // redis: the server
 	// Redlock are the independent servers of a redlock target.
 	Redlock []*testserver.Redis
-	Etcd    *testserver.Etcd      // etcd: the cluster
-	Dir     string                // file: the lock directory
-	ZK      *testserver.ZooKeeper // zookeeper: the ensemble
-	PG      *testserver.Postgres  // postgres: the lock server
+	// RedlockOptions are parameters added to the workers' redlock URL
+	// ("name=value&...", e.g. max_ttl).
+	RedlockOptions string
+	Etcd           *testserver.Etcd      // etcd: the cluster
+	Dir            string                // file: the lock directory
+	ZK             *testserver.ZooKeeper // zookeeper: the ensemble
+	PG             *testserver.Postgres  // postgres: the lock server
 	// Gateway is the gateway (kind gateway), served by the harness.
 	Gateway *Gateway
 	// PGSession are parameters added to the workers' PostgreSQL URL
@@ -80,7 +83,7 @@ func (tg Target) URL(addrs ...string) string {
 	case backendGateway:
 		return gatewayURL(addrs[0])
 	case backendRedlock:
-		return redlockURL(addrs, "")
+		return redlockURL(addrs, tg.RedlockOptions)
 	}
 	return ""
 }
