@@ -171,7 +171,9 @@
 //
 // Each backend runs the deployment it promises to survive: Redis with
 // appendfsync always, a 3-member etcd, a 3-server ZooKeeper ensemble,
-// Redlock over 5 independent Redis with appendfsync always, PostgreSQL in
+// Redlock over 5 independent Redis with appendfsync always (and, as
+// redlock-empty, over 5 without persistence, whose killed nodes restart
+// empty: the seed marker's case), PostgreSQL in
 // lease mode with fsync on, PostgreSQL in session mode (paused, never
 // killed: a session's locks die with the server, see the server-kill
 // rows), the gateway over a local lock directory (neither killed nor

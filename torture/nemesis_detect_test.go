@@ -176,3 +176,25 @@ func TestNemesisClockJumpFault(t *testing.T) {
 		})
 	}
 }
+
+// TestNemesisAcquireErrorsNote checks the note of a run's failed
+// acquisitions: counted by kind, in the kinds' order, with the first
+// message of each.
+func TestNemesisAcquireErrorsNote(t *testing.T) {
+	m := &nemesisMode{}
+	if n := m.acquireErrorsNote(); n != "" {
+		t.Fatalf("no failure noted as %q, want none", n)
+	}
+	for _, e := range []*WorkerError{
+		{Worker: "W1", Cmd: "acquire", Kind: kindUnavailable, Msg: "first unavailable"},
+		{Worker: "W0", Cmd: "acquire", Kind: kindNotAcquired, Msg: "first not acquired"},
+		{Worker: "W2", Cmd: "acquire", Kind: kindUnavailable, Msg: "second unavailable"},
+	} {
+		m.acquireFailed(e)
+	}
+	want := "failed acquisitions by kind: not-acquired 1 (first: " + (&WorkerError{Worker: "W0", Cmd: "acquire", Kind: kindNotAcquired, Msg: "first not acquired"}).Error() +
+		"); unavailable 2 (first: " + (&WorkerError{Worker: "W1", Cmd: "acquire", Kind: kindUnavailable, Msg: "first unavailable"}).Error() + ")"
+	if n := m.acquireErrorsNote(); n != want {
+		t.Fatalf("note %q, want %q", n, want)
+	}
+}
