@@ -617,20 +617,18 @@ func (m *nemesisMode) work(seed uint64, stop <-chan struct{}, ttl time.Duration)
 			continue
 		}
 		m.wg.Go(func() {
-			failed, err := nemesisWork(nw, rng, stop, m.acquireFailed)
-			m.mu.Lock()
-			m.nr.AcquireErrors += failed
-			m.mu.Unlock()
-			m.werrs[i] = err
+			m.werrs[i] = nemesisWork(nw, rng, stop, m.acquireFailed)
 		})
 	}
 }
 
-// acquireFailed counts a failed acquisition by the kind of its error.
+// acquireFailed counts a failed acquisition, in all and by the kind of
+// its error.
 func (m *nemesisMode) acquireFailed(err error) {
 	k := ErrKind(err)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.nr.AcquireErrors++
 	if m.acqErrs == nil {
 		m.acqErrs, m.acqErr1 = map[string]int{}, map[string]string{}
 	}
@@ -688,25 +686,24 @@ func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
 	return nr
 }
 
-// nemesisWork is one worker's workload until stop: it returns the number
-// of failed acquisitions (each also passed to failedWith), and an error
-// only if the harness failed (a worker gone), never for what a fault
-// makes the library report.
-func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failedWith func(error)) (int, error) {
-	w, failed := nw.w, 0
+// nemesisWork is one worker's workload until stop: it passes each failed
+// acquisition to failedWith, and returns an error only if the harness
+// failed (a worker gone), never for what a fault makes the library
+// report.
+func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failedWith func(error)) error {
+	w := nw.w
 	tolerable := func(err error) bool { return err == nil || ErrKind(err) != "" }
 	for {
 		select {
 		case <-stop:
-			return failed, nil
+			return nil
 		default:
 		}
 		rep, err := w.acquire(nw.key, Acq{Wait: true, Timeout: 5 * time.Second, Limit: nw.limit})
 		if err != nil {
 			if !tolerable(err) {
-				return failed, err
+				return err
 			}
-			failed++
 			failedWith(err)
 			continue
 		}
@@ -721,7 +718,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failed
 		for range 1 + rng.IntN(3) {
 			o := RMWOptions{NoCheck: stubborn, StoreTimeout: time.Second}
 			if res := w.RMW(resource, o); !tolerable(res.Err) {
-				return failed, res.Err
+				return res.Err
 			}
 			// The holder works a while after each write (pacing, up to a
 			// quarter of a TTL), so that a fault finds it holding more
@@ -730,7 +727,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failed
 			time.Sleep(time.Duration(rng.Int64N(int64(nw.think) + 1)))
 		}
 		if err := w.Release(); !tolerable(err) {
-			return failed, err
+			return err
 		}
 	}
 }

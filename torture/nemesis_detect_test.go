@@ -181,7 +181,7 @@ func TestNemesisClockJumpFault(t *testing.T) {
 // acquisitions: counted by kind, in the kinds' order, with the first
 // message of each.
 func TestNemesisAcquireErrorsNote(t *testing.T) {
-	m := &nemesisMode{}
+	m := &nemesisMode{nr: &NemesisResult{}}
 	if n := m.acquireErrorsNote(); n != "" {
 		t.Fatalf("no failure noted as %q, want none", n)
 	}
@@ -196,5 +196,8 @@ func TestNemesisAcquireErrorsNote(t *testing.T) {
 		"); unavailable 2 (first: " + (&WorkerError{Worker: "W1", Cmd: "acquire", Kind: kindUnavailable, Msg: "first unavailable"}).Error() + ")"
 	if n := m.acquireErrorsNote(); n != want {
 		t.Fatalf("note %q, want %q", n, want)
+	}
+	if m.nr.AcquireErrors != 3 {
+		t.Fatalf("%d failed acquisitions counted, want 3", m.nr.AcquireErrors)
 	}
 }

@@ -150,12 +150,7 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// clock-jump row), and the history does not say which nodes a
 		// grant stood on, so an overlap after a step could not be told
 		// from a defect.
-		tg := torture.RedlockTarget(t, testserver.WithRedisAppendOnly())
-		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis, appendfsync always", len(tg.Redlock))}
-		for _, n := range tg.Redlock {
-			nt.Servers = append(nt.Servers, n.Process)
-		}
-		return nt
+		return redlockNemesisTarget(torture.RedlockTarget(t, testserver.WithRedisAppendOnly()), "appendfsync always")
 	case "redlock-empty":
 		// Kills without fsync: nodes without persistence restart empty,
 		// which Redlock's seed marker handles (a node that lost its data
@@ -172,11 +167,7 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// wait to vote. No clock jumps, as above.
 		tg := torture.RedlockTarget(t)
 		tg.RedlockOptions = "max_ttl=2s"
-		nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis without persistence, max_ttl 2s: a killed node restarts empty", len(tg.Redlock))}
-		for _, n := range tg.Redlock {
-			nt.Servers = append(nt.Servers, n.Process)
-		}
-		return nt
+		return redlockNemesisTarget(tg, "without persistence, max_ttl 2s: a killed node restarts empty")
 	case "postgres-lease":
 		// Lease mode: a lease row, committed with synchronous_commit on
 		// (pglock asks for it), outlives a killed server and expires by
@@ -215,6 +206,16 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 	}
 	t.Fatalf("nemesis: unknown backend %q", kind)
 	return torture.NemesisTarget{}
+}
+
+// redlockNemesisTarget is the nemesis target of tg's Redlock nodes,
+// described as "N independent Redis, " and how.
+func redlockNemesisTarget(tg torture.Target, how string) torture.NemesisTarget {
+	nt := torture.NemesisTarget{Target: tg, Deployment: fmt.Sprintf("%d independent Redis, %s", len(tg.Redlock), how)}
+	for _, n := range tg.Redlock {
+		nt.Servers = append(nt.Servers, n.Process)
+	}
+	return nt
 }
 
 // TestNemesisPlanReplays checks that a seed draws the same schedule, that
