@@ -124,3 +124,10 @@ func (b *Backend) clientWatches(count func(path string, kind int64) bool) int {
 	}
 	return n
 }
+
+// Current reports whether b has a current session.
+func (b *Backend) Current() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sess != nil
+}

@@ -3,6 +3,8 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/testserver"
+	"github.com/distlock/distlock/zklock"
 )
 
 // A waiter whose context ends as its Backend closes reports its context,
@@ -40,5 +43,43 @@ func TestWaiterCancelledAsBackendCloses(t *testing.T) {
 	}
 	if err := hl.Release(ctx); err != nil {
 		t.Fatalf("holder Release: %v", err)
+	}
+}
+
+// An acquire whose Backend closes between the listing that shows its node
+// first and the grant fails with ErrClosed, never with a node "deleted"
+// by a session nobody ended: Close ends the session in the same step as
+// it stops being current, so an acquire that finds no current session
+// finds the cause too. Each round closes the Backend from the hook and
+// lets the grant go on once the session is no longer current.
+func TestAcquireAsBackendClosesFailsWithErrClosed(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	ctx := testCtx(t)
+	for i := range 20 {
+		key := fmt.Sprintf("wait/%s/%d", t.Name(), i)
+		b := newBackend(t, z.Servers)
+		closed := make(chan struct{})
+		b.SetBeforeGrant(func(string) {
+			go func() {
+				b.Close()
+				close(closed)
+			}()
+			deadline := time.Now().Add(time.Minute)
+			for b.Current() {
+				if time.Now().After(deadline) {
+					t.Error("the session was still current a minute after Close")
+					return
+				}
+				runtime.Gosched()
+			}
+		})
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err == nil {
+			l.Release(ctx)
+		}
+		if !errors.Is(err, zklock.ErrClosed) {
+			t.Fatalf("round %d: Acquire as the Backend closed: %v, want ErrClosed", i, err)
+		}
+		<-closed
 	}
 }

@@ -223,15 +223,16 @@ func (b *Backend) Close() error {
 		b.mu.Unlock()
 		return nil
 	}
-	s := b.sess
+	// The session ends in the step that makes it no longer current: an
+	// acquire that finds no current session finds why its own ended.
+	b.cancel()
+	cause := fmt.Errorf("%w: %w", ErrSessionLost, ErrClosed)
+	leases := b.endLocked(b.sess, cause)
 	b.sess = nil
 	close(b.changed) // acquires waiting for a session see the close
 	b.changed = make(chan struct{})
 	b.mu.Unlock()
-	b.cancel()
-	if s != nil {
-		b.endSession(s, fmt.Errorf("%w: %w", ErrSessionLost, ErrClosed))
-	}
+	loseAll(leases, cause)
 	b.conn.Close() // closes the session: the ensemble deletes its nodes
 	b.life.Wait()
 	return nil
@@ -351,43 +352,56 @@ func (b *Backend) onEvent(ev zk.Event) {
 			b.mu.Unlock()
 			return
 		}
-		old := b.sess
+		var (
+			cause  error
+			leases map[*lease]struct{}
+		)
+		if old := b.sess; old != nil {
+			// Missed the expiry: a new session means the old one is gone.
+			cause = fmt.Errorf("%w: session %#x replaced by %#x (expired)", ErrSessionLost, old.id, h.id)
+			leases = b.endLocked(old, cause)
+		}
 		b.sess = &session{id: h.id, timeout: h.timeout, done: make(chan struct{}), leases: map[*lease]struct{}{}}
 		close(b.changed)
 		b.changed = make(chan struct{})
 		b.mu.Unlock()
-		if old != nil {
-			// Missed the expiry: a new session means the old one is gone.
-			b.endSession(old, fmt.Errorf("%w: session %#x replaced by %#x (expired)", ErrSessionLost, old.id, h.id))
-		}
+		loseAll(leases, cause)
 	case zk.StateExpired:
 		b.mu.Lock()
 		old := b.sess
+		if old == nil {
+			b.mu.Unlock()
+			return
+		}
+		cause := fmt.Errorf("%w: ZooKeeper expired session %#x", ErrSessionLost, old.id)
+		leases := b.endLocked(old, cause)
 		b.sess = nil
-		if old != nil {
-			close(b.changed)
-			b.changed = make(chan struct{})
-		}
+		close(b.changed)
+		b.changed = make(chan struct{})
 		b.mu.Unlock()
-		if old != nil {
-			b.endSession(old, fmt.Errorf("%w: ZooKeeper expired session %#x", ErrSessionLost, old.id))
-		}
+		loseAll(leases, cause)
 	}
 }
 
-// endSession ends s: its waiters stop and its locks are lost, their holders
-// told through OnLost.
-func (b *Backend) endSession(s *session, cause error) {
-	b.mu.Lock()
-	if s.lost != nil {
-		b.mu.Unlock()
-		return
+// endLocked ends s (if not nil and not yet ended) with cause, with b.mu
+// held: its waiters stop, and it returns its leases, for loseAll to tell
+// their holders once b.mu is released. Whoever makes s no longer current
+// ends it in the same step, so that an acquire that finds its session
+// gone (see liveSession) also finds why (see sessionErr).
+func (b *Backend) endLocked(s *session, cause error) map[*lease]struct{} {
+	if s == nil || s.lost != nil {
+		return nil
 	}
 	s.lost = cause
 	leases := s.leases
 	s.leases = nil
 	close(s.done)
-	b.mu.Unlock()
+	return leases
+}
+
+// loseAll tells the holders of leases, taken from their ended session by
+// endLocked, that they are lost.
+func loseAll(leases map[*lease]struct{}, cause error) {
 	for l := range leases {
 		l.lose(cause)
 	}
