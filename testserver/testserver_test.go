@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock/faultproxy"
 )
 
 func TestMain(m *testing.M) {
@@ -558,5 +560,54 @@ func TestPgBouncer(t *testing.T) {
 	b.Restart(t)
 	if got := psqlAt(t, b.Port, "postgres", "select v from t"); got != "through" {
 		t.Fatalf("select through the restarted bouncer = %q", got)
+	}
+}
+
+// Members told to reach each other through proxies (WithPeerAddress) form
+// an ensemble, and cutting every link of the leader, both ways, while its
+// process runs, isolates it: it stops serving, the two others elect a
+// leader of their own, and once the links heal it serves again as a
+// follower.
+func TestZooKeeperEnsemblePeerLinks(t *testing.T) {
+	t.Parallel()
+	links := map[[2]int][]*faultproxy.Proxy{} // by {from, to}
+	z := StartZooKeeperEnsemble(t, 3, WithPeerAddress(func(from, to int, addr string) (string, error) {
+		p, err := faultproxy.New(addr)
+		if err != nil {
+			return "", err
+		}
+		t.Cleanup(p.Close)
+		links[[2]int{from, to}] = append(links[[2]int{from, to}], p)
+		return p.Addr(), nil
+	}))
+	old := z.Leader(t)
+	cut := func(f func(*faultproxy.Proxy)) {
+		for k, ps := range links {
+			if k[0] == old.ID || k[1] == old.ID {
+				for _, p := range ps {
+					f(p)
+				}
+			}
+		}
+	}
+	cut((*faultproxy.Proxy).Blackhole)
+	deadline := time.Now().Add(clusterStartTimeout)
+	for {
+		_, err := old.serving()
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zookeeper %d still serves with every link cut", old.ID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if l := z.Leader(t); l == old {
+		t.Fatalf("zookeeper %d, cut off, is still the leader", old.ID)
+	}
+	cut((*faultproxy.Proxy).Heal)
+	z.WaitReady(t)
+	if mode, err := old.Mode(); err != nil || mode != "follower" {
+		t.Fatalf("zookeeper %d after the links healed: mode %q, %v; want follower", old.ID, mode, err)
 	}
 }

@@ -58,8 +58,15 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 // QuorumPeerMain with a 256 MB heap, tickTime 200ms, the admin server off
 // and all four-letter words allowed. The ensemble is stopped when the test
 // ends.
-func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
+//
+// WithPeerAddress names the addresses the members reach each other at, so
+// that a test can put a proxy on each link between two servers.
+func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKeeper {
 	t.Helper()
+	var o zkOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if n < 1 {
 		t.Fatalf("testserver: StartZooKeeperEnsemble: n = %d, want >= 1", n)
 	}
@@ -76,7 +83,6 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 		}
 		z.Servers = make([]string, n)
 		z.Members = make([]*ZooKeeperMember, n)
-		var servers []string
 		for i := range n {
 			m := &ZooKeeperMember{
 				ID:       i + 1,
@@ -85,7 +91,37 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 			}
 			z.Members[i] = m
 			z.Servers[i] = m.Addr
-			servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", m.ID, ports[3*i+1], ports[3*i+2]))
+		}
+		// servers returns the server lines of member from's zoo.cfg: its
+		// own ports, and the others' as o.peer names them.
+		servers := func(from int) ([]string, error) {
+			var lines []string
+			for i := range n {
+				quorum := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+1]))
+				election := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+2]))
+				if o.peer != nil && i+1 != from {
+					var err error
+					if quorum, err = o.peer(from, i+1, quorum); err != nil {
+						return nil, err
+					}
+					if election, err = o.peer(from, i+1, election); err != nil {
+						return nil, err
+					}
+				}
+				qhost, qport, err := net.SplitHostPort(quorum)
+				if err != nil {
+					return nil, err
+				}
+				ehost, eport, err := net.SplitHostPort(election)
+				if err != nil {
+					return nil, err
+				}
+				if qhost != ehost {
+					return nil, fmt.Errorf("testserver: zookeeper %d reaches %d at %s and %s: one host for both ports, please", from, i+1, quorum, election)
+				}
+				lines = append(lines, fmt.Sprintf("server.%d=%s:%s:%s", i+1, qhost, qport, eport))
+			}
+			return lines, nil
 		}
 		procs := make([]*Process, n)
 		for i, m := range z.Members {
@@ -109,7 +145,11 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 				"cnxTimeout=1000",
 			}
 			if n > 1 {
-				cfg = append(cfg, servers...)
+				lines, err := servers(m.ID)
+				if err != nil {
+					return nil, err
+				}
+				cfg = append(cfg, lines...)
 				if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(m.ID)+"\n"), 0o644); err != nil {
 					return nil, err
 				}
@@ -151,6 +191,27 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeper {
 		return procs, awaitAll(time.Now().Add(clusterStartTimeout), procs)
 	})
 	return z
+}
+
+// A ZooKeeperOption configures StartZooKeeperEnsemble.
+type ZooKeeperOption func(*zkOptions)
+
+type zkOptions struct {
+	peer func(from, to int, addr string) (string, error)
+}
+
+// WithPeerAddress makes f name the address at which member from (an ID)
+// reaches member to's quorum or election port, addr ("127.0.0.1:PORT"),
+// in from's zoo.cfg: f returns addr itself or a proxy's address for it
+// (on the same host for both ports: zoo.cfg has one host per server),
+// so that a test can cut the link from one server to another apart from
+// the others (ZooKeeper keeps one connection per pair of servers for each
+// port, opened by one of the two, so a link is cut both ways by cutting
+// what either side dials). f is called once per member, link and port at
+// each start attempt (an attempt that fails is retried on new ports).
+// Restart keeps the addresses.
+func WithPeerAddress(f func(from, to int, addr string) (string, error)) ZooKeeperOption {
+	return func(o *zkOptions) { o.peer = f }
 }
 
 // zkJava finds the java binary: $JAVA_HOME/bin/java or java in PATH.
