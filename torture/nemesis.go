@@ -55,11 +55,23 @@ const (
 	// ZooKeeper (sessions expire by the servers' monotonic clock), nor
 	// to file (no server).
 	NemesisServerClockJump = "server-clock-jump"
+	// NemesisServerIsolate cuts every link between a server and the
+	// other servers of its ensemble, both ways, for the fault's span,
+	// while the server runs and its clients reach it: a member cut off
+	// from its quorum, which must stop serving what needs the quorum
+	// while the others go on (with a leader of their own if it led). It
+	// applies where the target names each server's peer links
+	// (NemesisTarget.Peers): a ZooKeeper ensemble, whose members are told
+	// to reach each other through proxies. etcd has none: a member names
+	// its peers by the URLs the cluster's membership records, the same
+	// for every member, so a proxy there would sit on one member's
+	// inbound links only, not on a link between two members.
+	NemesisServerIsolate = "server-isolate"
 )
 
 // NemesisKinds are the fault kinds, in report order.
 var NemesisKinds = []string{NemesisHolderPause, NemesisLockCut, NemesisLockDelay, NemesisLostReply,
-	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump}
+	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerIsolate}
 
 // NemesisEvent is one fault of a schedule: Kind on Target (a worker's
 // index for the worker and link faults, a server's for the server faults)
@@ -189,6 +201,9 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	if has(NemesisServerClockJump) && s.Servers > 0 {
 		p.Events = append(p.Events, nemesisClockJumps(seed, d, s)...)
 	}
+	if has(NemesisServerIsolate) && s.Servers > 0 {
+		p.Events = append(p.Events, nemesisIsolations(seed, d, s)...)
+	}
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
 	return p
 }
@@ -214,6 +229,27 @@ func nemesisClockJumps(seed uint64, d time.Duration, s NemesisShape) []NemesisEv
 	}
 }
 
+// nemesisIsolations draws the isolations of servers from their peers, a
+// channel of their own from a generator of their own, as the clock jumps
+// are: the other channels' faults are the same with and without them. An
+// isolation may overlap another server's pause or kill, which leaves the
+// ensemble without a quorum for a while: a loss of availability, never
+// of safety.
+func nemesisIsolations(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
+	rng := rand.New(rand.NewPCG(seed^0x69736f6c61746521, seed+2))
+	ttl := s.TTL
+	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var evs []NemesisEvent
+	for at := span(ttl, 4*ttl); ; {
+		e := NemesisEvent{At: at, Kind: NemesisServerIsolate, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
+		if e.At+e.For > d {
+			return evs
+		}
+		evs = append(evs, e)
+		at = e.At + e.For + span(ttl, 6*ttl)
+	}
+}
+
 // NemesisTarget is a target of the nemesis mode and its servers, in the
 // order a plan's server faults name them.
 type NemesisTarget struct {
@@ -229,6 +265,10 @@ type NemesisTarget struct {
 	// are paused, never killed (a deployment that does not promise to
 	// survive a server's death with its grants intact).
 	NoServerKill bool
+	// Peers are, for each server in the order of Servers, the proxies of
+	// every link between it and the other servers, both ways; a target
+	// with them for every server takes server-isolate faults.
+	Peers [][]*faultproxy.Proxy
 }
 
 // Shape is what a schedule for nt is drawn for: the workers of RunNemesis
@@ -254,6 +294,9 @@ func (nt NemesisTarget) kinds() []string {
 	}
 	if len(nt.Servers) > 0 && len(nt.Clocks) == len(nt.Servers) && !slices.Contains(nt.Clocks, nil) {
 		k = append(k, NemesisServerClockJump)
+	}
+	if len(nt.Servers) > 1 && len(nt.Peers) == len(nt.Servers) && !slices.ContainsFunc(nt.Peers, func(ps []*faultproxy.Proxy) bool { return len(ps) == 0 }) {
+		k = append(k, NemesisServerIsolate)
 	}
 	return k
 }
@@ -738,7 +781,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failed
 func nemesisApplyModes(t testing.TB, nt NemesisTarget, ms []*nemesisMode, e NemesisEvent, start bool) error {
 	t.Helper()
 	switch e.Kind {
-	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump:
+	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerIsolate:
 		var also []*Run
 		for _, m := range ms[1:] {
 			also = append(also, m.r)
@@ -828,6 +871,17 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 		} else {
 			nt.Clocks[e.Target].Jump(-e.Jump)
 			server(fmt.Sprintf("server %d's wall clock returned (jumped by %+v)", e.Target, -e.Jump.Round(time.Millisecond)))
+		}
+	case NemesisServerIsolate:
+		if e.Target < 0 || e.Target >= len(nt.Peers) || len(nt.Peers[e.Target]) == 0 {
+			return fmt.Errorf("server %d has no peer links", e.Target)
+		}
+		if start {
+			on(nt.Peers[e.Target], (*faultproxy.Proxy).Blackhole)
+			server(fmt.Sprintf("server %d cut off from its peers", e.Target))
+		} else {
+			on(nt.Peers[e.Target], heal)
+			server(fmt.Sprintf("server %d's peer links healed", e.Target))
 		}
 	default:
 		return fmt.Errorf("unknown fault kind %q", e.Kind)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/testserver"
 	"github.com/distlock/distlock/torture"
 )
@@ -136,11 +137,26 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		return nt
 	case "zookeeper":
 		// No clock jumps: ZooKeeper expires sessions by the servers'
-		// monotonic clock.
-		zk := testserver.StartZooKeeperEnsemble(t, 3)
+		// monotonic clock. The members reach each other through proxies,
+		// one per link and port, for the isolations of a server from its
+		// peers. (The proxies of a start attempt that failed stay in
+		// peers, linked to ports nothing listens on: cutting them cuts
+		// nothing.)
+		peers := map[int][]*faultproxy.Proxy{} // by member ID, every link from or to it
+		zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
+			p, err := faultproxy.New(addr)
+			if err != nil {
+				return "", err
+			}
+			t.Cleanup(p.Close)
+			peers[from] = append(peers[from], p)
+			peers[to] = append(peers[to], p)
+			return p.Addr(), nil
+		}))
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble"}
 		for _, m := range zk.Members {
 			nt.Servers = append(nt.Servers, m.Process)
+			nt.Peers = append(nt.Peers, peers[m.ID])
 		}
 		return nt
 	case "redlock":
@@ -348,6 +364,54 @@ func TestNemesisPlanClockJumpsApart(t *testing.T) {
 	}
 }
 
+// TestNemesisPlanIsolationsApart checks that the isolations of servers
+// from their peers leave the rest of a seed's schedule alone, as the
+// clock jumps do, and isolate one server at a time, each healed before
+// the next.
+func TestNemesisPlanIsolationsApart(t *testing.T) {
+	var old []string
+	for _, k := range torture.NemesisKinds {
+		if k != torture.NemesisServerIsolate {
+			old = append(old, k)
+		}
+	}
+	for _, seed := range []uint64{1, 42, 1796501929713515433} {
+		shape := torture.NemesisShape{Workers: 5, Servers: 3, Kinds: old, TTL: time.Second}
+		without := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
+		shape.Kinds = torture.NemesisKinds
+		with := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
+		var others, cuts []torture.NemesisEvent
+		for _, e := range with.Events {
+			if e.Kind == torture.NemesisServerIsolate {
+				cuts = append(cuts, e)
+			} else {
+				others = append(others, e)
+			}
+		}
+		if !reflect.DeepEqual(others, without.Events) {
+			t.Fatalf("seed %d: the other kinds' events differ with isolations in the shape:\nwithout: %v\nwith:    %v", seed, without.Events, others)
+		}
+		if len(cuts) == 0 {
+			t.Fatalf("seed %d: no isolation in two minutes", seed)
+		}
+		var last time.Duration
+		targets := map[int]bool{}
+		for _, e := range cuts {
+			if e.At < last {
+				t.Errorf("seed %d: isolation %s starts before the previous one ended (%v)", seed, e, last)
+			}
+			last = e.At + e.For
+			if e.Target < 0 || e.Target >= shape.Servers {
+				t.Errorf("seed %d: isolation %s of a server out of range", seed, e)
+			}
+			targets[e.Target] = true
+		}
+		if len(targets) < 2 {
+			t.Errorf("seed %d: isolations of %d server(s) only in two minutes: %v", seed, len(targets), cuts)
+		}
+	}
+}
+
 // TestNemesisPlanKeepsChannels pins that the recipes' workers (the
 // shape's Extra) leave a seed's faults for the other workers and the
 // servers as they were: their channels are drawn after all others.
@@ -361,7 +425,8 @@ func TestNemesisPlanKeepsChannels(t *testing.T) {
 			var kept []torture.NemesisEvent
 			extra := 0
 			for _, e := range grown.Events {
-				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill || e.Kind == torture.NemesisServerClockJump
+				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill || e.Kind == torture.NemesisServerClockJump ||
+					e.Kind == torture.NemesisServerIsolate
 				if server || e.Target < shape.Workers {
 					kept = append(kept, e)
 				} else {
