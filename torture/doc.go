@@ -215,12 +215,20 @@
 // defect (the single-fault clock-jump row shows the case). For each fault that cut a holder off while it held, the
 // table gives the time from the fault to the holder's library reporting
 // the lock lost, and to the next grant to another worker (p50 / max).
+// A ZooKeeper member is cut off from its peers too (server-isolate: every
+// link between it and the other servers blackholed, both ways, for a
+// span, while its clients still reach it; a channel of its own, so it may
+// overlap another server's pause or kill, leaving no quorum for a while):
+// the ensemble's members reach each other through a proxy per link and
+// port (testserver.WithPeerAddress).
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the
-// workers (no shim moves a Go worker's clock), partitions between servers
-// (no proxy sits between etcd peers or ZooKeeper servers) and read/write
-// locks.
+// workers (no shim moves a Go worker's clock), partitions between etcd
+// members (a member names its peers by the URLs the cluster's membership
+// records, the same for every member, so a proxy there sits on all of a
+// member's inbound links at once, not on a link between two members) and
+// read/write locks.
 //
 // Every run logs its seed and the command that replays it:
 //
