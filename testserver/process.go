@@ -45,6 +45,9 @@ type Process struct {
 	ready func() error
 	// readyTimeout bounds how long Restart waits for ready.
 	readyTimeout time.Duration
+	// alive is the probe of RestartAlone: nil once the server accepts
+	// connections, whether or not it serves. Nil: ready.
+	alive func() error
 
 	mu  sync.Mutex
 	cur *run // nil if never started
@@ -249,6 +252,29 @@ func (p *Process) Restart(t testing.TB) {
 	err := p.start()
 	if err == nil {
 		err = p.awaitReady(time.Now().Add(p.readyTimeout))
+	}
+	if err != nil {
+		t.Fatal(startFailure(p.name, err, []*Process{p}))
+	}
+}
+
+// RestartAlone starts the server again as Restart does, but waits only
+// until it accepts connections, not until it serves: for a member of an
+// ensemble cut off from its peers, which cannot serve before its links
+// heal. For a ZooKeeper member it waits for ruok's answer; for other
+// servers it is Restart.
+func (p *Process) RestartAlone(t testing.TB) {
+	t.Helper()
+	p.Stop()
+	err := p.start()
+	if err == nil {
+		probe := p.alive
+		if probe == nil {
+			probe = p.ready
+		}
+		if probe != nil {
+			err = waitUntil(time.Now().Add(p.readyTimeout), []*Process{p}, probe)
+		}
 	}
 	if err != nil {
 		t.Fatal(startFailure(p.name, err, []*Process{p}))

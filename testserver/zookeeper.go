@@ -180,6 +180,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKe
 				stopSig:      syscall.SIGTERM,
 				ready:        m.probe,
 				readyTimeout: clusterStartTimeout,
+				alive:        m.ruok,
 			}
 			procs[i] = m.Process
 		}
@@ -204,12 +205,14 @@ type zkOptions struct {
 // reaches member to's quorum or election port, addr ("127.0.0.1:PORT"),
 // in from's zoo.cfg: f returns addr itself or a proxy's address for it
 // (on the same host for both ports: zoo.cfg has one host per server),
-// so that a test can cut the link from one server to another apart from
-// the others (ZooKeeper keeps one connection per pair of servers for each
-// port, opened by one of the two, so a link is cut both ways by cutting
-// what either side dials). f is called once per member, link and port at
-// each start attempt (an attempt that fails is retried on new ports).
-// Restart keeps the addresses.
+// so that a test can cut links between servers. Every quorum link (a
+// follower's connection to its leader) passes the address its follower
+// was given. An election link may not: a server that receives an
+// election connection from one of lower id drops it and connects back to
+// the address that server announces, its own; no proxy sits there, and
+// a cut of the proxies leaves that link up. f is called once per member,
+// link and port at each start attempt (an attempt that fails is retried
+// on new ports). Restart keeps the addresses.
 func WithPeerAddress(f func(from, to int, addr string) (string, error)) ZooKeeperOption {
 	return func(o *zkOptions) { o.peer = f }
 }

@@ -215,12 +215,15 @@
 // defect (the single-fault clock-jump row shows the case). For each fault that cut a holder off while it held, the
 // table gives the time from the fault to the holder's library reporting
 // the lock lost, and to the next grant to another worker (p50 / max).
-// A ZooKeeper member is cut off from its peers too (server-isolate: every
-// link between it and the other servers blackholed, both ways, for a
-// span, while its clients still reach it; a channel of its own, so it may
-// overlap another server's pause or kill, leaving no quorum for a while):
-// the ensemble's members reach each other through a proxy per link and
-// port (testserver.WithPeerAddress).
+// A ZooKeeper member is cut off from its peers too (server-peer-cut: its
+// links to and from the other servers blackholed in the proxies the
+// members reach each other by, testserver.WithPeerAddress, for a span,
+// while its clients still reach it; a channel of its own, so it may
+// overlap another server's pause or kill, leaving no quorum for a
+// while). It is a partial partition: every quorum link is cut, but an
+// election link that ZooKeeper opened back to the address a server
+// announces itself at passes no proxy and survives (see
+// NemesisServerPeerCut).
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the

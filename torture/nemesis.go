@@ -55,23 +55,28 @@ const (
 	// ZooKeeper (sessions expire by the servers' monotonic clock), nor
 	// to file (no server).
 	NemesisServerClockJump = "server-clock-jump"
-	// NemesisServerIsolate cuts every link between a server and the
-	// other servers of its ensemble, both ways, for the fault's span,
-	// while the server runs and its clients reach it: a member cut off
-	// from its quorum, which must stop serving what needs the quorum
-	// while the others go on (with a leader of their own if it led). It
-	// applies where the target names each server's peer links
-	// (NemesisTarget.Peers): a ZooKeeper ensemble, whose members are told
-	// to reach each other through proxies. etcd has none: a member names
-	// its peers by the URLs the cluster's membership records, the same
-	// for every member, so a proxy there would sit on one member's
-	// inbound links only, not on a link between two members.
-	NemesisServerIsolate = "server-isolate"
+	// NemesisServerPeerCut cuts a server's links to and from the other
+	// servers of its ensemble, through the proxies they reach each other
+	// by (NemesisTarget.Peers), for the fault's span, while the server
+	// runs and its clients reach it. In a ZooKeeper ensemble that cuts
+	// every quorum link of the server (a follower's connection to its
+	// leader), so it stops serving, and the election links that go
+	// through a proxy. Not all do: a server that receives an election
+	// connection from a server of lower id drops it and connects back to
+	// the address that server announces, its own, where no proxy sits;
+	// such a link survives the cut, and the cut-off server may go on
+	// voting. It is a partial partition: a cut-off leader of the highest
+	// id can win each election it then cannot lead, leaving the ensemble
+	// without a leader until the links heal. etcd has no peer proxies: a
+	// member names its peers by the URLs the cluster's membership
+	// records, the same for every member, so a proxy there would sit on
+	// all of one member's inbound links, not on a link between two.
+	NemesisServerPeerCut = "server-peer-cut"
 )
 
 // NemesisKinds are the fault kinds, in report order.
 var NemesisKinds = []string{NemesisHolderPause, NemesisLockCut, NemesisLockDelay, NemesisLostReply,
-	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerIsolate}
+	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut}
 
 // NemesisEvent is one fault of a schedule: Kind on Target (a worker's
 // index for the worker and link faults, a server's for the server faults)
@@ -201,8 +206,8 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	if has(NemesisServerClockJump) && s.Servers > 0 {
 		p.Events = append(p.Events, nemesisClockJumps(seed, d, s)...)
 	}
-	if has(NemesisServerIsolate) && s.Servers > 0 {
-		p.Events = append(p.Events, nemesisIsolations(seed, d, s)...)
+	if has(NemesisServerPeerCut) && s.Servers > 0 {
+		p.Events = append(p.Events, nemesisPeerCuts(seed, d, s)...)
 	}
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
 	return p
@@ -229,19 +234,18 @@ func nemesisClockJumps(seed uint64, d time.Duration, s NemesisShape) []NemesisEv
 	}
 }
 
-// nemesisIsolations draws the isolations of servers from their peers, a
-// channel of their own from a generator of their own, as the clock jumps
-// are: the other channels' faults are the same with and without them. An
-// isolation may overlap another server's pause or kill, which leaves the
-// ensemble without a quorum for a while: a loss of availability, never
-// of safety.
-func nemesisIsolations(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
+// nemesisPeerCuts draws the cuts of servers from their peers, a channel
+// of their own from a generator of their own, as the clock jumps are: the
+// other channels' faults are the same with and without them. A cut may
+// overlap another server's pause or kill, which leaves the ensemble
+// without a quorum for a while: a loss of availability, never of safety.
+func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
 	rng := rand.New(rand.NewPCG(seed^0x69736f6c61746521, seed+2))
 	ttl := s.TTL
 	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	var evs []NemesisEvent
 	for at := span(ttl, 4*ttl); ; {
-		e := NemesisEvent{At: at, Kind: NemesisServerIsolate, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
+		e := NemesisEvent{At: at, Kind: NemesisServerPeerCut, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
 		if e.At+e.For > d {
 			return evs
 		}
@@ -267,8 +271,13 @@ type NemesisTarget struct {
 	NoServerKill bool
 	// Peers are, for each server in the order of Servers, the proxies of
 	// every link between it and the other servers, both ways; a target
-	// with them for every server takes server-isolate faults.
+	// with them for every server takes server-peer-cut faults.
 	Peers [][]*faultproxy.Proxy
+
+	// cut are the servers a run (RunNemesisModes) has cut off from
+	// their peers: one killed restarts without waiting until it serves,
+	// which it cannot do before its links heal.
+	cut map[int]bool
 }
 
 // Shape is what a schedule for nt is drawn for: the workers of RunNemesis
@@ -296,7 +305,7 @@ func (nt NemesisTarget) kinds() []string {
 		k = append(k, NemesisServerClockJump)
 	}
 	if len(nt.Servers) > 1 && len(nt.Peers) == len(nt.Servers) && !slices.ContainsFunc(nt.Peers, func(ps []*faultproxy.Proxy) bool { return len(ps) == 0 }) {
-		k = append(k, NemesisServerIsolate)
+		k = append(k, NemesisServerPeerCut)
 	}
 	return k
 }
@@ -392,6 +401,7 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 	if len(modes) == 0 {
 		t.Fatal("torture: a nemesis run needs a store mode")
 	}
+	nt.cut = map[int]bool{}
 	var ms []*nemesisMode
 	for _, mode := range modes {
 		ms = append(ms, newNemesisMode(t, nt, mode, plan, ttl))
@@ -410,6 +420,11 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 				if off := c.Offset(); off != 0 {
 					c.Jump(-off)
 				}
+			}
+		}
+		for _, ps := range nt.Peers {
+			for _, p := range ps {
+				p.Heal()
 			}
 		}
 		for _, p := range nt.Servers {
@@ -781,7 +796,7 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failed
 func nemesisApplyModes(t testing.TB, nt NemesisTarget, ms []*nemesisMode, e NemesisEvent, start bool) error {
 	t.Helper()
 	switch e.Kind {
-	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerIsolate:
+	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut:
 		var also []*Run
 		for _, m := range ms[1:] {
 			also = append(also, m.r)
@@ -859,6 +874,11 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 			server(fmt.Sprintf("server %d kill -9", e.Target))
 			return nil
 		}
+		if nt.cut[e.Target] {
+			p.RestartAlone(t)
+			server(fmt.Sprintf("server %d restarted, cut off from its peers", e.Target))
+			return nil
+		}
 		p.Restart(t)
 		server(fmt.Sprintf("server %d restarted", e.Target))
 	case NemesisServerClockJump:
@@ -872,17 +892,22 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 			nt.Clocks[e.Target].Jump(-e.Jump)
 			server(fmt.Sprintf("server %d's wall clock returned (jumped by %+v)", e.Target, -e.Jump.Round(time.Millisecond)))
 		}
-	case NemesisServerIsolate:
+	case NemesisServerPeerCut:
 		if e.Target < 0 || e.Target >= len(nt.Peers) || len(nt.Peers[e.Target]) == 0 {
 			return fmt.Errorf("server %d has no peer links", e.Target)
 		}
+		if nt.cut == nil {
+			return fmt.Errorf("server %d: a peer cut outside a nemesis run", e.Target)
+		}
 		if start {
 			on(nt.Peers[e.Target], (*faultproxy.Proxy).Blackhole)
+			nt.cut[e.Target] = true
 			server(fmt.Sprintf("server %d cut off from its peers", e.Target))
-		} else {
-			on(nt.Peers[e.Target], heal)
-			server(fmt.Sprintf("server %d's peer links healed", e.Target))
+			return nil
 		}
+		on(nt.Peers[e.Target], heal)
+		delete(nt.cut, e.Target)
+		server(fmt.Sprintf("server %d's peer links healed", e.Target))
 	default:
 		return fmt.Errorf("unknown fault kind %q", e.Kind)
 	}

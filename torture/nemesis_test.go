@@ -138,8 +138,8 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 	case "zookeeper":
 		// No clock jumps: ZooKeeper expires sessions by the servers'
 		// monotonic clock. The members reach each other through proxies,
-		// one per link and port, for the isolations of a server from its
-		// peers. (The proxies of a start attempt that failed stay in
+		// one per link and port, for the cuts of a server from its peers
+		// (see NemesisServerPeerCut for the links a cut misses). (The proxies of a start attempt that failed stay in
 		// peers, linked to ports nothing listens on: cutting them cuts
 		// nothing.)
 		peers := map[int][]*faultproxy.Proxy{} // by member ID, every link from or to it
@@ -364,14 +364,14 @@ func TestNemesisPlanClockJumpsApart(t *testing.T) {
 	}
 }
 
-// TestNemesisPlanIsolationsApart checks that the isolations of servers
-// from their peers leave the rest of a seed's schedule alone, as the
-// clock jumps do, and isolate one server at a time, each healed before
-// the next.
-func TestNemesisPlanIsolationsApart(t *testing.T) {
+// TestNemesisPlanPeerCutsApart checks that the cuts of servers from
+// their peers leave the rest of a seed's schedule alone, as the clock
+// jumps do, and cut one server off at a time, each healed before the
+// next.
+func TestNemesisPlanPeerCutsApart(t *testing.T) {
 	var old []string
 	for _, k := range torture.NemesisKinds {
-		if k != torture.NemesisServerIsolate {
+		if k != torture.NemesisServerPeerCut {
 			old = append(old, k)
 		}
 	}
@@ -382,32 +382,32 @@ func TestNemesisPlanIsolationsApart(t *testing.T) {
 		with := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
 		var others, cuts []torture.NemesisEvent
 		for _, e := range with.Events {
-			if e.Kind == torture.NemesisServerIsolate {
+			if e.Kind == torture.NemesisServerPeerCut {
 				cuts = append(cuts, e)
 			} else {
 				others = append(others, e)
 			}
 		}
 		if !reflect.DeepEqual(others, without.Events) {
-			t.Fatalf("seed %d: the other kinds' events differ with isolations in the shape:\nwithout: %v\nwith:    %v", seed, without.Events, others)
+			t.Fatalf("seed %d: the other kinds' events differ with peer cuts in the shape:\nwithout: %v\nwith:    %v", seed, without.Events, others)
 		}
 		if len(cuts) == 0 {
-			t.Fatalf("seed %d: no isolation in two minutes", seed)
+			t.Fatalf("seed %d: no peer cut in two minutes", seed)
 		}
 		var last time.Duration
 		targets := map[int]bool{}
 		for _, e := range cuts {
 			if e.At < last {
-				t.Errorf("seed %d: isolation %s starts before the previous one ended (%v)", seed, e, last)
+				t.Errorf("seed %d: peer cut %s starts before the previous one ended (%v)", seed, e, last)
 			}
 			last = e.At + e.For
 			if e.Target < 0 || e.Target >= shape.Servers {
-				t.Errorf("seed %d: isolation %s of a server out of range", seed, e)
+				t.Errorf("seed %d: peer cut %s of a server out of range", seed, e)
 			}
 			targets[e.Target] = true
 		}
 		if len(targets) < 2 {
-			t.Errorf("seed %d: isolations of %d server(s) only in two minutes: %v", seed, len(targets), cuts)
+			t.Errorf("seed %d: peer cuts of %d server(s) only in two minutes: %v", seed, len(targets), cuts)
 		}
 	}
 }
@@ -426,7 +426,7 @@ func TestNemesisPlanKeepsChannels(t *testing.T) {
 			extra := 0
 			for _, e := range grown.Events {
 				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill || e.Kind == torture.NemesisServerClockJump ||
-					e.Kind == torture.NemesisServerIsolate
+					e.Kind == torture.NemesisServerPeerCut
 				if server || e.Target < shape.Workers {
 					kept = append(kept, e)
 				} else {
