@@ -36,12 +36,15 @@ func TestParseMntr(t *testing.T) {
 
 func TestStatementName(t *testing.T) {
 	for sql, want := range map[string]string{
-		"SELECT pg_advisory_lock(hashtextextended($1, 0))":                     "pg_advisory_lock",
-		" SELECT pg_advisory_unlock(hashtextextended($1, 0))":                  "pg_advisory_unlock",
-		"SELECT distlock_acquire($1, $2, $3, $4)":                              "distlock_acquire",
-		"CALL distlock_release($1, $2)":                                        "distlock_release",
-		"SELECT granted, retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)": "distlock_lease_acquire",
-		"SELECT value FROM torture_register WHERE resource = $1":               "SELECT value FROM tortur",
+		"SELECT pg_advisory_lock(hashtextextended($1, 0))":        "pg_advisory_lock",
+		" SELECT pg_advisory_unlock(hashtextextended($1, 0))":     "pg_advisory_unlock",
+		"SELECT distlock_acquire($1, $2, $3, $4)":                 "distlock_acquire",
+		"CALL distlock_release($1, $2)":                           "distlock_release",
+		`SELECT "public".distlock_acquire($1, $2, $3, $4)`:        "distlock_acquire",
+		`SELECT granted FROM "bench".distlock_lease_wait($1, $2)`: "distlock_lease_wait",
+		"UPDATE t SET held = false WHERE key = $1 RETURNING pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1::pg_catalog.text, 0::pg_catalog.int8))":   "pg_advisory_unlock (after UPDATE)",
+		"SELECT granted, retry_ms FROM distlock_lease_acquire($1, $2, $3, $4)":                                                                                     "distlock_lease_acquire",
+		"SELECT value FROM torture_register WHERE resource = $1":                                                                                                   "SELECT value FROM tortur",
 		"WITH released AS (\n\tUPDATE t SET held = false RETURNING 1)\nSELECT pg_advisory_unlock(hashtextextended($1, 0))\nFROM (SELECT count(*) FROM released) r": "pg_advisory_unlock (after WITH)",
 		"UPDATE t SET held = false\nWHERE key = $1\nRETURNING pg_advisory_unlock(hashtextextended($1, 0))":                                                         "pg_advisory_unlock (after UPDATE)",
 		"UPDATE t SET held = false WHERE key = $1 RETURNING token":                                                                                                 "UPDATE t SET held = fals",

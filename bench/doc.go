@@ -56,7 +56,12 @@
 //     session mode, where no connection's death lets a lock lapse), and
 //     each time as a ratio of the package's stated bound (reconcile×1.25
 //     plus the minimum hold for a join, plus the TTL for a kill);
-//     TestPartitionRows, not part of the full run's RESULTS.md.
+//     TestPartitionRows, not part of the full run's RESULTS.md (it waits
+//     out the reconcile interval, minimum hold and TTL on every trial:
+//     minutes);
+//  10. the command: `distlock run KEY -- true` against `flock FILE true`,
+//     whole processes from fork to exit, interleaved, with the binary
+//     built from cmd/distlock (a few seconds; TestCLIRun -cli N alone).
 //
 // Adding a backend or a peer is adding one entry to Subjects. Entries with
 // NotBuilt set are reported as "not built yet".

@@ -100,7 +100,7 @@ func (pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData
 // distlock_lease_acquire, and a statement with a WITH clause is named by
 // its main statement with " (after WITH)" added, an UPDATE whose
 // RETURNING calls a function by that function with " (after UPDATE)"
-// added; others by their first words. The name is on one line: it goes
+// added; others by their first words. A function's schema is dropped. The name is on one line: it goes
 // into a table row.
 func statementName(sql string) string {
 	s := strings.Join(strings.Fields(sql), " ")
@@ -112,19 +112,19 @@ func statementName(sql string) string {
 	if strings.HasPrefix(s, "UPDATE ") {
 		if i := strings.LastIndex(s, " RETURNING "); i >= 0 {
 			if name, _, ok := strings.Cut(s[i+len(" RETURNING "):], "("); ok && name != "" && !strings.Contains(name, " ") {
-				return name + " (after UPDATE)"
+				return unqualified(name) + " (after UPDATE)"
 			}
 		}
 	}
 	for _, verb := range []string{"SELECT ", "CALL "} {
 		if rest, ok := strings.CutPrefix(s, verb); ok {
 			if name, _, ok := strings.Cut(rest, "("); ok && !strings.Contains(name, " ") {
-				return name
+				return unqualified(name)
 			}
 			// A set-returning function: SELECT columns FROM f(...).
 			if _, from, ok := strings.Cut(rest, " FROM "); ok {
 				if name, _, ok := strings.Cut(from, "("); ok && name != "" && !strings.Contains(name, " ") {
-					return name
+					return unqualified(name)
 				}
 			}
 		}
@@ -133,6 +133,16 @@ func statementName(sql string) string {
 		s = s[:24]
 	}
 	return s
+}
+
+// unqualified drops a function name's schema ("public".distlock_acquire,
+// pg_catalog.pg_advisory_unlock), so that rows calling one function by
+// either spelling count under one name.
+func unqualified(name string) string {
+	if i := strings.LastIndex(name, "."); i >= 0 {
+		return name[i+1:]
+	}
+	return name
 }
 
 // PostgresSnapshot reads the count of statements sent by counted pools.

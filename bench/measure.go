@@ -43,6 +43,8 @@ type Params struct {
 
 	SemaphoreLimit   int // permits of the semaphore measurement's semaphores
 	SemaphoreWorkers int // goroutines (each its own instance) sharing SemaphoreLimit permits; 0: no contended rounds
+
+	CLIRuns int // runs of each command of the CLI measurement, interleaved; 0: not measured
 }
 
 // FullParams is the run that produces RESULTS.md.
@@ -66,6 +68,8 @@ var FullParams = Params{
 
 	SemaphoreLimit:   4,
 	SemaphoreWorkers: 8,
+
+	CLIRuns: 50,
 }
 
 // SmokeParams is the run of `go test ./...`: every code path, in seconds.
@@ -89,6 +93,8 @@ var SmokeParams = Params{
 
 	SemaphoreLimit:   2,
 	SemaphoreWorkers: 4,
+
+	CLIRuns: 3,
 }
 
 // Results are what a run measured, by subject ID.
@@ -102,6 +108,7 @@ type Results struct {
 	Held       map[string][]*HeldResult
 	Election   map[string]*ElectionResult
 	Semaphore  map[string]*SemaphoreResult // nil in results that predate the measurement
+	CLI        *CLIResult                  // nil in results that predate the measurement or with CLIRuns 0
 	IdleRTT    map[string][]time.Duration  // round trips after Hold of idleness, by round-trip subject, sorted
 	Versions   map[string]string
 }
@@ -208,6 +215,9 @@ func (r *Runner) Run(ctx context.Context) *Results {
 	res.Held = r.held(ctx)
 	res.Election = r.elections(ctx)
 	res.Semaphore = r.semaphores(ctx)
+	if r.p.CLIRuns > 0 {
+		res.CLI = r.cli(ctx, r.p.CLIRuns, "")
+	}
 	res.Versions = r.env.Versions(ctx)
 	res.Elapsed = time.Since(res.Started)
 	return res

@@ -18,6 +18,9 @@ import (
 	pt "github.com/distlock/distlock/partition"
 )
 
+// partitionCommand measures the partitioning rows (see TestPartitionRows).
+const partitionCommand = "cd bench && go test -run TestPartitionRows -partition all -v ."
+
 // PartitionParams size the partitioning measurement.
 type PartitionParams struct {
 	Rounds    int           // join and kill trials per row, rows interleaved

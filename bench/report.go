@@ -243,6 +243,9 @@ func (rp *Report) Goals() []Goal {
 	goals = numbered(goals, rp.pgGoals()...)
 	goals = numbered(goals, rp.perfGoals()...)
 	goals = numbered(goals, rp.redlockGoals()...)
+	// Goals added later come last, so that the numbers above stay.
+	goals = numbered(goals, rp.pgMoreGoals()...)
+	goals = numbered(goals, rp.rowsGoal())
 	return goals
 }
 
@@ -322,6 +325,7 @@ func (rp *Report) Write(w io.Writer) error {
 	rp.writeHeld(pf)
 	rp.writeElection(pf, 4+len(p.ContentionWaiters))
 	rp.writeSemaphores(pf, 5+len(p.ContentionWaiters))
+	rp.writeCLI(pf, 6+len(p.ContentionWaiters))
 	rp.writeSubjects(pf)
 
 	if rp.Analysis != "" {

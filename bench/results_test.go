@@ -121,6 +121,9 @@ func checkResults(t *testing.T, p Params, res *Results, subs []Subject) {
 		// memlock grants permits: a run with its row measures at least it.
 		t.Errorf("semaphores: none of the %d rows' backends grants permits; the measurement took nothing", semRows)
 	}
+	if c := res.CLI; p.CLIRuns > 0 && (c == nil || c.Skipped == "" && c.ratio() == 0) {
+		t.Errorf("cli: `distlock run` against flock(1) not measured")
+	}
 	for _, s := range subs {
 		if s.Has(Latency) {
 			if lr := res.Latency[s.ID]; lr == nil || len(lr.Samples) != p.Rounds*p.LatencyOps {
