@@ -46,9 +46,17 @@ var PartitionSmoke = PartitionParams{Rounds: 1, Members: 3, Units: 8, Reconcile:
 // to be granted a lock not counted).
 func (p PartitionParams) JoinBound() time.Duration { return p.Reconcile*5/4 + p.MinHold }
 
-// KillBound is the package's stated bound for a kill to settle: the
-// reconcile interval plus its jitter, plus the TTL.
-func (p PartitionParams) KillBound() time.Duration { return p.Reconcile*5/4 + p.TTL }
+// KillBound is the package's stated bound for a kill to settle on
+// service: the reconcile interval plus its jitter, plus the time a dead
+// member's locks last, the TTL or, on ZooKeeper, the session timeout
+// (zklock's grants end with the session; see package partition).
+func (p PartitionParams) KillBound(service string) time.Duration {
+	lapse := p.TTL
+	if service == SvcZK {
+		lapse = zkSessionTimeout
+	}
+	return p.Reconcile*5/4 + lapse
+}
 
 // PartitionResult is the partitioning measurement of one distlock row.
 type PartitionResult struct {
@@ -316,8 +324,8 @@ func routeURL(raw string, via func(string) (string, error)) (string, error) {
 // each as a ratio of the package's bound.
 func partitionTable(subs []Subject, res map[string]*PartitionResult, pp PartitionParams) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| service | row | join p50 | join max | join p50, max / bound (%s) | kill p50 | kill max | kill p50, max / bound (%s) |\n|---|---|---|---|---|---|---|---|\n",
-		fmtDur(pp.JoinBound()), fmtDur(pp.KillBound()))
+	fmt.Fprintf(&b, "| service | row | join p50 | join max | join p50, max / bound (%s) | kill p50 | kill max | kill p50, max / bound |\n|---|---|---|---|---|---|---|---|\n",
+		fmtDur(pp.JoinBound()))
 	for _, s := range subs {
 		pr := res[s.ID]
 		if pr == nil {
@@ -327,8 +335,9 @@ func partitionTable(subs []Subject, res map[string]*PartitionResult, pp Partitio
 		kill := "| " + pr.NoKill + " | | |"
 		if pr.NoKill == "" {
 			k := slices.Sorted(slices.Values(pr.Kill))
-			kill = fmt.Sprintf("| %s | %s | %s, %s |", fmtDur(median(k)), fmtDur(last(k)),
-				sig3(float64(median(k))/float64(pp.KillBound())), sig3(float64(last(k))/float64(pp.KillBound())))
+			bound := pp.KillBound(s.Service)
+			kill = fmt.Sprintf("| %s | %s | %s, %s (%s) |", fmtDur(median(k)), fmtDur(last(k)),
+				sig3(float64(median(k))/float64(bound)), sig3(float64(last(k))/float64(bound)), fmtDur(bound))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s, %s %s\n", s.Service, s.Name, fmtDur(median(join)), fmtDur(last(join)),
 			sig3(float64(median(join))/float64(pp.JoinBound())), sig3(float64(last(join))/float64(pp.JoinBound())), kill)

@@ -27,8 +27,8 @@ func TestPartitionRows(t *testing.T) {
 	pp := PartitionFull
 	r := NewRunner(t, NewEnv(t), FullParams, subs)
 	res := r.partition(ctx, subs, pp)
-	t.Logf("%d members (one joins, then is killed: its connections blackholed), %d units; reconcile %s, min hold %s, TTL %s; bound: join %s (reconcile×1.25 + min hold), kill %s (reconcile×1.25 + TTL)",
-		pp.Members, pp.Units, fmtDur(pp.Reconcile), fmtDur(pp.MinHold), fmtDur(pp.TTL), fmtDur(pp.JoinBound()), fmtDur(pp.KillBound()))
+	t.Logf("%d members (one joins, then is killed: its connections blackholed), %d units; reconcile %s, min hold %s, TTL %s; bound: join %s (reconcile×1.25 + min hold), kill %s (reconcile×1.25 + TTL; on ZooKeeper %s, with the session timeout)",
+		pp.Members, pp.Units, fmtDur(pp.Reconcile), fmtDur(pp.MinHold), fmtDur(pp.TTL), fmtDur(pp.JoinBound()), fmtDur(pp.KillBound("")), fmtDur(pp.KillBound(SvcZK)))
 	t.Logf("\n%s", partitionTable(subs, res, pp))
 	for _, s := range subs {
 		pr := res[s.ID]
