@@ -55,7 +55,8 @@
 //     so its locks lapse by TTL; not on memlock, filelock and pglock's
 //     session mode, where no connection's death lets a lock lapse), and
 //     each time as a ratio of the package's stated bound (reconcile×1.25
-//     plus the minimum hold for a join, plus the TTL for a kill);
+//     plus the minimum hold for a join, plus the TTL for a kill, or on
+//     ZooKeeper the session timeout, which its locks last);
 //     TestPartitionRows, not part of the full run's RESULTS.md (it waits
 //     out the reconcile interval, minimum hold and TTL on every trial:
 //     minutes);

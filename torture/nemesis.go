@@ -65,9 +65,10 @@ const (
 	// connection from a server of lower id drops it and connects back to
 	// the address that server announces, its own, where no proxy sits;
 	// such a link survives the cut, and the cut-off server may go on
-	// voting. It is a partial partition: a cut-off leader of the highest
-	// id can win each election it then cannot lead, leaving the ensemble
-	// without a leader until the links heal. etcd has no peer proxies: a
+	// voting. It is a partial partition: a cut-off server whose vote
+	// ranks first (ZooKeeper ranks by epoch, last zxid, then id: often
+	// the old leader's) can win each election it then cannot lead,
+	// leaving the ensemble without a leader until the links heal. etcd has no peer proxies: a
 	// member names its peers by the URLs the cluster's membership
 	// records, the same for every member, so a proxy there would sit on
 	// all of one member's inbound links, not on a link between two.
@@ -128,8 +129,8 @@ type NemesisShape struct {
 
 // NewNemesisPlan draws a schedule of duration d from seed, a pure
 // function of its arguments. Faults are drawn per channel (each worker's
-// process, its lock links, its store link, and the servers as one
-// channel, one server faulted at a time so that a quorum stays up): one
+// process, its lock links, its store link, and the servers' pauses and
+// kills as one channel, one server at a time so that a quorum stays up): one
 // after another within a channel, with random gaps and spans (up to 2.5
 // TTLs, so that a lease may lapse; a holder's pause or cut-off always
 // outlasts the TTL, up to 3 TTLs), independently across channels, so
@@ -138,8 +139,10 @@ type NemesisShape struct {
 // time, by 1.2 to 3 TTLs, forward two times in three), drawn from a
 // generator of their own: the other channels' faults are the same with
 // and without them, so a seed replays the same schedule of the other
-// kinds whether or not a target takes clock jumps. The Extra
-// workers' channels come last.
+// kinds whether or not a target takes clock jumps. The cuts of a server
+// from its peers are another such channel (nemesisPeerCuts), which may
+// overlap a pause or kill of another server. The Extra workers' channels
+// come last.
 func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	has := func(k string) bool { return slices.Contains(s.Kinds, k) }
@@ -238,7 +241,9 @@ func nemesisClockJumps(seed uint64, d time.Duration, s NemesisShape) []NemesisEv
 // of their own from a generator of their own, as the clock jumps are: the
 // other channels' faults are the same with and without them. A cut may
 // overlap another server's pause or kill, which leaves the ensemble
-// without a quorum for a while: a loss of availability, never of safety.
+// without a quorum for a while: a loss of availability, never of safety
+// (a server restarted meanwhile is not waited for until it serves: see
+// nemesisApply).
 func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
 	rng := rand.New(rand.NewPCG(seed^0x69736f6c61746521, seed+2))
 	ttl := s.TTL
@@ -275,8 +280,11 @@ type NemesisTarget struct {
 	Peers [][]*faultproxy.Proxy
 
 	// cut are the servers a run (RunNemesisModes) has cut off from
-	// their peers: one killed restarts without waiting until it serves,
-	// which it cannot do before its links heal.
+	// their peers. While any is, a killed server restarts without
+	// waiting until it serves: cut off, it cannot; beside a cut-off
+	// server whose vote ranks first, the ensemble may elect that server
+	// again and again until its links heal, the next event of the
+	// schedule, which a wait would block.
 	cut map[int]bool
 }
 
@@ -874,9 +882,9 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 			server(fmt.Sprintf("server %d kill -9", e.Target))
 			return nil
 		}
-		if nt.cut[e.Target] {
+		if len(nt.cut) > 0 {
 			p.RestartAlone(t)
-			server(fmt.Sprintf("server %d restarted, cut off from its peers", e.Target))
+			server(fmt.Sprintf("server %d restarted (not waited for until it serves: a server is cut off from its peers)", e.Target))
 			return nil
 		}
 		p.Restart(t)

@@ -139,9 +139,9 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// No clock jumps: ZooKeeper expires sessions by the servers'
 		// monotonic clock. The members reach each other through proxies,
 		// one per link and port, for the cuts of a server from its peers
-		// (see NemesisServerPeerCut for the links a cut misses). (The proxies of a start attempt that failed stay in
-		// peers, linked to ports nothing listens on: cutting them cuts
-		// nothing.)
+		// (see NemesisServerPeerCut for the links a cut misses). The
+		// proxies of a start attempt that failed stay in peers, linked to
+		// ports nothing listens on: cutting them cuts nothing.
 		peers := map[int][]*faultproxy.Proxy{} // by member ID, every link from or to it
 		zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
 			p, err := faultproxy.New(addr)
