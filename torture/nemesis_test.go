@@ -306,35 +306,44 @@ func logCutoffs(t *testing.T, nr *torture.NemesisResult) {
 	}
 }
 
+// kindApart draws two minutes of seed's schedule for 5 workers and
+// servers with every kind and without kind, checks that the other kinds'
+// events are the same in both, and returns kind's events.
+func kindApart(t *testing.T, kind string, seed uint64, servers int) []torture.NemesisEvent {
+	t.Helper()
+	var old []string
+	for _, k := range torture.NemesisKinds {
+		if k != kind {
+			old = append(old, k)
+		}
+	}
+	shape := torture.NemesisShape{Workers: 5, Servers: servers, Kinds: old, TTL: time.Second}
+	without := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
+	shape.Kinds = torture.NemesisKinds
+	with := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
+	var others, evs []torture.NemesisEvent
+	for _, e := range with.Events {
+		if e.Kind == kind {
+			evs = append(evs, e)
+		} else {
+			others = append(others, e)
+		}
+	}
+	if !reflect.DeepEqual(others, without.Events) {
+		t.Fatalf("seed %d, %d servers: the other kinds' events differ with %s in the shape:\nwithout: %v\nwith:    %v", seed, servers, kind, without.Events, others)
+	}
+	return evs
+}
+
 // TestNemesisPlanClockJumpsApart checks that the clock jumps leave the
 // rest of a seed's schedule alone: the events of the other kinds are the
 // same whether or not the shape takes clock jumps, and the clock jumps
 // move one server's clock at a time, each undone before the next,
 // forward and back, by at least a TTL.
 func TestNemesisPlanClockJumpsApart(t *testing.T) {
-	var old []string
-	for _, k := range torture.NemesisKinds {
-		if k != torture.NemesisServerClockJump {
-			old = append(old, k)
-		}
-	}
 	for _, seed := range []uint64{1, 42, 1796480551781457007} {
 		for _, servers := range []int{1, 3, 5} {
-			shape := torture.NemesisShape{Workers: 5, Servers: servers, Kinds: old, TTL: time.Second}
-			without := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
-			shape.Kinds = torture.NemesisKinds
-			with := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
-			var others, jumps []torture.NemesisEvent
-			for _, e := range with.Events {
-				if e.Kind == torture.NemesisServerClockJump {
-					jumps = append(jumps, e)
-				} else {
-					others = append(others, e)
-				}
-			}
-			if !reflect.DeepEqual(others, without.Events) {
-				t.Fatalf("seed %d, %d servers: the other kinds' events differ with clock jumps in the shape:\nwithout: %v\nwith:    %v", seed, servers, without.Events, others)
-			}
+			jumps := kindApart(t, torture.NemesisServerClockJump, seed, servers)
 			if len(jumps) == 0 {
 				t.Fatalf("seed %d, %d servers: no clock jump in two minutes", seed, servers)
 			}
@@ -369,28 +378,9 @@ func TestNemesisPlanClockJumpsApart(t *testing.T) {
 // jumps do, and cut one server off at a time, each healed before the
 // next.
 func TestNemesisPlanPeerCutsApart(t *testing.T) {
-	var old []string
-	for _, k := range torture.NemesisKinds {
-		if k != torture.NemesisServerPeerCut {
-			old = append(old, k)
-		}
-	}
 	for _, seed := range []uint64{1, 42, 1796501929713515433} {
-		shape := torture.NemesisShape{Workers: 5, Servers: 3, Kinds: old, TTL: time.Second}
-		without := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
-		shape.Kinds = torture.NemesisKinds
-		with := torture.NewNemesisPlan(seed, 2*time.Minute, shape)
-		var others, cuts []torture.NemesisEvent
-		for _, e := range with.Events {
-			if e.Kind == torture.NemesisServerPeerCut {
-				cuts = append(cuts, e)
-			} else {
-				others = append(others, e)
-			}
-		}
-		if !reflect.DeepEqual(others, without.Events) {
-			t.Fatalf("seed %d: the other kinds' events differ with peer cuts in the shape:\nwithout: %v\nwith:    %v", seed, without.Events, others)
-		}
+		const servers = 3
+		cuts := kindApart(t, torture.NemesisServerPeerCut, seed, servers)
 		if len(cuts) == 0 {
 			t.Fatalf("seed %d: no peer cut in two minutes", seed)
 		}
@@ -401,7 +391,7 @@ func TestNemesisPlanPeerCutsApart(t *testing.T) {
 				t.Errorf("seed %d: peer cut %s starts before the previous one ended (%v)", seed, e, last)
 			}
 			last = e.At + e.For
-			if e.Target < 0 || e.Target >= shape.Servers {
+			if e.Target < 0 || e.Target >= servers {
 				t.Errorf("seed %d: peer cut %s of a server out of range", seed, e)
 			}
 			targets[e.Target] = true
