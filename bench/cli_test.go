@@ -27,11 +27,13 @@ var (
 //	go test -run TestCLIRun -cli 200 -v .
 //	go test -run TestCLIRun -cli 200 -cli.against /tmp/distlock-old -v .   # A/B against another build
 //
-// Two more rows split distlock's cost: `true` alone (the command), and a
-// bare start of the distlock binary (its runtime and package
-// initialization: `distlock __supervise` without a parent, which exits at
-// once), which `distlock run` pays twice, for itself and for the
-// supervisor it starts between itself and the command.
+// More rows split distlock's cost: `true` alone (the command); a start of
+// the distlock binary (`distlock --version`: its runtime and package
+// initialization, and the command line's parsing), which `distlock run`
+// pays once; and a start of its supervisor, which `distlock run` starts
+// between itself and the command (`distlock __supervise` without a
+// parent, which exits at once: the supervisor runs from an early init,
+// before most packages initialise).
 func TestCLIRun(t *testing.T) {
 	if *cliRuns <= 0 {
 		t.Skip("run with -cli N")
@@ -57,12 +59,14 @@ func TestCLIRun(t *testing.T) {
 		{"flock(1) FILE true", []string{flock, filepath.Join(dir, "flock.lock"), truePath}, 0},
 		{"distlock run KEY -- true", []string{bin, "run", "bench/cli", "--", truePath}, 0},
 		{"true alone", []string{truePath}, 0},
-		{"distlock start alone (runtime and package init)", []string{bin, "__supervise"}, 64},
+		{"distlock --version (runtime and package init)", []string{bin, "--version"}, 0},
+		{"supervisor start alone (early init)", []string{bin, "__supervise"}, 64},
 	}
 	if *cliAgainst != "" {
 		rows = append(rows,
 			cliRow{"distlock run KEY -- true, with " + *cliAgainst, []string{*cliAgainst, "run", "bench/cli", "--", truePath}, 0},
-			cliRow{"distlock start alone, with " + *cliAgainst, []string{*cliAgainst, "__supervise"}, 64})
+			cliRow{"distlock --version, with " + *cliAgainst, []string{*cliAgainst, "--version"}, 0},
+			cliRow{"supervisor start alone, with " + *cliAgainst, []string{*cliAgainst, "__supervise"}, 64})
 	}
 	ctx := context.Background()
 	runOnce := func(argv []string, exit int) (time.Duration, error) {

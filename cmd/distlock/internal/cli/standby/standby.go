@@ -10,9 +10,10 @@
 // from its init. Both import only the standard library's core, so that
 // Go's initialisation order (by import path, once a package's imports are
 // initialised) runs it early, before the lock services' clients: when the
-// arguments ask for `run`, it starts the supervisor as a standby, which then initialises on another
-// CPU while this process does, and waits on its control socket to be told
-// what to run. A standby that is never told (the lock was not acquired,
+// arguments ask for `run`, it starts the supervisor as a standby. The
+// supervisor is run by package early's init too (package supervisor), and
+// never initialises the rest of distlock: it waits on its control socket
+// to be told what to run. A standby that is never told (the lock was not acquired,
 // a usage error) sees the socket close when distlock exits, and exits
 // without starting anything; the kernel also sends it SIGTERM then (its
 // parent-death signal).
