@@ -46,14 +46,22 @@ type Supervisor struct {
 }
 
 var (
-	mu      sync.Mutex
-	waiting *Supervisor // started by init, not taken yet
+	mu       sync.Mutex
+	starting chan struct{} // closed once StartAtInit's start ended; nil: none began
+	waiting  *Supervisor   // started by init, not taken yet
 )
 
-// Take returns the standby supervisor that StartAtInit started, once; nil
-// if there is none (another command than run, another program than
-// distlock, a system other than Linux) or it was taken already.
+// Take returns the standby supervisor that StartAtInit started, once, after
+// waiting for its start to end; nil if there is none (another command
+// than run, another program than distlock, a system other than Linux, a
+// start that failed) or it was taken already.
 func Take() *Supervisor {
+	mu.Lock()
+	started := starting
+	mu.Unlock()
+	if started != nil {
+		<-started
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	s := waiting
