@@ -138,14 +138,15 @@ func Main(args []string) int {
 	if fg {
 		attr.Foreground, attr.Ctty = true, ctty
 	}
-	proc, err := os.StartProcess(path, argv, &os.ProcAttr{Env: start.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+	// syscall.ForkExec, not os.StartProcess: the command is waited for by
+	// its pid (Wait4, below), and os.StartProcess would first probe
+	// whether pidfds work, with a fork of its own, in every run.
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: start.Env, Files: []uintptr{0, 1, 2}, Sys: attr})
 	if err != nil {
-		code, err := ExecError(argv[0], err)
+		code, err := ExecError(argv[0], &os.PathError{Op: "fork/exec", Path: path, Err: err})
 		fmt.Fprintf(report, "%s %d %s\n", ReportError, code, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 0
 	}
-	pid := proc.Pid
-	defer proc.Release()
 	fmt.Fprintf(report, "%s %d\n", ReportPid, pid)
 
 	type end struct {
