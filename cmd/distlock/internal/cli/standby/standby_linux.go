@@ -18,7 +18,10 @@ const ParentDeathSignal = syscall.SIGTERM
 // while the packages after the caller initialise on this one. That thread
 // never exits (its goroutine stays locked to it, waiting forever), so the
 // parent-death signal comes when distlock does. A wrong guess costs a
-// standby that exits unused, or a supervisor started later.
+// standby that exits unused, or a supervisor started later. The fork may
+// come while later packages initialise: a descriptor one of them opens
+// without close-on-exec, or a signal one of them ignores, may reach the
+// standby (the standard library's inits do neither).
 func StartAtInit(args []string) {
 	if !asksForRun(args) {
 		return
@@ -27,9 +30,12 @@ func StartAtInit(args []string) {
 	mu.Lock()
 	starting = started
 	mu.Unlock()
+	// Read now, before the packages after the caller initialise: one of
+	// them could set them while the goroutine reads them.
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread lives as long as distlock
-		s, err := Start("/proc/self/exe", []*os.File{os.Stdin, os.Stdout, os.Stderr})
+		s, err := Start("/proc/self/exe", stdio)
 		if err == nil { // else distlock starts its supervisor later, and reports any failure then
 			mu.Lock()
 			waiting = s
