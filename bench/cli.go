@@ -43,11 +43,13 @@ type cliRow struct {
 // cli builds the distlock command (in its own module, with its own
 // dependencies, as users build it) and times `distlock run KEY -- true` on
 // the default kind of backend (file://, in a temporary directory) against
-// `flock FILE true`, with two rows that split distlock's cost: `true`
-// alone, and a bare start of the binary (`distlock __supervise` without a
-// parent, which exits at once: runtime and package initialization, which
-// `distlock run` pays twice, for itself and for the supervisor it starts
-// between itself and the command). The rows take turns run by run, runs
+// `flock FILE true`, with three rows that split distlock's cost: `true`
+// alone, a full start of the binary (`distlock --version`: runtime and
+// package initialization, which `distlock run` pays once), and a start of
+// the supervisor that `distlock run` starts between itself and the
+// command (`distlock __supervise` without a parent, which exits at once:
+// the supervisor runs from an early package init, before the heavy ones).
+// The rows take turns run by run, runs
 // times each. against, when set, is another distlock binary (an older
 // build) timed beside it. A machine without flock(1) skips the measurement.
 func (r *Runner) cli(ctx context.Context, runs int, against string) *CLIResult {
@@ -76,12 +78,14 @@ func (r *Runner) cli(ctx context.Context, runs int, against string) *CLIResult {
 		{"flock(1) FILE true", []string{flock, filepath.Join(dir, "flock.lock"), truePath}, 0},
 		{"distlock run KEY -- true", []string{bin, "run", "bench/cli", "--", truePath}, 0},
 		{"true alone", []string{truePath}, 0},
-		{"distlock start alone (runtime and package init)", []string{bin, "__supervise"}, 64},
+		{"distlock --version (runtime and package init)", []string{bin, "--version"}, 0},
+		{"supervisor start alone (early init)", []string{bin, "__supervise"}, 64},
 	}
 	if against != "" {
 		rows = append(rows,
 			cliRow{"distlock run KEY -- true, with " + against, []string{against, "run", "bench/cli", "--", truePath}, 0},
-			cliRow{"distlock start alone, with " + against, []string{against, "__supervise"}, 64})
+			cliRow{"distlock --version, with " + against, []string{against, "--version"}, 0},
+			cliRow{"supervisor start alone, with " + against, []string{against, "__supervise"}, 64})
 	}
 	runOnce := func(row cliRow) time.Duration {
 		cmd := exec.CommandContext(ctx, row.argv[0], row.argv[1:]...)
@@ -146,7 +150,7 @@ func (rp *Report) writeCLI(pf func(string, ...any), section int) {
 		pf("Not measured: %s.\n\n", c.Skipped)
 		return
 	}
-	pf("Whole processes, from fork to exit, as a shell starts them, %d runs of each command, the commands taking turns run by run: `distlock run KEY -- true` over the default kind of backend (file://, in a temporary directory; the binary built from cmd/distlock as users build it) against `flock FILE true`. `true` alone is the command's own cost; a bare start of the distlock binary (its runtime and package initialization) is paid twice by `distlock run`, for itself and for the supervisor it starts between itself and the command. `%s` takes more runs.\n\n",
+	pf("Whole processes, from fork to exit, as a shell starts them, %d runs of each command, the commands taking turns run by run: `distlock run KEY -- true` over the default kind of backend (file://, in a temporary directory; the binary built from cmd/distlock as users build it) against `flock FILE true`. `true` alone is the command's own cost; the other rows split distlock's: a start of the binary (its runtime and package initialization), and, where measured, a start of the supervisor that `distlock run` starts between itself and the command. `%s` takes more runs.\n\n",
 		c.Runs, cliCommand)
 	pf("%s\n", c.table())
 }

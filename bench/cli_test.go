@@ -19,11 +19,11 @@ var (
 //	go test -run TestCLIRun -cli 200 -v .
 //	go test -run TestCLIRun -cli 200 -cli.against /tmp/distlock-old -v .   # A/B against another build
 //
-// Two more rows split distlock's cost: `true` alone (the command), and a
-// bare start of the distlock binary (its runtime and package
-// initialization: `distlock __supervise` without a parent, which exits at
-// once), which `distlock run` pays twice, for itself and for the
-// supervisor it starts between itself and the command.
+// Three more rows split distlock's cost: `true` alone (the command), a
+// full start of the distlock binary (`distlock --version`: its runtime and
+// package initialization), and a start of the supervisor `distlock run`
+// starts between itself and the command (`distlock __supervise` without a
+// parent, which exits at once, from an early package init).
 func TestCLIRun(t *testing.T) {
 	if *cliRuns <= 0 {
 		t.Skip("run with -cli N")

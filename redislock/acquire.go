@@ -282,12 +282,12 @@ func parseAcquireReply(reply any) (status, val int64, seen uint64, ok bool) {
 // attempt), and with WithWaitReplicas the WAIT that confirms a grant.
 func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	b := a.b
-	acquireScript := acquireScript
+	script := acquireScript
 	if a.shared {
-		acquireScript = sharedAcquire
+		script = sharedAcquire
 	}
 	if b.cfg.waitReplicas == 0 {
-		res, err := runScript(ctx, b.client, acquireScript, args).Result()
+		res, err := runScript(ctx, b.client, script(), args).Result()
 		return res, classify(ctx, "", err)
 	}
 	// The script and WAIT go over one connection to the key's primary:
@@ -304,7 +304,7 @@ func (a *attempt) send(ctx context.Context, args []any) (any, error) {
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := runScript(ctx, conn, acquireScript, args).Result()
+	res, err := runScript(ctx, conn, script(), args).Result()
 	if err != nil {
 		return nil, classify(ctx, "", err)
 	}

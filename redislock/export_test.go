@@ -39,16 +39,16 @@ func SetLinger(b *Backend, d time.Duration) { b.hooks.linger = d }
 func QueueCycle(ctx context.Context, b *Backend, pipe redis.Pipeliner, key string, ttl time.Duration) {
 	a := b.newAttempt(key, driver.AcquireOptions{TTL: ttl})
 	args := a.acquireArgs(false)
-	args[0], args[1] = "evalsha", acquireScript.hash
+	args[0], args[1] = "evalsha", acquireScript().hash
 	pipe.Process(ctx, redis.NewCmd(ctx, args...))
 	args = b.releaseArgs(&a.args, nil, 0)
-	args[0], args[1] = "evalsha", releaseScript.hash
+	args[0], args[1] = "evalsha", releaseScript().hash
 	pipe.Process(ctx, redis.NewCmd(ctx, args...))
 }
 
 // LoadScripts loads b's scripts into the server's cache.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []*redis.Script{acquireScript.Script, releaseScript.Script, refreshScript} {
+	for _, s := range []*redis.Script{acquireScript().Script, releaseScript().Script, refreshScript()} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}

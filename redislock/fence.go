@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -145,7 +146,7 @@ func (f *Fence) Exec(ctx context.Context, resource string, token uint64, cmds ..
 		args = append(args, len(cmd)-1, name)
 		args = append(args, cmd[2:]...)
 	}
-	res, err := f.Eval(ctx, resource, token, fenceExecScript, keys, args...)
+	res, err := f.Eval(ctx, resource, token, fenceExecScript(), keys, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +176,8 @@ const bodyMarker = "--[[body]]\n"
 // bodyLine is the line of a script where its body starts.
 var bodyLine = strings.Count(fenceEvalLua[:strings.Index(fenceEvalLua, bodyMarker)], "\n") + 1
 
-// fenceExecScript is Exec's body.
-var fenceExecScript = NewFenceScript(fenceExecLua)
+// fenceExecScript is Exec's body, built on first use (see scripts.go).
+var fenceExecScript = sync.OnceValue(func() *FenceScript { return NewFenceScript(fenceExecLua) })
 
 // NewFenceScript returns the script that runs body, Lua, after a Fence's
 // token check (see Eval). The body sees the caller's KEYS and ARGV, the
@@ -259,7 +260,7 @@ func (f *Fence) run(ctx context.Context, resource string, token uint64, key, op 
 		return err
 	}
 	all := append([]any{strconv.FormatUint(token, 10), op}, args...)
-	res, err := fenceScript.Run(ctx, f.client, []string{f.key(resource), key}, all...).Slice()
+	res, err := fenceScript().Run(ctx, f.client, []string{f.key(resource), key}, all...).Slice()
 	if err != nil {
 		return classify(ctx, "fence "+strconv.Quote(resource), err)
 	}

@@ -27,7 +27,7 @@ func (b *Backend) Holder(ctx context.Context, key string) (driver.Holder, bool, 
 		return driver.Holder{}, false, err
 	}
 	now := time.Now()
-	res, err := peekScript.Run(ctx, b.client, []string{b.KeyPath(key)}).Slice()
+	res, err := peekScript().Run(ctx, b.client, []string{b.KeyPath(key)}).Slice()
 	if err != nil {
 		return driver.Holder{}, false, classify(ctx, "holder", err)
 	}
@@ -97,7 +97,7 @@ func (b *Backend) WatchHolder(ctx context.Context, key string) (<-chan struct{},
 	}
 	// mark sets the marker, and reports whether it was there.
 	mark := func(ctx context.Context) (bool, error) {
-		had, err := watchScript.Run(ctx, b.client, []string{k.lock, k.watched}, watchMarkerTTL.Milliseconds()).Int()
+		had, err := watchScript().Run(ctx, b.client, []string{k.lock, k.watched}, watchMarkerTTL.Milliseconds()).Int()
 		return had == 1, err
 	}
 	if _, err := mark(ctx); err != nil {
@@ -172,7 +172,7 @@ func (l *lease) SetOwner(ctx context.Context, owner string) error {
 	if l.shared {
 		return fmt.Errorf("%w: redislock: a shared grant's owner cannot be changed", errors.ErrUnsupported)
 	}
-	n, err := setOwner.Run(ctx, l.b.client, []string{l.k.lock}, &l.k.held, owner).Int64()
+	n, err := setOwner().Run(ctx, l.b.client, []string{l.k.lock}, &l.k.held, owner).Int64()
 	if err != nil {
 		return classify(ctx, "", err)
 	}

@@ -42,10 +42,10 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	}
 	sent := time.Now()
 	if l.shared {
-		n, err := runScript(ctx, l.b.client, sharedRefresh, l.sharedRefreshArgs(ttl)).Int64()
+		n, err := runScript(ctx, l.b.client, sharedRefresh(), l.sharedRefreshArgs(ttl)).Int64()
 		return l.refreshed(ctx, sent, ttl, n, err)
 	}
-	n, err := refreshScript.Run(ctx, l.b.client, []string{l.k.lock}, &l.k.secret, ceilMillis(ttl)).Int64()
+	n, err := refreshScript().Run(ctx, l.b.client, []string{l.k.lock}, &l.k.secret, ceilMillis(ttl)).Int64()
 	return l.refreshed(ctx, sent, ttl, n, err)
 }
 

@@ -102,9 +102,9 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.Holder, err
 		pipe := b.client.Pipeline()
 		for _, e := range es {
 			if eval {
-				e.cmd = peekScript.Eval(ctx, pipe, []string{e.rk})
+				e.cmd = peekScript().Eval(ctx, pipe, []string{e.rk})
 			} else {
-				e.cmd = peekScript.EvalSha(ctx, pipe, []string{e.rk})
+				e.cmd = peekScript().EvalSha(ctx, pipe, []string{e.rk})
 			}
 		}
 		_, _ = pipe.Exec(ctx) // each call's error is its own

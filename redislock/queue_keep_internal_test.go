@@ -38,7 +38,7 @@ func TestQueueKeysKeepTheirExpiry(t *testing.T) {
 		t.Helper()
 		ms := live.Milliseconds()
 		id := "B:" + secret + "|" + secret + "|60000|" + strconv.FormatInt(ms, 10) + "|o"
-		if err := acquireScript.Run(ctx, c, keys, secret+"|", "60000", "|1|0|o", "qj", id, strconv.FormatInt(ms, 10)).Err(); err != nil && err != redis.Nil {
+		if err := acquireScript().Run(ctx, c, keys, secret+"|", "60000", "|1|0|o", "qj", id, strconv.FormatInt(ms, 10)).Err(); err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func TestQueueKeysKeepTheirExpiry(t *testing.T) {
 		held()
 		join("LONG", time.Minute)
 		id := "B:sSHARED|SHARED|60000|1000|o"
-		if err := sharedAcquire.Run(ctx, c, skeys, "SHARED|", "60000", "1", "o", "j", id, "1000").Err(); err != nil && err != redis.Nil {
+		if err := sharedAcquire().Run(ctx, c, skeys, "SHARED|", "60000", "1", "o", "j", id, "1000").Err(); err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
 		if d, a := pttl(k.queue), pttl(k.alive); d < time.Minute || a < time.Minute {
@@ -105,7 +105,7 @@ func TestQueueKeysKeepTheirExpiry(t *testing.T) {
 	t.Run("a shared waiter that makes the queue", func(t *testing.T) {
 		held()
 		id := "B:sSHARED|SHARED|60000|60000|o"
-		if err := sharedAcquire.Run(ctx, c, skeys, "SHARED|", "60000", "1", "o", "j", id, "60000").Err(); err != nil && err != redis.Nil {
+		if err := sharedAcquire().Run(ctx, c, skeys, "SHARED|", "60000", "1", "o", "j", id, "60000").Err(); err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
 		if d, a := pttl(k.queue), pttl(k.alive); d < time.Minute || a < time.Minute || d > 2*time.Minute || a > 2*time.Minute {

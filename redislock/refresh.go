@@ -135,12 +135,12 @@ func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refresh
 		pipe := b.client.Pipeline()
 		ps.queue(ctx, pipe, ttl, eval)
 		for _, g := range gs {
-			script := refreshScript
+			script := refreshScript()
 			var keys []string
 			var args []any
 			if g.shared {
 				l := ls[g.idx[0]]
-				script = sharedRefresh.Script
+				script = sharedRefresh().Script
 				keys, args = []string{l.k.readers, l.k.grants}, []any{l.args.held, ceilMillis(ttl)}
 			} else if len(g.idx) == 1 {
 				l := ls[g.idx[0]]
@@ -148,7 +148,7 @@ func (b *Backend) runRefresh(ctx context.Context, ls []*lease, groups []*refresh
 				// out of what a command-logging hook shows.
 				keys, args = []string{l.k.lock}, []any{&l.k.secret, ceilMillis(ttl)}
 			} else {
-				script = refreshMany
+				script = refreshMany()
 				keys, args = make([]string, 0, len(g.idx)), make([]any, 0, len(g.idx)+1)
 				for _, i := range g.idx {
 					keys, args = append(keys, ls[i].k.lock), append(args, &ls[i].k.secret)

@@ -62,7 +62,7 @@ var cleanupRetry = driver.ExponentialBackoff(10*time.Millisecond, time.Second)
 // releaseAlreadyReleased or releaseNotHeld. With abandon > 0 it writes the grant's tombstone in any
 // case, to last that long.
 func (b *Backend) runRelease(ctx context.Context, args *scriptArgs, waiter *redact.Secret, abandon time.Duration) (int64, error) {
-	n, err := runScript(ctx, b.client, releaseScript, b.releaseArgs(args, waiter, abandon)).Int64()
+	n, err := runScript(ctx, b.client, releaseScript(), b.releaseArgs(args, waiter, abandon)).Int64()
 	return n, classify(ctx, "", err)
 }
 

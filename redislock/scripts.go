@@ -8,6 +8,7 @@ import (
 	"context"
 	_ "embed"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,33 +57,36 @@ var (
 	peekLua string
 
 	// Run with EVALSHA, falling back to EVAL when the server's script cache
-	// does not have them (after a restart or SCRIPT FLUSH). The queue's
+	// does not have them (after a restart or SCRIPT FLUSH). Each is built
+	// (assembled and hashed) on first use, not when the package initialises:
+	// a program that links this package and locks elsewhere (the distlock
+	// command on file://) does not pay for them at each start. The queue's
 	// sweep (queue.lua) is written once and inserted into the two scripts
 	// that walk the queue (see withQueue).
-	acquireScript = newScript(withQueue(acquireLua))
-	releaseScript = newScript(withQueue(releaseLua))
-	refreshScript = redis.NewScript(refreshLua)
-	refreshMany   = redis.NewScript(refreshManyLua)
-	fenceScript   = redis.NewScript(fenceLua)
-	setOwner      = redis.NewScript(setOwnerLua)
-	watchScript   = redis.NewScript(watchLua)
+	acquireScript = sync.OnceValue(func() *script { return newScript(withQueue(acquireLua)) })
+	releaseScript = sync.OnceValue(func() *script { return newScript(withQueue(releaseLua)) })
+	refreshScript = sync.OnceValue(func() *redis.Script { return redis.NewScript(refreshLua) })
+	refreshMany   = sync.OnceValue(func() *redis.Script { return redis.NewScript(refreshManyLua) })
+	fenceScript   = sync.OnceValue(func() *redis.Script { return redis.NewScript(fenceLua) })
+	setOwner      = sync.OnceValue(func() *redis.Script { return redis.NewScript(setOwnerLua) })
+	watchScript   = sync.OnceValue(func() *redis.Script { return redis.NewScript(watchLua) })
 
 	// The semaphore's scripts, each with queue.lua and permits.lua (see
 	// withPermits).
-	permitAcquire = newScript(withPermits(permitAcquireLua))
-	permitRelease = newScript(withPermits(permitReleaseLua))
-	permitRefresh = newScript(withPermits(permitRefreshLua))
-	permitState   = newScript(withPermits(permitStateLua))
+	permitAcquire = sync.OnceValue(func() *script { return newScript(withPermits(permitAcquireLua)) })
+	permitRelease = sync.OnceValue(func() *script { return newScript(withPermits(permitReleaseLua)) })
+	permitRefresh = sync.OnceValue(func() *script { return newScript(withPermits(permitRefreshLua)) })
+	permitState   = sync.OnceValue(func() *script { return newScript(withPermits(permitStateLua)) })
 
 	// The shared grants' scripts (see shared.go); those that walk the
 	// queue with queue.lua.
-	sharedAcquire = newScript(withQueue(sharedAcquireLua))
-	sharedRelease = newScript(withQueue(sharedReleaseLua))
-	sharedRefresh = newScript(sharedRefreshLua)
-	readersScript = redis.NewScript(readersLua)
+	sharedAcquire = sync.OnceValue(func() *script { return newScript(withQueue(sharedAcquireLua)) })
+	sharedRelease = sync.OnceValue(func() *script { return newScript(withQueue(sharedReleaseLua)) })
+	sharedRefresh = sync.OnceValue(func() *script { return newScript(sharedRefreshLua) })
+	readersScript = sync.OnceValue(func() *redis.Script { return redis.NewScript(readersLua) })
 
 	// The reads of a lock value, without its secret (Holder, List).
-	peekScript = redis.NewScript(peekLua)
+	peekScript = sync.OnceValue(func() *redis.Script { return redis.NewScript(peekLua) })
 )
 
 // queueMarker is the line of acquire.lua and release.lua where queue.lua
@@ -92,7 +96,8 @@ const queueMarker = "--[[queue.lua]]\n"
 
 // withQueue returns src with queue.lua in place of its queueMarker line.
 // It panics if src has none: both scripts are embedded, so that is a
-// mistake in this package, shown when it is loaded.
+// mistake in this package, shown at the script's first use (and by
+// TestScriptsBuild).
 func withQueue(src string) string {
 	if !strings.Contains(src, queueMarker) {
 		panic("redislock: a script lacks the line " + strings.TrimSpace(queueMarker))

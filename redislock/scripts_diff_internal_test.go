@@ -168,7 +168,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 					args = append(args, waiter, live)
 				}
 				oldRes, oldErr = oldAcquire.Run(ctx, oldDB, keys, args...).Result()
-				newRes, newErr = acquireScript.Run(ctx, newDB, keys, args...).Result()
+				newRes, newErr = acquireScript().Run(ctx, newDB, keys, args...).Result()
 				oldRes, newRes = withoutTimes(oldRes), withoutTimes(newRes)
 			default: // a release, a waiter leaving, an abandon
 				force := r == 9
@@ -189,7 +189,7 @@ func TestScriptsMatchPreviousVersion(t *testing.T) {
 				}
 				op = fmt.Sprintf("release %s flags=%q waiter=%q", a.secret, args[1], waiter)
 				oldRes, oldErr = oldRelease.Run(ctx, oldDB, keys, args...).Result()
-				newRes, newErr = releaseScript.Run(ctx, newDB, keys, args...).Result()
+				newRes, newErr = releaseScript().Run(ctx, newDB, keys, args...).Result()
 			}
 			log = append(log, op)
 			if fmt.Sprint(oldRes, oldErr) != fmt.Sprint(newRes, newErr) {

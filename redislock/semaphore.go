@@ -174,7 +174,7 @@ func (a *permitAttempt) try(ctx context.Context, join bool) (*permit, time.Durat
 func (a *permitAttempt) send(ctx context.Context, args []any) (any, error) {
 	b := a.b
 	if b.cfg.waitReplicas == 0 {
-		res, err := runScript(ctx, b.client, permitAcquire, args).Result()
+		res, err := runScript(ctx, b.client, permitAcquire(), args).Result()
 		return res, classify(ctx, "", err)
 	}
 	var node *redis.Client
@@ -189,7 +189,7 @@ func (a *permitAttempt) send(ctx context.Context, args []any) (any, error) {
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err := runScript(ctx, conn, permitAcquire, args).Result()
+	res, err := runScript(ctx, conn, permitAcquire(), args).Result()
 	if err != nil {
 		return nil, classify(ctx, "", err)
 	}
@@ -303,7 +303,7 @@ func (a *permitAttempt) runRelease(ctx context.Context, leave bool, abandon time
 	}
 	args := append([]any{nil, nil, len(a.keys)}, a.keys...)
 	args = append(args, &a.secret, flags, id, keep)
-	n, err := runScript(ctx, a.b.client, permitRelease, args).Int64()
+	n, err := runScript(ctx, a.b.client, permitRelease(), args).Int64()
 	return n, classify(ctx, "", err)
 }
 
@@ -376,7 +376,7 @@ func (p *permit) Refresh(ctx context.Context, ttl time.Duration) (driver.Validit
 		return driver.Validity{}, err
 	}
 	sent := time.Now()
-	n, err := runScript(ctx, p.a.b.client, permitRefresh, p.refreshArgs(ttl)).Int64()
+	n, err := runScript(ctx, p.a.b.client, permitRefresh(), p.refreshArgs(ttl)).Int64()
 	return p.refreshed(ctx, sent, ttl, n, err)
 }
 
@@ -456,9 +456,9 @@ func (r *permitRefreshes) queue(ctx context.Context, pipe redis.Pipeliner, ttl t
 	for _, j := range which {
 		args := r.ps[j].refreshArgs(ttl)
 		if eval {
-			args[0], args[1] = "eval", permitRefresh.src
+			args[0], args[1] = "eval", permitRefresh().src
 		} else {
-			args[0], args[1] = "evalsha", permitRefresh.hash
+			args[0], args[1] = "evalsha", permitRefresh().hash
 		}
 		r.cmds[j] = redis.NewCmd(ctx, args...)
 		_ = pipe.Process(ctx, r.cmds[j])
@@ -498,7 +498,7 @@ func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitState, 
 	}
 	args := append([]any{nil, nil, 7}, b.permitKeys(key)...)
 	args = append(args, b.permitFlags())
-	res, err := runScript(ctx, b.client, permitState, args).Slice()
+	res, err := runScript(ctx, b.client, permitState(), args).Slice()
 	now := time.Now()
 	if err != nil {
 		return driver.PermitState{}, classify(ctx, "permits", err)

@@ -97,7 +97,7 @@ func (b *Backend) runSharedRelease(ctx context.Context, args *scriptArgs, waiter
 	if abandon > 0 {
 		flags = b.sharedReleaseFlags[1]
 	}
-	n, err := runScript(ctx, b.client, sharedRelease, []any{nil, nil, 8, args.lock, args.token, args.queue, args.alive, args.watched,
+	n, err := runScript(ctx, b.client, sharedRelease(), []any{nil, nil, 8, args.lock, args.token, args.queue, args.alive, args.watched,
 		args.readers, args.grants, args.done, args.held, flags, id, ceilMillis(abandon)}).Int64()
 	return n, classify(ctx, "", err)
 }
@@ -118,7 +118,7 @@ func (b *Backend) Readers(ctx context.Context, key string) ([]driver.Holder, err
 	}
 	base := b.cfg.prefix + HashTag(key)
 	now := time.Now()
-	res, err := readersScript.Run(ctx, b.client, []string{base + suffixReaders, base + suffixGrants}).Slice()
+	res, err := readersScript().Run(ctx, b.client, []string{base + suffixReaders, base + suffixGrants}).Slice()
 	if err != nil {
 		return nil, classify(ctx, "readers", err)
 	}

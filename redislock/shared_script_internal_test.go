@@ -125,7 +125,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 					if a.waiter != "" {
 						args = append(args, a.waiter, live)
 					}
-					res, err = runScript(ctx, db, sharedAcquire, args).Result()
+					res, err = runScript(ctx, db, sharedAcquire(), args).Result()
 				} else {
 					op = fmt.Sprintf("acquire %s flags=%q waiter=%q", reveal(k.held), "q"+flags, a.waiter)
 					args = []any{nil, nil, 9, k.lock, k.token, k.queue, k.alive, reveal(k.tomb), k.last, k.watched, k.readers, k.grants,
@@ -133,7 +133,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 					if a.waiter != "" {
 						args = append(args, a.waiter, live)
 					}
-					res, err = runScript(ctx, db, acquireScript, args).Result()
+					res, err = runScript(ctx, db, acquireScript(), args).Result()
 				}
 				if tok, ok := res.(int64); ok {
 					if tok <= last {
@@ -157,7 +157,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 						flags += "f"
 					}
 					op = fmt.Sprintf("shared release %s flags=%q waiter=%q", reveal(k.held), flags, waiter)
-					res, err = runScript(ctx, db, sharedRelease, []any{nil, nil, 8, k.lock, k.token, k.queue, k.alive, k.watched,
+					res, err = runScript(ctx, db, sharedRelease(), []any{nil, nil, 8, k.lock, k.token, k.queue, k.alive, k.watched,
 						k.readers, k.grants, k.done, reveal(k.held), flags, waiter, 30000}).Result()
 				} else {
 					var member *redact.Secret
@@ -179,7 +179,7 @@ func TestSharedScriptsInvariants(t *testing.T) {
 						}
 					}
 					op = fmt.Sprintf("release %s flags=%q waiter=%q", reveal(k.held), flags, waiter)
-					res, err = runScript(ctx, db, releaseScript, args).Result()
+					res, err = runScript(ctx, db, releaseScript(), args).Result()
 				}
 			}
 			log = append(log, fmt.Sprintf("%s -> %v %v", op, res, err))

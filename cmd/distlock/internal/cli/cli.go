@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/distlock/distlock/cmd/distlock/internal/cli/standby"
+	"github.com/distlock/distlock/cmd/distlock/internal/cli/supervisor"
 )
 
 // version is set at link time (-ldflags "-X .../internal/cli.version=v1.2.3");
@@ -94,11 +97,11 @@ func Main() {
 // SupervisorCommand is the hidden first argument with which `distlock run`
 // starts itself as the supervisor of the command it runs. It is not a
 // command for users and does not appear in the help.
-const SupervisorCommand = "__supervise"
+const SupervisorCommand = standby.Command
 
 func run(ctx context.Context, args []string, opts ...Option) (int, syscall.Signal) {
 	if len(args) > 0 && args[0] == SupervisorCommand {
-		return runSupervisor(args[1:]), 0
+		return supervisor.Main(args[1:]), 0
 	}
 	r := &runner{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
 		openers: maps.Clone(registry)}

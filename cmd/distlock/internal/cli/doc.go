@@ -201,10 +201,12 @@
 // and the command. It leads no group: it starts the command as the leader
 // of the job's group, waits for it, kills the rest of the group when it
 // exits, and reports to distlock over a pipe. Most of a start of distlock
-// is Go's initialisation of the packages it links, so on Linux the
-// distlock command starts its supervisor from an early package init,
-// before the lock services' clients initialise (package standby): the two
-// starts overlap, and the supervisor waits until distlock, holding the
+// is Go's initialisation of the packages it links, so the supervisor runs
+// from an early package init of the distlock command, before the lock
+// services' clients initialise, and exits there (package supervisor); and
+// on Linux the distlock command starts its supervisor from that early init
+// too (package standby): the two starts overlap, and the supervisor waits
+// until distlock, holding the
 // lock, sends it the command, its environment and the lock file over a
 // control socket (an unused one exits when distlock does). Its own
 // environment holds only the Go runtime's settings. On Linux it has a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/cmd/distlock/internal/cli/standby"
+	"github.com/distlock/distlock/cmd/distlock/internal/cli/supervisor"
 	"github.com/distlock/distlock/driver"
 )
 
@@ -187,7 +188,7 @@ loop:
 			// it may have sent its own already (the deadline came near
 			// before the Client gave the lock up), or be about to, and
 			// the group gets one SIGTERM either way.
-			if err := j.control(lostMsg(monoNow() + int64(f.grace))); err != nil {
+			if err := j.control(supervisor.LostLine(supervisor.MonoNow() + int64(f.grace))); err != nil {
 				r.log.Debug("telling the supervisor the lock was lost", "err", err)
 				signalGroup(syscall.SIGTERM)
 			}
@@ -227,7 +228,7 @@ loop:
 	case st == nil:
 		// The supervisor died without saying how the command ended: what it
 		// would have done is done here.
-		killGroup(j.pid, false, r.stderr)
+		supervisor.KillGroup(j.pid, false, r.stderr)
 		status, how = ExitSoftware, fmt.Sprintf("ended in an unknown way (its supervisor %s)", describeState(j.supState))
 	case st.sig != 0:
 		status, die = ExitSignal+int(st.sig), dyingSignal(st.sig)
@@ -298,9 +299,9 @@ type jobSpec struct {
 	path     string   // the command, resolved in PATH
 	argv     []string // its arguments, argv[0] included
 	env      []string
-	tty      *terminal // non-nil: the command's group gets the terminal
-	lockFile *os.File  // non-nil: handed to the supervisor, and closed
-	limit    deadline  // the supervisor's first deadline
+	tty      *terminal           // non-nil: the command's group gets the terminal
+	lockFile *os.File            // non-nil: handed to the supervisor, and closed
+	limit    supervisor.Deadline // the supervisor's first deadline
 	// noStdin: the command's standard input is /dev/null (partition's
 	// commands, which run at once and would share distlock's).
 	noStdin bool
@@ -342,14 +343,14 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 	}
 	mode := []string{"-"}
 	if spec.tty != nil {
-		mode = append(mode, modeForeground+strconv.Itoa(spec.tty.stdio))
+		mode = append(mode, supervisor.ModeForeground+strconv.Itoa(spec.tty.stdio))
 	}
 	if spec.lockFile != nil {
-		mode = append(mode, modeLockFile)
+		mode = append(mode, supervisor.ModeLockFile)
 	}
 	// The first deadline follows the start message (sendStart): the
 	// supervisor reads it before it starts the command.
-	msg := startMsg{mode: strings.Join(mode, ","), path: spec.path, argv: spec.argv, env: spec.env, lockFile: spec.lockFile}
+	msg := supervisor.StartMsg{Mode: strings.Join(mode, ","), Path: spec.path, Argv: spec.argv, Env: spec.env, LockFile: spec.lockFile}
 	j := &job{stops: make(chan syscall.Signal, 1), done: make(chan struct{})}
 	var sendErr error
 	var sup *standby.Supervisor
@@ -357,7 +358,7 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 		sup = r.takeStandby(j)
 	}
 	if sup != nil {
-		if sendErr = sendStart(sup.Control, msg, spec.limit); sendErr != nil {
+		if sendErr = supervisor.SendStart(sup.Control, msg, spec.limit); sendErr != nil {
 			// It died while distlock waited for the lock (someone killed
 			// it): another one does its work.
 			r.log.Debug("the supervisor started early is gone; starting another", "pid", j.supPid, "err", sendErr)
@@ -372,7 +373,7 @@ func (r *runner) startJob(spec jobSpec) (*job, error) {
 		if sup, err = r.startSupervisor(j, spec.noStdin); err != nil {
 			return nil, failed(err)
 		}
-		sendErr = sendStart(sup.Control, msg, spec.limit)
+		sendErr = supervisor.SendStart(sup.Control, msg, spec.limit)
 	}
 	j.limits = sup.Control
 	if sendErr != nil {
@@ -443,7 +444,7 @@ func (r *runner) startSupervisor(j *job, noStdin bool) (*standby.Supervisor, err
 		cmd.Stdin = nil // os/exec: the null device
 	}
 	cmd.Env = standby.RuntimeEnv(os.Environ())
-	cmd.ExtraFiles = []*os.File{pw, child} // reportFD, controlFD
+	cmd.ExtraFiles = []*os.File{pw, child} // standby.ReportFD, standby.ControlFD
 	cmd.SysProcAttr = supervisorAttr()
 	cmd.WaitDelay = time.Second // for pipes that processes which left the group keep open
 
@@ -491,20 +492,20 @@ func (j *job) read(rd *os.File, started chan<- int, done chan<- struct{}) {
 			continue
 		}
 		switch verb {
-		case reportPid:
+		case supervisor.ReportPid:
 			started <- n
-		case reportStop:
+		case supervisor.ReportStop:
 			select {
 			case j.stops <- syscall.Signal(n):
 			default:
 			}
-		case reportExpiry:
+		case supervisor.ReportExpiry:
 			j.expired = max(time.Duration(n), time.Nanosecond)
-		case reportExit:
+		case supervisor.ReportExit:
 			j.status = &cmdStatus{code: n}
-		case reportSignal:
+		case supervisor.ReportSignal:
 			j.status = &cmdStatus{sig: syscall.Signal(n)}
-		case reportError:
+		case supervisor.ReportError:
 			j.err = &exitError{code: n, err: errors.New(rest)}
 		}
 	}
@@ -528,50 +529,6 @@ func describeState(ps *os.ProcessState) string {
 		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
 	}
 	return fmt.Sprintf("exited with status %d", ps.ExitCode())
-}
-
-// killGroup kills the process group pgid with SIGKILL and waits until none
-// of its processes that distlock may signal is alive (zombies aside).
-// With reap it also reaps the group's processes that are its children.
-func killGroup(pgid int, reap bool, warn io.Writer) {
-	start := time.Now()
-	delay := time.Millisecond
-	warned := false
-	for {
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		if reap {
-			reapGroup(pgid)
-		}
-		if !groupLive(pgid) {
-			return
-		}
-		waited := time.Since(start)
-		if groupWaitLimit > 0 && waited > groupWaitLimit {
-			fmt.Fprintf(warn, "distlock: warning: processes of the command's group %d still exist %v after SIGKILL; going on\n", pgid, groupWaitLimit)
-			return
-		}
-		if !warned && waited > 10*time.Second {
-			warned = true
-			fmt.Fprintf(warn, "distlock: processes of the command's group %d are still alive 10s after SIGKILL; waiting for them to end\n", pgid)
-		}
-		time.Sleep(delay)
-		delay = min(2*delay, 50*time.Millisecond)
-	}
-}
-
-// reapGroup reaps the processes of group pgid that have ended and are
-// children of this process.
-func reapGroup(pgid int) {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || pid <= 0 {
-			return
-		}
-	}
 }
 
 // terminal is the controlling terminal of distlock, when distlock's
@@ -612,14 +569,14 @@ func (t *terminal) move(from, to int) {
 
 // supervisorDeadline is what the supervisor is told of lock now: its
 // local deadline, with SIGTERM before it, or no bound.
-func supervisorDeadline(lock held, f runFlags) deadline {
-	now := monoNow()
+func supervisorDeadline(lock held, f runFlags) supervisor.Deadline {
+	now := supervisor.MonoNow()
 	d, w, ok := lock.RiskWindow()
 	if !ok {
 		if lock.Err() != nil {
-			return deadline{term: now, kill: now} // ended already
+			return supervisor.Deadline{Term: now, Kill: now} // ended already
 		}
-		return deadline{}
+		return supervisor.Deadline{}
 	}
 	return limitAt(now, d, w, f)
 }
@@ -632,9 +589,9 @@ func supervisorDeadline(lock held, f runFlags) deadline {
 // so that a renewal that is merely on time never meets a SIGTERM; a
 // SIGTERM further ahead would come before a renewal is even late. A pause
 // between the two readings only moves the result earlier.
-func limitAt(now int64, d time.Time, w time.Duration, f runFlags) deadline {
+func limitAt(now int64, d time.Time, w time.Duration, f runFlags) supervisor.Deadline {
 	kill := now + int64(time.Until(d))
-	return deadline{term: kill - int64(min(f.grace, w)), kill: kill}
+	return supervisor.Deadline{Term: kill - int64(min(f.grace, w)), Kill: kill}
 }
 
 // deadlinePoll is how often distlock looks for a renewed deadline to pass
@@ -647,8 +604,8 @@ func deadlinePoll(w time.Duration) time.Duration {
 
 // sendDeadlines passes each renewed deadline of lock on to j's supervisor
 // until the returned stop is called, which also closes the pipe.
-func (r *runner) sendDeadlines(lock held, j *job, first deadline, f runFlags) (stop func()) {
-	if !first.bounded() {
+func (r *runner) sendDeadlines(lock held, j *job, first supervisor.Deadline, f runFlags) (stop func()) {
+	if !first.Bounded() {
 		// No time bound (file://, PostgreSQL's session locks): the
 		// Client keeps none, and these backends confirm none later.
 		j.limits.Close()
@@ -670,7 +627,7 @@ func (r *runner) sendDeadlines(lock held, j *job, first deadline, f runFlags) (s
 				return
 			case <-t.C:
 			}
-			now := monoNow()
+			now := supervisor.MonoNow()
 			d, w, ok := lock.RiskWindow()
 			if !ok {
 				return // ended: the supervisor keeps the last deadline, and distlock ends the job
@@ -680,7 +637,7 @@ func (r *runner) sendDeadlines(lock held, j *job, first deadline, f runFlags) (s
 				continue
 			}
 			last, lastW = d, w
-			if err := j.control(limitAt(now, d, w, f).line()); err != nil {
+			if err := j.control(limitAt(now, d, w, f).Line()); err != nil {
 				r.log.Debug("telling the supervisor the lock's deadline", "err", err)
 				return
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/cmd/distlock/internal/cli/supervisor"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/semaphore"
 )
@@ -497,13 +497,14 @@ func (r *runner) heldBy(ctx context.Context, c *distlock.Client, b driver.Backen
 	return fmt.Sprintf(" by %d shared locks", readers)
 }
 
+// execError is the exit error for err, the failure to find or start the
+// command name (as the supervisor reports its own).
 func execError(name string, err error) error {
-	switch {
-	case errors.Is(err, exec.ErrNotFound), errors.Is(err, exec.ErrDot), errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, exec.ErrDot) {
 		return &exitError{code: ExitNotFound, err: fmt.Errorf("command not found: %w", err)}
-	default:
-		return &exitError{code: ExitCannotExec, err: fmt.Errorf("cannot run %q: %w", name, err)}
 	}
+	code, err := supervisor.ExecError(name, err)
+	return &exitError{code: code, err: err}
 }
 
 func signum(s os.Signal) int {

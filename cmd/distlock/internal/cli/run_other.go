@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"runtime"
 	"syscall"
@@ -18,11 +17,6 @@ var waitSignals = []os.Signal{os.Interrupt}
 // signals of Unix systems.
 func runSupported() error {
 	return usagef("distlock run is not supported on %s", runtime.GOOS)
-}
-
-func runSupervisor([]string) int {
-	fmt.Fprintf(os.Stderr, "distlock: %s is not supported on %s\n", SupervisorCommand, runtime.GOOS)
-	return ExitUsage
 }
 
 func (r *runner) supervise(context.Context, held, driver.Backend, []string, runFlags, chan os.Signal) error {

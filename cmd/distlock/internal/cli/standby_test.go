@@ -3,7 +3,9 @@
 package cli_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/cmd/distlock/internal/cli"
+	"github.com/distlock/distlock/cmd/distlock/internal/cli/supervisor"
 )
 
 // supervisorsOf returns the supervisors that distlock process pid
@@ -120,5 +123,61 @@ func TestKilledEarlySupervisorIsReplaced(t *testing.T) {
 	}
 	if got := readInt(t, parent); got == sups[0] {
 		t.Errorf("the command's parent is the killed supervisor %d", got)
+	}
+}
+
+// The supervisor runs from package early's init and exits there, before
+// the CLI and the lock services' clients initialise (each would add to
+// every run's start). Early's own init never ends, so the trace lists
+// what initialised before it.
+func TestSupervisorRunsBeforeHeavyInits(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(bin, cli.SupervisorCommand)
+	cmd.Env = append(testEnviron(), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != cli.ExitUsage || !strings.Contains(stderr.String(), "not by hand") {
+		t.Fatalf("%s by hand: %v, stderr %q", cli.SupervisorCommand, err, stderr.String())
+	}
+	heavy := []string{ // a package, or those under a path ending in "/"
+		"github.com/distlock/", // the CLI, the backends, the gateway
+		"github.com/prometheus/client_golang/prometheus",
+		"google.golang.org/protobuf/reflect/protodesc",
+		"google.golang.org/grpc",
+		"go.etcd.io/etcd/",
+		"github.com/redis/go-redis/",
+		"github.com/jackc/pgx/v5/pgtype",
+	}
+	n := 0
+	for line := range strings.Lines(stderr.String()) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "init" {
+			continue
+		}
+		n++
+		for _, h := range heavy {
+			if f[1] == h || strings.HasSuffix(h, "/") && strings.HasPrefix(f[1], h) {
+				t.Errorf("the supervisor initialised %s", f[1])
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no init in the trace: %q", stderr.String())
+	}
+}
+
+// The exit codes the supervisor reports are the CLI's.
+func TestSupervisorExitCodes(t *testing.T) {
+	for _, c := range []struct{ sup, cli int }{
+		{supervisor.ExitUsage, cli.ExitUsage},
+		{supervisor.ExitSoftware, cli.ExitSoftware},
+		{supervisor.ExitLockLost, cli.ExitLockLost},
+		{supervisor.ExitCannotExec, cli.ExitCannotExec},
+		{supervisor.ExitNotFound, cli.ExitNotFound},
+	} {
+		if c.sup != c.cli {
+			t.Errorf("the supervisor reports %d for the CLI's %d", c.sup, c.cli)
+		}
 	}
 }

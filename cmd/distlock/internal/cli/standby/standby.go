@@ -10,9 +10,10 @@
 // from its init. Both import only the standard library's core, so that
 // Go's initialisation order (by import path, once a package's imports are
 // initialised) runs it early, before the lock services' clients: when the
-// arguments ask for `run`, it starts the supervisor as a standby, which then initialises on another
-// CPU while this process does, and waits on its control socket to be told
-// what to run. A standby that is never told (the lock was not acquired,
+// arguments ask for `run`, it starts the supervisor as a standby. The
+// supervisor is run by package early's init too (package supervisor), and
+// never initialises the rest of distlock: it waits on its control socket
+// to be told what to run. A standby that is never told (the lock was not acquired,
 // a usage error) sees the socket close when distlock exits, and exits
 // without starting anything; the kernel also sends it SIGTERM then (its
 // parent-death signal).
@@ -45,14 +46,22 @@ type Supervisor struct {
 }
 
 var (
-	mu      sync.Mutex
-	waiting *Supervisor // started by init, not taken yet
+	mu       sync.Mutex
+	starting chan struct{} // closed once StartAtInit's start ended; nil: none began
+	waiting  *Supervisor   // started by init, not taken yet
 )
 
-// Take returns the standby supervisor that StartAtInit started, once; nil
-// if there is none (another command than run, another program than
-// distlock, a system other than Linux) or it was taken already.
+// Take returns the standby supervisor that StartAtInit started, once, after
+// waiting for its start to end; nil if there is none (another command
+// than run, another program than distlock, a system other than Linux, a
+// start that failed) or it was taken already.
 func Take() *Supervisor {
+	mu.Lock()
+	started := starting
+	mu.Unlock()
+	if started != nil {
+		<-started
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	s := waiting

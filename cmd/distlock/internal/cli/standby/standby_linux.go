@@ -2,6 +2,7 @@ package standby
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -12,20 +13,37 @@ const ParentDeathSignal = syscall.SIGTERM
 
 // StartAtInit starts the standby supervisor that Take returns, if args
 // (without the program name) look like `distlock [global flags] run ...`.
-// It is meant for a package's init, on the main thread, which never exits:
-// the parent-death signal then comes when distlock does. A wrong guess
-// costs a standby that exits unused, or a supervisor started later.
+// It is meant for a package's init. It returns at once: the start (a
+// fork and exec of a large binary) takes place on a thread of its own,
+// while the packages after the caller initialise on this one. That thread
+// never exits (its goroutine stays locked to it, waiting forever), so the
+// parent-death signal comes when distlock does. A wrong guess costs a
+// standby that exits unused, or a supervisor started later. The fork may
+// come while later packages initialise: a descriptor one of them opens
+// without close-on-exec, or a signal one of them ignores, may reach the
+// standby (the standard library's inits do neither).
 func StartAtInit(args []string) {
 	if !asksForRun(args) {
 		return
 	}
-	s, err := Start("/proc/self/exe", []*os.File{os.Stdin, os.Stdout, os.Stderr})
-	if err != nil {
-		return // distlock starts its supervisor later, and reports any failure then
-	}
+	started := make(chan struct{})
 	mu.Lock()
-	waiting = s
+	starting = started
 	mu.Unlock()
+	// Read now, before the packages after the caller initialise: one of
+	// them could set them while the goroutine reads them.
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as distlock
+		s, err := Start("/proc/self/exe", stdio)
+		if err == nil { // else distlock starts its supervisor later, and reports any failure then
+			mu.Lock()
+			waiting = s
+			mu.Unlock()
+		}
+		close(started)
+		select {}
+	}()
 }
 
 // asksForRun reports whether args look like a run command.

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cli
+package supervisor
 
 import (
 	"bytes"
@@ -11,12 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
-// startMsg is what distlock tells its supervisor to run, on the control
-// socket (see runSupervisor), once the lock is held. It comes over the
+// StartMsg is what distlock tells its supervisor to run, on the control
+// socket (see Main), once the lock is held. It comes over the
 // socket rather than in the supervisor's arguments and environment because
 // the supervisor may have been started before the lock was acquired (see
 // package standby), and because the command's environment is not the
@@ -30,12 +28,12 @@ import (
 // arguments and then the environment, each ended by a NUL byte. In mode
 // "lock" the first byte carries the descriptor of the lock file
 // (SCM_RIGHTS). The deadline lines follow.
-type startMsg struct {
-	mode     string
-	path     string
-	argv     []string
-	env      []string
-	lockFile *os.File // sent: nil for none
+type StartMsg struct {
+	Mode     string // comma-separated: ModeLockFile, ModeForeground+N
+	Path     string
+	Argv     []string
+	Env      []string
+	LockFile *os.File // sent: nil for none
 	lockFD   int      // received: -1 for none
 }
 
@@ -43,37 +41,37 @@ const startLine = "start"
 
 // errNoStart: distlock closed the control socket without a start message
 // (the lock was not acquired, or distlock started no command).
-var errNoStart = errors.New("cli: the supervisor was told nothing to run")
+var errNoStart = errors.New("supervisor: the supervisor was told nothing to run")
 
 // encode returns m on the wire.
-func (m startMsg) encode() []byte {
+func (m StartMsg) encode() []byte {
 	var p bytes.Buffer
 	field := func(s string) {
 		p.WriteString(s)
 		p.WriteByte(0)
 	}
-	field(m.mode)
-	field(m.path)
-	field(strconv.Itoa(len(m.argv)))
-	for _, a := range m.argv {
+	field(m.Mode)
+	field(m.Path)
+	field(strconv.Itoa(len(m.Argv)))
+	for _, a := range m.Argv {
 		field(a)
 	}
-	for _, kv := range m.env {
+	for _, kv := range m.Env {
 		field(kv)
 	}
 	return append(fmt.Appendf(nil, "%s %d\n", startLine, p.Len()), p.Bytes()...)
 }
 
-// sendStart writes m and then first, the first deadline, on ctrl, the
+// SendStart writes m and then first, the first Deadline, on ctrl, the
 // non-blocking end of the control socket.
-func sendStart(ctrl *os.File, m startMsg, first deadline) error {
-	if strings.ContainsRune(m.mode, 0) || strings.ContainsRune(m.path, 0) {
-		return fmt.Errorf("cli: a NUL byte in the command's path")
+func SendStart(ctrl *os.File, m StartMsg, first Deadline) error {
+	if strings.ContainsRune(m.Mode, 0) || strings.ContainsRune(m.Path, 0) {
+		return fmt.Errorf("supervisor: a NUL byte in the command's path")
 	}
-	buf := append(m.encode(), first.line()...)
+	buf := append(m.encode(), first.Line()...)
 	var oob []byte
-	if m.lockFile != nil {
-		oob = unix.UnixRights(int(m.lockFile.Fd()))
+	if m.LockFile != nil {
+		oob = syscall.UnixRights(int(m.LockFile.Fd()))
 	}
 	rc, err := ctrl.SyscallConn()
 	if err != nil {
@@ -82,8 +80,8 @@ func sendStart(ctrl *os.File, m startMsg, first deadline) error {
 	var n int
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		n, serr = unix.SendmsgN(int(fd), buf, oob, nil, 0)
-		return serr != unix.EAGAIN
+		n, serr = syscall.SendmsgN(int(fd), buf, oob, nil, 0)
+		return serr != syscall.EAGAIN
 	}); err != nil {
 		return err
 	}
@@ -95,10 +93,10 @@ func sendStart(ctrl *os.File, m startMsg, first deadline) error {
 }
 
 // recvStart reads the start message on the blocking descriptor fd; rest
-// is what followed it in the last read (the first deadline lines).
-func recvStart(fd int) (m startMsg, rest []byte, err error) {
+// is what followed it in the last read (the first Deadline lines).
+func recvStart(fd int) (m StartMsg, rest []byte, err error) {
 	buf := make([]byte, 0, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, syscall.CmsgSpace(4))
 	want := -1 // the length of header and body, once the header is in
 	lockFD := -1
 	defer func() {
@@ -110,16 +108,16 @@ func recvStart(fd int) (m startMsg, rest []byte, err error) {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, oobn, flags, _, err := unix.Recvmsg(fd, buf[len(buf):cap(buf)], oob, recvFlags)
-		if err == unix.EINTR {
+		n, oobn, flags, _, err := syscall.Recvmsg(fd, buf[len(buf):cap(buf)], oob, recvFlags)
+		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
 			return m, nil, err
 		}
-		if flags&unix.MSG_CTRUNC != 0 {
+		if flags&syscall.MSG_CTRUNC != 0 {
 			// The kernel dropped the descriptor (no room for it here).
-			return m, nil, errors.New("cli: the lock file's descriptor did not arrive with the start message")
+			return m, nil, errors.New("supervisor: the lock file's descriptor did not arrive with the start message")
 		}
 		if oobn > 0 && lockFD < 0 {
 			if lockFD, err = rightsFD(oob[:oobn]); err != nil {
@@ -132,21 +130,21 @@ func recvStart(fd int) (m startMsg, rest []byte, err error) {
 			if len(buf) == 0 {
 				return m, nil, errNoStart
 			}
-			return m, nil, errors.New("cli: the start message was cut short")
+			return m, nil, errors.New("supervisor: the start message was cut short")
 		}
 		buf = buf[:len(buf)+n]
 		if want < 0 {
 			head, _, ok := bytes.Cut(buf, []byte("\n"))
 			if !ok {
 				if len(buf) > 64 {
-					return m, nil, errors.New("cli: no start message")
+					return m, nil, errors.New("supervisor: no start message")
 				}
 				continue
 			}
 			verb, size, _ := strings.Cut(string(head), " ")
 			body, err := strconv.Atoi(size)
 			if verb != startLine || err != nil || body < 0 {
-				return m, nil, fmt.Errorf("cli: bad start message %q", head)
+				return m, nil, fmt.Errorf("supervisor: bad start message %q", head)
 			}
 			want = len(head) + 1 + body
 		}
@@ -154,32 +152,32 @@ func recvStart(fd int) (m startMsg, rest []byte, err error) {
 	body := buf[bytes.IndexByte(buf, '\n')+1 : want]
 	fields := strings.Split(string(body), "\x00")
 	if len(fields) < 4 || fields[len(fields)-1] != "" {
-		return m, nil, errors.New("cli: bad start message")
+		return m, nil, errors.New("supervisor: bad start message")
 	}
 	fields = fields[:len(fields)-1]
 	argc, err := strconv.Atoi(fields[2])
 	if err != nil || argc < 1 || 3+argc > len(fields) {
-		return m, nil, errors.New("cli: bad start message")
+		return m, nil, errors.New("supervisor: bad start message")
 	}
 	// The lock file's descriptor stays a bare one: an *os.File could be
 	// closed by its finalizer, and with it the flock.
-	m = startMsg{mode: fields[0], path: fields[1], argv: fields[3 : 3+argc], env: fields[3+argc:], lockFD: lockFD}
-	if lockFD < 0 && slices.Contains(strings.Split(m.mode, ","), modeLockFile) {
+	m = StartMsg{Mode: fields[0], Path: fields[1], Argv: fields[3 : 3+argc], Env: fields[3+argc:], lockFD: lockFD}
+	if lockFD < 0 && slices.Contains(strings.Split(m.Mode, ","), ModeLockFile) {
 		// Without it the flock would go with distlock, the command running on.
-		return m, nil, errors.New("cli: no lock file descriptor with the start message")
+		return m, nil, errors.New("supervisor: no lock file descriptor with the start message")
 	}
 	return m, buf[want:], nil
 }
 
 // rightsFD returns the one descriptor passed in the control message oob.
 func rightsFD(oob []byte) (int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
+	msgs, err := syscall.ParseSocketControlMessage(oob)
 	if err != nil {
 		return -1, err
 	}
 	fd := -1
 	for _, msg := range msgs {
-		fds, err := unix.ParseUnixRights(&msg)
+		fds, err := syscall.ParseUnixRights(&msg)
 		if err != nil {
 			continue
 		}
@@ -192,7 +190,7 @@ func rightsFD(oob []byte) (int, error) {
 		}
 	}
 	if fd < 0 {
-		return -1, errors.New("cli: no descriptor in the control message")
+		return -1, errors.New("supervisor: no descriptor in the control message")
 	}
 	return fd, nil
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cli
+package supervisor
 
 import (
 	"bufio"
@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/distlock/distlock/cmd/distlock/internal/cli/standby"
 )
 
@@ -27,7 +25,7 @@ import (
 // reportFD and its end of a control socket (AF_UNIX, SOCK_STREAM) as
 // controlFD, and only the Go runtime's settings in its environment. It
 // may be started before the lock is acquired (see package standby): it
-// first waits on the socket for the start message (startMsg): the MODE,
+// first waits on the socket for the start message (StartMsg): the MODE,
 // the command (PATH, ARGV), the command's environment and, if MODE has
 // "lock", a descriptor of the file:// lock file. If the socket closes
 // first, it exits at once and starts nothing. Then it starts the command
@@ -73,26 +71,27 @@ const (
 	reportFD  = standby.ReportFD
 	controlFD = standby.ControlFD
 
-	modeForeground = "fg"
-	modeLockFile   = "lock"
+	ModeForeground = "fg"
+	ModeLockFile   = "lock"
 
-	reportPid    = "pid"
-	reportStop   = "stop"
-	reportExpiry = "expired"
-	reportExit   = "exit"
-	reportSignal = "signal"
-	reportError  = "error"
+	ReportPid    = "pid"
+	ReportStop   = "stop"
+	ReportExpiry = "expired"
+	ReportExit   = "exit"
+	ReportSignal = "signal"
+	ReportError  = "error"
 )
 
-// runSupervisor is the supervisor's main; args follow SupervisorCommand.
-func runSupervisor(args []string) int {
+// Main is the supervisor's main; args follow standby.Command. It returns
+// the supervisor's exit status.
+func Main(args []string) int {
 	var ppid int
 	var err error
 	if len(args) == 1 {
 		ppid, err = strconv.Atoi(args[0])
 	}
 	if len(args) != 1 || err != nil || ppid < 1 || !isPipe(reportFD) || !isSocket(controlFD) {
-		fmt.Fprintf(os.Stderr, "distlock: %s is started by distlock run, not by hand\n", SupervisorCommand)
+		fmt.Fprintf(os.Stderr, "distlock: %s is started by distlock run, not by hand\n", standby.Command)
 		return ExitUsage
 	}
 	// Neither descriptor goes to the command, nor does the lock file's,
@@ -106,13 +105,13 @@ func runSupervisor(args []string) int {
 	case errors.Is(err, errNoStart):
 		return 0 // not needed: the lock was not acquired, or distlock ended
 	case err != nil:
-		fmt.Fprintf(report, "%s %d the supervisor got no command from distlock: %s\n", reportError, ExitSoftware, strings.ReplaceAll(err.Error(), "\n", " "))
+		fmt.Fprintf(report, "%s %d the supervisor got no command from distlock: %s\n", ReportError, ExitSoftware, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 0
 	}
-	mode, path, argv := strings.Split(start.mode, ","), start.path, start.argv
+	mode, path, argv := strings.Split(start.Mode, ","), start.Path, start.Argv
 	fg, ctty := false, 0
 	for _, m := range mode {
-		if n, ok := strings.CutPrefix(m, modeForeground); ok {
+		if n, ok := strings.CutPrefix(m, ModeForeground); ok {
 			ctty, err = strconv.Atoi(n)
 			fg = err == nil && ctty >= 0 && ctty <= 2
 		}
@@ -121,11 +120,11 @@ func runSupervisor(args []string) int {
 	deadlines := bufio.NewScanner(io.MultiReader(bytes.NewReader(rest), os.NewFile(controlFD, "deadlines")))
 	limit, ok := nextDeadline(deadlines)
 	if !ok {
-		fmt.Fprintf(report, "%s %d the supervisor got no deadline from distlock\n", reportError, ExitSoftware)
+		fmt.Fprintf(report, "%s %d the supervisor got no deadline from distlock\n", ReportError, ExitSoftware)
 		return 0
 	}
-	if limit.bounded() && monoNow() >= limit.kill {
-		fmt.Fprintf(report, "%s %d the lock's deadline passed before the command started\n", reportError, ExitLockLost)
+	if limit.Bounded() && MonoNow() >= limit.Kill {
+		fmt.Fprintf(report, "%s %d the lock's deadline passed before the command started\n", ReportError, ExitLockLost)
 		return 0
 	}
 
@@ -139,15 +138,16 @@ func runSupervisor(args []string) int {
 	if fg {
 		attr.Foreground, attr.Ctty = true, ctty
 	}
-	proc, err := os.StartProcess(path, argv, &os.ProcAttr{Env: start.env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+	// syscall.ForkExec, not os.StartProcess: the command is waited for by
+	// its pid (Wait4, below), and os.StartProcess would first probe
+	// whether pidfds work, with a fork of its own, in every run.
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: start.Env, Files: []uintptr{0, 1, 2}, Sys: attr})
 	if err != nil {
-		ee := execError(argv[0], err).(*exitError)
-		fmt.Fprintf(report, "%s %d %s\n", reportError, ee.code, strings.ReplaceAll(ee.err.Error(), "\n", " "))
+		code, err := ExecError(argv[0], &os.PathError{Op: "fork/exec", Path: path, Err: err})
+		fmt.Fprintf(report, "%s %d %s\n", ReportError, code, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 0
 	}
-	pid := proc.Pid
-	defer proc.Release()
-	fmt.Fprintf(report, "%s %d\n", reportPid, pid)
+	fmt.Fprintf(report, "%s %d\n", ReportPid, pid)
 
 	type end struct {
 		ws syscall.WaitStatus
@@ -199,18 +199,18 @@ func runSupervisor(args []string) int {
 			timer.Stop()
 			fire = nil
 		}
-		if !limit.bounded() {
+		if !limit.Bounded() {
 			return
 		}
-		at := limit.term
+		at := limit.Term
 		if terminating {
-			at = limit.kill
+			at = limit.Kill
 		}
-		timer = time.NewTimer(time.Duration(at - monoNow()))
+		timer = time.NewTimer(time.Duration(at - MonoNow()))
 		fire = timer.C
 	}
 	// terminate sends the group SIGTERM, and SIGCONT, which lets a
-	// stopped job handle it; SIGKILL follows at limit.kill.
+	// stopped job handle it; SIGKILL follows at limit.Kill.
 	terminate := func() {
 		terminating = true
 		syscall.Kill(-pid, syscall.SIGTERM)
@@ -226,8 +226,8 @@ func runSupervisor(args []string) int {
 			case c.lost:
 				// Whether or not the deadline sent its SIGTERM already,
 				// the group gets no other.
-				if !limit.bounded() || c.limit.kill < limit.kill {
-					limit.kill = c.limit.kill
+				if !limit.Bounded() || c.limit.Kill < limit.Kill {
+					limit.Kill = c.limit.Kill
 				}
 				if !terminating {
 					terminate()
@@ -243,24 +243,24 @@ func runSupervisor(args []string) int {
 				// The renewal is overdue: end the group before the lease
 				// can lapse.
 				terminate()
-				fmt.Fprintf(report, "%s %d\n", reportExpiry, limit.kill-limit.term)
+				fmt.Fprintf(report, "%s %d\n", ReportExpiry, limit.Kill-limit.Term)
 				arm()
 			} else {
 				syscall.Kill(-pid, syscall.SIGKILL)
 			}
 		case <-parentGone:
-			killGroup(pid, true, io.Discard)
+			KillGroup(pid, true, io.Discard)
 			return 1
 		case s := <-stops:
-			fmt.Fprintf(report, "%s %d\n", reportStop, int(s))
+			fmt.Fprintf(report, "%s %d\n", ReportStop, int(s))
 		case e := <-ended:
-			killGroup(pid, true, os.Stderr)
+			KillGroup(pid, true, os.Stderr)
 			switch {
 			case !e.ok:
 			case e.ws.Signaled():
-				fmt.Fprintf(report, "%s %d\n", reportSignal, int(e.ws.Signal()))
+				fmt.Fprintf(report, "%s %d\n", ReportSignal, int(e.ws.Signal()))
 			default:
-				fmt.Fprintf(report, "%s %d\n", reportExit, e.ws.ExitStatus())
+				fmt.Fprintf(report, "%s %d\n", ReportExit, e.ws.ExitStatus())
 			}
 			return 0
 		}
@@ -273,12 +273,13 @@ func isPipe(fd int) bool {
 	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 }
 
-// deadline is when the supervisor ends the command unless it hears of a
-// later one: SIGTERM at term, SIGKILL at kill (monoNow's clock). Zero
-// kill: no bound.
-type deadline struct{ term, kill int64 }
+// Deadline is when the supervisor ends the command unless it hears of a
+// later one: SIGTERM at Term, SIGKILL at Kill (MonoNow's clock). Zero
+// Kill: no bound.
+type Deadline struct{ Term, Kill int64 }
 
-func (d deadline) bounded() bool { return d.kill != 0 }
+// Bounded reports whether d bounds the command's time.
+func (d Deadline) Bounded() bool { return d.Kill != 0 }
 
 const (
 	deadlineLine  = "deadline"
@@ -286,17 +287,17 @@ const (
 	lostLine      = "lost"
 )
 
-// lostMsg is what distlock writes on the control socket when the lock is
+// LostLine is what distlock writes on the control socket when the lock is
 // lost: the supervisor sends the group SIGTERM, unless it did already,
-// and SIGKILL at kill (monoNow's clock), or at the deadline if sooner.
-func lostMsg(kill int64) string {
+// and SIGKILL at kill (MonoNow's clock), or at the deadline if sooner.
+func LostLine(kill int64) string {
 	return fmt.Sprintf("%s %d\n", lostLine, kill)
 }
 
 // control is a line of the control socket after the start message: a
-// deadline, or the lock's loss with the time for SIGKILL in limit.kill.
+// deadline, or the lock's loss with the time for SIGKILL in limit.Kill.
 type control struct {
-	limit deadline
+	limit Deadline
 	lost  bool
 }
 
@@ -307,7 +308,7 @@ func nextControl(sc *bufio.Scanner) (control, bool) {
 		f := strings.Fields(sc.Text())
 		if len(f) == 2 && f[0] == lostLine {
 			if kill, err := strconv.ParseInt(f[1], 10, 64); err == nil && kill > 0 {
-				return control{limit: deadline{kill: kill}, lost: true}, true
+				return control{limit: Deadline{Kill: kill}, lost: true}, true
 			}
 			continue
 		}
@@ -318,45 +319,37 @@ func nextControl(sc *bufio.Scanner) (control, bool) {
 	return control{}, false
 }
 
-// line is what distlock writes on the deadline pipe for d.
-func (d deadline) line() string {
-	if !d.bounded() {
+// Line is what distlock writes on the control socket for d.
+func (d Deadline) Line() string {
+	if !d.Bounded() {
 		return unboundedLine + "\n"
 	}
-	return fmt.Sprintf("%s %d %d\n", deadlineLine, d.term, d.kill)
+	return fmt.Sprintf("%s %d %d\n", deadlineLine, d.Term, d.Kill)
 }
 
 // nextDeadline reads the next well-formed deadline line of the control
 // socket (the first, sent with the start message); false at its end.
-func nextDeadline(sc *bufio.Scanner) (deadline, bool) {
+func nextDeadline(sc *bufio.Scanner) (Deadline, bool) {
 	for sc.Scan() {
 		if d, ok := parseDeadline(strings.Fields(sc.Text())); ok {
 			return d, true
 		}
 	}
-	return deadline{}, false
+	return Deadline{}, false
 }
 
 // parseDeadline parses the fields of a deadline line, or of "none".
-func parseDeadline(f []string) (deadline, bool) {
+func parseDeadline(f []string) (Deadline, bool) {
 	if len(f) == 1 && f[0] == unboundedLine {
-		return deadline{}, true
+		return Deadline{}, true
 	}
 	if len(f) != 3 || f[0] != deadlineLine {
-		return deadline{}, false
+		return Deadline{}, false
 	}
 	term, err1 := strconv.ParseInt(f[1], 10, 64)
 	kill, err2 := strconv.ParseInt(f[2], 10, 64)
 	if err1 == nil && err2 == nil && kill > 0 && term <= kill {
-		return deadline{term, kill}, true
+		return Deadline{term, kill}, true
 	}
-	return deadline{}, false
-}
-
-// monoNow reads the monotonic clock, in ns; unlike the monotonic reading
-// of a time.Time, it means the same in distlock and in its supervisor.
-func monoNow() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
+	return Deadline{}, false
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package cli
+package supervisor
 
 import (
 	"errors"
@@ -31,11 +31,11 @@ func TestStartMessageRoundTrip(t *testing.T) {
 	}
 	defer lockFile.Close()
 	env := []string{"BIG=" + strings.Repeat("x", 1<<20), "DISTLOCK_TOKEN=7", "EMPTY="}
-	sent := startMsg{mode: "-,fg1,lock", path: "/bin/echo", argv: []string{"echo", "a b", ""}, env: env, lockFile: lockFile}
-	limit := deadline{term: 10, kill: 20}
+	sent := StartMsg{Mode: "-,fg1,lock", Path: "/bin/echo", Argv: []string{"echo", "a b", ""}, Env: env, LockFile: lockFile}
+	limit := Deadline{Term: 10, Kill: 20}
 	sendErr := make(chan error, 1)
 	go func() {
-		sendErr <- sendStart(sup.Control, sent, limit)
+		sendErr <- SendStart(sup.Control, sent, limit)
 		sup.Control.Close()
 	}()
 	got, rest, err := recvStart(int(child.Fd()))
@@ -46,8 +46,8 @@ func TestStartMessageRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(got.lockFD)
-	if got.mode != sent.mode || got.path != sent.path || !slices.Equal(got.argv, sent.argv) || !slices.Equal(got.env, sent.env) {
-		t.Errorf("received %q %q %q and %d variables; sent %q %q %q and %d", got.mode, got.path, got.argv, len(got.env), sent.mode, sent.path, sent.argv, len(sent.env))
+	if got.Mode != sent.Mode || got.Path != sent.Path || !slices.Equal(got.Argv, sent.Argv) || !slices.Equal(got.Env, sent.Env) {
+		t.Errorf("received %q %q %q and %d variables; sent %q %q %q and %d", got.Mode, got.Path, got.Argv, len(got.Env), sent.Mode, sent.Path, sent.Argv, len(sent.Env))
 	}
 	var a, b syscall.Stat_t
 	if err := syscall.Fstat(got.lockFD, &a); err != nil {
@@ -68,8 +68,8 @@ func TestStartMessageRoundTrip(t *testing.T) {
 	if flags, err := fcntlFlags(got.lockFD); err != nil || flags&syscall.FD_CLOEXEC == 0 {
 		t.Errorf("the received descriptor would reach the command (flags %#x, %v)", flags, err)
 	}
-	if !strings.HasPrefix(string(rest), limit.line()) && !strings.HasPrefix(limit.line(), string(rest)) {
-		t.Errorf("after the message: %q, want the start of %q", rest, limit.line())
+	if !strings.HasPrefix(string(rest), limit.Line()) && !strings.HasPrefix(limit.Line(), string(rest)) {
+		t.Errorf("after the message: %q, want the start of %q", rest, limit.Line())
 	}
 }
 
@@ -109,14 +109,14 @@ func TestStartMessageLockWithoutDescriptor(t *testing.T) {
 	defer sup.Report.Close()
 	defer pw.Close()
 	defer child.Close()
-	sent := startMsg{mode: "-," + modeLockFile, path: "/bin/true", argv: []string{"true"}}
-	if err := sendStart(sup.Control, sent, deadline{}); err != nil {
+	sent := StartMsg{Mode: "-," + ModeLockFile, Path: "/bin/true", Argv: []string{"true"}}
+	if err := SendStart(sup.Control, sent, Deadline{}); err != nil {
 		t.Fatal(err)
 	}
 	sup.Control.Close()
 	got, _, err := recvStart(int(child.Fd()))
 	if err == nil {
 		syscall.Close(got.lockFD)
-		t.Fatalf("recvStart accepted mode %q with lock file descriptor %d", got.mode, got.lockFD)
+		t.Fatalf("recvStart accepted mode %q with lock file descriptor %d", got.Mode, got.lockFD)
 	}
 }
