@@ -88,6 +88,19 @@
 //   - Nothing stops a process that pauses for longer than its lock's
 //     usable validity from acting after the lock was lost: use the fence.
 //   - Clock rates that differ by more than the drift allowed for.
+//   - A client whose server is a follower cut off from its leader (a
+//     partition between servers) while the server still answers: a
+//     follower goes on serving its clients, from its own state and pings
+//     included, until it gives up on the leader (syncLimit × tickTime),
+//     while the leader, which hears nothing of the client's session, may
+//     expire it. A grant or a Refresh answered by such a follower is then
+//     not the proof of the session that Guarantees takes it for: the
+//     holder may be granted, or keep, a lock whose node the leader already
+//     deleted, while the next in line holds it (the nemesis mode of
+//     torture found one such overlap in 30 minutes of cut-off members:
+//     torture/NEMESIS.md). A session timeout well above syncLimit ×
+//     tickTime narrows the window; the fence is what refuses the stale
+//     holder's writes.
 //   - A node deleted by an operator ends the lock for this holder only at
 //     its next Refresh (the Client's renewals); meanwhile the next in line
 //     may already hold it. Held nodes are not watched, so that a lock costs
