@@ -245,7 +245,7 @@ func (g *Gateway) resign(w http.ResponseWriter, r *http.Request, p *principal) *
 	if pr != nil {
 		return pr
 	}
-	if !s.drop(h, "released") {
+	if !s.drop(h, "released", "") {
 		return newProblem(http.StatusConflict, ProblemNotHeld, "the term was resigned or lost meanwhile")
 	}
 	switch err := g.giveBack(r, h, "resigned"); {

@@ -44,5 +44,10 @@ func TermDone(g *Gateway, id, name string) <-chan struct{} {
 // election's observation. Set it before g's first use.
 func SetObserveOpening(g *Gateway, f func()) { g.observeOpening = f }
 
+// SetDropped sets f to run as each release (forced or not) has taken a
+// lock from its session, before the lock service releases it. Set it
+// before g's first use.
+func SetDropped(g *Gateway, f func()) { g.dropped = f }
+
 // ProblemTitle returns the title of the problem type typ, or "".
 func ProblemTitle(typ string) string { return titles[typ] }

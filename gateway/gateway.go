@@ -163,6 +163,10 @@ type Gateway struct {
 	// observeOpening, set by tests before the gateway's first use, runs
 	// as an observe stream opens the election's observation.
 	observeOpening func()
+	// dropped, set by tests before the gateway's first use, runs as a
+	// release has taken a lock from its session, before the lock service
+	// releases it.
+	dropped func()
 }
 
 // New returns a Gateway over b. Close it to end its sessions, which

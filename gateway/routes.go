@@ -594,8 +594,11 @@ func (g *Gateway) release(w http.ResponseWriter, r *http.Request, p *principal) 
 	if req.Force {
 		why, reason = "forced", "forced"
 	}
-	if !h.s.drop(h, why) {
+	if !h.s.drop(h, why, "") {
 		return newProblem(http.StatusConflict, ProblemNotHeld, "the lock was released or lost meanwhile")
+	}
+	if g.dropped != nil {
+		g.dropped()
 	}
 	switch err := g.giveBack(r, h, reason); {
 	case err == nil:
@@ -622,7 +625,7 @@ func (g *Gateway) forceReaders(w http.ResponseWriter, r *http.Request, name stri
 	var failed error
 	var failedTokens []string
 	for _, h := range readers {
-		if !h.s.drop(h, "forced") {
+		if !h.s.drop(h, "forced", "") {
 			continue // released or lost meanwhile
 		}
 		tok := strconv.FormatUint(h.token, 10)
@@ -690,7 +693,7 @@ func (g *Gateway) abandon(w http.ResponseWriter, r *http.Request, p *principal) 
 	if !ok {
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the acquire in progress did not end in time")
 	}
-	if h != nil && h.s.drop(h, "released") {
+	if h != nil && h.s.drop(h, "released", "") {
 		if err := g.giveBack(r, h, "abandoned"); err != nil && !errors.Is(err, distlock.ErrLockLost) {
 			return g.backendProblem(err)
 		}

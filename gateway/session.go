@@ -571,24 +571,36 @@ func (s *session) take(ctx context.Context, name string, wait time.Duration, can
 }
 
 // drop takes h out of its session, for why, and reports whether it was
-// still in.
-func (s *session) drop(h *held, why string) bool {
+// still in: "released" by its holder, "forced" by an administrator, or
+// lost for the reason why (detail says how). Unless its holder gave it
+// up, the session's keepalives learn of the loss in the same step: a
+// keepalive that answers without h answers with its lock_lost event
+// too, never with h merely gone ("not held" on the client's side).
+func (s *session) drop(h *held, why, detail string) bool {
 	s.g.mu.Lock()
 	defer s.g.mu.Unlock()
 	s.g.forgetLocked(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.locks[h.name] == h
-	if in {
-		delete(s.locks, h.name)
-		h.dropped = why
-		if why != "released" && why != "forced" {
-			// A loss: the lock is gone at the service already. A release
-			// is published once the service has answered it.
-			s.g.publishLocked("lost", h, why)
-		}
+	if !in {
+		return false
 	}
-	return in
+	delete(s.locks, h.name)
+	h.dropped = why
+	tok := strconv.FormatUint(h.token, 10)
+	switch why {
+	case "released":
+	case "forced":
+		// Published once the service has answered the release.
+		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: tok,
+			Reason: "forced_release", Detail: "released by an administrator"})
+	default:
+		// A loss: the lock is gone at the service already.
+		s.g.publishLocked("lost", h, why)
+		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: tok, Reason: why, Detail: detail})
+	}
+	return true
 }
 
 // watch reports what happens to h to its session's keepalives, until h
@@ -640,17 +652,11 @@ func (s *session) lockEnded(h *held) {
 	case errors.Is(err, distlock.ErrMaxHoldExceeded):
 		reason = "max_hold"
 	}
-	in := s.drop(h, reason)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case h.dropped == "forced":
-		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: strconv.FormatUint(h.token, 10),
-			Reason: "forced_release", Detail: "released by an administrator"})
-	case in && s.ended == "":
-		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: strconv.FormatUint(h.token, 10),
-			Reason: reason, Detail: err.Error()})
+	detail := ""
+	if err != nil {
+		detail = err.Error()
 	}
+	s.drop(h, reason, detail)
 }
 
 // forgetLocked takes h out of the gateway's holders, or its readers;

@@ -265,6 +265,7 @@ class Lock:
         self.lost = None  # why it was lost, once it was
         self.at_risk = False
         self.granted = time.monotonic()  # when the grant's answer came
+        self.giving_up = False  # a release (or resignation) was sent
 
     def valid(self):
         """Whether the lock is still held, as far as this process can vouch."""
@@ -278,6 +279,7 @@ class Lock:
     def release(self):
         """Releases the lock, fenced by its token: a newer holder is never freed.
         Raises GatewayError (kind "not-held" or "lock-lost") if it was not held."""
+        self.session._giving_up(self)
         try:
             self.session.gw.request("POST", "/v1/locks/%s/release" % _quote(self.name),
                                     {"session": self.session.id, "token": str(self.token)})
@@ -307,6 +309,7 @@ class Term(Lock):
         """Ends the term, owner-checked by its token: a later term, this
         session's or another's, is never ended. Raises GatewayError (kind
         "not-held" or "lock-lost") if the term had ended."""
+        self.session._giving_up(self)
         try:
             self.session.gw.request("POST", "/v1/elections/%s/resign" % _quote(self.election),
                                     {"session": self.session.id, "token": str(self.token)})
@@ -446,6 +449,10 @@ class Session:
                     # may predate the grant, so it says nothing of it.
                     continue
                 if x is None or x["token"] != str(lock.token):
+                    if lock.giving_up:
+                        # Its release was sent: the answer may follow it,
+                        # and the release says how it ended.
+                        continue
                     if lock.lost is None:
                         lock.lost = "not_held"
                         lost.append(lock)
@@ -510,6 +517,10 @@ class Session:
             self.gw.request("DELETE", "/v1/sessions/" + self.id)
         except Exception:
             pass
+
+    def _giving_up(self, lock):
+        with self._mu:
+            lock.giving_up = True
 
     def _forget(self, lock, why):
         with self._mu:

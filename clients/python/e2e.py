@@ -8,6 +8,9 @@ kill: holds a lock and prints "ready TOKEN"; when the gateway is killed,
       left then.
 race: a keepalive answered before a grant but read after it leaves the
       lock valid; prints one JSON object.
+release: a keepalive answered after a release (or a resignation) but
+      before the caller read its answer does not report a loss; prints one
+      JSON object.
 refused TOKEN: holds a lock, then its token stops being accepted (as when
       it is rotated away): the keepalive thread ends the session and says
       why; prints one JSON object.
@@ -149,6 +152,34 @@ def race(url, d):
     lock.release()
     s.close()
     print(json.dumps(out), flush=True)
+
+
+class KeepaliveAfterRelease(Gateway):
+    """A gateway whose session keeps alive once more between a release's
+    answer and the caller's reading it, as the keepalive thread may."""
+
+    def __init__(self, url):
+        super().__init__(url)
+        self.s = None
+
+    def request(self, method, path, body=None, wait=0.0):
+        a = super().request(method, path, body, wait)
+        if path.endswith("/release") or path.endswith("/resign"):
+            self.s.keepalive()
+        return a
+
+
+def release(url, d):
+    gw = KeepaliveAfterRelease(url)
+    told = []
+    s = gw.session(owner="python-release", ttl=5.0, keepalive=False, on_lost=lambda lock, why: told.append(why))
+    gw.s = s
+    lock = s.acquire("e2e/release", wait=5)
+    term = s.campaign("e2e-release", wait=5)
+    lock.release()
+    term.resign()
+    s.close()
+    print(json.dumps({"lock": lock.lost, "term": term.lost, "told": told}), flush=True)
 
 
 def ended(gw, s, lock, told, ttl):
@@ -452,5 +483,5 @@ if __name__ == "__main__":
     elif mode == "limit":
         limit(url, d, int(sys.argv[4]))
     else:
-        {"walk": walk, "kill": kill, "race": race, "broken": broken, "elect": elect,
+        {"walk": walk, "kill": kill, "race": race, "release": release, "broken": broken, "elect": elect,
          "permits": permits, "shared": shared}[mode](url, d)
