@@ -13,10 +13,11 @@ import (
 )
 
 // zkSessionTimeout is the session timeout of every worker's ZooKeeper
-// session, the lease of its locks (zklock takes no TTL: the session timeout
-// is the grants' validity). It is longer than the Params' TTL: a 1s session,
-// pinged every third of it by a client on a loaded two-core machine where
-// the servers are JVMs, expires now and then for no fault at all.
+// session, from which the lease of its locks is counted (zklock takes no
+// TTL: five twelfths of the session timeout is the grants' validity). It
+// is longer than the Params' TTL: a 1s session, pinged every third of it
+// by a client on a loaded two-core machine where the servers are JVMs,
+// expires now and then for no fault at all.
 const zkSessionTimeout = 2 * time.Second
 
 // zkURL is the zk:// URL of the servers at addrs.
@@ -56,13 +57,13 @@ func init() {
 		Title:  "holder cut off from ZooKeeper (proxy blackhole) past its session timeout, checking its lock before each write; the ensemble expires the session and grants the waiter; then the link heals",
 		Expect: map[string]Expect{backendZK: ExpectHold},
 		Why: map[string]string{
-			backendZK:    "the holder's safe window (the last confirmation plus the session timeout×(1−drift) − margin, on its own clock) ends before the ensemble can expire the session",
+			backendZK:    "the holder's safe window (the last confirmation plus the validity, five twelfths of the session timeout, ×(1−drift) − margin, on its own clock) ends before the ensemble can expire the session",
 			backendRedis: "no session: see partition", backendEtcd: "see partition (a lease is etcd's session)",
 			backendFile: "no session", backendPG: "see connection-kill",
 		},
 		Run: sessionExpiryScenario,
 	})
-	findings["session-expiry"] = "The holder that checks its lock before each write stops writing when its safe window ends, on its own clock, before the ensemble expires its session and the waiter is granted (the mutex model holds; detection is about the session timeout×(1−drift) − margin). After the heal the client is told that the session expired, and the late release reports the lock lost."
+	findings["session-expiry"] = "The holder that checks its lock before each write stops writing when its safe window ends, on its own clock, before the ensemble expires its session and the waiter is granted (the mutex model holds; detection is about the validity, five twelfths of the session timeout, ×(1−drift) − margin). After the heal the client is told that the session expired, and the late release reports the lock lost."
 	findings["leader-kill"] += " On ZooKeeper likewise: the sessions move to the new leader, the holder keeps its lock through the election, and tokens (czxids, whose high 32 bits are the leader's epoch) keep increasing."
 }
 

@@ -47,6 +47,9 @@ type node struct {
 	name  string
 	czxid int64
 	sess  *session
+	// created is the send time of the create that made the node, when the
+	// acquire's first listing follows it (see list); zero otherwise.
+	created time.Time
 }
 
 func errorsIsClosed(err error) bool { return errors.Is(err, ErrClosed) }
@@ -163,6 +166,7 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 			return fail(err, false)
 		}
 		first, listed := a.prefetch(b.created.announce(target))
+		sent := time.Now()
 		p, err := call(rctx, b, func() (string, error) {
 			return b.conn.Create(target, data, zk.FlagEphemeralSequential, b.cfg.acl)
 		}, orphan)
@@ -195,6 +199,7 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 			if ctx.Err() != nil {
 				return canceled(n)
 			}
+			n.created = sent
 			return n, first, nil
 		}
 		n, redo, err := a.adopt(rctx, p)
@@ -206,16 +211,15 @@ func (a *acquire) create(ctx context.Context) (*node, <-chan listing, error) {
 		case ctx.Err() != nil:
 			return canceled(n)
 		}
+		n.created = sent
 		return n, first, nil
 	}
 	return fail(fmt.Errorf("zklock: no node created in a live session after %d creates", maxCreates), true)
 }
 
-// listing is the outcome of a listing of the lock's nodes, sent at sent
-// or later.
+// listing is the outcome of a listing of the lock's nodes.
 type listing struct {
 	children []string
-	sent     time.Time
 	err      error
 }
 
@@ -255,9 +259,8 @@ func (a *acquire) prefetch(written <-chan struct{}) (<-chan listing, func(ok boo
 				return
 			}
 		}
-		sent := time.Now()
 		c, _, err := b.conn.Children(a.dir)
-		res <- listing{children: c, sent: sent, err: err}
+		res <- listing{children: c, err: err}
 	})
 	if !started {
 		close(res)
@@ -507,7 +510,7 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 	}
 	for {
 		rctx, cancel := b.request(wctx)
-		children, sent, err := a.list(rctx, n, first)
+		children, confirmed, err := a.list(rctx, n, first)
 		first = nil
 		err = b.sortErr(ctx, rctx, err)
 		cancel()
@@ -530,8 +533,19 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 		}
 		ahead := a.ahead(children, i)
 		switch {
+		case ahead < 0 && confirmed.IsZero():
+			// The listing may come from a server cut off from the leader,
+			// which expired our session meanwhile: it is confirmed first.
+			rctx, cancel = b.request(wctx)
+			confirmed, err = b.confirm(rctx, a.dir)
+			err = b.sortErr(ctx, rctx, err)
+			cancel()
+			if err != nil {
+				return failed(err)
+			}
+			fallthrough
 		case ahead < 0:
-			l, err := a.grant(n, sent)
+			l, err := a.grant(n, confirmed)
 			return l, nil, err
 		case w == nil:
 			return nil, &driver.Held{}, nil
@@ -661,28 +675,45 @@ func (b *Backend) took(w *watcher) events {
 	return fired
 }
 
-// list lists the lock's nodes, and returns them with a time before the
-// listing was sent. The listing sent behind the create (first, if not nil)
-// is taken if it shows our node: it ran after the create, like one sent
-// now, and is the one an uncontended acquire needs. Otherwise, the create
-// having been answered, a new one is sent.
+// list lists the lock's nodes. The listing sent behind the create (first,
+// if not nil) is taken if it shows our node: it ran after the create, like
+// one sent now, and is the one an uncontended acquire needs; it is
+// returned with the create's send time, from which the leader confirmed
+// our session (see confirm). Otherwise, the create having been answered,
+// a new listing is sent, and returned with the zero time: it is not
+// confirmed.
 func (a *acquire) list(ctx context.Context, n *node, first <-chan listing) ([]string, time.Time, error) {
 	if first != nil {
 		select {
 		case r, ok := <-first:
 			if ok && r.err == nil && slices.Contains(r.children, n.name) {
-				return r.children, r.sent, nil
+				// It ran after our create (it shows our node), which the
+				// leader committed after its send, in our live session: the
+				// create confirms the listing, as a sync would.
+				return r.children, n.created, nil
 			}
 		case <-ctx.Done():
 			return nil, time.Time{}, ctx.Err()
 		}
 	}
-	sent := time.Now()
 	children, err := call(ctx, a.b, func() ([]string, error) {
 		c, _, err := a.b.conn.Children(a.dir)
 		return c, err
 	}, nil)
-	return children, sent, err
+	return children, time.Time{}, err
+}
+
+// confirm sends a sync of path through the server of the session's
+// connection to the leader, and returns its send time: its answer shows
+// that the leader had not expired the session when the sync reached it,
+// and reads that follow it see the ensemble's state from then on (see
+// Guarantees in the package doc). A server cut off from the leader
+// answers reads, and pings, from its own state until it gives up on the
+// leader, but it cannot answer a sync.
+func (b *Backend) confirm(ctx context.Context, path string) (time.Time, error) {
+	sent := time.Now()
+	_, err := call(ctx, b, func() (string, error) { return b.conn.Sync(path) }, nil)
+	return sent, err
 }
 
 // late returns the paths of the nodes other than ours (name) that have our
@@ -723,15 +754,18 @@ func (a *acquire) vanished(n *node) error {
 	return fmt.Errorf("%w: %w: the waiting node %s was deleted", driver.ErrUnavailable, ErrSessionLost, n.path)
 }
 
-// grant reports the grant once a listing sent at sent showed our node
-// first, after checking that the node's session, its ephemeral owner (read
-// from the node, or known from the create, see known), is still the
+// grant reports the grant once a listing showed our node first, and a
+// request sent at sent, through the leader, confirmed the session (a sync
+// after the listing, or the create that the listing followed; see
+// confirm), after checking that the node's session, its ephemeral owner
+// (read from the node, or known from the create, see known), is still the
 // current one: a node of a session that ended meanwhile would be a lock
 // held by nobody, and granted to the next in line. The listing needs no
 // read of the node to follow it: our protected name is ours alone, and
-// with the session current since the node was created, the listing ran
-// in that session, on a server that still had the node, so the session
-// was alive when it was sent.
+// with the session current since the node was created, the listing ran in
+// that session, on a server that still had the node; the confirmation
+// shows that the leader had not expired the session, so had not deleted
+// the node, after sent.
 func (a *acquire) grant(n *node, sent time.Time) (*lease, error) {
 	b := a.b
 	if b.beforeGrant != nil {
@@ -743,7 +777,7 @@ func (a *acquire) grant(n *node, sent time.Time) (*lease, error) {
 	l := &lease{
 		b: b, sess: n.sess, key: a.key, path: n.path,
 		token:    uint64(n.czxid),
-		validity: driver.Validity{Sent: sent, TTL: n.sess.timeout},
+		validity: driver.Validity{Sent: sent, TTL: n.sess.validity()},
 		onLost:   a.opts.OnLost,
 		done:     make(chan struct{}),
 	}

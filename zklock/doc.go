@@ -24,23 +24,40 @@
 // nobody else holds the lock.
 //
 // The Backend reports to distlock's Client confirmations timed from before
-// their request was sent: a grant's Validity is the session timeout the
-// ensemble granted, from the send time of the listing that found our node
-// first while the session that owns it was current; a Refresh sends one
-// read of the node and reports the same from its send time. The ensemble cannot expire
-// the session before that time plus the session timeout, since it heard
-// from the client after it. When the connection breaks (Curator's
-// SUSPENDED state), refreshes fail, and the Client cancels the lock's
-// context at the last confirmation plus the session timeout×(1−drift) −
-// margin, a safe window shorter than the session timeout, unless the
+// their request was sent, and each confirmation goes through the leader:
+// the leader alone expires sessions, and a follower cut off from it (a
+// partition between servers) goes on answering its clients' reads and
+// pings from its own state, for up to syncLimit × tickTime, while the
+// leader, hearing nothing of their sessions, expires them and deletes
+// their nodes. A grant is confirmed by the create of our node, when the
+// listing that found it first followed the create (an uncontended
+// acquire), or else by a sync after that listing; a Refresh sends a sync
+// and then reads the node. The leader commits a create, and forwards a
+// sync's answer, only after every change it made before, the end of our
+// session included, and the server that answers us applies them in that
+// order and drops our connection when it applies our session's end: an
+// answered confirmation shows that the leader had not expired the session
+// when the request reached it, after its send time.
+//
+// The Validity then runs from that send time for five twelfths of the
+// session timeout the ensemble granted: the leader expires a session a
+// session timeout after it last heard of it, and it hears of a client of
+// a follower late, from the follower's answers to its pings, every half
+// tick (at most a quarter of the timeout, since servers grant at least
+// two ticks unless their minSessionTimeout says otherwise), and perhaps
+// only of the request before the confirming one, which the zk client sends
+// within a third of the timeout (it pings when it has sent nothing for
+// that long). When the connection breaks (Curator's SUSPENDED state),
+// refreshes fail, and the Client cancels the lock's context at the last
+// confirmation plus that validity×(1−drift) − margin, unless the
 // connection came back, with the session, within it. The zk client keeps
 // the session alive with pings meanwhile: refreshes only confirm it.
 //
 // distlock's TTL does not set the lease: the session timeout does, once per
 // Backend (WithSessionTimeout), and Refresh's ttl is only checked. The TTL
-// in each Validity is the timeout the ensemble granted, which may be less
-// than was asked for (servers clamp it to between 2 and 20 ticks unless
-// configured otherwise).
+// in each Validity is five twelfths of the timeout the ensemble granted,
+// which may be less than was asked for (servers clamp it to between 2 and
+// 20 ticks unless configured otherwise).
 //
 // A lock is also lost, and its holder told through OnLost, as soon as the
 // Backend learns it: the ensemble reports the session expired (Curator's
@@ -88,19 +105,14 @@
 //   - Nothing stops a process that pauses for longer than its lock's
 //     usable validity from acting after the lock was lost: use the fence.
 //   - Clock rates that differ by more than the drift allowed for.
-//   - A client whose server is a follower cut off from its leader (a
-//     partition between servers) while the server still answers: a
-//     follower goes on serving its clients, from its own state and pings
-//     included, until it gives up on the leader (syncLimit × tickTime),
-//     while the leader, which hears nothing of the client's session, may
-//     expire it. A grant or a Refresh answered by such a follower is then
-//     not the proof of the session that Guarantees takes it for: the
-//     holder may be granted, or keep, a lock whose node the leader already
-//     deleted, while the next in line holds it (the nemesis mode of
-//     torture found one such overlap in 30 minutes of cut-off members:
-//     torture/NEMESIS.md). A session timeout well above syncLimit ×
-//     tickTime narrows the window; the fence is what refuses the stale
-//     holder's writes.
+//   - A link between a follower and its leader that carries a
+//     confirmation and fails before the follower's next answer to the
+//     leader's pings, after failing before the confirmation was sent (a
+//     link that flaps within half a tick): the leader may then have last
+//     heard of the session before the request that the validity counts
+//     back to. A servers' minSessionTimeout below two ticks widens the
+//     lag the validity allows for. The fence refuses a holder's writes
+//     either way.
 //   - A node deleted by an operator ends the lock for this holder only at
 //     its next Refresh (the Client's renewals); meanwhile the next in line
 //     may already hold it. Held nodes are not watched, so that a lock costs
@@ -272,8 +284,8 @@
 // ensemble's addresses and makes its own connection, because go-zookeeper
 // lets only the code that calls zk.Connect see what the safety model needs:
 //
-//   - the session timeout the ensemble granted, which is the TTL of every
-//     Validity, is kept private by the *zk.Conn; the Backend reads it from
+//   - the session timeout the ensemble granted, from which the TTL of every
+//     Validity is counted, is kept private by the *zk.Conn; the Backend reads it from
 //     the connect reply through its own dialer (zk.WithDialer);
 //   - session expiry, which must end every lock of the session, is an
 //     event delivered to the callback given to zk.Connect, or to the event

@@ -59,9 +59,10 @@ func (l *lease) Path() string { return l.path }
 // timeout, from the send time of the request that found our node first.
 func (l *lease) Validity() driver.Validity { return l.validity }
 
-// Refresh reads the lock node's stat, one request whatever ttl is: the
-// session timeout applies, from the send time of that request, once the
-// reply shows the node still there, created for this grant and owned by the
+// Refresh confirms the session through the leader (see confirm) and reads
+// the lock node's stat, two requests whatever ttl is: the session's
+// validity applies, from the send time of the confirmation, once the reply
+// shows the node still there, created for this grant and owned by the
 // live session. The session itself is kept alive by the zk client's pings.
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := driver.CheckTTL(ttl); err != nil {
@@ -73,7 +74,10 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	b := l.b
 	rctx, cancel := b.request(ctx)
 	defer cancel()
-	sent := time.Now()
+	sent, err := b.confirm(rctx, l.path)
+	if err != nil {
+		return driver.Validity{}, b.sortErr(ctx, rctx, err)
+	}
 	st, err := call(rctx, b, func() (*zk.Stat, error) { return b.stat(l.path) }, nil)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
@@ -96,7 +100,7 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	if l.state0() == ended {
 		return driver.Validity{}, l.gone()
 	}
-	return driver.Validity{Sent: sent, TTL: l.sess.timeout}, nil
+	return driver.Validity{Sent: sent, TTL: l.sess.validity()}, nil
 }
 
 // Release deletes the lock node. If it was gone (the session expired, or

@@ -115,8 +115,10 @@ func makeLockPath(t testing.TB, admin *zk.Conn, key string) {
 
 // An uncontended acquire and release ask the server three things: the
 // create of our node (whose reply gives its czxid, the token, and shows
-// it in the current session), one listing (which shows it first) and the
-// delete; a hand-off costs the waiter two listings and one watch more.
+// it in the current session, and confirms the session through the
+// leader), one listing (which shows it first) and the delete; a hand-off
+// costs the waiter a listing, a watch, a listing that shows its node
+// first, and a sync that confirms its session through the leader.
 // Counted on the wire, so that a read added to the grant or the hold
 // shows here.
 func TestRequestsPerCycle(t *testing.T) {
@@ -176,11 +178,22 @@ func TestRequestsPerCycle(t *testing.T) {
 	if l == nil {
 		return
 	}
+	got = p.take()
+	// A refresh: a sync that confirms the session through the leader,
+	// and the read of the node.
+	if _, err := l.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("waiter Refresh: %v", err)
+	}
+	if refresh, want := p.take(), map[string]int{"sync": 1, "exists": 1}; !maps.Equal(refresh, want) {
+		t.Errorf("a refresh sent %s; want %s", showCounts(refresh), showCounts(want))
+	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("waiter Release: %v", err)
 	}
-	got = p.take()
-	want = map[string]int{"create": 1, "getChildren2": 2, "getData": 1, "delete": 1}
+	for op, n := range p.take() {
+		got[op] += n
+	}
+	want = map[string]int{"create": 1, "getChildren2": 2, "getData": 1, "sync": 1, "delete": 1}
 	if !maps.Equal(got, want) {
 		t.Errorf("a hand-off sent %s from the waiter; want %s", showCounts(got), showCounts(want))
 	}

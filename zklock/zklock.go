@@ -138,6 +138,19 @@ type session struct {
 	leases  map[*lease]struct{}
 }
 
+// validity is how long a confirmation of the session holds, from the
+// confirming request's send time: the session timeout, less the lag of
+// the leader's knowledge of the session's requests (see Guarantees in the
+// package doc). The leader expires a session a session timeout after it
+// last heard of it; a follower tells the leader of its clients' requests
+// in its answer to the leader's pings, every half tick, and a server's
+// tick is at most half the session timeout it grants (unless its
+// minSessionTimeout is set lower), so a quarter of the timeout; and the
+// request the leader last heard of may be the one before the confirming
+// request, which the zk client sends within a third of the timeout (it
+// pings when it has sent nothing for that long).
+func (s *session) validity() time.Duration { return s.timeout - s.timeout/4 - s.timeout/3 }
+
 // handshake is what a connect reply said.
 type handshake struct {
 	id      int64

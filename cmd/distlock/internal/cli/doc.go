@@ -129,11 +129,12 @@
 //     lease of --ttl (etcd: a session lease of whole seconds; redlock: less
 //     the quorum's time and the drift), renewed every 5s; the window is
 //     about 4.9s.
-//   - zk: the ZooKeeper session timeout (?session_timeout=, default 10s),
-//     whatever --ttl is, which only sets the renewal interval: renewed
-//     halfway to each deadline, about every 4.9s, with a window of about
-//     2.5s; a session timeout of 4s, renewals about every 2s, a window of
-//     about 1s.
+//   - zk: five twelfths of the ZooKeeper session timeout
+//     (?session_timeout=, default 10s: about 4.2s; see zklock's
+//     Guarantees), whatever --ttl is, which only sets the renewal
+//     interval: renewed halfway to each deadline, about every 2s, with a
+//     window of about 1s; a session timeout of 20s, renewals about every
+//     4s, a window of about 2s.
 //   - distlock+http (a gateway): the time left that the gateway reports
 //     for its lock, from the send of the keepalive it answered; the window
 //     is half of what is left after the next renewal, at most TTL/3.

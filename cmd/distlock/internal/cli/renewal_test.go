@@ -16,8 +16,8 @@ import (
 // URL's own settings), a command that runs through two renewals of its
 // lock ends with its own status and output: the supervisor's SIGTERM
 // comes only when the lock's deadline nears without a confirmed renewal,
-// as the Client keeps that deadline and renews it (a ZooKeeper session of
-// 10s, say, whatever --ttl is), never before a healthy renewal.
+// as the Client keeps that deadline and renews it (5/12 of a ZooKeeper
+// session of 10s, say, whatever --ttl is), never before a healthy renewal.
 //
 // A renewal is only as timely as the machine lets it be: a stall of
 // distlock or of the service longer than the lock's at-risk window brings
@@ -25,8 +25,8 @@ import (
 // then right to end the command, and distlock to exit 76. So a run that
 // ends so is made again, up to outlastRuns times, and the test fails if
 // every run ends so: a supervisor that times its SIGTERM from --ttl rather
-// than the lock's deadline ends every run on ZooKeeper (its session, 10s,
-// is the lock's TTL). Any other outcome fails at once.
+// than the lock's deadline ends every run on ZooKeeper (5/12 of its
+// session, 10s, is the lock's TTL). Any other outcome fails at once.
 func TestRunOutlastsRenewals(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

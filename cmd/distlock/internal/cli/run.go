@@ -132,7 +132,7 @@ group is killed (SIGKILL) before the lock is released. If the lock is lost,
 the group gets SIGTERM, then SIGKILL after --grace, and distlock exits 76.
 A supervisor process between distlock and the command keeps the lock's
 deadline too, as the Client keeps it from the lease the service confirmed:
---ttl on most backends, the session timeout on zk://, the time left that
+--ttl on most backends, 5/12 of the session timeout on zk://, the time left that
 the gateway reports on distlock+http://; no deadline on file:// (the lock
 file, which the supervisor holds too) and postgres:// session locks
 (distlock's connection). If the deadline nears without a confirmed renewal

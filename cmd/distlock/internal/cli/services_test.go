@@ -36,7 +36,7 @@ func TestEtcdStoppedDistlockCommandEndsInTime(t *testing.T) {
 	stoppedDistlockCommandEndsInTime(e, "etcd://"+testserver.StartEtcd(t).Members[0].ClientAddr, "k", "trap '' TERM;", "1h")
 }
 
-// The same on ZooKeeper, where the lease is the session timeout (here 2s),
+// The same on ZooKeeper, where the lease is 5/12 of the session timeout (here 2s),
 // not --ttl: the stopped distlock's client sends no pings, the ensemble
 // expires the session, and the command is gone by then.
 func TestZooKeeperStoppedDistlockCommandEndsInTime(t *testing.T) {
