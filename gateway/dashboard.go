@@ -265,7 +265,7 @@ func dashboardLockOf(h *held, waiting int) dashboardLock {
 		l.LeaseRemainingMS = &left
 		// The Client sets the deadline from the send of each confirmed
 		// request and the lease the service granted (etcd's whole
-		// seconds, ZooKeeper's session timeout, Redlock's validity), the
+		// seconds, 5/12 of ZooKeeper's session timeout, Redlock's validity), the
 		// same for each renewal as for the grant: the last renewal was
 		// confirmed about h.lease before the deadline, as the grant was,
 		// give or take a round trip. Compared on the monotonic clock, which

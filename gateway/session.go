@@ -40,11 +40,10 @@ const maxOwner = 256
 //
 // Who guards what: id, owner, ttl, principal, share, client, timer are set
 // before the session is published and never changed (the counts of share
-// are the Gateway's mu's); mu guards the rest, and the
-// dropped field of its held locks. Lock order: the Gateway's mu, then a
-// session's mu (so that a lock enters or leaves both the session and the
-// gateway's holders at once); nothing else is locked or called under a
-// session's mu but its timer.
+// are the Gateway's mu's); mu guards the rest. Lock order: the Gateway's
+// mu, then a session's mu (so that a lock enters or leaves both the
+// session and the gateway's holders at once); nothing else is locked or
+// called under a session's mu but its timer.
 type session struct {
 	g         *Gateway
 	id        string
@@ -80,8 +79,6 @@ type held struct {
 	token  uint64
 	since  time.Time
 	lease  time.Duration // from the grant to the lock's first local deadline; 0: the lock has none
-
-	dropped string // by s.mu: why the gateway gave it up ("released", "forced"); "" while held
 
 	ownerMu sync.Mutex             // serializes the owner changes of a lock
 	owner   atomic.Pointer[string] // a term's value, or the owner a change set (POST .../owner); nil: the session's
@@ -268,7 +265,6 @@ func (g *Gateway) endSession(ctx context.Context, s *session, why string) error 
 	s.timer.Stop()
 	n := len(s.locks)
 	for _, h := range s.locks {
-		h.dropped = "session " + why
 		g.forgetLocked(h)
 	}
 	hs := slices.Collect(maps.Values(s.locks))
@@ -587,12 +583,12 @@ func (s *session) drop(h *held, why, detail string) bool {
 		return false
 	}
 	delete(s.locks, h.name)
-	h.dropped = why
 	tok := strconv.FormatUint(h.token, 10)
 	switch why {
 	case "released":
 	case "forced":
-		// Published once the service has answered the release.
+		// The holder is told now; watchers (publish) once the service
+		// has answered the release (giveBack).
 		s.addEventLocked(event{Type: "lock_lost", Lock: h.name, Token: tok,
 			Reason: "forced_release", Detail: "released by an administrator"})
 	default:

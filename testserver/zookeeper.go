@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +61,8 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 // ends.
 //
 // WithPeerAddress names the addresses the members reach each other at, so
-// that a test can put a proxy on each link between two servers.
+// that a test can put a proxy on each link between two servers, and
+// WithSyncLimit how long a follower goes on without its leader.
 func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKeeper {
 	t.Helper()
 	var o zkOptions
@@ -133,7 +135,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKe
 			cfg := []string{
 				"tickTime=" + strconv.Itoa(zkTickMillis),
 				"initLimit=25",
-				"syncLimit=10",
+				"syncLimit=" + strconv.Itoa(cmp.Or(o.syncLimit, 10)),
 				"dataDir=" + data,
 				"clientPort=" + strconv.Itoa(ports[3*i]),
 				"clientPortAddress=127.0.0.1",
@@ -198,7 +200,16 @@ func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKe
 type ZooKeeperOption func(*zkOptions)
 
 type zkOptions struct {
-	peer func(from, to int, addr string) (string, error)
+	peer      func(from, to int, addr string) (string, error)
+	syncLimit int
+}
+
+// WithSyncLimit sets the members' syncLimit, in ticks of 200ms (10 by
+// default): how long a follower goes on serving its clients without
+// hearing from its leader, and the leader keeps a follower it does not
+// hear from, before giving up on each other.
+func WithSyncLimit(ticks int) ZooKeeperOption {
+	return func(o *zkOptions) { o.syncLimit = ticks }
 }
 
 // WithPeerAddress makes f name the address at which member from (an ID)

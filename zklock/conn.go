@@ -11,8 +11,8 @@ import (
 // dial connects to a server for the zk client and reads along the
 // connection: the first reply, the connect response, for the session id
 // and the session timeout the server granted (the zk client keeps both to
-// itself, and the timeout is the TTL of every Validity: the server may
-// grant less than was asked for); and the replies to creates, for the zxid
+// itself, and every Validity's TTL is counted from the timeout: the
+// server may grant less than was asked for); and the replies to creates, for the zxid
 // of each of our lock nodes (see created).
 func (b *Backend) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	c, err := net.DialTimeout(network, addr, timeout)

@@ -45,9 +45,10 @@
 // a follower late, from the follower's answers to its pings, every half
 // tick (at most a quarter of the timeout, since servers grant at least
 // two ticks unless their minSessionTimeout says otherwise), and perhaps
-// only of the request before the confirming one, which the zk client sends
-// within a third of the timeout (it pings when it has sent nothing for
-// that long). When the connection breaks (Curator's SUSPENDED state),
+// only of the request before the confirming one: the zk client pings
+// every third of the timeout. (A follower's own requests to the leader,
+// our sync among them, do not tell it of the session.) When the
+// connection breaks (Curator's SUSPENDED state),
 // refreshes fail, and the Client cancels the lock's context at the last
 // confirmation plus that validity×(1−drift) − margin, unless the
 // connection came back, with the session, within it. The zk client keeps
@@ -105,13 +106,19 @@
 //   - Nothing stops a process that pauses for longer than its lock's
 //     usable validity from acting after the lock was lost: use the fence.
 //   - Clock rates that differ by more than the drift allowed for.
-//   - A link between a follower and its leader that carries a
-//     confirmation and fails before the follower's next answer to the
-//     leader's pings, after failing before the confirmation was sent (a
-//     link that flaps within half a tick): the leader may then have last
-//     heard of the session before the request that the validity counts
-//     back to. A servers' minSessionTimeout below two ticks widens the
-//     lag the validity allows for. The fence refuses a holder's writes
+//   - A link between a follower and its leader that stops carrying the
+//     follower's answers to the leader's pings while it carries our
+//     confirmation (one way: the leader's messages stall while the
+//     follower's flow, or the link flaps around the confirmation). The
+//     leader then stops hearing of the session before the confirmation
+//     that the validity counts from: a follower keeps serving for up to
+//     syncLimit × tickTime without hearing from its leader, so the
+//     validity holds in that case only when (syncLimit + ½) × tickTime is
+//     at most a quarter of the session timeout, which ZooKeeper's defaults
+//     (tickTime 2s, syncLimit 5) do not give. A partition that cuts both
+//     ways (the nemesis mode's) is covered: the confirmation does not
+//     reach the leader. A servers' minSessionTimeout below two ticks
+//     widens the lag too. The fence refuses a stale holder's writes
 //     either way.
 //   - A node deleted by an operator ends the lock for this holder only at
 //     its next Refresh (the Client's renewals); meanwhile the next in line

@@ -55,8 +55,9 @@ func (l *lease) Key() string { return l.key }
 // Path returns the ZooKeeper path of the lease's lock node.
 func (l *lease) Path() string { return l.path }
 
-// Validity is the confirmation the grant was reported with: the session
-// timeout, from the send time of the request that found our node first.
+// Validity is the confirmation the grant was reported with: the session's
+// validity, from the send time of the request that confirmed the session
+// through the leader (see grant).
 func (l *lease) Validity() driver.Validity { return l.validity }
 
 // Refresh confirms the session through the leader (see confirm) and reads

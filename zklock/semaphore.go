@@ -227,8 +227,8 @@ func (r *room) grant(ctx context.Context) (*lease, error) {
 		return nil, fmt.Errorf("%w: zklock: random UUID: %w", driver.ErrUnavailable, err)
 	}
 	a := &acquire{b: b, key: r.key, dir: r.dir, opts: r.opts, uuid: uuid, name: leaseName}
-	// The create confirms the session: the ensemble cannot expire it
-	// before the create's send time plus the session timeout.
+	// The create confirms the session through the leader: the grant's
+	// validity counts from its send time (see confirm).
 	sent := time.Now()
 	n, _, err := a.create(ctx)
 	if err != nil {

@@ -11,14 +11,19 @@ import (
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/testserver"
+	"github.com/distlock/distlock/zklock"
 )
 
 // cutOffSession is the session timeout of the clients of the server that
 // the tests cut off from its leader: well below what that server goes on
-// serving for without its leader (syncLimit × tickTime, 2s on the test
-// servers), so that the leader expires the session while the cut-off
-// server still answers.
-const cutOffSession = 600 * time.Millisecond
+// serving for without its leader (syncLimit × tickTime, cutOffSyncLimit
+// ticks of 200ms: 10s), so that the leader expires the session while the
+// cut-off server still answers, and the tests can look at what the
+// client did while it does.
+const (
+	cutOffSession   = 600 * time.Millisecond
+	cutOffSyncLimit = 50
+)
 
 // A server cut off from its leader (a partition between servers, found by
 // the nemesis mode of torture with seed 1796501929713515433) goes on
@@ -28,7 +33,8 @@ const cutOffSession = 600 * time.Millisecond
 // renew one, that the leader gave to another: each test first sees the
 // fault bite (the cut-off server still shows the node the leader
 // deleted, and the next in line holds the lock), then that the Backend
-// did not take the stale answer.
+// did not take the stale answer, though it asked (a sync on the wire),
+// and that the cut-off server still answered meanwhile.
 func TestFollowerCutOffFromLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-server ensemble")
@@ -46,7 +52,7 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 		links[from] = append(links[from], p)
 		links[to] = append(links[to], p)
 		return p.Addr(), nil
-	}))
+	}), testserver.WithSyncLimit(cutOffSyncLimit))
 	// cut cuts m off from its peers until the test ends.
 	cut := func(t *testing.T, m *testserver.ZooKeeperMember) {
 		mu.Lock()
@@ -56,9 +62,7 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			mu.Lock()
-			for _, p := range links[m.ID] {
-				p.Heal()
-			}
+			healNow(links[m.ID])
 			mu.Unlock()
 			z.WaitReady(t)
 		})
@@ -92,6 +96,14 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 			t.Fatalf("the cut-off server does not show the node the leader deleted (%v, %v): the fault did not bite", c, err)
 		}
 	}
+	// synced checks that c asked the leader (through p, c's proxy to the
+	// cut-off server) rather than taking the stale answer without asking.
+	synced := func(t *testing.T, p *countingProxy) {
+		t.Helper()
+		if n := p.take()["sync"]; n == 0 {
+			t.Fatalf("c sent no sync to the cut-off server")
+		}
+	}
 
 	t.Run("grant", func(t *testing.T) {
 		const key = "cut-off-grant"
@@ -100,7 +112,8 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 		onLeader := adminConn(t, []string{leader.Addr})
 		onFollower := adminConn(t, []string{follower.Addr})
 		a := newBackend(t, []string{leader.Addr})
-		c := newBackendTimeout(t, []string{follower.Addr}, cutOffSession)
+		p := startCountingProxy(t, follower.Addr)
+		c := newBackendTimeout(t, []string{p.addr()}, cutOffSession, zklock.WithRequestTimeout(time.Second))
 		d := newBackend(t, []string{leader.Addr})
 		dir := c.KeyPath(key)
 		held, err := a.Acquire(ctx, key, driver.AcquireOptions{TTL: sessionTimeout})
@@ -158,17 +171,20 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 			if r.err == nil {
 				t.Fatalf("c was granted the lock (token %d) on the cut-off server's answers while d holds it (token %d)", r.l.Token(), ld.Token())
 			}
-			t.Logf("c: Acquire: %v", r.err)
-			return
+			t.Fatalf("c: Acquire failed while the cut-off server still served (%v): want it waiting", r.err)
 		case <-time.After(2 * cutOffSession):
 			// Time for the stale server to answer, as it did before the fix:
 			// c was granted within milliseconds. Not granted meanwhile, c
 			// cannot be later either: a sync answered after the links heal
 			// follows the leader's end of c's session.
 		}
-		// Not granted meanwhile: once the follower is back with its
-		// leader, c learns that its session expired.
-		healNow(t, &mu, links[follower.ID])
+		stale(t, onFollower, dir, waiting)
+		synced(t, p)
+		// Once the follower is back with its leader, c learns that its
+		// session expired.
+		mu.Lock()
+		healNow(links[follower.ID])
+		mu.Unlock()
 		r := <-got
 		if r.err == nil {
 			t.Fatalf("c was granted the lock (token %d) while d holds it (token %d)", r.l.Token(), ld.Token())
@@ -182,7 +198,8 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 		ctx := testCtx(t)
 		onLeader := adminConn(t, []string{leader.Addr})
 		onFollower := adminConn(t, []string{follower.Addr})
-		c := newBackendTimeout(t, []string{follower.Addr}, cutOffSession)
+		p := startCountingProxy(t, follower.Addr)
+		c := newBackendTimeout(t, []string{p.addr()}, cutOffSession, zklock.WithRequestTimeout(time.Second))
 		d := newBackend(t, []string{leader.Addr})
 		dir := c.KeyPath(key)
 		lc, err := c.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Second})
@@ -197,20 +214,20 @@ func TestFollowerCutOffFromLeader(t *testing.T) {
 			t.Fatalf("d: Acquire after the leader expired c's session: %v", err)
 		}
 		stale(t, onFollower, dir, node)
+		p.take()
 		if v, err := lc.Refresh(ctx, time.Second); err == nil {
 			t.Fatalf("c's lock (token %d) was renewed (%+v) on the cut-off server's answers while d holds it (token %d)", lc.Token(), v, ld.Token())
 		} else {
 			t.Logf("c: Refresh: %v", err)
 		}
+		stale(t, onFollower, dir, node)
+		synced(t, p)
 	})
 }
 
 // healNow heals the proxies ps at once (the test's cleanup heals them
 // again, harmlessly, and waits for the ensemble).
-func healNow(t *testing.T, mu *sync.Mutex, ps []*faultproxy.Proxy) {
-	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
+func healNow(ps []*faultproxy.Proxy) {
 	for _, p := range ps {
 		p.Heal()
 	}

@@ -56,7 +56,8 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 
 // WithSessionTimeout sets the session timeout the Backend asks ZooKeeper
 // for. The ensemble may grant another (between 2 and 20 ticks by default);
-// the granted one is the TTL of every Validity. Default:
+// five twelfths of the granted one is the TTL of every Validity (see
+// Guarantees in the package documentation). Default:
 // DefaultSessionTimeout (10s). It must be at least 100ms.
 func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) { c.sessionTimeout = d }
@@ -148,7 +149,7 @@ type session struct {
 // minSessionTimeout is set lower), so a quarter of the timeout; and the
 // request the leader last heard of may be the one before the confirming
 // request, which the zk client sends within a third of the timeout (it
-// pings when it has sent nothing for that long).
+// pings that often).
 func (s *session) validity() time.Duration { return s.timeout - s.timeout/4 - s.timeout/3 }
 
 // handshake is what a connect reply said.
@@ -452,10 +453,10 @@ func (b *Backend) sessionErr(s *session) error {
 //
 // Every acquire creates its own lock node, so acquires of one key through
 // one Backend queue in ZooKeeper like those of different processes, in the
-// order of their nodes. The grant's validity is the session timeout the
-// ensemble granted, from the send time of the request that confirmed our
-// node was first and owned by the current session; opts.TTL is only
-// checked (the session timeout is set once, by WithSessionTimeout). A try
+// order of their nodes. The grant's validity is five twelfths of the
+// session timeout the ensemble granted, from the send time of the request
+// that confirmed, through the leader, that our node was first and owned by
+// the current session; opts.TTL is only checked (the session timeout is set once, by WithSessionTimeout). A try
 // (opts.Wait false) fails with distlock.ErrNotAcquired when another node
 // is ahead of ours. Shared grants' nodes (AcquireShared, and Curator's
 // read locks) are among those it waits for.

@@ -584,8 +584,8 @@ func supervisorDeadline(lock held, f runFlags) supervisor.Deadline {
 // limitAt converts d, read from the lock after now (monoNow), with its
 // at-risk window w, to the supervisor's clock: SIGKILL at d, SIGTERM --grace
 // before it, but no earlier than the window's start. The Client keeps d
-// and w from the lease the service confirmed (a ZooKeeper session timeout,
-// whatever --ttl is) and sends each renewal at least two windows before d,
+// and w from the lease the service confirmed (5/12 of a ZooKeeper session
+// timeout, whatever --ttl is) and sends each renewal at least two windows before d,
 // so that a renewal that is merely on time never meets a SIGTERM; a
 // SIGTERM further ahead would come before a renewal is even late. A pause
 // between the two readings only moves the result earlier.
