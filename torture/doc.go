@@ -230,8 +230,11 @@
 // workers (no shim moves a Go worker's clock), partitions between etcd
 // members (a member names its peers by the URLs the cluster's membership
 // records, the same for every member, so a proxy there sits on all of a
-// member's inbound links at once, not on a link between two members) and
-// read/write locks.
+// member's inbound links at once, not on a link between two members), a
+// one-way stall of a link between ZooKeeper servers (the leader's messages
+// to a follower stalled while the follower's flow, which zklock's
+// confirmations do not cover with ZooKeeper's default syncLimit; see its
+// package documentation), and read/write locks.
 //
 // Every run logs its seed and the command that replays it:
 //
