@@ -250,7 +250,8 @@ func WithKeyLabel(label func(key string) string) Option {
 // less room: half the time between the next renewal and the deadline that
 // the last confirmation set, so that a healthy lock is never at risk. The
 // default is measured on the lease the service confirmed, which a session
-// backend may make shorter than the TTL (a ZooKeeper session timeout);
+// backend may make shorter than the TTL (5/12 of a ZooKeeper session
+// timeout);
 // this option's window is not. It must be positive and shorter than the
 // usable TTL.
 func WithAtRiskWindow(d time.Duration) LockOption { return func(c *config) { c.atRisk = d } }

@@ -19,7 +19,7 @@ import (
 	"github.com/distlock/distlock/zklock"
 )
 
-// holdTimeout is the session timeout, and the TTL, of the locks that tests
+// holdTimeout is the session timeout (5/12 of it the TTL) of the locks that tests
 // hold while other processes start and run: long, so that a busy machine
 // does not end them.
 const holdTimeout = 15 * time.Second

@@ -474,7 +474,7 @@ class Session:
         retried = False
         while not self._stop.is_set():
             try:
-                self.keepalive(wait=self.ttl / 4)
+                self.keepalive(wait=self._wait())
                 retried = False
             except SessionGone:
                 return
@@ -490,7 +490,7 @@ class Session:
                 with self._mu:
                     now = time.monotonic()
                     for lock in self.locks.values():
-                        if lock.lost is None and now >= lock.deadline:
+                        if lock.lost is None and not lock.giving_up and now >= lock.deadline:
                             lock.lost = "deadline_passed"
                             lost.append(lock)
                 self._tell(lost)
@@ -518,6 +518,20 @@ class Session:
         except Exception:
             pass
 
+    def _wait(self):
+        """How long the next keepalive may wait: a quarter of the session's
+        TTL, and at most a third of the time left of the lock that runs out
+        first, so that the answer renews it in time: the lock service may
+        confirm less than the TTL (a ZooKeeper lock lasts 5/12 of the
+        gateway's session timeout, whatever the TTL)."""
+        wait = self.ttl / 4
+        with self._mu:
+            now = time.monotonic()
+            for lock in self.locks.values():
+                if lock.lost is None:
+                    wait = min(wait, max(0.0, lock.deadline - now) / 3)
+        return wait
+
     def _giving_up(self, lock):
         with self._mu:
             lock.giving_up = True
@@ -537,7 +551,8 @@ class Session:
             for lock in self.locks.values():
                 if lock.lost is None:
                     lock.lost = why
-                    lost.append(lock)
+                    if not lock.giving_up:
+                        lost.append(lock)
             self.locks.clear()
         if why != "closed":
             self._tell(lost)

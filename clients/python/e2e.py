@@ -8,6 +8,8 @@ kill: holds a lock and prints "ready TOKEN"; when the gateway is killed,
       left then.
 race: a keepalive answered before a grant but read after it leaves the
       lock valid; prints one JSON object.
+hold: holds a lock for 8s with a session of the default TTL, looking at
+      valid() every 50ms; prints one JSON object.
 release: a keepalive answered after a release (or a resignation) but
       before the caller read its answer does not report a loss; prints one
       JSON object.
@@ -180,6 +182,24 @@ def release(url, d):
     term.resign()
     s.close()
     print(json.dumps({"lock": lock.lost, "term": term.lost, "told": told}), flush=True)
+
+
+def hold(url, d):
+    gw = Gateway(url)
+    told = []
+    s = gw.session(owner="python-hold", on_lost=lambda lock, why: told.append(why))  # the default TTL, 15s
+    lock = s.acquire("e2e/hold", wait=5)
+    end = time.monotonic() + 8.0
+    samples = invalid = 0
+    while time.monotonic() < end:
+        samples += 1
+        if not lock.valid():
+            invalid += 1
+        time.sleep(0.05)
+    out = {"samples": samples, "invalid": invalid, "lost": lock.lost, "told": told}
+    lock.release()
+    s.close()
+    print(json.dumps(out), flush=True)
 
 
 def ended(gw, s, lock, told, ttl):
@@ -483,5 +503,5 @@ if __name__ == "__main__":
     elif mode == "limit":
         limit(url, d, int(sys.argv[4]))
     else:
-        {"walk": walk, "kill": kill, "race": race, "release": release, "broken": broken, "elect": elect,
+        {"walk": walk, "kill": kill, "race": race, "release": release, "hold": hold, "broken": broken, "elect": elect,
          "permits": permits, "shared": shared}[mode](url, d)

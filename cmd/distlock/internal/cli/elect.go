@@ -67,7 +67,7 @@ elected).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.value, "value", "", "the leader's value, which distlock leader shows (default host:pid)")
-	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL of the term, as for run (zk:// keeps its session timeout); renewed every TTL/3, or halfway to its deadline when sooner")
+	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL of the term, as for run (zk:// takes 5/12 of its session timeout); renewed every TTL/3, or halfway to its deadline when sooner")
 	fl.DurationVar(&f.grace, "grace", DefaultGrace, "after the term is lost, time between SIGTERM and SIGKILL to the command, as for run")
 	return cmd
 }

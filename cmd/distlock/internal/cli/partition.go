@@ -200,7 +200,7 @@ for the units a member may own plus two. Exit codes are run's: 64 usage
 	fl.StringVar(&f.member, "member", "", "this member's id, unique among the group's live members, without \"/\" (default HOST-PID)")
 	fl.DurationVar(&f.reconcile, "reconcile", partition.DefaultReconcile, "how often the member reads the group's members and takes or gives up units (±25%)")
 	fl.DurationVar(&f.minHold, "min-hold", partition.DefaultMinHold, "how long a unit is kept at least before it is given up to a member that joined")
-	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL of the member's and the units' locks, as for run (zk:// keeps its session timeout)")
+	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL of the member's and the units' locks, as for run (zk:// takes 5/12 of its session timeout)")
 	fl.DurationVar(&f.grace, "grace", DefaultGrace, "time between SIGTERM and SIGKILL to a unit's command when it is ended, as for run")
 	return cmd
 }

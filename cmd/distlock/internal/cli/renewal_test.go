@@ -25,8 +25,8 @@ import (
 // then right to end the command, and distlock to exit 76. So a run that
 // ends so is made again, up to outlastRuns times, and the test fails if
 // every run ends so: a supervisor that times its SIGTERM from --ttl rather
-// than the lock's deadline ends every run on ZooKeeper (5/12 of its
-// session, 10s, is the lock's TTL). Any other outcome fails at once.
+// than the lock's deadline ends every run on ZooKeeper (the lock's TTL
+// is 5/12 of its session timeout of 10s). Any other outcome fails at once.
 func TestRunOutlastsRenewals(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

@@ -193,7 +193,7 @@ the lock was lost or its deadline neared while the command ran.`,
 	fl.BoolVar(&f.noWait, "no-wait", false, "try once; if the lock is held, exit 75 at once")
 	fl.IntVar(&f.heldExit, "held-exit", ExitNotAcquired, "exit status when the lock is not acquired (held with --no-wait, or --timeout passed)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing when the lock is not acquired")
-	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service (zk:// keeps its session timeout); the lock is renewed every TTL/3, or halfway to its deadline when sooner")
+	fl.DurationVar(&f.ttl, "ttl", distlock.DefaultTTL, "lease TTL asked of the lock service (zk:// takes 5/12 of its session timeout); the lock is renewed every TTL/3, or halfway to its deadline when sooner")
 	fl.IntVar(&f.permits, "permits", 0, "hold one of N permits of the semaphore KEY (shared with package semaphore's of the same name and limit) instead of the lock on KEY")
 	fl.BoolVar(&f.shared, "shared", false, "hold a shared (read) lock of KEY, as flock -s: shared runs of KEY run together, and a run without --shared (the writer) excludes them")
 	fl.BoolVar(&f.slots, "slots", false, "with --permits, the permit names its slot in [0, N): DISTLOCK_SLOT, the lowest free")

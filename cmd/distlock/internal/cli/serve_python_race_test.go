@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"syscall"
 	"testing"
+
+	"github.com/distlock/distlock/testserver"
 )
 
 // A keepalive of the Python client answered before a grant, and read after
@@ -61,5 +63,36 @@ func TestPythonClientKeepaliveDuringRelease(t *testing.T) {
 	}
 	if got.Lock != "released" || got.Term != "resigned" || len(got.Told) != 0 {
 		t.Errorf("a release and a resignation with a keepalive between the answer and its reading: %s; want released, resigned, and no loss told", out)
+	}
+}
+
+// The Python client holds a lock of a gateway over ZooKeeper, whose
+// locks last 5/12 of the gateway's session timeout (about 4.2s), less than
+// a quarter of the client's session TTL (15s) allows a keepalive to wait:
+// its keepalives wait at most a third of the lock's time left, so that
+// each answer renews the lock before it runs out, and the lock stays
+// valid throughout.
+func TestPythonClientHoldsAZooKeeperLock(t *testing.T) {
+	e := newEnv(t)
+	z := testserver.StartZooKeeper(t)
+	s := e.serveCmd(e.command("--backend", "zk://"+z.ConnectString()+"/locks", "serve", "--listen", "127.0.0.1:0"))
+	defer func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		e.wait(s.started)
+	}()
+	out, err := python(t, "hold", s.url, e.tmp).Output()
+	if err != nil {
+		t.Fatalf("python3 e2e.py hold: %v\n%s", err, stderrOf(err))
+	}
+	var got struct {
+		Samples, Invalid int
+		Lost             *string
+		Told             []string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.Samples == 0 || got.Invalid != 0 || got.Lost != nil || len(got.Told) != 0 {
+		t.Errorf("a lock held for 8s through a gateway over ZooKeeper: %s; want it valid at every sample, never lost", out)
 	}
 }
