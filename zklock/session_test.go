@@ -227,3 +227,31 @@ func TestGrantChecksTheNodeIsOurs(t *testing.T) {
 		t.Fatal("the grant was not checked")
 	}
 }
+
+// A grant's and a refresh's validity is 5/12 of the session timeout the
+// ensemble granted (shortSession, 2s, within the test servers' 0.4s–4s):
+// the leader hears of a follower's clients up to half a tick (at most a
+// quarter of the timeout) and one zk client ping (a third) late, which
+// the validity allows for (see Guarantees).
+func TestValidityAllowsForTheLeadersLag(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	ctx := testCtx(t)
+	l, err := newBackendTimeout(t, z.Servers, shortSession).Acquire(ctx, "validity", driver.AcquireOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shortSession - shortSession/4 - shortSession/3
+	if got := l.Validity().TTL; got != want {
+		t.Errorf("grant's validity %v, want %v (5/12 of the session timeout %v)", got, want, shortSession)
+	}
+	v, err := l.Refresh(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.TTL != want {
+		t.Errorf("refresh's validity %v, want %v", v.TTL, want)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
