@@ -8,8 +8,9 @@ kill: holds a lock and prints "ready TOKEN"; when the gateway is killed,
       left then.
 race: a keepalive answered before a grant but read after it leaves the
       lock valid; prints one JSON object.
-hold: holds a lock for 8s with a session of the default TTL, looking at
-      valid() every 50ms; prints one JSON object.
+hold: holds a lock for 8s with a session of the default TTL, checking
+      each keepalive's wait against the lock's time left in the answer
+      before, and looking at valid() every 50ms; prints one JSON object.
 release: a keepalive answered after a release (or a resignation) but
       before the caller read its answer does not report a loss; prints one
       JSON object.
@@ -184,8 +185,33 @@ def release(url, d):
     print(json.dumps({"lock": lock.lost, "term": term.lost, "told": told}), flush=True)
 
 
+class WaitChecked(Gateway):
+    """A gateway that checks each keepalive's wait against the time left
+    of the locks its previous answer listed: the wait must be at most a
+    third of the least of them."""
+
+    def __init__(self, url):
+        super().__init__(url)
+        self.left = None  # the least ttl_remaining_ms of the last answer's locks
+        self.checked = 0
+        self.over = []  # (wait ms, time left ms) of keepalives that waited too long
+
+    def request(self, method, path, body=None, wait=0.0):
+        keepalive = "/keepalive?wait=" in path
+        if keepalive and self.left is not None:
+            ms = int(path.rsplit("=", 1)[1].rstrip("ms"))
+            self.checked += 1
+            if 3 * ms > self.left:
+                self.over.append((ms, self.left))
+        a = super().request(method, path, body, wait)
+        if keepalive:
+            lefts = [x["ttl_remaining_ms"] for x in a["locks"]]
+            self.left = min(lefts) if lefts else None
+        return a
+
+
 def hold(url, d):
-    gw = Gateway(url)
+    gw = WaitChecked(url)
     told = []
     s = gw.session(owner="python-hold", on_lost=lambda lock, why: told.append(why))  # the default TTL, 15s
     lock = s.acquire("e2e/hold", wait=5)
@@ -196,7 +222,8 @@ def hold(url, d):
         if not lock.valid():
             invalid += 1
         time.sleep(0.05)
-    out = {"samples": samples, "invalid": invalid, "lost": lock.lost, "told": told}
+    out = {"samples": samples, "invalid": invalid, "lost": lock.lost, "told": told,
+           "checked": gw.checked, "over": gw.over}
     lock.release()
     s.close()
     print(json.dumps(out), flush=True)

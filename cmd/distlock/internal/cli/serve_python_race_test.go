@@ -69,9 +69,11 @@ func TestPythonClientKeepaliveDuringRelease(t *testing.T) {
 // The Python client holds a lock of a gateway over ZooKeeper, whose
 // locks last 5/12 of the gateway's session timeout (about 4.2s), less than
 // a quarter of the client's session TTL (15s) allows a keepalive to wait:
-// its keepalives wait at most a third of the lock's time left, so that
-// each answer renews the lock before it runs out, and the lock stays
-// valid throughout.
+// its keepalives wait at most a third of the lock's time left in the
+// answer before, so that each answer renews the lock before it runs out,
+// and the lock is never lost. (How often valid() said no is logged, not
+// judged: a machine that stalls the client longer than the lock's time
+// left makes it say no, rightly.)
 func TestPythonClientHoldsAZooKeeperLock(t *testing.T) {
 	e := newEnv(t)
 	z := testserver.StartZooKeeper(t)
@@ -85,14 +87,21 @@ func TestPythonClientHoldsAZooKeeperLock(t *testing.T) {
 		t.Fatalf("python3 e2e.py hold: %v\n%s", err, stderrOf(err))
 	}
 	var got struct {
-		Samples, Invalid int
-		Lost             *string
-		Told             []string
+		Samples, Invalid, Checked int
+		Lost                      *string
+		Told                      []string
+		Over                      [][2]int
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if got.Samples == 0 || got.Invalid != 0 || got.Lost != nil || len(got.Told) != 0 {
-		t.Errorf("a lock held for 8s through a gateway over ZooKeeper: %s; want it valid at every sample, never lost", out)
+	t.Logf("python: %s", out)
+	switch {
+	case got.Checked < 2:
+		t.Errorf("only %d keepalives checked while the lock was held 8s: %s", got.Checked, out)
+	case len(got.Over) != 0:
+		t.Errorf("keepalives waited longer than a third of the lock's time left ([wait ms, time left ms]): %v", got.Over)
+	case got.Lost != nil || len(got.Told) != 0:
+		t.Errorf("a lock held for 8s through a gateway over ZooKeeper was lost: %s", out)
 	}
 }
