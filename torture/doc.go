@@ -151,9 +151,14 @@
 // gateway, which grant no permits, nor on ZooKeeper, whose permits have
 // no slots), and three members of one partition
 // group of 6 units, each writing every unit it owns with the unit's token
-// (a fence per unit), in stubborn spells ignoring the units' contexts.
-// The recipes' workers are the schedule's last channels, drawn after the
-// servers', so that adding them left a seed's other faults as they were.
+// (a fence per unit), in stubborn spells ignoring the units' contexts,
+// and two workers holding lock sets (Client.AcquireAll) of two or three
+// of three keys, one of them the lock workers' key, each round of writes
+// writing every part's resource with the part's token (a checked write
+// goes out only while the whole set is live; half the holds are
+// stubborn, as above). The recipes' and the sets' workers are the schedule's
+// last channels, drawn after the servers', so that adding them left a
+// seed's other faults as they were.
 // In half the holds the writes
 // are stubborn: they go out whether the lock is live or not, as from a
 // holder that ignores its lock's context, so that a lapsed holder's late

@@ -211,6 +211,7 @@ type Worker struct {
 	ends    map[int]reply     // end events that came before their grant's reply
 	endTime map[int]int64
 	current *grantRec
+	parts   map[string]*grantRec // the held lock set's grants, by key
 	faultAt int64
 	paused  bool
 	leaders []observed // what Observe sent, for an observer
@@ -414,6 +415,26 @@ func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
 			delete(w.ends, rep.Grant)
 			r.endLocked(w, g, e, w.endTime[rep.Grant])
 		}
+	case cmdAcquireAll:
+		if rep.Err != "" {
+			for _, k := range c.req.Keys {
+				r.failed = append(r.failed, failedAcq{w.Name, k})
+			}
+			return
+		}
+		w.parts = map[string]*grantRec{}
+		for _, p := range rep.Parts {
+			g := &grantRec{id: len(r.grants) + 1, worker: w.Name, key: p.Key, token: p.Token, acqCall: c.at, acqReturn: at, live: c.at}
+			r.grants = append(r.grants, g)
+			w.grants[p.Grant] = g
+			w.parts[p.Key] = g
+			r.Hist.Add(Op{Worker: w.Name, Kind: KindAcquire, Key: g.key, Grant: g.id, Token: g.token, Call: c.at, Return: at, Outcome: OutcomeOK,
+				Note: fmt.Sprintf("%s of %d", setPartNote, len(rep.Parts))})
+			if e, ok := w.ends[p.Grant]; ok {
+				delete(w.ends, p.Grant)
+				r.endLocked(w, g, e, w.endTime[p.Grant])
+			}
+		}
 	case cmdRead, cmdWrite, cmdRMW, cmdSharedRead:
 		seq := rep.ReadSeq
 		if rep.WriteSeq >= 0 {
@@ -425,10 +446,38 @@ func (r *Run) answered(w *Worker, c *call, rep reply, at int64) {
 		if c.req.NoCheck || c.req.Announce {
 			r.Hist.Update(rep.WriteSeq, func(o *Op) { o.Naive = true })
 		}
-		if g := w.current; g != nil && rep.LiveAfter && seq >= 0 {
-			g.live = max(g.live, r.Hist.Get(seq).Return)
+		if rep.LiveAfter && seq >= 0 {
+			// A set is live only while every part is (LockSet.Err): a
+			// part's write proves them all.
+			live := r.Hist.Get(seq).Return
+			if w.current != nil {
+				w.current.live = max(w.current.live, live)
+			}
+			for _, g := range w.parts {
+				g.live = max(g.live, live)
+			}
 		}
 	case cmdRelease:
+		if w.parts != nil {
+			// A set's release: one per part, in key order.
+			for _, p := range rep.Parts {
+				g := w.parts[p.Key]
+				if g == nil {
+					continue
+				}
+				op := Op{Worker: w.Name, Kind: KindRelease, Key: g.key, Grant: g.id, Token: g.token, Call: c.at, Return: at, Outcome: OutcomeOK,
+					Note: "release of its lock set"}
+				switch {
+				case p.Lost:
+					op.Outcome = OutcomeLost
+				case p.ErrKind != "":
+					op.Outcome, op.Note = OutcomeError, p.Err
+				}
+				r.Hist.Add(op)
+			}
+			w.parts = nil
+			return
+		}
 		op := Op{Worker: w.Name, Kind: KindRelease, Call: c.at, Return: at, Outcome: OutcomeOK}
 		if g := w.current; g != nil {
 			op.Key, op.Grant, op.Token = g.key, g.id, g.token
@@ -581,6 +630,31 @@ func (w *Worker) acquire(key string, a Acq) (reply, error) {
 	return w.must(request{Cmd: cmdAcquire, Key: key, Wait: a.Wait, NoRetry: a.NoRetry, Timeout: a.Timeout, Shared: a.Shared, Limit: a.Limit})
 }
 
+// setPartNote begins the note of a lock set's part's grant in a History.
+const setPartNote = "part of a lock set"
+
+// AcquireAll acquires keys as one lock set (Client.AcquireAll, waiting
+// as a says, within its Timeout; a's other fields do not apply: the parts
+// are plain locks, whatever the worker's OpenOptions); the worker then
+// holds the set, each
+// part a grant of its key, and the store requests that name a part's key
+// (RMWOptions.Key) take that part's token. It returns the parts' tokens
+// by key.
+func (w *Worker) AcquireAll(keys []string, a Acq) (map[string]uint64, error) {
+	if a.Timeout == 0 {
+		a.Timeout = time.Minute
+	}
+	rep, err := w.must(request{Cmd: cmdAcquireAll, Keys: keys, Wait: a.Wait, Timeout: a.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	tokens := map[string]uint64{}
+	for _, p := range rep.Parts {
+		tokens[p.Key] = p.Token
+	}
+	return tokens, nil
+}
+
 // AcquireResult is the outcome of AcquireAsync.
 type AcquireResult struct {
 	Token uint64
@@ -627,6 +701,10 @@ type RMWOptions struct {
 	// StoreTimeout bounds each store request (default 10s); a write that
 	// times out is reported as "timeout" and may still land later.
 	StoreTimeout time.Duration
+	// Key, with a lock set held (AcquireAll), names the part whose token
+	// the write carries; the set must be live (every part held) for a
+	// checked write.
+	Key string
 }
 
 // RMWResult is the outcome of an RMW.
@@ -644,7 +722,7 @@ type RMWResult struct {
 
 // RMW reads resource and writes the value read plus one, as one command.
 func (w *Worker) RMW(resource string, o RMWOptions) RMWResult {
-	rep, err := w.must(request{Cmd: cmdRMW, Resource: resource, NoCheck: o.NoCheck, Announce: o.Announce, StoreTimeout: o.StoreTimeout})
+	rep, err := w.must(request{Cmd: cmdRMW, Resource: resource, Key: o.Key, NoCheck: o.NoCheck, Announce: o.Announce, StoreTimeout: o.StoreTimeout})
 	res := RMWResult{Read: rep.Value, Outcome: rep.Outcome, Err: err, DoneBefore: rep.DoneBefore}
 	if rep.Deadline != 0 {
 		res.Deadline = time.Unix(0, rep.Deadline)

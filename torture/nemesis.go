@@ -120,7 +120,8 @@ type NemesisShape struct {
 	Kinds   []string
 	TTL     time.Duration
 	// Extra are workers after Workers (the recipes' permit workers and
-	// members: targets Workers to Workers+Extra-1), whose channels are
+	// members, then the lock-set workers: targets Workers to
+	// Workers+Extra-1), whose channels are
 	// drawn after every other channel, the servers' included, so that a
 	// seed draws the same faults for the other channels with or without
 	// them.
@@ -289,12 +290,12 @@ type NemesisTarget struct {
 }
 
 // Shape is what a schedule for nt is drawn for: the workers of RunNemesis
-// (the recipes' as Extra), nt's servers, the fault kinds that apply to it
+// (the recipes' and the lock sets' as Extra), nt's servers, the fault kinds that apply to it
 // (no link faults on file, where there is no network; no server faults
 // without servers), and ttl.
 func (nt NemesisTarget) Shape(ttl time.Duration) NemesisShape {
 	return NemesisShape{Workers: nemesisWorkers + nemesisCandidates, Servers: len(nt.Servers), Kinds: nt.kinds(), TTL: ttl,
-		Extra: nemesisRecipeWorkers(nt.Kind)}
+		Extra: nemesisRecipeWorkers(nt.Kind) + nemesisSetWorkers}
 }
 
 // kinds returns the fault kinds that apply to a target.
@@ -331,6 +332,9 @@ type NemesisResult struct {
 	AcquireErrors int
 	// ElectionGrants counts the terms among the grants.
 	ElectionGrants int
+	// SetGrants counts the lock sets' parts among the grants, and Sets
+	// the sets granted.
+	SetGrants, Sets int
 	// Cutoffs are the grants that faults cut off, with the times from
 	// the fault to the holder's report of the loss and to the next grant
 	// to another worker (see DetectionTimes).
@@ -362,6 +366,14 @@ const (
 	nemesisCandidates = 2
 )
 
+// The lock-set workers of a nemesis run, which come after the recipes'
+// workers, and the keys their sets are drawn from: the lock workers' key
+// and nemesisSetKeys-1 more.
+const (
+	nemesisSetWorkers = 2
+	nemesisSetKeys    = 3
+)
+
 // nemesisWorker is one worker of a nemesis run with its links.
 type nemesisWorker struct {
 	w     *Worker
@@ -376,6 +388,10 @@ type nemesisWorker struct {
 	// member: the worker is a member of a partition group (its workload
 	// is nemesisMemberWork).
 	member bool
+	// setKeys, when set, make the worker's grants lock sets of some of
+	// these keys (Client.AcquireAll), each part writing setRes[its key].
+	setKeys []string
+	setRes  map[string]string
 }
 
 // RunNemesis runs plan against nt with the store in mode: three workers
@@ -386,8 +402,9 @@ type nemesisWorker struct {
 // permits with slots (each permit writing its slot's resource), where the
 // target grants permits with slots, and three members of a partition group of 6
 // units write each unit they own with its token, in stubborn spells
-// ignoring their units' contexts, while the schedule's faults are
-// injected; then everything is healed, the
+// ignoring their units' contexts, and two workers hold lock sets of two
+// or three of three keys (the lock workers' key and two more), writing
+// each part's resource with its token, while the schedule's faults are injected; then everything is healed, the
 // workload stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
 // judge.
@@ -594,6 +611,7 @@ func newNemesisMode(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan,
 		name   string
 		limit  int
 		member bool
+		set    bool
 	}
 	var specs []spec
 	for i := range nemesisWorkers {
@@ -614,6 +632,16 @@ func newNemesisMode(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan,
 			specs = append(specs, spec{f: members, name: fmt.Sprintf("M%d", i), member: true})
 		}
 	}
+	// The lock sets' workers come last: their sets share the lock
+	// workers' key (and resource), with more keys of their own.
+	setKeys, setRes := []string{locks.Key}, map[string]string{locks.Key: locks.Res}
+	for i := 1; i < nemesisSetKeys; i++ {
+		k := fmt.Sprintf("%s-set%d", locks.Key, i)
+		setKeys, setRes[k] = append(setKeys, k), fmt.Sprintf("%s-set%d", locks.Res, i)
+	}
+	for i := range nemesisSetWorkers {
+		specs = append(specs, spec{f: locks, name: fmt.Sprintf("S%d", i), set: true})
+	}
 
 	// Spawn the workers, each with its own proxies.
 	var ws []*nemesisWorker
@@ -627,6 +655,9 @@ func newNemesisMode(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan,
 	for i, sp := range specs {
 		f, name := sp.f, sp.name
 		nw := &nemesisWorker{key: f.Key, res: f.Res, store: r.Proxy(r.Store.Addr()), think: ttl / 4, limit: sp.limit, member: sp.member}
+		if sp.set {
+			nw.setKeys, nw.setRes = setKeys, setRes
+		}
 		cfg := WorkerConfig{StoreVia: nw.store, TTL: ttl}
 		if nt.Kind != backendFile {
 			var addrs []string
@@ -740,11 +771,21 @@ func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
 		}
 	}
 	nr.judgeClock(res.Ops, steps, r.lockModelsOmit)
+	type set struct {
+		worker string
+		call   int64
+	}
+	sets := map[set]bool{} // the parts of a set share their acquire
 	for _, op := range res.Ops {
 		if op.Kind == KindAcquire && strings.HasSuffix(op.Key, "-election") {
 			nr.ElectionGrants++
 		}
+		if op.Kind == KindAcquire && strings.HasPrefix(op.Note, setPartNote) {
+			nr.SetGrants++
+			sets[set{op.Worker, op.Call}] = true
+		}
 	}
+	nr.Sets = len(sets)
 	nr.checkRecipes(r, m.permitKey, m.permitRes, m.group, m.unitRes, m.withPermits, m.withUnits, steps)
 	nr.history = &NemesisHistory{Backend: res.Backend, Deployment: nr.Deployment, Mode: res.Mode.String(), Seed: nr.Seed, Steps: steps,
 		Omit: r.lockModelsOmit, PermitKey: m.permitKey, PermitRes: m.permitRes, Group: m.group, UnitRes: m.unitRes,
@@ -759,6 +800,9 @@ func (m *nemesisMode) check(ttl time.Duration) *NemesisResult {
 func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failedWith func(error)) error {
 	w := nw.w
 	tolerable := func(err error) bool { return err == nil || ErrKind(err) != "" }
+	if len(nw.setKeys) > 0 {
+		return nemesisSetWork(nw, rng, stop, failedWith)
+	}
 	for {
 		select {
 		case <-stop:
@@ -790,6 +834,46 @@ func nemesisWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failed
 			// quarter of a TTL), so that a fault finds it holding more
 			// often than waiting, and a newer holder writes as soon as it
 			// is granted.
+			time.Sleep(time.Duration(rng.Int64N(int64(nw.think) + 1)))
+		}
+		if err := w.Release(); !tolerable(err) {
+			return err
+		}
+	}
+}
+
+// nemesisSetWork is a lock-set worker's workload until stop, as
+// nemesisWork's: each hold is a set of two or more of nw.setKeys (drawn
+// at random, asked in a random order: AcquireAll sorts them), and each
+// round of writes writes every part's resource with the part's token,
+// checked against the whole set's liveness or (stubborn) not at all.
+func nemesisSetWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, failedWith func(error)) error {
+	w := nw.w
+	tolerable := func(err error) bool { return err == nil || ErrKind(err) != "" }
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		keys := slices.Clone(nw.setKeys)
+		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		keys = keys[:2+rng.IntN(len(keys)-1)]
+		if _, err := w.AcquireAll(keys, Acq{Wait: true, Timeout: 5 * time.Second}); err != nil {
+			if !tolerable(err) {
+				return err
+			}
+			failedWith(err)
+			continue
+		}
+		stubborn := rng.IntN(2) == 0
+		for range 1 + rng.IntN(3) {
+			for _, k := range keys {
+				o := RMWOptions{NoCheck: stubborn, StoreTimeout: time.Second, Key: k}
+				if res := w.RMW(nw.setRes[k], o); !tolerable(res.Err) {
+					return res.Err
+				}
+			}
 			time.Sleep(time.Duration(rng.Int64N(int64(nw.think) + 1)))
 		}
 		if err := w.Release(); !tolerable(err) {
@@ -994,7 +1078,7 @@ func verdictName(v porcupine.CheckResult) string {
 // NemesisTable renders nemesis results as a Markdown table.
 func NemesisTable(rs []*NemesisResult) string {
 	var b strings.Builder
-	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | permit grants | permits (≤N) | permit stale attempted/refused/accepted | unit grants | units (one owner) | unit stale attempted/refused/accepted | verdict | loss reported p50 / max (n) | next grant p50 / max (n) |\n")
+	b.WriteString("| backend (deployment) | store | seed | duration | faults injected | grants (terms, set parts) | acquire errors | writes | stale attempted/refused/accepted | lost updates | overlaps | token regressions | mutex | tokens | register | permit grants | permits (≤N) | permit stale attempted/refused/accepted | unit grants | units (one owner) | unit stale attempted/refused/accepted | verdict | loss reported p50 / max (n) | next grant p50 / max (n) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		var fs []string
@@ -1023,8 +1107,8 @@ func NemesisTable(rs []*NemesisResult) string {
 		if r.MemberErrors > 0 {
 			unitGrants += fmt.Sprintf(" (%d members' partition.Run returned)", r.MemberErrors)
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.AcquireErrors,
+		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %v | %s | %d (%d, %d) | %d | %d | %d/%d/%d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Backend, r.Deployment, r.Mode, r.Seed, r.Duration, strings.Join(fs, ", "), r.Grants, r.ElectionGrants, r.SetGrants, r.AcquireErrors,
 			r.Writes, r.StaleAttempted, r.StaleRefused, r.StaleAccepted, r.LostUpdates, r.Overlaps, r.TokenRegressions,
 			judgedName(r.Verdicts["mutex"], r.MutexJudged), verdictName(r.Verdicts["tokens"]), verdictName(r.Verdicts["register"]),
 			grants(r.Permits), recipeCell(r.Permits, "pairs of holders of one slot"), staleCell(r.Permits),

@@ -74,6 +74,7 @@ type nemesisGrant struct {
 	live            int64 // the End op's call: the latest moment proven live
 	end             int64 // when the holder stopped holding (its release, or the end's report); -1: never
 	lostAt          int64 // when the holder's library reported the loss; 0: never
+	part            bool  // a part of a lock set
 }
 
 // nemesisGrants collects the grants of a checked history (End ops
@@ -83,7 +84,8 @@ func nemesisGrants(ops []Op) []*nemesisGrant {
 	var gs []*nemesisGrant
 	for _, op := range ops {
 		if op.Kind == KindAcquire && op.Outcome == OutcomeOK && op.Grant > 0 {
-			g := &nemesisGrant{id: op.Grant, worker: op.Worker, key: op.Key, shared: op.Shared, token: op.Token, acqCall: op.Call, acqRet: op.Return, live: op.Return, end: -1}
+			g := &nemesisGrant{id: op.Grant, worker: op.Worker, key: op.Key, shared: op.Shared, token: op.Token, acqCall: op.Call, acqRet: op.Return, live: op.Return, end: -1,
+				part: strings.HasPrefix(op.Note, setPartNote)}
 			byID[op.Grant] = g
 			gs = append(gs, g)
 		}
@@ -125,11 +127,18 @@ func nemesisGrants(ops []Op) []*nemesisGrant {
 // granted its key before it ended; the fault blamed is the latest one
 // that reached the holder after its grant and before the first of those.
 // A grant that no fault reached is not counted (its loss, if any, has
-// another cause, such as a delay).
+// another cause, such as a delay), nor is a lock set's part.
 func nemesisCutoffs(ops []Op, faults []nemesisFault) []NemesisCutoff {
 	gs := nemesisGrants(ops)
 	var out []NemesisCutoff
 	for _, g := range gs {
+		if g.part {
+			// A fault that cuts a set off cuts off each of its parts:
+			// counted per part, it would weigh two or three times, and
+			// the next grant of a set's own keys waits for the other set
+			// worker to draw them. The parts are next grants of others.
+			continue
+		}
 		var next *nemesisGrant // the first grant of the key to another worker after g's
 		for _, h := range gs {
 			if h.key == g.key && h.worker != g.worker && h.acqRet > g.acqRet && (next == nil || h.acqRet < next.acqRet) {

@@ -72,6 +72,7 @@ func TestNemesis(t *testing.T) {
 					t.Logf("%d faults %v, %d grants, %d writes, stale %d/%d/%d, lost updates %d, verdicts %v",
 						len(plan.Events), nr.Faults, nr.Grants, nr.Writes, nr.StaleAttempted, nr.StaleRefused, nr.StaleAccepted, nr.LostUpdates, nr.Verdicts)
 					logCutoffs(t, nr)
+					t.Logf("lock sets: %d granted, %d parts", nr.Sets, nr.SetGrants)
 					if v := nr.Permits; v.Ran {
 						t.Logf("permits: %d grants, at most %d of %d live, stale %d/%d/%d", v.Grants, v.MaxHolders, v.Limit, v.StaleAttempted, v.StaleRefused, v.StaleAccepted)
 					}
@@ -98,6 +99,9 @@ func TestNemesis(t *testing.T) {
 					}
 					if nr.Units.Ran && nr.Units.Grants == 0 {
 						t.Errorf("seed %d: no unit granted in the run (replay: %s)", seed, replay)
+					}
+					if nr.Sets == 0 {
+						t.Errorf("seed %d: no lock set granted in the run (replay: %s)", seed, replay)
 					}
 					if t.Failed() {
 						for _, n := range nr.Notes {
@@ -402,15 +406,15 @@ func TestNemesisPlanPeerCutsApart(t *testing.T) {
 	}
 }
 
-// TestNemesisPlanKeepsChannels pins that the recipes' workers (the
-// shape's Extra) leave a seed's faults for the other workers and the
+// TestNemesisPlanKeepsChannels pins that the recipes' and the lock sets'
+// workers (the shape's Extra, up to 8) leave a seed's faults for the other workers and the
 // servers as they were: their channels are drawn after all others.
 func TestNemesisPlanKeepsChannels(t *testing.T) {
 	for _, servers := range []int{0, 1, 3} {
 		for seed := uint64(1); seed <= 20; seed++ {
 			shape := torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second}
 			old := torture.NewNemesisPlan(seed, time.Minute, shape)
-			shape.Extra = 6
+			shape.Extra = 8
 			grown := torture.NewNemesisPlan(seed, time.Minute, shape)
 			var kept []torture.NemesisEvent
 			extra := 0
@@ -424,7 +428,7 @@ func TestNemesisPlanKeepsChannels(t *testing.T) {
 				}
 			}
 			if !reflect.DeepEqual(kept, old.Events) {
-				t.Fatalf("seed %d, %d servers: the existing channels' events changed with 6 extra workers:\nwithout: %v\nwith:    %v", seed, servers, old.Events, kept)
+				t.Fatalf("seed %d, %d servers: the existing channels' events changed with 8 extra workers:\nwithout: %v\nwith:    %v", seed, servers, old.Events, kept)
 			}
 			if extra == 0 {
 				t.Fatalf("seed %d: no fault on an extra worker in a minute", seed)

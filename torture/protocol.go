@@ -14,6 +14,7 @@ import (
 const (
 	cmdOpen         = "open"          // open the backend and the store connection
 	cmdAcquire      = "acquire"       // acquire Key; the worker holds at most one lock
+	cmdAcquireAll   = "acquire-all"   // acquire Keys as one lock set (Client.AcquireAll): plain locks, held in place of a lock
 	cmdRead         = "read"          // read Resource with the lock's token
 	cmdWrite        = "write"         // write Value to Resource with the lock's token
 	cmdRMW          = "rmw"           // read, then write value+1
@@ -82,8 +83,11 @@ type request struct {
 	// a semaphore of that limit with slots (semaphore.WithSlots); the
 	// answer's Slot is the permit's.
 	Limit int `json:"limit,omitempty"`
+	// Keys (acquire-all) are the keys of the lock set.
+	Keys []string `json:"keys,omitempty"`
 
-	// read, write, rmw
+	// read, write, rmw (Key: with a lock set held, the part whose token
+	// and liveness the request takes)
 	Resource string `json:"resource,omitempty"`
 	Value    int64  `json:"value,omitempty"`
 	// NoCheck skips the check that the lock is live before the store
@@ -120,6 +124,10 @@ type reply struct {
 	Grant int    `json:"grant,omitempty"`
 	// Slot (an acquire's answer, with Limit) is the permit's slot.
 	Slot int `json:"slot,omitempty"`
+	// Parts (an acquire-all's answer) are the set's locks, in key order,
+	// each a grant of its own: its end is reported as an evEnd of its
+	// Grant. A set's release answers with each part's outcome.
+	Parts []setPart `json:"parts,omitempty"`
 
 	Value    int64  `json:"value,omitempty"`
 	ReadSeq  int    `json:"read_seq"`
@@ -158,6 +166,19 @@ type reply struct {
 
 	Name string `json:"name,omitempty"`
 	Pid  int    `json:"pid,omitempty"`
+}
+
+// setPart is one lock of a set in an acquire-all's answer.
+type setPart struct {
+	Key   string `json:"key"`
+	Grant int    `json:"grant"`
+	Token uint64 `json:"token,string,omitempty"`
+	// A release's answer: Lost reports that the part had been lost
+	// (before the release, or as its release found); Err and ErrKind are
+	// the part's own release error, if any.
+	Lost    bool   `json:"lost,omitempty"`
+	Err     string `json:"err,omitempty"`
+	ErrKind string `json:"err_kind,omitempty"`
 }
 
 // Error kinds in replies.

@@ -69,6 +69,7 @@ type worker struct {
 	permit  bool // acquire takes a permit of a semaphore of limit 1
 	rw      bool // acquire takes the rwlock's write lock, or a read lock
 	lock    held
+	set     *distlock.LockSet // a lock set held (cmdAcquireAll), in place of lock
 	grant   int
 	watches sync.WaitGroup
 	// observing ends the observers (cmdObserve) at close.
@@ -178,7 +179,7 @@ func (w *worker) exec(r request) reply {
 			return fail(err)
 		}
 	case cmdAcquire:
-		if w.lock != nil {
+		if w.lock != nil || w.set != nil {
 			return fail(errors.New("already holding a lock"))
 		}
 		l, err := w.acquire(ctx, r)
@@ -200,31 +201,56 @@ func (w *worker) exec(r request) reply {
 			err := l.Err()
 			w.send(reply{Event: evEnd, Grant: grant, Cause: err.Error(), Lost: errors.Is(err, distlock.ErrLockLost)})
 		}()
-	case cmdRead:
-		if w.lock == nil {
-			return fail(errors.New("no lock held"))
+	case cmdAcquireAll:
+		if w.lock != nil || w.set != nil {
+			return fail(errors.New("already holding a lock"))
 		}
-		if !r.NoCheck && !live(w.lock) {
-			return fail(errNotLive)
-		}
-		v, seq, err := w.store.read(r.Resource, w.lock.Token(), r.StoreTimeout)
+		s, err := w.client.AcquireAll(ctx, r.Keys, distlock.WithWait(r.Wait))
 		if err != nil {
 			return fail(err)
 		}
-		rep.Value, rep.ReadSeq, rep.LiveAfter = v, seq, live(w.lock)
-	case cmdWrite:
-		if w.lock == nil {
+		rep.Granted = time.Now().UnixNano()
+		w.set = s
+		for _, l := range s.Locks() {
+			w.grant++
+			grant := w.grant
+			rep.Parts = append(rep.Parts, setPart{Key: l.Key(), Grant: grant, Token: l.Token()})
+			w.watches.Add(1)
+			go func() {
+				defer w.watches.Done()
+				<-l.Done()
+				err := l.Err()
+				w.send(reply{Event: evEnd, Grant: grant, Cause: err.Error(), Lost: errors.Is(err, distlock.ErrLockLost)})
+			}()
+		}
+	case cmdRead:
+		h := w.holding(r.Key)
+		if h == nil {
 			return fail(errors.New("no lock held"))
 		}
-		w.write(&rep, r, r.Value)
-	case cmdRMW:
-		if w.lock == nil {
-			return fail(errors.New("no lock held"))
-		}
-		if !live(w.lock) && !r.NoCheck {
+		if !r.NoCheck && !live(h) {
 			return fail(errNotLive)
 		}
-		v, seq, err := w.store.read(r.Resource, w.lock.Token(), r.StoreTimeout)
+		v, seq, err := w.store.read(r.Resource, h.Token(), r.StoreTimeout)
+		if err != nil {
+			return fail(err)
+		}
+		rep.Value, rep.ReadSeq, rep.LiveAfter = v, seq, live(h)
+	case cmdWrite:
+		h := w.holding(r.Key)
+		if h == nil {
+			return fail(errors.New("no lock held"))
+		}
+		w.write(&rep, r, h, r.Value)
+	case cmdRMW:
+		h := w.holding(r.Key)
+		if h == nil {
+			return fail(errors.New("no lock held"))
+		}
+		if !live(h) && !r.NoCheck {
+			return fail(errNotLive)
+		}
+		v, seq, err := w.store.read(r.Resource, h.Token(), r.StoreTimeout)
 		if err != nil {
 			return fail(err)
 		}
@@ -232,17 +258,17 @@ func (w *worker) exec(r request) reply {
 		if r.Announce {
 			// Checked: live. Now report, and wait until the harness has
 			// done what it wanted to do to us (typically: stopped us).
-			rep.Deadline = w.announce()
+			rep.Deadline = w.announce(h)
 			// The write goes out without a second check: the pause came
 			// between the check and the write.
 			r.NoCheck = true
 			select {
-			case <-w.lock.Done():
+			case <-h.Done():
 				rep.DoneBefore = true
 			default:
 			}
 		}
-		w.write(&rep, r, v+1)
+		w.write(&rep, r, h, v+1)
 	case cmdSharedRead:
 		if w.lock == nil {
 			return fail(errors.New("no lock held"))
@@ -252,7 +278,7 @@ func (w *worker) exec(r request) reply {
 		}
 		if r.Announce {
 			// Checked: live. The read goes out without a second check.
-			rep.Deadline = w.announce()
+			rep.Deadline = w.announce(w.lock)
 		}
 		v, seq, err := w.store.read(r.Resource, w.lock.Token(), r.StoreTimeout)
 		if err != nil {
@@ -271,6 +297,29 @@ func (w *worker) exec(r request) reply {
 			rep.Highest, rep.Discarded = h, h > w.lock.Token()
 		}
 	case cmdRelease:
+		if s := w.set; s != nil {
+			// Each part's outcome: lost before the release (Err says
+			// released once it ran), or what its own release said.
+			w.set = nil
+			parts := s.Locks()
+			lost := make([]bool, len(parts))
+			for i, l := range parts {
+				lost[i] = errors.Is(l.Err(), distlock.ErrLockLost)
+			}
+			err := s.Release(ctx)
+			for i, l := range parts {
+				p := setPart{Key: l.Key(), Lost: lost[i]}
+				if perr := partErr(err, l.Key()); perr != nil {
+					p.Err, p.ErrKind = perr.Error(), errKind(perr)
+					p.Lost = p.Lost || p.ErrKind == kindLost
+				}
+				rep.Parts = append(rep.Parts, p)
+			}
+			if err != nil {
+				rep.Err, rep.ErrKind = err.Error(), errKind(err)
+			}
+			return rep
+		}
 		if w.lock == nil {
 			return fail(errors.New("no lock held"))
 		}
@@ -319,15 +368,15 @@ func (w *worker) exec(r request) reply {
 // missed; a lock whose deadline passed during the stop is never renewed
 // after it (Err is exact: ended). A lock already ended at the first read
 // ended by then: that instant is returned, before any stop.
-func (w *worker) announce() int64 {
+func (w *worker) announce(h held) int64 {
 	var latest int64
 	read := func() {
-		if d, ok := w.lock.Deadline(); ok {
+		if d, ok := h.Deadline(); ok {
 			latest = max(latest, d.UnixNano())
 		}
 	}
 	read()
-	if latest == 0 && w.lock.Err() != nil {
+	if latest == 0 && h.Err() != nil {
 		latest = time.Now().UnixNano()
 	}
 	w.send(reply{Event: evAnnounce})
@@ -346,13 +395,58 @@ func (w *worker) announce() int64 {
 	}
 }
 
-// write sends a write of value with the lock's token and fills rep.
-func (w *worker) write(rep *reply, r request, value int64) {
-	if !r.NoCheck && !live(w.lock) {
+// partErr returns the error among a lock set's release errors (joined,
+// each a *distlock.KeyError) that names key, or nil.
+func partErr(err error, key string) error {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var ke *distlock.KeyError
+		if errors.As(e, &ke) && ke.Key == key {
+			return e
+		}
+	}
+	return nil
+}
+
+// holding returns what a store request with key takes its token from and
+// proves live: the part of the held lock set named key, or the held lock
+// (or term); nil if none.
+func (w *worker) holding(key string) held {
+	if w.set == nil {
+		return w.lock
+	}
+	l := w.set.Lock(key)
+	if l == nil {
+		return nil
+	}
+	return setHeld{l, w.set}
+}
+
+// setHeld is a part of a held lock set, as a store request sees it: the
+// part's token and deadline, and live only while the whole set is
+// (LockSet.Err is nil only while every part is held), as a holder of a
+// set checks the set before it writes.
+type setHeld struct {
+	l *distlock.Lock
+	s *distlock.LockSet
+}
+
+func (p setHeld) Token() uint64                     { return p.l.Token() }
+func (p setHeld) Err() error                        { return p.s.Err() }
+func (p setHeld) Done() <-chan struct{}             { return p.s.Done() }
+func (p setHeld) Deadline() (time.Time, bool)       { return p.l.Deadline() }
+func (p setHeld) Release(ctx context.Context) error { return p.s.Release(ctx) }
+
+// write sends a write of value with h's token and fills rep.
+func (w *worker) write(rep *reply, r request, h held, value int64) {
+	if !r.NoCheck && !live(h) {
 		rep.Outcome = writeSkipped
 		return
 	}
-	seq, stale, err := w.store.write(r.Resource, w.lock.Token(), value, r.StoreTimeout)
+	seq, stale, err := w.store.write(r.Resource, h.Token(), value, r.StoreTimeout)
 	rep.WriteSeq = seq
 	switch {
 	case err != nil && errKind(err) == kindTimeout:
@@ -364,7 +458,7 @@ func (w *worker) write(rep *reply, r request, value int64) {
 	default:
 		rep.Outcome = writeOK
 	}
-	rep.LiveAfter = live(w.lock)
+	rep.LiveAfter = live(h)
 }
 
 var errNotLive = errors.New("torture: lock not live")
