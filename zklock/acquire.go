@@ -510,9 +510,12 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 	}
 	for {
 		rctx, cancel := b.request(wctx)
-		children, confirmed, err := a.list(rctx, n, first)
+		children, confirmed, serr, err := a.list(rctx, n, first)
 		first = nil
 		err = b.sortErr(ctx, rctx, err)
+		if serr != nil {
+			serr = b.sortErr(ctx, rctx, serr)
+		}
 		cancel()
 		if err != nil {
 			return failed(err)
@@ -533,17 +536,9 @@ func (a *acquire) try(ctx, wctx context.Context, n *node, first <-chan listing, 
 		}
 		ahead := a.ahead(children, i)
 		switch {
-		case ahead < 0 && confirmed.IsZero():
-			// The listing may come from a server cut off from the leader,
-			// which expired our session meanwhile: it is confirmed first.
-			rctx, cancel = b.request(wctx)
-			confirmed, err = b.confirm(rctx, a.dir)
-			err = b.sortErr(ctx, rctx, err)
-			cancel()
-			if err != nil {
-				return failed(err)
-			}
-			fallthrough
+		case ahead < 0 && serr != nil:
+			// Not confirmed through the leader: the listing may be stale.
+			return failed(serr)
 		case ahead < 0:
 			l, err := a.grant(n, confirmed)
 			return l, nil, err
@@ -675,14 +670,17 @@ func (b *Backend) took(w *watcher) events {
 	return fired
 }
 
-// list lists the lock's nodes. The listing sent behind the create (first,
-// if not nil) is taken if it shows our node: it ran after the create, like
-// one sent now, and is the one an uncontended acquire needs; it is
-// returned with the create's send time, from which the leader confirmed
-// our session (see confirm). Otherwise, the create having been answered,
-// a new listing is sent, and returned with the zero time: it is not
-// confirmed.
-func (a *acquire) list(ctx context.Context, n *node, first <-chan listing) ([]string, time.Time, error) {
+// list lists the lock's nodes, with the time from which the leader
+// confirmed our session, or the error that kept it from confirming it: a
+// listing may come from a server cut off from the leader, which expired
+// our session meanwhile, and is taken for a grant only once confirmed. The listing sent
+// behind the create (first, if not nil) is taken if it shows our node: it
+// ran after the create, like one sent now, and is the one an uncontended
+// acquire needs; it is returned with the create's send time. Otherwise,
+// the create having been answered, a new listing is sent behind a sync
+// (see syncThen), and returned with the sync's send time, or the sync's
+// error.
+func (a *acquire) list(ctx context.Context, n *node, first <-chan listing) (children []string, confirmed time.Time, serr, err error) {
 	if first != nil {
 		select {
 		case r, ok := <-first:
@@ -690,30 +688,67 @@ func (a *acquire) list(ctx context.Context, n *node, first <-chan listing) ([]st
 				// It ran after our create (it shows our node), which the
 				// leader committed after its send, in our live session: the
 				// create confirms the listing, as a sync would.
-				return r.children, n.created, nil
+				return r.children, n.created, nil, nil
 			}
 		case <-ctx.Done():
-			return nil, time.Time{}, ctx.Err()
+			return nil, time.Time{}, nil, ctx.Err()
 		}
 	}
-	children, err := call(ctx, a.b, func() ([]string, error) {
+	children, sent, serr, err := syncThen(ctx, a.b, a.dir, func() ([]string, error) {
 		c, _, err := a.b.conn.Children(a.dir)
 		return c, err
-	}, nil)
-	return children, time.Time{}, err
+	})
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	if serr != nil {
+		return children, time.Time{}, serr, nil
+	}
+	return children, sent, nil, nil
 }
 
-// confirm sends a sync of path through the server of the session's
-// connection to the leader, and returns its send time: its answer shows
-// that the leader had not expired the session when the sync reached it,
-// and reads that follow it see the ensemble's state from then on (see
-// Guarantees in the package doc). A server cut off from the leader
-// answers reads, and pings, from its own state until it gives up on the
-// leader, but it cannot answer a sync.
-func (b *Backend) confirm(ctx context.Context, path string) (time.Time, error) {
-	sent := time.Now()
-	_, err := call(ctx, b, func() (string, error) { return b.conn.Sync(path) }, nil)
-	return sent, err
+// syncThen sends a sync of path through the server of the session's
+// connection to the leader, and then's request as soon as the sync's is
+// written, without waiting for its answer. It returns then's value, the
+// sync's send time, the sync's error and then's. The sync's answer shows that the
+// leader had not expired the session when the sync reached it, after its
+// send time (see Guarantees in the package doc): a server cut off from
+// the leader answers reads, and pings, from its own state until it gives
+// up on the leader, but it cannot answer a sync. ZooKeeper serves a
+// session's requests in order, so then's request, written after a sync
+// (ours, or another caller's of the same path sent meanwhile), is
+// answered after it, from the ensemble's state at least as new as the
+// leader's when that sync reached it; the two take one round trip, where
+// one after the other took two. then is not called when the sync failed
+// before it was written.
+func syncThen[T any](ctx context.Context, b *Backend, path string, then func() (T, error)) (v T, sent time.Time, serr, err error) {
+	sent = time.Now()
+	written := b.syncs.announce(path)
+	defer b.syncs.forget(path, written)
+	synced := make(chan error, 1)
+	if !b.life.Go(func() {
+		_, err := call(ctx, b, func() (string, error) { return b.conn.Sync(path) }, nil)
+		synced <- err
+	}) {
+		return v, sent, ErrClosed, ErrClosed
+	}
+	answered := false
+	select {
+	case <-written:
+	case serr = <-synced:
+		// Failed before being written, or written unseen (a path too
+		// long for the frame head the connection keeps): then goes
+		// after the answer.
+		answered = true
+		if serr != nil {
+			return v, sent, serr, serr
+		}
+	}
+	v, err = call(ctx, b, then, nil)
+	if !answered {
+		serr = <-synced
+	}
+	return v, sent, serr, err
 }
 
 // late returns the paths of the nodes other than ours (name) that have our
@@ -755,9 +790,8 @@ func (a *acquire) vanished(n *node) error {
 }
 
 // grant reports the grant once a listing showed our node first, and a
-// request sent at sent, through the leader, confirmed the session (a sync
-// after the listing, or the create that the listing followed; see
-// confirm), after checking that the node's session, its ephemeral owner
+// request sent at sent, through the leader, confirmed the session (the
+// sync the listing followed, or the create; see syncThen), after checking that the node's session, its ephemeral owner
 // (read from the node, or known from the create, see known), is still the
 // current one: a node of a session that ended meanwhile would be a lock
 // held by nobody, and granted to the next in line. The listing needs no

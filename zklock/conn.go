@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -35,9 +36,12 @@ const (
 	replyHead   = 16 + 4 + 4096
 )
 
-// opCreate is ZooKeeper's opcode of a create (the zk client's Create
-// sends it; its container creates use another).
-const opCreate = 1
+// ZooKeeper's opcodes of a create (the zk client's Create sends it; its
+// container creates use another) and of a sync.
+const (
+	opCreate = 1
+	opSync   = 9
+)
 
 // handshakeConn reads along the client's connection to a server. The zk
 // client writes from one goroutine at a time and reads from one goroutine
@@ -72,20 +76,24 @@ func (c *handshakeConn) sent(i int, head []byte) {
 	if i == 0 || len(head) < 8 {
 		return // the connect request has no header
 	}
-	if int32(binary.BigEndian.Uint32(head[4:])) != opCreate {
-		return
-	}
-	c.mu.Lock()
-	c.creates[int32(binary.BigEndian.Uint32(head))] = struct{}{}
-	c.mu.Unlock()
-	if p, ok := createPath(head); ok {
-		c.b.created.sending(p)
+	switch int32(binary.BigEndian.Uint32(head[4:])) {
+	case opSync:
+		if p, ok := requestPath(head); ok {
+			c.b.syncs.sending(p)
+		}
+	case opCreate:
+		c.mu.Lock()
+		c.creates[int32(binary.BigEndian.Uint32(head))] = struct{}{}
+		c.mu.Unlock()
+		if p, ok := requestPath(head); ok {
+			c.b.created.sending(p)
+		}
 	}
 }
 
-// createPath returns the path of a create request's frame head, if the
-// head holds all of it.
-func createPath(head []byte) (string, bool) {
+// requestPath returns the path of a create's or a sync's request frame
+// head (the first field of its body), if the head holds all of it.
+func requestPath(head []byte) (string, bool) {
 	if len(head) < 12 {
 		return "", false
 	}
@@ -191,6 +199,53 @@ type created struct {
 	mu      sync.Mutex
 	want    map[string]map[string]int64 // path before the sequence → path → czxid
 	written map[string]chan struct{}    // path before the sequence → closed once its create is written
+}
+
+// syncs tells the callers of syncThen when a sync of their path is
+// written to the connection.
+type syncs struct {
+	mu      sync.Mutex
+	written map[string][]chan struct{} // path → closed at its next sync's write
+}
+
+// announce returns a channel that is closed when the next sync of path,
+// sent by any caller, is written to the connection, before its bytes
+// leave: a request the zk client queues after that is served after that
+// sync. Its caller calls forget with it once done.
+func (s *syncs) announce(path string) chan struct{} {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = map[string][]chan struct{}{}
+	}
+	s.written[path] = append(s.written[path], ch)
+	return ch
+}
+
+// forget drops ch, announced for path, if no sync has closed it.
+func (s *syncs) forget(path string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	chs := slices.DeleteFunc(s.written[path], func(c chan struct{}) bool { return c == ch })
+	if len(chs) == 0 {
+		delete(s.written, path)
+	} else {
+		s.written[path] = chs
+	}
+}
+
+// sending is told the path of each sync request as it is written. The zk
+// client writes its requests from one goroutine, each in one Write, in
+// the order they were queued: a request queued after this call goes out
+// after the sync.
+func (s *syncs) sending(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.written[path] {
+		close(ch)
+	}
+	delete(s.written, path)
 }
 
 // seqLen is the length of the sequence ZooKeeper appends to a sequential

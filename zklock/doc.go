@@ -31,8 +31,11 @@
 // leader, hearing nothing of their sessions, expires them and deletes
 // their nodes. A grant is confirmed by the create of our node, when the
 // listing that found it first followed the create (an uncontended
-// acquire), or else by a sync after that listing; a Refresh sends a sync
-// and then reads the node. The leader commits a create, and forwards a
+// acquire), or else by a sync sent just before that listing; a Refresh
+// sends a sync and the read of the node. The request after a sync goes
+// out as soon as the sync is written: ZooKeeper serves a session's
+// requests in order, so it is answered after the sync, from the
+// ensemble's state as of the sync, and the two take one round trip. The leader commits a create, and forwards a
 // sync's answer, only after every change it made before, the end of our
 // session included, and the server that answers us applies them in that
 // order and drops our connection when it applies our session's end: an
@@ -205,7 +208,9 @@
 // A waiter watches only the node just before its own, with a data watch
 // set by a read (getData), which ZooKeeper does not set on a node that is
 // gone: a predecessor that went between the listing and the watch is seen
-// at once, and the waiter lists again. A release therefore wakes exactly
+// at once, and the waiter lists again. Each listing after the first goes
+// out behind a sync (see above), which confirms the grant when the
+// listing shows our node first. A release therefore wakes exactly
 // one waiter, however many wait. No polling is needed: ZooKeeper delivers
 // every watch event of a live session, and a session's end is reported. The
 // order is the order of the nodes' sequence numbers, the same for acquires

@@ -60,11 +60,11 @@ func (l *lease) Path() string { return l.path }
 // through the leader (see grant).
 func (l *lease) Validity() driver.Validity { return l.validity }
 
-// Refresh confirms the session through the leader (see confirm) and reads
-// the lock node's stat, two requests whatever ttl is: the session's
-// validity applies, from the send time of the confirmation, once the reply
-// shows the node still there, created for this grant and owned by the
-// live session. The session itself is kept alive by the zk client's pings.
+// Refresh confirms the session through the leader and reads the lock
+// node's stat, two requests sent back to back (see syncThen) whatever ttl
+// is: the session's validity applies, from the send time of the
+// confirmation, once the replies show the node still there, created for
+// this grant and owned by the live session. The session itself is kept alive by the zk client's pings.
 func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity, error) {
 	if err := driver.CheckTTL(ttl); err != nil {
 		return driver.Validity{}, err
@@ -75,11 +75,9 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 	b := l.b
 	rctx, cancel := b.request(ctx)
 	defer cancel()
-	sent, err := b.confirm(rctx, l.path)
-	if err != nil {
-		return driver.Validity{}, b.sortErr(ctx, rctx, err)
-	}
-	st, err := call(rctx, b, func() (*zk.Stat, error) { return b.stat(l.path) }, nil)
+	// A node gone is gone for good, whichever request failed: a server
+	// behind what our client saw does not take its session.
+	st, sent, serr, err := syncThen(rctx, b, l.path, func() (*zk.Stat, error) { return b.stat(l.path) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		cause := fmt.Errorf("zklock: the node of %q with token %d was deleted", l.key, l.token)
@@ -90,6 +88,8 @@ func (l *lease) Refresh(ctx context.Context, ttl time.Duration) (driver.Validity
 		return driver.Validity{}, fmt.Errorf("%w: %w", driver.ErrLockLost, cause)
 	case err != nil:
 		return driver.Validity{}, b.sortErr(ctx, rctx, err)
+	case serr != nil:
+		return driver.Validity{}, b.sortErr(ctx, rctx, serr)
 	case st.EphemeralOwner != l.sess.id || uint64(st.Czxid) != l.token:
 		cause := fmt.Errorf("zklock: the node of %q with token %d belongs to another grant", l.key, l.token)
 		l.lose(cause)

@@ -16,6 +16,8 @@ import (
 // ZooKeeper's opcodes that the pipelining tests look for.
 const (
 	opCreateRequest = 1
+	opExists        = 3
+	opSyncRequest   = 9
 	opPing          = 11
 	opGetChildren2  = 12
 )
@@ -25,10 +27,10 @@ const (
 const waitForNext = 10 * time.Second
 
 // orderProxy forwards one client's connections to a ZooKeeper server frame
-// by frame. It holds the reply to each create until the client has sent
-// another request after the create (or waitForNext passed), and records
-// that request's opcode: what a client sends without waiting for the
-// create's reply. With swap set, it instead forwards each create request
+// by frame. It holds the reply to each create, and to each sync, until the
+// client has sent another request after it (or waitForNext passed), and
+// records that request's opcode: what a client sends without waiting for
+// the create's, or the sync's, reply. With swap set, it instead forwards each create request
 // after the request that follows it (within waitForNext), as though the
 // two had been sent the other way round.
 type orderProxy struct {
@@ -39,13 +41,21 @@ type orderProxy struct {
 	ops    []int32       // the opcodes of the requests forwarded, pings left out
 	grew   chan struct{} // closed and replaced when ops grows
 	behind []int32       // for each create reply, the opcode sent behind the create before it, or 0
+	synced []int32       // the same for each sync reply
+}
+
+// held is a request whose reply orderProxy holds: its index in ops, and
+// whether it is a sync (else a create).
+type held struct {
+	i    int
+	sync bool
 }
 
 func startOrderProxy(t testing.TB, target string, swap bool) *orderProxy {
 	t.Helper()
 	p := &orderProxy{swap: swap, grew: make(chan struct{})}
 	p.wireProxy = startWireProxy(t, target, func(c, s net.Conn) (up, down func()) {
-		creates := &sync.Map{} // xid → index in ops of the create
+		creates := &sync.Map{} // xid → held, for each create and sync
 		return func() { p.requests(c, s, creates) }, func() { p.replies(s, c, creates) }
 	})
 	return p
@@ -86,8 +96,8 @@ func (p *orderProxy) requests(c, s net.Conn, creates *sync.Map) {
 			xid, op := int32(binary.BigEndian.Uint32(f[4:])), int32(binary.BigEndian.Uint32(f[8:]))
 			if op != opPing { // pings come on a timer
 				p.mu.Lock()
-				if op == opCreateRequest {
-					creates.Store(xid, len(p.ops))
+				if op == opCreateRequest || op == opSyncRequest {
+					creates.Store(xid, held{len(p.ops), op == opSyncRequest})
 				}
 				p.ops = append(p.ops, op)
 				close(p.grew)
@@ -144,10 +154,15 @@ func (p *orderProxy) replies(s, c net.Conn, creates *sync.Map) {
 	first := true
 	for f := range frames {
 		if !first && !p.swap && len(f) >= 8 {
-			if i, ok := creates.LoadAndDelete(int32(binary.BigEndian.Uint32(f[4:]))); ok {
-				op := p.after(i.(int))
+			if h, ok := creates.LoadAndDelete(int32(binary.BigEndian.Uint32(f[4:]))); ok {
+				h := h.(held)
+				op := p.after(h.i)
 				p.mu.Lock()
-				p.behind = append(p.behind, op)
+				if h.sync {
+					p.synced = append(p.synced, op)
+				} else {
+					p.behind = append(p.behind, op)
+				}
 				p.mu.Unlock()
 			}
 		}
@@ -186,6 +201,63 @@ func (p *orderProxy) takeBehind() []int32 {
 	b := p.behind
 	p.behind = nil
 	return b
+}
+
+// takeSynced returns what was recorded for the sync replies since the
+// last call.
+func (p *orderProxy) takeSynced() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.synced
+	p.synced = nil
+	return s
+}
+
+// A waiter woken by its predecessor's release sends its listing right
+// behind the sync that confirms its grant through the leader, and a
+// refresh the read of its node right behind its sync, before the sync's
+// reply came: each takes one round trip, not two.
+func TestReadSentBehindSync(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := adminConn(t, z.Servers)
+	ctx := testCtx(t)
+	key := "pipeline/" + t.Name()
+	makeLockPath(t, admin, key)
+	p := startOrderProxy(t, z.Servers[0], false)
+	b := newBackend(t, []string{p.addr()})
+	holder, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	granted := make(chan driver.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiter Acquire: %v", err)
+		}
+		granted <- l
+	}()
+	waitWatches(t, z, 1)
+	if got := p.takeSynced(); len(got) != 0 {
+		t.Fatalf("syncs before the hand-off, with %v behind them", got)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	l := <-granted
+	if l == nil {
+		return
+	}
+	defer l.Release(ctx)
+	if got := p.takeSynced(); !slices.Equal(got, []int32{opGetChildren2}) {
+		t.Errorf("the hand-off's syncs had %v sent behind them before their replies; want one with a getChildren2 (%d)", got, opGetChildren2)
+	}
+	if _, err := l.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if got := p.takeSynced(); !slices.Equal(got, []int32{opExists}) {
+		t.Errorf("the refresh's syncs had %v sent behind them before their replies; want one with an exists (%d)", got, opExists)
+	}
 }
 
 // An uncontended acquire sends its listing right behind its create,

@@ -228,7 +228,7 @@ func (r *room) grant(ctx context.Context) (*lease, error) {
 	}
 	a := &acquire{b: b, key: r.key, dir: r.dir, opts: r.opts, uuid: uuid, name: leaseName}
 	// The create confirms the session through the leader: the grant's
-	// validity counts from its send time (see confirm).
+	// validity counts from its send time (see syncThen).
 	sent := time.Now()
 	n, _, err := a.create(ctx)
 	if err != nil {

@@ -107,6 +107,7 @@ type Backend struct {
 	noContainers atomic.Bool               // the ensemble refused a container node
 	watchEvents  atomic.Int64              // node watch events the session received
 	created      created                   // czxids of our creates, from their replies
+	syncs        syncs                     // the writes of our syncs (see syncThen)
 
 	// Set by tests only, before the first Acquire: beforeWatch runs between
 	// a waiter's listing and its watch on pred, beforeGrant between the
