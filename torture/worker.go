@@ -193,14 +193,7 @@ func (w *worker) exec(r request) reply {
 		if p, ok := l.(*semaphore.Permit); ok && r.Limit > 1 {
 			rep.Slot = p.Slot()
 		}
-		grant := w.grant
-		w.watches.Add(1)
-		go func() {
-			defer w.watches.Done()
-			<-l.Done()
-			err := l.Err()
-			w.send(reply{Event: evEnd, Grant: grant, Cause: err.Error(), Lost: errors.Is(err, distlock.ErrLockLost)})
-		}()
+		w.reportEnd(l, w.grant)
 	case cmdAcquireAll:
 		if w.lock != nil || w.set != nil {
 			return fail(errors.New("already holding a lock"))
@@ -213,15 +206,8 @@ func (w *worker) exec(r request) reply {
 		w.set = s
 		for _, l := range s.Locks() {
 			w.grant++
-			grant := w.grant
-			rep.Parts = append(rep.Parts, setPart{Key: l.Key(), Grant: grant, Token: l.Token()})
-			w.watches.Add(1)
-			go func() {
-				defer w.watches.Done()
-				<-l.Done()
-				err := l.Err()
-				w.send(reply{Event: evEnd, Grant: grant, Cause: err.Error(), Lost: errors.Is(err, distlock.ErrLockLost)})
-			}()
+			rep.Parts = append(rep.Parts, setPart{Key: l.Key(), Grant: w.grant, Token: l.Token()})
+			w.reportEnd(l, w.grant)
 		}
 	case cmdRead:
 		h := w.holding(r.Key)
@@ -393,6 +379,18 @@ func (w *worker) announce(h held) int64 {
 			read()
 		}
 	}
+}
+
+// reportEnd reports the end of grant's context, once it ends, as an
+// evEnd event.
+func (w *worker) reportEnd(l held, grant int) {
+	w.watches.Add(1)
+	go func() {
+		defer w.watches.Done()
+		<-l.Done()
+		err := l.Err()
+		w.send(reply{Event: evEnd, Grant: grant, Cause: err.Error(), Lost: errors.Is(err, distlock.ErrLockLost)})
+	}()
 }
 
 // partErr returns the error among a lock set's release errors (joined,

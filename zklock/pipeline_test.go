@@ -225,26 +225,11 @@ func TestReadSentBehindSync(t *testing.T) {
 	makeLockPath(t, admin, key)
 	p := startOrderProxy(t, z.Servers[0], false)
 	b := newBackend(t, []string{p.addr()})
-	holder, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("holder Acquire: %v", err)
-	}
-	granted := make(chan driver.Lease, 1)
-	go func() {
-		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
-		if err != nil {
-			t.Errorf("waiter Acquire: %v", err)
+	l := handOff(t, ctx, z, b, key, func() {
+		if got := p.takeSynced(); len(got) != 0 {
+			t.Errorf("syncs before the hand-off, with %v behind them", got)
 		}
-		granted <- l
-	}()
-	waitWatches(t, z, 1)
-	if got := p.takeSynced(); len(got) != 0 {
-		t.Fatalf("syncs before the hand-off, with %v behind them", got)
-	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatalf("holder Release: %v", err)
-	}
-	l := <-granted
+	})
 	if l == nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -113,6 +114,32 @@ func makeLockPath(t testing.TB, admin *zk.Conn, key string) {
 	}
 }
 
+// handOff has b wait for key while a holder on another connection holds
+// it, calls watching once b watches the holder's node, then releases the
+// holder, and returns b's lease: nil, the failure reported, if b was not
+// granted.
+func handOff(t *testing.T, ctx context.Context, z *testserver.ZooKeeper, b driver.Backend, key string, watching func()) driver.Lease {
+	t.Helper()
+	holder, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("holder Acquire: %v", err)
+	}
+	granted := make(chan driver.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Errorf("waiter Acquire: %v", err)
+		}
+		granted <- l
+	}()
+	waitWatches(t, z, 1)
+	watching()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder Release: %v", err)
+	}
+	return <-granted
+}
+
 // An uncontended acquire and release ask the server three things: the
 // create of our node (whose reply gives its czxid, the token, and shows
 // it in the current session, and confirms the session through the
@@ -158,23 +185,7 @@ func TestRequestsPerCycle(t *testing.T) {
 
 	// A hand-off: the waiter (through the proxy) lists, watches the
 	// holder's node, is woken by its release, lists again and is granted.
-	hl, err := newBackend(t, z.Servers).Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("holder Acquire: %v", err)
-	}
-	granted := make(chan driver.Lease, 1)
-	go func() {
-		l, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: true})
-		if err != nil {
-			t.Errorf("waiter Acquire: %v", err)
-		}
-		granted <- l
-	}()
-	waitWatches(t, z, 1)
-	if err := hl.Release(ctx); err != nil {
-		t.Fatalf("holder Release: %v", err)
-	}
-	l := <-granted
+	l := handOff(t, ctx, z, b, key, func() {})
 	if l == nil {
 		return
 	}
