@@ -278,13 +278,24 @@ class Lock:
 
     def release(self):
         """Releases the lock, fenced by its token: a newer holder is never freed.
-        Raises GatewayError (kind "not-held" or "lock-lost") if it was not held."""
+        Raises GatewayError (kind "not-held" or "lock-lost") if it was not
+        held: lost then says so ("not_held", or "lost"), not "released"."""
         self.session._giving_up(self)
+        why = "released"
         try:
             self.session.gw.request("POST", "/v1/locks/%s/release" % _quote(self.name),
                                     {"session": self.session.id, "token": str(self.token)})
+        except GatewayError as e:
+            why = _gone_why(e, why)
+            raise
         finally:
-            self.session._forget(self, "released")
+            self.session._forget(self, why)
+
+
+def _gone_why(err, why):
+    """What a release or resignation that raised err says of the lock: that
+    it was not held, or lost, when the gateway says so; else why."""
+    return {"not-held": "not_held", "lock-lost": "lost"}.get(err.kind, why)
 
 
 class Term(Lock):
@@ -308,13 +319,18 @@ class Term(Lock):
     def resign(self):
         """Ends the term, owner-checked by its token: a later term, this
         session's or another's, is never ended. Raises GatewayError (kind
-        "not-held" or "lock-lost") if the term had ended."""
+        "not-held" or "lock-lost") if the term had ended: lost then says so
+        ("not_held", or "lost"), not "resigned"."""
         self.session._giving_up(self)
+        why = "resigned"
         try:
             self.session.gw.request("POST", "/v1/elections/%s/resign" % _quote(self.election),
                                     {"session": self.session.id, "token": str(self.token)})
+        except GatewayError as e:
+            why = _gone_why(e, why)
+            raise
         finally:
-            self.session._forget(self, "resigned")
+            self.session._forget(self, why)
 
     release = resign
 

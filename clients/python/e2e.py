@@ -12,8 +12,9 @@ hold: holds a lock for 8s with a session of the default TTL, checking
       each keepalive's wait against the lock's time left in the answer
       before, and looking at valid() every 50ms; prints one JSON object.
 release: a keepalive answered after a release (or a resignation) but
-      before the caller read its answer does not report a loss; prints one
-      JSON object.
+      before the caller read its answer does not report a loss; a release
+      (and a resignation) of a lock forced away, unseen by a keepalive,
+      says it was not held; prints one JSON object.
 refused TOKEN: holds a lock, then its token stops being accepted (as when
       it is rotated away): the keepalive thread ends the session and says
       why; prints one JSON object.
@@ -181,8 +182,23 @@ def release(url, d):
     term = s.campaign("e2e-release", wait=5)
     lock.release()
     term.resign()
+    # Forced away by an operator, unseen (no keepalive runs): the release
+    # and the resignation find them not held.
+    forced = s.acquire("e2e/release-forced", wait=5)
+    fterm = s.campaign("e2e-release-forced", wait=5)
+    operator = Gateway(url)  # no keepalive after its requests
+    operator.request("POST", "/v1/locks/e2e%2Frelease-forced/release", {"force": True})
+    operator.request("POST", "/v1/locks/election%2Fe2e-release-forced/release", {"force": True})
+    errs = []
+    for end in (forced.release, fterm.resign):
+        try:
+            end()
+            errs.append(None)
+        except GatewayError as e:
+            errs.append(e.kind)
     s.close()
-    print(json.dumps({"lock": lock.lost, "term": term.lost, "told": told}), flush=True)
+    print(json.dumps({"lock": lock.lost, "term": term.lost, "told": told,
+                      "forced": forced.lost, "forced_term": fterm.lost, "errors": errs}), flush=True)
 
 
 class WaitChecked(Gateway):

@@ -42,10 +42,12 @@ func TestPythonClientKeepaliveBeforeGrant(t *testing.T) {
 // lock (or a term) from the session for its holder's release, and read
 // before the release's answer, does not list the lock: the client must
 // not report that as a loss (on_lost "not_held") of a lock its holder is
-// giving up.
+// giving up. And a release (a resignation) of a lock (a term) that an
+// operator forced away, before any keepalive told the client, says it
+// was not held, not released.
 func TestPythonClientKeepaliveDuringRelease(t *testing.T) {
 	e := newEnv(t)
-	s := e.serve()
+	s := e.serve("--allow-force-release")
 	defer func() {
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		e.wait(s.started)
@@ -57,12 +59,19 @@ func TestPythonClientKeepaliveDuringRelease(t *testing.T) {
 	var got struct {
 		Lock, Term string
 		Told       []string
+		Forced     string
+		ForcedTerm string `json:"forced_term"`
+		Errors     []*string
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if got.Lock != "released" || got.Term != "resigned" || len(got.Told) != 0 {
 		t.Errorf("a release and a resignation with a keepalive between the answer and its reading: %s; want released, resigned, and no loss told", out)
+	}
+	if got.Forced != "not_held" || got.ForcedTerm != "not_held" || len(got.Errors) != 2 || got.Errors[0] == nil || got.Errors[1] == nil ||
+		*got.Errors[0] != "not-held" || *got.Errors[1] != "not-held" {
+		t.Errorf("a release and a resignation of a lock and a term forced away: %s; want both lost as not_held, each raising not-held", out)
 	}
 }
 
