@@ -71,8 +71,8 @@
 //
 // Lease mode: a grant is the key's row of the table distlock_lease, won
 // by one statement when the row is free or expired, and naming the
-// grant's unguessable id and an expiry of now() + TTL: the server's clock
-// at the start of that statement, never the client's. Its Validity is the
+// grant's unguessable id and an expiry of the server's clock, read as the
+// statement runs (clock_timestamp()), plus the TTL: never the client's. Its Validity is the
 // TTL (in whole milliseconds) from before the statement was sent, which
 // the server's expiry cannot precede, so distlock's Client cancels the
 // lock's context, at sent + TTL×(1-drift) - margin unless a refresh
@@ -118,7 +118,7 @@
 // its row of distlock_semaphore locked FOR UPDATE until the statement's
 // transaction commits: it deletes the semaphore's expired permits and
 // waiters, and grants a permit only while fewer than the limit are live
-// (unexpired by the server's now()) and no live waiter came before the
+// (unexpired by the server's clock) and no live waiter came before the
 // asker, so that no more than the limit are ever live. The limit is
 // stored in the semaphore's row: while a permit is live or a waiter in
 // line, an asker naming another limit is refused with a
@@ -157,7 +157,7 @@
 //
 // In lease mode a shared grant is a row of its own in
 // distlock_lease_reader (version 8 of the schema), named by the grant's
-// unguessable id, with its token and an expiry of now() + TTL by the
+// unguessable id, with its token and an expiry of the TTL from the
 // server's clock, as an exclusive grant's: each reader has its own TTL,
 // renewed by its own Refresh (one statement, owner-checked by the grant
 // id and the expiry), and Release deletes the row; once a reader has
@@ -243,9 +243,14 @@
 //     holds the lock to other clients between statements. Use lease mode
 //     there.
 //   - Lease mode: a holder paused for longer than its usable TTL, and a
-//     server whose clock jumps forward (its now() decides expiry: keep it
-//     slewed, not stepped), or that runs faster than the Client's drift
-//     allows. Fence the writes.
+//     server whose clock jumps forward (its wall clock decides expiry:
+//     keep it slewed, not stepped), or that runs faster than the Client's
+//     drift allows. Fence the writes. A step back only makes grants last
+//     longer: every statement compares expiries with the clock it reads
+//     once it holds the rows it decides on (clock_timestamp(), version 9
+//     of the schema), not with the start of its transaction, which a
+//     statement that waited for a lock across the step would have read
+//     before it.
 //   - Lease mode: the clean-up of an abandoned try (see Guarantees) when
 //     it is not done within the request timeout (the try's statement is
 //     still waiting in the server, or the server cannot be reached), or

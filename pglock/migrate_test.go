@@ -26,7 +26,7 @@ import (
 // function that another role put in schema public. Version 8's lease-mode
 // readers work, and the earlier versions' exclusive tries respect them.
 func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
-	for _, version := range []string{"v1", "v2", "v3", "v4", "v5", "v6", "v7"} {
+	for _, version := range []string{"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := testCtx(t)
 			old, err := os.ReadFile("testdata/schema-" + version + ".sql")
@@ -67,7 +67,7 @@ func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
 				return
 			}
 			pool := s.pool(t, s.app)
-			checkPinned(t, pool)
+			checkFunctions(t, pool)
 			// The previous versions' lease acquire, which ignores the
 			// queue, and the new one exclude each other.
 			key := "migrate/old/" + t.Name()
@@ -141,9 +141,9 @@ func TestMigrateFromEarlierVersionsConcurrently(t *testing.T) {
 	}
 }
 
-// A schema of this version with one of its objects missing, or a
-// function whose search_path is not pinned (an operator's ALTER FUNCTION
-// may leave it so), is brought up to date by a Backend's first use, as a
+// A schema of this version with one of its objects missing, a function
+// whose search_path is not pinned (an operator's ALTER FUNCTION may leave
+// it so), or a function of version 8 put back, is brought up to date by a Backend's first use, as a
 // schema of an earlier version is: the clean-up of a lease try then
 // leaves the try's tombstone, which a late try of it finds.
 func TestMigrateRestoresObjects(t *testing.T) {
@@ -152,6 +152,10 @@ func TestMigrateRestoresObjects(t *testing.T) {
 		{"abandon missing", "DROP FUNCTION distlock_lease_abandon(text, text, bigint)"},
 		{"abandon unpinned", "ALTER FUNCTION distlock_lease_abandon(text, text, bigint) RESET search_path"},
 		{"wait unpinned", "ALTER FUNCTION distlock_lease_wait(text, text, text, bigint, bigint) RESET search_path"},
+		// An earlier version's Migrate, run again, puts back functions
+		// that compare expiries with now().
+		{"permit acquire of version 8", v8Function(t, "distlock_permit_acquire")},
+		{"lease wait of version 8", v8Function(t, "distlock_lease_wait")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, key := testCtx(t), "migrate/restore/"+t.Name()
@@ -163,7 +167,7 @@ func TestMigrateRestoresObjects(t *testing.T) {
 				t.Fatalf("Abandon: %v", err)
 			}
 			pool := s.pool(t, s.app)
-			checkPinned(t, pool)
+			checkFunctions(t, pool)
 			var late *int64
 			if err := pool.QueryRow(ctx, `SELECT granted FROM distlock_lease_wait($1, 'late', '', 60000, 0)`, key).Scan(&late); err != nil {
 				t.Fatal(err)
@@ -175,18 +179,42 @@ func TestMigrateRestoresObjects(t *testing.T) {
 	}
 }
 
-// checkPinned fails t if a function of the package in pool's database
-// runs without the pinned search_path.
-func checkPinned(t *testing.T, pool *pgxpool.Pool) {
+// checkFunctions fails t if a function of the package in pool's database
+// runs without the pinned search_path, or if one of lease-table mode or
+// of the permits compares expiries with now() (see
+// TestBackwardStepDuringLockWait).
+func checkFunctions(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	var unpinned []string
-	if err := pool.QueryRow(testCtx(t), `SELECT coalesce(array_agg(proname::text ORDER BY proname), '{}') FROM pg_proc
-WHERE proname LIKE 'distlock\_%' AND prokind = 'f' AND NOT coalesce(proconfig @> '{"search_path=pg_catalog, pg_temp"}', false)`).Scan(&unpinned); err != nil {
+	var unpinned, stale []string
+	if err := pool.QueryRow(testCtx(t), `SELECT
+	coalesce(array_agg(proname::text ORDER BY proname) FILTER (WHERE NOT coalesce(proconfig @> '{"search_path=pg_catalog, pg_temp"}', false)), '{}'),
+	coalesce(array_agg(proname::text ORDER BY proname) FILTER (WHERE (proname LIKE 'distlock\_lease\_%' OR proname LIKE 'distlock\_permit\_%') AND prosrc LIKE '%now()%'), '{}')
+FROM pg_proc WHERE proname LIKE 'distlock\_%' AND prokind = 'f'`).Scan(&unpinned, &stale); err != nil {
 		t.Fatal(err)
 	}
 	if len(unpinned) > 0 {
 		t.Errorf("functions without a pinned search_path after the migration: %v", unpinned)
 	}
+	if len(stale) > 0 {
+		t.Errorf("functions comparing expiries with now() after the migration: %v", stale)
+	}
+}
+
+// v8Function is the definition of function name in the schema of version
+// 8, in schema public.
+func v8Function(t *testing.T, name string) string {
+	t.Helper()
+	v8, err := os.ReadFile("testdata/schema-v8.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "CREATE OR REPLACE FUNCTION @schema@." + name + "("
+	i := strings.Index(string(v8), head)
+	if i < 0 {
+		t.Fatalf("no %s in version 8's schema", name)
+	}
+	j := strings.Index(string(v8[i:]), "\n$$;\n")
+	return strings.ReplaceAll(string(v8[i:i+j+len("\n$$;\n")]), "@schema@.", "public.")
 }
 
 // newPoolDSN is newPool for a DSN of another database.

@@ -38,6 +38,12 @@ var Schema string
 // the SQL of this package, which names each of them with its schema.
 const schemaMarker = "@schema@"
 
+// staleClock is the start time of the transaction, which the functions
+// of lease-table mode and of the permits of version 8 and earlier compared
+// expiries with; version 9's read clock_timestamp() instead, and one that
+// still reads staleClock is of an earlier version (see schema.sql).
+const staleClock = "pg_catalog.now()"
+
 // pinnedPath is the search_path every function of Schema runs with (in
 // pg_proc.proconfig); a function without it is of an earlier version.
 const pinnedPath = "search_path=pg_catalog, pg_temp"
@@ -58,7 +64,9 @@ const pinnedPath = "search_path=pg_catalog, pg_temp"
 // takes out; those that wake lease-mode readers (version 8) name
 // distlock_lease_wake_readers; and the readers' own functions name
 // readers_until, which a draft of them, reverted before any release, did
-// not have.
+// not have. The functions of lease-table mode and of the permits
+// (distlock_lease_* and distlock_permit_*, version 9) never read
+// staleClock.
 var locateSQL = `WITH me AS (
 	SELECT r.oid, r.rolname, r.rolsuper, d.datdba
 	FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
@@ -136,6 +144,8 @@ SELECT me.rolname, t.nspname, so.rolname,
 	f.owner IS NOT NULL AND (` + trustedOwner("f.owner") + `),
 	f.config IS NOT NULL AND '` + pinnedPath + `' OPERATOR(pg_catalog.=) ANY (f.config)
 		AND (w.body IS NULL OR pg_catalog.strpos(f.src, w.body) OPERATOR(pg_catalog.>) 0)
+		AND (NOT (pg_catalog.starts_with(w.name, 'distlock_lease_') OR pg_catalog.starts_with(w.name, 'distlock_permit_'))
+			OR pg_catalog.strpos(f.src, '` + staleClock + `') OPERATOR(pg_catalog.=) 0)
 FROM me, target t
 JOIN pg_catalog.pg_roles so ON so.oid OPERATOR(pg_catalog.=) t.nspowner
 CROSS JOIN wanted w

@@ -1,4 +1,4 @@
--- Schema of package pglock (github.com/distlock/distlock/pglock), version 8.
+-- Schema of package pglock (github.com/distlock/distlock/pglock), version 9.
 --
 -- A Backend runs this on first use if the objects are missing or of an
 -- earlier version (Migrate does it explicitly); an operator can run it
@@ -78,6 +78,19 @@
 -- until their TTL. A reader waits in distlock_lease_waiter, in the same
 -- line as the writers, under a waiter name that starts with 'shared:'
 -- (its grant id).
+-- Version 9 reads the server's clock with clock_timestamp() in the
+-- functions of lease-table mode and of the permits (distlock_lease_* and
+-- distlock_permit_*), which compared expiries with now(), the start of
+-- the transaction. A call that waited for a lock (a key's row, the
+-- semaphore's row, a grant id's try lock) while the server's wall clock
+-- stepped back then read a time from before the step, ahead of the clock
+-- by which a grant renewed or made after the step had written its
+-- expiry, and took that live grant for expired. Each statement now reads
+-- the clock while it runs, after its snapshot and after any row lock it
+-- waited for, so a backward step can only make a grant look longer, never
+-- shorter. Every version's Backends work beside version 9's: the
+-- functions keep their names and arguments, and only the clock they read
+-- changes.
 --
 -- distlock_fence: one row per lock key ever granted or watched, with the
 -- key's last token. It is a logged table so that tokens survive a crash
@@ -463,8 +476,8 @@ $$;
 
 -- distlock_lease_acquire grants lock_key in lease-table mode to the grant
 -- lock_grant if the key's row is free (released, or expired by the
--- server's clock: expires <= now(), the start of this transaction), for
--- ttl_ms milliseconds from now(), and returns its token, taken from the
+-- server's clock: expires <= clock_timestamp(), read once the row is
+-- locked), for ttl_ms milliseconds from then, and returns its token, taken from the
 -- key's counter in distlock_fence once the row is won. Otherwise it
 -- returns a NULL token and, in retry_ms, the milliseconds until the
 -- current grant expires unless refreshed (at least 1). Two acquirers of
@@ -489,13 +502,13 @@ BEGIN
     -- The common case, a key granted before: one UPDATE, which waits for
     -- a concurrent acquirer's transaction and then sees its grant.
     UPDATE @schema@.distlock_lease l
-    SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.now(),
-        expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
-    WHERE l.key = lock_key AND l.expires <= pg_catalog.now()
-    RETURNING l.watched_until > pg_catalog.now() INTO watched;
+    SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(),
+        expires = pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.expires <= pg_catalog.clock_timestamp()
+    RETURNING l.watched_until > pg_catalog.clock_timestamp() INTO watched;
     IF NOT FOUND THEN
         INSERT INTO @schema@.distlock_lease (key, grant_id, owner, granted_at, expires)
-        VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), pg_catalog.now(), pg_catalog.now() + ttl_ms * interval '1 millisecond')
+        VALUES (lock_key, lock_grant, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond')
         ON CONFLICT (key) DO NOTHING;
     END IF;
     IF NOT FOUND THEN
@@ -504,10 +517,10 @@ BEGIN
         -- if it is free: this statement sees it. (ON CONFLICT DO UPDATE
         -- would lock a held row until this transaction ends.)
         UPDATE @schema@.distlock_lease l
-        SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.now(),
-            expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
-        WHERE l.key = lock_key AND l.expires <= pg_catalog.now()
-        RETURNING l.watched_until > pg_catalog.now() INTO watched;
+        SET grant_id = lock_grant, owner = coalesce(lock_owner, ''), granted_at = pg_catalog.clock_timestamp(),
+            expires = pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond'
+        WHERE l.key = lock_key AND l.expires <= pg_catalog.clock_timestamp()
+        RETURNING l.watched_until > pg_catalog.clock_timestamp() INTO watched;
         IF NOT FOUND THEN
             -- Released meanwhile ('-infinity') or expired: 1ms.
             SELECT l.expires INTO current_expiry FROM @schema@.distlock_lease l WHERE l.key = lock_key;
@@ -537,7 +550,7 @@ $$;
 -- the order of arrival: the key is granted to lock_grant only if no live
 -- waiter came before it (a waiter's row with an earlier seq that has not
 -- expired), and otherwise lock_grant is queued, or its row renewed, to
--- live wait_ms milliseconds from now(); with wait_ms 0 (a try) it is not
+-- live wait_ms milliseconds from the moment it is written; with wait_ms 0 (a try) it is not
 -- queued. Granted, its row is deleted, with
 -- the rows of the key's waiters that expired. retry_ms is as in
 -- distlock_lease_acquire when the key is held, the time until the head
@@ -572,14 +585,14 @@ BEGIN
     END IF;
     SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
     SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.waiter <> lock_grant AND w.expires > pg_catalog.now()
+    WHERE w.key = lock_key AND w.waiter <> lock_grant AND w.expires > pg_catalog.clock_timestamp()
         AND (mine IS NULL OR w.seq < mine);
     IF ahead IS NULL THEN
         SELECT a.granted, a.retry_ms INTO granted, retry_ms
         FROM @schema@.distlock_lease_acquire(lock_key, lock_grant, lock_owner, ttl_ms) a;
         IF granted IS NOT NULL THEN
             DELETE FROM @schema@.distlock_lease_waiter w
-            WHERE w.key = lock_key AND (w.waiter = lock_grant OR w.expires <= pg_catalog.now());
+            WHERE w.key = lock_key AND (w.waiter = lock_grant OR w.expires <= pg_catalog.clock_timestamp());
             RETURN;
         END IF;
     ELSE
@@ -589,9 +602,9 @@ BEGIN
         -- that, with a lower seq than the one named, was not: wake the
         -- head, or it waits for its poll, and this waiter for its row to
         -- expire.
-        IF NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.now()) THEN
+        IF NOT EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key AND l.expires > pg_catalog.clock_timestamp()) THEN
             SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
-            WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+            WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp()
             ORDER BY w.seq LIMIT 1;
             IF head IS NOT NULL THEN
                 PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
@@ -605,7 +618,7 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO @schema@.distlock_lease_waiter AS w (key, waiter, expires)
-    VALUES (lock_key, lock_grant, pg_catalog.now() + wait_ms * interval '1 millisecond')
+    VALUES (lock_key, lock_grant, pg_catalog.clock_timestamp() + wait_ms * interval '1 millisecond')
     ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
 END
 $$;
@@ -632,11 +645,11 @@ BEGIN
     -- the key let a reader behind the leaver in at once (a writer woken
     -- by this is refused and waits again).
     IF NOT FOUND OR EXISTS (SELECT 1 FROM @schema@.distlock_lease l WHERE l.key = lock_key
-            AND l.expires > pg_catalog.now() AND l.grant_id IS NOT NULL) THEN
+            AND l.expires > pg_catalog.clock_timestamp() AND l.grant_id IS NOT NULL) THEN
         RETURN;
     END IF;
     SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+    WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp()
     ORDER BY w.seq LIMIT 1;
     IF head IS NOT NULL THEN
         PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
@@ -649,7 +662,7 @@ END
 $$;
 
 -- distlock_lease_refresh extends the grant lock_grant of lock_key to
--- ttl_ms milliseconds from now() if it has not expired, and reports
+-- ttl_ms milliseconds from the server's clock if it has not expired, and reports
 -- whether it did. The extension is committed durably (synchronous_commit
 -- at least on), since a holder counts on it: an extension lost in a crash
 -- would let the server grant the key while its holder goes on.
@@ -666,8 +679,8 @@ BEGIN
     IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
-    UPDATE @schema@.distlock_lease l SET expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
-    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.now();
+    UPDATE @schema@.distlock_lease l SET expires = pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond'
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.clock_timestamp();
     RETURN FOUND;
 END
 $$;
@@ -694,8 +707,8 @@ DECLARE
     watched boolean;
 BEGIN
     UPDATE @schema@.distlock_lease l SET grant_id = NULL, expires = '-infinity'
-    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.now()
-    RETURNING l.watched_until > pg_catalog.now() INTO watched;
+    WHERE l.key = lock_key AND l.grant_id = lock_grant AND l.expires > pg_catalog.clock_timestamp()
+    RETURNING l.watched_until > pg_catalog.clock_timestamp() INTO watched;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -703,7 +716,7 @@ BEGIN
         PERFORM pg_catalog.pg_notify('distlock_holder', lock_key);
     END IF;
     SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+    WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp()
     ORDER BY w.seq LIMIT 1;
     PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || coalesce(head, ''));
     IF pg_catalog.starts_with(head, 'shared:') THEN
@@ -739,9 +752,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM pg_catalog.pg_advisory_xact_lock(1685086061::int4, pg_catalog.hashtext(lock_grant));
-    DELETE FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.until <= pg_catalog.now();
+    DELETE FROM @schema@.distlock_lease_abandoned a WHERE a.key = lock_key AND a.until <= pg_catalog.clock_timestamp();
     INSERT INTO @schema@.distlock_lease_abandoned AS a (key, grant_id, until)
-    VALUES (lock_key, lock_grant, pg_catalog.now() + keep_ms * interval '1 millisecond')
+    VALUES (lock_key, lock_grant, pg_catalog.clock_timestamp() + keep_ms * interval '1 millisecond')
     ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
     IF pg_catalog.starts_with(lock_grant, 'shared:') THEN
         PERFORM @schema@.distlock_lease_release_shared(lock_key, lock_grant);
@@ -765,17 +778,17 @@ DECLARE
     first_writer bigint;
 BEGIN
     SELECT pg_catalog.min(w.seq) INTO first_writer FROM @schema@.distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:');
+    WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp() AND NOT pg_catalog.starts_with(w.waiter, 'shared:');
     PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || w.waiter)
     FROM @schema@.distlock_lease_waiter w
-    WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND pg_catalog.starts_with(w.waiter, 'shared:')
+    WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp() AND pg_catalog.starts_with(w.waiter, 'shared:')
         AND w.waiter <> head AND (first_writer IS NULL OR w.seq < first_writer);
 END
 $$;
 
 -- distlock_lease_acquire_shared grants lock_key shared, in lease-table
 -- mode, to the reader lock_grant (which must start with 'shared:') for
--- ttl_ms milliseconds from now(), and returns its token, drawn from the
+-- ttl_ms milliseconds from the server's clock, and returns its token, drawn from the
 -- key's counter in distlock_fence; or a NULL token and, in retry_ms, the
 -- milliseconds until the exclusive grant that holds the key expires
 -- unless refreshed, or until the row of the first writer waiting before
@@ -825,7 +838,7 @@ BEGIN
     FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO @schema@.distlock_lease (key, grant_id, granted_at, expires)
-        VALUES (lock_key, NULL, pg_catalog.now(), '-infinity')
+        VALUES (lock_key, NULL, pg_catalog.clock_timestamp(), '-infinity')
         ON CONFLICT (key) DO NOTHING;
         SELECT l.expires, l.grant_id INTO current_expiry, current_grant
         FROM @schema@.distlock_lease l WHERE l.key = lock_key FOR UPDATE;
@@ -836,15 +849,15 @@ BEGIN
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
     END IF;
-    IF current_grant IS NOT NULL AND current_expiry > pg_catalog.now() THEN
+    IF current_grant IS NOT NULL AND current_expiry > pg_catalog.clock_timestamp() THEN
         retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM current_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
     ELSE
         SELECT w.seq INTO mine FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
         SELECT pg_catalog.min(w.expires) INTO ahead FROM @schema@.distlock_lease_waiter w
-        WHERE w.key = lock_key AND w.expires > pg_catalog.now() AND NOT pg_catalog.starts_with(w.waiter, 'shared:')
+        WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp() AND NOT pg_catalog.starts_with(w.waiter, 'shared:')
             AND (mine IS NULL OR w.seq < mine);
         IF ahead IS NULL THEN
-            readers_until := pg_catalog.now() + ttl_ms * interval '1 millisecond';
+            readers_until := pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond';
             -- An exclusive grant found expired is ended here: its late
             -- refresh or release names a grant the row no longer has.
             UPDATE @schema@.distlock_lease l
@@ -868,9 +881,9 @@ BEGIN
             -- package doc) or has expired, and must not come back when
             -- this grant raises the row again.
             DELETE FROM @schema@.distlock_lease_reader r WHERE r.key = lock_key
-                AND (r.expires <= pg_catalog.now() OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.now());
+                AND (r.expires <= pg_catalog.clock_timestamp() OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.clock_timestamp());
             INSERT INTO @schema@.distlock_lease_reader (key, grant_id, token, owner, granted_at, expires)
-            VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.now(), readers_until);
+            VALUES (lock_key, lock_grant, granted, coalesce(lock_owner, ''), pg_catalog.clock_timestamp(), readers_until);
             DELETE FROM @schema@.distlock_lease_waiter w WHERE w.key = lock_key AND w.waiter = lock_grant;
             RETURN;
         END IF;
@@ -879,9 +892,9 @@ BEGIN
         -- the head waiter, or it waits for its poll (see
         -- distlock_lease_wait). While readers hold the key, the last
         -- one's release wakes it.
-        IF current_expiry <= pg_catalog.now() THEN
+        IF current_expiry <= pg_catalog.clock_timestamp() THEN
             SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
-            WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+            WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp()
             ORDER BY w.seq LIMIT 1;
             IF head IS NOT NULL THEN
                 PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
@@ -895,13 +908,13 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO @schema@.distlock_lease_waiter AS w (key, waiter, expires)
-    VALUES (lock_key, lock_grant, pg_catalog.now() + wait_ms * interval '1 millisecond')
+    VALUES (lock_key, lock_grant, pg_catalog.clock_timestamp() + wait_ms * interval '1 millisecond')
     ON CONFLICT (key, waiter) DO UPDATE SET expires = EXCLUDED.expires;
 END
 $$;
 
 -- distlock_lease_refresh_shared extends the reader lock_grant of lock_key
--- to ttl_ms milliseconds from now() if it has not expired, and reports
+-- to ttl_ms milliseconds from the server's clock if it has not expired, and reports
 -- whether it did; durably, as distlock_lease_refresh. It first locks the
 -- key's row of distlock_lease FOR UPDATE, and raises its expires to the
 -- reader's new expiry if that is later (see distlock_lease_reader). The
@@ -927,7 +940,7 @@ BEGIN
     IF NOT FOUND OR current_grant IS NOT NULL OR current_expiry <= pg_catalog.clock_timestamp() THEN
         RETURN false;
     END IF;
-    readers_until := pg_catalog.now() + ttl_ms * interval '1 millisecond';
+    readers_until := pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond';
     UPDATE @schema@.distlock_lease_reader r SET expires = readers_until
     WHERE r.key = lock_key AND r.grant_id = lock_grant AND r.expires > pg_catalog.clock_timestamp();
     IF NOT FOUND THEN
@@ -982,7 +995,7 @@ BEGIN
     UPDATE @schema@.distlock_lease l SET expires = least(l.expires, coalesce(readers_until, '-infinity')) WHERE l.key = lock_key;
     IF readers_until IS NULL THEN
         SELECT w.waiter INTO head FROM @schema@.distlock_lease_waiter w
-        WHERE w.key = lock_key AND w.expires > pg_catalog.now()
+        WHERE w.key = lock_key AND w.expires > pg_catalog.clock_timestamp()
         ORDER BY w.seq LIMIT 1;
         IF head IS NOT NULL THEN
             PERFORM pg_catalog.pg_notify('distlock_lease', lock_key || E'\n' || head);
@@ -1009,12 +1022,12 @@ AS $$
 DECLARE
     head text;
 BEGIN
-    IF (SELECT pg_catalog.count(*) FROM @schema@.distlock_permit p WHERE p.key = sem_key AND p.expires > pg_catalog.now())
+    IF (SELECT pg_catalog.count(*) FROM @schema@.distlock_permit p WHERE p.key = sem_key AND p.expires > pg_catalog.clock_timestamp())
         >= coalesce((SELECT s.max_permits FROM @schema@.distlock_semaphore s WHERE s.key = sem_key), 0) THEN
         RETURN;
     END IF;
     SELECT w.waiter INTO head FROM @schema@.distlock_permit_waiter w
-    WHERE w.key = sem_key AND w.expires > pg_catalog.now()
+    WHERE w.key = sem_key AND w.expires > pg_catalog.clock_timestamp()
     ORDER BY w.seq LIMIT 1;
     IF head IS NOT NULL THEN
         PERFORM pg_catalog.pg_notify('distlock_lease', sem_key || E'\n' || head);
@@ -1024,7 +1037,7 @@ $$;
 
 -- distlock_permit_acquire asks for one of permit_limit permits of the
 -- semaphore sem_key for the grant permit_grant, for ttl_ms milliseconds
--- from now(), under the semaphore's lock (its row of distlock_semaphore,
+-- from the server's clock, under the semaphore's lock (its row of distlock_semaphore,
 -- locked until the transaction ends). It first deletes the semaphore's
 -- expired permits and waiters, but for those another transaction has
 -- locked, which count until they are gone. The semaphore's stored limit
@@ -1036,9 +1049,8 @@ $$;
 -- key's counter in distlock_fence, and granted_slot, with with_slot, the
 -- lowest slot that no row of the semaphore has (NULL without). Otherwise
 -- granted is NULL, permit_grant is queued, or its row renewed, to live wait_ms
--- milliseconds from the moment it is written (clock_timestamp(): the try
--- may have waited for the semaphore's lock since now(), the start of its
--- transaction; with wait_ms 0, a try, it is not queued), and
+-- milliseconds from the moment it is written (with wait_ms 0, a try,
+-- it is not queued), and
 -- retry_ms is the time until the first live permit expires, or, when a
 -- permit is free but earlier waiters are to have it, until the first of
 -- them lapses; that first waiter is then notified too, as a release would
@@ -1078,16 +1090,16 @@ BEGIN
     -- is notified to the first waiter, whose turn then comes.
     IF wait_ms > 0 THEN
         SELECT w.seq INTO mine FROM @schema@.distlock_permit_waiter w
-        WHERE w.key = sem_key AND w.waiter = permit_grant AND w.expires > pg_catalog.now();
+        WHERE w.key = sem_key AND w.waiter = permit_grant AND w.expires > pg_catalog.clock_timestamp();
         SELECT s.max_permits INTO stored_limit FROM @schema@.distlock_semaphore s WHERE s.key = sem_key;
         SELECT pg_catalog.count(*)::int4, pg_catalog.min(p.expires) INTO live, next_expiry FROM @schema@.distlock_permit p
-        WHERE p.key = sem_key AND p.expires > pg_catalog.now();
+        WHERE p.key = sem_key AND p.expires > pg_catalog.clock_timestamp();
         IF mine IS NOT NULL AND stored_limit = permit_limit AND live < permit_limit THEN
             -- A permit is free: the first earlier waiter's, if one is
             -- live (it is woken, as below), else this waiter's.
             next_expiry := NULL;
             SELECT w.expires INTO next_expiry FROM @schema@.distlock_permit_waiter w
-            WHERE w.key = sem_key AND w.seq < mine AND w.expires > pg_catalog.now()
+            WHERE w.key = sem_key AND w.seq < mine AND w.expires > pg_catalog.clock_timestamp()
             ORDER BY w.seq LIMIT 1;
             IF next_expiry IS NOT NULL THEN
                 PERFORM @schema@.distlock_permit_wake(sem_key);
@@ -1095,7 +1107,7 @@ BEGIN
         END IF;
         IF mine IS NOT NULL AND stored_limit = permit_limit AND next_expiry IS NOT NULL THEN
             UPDATE @schema@.distlock_permit_waiter w SET expires = pg_catalog.clock_timestamp() + wait_ms * interval '1 millisecond'
-            WHERE w.key = sem_key AND w.waiter = permit_grant AND w.expires > pg_catalog.now();
+            WHERE w.key = sem_key AND w.waiter = permit_grant AND w.expires > pg_catalog.clock_timestamp();
             IF FOUND THEN
                 retry_ms := greatest(1, pg_catalog.ceil(extract(epoch FROM next_expiry - pg_catalog.clock_timestamp()) * 1000))::bigint;
                 PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
@@ -1118,11 +1130,11 @@ BEGIN
     -- (see distlock_permit_release), and waiting for it here would
     -- deadlock.
     DELETE FROM @schema@.distlock_permit p USING (
-        SELECT q.grant_id FROM @schema@.distlock_permit q WHERE q.key = sem_key AND q.expires <= pg_catalog.now()
+        SELECT q.grant_id FROM @schema@.distlock_permit q WHERE q.key = sem_key AND q.expires <= pg_catalog.clock_timestamp()
         FOR UPDATE SKIP LOCKED) x
     WHERE p.key = sem_key AND p.grant_id = x.grant_id;
     DELETE FROM @schema@.distlock_permit_waiter w USING (
-        SELECT v.waiter FROM @schema@.distlock_permit_waiter v WHERE v.key = sem_key AND v.expires <= pg_catalog.now()
+        SELECT v.waiter FROM @schema@.distlock_permit_waiter v WHERE v.key = sem_key AND v.expires <= pg_catalog.clock_timestamp()
         FOR UPDATE SKIP LOCKED) x
     WHERE w.key = sem_key AND w.waiter = x.waiter;
     -- Every row left counts, expired or not: one that was skipped is on
@@ -1163,8 +1175,8 @@ BEGIN
             RETURNING f.token INTO granted;
         END IF;
         INSERT INTO @schema@.distlock_permit (key, grant_id, token, slot, owner, granted_at, expires)
-        VALUES (sem_key, permit_grant, granted, granted_slot, coalesce(permit_owner, ''), pg_catalog.now(),
-            pg_catalog.now() + ttl_ms * interval '1 millisecond');
+        VALUES (sem_key, permit_grant, granted, granted_slot, coalesce(permit_owner, ''), pg_catalog.clock_timestamp(),
+            pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond');
         DELETE FROM @schema@.distlock_permit_waiter w WHERE w.key = sem_key AND w.waiter = permit_grant;
         PERFORM @schema@.distlock_permit_wake(sem_key);
         RETURN;
@@ -1172,10 +1184,10 @@ BEGIN
     granted_slot := NULL;
     IF live >= permit_limit THEN
         SELECT pg_catalog.min(p.expires) INTO next_expiry FROM @schema@.distlock_permit p
-        WHERE p.key = sem_key AND p.expires > pg_catalog.now();
+        WHERE p.key = sem_key AND p.expires > pg_catalog.clock_timestamp();
     ELSE
         SELECT w.expires INTO next_expiry FROM @schema@.distlock_permit_waiter w
-        WHERE w.key = sem_key AND w.waiter <> permit_grant AND w.expires > pg_catalog.now() ORDER BY w.seq LIMIT 1;
+        WHERE w.key = sem_key AND w.waiter <> permit_grant AND w.expires > pg_catalog.clock_timestamp() ORDER BY w.seq LIMIT 1;
         PERFORM @schema@.distlock_permit_wake(sem_key);
     END IF;
     -- Rows on their way out, all expired (see above): soon.
@@ -1192,7 +1204,7 @@ END
 $$;
 
 -- distlock_permit_refresh extends the permit permit_grant of sem_key to
--- ttl_ms milliseconds from now() if it has not expired, and reports
+-- ttl_ms milliseconds from the server's clock if it has not expired, and reports
 -- whether it did; committed durably, as distlock_lease_refresh is.
 CREATE OR REPLACE FUNCTION @schema@.distlock_permit_refresh(sem_key text, permit_grant text, ttl_ms bigint)
 RETURNS boolean
@@ -1207,8 +1219,8 @@ BEGIN
     IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
         PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
-    UPDATE @schema@.distlock_permit p SET expires = pg_catalog.now() + ttl_ms * interval '1 millisecond'
-    WHERE p.key = sem_key AND p.grant_id = permit_grant AND p.expires > pg_catalog.now();
+    UPDATE @schema@.distlock_permit p SET expires = pg_catalog.clock_timestamp() + ttl_ms * interval '1 millisecond'
+    WHERE p.key = sem_key AND p.grant_id = permit_grant AND p.expires > pg_catalog.clock_timestamp();
     RETURN FOUND;
 END
 $$;
@@ -1229,7 +1241,7 @@ BEGIN
     -- the permit; the wake, once the lock is held, sees what that grant
     -- committed (the waiter it queued).
     DELETE FROM @schema@.distlock_permit p
-    WHERE p.key = sem_key AND p.grant_id = permit_grant AND p.expires > pg_catalog.now();
+    WHERE p.key = sem_key AND p.grant_id = permit_grant AND p.expires > pg_catalog.clock_timestamp();
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -1277,9 +1289,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM pg_catalog.pg_advisory_xact_lock(1685086061::int4, pg_catalog.hashtext(permit_grant));
-    DELETE FROM @schema@.distlock_lease_abandoned a WHERE a.key = sem_key AND a.until <= pg_catalog.now();
+    DELETE FROM @schema@.distlock_lease_abandoned a WHERE a.key = sem_key AND a.until <= pg_catalog.clock_timestamp();
     INSERT INTO @schema@.distlock_lease_abandoned AS a (key, grant_id, until)
-    VALUES (sem_key, permit_grant, pg_catalog.now() + keep_ms * interval '1 millisecond')
+    VALUES (sem_key, permit_grant, pg_catalog.clock_timestamp() + keep_ms * interval '1 millisecond')
     ON CONFLICT (key, grant_id) DO UPDATE SET until = greatest(a.until, EXCLUDED.until);
     PERFORM @schema@.distlock_permit_release(sem_key, permit_grant);
     PERFORM @schema@.distlock_permit_leave(sem_key, permit_grant);
