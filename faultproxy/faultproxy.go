@@ -3,7 +3,9 @@ package faultproxy
 import (
 	"errors"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,14 +17,17 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu      sync.Mutex
-	mode    mode
-	delay   time.Duration
-	changed chan struct{} // closed and replaced on every change of mode
-	links   map[*link]struct{}
-	conns   int // connections accepted and linked to the target
-	closed  bool
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	mode      mode
+	delay     time.Duration
+	changed   chan struct{} // closed and replaced on every change of mode
+	links     map[*link]struct{}
+	conns     int // connections accepted and linked to the target
+	closed    bool
+	origin    func(net.Conn) string // names each connection's origin; nil: none
+	originGen int                   // changes of origin
+	cutFrom   map[string]bool       // origins blackholed (BlackholeFrom)
+	wg        sync.WaitGroup
 }
 
 type mode int
@@ -35,6 +40,8 @@ const (
 
 type link struct {
 	client, server net.Conn
+	origin         string // see SetOrigin; "" if unknown; guarded by Proxy.mu
+	named          int    // the Proxy.originGen origin was named by
 	once           sync.Once
 	done           chan struct{}
 }
@@ -65,7 +72,8 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, changed: make(chan struct{}), links: map[*link]struct{}{}}
+	p := &Proxy{ln: ln, target: target, changed: make(chan struct{}), links: map[*link]struct{}{},
+		cutFrom: map[string]bool{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -90,6 +98,66 @@ func (p *Proxy) Delay(d time.Duration) { p.set(pass, d) }
 
 // Heal restores normal forwarding.
 func (p *Proxy) Heal() { p.set(pass, 0) }
+
+// SetOrigin makes f name the origin of each connection of the proxy, so
+// that BlackholeFrom can cut the connections of one origin where several
+// dial one proxy (the links from one member of a cluster to another). f
+// is given the connection the proxy accepted, and returns "" for an
+// origin it cannot tell: a connection of no origin is cut only by
+// Blackhole. SetOrigin names the current connections before it returns,
+// and the proxy names each new one as it accepts it, before it dials the
+// target. f must not call the proxy's methods.
+func (p *Proxy) SetOrigin(f func(c net.Conn) string) {
+	p.mu.Lock()
+	p.origin = f
+	p.originGen++
+	links := slices.Collect(maps.Keys(p.links))
+	p.mu.Unlock()
+	for _, l := range links {
+		p.name(l)
+	}
+}
+
+// name sets l's origin by the proxy's current origin function, again if
+// that changes meanwhile.
+func (p *Proxy) name(l *link) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l.named = -1; l.named != p.originGen; {
+		f, gen := p.origin, p.originGen
+		p.mu.Unlock()
+		from := ""
+		if f != nil {
+			from = f(l.client)
+		}
+		p.mu.Lock()
+		l.origin, l.named = from, gen
+	}
+	// A cut of the origin applies to the link's traffic at once.
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// BlackholeFrom stops all traffic, in both directions, on the connections
+// of origin (see SetOrigin), current and new, as Blackhole does on all of
+// them, until HealFrom.
+func (p *Proxy) BlackholeFrom(origin string) { p.setFrom(origin, true) }
+
+// HealFrom ends BlackholeFrom(origin); the proxy's mode (Blackhole, Delay,
+// DropReplies) still applies to every connection.
+func (p *Proxy) HealFrom(origin string) { p.setFrom(origin, false) }
+
+// Origins returns how many connections of each origin (see SetOrigin) the
+// proxy has open, "" counting those whose origin was not told.
+func (p *Proxy) Origins() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := map[string]int{}
+	for l := range p.links {
+		n[l.origin]++
+	}
+	return n
+}
 
 // Conns returns how many connections the proxy has accepted and linked to
 // the target so far, so that a test can wait for a client to have
@@ -132,9 +200,25 @@ func (p *Proxy) set(m mode, d time.Duration) {
 	p.changed = make(chan struct{})
 }
 
-func (p *Proxy) state() (mode, time.Duration, chan struct{}) {
+func (p *Proxy) setFrom(origin string, cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if cut {
+		p.cutFrom[origin] = true
+	} else {
+		delete(p.cutFrom, origin)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// state returns the mode for l's traffic: blackhole when l's origin is cut.
+func (p *Proxy) state(l *link) (mode, time.Duration, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l.origin != "" && p.cutFrom[l.origin] {
+		return blackhole, 0, p.changed
+	}
 	return p.mode, p.delay, p.changed
 }
 
@@ -145,12 +229,14 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		l := &link{client: c, done: make(chan struct{})}
+		p.name(l)
 		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 		if err != nil {
 			c.Close()
 			continue
 		}
-		l := &link{client: c, server: s, done: make(chan struct{})}
+		l.server = s
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -160,7 +246,13 @@ func (p *Proxy) accept() {
 		p.links[l] = struct{}{}
 		p.conns++
 		p.wg.Add(2)
+		// Named by an origin function that SetOrigin replaced before
+		// the link was among those it names.
+		stale := l.named != p.originGen
 		p.mu.Unlock()
+		if stale {
+			p.name(l)
+		}
 		go p.pump(l, c, s, false)
 		go p.pump(l, s, c, true)
 	}
@@ -196,7 +288,7 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, reply bool) {
 // forward writes chunk to dst once the mode allows; false ends the link.
 func (p *Proxy) forward(l *link, dst net.Conn, chunk []byte, reply bool) bool {
 	for {
-		m, d, changed := p.state()
+		m, d, changed := p.state(l)
 		switch {
 		case m == blackhole:
 			select {

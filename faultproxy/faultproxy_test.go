@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,5 +134,87 @@ func TestDelayAndReset(t *testing.T) {
 	p.Reset()
 	if _, err := roundTrip(t, c, r, "x", 5*time.Second); err == nil {
 		t.Fatal("connection survived Reset")
+	}
+}
+
+// TestBlackholeFrom cuts the connections of one origin and not those of
+// another through the same proxy, new ones included, and delivers what
+// was held back once healed. A connection open before SetOrigin is named
+// too.
+func TestBlackholeFrom(t *testing.T) {
+	addr, _ := echo(t)
+	p := faultproxy.Start(t, addr)
+	// The origin of a connection is the name its client dialed with,
+	// which the test records by the client's address once dialed: the
+	// proxy waits for it.
+	var mu sync.Mutex
+	named := sync.NewCond(&mu)
+	names := map[string]string{}
+	dialAs := func(name string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		mu.Lock()
+		names[c.LocalAddr().String()] = name
+		named.Broadcast()
+		mu.Unlock()
+		return c, bufio.NewReader(c)
+	}
+	early, rEarly := dialAs("early")
+	if s, err := roundTrip(t, early, rEarly, "hello", 5*time.Second); err != nil || s != "hello" {
+		t.Fatalf("pass: %q, %v", s, err)
+	}
+	p.SetOrigin(func(c net.Conn) string {
+		mu.Lock()
+		defer mu.Unlock()
+		for names[c.RemoteAddr().String()] == "" {
+			named.Wait()
+		}
+		return names[c.RemoteAddr().String()]
+	})
+	a, ra := dialAs("a")
+	b, rb := dialAs("b")
+	for _, c := range []struct {
+		c net.Conn
+		r *bufio.Reader
+	}{{a, ra}, {b, rb}} {
+		if s, err := roundTrip(t, c.c, c.r, "hello", 5*time.Second); err != nil || s != "hello" {
+			t.Fatalf("pass: %q, %v", s, err)
+		}
+	}
+	p.BlackholeFrom("a")
+	p.BlackholeFrom("early")
+	for _, c := range []struct {
+		c net.Conn
+		r *bufio.Reader
+	}{{a, ra}, {early, rEarly}} {
+		if _, err := roundTrip(t, c.c, c.r, "held", 200*time.Millisecond); err == nil {
+			t.Fatal("a reply came through while its origin was cut")
+		}
+	}
+	a2, ra2 := dialAs("a")
+	if _, err := roundTrip(t, a2, ra2, "new", 200*time.Millisecond); err == nil {
+		t.Fatal("a new connection of a's passed while a was cut")
+	}
+	if s, err := roundTrip(t, b, rb, "b passes", 5*time.Second); err != nil || s != "b passes" {
+		t.Fatalf("b while a is cut: %q, %v", s, err)
+	}
+	if got := p.Origins(); got["a"] != 2 || got["b"] != 1 || got["early"] != 1 || len(got) != 3 {
+		t.Fatalf("Origins() = %v, want a:2 b:1 early:1", got)
+	}
+	p.HealFrom("a")
+	p.HealFrom("early")
+	for _, c := range []struct {
+		r    *bufio.Reader
+		c    net.Conn
+		want string
+	}{{ra, a, "held"}, {ra2, a2, "new"}, {rEarly, early, "held"}} {
+		c.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if line, err := c.r.ReadString('\n'); err != nil || strings.TrimSpace(line) != c.want {
+			t.Fatalf("after HealFrom: %q, %v; want %q", line, err, c.want)
+		}
 	}
 }

@@ -40,7 +40,8 @@ type Etcd struct {
 type EtcdOption func(*etcdConfig)
 
 type etcdConfig struct {
-	tls bool
+	tls  bool
+	peer func(member int, addr string) (string, error)
 }
 
 // WithEtcdTLS serves the client URLs over TLS ("https://") with a server
@@ -48,6 +49,21 @@ type etcdConfig struct {
 // present a certificate from that CA (--client-cert-auth). Etcd.TLS names
 // the CA and a client certificate. Peers still talk plain HTTP.
 func WithEtcdTLS() EtcdOption { return func(c *etcdConfig) { c.tls = true } }
+
+// WithEtcdPeerAddress makes f name the address that each member
+// advertises to its peers (--initial-advertise-peer-urls): f is given the
+// member's index and the address it listens on for its peers,
+// "127.0.0.1:PORT", and returns that address or a proxy's address for it,
+// so that a test can put a proxy on the links into a member. A member
+// dials its peers at the addresses the others advertise, and every member
+// the same ones: one proxy carries the links into its member from all the
+// others (raft's streams from that member, which the others dial, and the
+// messages the others post to it). f is called once per member at each
+// start attempt (an attempt that fails is retried on new ports); Restart
+// keeps the addresses.
+func WithEtcdPeerAddress(f func(member int, addr string) (string, error)) EtcdOption {
+	return func(c *etcdConfig) { c.peer = f }
+}
 
 // EtcdMember is one etcd server of an Etcd cluster.
 type EtcdMember struct {
@@ -58,8 +74,12 @@ type EtcdMember struct {
 	ClientURL string
 	// ClientAddr is the client address, "127.0.0.1:PORT".
 	ClientAddr string
-	// PeerURL is the peer URL, "http://127.0.0.1:PORT".
+	// PeerURL is the peer URL the member advertises, which its peers dial,
+	// "http://127.0.0.1:PORT": PeerListenURL, or the address
+	// WithEtcdPeerAddress named for it.
 	PeerURL string
+	// PeerListenURL is the peer URL the member listens on.
+	PeerListenURL string
 	// Dir is the member's data directory (--data-dir); etcd.log is next to
 	// it, in filepath.Dir(Dir).
 	Dir string
@@ -131,11 +151,20 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 		e.Members = make([]*EtcdMember, n)
 		var initial []string
 		for i := range n {
+			peerAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1]))
 			m := &EtcdMember{
-				Name:       "m" + strconv.Itoa(i),
-				ClientAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
-				PeerURL:    "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
-				cluster:    e,
+				Name:          "m" + strconv.Itoa(i),
+				ClientAddr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
+				PeerListenURL: "http://" + peerAddr,
+				cluster:       e,
+			}
+			m.PeerURL = m.PeerListenURL
+			if cfg.peer != nil {
+				advertised, err := cfg.peer(i, peerAddr)
+				if err != nil {
+					return nil, err
+				}
+				m.PeerURL = "http://" + advertised
 			}
 			m.ClientURL = scheme + m.ClientAddr
 			e.Members[i] = m
@@ -154,7 +183,7 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 					"--data-dir", m.Dir,
 					"--listen-client-urls", m.ClientURL,
 					"--advertise-client-urls", m.ClientURL,
-					"--listen-peer-urls", m.PeerURL,
+					"--listen-peer-urls", m.PeerListenURL,
 					"--initial-advertise-peer-urls", m.PeerURL,
 					"--initial-cluster", strings.Join(initial, ","),
 					"--initial-cluster-state", "new",

@@ -1,7 +1,9 @@
 package testserver
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -110,4 +112,72 @@ func waitStopped(pid int, deadline time.Time) error {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// Dialed reports whether the process holds the other end of c, a TCP
+// connection that a listener of the test accepted: whether it dialed it.
+// The socket is found in /proc/net/tcp (or tcp6) by its two addresses, and
+// then among the process's descriptors.
+func (p *Process) Dialed(c net.Conn) bool {
+	pid := p.Pid()
+	if pid == 0 {
+		return false
+	}
+	inode := tcpInode(c.RemoteAddr(), c.LocalAddr())
+	if inode == "" {
+		return false
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := "socket:[" + inode + "]"
+	for _, fd := range fds {
+		if l, err := os.Readlink(dir + "/" + fd.Name()); err == nil && l == want {
+			return true
+		}
+	}
+	return false
+}
+
+// tcpInode returns the inode of the TCP socket bound to local and
+// connected to remote, from /proc/net/tcp or /proc/net/tcp6, or "".
+func tcpInode(local, remote net.Addr) string {
+	l, ok1 := local.(*net.TCPAddr)
+	r, ok2 := remote.(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return ""
+	}
+	file, want := "/proc/net/tcp", [2]string{procTCPAddr(l), procTCPAddr(r)}
+	if l.IP.To4() == nil {
+		file = "/proc/net/tcp6"
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == want[0] && f[2] == want[1] {
+			return f[9]
+		}
+	}
+	return ""
+}
+
+// procTCPAddr writes a as /proc/net/tcp does: the address's bytes read as
+// 32-bit words in the host's order, each in hex, a colon and the port.
+func procTCPAddr(a *net.TCPAddr) string {
+	ip := a.IP.To4()
+	if ip == nil {
+		ip = a.IP.To16()
+	}
+	var b strings.Builder
+	for i := 0; i+4 <= len(ip); i += 4 {
+		fmt.Fprintf(&b, "%08X", binary.NativeEndian.Uint32(ip[i:i+4]))
+	}
+	fmt.Fprintf(&b, ":%04X", a.Port)
+	return b.String()
 }

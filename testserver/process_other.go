@@ -4,6 +4,7 @@ package testserver
 
 import (
 	"errors"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -34,3 +35,6 @@ func lookupRunAs(string) (*runAsUser, error) { return nil, nil }
 func giveTo(*runAsUser, string) error { return nil }
 
 func waitStopped(int, time.Time) error { return nil }
+
+// Dialed is not implemented outside Linux: it reports false.
+func (p *Process) Dialed(net.Conn) bool { return false }

@@ -3,6 +3,7 @@
 package testserver
 
 import (
+	"net"
 	"syscall"
 	"time"
 )
@@ -19,3 +20,6 @@ func procGone(pid int) bool { return syscall.Kill(pid, 0) != nil }
 // waitStopped does not wait: without /proc the state of a process is not
 // visible.
 func waitStopped(int, time.Time) error { return nil }
+
+// Dialed is not implemented outside Linux: it reports false.
+func (p *Process) Dialed(net.Conn) bool { return false }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -616,5 +617,96 @@ func TestZooKeeperEnsemblePeerLinks(t *testing.T) {
 	z.WaitReady(t)
 	if _, err := old.serving(); err != nil {
 		t.Fatalf("zookeeper %d after the links healed: %v", old.ID, err)
+	}
+}
+
+// Members that advertise proxies to their peers (WithEtcdPeerAddress),
+// each proxy telling its connections apart by the member that dialed them
+// (Process.Dialed), form a cluster. Cutting the leader's links both ways
+// (its own proxy, and its connections through the others') while its
+// process runs makes it lose the cluster: the two others elect a leader of
+// their own, and a write through the cut member fails. Once the links
+// heal, every member serves again.
+func TestEtcdClusterPeerLinks(t *testing.T) {
+	t.Parallel()
+	proxies := make([]*faultproxy.Proxy, 3)
+	e := StartEtcdCluster(t, 3, WithEtcdPeerAddress(func(member int, addr string) (string, error) {
+		p, err := faultproxy.New(addr)
+		if err != nil {
+			return "", err
+		}
+		t.Cleanup(p.Close)
+		proxies[member] = p
+		return p.Addr(), nil
+	}))
+	for _, p := range proxies {
+		p.SetOrigin(func(c net.Conn) string {
+			for _, m := range e.Members {
+				if m.Dialed(c) {
+					return m.Name
+				}
+			}
+			return ""
+		})
+	}
+	// Every member dials each of the others (raft's streams).
+	deadline := time.Now().Add(clusterStartTimeout)
+	for i, p := range proxies {
+		for j, m := range e.Members {
+			for j != i && p.Origins()[m.Name] == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("no connection of %s told apart through %s's proxy: %v", m.Name, e.Members[i].Name, p.Origins())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	old := e.Leader(t)
+	cut := func(on bool) {
+		for i, p := range proxies {
+			switch {
+			case e.Members[i] == old && on:
+				p.Blackhole()
+			case e.Members[i] == old:
+				p.Heal()
+			case on:
+				p.BlackholeFrom(old.Name)
+			default:
+				p.HealFrom(old.Name)
+			}
+		}
+	}
+	cut(true)
+	deadline = time.Now().Add(clusterStartTimeout)
+	var newLeader uint64
+	for {
+		for _, m := range e.Members {
+			if st, err := m.status(); m != old && err == nil && st.Leader == st.Header.MemberID &&
+				m.Post("/v3/kv/put", map[string]string{"key": b64("k"), "value": b64("cut")}, nil) == nil {
+				newLeader = uint64(st.Leader)
+			}
+		}
+		if newLeader != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the members beside the cut-off %s wrote nothing within %v", old.Name, clusterStartTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := old.Post("/v3/kv/put", map[string]string{"key": b64("k"), "value": b64("stale")}, nil); err == nil {
+		t.Fatalf("a write through %s succeeded while it was cut off from its peers", old.Name)
+	}
+	// Cut both ways, the old leader hears nothing of the new one: a cut
+	// of its own proxy alone would leave the links it dialed, which carry
+	// the others' messages to it.
+	if st, err := old.status(); err != nil || uint64(st.Leader) == newLeader {
+		t.Fatalf("the cut-off %s: status %+v, %v; it follows the new leader %x", old.Name, st, err, newLeader)
+	}
+	cut(false)
+	e.WaitHealthy(t)
+	etcdPut(t, old, "k", "healed")
+	if got, _ := etcdGet(t, e.Leader(t), "k"); got != "healed" {
+		t.Fatalf("after the links healed k = %q, want healed", got)
 	}
 }
