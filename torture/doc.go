@@ -228,14 +228,16 @@
 // while). It is a partial partition: every quorum link is cut, but an
 // election link that ZooKeeper opened back to the address a server
 // announces itself at passes no proxy and survives (see
-// NemesisServerPeerCut).
+// NemesisServerPeerCut). An etcd member is cut off from its peers the
+// same way, both ways and whole: each member advertises a proxy to its
+// peers (testserver.WithEtcdPeerAddress), and a cut blackholes the
+// member's own proxy and, in the other members' proxies, the connections
+// it dialed, told apart by the process that holds their other end.
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the
-// workers (no shim moves a Go worker's clock), partitions between etcd
-// members (a member names its peers by the URLs the cluster's membership
-// records, the same for every member, so a proxy there sits on all of a
-// member's inbound links at once, not on a link between two members), a
+// workers (no shim moves a Go worker's clock), a cut of one link between
+// two etcd members alone (the cuts take a member off all its links), a
 // one-way stall of a link between ZooKeeper servers (the leader's messages
 // to a follower stalled while the follower's flow, which zklock's
 // confirmations do not cover with ZooKeeper's default syncLimit; see its

@@ -57,7 +57,7 @@ const (
 	NemesisServerClockJump = "server-clock-jump"
 	// NemesisServerPeerCut cuts a server's links to and from the other
 	// servers of its ensemble, through the proxies they reach each other
-	// by (NemesisTarget.Peers), for the fault's span, while the server
+	// by (NemesisTarget.PeerCuts), for the fault's span, while the server
 	// runs and its clients reach it. In a ZooKeeper ensemble that cuts
 	// every quorum link of the server (a follower's connection to its
 	// leader), so it stops serving, and the election links that go
@@ -68,10 +68,14 @@ const (
 	// voting. It is a partial partition: a cut-off server whose vote
 	// ranks first (ZooKeeper ranks by epoch, last zxid, then id: often
 	// the old leader's) can win each election it then cannot lead,
-	// leaving the ensemble without a leader until the links heal. etcd has no peer proxies: a
-	// member names its peers by the URLs the cluster's membership
-	// records, the same for every member, so a proxy there would sit on
-	// all of one member's inbound links, not on a link between two.
+	// leaving the ensemble without a leader until the links heal. In an
+	// etcd cluster each member advertises a proxy to its peers
+	// (testserver.WithEtcdPeerAddress), which carries the links into it
+	// from every other member; a cut blackholes the member's own proxy
+	// and, in the others', the connections it dialed (told apart by the
+	// process that holds their other end, testserver's Process.Dialed):
+	// raft's streams and posts both ways, and the lease renewals a
+	// follower forwards to its leader.
 	NemesisServerPeerCut = "server-peer-cut"
 )
 
@@ -275,10 +279,12 @@ type NemesisTarget struct {
 	// are paused, never killed (a deployment that does not promise to
 	// survive a server's death with its grants intact).
 	NoServerKill bool
-	// Peers are, for each server in the order of Servers, the proxies of
-	// every link between it and the other servers, both ways; a target
-	// with them for every server takes server-peer-cut faults.
-	Peers [][]*faultproxy.Proxy
+	// PeerCuts cut (true) and heal (false), for each server in the order
+	// of Servers, every link between it and the other servers, both ways,
+	// in the proxies they reach each other by; a target with one for
+	// every server takes server-peer-cut faults. Cuts never overlap: a
+	// schedule heals one before the next begins.
+	PeerCuts []func(cut bool)
 
 	// cut are the servers a run (RunNemesisModes) has cut off from
 	// their peers. While any is, a killed server restarts without
@@ -313,7 +319,7 @@ func (nt NemesisTarget) kinds() []string {
 	if len(nt.Servers) > 0 && len(nt.Clocks) == len(nt.Servers) && !slices.Contains(nt.Clocks, nil) {
 		k = append(k, NemesisServerClockJump)
 	}
-	if len(nt.Servers) > 1 && len(nt.Peers) == len(nt.Servers) && !slices.ContainsFunc(nt.Peers, func(ps []*faultproxy.Proxy) bool { return len(ps) == 0 }) {
+	if len(nt.Servers) > 1 && len(nt.PeerCuts) == len(nt.Servers) && !slices.ContainsFunc(nt.PeerCuts, func(f func(bool)) bool { return f == nil }) {
 		k = append(k, NemesisServerPeerCut)
 	}
 	return k
@@ -447,10 +453,8 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 				}
 			}
 		}
-		for _, ps := range nt.Peers {
-			for _, p := range ps {
-				p.Heal()
-			}
+		for _, heal := range nt.PeerCuts {
+			heal(false)
 		}
 		for _, p := range nt.Servers {
 			if p.Running() {
@@ -985,19 +989,19 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 			server(fmt.Sprintf("server %d's wall clock returned (jumped by %+v)", e.Target, -e.Jump.Round(time.Millisecond)))
 		}
 	case NemesisServerPeerCut:
-		if e.Target < 0 || e.Target >= len(nt.Peers) || len(nt.Peers[e.Target]) == 0 {
+		if e.Target < 0 || e.Target >= len(nt.PeerCuts) || nt.PeerCuts[e.Target] == nil {
 			return fmt.Errorf("server %d has no peer links", e.Target)
 		}
 		if nt.cut == nil {
 			return fmt.Errorf("server %d: a peer cut outside a nemesis run", e.Target)
 		}
 		if start {
-			on(nt.Peers[e.Target], (*faultproxy.Proxy).Blackhole)
+			nt.PeerCuts[e.Target](true)
 			nt.cut[e.Target] = true
 			server(fmt.Sprintf("server %d cut off from its peers", e.Target))
 			return nil
 		}
-		on(nt.Peers[e.Target], heal)
+		nt.PeerCuts[e.Target](false)
 		delete(nt.cut, e.Target)
 		server(fmt.Sprintf("server %d's peer links healed", e.Target))
 	default:

@@ -3,6 +3,7 @@ package torture_test
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -133,10 +134,46 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// No clock jumps: etcd is a Go binary, which the preloaded clock
 		// shim does not reach, and it times leases with the leader's
 		// monotonic clock.
-		e := testserver.StartEtcdCluster(t, 3)
+		// Each member advertises a proxy to its peers, which tells the
+		// connections into it apart by the member that dialed them: a
+		// cut of a member blackholes its proxy, and its connections
+		// through the others'. The proxies of a start attempt that failed
+		// are replaced by the next attempt's.
+		proxies := make([]*faultproxy.Proxy, 3)
+		e := testserver.StartEtcdCluster(t, 3, testserver.WithEtcdPeerAddress(func(member int, addr string) (string, error) {
+			p, err := faultproxy.New(addr)
+			if err != nil {
+				return "", err
+			}
+			t.Cleanup(p.Close)
+			proxies[member] = p
+			return p.Addr(), nil
+		}))
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, Etcd: e}, Deployment: "3-member etcd"}
-		for _, m := range e.Members {
+		for i, m := range e.Members {
 			nt.Servers = append(nt.Servers, m.Process)
+			proxies[i].SetOrigin(func(c net.Conn) string {
+				for _, m := range e.Members {
+					if m.Dialed(c) {
+						return m.Name
+					}
+				}
+				return ""
+			})
+			nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
+				for j, p := range proxies {
+					switch {
+					case j == i && cut:
+						p.Blackhole()
+					case j == i:
+						p.Heal()
+					case cut:
+						p.BlackholeFrom(m.Name)
+					default:
+						p.HealFrom(m.Name)
+					}
+				}
+			})
 		}
 		return nt
 	case "zookeeper":
@@ -160,7 +197,16 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble"}
 		for _, m := range zk.Members {
 			nt.Servers = append(nt.Servers, m.Process)
-			nt.Peers = append(nt.Peers, peers[m.ID])
+			links := peers[m.ID]
+			nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
+				for _, p := range links {
+					if cut {
+						p.Blackhole()
+					} else {
+						p.Heal()
+					}
+				}
+			})
 		}
 		return nt
 	case "redlock":
