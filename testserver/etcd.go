@@ -86,7 +86,8 @@ type EtcdMember struct {
 	// Process is the member's process: Stop (SIGTERM), Kill, Pause,
 	// Resume, Restart (same name, ports and data directory; it waits
 	// until the member reports /health true, or, while the cluster has no
-	// running quorum, until its client port accepts connections).
+	// running quorum, until its client port accepts connections),
+	// RestartAlone (until its client port accepts connections).
 	*Process
 
 	cluster *Etcd
@@ -199,6 +200,7 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *Etcd {
 				logPath:      filepath.Join(base, "etcd.log"),
 				stopSig:      syscall.SIGTERM,
 				ready:        m.probe,
+				alive:        m.listening,
 				readyTimeout: startTimeout,
 			}
 			m.args = append(m.args, tlsArgs...)
@@ -250,6 +252,11 @@ func (m *EtcdMember) probe() error {
 	}
 	return m.health()
 }
+
+// listening is the member's probe for RestartAlone: its client port
+// accepts connections, whether or not the member can serve (cut off from
+// its peers, it cannot).
+func (m *EtcdMember) listening() error { return tcpReady(m.ClientAddr) }
 
 // health checks GET /health on the member.
 func (m *EtcdMember) health() error {

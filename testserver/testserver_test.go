@@ -625,8 +625,9 @@ func TestZooKeeperEnsemblePeerLinks(t *testing.T) {
 // (Process.Dialed), form a cluster. Cutting the leader's links both ways
 // (its own proxy, and its connections through the others') while its
 // process runs makes it lose the cluster: the two others elect a leader of
-// their own, and a write through the cut member fails. Once the links
-// heal, every member serves again.
+// their own, and a write through the cut member fails; killed, it restarts
+// cut off (RestartAlone) without serving. Once the links heal, every
+// member serves again.
 func TestEtcdClusterPeerLinks(t *testing.T) {
 	t.Parallel()
 	proxies := make([]*faultproxy.Proxy, 3)
@@ -702,6 +703,14 @@ func TestEtcdClusterPeerLinks(t *testing.T) {
 	// the others' messages to it.
 	if st, err := old.status(); err != nil || uint64(st.Leader) == newLeader {
 		t.Fatalf("the cut-off %s: status %+v, %v; it follows the new leader %x", old.Name, st, err, newLeader)
+	}
+	// Killed and restarted while cut off, it starts without serving (the
+	// restart does not wait for it to), and its new process's connections
+	// are cut too.
+	old.Kill()
+	old.RestartAlone(t)
+	if err := old.Post("/v3/kv/put", map[string]string{"key": b64("k"), "value": b64("stale")}, nil); err == nil {
+		t.Fatalf("a write through %s succeeded, restarted cut off from its peers", old.Name)
 	}
 	cut(false)
 	e.WaitHealthy(t)

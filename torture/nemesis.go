@@ -264,6 +264,12 @@ func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEven
 	}
 }
 
+// nemesisCalm is how many TTLs a nemesis run's workload runs on, at
+// least, after the schedule's last action: the time a deployment takes to
+// recover from the last faults (an election, the sessions the faults
+// ended) and grant again.
+const nemesisCalm = 3
+
 // NemesisTarget is a target of the nemesis mode and its servers, in the
 // order a plan's server faults name them.
 type NemesisTarget struct {
@@ -519,9 +525,11 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 			}
 		}
 	}
-	if d := time.Until(start.Add(plan.Duration)); d > 0 {
-		time.Sleep(d) // the schedule's tail: the workload runs on, unfaulted
-	}
+	// The schedule's tail: the workload runs on, unfaulted, to the
+	// schedule's end, and for at least nemesisCalm TTLs after its last
+	// action, so that a schedule that ran late (a server's restart blocks
+	// it) still ends with the workload recovered from its last faults.
+	time.Sleep(max(time.Until(start.Add(plan.Duration)), nemesisCalm*ttl))
 	close(stop)
 	done := make(chan struct{})
 	go func() {
