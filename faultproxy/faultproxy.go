@@ -20,7 +20,7 @@ type Proxy struct {
 	mu        sync.Mutex
 	mode      mode
 	delay     time.Duration
-	changed   chan struct{} // closed and replaced on every change of mode
+	changed   chan struct{} // closed and replaced on every change of a link's mode (set, setFrom, name)
 	links     map[*link]struct{}
 	conns     int // connections accepted and linked to the target
 	closed    bool
@@ -106,7 +106,9 @@ func (p *Proxy) Heal() { p.set(pass, 0) }
 // origin it cannot tell: a connection of no origin is cut only by
 // Blackhole. SetOrigin names the current connections before it returns,
 // and the proxy names each new one as it accepts it, before it dials the
-// target. f must not call the proxy's methods.
+// target. f must not call the proxy's methods, and must return: Close
+// waits for it. BlackholeFrom asks f again for the connections it could
+// not name.
 func (p *Proxy) SetOrigin(f func(c net.Conn) string) {
 	p.mu.Lock()
 	p.origin = f
@@ -122,8 +124,8 @@ func (p *Proxy) SetOrigin(f func(c net.Conn) string) {
 // that changes meanwhile.
 func (p *Proxy) name(l *link) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for l.named = -1; l.named != p.originGen; {
+	l.named = -1
+	for l.named != p.originGen {
 		f, gen := p.origin, p.originGen
 		p.mu.Unlock()
 		from := ""
@@ -136,12 +138,28 @@ func (p *Proxy) name(l *link) {
 	// A cut of the origin applies to the link's traffic at once.
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.mu.Unlock()
 }
 
 // BlackholeFrom stops all traffic, in both directions, on the connections
 // of origin (see SetOrigin), current and new, as Blackhole does on all of
 // them, until HealFrom.
-func (p *Proxy) BlackholeFrom(origin string) { p.setFrom(origin, true) }
+func (p *Proxy) BlackholeFrom(origin string) {
+	// A connection whose origin was not told (its dialer's socket not yet
+	// listed, say) is asked about again, so that it is not left out.
+	p.mu.Lock()
+	var unnamed []*link
+	for l := range p.links {
+		if l.origin == "" && p.origin != nil {
+			unnamed = append(unnamed, l)
+		}
+	}
+	p.mu.Unlock()
+	for _, l := range unnamed {
+		p.name(l)
+	}
+	p.setFrom(origin, true)
+}
 
 // HealFrom ends BlackholeFrom(origin); the proxy's mode (Blackhole, Delay,
 // DropReplies) still applies to every connection.
@@ -229,33 +247,50 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		l := &link{client: c, done: make(chan struct{})}
-		p.name(l)
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		l.server = s
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			l.close()
+			c.Close()
 			return
 		}
-		p.links[l] = struct{}{}
-		p.conns++
-		p.wg.Add(2)
-		// Named by an origin function that SetOrigin replaced before
-		// the link was among those it names.
-		stale := l.named != p.originGen
+		p.wg.Add(1)
 		p.mu.Unlock()
-		if stale {
-			p.name(l)
-		}
-		go p.pump(l, c, s, false)
-		go p.pump(l, s, c, true)
+		// Naming and dialing may take a while: the next connection is
+		// not kept waiting behind them.
+		go p.link(c)
 	}
+}
+
+// link names the connection c, dials the target for it, and pumps
+// between the two.
+func (p *Proxy) link(c net.Conn) {
+	defer p.wg.Done()
+	l := &link{client: c, done: make(chan struct{})}
+	p.name(l)
+	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	l.server = s
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.close()
+		return
+	}
+	p.links[l] = struct{}{}
+	p.conns++
+	p.wg.Add(2)
+	// Named by an origin function that SetOrigin replaced before the link
+	// was among those it names.
+	stale := l.named != p.originGen
+	p.mu.Unlock()
+	if stale {
+		p.name(l)
+	}
+	go p.pump(l, c, s, false)
+	go p.pump(l, s, c, true)
 }
 
 // pump copies src to dst, obeying the proxy's mode for each chunk.

@@ -261,8 +261,9 @@ func (p *Process) Restart(t testing.TB) {
 // RestartAlone starts the server again as Restart does, but waits only
 // until it accepts connections, not until it serves: for a member of an
 // ensemble cut off from its peers, which cannot serve before its links
-// heal. For a ZooKeeper member it waits for ruok's answer; for other
-// servers it is Restart.
+// heal. For a ZooKeeper member it waits for ruok's answer, for an etcd
+// member until its client port accepts connections; for other servers it
+// is Restart.
 func (p *Process) RestartAlone(t testing.TB) {
 	t.Helper()
 	p.Stop()

@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -116,68 +117,84 @@ func waitStopped(pid int, deadline time.Time) error {
 
 // Dialed reports whether the process holds the other end of c, a TCP
 // connection that a listener of the test accepted: whether it dialed it.
-// The socket is found in /proc/net/tcp (or tcp6) by its two addresses, and
-// then among the process's descriptors.
-func (p *Process) Dialed(c net.Conn) bool {
-	pid := p.Pid()
-	if pid == 0 {
-		return false
-	}
+func (p *Process) Dialed(c net.Conn) bool { return DialedBy(c, p) == 0 }
+
+// DialedBy returns the index in procs of the process that holds the other
+// end of c, a TCP connection that a listener of the test accepted (the
+// process that dialed it), or -1 if none does. The socket is found in
+// /proc/net/tcp (or tcp6) by its two addresses, then among the processes'
+// descriptors. Linux only: elsewhere it returns -1.
+func DialedBy(c net.Conn, procs ...*Process) int {
 	inode := tcpInode(c.RemoteAddr(), c.LocalAddr())
 	if inode == "" {
-		return false
-	}
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	fds, err := os.ReadDir(dir)
-	if err != nil {
-		return false
+		return -1
 	}
 	want := "socket:[" + inode + "]"
-	for _, fd := range fds {
-		if l, err := os.Readlink(dir + "/" + fd.Name()); err == nil && l == want {
-			return true
+	for i, p := range procs {
+		pid := p.Pid()
+		if pid == 0 {
+			continue
+		}
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if l, err := os.Readlink(dir + "/" + fd.Name()); err == nil && l == want {
+				return i
+			}
 		}
 	}
-	return false
+	return -1
 }
 
 // tcpInode returns the inode of the TCP socket bound to local and
-// connected to remote, from /proc/net/tcp or /proc/net/tcp6, or "".
+// connected to remote, from /proc/net/tcp or /proc/net/tcp6 (where an
+// IPv6 socket connected to an IPv4 address lists it mapped), or "".
 func tcpInode(local, remote net.Addr) string {
 	l, ok1 := local.(*net.TCPAddr)
 	r, ok2 := remote.(*net.TCPAddr)
 	if !ok1 || !ok2 {
 		return ""
 	}
-	file, want := "/proc/net/tcp", [2]string{procTCPAddr(l), procTCPAddr(r)}
-	if l.IP.To4() == nil {
-		file = "/proc/net/tcp6"
+	if l.IP.To4() != nil && r.IP.To4() != nil {
+		if inode := procTCPInode("/proc/net/tcp", procTCPAddr(l.IP.To4(), l.Port), procTCPAddr(r.IP.To4(), r.Port)); inode != "" {
+			return inode
+		}
 	}
-	data, err := os.ReadFile(file)
+	return procTCPInode("/proc/net/tcp6", procTCPAddr(l.IP.To16(), l.Port), procTCPAddr(r.IP.To16(), r.Port))
+}
+
+// procTCPInode returns the inode of the socket of file (/proc/net/tcp or
+// tcp6) with addresses local and remote, as procTCPAddr writes them.
+func procTCPInode(file, local, remote string) string {
+	f, err := os.Open(file)
 	if err != nil {
 		return ""
 	}
+	defer f.Close()
 	// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-	for _, line := range strings.Split(string(data), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) > 9 && f[1] == want[0] && f[2] == want[1] {
-			return f[9]
+	want := " " + local + " " + remote + " "
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, want) {
+			if fields := strings.Fields(line); len(fields) > 9 {
+				return fields[9]
+			}
 		}
 	}
 	return ""
 }
 
-// procTCPAddr writes a as /proc/net/tcp does: the address's bytes read as
-// 32-bit words in the host's order, each in hex, a colon and the port.
-func procTCPAddr(a *net.TCPAddr) string {
-	ip := a.IP.To4()
-	if ip == nil {
-		ip = a.IP.To16()
-	}
+// procTCPAddr writes ip (4 or 16 bytes) and port as /proc/net/tcp and
+// tcp6 do: the address's bytes read as 32-bit words in the host's order,
+// each in hex, a colon and the port.
+func procTCPAddr(ip net.IP, port int) string {
 	var b strings.Builder
 	for i := 0; i+4 <= len(ip); i += 4 {
 		fmt.Fprintf(&b, "%08X", binary.NativeEndian.Uint32(ip[i:i+4]))
 	}
-	fmt.Fprintf(&b, ":%04X", a.Port)
+	fmt.Fprintf(&b, ":%04X", port)
 	return b.String()
 }

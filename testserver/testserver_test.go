@@ -629,6 +629,9 @@ func TestZooKeeperEnsemblePeerLinks(t *testing.T) {
 // cut off (RestartAlone) without serving. Once the links heal, every
 // member serves again.
 func TestEtcdClusterPeerLinks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Process.Dialed reads /proc: Linux only")
+	}
 	t.Parallel()
 	proxies := make([]*faultproxy.Proxy, 3)
 	e := StartEtcdCluster(t, 3, WithEtcdPeerAddress(func(member int, addr string) (string, error) {
@@ -640,12 +643,11 @@ func TestEtcdClusterPeerLinks(t *testing.T) {
 		proxies[member] = p
 		return p.Addr(), nil
 	}))
+	procs := e.procs()
 	for _, p := range proxies {
 		p.SetOrigin(func(c net.Conn) string {
-			for _, m := range e.Members {
-				if m.Dialed(c) {
-					return m.Name
-				}
+			if i := DialedBy(c, procs...); i >= 0 {
+				return e.Members[i].Name
 			}
 			return ""
 		})

@@ -264,11 +264,10 @@ func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEven
 	}
 }
 
-// nemesisCalm is how many TTLs a nemesis run's workload runs on, at
-// least, after the schedule's last action: the time a deployment takes to
-// recover from the last faults (an election, the sessions the faults
-// ended) and grant again.
-const nemesisCalm = 3
+// nemesisRecover bounds how long a nemesis run's workload runs on after
+// the schedule's last action, past the schedule's end, until it has
+// recovered (see nemesisMode.recoveredSince).
+const nemesisRecover = 30 * time.Second
 
 // NemesisTarget is a target of the nemesis mode and its servers, in the
 // order a plan's server faults name them.
@@ -460,7 +459,9 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 			}
 		}
 		for _, heal := range nt.PeerCuts {
-			heal(false)
+			if heal != nil {
+				heal(false)
+			}
 		}
 		for _, p := range nt.Servers {
 			if p.Running() {
@@ -526,10 +527,41 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 		}
 	}
 	// The schedule's tail: the workload runs on, unfaulted, to the
-	// schedule's end, and for at least nemesisCalm TTLs after its last
-	// action, so that a schedule that ran late (a server's restart blocks
-	// it) still ends with the workload recovered from its last faults.
-	time.Sleep(max(time.Until(start.Add(plan.Duration)), nemesisCalm*ttl))
+	// schedule's end, and on until it has recovered from the last faults
+	// (see recoveredSince), for nemesisRecover at most: a schedule that
+	// ran late (a server's restart blocks it), or whose last faults left
+	// a cluster without a quorum, still ends with the workload granted
+	// again, or says that it was not.
+	healed := time.Now()
+	since := make([]int64, len(ms))
+	for i, m := range ms {
+		since[i] = m.r.Clock.Now()
+	}
+	recovered := func() bool {
+		for i, m := range ms {
+			if !m.recoveredSince(since[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for end := start.Add(plan.Duration); time.Now().Before(end) || !recovered(); {
+		if time.Since(healed) > nemesisRecover && time.Now().After(end) {
+			for _, m := range ms {
+				m.r.Notef("the workload was not granted every kind of lock again within %v of the schedule's last action", nemesisRecover)
+			}
+			break
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ms[0].r.Context().Done():
+		}
+	}
+	if after := time.Since(healed); time.Now().After(start.Add(plan.Duration + time.Second)) {
+		for _, m := range ms {
+			m.r.Notef("the workload ran on %v after the schedule's last action, until it was granted every kind of lock again", after.Round(time.Millisecond))
+		}
+	}
 	close(stop)
 	done := make(chan struct{})
 	go func() {
@@ -562,6 +594,29 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 		out = append(out, m.check(ttl))
 	}
 	return out
+}
+
+// recoveredSince reports whether m's workload was granted, since at (a
+// reading of its Run's clock), every kind of lock it takes: a lock, a
+// lock set, and, where they run, a permit and a unit.
+func (m *nemesisMode) recoveredSince(at int64) bool {
+	var lock, set, permit, unit bool
+	for _, op := range m.r.Hist.Ops() {
+		if op.Kind != KindAcquire || op.Outcome != OutcomeOK || op.Return < at {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(op.Note, setPartNote):
+			set = true
+		case m.withPermits && strings.HasPrefix(op.Key, m.permitKey+"/slot/"):
+			permit = true
+		case m.withUnits && m.r.lockModelsOmit != "" && strings.HasPrefix(op.Key, m.r.lockModelsOmit):
+			unit = true
+		case !strings.HasSuffix(op.Key, "-election"):
+			lock = true
+		}
+	}
+	return lock && set && (permit || !m.withPermits) && (unit || !m.withUnits)
 }
 
 // nemesisMode is one store mode's part of a nemesis run: its Run (store,

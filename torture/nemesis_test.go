@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,16 +152,20 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 			return p.Addr(), nil
 		}))
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, Etcd: e}, Deployment: "3-member etcd"}
-		for i, m := range e.Members {
+		for _, m := range e.Members {
 			nt.Servers = append(nt.Servers, m.Process)
+		}
+		procs := slices.Clone(nt.Servers)
+		for i, m := range e.Members {
 			proxies[i].SetOrigin(func(c net.Conn) string {
-				for _, m := range e.Members {
-					if m.Dialed(c) {
-						return m.Name
-					}
+				if j := testserver.DialedBy(c, procs...); j >= 0 {
+					return e.Members[j].Name
 				}
 				return ""
 			})
+			if runtime.GOOS != "linux" {
+				break // DialedBy reads /proc: no cuts of a member's own links elsewhere
+			}
 			nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
 				for j, p := range proxies {
 					switch {
@@ -198,6 +204,10 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		for _, m := range zk.Members {
 			nt.Servers = append(nt.Servers, m.Process)
 			links := peers[m.ID]
+			if len(links) == 0 {
+				nt.PeerCuts = append(nt.PeerCuts, nil) // no cuts: see NemesisTarget.kinds
+				continue
+			}
 			nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
 				for _, p := range links {
 					if cut {
