@@ -415,8 +415,10 @@ type nemesisWorker struct {
 // units write each unit they own with its token, in stubborn spells
 // ignoring their units' contexts, and two workers hold lock sets of two
 // or three of three keys (the lock workers' key and two more), writing
-// each part's resource with its token, while the schedule's faults are injected; then everything is healed, the
-// workload stops, and the history is checked. It fails the test if the
+// each part's resource with its token, while the schedule's faults are
+// injected; then everything is healed, the workload runs on to the
+// schedule's end and until it has been granted every kind of lock again
+// (nemesisRecover at most), stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
 // judge.
 func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl time.Duration) *NemesisResult {
