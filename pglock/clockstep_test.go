@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/testserver"
 )
@@ -26,29 +28,43 @@ func TestBackwardStepDuringLockWait(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		// hold grants the key $1 to "h" and renew renews that grant; each
-		// returns whether it did.
+		// hold grants the key $1 to "h" and renew renews that grant (or,
+		// after a release, grants it to "b"); each returns whether it did.
 		hold, renew string
-		// block takes, in the blocker's transaction, the lock that the
-		// try waits for.
-		block string
+		// block takes, in the blocker's transaction, the lock on the key
+		// $1 that the try waits for; with renewInBlocker, the renewal
+		// runs in that transaction too, after the step.
+		block          string
+		renewInBlocker bool
 		// try asks for the key $1 for "w" without queueing; it returns
-		// the token granted, or NULL.
+		// the token granted, or NULL, and the milliseconds until it is
+		// worth trying again.
 		try string
 	}{{
 		name:  "lease",
 		hold:  `SELECT granted IS NOT NULL FROM distlock_lease_wait($1, 'h', '', 20000, 0)`,
 		renew: `SELECT distlock_lease_refresh($1, 'h', 20000)`,
 		// The lock a try shares with the clean-up of its grant id.
-		block: `SELECT pg_advisory_xact_lock(1685086061, hashtext('w'))`,
-		try:   `SELECT granted FROM distlock_lease_wait($1, 'w', '', 20000, 0)`,
+		block: `SELECT pg_advisory_xact_lock(1685086061, hashtext('w')), $1::text`,
+		try:   `SELECT granted, retry_ms FROM distlock_lease_wait($1, 'w', '', 20000, 0)`,
+	}, {
+		// The key's row, released, which the try's UPDATE finds free and
+		// waits for, while the transaction that holds it grants the key
+		// to another after the step: the try must read the clock after
+		// its wait, not before.
+		name:           "lease row",
+		hold:           `SELECT distlock_lease_release($1, 'h') FROM distlock_lease_acquire($1, 'h', '', 20000)`,
+		renew:          `SELECT granted IS NOT NULL FROM distlock_lease_acquire($1, 'b', '', 20000)`,
+		block:          `SELECT 1 FROM distlock_lease WHERE key = $1 FOR UPDATE`,
+		renewInBlocker: true,
+		try:            `SELECT granted, retry_ms FROM distlock_lease_acquire($1, 'w', '', 20000)`,
 	}, {
 		name:  "permit",
 		hold:  `SELECT granted IS NOT NULL FROM distlock_permit_acquire($1, 'h', '', 20000, 1, true, 0)`,
 		renew: `SELECT distlock_permit_refresh($1, 'h', 20000)`,
-		// The semaphore's lock (the test's only semaphore).
-		block: `SELECT 1 FROM distlock_semaphore FOR UPDATE`,
-		try:   `SELECT granted FROM distlock_permit_acquire($1, 'w', '', 20000, 1, true, 0)`,
+		// The semaphore's lock.
+		block: `SELECT 1 FROM distlock_semaphore WHERE key = $1 FOR UPDATE`,
+		try:   `SELECT granted, retry_ms FROM distlock_permit_acquire($1, 'w', '', 20000, 1, true, 0)`,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			key := "clock/" + c.name
@@ -65,26 +81,36 @@ func TestBackwardStepDuringLockWait(t *testing.T) {
 			if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&blockerPid); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := blocker.Exec(ctx, c.block); err != nil {
+			if _, err := blocker.Exec(ctx, c.block, key); err != nil {
 				t.Fatal(err)
 			}
 			type result struct {
-				token *int64
-				err   error
+				token, retry *int64
+				err          error
 			}
 			done := make(chan result, 1)
 			w := rawConn(t, srv)
 			go func() {
 				var r result
-				r.err = w.QueryRow(ctx, c.try, key).Scan(&r.token)
+				r.err = w.QueryRow(ctx, c.try, key).Scan(&r.token, &r.retry)
 				done <- r
 			}()
 			eventually(t, time.Minute, "the try waits for the blocker's lock", func() bool {
 				return blockedBy(t, pool, blockerPid, 0) != 0
 			})
 			srv.Clock.Jump(-time.Minute)
-			if err := pool.QueryRow(ctx, c.renew, key).Scan(&ok); err != nil || !ok {
-				t.Fatalf("renew after the step: %v (renewed %v)", err, ok)
+			renewer := pgx.Tx(nil)
+			if c.renewInBlocker {
+				renewer = blocker
+			}
+			var err2 error
+			if renewer != nil {
+				err2 = renewer.QueryRow(ctx, c.renew, key).Scan(&ok)
+			} else {
+				err2 = pool.QueryRow(ctx, c.renew, key).Scan(&ok)
+			}
+			if err2 != nil || !ok {
+				t.Fatalf("renew after the step: %v (renewed %v)", err2, ok)
 			}
 			if err := blocker.Commit(ctx); err != nil {
 				t.Fatal(err)
@@ -99,7 +125,10 @@ func TestBackwardStepDuringLockWait(t *testing.T) {
 			case r.err != nil:
 				t.Fatalf("try: %v", r.err)
 			case r.token != nil:
-				t.Fatalf("the try was granted token %d while h's grant, renewed 20s after the stepped clock, is live: it compared the expiry with the clock before the step", *r.token)
+				t.Fatalf("the try was granted token %d while a grant made or renewed for 20s by the stepped clock is live: it compared the expiry with the clock before the step", *r.token)
+			case r.retry == nil || *r.retry < 10000:
+				// Refused for that grant, which has most of its 20s left.
+				t.Fatalf("the try was refused with retry_ms %v, want the live grant's 20s or so", r.retry)
 			}
 		})
 	}

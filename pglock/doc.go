@@ -203,6 +203,16 @@
 // try keeps the key for its TTL at most. A Backend of this version that
 // starts, or its Migrate, puts them back.
 //
+// Rolling upgrade to version 9: the functions of lease-table mode and of
+// the permits keep their names and arguments, and only the clock they
+// compare expiries with changes (see Not guaranteed), so Backends of
+// every version work beside each other. An earlier version's Migrate run
+// again puts back functions that compare with the start of their
+// transaction: until a Backend of this version starts, or its Migrate
+// runs, a step back of the server's clock can again end a lease early
+// for a call that waited for a lock across it. Watches are not affected:
+// the functions of version 8 notify them.
+//
 // # Not guaranteed
 //
 //   - A holder paused (or starved) for longer than the loss grace after its
@@ -246,11 +256,11 @@
 //     server whose clock jumps forward (its wall clock decides expiry:
 //     keep it slewed, not stepped), or that runs faster than the Client's
 //     drift allows. Fence the writes. A step back only makes grants last
-//     longer: every statement compares expiries with the clock it reads
-//     once it holds the rows it decides on (clock_timestamp(), version 9
-//     of the schema), not with the start of its transaction, which a
-//     statement that waited for a lock across the step would have read
-//     before it.
+//     longer: every grant, renewal and release compares expiries with the
+//     clock it reads once it holds the rows it decides on
+//     (clock_timestamp(), version 9 of the schema), not with the start of
+//     its transaction, which a call that waited for a lock across the
+//     step would have read before it.
 //   - Lease mode: the clean-up of an abandoned try (see Guarantees) when
 //     it is not done within the request timeout (the try's statement is
 //     still waiting in the server, or the server cannot be reached), or

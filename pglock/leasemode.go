@@ -94,7 +94,7 @@ const (
 	rowLeaveSQL = `SELECT @schema@.distlock_lease_leave($1::pg_catalog.text, $2::pg_catalog.text)`
 
 	// rowRefreshSQL extends the grant $2 of key $1 to $3 ms from the
-	// server's now(), if it has not expired.
+	// server's clock, if it has not expired.
 	rowRefreshSQL = `SELECT @schema@.distlock_lease_refresh($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8)`
 
 	// rowReleaseSQL frees the grant $2 of key $1 if it has not expired,
@@ -399,8 +399,8 @@ func (l *rowLease) Token() uint64 { return l.token }
 
 // Validity implements driver.Lease: the TTL, in whole milliseconds, from
 // before the statement that granted or last refreshed it was sent. The
-// server's expiry is its own now() at that statement plus the TTL, which
-// is no earlier.
+// server's expiry is its own clock as that statement ran plus the TTL,
+// which is no earlier.
 func (l *rowLease) Validity() driver.Validity {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -408,7 +408,7 @@ func (l *rowLease) Validity() driver.Validity {
 }
 
 // Refresh implements driver.Lease: one statement that extends the row to
-// ttl from the server's now() if it still names this grant and has not
+// ttl from the server's clock if it still names this grant and has not
 // expired. Otherwise the grant is over, and Refresh returns an error
 // matching driver.ErrLockLost. A failure to reach the server changes
 // nothing here (the error matches driver.ErrUnavailable): the Client's

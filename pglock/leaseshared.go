@@ -25,7 +25,7 @@ const (
 	$3::pg_catalog.text, $4::pg_catalog.int8, $5::pg_catalog.int8)`
 
 	// rowRefreshSharedSQL extends the reader $2 of key $1 to $3 ms from
-	// the server's now(), if it has not expired.
+	// the server's clock, if it has not expired.
 	rowRefreshSharedSQL = `SELECT @schema@.distlock_lease_refresh_shared($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8)`
 
 	// rowReleaseSharedSQL frees the reader $2 of key $1 if it has not

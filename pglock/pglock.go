@@ -238,7 +238,7 @@ func (b *Backend) Close() error {
 // package documentation).
 //
 // In LeaseMode the lock is the key's row of distlock_lease, granted for
-// opts.TTL (in whole milliseconds) from the server's now() by one
+// opts.TTL (in whole milliseconds) from the server's clock by one
 // statement, and a waiting Acquire tries again when a release is notified,
 // when the current grant expires, or at the next poll (see
 // WithPollInterval); the rest of this comment is about SessionMode.

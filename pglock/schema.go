@@ -64,9 +64,9 @@ const pinnedPath = "search_path=pg_catalog, pg_temp"
 // takes out; those that wake lease-mode readers (version 8) name
 // distlock_lease_wake_readers; and the readers' own functions name
 // readers_until, which a draft of them, reverted before any release, did
-// not have. The functions of lease-table mode and of the permits
-// (distlock_lease_* and distlock_permit_*, version 9) never read
-// staleClock.
+// not have. Its last column says whether a function of lease-table mode
+// or of the permits (distlock_lease_* and distlock_permit_*) reads
+// staleClock, as those of version 8 and earlier do.
 var locateSQL = `WITH me AS (
 	SELECT r.oid, r.rolname, r.rolsuper, d.datdba
 	FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
@@ -143,9 +143,9 @@ SELECT me.rolname, t.nspname, so.rolname,
 	w.kind, w.name, w.args, o.rolname,
 	f.owner IS NOT NULL AND (` + trustedOwner("f.owner") + `),
 	f.config IS NOT NULL AND '` + pinnedPath + `' OPERATOR(pg_catalog.=) ANY (f.config)
-		AND (w.body IS NULL OR pg_catalog.strpos(f.src, w.body) OPERATOR(pg_catalog.>) 0)
-		AND (NOT (pg_catalog.starts_with(w.name, 'distlock_lease_') OR pg_catalog.starts_with(w.name, 'distlock_permit_'))
-			OR pg_catalog.strpos(f.src, '` + staleClock + `') OPERATOR(pg_catalog.=) 0)
+		AND (w.body IS NULL OR pg_catalog.strpos(f.src, w.body) OPERATOR(pg_catalog.>) 0),
+	f.src IS NOT NULL AND (pg_catalog.starts_with(w.name, 'distlock_lease_') OR pg_catalog.starts_with(w.name, 'distlock_permit_'))
+		AND pg_catalog.strpos(f.src, '` + staleClock + `') OPERATOR(pg_catalog.>) 0
 FROM me, target t
 JOIN pg_catalog.pg_roles so ON so.oid OPERATOR(pg_catalog.=) t.nspowner
 CROSS JOIN wanted w
@@ -168,7 +168,11 @@ type located struct {
 	schema   string          // the schema's name, quoted; "" if the search_path names none
 	present  map[string]bool // the objects that exist, by name
 	missing  bool            // some object is missing
-	outdated bool            // some function is of an earlier version
+	outdated bool            // some function is unpinned, or of a version before the watchers' notifications
+	// clocked is set when a function of lease-table mode or of the
+	// permits reads staleClock (version 8 and earlier): outdated, but
+	// still notifying the watchers of a key.
+	clocked bool
 }
 
 // has reports whether all of names exist.
@@ -199,8 +203,9 @@ func locate(ctx context.Context, db queryer) (*located, error) {
 			me, schema, schemaOwner, kind, name string
 			args, owner                         *string
 			schemaTrusted, trusted, pinned      bool
+			clocked                             bool
 		)
-		if err := rows.Scan(&me, &schema, &schemaOwner, &schemaTrusted, &kind, &name, &args, &owner, &trusted, &pinned); err != nil {
+		if err := rows.Scan(&me, &schema, &schemaOwner, &schemaTrusted, &kind, &name, &args, &owner, &trusted, &pinned, &clocked); err != nil {
 			return nil, sortErr("check schema", err)
 		}
 		if f.schema == "" {
@@ -221,6 +226,7 @@ func locate(ctx context.Context, db queryer) (*located, error) {
 		default:
 			f.present[name] = true
 			f.outdated = f.outdated || kind == "function" && !pinned
+			f.clocked = f.clocked || kind == "function" && clocked
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -349,7 +355,7 @@ func migrate(ctx context.Context, db schemaDB, schema string) (*located, error) 
 		switch {
 		case err != nil:
 			return err
-		case f.schema != schema || f.missing || f.outdated:
+		case f.schema != schema || f.missing || f.outdated || f.clocked:
 			return fmt.Errorf("pglock: create schema: the objects in %s are still missing or of an earlier version", schema)
 		}
 		return nil
@@ -386,7 +392,7 @@ func (s *schemaState) ensure(ctx context.Context, db schemaDB) (*statements, err
 		return nil, ctx.Err()
 	}
 	f, err := locate(ctx, db)
-	if err == nil && (f.missing || f.outdated) {
+	if err == nil && (f.missing || f.outdated || f.clocked) {
 		f, err = migrate(ctx, db, f.schema)
 	}
 	if err != nil {

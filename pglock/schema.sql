@@ -485,7 +485,7 @@ $$;
 -- and is refused. A grant of a watched key is notified. A key that live
 -- readers hold is refused as a held one, with retry_ms until the row's
 -- expires, which the readers keep no earlier than the latest of their
--- expiries (see distlock_lease_reader); this function is version 7's.
+-- expiries (see distlock_lease_reader); this function is version 9's.
 CREATE OR REPLACE FUNCTION @schema@.distlock_lease_acquire(lock_key text, lock_grant text, lock_owner text, ttl_ms bigint,
     OUT granted bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql

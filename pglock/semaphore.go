@@ -34,7 +34,7 @@ const (
 	$2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.int8, $5::pg_catalog.int4, $6::pg_catalog.bool, $7::pg_catalog.int8)`
 
 	// permitRefreshSQL extends the permit $2 of the semaphore $1 to $3 ms
-	// from the server's now(), if it has not expired.
+	// from the server's clock, if it has not expired.
 	permitRefreshSQL = `SELECT @schema@.distlock_permit_refresh($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8)`
 
 	// permitReleaseSQL gives the permit $2 of the semaphore $1 back, if
@@ -76,7 +76,7 @@ func (b *Backend) permitWaiterLife(sub *subscription) time.Duration {
 
 // AcquirePermit implements driver.Semaphores, in both modes alike: a
 // permit is a row of distlock_permit, granted for opts.TTL (in whole
-// milliseconds) from the server's now() under the semaphore's lock, with
+// milliseconds) from the server's clock under the semaphore's lock, with
 // a token drawn from the key's counter as it is granted, and renewed by
 // the Client's watchdog (Refresh). A SessionMode Backend keeps no
 // connection per permit: its permits are leases with a TTL, as
@@ -180,7 +180,7 @@ func (b *Backend) grabPermit(ctx context.Context, key string, sem driver.Semapho
 			waitMs = b.permitWaiterLife(sub).Milliseconds()
 		}
 		// The validity counts from after the connection is had: its
-		// server's now() is later still, and a connection made for the
+		// server's clock reading is later still, and a connection made for the
 		// try (a fork of a server process, on a loaded server) does not
 		// eat the permit's TTL.
 		conn, err := b.pool.Acquire(ctx)
@@ -373,7 +373,7 @@ func (p *permit) Validity() driver.Validity {
 }
 
 // Refresh implements driver.Lease: one statement that extends the permit
-// to ttl from the server's now() if it has not expired. Otherwise the
+// to ttl from the server's clock if it has not expired. Otherwise the
 // permit is over, and Refresh returns an error matching
 // driver.ErrLockLost. A failure to reach the server changes nothing here
 // (the error matches driver.ErrUnavailable).

@@ -194,7 +194,7 @@ func init() {
 				backendEtcd:    "etcd times leases with the leader's monotonic clock: a wall clock step does not expire them",
 				backendFile:    "flock has no TTL",
 				backendZK:      "ZooKeeper times sessions with the servers' monotonic clock",
-				backendPG:      "not run on PostgreSQL: a session lock has no TTL; lease mode expires grants by the server's now() (pglock's doc says so) and is not run with a moved clock here",
+				backendPG:      "not run on PostgreSQL: a session lock has no TTL; lease mode expires grants by the server's clock (pglock's doc says so) and is not run with a moved clock here",
 				backendGateway: "the gateway times sessions with Go's monotonic clock",
 			},
 			Run:   redisClockJumpScenario,
