@@ -168,7 +168,7 @@ type located struct {
 	schema   string          // the schema's name, quoted; "" if the search_path names none
 	present  map[string]bool // the objects that exist, by name
 	missing  bool            // some object is missing
-	outdated bool            // some function is unpinned, or of a version before the watchers' notifications
+	outdated bool            // some function is of an earlier version (or unpinned)
 	// clocked is set when a function of lease-table mode or of the
 	// permits reads staleClock (version 8 and earlier): outdated, but
 	// still notifying the watchers of a key.

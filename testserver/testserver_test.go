@@ -622,7 +622,7 @@ func TestZooKeeperEnsemblePeerLinks(t *testing.T) {
 
 // Members that advertise proxies to their peers (WithEtcdPeerAddress),
 // each proxy telling its connections apart by the member that dialed them
-// (Process.Dialed), form a cluster. Cutting the leader's links both ways
+// (DialedBy), form a cluster. Cutting the leader's links both ways
 // (its own proxy, and its connections through the others') while its
 // process runs makes it lose the cluster: the two others elect a leader of
 // their own, and a write through the cut member fails; killed, it restarts

@@ -98,6 +98,17 @@ func (h *History) Get(seq int) Op {
 	return h.ops[seq]
 }
 
+// From returns a copy of the ops recorded from the seq-th on, in
+// recording order.
+func (h *History) From(seq int) []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if seq >= len(h.ops) {
+		return nil
+	}
+	return slices.Clone(h.ops[seq:])
+}
+
 // Ops returns a copy of the recorded ops, in recording order.
 func (h *History) Ops() []Op {
 	h.mu.Lock()

@@ -266,7 +266,7 @@ func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEven
 
 // nemesisRecover bounds how long a nemesis run's workload runs on after
 // the schedule's last action, past the schedule's end, until it has
-// recovered (see nemesisMode.recoveredSince).
+// recovered (see nemesisRecovery.missing).
 const nemesisRecover = 30 * time.Second
 
 // NemesisTarget is a target of the nemesis mode and its servers, in the
@@ -417,8 +417,8 @@ type nemesisWorker struct {
 // or three of three keys (the lock workers' key and two more), writing
 // each part's resource with its token, while the schedule's faults are
 // injected; then everything is healed, the workload runs on to the
-// schedule's end and until it has been granted every kind of lock again
-// (nemesisRecover at most), stops, and the history is checked. It fails the test if the
+// schedule's end and until it has recovered (see nemesisRecovery.missing;
+// nemesisRecover at most), stops, and the history is checked. It fails the test if the
 // harness cannot carry the run out; the verdicts are the caller's to
 // judge.
 func RunNemesis(t testing.TB, nt NemesisTarget, mode Mode, plan NemesisPlan, ttl time.Duration) *NemesisResult {
@@ -535,33 +535,38 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 	// a cluster without a quorum, still ends with the workload granted
 	// again, or says that it was not.
 	healed := time.Now()
-	since := make([]int64, len(ms))
+	rcs := make([]*nemesisRecovery, len(ms))
 	for i, m := range ms {
-		since[i] = m.r.Clock.Now()
+		rcs[i] = &nemesisRecovery{since: m.r.Clock.Now()}
 	}
 	recovered := func() bool {
+		all := true
 		for i, m := range ms {
-			if !m.recoveredSince(since[i]) {
-				return false
-			}
+			all = m.recovered(rcs[i]) && all
 		}
-		return true
+		return all
 	}
-	for end := start.Add(plan.Duration); time.Now().Before(end) || !recovered(); {
+	end := start.Add(plan.Duration)
+	ok := true
+	for time.Now().Before(end) || !recovered() {
 		if time.Since(healed) > nemesisRecover && time.Now().After(end) {
-			for _, m := range ms {
-				m.r.Notef("the workload was not granted every kind of lock again within %v of the schedule's last action", nemesisRecover)
-			}
+			ok = false
 			break
 		}
 		select {
 		case <-time.After(50 * time.Millisecond):
+			continue
 		case <-ms[0].r.Context().Done():
 		}
+		ok = false
+		break
 	}
-	if after := time.Since(healed); time.Now().After(start.Add(plan.Duration + time.Second)) {
-		for _, m := range ms {
-			m.r.Notef("the workload ran on %v after the schedule's last action, until it was granted every kind of lock again", after.Round(time.Millisecond))
+	for i, m := range ms {
+		switch after := time.Since(healed).Round(time.Millisecond); {
+		case !ok && len(rcs[i].missing(m)) > 0:
+			m.r.Notef("the workload was not granted again within %v of the schedule's last action: no %s since", after, strings.Join(rcs[i].missing(m), ", no "))
+		case time.Now().After(end.Add(time.Second)):
+			m.r.Notef("the workload ran on %v after the schedule's last action, until it had recovered", after)
 		}
 	}
 	close(stop)
@@ -598,27 +603,62 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 	return out
 }
 
-// recoveredSince reports whether m's workload was granted, since at (a
-// reading of its Run's clock), every kind of lock it takes: a lock, a
-// lock set, and, where they run, a permit and a unit.
-func (m *nemesisMode) recoveredSince(at int64) bool {
-	var lock, set, permit, unit bool
-	for _, op := range m.r.Hist.Ops() {
-		if op.Kind != KindAcquire || op.Outcome != OutcomeOK || op.Return < at {
+// nemesisRecovery is what a mode's workload was granted since the
+// schedule's last action (since, a reading of its Run's clock), read from
+// its history up to next.
+type nemesisRecovery struct {
+	since                   int64
+	next                    int
+	lock, set, permit, unit bool
+	unitEver                bool // a unit granted at any time of the run
+}
+
+// recovered reports whether m's workload has recovered from the
+// schedule's last faults (see nemesisRecovery.missing), reading the
+// history recorded since rc's last look.
+func (m *nemesisMode) recovered(rc *nemesisRecovery) bool {
+	ops := m.r.Hist.From(rc.next)
+	rc.next += len(ops)
+	for _, op := range ops {
+		if op.Kind != KindAcquire || op.Outcome != OutcomeOK {
 			continue
 		}
+		after := op.Return >= rc.since
 		switch {
 		case strings.HasPrefix(op.Note, setPartNote):
-			set = true
+			rc.set = rc.set || after
 		case m.withPermits && strings.HasPrefix(op.Key, m.permitKey+"/slot/"):
-			permit = true
+			rc.permit = rc.permit || after
 		case m.withUnits && m.r.lockModelsOmit != "" && strings.HasPrefix(op.Key, m.r.lockModelsOmit):
-			unit = true
+			rc.unit, rc.unitEver = rc.unit || after, true
 		case !strings.HasSuffix(op.Key, "-election"):
-			lock = true
+			rc.lock = rc.lock || after
 		}
 	}
-	return lock && set && (permit || !m.withPermits) && (unit || !m.withUnits)
+	return len(rc.missing(m)) == 0
+}
+
+// missing names what m's workload has not been granted since the
+// schedule's last action: a lock, a lock set, and, where they run, a
+// permit; and a unit, unless one was granted earlier in the run. Units
+// stay with their owners while nothing fails (a healthy group grants
+// none), so a unit granted before counts; an election's term does not
+// count (a leader keeps its term).
+func (rc *nemesisRecovery) missing(m *nemesisMode) []string {
+	var no []string
+	if !rc.lock {
+		no = append(no, "lock")
+	}
+	if !rc.set {
+		no = append(no, "lock set")
+	}
+	if m.withPermits && !rc.permit {
+		no = append(no, "permit")
+	}
+	if m.withUnits && !rc.unit && !rc.unitEver {
+		no = append(no, "unit")
+	}
+	return no
 }
 
 // nemesisMode is one store mode's part of a nemesis run: its Run (store,

@@ -157,15 +157,15 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		}
 		procs := slices.Clone(nt.Servers)
 		for i, m := range e.Members {
+			if runtime.GOOS != "linux" {
+				break // DialedBy reads /proc: no cuts of a member's links elsewhere
+			}
 			proxies[i].SetOrigin(func(c net.Conn) string {
 				if j := testserver.DialedBy(c, procs...); j >= 0 {
 					return e.Members[j].Name
 				}
 				return ""
 			})
-			if runtime.GOOS != "linux" {
-				break // DialedBy reads /proc: no cuts of a member's own links elsewhere
-			}
 			nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
 				for j, p := range proxies {
 					switch {
