@@ -208,13 +208,19 @@ func v8Function(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := "CREATE OR REPLACE FUNCTION @schema@." + name + "("
-	i := strings.Index(string(v8), head)
+	return strings.ReplaceAll(schemaFunction(t, string(v8), name), "@schema@.", "public.")
+}
+
+// schemaFunction is the definition of function name in schema, the SQL of
+// a version of Schema (naming the schema @schema@).
+func schemaFunction(t *testing.T, schema, name string) string {
+	t.Helper()
+	i := strings.Index(schema, "CREATE OR REPLACE FUNCTION @schema@."+name+"(")
 	if i < 0 {
-		t.Fatalf("no %s in version 8's schema", name)
+		t.Fatalf("no function %s in the schema", name)
 	}
-	j := strings.Index(string(v8[i:]), "\n$$;\n")
-	return strings.ReplaceAll(string(v8[i:i+j+len("\n$$;\n")]), "@schema@.", "public.")
+	j := strings.Index(schema[i:], "\n$$;\n")
+	return schema[i : i+j+len("\n$$;\n")]
 }
 
 // newPoolDSN is newPool for a DSN of another database.

@@ -174,13 +174,7 @@ func v7LeaseFunctions(t *testing.T) string {
 	v7 := schemaV7(t)
 	var out strings.Builder
 	for _, name := range []string{"acquire", "wait", "refresh", "release"} {
-		head := "CREATE OR REPLACE FUNCTION @schema@.distlock_lease_" + name + "("
-		i := strings.Index(v7, head)
-		if i < 0 {
-			t.Fatalf("no distlock_lease_%s in version 7's schema", name)
-		}
-		j := strings.Index(v7[i:], "\n$$;\n")
-		out.WriteString(v7[i:i+j+len("\n$$;\n")] + "\n")
+		out.WriteString(schemaFunction(t, v7, "distlock_lease_"+name) + "\n")
 	}
 	sql := regexp.MustCompile(`@schema@\.distlock_lease_(acquire|wait|refresh|release)\(`).ReplaceAllString(out.String(), "public.v7_lease_$1(")
 	return strings.ReplaceAll(sql, "@schema@.", "public.")

@@ -115,10 +115,6 @@ func waitStopped(pid int, deadline time.Time) error {
 	}
 }
 
-// Dialed reports whether the process holds the other end of c, a TCP
-// connection that a listener of the test accepted: whether it dialed it.
-func (p *Process) Dialed(c net.Conn) bool { return DialedBy(c, p) == 0 }
-
 // DialedBy returns the index in procs of the process that holds the other
 // end of c, a TCP connection that a listener of the test accepted (the
 // process that dialed it), or -1 if none does. The socket is found in

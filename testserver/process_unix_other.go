@@ -21,8 +21,5 @@ func procGone(pid int) bool { return syscall.Kill(pid, 0) != nil }
 // visible.
 func waitStopped(int, time.Time) error { return nil }
 
-// Dialed is not implemented outside Linux: it reports false.
-func (p *Process) Dialed(net.Conn) bool { return false }
-
 // DialedBy is not implemented outside Linux: it returns -1.
 func DialedBy(net.Conn, ...*Process) int { return -1 }

@@ -630,7 +630,7 @@ func TestZooKeeperEnsemblePeerLinks(t *testing.T) {
 // member serves again.
 func TestEtcdClusterPeerLinks(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("Process.Dialed reads /proc: Linux only")
+		t.Skip("DialedBy reads /proc: Linux only")
 	}
 	t.Parallel()
 	proxies := make([]*faultproxy.Proxy, 3)

@@ -73,7 +73,7 @@ const (
 	// (testserver.WithEtcdPeerAddress), which carries the links into it
 	// from every other member; a cut blackholes the member's own proxy
 	// and, in the others', the connections it dialed (told apart by the
-	// process that holds their other end, testserver's Process.Dialed):
+	// process that holds their other end, testserver.DialedBy):
 	// raft's streams and posts both ways, and the lease renewals a
 	// follower forwards to its leader.
 	NemesisServerPeerCut = "server-peer-cut"
