@@ -20,16 +20,23 @@ const recvFlags = syscall.MSG_CMSG_CLOEXEC
 // supervisor's parent, has died. The parent-death signal may also come
 // when only the parent's starting thread ended, or from anyone: a change
 // of parent is what counts.
+//
+// The signal stays caught for the rest of the supervisor's life. The
+// kernel sends it each time a thread of distlock that is the
+// supervisor's parent exits, so the death of a distlock of many threads
+// sends it several times, and one may come after the one that showed the
+// new parent: by default it would end the supervisor before it has
+// killed the command's group, and free the lock file while the command
+// runs on.
 func watchParent(ppid int) <-chan struct{} {
 	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, standby.ParentDeathSignal)
+	signal.Notify(sigc, standby.ParentDeathSignal) // never stopped: see above
 	gone := make(chan struct{})
 	go func() {
 		for range sigc {
 			if os.Getppid() != ppid {
-				signal.Stop(sigc)
 				close(gone)
-				return
+				return // later signals fill sigc, then are dropped
 			}
 		}
 	}()
