@@ -233,11 +233,16 @@
 // peers (testserver.WithEtcdPeerAddress), and a cut blackholes the
 // member's own proxy and, in the other members' proxies, the connections
 // it dialed, told apart by the process that holds their other end.
+// The link between two servers alone is cut too (server-link-cut, etcd
+// and ZooKeeper, a channel of its own put off while a peer cut is on):
+// a bridge partition, where each of the two still reaches the third,
+// and may lead it. In etcd the cut blackholes, in each one's proxy, the
+// connections the other dialed; in ZooKeeper the proxies of the links
+// between the two (an election link that passes no proxy survives).
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the
-// workers (no shim moves a Go worker's clock), a cut of one link between
-// two etcd members alone (the cuts take a member off all its links), a
+// workers (no shim moves a Go worker's clock), a
 // one-way stall of a link between ZooKeeper servers (the leader's messages
 // to a follower stalled while the follower's flow, which zklock's
 // confirmations do not cover with ZooKeeper's default syncLimit; see its

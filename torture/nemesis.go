@@ -77,23 +77,35 @@ const (
 	// raft's streams and posts both ways, and the lease renewals a
 	// follower forwards to its leader.
 	NemesisServerPeerCut = "server-peer-cut"
+	// NemesisServerLinkCut cuts the links between two servers of an
+	// ensemble (the event's Target and Peer), both ways, for the fault's
+	// span, while each keeps its links to the others and its clients
+	// reach it: a bridge partition, where the third server of three
+	// still hears both (NemesisTarget.LinkCuts). In an etcd cluster it
+	// blackholes, in each one's proxy, the connections the other dialed;
+	// in a ZooKeeper ensemble the proxies of the links between the two,
+	// which misses the election links that pass no proxy (see
+	// NemesisServerPeerCut). A link cut never overlaps a peer cut.
+	NemesisServerLinkCut = "server-link-cut"
 )
 
 // NemesisKinds are the fault kinds, in report order.
 var NemesisKinds = []string{NemesisHolderPause, NemesisLockCut, NemesisLockDelay, NemesisLostReply,
-	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut}
+	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut}
 
 // NemesisEvent is one fault of a schedule: Kind on Target (a worker's
 // index for the worker and link faults, a server's for the server faults)
 // from At to At+For, both relative to the start of the schedule. Delay is
 // the added latency of a delay fault, Jump the step of a server's wall
-// clock (forward if positive) of a clock jump, undone at its end.
+// clock (forward if positive) of a clock jump, undone at its end, Peer
+// the other server of a link cut.
 type NemesisEvent struct {
 	At, For time.Duration
 	Kind    string
 	Target  int
 	Delay   time.Duration
 	Jump    time.Duration
+	Peer    int
 }
 
 // String describes the event.
@@ -104,6 +116,9 @@ func (e NemesisEvent) String() string {
 	}
 	if e.Jump != 0 {
 		s += fmt.Sprintf(" (clock %+v)", e.Jump.Round(time.Millisecond))
+	}
+	if e.Kind == NemesisServerLinkCut {
+		s += fmt.Sprintf(" and #%d", e.Peer)
 	}
 	return s
 }
@@ -146,8 +161,9 @@ type NemesisShape struct {
 // and without them, so a seed replays the same schedule of the other
 // kinds whether or not a target takes clock jumps. The cuts of a server
 // from its peers are another such channel (nemesisPeerCuts), which may
-// overlap a pause or kill of another server. The Extra workers' channels
-// come last.
+// overlap a pause or kill of another server, and so are the cuts of a
+// link between two servers (nemesisLinkCuts), each put off until no peer
+// cut is on. The Extra workers' channels come last.
 func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	has := func(k string) bool { return slices.Contains(s.Kinds, k) }
@@ -214,8 +230,30 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	if has(NemesisServerClockJump) && s.Servers > 0 {
 		p.Events = append(p.Events, nemesisClockJumps(seed, d, s)...)
 	}
+	var peerCuts []NemesisEvent
 	if has(NemesisServerPeerCut) && s.Servers > 0 {
-		p.Events = append(p.Events, nemesisPeerCuts(seed, d, s)...)
+		peerCuts = nemesisPeerCuts(seed, d, s)
+		p.Events = append(p.Events, peerCuts...)
+	}
+	if has(NemesisServerLinkCut) && s.Servers > 1 {
+		// A link cut that would overlap a peer cut waits until it has
+		// healed (and the next link cut until this one has).
+		free := time.Duration(0)
+		for _, e := range nemesisLinkCuts(seed, d, s) {
+			e.At = max(e.At, free)
+			for {
+				i := slices.IndexFunc(peerCuts, func(c NemesisEvent) bool { return c.At < e.At+e.For && e.At < c.At+c.For })
+				if i < 0 {
+					break
+				}
+				e.At = peerCuts[i].At + peerCuts[i].For
+			}
+			if e.At+e.For > d {
+				break
+			}
+			p.Events = append(p.Events, e)
+			free = e.At + e.For
+		}
 	}
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
 	return p
@@ -264,6 +302,26 @@ func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEven
 	}
 }
 
+// nemesisLinkCuts draws the cuts of links between two servers, a
+// channel of its own from a generator of its own, as the peer cuts are
+// (NewNemesisPlan puts off those that would overlap a peer cut).
+func nemesisLinkCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
+	rng := rand.New(rand.NewPCG(seed^0x6c696e6b63757421, seed+3))
+	ttl := s.TTL
+	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var evs []NemesisEvent
+	for at := span(ttl, 4*ttl); ; {
+		a := rng.IntN(s.Servers)
+		b := (a + 1 + rng.IntN(s.Servers-1)) % s.Servers
+		e := NemesisEvent{At: at, Kind: NemesisServerLinkCut, Target: min(a, b), Peer: max(a, b), For: span(ttl/2, 3*ttl)}
+		if e.At+e.For > d {
+			return evs
+		}
+		evs = append(evs, e)
+		at = e.At + e.For + span(ttl, 6*ttl)
+	}
+}
+
 // nemesisRecover bounds how long a nemesis run's workload runs on after
 // the schedule's last action, past the schedule's end, until it has
 // recovered (see nemesisRecovery.missing).
@@ -290,13 +348,20 @@ type NemesisTarget struct {
 	// every server takes server-peer-cut faults. Cuts never overlap: a
 	// schedule heals one before the next begins.
 	PeerCuts []func(cut bool)
+	// LinkCuts cuts (true) and heals (false) the links between servers a
+	// and b (indexes of Servers), both ways, in the proxies they reach
+	// each other by; a target with LinkCuts and three servers or more
+	// takes server-link-cut faults.
+	LinkCuts func(a, b int, cut bool)
 
 	// cut are the servers a run (RunNemesisModes) has cut off from
-	// their peers. While any is, a killed server restarts without
-	// waiting until it serves: cut off, it cannot; beside a cut-off
-	// server whose vote ranks first, the ensemble may elect that server
-	// again and again until its links heal, the next event of the
-	// schedule, which a wait would block.
+	// their peers, or from one peer (a link cut: both ends). While any
+	// is, a killed server restarts without waiting until it serves: cut
+	// off, it cannot; beside a cut-off server whose vote ranks first,
+	// the ensemble may elect that server again and again until its
+	// links heal, the next event of the schedule, which a wait would
+	// block; an end of a cut link may not hear its leader, the other
+	// end, until the link heals.
 	cut map[int]bool
 }
 
@@ -326,6 +391,9 @@ func (nt NemesisTarget) kinds() []string {
 	}
 	if len(nt.Servers) > 1 && len(nt.PeerCuts) == len(nt.Servers) && !slices.ContainsFunc(nt.PeerCuts, func(f func(bool)) bool { return f == nil }) {
 		k = append(k, NemesisServerPeerCut)
+	}
+	if len(nt.Servers) > 2 && nt.LinkCuts != nil {
+		k = append(k, NemesisServerLinkCut)
 	}
 	return k
 }
@@ -463,6 +531,11 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 		for _, heal := range nt.PeerCuts {
 			if heal != nil {
 				heal(false)
+			}
+		}
+		for a := range nt.Servers {
+			for b := a + 1; b < len(nt.Servers) && nt.LinkCuts != nil; b++ {
+				nt.LinkCuts(a, b, false)
 			}
 		}
 		for _, p := range nt.Servers {
@@ -997,7 +1070,7 @@ func nemesisSetWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, fai
 func nemesisApplyModes(t testing.TB, nt NemesisTarget, ms []*nemesisMode, e NemesisEvent, start bool) error {
 	t.Helper()
 	switch e.Kind {
-	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut:
+	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut:
 		var also []*Run
 		for _, m := range ms[1:] {
 			also = append(also, m.r)
@@ -1109,6 +1182,25 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 		nt.PeerCuts[e.Target](false)
 		delete(nt.cut, e.Target)
 		server(fmt.Sprintf("server %d's peer links healed", e.Target))
+	case NemesisServerLinkCut:
+		if nt.LinkCuts == nil || e.Target == e.Peer || min(e.Target, e.Peer) < 0 || max(e.Target, e.Peer) >= len(nt.Servers) {
+			return fmt.Errorf("servers %d and %d: no link to cut", e.Target, e.Peer)
+		}
+		if nt.cut == nil {
+			return fmt.Errorf("servers %d and %d: a link cut outside a nemesis run", e.Target, e.Peer)
+		}
+		// A server of the two that restarts meanwhile may not hear its
+		// leader (the other one) until the link heals: see cut.
+		if start {
+			nt.LinkCuts(e.Target, e.Peer, true)
+			nt.cut[e.Target], nt.cut[e.Peer] = true, true
+			server(fmt.Sprintf("the links between servers %d and %d cut", e.Target, e.Peer))
+			return nil
+		}
+		nt.LinkCuts(e.Target, e.Peer, false)
+		delete(nt.cut, e.Target)
+		delete(nt.cut, e.Peer)
+		server(fmt.Sprintf("the links between servers %d and %d healed", e.Target, e.Peer))
 	default:
 		return fmt.Errorf("unknown fault kind %q", e.Kind)
 	}

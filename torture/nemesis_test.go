@@ -139,8 +139,10 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// Each member advertises a proxy to its peers, which tells the
 		// connections into it apart by the member that dialed them: a
 		// cut of a member blackholes its proxy, and its connections
-		// through the others'. The proxies of a start attempt that failed
-		// are replaced by the next attempt's.
+		// through the others'; a cut of the link between two members
+		// blackholes, in each one's proxy, the connections the other
+		// dialed. The proxies of a start attempt that failed are replaced
+		// by the next attempt's.
 		proxies := make([]*faultproxy.Proxy, 3)
 		e := testserver.StartEtcdCluster(t, 3, testserver.WithEtcdPeerAddress(func(member int, addr string) (string, error) {
 			p, err := faultproxy.New(addr)
@@ -181,15 +183,28 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 				}
 			})
 		}
+		if runtime.GOOS == "linux" {
+			nt.LinkCuts = func(a, b int, cut bool) {
+				for _, l := range [][2]int{{a, b}, {b, a}} {
+					if into, from := proxies[l[0]], e.Members[l[1]].Name; cut {
+						into.BlackholeFrom(from)
+					} else {
+						into.HealFrom(from)
+					}
+				}
+			}
+		}
 		return nt
 	case "zookeeper":
 		// No clock jumps: ZooKeeper expires sessions by the servers'
 		// monotonic clock. The members reach each other through proxies,
 		// one per link and port, for the cuts of a server from its peers
+		// and of the links between two
 		// (see NemesisServerPeerCut for the links a cut misses). The
 		// proxies of a start attempt that failed stay in peers, linked to
 		// ports nothing listens on: cutting them cuts nothing.
-		peers := map[int][]*faultproxy.Proxy{} // by member ID, every link from or to it
+		peers := map[int][]*faultproxy.Proxy{}    // by member ID, every link from or to it
+		pairs := map[[2]int][]*faultproxy.Proxy{} // by the two member IDs, lower first
 		zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
 			p, err := faultproxy.New(addr)
 			if err != nil {
@@ -198,6 +213,8 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 			t.Cleanup(p.Close)
 			peers[from] = append(peers[from], p)
 			peers[to] = append(peers[to], p)
+			pair := [2]int{min(from, to), max(from, to)}
+			pairs[pair] = append(pairs[pair], p)
 			return p.Addr(), nil
 		}))
 		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble"}
@@ -217,6 +234,18 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 					}
 				}
 			})
+		}
+		if len(pairs) > 0 {
+			nt.LinkCuts = func(a, b int, cut bool) {
+				x, y := zk.Members[a].ID, zk.Members[b].ID
+				for _, p := range pairs[[2]int{min(x, y), max(x, y)}] {
+					if cut {
+						p.Blackhole()
+					} else {
+						p.Heal()
+					}
+				}
+			}
 		}
 		return nt
 	case "redlock":
@@ -368,7 +397,9 @@ func logCutoffs(t *testing.T, nr *torture.NemesisResult) {
 
 // kindApart draws two minutes of seed's schedule for 5 workers and
 // servers with every kind and without kind, checks that the other kinds'
-// events are the same in both, and returns kind's events.
+// events are the same in both, and returns kind's events. Link cuts are
+// left out of the comparison for the peer cuts, which put off those that
+// would overlap them.
 func kindApart(t *testing.T, kind string, seed uint64, servers int) []torture.NemesisEvent {
 	t.Helper()
 	var old []string
@@ -388,6 +419,11 @@ func kindApart(t *testing.T, kind string, seed uint64, servers int) []torture.Ne
 		} else {
 			others = append(others, e)
 		}
+	}
+	if kind == torture.NemesisServerPeerCut {
+		isLink := func(e torture.NemesisEvent) bool { return e.Kind == torture.NemesisServerLinkCut }
+		others = slices.DeleteFunc(others, isLink)
+		without.Events = slices.DeleteFunc(without.Events, isLink)
 	}
 	if !reflect.DeepEqual(others, without.Events) {
 		t.Fatalf("seed %d, %d servers: the other kinds' events differ with %s in the shape:\nwithout: %v\nwith:    %v", seed, servers, kind, without.Events, others)
@@ -462,6 +498,41 @@ func TestNemesisPlanPeerCutsApart(t *testing.T) {
 	}
 }
 
+// TestNemesisPlanLinkCutsApart checks that the cuts of links between two
+// servers leave the rest of a seed's schedule alone, as the peer cuts
+// do, cut one link at a time between two distinct servers, each healed
+// before the next, and never overlap a peer cut.
+func TestNemesisPlanLinkCutsApart(t *testing.T) {
+	for _, seed := range []uint64{1, 42, 1796501929713515433} {
+		const servers = 3
+		cuts := kindApart(t, torture.NemesisServerLinkCut, seed, servers)
+		if len(cuts) == 0 {
+			t.Fatalf("seed %d: no link cut in two minutes", seed)
+		}
+		plan := torture.NewNemesisPlan(seed, 2*time.Minute, torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second})
+		var last time.Duration
+		links := map[[2]int]bool{}
+		for _, e := range cuts {
+			if e.At < last {
+				t.Errorf("seed %d: link cut %s starts before the previous one ended (%v)", seed, e, last)
+			}
+			last = e.At + e.For
+			if e.Target < 0 || e.Peer >= servers || e.Target >= e.Peer {
+				t.Errorf("seed %d: link cut %s between servers out of range, or a server and itself", seed, e)
+			}
+			links[[2]int{e.Target, e.Peer}] = true
+			for _, c := range plan.Events {
+				if c.Kind == torture.NemesisServerPeerCut && c.At < e.At+e.For && e.At < c.At+c.For {
+					t.Errorf("seed %d: link cut %s overlaps peer cut %s", seed, e, c)
+				}
+			}
+		}
+		if len(links) < 2 {
+			t.Errorf("seed %d: cuts of %d link(s) only in two minutes: %v", seed, len(links), cuts)
+		}
+	}
+}
+
 // TestNemesisPlanKeepsChannels pins that the recipes' and the lock sets'
 // workers (the shape's Extra, up to 8) leave a seed's faults for the other workers and the
 // servers as they were: their channels are drawn after all others.
@@ -476,7 +547,7 @@ func TestNemesisPlanKeepsChannels(t *testing.T) {
 			extra := 0
 			for _, e := range grown.Events {
 				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill || e.Kind == torture.NemesisServerClockJump ||
-					e.Kind == torture.NemesisServerPeerCut
+					e.Kind == torture.NemesisServerPeerCut || e.Kind == torture.NemesisServerLinkCut
 				if server || e.Target < shape.Workers {
 					kept = append(kept, e)
 				} else {
