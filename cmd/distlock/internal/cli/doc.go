@@ -352,9 +352,9 @@
 // the member joins. The lock service must list holders (driver.Lister):
 // one that cannot is a usage error (64). On postgres:// with session
 // locks (its default mode) every lock held takes a connection of the
-// pool, the member's and each unit's: size pool_max_conns (see pglock)
-// for the units a member may own plus two, or members wait for
-// connections. The memory backend of the tests
+// pool, the member's and each unit's: without pool_max_conns (see
+// pglock) in the URL the pool is given the units plus two, and a smaller
+// pool_max_conns is a usage error (64). The memory backend of the tests
 // (WithOpener) is the process's own: a group over it forms only among
 // the Runs of one process.
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/partition"
 )
 
@@ -158,8 +159,10 @@ it runs: partition takes at most ` + strconv.Itoa(MaxUnitCommands) + ` units (--
 more is a usage error (64); the package partition takes up to 65536.
 
 The lock service must list holders (else exit 64). On postgres:// with
-session locks every lock held takes a connection: size pool_max_conns
-for the units a member may own plus two. Exit codes are run's: 64 usage
+session locks every lock held takes a connection of the pool, and a
+member alone holds every unit: without pool_max_conns in the URL the
+pool gets the units plus two connections; less than that is a usage
+error (64). Exit codes are run's: 64 usage
 (no units, --units 0 or above ` + strconv.Itoa(MaxUnitCommands) + `, a unit or member name with
 "/", no command), 69 the lock service failed, 70 a supervisor failed,
 126/127 a command that cannot be run.`,
@@ -279,7 +282,15 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 	case f.minHold < 0:
 		return usagef("--min-hold %v is negative", f.minHold)
 	}
-	b, c, closeClient, err := r.openSupervised(ctx, 0, f.ttl, f.grace)
+	// The lock service is opened with the pool a member needs; the
+	// commands get the URL as given (DISTLOCK_BACKEND).
+	sized, err := partitionPool(r.backendURL, len(units))
+	if err != nil {
+		return err
+	}
+	open := *r
+	open.backendURL = sized
+	b, c, closeClient, err := open.openSupervised(ctx, 0, f.ttl, f.grace)
 	if err != nil {
 		return err
 	}
@@ -403,6 +414,42 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 		return usagef("%v", err)
 	}
 	return err
+}
+
+// partitionPool returns rawURL sized for a member of a group of units on
+// postgres:// in session mode, where each lock held keeps a connection of
+// the pool: a member alone holds its own lock and every unit's, and reads
+// the group besides, units+2 connections. Without pool_max_conns (pgx's
+// default is 4, or the number of CPUs) the member would hold what the
+// pool has and wait for the rest for ever, owning fewer units than
+// planned and handing none off: the URL gets pool_max_conns=units+2. A
+// pool_max_conns below that is a usage error. Any other URL, lease mode
+// and a URL that does not parse (opening it says what is wrong) are
+// returned as they are.
+func partitionPool(rawURL string, units int) (string, error) {
+	scheme, _, ok := driver.Scheme(rawURL)
+	if !ok || (scheme != "postgres" && scheme != "postgresql") {
+		return rawURL, nil
+	}
+	u, err := driver.ParseURL(rawURL, driver.URLForm{Pkg: "distlock", Schemes: []string{scheme}, Usage: func(string) string { return "" }})
+	if err != nil {
+		return rawURL, nil
+	}
+	if mode, _ := u.Get("mode"); mode == "lease" {
+		return rawURL, nil
+	}
+	need := units + 2
+	if v, ok := u.Get("pool_max_conns"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n < need {
+			return "", usagef("pool_max_conns=%d in the backend URL is too small for %d units: with session locks each lock held keeps a connection, and a member alone holds every unit, its own lock and a connection to read the group; give at least %d, or leave it out", n, units, need)
+		}
+		return rawURL, nil
+	}
+	sep := "?"
+	if strings.Contains(rawURL[strings.LastIndexByte(rawURL, '@')+1:], "?") {
+		sep = "&"
+	}
+	return rawURL + sep + "pool_max_conns=" + strconv.Itoa(need), nil
 }
 
 // describeStatus names the exit status of ee, a command's own.

@@ -706,3 +706,35 @@ while :; do sleep 0.05; done`, sh(log))
 		t.Errorf("SIGTERM, then SIGINT: exit %d, stderr %q, commands' log:\n%s\nwant death by SIGTERM, SIGINT forwarded to both commands", r.code, r.stderr, b)
 	}
 }
+
+// On postgres:// with session locks, where each lock held keeps a
+// connection, a member sizes its pool for the units when the URL does
+// not: with pgx's default (4 connections, or the CPUs) a member alone
+// ran three units' commands and waited for ever for the others, saying
+// nothing. A pool_max_conns too small for the units is a usage error.
+func TestPartitionSizesPostgresPool(t *testing.T) {
+	e := newEnv(t)
+	dsn := testserver.StartPostgres(t).DSN
+	if r := e.run("--backend", dsn+"&pool_max_conns=4", "partition", "pool", "--units", "16", "--", "true"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "at least 18") {
+		t.Fatalf("pool_max_conns=4 for 16 units: exit %d, stderr %q; want 64, asking for at least 18", r.code, r.stderr)
+	}
+	dir := e.path("ran")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := e.start(e.command("--backend", dsn, "partition", "pool", "--units", "16", "--member", "a", "--",
+		"sh", "-c", fmt.Sprintf(`touch %s/"$DISTLOCK_UNIT"; exec sleep 600`, sh(dir))))
+	waitFor(t, "the member alone to run a command for each of the 16 units", func() bool {
+		n, _ := filepath.Glob(filepath.Join(dir, "*"))
+		return len(n) == 16
+	})
+	r := e.run("--backend", dsn, "status", "--partition", "pool", "--units", "16", "--json")
+	var g groupStatus
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || !g.balanced(1) || g.Members[0].Owned != 16 {
+		t.Fatalf("the group with one member: %+v (%v); stdout %q, stderr %q; want it settled, the member owning 16 units", g, err, r.stdout, r.stderr)
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	if r := e.wait(m); r.code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("the member after SIGTERM: exit %d; want death by SIGTERM; stderr:\n%s", r.code, r.stderr)
+	}
+}
