@@ -73,6 +73,23 @@ func openBackend(ctx context.Context, rawURL string, openers map[string]Opener) 
 	return b, b, nil
 }
 
+// sessionLocksURL returns rawURL parsed, and true, if it is a
+// postgres:// URL of session locks (pglock's default mode), where each
+// lock held or awaited keeps a connection of the pool; false for any
+// other URL, and for one that does not parse (opening it says why).
+func sessionLocksURL(rawURL string) (*driver.URL, bool) {
+	scheme, _, ok := driver.Scheme(rawURL)
+	if !ok || (scheme != "postgres" && scheme != "postgresql") {
+		return nil, false
+	}
+	u, err := driver.ParseURL(rawURL, driver.URLForm{Pkg: "distlock", Schemes: []string{scheme}, Usage: func(string) string { return "" }})
+	if err != nil {
+		return nil, false
+	}
+	mode, _ := u.Get("mode")
+	return u, mode != "lease"
+}
+
 // openToList is openBackend for listing holders: it creates nothing. A
 // file:// lock directory that does not exist holds no lock, and is not
 // created to say so.

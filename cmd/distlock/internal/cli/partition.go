@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/partition"
 )
 
@@ -427,15 +426,8 @@ func (r *runner) partition(ctx context.Context, group string, units, argv []stri
 // and a URL that does not parse (opening it says what is wrong) are
 // returned as they are.
 func partitionPool(rawURL string, units int) (string, error) {
-	scheme, _, ok := driver.Scheme(rawURL)
-	if !ok || (scheme != "postgres" && scheme != "postgresql") {
-		return rawURL, nil
-	}
-	u, err := driver.ParseURL(rawURL, driver.URLForm{Pkg: "distlock", Schemes: []string{scheme}, Usage: func(string) string { return "" }})
-	if err != nil {
-		return rawURL, nil
-	}
-	if mode, _ := u.Get("mode"); mode == "lease" {
+	u, ok := sessionLocksURL(rawURL)
+	if !ok {
 		return rawURL, nil
 	}
 	need := units + 2

@@ -22,6 +22,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/gateway"
+	"github.com/distlock/distlock/pglock"
 )
 
 // DefaultListen is where `distlock serve` listens without --listen.
@@ -209,6 +210,14 @@ func (r *runner) serve(ctx context.Context, f serveFlags) error {
 		auth = "no --tokens: loopback only, every local user may take any lock, none may force a release"
 	}
 	fmt.Fprintf(r.stderr, "distlock serve: locks of %s on %s://%s (%s)\n", redact(shown), scheme, ln.Addr(), auth)
+	if u, ok := sessionLocksURL(r.backendURL); ok {
+		if _, sized := u.Get("pool_max_conns"); !sized {
+			if pb, ok := b.(*pglock.Backend); ok {
+				fmt.Fprintf(r.stderr, "distlock serve: note: with postgres:// session locks each lock held or awaited keeps a connection of the pool, which has %d (pgx's default): beyond that, an acquire of any key waits for a release; give pool_max_conns in the URL (below the server's max_connections), or use mode=lease\n",
+					pb.Pool().Config().MaxConns)
+			}
+		}
+	}
 	if err := g.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -433,3 +433,23 @@ func TestStatusThroughGateway(t *testing.T) {
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	e.wait(s.started)
 }
+
+// serve over postgres:// session locks with pgx's default pool says what
+// the pool bounds (each lock held or awaited keeps a connection, and an
+// acquire beyond them, of any key, waits); with pool_max_conns in the
+// URL, or in lease mode, it says nothing of it.
+func TestServeNotesPostgresSessionPool(t *testing.T) {
+	e := newEnv(t)
+	dsn := testserver.StartPostgres(t).DSN
+	for _, tc := range []struct {
+		url  string
+		note bool
+	}{{dsn, true}, {dsn + "&pool_max_conns=50", false}, {dsn + "&mode=lease", false}} {
+		s := e.serve("--backend", tc.url)
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		r := e.wait(s.started)
+		if got := strings.Contains(r.stderr, "each lock held or awaited keeps a connection of the pool, which has"); got != tc.note {
+			t.Errorf("serve --backend %s: the note on the pool said: %v, want %v; stderr:\n%s", tc.url, got, tc.note, r.stderr)
+		}
+	}
+}
