@@ -36,6 +36,7 @@ const (
 	pass mode = iota
 	blackhole
 	dropReplies
+	stallReplies
 )
 
 type link struct {
@@ -92,6 +93,11 @@ func (p *Proxy) Blackhole() { p.set(blackhole, 0) }
 // back: at its first byte the client's connection is closed, so the client
 // sees a network error right after its request took effect.
 func (p *Proxy) DropReplies() { p.set(dropReplies, 0) }
+
+// StallReplies holds back what the target sends, on every connection and
+// without closing anything, while what the client sends flows: a one-way
+// partition. The target's data is delivered after Heal, as Blackhole's.
+func (p *Proxy) StallReplies() { p.set(stallReplies, 0) }
 
 // Delay forwards traffic in both directions after d.
 func (p *Proxy) Delay(d time.Duration) { p.set(pass, d) }
@@ -325,7 +331,7 @@ func (p *Proxy) forward(l *link, dst net.Conn, chunk []byte, reply bool) bool {
 	for {
 		m, d, changed := p.state(l)
 		switch {
-		case m == blackhole:
+		case m == blackhole, m == stallReplies && reply:
 			select {
 			case <-changed:
 				continue

@@ -119,6 +119,43 @@ func TestDropReplies(t *testing.T) {
 	}
 }
 
+// StallReplies lets requests reach the target and holds its replies back
+// until Heal, on connections open before and after.
+func TestStallReplies(t *testing.T) {
+	addr, got := echo(t)
+	p := faultproxy.Start(t, addr)
+	type conn struct {
+		c net.Conn
+		r *bufio.Reader
+	}
+	var conns []conn
+	c, r := dial(t, p)
+	conns = append(conns, conn{c, r})
+	p.StallReplies()
+	c, r = dial(t, p)
+	conns = append(conns, conn{c, r})
+	for i, cn := range conns {
+		if s, err := roundTrip(t, cn.c, cn.r, "held", 200*time.Millisecond); err == nil {
+			t.Fatalf("connection %d: reply %q came through a stall", i, s)
+		}
+		select {
+		case s := <-got:
+			if s != "held" {
+				t.Fatalf("connection %d: server got %q", i, s)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("connection %d: the request did not reach the server", i)
+		}
+	}
+	p.Heal()
+	for i, cn := range conns {
+		cn.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if line, err := cn.r.ReadString('\n'); err != nil || strings.TrimSpace(line) != "held" {
+			t.Fatalf("connection %d after heal: %q, %v", i, line, err)
+		}
+	}
+}
+
 func TestDelayAndReset(t *testing.T) {
 	addr, _ := echo(t)
 	p := faultproxy.Start(t, addr)

@@ -31,6 +31,11 @@ type ZooKeeperMember struct {
 	ID int
 	// Addr is the client address, "127.0.0.1:PORT".
 	Addr string
+	// QuorumAddr and ElectionAddr are the member's own quorum port (its
+	// followers connect there while it leads) and election port,
+	// "127.0.0.1:PORT": the addresses a WithPeerAddress function is asked
+	// about.
+	QuorumAddr, ElectionAddr string
 	// Dir holds zoo.cfg, zookeeper.log and the data directory "data".
 	Dir string
 	// Process is the server's JVM: Stop (SIGTERM), Kill, Pause, Resume,
@@ -87,9 +92,11 @@ func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKe
 		z.Members = make([]*ZooKeeperMember, n)
 		for i := range n {
 			m := &ZooKeeperMember{
-				ID:       i + 1,
-				Addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])),
-				ensemble: z,
+				ID:           i + 1,
+				Addr:         net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])),
+				QuorumAddr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+1])),
+				ElectionAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+2])),
+				ensemble:     z,
 			}
 			z.Members[i] = m
 			z.Servers[i] = m.Addr
@@ -99,8 +106,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int, opts ...ZooKeeperOption) *ZooKe
 		servers := func(from int) ([]string, error) {
 			var lines []string
 			for i := range n {
-				quorum := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+1]))
-				election := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+2]))
+				quorum, election := z.Members[i].QuorumAddr, z.Members[i].ElectionAddr
 				if o.peer != nil && i+1 != from {
 					var err error
 					if quorum, err = o.peer(from, i+1, quorum); err != nil {

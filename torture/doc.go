@@ -239,14 +239,17 @@
 // and may lead it. In etcd the cut blackholes, in each one's proxy, the
 // connections the other dialed; in ZooKeeper the proxies of the links
 // between the two (an election link that passes no proxy survives).
+// A ZooKeeper follower's quorum link is stalled one way too
+// (server-leader-stall): what its leader sends is held back while what
+// it sends flows. zklock's confirmations cover that case only where
+// (syncLimit + ½) × tickTime is within a quarter of the session timeout
+// (see its package documentation), so the nemesis mode's ensemble runs
+// with syncLimit 2 (ticks of 200ms, sessions of 2s): ZooKeeper's default
+// of 5 ticks of 2s would not be covered.
 // Not in the mix: clock jumps of etcd (a Go binary, which the preloaded
 // shim does not reach; its leases run on the leader's monotonic clock), of
 // ZooKeeper (sessions expire by the servers' monotonic clock) and of the
-// workers (no shim moves a Go worker's clock), a
-// one-way stall of a link between ZooKeeper servers (the leader's messages
-// to a follower stalled while the follower's flow, which zklock's
-// confirmations do not cover with ZooKeeper's default syncLimit; see its
-// package documentation), and read/write locks.
+// workers (no shim moves a Go worker's clock), and read/write locks.
 //
 // Every run logs its seed and the command that replays it:
 //

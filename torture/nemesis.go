@@ -87,11 +87,23 @@ const (
 	// which misses the election links that pass no proxy (see
 	// NemesisServerPeerCut). A link cut never overlaps a peer cut.
 	NemesisServerLinkCut = "server-link-cut"
+	// NemesisServerLeaderStall holds back what a follower's leader sends
+	// it, on the follower's quorum link, while what the follower sends
+	// flows (a one-way partition), for the fault's span: the follower is
+	// the event's Target, or the next server when the Target leads as
+	// the fault begins. ZooKeeper only (NemesisTarget.LeaderStalls), on
+	// an ensemble whose syncLimit × tickTime, plus half a tick, is within
+	// a quarter of the sessions' timeout: the deployment in which zklock
+	// counts a confirmation through a follower valid in that case (see
+	// its package documentation). A stall never overlaps a peer or link
+	// cut.
+	NemesisServerLeaderStall = "server-leader-stall"
 )
 
 // NemesisKinds are the fault kinds, in report order.
 var NemesisKinds = []string{NemesisHolderPause, NemesisLockCut, NemesisLockDelay, NemesisLostReply,
-	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut}
+	NemesisStoreDelay, NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut,
+	NemesisServerLeaderStall}
 
 // NemesisEvent is one fault of a schedule: Kind on Target (a worker's
 // index for the worker and link faults, a server's for the server faults)
@@ -235,25 +247,13 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 		peerCuts = nemesisPeerCuts(seed, d, s)
 		p.Events = append(p.Events, peerCuts...)
 	}
+	var linkCuts []NemesisEvent
 	if has(NemesisServerLinkCut) && s.Servers > 1 {
-		// A link cut that would overlap a peer cut waits until it has
-		// healed (and the next link cut until this one has).
-		free := time.Duration(0)
-		for _, e := range nemesisLinkCuts(seed, d, s) {
-			e.At = max(e.At, free)
-			for {
-				i := slices.IndexFunc(peerCuts, func(c NemesisEvent) bool { return c.At < e.At+e.For && e.At < c.At+c.For })
-				if i < 0 {
-					break
-				}
-				e.At = peerCuts[i].At + peerCuts[i].For
-			}
-			if e.At+e.For > d {
-				break
-			}
-			p.Events = append(p.Events, e)
-			free = e.At + e.For
-		}
+		linkCuts = putOff(nemesisLinkCuts(seed, d, s), peerCuts, d)
+		p.Events = append(p.Events, linkCuts...)
+	}
+	if has(NemesisServerLeaderStall) && s.Servers > 1 {
+		p.Events = append(p.Events, putOff(nemesisLeaderStalls(seed, d, s), append(slices.Clip(peerCuts), linkCuts...), d)...)
 	}
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].At < p.Events[j].At })
 	return p
@@ -294,6 +294,49 @@ func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEven
 	var evs []NemesisEvent
 	for at := span(ttl, 4*ttl); ; {
 		e := NemesisEvent{At: at, Kind: NemesisServerPeerCut, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
+		if e.At+e.For > d {
+			return evs
+		}
+		evs = append(evs, e)
+		at = e.At + e.For + span(ttl, 6*ttl)
+	}
+}
+
+// putOff returns evs (one after another, none overlapping), each put off
+// until no event of busy is on, and the next until it has ended; those
+// that would then end after d are left out.
+func putOff(evs, busy []NemesisEvent, d time.Duration) []NemesisEvent {
+	var out []NemesisEvent
+	free := time.Duration(0)
+	for _, e := range evs {
+		e.At = max(e.At, free)
+		for {
+			i := slices.IndexFunc(busy, func(c NemesisEvent) bool { return c.At < e.At+e.For && e.At < c.At+c.For })
+			if i < 0 {
+				break
+			}
+			e.At = busy[i].At + busy[i].For
+		}
+		if e.At+e.For > d {
+			break
+		}
+		out = append(out, e)
+		free = e.At + e.For
+	}
+	return out
+}
+
+// nemesisLeaderStalls draws the stalls of a follower's link from its
+// leader, a channel of its own from a generator of its own, as the link
+// cuts are (NewNemesisPlan puts off those that would overlap a peer or
+// link cut).
+func nemesisLeaderStalls(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
+	rng := rand.New(rand.NewPCG(seed^0x7374616c6c6c6472, seed+4))
+	ttl := s.TTL
+	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	var evs []NemesisEvent
+	for at := span(ttl, 4*ttl); ; {
+		e := NemesisEvent{At: at, Kind: NemesisServerLeaderStall, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
 		if e.At+e.For > d {
 			return evs
 		}
@@ -353,6 +396,13 @@ type NemesisTarget struct {
 	// each other by; a target with LinkCuts and three servers or more
 	// takes server-link-cut faults.
 	LinkCuts func(a, b int, cut bool)
+	// LeaderStalls stalls (true) what the leader of server target (an
+	// index of Servers), or of the next server when target leads, sends
+	// it on its quorum link, or ends (false) the stall under way; it
+	// returns the index of the follower stalled or freed (-1 when none:
+	// no leader was found) and says what it did. A target with
+	// LeaderStalls takes server-leader-stall faults.
+	LeaderStalls func(target int, stall bool) (int, string)
 
 	// cut are the servers a run (RunNemesisModes) has cut off from
 	// their peers, or from one peer (a link cut: both ends). While any
@@ -394,6 +444,9 @@ func (nt NemesisTarget) kinds() []string {
 	}
 	if len(nt.Servers) > 2 && nt.LinkCuts != nil {
 		k = append(k, NemesisServerLinkCut)
+	}
+	if len(nt.Servers) > 1 && nt.LeaderStalls != nil {
+		k = append(k, NemesisServerLeaderStall)
 	}
 	return k
 }
@@ -537,6 +590,9 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 			for b := a + 1; b < len(nt.Servers) && nt.LinkCuts != nil; b++ {
 				nt.LinkCuts(a, b, false)
 			}
+		}
+		if nt.LeaderStalls != nil {
+			nt.LeaderStalls(0, false)
 		}
 		for _, p := range nt.Servers {
 			if p.Running() {
@@ -1070,7 +1126,7 @@ func nemesisSetWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, fai
 func nemesisApplyModes(t testing.TB, nt NemesisTarget, ms []*nemesisMode, e NemesisEvent, start bool) error {
 	t.Helper()
 	switch e.Kind {
-	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut:
+	case NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut, NemesisServerLeaderStall:
 		var also []*Run
 		for _, m := range ms[1:] {
 			also = append(also, m.r)
@@ -1201,6 +1257,22 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 		delete(nt.cut, e.Target)
 		delete(nt.cut, e.Peer)
 		server(fmt.Sprintf("the links between servers %d and %d healed", e.Target, e.Peer))
+	case NemesisServerLeaderStall:
+		if nt.LeaderStalls == nil || e.Target < 0 || e.Target >= len(nt.Servers) {
+			return fmt.Errorf("server %d: no leader link to stall", e.Target)
+		}
+		if nt.cut == nil {
+			return fmt.Errorf("server %d: a leader stall outside a nemesis run", e.Target)
+		}
+		// The stalled follower, restarted meanwhile, may not hear its
+		// leader until the stall ends: see cut.
+		stalled, what := nt.LeaderStalls(e.Target, start)
+		if stalled >= 0 && start {
+			nt.cut[stalled] = true
+		} else if stalled >= 0 {
+			delete(nt.cut, stalled)
+		}
+		server(what)
 	default:
 		return fmt.Errorf("unknown fault kind %q", e.Kind)
 	}

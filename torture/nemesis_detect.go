@@ -33,7 +33,8 @@ type NemesisCutoff struct {
 // holder stopped or without its lock service's replies, a server stopped,
 // killed, or its clock stepped forward. Delays only slow a holder down.
 var nemesisCutKinds = []string{NemesisHolderPause, NemesisLockCut, NemesisLostReply,
-	NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut}
+	NemesisServerPause, NemesisServerKill, NemesisServerClockJump, NemesisServerPeerCut, NemesisServerLinkCut,
+	NemesisServerLeaderStall}
 
 // nemesisFault is a fault of a run as the detection times see it: its
 // kind, the moment it could first cut a holder off (on the run's Clock),
@@ -55,7 +56,7 @@ func nemesisCut(e NemesisEvent, start bool, ws []*nemesisWorker, at int64) (neme
 	switch e.Kind {
 	case NemesisServerClockJump:
 		return f, start == (e.Jump > 0)
-	case NemesisServerPause, NemesisServerKill, NemesisServerPeerCut, NemesisServerLinkCut:
+	case NemesisServerPause, NemesisServerKill, NemesisServerPeerCut, NemesisServerLinkCut, NemesisServerLeaderStall:
 		return f, start
 	}
 	if e.Target >= 0 && e.Target < len(ws) {

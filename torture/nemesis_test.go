@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,9 +204,19 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		// (see NemesisServerPeerCut for the links a cut misses). The
 		// proxies of a start attempt that failed stay in peers, linked to
 		// ports nothing listens on: cutting them cuts nothing.
+		// syncLimit 2 (× tickTime 200ms, plus half a tick, within a
+		// quarter of the workers' 2s sessions) is the deployment in which
+		// zklock's confirmation holds through a follower whose leader's
+		// messages stall while its own flow (server-leader-stall).
 		peers := map[int][]*faultproxy.Proxy{}    // by member ID, every link from or to it
 		pairs := map[[2]int][]*faultproxy.Proxy{} // by the two member IDs, lower first
-		zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
+		type quorumLink struct {
+			from, to int
+			addr     string
+			p        *faultproxy.Proxy
+		}
+		var links []quorumLink
+		zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithSyncLimit(2), testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
 			p, err := faultproxy.New(addr)
 			if err != nil {
 				return "", err
@@ -215,9 +226,10 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 			peers[to] = append(peers[to], p)
 			pair := [2]int{min(from, to), max(from, to)}
 			pairs[pair] = append(pairs[pair], p)
+			links = append(links, quorumLink{from, to, addr, p})
 			return p.Addr(), nil
 		}))
-		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble"}
+		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble, syncLimit 2"}
 		for _, m := range zk.Members {
 			nt.Servers = append(nt.Servers, m.Process)
 			links := peers[m.ID]
@@ -234,6 +246,48 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 					}
 				}
 			})
+		}
+		if len(links) > 0 {
+			// The stall of the moment: the follower's index and the
+			// proxies of its quorum link to its leader.
+			stalledF, stalledLinks := -1, []*faultproxy.Proxy(nil)
+			nt.LeaderStalls = func(target int, stall bool) (int, string) {
+				if !stall {
+					f := stalledF
+					for _, p := range stalledLinks {
+						p.Heal()
+					}
+					stalledF, stalledLinks = -1, nil
+					if f < 0 {
+						return -1, fmt.Sprintf("server %d: no leader stall to end", target)
+					}
+					return f, fmt.Sprintf("server %d's link from its leader flows again", f)
+				}
+				// The members are asked at once: a paused one answers
+				// only at the four-letter word's timeout.
+				modes := make([]string, len(zk.Members))
+				var wg sync.WaitGroup
+				for i, m := range zk.Members {
+					wg.Go(func() { modes[i], _ = m.Mode() })
+				}
+				wg.Wait()
+				leader := slices.Index(modes, "leader")
+				if leader < 0 {
+					return -1, fmt.Sprintf("server %d's link from its leader not stalled: no leader found (modes %q)", target, modes)
+				}
+				f := target
+				if f == leader {
+					f = (target + 1) % len(zk.Members)
+				}
+				for _, l := range links {
+					if l.from == zk.Members[f].ID && l.to == zk.Members[leader].ID && l.addr == zk.Members[leader].QuorumAddr {
+						l.p.StallReplies()
+						stalledLinks = append(stalledLinks, l.p)
+					}
+				}
+				stalledF = f
+				return f, fmt.Sprintf("server %d's link from its leader, server %d, stalled one way (%d proxy)", f, leader, len(stalledLinks))
+			}
 		}
 		if len(pairs) > 0 {
 			nt.LinkCuts = func(a, b int, cut bool) {
@@ -397,9 +451,9 @@ func logCutoffs(t *testing.T, nr *torture.NemesisResult) {
 
 // kindApart draws two minutes of seed's schedule for 5 workers and
 // servers with every kind and without kind, checks that the other kinds'
-// events are the same in both, and returns kind's events. Link cuts are
-// left out of the comparison for the peer cuts, which put off those that
-// would overlap them.
+// events are the same in both, and returns kind's events. The kinds
+// that a kind puts off (link cuts and leader stalls for the peer cuts,
+// leader stalls for the link cuts) are left out of the comparison.
 func kindApart(t *testing.T, kind string, seed uint64, servers int) []torture.NemesisEvent {
 	t.Helper()
 	var old []string
@@ -420,11 +474,13 @@ func kindApart(t *testing.T, kind string, seed uint64, servers int) []torture.Ne
 			others = append(others, e)
 		}
 	}
-	if kind == torture.NemesisServerPeerCut {
-		isLink := func(e torture.NemesisEvent) bool { return e.Kind == torture.NemesisServerLinkCut }
-		others = slices.DeleteFunc(others, isLink)
-		without.Events = slices.DeleteFunc(without.Events, isLink)
-	}
+	putOff := map[string][]string{
+		torture.NemesisServerPeerCut: {torture.NemesisServerLinkCut, torture.NemesisServerLeaderStall},
+		torture.NemesisServerLinkCut: {torture.NemesisServerLeaderStall},
+	}[kind]
+	later := func(e torture.NemesisEvent) bool { return slices.Contains(putOff, e.Kind) }
+	others = slices.DeleteFunc(others, later)
+	without.Events = slices.DeleteFunc(without.Events, later)
 	if !reflect.DeepEqual(others, without.Events) {
 		t.Fatalf("seed %d, %d servers: the other kinds' events differ with %s in the shape:\nwithout: %v\nwith:    %v", seed, servers, kind, without.Events, others)
 	}
@@ -533,6 +589,40 @@ func TestNemesisPlanLinkCutsApart(t *testing.T) {
 	}
 }
 
+// TestNemesisPlanLeaderStallsApart checks that the stalls of a
+// follower's link from its leader leave the rest of a seed's schedule
+// alone, come one at a time, and never overlap a peer or link cut.
+func TestNemesisPlanLeaderStallsApart(t *testing.T) {
+	for _, seed := range []uint64{1, 42, 1796501929713515433} {
+		const servers = 3
+		stalls := kindApart(t, torture.NemesisServerLeaderStall, seed, servers)
+		if len(stalls) == 0 {
+			t.Fatalf("seed %d: no leader stall in two minutes", seed)
+		}
+		plan := torture.NewNemesisPlan(seed, 2*time.Minute, torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second})
+		var last time.Duration
+		targets := map[int]bool{}
+		for _, e := range stalls {
+			if e.At < last {
+				t.Errorf("seed %d: leader stall %s starts before the previous one ended (%v)", seed, e, last)
+			}
+			last = e.At + e.For
+			if e.Target < 0 || e.Target >= servers {
+				t.Errorf("seed %d: leader stall %s of a server out of range", seed, e)
+			}
+			targets[e.Target] = true
+			for _, c := range plan.Events {
+				if (c.Kind == torture.NemesisServerPeerCut || c.Kind == torture.NemesisServerLinkCut) && c.At < e.At+e.For && e.At < c.At+c.For {
+					t.Errorf("seed %d: leader stall %s overlaps %s", seed, e, c)
+				}
+			}
+		}
+		if len(targets) < 2 {
+			t.Errorf("seed %d: leader stalls of %d server(s) only in two minutes: %v", seed, len(targets), stalls)
+		}
+	}
+}
+
 // TestNemesisPlanKeepsChannels pins that the recipes' and the lock sets'
 // workers (the shape's Extra, up to 8) leave a seed's faults for the other workers and the
 // servers as they were: their channels are drawn after all others.
@@ -547,7 +637,7 @@ func TestNemesisPlanKeepsChannels(t *testing.T) {
 			extra := 0
 			for _, e := range grown.Events {
 				server := e.Kind == torture.NemesisServerPause || e.Kind == torture.NemesisServerKill || e.Kind == torture.NemesisServerClockJump ||
-					e.Kind == torture.NemesisServerPeerCut || e.Kind == torture.NemesisServerLinkCut
+					e.Kind == torture.NemesisServerPeerCut || e.Kind == torture.NemesisServerLinkCut || e.Kind == torture.NemesisServerLeaderStall
 				if server || e.Target < shape.Workers {
 					kept = append(kept, e)
 				} else {
@@ -584,4 +674,43 @@ func TestNemesisJudgeHistory(t *testing.T) {
 			t.Log("  " + n)
 		}
 	}
+}
+
+// A leader stall (server-leader-stall) on the nemesis mode's ZooKeeper
+// ensemble holds back what the leader sends a follower while what the
+// follower sends flows: with syncLimit 2 the follower stops serving
+// within a few ticks, and serves again once the stall ends. (Without the
+// stall on its quorum link, it would go on following.)
+func TestZooKeeperLeaderStall(t *testing.T) {
+	nt := startNemesisTarget(t, "zookeeper")
+	serving := func(i int) bool {
+		mode, err := nt.ZK.Members[i].Mode()
+		return err == nil && (mode == "leader" || mode == "follower")
+	}
+	within := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for i := range nt.ZK.Members {
+		within(fmt.Sprintf("server %d to serve", i), func() bool { return serving(i) })
+	}
+	f, what := nt.LeaderStalls(0, true)
+	t.Log(what)
+	if f < 0 {
+		t.Fatalf("no follower stalled: %s", what)
+	}
+	within(fmt.Sprintf("server %d, whose leader's messages stall, to stop serving", f), func() bool { return !serving(f) })
+	if n := len(slices.DeleteFunc([]int{0, 1, 2}, func(i int) bool { return !serving(i) })); n < 2 {
+		t.Fatalf("%d servers serve while one follower's link from its leader stalls; want the other two", n)
+	}
+	if g, what := nt.LeaderStalls(0, false); g != f {
+		t.Fatalf("the end of the stall freed server %d (%s); want %d", g, what, f)
+	}
+	within(fmt.Sprintf("server %d to serve again after the stall", f), func() bool { return serving(f) })
 }
