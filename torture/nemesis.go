@@ -289,11 +289,40 @@ func nemesisClockJumps(seed uint64, d time.Duration, s NemesisShape) []NemesisEv
 // nemesisApply).
 func nemesisPeerCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
 	rng := rand.New(rand.NewPCG(seed^0x69736f6c61746521, seed+2))
-	ttl := s.TTL
+	return nemesisServerChannel(rng, d, s.TTL, NemesisServerPeerCut, func(e *NemesisEvent) { e.Target = rng.IntN(s.Servers) })
+}
+
+// nemesisLinkCuts draws the cuts of links between two servers, a
+// channel of its own from a generator of its own, as the peer cuts are
+// (NewNemesisPlan puts off those that would overlap a peer cut).
+func nemesisLinkCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
+	rng := rand.New(rand.NewPCG(seed^0x6c696e6b63757421, seed+3))
+	return nemesisServerChannel(rng, d, s.TTL, NemesisServerLinkCut, func(e *NemesisEvent) {
+		a := rng.IntN(s.Servers)
+		b := (a + 1 + rng.IntN(s.Servers-1)) % s.Servers
+		e.Target, e.Peer = min(a, b), max(a, b)
+	})
+}
+
+// nemesisLeaderStalls draws the stalls of a follower's link from its
+// leader, a channel of its own from a generator of its own, as the link
+// cuts are (NewNemesisPlan puts off those that would overlap a peer or
+// link cut).
+func nemesisLeaderStalls(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
+	rng := rand.New(rand.NewPCG(seed^0x7374616c6c6c6472, seed+4))
+	return nemesisServerChannel(rng, d, s.TTL, NemesisServerLeaderStall, func(e *NemesisEvent) { e.Target = rng.IntN(s.Servers) })
+}
+
+// nemesisServerChannel draws a channel of faults of kind from rng until
+// d: the first 1 to 4 TTLs in, each on the servers servers draws, for
+// half a TTL to 3 TTLs, the next 1 to 6 TTLs after the last ended.
+func nemesisServerChannel(rng *rand.Rand, d, ttl time.Duration, kind string, servers func(e *NemesisEvent)) []NemesisEvent {
 	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	var evs []NemesisEvent
 	for at := span(ttl, 4*ttl); ; {
-		e := NemesisEvent{At: at, Kind: NemesisServerPeerCut, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
+		e := NemesisEvent{At: at, Kind: kind}
+		servers(&e)
+		e.For = span(ttl/2, 3*ttl)
 		if e.At+e.For > d {
 			return evs
 		}
@@ -324,45 +353,6 @@ func putOff(evs, busy []NemesisEvent, d time.Duration) []NemesisEvent {
 		free = e.At + e.For
 	}
 	return out
-}
-
-// nemesisLeaderStalls draws the stalls of a follower's link from its
-// leader, a channel of its own from a generator of its own, as the link
-// cuts are (NewNemesisPlan puts off those that would overlap a peer or
-// link cut).
-func nemesisLeaderStalls(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
-	rng := rand.New(rand.NewPCG(seed^0x7374616c6c6c6472, seed+4))
-	ttl := s.TTL
-	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
-	var evs []NemesisEvent
-	for at := span(ttl, 4*ttl); ; {
-		e := NemesisEvent{At: at, Kind: NemesisServerLeaderStall, Target: rng.IntN(s.Servers), For: span(ttl/2, 3*ttl)}
-		if e.At+e.For > d {
-			return evs
-		}
-		evs = append(evs, e)
-		at = e.At + e.For + span(ttl, 6*ttl)
-	}
-}
-
-// nemesisLinkCuts draws the cuts of links between two servers, a
-// channel of its own from a generator of its own, as the peer cuts are
-// (NewNemesisPlan puts off those that would overlap a peer cut).
-func nemesisLinkCuts(seed uint64, d time.Duration, s NemesisShape) []NemesisEvent {
-	rng := rand.New(rand.NewPCG(seed^0x6c696e6b63757421, seed+3))
-	ttl := s.TTL
-	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
-	var evs []NemesisEvent
-	for at := span(ttl, 4*ttl); ; {
-		a := rng.IntN(s.Servers)
-		b := (a + 1 + rng.IntN(s.Servers-1)) % s.Servers
-		e := NemesisEvent{At: at, Kind: NemesisServerLinkCut, Target: min(a, b), Peer: max(a, b), For: span(ttl/2, 3*ttl)}
-		if e.At+e.For > d {
-			return evs
-		}
-		evs = append(evs, e)
-		at = e.At + e.For + span(ttl, 6*ttl)
-	}
 }
 
 // nemesisRecover bounds how long a nemesis run's workload runs on after

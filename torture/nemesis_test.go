@@ -554,71 +554,48 @@ func TestNemesisPlanPeerCutsApart(t *testing.T) {
 	}
 }
 
-// TestNemesisPlanLinkCutsApart checks that the cuts of links between two
-// servers leave the rest of a seed's schedule alone, as the peer cuts
-// do, cut one link at a time between two distinct servers, each healed
-// before the next, and never overlap a peer cut.
-func TestNemesisPlanLinkCutsApart(t *testing.T) {
-	for _, seed := range []uint64{1, 42, 1796501929713515433} {
-		const servers = 3
-		cuts := kindApart(t, torture.NemesisServerLinkCut, seed, servers)
-		if len(cuts) == 0 {
-			t.Fatalf("seed %d: no link cut in two minutes", seed)
-		}
-		plan := torture.NewNemesisPlan(seed, 2*time.Minute, torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second})
-		var last time.Duration
-		links := map[[2]int]bool{}
-		for _, e := range cuts {
-			if e.At < last {
-				t.Errorf("seed %d: link cut %s starts before the previous one ended (%v)", seed, e, last)
+// TestNemesisPlanPutOffApart checks that the cuts of links between two
+// servers and the stalls of a follower's link from its leader leave the
+// rest of a seed's schedule alone, as the peer cuts do, come one at a
+// time (a link cut between two distinct servers), each healed before the
+// next, and never overlap the kinds that put them off: the peer cuts,
+// and for the stalls the link cuts too.
+func TestNemesisPlanPutOffApart(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		busy []string
+	}{
+		{torture.NemesisServerLinkCut, []string{torture.NemesisServerPeerCut}},
+		{torture.NemesisServerLeaderStall, []string{torture.NemesisServerPeerCut, torture.NemesisServerLinkCut}},
+	} {
+		for _, seed := range []uint64{1, 42, 1796501929713515433} {
+			const servers = 3
+			evs := kindApart(t, tc.kind, seed, servers)
+			if len(evs) == 0 {
+				t.Fatalf("seed %d: no %s in two minutes", seed, tc.kind)
 			}
-			last = e.At + e.For
-			if e.Target < 0 || e.Peer >= servers || e.Target >= e.Peer {
-				t.Errorf("seed %d: link cut %s between servers out of range, or a server and itself", seed, e)
-			}
-			links[[2]int{e.Target, e.Peer}] = true
-			for _, c := range plan.Events {
-				if c.Kind == torture.NemesisServerPeerCut && c.At < e.At+e.For && e.At < c.At+c.For {
-					t.Errorf("seed %d: link cut %s overlaps peer cut %s", seed, e, c)
+			plan := torture.NewNemesisPlan(seed, 2*time.Minute, torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second})
+			var last time.Duration
+			targets := map[[2]int]bool{}
+			for _, e := range evs {
+				if e.At < last {
+					t.Errorf("seed %d: %s starts before the previous one ended (%v)", seed, e, last)
+				}
+				last = e.At + e.For
+				link := tc.kind == torture.NemesisServerLinkCut
+				if e.Target < 0 || e.Target >= servers || link && (e.Peer >= servers || e.Target >= e.Peer) {
+					t.Errorf("seed %d: %s on a server out of range, or between a server and itself", seed, e)
+				}
+				targets[[2]int{e.Target, e.Peer}] = true
+				for _, c := range plan.Events {
+					if slices.Contains(tc.busy, c.Kind) && c.At < e.At+e.For && e.At < c.At+c.For {
+						t.Errorf("seed %d: %s overlaps %s", seed, e, c)
+					}
 				}
 			}
-		}
-		if len(links) < 2 {
-			t.Errorf("seed %d: cuts of %d link(s) only in two minutes: %v", seed, len(links), cuts)
-		}
-	}
-}
-
-// TestNemesisPlanLeaderStallsApart checks that the stalls of a
-// follower's link from its leader leave the rest of a seed's schedule
-// alone, come one at a time, and never overlap a peer or link cut.
-func TestNemesisPlanLeaderStallsApart(t *testing.T) {
-	for _, seed := range []uint64{1, 42, 1796501929713515433} {
-		const servers = 3
-		stalls := kindApart(t, torture.NemesisServerLeaderStall, seed, servers)
-		if len(stalls) == 0 {
-			t.Fatalf("seed %d: no leader stall in two minutes", seed)
-		}
-		plan := torture.NewNemesisPlan(seed, 2*time.Minute, torture.NemesisShape{Workers: 5, Servers: servers, Kinds: torture.NemesisKinds, TTL: time.Second})
-		var last time.Duration
-		targets := map[int]bool{}
-		for _, e := range stalls {
-			if e.At < last {
-				t.Errorf("seed %d: leader stall %s starts before the previous one ended (%v)", seed, e, last)
+			if len(targets) < 2 {
+				t.Errorf("seed %d: %s on %d server(s) or link(s) only in two minutes: %v", seed, tc.kind, len(targets), evs)
 			}
-			last = e.At + e.For
-			if e.Target < 0 || e.Target >= servers {
-				t.Errorf("seed %d: leader stall %s of a server out of range", seed, e)
-			}
-			targets[e.Target] = true
-			for _, c := range plan.Events {
-				if (c.Kind == torture.NemesisServerPeerCut || c.Kind == torture.NemesisServerLinkCut) && c.At < e.At+e.For && e.At < c.At+c.For {
-					t.Errorf("seed %d: leader stall %s overlaps %s", seed, e, c)
-				}
-			}
-		}
-		if len(targets) < 2 {
-			t.Errorf("seed %d: leader stalls of %d server(s) only in two minutes: %v", seed, len(targets), stalls)
 		}
 	}
 }
