@@ -168,7 +168,7 @@ func (p *Proxy) BlackholeFrom(origin string) {
 }
 
 // HealFrom ends BlackholeFrom(origin); the proxy's mode (Blackhole, Delay,
-// DropReplies) still applies to every connection.
+// DropReplies, StallReplies) still applies to every connection.
 func (p *Proxy) HealFrom(origin string) { p.setFrom(origin, false) }
 
 // Origins returns how many connections of each origin (see SetOrigin) the

@@ -248,7 +248,7 @@ func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 		p.Events = append(p.Events, peerCuts...)
 	}
 	var linkCuts []NemesisEvent
-	if has(NemesisServerLinkCut) && s.Servers > 1 {
+	if has(NemesisServerLinkCut) && s.Servers > 2 {
 		linkCuts = putOff(nemesisLinkCuts(seed, d, s), peerCuts, d)
 		p.Events = append(p.Events, linkCuts...)
 	}
@@ -331,26 +331,27 @@ func nemesisServerChannel(rng *rand.Rand, d, ttl time.Duration, kind string, ser
 	}
 }
 
-// putOff returns evs (one after another, none overlapping), each put off
-// until no event of busy is on, and the next until it has ended; those
-// that would then end after d are left out.
+// putOff returns evs, a channel's faults in order, each put off until
+// no event of busy is on, and the rest of the channel with it (so the
+// gaps between its faults stay as drawn); the faults that would then end
+// after d are left out.
 func putOff(evs, busy []NemesisEvent, d time.Duration) []NemesisEvent {
 	var out []NemesisEvent
-	free := time.Duration(0)
+	shift := time.Duration(0)
 	for _, e := range evs {
-		e.At = max(e.At, free)
+		e.At += shift
 		for {
 			i := slices.IndexFunc(busy, func(c NemesisEvent) bool { return c.At < e.At+e.For && e.At < c.At+c.For })
 			if i < 0 {
 				break
 			}
+			shift += busy[i].At + busy[i].For - e.At
 			e.At = busy[i].At + busy[i].For
 		}
 		if e.At+e.For > d {
-			break
+			break // and so would every later one: each starts after this one ends
 		}
 		out = append(out, e)
-		free = e.At + e.For
 	}
 	return out
 }
@@ -631,15 +632,23 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 		} else {
 			late = max(late, -d)
 		}
-		for _, m := range ms {
-			if c, ok := nemesisCut(a.ev, a.start, m.ws, m.r.Clock.Now()); ok {
-				m.cuts = append(m.cuts, c)
-			}
+		at := make([]int64, len(ms))
+		for i, m := range ms {
+			at[i] = m.r.Clock.Now()
 		}
-		if err := nemesisApplyModes(t, nt, ms, a.ev, a.start); err != nil {
+		err := nemesisApplyModes(t, nt, ms, a.ev, a.start)
+		switch {
+		case errors.Is(err, errNoFault):
+			continue // said in the history; neither a cut nor counted
+		case err != nil:
 			close(stop)
 			closeAll()
 			t.Fatalf("torture: nemesis seed %d: %s: %v", plan.Seed, a.ev, err)
+		}
+		for i, m := range ms {
+			if c, ok := nemesisCut(a.ev, a.start, m.ws, at[i]); ok {
+				m.cuts = append(m.cuts, c)
+			}
 		}
 		if a.start {
 			for _, m := range ms {
@@ -1110,6 +1119,12 @@ func nemesisSetWork(nw *nemesisWorker, rng *rand.Rand, stop <-chan struct{}, fai
 	}
 }
 
+// errNoFault is what nemesisApply returns for a fault that found nothing
+// to act on as it began (a leader stall while the ensemble had no
+// leader): the history says so, and the run neither counts it nor times
+// a cut from it.
+var errNoFault = errors.New("torture: no fault to inject")
+
 // nemesisApplyModes starts (or ends) the fault of e in every mode of a
 // run: a worker's fault on the worker of e's index in each mode, a
 // server's fault once, recorded in every mode's history.
@@ -1257,12 +1272,15 @@ func nemesisApply(t testing.TB, r *Run, nt NemesisTarget, ws []*nemesisWorker, e
 		// The stalled follower, restarted meanwhile, may not hear its
 		// leader until the stall ends: see cut.
 		stalled, what := nt.LeaderStalls(e.Target, start)
-		if stalled >= 0 && start {
+		server(what)
+		switch {
+		case stalled < 0 && start:
+			return errNoFault
+		case stalled >= 0 && start:
 			nt.cut[stalled] = true
-		} else if stalled >= 0 {
+		case stalled >= 0:
 			delete(nt.cut, stalled)
 		}
-		server(what)
 	default:
 		return fmt.Errorf("unknown fault kind %q", e.Kind)
 	}

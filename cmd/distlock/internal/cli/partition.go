@@ -431,6 +431,9 @@ func partitionPool(rawURL string, units int) (string, error) {
 		return rawURL, nil
 	}
 	need := units + 2
+	if strings.Count(rawURL, "pool_max_conns=") > 1 {
+		return rawURL, nil // given twice: opening it says so
+	}
 	if v, ok := u.Get("pool_max_conns"); ok {
 		if n, err := strconv.Atoi(v); err == nil && n < need {
 			return "", usagef("pool_max_conns=%d in the backend URL is too small for %d units: with session locks each lock held keeps a connection, and a member alone holds every unit, its own lock and a connection to read the group; give at least %d, or leave it out", n, units, need)

@@ -21,7 +21,8 @@ func TestPartitionPool(t *testing.T) {
 		{"postgres://u@h/db?mode=session", "postgres://u@h/db?mode=session&pool_max_conns=18"},
 		{"postgres://u@h/db?mode=lease", "postgres://u@h/db?mode=lease"},
 		{"postgres://u@h/db?pool_max_conns=many", "postgres://u@h/db?pool_max_conns=many"}, // opening it says so
-		{"postgres:///db", "postgres:///db"},                                               // no host: opening it says so
+		{"postgres://u@h/db?pool_max_conns=4&pool_max_conns=40", "postgres://u@h/db?pool_max_conns=4&pool_max_conns=40"},
+		{"postgres:///db", "postgres:///db"}, // no host: opening it says so
 		{"redis://h:6379", "redis://h:6379"},
 		{"file://", "file://"},
 		{"", ""},

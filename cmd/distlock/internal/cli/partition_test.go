@@ -711,7 +711,9 @@ while :; do sleep 0.05; done`, sh(log))
 // connection, a member sizes its pool for the units when the URL does
 // not: with pgx's default (4 connections, or the CPUs) a member alone
 // ran three units' commands and waited for ever for the others, saying
-// nothing. A pool_max_conns too small for the units is a usage error.
+// nothing. A pool_max_conns too small for the units is a usage error (on
+// the code before the fix that run hung; the default pool, pgx's
+// max(4, CPUs), stalled the member on machines of fewer than 18 CPUs).
 func TestPartitionSizesPostgresPool(t *testing.T) {
 	e := newEnv(t)
 	dsn := testserver.StartPostgres(t).DSN
