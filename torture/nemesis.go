@@ -175,7 +175,9 @@ type NemesisShape struct {
 // from its peers are another such channel (nemesisPeerCuts), which may
 // overlap a pause or kill of another server, and so are the cuts of a
 // link between two servers (nemesisLinkCuts), each put off until no peer
-// cut is on. The Extra workers' channels come last.
+// cut is on, and the stalls of a follower's link from its leader
+// (nemesisLeaderStalls), put off until no peer or link cut is on (see
+// putOff). The Extra workers' channels come last.
 func NewNemesisPlan(seed uint64, d time.Duration, s NemesisShape) NemesisPlan {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	has := func(k string) bool { return slices.Contains(s.Kinds, k) }
