@@ -634,10 +634,6 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 		} else {
 			late = max(late, -d)
 		}
-		at := make([]int64, len(ms))
-		for i, m := range ms {
-			at[i] = m.r.Clock.Now()
-		}
 		err := nemesisApplyModes(t, nt, ms, a.ev, a.start)
 		switch {
 		case errors.Is(err, errNoFault):
@@ -647,8 +643,10 @@ func RunNemesisModes(t testing.TB, nt NemesisTarget, modes []Mode, plan NemesisP
 			closeAll()
 			t.Fatalf("torture: nemesis seed %d: %s: %v", plan.Seed, a.ev, err)
 		}
-		for i, m := range ms {
-			if c, ok := nemesisCut(a.ev, a.start, m.ws, at[i]); ok {
+		// A cut is timed from when its fault is in place: a leader
+		// stall first asks the members which leads, up to seconds.
+		for _, m := range ms {
+			if c, ok := nemesisCut(a.ev, a.start, m.ws, m.r.Clock.Now()); ok {
 				m.cuts = append(m.cuts, c)
 			}
 		}

@@ -431,7 +431,7 @@ func partitionPool(rawURL string, units int) (string, error) {
 		return rawURL, nil
 	}
 	need := units + 2
-	if strings.Count(rawURL, "pool_max_conns=") > 1 {
+	if strings.Count(rawURL[strings.LastIndexByte(rawURL, '@')+1:], "pool_max_conns=") > 1 {
 		return rawURL, nil // given twice: opening it says so
 	}
 	if v, ok := u.Get("pool_max_conns"); ok {

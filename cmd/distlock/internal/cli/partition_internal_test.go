@@ -32,9 +32,12 @@ func TestPartitionPool(t *testing.T) {
 			t.Errorf("partitionPool(%q, 16) = %q, %v; want %q", tc.url, got, err, tc.want)
 		}
 	}
-	_, err := partitionPool("postgres://u:secret@h/db?pool_max_conns=4", 16)
-	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "at least 18") || strings.Contains(err.Error(), "secret") {
-		t.Errorf("pool_max_conns=4 for 16 units: %v; want a usage error asking for at least 18, without the password", err)
+	// The second has the parameter's name in its password.
+	for _, u := range []string{"postgres://u:secret@h/db?pool_max_conns=4", "postgres://u:secret,pool_max_conns=@h/db?pool_max_conns=4"} {
+		_, err := partitionPool(u, 16)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "at least 18") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("pool_max_conns=4 for 16 units: %v; want a usage error asking for at least 18, without the password", err)
+		}
 	}
 }
