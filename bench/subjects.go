@@ -132,6 +132,15 @@ var Subjects = []Subject{
 		Counters: redisCounters(1),
 	},
 	{
+		ID: "floor-token", Name: "floor with token: EVALSHA INCR + SET NX PX, EVALSHA compare-and-DEL", Service: SvcRedis, Kind: KindFloor,
+		Settings: "as the floor above, plus a fencing token: one script draws it from a counter key (INCR) and sets the lock (SET NX PX); no check of a late copy of a request, no queue; cannot wait",
+		Measures: Latency | Throughput,
+		Open: func(e *Env) (Locker, error) {
+			return &floorLocker{c: e.RedisClient(e.Redis(1)[0]), owner: rand.Text(), token: true}, nil
+		},
+		Counters: redisCounters(1),
+	},
+	{
 		ID: "bsm", Name: "bsm/redislock v0.9.4", Service: SvcRedis, Kind: KindPeer,
 		Settings: "TTL 15s; Obtain with RetryStrategy LinearBackoff(100ms) (the interval of its retry example; its default is NoRetry), until the caller's context ends",
 		Measures: Latency | Throughput | Contention, Polls: true,
@@ -339,19 +348,35 @@ var compareDelLua string
 
 var compareDel = redis.NewScript(compareDelLua)
 
+//go:embed scripts/token_grant.lua
+var tokenGrantLua string
+
+var tokenGrant = redis.NewScript(tokenGrantLua)
+
 // errHeld is the floor's answer for a held key: it cannot wait.
 var errHeld = errors.New("bench: floor: key is held")
 
 // floorLocker is the floor: SET NX PX, then an owner-checked DEL by script.
+// With token, the SET NX PX is in a script that first draws a fencing
+// token from the key's counter (token_grant.lua).
 type floorLocker struct {
 	c     *redis.Client
 	owner string
 	n     atomic.Uint64
+	token bool
 }
 
 func (f *floorLocker) Lock(ctx context.Context, key string) (Unlock, error) {
 	v := f.owner + strconv.FormatUint(f.n.Add(1), 10)
-	ok, err := f.c.SetNX(ctx, key, v, benchTTL).Result()
+	var ok bool
+	var err error
+	if f.token {
+		var t int64
+		t, err = tokenGrant.Run(ctx, f.c, []string{key, key + ":token"}, v, benchTTL.Milliseconds()).Int64()
+		ok = t > 0
+	} else {
+		ok, err = f.c.SetNX(ctx, key, v, benchTTL).Result()
+	}
 	if err != nil {
 		return nil, err
 	}
