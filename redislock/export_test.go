@@ -96,3 +96,19 @@ func TryWithSecret(ctx context.Context, b *Backend, key, secret string, opts dri
 
 // SetRemarkPeriod replaces how often b's watches set their markers again.
 func SetRemarkPeriod(b *Backend, d time.Duration) { b.hooks.remark = d }
+
+// CycleArgs returns the arguments of an uncontended try of key (with
+// ttl) and of its release, as b sends them after the command's name and
+// the script's hash (numkeys, the keys, the arguments): for running
+// variants of the scripts on them.
+func CycleArgs(b *Backend, key string, ttl time.Duration) (acquire, release []any) {
+	a := b.newAttempt(key, driver.AcquireOptions{TTL: ttl})
+	return a.acquireArgs(false)[2:], b.releaseArgs(&a.args, nil, 0)[2:]
+}
+
+// AcquireHash and ReleaseHash are the SHA-1 of the acquire and release
+// scripts, as EVALSHA names them.
+func AcquireHash() string { return acquireScript().Hash() }
+
+// ReleaseHash: see AcquireHash.
+func ReleaseHash() string { return releaseScript().Hash() }
