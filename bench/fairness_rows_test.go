@@ -17,17 +17,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redlock"
 )
 
-var fairRows = flag.Int("fairrows", 0, "TestFairnessRows: rounds of the 64-waiter hand-off of the default Redis row, raw pg_advisory_lock and distlock Redlock, each round's order of grants analysed and the Redis row's connections traced; RESULTS.md is not written")
+var fairRows = flag.Int("fairrows", 0, "TestFairnessRows: rounds of the 64-waiter hand-off of the default Redis row, raw pg_advisory_lock and distlock Redlock, each round's order of grants analysed and the connections of the Redis and Redlock rows traced; RESULTS.md is not written")
 
 // TestFairnessRows runs only the many-waiter hand-off rows whose fairness
 // the no-herd goal judges (and the server queue and Redlock beside it), and tells, per round, why a waiter fell behind:
 // the queue served waiters that asked after it (a wait spanning more grants
 // than there are other waiters), or it came back to the queue late (a
-// release, or the next Lock call, delayed). The Redis row runs over
-// connections that log their dials, closes and errors, so that a
-// reconnect in a round is seen with who made it and why.
+// release, or the next Lock call, delayed). The Redis and Redlock rows
+// run over connections that log their dials, closes and errors, so that a
+// reconnect in a round is seen with who made it and why (a pool's dial
+// runs on a goroutine of its own: its stack names go-redis's pool only).
 func TestFairnessRows(t *testing.T) {
 	if *fairRows <= 0 {
 		t.Skip("measures for minutes: run with -fairrows N (rounds)")
@@ -39,7 +41,10 @@ func TestFairnessRows(t *testing.T) {
 		case "distlock-redis":
 			s.Open = func(e *Env) (Locker, error) { return openTracedRedis(e, trace) }
 			subs = append(subs, s)
-		case "pg-advisory", "distlock-redlock":
+		case "distlock-redlock":
+			s.Open = func(e *Env) (Locker, error) { return openTracedRedlock(e, trace) }
+			subs = append(subs, s)
+		case "pg-advisory":
 			subs = append(subs, s)
 		}
 	}
@@ -52,7 +57,7 @@ func TestFairnessRows(t *testing.T) {
 	var lastEnd time.Time
 	r.roundDone = func(s Subject, n int, holds []holdRecord) {
 		t.Logf("%s", describeRound(s.ID, n, holds))
-		if s.ID == "distlock-redis" && len(holds) > 0 {
+		if (s.ID == "distlock-redis" || s.ID == "distlock-redlock") && len(holds) > 0 {
 			// Each Backend dials its pub/sub connection at its first
 			// subscription: the warm-up should have made all n.
 			warm := 0
@@ -236,11 +241,11 @@ func callers(skip int) string {
 	var names []string
 	for {
 		f, more := frames.Next()
-		if strings.Contains(f.Function, "go-redis") || strings.Contains(f.Function, "distlock/redislock") {
+		if strings.Contains(f.Function, "go-redis") || strings.Contains(f.Function, "distlock/redislock") || strings.Contains(f.Function, "distlock/redlock") || strings.Contains(f.Function, "distlock.") {
 			fn := f.Function[strings.LastIndex(f.Function, "/")+1:]
 			names = append(names, fn)
 		}
-		if !more || len(names) == 6 {
+		if !more || len(names) == 12 {
 			break
 		}
 	}
@@ -299,4 +304,38 @@ func openTracedRedis(e *Env, trace *connTrace) (Locker, error) {
 		return nil, errors.Join(err, c.Close())
 	}
 	return newDistlockLocker(b, false, func() error { return errors.Join(b.Close(), c.Close()) })
+}
+
+// openTracedRedlock is the Redlock row's instance (5 nodes) over traced
+// connections.
+func openTracedRedlock(e *Env, trace *connTrace) (Locker, error) {
+	var clients []*redis.Client
+	var nodes []redlock.Node
+	var d net.Dialer
+	for _, addr := range e.Redis(5) {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := &tracedConn{Conn: nc, id: trace.next.Add(1), trace: trace}
+			trace.add("conn %d (%s): dial by %s", tc.id, addr, callers(3))
+			return tc, nil
+		}})
+		c.AddHook(counter{n: &e.sent, by: &e.sentBy})
+		clients = append(clients, c)
+		nodes = append(nodes, c)
+	}
+	closeClients := func() error {
+		var errs []error
+		for _, c := range clients {
+			errs = append(errs, c.Close())
+		}
+		return errors.Join(errs...)
+	}
+	b, err := redlock.New(nodes)
+	if err != nil {
+		return nil, errors.Join(err, closeClients())
+	}
+	return newDistlockLocker(b, false, func() error { return errors.Join(b.Close(), closeClients()) })
 }
