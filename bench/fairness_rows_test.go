@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/redislock"
-	"github.com/distlock/distlock/redlock"
 )
 
 var fairRows = flag.Int("fairrows", 0, "TestFairnessRows: rounds of the 64-waiter hand-off of the default Redis row, raw pg_advisory_lock and distlock Redlock, each round's order of grants analysed and the connections of the Redis and Redlock rows traced; RESULTS.md is not written")
@@ -34,15 +33,19 @@ func TestFairnessRows(t *testing.T) {
 	if *fairRows <= 0 {
 		t.Skip("measures for minutes: run with -fairrows N (rounds)")
 	}
-	trace := &connTrace{}
+	// Each traced row has a trace of its own: the rows' rounds take turns.
+	traces := map[string]*connTrace{"distlock-redis": {}, "distlock-redlock": {}}
+	// pubsubs is how many pub/sub connections an instance of the row
+	// dials at its first subscription: redislock one, redlock one per node.
+	pubsubs := map[string]int{"distlock-redis": 1, "distlock-redlock": 5}
 	var subs []Subject
 	for _, s := range Subjects {
 		switch s.ID {
 		case "distlock-redis":
-			s.Open = func(e *Env) (Locker, error) { return openTracedRedis(e, trace) }
+			s.Open = func(e *Env) (Locker, error) { return openTracedRedis(e, traces[s.ID]) }
 			subs = append(subs, s)
 		case "distlock-redlock":
-			s.Open = func(e *Env) (Locker, error) { return openTracedRedlock(e, trace) }
+			s.Open = func(e *Env) (Locker, error) { return openTracedRedlock(e, traces[s.ID]) }
 			subs = append(subs, s)
 		case "pg-advisory":
 			subs = append(subs, s)
@@ -54,20 +57,21 @@ func TestFairnessRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	r := NewRunner(t, NewEnv(t), p, subs)
-	var lastEnd time.Time
+	lastEnd := map[string]time.Time{}
 	r.roundDone = func(s Subject, n int, holds []holdRecord) {
 		t.Logf("%s", describeRound(s.ID, n, holds))
-		if (s.ID == "distlock-redis" || s.ID == "distlock-redlock") && len(holds) > 0 {
-			// Each Backend dials its pub/sub connection at its first
-			// subscription: the warm-up should have made all n.
+		trace := traces[s.ID]
+		if trace != nil && len(holds) > 0 {
+			// Each Backend dials its pub/sub connections at its first
+			// subscription: the warm-up should have made them all.
 			warm := 0
-			for _, ev := range trace.between(lastEnd, holds[0].asked) {
+			for _, ev := range trace.between(lastEnd[s.ID], holds[0].asked) {
 				if strings.Contains(ev.what, "PubSub).conn") {
 					warm++
 				}
 			}
-			lastEnd = holds[len(holds)-1].released
-			t.Logf("  pub/sub connections dialled before the round: %d of %d", warm, n)
+			lastEnd[s.ID] = holds[len(holds)-1].released
+			t.Logf("  pub/sub connections dialled before the round: %d of %d", warm, pubsubs[s.ID]*n)
 			for _, ev := range trace.between(holds[0].asked, holds[len(holds)-1].released) {
 				t.Logf("  conn: +%v %s", ev.at.Sub(holds[0].asked).Round(time.Microsecond), ev.what)
 			}
@@ -309,33 +313,14 @@ func openTracedRedis(e *Env, trace *connTrace) (Locker, error) {
 // openTracedRedlock is the Redlock row's instance (5 nodes) over traced
 // connections.
 func openTracedRedlock(e *Env, trace *connTrace) (Locker, error) {
-	var clients []*redis.Client
-	var nodes []redlock.Node
 	var d net.Dialer
-	for _, addr := range e.Redis(5) {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			nc, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			tc := &tracedConn{Conn: nc, id: trace.next.Add(1), trace: trace}
-			trace.add("conn %d (%s): dial by %s", tc.id, addr, callers(3))
-			return tc, nil
-		}})
-		c.AddHook(counter{n: &e.sent, by: &e.sentBy})
-		clients = append(clients, c)
-		nodes = append(nodes, c)
-	}
-	closeClients := func() error {
-		var errs []error
-		for _, c := range clients {
-			errs = append(errs, c.Close())
+	return openRedlockDialed(e, 5, func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
 		}
-		return errors.Join(errs...)
-	}
-	b, err := redlock.New(nodes)
-	if err != nil {
-		return nil, errors.Join(err, closeClients())
-	}
-	return newDistlockLocker(b, false, func() error { return errors.Join(b.Close(), closeClients()) })
+		tc := &tracedConn{Conn: nc, id: trace.next.Add(1), trace: trace}
+		trace.add("conn %d (%s): dial by %s", tc.id, addr, callers(3))
+		return tc, nil
+	})
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"net"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,18 +32,24 @@ var (
 
 // redlockClient is a counted go-redis client of addr with
 // ContextTimeoutEnabled, which redlock.New requires so that its per-node
-// timeout bounds every request.
-func (e *Env) redlockClient(addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+// timeout bounds every request; dial, when not nil, dials its
+// connections.
+func (e *Env) redlockClient(addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, Dialer: dial})
 	c.AddHook(counter{n: &e.sent, by: &e.sentBy})
 	return c
 }
 
-func openDistlockRedlock(e *Env, n int) (Locker, error) {
+func openDistlockRedlock(e *Env, n int) (Locker, error) { return openRedlockDialed(e, n, nil) }
+
+// openRedlockDialed is a Redlock row's instance over the first n of the
+// Env's Redis servers, whose connections dial dials (nil: go-redis's own
+// dialer).
+func openRedlockDialed(e *Env, n int, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (Locker, error) {
 	var clients []*redis.Client
 	var nodes []redlock.Node
 	for _, addr := range e.Redis(n) {
-		c := e.redlockClient(addr)
+		c := e.redlockClient(addr, dial)
 		clients = append(clients, c)
 		nodes = append(nodes, c)
 	}

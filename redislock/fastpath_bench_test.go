@@ -13,8 +13,8 @@ import (
 )
 
 // fastPathStep is one variant of a script in BenchmarkFastPathCost: body
-// runs on the real arguments of an uncontended try or release (nil: the
-// package's own script).
+// runs on the real arguments of an uncontended try or release (an empty
+// body: the package's own script).
 type fastPathStep struct {
 	name string
 	body string
@@ -40,7 +40,9 @@ var releaseSteps = []fastPathStep{
 	{"arguments alone (8 keys, 2 arguments), empty script", `return 0`},
 	{"+ the secret's check", fastPathCheck + `return 0`},
 	{"+ GET of the lock", fastPathCheck + `local v = redis.call('GET', KEYS[1]) return 0`},
-	{"release.lua (+ RENAME to the last release)", ""},
+	{"+ RENAME to the last release", fastPathCheck +
+		`local v = redis.call('GET', KEYS[1]) if v and string.find(v, ARGV[1], 1, true) == 1 then redis.call('RENAME', KEYS[1], KEYS[2]) end return 0`},
+	{"release.lua (+ its flags and the waited-for check)", ""},
 }
 
 const (
@@ -60,11 +62,19 @@ return 0`)
 // arguments, each part's cost being its step's time less the step before,
 // beside the floor (SET NX PX, compare-and-delete) and the token floor
 // (a script that draws a token by INCR and sets the lock by SET NX PX,
-// then compare-and-delete). Each step runs on keys of its own, pipelined
-// by the hundred, the steps taking turns; the time is INFO commandstats'
-// (the script's own and its commands'), per call. Run it alone:
+// then compare-and-delete). Each round starts on an empty database
+// (FLUSHDB, not timed), so that the keys it leaves do not make the next
+// rounds' lookups dearer: the figures are those of a keyspace that fits
+// the CPU's caches, where a large one adds a cache miss to each key
+// looked up. In a round each try step runs on 100 keys of its own,
+// pipelined, the steps taking turns in a rotating order; then each
+// release step on 100 grants of its own, made beforehand by acquire.lua,
+// in a rotating order; then the floor and the token floor. The time is INFO commandstats'
+// (the script's own and its commands'), per call. Run it alone (-v: the
+// whole table is longer than the 10 lines a benchmark's log keeps
+// without it):
 //
-//	go test -run '^$' -bench FastPathCost -benchtime 300x ./redislock/
+//	go test -run '^$' -bench FastPathCost -benchtime 500x -v ./redislock/
 func BenchmarkFastPathCost(b *testing.B) {
 	ctx := context.Background()
 	srv := startRedis(b)
@@ -99,7 +109,7 @@ func BenchmarkFastPathCost(b *testing.B) {
 	const batch = 100
 	ttl := 10 * time.Second
 	// usec runs queue's commands in one pipeline and returns the server
-	// time of the commands named, per call of the first name.
+	// time of the commands named, in µs, and the calls of the first name.
 	usec := func(queue func(pipe redis.Pipeliner), names ...string) (int64, int64) {
 		resetStats(b, c)
 		pipe := c.Pipeline()
@@ -120,6 +130,9 @@ func BenchmarkFastPathCost(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		round++
+		if err := c.FlushDB(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
 		// The steps take turns in a rotating order.
 		for j := range acquireSteps {
 			i := (j + round) % len(acquireSteps)
@@ -132,25 +145,25 @@ func BenchmarkFastPathCost(b *testing.B) {
 			acq[i].usec += u
 			acq[i].calls += n
 		}
-		// The releases, of grants made beforehand by acquire.lua.
-		rels := make([][]any, batch)
+		// The releases, each step's of grants of its own, made
+		// beforehand by acquire.lua (a step that renames releases them).
+		rels := make([][][]any, len(releaseSteps))
 		pipe := c.Pipeline()
-		for k := range batch {
-			a, r := redislock.CycleArgs(bk, fmt.Sprintf("fp/%d/r/%d", round, k), ttl)
-			evalsha(pipe, redislock.AcquireHash(), a)
-			rels[k] = r
+		for i := range releaseSteps {
+			rels[i] = make([][]any, batch)
+			for k := range batch {
+				a, r := redislock.CycleArgs(bk, fmt.Sprintf("fp/%d/r%d/%d", round, i, k), ttl)
+				evalsha(pipe, redislock.AcquireHash(), a)
+				rels[i][k] = r
+			}
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
 		for j := range releaseSteps {
-			// release.lua, which releases the grants, goes last.
-			i := j
-			if j < len(releaseSteps)-1 {
-				i = (j + round) % (len(releaseSteps) - 1)
-			}
+			i := (j + round) % len(releaseSteps)
 			u, n := usec(func(pipe redis.Pipeliner) {
-				for _, r := range rels {
+				for _, r := range rels[i] {
 					evalsha(pipe, relHashes[i], r)
 				}
 			}, "evalsha")
