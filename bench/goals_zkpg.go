@@ -57,6 +57,9 @@ func (rp *Report) cycleGoal(text, d, other string, limit float64) Goal {
 	r := float64(dv) / float64(ov)
 	g.Met = r <= limit
 	g.Measured = fmt.Sprintf("p50 %s = %sx %s (%s)", fmtDur(dv), sig3(r), rp.name(other), fmtDur(ov))
+	if p := rp.paired(d, other); p != "" {
+		g.Measured += "; cycle by cycle " + p
+	}
 	return g
 }
 

@@ -118,6 +118,11 @@ type LatencyResult struct {
 	Samples []time.Duration // one per timed cycle, sorted
 	Delta   Snapshot        // counters over Counted cycles (not the timed ones)
 	Counted int
+	// Turns are the timed cycles in the order they were taken: the i-th
+	// of each subject of a service came from the same turn, the subjects
+	// one right after the other (see pairedRatio). Nil in results that
+	// predate them.
+	Turns []time.Duration
 }
 
 // ThroughputResult is the distinct-keys measurement of one subject.
@@ -345,7 +350,9 @@ func (r *Runner) latency(ctx context.Context) map[string]*LatencyResult {
 		for _, g := range groups {
 			for i := range r.p.LatencyOps {
 				for _, s := range rotated(g, round+i) {
-					out[s.ID].Samples = append(out[s.ID].Samples, cycle(s))
+					d := cycle(s)
+					out[s.ID].Samples = append(out[s.ID].Samples, d)
+					out[s.ID].Turns = append(out[s.ID].Turns, d)
 				}
 			}
 		}

@@ -53,6 +53,23 @@ func (rp *Report) p50(id string) time.Duration {
 	return 0
 }
 
+// paired is the cycle-by-cycle ratio of subject a's uncontended cycle to
+// b's (pairedRatio), "" when their turns do not pair (another service,
+// or results without turns).
+func (rp *Report) paired(a, b string) string {
+	la, lb := rp.Res.Latency[a], rp.Res.Latency[b]
+	sa, okA := rp.subject(a)
+	sb, okB := rp.subject(b)
+	if la == nil || lb == nil || !okA || !okB || sa.Service != sb.Service {
+		return ""
+	}
+	q1, med, q3, ok := pairedRatio(la.Turns, lb.Turns)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%sx (%s–%s)", sig3(med), sig3(q1), sig3(q3))
+}
+
 // rtt is the median single round trip of a service, from the latency run.
 func (rp *Report) rtt(service string) (time.Duration, string) {
 	for _, s := range rp.Subjects {
@@ -372,7 +389,20 @@ func fmtRateF(v float64) string { return fmtRate(v) + "/s" }
 // writeComparisons writes, per service, each distlock subject against each
 // other subject (peers and floors), and the rows not built yet.
 func (rp *Report) writeComparisons(pf func(string, ...any), m Measure, metric string, value func(id string) float64, format func(float64) string, lower bool) {
-	pf("| service | distlock | against | %s: distlock | other | distlock/other | ahead |\n|---|---|---|---|---|---|---|\n", metric)
+	// The uncontended cycles pair up turn by turn (see pairedRatio): their
+	// ratio cycle by cycle goes beside the ratio of the p50s.
+	pairs := m == Latency
+	extra, extraSep := "", ""
+	if pairs {
+		extra, extraSep = " distlock/other cycle by cycle, median (quartiles) |", "---|"
+	}
+	pf("| service | distlock | against | %s: distlock | other | distlock/other |%s ahead |\n|---|---|---|---|---|---|%s---|\n", metric, extra, extraSep)
+	cell := func(d, o string) string {
+		if !pairs {
+			return ""
+		}
+		return " " + rp.paired(d, o) + " |"
+	}
 	for _, svc := range rp.services() {
 		var ds []Subject
 		for _, s := range rp.Subjects {
@@ -390,17 +420,17 @@ func (rp *Report) writeComparisons(pf func(string, ...any), m Measure, metric st
 		for _, d := range ds {
 			for _, o := range others {
 				if d.NotBuilt != "" {
-					pf("| %s | %s | %s | not built yet | %s | | |\n", svc, d.Name, o.Name, format(value(o.ID)))
+					pf("| %s | %s | %s | not built yet | %s | |%s |\n", svc, d.Name, o.Name, format(value(o.ID)), cell("", ""))
 					continue
 				}
 				dv, ov := value(d.ID), value(o.ID)
 				if dv == 0 || ov == 0 {
 					continue
 				}
-				pf("| %s | %s | %s | %s | %s | %s | %s |\n", svc, d.Name, o.Name, format(dv), format(ov), sig3(dv/ov), versus(dv, ov, lower))
+				pf("| %s | %s | %s | %s | %s | %s |%s %s |\n", svc, d.Name, o.Name, format(dv), format(ov), sig3(dv/ov), cell(d.ID, o.ID), versus(dv, ov, lower))
 			}
 			for _, o := range notBuiltOthers {
-				pf("| %s | %s | %s | not built yet | not built yet | | |\n", svc, d.Name, o.Name)
+				pf("| %s | %s | %s | not built yet | not built yet | |%s |\n", svc, d.Name, o.Name, cell("", ""))
 			}
 		}
 	}

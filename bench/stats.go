@@ -156,3 +156,30 @@ func breakdown(byName map[string]int64, units int, limit int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// pairedRatio compares two subjects of one service cycle by cycle: the
+// quartiles of a[i]/b[i] over their turns (LatencyResult.Turns), where a
+// turn ran each subject once, right after each other. Noise that lasts
+// longer than a turn (this machine's slow and fast spells) then falls on
+// both cycles of a pair, where the ratio of the two p50s compares
+// distributions that may each straddle the two spells differently. ok is
+// false when the turns do not pair (missing, or of different lengths).
+func pairedRatio(a, b []time.Duration) (q1, med, q3 float64, ok bool) {
+	if len(a) == 0 || len(a) != len(b) {
+		return 0, 0, 0, false
+	}
+	r := make([]float64, 0, len(a))
+	for i := range a {
+		if a[i] > 0 && b[i] > 0 {
+			r = append(r, float64(a[i])/float64(b[i]))
+		}
+	}
+	if len(r) == 0 {
+		return 0, 0, 0, false
+	}
+	slices.Sort(r)
+	at := func(q float64) float64 {
+		return r[max(0, min(int(math.Ceil(q*float64(len(r))))-1, len(r)-1))]
+	}
+	return at(0.25), at(0.5), at(0.75), true
+}

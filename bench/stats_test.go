@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,38 @@ func TestTopLevelMicrosCountsInnerCommandsOnce(t *testing.T) {
 	if got, want := after.Sub(before).ServerMicros, int64(2+3); got != want {
 		t.Fatalf("server time %d µs, want %d (the sent SET's share and the script, whose time holds its GET and DEL)", got, want)
 	}
+}
+
+func TestPairedRatio(t *testing.T) {
+	us := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Microsecond
+		}
+		return out
+	}
+	// Turns in fast spells and slow ones: a is 1.2x b in every turn but
+	// the one where the spell changed between the two cycles. The p50s
+	// fall in different spells (a has one more slow cycle), so their
+	// ratio says 3.6x; the turns say 1.2x.
+	a := us(60, 60, 180, 180, 180)
+	b := us(50, 50, 150, 50, 150)
+	if r := float64(quantile(sorted(a), 0.5)) / float64(quantile(sorted(b), 0.5)); r != 3.6 {
+		t.Fatalf("ratio of p50s %v, want 3.6 (the case this guards against)", r)
+	}
+	q1, med, q3, ok := pairedRatio(a, b)
+	if !ok || med != 1.2 || q1 != 1.2 || q3 != 1.2 {
+		t.Errorf("pairedRatio = %v %v %v %v, want 1.2 1.2 1.2 true", q1, med, q3, ok)
+	}
+	for _, c := range []struct{ a, b []time.Duration }{{nil, nil}, {us(1), us(1, 2)}, {us(0), us(1)}} {
+		if _, _, _, ok := pairedRatio(c.a, c.b); ok {
+			t.Errorf("pairedRatio(%v, %v) paired", c.a, c.b)
+		}
+	}
+}
+
+func sorted(d []time.Duration) []time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s
 }
