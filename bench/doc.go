@@ -23,8 +23,9 @@
 // Subjects are the rows: distlock backends through distlock.Client, peer
 // libraries at their documented defaults, a floor of raw commands and one
 // round trip per service (see Subjects). Each measurement runs its subjects
-// in rounds, every subject once per round in a rotating order, so that noise
-// on the shared machine hits all of them alike:
+// in rounds, every subject once per round in a rotating order (the
+// uncontended cycles in a random order per turn), so that noise on the
+// shared machine hits all of them alike:
 //
 //  1. uncontended acquire+release latency (p50, p99), with the requests
 //     each cycle sends;

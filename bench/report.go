@@ -314,7 +314,7 @@ func (rp *Report) Write(w io.Writer) error {
 	}
 	pf("Servers: %s, each a local process on 127.0.0.1 started by testserver (Redis without persistence; etcd one member, fsync on every write, data on the local disk; ZooKeeper standalone, its transaction log fsynced before each write is answered; PostgreSQL with fsync off). ", strings.Join(vs, ", "))
 	pf("Clients, servers and the benchmark share the machine's cores, so the figures that matter are the ratios between rows of one run, not the absolute times.\n\n")
-	pf("Method: the subjects of a measurement take turns in a rotating order (cycle by cycle within a service for latency; in %d rounds for throughput and %d for contention), so that noise on the machine (other work runs on it) falls on all of them alike. ", p.Rounds, p.ContentionRounds)
+	pf("Method: the subjects of a measurement take turns (cycle by cycle within a service for latency, each turn in an order drawn at random; in %d rounds in a rotating order for throughput and %d for contention), so that noise on the machine (other work runs on it) falls on all of them alike. ", p.Rounds, p.ContentionRounds)
 	pf("Each subject has its own keys. \"Requests\" are what clients sent (Redis: commands counted by a go-redis hook, plus SUBSCRIBE/UNSUBSCRIBE from INFO commandstats; a script call is one request; etcd: gRPC messages received, from /metrics `grpc_server_msg_received_total`, which counts unary requests and stream messages such as watch creations and lease keep-alives; ZooKeeper: packets received, from mntr `zk_packets_received`, session pings included; PostgreSQL: statements sent, counted by a pgx tracer). ")
 	pf("\"Server ops\" are what the server executed (Redis: every command in INFO commandstats, those run inside scripts included; etcd: `etcd_mvcc_{range,put,delete,txn}_total`; ZooKeeper: requests finished, mntr `zk_cnt_updatelatency` (writes) and `zk_cnt_readlatency` (reads and pings); PostgreSQL: not read, 0).\n\n")
 
@@ -355,12 +355,12 @@ func (rp *Report) Write(w io.Writer) error {
 func (rp *Report) writeLatency(pf func(string, ...any)) {
 	p := rp.Res.Params
 	pf("## 1. Uncontended acquire + release\n\n")
-	pf("One goroutine, one key, %d timed cycles per subject, the subjects of a service taking turns cycle by cycle in a rotating order (%d rounds; services one after the other within a round, so that a server is never left idle between two measured cycles: on this virtual machine a request sent after a millisecond of idleness costs several times one sent back to back, see section 3). A cycle is a blocking acquire and a release, through the library's public API (distlock: `Client.Acquire` and `Lock.Release`). Requests are counted over %d further cycles per subject, apart from the timed ones.\n\n", p.Rounds*p.LatencyOps, p.Rounds, p.LatencyCountOps)
-	pf("| service | subject | p50 | p99 | mean | requests/cycle | server ops/cycle | Redis server time/cycle | requests by name, per cycle |\n|---|---|---|---|---|---|---|---|---|\n")
+	pf("One goroutine, one key, %d timed cycles per subject, the subjects of a service taking turns cycle by cycle, each turn in an order drawn at random (seeded), so that no subject always comes right after the same one and pays for what it leaves behind (%d rounds; services one after the other within a round, so that a server is never left idle between two measured cycles: on this virtual machine a request sent after a millisecond of idleness costs several times one sent back to back, see section 3). A cycle is a blocking acquire and a release, through the library's public API (distlock: `Client.Acquire` and `Lock.Release`). Requests are counted over %d further cycles per subject, apart from the timed ones. On a machine whose round trips alternate between a fast and a slow speed, p10 shows the fast one; the comparisons below give, beside the ratio of the p50s, the median and quartiles of the ratios of two subjects' cycles taken in the same turn.\n\n", p.Rounds*p.LatencyOps, p.Rounds, p.LatencyCountOps)
+	pf("| service | subject | p10 | p50 | p99 | mean | requests/cycle | server ops/cycle | Redis server time/cycle | requests by name, per cycle |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range rp.Subjects {
 		lr := rp.Res.Latency[s.ID]
 		if s.NotBuilt != "" && s.Measures == 0 {
-			pf("| %s | %s | not built yet | | | | | | %s |\n", s.Service, s.Name, s.NotBuilt)
+			pf("| %s | %s | not built yet | | | | | | | %s |\n", s.Service, s.Name, s.NotBuilt)
 			continue
 		}
 		if lr == nil {
@@ -371,8 +371,8 @@ func (rp *Report) writeLatency(pf func(string, ...any)) {
 		if lr.Delta.ServerMicros > 0 && n > 0 {
 			srv = fmtDur(time.Duration(lr.Delta.ServerMicros) * time.Microsecond / time.Duration(n))
 		}
-		pf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Service, s.Name,
-			fmtDur(quantile(lr.Samples, 0.5)), fmtDur(quantile(lr.Samples, 0.99)), fmtDur(mean(lr.Samples)),
+		pf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Service, s.Name,
+			fmtDur(quantile(lr.Samples, 0.1)), fmtDur(quantile(lr.Samples, 0.5)), fmtDur(quantile(lr.Samples, 0.99)), fmtDur(mean(lr.Samples)),
 			perUnit(lr.Delta.Requests, n), perUnit(lr.Delta.Ops, n), srv, breakdownRequests(lr.Delta, n))
 	}
 	pf("\n")

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -140,4 +141,34 @@ func sorted(d []time.Duration) []time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s
+}
+
+// TestTurnOrders checks that the latency turns' orders put every subject
+// right after every other one, where a rotation puts each (but the first
+// of a turn) after the same one every time.
+func TestTurnOrders(t *testing.T) {
+	subs := []Subject{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}, {ID: "e"}}
+	follows := func(order func(turn int) []Subject) map[[2]string]int {
+		m := map[[2]string]int{}
+		for turn := range 1000 {
+			o := order(turn)
+			for i := 1; i < len(o); i++ {
+				m[[2]string{o[i-1].ID, o[i].ID}]++
+			}
+		}
+		return m
+	}
+	if got := len(follows(func(turn int) []Subject { return rotated(subs, turn) })); got != len(subs) {
+		t.Fatalf("a rotation makes %d pairs, want %d (the case this guards against)", got, len(subs))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pairs := follows(func(int) []Subject { return shuffled(rng, subs) })
+	// 4000 adjacent pairs over 20 ordered pairs: 200 each on average.
+	for _, a := range subs {
+		for _, b := range subs {
+			if n := pairs[[2]string{a.ID, b.ID}]; a.ID != b.ID && (n < 120 || n > 280) {
+				t.Errorf("%s came right after %s %d times in 1000 turns, want about 200", b.ID, a.ID, n)
+			}
+		}
+	}
 }
