@@ -249,9 +249,10 @@ func rotated(subs []Subject, round int) []Subject {
 	return append(slices.Clone(subs[k:]), subs[:k]...)
 }
 
-// shuffled returns subs in an order drawn from rng.
-func shuffled(rng *rand.Rand, subs []Subject) []Subject {
-	order := slices.Clone(subs)
+// shuffled returns the elements of s in an order drawn from rng: a turn
+// of cycles taken one right after the other (see latency).
+func shuffled[T any](rng *rand.Rand, s []T) []T {
+	order := slices.Clone(s)
 	rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 	return order
 }

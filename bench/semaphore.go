@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,8 +187,9 @@ func (r *Runner) semaphores(ctx context.Context) map[string]*SemaphoreResult {
 		sr.LockDelta, sr.PermitDelta = mid.Sub(before), r.counters(ctx, row.s).Sub(mid)
 	}
 	// Timed cycles: within a service, every row's lock and permit cycles
-	// take turns cycle by cycle in a rotating order, so that noise falls
-	// on both alike; services one after the other (see latency).
+	// take turns cycle by cycle, each turn in an order drawn at random, so
+	// that noise falls on both alike and neither always comes right after
+	// the same cycle; services one after the other (see latency).
 	type turn struct {
 		row semRow
 		k   int
@@ -201,11 +203,11 @@ func (r *Runner) semaphores(ctx context.Context) map[string]*SemaphoreResult {
 			groups = append(groups, ts)
 		}
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range r.p.Rounds {
 		for _, g := range groups {
-			for i := range r.p.LatencyOps {
-				for j := range g {
-					t := g[(round+i+j)%len(g)]
+			for range r.p.LatencyOps {
+				for _, t := range shuffled(rng, g) {
 					d := cycle(t.row, t.k)
 					sr := out[t.row.s.ID]
 					if t.k == 0 {
@@ -391,7 +393,7 @@ func (rp *Report) writeSemaphores(pf func(string, ...any), section int) {
 		pf("Not measured in this run (its results predate the measurement): `%s` measures it alone.\n\n", semaphoreCommand)
 		return
 	}
-	pf("Each distlock row's Client (one instance) takes uncontended cycles of two kinds: a permit of package semaphore (`semaphore.New(client, name, %d)`, `Semaphore.Acquire`, `Permit.Release`) and a lock of the same Client (`Client.Acquire`, `Lock.Release`), %d timed cycles of each, the cycles of the rows of a service taking turns cycle by cycle in a rotating order, as in section 1. ",
+	pf("Each distlock row's Client (one instance) takes uncontended cycles of two kinds: a permit of package semaphore (`semaphore.New(client, name, %d)`, `Semaphore.Acquire`, `Permit.Release`) and a lock of the same Client (`Client.Acquire`, `Lock.Release`), %d timed cycles of each, the cycles of the rows of a service taking turns cycle by cycle, each turn in an order drawn at random, as in section 1. ",
 		p.SemaphoreLimit, p.Rounds*p.LatencyOps)
 	pf("A row is measured when its backend implements `driver.Semaphores` (checked at run time); the others say so. Requests are counted over %d further cycles of each kind.\n\n", p.LatencyCountOps)
 	pf("| service | subject | lock p50 | lock p99 | permit p50 | permit p99 | permit/lock p50 | permit/lock p99 | requests/cycle: lock | permit | permit requests by name, per cycle |\n|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -43,8 +44,9 @@ func noShared(l Locker) string {
 
 // shared measures, per distlock row of subs whose backend grants shared
 // locks, an uncontended read-lock cycle against the same Client's lock
-// cycle (each on a key of its own), cycle by cycle in a rotating order
-// within a service, as the semaphore measurement takes its cycles.
+// cycle (each on a key of its own), cycle by cycle within a service,
+// each turn in an order drawn at random, as the semaphore measurement
+// takes its cycles.
 func (r *Runner) shared(ctx context.Context, subs []Subject) map[string]*SharedResult {
 	type row struct {
 		s  Subject
@@ -141,11 +143,11 @@ func (r *Runner) shared(ctx context.Context, subs []Subject) map[string]*SharedR
 			groups = append(groups, ts)
 		}
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range r.p.Rounds {
 		for _, g := range groups {
-			for i := range r.p.LatencyOps {
-				for j := range g {
-					t := g[(round+i+j)%len(g)]
+			for range r.p.LatencyOps {
+				for _, t := range shuffled(rng, g) {
 					d := cycle(t.x, t.read)
 					if sr := out[t.x.s.ID]; t.read {
 						sr.Read = append(sr.Read, d)
