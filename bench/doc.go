@@ -27,8 +27,8 @@
 // uncontended cycles in a random order per turn), so that noise on the
 // shared machine hits all of them alike:
 //
-//  1. uncontended acquire+release latency (p50, p99), with the requests
-//     each cycle sends;
+//  1. uncontended acquire+release latency (p10, p50, p99), with the
+//     requests each cycle sends;
 //  2. throughput: goroutines on distinct keys, cycles per second;
 //  3. hand-off under contention: waiters (each an instance of its own, as
 //     processes would be) on one key, each holding it for a millisecond;

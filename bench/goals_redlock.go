@@ -24,9 +24,9 @@ const (
 // node, and hand-offs without a herd.
 func (rp *Report) redlockGoals() []Goal {
 	peer := rp.cycleGoal("distlock Redlock (5 nodes, Client.Acquire) p50 no slower than redsync's over the same 5 servers, while issuing a fencing token",
-		"distlock-redlock", "redsync5", 1)
+		"distlock-redlock", "redsync5", 1, false)
 	one := rp.cycleGoal(fmt.Sprintf("distlock Redlock p50 over 5 nodes at most %sx over 1 node (the fan-out in parallel)", sig3(redlockCycleLimit)),
-		"distlock-redlock", "distlock-redlock-1", redlockCycleLimit)
+		"distlock-redlock", "distlock-redlock-1", redlockCycleLimit, false)
 
 	limit := redlockRoundsPerGrant * redlockNodes
 	h := Goal{Text: fmt.Sprintf("distlock Redlock (5 nodes) hand-off without a herd: at most %d requests per grant (%d rounds of one request per node) at every number of waiters",

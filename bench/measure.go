@@ -120,9 +120,9 @@ type LatencyResult struct {
 	Delta   Snapshot        // counters over Counted cycles (not the timed ones)
 	Counted int
 	// Turns are the timed cycles in the order they were taken: the i-th
-	// of each subject of a service came from the same turn, the subjects
-	// one right after the other (see pairedRatio). Nil in results that
-	// predate them.
+	// of each subject of a service came from the same turn, which took
+	// the service's subjects one after the other in an order drawn at
+	// random (see pairedRatio). Nil in results that predate them.
 	Turns []time.Duration
 }
 
@@ -249,6 +249,10 @@ func rotated(subs []Subject, round int) []Subject {
 	return append(slices.Clone(subs[k:]), subs[:k]...)
 }
 
+// turnOrders returns the source of a measurement's turn orders (see
+// shuffled): seeded, so that a run repeats the orders of the one before.
+func turnOrders() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
 // shuffled returns the elements of s in an order drawn from rng: a turn
 // of cycles taken one right after the other (see latency).
 func shuffled[T any](rng *rand.Rand, s []T) []T {
@@ -348,11 +352,12 @@ func (r *Runner) latency(ctx context.Context) map[string]*LatencyResult {
 	// runs repeat it): what a cycle leaves behind (garbage to collect,
 	// goroutines finishing) falls on whichever subject comes next, and in
 	// a rotation every subject but the first of a turn would follow the
-	// same one each time (a cycle right after redsync's took 30 µs more).
+	// same one each time (a cycle right after redsync's took about 30 µs
+	// more at p10).
 	// Turns are taken within a service: a cycle on another service (an
 	// etcd write takes milliseconds) would leave this service's server idle
 	// long enough for its next request to pay for waking the machine up.
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := turnOrders()
 	var groups [][]Subject
 	for _, s := range subs {
 		if n := len(groups); n > 0 && groups[n-1][0].Service == s.Service {

@@ -355,7 +355,7 @@ func (rp *Report) Write(w io.Writer) error {
 func (rp *Report) writeLatency(pf func(string, ...any)) {
 	p := rp.Res.Params
 	pf("## 1. Uncontended acquire + release\n\n")
-	pf("One goroutine, one key, %d timed cycles per subject, the subjects of a service taking turns cycle by cycle, each turn in an order drawn at random (seeded), so that no subject always comes right after the same one and pays for what it leaves behind (%d rounds; services one after the other within a round, so that a server is never left idle between two measured cycles: on this virtual machine a request sent after a millisecond of idleness costs several times one sent back to back, see section 3). A cycle is a blocking acquire and a release, through the library's public API (distlock: `Client.Acquire` and `Lock.Release`). Requests are counted over %d further cycles per subject, apart from the timed ones. On a machine whose round trips alternate between a fast and a slow speed, p10 shows the fast one; the comparisons below give, beside the ratio of the p50s, the median and quartiles of the ratios of two subjects' cycles taken in the same turn.\n\n", p.Rounds*p.LatencyOps, p.Rounds, p.LatencyCountOps)
+	pf("One goroutine, one key, %d timed cycles per subject, the subjects of a service taking turns cycle by cycle, each turn in an order drawn at random (seeded), so that no subject always comes right after the same one and pays for what it leaves behind (%d rounds; services one after the other within a round, so that a server is never left idle between two measured cycles: on this virtual machine a request sent after a millisecond of idleness costs several times one sent back to back, see section 3). A cycle is a blocking acquire and a release, through the library's public API (distlock: `Client.Acquire` and `Lock.Release`). Requests are counted over %d further cycles per subject, apart from the timed ones. p10 is the fast end of a subject's cycles; the comparisons below give, beside the ratio of the p50s, the median and quartiles of the ratios of two subjects' cycles taken in the same turn.\n\n", p.Rounds*p.LatencyOps, p.Rounds, p.LatencyCountOps)
 	pf("| service | subject | p10 | p50 | p99 | mean | requests/cycle | server ops/cycle | Redis server time/cycle | requests by name, per cycle |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range rp.Subjects {
 		lr := rp.Res.Latency[s.ID]
@@ -403,6 +403,10 @@ func (rp *Report) writeComparisons(pf func(string, ...any), m Measure, metric st
 		}
 		return " " + rp.paired(d, o) + " |"
 	}
+	empty := ""
+	if pairs {
+		empty = " |"
+	}
 	for _, svc := range rp.services() {
 		var ds []Subject
 		for _, s := range rp.Subjects {
@@ -420,7 +424,7 @@ func (rp *Report) writeComparisons(pf func(string, ...any), m Measure, metric st
 		for _, d := range ds {
 			for _, o := range others {
 				if d.NotBuilt != "" {
-					pf("| %s | %s | %s | not built yet | %s | |%s |\n", svc, d.Name, o.Name, format(value(o.ID)), cell("", ""))
+					pf("| %s | %s | %s | not built yet | %s | |%s |\n", svc, d.Name, o.Name, format(value(o.ID)), empty)
 					continue
 				}
 				dv, ov := value(d.ID), value(o.ID)
@@ -430,7 +434,7 @@ func (rp *Report) writeComparisons(pf func(string, ...any), m Measure, metric st
 				pf("| %s | %s | %s | %s | %s | %s |%s %s |\n", svc, d.Name, o.Name, format(dv), format(ov), sig3(dv/ov), cell(d.ID, o.ID), versus(dv, ov, lower))
 			}
 			for _, o := range notBuiltOthers {
-				pf("| %s | %s | %s | not built yet | not built yet | |%s |\n", svc, d.Name, o.Name, cell("", ""))
+				pf("| %s | %s | %s | not built yet | not built yet | |%s |\n", svc, d.Name, o.Name, empty)
 			}
 		}
 	}

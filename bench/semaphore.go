@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -203,7 +202,7 @@ func (r *Runner) semaphores(ctx context.Context) map[string]*SemaphoreResult {
 			groups = append(groups, ts)
 		}
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := turnOrders()
 	for round := range r.p.Rounds {
 		for _, g := range groups {
 			for range r.p.LatencyOps {

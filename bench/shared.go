@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -143,7 +142,7 @@ func (r *Runner) shared(ctx context.Context, subs []Subject) map[string]*SharedR
 			groups = append(groups, ts)
 		}
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := turnOrders()
 	for round := range r.p.Rounds {
 		for _, g := range groups {
 			for range r.p.LatencyOps {

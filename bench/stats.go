@@ -14,8 +14,13 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	return sorted[rank(len(sorted), q)]
+}
+
+// rank is the index of the q-quantile of n sorted values (n > 0), by the
+// nearest-rank method.
+func rank(n int, q float64) int {
+	return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1))
 }
 
 func mean(samples []time.Duration) time.Duration {
@@ -159,11 +164,13 @@ func breakdown(byName map[string]int64, units int, limit int) string {
 
 // pairedRatio compares two subjects of one service cycle by cycle: the
 // quartiles of a[i]/b[i] over their turns (LatencyResult.Turns), where a
-// turn ran each subject once, right after each other. Noise that lasts
-// longer than a turn (this machine's slow and fast spells) then falls on
-// both cycles of a pair, where the ratio of the two p50s compares
-// distributions that may each straddle the two spells differently. ok is
-// false when the turns do not pair (missing, or of different lengths).
+// turn ran each subject of the service once, one after the other. Noise
+// that outlasts the time between a pair's two cycles (a spell of slow or
+// fast round trips on this machine) then falls on both, where the ratio
+// of the two p50s compares distributions that may each straddle the
+// spells differently; a spell shorter than that falls on one cycle of
+// the pair, and widens the quartiles. ok is false when the turns do not
+// pair (missing, or of different lengths) or no pair has two times.
 func pairedRatio(a, b []time.Duration) (q1, med, q3 float64, ok bool) {
 	if len(a) == 0 || len(a) != len(b) {
 		return 0, 0, 0, false
@@ -178,8 +185,6 @@ func pairedRatio(a, b []time.Duration) (q1, med, q3 float64, ok bool) {
 		return 0, 0, 0, false
 	}
 	slices.Sort(r)
-	at := func(q float64) float64 {
-		return r[max(0, min(int(math.Ceil(q*float64(len(r))))-1, len(r)-1))]
-	}
+	at := func(q float64) float64 { return r[rank(len(r), q)] }
 	return at(0.25), at(0.5), at(0.75), true
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -161,7 +160,7 @@ func TestTurnOrders(t *testing.T) {
 	if got := len(follows(func(turn int) []Subject { return rotated(subs, turn) })); got != len(subs) {
 		t.Fatalf("a rotation makes %d pairs, want %d (the case this guards against)", got, len(subs))
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := turnOrders()
 	pairs := follows(func(int) []Subject { return shuffled(rng, subs) })
 	// 4000 adjacent pairs over 20 ordered pairs: 200 each on average.
 	for _, a := range subs {
@@ -170,5 +169,22 @@ func TestTurnOrders(t *testing.T) {
 				t.Errorf("%s came right after %s %d times in 1000 turns, want about 200", b.ID, a.ID, n)
 			}
 		}
+	}
+}
+
+// TestServicesAdjacent checks that the subjects of each service are
+// listed together: the uncontended cycles take their turns among the
+// subjects of a run of one service (see latency), and pairedRatio pairs
+// two subjects' cycles by their index, which a service split in two runs
+// would pair across different turns.
+func TestServicesAdjacent(t *testing.T) {
+	seen := map[string]bool{}
+	prev := ""
+	for _, s := range Subjects {
+		if s.Service != prev && seen[s.Service] {
+			t.Errorf("subject %s of service %s is listed apart from the service's others", s.ID, s.Service)
+		}
+		seen[s.Service] = true
+		prev = s.Service
 	}
 }
