@@ -201,6 +201,7 @@ func New(servers []string, opts ...Option) (*Backend, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
 		zk.WithDialer(b.dial),
+		zk.WithHostProvider(newHosts(time.Now)),
 		zk.WithEventCallback(b.onEvent),
 		zk.WithLogger(quiet{}),
 		zk.WithLogInfo(false),
