@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -28,6 +29,8 @@ type Proxy struct {
 	originGen int                   // changes of origin
 	cutFrom   map[string]bool       // origins blackholed (BlackholeFrom)
 	wg        sync.WaitGroup
+
+	sent, replied atomic.Int64 // bytes forwarded (see Forwarded)
 }
 
 type mode int
@@ -192,6 +195,13 @@ func (p *Proxy) Conns() int {
 	return p.conns
 }
 
+// Forwarded returns how many bytes the proxy has forwarded so far: sent,
+// from its clients to the target, and replied, from the target to its
+// clients. A test tells by them which way a fault lets data through.
+func (p *Proxy) Forwarded() (sent, replied int64) {
+	return p.sent.Load(), p.replied.Load()
+}
+
 // Reset closes every current connection; new ones are accepted.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
@@ -350,7 +360,15 @@ func (p *Proxy) forward(l *link, dst net.Conn, chunk []byte, reply bool) bool {
 				return false
 			}
 		}
-		_, err := dst.Write(chunk)
+		// Counted before the write, so that whoever got the bytes finds
+		// them counted.
+		count := &p.sent
+		if reply {
+			count = &p.replied
+		}
+		count.Add(int64(len(chunk)))
+		n, err := dst.Write(chunk)
+		count.Add(int64(n - len(chunk)))
 		return err == nil
 	}
 }

@@ -120,7 +120,8 @@ func TestDropReplies(t *testing.T) {
 }
 
 // StallReplies lets requests reach the target and holds its replies back
-// until Heal, on connections open before and after.
+// until Heal, on connections open before and after; Forwarded counts the
+// bytes delivered each way.
 func TestStallReplies(t *testing.T) {
 	addr, got := echo(t)
 	p := faultproxy.Start(t, addr)
@@ -131,6 +132,13 @@ func TestStallReplies(t *testing.T) {
 	var conns []conn
 	c, r := dial(t, p)
 	conns = append(conns, conn{c, r})
+	if s, err := roundTrip(t, c, r, "before", 5*time.Second); err != nil || s != "before" {
+		t.Fatalf("before the stall: %q, %v", s, err)
+	}
+	<-got
+	if sent, replied := p.Forwarded(); sent != 7 || replied != 7 {
+		t.Fatalf("Forwarded = %d, %d after one round trip of 7 bytes; want 7, 7", sent, replied)
+	}
 	p.StallReplies()
 	c, r = dial(t, p)
 	conns = append(conns, conn{c, r})
@@ -146,6 +154,9 @@ func TestStallReplies(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("connection %d: the request did not reach the server", i)
 		}
+	}
+	if sent, replied := p.Forwarded(); sent != 7+2*5 || replied != 7 {
+		t.Fatalf("Forwarded = %d, %d during the stall; want %d, 7", sent, replied, 7+2*5)
 	}
 	p.Heal()
 	for i, cn := range conns {

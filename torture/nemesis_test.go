@@ -197,110 +197,7 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 		}
 		return nt
 	case "zookeeper":
-		// No clock jumps: ZooKeeper expires sessions by the servers'
-		// monotonic clock. The members reach each other through proxies,
-		// one per link and port, for the cuts of a server from its peers
-		// and of the links between two
-		// (see NemesisServerPeerCut for the links a cut misses). The
-		// proxies of a start attempt that failed stay in peers, linked to
-		// ports nothing listens on: cutting them cuts nothing.
-		// syncLimit 2 (× tickTime 200ms, plus half a tick, within a
-		// quarter of the workers' 2s sessions) is the deployment in which
-		// zklock's confirmation holds through a follower whose leader's
-		// messages stall while its own flow (server-leader-stall).
-		peers := map[int][]*faultproxy.Proxy{}    // by member ID, every link from or to it
-		pairs := map[[2]int][]*faultproxy.Proxy{} // by the two member IDs, lower first
-		type quorumLink struct {
-			from, to int
-			addr     string
-			p        *faultproxy.Proxy
-		}
-		var links []quorumLink
-		zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithSyncLimit(2), testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
-			p, err := faultproxy.New(addr)
-			if err != nil {
-				return "", err
-			}
-			t.Cleanup(p.Close)
-			peers[from] = append(peers[from], p)
-			peers[to] = append(peers[to], p)
-			pair := [2]int{min(from, to), max(from, to)}
-			pairs[pair] = append(pairs[pair], p)
-			links = append(links, quorumLink{from, to, addr, p})
-			return p.Addr(), nil
-		}))
-		nt := torture.NemesisTarget{Target: torture.Target{Kind: kind, ZK: zk}, Deployment: "3-server ZooKeeper ensemble, syncLimit 2"}
-		for _, m := range zk.Members {
-			nt.Servers = append(nt.Servers, m.Process)
-			links := peers[m.ID]
-			if len(links) == 0 {
-				nt.PeerCuts = append(nt.PeerCuts, nil) // no cuts: see NemesisTarget.kinds
-				continue
-			}
-			nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
-				for _, p := range links {
-					if cut {
-						p.Blackhole()
-					} else {
-						p.Heal()
-					}
-				}
-			})
-		}
-		if len(links) > 0 {
-			// The stall of the moment: the follower's index and the
-			// proxies of its quorum link to its leader.
-			stalledF, stalledLinks := -1, []*faultproxy.Proxy(nil)
-			nt.LeaderStalls = func(target int, stall bool) (int, string) {
-				if !stall {
-					f := stalledF
-					for _, p := range stalledLinks {
-						p.Heal()
-					}
-					stalledF, stalledLinks = -1, nil
-					if f < 0 {
-						return -1, fmt.Sprintf("server %d: no leader stall to end", target)
-					}
-					return f, fmt.Sprintf("server %d's link from its leader flows again", f)
-				}
-				// The members are asked at once: a paused one answers
-				// only at the four-letter word's timeout.
-				modes := make([]string, len(zk.Members))
-				var wg sync.WaitGroup
-				for i, m := range zk.Members {
-					wg.Go(func() { modes[i], _ = m.Mode() })
-				}
-				wg.Wait()
-				leader := slices.Index(modes, "leader")
-				if leader < 0 {
-					return -1, fmt.Sprintf("server %d's link from its leader not stalled: no leader found (modes %q)", target, modes)
-				}
-				f := target
-				if f == leader {
-					f = (target + 1) % len(zk.Members)
-				}
-				for _, l := range links {
-					if l.from == zk.Members[f].ID && l.to == zk.Members[leader].ID && l.addr == zk.Members[leader].QuorumAddr {
-						l.p.StallReplies()
-						stalledLinks = append(stalledLinks, l.p)
-					}
-				}
-				stalledF = f
-				return f, fmt.Sprintf("server %d's link from its leader, server %d, stalled one way (%d proxy)", f, leader, len(stalledLinks))
-			}
-		}
-		if len(pairs) > 0 {
-			nt.LinkCuts = func(a, b int, cut bool) {
-				x, y := zk.Members[a].ID, zk.Members[b].ID
-				for _, p := range pairs[[2]int{min(x, y), max(x, y)}] {
-					if cut {
-						p.Blackhole()
-					} else {
-						p.Heal()
-					}
-				}
-			}
-		}
+		nt, _ := zkNemesisTarget(t)
 		return nt
 	case "redlock":
 		// No clock jumps: one node's forward step frees a grant only
@@ -365,6 +262,122 @@ func startNemesisTarget(t *testing.T, kind string) torture.NemesisTarget {
 	}
 	t.Fatalf("nemesis: unknown backend %q", kind)
 	return torture.NemesisTarget{}
+}
+
+// leaderStall is the stall of a ZooKeeper target's LeaderStalls under way:
+// the follower's index (-1: none) and the proxies of its quorum link to
+// its leader.
+type leaderStall struct {
+	f     int
+	links []*faultproxy.Proxy
+}
+
+// zkNemesisTarget is startNemesisTarget's ZooKeeper target, with the
+// stall its LeaderStalls keeps.
+func zkNemesisTarget(t *testing.T) (torture.NemesisTarget, *leaderStall) {
+	st := &leaderStall{f: -1}
+	// No clock jumps: ZooKeeper expires sessions by the servers'
+	// monotonic clock. The members reach each other through proxies,
+	// one per link and port, for the cuts of a server from its peers
+	// and of the links between two
+	// (see NemesisServerPeerCut for the links a cut misses). The
+	// proxies of a start attempt that failed stay in peers, linked to
+	// ports nothing listens on: cutting them cuts nothing.
+	// syncLimit 2 (× tickTime 200ms, plus half a tick, within a
+	// quarter of the workers' 2s sessions) is the deployment in which
+	// zklock's confirmation holds through a follower whose leader's
+	// messages stall while its own flow (server-leader-stall).
+	peers := map[int][]*faultproxy.Proxy{}    // by member ID, every link from or to it
+	pairs := map[[2]int][]*faultproxy.Proxy{} // by the two member IDs, lower first
+	type quorumLink struct {
+		from, to int
+		addr     string
+		p        *faultproxy.Proxy
+	}
+	var links []quorumLink
+	zk := testserver.StartZooKeeperEnsemble(t, 3, testserver.WithSyncLimit(2), testserver.WithPeerAddress(func(from, to int, addr string) (string, error) {
+		p, err := faultproxy.New(addr)
+		if err != nil {
+			return "", err
+		}
+		t.Cleanup(p.Close)
+		peers[from] = append(peers[from], p)
+		peers[to] = append(peers[to], p)
+		pair := [2]int{min(from, to), max(from, to)}
+		pairs[pair] = append(pairs[pair], p)
+		links = append(links, quorumLink{from, to, addr, p})
+		return p.Addr(), nil
+	}))
+	nt := torture.NemesisTarget{Target: torture.Target{Kind: "zookeeper", ZK: zk}, Deployment: "3-server ZooKeeper ensemble, syncLimit 2"}
+	for _, m := range zk.Members {
+		nt.Servers = append(nt.Servers, m.Process)
+		links := peers[m.ID]
+		if len(links) == 0 {
+			nt.PeerCuts = append(nt.PeerCuts, nil) // no cuts: see NemesisTarget.kinds
+			continue
+		}
+		nt.PeerCuts = append(nt.PeerCuts, func(cut bool) {
+			for _, p := range links {
+				if cut {
+					p.Blackhole()
+				} else {
+					p.Heal()
+				}
+			}
+		})
+	}
+	if len(links) > 0 {
+		nt.LeaderStalls = func(target int, stall bool) (int, string) {
+			if !stall {
+				f := st.f
+				for _, p := range st.links {
+					p.Heal()
+				}
+				st.f, st.links = -1, nil
+				if f < 0 {
+					return -1, fmt.Sprintf("server %d: no leader stall to end", target)
+				}
+				return f, fmt.Sprintf("server %d's link from its leader flows again", f)
+			}
+			// The members are asked at once: a paused one answers
+			// only at the four-letter word's timeout.
+			modes := make([]string, len(zk.Members))
+			var wg sync.WaitGroup
+			for i, m := range zk.Members {
+				wg.Go(func() { modes[i], _ = m.Mode() })
+			}
+			wg.Wait()
+			leader := slices.Index(modes, "leader")
+			if leader < 0 {
+				return -1, fmt.Sprintf("server %d's link from its leader not stalled: no leader found (modes %q)", target, modes)
+			}
+			f := target
+			if f == leader {
+				f = (target + 1) % len(zk.Members)
+			}
+			for _, l := range links {
+				if l.from == zk.Members[f].ID && l.to == zk.Members[leader].ID && l.addr == zk.Members[leader].QuorumAddr {
+					l.p.StallReplies()
+					st.links = append(st.links, l.p)
+				}
+			}
+			st.f = f
+			return f, fmt.Sprintf("server %d's link from its leader, server %d, stalled one way (%d proxy)", f, leader, len(st.links))
+		}
+	}
+	if len(pairs) > 0 {
+		nt.LinkCuts = func(a, b int, cut bool) {
+			x, y := zk.Members[a].ID, zk.Members[b].ID
+			for _, p := range pairs[[2]int{min(x, y), max(x, y)}] {
+				if cut {
+					p.Blackhole()
+				} else {
+					p.Heal()
+				}
+			}
+		}
+	}
+	return nt, st
 }
 
 // redlockNemesisTarget is the nemesis target of tg's Redlock nodes,
@@ -657,9 +670,12 @@ func TestNemesisJudgeHistory(t *testing.T) {
 // ensemble holds back what the leader sends a follower while what the
 // follower sends flows: with syncLimit 2 the follower stops serving
 // within a few ticks, and serves again once the stall ends. (Without the
-// stall on its quorum link, it would go on following.)
+// stall on its quorum link, it would go on following.) The stall is one
+// way: the follower's messages reach the leader's port throughout, and
+// nothing comes back (a cut both ways, or the other way, would stop the
+// follower too).
 func TestZooKeeperLeaderStall(t *testing.T) {
-	nt := startNemesisTarget(t, "zookeeper")
+	nt, st := zkNemesisTarget(t)
 	serving := func(i int) bool {
 		mode, err := nt.ZK.Members[i].Mode()
 		return err == nil && (mode == "leader" || mode == "follower")
@@ -683,6 +699,21 @@ func TestZooKeeperLeaderStall(t *testing.T) {
 		t.Fatalf("no follower stalled: %s", what)
 	}
 	within(fmt.Sprintf("server %d, whose leader's messages stall, to stop serving", f), func() bool { return !serving(f) })
+	forwarded := func() (sent, replied int64) {
+		for _, p := range st.links {
+			s, r := p.Forwarded()
+			sent, replied = sent+s, replied+r
+		}
+		return sent, replied
+	}
+	sent, replied := forwarded()
+	within(fmt.Sprintf("server %d's messages to reach its leader's port during the stall", f), func() bool {
+		s, _ := forwarded()
+		return s > sent
+	})
+	if _, r := forwarded(); r != replied {
+		t.Fatalf("the leader's port sent server %d %d bytes during the stall", f, r-replied)
+	}
 	if n := len(slices.DeleteFunc([]int{0, 1, 2}, func(i int) bool { return !serving(i) })); n < 2 {
 		t.Fatalf("%d servers serve while one follower's link from its leader stalls; want the other two", n)
 	}
