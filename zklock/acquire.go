@@ -301,8 +301,9 @@ func (a *acquire) find(ctx context.Context) ([]string, error) {
 // left, when the create must be redone.
 func (a *acquire) claim(ctx context.Context) (*node, error) {
 	// The reply was lost with the connection, and the client may not get
-	// a new one at once: it fails what it holds with ErrNoServer each time
-	// it has tried every server. The node may be there all the same, in a
+	// a new one at once: it fails the requests it has not sent with
+	// ErrNoServer each time it pauses, after a round of failed tries (see
+	// hosts). The node may be there all the same, in a
 	// session that lives on, so the claim is tried again within ctx (the
 	// request timeout) rather than given up to a clean-up that races the
 	// grant. Each try starts from a fresh listing.

@@ -361,12 +361,14 @@ func TestQuickReconnectsGiveNoTwoLeaders(t *testing.T) {
 			t.Fatalf("round %d: no leader within a minute", round)
 		}
 		p, b := proxies[l.i], backends[l.i]
+		reset := time.Now()
 		for range 2 {
 			n := p.Conns()
 			p.Reset()
 			waitFor(t, "the leader's client to connect again", func() bool { return p.Conns() > n })
 		}
 		waitFor(t, "the leader's session back", func() bool { return b.Conn().State() == zk.StateHasSession })
+		t.Logf("round %d: the leader's session back %v after the first reset", round, time.Since(reset))
 		if err := l.term.Err(); err != nil && !errors.Is(err, distlock.ErrLockLost) {
 			// Its renewals may come too late on a loaded machine: it
 			// ends before another can be elected, as the checks show.

@@ -98,7 +98,8 @@ func TestConformance(t *testing.T) {
 		distlocktest.WithRevoke(func(t *testing.T, key string) { deleteHolder(t, adminConn(t, z.Servers), key) }),
 		distlocktest.WithUnreachable(func(t *testing.T) driver.Backend {
 			// Nothing listens on the port: the zk client fails queued
-			// requests with ErrNoServer once it has tried every address.
+			// requests with ErrNoServer once it has tried the address
+			// twice (a round of tries, see hosts).
 			return newBackendTimeout(t, []string{"127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))}, conformanceSession, zklock.WithRequestTimeout(time.Second))
 		}),
 	)
