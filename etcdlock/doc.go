@@ -433,6 +433,13 @@
 // as backends.Redact does, the scheme alone when its hosts are not host
 // names.
 //
+// OpenURL's client pauses at most about a second between two tries of a
+// server it lost. gRPC's own pauses, which a client made with
+// clientv3.New has unless told otherwise, start at a second and grow
+// 1.6x a try to two minutes: after an outage of 30 s, the first request
+// of such a client waited 13 s more. To bound them, pass
+// grpc.WithConnectParams in clientv3.Config.DialOptions.
+//
 // # Goroutines
 //
 // A Backend runs one goroutine per session (besides the etcd client's own
