@@ -48,9 +48,13 @@ memory, so one that went away took them along. So does a keepalive that
 the gateway refuses (401 or 403: the token was revoked or rotated), or
 that fails in this process: the session's locks are then lost with that
 reason (lock.lost), on_lost(lock, reason) is called if given, session.error
-holds the exception, and the session's next acquire raises SessionGone. Pass lock.token to the
-storage you protect: only the token keeps out a holder that was paused
-past its deadline.
+holds the exception, and the session's next acquire raises SessionGone.
+A gateway keeps a session's 256 newest events for its next keepalive:
+session.events_dropped counts those it dropped, and a lock whose loss was
+told in one of them is lost with the reason "event_dropped".
+
+Pass lock.token to the storage you protect: only the token keeps out a
+holder that was paused past its deadline.
 """
 
 import collections
@@ -359,6 +363,7 @@ class Session:
         self.gone = None  # why the session ended, once it did
         self.error = None  # the exception that ended the keepalive thread, if one did
         self.events = []  # every event the keepalives reported
+        self.events_dropped = 0  # events the gateway dropped before a keepalive took them
         self.locks = {}
         self._mu = threading.Lock()
         self._stop = threading.Event()
@@ -446,6 +451,11 @@ class Session:
         lost = []
         with self._mu:
             self.deadline = sent + a["ttl_remaining_ms"] / 1000.0
+            # The gateway keeps a session's newest events only (256): a
+            # lock whose loss was told in an event it dropped is found
+            # missing below, and its reason is gone with the event.
+            dropped = a.get("events_dropped", 0)
+            self.events_dropped += dropped
             held = {x["lock"]: x for x in a["locks"]}
             for e in a["events"]:
                 self.events.append(e)
@@ -470,7 +480,7 @@ class Session:
                         # and the release says how it ended.
                         continue
                     if lock.lost is None:
-                        lock.lost = "not_held"
+                        lock.lost = "event_dropped" if dropped else "not_held"
                         lost.append(lock)
                     del self.locks[name]
                 else:

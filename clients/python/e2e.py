@@ -32,12 +32,14 @@ limit MAX: a session of a gateway that allows MAX locks per session holds
       one JSON object.
 """
 
+import collections
 import fcntl
 import json
 import os
 import sys
 import threading
 import time
+import urllib.parse
 
 from distlock_gateway import Gateway, GatewayError, NotAcquired, NotElected, SessionGone, SessionLimit
 
@@ -539,12 +541,33 @@ def limit(url, d, most):
     print(json.dumps(out), flush=True)
 
 
+def dropped(url, d, n):
+    """Takes n locks in a session without keepalives, has the gateway
+    force each one's release (n lock_lost events, more than it keeps),
+    then keeps the session alive once."""
+    gw = Gateway(url)
+    told = []
+    s = gw.session(owner="py-dropped", ttl=60.0, keepalive=False, on_lost=lambda lock, why: told.append(why))
+    locks = [s.acquire("e2e/dropped/%d" % i, wait=0) for i in range(n)]
+    for lock in locks:
+        gw.request("POST", "/v1/locks/%s/release" % urllib.parse.quote(lock.name, safe=""), {"force": True})
+    s.keepalive()
+    reasons = collections.Counter(lock.lost for lock in locks)
+    out = {"events_dropped": s.events_dropped, "events": len(s.events), "reasons": dict(reasons),
+           "told": dict(collections.Counter(told)), "valid": sum(lock.valid() for lock in locks),
+           "first_kept": s.events[0]["token"] == str(locks[n - len(s.events)].token)}
+    s.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     mode, url, d = sys.argv[1:4]
     if mode == "refused":
         refused(url, d, sys.argv[4])
     elif mode == "limit":
         limit(url, d, int(sys.argv[4]))
+    elif mode == "dropped":
+        dropped(url, d, int(sys.argv[4]))
     else:
         {"walk": walk, "kill": kill, "race": race, "release": release, "hold": hold, "broken": broken, "elect": elect,
          "permits": permits, "shared": shared}[mode](url, d)
