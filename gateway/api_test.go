@@ -133,13 +133,16 @@ func TestSessionExpiresWithoutKeepalive(t *testing.T) {
 	g.idle()
 }
 
+// Long-polls longer than the TTL keep a session alive. The TTL restarts
+// at the end of each request, so the test's gaps between requests must
+// stay below it: seconds, not the 300ms of a TTL that a loaded machine
+// outlasted.
 func TestKeepaliveKeepsSession(t *testing.T) {
 	g := start(t, fileBackend(t))
-	a := g.session("", "a", "300ms")
+	a := g.session("", "a", "2s")
 	g.acquire("", a, "k", "0").want(t, 200, "")
-	// Long-polls longer than the TTL keep it alive, as do short ones.
 	for range 3 {
-		ka := g.do("POST", "/v1/sessions/"+a+"/keepalive?wait=400ms", "", nil).want(t, 200, "")
+		ka := g.do("POST", "/v1/sessions/"+a+"/keepalive?wait=2500ms", "", nil).want(t, 200, "")
 		locks, _ := ka.body["locks"].([]any)
 		if len(locks) != 1 {
 			t.Fatalf("keepalive: %s", ka.raw)
