@@ -237,7 +237,9 @@ func slowThenDirect(t *testing.T, addr string) (*faultproxy.Proxy, *redis.Client
 // timeout reaches the server after the clean-up that was meant to undo it.
 // The naive clean-up finds nothing, and the late SET NX then grants the key
 // to nobody for a whole TTL. The Backend's clean-up leaves the attempt's
-// tombstone, and the late acquire does nothing.
+// tombstone, and the late acquire does nothing. The proxy holds the
+// request until the clean-up is done (a delay of the network timed the
+// two, and a clean-up that came late let the request in first).
 func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 	srv := startRedis(t)
 	ctx, admin := testCtx(t), newClient(t, srv.Addr)
@@ -247,7 +249,7 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 		proxy, pc, slow := slowThenDirect(t, srv.Addr)
 		warm(t, pc)
 		slow.Store(false)
-		proxy.Delay(2 * time.Second)
+		proxy.Blackhole()
 		key := "naive-delayed"
 		if err := pc.SetNX(ctx, key, "me", time.Minute).Err(); err == nil {
 			t.Fatal("SET NX was not delayed past the read timeout: the fault did not bite")
@@ -255,6 +257,7 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 		if n, err := compareDel.Run(ctx, pc, []string{key}, "me").Int(); err != nil || n != 0 {
 			t.Fatalf("clean-up: %d, %v; want 0 (nothing there yet)", n, err)
 		}
+		proxy.Heal() // the SET NX held in the network arrives
 		m.waitFor(t, `"set"`, `"`+key+`"`)
 		if d := admin.PTTL(ctx, key).Val(); d <= 0 {
 			t.Fatalf("the late SET NX left nothing (PTTL %v): the fault did not bite", d)
@@ -271,13 +274,18 @@ func TestDelayedAcquireDoesNotOvertakeCleanup(t *testing.T) {
 			loadScripts(t, ctx, b, key)
 			warm(t, pc)
 			slow.Store(false)
-			proxy.Delay(2 * time.Second) // the acquire's bytes wait 2s in the network
+			proxy.Blackhole() // the acquire's bytes wait in the network
 			_, err := b.Acquire(ctx, key, driver.AcquireOptions{TTL: time.Minute, Wait: mode.wait})
 			if !errors.Is(err, distlock.ErrUnavailable) {
 				t.Fatalf("Acquire: %v, want ErrUnavailable", err)
 			}
+			// Acquire returns once its clean-up is done (or handed to
+			// the background when it failed, as it does not here).
+			proxy.Heal()
 			tokenKey := redislock.DefaultPrefix + redislock.HashTag(key) + ":token"
-			m.waitFor(t, `"evalsha"`, `"`+tokenKey+`"`) // the late acquire reached the server
+			// The late acquire reached the server (the clean-up's
+			// release names the token's key too).
+			m.waitFor(t, `"evalsha"`, `"`+redislock.AcquireHash()+`"`, `"`+tokenKey+`"`)
 			if pttl := admin.PTTL(ctx, lockKey(key)).Val(); pttl > 0 {
 				t.Errorf("Acquire failed, yet its grant exists at the server for another %v", pttl)
 			}
