@@ -714,9 +714,11 @@ func TestZooKeeperLeaderStall(t *testing.T) {
 	if _, r := forwarded(); r != replied {
 		t.Fatalf("the leader's port sent server %d %d bytes during the stall", f, r-replied)
 	}
-	if n := len(slices.DeleteFunc([]int{0, 1, 2}, func(i int) bool { return !serving(i) })); n < 2 {
-		t.Fatalf("%d servers serve while one follower's link from its leader stalls; want the other two", n)
-	}
+	// The other two serve (a hiccup of one of them may drop the quorum for
+	// a moment: they are waited for, as the rest).
+	within(fmt.Sprintf("the servers other than %d to serve while its link from its leader stalls", f), func() bool {
+		return len(slices.DeleteFunc([]int{0, 1, 2}, func(i int) bool { return i == f || !serving(i) })) == 2
+	})
 	if g, what := nt.LeaderStalls(0, false); g != f {
 		t.Fatalf("the end of the stall freed server %d (%s); want %d", g, what, f)
 	}
