@@ -2,13 +2,9 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -64,21 +60,7 @@ func TestPythonClientDroppedEvents(t *testing.T) {
 	mb := memlock.New()
 	t.Cleanup(func() { mb.Close() })
 	g := start(t, mb, gateway.WithMaxLocks(locks), gateway.WithForceWithoutTokens())
-	dir, err := filepath.Abs("../clients/python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("python3", filepath.Join(dir, "e2e.py"), "dropped", g.url, t.TempDir(), strconv.Itoa(locks))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("python3 e2e.py dropped: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("python3 e2e.py dropped: %v", err)
-	}
+	out := runE2E(t, g, "dropped", strconv.Itoa(locks))
 	var got struct {
 		EventsDropped int            `json:"events_dropped"`
 		Events        int            `json:"events"`

@@ -2,10 +2,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -21,21 +17,7 @@ func TestPythonClientSessionLimit(t *testing.T) {
 	mb := memlock.New()
 	t.Cleanup(func() { mb.Close() })
 	g := start(t, mb, gateway.WithMaxLocks(most))
-	dir, err := filepath.Abs("../clients/python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("python3", filepath.Join(dir, "e2e.py"), "limit", g.url, t.TempDir(), strconv.Itoa(most))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("python3 e2e.py limit: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("python3 e2e.py limit: %v", err)
-	}
+	out := runE2E(t, g, "limit", strconv.Itoa(most))
 	type raised struct {
 		Raised string `json:"raised"`
 		Kind   string `json:"kind"`
