@@ -42,11 +42,11 @@ type candidate struct {
 }
 
 // candidate returns a candidate in the election name.
-func (s *suite) candidate(t *testing.T, name string) candidate {
+func (s *suite) candidate(t *testing.T, name string, opts ...distlock.LockOption) candidate {
 	t.Helper()
 	f := NewFaulty(s.newBackend(t))
 	c := s.clientOver(t, f)
-	e, err := election.New(c, name, election.WithLockOptions(distlock.WithTTL(s.ttl)))
+	e, err := election.New(c, name, election.WithLockOptions(append([]distlock.LockOption{distlock.WithTTL(s.ttl)}, opts...)...))
 	if err != nil {
 		t.Fatalf("election.New(%q): %v", name, err)
 	}
@@ -374,7 +374,7 @@ func contains(vs []string, v string) bool {
 // whose name extends it is another.
 func (s *suite) testLeaderExactName(t *testing.T) {
 	ctx, name := s.ctx(t), s.electionName(t)
-	a, b := s.candidate(t, name), s.candidate(t, name+"2")
+	a, b := s.candidate(t, name), s.candidate(t, name+"2", distlock.WithTTL(held))
 	if l, err := a.e.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
 		t.Fatalf("Leader() before any term = %+v, %v; want ErrNoLeader", l, err)
 	}
@@ -401,7 +401,9 @@ func (s *suite) testLeaderExactName(t *testing.T) {
 // with a backend that watches, each within pushBound.
 func (s *suite) testObserve(t *testing.T) {
 	ctx, name := s.ctx(t), s.electionName(t)
-	a, b, o := s.candidate(t, name), s.candidate(t, name), s.candidate(t, name)
+	// Terms leased for long: the test checks what Observe sends while
+	// they live, not how they lapse (see held).
+	a, b, o := s.candidate(t, name, distlock.WithTTL(held)), s.candidate(t, name, distlock.WithTTL(held)), s.candidate(t, name)
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := o.e.Observe(octx)
@@ -475,7 +477,8 @@ func (s *suite) testObserve(t *testing.T) {
 // fails and never ends a later term.
 func (s *suite) testResignEndedTerm(t *testing.T) {
 	ctx, name := s.ctx(t), s.electionName(t)
-	a, b := s.candidate(t, name), s.candidate(t, name)
+	// a's term lapses; b's must live through the checks (see held).
+	a, b := s.candidate(t, name), s.candidate(t, name, distlock.WithTTL(held))
 	ta, err := a.e.Campaign(ctx, "a")
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
@@ -521,8 +524,8 @@ func (s *suite) testResignEndedTerm(t *testing.T) {
 // while another leads, and elected at once when nobody does.
 func (s *suite) testCampaignOneTry(t *testing.T) {
 	ctx, name := s.ctx(t), s.electionName(t)
-	a, b := s.candidate(t, name), s.candidate(t, name)
-	once, err := election.New(b.c, name, election.WithLockOptions(distlock.WithTTL(s.ttl), distlock.WithWait(false)))
+	a, b := s.candidate(t, name, distlock.WithTTL(held)), s.candidate(t, name)
+	once, err := election.New(b.c, name, election.WithLockOptions(distlock.WithTTL(held), distlock.WithWait(false)))
 	if err != nil {
 		t.Fatalf("election.New: %v", err)
 	}
@@ -557,7 +560,7 @@ func (s *suite) testCampaignOneTry(t *testing.T) {
 
 func (s *suite) testCampaignContextEnds(t *testing.T) {
 	ctx, name := s.ctx(t), s.electionName(t)
-	a, b := s.candidate(t, name), s.candidate(t, name)
+	a, b := s.candidate(t, name, distlock.WithTTL(held)), s.candidate(t, name, distlock.WithTTL(held))
 	ta, err := a.e.Campaign(ctx, "a")
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)

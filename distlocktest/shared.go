@@ -742,7 +742,9 @@ func (s *suite) testReaderAbandoned(t *testing.T) {
 	w := granted(t, "Lock while a reader is abandoned")(s.rw(t, key).Lock(wctx))
 	mustRelease(t, w)
 
-	live := granted(t, "RLock")(s.rw(t, key).RLock(ctx))
+	// Leased for long (see held): a renewal late under load would end it
+	// in the window the test checks.
+	live := granted(t, "RLock")(s.rw(t, key, distlock.WithTTL(held)).RLock(ctx))
 	gone = s.abandonReader(t, ctx, key)
 	got := goAcquire(t, s.rw(t, key).Lock, ctx)
 	// Past the abandoned reader's TTL, judged from before its request.
@@ -870,9 +872,9 @@ func (s *suite) testReadersListed(t *testing.T) {
 	ctx, key := s.ctx(t), s.key(t)
 	var rs []*distlock.Lock
 	for _, owner := range []string{"first", "second"} {
-		rs = append(rs, granted(t, "RLock")(s.rw(t, key, distlock.WithLockOwner(owner)).RLock(ctx)))
+		rs = append(rs, granted(t, "RLock")(s.rw(t, key, distlock.WithLockOwner(owner), distlock.WithTTL(held)).RLock(ctx)))
 	}
-	other := granted(t, "RLock")(s.rw(t, key+"2").RLock(ctx)) // a key the first is a prefix of
+	other := granted(t, "RLock")(s.rw(t, key+"2", distlock.WithTTL(held)).RLock(ctx)) // a key the first is a prefix of
 	rw := s.rw(t, key)
 	listed := func(when string) {
 		t.Helper()

@@ -152,12 +152,14 @@ func TestCycleIsAcquireAndRelease(t *testing.T) {
 	}
 	b.Close()
 	c := f.counts()
+	// The keepalive loop's requests, whatever their number (none if the
+	// machine never ran the loop before Close), are left out.
+	delete(c, "POST /v1/sessions/{id}/keepalive")
 	want := map[string]int{
-		"POST /v1/sessions":                1,
-		"POST /v1/locks/{name}/acquire":    cycles,
-		"POST /v1/locks/{name}/release":    cycles,
-		"DELETE /v1/sessions/{id}":         1,
-		"POST /v1/sessions/{id}/keepalive": c["POST /v1/sessions/{id}/keepalive"], // the loop's, whatever their number
+		"POST /v1/sessions":             1,
+		"POST /v1/locks/{name}/acquire": cycles,
+		"POST /v1/locks/{name}/release": cycles,
+		"DELETE /v1/sessions/{id}":      1,
 	}
 	for route, n := range want {
 		if c[route] != n {
