@@ -732,7 +732,8 @@ func (s *suite) abandonReader(t *testing.T, ctx context.Context, key string) dri
 // testReaderAbandoned: a reader whose process went away without a word is
 // given back within its TTL, or with its session or connection: a writer
 // waiting for it alone is granted, with nothing else happening on the
-// key. A reader that renews stays meanwhile: a writer waits for it.
+// key. A live reader stays meanwhile: a writer waits for it (renewals
+// that keep a reader past its TTL are Renewal/KeepsReadersPastTTL's).
 func (s *suite) testReaderAbandoned(t *testing.T) {
 	s.needLapse(t) // a flock lives as long as its process: see filelock's own tests
 	ctx, key := s.ctx(t), s.key(t)
@@ -755,11 +756,11 @@ func (s *suite) testReaderAbandoned(t *testing.T) {
 		if a.l != nil {
 			a.l.Release(ctx)
 		}
-		t.Fatalf("a writer granted while a renewed reader holds (reader's Err: %v): %v", live.Err(), a.err)
+		t.Fatalf("a writer granted while a live reader holds (reader's Err: %v): %v", live.Err(), a.err)
 	default:
 	}
 	if err := live.Err(); err != nil {
-		t.Fatalf("the live, renewed reader ended with the abandoned one: %v", err)
+		t.Fatalf("the live reader ended with the abandoned one: %v", err)
 	}
 	mustRelease(t, live)
 	select {

@@ -437,7 +437,7 @@
 // server it lost. gRPC's own pauses, which a client made with
 // clientv3.New has unless told otherwise, start at a second and grow
 // 1.6x a try to two minutes: after an outage of 30 s, the first request
-// of such a client waited 13 s more. To bound them, pass
+// of such a client waited 13.5 s more. To bound them, pass
 // grpc.WithConnectParams in clientv3.Config.DialOptions.
 //
 // # Goroutines

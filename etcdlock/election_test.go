@@ -357,8 +357,9 @@ func (kv *lostDeleteReply) Delete(ctx context.Context, key string, opts ...clien
 }
 
 // A leader frozen past its TTL (its process stopped: no keep-alive reaches
-// etcd) has its term's context cancelled before another candidate's
-// Campaign returns, and its late write is refused by the fence; without
+// etcd) has its term reported lost (Err, exact on the local clock; its
+// context ends soon after) before another candidate's Campaign returns,
+// and its late write is refused by the fence; without
 // one (the baseline, which must bite) it overwrites the new leader's.
 func TestFrozenLeaderIsFenced(t *testing.T) {
 	e := testserver.StartEtcd(t)

@@ -12,9 +12,10 @@ import (
 	"github.com/distlock/distlock/testserver"
 )
 
-// A holder cut off from etcd has its lock's context cancelled by the local
-// deadline before etcd expires its lease and grants the key to another
-// client; etcd's own signal, Session.Done, comes only after that.
+// A holder cut off from etcd has its lock reported lost by the local
+// deadline (Err, exact on the local clock; its context ends soon after)
+// before etcd expires its lease and grants the key to another client;
+// etcd's own signal, Session.Done, comes only after that deadline.
 func TestPartitionedHolderStopsBeforeExpiry(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	admin := adminClient(t, e.Endpoints)

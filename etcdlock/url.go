@@ -136,7 +136,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, erro
 // reconnect bounds the pause of OpenURL's client between two tries of a
 // server it lost at about a second (1.2 s with jitter; gRPC's default
 // grows to two minutes, so that the first request after an outage of
-// 30 s waited 13 s more), and keeps gRPC's default bound on a try.
+// 30 s waited 13.5 s more), and keeps gRPC's default bound on a try.
 var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
 	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 	MinConnectTimeout: 20 * time.Second,

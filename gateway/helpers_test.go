@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +179,28 @@ func (g *gw) idle() {
 	waitFor(g.t, 5*time.Second, "the gateway still holds something", func() bool {
 		return g.g.Stats() == gateway.Stats{}
 	})
+}
+
+// runE2E runs the Python client's e2e.py in mode against g, with the
+// test's temporary directory and args after it, and returns what it
+// printed; it fails the test, with Python's standard error, if e2e.py
+// fails.
+func runE2E(t *testing.T, g *gw, mode string, args ...string) []byte {
+	t.Helper()
+	dir, err := filepath.Abs("../clients/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", append([]string{filepath.Join(dir, "e2e.py"), mode, g.url, t.TempDir()}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("python3 e2e.py %s: %v\n%s", mode, err, ee.Stderr)
+		}
+		t.Fatalf("python3 e2e.py %s: %v", mode, err)
+	}
+	return out
 }

@@ -2,10 +2,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/distlock/distlock/memlock"
@@ -48,28 +44,4 @@ func TestPythonClientShared(t *testing.T) {
 		t.Errorf("python: %s; want two shared locks with increasing tokens listed as py-1 and py-2, a writer's try and an upgrade "+
 			"not acquired, then an exclusive writer above them that refuses a reader, a dead session's reader back, none left", out)
 	}
-}
-
-// runE2E runs the Python client's e2e.py in mode against g, with the
-// test's temporary directory and args after it, and returns what it
-// printed; it fails the test, with Python's standard error, if e2e.py
-// fails.
-func runE2E(t *testing.T, g *gw, mode string, args ...string) []byte {
-	t.Helper()
-	dir, err := filepath.Abs("../clients/python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("python3", append([]string{filepath.Join(dir, "e2e.py"), mode, g.url, t.TempDir()}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("python3 e2e.py %s: %v\n%s", mode, err, ee.Stderr)
-		}
-		t.Fatalf("python3 e2e.py %s: %v", mode, err)
-	}
-	return out
 }

@@ -144,9 +144,10 @@ func TestLeaseStaleOwner(t *testing.T) {
 }
 
 // A holder whose replies are slow (every packet to and from the server
-// delayed) and whose grant is not renewed has its context cancelled before
-// another client is granted the key: its validity is timed from before
-// the request was sent, and the server's expiry from when it arrived.
+// delayed) and whose grant is not renewed is reported lost (Err, exact on
+// the local clock; its context ends soon after) before another client is
+// granted the key: its validity is timed from before the request was
+// sent, and the server's expiry from when it arrived.
 func TestLeaseExpiryCancelsFirst(t *testing.T) {
 	ctx, key := testCtx(t), "lease/expiry/"+t.Name()
 	proxy := faultproxy.Start(t, addrOf(server))

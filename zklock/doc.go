@@ -61,11 +61,12 @@
 // second once a round of tries failed (every server, or two tries with a
 // single server) or three tries (one per server, if more) began within
 // the last second. A request made meanwhile waits for the next
-// connection, or fails with ErrUnavailable at the next pause or at the
-// request timeout. The zk client on its own paused a second before it
-// tried the last server again, so that with a single server two dropped
-// connections took 2 s of the 2.08 s that a confirmation holds with a
-// session timeout of 5 s.
+// connection; the zk client fails it at the next pause, and the Backend
+// then reports ErrUnavailable or, where it must learn what a request
+// did, tries again until the request timeout. The zk client on its own
+// paused a second before it tried the last server again, so that with a
+// single server two dropped connections took 2 s of the 2.08 s that a
+// confirmation holds with a session timeout of 5 s.
 //
 // distlock's TTL does not set the lease: the session timeout does, once per
 // Backend (WithSessionTimeout), and Refresh's ttl is only checked. The TTL

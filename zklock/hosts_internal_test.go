@@ -7,14 +7,18 @@ import (
 	"time"
 )
 
+// hostsTry is a try of hostsRun: connected says whether the try before
+// made a connection, took how long it took.
+type hostsTry struct {
+	connected bool
+	took      time.Duration
+}
+
 // hostsRun runs tries of h, the zk client's way: before each, connected
 // says whether the previous try made a connection, and took is how long
 // the previous try took; a pause sleeps reconnectPause. It returns, try by
 // try, "P" for a pause and "-" for none.
-func hostsRun(t *testing.T, servers int, tries []struct {
-	connected bool
-	took      time.Duration
-}) string {
+func hostsRun(t *testing.T, servers int, tries []hostsTry) string {
 	t.Helper()
 	var addrs []string
 	for i := range servers {
@@ -43,14 +47,8 @@ func hostsRun(t *testing.T, servers int, tries []struct {
 
 // hostsTries makes n tries, each taking took, the first after a
 // connection if connected.
-func hostsTries(n int, connected bool, took time.Duration) []struct {
-	connected bool
-	took      time.Duration
-} {
-	tries := make([]struct {
-		connected bool
-		took      time.Duration
-	}, n)
+func hostsTries(n int, connected bool, took time.Duration) []hostsTry {
+	tries := make([]hostsTry, n)
 	for i := range tries {
 		tries[i].took = took
 	}
@@ -70,11 +68,8 @@ func TestHostsPause(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		servers int
-		tries   []struct {
-			connected bool
-			took      time.Duration
-		}
-		want string
+		tries   []hostsTry
+		want    string
 	}{
 		// Servers down that refuse at once: a pause after each round,
 		// and no more than quickTries tries (or one per server) within
@@ -92,10 +87,7 @@ func TestHostsPause(t *testing.T) {
 		{"a drop", 5, hostsTries(6, true, minute), "-----P"},
 		// A server that drops each connection right after its
 		// handshake: no more than quickTries tries within a pause.
-		{"flapping", 1, []struct {
-			connected bool
-			took      time.Duration
-		}{{false, 0}, {true, 0}, {true, 0}, {true, 0}, {true, 0}, {true, 0}}, "---P--"},
+		{"flapping", 1, []hostsTry{{false, 0}, {true, 0}, {true, 0}, {true, 0}, {true, 0}, {true, 0}}, "---P--"},
 	} {
 		if got := hostsRun(t, tc.servers, tc.tries); got != tc.want {
 			t.Errorf("%s, %d servers: pauses %s, want %s", tc.name, tc.servers, got, tc.want)

@@ -14,10 +14,11 @@ import (
 	"github.com/distlock/distlock/zklock"
 )
 
-// A holder cut off from the ensemble until its session expires: its lock's
-// context ends (at the end of the safe window, before the session timeout)
-// before the waiter is granted the lock, which happens when the ensemble
-// expires the session. Once the holder's connection comes back, the expiry
+// A holder cut off from the ensemble until its session expires: its lock
+// is reported lost (by Err, exact on the local clock, at the end of the
+// safe window, before the session timeout) before the waiter is granted
+// the lock, which happens when the ensemble expires the session, and its
+// context ends soon after. Once the holder's connection comes back, the expiry
 // is reported through OnLost, and a new session serves the next acquire.
 func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
@@ -39,13 +40,14 @@ func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 
 	waiter := newClient(t, newBackend(t, z.Servers))
 	type result struct {
-		l   *distlock.Lock
-		err error
+		l    *distlock.Lock
+		err  error
+		hErr error // the holder's Err when the waiter's Acquire returned
 	}
 	granted := make(chan result, 1)
 	go func() {
 		l, err := waiter.Acquire(ctx, key)
-		granted <- result{l, err}
+		granted <- result{l, err, la.Err()}
 	}()
 	waitNodes(t, adminConn(t, z.Servers), key, 2)
 
@@ -62,8 +64,8 @@ func TestSessionExpiryEndsHolderFirst(t *testing.T) {
 	}
 	// Judged by the local clock, as distlocktest does: Err is exact, and
 	// the context's cancellation follows when the watchdog runs.
-	if err := la.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Fatalf("the waiter was granted the lock %v after the cut while the holder lived: Err() = %v, want ErrLockLost", time.Since(cut), err)
+	if !errors.Is(r.hErr, distlock.ErrLockLost) {
+		t.Fatalf("the waiter was granted the lock %v after the cut while the holder lived: Err() = %v, want ErrLockLost", time.Since(cut), r.hErr)
 	}
 	select {
 	case <-la.Done():

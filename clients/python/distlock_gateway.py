@@ -50,8 +50,9 @@ that fails in this process: the session's locks are then lost with that
 reason (lock.lost), on_lost(lock, reason) is called if given, session.error
 holds the exception, and the session's next acquire raises SessionGone.
 A gateway keeps a session's 256 newest events for its next keepalive:
-session.events_dropped counts those it dropped, and a lock whose loss was
-told in one of them is lost with the reason "event_dropped".
+session.events_dropped counts those it dropped, and a lock found gone,
+without an event of its own, by a keepalive that reports dropped events
+is lost with the reason "event_dropped".
 
 Pass lock.token to the storage you protect: only the token keeps out a
 holder that was paused past its deadline.

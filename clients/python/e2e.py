@@ -1,5 +1,6 @@
 """End-to-end walk through the distlock gateway, driven by the Go tests
-(cmd/distlock/internal/cli/serve_test.go): python3 e2e.py MODE URL DIR
+(cmd/distlock/internal/cli/serve_test.go and the gateway package's
+runE2E): python3 e2e.py MODE URL DIR
 
 walk: acquire, keepalive, fenced write, loss (forced release), a stale
       write refused, release; prints one JSON object.
@@ -30,6 +31,11 @@ limit MAX: a session of a gateway that allows MAX locks per session holds
       MAX; one more lock, shared lock, term or permit raises SessionLimit,
       which names the limit; after a release the next lock is granted; prints
       one JSON object.
+dropped N: a session without keepalives takes N locks, each forced away
+      (N loss events, more than the gateway keeps), then keeps alive once:
+      the events dropped are counted and every lock is lost, with its
+      event's reason or "event_dropped"; prints one JSON object.
+(permits and shared, see their functions.)
 """
 
 import collections
